@@ -1,0 +1,3 @@
+# The tools: one folder each, main.c plus the tool's own parts.
+include bin/ttest/local.mk
+include bin/tckpt/local.mk

@@ -1,0 +1,1 @@
+# tckpt: checkpoint inspect, convert, verify, scan.

@@ -1,0 +1,1 @@
+# ttest: the sharded test runner.

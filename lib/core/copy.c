@@ -1,0 +1,215 @@
+/*
+ * core/copy.c: copy_ with broadcasting and dtype conversion, contiguous,
+ * clone, to(dtype), detach and fill_.
+ */
+#include "core/internal.h"
+
+#include <string.h>
+
+struct tn_conv_ctx {
+    enum tn_dtype ddt, sdt;
+};
+
+static void tn_copy_loop(char **p, const int64_t *st, int64_t n, void *arg)
+{
+    struct tn_conv_ctx *c = arg;
+    size_t es = tn_dtype_size(c->ddt);
+    if (c->ddt == c->sdt && st[0] == (int64_t)es && st[1] == (int64_t)es) {
+        memcpy(p[0], p[1], (size_t)n * es);
+        return;
+    }
+    tn__convert_strided(p[0], c->ddt, st[0], p[1], c->sdt, st[1], n);
+}
+
+/* The element range [lo, hi) of storage a tensor may touch, in bytes. */
+static void tn_byte_extent(const struct tn_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t es = (int64_t)tn_dtype_size(t->dtype);
+    int64_t min = t->offset, max = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t span = (t->sizes[d] - 1) * t->strides[d];
+        if (span < 0)
+            min += span;
+        else
+            max += span;
+    }
+    *lo = min * es;
+    *hi = (max + 1) * es;
+}
+
+static bool tn_may_overlap(const struct tn_tensor *a, const struct tn_tensor *b)
+{
+    if (a->storage != b->storage)
+        return false;
+    int64_t alo, ahi, blo, bhi;
+    tn_byte_extent(a, &alo, &ahi);
+    tn_byte_extent(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+/* True when some element of t is written through more than one index. */
+static bool tn_has_internal_overlap(const struct tn_tensor *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] > 1 && t->strides[d] == 0)
+            return true;
+    return false;
+}
+
+int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
+{
+    if (dst->device.type != TN_DEVICE_CPU || src->device.type != TN_DEVICE_CPU)
+        return tn_set_error(TN_EDEVICE, "copy_: only CPU tensors are supported by the core");
+    if (tn_has_internal_overlap(dst))
+        return tn_set_error(TN_EINVAL,
+                            "unsupported operation: more than one element of the written-to tensor "
+                            "refers to a single memory location. Please clone() the tensor before "
+                            "performing the operation.");
+    int64_t shape[TN_MAX_DIMS];
+    int nd = tn_broadcast_shapes(dst->sizes, dst->ndim, src->sizes, src->ndim, shape);
+    if (nd < 0)
+        return tn_last_status();
+    bool same = nd == dst->ndim;
+    for (int i = 0; same && i < nd; i++)
+        same = shape[i] == dst->sizes[i];
+    if (!same) {
+        char a[256], b[256];
+        return tn_set_error(TN_ESHAPE, "output with shape %s doesn't match the broadcast shape %s",
+                            tn_shape_format(dst->sizes, dst->ndim, a, sizeof a),
+                            tn_shape_format(shape, nd, b, sizeof b));
+    }
+    if (tn_numel(dst) == 0)
+        return TN_OK;
+    struct tn_tensor *tmp = NULL;
+    if (tn_may_overlap(dst, src)) {
+        if (dst->offset == src->offset && dst->dtype == src->dtype && dst->ndim == src->ndim &&
+            !memcmp(dst->sizes, src->sizes, sizeof dst->sizes[0] * (size_t)dst->ndim) &&
+            !memcmp(dst->strides, src->strides, sizeof dst->strides[0] * (size_t)dst->ndim))
+            return TN_OK; /* copying a tensor onto itself */
+        tmp = tn_clone(src);
+        if (!tmp)
+            return tn_last_status();
+        src = tmp;
+    }
+    /* src's strides aligned to dst's dims, broadcast dims stepping by 0 */
+    int64_t sstr[TN_MAX_DIMS];
+    int lead = dst->ndim - src->ndim;
+    for (int d = 0; d < dst->ndim; d++)
+        sstr[d] = d < lead || src->sizes[d - lead] == 1 ? 0 : src->strides[d - lead];
+    char *base[2] = {tn_data(dst), tn_data(src)};
+    const int64_t *strides[2] = {dst->strides, sstr};
+    size_t es[2] = {tn_dtype_size(dst->dtype), tn_dtype_size(src->dtype)};
+    struct tn_iter it;
+    tn__iter_init(&it, 2, dst->sizes, dst->ndim, base, strides, es);
+    struct tn_conv_ctx ctx = {dst->dtype, src->dtype};
+    tn__iter_run(&it, tn_copy_loop, &ctx, TN_PARALLEL_GRAIN);
+    __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
+    tn_release(tmp);
+    return TN_OK;
+}
+
+/* A new tensor like t with t's strides when t is non-overlapping and dense
+ * (preserve_format), else contiguous. */
+static struct tn_tensor *tn_empty_preserve(const struct tn_tensor *t, enum tn_dtype dtype,
+                                           bool preserve)
+{
+    if (preserve && tn_is_non_overlapping_and_dense(t) && !tn_is_contiguous(t)) {
+        int64_t numel = tn_numel(t);
+        struct tn_storage *s = tn_storage_new((size_t)numel * tn_dtype_size(dtype), t->device);
+        if (!s)
+            return NULL;
+        /* dense strides start at the lowest address: offset 0 */
+        struct tn_tensor *r = tn__tensor_make(s, 0, t->sizes, t->strides, t->ndim, dtype);
+        tn_storage_release(s);
+        return r;
+    }
+    return tn_empty_on(t->sizes, t->ndim, dtype, t->device);
+}
+
+struct tn_tensor *tn_empty_like(const struct tn_tensor *t, enum tn_dtype dtype)
+{
+    return tn_empty_preserve(t, dtype == TN_DTYPE_UNSET ? t->dtype : dtype, true);
+}
+
+struct tn_tensor *tn_contiguous(const struct tn_tensor *t)
+{
+    if (tn_is_contiguous(t))
+        return tn_retain((struct tn_tensor *)t);
+    struct tn_tensor *r = tn_empty_preserve(t, t->dtype, false);
+    if (r && tn_copy_(r, t) != TN_OK) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+struct tn_tensor *tn_clone(const struct tn_tensor *t)
+{
+    struct tn_tensor *r = tn_empty_preserve(t, t->dtype, true);
+    if (r && tn_copy_(r, t) != TN_OK) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+struct tn_tensor *tn_to_dtype(const struct tn_tensor *t, enum tn_dtype dtype)
+{
+    if (dtype == TN_DTYPE_UNSET || dtype == t->dtype)
+        return tn_retain((struct tn_tensor *)t);
+    struct tn_tensor *r = tn_empty_preserve(t, dtype, true);
+    if (r && tn_copy_(r, t) != TN_OK) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+struct tn_tensor *tn_detach(const struct tn_tensor *t)
+{
+    struct tn_tensor *r =
+        tn__tensor_make(t->storage, t->offset, t->sizes, t->strides, t->ndim, t->dtype);
+    if (r)
+        r->flags = 0;
+    return r;
+}
+
+struct tn_fill_ctx {
+    unsigned char value[16];
+    size_t es;
+};
+
+static void tn_fill_loop(char **p, const int64_t *st, int64_t n, void *arg)
+{
+    struct tn_fill_ctx *c = arg;
+    char *d = p[0];
+    if (c->es == 4) {
+        uint32_t v;
+        memcpy(&v, c->value, 4);
+        for (int64_t i = 0; i < n; i++, d += st[0])
+            memcpy(d, &v, 4);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, d += st[0])
+        memcpy(d, c->value, c->es);
+}
+
+int tn_fill_(struct tn_tensor *t, struct tn_scalar value)
+{
+    if (t->device.type != TN_DEVICE_CPU)
+        return tn_set_error(TN_EDEVICE, "fill_: only CPU tensors are supported by the core");
+    struct tn_fill_ctx ctx;
+    ctx.es = tn_dtype_size(t->dtype);
+    tn_scalar_store(ctx.value, t->dtype, value);
+    char *base[1] = {tn_data(t)};
+    const int64_t *strides[1] = {t->strides};
+    struct tn_iter it;
+    tn__iter_init(&it, 1, t->sizes, t->ndim, base, strides, &ctx.es);
+    tn__iter_run(&it, tn_fill_loop, &ctx, TN_PARALLEL_GRAIN);
+    __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
+    return TN_OK;
+}

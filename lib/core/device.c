@@ -1,0 +1,85 @@
+/*
+ * core/device.c: device names and the per-device allocator registry.
+ */
+#include "core/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *tn_cpu_alloc(size_t nbytes, int device_index, void *ctx)
+{
+    (void)device_index;
+    (void)ctx;
+    /* aligned_alloc wants a multiple of the alignment; zero-size storages
+     * still get a unique pointer. */
+    size_t n = (nbytes + TN_ALIGNMENT - 1) / TN_ALIGNMENT * TN_ALIGNMENT;
+    return aligned_alloc(TN_ALIGNMENT, n ? n : TN_ALIGNMENT);
+}
+
+static void tn_cpu_free(void *ptr, int device_index, void *ctx)
+{
+    (void)device_index;
+    (void)ctx;
+    free(ptr);
+}
+
+static struct tn_allocator tn_allocators[3] = {
+    [TN_DEVICE_CPU] = {tn_cpu_alloc, tn_cpu_free, NULL},
+};
+
+void tn_register_allocator(enum tn_device_type type, const struct tn_allocator *alloc)
+{
+    TN_ASSERT(type >= 0 && type < 3);
+    tn_allocators[type] = *alloc;
+}
+
+/* The allocator for `type`, or NULL when no backend registered one. */
+const struct tn_allocator *tn__allocator(enum tn_device_type type)
+{
+    TN_ASSERT(type >= 0 && type < 3);
+    return tn_allocators[type].alloc ? &tn_allocators[type] : NULL;
+}
+
+int tn_device_parse(const char *text, struct tn_device *out)
+{
+    if (strcmp(text, "cpu") == 0) {
+        *out = TN_CPU;
+        return TN_OK;
+    }
+    if (strcmp(text, "meta") == 0) {
+        *out = (struct tn_device){TN_DEVICE_META, -1};
+        return TN_OK;
+    }
+    if (strncmp(text, "cuda", 4) == 0) {
+        const char *p = text + 4;
+        if (*p == '\0') {
+            *out = (struct tn_device){TN_DEVICE_CUDA, -1};
+            return TN_OK;
+        }
+        char *end;
+        long idx = *p == ':' ? strtol(p + 1, &end, 10) : -1;
+        if (*p == ':' && p[1] >= '0' && p[1] <= '9' && *end == '\0' && idx < 1024) {
+            *out = (struct tn_device){TN_DEVICE_CUDA, (int)idx};
+            return TN_OK;
+        }
+    }
+    return tn_set_error(TN_EINVAL,
+                        "Expected one of cpu, cuda, meta device type at start of device string: %s",
+                        text);
+}
+
+char *tn_device_format(struct tn_device dev, char *buf, size_t len)
+{
+    static const char *const names[] = {"cpu", "cuda", "meta"};
+    if (dev.index >= 0)
+        snprintf(buf, len, "%s:%d", names[dev.type], dev.index);
+    else
+        snprintf(buf, len, "%s", names[dev.type]);
+    return buf;
+}
+
+bool tn_device_equal(struct tn_device a, struct tn_device b)
+{
+    return a.type == b.type && a.index == b.index;
+}

@@ -1,0 +1,81 @@
+/*
+ * core/internal.h: helpers that libtensor's modules share and that are not
+ * part of the public API (never installed).
+ */
+#ifndef TN_CORE_INTERNAL_H
+#define TN_CORE_INTERNAL_H
+
+#include <config.h>
+#include <tensor/core.h>
+
+#define TN_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
+#define TN_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
+
+/* The allocator registered for a device type, or NULL when none is. */
+const struct tn_allocator *tn__allocator(enum tn_device_type type);
+
+/* Allocates the tensor struct around `storage` (a reference is taken) with
+ * the given geometry; strides NULL means contiguous. No bounds check: the
+ * caller guarantees the geometry fits. NULL with TN_ENOMEM. */
+struct tn_tensor *tn__tensor_make(struct tn_storage *storage, int64_t offset, const int64_t *sizes,
+                                  const int64_t *strides, int ndim, enum tn_dtype dtype);
+
+/* A view of `base` with new geometry (the view keeps base's storage, dtype,
+ * device and requires_grad, and records base). */
+struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, const int64_t *sizes,
+                                const int64_t *strides, int ndim);
+
+/* Checks a sizes array (no negative size, numel fits in int64). Returns 0 or
+ * an error naming `what`. Writes numel to *numel when not NULL. */
+int tn__check_sizes(const int64_t *sizes, int ndim, int64_t *numel);
+
+/* Computes strides for `newshape` viewing a tensor of (oldshape, oldstride)
+ * without copying (PyTorch's computeStride). Returns false when impossible. */
+bool tn__compute_view_strides(const int64_t *oldshape, const int64_t *oldstride, int oldndim,
+                              const int64_t *newshape, int newndim, int64_t *newstride);
+
+/* Resolves one -1 in `shape` against numel (PyTorch's infer_size); writes
+ * the result to out. Returns 0 or an error ("shape '[3, 5]' is invalid for
+ * input of size 12", "only one dimension can be inferred"). */
+int tn__infer_size(const int64_t *shape, int ndim, int64_t numel, int64_t *out);
+
+/* --- strided loops ---------------------------------------------------- */
+
+/* Iterates over up to TN_MAX_DIMS dims with byte strides for up to 4
+ * operands, handing out the innermost run as (pointers, inner byte strides,
+ * count). Dims of size 1 are dropped and contiguous dims are merged first so
+ * the inner run is as long as possible. */
+#define TN_ITER_MAX_OPS 4
+struct tn_iter {
+    int nops;
+    int ndim;
+    int64_t sizes[TN_MAX_DIMS];                    /* innermost first */
+    int64_t strides[TN_ITER_MAX_OPS][TN_MAX_DIMS]; /* bytes, innermost first */
+    char *base[TN_ITER_MAX_OPS];
+    int64_t numel;
+};
+
+/* Sets up an iterator over `nops` operands of one shape (sizes, ndim) with
+ * per-operand element strides and element sizes. */
+void tn__iter_init(struct tn_iter *it, int nops, const int64_t *sizes, int ndim, char *const *base,
+                   const int64_t *const *strides, const size_t *elsize);
+
+/* The inner loop: called with data pointers for the run's first element,
+ * the byte strides of the innermost dim, and the run length. */
+typedef void (*tn_iter_fn)(char **ptrs, const int64_t *inner_strides, int64_t n, void *ctx);
+
+/* Runs fn over every element, in parallel on the thread pool when numel is
+ * at least `grain` (0: never in parallel). */
+void tn__iter_run(const struct tn_iter *it, tn_iter_fn fn, void *ctx, int64_t grain);
+
+/* The strided conversion loop between two dtypes (byte steps). */
+void tn__convert_strided(char *d, enum tn_dtype ddt, int64_t dstep, const char *s,
+                         enum tn_dtype sdt, int64_t sstep, int64_t n);
+
+/* Rounds a float to float16 or bfloat16 (dtype) and back. */
+float tn__round16(float x, enum tn_dtype dtype);
+
+/* Elements above which copies and fills go parallel. */
+#define TN_PARALLEL_GRAIN 32768
+
+#endif

@@ -1,0 +1,16 @@
+tensorinclude_HEADERS += lib/include/tensor/core.h
+noinst_HEADERS += lib/core/internal.h
+libtensor_la_SOURCES += \
+	lib/core/error.c \
+	lib/core/dtype.c \
+	lib/core/promote.c \
+	lib/core/device.c \
+	lib/core/storage.c \
+	lib/core/tensor.c \
+	lib/core/factory.c \
+	lib/core/view.c \
+	lib/core/iter.c \
+	lib/core/copy.c \
+	lib/core/print.c \
+	lib/core/random.c \
+	lib/core/thread.c

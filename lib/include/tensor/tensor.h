@@ -1,0 +1,10 @@
+/*
+ * tensor/tensor.h: everything libtensor offers, one include.
+ * Link with `pkg-config --libs tensor`.
+ */
+#ifndef TENSOR_TENSOR_H
+#define TENSOR_TENSOR_H
+
+#include <tensor/core.h>
+
+#endif

@@ -1,0 +1,1 @@
+# lib/io: zip, pickle, torch checkpoints, safetensors, npy/npz.

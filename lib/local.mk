@@ -1,0 +1,5 @@
+# libtensor: one fragment per module, bottom up (DESIGN.md: a module uses
+# only those above it in this list).
+tensorinclude_HEADERS += lib/include/tensor/tensor.h
+include lib/core/local.mk
+include lib/io/local.mk

@@ -1,0 +1,2 @@
+# Manual pages: man1 tools, man3 the C API, man5 file formats.
+dist_man_MANS += man/man3/libtensor.3

@@ -1,0 +1,2 @@
+# Shipped data, examples and the demo.
+include share/examples/showcase/local.mk

@@ -1,0 +1,1 @@
+# Bats tests of tckpt.

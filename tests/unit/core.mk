@@ -1,0 +1,6 @@
+# Unit tests of lib/core.
+UNIT_TESTS += tests/unit/test_dtype
+tests_unit_test_dtype_SOURCES = tests/unit/test_dtype.c
+tests_unit_test_dtype_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_dtype_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_dtype_LDFLAGS = $(TN_UNIT_LINK)

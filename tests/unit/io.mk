@@ -1,0 +1,1 @@
+# Unit tests of lib/io (zip, pickle, checkpoints, safetensors, npy).

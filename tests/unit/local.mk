@@ -1,0 +1,22 @@
+# C unit tests: one program per module part, cmocka emitting TAP.
+if HAVE_CMOCKA
+check_LTLIBRARIES = tests/unit/libtntest.la
+tests_unit_libtntest_la_SOURCES = tests/unit/tn_test.c tests/unit/tn_test.h
+tests_unit_libtntest_la_CPPFLAGS = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) \
+	-DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_libtntest_la_LIBADD = $(CMOCKA_LIBS) $(JANSSON_LIBS)
+
+# Unit tests link libtensor statically, so they can reach internal helpers.
+TN_UNIT_CPP = $(AM_CPPFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS) -I$(top_srcdir)/tests/unit
+TN_UNIT_LIBS = tests/unit/libtntest.la $(TN_LIB) $(CMOCKA_LIBS) $(JANSSON_LIBS) -lm
+TN_UNIT_LINK = -static
+
+# One fragment per area, so areas can grow their tests independently.
+include tests/unit/core.mk
+include tests/unit/views.mk
+include tests/unit/print.mk
+include tests/unit/random.mk
+include tests/unit/io.mk
+
+check_PROGRAMS += $(UNIT_TESTS)
+endif

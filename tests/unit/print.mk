@@ -1,0 +1,1 @@
+# Unit tests of printing (lib/core/print.c).

@@ -1,0 +1,1 @@
+# Unit tests of random numbers (lib/core/random.c).
