@@ -5,7 +5,9 @@ TN_BENCH_SH =
 include bench/core/local.mk
 include bench/ttest/local.mk
 include bench/io/local.mk
-noinst_PROGRAMS += $(TN_BENCH_BIN)
+# built by make bench only
+EXTRA_PROGRAMS = $(TN_BENCH_BIN)
+CLEANFILES += $(TN_BENCH_BIN)
 EXTRA_DIST += $(TN_BENCH_SH)
 
 bench: $(TN_BENCH_BIN)

@@ -225,8 +225,9 @@ static inline double tn_load_bf16(const void *p)
 #define TN_STORE_int8_FLT(p, v) (*(int8_t *)(p) = (int8_t)tn_f2i32(v))
 #define TN_STORE_int8_CPX(p, v) (*(int8_t *)(p) = (int8_t)tn_f2i32(crealf(v)))
 #define TN_STORE_uint8_INT(p, v) (*(uint8_t *)(p) = (uint8_t)(v))
-#define TN_STORE_uint8_FLT(p, v) (*(uint8_t *)(p) = (uint8_t)tn_f2i32(v))
-#define TN_STORE_uint8_CPX(p, v) (*(uint8_t *)(p) = (uint8_t)tn_f2i32(crealf(v)))
+/* uint8 is the exception: compilers convert through 64 bits for it. */
+#define TN_STORE_uint8_FLT(p, v) (*(uint8_t *)(p) = (uint8_t)tn_f2i64(v))
+#define TN_STORE_uint8_CPX(p, v) (*(uint8_t *)(p) = (uint8_t)tn_f2i64(crealf(v)))
 /* `bool` is a macro for _Bool, and the outer expansion has expanded it. */
 #define TN_STORE__Bool_INT(p, v) (*(bool *)(p) = (v) != 0)
 #define TN_STORE__Bool_FLT(p, v) (*(bool *)(p) = (v) != 0)
@@ -266,6 +267,30 @@ typedef void (*tn_conv_fn)(char *d, int64_t dstep, const char *s, int64_t sstep,
 #define TN_X_DEFS(E, n, T, s, st, sf, np, sc, k) TN_SRC_LIST(TN_DEF_CONV, n)
 TN_FOR_EACH_DTYPE(TN_X_DEFS)
 
+/* float32 -> bfloat16, PyTorch's hot conversion, has its own loop: its
+ * vectorised kernel turns every NaN into 0xFFFF (the scalar path, used for
+ * float64 sources and fills, gives 0x7FC0). */
+static void tn_conv_bf16_from_f32(char *d, int64_t dstep, const char *s, int64_t sstep, int64_t n)
+{
+    if (dstep == 2 && sstep == 4) {
+        uint16_t *o = (uint16_t *)(void *)d;
+        const char *in = s;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, in + 4 * i, 4);
+            uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+            o[i] = (u & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : (uint16_t)r;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, d += dstep, s += sstep) {
+        float f;
+        memcpy(&f, s, 4);
+        uint16_t b = isnan(f) ? 0xFFFFu : tn_bfloat16_from_float(f).bits;
+        memcpy(d, &b, 2);
+    }
+}
+
 #define TN_TBL_ENTRY(dn, sn, sk) tn_conv_##dn##_##sn,
 #define TN_X_TBL(E, n, T, s, st, sf, np, sc, k) {TN_SRC_LIST(TN_TBL_ENTRY, n)},
 static const tn_conv_fn tn_conv_table[][TN_NUM_DTYPES] = {TN_FOR_EACH_DTYPE(TN_X_TBL)};
@@ -273,10 +298,17 @@ _Static_assert(sizeof tn_conv_table / sizeof tn_conv_table[0] == TN_NUM_DTYPES,
                "TN_SRC_LIST must list every dtype");
 
 /* The strided conversion loop from `src` to `dst` elements (library-internal). */
+static tn_conv_fn tn_conv_lookup(enum tn_dtype ddt, enum tn_dtype sdt)
+{
+    if (ddt == TN_BFLOAT16 && sdt == TN_FLOAT32)
+        return tn_conv_bf16_from_f32;
+    return tn_conv_table[ddt][sdt];
+}
+
 void tn__convert_strided(char *d, enum tn_dtype ddt, int64_t dstep, const char *s,
                          enum tn_dtype sdt, int64_t sstep, int64_t n)
 {
-    tn_conv_table[ddt][sdt](d, dstep, s, sstep, n);
+    tn_conv_lookup(ddt, sdt)(d, dstep, s, sstep, n);
 }
 
 void tn_convert(void *dst, enum tn_dtype ddt, const void *src, enum tn_dtype sdt, size_t n)
@@ -285,8 +317,8 @@ void tn_convert(void *dst, enum tn_dtype ddt, const void *src, enum tn_dtype sdt
         memcpy(dst, src, n * tn_dtype_size(ddt));
         return;
     }
-    tn_conv_table[ddt][sdt](dst, (int64_t)tn_dtype_size(ddt), src, (int64_t)tn_dtype_size(sdt),
-                            (int64_t)n);
+    tn_conv_lookup(ddt, sdt)(dst, (int64_t)tn_dtype_size(ddt), src, (int64_t)tn_dtype_size(sdt),
+                             (int64_t)n);
 }
 
 void tn_scalar_store(void *dst, enum tn_dtype dtype, struct tn_scalar s)

@@ -105,7 +105,8 @@ static enum tn_dtype tn_combine(enum tn_dtype higher, enum tn_dtype lower)
         return higher;
     if (cl == 3) {
         if (ch == 2) {
-            /* keep the higher class's precision: float32 -> complex64 */
+            /* keep the higher class's precision: float32 -> complex64.
+             * (PyTorch 1.13 made bfloat16 complex64 too; 2.x refuses.) */
             if (higher == TN_FLOAT32)
                 return TN_COMPLEX64;
             return tn_unsupported(higher, lower, higher == TN_FLOAT64 ? "complex128" : "complex32");

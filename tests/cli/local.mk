@@ -1,6 +1,7 @@
 # Bats tests of the tools and scripts.
 if HAVE_BATS
 CLI_TESTS += tests/cli/bootstrap.bats
+include tests/cli/dtype.mk
 include tests/cli/ttest.mk
 include tests/cli/tckpt.mk
 endif

@@ -4,6 +4,7 @@
  */
 #include "tn_test.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 static void test_table(void **state)
@@ -59,10 +60,20 @@ static int tn_operand(const char *spec, struct tn_tensor **t, struct tn_scalar *
     return 0;
 }
 
+/* 1.13 promoted bfloat16 with a complex operand to complex64; 2.x, which
+ * tensorkit follows, has no such result. */
+static bool tn_torch1_only(const char *a, const char *b)
+{
+    bool bf = strstr(a, "bfloat16") || strstr(b, "bfloat16");
+    bool cx = strstr(a, "complex") || strstr(b, "complex");
+    return bf && cx;
+}
+
 static void test_result_type(void **state)
 {
     (void)state;
     json_t *fx = tn_test_fixture("dtype");
+    bool torch1 = json_string_value(json_object_get(fx, "torch"))[0] == '1';
     size_t i;
     json_t *row;
     int bad = 0;
@@ -71,6 +82,8 @@ static void test_result_type(void **state)
         const char *sb = json_string_value(json_array_get(row, 1));
         json_t *r = json_array_get(row, 2);
         enum tn_dtype want = json_is_null(r) ? TN_DTYPE_UNSET : tn_test_dtype(json_string_value(r));
+        if (torch1 && tn_torch1_only(sa, sb))
+            continue;
         struct tn_tensor *ts[2];
         struct tn_scalar ss[2];
         int nt = 0, ns = 0;
@@ -99,9 +112,16 @@ static void test_convert(void **state)
     size_t i;
     json_t *c;
     int bad = 0;
+    /* PyTorch 1.13 turned complex into bool by the real part alone; 2.x,
+     * which tensorkit follows, by both parts. */
+    bool torch1 = json_string_value(json_object_get(fx, "torch"))[0] == '1';
     json_array_foreach(json_object_get(fx, "convert"), i, c) {
         struct tn_tensor *src = tn_test_tensor(json_object_get(c, "src"));
         enum tn_dtype to = tn_test_dtype(json_string_value(json_object_get(c, "to")));
+        if (torch1 && src->dtype == TN_COMPLEX64 && to == TN_BOOL) {
+            tn_release(src);
+            continue;
+        }
         struct tn_tensor *r = tn_to_dtype(src, to);
         char what[64];
         snprintf(what, sizeof what, "%s -> %s", tn_dtype_name(src->dtype), tn_dtype_name(to));
