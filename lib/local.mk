@@ -3,3 +3,4 @@
 tensorinclude_HEADERS += lib/include/tensor/tensor.h
 include lib/core/local.mk
 include lib/io/local.mk
+include lib/ops/cuda/local.mk

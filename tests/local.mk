@@ -6,7 +6,8 @@ BATS_LOG_DRIVER = $(LOG_DRIVER)
 BATS_LOG_COMPILER = $(BATS) --tap
 AM_TESTS_ENVIRONMENT = \
 	TN_SRCDIR='$(abs_top_srcdir)'; TN_BUILDDIR='$(abs_top_builddir)'; \
-	export TN_SRCDIR TN_BUILDDIR;
+	TN_CUDA_BACKEND='$(abs_top_builddir)/lib/ops/cuda/libtensor-cuda.so'; \
+	export TN_SRCDIR TN_BUILDDIR TN_CUDA_BACKEND;
 
 EXTRA_DIST += tests/torch2-python tests/fixtures
 UNIT_TESTS =

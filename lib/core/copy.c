@@ -117,10 +117,35 @@ static bool tn_has_internal_overlap(const struct tn_tensor *t)
     return false;
 }
 
+/* Copies between devices through the device backend: the core moves whole
+ * contiguous blocks of one dtype and shape; kernels for the rest come with
+ * the device's ops. */
+static int tn_copy_across(struct tn_tensor *dst, const struct tn_tensor *src)
+{
+    enum tn_device_type type =
+        dst->device.type != TN_DEVICE_CPU ? dst->device.type : src->device.type;
+    if (type == TN_DEVICE_META || dst->device.type == TN_DEVICE_META ||
+        src->device.type == TN_DEVICE_META)
+        return tn_set_error(TN_EDEVICE, "copy_: meta tensors hold no data");
+    const struct tn_device_backend *be = tn__device_backend(type);
+    if (!be)
+        return tn_last_status();
+    bool same_shape = dst->ndim == src->ndim &&
+                      !memcmp(dst->sizes, src->sizes, sizeof dst->sizes[0] * (size_t)dst->ndim);
+    if (dst->dtype != src->dtype || !same_shape || !tn_is_contiguous(dst) ||
+        !tn_is_contiguous(src))
+        return tn_set_error(TN_EDEVICE, "copy_ between devices needs contiguous tensors of one "
+                                        "dtype and shape");
+    int rc = be->memcpy(tn_data(dst), dst->device, tn_data(src), src->device, tn_nbytes(dst));
+    if (rc == TN_OK)
+        __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
 int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
 {
     if (dst->device.type != TN_DEVICE_CPU || src->device.type != TN_DEVICE_CPU)
-        return tn_set_error(TN_EDEVICE, "copy_: only CPU tensors are supported by the core");
+        return tn_copy_across(dst, src);
     if (tn_has_internal_overlap(dst))
         return tn_set_error(TN_EINVAL,
                             "unsupported operation: more than one element of the written-to tensor "
@@ -259,7 +284,8 @@ static void tn_fill_loop(char **p, const int64_t *st, int64_t n, void *arg)
 int tn_fill_(struct tn_tensor *t, struct tn_scalar value)
 {
     if (t->device.type != TN_DEVICE_CPU)
-        return tn_set_error(TN_EDEVICE, "fill_: only CPU tensors are supported by the core");
+        return tn_set_error(TN_EDEVICE, "fill_: kernels for %s tensors come with the device's ops",
+                            t->device.type == TN_DEVICE_CUDA ? "CUDA" : "meta");
     struct tn_fill_ctx ctx;
     ctx.es = tn_dtype_size(t->dtype);
     tn_scalar_store(ctx.value, t->dtype, value);

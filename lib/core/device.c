@@ -3,6 +3,8 @@
  */
 #include "core/internal.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,4 +84,60 @@ char *tn_device_format(struct tn_device dev, char *buf, size_t len)
 bool tn_device_equal(struct tn_device a, struct tn_device b)
 {
     return a.type == b.type && a.index == b.index;
+}
+
+/* ------------------------------------------------------- device backends */
+
+static pthread_once_t tn_cuda_once = PTHREAD_ONCE_INIT;
+static struct tn_device_backend tn_cuda_backend;
+static int tn_cuda_status = TN_EDEVICE;
+static char tn_cuda_error[512];
+
+/* Loads libtensor-cuda.so: $TN_CUDA_BACKEND, else the installed copy, else
+ * the dynamic linker's search path. */
+static void tn_cuda_load(void)
+{
+    const char *env = getenv("TN_CUDA_BACKEND");
+    const char *paths[] = {env && *env ? env : NULL, TN_PKGLIBDIR "/libtensor-cuda.so",
+                           "libtensor-cuda.so"};
+    void *h = NULL;
+    char why[400] = "";
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++) {
+        if (!paths[i])
+            continue;
+        h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
+        const char *e = h ? NULL : dlerror();
+        if (e && !why[0]) /* the first failure says the most */
+            snprintf(why, sizeof why, "%s", e);
+    }
+#ifndef TN_HAVE_CUDA
+    if (!h && !(env && *env))
+        snprintf(why, sizeof why, "libtensor was built without CUDA (configure found no CUDA Toolkit)");
+#endif
+    if (!h) {
+        snprintf(tn_cuda_error, sizeof tn_cuda_error, "CUDA support is not available: %s", why);
+        return;
+    }
+    tn_backend_init_fn init = (tn_backend_init_fn)dlsym(h, "tn_cuda_backend_init");
+    if (!init) {
+        snprintf(tn_cuda_error, sizeof tn_cuda_error,
+                 "CUDA support is not available: libtensor-cuda.so lacks tn_cuda_backend_init");
+        return;
+    }
+    static const struct tn_backend_host host = {tn_set_error, tn_register_allocator};
+    tn_cuda_status = init(&host, &tn_cuda_backend);
+    if (tn_cuda_status != TN_OK)
+        snprintf(tn_cuda_error, sizeof tn_cuda_error, "CUDA support is not available: %s",
+                 tn_last_error());
+}
+
+const struct tn_device_backend *tn__device_backend(enum tn_device_type type)
+{
+    TN_ASSERT(type == TN_DEVICE_CUDA);
+    pthread_once(&tn_cuda_once, tn_cuda_load);
+    if (tn_cuda_status != TN_OK) {
+        tn_set_error(TN_EDEVICE, "%s", tn_cuda_error);
+        return NULL;
+    }
+    return &tn_cuda_backend;
 }

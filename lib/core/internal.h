@@ -14,6 +14,32 @@
 /* The allocator registered for a device type, or NULL when none is. */
 const struct tn_allocator *tn__allocator(enum tn_device_type type);
 
+/* What the core asks of a device backend loaded at run time (the CUDA one
+ * lives in lib/ops/cuda and is a shared object of its own). */
+struct tn_device_backend {
+    /* Copies nbytes between any two devices; 0 or an error. */
+    int (*memcpy)(void *dst, struct tn_device ddev, const void *src, struct tn_device sdev,
+                  size_t nbytes);
+    int (*device_count)(void);
+};
+
+/* What a backend gets from the core that loaded it: it calls back through
+ * these rather than linking libtensor, so a program linked statically with
+ * libtensor and the backend see one and the same core. */
+struct tn_backend_host {
+    enum tn_status (*set_error)(enum tn_status status, const char *fmt, ...);
+    void (*register_allocator)(enum tn_device_type type, const struct tn_allocator *alloc);
+};
+
+/* The backend's entry point, looked up by name after dlopen. */
+typedef int (*tn_backend_init_fn)(const struct tn_backend_host *host,
+                                  struct tn_device_backend *out);
+
+/* The backend for `type`, loading its shared object on first use: NULL with
+ * TN_EDEVICE ("CUDA support is not available: ...") when it cannot load. The
+ * CPU has no backend object: asking for it is a bug. */
+const struct tn_device_backend *tn__device_backend(enum tn_device_type type);
+
 /* Allocates the tensor struct around `storage` (a reference is taken) with
  * the given geometry; strides NULL means contiguous. No bounds check: the
  * caller guarantees the geometry fits. NULL with TN_ENOMEM. */

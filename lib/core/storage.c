@@ -8,6 +8,9 @@
 
 struct tn_storage *tn_storage_new(size_t nbytes, struct tn_device device)
 {
+    /* the CUDA allocator registers itself when its backend loads */
+    if (device.type == TN_DEVICE_CUDA && !tn__device_backend(TN_DEVICE_CUDA))
+        return NULL;
     const struct tn_allocator *a = tn__allocator(device.type);
     if (!a) {
         char buf[32];

@@ -64,7 +64,12 @@ void tn_clear_error(void);
 /* Aborts with file and line: for broken invariants only, never for input. */
 #define TN_ASSERT(cond)                                                        \
     ((cond) ? (void)0 : tn_assert_fail(#cond, __FILE__, __LINE__, __func__))
-_Noreturn void tn_assert_fail(const char *expr, const char *file, int line, const char *func);
+#ifdef __cplusplus
+[[noreturn]]
+#else
+_Noreturn
+#endif
+void tn_assert_fail(const char *expr, const char *file, int line, const char *func);
 
 /* ------------------------------------------------------------------ dtypes */
 
