@@ -60,7 +60,7 @@ static int tn_required_elements(const int64_t *sizes, const int64_t *strides, in
     return TN_OK;
 }
 
-struct tn_tensor *tn_empty_strided(const int64_t *sizes, const int64_t *strides, int ndim,
+struct tn_tensor *tn_empty_strided(const int64_t *sizes, int ndim, const int64_t *strides,
                                    enum tn_dtype dtype)
 {
     int64_t need;
@@ -306,7 +306,7 @@ struct tn_tensor *tn_from_data(const void *data, const int64_t *sizes, int ndim,
 }
 
 struct tn_tensor *tn_tensor_from_storage(struct tn_storage *storage, int64_t offset,
-                                         const int64_t *sizes, const int64_t *strides, int ndim,
+                                         const int64_t *sizes, int ndim, const int64_t *strides,
                                          enum tn_dtype dtype)
 {
     int64_t need, cstr[TN_MAX_DIMS];
@@ -336,7 +336,7 @@ struct tn_tensor *tn_tensor_from_storage(struct tn_storage *storage, int64_t off
     return tn__tensor_make(storage, offset, sizes, strides, ndim, tn_or_default(dtype));
 }
 
-struct tn_tensor *tn_from_blob(void *data, const int64_t *sizes, const int64_t *strides, int ndim,
+struct tn_tensor *tn_from_blob(void *data, const int64_t *sizes, int ndim, const int64_t *strides,
                                enum tn_dtype dtype, tn_free_fn free_fn, void *ctx)
 {
     int64_t need, cstr[TN_MAX_DIMS];

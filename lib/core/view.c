@@ -531,8 +531,8 @@ struct tn_tensor *tn_unflatten(const struct tn_tensor *t, int64_t dim, const int
     return tn_view(t, shape, k);
 }
 
-struct tn_tensor *tn_as_strided(const struct tn_tensor *t, const int64_t *sizes,
-                                const int64_t *strides, int ndim, int64_t storage_offset)
+struct tn_tensor *tn_as_strided(const struct tn_tensor *t, const int64_t *sizes, int ndim,
+                                const int64_t *strides, int64_t storage_offset)
 {
     char a[512], b[512];
     if (tn_check_ndim(ndim) != TN_OK)

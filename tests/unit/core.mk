@@ -4,3 +4,9 @@ tests_unit_test_dtype_SOURCES = tests/unit/test_dtype.c
 tests_unit_test_dtype_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_dtype_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_dtype_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_core
+tests_unit_test_core_SOURCES = tests/unit/test_core.c
+tests_unit_test_core_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_core_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_core_LDFLAGS = $(TN_UNIT_LINK)

@@ -318,13 +318,15 @@ double tn_item_double(const struct tn_tensor *t);
 
 /* ------------------------------------------------------------ constructors */
 
-/* Every constructor takes `dtype` TN_DTYPE_UNSET for the default dtype
+/* Shapes are always (sizes, ndim) side by side, so TN_SHAPE fits them;
+ * strides, where a function takes them, follow.
+ * Every constructor takes `dtype` TN_DTYPE_UNSET for the default dtype
  * (float32) or, where PyTorch infers one from the arguments, the inferred
  * one. They allocate on the CPU unless they say otherwise. */
 struct tn_tensor *tn_empty(const int64_t *sizes, int ndim, enum tn_dtype dtype);
 struct tn_tensor *tn_empty_on(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                               struct tn_device device);
-struct tn_tensor *tn_empty_strided(const int64_t *sizes, const int64_t *strides, int ndim,
+struct tn_tensor *tn_empty_strided(const int64_t *sizes, int ndim, const int64_t *strides,
                                    enum tn_dtype dtype);
 struct tn_tensor *tn_zeros(const int64_t *sizes, int ndim, enum tn_dtype dtype);
 struct tn_tensor *tn_ones(const int64_t *sizes, int ndim, enum tn_dtype dtype);
@@ -347,12 +349,12 @@ struct tn_tensor *tn_from_data(const void *data, const int64_t *sizes, int ndim,
                                enum tn_dtype dtype);
 /* A tensor over caller memory (torch.from_blob): no copy. `strides` NULL
  * means contiguous. `free_fn` as in tn_storage_from_external. */
-struct tn_tensor *tn_from_blob(void *data, const int64_t *sizes, const int64_t *strides, int ndim,
+struct tn_tensor *tn_from_blob(void *data, const int64_t *sizes, int ndim, const int64_t *strides,
                                enum tn_dtype dtype, tn_free_fn free_fn, void *ctx);
 /* A tensor viewing `storage` (borrowed; the tensor takes its own reference)
  * with the given geometry, which must fit inside the storage. */
 struct tn_tensor *tn_tensor_from_storage(struct tn_storage *storage, int64_t offset,
-                                         const int64_t *sizes, const int64_t *strides, int ndim,
+                                         const int64_t *sizes, int ndim, const int64_t *strides,
                                          enum tn_dtype dtype);
 
 /* The *_like constructors keep t's shape, device and (dtype UNSET) dtype.
@@ -395,8 +397,8 @@ struct tn_tensor *tn_unsqueeze(const struct tn_tensor *t, int64_t dim);
 struct tn_tensor *tn_flatten(const struct tn_tensor *t, int64_t start_dim, int64_t end_dim);
 struct tn_tensor *tn_unflatten(const struct tn_tensor *t, int64_t dim, const int64_t *sizes,
                                int nsizes);
-struct tn_tensor *tn_as_strided(const struct tn_tensor *t, const int64_t *sizes,
-                                const int64_t *strides, int ndim, int64_t storage_offset);
+struct tn_tensor *tn_as_strided(const struct tn_tensor *t, const int64_t *sizes, int ndim,
+                                const int64_t *strides, int64_t storage_offset);
 struct tn_tensor *tn_diagonal(const struct tn_tensor *t, int64_t offset, int64_t dim1,
                               int64_t dim2);
 struct tn_tensor *tn_unfold(const struct tn_tensor *t, int64_t dim, int64_t size, int64_t step);
