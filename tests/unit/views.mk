@@ -1,1 +1,6 @@
 # Unit tests of views, constructors and copies (lib/core/view.c, factory.c, copy.c).
+UNIT_TESTS += tests/unit/test_views
+tests_unit_test_views_SOURCES = tests/unit/test_views.c
+tests_unit_test_views_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_views_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_views_LDFLAGS = $(TN_UNIT_LINK)
