@@ -54,6 +54,35 @@ struct tn_fake_node {
 
 static void tn_fake_destroy(struct tn_node *n) { free(n); }
 
+static void tn_free_buf(void *data, size_t nbytes, void *ctx)
+{
+    (void)nbytes;
+    (void)ctx;
+    free(data);
+}
+
+/* A meta tensor: the geometry over a storage that claims the meta device
+ * (its bytes, zeros, are never read). */
+static struct tn_tensor *tn_meta_tensor(json_t *input)
+{
+    int64_t shape[TN_MAX_DIMS];
+    int nd = tn_test_ints(json_object_get(input, "shape"), shape);
+    enum tn_dtype dt = tn_test_dtype(json_string_value(json_object_get(input, "dtype")));
+    int64_t numel = 1;
+    for (int i = 0; i < nd; i++)
+        numel *= shape[i];
+    size_t nbytes = (size_t)numel * tn_dtype_size(dt);
+    void *buf = calloc(1, nbytes + 1);
+    assert_non_null(buf);
+    struct tn_storage *s = tn_storage_from_external(
+        buf, nbytes, (struct tn_device){TN_DEVICE_META, -1}, tn_free_buf, NULL);
+    assert_non_null(s);
+    struct tn_tensor *t = tn_tensor_from_storage(s, 0, shape, nd, NULL, dt);
+    tn_storage_release(s);
+    assert_non_null(t);
+    return t;
+}
+
 /* Builds the tensor a case prints: its values, or a view over its base,
  * with the autograd state and flags it records. */
 static struct tn_tensor *tn_case_tensor(json_t *c)
@@ -61,7 +90,10 @@ static struct tn_tensor *tn_case_tensor(json_t *c)
     json_t *input = json_object_get(c, "input");
     json_t *base_j = json_object_get(c, "base");
     struct tn_tensor *t;
-    if (base_j) {
+    if (json_object_get(c, "device")) {
+        assert_string_equal(json_string_value(json_object_get(c, "device")), "meta");
+        t = tn_meta_tensor(input);
+    } else if (base_j) {
         int64_t shape[TN_MAX_DIMS], stride[TN_MAX_DIMS];
         struct tn_tensor *base = tn_test_tensor(base_j);
         int nd = tn_test_ints(json_object_get(input, "shape"), shape);
