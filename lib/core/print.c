@@ -476,6 +476,26 @@ static bool tn_has_default_dtype(enum tn_dtype dt)
            dt == TN_BOOL;
 }
 
+/* A CPU tensor with t's values and geometry, for a non-empty tensor on
+ * another device.  Copies between devices move contiguous blocks only, so
+ * the block of storage t spans comes over whole and t's strides are laid
+ * over the copy. */
+static struct tn_tensor *tn_host_copy(const struct tn_tensor *t)
+{
+    int64_t extent = 1;
+    for (int d = 0; d < t->ndim; d++)
+        extent += (t->sizes[d] - 1) * t->strides[d];
+    struct tn_tensor *flat = tn_tensor_from_storage(t->storage, t->offset, &extent, 1, NULL,
+                                                    t->dtype);
+    struct tn_tensor *host = flat ? tn_empty(&extent, 1, t->dtype) : NULL;
+    struct tn_tensor *out = NULL;
+    if (host && tn_copy_(host, flat) == TN_OK)
+        out = tn_tensor_from_storage(host->storage, 0, t->sizes, t->ndim, t->strides, t->dtype);
+    tn_release(flat);
+    tn_release(host);
+    return out;
+}
+
 /* ------------------------------------------------------------------ public */
 
 char *tn_format(const struct tn_tensor *t)
@@ -517,18 +537,11 @@ char *tn_format(const struct tn_tensor *t)
             tn_size_suffix(suffixes[ns++], t);
         if (!tn_has_default_dtype(t->dtype))
             snprintf(suffixes[ns++], TN_SUFFIX_LEN, "dtype=torch.%s", tn_dtype_name(t->dtype));
-        const struct tn_tensor *src = t;
-        if (t->device.type != TN_DEVICE_CPU) {
-            /* Values on another device are read from a CPU copy. */
-            cpu = tn_empty(t->sizes, t->ndim, t->dtype);
-            if (!cpu || tn_copy_(cpu, t) != 0) {
-                tn_release(cpu);
-                free(sb.p);
-                return NULL;
-            }
-            src = cpu;
+        if (t->device.type != TN_DEVICE_CPU && !(cpu = tn_host_copy(t))) {
+            free(sb.p);
+            return NULL;
         }
-        tn_put_contents(&sb, src, &opts, indent);
+        tn_put_contents(&sb, cpu ? cpu : t, &opts, indent);
     }
 
     if (t->grad_fn) {
