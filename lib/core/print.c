@@ -38,14 +38,20 @@
 
 /* ------------------------------------------------------------ print options */
 
-static pthread_mutex_t tn_print_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tn_printoptions tn_print_opts = {
+/* PyTorch's defaults (set_printoptions(profile="default")). */
+static const struct tn_printoptions tn_print_defaults = {
     .precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80, .sci_mode = -1};
 
+static pthread_mutex_t tn_print_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tn_printoptions tn_print_opts = tn_print_defaults;
+
 /* Like torch.set_printoptions, sci_mode is always set: leaving it out (-1)
- * means automatic, as Python's sci_mode=None does. */
+ * means automatic, as Python's sci_mode=None does.  NULL restores the
+ * defaults. */
 void tn_set_printoptions(const struct tn_printoptions *opts)
 {
+    if (!opts)
+        opts = &tn_print_defaults;
     pthread_mutex_lock(&tn_print_lock);
     if (opts->precision >= 0)
         tn_print_opts.precision = opts->precision;

@@ -205,7 +205,15 @@ static void test_options(void **state)
     assert_int_equal(o.sci_mode, 0);
     tn_set_printoptions(&(struct tn_printoptions){-1, -1, -1, -1, -1});
     assert_int_equal(tn_get_printoptions().sci_mode, -1);
-    tn_set_printoptions(&d);
+    /* NULL restores the defaults */
+    tn_set_printoptions(&(struct tn_printoptions){1, 2, 3, 4, 1});
+    tn_set_printoptions(NULL);
+    o = tn_get_printoptions();
+    assert_int_equal(o.precision, d.precision);
+    assert_int_equal(o.threshold, d.threshold);
+    assert_int_equal(o.edgeitems, d.edgeitems);
+    assert_int_equal(o.linewidth, d.linewidth);
+    assert_int_equal(o.sci_mode, -1);
     json_decref(fx);
 }
 
