@@ -431,7 +431,8 @@ char *tn_format(const struct tn_tensor *t);
 int tn_print(FILE *f, const struct tn_tensor *t);
 
 /* torch.set_printoptions. A negative value leaves that option unchanged;
- * sci_mode: -1 automatic, 0 off, 1 on. Process-wide. */
+ * sci_mode: -1 automatic, 0 off, 1 on. Process-wide. NULL restores the
+ * defaults (profile="default"). */
 struct tn_printoptions {
     int precision;   /* 4 */
     int64_t threshold; /* 1000 */
