@@ -187,7 +187,8 @@ static double tn_part_double(struct tn_scalar s, enum tn_part part)
 
 /* Calls fn for every element that will be printed: all of them, or the
  * first and last edgeitems of each dimension when summarising (the
- * elements torch's get_summarized_data keeps). */
+ * elements torch's get_summarized_data keeps).  Summarising with edgeitems
+ * 0 visits nothing: only "..." is printed then, so no width matters. */
 typedef void (*tn_elem_fn)(struct tn_scalar s, void *ctx);
 
 static void tn_visit(const struct tn_walk *w, const char *p, int dim, tn_elem_fn fn, void *ctx)
