@@ -1,1 +1,13 @@
 # lib/io: zip, pickle, torch checkpoints, safetensors, npy/npz.
+tensorinclude_HEADERS += lib/include/tensor/io.h
+noinst_HEADERS += lib/io/internal.h
+libtensor_la_SOURCES += \
+	lib/io/util.c \
+	lib/io/zip.c \
+	lib/io/value.c \
+	lib/io/pickle.c \
+	lib/io/unpickle.c \
+	lib/io/ckpt.c
+EXTRA_DIST += lib/io/allowlist.inc
+# Deflated zip members are inflated with zlib (libzip's own dependency).
+libtensor_la_LIBADD += -lz

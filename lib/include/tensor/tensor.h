@@ -6,5 +6,6 @@
 #define TENSOR_TENSOR_H
 
 #include <tensor/core.h>
+#include <tensor/io.h>
 
 #endif

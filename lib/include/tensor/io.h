@@ -1,0 +1,235 @@
+/*
+ * tensor/io.h: libtensor's io module: zip archives, nested values, PyTorch
+ * checkpoints (torch.save's zip format, both the 1.13 and the 2.x layouts),
+ * safetensors and .npy.
+ *
+ * Every reader here takes untrusted bytes: sizes and offsets are checked
+ * before use, allocations the input controls have limits, and nothing in a
+ * file can run code.  Ownership and errors follow tensor/core.h.
+ */
+#ifndef TENSOR_IO_H
+#define TENSOR_IO_H
+
+#include <tensor/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --------------------------------------------------------------- zip read */
+
+/* One member of a zip archive, as its central-directory entry and local
+ * header describe it. */
+struct tn_zip_entry {
+    const char *name;      /* NUL-terminated; the archive's own bytes */
+    uint64_t header_offset; /* of the local file header */
+    uint64_t data_offset;  /* of the member's (stored or compressed) bytes */
+    uint64_t size;         /* uncompressed size */
+    uint64_t csize;        /* compressed size (== size when stored) */
+    uint32_t crc;          /* as recorded (never checked, as in PyTorch) */
+    uint16_t method;       /* 0 stored, 8 deflated */
+    uint16_t flags;        /* general-purpose bits of the central directory */
+};
+
+struct tn_zip;
+
+/* Opens a zip archive, mapping the file read-only (copy on write).  Reads
+ * the end records (zip64 too), the central directory and every local header;
+ * refuses entries whose bytes lie outside the file, encrypted entries and
+ * methods other than stored and deflated.  NULL with an error naming `path`. */
+struct tn_zip *tn_zip_open(const char *path);
+/* The same over `len` bytes the caller keeps alive until tn_zip_close;
+ * `label` names them in errors. */
+struct tn_zip *tn_zip_open_memory(const void *data, size_t len, const char *label);
+void tn_zip_close(struct tn_zip *z); /* NULL is fine */
+
+size_t tn_zip_count(const struct tn_zip *z);
+const struct tn_zip_entry *tn_zip_entry_at(const struct tn_zip *z, size_t i);
+/* The index of the (first) entry named `name`, or -1. */
+long tn_zip_find(const struct tn_zip *z, const char *name);
+/* The label given at open (the path). */
+const char *tn_zip_label(const struct tn_zip *z);
+/* The whole archive's bytes (the mapping) and its length. */
+const unsigned char *tn_zip_bytes(const struct tn_zip *z, size_t *len);
+
+/* A stored member's bytes inside the mapping (no copy), or NULL with an
+ * error when the member is compressed. */
+const void *tn_zip_data(const struct tn_zip *z, size_t i);
+/* The member's bytes in a malloc'd buffer (inflated when deflated) that the
+ * caller frees; at most `limit` bytes (0: no limit beyond the entry's size).
+ * Returns 0 or an error. */
+int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size_t *len);
+
+/* A storage over a stored member's bytes in the mapping, keeping the mapping
+ * alive until the storage goes: the zero-copy path for tensors. */
+struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes);
+
+/* -------------------------------------------------------------- zip write */
+
+struct tn_zip_writer;
+
+/* Starts writing an archive that will replace `path` when finished: the
+ * bytes go to a temporary file in the same folder.  Members are stored, laid
+ * out exactly as PyTorch's miniz writer lays them out (data aligned to
+ * `alignment` bytes through the "FB" padding field, data descriptors, zip64
+ * end records).  NULL with an error. */
+struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment);
+/* Appends one stored member.  Returns 0 or an error (the writer stays usable
+ * only for tn_zip_writer_abort). */
+int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *data, uint64_t len);
+/* Writes the central directory and end records, flushes, renames the
+ * temporary file over the target and frees the writer, in every case.
+ * Returns 0 or an error (the target is then untouched). */
+int tn_zip_writer_finish(struct tn_zip_writer *w);
+/* Removes the temporary file and frees the writer.  NULL is fine. */
+void tn_zip_writer_abort(struct tn_zip_writer *w);
+
+/* --------------------------------------------------------------- values */
+
+/* A nested Python value as checkpoints hold it.  GLOBAL and STORAGE appear
+ * only inside the pickle reader and writer, never in tn_load's result. */
+enum tn_value_kind {
+    TN_VALUE_NONE,
+    TN_VALUE_BOOL,
+    TN_VALUE_INT,
+    TN_VALUE_FLOAT,
+    TN_VALUE_STR,
+    TN_VALUE_TUPLE,
+    TN_VALUE_LIST,
+    TN_VALUE_DICT,  /* dict, keys any hashable value */
+    TN_VALUE_ODICT, /* collections.OrderedDict, with an optional attribute dict */
+    TN_VALUE_TENSOR,/* a tensor; an nn.Parameter has TN_TENSOR_PARAMETER in its flags */
+    TN_VALUE_GLOBAL,
+    TN_VALUE_STORAGE
+};
+
+/* Values are reference counted; a node shared by two parents is one Python
+ * object (the pickle writer memoizes it, as pickle does, so a loaded and
+ * re-saved checkpoint keeps its bytes). */
+struct tn_value {
+    long refcount;
+    enum tn_value_kind kind;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        struct { char *s; size_t len; } str;                 /* STR, GLOBAL ("module\nname") */
+        struct { struct tn_value **items; size_t n, cap; } seq; /* TUPLE, LIST */
+        struct {
+            struct tn_value **keys, **vals;
+            size_t n, cap;
+            struct tn_value *attrs; /* ODICT only: a DICT set by pickle BUILD, or NULL */
+        } dict;
+        struct tn_tensor *tensor;                             /* owned reference */
+        struct { struct tn_storage *storage; enum tn_dtype dtype; } storage;
+    } v;
+};
+
+struct tn_value *tn_value_none(void);
+struct tn_value *tn_value_bool(bool b);
+struct tn_value *tn_value_int(int64_t i);
+struct tn_value *tn_value_float(double f);
+struct tn_value *tn_value_str(const char *s);
+struct tn_value *tn_value_str_n(const char *s, size_t len);
+struct tn_value *tn_value_tuple(void);
+struct tn_value *tn_value_list(void);
+struct tn_value *tn_value_dict(void);
+struct tn_value *tn_value_odict(void);
+/* Takes its own reference to t. */
+struct tn_value *tn_value_tensor(struct tn_tensor *t);
+struct tn_value *tn_value_retain(struct tn_value *v); /* returns v */
+void tn_value_release(struct tn_value *v);            /* NULL is fine */
+
+/* Appends `item` to a TUPLE or LIST, taking over the caller's reference to
+ * it (also on failure).  Returns 0 or TN_ENOMEM. */
+int tn_value_append(struct tn_value *seq, struct tn_value *item);
+/* d[key] = val for a DICT or ODICT (an equal key keeps its place), taking
+ * over both references (also on failure).  Returns 0 or an error. */
+int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val);
+/* d[key] for a string key, borrowed; NULL when absent. */
+struct tn_value *tn_value_get(const struct tn_value *d, const char *key);
+/* Python's == for keys (None, bool, int, float, str, tuples of those);
+ * tensors compare by identity. */
+bool tn_value_key_equal(const struct tn_value *a, const struct tn_value *b);
+/* "dict", "OrderedDict", "Tensor", ...: Python's type name. */
+const char *tn_value_kind_name(enum tn_value_kind kind);
+
+/* Visits every tensor in a nested value in order, with its key path
+ * ("model.layers.0.weight": dict keys and sequence indices joined by dots).
+ * Stops and returns fn's value when it is non-zero. */
+typedef int (*tn_value_tensor_fn)(const char *path, struct tn_tensor *t, void *ctx);
+int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx);
+
+/* ---------------------------------------------------------- checkpoints */
+
+enum tn_ckpt_layout {
+    TN_CKPT_TORCH2 = 0, /* the current layout (PyTorch >= 2.7): the default */
+    TN_CKPT_TORCH1 = 1  /* PyTorch 1.13's layout */
+};
+
+/* Which torch.load(weights_only=True) allowlist of opcodes and globals a
+ * load accepts. */
+enum tn_ckpt_allowlist {
+    TN_ALLOW_CURRENT = 0, /* PyTorch 2.x (BINFLOAT, set, complex, device, ...) */
+    TN_ALLOW_TORCH1 = 1   /* PyTorch 1.13's (no BINFLOAT) */
+};
+
+struct tn_save_options {
+    enum tn_ckpt_layout layout;
+    const char *archive_name; /* NULL: the file name less its last extension, as torch.save */
+};
+
+struct tn_load_options {
+    enum tn_ckpt_allowlist allowlist;
+    bool no_mmap;          /* copy every storage into memory */
+    size_t max_pickle;     /* 0: 1 GiB: the largest data.pkl accepted */
+};
+
+/* torch.save(value, path): writes `value` in PyTorch's zip format through a
+ * temporary file renamed over `path`.  Tensors sharing a storage are written
+ * once and reload as views of one storage; every storage is written whole.
+ * opts NULL means the defaults.  Returns 0 or an error. */
+int tn_save(const char *path, const struct tn_value *value, const struct tn_save_options *opts);
+
+/* torch.load(path, weights_only=True): reads a zip checkpoint written by
+ * PyTorch 1.6+ (any archive folder name, stored or deflated members).
+ * Storages are mapped from the file where their record is 64-byte aligned
+ * and stored, copied otherwise.  Refuses, with a message naming the file,
+ * record, byte offset and opcode or global, anything outside the allowlist,
+ * legacy (pre-1.6) and TorchScript archives.  NULL with an error. */
+struct tn_value *tn_load(const char *path, const struct tn_load_options *opts);
+
+/* The same over an archive already open. */
+struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options *opts);
+
+/* --------------------------------------------------- safetensors and npy */
+
+/* Reads a .safetensors file into an ODICT of name -> tensor (file order of
+ * data offsets); `metadata` (may be NULL) receives a DICT of the
+ * __metadata__ strings or NULL.  Mapped where possible.  NULL with an error. */
+struct tn_value *tn_st_load(const char *path, struct tn_value **metadata);
+/* Writes the tensors of a flat DICT/ODICT of name -> tensor (contiguous
+ * copies are made where needed) with optional __metadata__ (a DICT of
+ * strings, may be NULL), as the safetensors package writes them.  Refuses
+ * two names over overlapping memory.  Atomic.  Returns 0 or an error. */
+int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn_value *metadata);
+
+/* .npy: one array.  NULL / an error as usual. */
+struct tn_tensor *tn_npy_load(const char *path);
+struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label);
+int tn_npy_save(const char *path, const struct tn_tensor *t);
+/* The .npy bytes of t in a malloc'd buffer the caller frees. */
+int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len);
+/* .npz: an ODICT of name -> tensor (".npy" dropped from member names). */
+struct tn_value *tn_npz_load(const char *path);
+int tn_npz_save(const char *path, const struct tn_value *tensors);
+
+/* Detects a file's format from its first bytes: "torch" (zip), "safetensors",
+ * "npy", "npz" (a zip whose members end in .npy), "legacy" (pre-1.6 torch
+ * pickle) or NULL with an error. */
+const char *tn_io_detect(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

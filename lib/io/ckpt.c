@@ -1,0 +1,369 @@
+/*
+ * io/ckpt.c: torch.save / torch.load(weights_only=True) over the zip
+ * format, in PyTorch 1.13's and the current (2.x) layouts.
+ */
+#include "io/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_MAX_PICKLE ((size_t)1 << 30)
+
+/* torch.save's archive folder: the file name less its last extension
+ * (os.path.splitext), or "archive" for a non-ASCII name as 2.x does. */
+static char *archive_name(const char *path, const struct tn_save_options *o)
+{
+    if (o && o->archive_name)
+        return strdup(o->archive_name);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (const unsigned char *p = (const unsigned char *)base; *p; p++)
+        if (*p >= 0x80)
+            return strdup("archive");
+    size_t n = strlen(base);
+    const char *dot = strrchr(base, '.');
+    if (dot) {
+        /* splitext ignores leading dots. */
+        const char *p = base;
+        while (p < dot && *p == '.')
+            p++;
+        if (p < dot)
+            n = (size_t)(dot - base);
+    }
+    char *r = malloc(n + 1);
+    if (r) {
+        memcpy(r, base, n);
+        r[n] = 0;
+    }
+    return r;
+}
+
+static int key_cmp_lex(const void *a, const void *b)
+{
+    char x[24], y[24];
+    snprintf(x, sizeof x, "%zu", *(const size_t *)a);
+    snprintf(y, sizeof y, "%zu", *(const size_t *)b);
+    return strcmp(x, y);
+}
+
+static int add_record(struct tn_zip_writer *w, const char *prefix, const char *name,
+                      const void *data, uint64_t len)
+{
+    size_t n = strlen(prefix) + strlen(name) + 2;
+    char *full = malloc(n);
+    if (!full)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    snprintf(full, n, "%s/%s", prefix, name);
+    int rc = tn_zip_writer_add(w, full, data, len);
+    free(full);
+    return rc;
+}
+
+int tn_save(const char *path, const struct tn_value *value, const struct tn_save_options *opts)
+{
+    enum tn_ckpt_layout layout = opts ? opts->layout : TN_CKPT_TORCH2;
+    char *prefix = archive_name(path, opts);
+    if (!prefix)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    if (!*prefix) {
+        free(prefix);
+        return tn_set_error(TN_EINVAL, "%s: the file name gives an empty archive name", path);
+    }
+    struct tn_buf pkl = {0};
+    struct tn_pickle_storages st = {0};
+    size_t *order = NULL;
+    struct tn_zip_writer *w = NULL;
+    int rc = tn__pickle_dump(value, &pkl, &st);
+    if (rc < 0) {
+        tn_error_prefix("%s", path);
+        goto out;
+    }
+    order = malloc((st.n ? st.n : 1) * sizeof *order);
+    if (!order) {
+        rc = tn_set_error(TN_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < st.n; i++)
+        order[i] = i;
+    if (layout == TN_CKPT_TORCH1)
+        qsort(order, st.n, sizeof *order, key_cmp_lex); /* 1.13: sorted(str keys) */
+    w = tn_zip_writer_open(path, 64);
+    if (!w) {
+        rc = tn_last_status();
+        goto out;
+    }
+    if ((rc = add_record(w, prefix, "data.pkl", pkl.data, pkl.len)) < 0)
+        goto out;
+    if (layout == TN_CKPT_TORCH2) {
+        if ((rc = add_record(w, prefix, ".format_version", "1", 1)) < 0 ||
+            (rc = add_record(w, prefix, ".storage_alignment", "64", 2)) < 0 ||
+            (rc = add_record(w, prefix, "byteorder", "little", 6)) < 0)
+            goto out;
+    }
+    uint64_t names_hash = 1469598103934665603ull, crcs = 0;
+    for (size_t i = 0; i < st.n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "data/%zu", order[i]);
+        struct tn_storage *s = st.s[order[i]];
+        if ((rc = add_record(w, prefix, name, s->data, s->nbytes)) < 0)
+            goto out;
+        for (const char *p = name; *p; p++)
+            names_hash = (names_hash ^ (unsigned char)*p) * 1099511628211ull;
+        crcs = crcs * 31 + tn__crc32(0, s->data, s->nbytes);
+    }
+    if ((rc = add_record(w, prefix, "version", "3\n", 2)) < 0)
+        goto out;
+    if (layout == TN_CKPT_TORCH2) {
+        /* Informational only (PyTorch hashes with std::hash): any 40 digits. */
+        char id[41];
+        snprintf(id, sizeof id, "%020llu%020llu",
+                 (unsigned long long)(names_hash % 10000000000000000000ull),
+                 (unsigned long long)(crcs % 10000000000000000000ull));
+        if ((rc = add_record(w, prefix, ".data/serialization_id", id, 40)) < 0)
+            goto out;
+    }
+    rc = tn_zip_writer_finish(w);
+    w = NULL;
+out:
+    tn_zip_writer_abort(w);
+    free(pkl.data);
+    free(st.s);
+    free(st.dtype);
+    free(order);
+    free(prefix);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ load */
+
+struct loaded {
+    char *key;
+    struct tn_storage *s;
+    enum tn_dtype dtype;
+};
+
+struct load_ctx {
+    struct tn_zip *z;
+    const char *prefix;
+    const struct tn_load_options *opts;
+    struct loaded *tab;
+    size_t n, cap;
+};
+
+static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int64_t numel,
+                                       void *vctx)
+{
+    struct load_ctx *c = vctx;
+    const char *L = tn_zip_label(c->z);
+    for (size_t i = 0; i < c->n; i++) {
+        if (!strcmp(c->tab[i].key, key)) {
+            if (c->tab[i].dtype != dtype) {
+                tn_set_error(TN_EFORMAT, "%s: data/%s is used as both %s and %s", L, key,
+                             tn_dtype_name(c->tab[i].dtype), tn_dtype_name(dtype));
+                return NULL;
+            }
+            return tn_storage_retain(c->tab[i].s);
+        }
+    }
+    size_t esz = tn_dtype_size(dtype);
+    if ((uint64_t)numel > UINT64_MAX / esz || (uint64_t)numel * esz > SIZE_MAX) {
+        tn_set_error(TN_EFORMAT, "%s: data/%s: %lld elements overflow", L, key, (long long)numel);
+        return NULL;
+    }
+    size_t nbytes = (size_t)numel * esz;
+    size_t nl = strlen(c->prefix) + strlen(key) + 8;
+    char *name = malloc(nl);
+    if (!name) {
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(name, nl, "%s/data/%s", c->prefix, key);
+    long idx = tn_zip_find(c->z, name);
+    free(name);
+    if (idx < 0) {
+        tn_set_error(TN_EFORMAT, "%s: missing record data/%s", L, key);
+        return NULL;
+    }
+    const struct tn_zip_entry *e = tn_zip_entry_at(c->z, (size_t)idx);
+    if (e->size < nbytes) {
+        tn_set_error(TN_EFORMAT, "%s: data/%s holds %llu bytes but the storage needs %zu", L, key,
+                     (unsigned long long)e->size, nbytes);
+        return NULL;
+    }
+    struct tn_storage *s = NULL;
+    if (e->method == 0 && nbytes && e->data_offset % TN_ALIGNMENT == 0 && !c->opts->no_mmap) {
+        s = tn_zip_storage(c->z, (size_t)idx, nbytes);
+    } else {
+        s = tn_storage_new(nbytes, TN_CPU);
+        if (s && nbytes) {
+            if (e->method == 0) {
+                memcpy(s->data, tn_zip_data(c->z, (size_t)idx), nbytes);
+            } else {
+                void *buf;
+                size_t len;
+                if (tn_zip_read(c->z, (size_t)idx, 0, &buf, &len) < 0) {
+                    tn_storage_release(s);
+                    return NULL;
+                }
+                memcpy(s->data, buf, nbytes);
+                free(buf);
+            }
+        }
+    }
+    if (!s)
+        return NULL;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        struct loaded *t = realloc(c->tab, cap * sizeof *t);
+        if (!t) {
+            tn_storage_release(s);
+            tn_set_error(TN_ENOMEM, "out of memory");
+            return NULL;
+        }
+        c->tab = t;
+        c->cap = cap;
+    }
+    if (!(c->tab[c->n].key = strdup(key))) {
+        tn_storage_release(s);
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->tab[c->n].s = s;
+    c->tab[c->n].dtype = dtype;
+    c->n++;
+    return tn_storage_retain(s);
+}
+
+/* Reads a small text record (version, byteorder) into buf; 0 when absent. */
+static int small_record(struct tn_zip *z, const char *prefix, const char *name, char *buf,
+                        size_t cap)
+{
+    char full[512];
+    snprintf(full, sizeof full, "%s/%s", prefix, name);
+    long i = tn_zip_find(z, full);
+    if (i < 0)
+        return 0;
+    void *d;
+    size_t len;
+    if (tn_zip_read(z, (size_t)i, 4096, &d, &len) < 0)
+        return -1;
+    size_t n = len < cap - 1 ? len : cap - 1;
+    memcpy(buf, d, n);
+    buf[n] = 0;
+    free(d);
+    return 1;
+}
+
+struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options *opts)
+{
+    struct tn_load_options defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    const char *L = tn_zip_label(z);
+    if (tn_zip_count(z) == 0) {
+        tn_set_error(TN_EFORMAT, "%s: an empty zip archive is not a checkpoint", L);
+        return NULL;
+    }
+    /* The archive folder comes from the first entry, as PyTorch takes it. */
+    const char *first = tn_zip_entry_at(z, 0)->name;
+    const char *slash = strchr(first, '/');
+    if (!slash || slash == first || (size_t)(slash - first) > 400) {
+        tn_set_error(TN_EFORMAT, "%s: the first zip entry %s is not inside an archive folder", L,
+                     first);
+        return NULL;
+    }
+    char prefix[402];
+    size_t pl = (size_t)(slash - first);
+    memcpy(prefix, first, pl);
+    prefix[pl] = 0;
+    for (size_t i = 0; i < tn_zip_count(z); i++) {
+        const char *n = tn_zip_entry_at(z, i)->name;
+        if (strncmp(n, prefix, pl) || n[pl] != '/') {
+            tn_set_error(TN_EFORMAT, "%s: file %s isn't in the same archive as the first (%s/)",
+                         L, n, prefix);
+            return NULL;
+        }
+    }
+    char buf[64];
+    int r = small_record(z, prefix, "constants.pkl", buf, sizeof buf);
+    if (r != 0) {
+        if (r > 0)
+            tn_set_error(TN_EFORMAT, "%s: a TorchScript archive (it holds constants.pkl): "
+                         "loading it would run its code; use torch.jit.load", L);
+        return NULL;
+    }
+    r = small_record(z, prefix, ".data/version", buf, sizeof buf);
+    if (r == 0)
+        r = small_record(z, prefix, "version", buf, sizeof buf);
+    if (r < 0)
+        return NULL;
+    if (r == 0) {
+        tn_set_error(TN_EFORMAT, "%s: missing record %s/version", L, prefix);
+        return NULL;
+    }
+    char *end;
+    long ver = strtol(buf, &end, 10);
+    if (end == buf || ver < 1 || ver > 10) {
+        tn_set_error(TN_EFORMAT, "%s: unsupported checkpoint version '%s'", L, buf);
+        return NULL;
+    }
+    r = small_record(z, prefix, "byteorder", buf, sizeof buf);
+    if (r < 0)
+        return NULL;
+    if (r > 0 && strcmp(buf, "little")) {
+        tn_set_error(TN_EFORMAT, "%s: byteorder '%s' is not supported (only little-endian)", L,
+                     buf);
+        return NULL;
+    }
+    char full[512];
+    snprintf(full, sizeof full, "%s/data.pkl", prefix);
+    long pi = tn_zip_find(z, full);
+    if (pi < 0) {
+        tn_set_error(TN_EFORMAT, "%s: missing record %s", L, full);
+        return NULL;
+    }
+    void *pkl;
+    size_t plen;
+    if (tn_zip_read(z, (size_t)pi, opts->max_pickle ? opts->max_pickle : DEFAULT_MAX_PICKLE, &pkl,
+                    &plen) < 0)
+        return NULL;
+    struct load_ctx c = {.z = z, .prefix = prefix, .opts = opts};
+    struct tn_pickle_reader_hooks hooks = {load_storage, &c};
+    char label[600];
+    snprintf(label, sizeof label, "%s: %s", L, full);
+    struct tn_value *v = tn__pickle_load(pkl, plen, label, opts->allowlist, &hooks);
+    free(pkl);
+    for (size_t i = 0; i < c.n; i++) {
+        free(c.tab[i].key);
+        tn_storage_release(c.tab[i].s);
+    }
+    free(c.tab);
+    return v;
+}
+
+struct tn_value *tn_load(const char *path, const struct tn_load_options *opts)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tn_set_error(TN_EIO, "%s: %m", path);
+        return NULL;
+    }
+    unsigned char head[16] = {0};
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (got >= 4 && memcmp(head, "PK\3\4", 4) && head[0] == 0x80 && got >= 3 && head[2] == 0x8a) {
+        tn_set_error(TN_EFORMAT, "%s: a legacy (pre-1.6, non-zip) torch checkpoint: not "
+                     "supported; re-save it with torch.save in PyTorch 1.6 or later", path);
+        return NULL;
+    }
+    if (got < 4 || memcmp(head, "PK\3\4", 4)) {
+        tn_set_error(TN_EFORMAT, "%s: not a PyTorch checkpoint (no zip header)", path);
+        return NULL;
+    }
+    struct tn_zip *z = tn_zip_open(path);
+    if (!z)
+        return NULL;
+    struct tn_value *v = tn_ckpt_load_zip(z, opts);
+    tn_zip_close(z);
+    return v;
+}

@@ -1,0 +1,130 @@
+/*
+ * io/internal.h: what lib/io's files share and the public API does not
+ * offer: CRC-32, atomic file writes, the pickle opcode decoder (which the
+ * loader and the scanner both walk, so they never disagree), the pickle
+ * writer and the restricted pickle machine.
+ */
+#ifndef TN_IO_INTERNAL_H
+#define TN_IO_INTERNAL_H
+
+#include <config.h>
+#include <tensor/io.h>
+#include "core/internal.h"
+
+/* zlib's CRC-32 (the one zip uses), continued from `crc` (0 to start). */
+uint32_t tn__crc32(uint32_t crc, const void *data, size_t len);
+
+/* Writes `len` bytes to a temporary file next to `path`, flushes and
+ * renames it over `path`.  Returns 0 or TN_EIO naming `path`. */
+int tn__write_file_atomic(const char *path, const void *data, size_t len);
+
+/* A temporary file next to `path` ("path.tmpXXXXXX"), opened for writing;
+ * *tmp receives its malloc'd name.  NULL with an error. */
+FILE *tn__tmpfile_for(const char *path, char **tmp);
+/* Flushes, fsyncs and closes f, then renames tmp over path; on any failure
+ * removes tmp.  Frees tmp.  Returns 0 or TN_EIO. */
+int tn__tmpfile_commit(FILE *f, char *tmp, const char *path);
+void tn__tmpfile_abort(FILE *f, char *tmp);
+
+/* A growable byte buffer. */
+struct tn_buf {
+    unsigned char *data;
+    size_t len, cap;
+    int failed; /* an allocation failed: every later put is ignored */
+};
+void tn__buf_put(struct tn_buf *b, const void *p, size_t n);
+void tn__buf_byte(struct tn_buf *b, unsigned char c);
+void tn__buf_u16(struct tn_buf *b, uint16_t v);
+void tn__buf_u32(struct tn_buf *b, uint32_t v);
+void tn__buf_u64(struct tn_buf *b, uint64_t v);
+void tn__buf_printf(struct tn_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------ pickle ops */
+
+/* Pickle opcodes (protocols 0-5). */
+#define TN_PICKLE_OPCODES(X)                                                                   \
+    X(MARK, '(') X(STOP, '.') X(POP, '0') X(POP_MARK, '1') X(DUP, '2') X(FLOAT, 'F')            \
+    X(INT, 'I') X(BININT, 'J') X(BININT1, 'K') X(LONG, 'L') X(BININT2, 'M') X(NONE, 'N')      \
+    X(PERSID, 'P') X(BINPERSID, 'Q') X(REDUCE, 'R') X(STRING, 'S') X(BINSTRING, 'T')          \
+    X(SHORT_BINSTRING, 'U') X(UNICODE, 'V') X(BINUNICODE, 'X') X(APPEND, 'a') X(BUILD, 'b')    \
+    X(GLOBAL, 'c') X(DICT, 'd') X(EMPTY_DICT, '}') X(APPENDS, 'e') X(GET, 'g')                 \
+    X(BINGET, 'h') X(INST, 'i') X(LONG_BINGET, 'j') X(LIST, 'l') X(EMPTY_LIST, ']')            \
+    X(OBJ, 'o') X(PUT, 'p') X(BINPUT, 'q') X(LONG_BINPUT, 'r') X(SETITEM, 's') X(TUPLE, 't')   \
+    X(EMPTY_TUPLE, ')') X(SETITEMS, 'u') X(BINFLOAT, 'G') X(PROTO, 0x80) X(NEWOBJ, 0x81)       \
+    X(EXT1, 0x82) X(EXT2, 0x83) X(EXT4, 0x84) X(TUPLE1, 0x85) X(TUPLE2, 0x86) X(TUPLE3, 0x87)  \
+    X(NEWTRUE, 0x88) X(NEWFALSE, 0x89) X(LONG1, 0x8a) X(LONG4, 0x8b) X(BINBYTES, 'B')          \
+    X(SHORT_BINBYTES, 'C') X(SHORT_BINUNICODE, 0x8c) X(BINUNICODE8, 0x8d) X(BINBYTES8, 0x8e)   \
+    X(EMPTY_SET, 0x8f) X(ADDITEMS, 0x90) X(FROZENSET, 0x91) X(NEWOBJ_EX, 0x92)                 \
+    X(STACK_GLOBAL, 0x93) X(MEMOIZE, 0x94) X(FRAME, 0x95) X(BYTEARRAY8, 0x96)                  \
+    X(NEXT_BUFFER, 0x97) X(READONLY_BUFFER, 0x98)
+
+enum tn_pickle_opcode {
+#define TN_X_OP(N, c) TN_OP_##N = c,
+    TN_PICKLE_OPCODES(TN_X_OP)
+#undef TN_X_OP
+};
+
+/* The name of an opcode ("BINFLOAT"), or NULL for a byte that is none. */
+const char *tn__pickle_op_name(int code);
+
+/* One decoded opcode and its argument. */
+struct tn_pickle_op {
+    int code;
+    size_t pos;           /* byte offset of the opcode in the stream */
+    int64_t i;            /* integer argument (ints, memo indices, lengths, protocol) */
+    bool big;             /* LONG1/LONG4/INT/LONG: the value does not fit in int64 */
+    double f;             /* FLOAT, BINFLOAT */
+    const char *s;        /* string/bytes argument, inside the stream (not NUL-terminated) */
+    size_t slen;
+    const char *s2;       /* GLOBAL/INST: the name (s holds the module) */
+    size_t s2len;
+};
+
+/* Decodes the opcode at *pos of buf[0..len) and advances *pos past it.
+ * Every opcode of protocols 0-5 is decoded (so a scanner can walk any
+ * pickle); unknown bytes and truncated arguments fail with an error naming
+ * `label` and the byte offset.  Returns 0 or TN_EFORMAT. */
+int tn__pickle_decode(const unsigned char *buf, size_t len, size_t *pos, struct tn_pickle_op *op,
+                      const char *label);
+
+/* --------------------------------------------------------- pickle writer */
+
+/* The storages a pickle refers to, in the order the writer met them: the
+ * i-th is written as record data/<i>. */
+struct tn_pickle_storages {
+    struct tn_storage **s;
+    enum tn_dtype *dtype;
+    size_t n, cap;
+};
+
+/* Pickles `v` as torch.save does (protocol 2, the memo as CPython's pickler
+ * keeps it, storages as persistent ids deduplicated by pointer, tensors as
+ * _rebuild_tensor_v2 and Parameters as _rebuild_parameter).  Appends to
+ * `out` and fills `st` (which the caller frees with free() on s and dtype;
+ * the storages are borrowed from the tensors).  Returns 0 or an error. */
+int tn__pickle_dump(const struct tn_value *v, struct tn_buf *out, struct tn_pickle_storages *st);
+
+/* ------------------------------------------------------- pickle machine */
+
+/* Resolves a persistent id ('storage', class, key, location, numel) to a
+ * storage: the loader maps the record; checks numel against its size. */
+struct tn_pickle_reader_hooks {
+    struct tn_storage *(*storage)(const char *key, enum tn_dtype dtype, int64_t numel, void *ctx);
+    void *ctx;
+};
+
+/* Runs the restricted machine over a data.pkl stream: exactly the opcodes
+ * and globals of torch.load(weights_only=True) per `allow`, every container
+ * opcode type-checked, memo, stack and depth capped.  `label` names the
+ * stream in errors ("model.pt: model/data.pkl").  NULL with an error. */
+struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const char *label,
+                                 enum tn_ckpt_allowlist allow,
+                                 const struct tn_pickle_reader_hooks *hooks);
+
+/* Is "module.name" on the weights_only allowlist of `allow`? */
+bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckpt_allowlist allow);
+
+/* A storage class name ("FloatStorage") -> dtype; TN_DTYPE_UNSET if none. */
+enum tn_dtype tn__storage_class_dtype(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,714 @@
+/*
+ * io/unpickle.c: the restricted pickle machine behind tn_load.  It accepts
+ * exactly the opcodes and globals torch.load(weights_only=True) accepts
+ * (PyTorch 1.13's or the current allowlist), type-checks every container
+ * opcode, caps the stack, memo and nesting, and never runs code: globals
+ * are names, and only the rebuild functions tensorkit knows are applied.
+ */
+#include "io/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STACK (1u << 20)
+#define MAX_MEMO (1u << 22)
+#define MAX_MARKS 1000u
+#define MAX_DEPTH 1000
+/* Node visits allowed for the cycle checks of one load. */
+#define MAX_VISITS 50000000L
+
+static const struct {
+    const char *name;
+    bool torch1, current;
+} allowlist[] = {
+#define X(n, a, b) {n, a, b},
+#include "io/allowlist.inc"
+#undef X
+};
+
+bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckpt_allowlist allow)
+{
+    size_t ml = strlen(module);
+    for (size_t i = 0; i < sizeof allowlist / sizeof allowlist[0]; i++) {
+        const char *n = allowlist[i].name;
+        if (!strncmp(n, module, ml) && n[ml] == '.' && !strcmp(n + ml + 1, name))
+            return allow == TN_ALLOW_TORCH1 ? allowlist[i].torch1 : allowlist[i].current;
+    }
+    return false;
+}
+
+enum tn_dtype tn__storage_class_dtype(const char *name, size_t len)
+{
+#define TN_X_SC(E, n, T, s, st, sf, np, sc, k)                                                     \
+    if (len == strlen(st) && !memcmp(name, st, len))                                             \
+        return TN_##E;
+    TN_FOR_EACH_DTYPE(TN_X_SC)
+#undef TN_X_SC
+    return TN_DTYPE_UNSET;
+}
+
+/* The opcodes weights_only accepts; BINFLOAT only in the current list. */
+static bool op_allowed(int c, enum tn_ckpt_allowlist allow)
+{
+    switch (c) {
+    case TN_OP_PROTO: case TN_OP_STOP: case TN_OP_GLOBAL: case TN_OP_REDUCE: case TN_OP_BUILD:
+    case TN_OP_NEWOBJ: case TN_OP_MARK: case TN_OP_TUPLE: case TN_OP_TUPLE1: case TN_OP_TUPLE2:
+    case TN_OP_TUPLE3: case TN_OP_EMPTY_TUPLE: case TN_OP_EMPTY_LIST: case TN_OP_EMPTY_DICT:
+    case TN_OP_APPEND: case TN_OP_APPENDS: case TN_OP_SETITEM: case TN_OP_SETITEMS:
+    case TN_OP_NONE: case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_BININT:
+    case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG1: case TN_OP_BINUNICODE:
+    case TN_OP_SHORT_BINSTRING: case TN_OP_BINPERSID: case TN_OP_BINGET: case TN_OP_LONG_BINGET:
+    case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
+        return true;
+    case TN_OP_BINFLOAT: case TN_OP_EMPTY_SET:
+        return allow == TN_ALLOW_CURRENT;
+    default:
+        return false;
+    }
+}
+
+struct machine {
+    const char *label;
+    enum tn_ckpt_allowlist allow;
+    const struct tn_pickle_reader_hooks *hooks;
+    struct tn_value **stack;
+    size_t n, cap;
+    size_t marks[MAX_MARKS];
+    size_t nmarks;
+    struct tn_value **memo;
+    size_t memocap;
+    long visits;
+    size_t pos; /* the current opcode's offset, for messages */
+    const char *opname;
+};
+
+static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tn_set_error(st, "%s: %s at byte %zu: %s", m->label, m->opname, m->pos, msg);
+}
+
+static int push(struct machine *m, struct tn_value *v)
+{
+    if (!v)
+        return tn_last_status();
+    if (m->n == m->cap) {
+        if (m->cap >= MAX_STACK) {
+            tn_value_release(v);
+            return fail(m, TN_ENOMEM, "the stack holds more than %u items", MAX_STACK);
+        }
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        struct tn_value **s = realloc(m->stack, cap * sizeof *s);
+        if (!s) {
+            tn_value_release(v);
+            return fail(m, TN_ENOMEM, "out of memory");
+        }
+        m->stack = s;
+        m->cap = cap;
+    }
+    m->stack[m->n++] = v;
+    return 0;
+}
+
+/* The items above the topmost mark: their index in the stack. */
+static int pop_mark(struct machine *m, size_t *base)
+{
+    if (!m->nmarks)
+        return fail(m, TN_EFORMAT, "could not find MARK");
+    *base = m->marks[--m->nmarks];
+    return 0;
+}
+
+static int need(struct machine *m, size_t k)
+{
+    size_t floor = m->nmarks ? m->marks[m->nmarks - 1] : 0;
+    if (m->n < floor + k)
+        return fail(m, TN_EFORMAT, "the stack is empty (unpickling stack underflow)");
+    return 0;
+}
+
+static bool is_container(const struct tn_value *v)
+{
+    return v->kind == TN_VALUE_LIST || v->kind == TN_VALUE_TUPLE || v->kind == TN_VALUE_DICT ||
+           v->kind == TN_VALUE_ODICT;
+}
+
+/* Depth of v (1 for a leaf); -1 when `target` is inside v (a cycle) or the
+ * visit budget is spent (-2). */
+static int depth_of(struct machine *m, const struct tn_value *v, const struct tn_value *target,
+                    int level)
+{
+    if (v == target)
+        return -1;
+    if (!is_container(v))
+        return 1;
+    if (--m->visits < 0)
+        return -2;
+    if (level > MAX_DEPTH)
+        return MAX_DEPTH + 1;
+    int best = 0;
+    size_t n = v->kind == TN_VALUE_LIST || v->kind == TN_VALUE_TUPLE ? v->v.seq.n : v->v.dict.n;
+    for (size_t i = 0; i < n; i++) {
+        const struct tn_value *c = v->kind == TN_VALUE_LIST || v->kind == TN_VALUE_TUPLE
+                                       ? v->v.seq.items[i]
+                                       : v->v.dict.vals[i];
+        int d = depth_of(m, c, target, level + 1);
+        if (d < 0 || d > MAX_DEPTH)
+            return d;
+        if (d > best)
+            best = d;
+    }
+    if ((v->kind == TN_VALUE_DICT || v->kind == TN_VALUE_ODICT) && v->v.dict.attrs) {
+        int d = depth_of(m, v->v.dict.attrs, target, level + 1);
+        if (d < 0 || d > MAX_DEPTH)
+            return d;
+        if (d > best)
+            best = d;
+    }
+    return best + 1;
+}
+
+/* May `child` go into `parent` without a cycle or too deep a nesting? */
+static int check_insert(struct machine *m, const struct tn_value *parent,
+                        const struct tn_value *child)
+{
+    if (!is_container(child))
+        return 0;
+    int d = depth_of(m, child, parent, 0);
+    if (d == -1)
+        return fail(m, TN_EFORMAT, "a container that holds itself is not supported");
+    if (d == -2)
+        return fail(m, TN_ENOMEM, "the pickle is too complex to check (more than %ld visits)",
+                    MAX_VISITS);
+    if (d > MAX_DEPTH - 1)
+        return fail(m, TN_EFORMAT, "values nested more than %d deep", MAX_DEPTH);
+    return 0;
+}
+
+static bool hashable(const struct tn_value *k)
+{
+    switch (k->kind) {
+    case TN_VALUE_NONE: case TN_VALUE_BOOL: case TN_VALUE_INT: case TN_VALUE_FLOAT:
+    case TN_VALUE_STR: case TN_VALUE_TENSOR:
+        return true;
+    case TN_VALUE_TUPLE:
+        for (size_t i = 0; i < k->v.seq.n; i++)
+            if (!hashable(k->v.seq.items[i]))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Strict UTF-8 (what Python's decoder accepts: no surrogates, no overlong). */
+static bool utf8_ok(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        uint32_t cp;
+        if (c < 0x80) { i++; continue; }
+        else if (c >= 0xc2 && c <= 0xdf) { k = 1; cp = c & 0x1f; }
+        else if (c >= 0xe0 && c <= 0xef) { k = 2; cp = c & 0x0f; }
+        else if (c >= 0xf0 && c <= 0xf4) { k = 3; cp = c & 0x07; }
+        else return false;
+        if (n - i <= k)
+            return false;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+static bool global_is(const struct tn_value *g, const char *full)
+{
+    return g->kind == TN_VALUE_GLOBAL && !strcmp(g->v.str.s, full);
+}
+
+static bool empty_odict(const struct tn_value *v)
+{
+    return (v->kind == TN_VALUE_ODICT || v->kind == TN_VALUE_DICT) && v->v.dict.n == 0;
+}
+
+/* Reads a tuple of non-negative ints into out (at most TN_MAX_DIMS). */
+static int int_tuple(struct machine *m, const struct tn_value *t, int64_t *out, int *n,
+                     const char *what)
+{
+    if (t->kind != TN_VALUE_TUPLE)
+        return fail(m, TN_EFORMAT, "_rebuild_tensor_v2: %s must be a tuple, not %s", what,
+                    tn_value_kind_name(t->kind));
+    if (t->v.seq.n > TN_MAX_DIMS)
+        return fail(m, TN_EFORMAT, "a tensor with %zu dimensions (tensorkit allows %d)",
+                    t->v.seq.n, TN_MAX_DIMS);
+    for (size_t i = 0; i < t->v.seq.n; i++) {
+        const struct tn_value *x = t->v.seq.items[i];
+        if (x->kind != TN_VALUE_INT || x->v.i < 0)
+            return fail(m, TN_EFORMAT, "_rebuild_tensor_v2: %s[%zu] is not a non-negative int",
+                        what, i);
+        out[i] = x->v.i;
+    }
+    *n = (int)t->v.seq.n;
+    return 0;
+}
+
+static struct tn_value *rebuild_tensor(struct machine *m, const struct tn_value *args)
+{
+    size_t n = args->v.seq.n;
+    struct tn_value **a = args->v.seq.items;
+    if (n < 6 || n > 7) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2 takes 6 or 7 arguments, not %zu", n);
+        return NULL;
+    }
+    if (a[0]->kind != TN_VALUE_STORAGE) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: argument 1 must be a storage, not %s",
+             tn_value_kind_name(a[0]->kind));
+        return NULL;
+    }
+    if (a[1]->kind != TN_VALUE_INT || a[1]->v.i < 0) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: storage_offset must be a non-negative int");
+        return NULL;
+    }
+    int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
+    int nd, ns;
+    if (int_tuple(m, a[2], sizes, &nd, "size") < 0 || int_tuple(m, a[3], strides, &ns, "stride") < 0)
+        return NULL;
+    if (nd != ns) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: size has %d dimensions but stride has %d", nd, ns);
+        return NULL;
+    }
+    if (a[4]->kind != TN_VALUE_BOOL) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: requires_grad must be a bool");
+        return NULL;
+    }
+    if (!empty_odict(a[5]) && a[5]->kind != TN_VALUE_NONE) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: backward hooks are not supported");
+        return NULL;
+    }
+    if (n == 7 && !(empty_odict(a[6]) || a[6]->kind == TN_VALUE_NONE)) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: tensor metadata (conj/neg bits) is not supported");
+        return NULL;
+    }
+    struct tn_storage *s = a[0]->v.storage.storage;
+    struct tn_tensor *t = tn_tensor_from_storage(s, a[1]->v.i, sizes, nd, strides,
+                                                 a[0]->v.storage.dtype);
+    if (!t) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", tn_last_error());
+        fail(m, TN_EFORMAT, "%s", msg);
+        return NULL;
+    }
+    t->requires_grad = a[4]->v.b;
+    struct tn_value *v = tn_value_tensor(t);
+    tn_release(t);
+    return v;
+}
+
+static struct tn_value *rebuild_parameter(struct machine *m, const struct tn_value *args,
+                                          bool with_state)
+{
+    size_t n = args->v.seq.n;
+    struct tn_value **a = args->v.seq.items;
+    if (n != (with_state ? 4u : 3u) || a[0]->kind != TN_VALUE_TENSOR ||
+        a[1]->kind != TN_VALUE_BOOL) {
+        fail(m, TN_EFORMAT, "_rebuild_parameter: expected (tensor, requires_grad, hooks)");
+        return NULL;
+    }
+    if (!empty_odict(a[2]) || (with_state && !empty_odict(a[3]) && a[3]->kind != TN_VALUE_NONE)) {
+        fail(m, TN_EFORMAT, "_rebuild_parameter: hooks or parameter state are not supported");
+        return NULL;
+    }
+    struct tn_tensor *d = a[0]->v.tensor;
+    struct tn_tensor *t = tn_tensor_from_storage(d->storage, d->offset, d->sizes, d->ndim, d->strides,
+                                                 d->dtype);
+    if (!t)
+        return NULL;
+    t->requires_grad = a[1]->v.b;
+    t->flags |= TN_TENSOR_PARAMETER;
+    struct tn_value *v = tn_value_tensor(t);
+    tn_release(t);
+    return v;
+}
+
+static int do_reduce(struct machine *m)
+{
+    if (need(m, 2) < 0)
+        return tn_last_status();
+    struct tn_value *args = m->stack[m->n - 1], *fn = m->stack[m->n - 2];
+    if (fn->kind != TN_VALUE_GLOBAL)
+        return fail(m, TN_EFORMAT, "Trying to call reduce for unrecognized function %s",
+                    tn_value_kind_name(fn->kind));
+    if (args->kind != TN_VALUE_TUPLE)
+        return fail(m, TN_EFORMAT, "REDUCE arguments must be a tuple, not %s",
+                    tn_value_kind_name(args->kind));
+    struct tn_value *r = NULL;
+    if (global_is(fn, "collections.OrderedDict")) {
+        if (args->v.seq.n != 0)
+            return fail(m, TN_EFORMAT, "OrderedDict() with arguments is not supported");
+        r = tn_value_odict();
+    } else if (global_is(fn, "torch._utils._rebuild_tensor_v2")) {
+        r = rebuild_tensor(m, args);
+    } else if (global_is(fn, "torch._utils._rebuild_parameter")) {
+        r = rebuild_parameter(m, args, false);
+    } else if (global_is(fn, "torch._utils._rebuild_parameter_with_state")) {
+        r = rebuild_parameter(m, args, true);
+    } else if (global_is(fn, "torch.Size")) {
+        if (args->v.seq.n != 1 || args->v.seq.items[0]->kind != TN_VALUE_TUPLE)
+            return fail(m, TN_EFORMAT, "torch.Size takes one tuple");
+        r = tn_value_retain(args->v.seq.items[0]);
+    } else {
+        return fail(m, TN_EFORMAT, "%s is allowed by weights_only but tensorkit cannot rebuild it",
+                    fn->v.str.s);
+    }
+    if (!r)
+        return tn_last_status();
+    m->n -= 2;
+    tn_value_release(args);
+    tn_value_release(fn);
+    return push(m, r);
+}
+
+static int do_persid(struct machine *m)
+{
+    if (need(m, 1) < 0)
+        return tn_last_status();
+    struct tn_value *pid = m->stack[m->n - 1];
+    if (pid->kind != TN_VALUE_TUPLE)
+        return fail(m, TN_EFORMAT, "persistent_load id must be tuple or int, but got %s",
+                    tn_value_kind_name(pid->kind));
+    struct tn_value **a = pid->v.seq.items;
+    if (pid->v.seq.n < 1 || a[0]->kind != TN_VALUE_STR || strcmp(a[0]->v.str.s, "storage"))
+        return fail(m, TN_EFORMAT, "Only persistent_load of storage is allowed");
+    if (pid->v.seq.n != 5 || a[1]->kind != TN_VALUE_GLOBAL || a[2]->kind != TN_VALUE_STR ||
+        a[3]->kind != TN_VALUE_STR || a[4]->kind != TN_VALUE_INT || a[4]->v.i < 0)
+        return fail(m, TN_EFORMAT, "a storage id must be ('storage', class, key, location, numel)");
+    const char *cls = a[1]->v.str.s;
+    enum tn_dtype dt = TN_DTYPE_UNSET;
+    if (!strncmp(cls, "torch.", 6) && !strchr(cls + 6, '.'))
+        dt = tn__storage_class_dtype(cls + 6, strlen(cls + 6));
+    if (dt == TN_DTYPE_UNSET)
+        return fail(m, TN_EDTYPE, "storage class %s is not supported by tensorkit", cls);
+    if (!m->hooks || !m->hooks->storage)
+        return fail(m, TN_EFORMAT, "a persistent id where no storages can be loaded");
+    struct tn_storage *s = m->hooks->storage(a[2]->v.str.s, dt, a[4]->v.i, m->hooks->ctx);
+    if (!s)
+        return tn_last_status();
+    struct tn_value *v = calloc(1, sizeof *v);
+    if (!v) {
+        tn_storage_release(s);
+        return fail(m, TN_ENOMEM, "out of memory");
+    }
+    v->refcount = 1;
+    v->kind = TN_VALUE_STORAGE;
+    v->v.storage.storage = s;
+    v->v.storage.dtype = dt;
+    m->n--;
+    tn_value_release(pid);
+    return push(m, v);
+}
+
+static int memo_set(struct machine *m, int64_t idx)
+{
+    if (need(m, 1) < 0)
+        return tn_last_status();
+    if (idx < 0 || idx >= (int64_t)MAX_MEMO)
+        return fail(m, TN_ENOMEM, "memo index %lld is beyond the limit of %u", (long long)idx,
+                    MAX_MEMO);
+    if ((size_t)idx >= m->memocap) {
+        size_t cap = m->memocap ? m->memocap : 64;
+        while (cap <= (size_t)idx)
+            cap *= 2;
+        struct tn_value **p = realloc(m->memo, cap * sizeof *p);
+        if (!p)
+            return fail(m, TN_ENOMEM, "out of memory");
+        memset(p + m->memocap, 0, (cap - m->memocap) * sizeof *p);
+        m->memo = p;
+        m->memocap = cap;
+    }
+    tn_value_release(m->memo[idx]);
+    m->memo[idx] = tn_value_retain(m->stack[m->n - 1]);
+    return 0;
+}
+
+static int memo_get(struct machine *m, int64_t idx)
+{
+    if (idx < 0 || (size_t)idx >= m->memocap || !m->memo[idx])
+        return fail(m, TN_EFORMAT, "memo key %lld is not set", (long long)idx);
+    return push(m, tn_value_retain(m->memo[idx]));
+}
+
+static int make_tuple(struct machine *m, size_t base)
+{
+    struct tn_value *t = tn_value_tuple();
+    if (!t)
+        return tn_last_status();
+    for (size_t i = base; i < m->n; i++) {
+        if (tn_value_append(t, m->stack[i]) < 0) {
+            for (size_t j = i + 1; j < m->n; j++)
+                tn_value_release(m->stack[j]);
+            m->n = base;
+            tn_value_release(t);
+            return tn_last_status();
+        }
+    }
+    m->n = base;
+    return push(m, t);
+}
+
+static int do_setitems(struct machine *m, size_t base)
+{
+    if (base < 1 || (m->nmarks && base - 1 < m->marks[m->nmarks - 1]))
+        return fail(m, TN_EFORMAT, "the stack is empty (unpickling stack underflow)");
+    struct tn_value *d = m->stack[base - 1];
+    if (d->kind != TN_VALUE_DICT && d->kind != TN_VALUE_ODICT)
+        return fail(m, TN_EFORMAT, "Can only set items on dicts, but got %s",
+                    tn_value_kind_name(d->kind));
+    if ((m->n - base) % 2)
+        return fail(m, TN_EFORMAT, "odd number of items for SETITEMS");
+    for (size_t i = base; i < m->n; i += 2) {
+        if (!hashable(m->stack[i]))
+            return fail(m, TN_EFORMAT, "unhashable type: '%s'", tn_value_kind_name(m->stack[i]->kind));
+        if (check_insert(m, d, m->stack[i]) < 0 || check_insert(m, d, m->stack[i + 1]) < 0)
+            return tn_last_status();
+    }
+    size_t top = m->n;
+    m->n = base;
+    int rc = 0;
+    for (size_t i = base; i < top; i += 2) {
+        if (rc) {
+            tn_value_release(m->stack[i]);
+            tn_value_release(m->stack[i + 1]);
+        } else
+            rc = tn_value_set(d, m->stack[i], m->stack[i + 1]);
+    }
+    return rc;
+}
+
+static int do_appends(struct machine *m, size_t base)
+{
+    if (base < 1 || (m->nmarks && base - 1 < m->marks[m->nmarks - 1]))
+        return fail(m, TN_EFORMAT, "the stack is empty (unpickling stack underflow)");
+    struct tn_value *l = m->stack[base - 1];
+    if (l->kind != TN_VALUE_LIST)
+        return fail(m, TN_EFORMAT, "Can only append to lists, but got %s",
+                    tn_value_kind_name(l->kind));
+    for (size_t i = base; i < m->n; i++)
+        if (check_insert(m, l, m->stack[i]) < 0)
+            return tn_last_status();
+    size_t top = m->n;
+    m->n = base;
+    int rc = 0;
+    for (size_t i = base; i < top; i++) {
+        if (rc)
+            tn_value_release(m->stack[i]);
+        else
+            rc = tn_value_append(l, m->stack[i]);
+    }
+    return rc;
+}
+
+static int do_build(struct machine *m)
+{
+    if (need(m, 2) < 0)
+        return tn_last_status();
+    struct tn_value *state = m->stack[m->n - 1], *obj = m->stack[m->n - 2];
+    if (obj->kind == TN_VALUE_ODICT) {
+        if (state->kind != TN_VALUE_DICT)
+            return fail(m, TN_EFORMAT, "OrderedDict state must be a dict, not %s",
+                        tn_value_kind_name(state->kind));
+        if (check_insert(m, obj, state) < 0)
+            return tn_last_status();
+        if (obj->v.dict.attrs) {
+            /* __dict__.update(state): a second BUILD adds to the first. */
+            for (size_t i = 0; i < state->v.dict.n; i++)
+                if (tn_value_set(obj->v.dict.attrs, tn_value_retain(state->v.dict.keys[i]),
+                                 tn_value_retain(state->v.dict.vals[i])) < 0)
+                    return tn_last_status();
+            tn_value_release(state);
+        } else {
+            obj->v.dict.attrs = state;
+        }
+        m->n--;
+        return 0;
+    }
+    if (obj->kind == TN_VALUE_TENSOR && empty_odict(state)) {
+        m->n--;
+        tn_value_release(state);
+        return 0;
+    }
+    return fail(m, TN_EFORMAT, "Can only build Tensor, parameter or dict objects, but got %s",
+                tn_value_kind_name(obj->kind));
+}
+
+static int step(struct machine *m, const struct tn_pickle_op *op)
+{
+    size_t base = 0;
+    switch (op->code) {
+    case TN_OP_PROTO:
+        if (op->i > 5)
+            return fail(m, TN_EFORMAT, "unsupported pickle protocol: %lld", (long long)op->i);
+        return 0;
+    case TN_OP_GLOBAL: {
+        char mod[256], name[256];
+        if (op->slen >= sizeof mod || op->s2len >= sizeof name)
+            return fail(m, TN_EFORMAT, "a global name longer than 255 bytes");
+        memcpy(mod, op->s, op->slen);
+        mod[op->slen] = 0;
+        memcpy(name, op->s2, op->s2len);
+        name[op->s2len] = 0;
+        if (memchr(op->s, 0, op->slen) || memchr(op->s2, 0, op->s2len))
+            return fail(m, TN_EFORMAT, "a global name with a NUL byte");
+        if (!tn__pickle_global_allowed(mod, name, m->allow)) {
+            if (m->allow == TN_ALLOW_TORCH1)
+                return fail(m, TN_EFORMAT, "Unsupported class %s.%s", mod, name);
+            return fail(m, TN_EFORMAT,
+                        "Unsupported global: GLOBAL %s.%s was not an allowed global by default",
+                        mod, name);
+        }
+        struct tn_value *g = tn_value_str(mod);
+        if (!g)
+            return tn_last_status();
+        g->kind = TN_VALUE_GLOBAL;
+        free(g->v.str.s);
+        size_t ml = strlen(mod), nl = strlen(name);
+        g->v.str.s = malloc(ml + nl + 2);
+        if (!g->v.str.s) {
+            g->kind = TN_VALUE_NONE;
+            tn_value_release(g);
+            return fail(m, TN_ENOMEM, "out of memory");
+        }
+        memcpy(g->v.str.s, mod, ml);
+        g->v.str.s[ml] = '.';
+        memcpy(g->v.str.s + ml + 1, name, nl + 1);
+        g->v.str.len = ml + nl + 1;
+        return push(m, g);
+    }
+    case TN_OP_REDUCE:
+        return do_reduce(m);
+    case TN_OP_BUILD:
+        return do_build(m);
+    case TN_OP_NEWOBJ:
+        return fail(m, TN_EFORMAT, "NEWOBJ (a class instance) is not supported by tensorkit");
+    case TN_OP_MARK:
+        if (m->nmarks == MAX_MARKS)
+            return fail(m, TN_ENOMEM, "more than %u nested MARKs", MAX_MARKS);
+        m->marks[m->nmarks++] = m->n;
+        return 0;
+    case TN_OP_TUPLE:
+        if (pop_mark(m, &base) < 0)
+            return tn_last_status();
+        return make_tuple(m, base);
+    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
+        size_t k = (size_t)(op->code - TN_OP_TUPLE1 + 1);
+        if (need(m, k) < 0)
+            return tn_last_status();
+        return make_tuple(m, m->n - k);
+    }
+    case TN_OP_EMPTY_TUPLE: return push(m, tn_value_tuple());
+    case TN_OP_EMPTY_LIST: return push(m, tn_value_list());
+    case TN_OP_EMPTY_DICT: return push(m, tn_value_dict());
+    case TN_OP_EMPTY_SET:
+        return fail(m, TN_EFORMAT, "sets are allowed by weights_only but not supported by tensorkit");
+    case TN_OP_APPEND:
+        if (need(m, 2) < 0)
+            return tn_last_status();
+        return do_appends(m, m->n - 1);
+    case TN_OP_APPENDS:
+        if (pop_mark(m, &base) < 0)
+            return tn_last_status();
+        return do_appends(m, base);
+    case TN_OP_SETITEM:
+        if (need(m, 3) < 0)
+            return tn_last_status();
+        return do_setitems(m, m->n - 2);
+    case TN_OP_SETITEMS:
+        if (pop_mark(m, &base) < 0)
+            return tn_last_status();
+        return do_setitems(m, base);
+    case TN_OP_NONE: return push(m, tn_value_none());
+    case TN_OP_NEWTRUE: return push(m, tn_value_bool(true));
+    case TN_OP_NEWFALSE: return push(m, tn_value_bool(false));
+    case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2:
+        return push(m, tn_value_int(op->i));
+    case TN_OP_LONG1:
+        if (op->big)
+            return fail(m, TN_EFORMAT, "an integer of %zu bytes does not fit in 64 bits", op->slen);
+        return push(m, tn_value_int(op->i));
+    case TN_OP_BINFLOAT:
+        return push(m, tn_value_float(op->f));
+    case TN_OP_BINUNICODE:
+        if (!utf8_ok((const unsigned char *)op->s, op->slen))
+            return fail(m, TN_EFORMAT, "'utf-8' codec can't decode the string");
+        return push(m, tn_value_str_n(op->s, op->slen));
+    case TN_OP_SHORT_BINSTRING:
+        for (size_t i = 0; i < op->slen; i++)
+            if ((unsigned char)op->s[i] >= 0x80)
+                return fail(m, TN_EFORMAT, "'ascii' codec can't decode the string");
+        return push(m, tn_value_str_n(op->s, op->slen));
+    case TN_OP_BINPERSID:
+        return do_persid(m);
+    case TN_OP_BINGET: case TN_OP_LONG_BINGET:
+        return memo_get(m, op->i);
+    case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
+        return memo_set(m, op->i);
+    default:
+        return fail(m, TN_EFORMAT, "Unsupported operand %d", op->code);
+    }
+}
+
+struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const char *label,
+                                 enum tn_ckpt_allowlist allow,
+                                 const struct tn_pickle_reader_hooks *hooks)
+{
+    struct machine m = {.label = label, .allow = allow, .hooks = hooks, .visits = MAX_VISITS};
+    struct tn_value *result = NULL;
+    size_t pos = 0;
+    for (;;) {
+        struct tn_pickle_op op;
+        if (tn__pickle_decode(buf, len, &pos, &op, label) < 0)
+            break;
+        m.pos = op.pos;
+        m.opname = tn__pickle_op_name(op.code);
+        if (!op_allowed(op.code, allow)) {
+            fail(&m, TN_EFORMAT, "Unsupported operand %d (%s)", op.code, m.opname);
+            break;
+        }
+        if (op.code == TN_OP_STOP) {
+            if (m.n != 1 || m.nmarks) {
+                fail(&m, TN_EFORMAT, "the stack holds %zu items at STOP", m.n);
+                break;
+            }
+            result = m.stack[--m.n];
+            if (result->kind == TN_VALUE_GLOBAL || result->kind == TN_VALUE_STORAGE) {
+                fail(&m, TN_EFORMAT, "the pickle's value is a bare %s",
+                     tn_value_kind_name(result->kind));
+                tn_value_release(result);
+                result = NULL;
+            }
+            break;
+        }
+        if (step(&m, &op) < 0)
+            break;
+    }
+    for (size_t i = 0; i < m.n; i++)
+        tn_value_release(m.stack[i]);
+    free(m.stack);
+    for (size_t i = 0; i < m.memocap; i++)
+        tn_value_release(m.memo[i]);
+    free(m.memo);
+    return result;
+}

@@ -1,0 +1,198 @@
+/*
+ * io/util.c: CRC-32, growable buffers and atomic file writes, shared by the
+ * zip, checkpoint, safetensors and npy code.
+ */
+#include "io/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+
+/* Slicing by eight: storages are large and written once, so CRC speed
+ * bounds save speed. */
+uint32_t tn__crc32(uint32_t crc, const void *data, size_t len)
+{
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *p = data;
+    uint32_t c = ~crc;
+    while (len >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+            crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+    return ~c;
+}
+
+void tn__buf_put(struct tn_buf *b, const void *p, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d) {
+            b->failed = 1;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+void tn__buf_byte(struct tn_buf *b, unsigned char c) { tn__buf_put(b, &c, 1); }
+
+void tn__buf_u16(struct tn_buf *b, uint16_t v)
+{
+    unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
+    tn__buf_put(b, x, 2);
+}
+
+void tn__buf_u32(struct tn_buf *b, uint32_t v)
+{
+    unsigned char x[4];
+    for (int i = 0; i < 4; i++)
+        x[i] = (unsigned char)(v >> (8 * i));
+    tn__buf_put(b, x, 4);
+}
+
+void tn__buf_u64(struct tn_buf *b, uint64_t v)
+{
+    unsigned char x[8];
+    for (int i = 0; i < 8; i++)
+        x[i] = (unsigned char)(v >> (8 * i));
+    tn__buf_put(b, x, 8);
+}
+
+void tn__buf_printf(struct tn_buf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->failed = 1;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        tn__buf_put(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->failed = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    tn__buf_put(b, big, (size_t)n);
+    free(big);
+}
+
+FILE *tn__tmpfile_for(const char *path, char **tmp)
+{
+    size_t n = strlen(path);
+    char *name = malloc(n + 16);
+    if (!name) {
+        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    memcpy(name, path, n);
+    memcpy(name + n, ".tmpXXXXXX", 11);
+    int fd = mkstemp(name);
+    if (fd < 0) {
+        tn_set_error(TN_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        free(name);
+        return NULL;
+    }
+    /* mkstemp makes 0600; a checkpoint gets the usual umask-governed mode. */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+        close(fd);
+        unlink(name);
+        free(name);
+        return NULL;
+    }
+    *tmp = name;
+    return f;
+}
+
+int tn__tmpfile_commit(FILE *f, char *tmp, const char *path)
+{
+    int bad = ferror(f);
+    int err = bad ? EIO : 0;
+    if (fflush(f) != 0 && !err)
+        err = errno;
+    if (!err && fsync(fileno(f)) != 0)
+        err = errno;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        free(tmp);
+        return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(err));
+    }
+    free(tmp);
+    return 0;
+}
+
+void tn__tmpfile_abort(FILE *f, char *tmp)
+{
+    if (f)
+        fclose(f);
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+}
+
+int tn__write_file_atomic(const char *path, const void *data, size_t len)
+{
+    char *tmp;
+    FILE *f = tn__tmpfile_for(path, &tmp);
+    if (!f)
+        return tn_last_status();
+    if (len && fwrite(data, 1, len, f) != len) {
+        tn__tmpfile_abort(f, tmp);
+        return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return tn__tmpfile_commit(f, tmp, path);
+}

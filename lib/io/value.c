@@ -1,0 +1,349 @@
+/*
+ * io/value.c: nested Python values (dict, OrderedDict, list, tuple, int,
+ * float, str, bool, None, tensor) as checkpoints hold them.
+ */
+#include "io/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct tn_value *value_new(enum tn_value_kind kind)
+{
+    struct tn_value *v = calloc(1, sizeof *v);
+    if (!v) {
+        tn_set_error(TN_ENOMEM, "out of memory for a value");
+        return NULL;
+    }
+    v->refcount = 1;
+    v->kind = kind;
+    return v;
+}
+
+struct tn_value *tn_value_none(void) { return value_new(TN_VALUE_NONE); }
+
+struct tn_value *tn_value_bool(bool b)
+{
+    struct tn_value *v = value_new(TN_VALUE_BOOL);
+    if (v)
+        v->v.b = b;
+    return v;
+}
+
+struct tn_value *tn_value_int(int64_t i)
+{
+    struct tn_value *v = value_new(TN_VALUE_INT);
+    if (v)
+        v->v.i = i;
+    return v;
+}
+
+struct tn_value *tn_value_float(double f)
+{
+    struct tn_value *v = value_new(TN_VALUE_FLOAT);
+    if (v)
+        v->v.f = f;
+    return v;
+}
+
+struct tn_value *tn_value_str_n(const char *s, size_t len)
+{
+    struct tn_value *v = value_new(TN_VALUE_STR);
+    if (!v)
+        return NULL;
+    v->v.str.s = malloc(len + 1);
+    if (!v->v.str.s) {
+        free(v);
+        tn_set_error(TN_ENOMEM, "out of memory for a string of %zu bytes", len);
+        return NULL;
+    }
+    memcpy(v->v.str.s, s, len);
+    v->v.str.s[len] = 0;
+    v->v.str.len = len;
+    return v;
+}
+
+struct tn_value *tn_value_str(const char *s) { return tn_value_str_n(s, strlen(s)); }
+struct tn_value *tn_value_tuple(void) { return value_new(TN_VALUE_TUPLE); }
+struct tn_value *tn_value_list(void) { return value_new(TN_VALUE_LIST); }
+struct tn_value *tn_value_dict(void) { return value_new(TN_VALUE_DICT); }
+struct tn_value *tn_value_odict(void) { return value_new(TN_VALUE_ODICT); }
+
+struct tn_value *tn_value_tensor(struct tn_tensor *t)
+{
+    struct tn_value *v = value_new(TN_VALUE_TENSOR);
+    if (v)
+        v->v.tensor = tn_retain(t);
+    return v;
+}
+
+struct tn_value *tn_value_retain(struct tn_value *v)
+{
+    if (v)
+        TN_ATOMIC_INC(&v->refcount);
+    return v;
+}
+
+/* Frees one node whose count reached zero, pushing children whose counts
+ * reach zero onto `work`: iterative, so hostile nesting cannot exhaust the
+ * C stack. */
+static void free_node(struct tn_value *v, struct tn_value ***work, size_t *n, size_t *cap)
+{
+    struct tn_value *kids_inline[1];
+    struct tn_value **kids = kids_inline;
+    size_t nk = 0;
+    switch (v->kind) {
+    case TN_VALUE_STR:
+    case TN_VALUE_GLOBAL:
+        free(v->v.str.s);
+        break;
+    case TN_VALUE_TUPLE:
+    case TN_VALUE_LIST:
+        kids = v->v.seq.items;
+        nk = v->v.seq.n;
+        break;
+    case TN_VALUE_DICT:
+    case TN_VALUE_ODICT:
+        for (size_t i = 0; i < v->v.dict.n; i++) {
+            /* keys go on the same walk, through the vals array's slots */
+            struct tn_value *k = v->v.dict.keys[i];
+            if (k && TN_ATOMIC_DEC(&k->refcount) == 0) {
+                if (*n == *cap) {
+                    size_t c = *cap ? *cap * 2 : 64;
+                    struct tn_value **w = realloc(*work, c * sizeof *w);
+                    if (!w)
+                        TN_ASSERT(!"out of memory freeing a value");
+                    *work = w;
+                    *cap = c;
+                }
+                (*work)[(*n)++] = k;
+            }
+        }
+        free(v->v.dict.keys);
+        kids = v->v.dict.vals;
+        nk = v->v.dict.n;
+        if (v->v.dict.attrs) {
+            struct tn_value *a = v->v.dict.attrs;
+            if (TN_ATOMIC_DEC(&a->refcount) == 0) {
+                if (*n == *cap) {
+                    size_t c = *cap ? *cap * 2 : 64;
+                    struct tn_value **w = realloc(*work, c * sizeof *w);
+                    if (!w)
+                        TN_ASSERT(!"out of memory freeing a value");
+                    *work = w;
+                    *cap = c;
+                }
+                (*work)[(*n)++] = a;
+            }
+        }
+        break;
+    case TN_VALUE_TENSOR:
+        tn_release(v->v.tensor);
+        break;
+    case TN_VALUE_STORAGE:
+        tn_storage_release(v->v.storage.storage);
+        break;
+    default:
+        break;
+    }
+    for (size_t i = 0; i < nk; i++) {
+        struct tn_value *c = kids[i];
+        if (c && TN_ATOMIC_DEC(&c->refcount) == 0) {
+            if (*n == *cap) {
+                size_t nc = *cap ? *cap * 2 : 64;
+                struct tn_value **w = realloc(*work, nc * sizeof *w);
+                if (!w)
+                    TN_ASSERT(!"out of memory freeing a value");
+                *work = w;
+                *cap = nc;
+            }
+            (*work)[(*n)++] = c;
+        }
+    }
+    if (kids != kids_inline)
+        free(kids);
+    free(v);
+}
+
+void tn_value_release(struct tn_value *v)
+{
+    if (!v || TN_ATOMIC_DEC(&v->refcount) != 0)
+        return;
+    struct tn_value **work = NULL;
+    size_t n = 0, cap = 0;
+    free_node(v, &work, &n, &cap);
+    while (n)
+        free_node(work[--n], &work, &n, &cap);
+    free(work);
+}
+
+int tn_value_append(struct tn_value *seq, struct tn_value *item)
+{
+    TN_ASSERT(seq->kind == TN_VALUE_TUPLE || seq->kind == TN_VALUE_LIST);
+    if (seq->v.seq.n == seq->v.seq.cap) {
+        size_t cap = seq->v.seq.cap ? seq->v.seq.cap * 2 : 4;
+        struct tn_value **p = realloc(seq->v.seq.items, cap * sizeof *p);
+        if (!p) {
+            tn_value_release(item);
+            return tn_set_error(TN_ENOMEM, "out of memory growing a %s",
+                                tn_value_kind_name(seq->kind));
+        }
+        seq->v.seq.items = p;
+        seq->v.seq.cap = cap;
+    }
+    seq->v.seq.items[seq->v.seq.n++] = item;
+    return 0;
+}
+
+bool tn_value_key_equal(const struct tn_value *a, const struct tn_value *b)
+{
+    if (a == b)
+        return true;
+    /* Python: True == 1 == 1.0 as dict keys. */
+    bool an = a->kind == TN_VALUE_BOOL || a->kind == TN_VALUE_INT || a->kind == TN_VALUE_FLOAT;
+    bool bn = b->kind == TN_VALUE_BOOL || b->kind == TN_VALUE_INT || b->kind == TN_VALUE_FLOAT;
+    if (an && bn) {
+        if (a->kind == TN_VALUE_FLOAT || b->kind == TN_VALUE_FLOAT) {
+            double x = a->kind == TN_VALUE_FLOAT ? a->v.f : a->kind == TN_VALUE_INT ? (double)a->v.i : a->v.b;
+            double y = b->kind == TN_VALUE_FLOAT ? b->v.f : b->kind == TN_VALUE_INT ? (double)b->v.i : b->v.b;
+            return x == y;
+        }
+        int64_t x = a->kind == TN_VALUE_INT ? a->v.i : a->v.b;
+        int64_t y = b->kind == TN_VALUE_INT ? b->v.i : b->v.b;
+        return x == y;
+    }
+    if (a->kind != b->kind)
+        return false;
+    switch (a->kind) {
+    case TN_VALUE_NONE:
+        return true;
+    case TN_VALUE_STR:
+        return a->v.str.len == b->v.str.len && !memcmp(a->v.str.s, b->v.str.s, a->v.str.len);
+    case TN_VALUE_TUPLE:
+        if (a->v.seq.n != b->v.seq.n)
+            return false;
+        for (size_t i = 0; i < a->v.seq.n; i++)
+            if (!tn_value_key_equal(a->v.seq.items[i], b->v.seq.items[i]))
+                return false;
+        return true;
+    case TN_VALUE_TENSOR:
+        return a->v.tensor == b->v.tensor;
+    default:
+        return false;
+    }
+}
+
+int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
+{
+    TN_ASSERT(d->kind == TN_VALUE_DICT || d->kind == TN_VALUE_ODICT);
+    for (size_t i = 0; i < d->v.dict.n; i++) {
+        if (tn_value_key_equal(d->v.dict.keys[i], key)) {
+            tn_value_release(key);
+            tn_value_release(d->v.dict.vals[i]);
+            d->v.dict.vals[i] = val;
+            return 0;
+        }
+    }
+    if (d->v.dict.n == d->v.dict.cap) {
+        size_t cap = d->v.dict.cap ? d->v.dict.cap * 2 : 8;
+        struct tn_value **k = realloc(d->v.dict.keys, cap * sizeof *k);
+        if (k)
+            d->v.dict.keys = k;
+        struct tn_value **v = k ? realloc(d->v.dict.vals, cap * sizeof *v) : NULL;
+        if (!v) {
+            tn_value_release(key);
+            tn_value_release(val);
+            return tn_set_error(TN_ENOMEM, "out of memory growing a dict");
+        }
+        d->v.dict.vals = v;
+        d->v.dict.cap = cap;
+    }
+    d->v.dict.keys[d->v.dict.n] = key;
+    d->v.dict.vals[d->v.dict.n] = val;
+    d->v.dict.n++;
+    return 0;
+}
+
+struct tn_value *tn_value_get(const struct tn_value *d, const char *key)
+{
+    if (d->kind != TN_VALUE_DICT && d->kind != TN_VALUE_ODICT)
+        return NULL;
+    size_t n = strlen(key);
+    for (size_t i = 0; i < d->v.dict.n; i++) {
+        const struct tn_value *k = d->v.dict.keys[i];
+        if (k->kind == TN_VALUE_STR && k->v.str.len == n && !memcmp(k->v.str.s, key, n))
+            return d->v.dict.vals[i];
+    }
+    return NULL;
+}
+
+const char *tn_value_kind_name(enum tn_value_kind kind)
+{
+    static const char *const names[] = {"NoneType", "bool", "int", "float", "str", "tuple",
+                                        "list", "dict", "OrderedDict", "Tensor", "global",
+                                        "storage"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+/* Appends a key's text to the path: strings as they are, numbers in
+ * decimal, anything else as its type name. */
+static void path_key(struct tn_buf *p, const struct tn_value *k)
+{
+    if (p->len)
+        tn__buf_byte(p, '.');
+    switch (k->kind) {
+    case TN_VALUE_STR: tn__buf_put(p, k->v.str.s, k->v.str.len); break;
+    case TN_VALUE_INT: tn__buf_printf(p, "%lld", (long long)k->v.i); break;
+    case TN_VALUE_BOOL: tn__buf_printf(p, "%s", k->v.b ? "True" : "False"); break;
+    case TN_VALUE_FLOAT: tn__buf_printf(p, "%.17g", k->v.f); break;
+    case TN_VALUE_NONE: tn__buf_printf(p, "None"); break;
+    default: tn__buf_printf(p, "<%s>", tn_value_kind_name(k->kind)); break;
+    }
+}
+
+static int walk(const struct tn_value *v, struct tn_buf *path, tn_value_tensor_fn fn, void *ctx,
+                int depth)
+{
+    if (depth > 1000)
+        return tn_set_error(TN_EFORMAT, "value nested more than 1000 deep");
+    size_t mark = path->len;
+    int rc = 0;
+    switch (v->kind) {
+    case TN_VALUE_TENSOR:
+        tn__buf_byte(path, 0);
+        if (path->failed)
+            return tn_set_error(TN_ENOMEM, "out of memory");
+        path->len--;
+        return fn((const char *)path->data, v->v.tensor, ctx);
+    case TN_VALUE_TUPLE:
+    case TN_VALUE_LIST:
+        for (size_t i = 0; i < v->v.seq.n && !rc; i++) {
+            if (path->len)
+                tn__buf_byte(path, '.');
+            tn__buf_printf(path, "%zu", i);
+            rc = walk(v->v.seq.items[i], path, fn, ctx, depth + 1);
+            path->len = mark;
+        }
+        return rc;
+    case TN_VALUE_DICT:
+    case TN_VALUE_ODICT:
+        for (size_t i = 0; i < v->v.dict.n && !rc; i++) {
+            path_key(path, v->v.dict.keys[i]);
+            rc = walk(v->v.dict.vals[i], path, fn, ctx, depth + 1);
+            path->len = mark;
+        }
+        return rc;
+    default:
+        return 0;
+    }
+}
+
+int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx)
+{
+    struct tn_buf path = {0};
+    tn__buf_byte(&path, 0);
+    path.len = 0;
+    int rc = walk(v, &path, fn, ctx, 0);
+    free(path.data);
+    return rc;
+}

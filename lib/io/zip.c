@@ -1,0 +1,624 @@
+/*
+ * io/zip.c: the zip reader (any writer's archives: stored and deflated
+ * members, zip64, data descriptors) and the writer that lays members out
+ * exactly as PyTorch's miniz-based PyTorchStreamWriter does.
+ */
+#include "io/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* Limits on what an archive can make us allocate. */
+#define TN_ZIP_MAX_ENTRIES (1u << 22)
+#define TN_ZIP_MAX_INFLATE ((uint64_t)1 << 40)
+
+#define SIG_LOCAL 0x04034b50u
+#define SIG_CENTRAL 0x02014b50u
+#define SIG_EOCD 0x06054b50u
+#define SIG_EOCD64 0x06064b50u
+#define SIG_LOC64 0x07064b50u
+#define SIG_DESC 0x08074b50u
+
+/* The file's bytes, shared by the archive and the storages mapped from it. */
+struct tn_zip_map {
+    long refcount;
+    unsigned char *addr;
+    size_t len;
+    bool mapped; /* munmap on release; else borrowed caller memory */
+};
+
+struct tn_zip {
+    struct tn_zip_map *map;
+    char *label;
+    struct tn_zip_entry *entries;
+    size_t n;
+    char *names; /* every entry's name, NUL-terminated, back to back */
+};
+
+static void zip_map_release(struct tn_zip_map *m)
+{
+    if (m && TN_ATOMIC_DEC(&m->refcount) == 0) {
+        if (m->mapped && m->len)
+            munmap(m->addr, m->len);
+        free(m);
+    }
+}
+
+static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t rd32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+/* Is [off, off+n) inside [0, len)? Without overflow. */
+static bool in_range(uint64_t off, uint64_t n, uint64_t len) { return off <= len && n <= len - off; }
+
+/* Fills the zip64 values an entry marks with all-ones, in the format's order
+ * (size, compressed size, header offset), from extra field tag 0x0001. */
+static int zip64_extra(const unsigned char *ex, size_t exlen, uint64_t *size, uint64_t *csize,
+                       uint64_t *off, const char *label, const char *name)
+{
+    size_t p = 0;
+    while (p + 4 <= exlen) {
+        uint16_t tag = rd16(ex + p), n = rd16(ex + p + 2);
+        if (p + 4 + n > exlen)
+            break;
+        if (tag == 1) {
+            const unsigned char *f = ex + p + 4;
+            size_t k = 0;
+            uint64_t *want[3] = {size, csize, off};
+            for (int i = 0; i < 3; i++) {
+                if (*want[i] != 0xFFFFFFFFu)
+                    continue;
+                if (k + 8 > n)
+                    return tn_set_error(TN_EFORMAT, "%s: %s: truncated zip64 extra field", label,
+                                        name);
+                *want[i] = rd64(f + k);
+                k += 8;
+            }
+            return 0;
+        }
+        p += 4 + (size_t)n;
+    }
+    if (*size == 0xFFFFFFFFu || *csize == 0xFFFFFFFFu || *off == 0xFFFFFFFFu)
+        return tn_set_error(TN_EFORMAT, "%s: %s: sizes need a zip64 extra field that is missing",
+                            label, name);
+    return 0;
+}
+
+static int zip_parse(struct tn_zip *z)
+{
+    const unsigned char *b = z->map->addr;
+    size_t len = z->map->len;
+    const char *L = z->label;
+    if (len < 22)
+        return tn_set_error(TN_EFORMAT, "%s: not a zip archive (too short)", L);
+    /* The end record is the last PK\5\6 within the comment's reach. */
+    size_t eocd = (size_t)-1;
+    size_t lo = len >= 22 + 65535 ? len - 22 - 65535 : 0;
+    for (size_t p = len - 22 + 1; p-- > lo;) {
+        if (rd32(b + p) == SIG_EOCD) {
+            eocd = p;
+            break;
+        }
+    }
+    if (eocd == (size_t)-1)
+        return tn_set_error(TN_EFORMAT, "%s: not a zip archive (no end of central directory)", L);
+    uint64_t count = rd16(b + eocd + 10);
+    uint64_t cdsize = rd32(b + eocd + 12);
+    uint64_t cdoff = rd32(b + eocd + 16);
+    if (eocd >= 20 && rd32(b + eocd - 20) == SIG_LOC64) {
+        uint64_t off64 = rd64(b + eocd - 20 + 8);
+        if (!in_range(off64, 56, len) || rd32(b + off64) != SIG_EOCD64)
+            return tn_set_error(TN_EFORMAT, "%s: corrupt zip64 end of central directory", L);
+        count = rd64(b + off64 + 32);
+        cdsize = rd64(b + off64 + 40);
+        cdoff = rd64(b + off64 + 48);
+    }
+    if (!in_range(cdoff, cdsize, len))
+        return tn_set_error(TN_EFORMAT, "%s: central directory lies outside the file", L);
+    if (count > cdsize / 46 || count > TN_ZIP_MAX_ENTRIES)
+        return tn_set_error(TN_EFORMAT, "%s: central directory claims %llu entries in %llu bytes",
+                            L, (unsigned long long)count, (unsigned long long)cdsize);
+    z->entries = calloc(count ? count : 1, sizeof *z->entries);
+    z->names = malloc(cdsize + 1);
+    if (!z->entries || !z->names)
+        return tn_set_error(TN_ENOMEM, "%s: out of memory reading the central directory", L);
+    size_t p = cdoff, end = cdoff + cdsize, np = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        if (!in_range(p, 46, end) || rd32(b + p) != SIG_CENTRAL)
+            return tn_set_error(TN_EFORMAT, "%s: corrupt central directory entry %llu", L,
+                                (unsigned long long)i);
+        struct tn_zip_entry *e = &z->entries[i];
+        e->flags = rd16(b + p + 8);
+        e->method = rd16(b + p + 10);
+        e->crc = rd32(b + p + 16);
+        e->csize = rd32(b + p + 20);
+        e->size = rd32(b + p + 24);
+        size_t nlen = rd16(b + p + 28), xlen = rd16(b + p + 30), clen = rd16(b + p + 32);
+        e->header_offset = rd32(b + p + 42);
+        if (!in_range(p + 46, nlen + xlen + clen, end))
+            return tn_set_error(TN_EFORMAT, "%s: corrupt central directory entry %llu", L,
+                                (unsigned long long)i);
+        if (memchr(b + p + 46, 0, nlen))
+            return tn_set_error(TN_EFORMAT, "%s: entry %llu has a NUL byte in its name", L,
+                                (unsigned long long)i);
+        memcpy(z->names + np, b + p + 46, nlen);
+        z->names[np + nlen] = 0;
+        e->name = (const char *)(uintptr_t)np; /* fixed up below, names may move */
+        np += nlen + 1;
+        if (zip64_extra(b + p + 46 + nlen, xlen, &e->size, &e->csize, &e->header_offset, L,
+                        z->names + (size_t)e->name) < 0)
+            return tn_last_status();
+        p += 46 + nlen + xlen + clen;
+        const char *nm = z->names + (uintptr_t)e->name;
+        if (e->flags & 1)
+            return tn_set_error(TN_EFORMAT, "%s: %s is encrypted", L, nm);
+        if (e->method != 0 && e->method != 8)
+            return tn_set_error(TN_EFORMAT, "%s: %s uses compression method %u (only stored and "
+                                "deflated are read)", L, nm, e->method);
+        if (e->method == 0 && e->csize != e->size)
+            return tn_set_error(TN_EFORMAT, "%s: %s is stored but its sizes differ", L, nm);
+        uint64_t h = e->header_offset;
+        if (!in_range(h, 30, len) || rd32(b + h) != SIG_LOCAL)
+            return tn_set_error(TN_EFORMAT, "%s: %s: no local file header at offset %llu", L, nm,
+                                (unsigned long long)h);
+        e->data_offset = h + 30 + rd16(b + h + 26) + rd16(b + h + 28);
+        if (!in_range(e->data_offset, e->csize, len))
+            return tn_set_error(TN_EFORMAT, "%s: %s: %llu bytes at offset %llu run past the end "
+                                "of the file (%zu bytes)", L, nm, (unsigned long long)e->csize,
+                                (unsigned long long)e->data_offset, len);
+    }
+    z->n = count;
+    for (size_t i = 0; i < count; i++)
+        z->entries[i].name = z->names + (uintptr_t)z->entries[i].name;
+    return 0;
+}
+
+static struct tn_zip *zip_new(struct tn_zip_map *m, const char *label)
+{
+    struct tn_zip *z = calloc(1, sizeof *z);
+    if (!z || !(z->label = strdup(label))) {
+        free(z);
+        zip_map_release(m);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", label);
+        return NULL;
+    }
+    z->map = m;
+    if (zip_parse(z) < 0) {
+        tn_zip_close(z);
+        return NULL;
+    }
+    return z;
+}
+
+struct tn_zip *tn_zip_open(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        tn_set_error(TN_EIO, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    struct tn_zip_map *m = calloc(1, sizeof *m);
+    if (!m) {
+        close(fd);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    m->refcount = 1;
+    m->len = (size_t)st.st_size;
+    m->mapped = true;
+    if (m->len) {
+        /* Private and writable: tensors over the mapping may be written in
+         * place without touching the file (copy on write). */
+        void *a = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (a == MAP_FAILED) {
+            tn_set_error(TN_EIO, "%s: cannot map: %s", path, strerror(errno));
+            close(fd);
+            free(m);
+            return NULL;
+        }
+        m->addr = a;
+    }
+    close(fd);
+    return zip_new(m, path);
+}
+
+struct tn_zip *tn_zip_open_memory(const void *data, size_t len, const char *label)
+{
+    struct tn_zip_map *m = calloc(1, sizeof *m);
+    if (!m) {
+        tn_set_error(TN_ENOMEM, "%s: out of memory", label);
+        return NULL;
+    }
+    m->refcount = 1;
+    m->addr = (unsigned char *)(uintptr_t)data;
+    m->len = len;
+    return zip_new(m, label);
+}
+
+void tn_zip_close(struct tn_zip *z)
+{
+    if (!z)
+        return;
+    zip_map_release(z->map);
+    free(z->entries);
+    free(z->names);
+    free(z->label);
+    free(z);
+}
+
+size_t tn_zip_count(const struct tn_zip *z) { return z->n; }
+
+const struct tn_zip_entry *tn_zip_entry_at(const struct tn_zip *z, size_t i)
+{
+    TN_ASSERT(i < z->n);
+    return &z->entries[i];
+}
+
+long tn_zip_find(const struct tn_zip *z, const char *name)
+{
+    for (size_t i = 0; i < z->n; i++)
+        if (!strcmp(z->entries[i].name, name))
+            return (long)i;
+    return -1;
+}
+
+const char *tn_zip_label(const struct tn_zip *z) { return z->label; }
+
+const unsigned char *tn_zip_bytes(const struct tn_zip *z, size_t *len)
+{
+    if (len)
+        *len = z->map->len;
+    return z->map->addr;
+}
+
+const void *tn_zip_data(const struct tn_zip *z, size_t i)
+{
+    const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
+    if (e->method != 0) {
+        tn_set_error(TN_EFORMAT, "%s: %s is compressed", z->label, e->name);
+        return NULL;
+    }
+    return z->map->addr + e->data_offset;
+}
+
+int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size_t *len)
+{
+    const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
+    *out = NULL;
+    *len = 0;
+    uint64_t cap = limit ? limit : TN_ZIP_MAX_INFLATE;
+    if (e->size > cap || e->size > SIZE_MAX - 1)
+        return tn_set_error(TN_ENOMEM, "%s: %s holds %llu bytes, more than the limit of %llu",
+                            z->label, e->name, (unsigned long long)e->size,
+                            (unsigned long long)cap);
+    unsigned char *buf = malloc(e->size ? e->size : 1);
+    if (!buf)
+        return tn_set_error(TN_ENOMEM, "%s: %s: out of memory for %llu bytes", z->label, e->name,
+                            (unsigned long long)e->size);
+    const unsigned char *src = z->map->addr + e->data_offset;
+    if (e->method == 0) {
+        memcpy(buf, src, e->size);
+    } else {
+        z_stream s;
+        memset(&s, 0, sizeof s);
+        if (inflateInit2(&s, -MAX_WBITS) != Z_OK) {
+            free(buf);
+            return tn_set_error(TN_ENOMEM, "%s: %s: cannot start inflating", z->label, e->name);
+        }
+        /* zlib counts in uInt: feed and drain in chunks below 4 GiB. */
+        uint64_t in_left = e->csize, out_done = 0;
+        int rc = Z_OK;
+        s.next_in = (unsigned char *)(uintptr_t)src;
+        while (rc == Z_OK) {
+            if (s.avail_in == 0 && in_left) {
+                s.avail_in = (uInt)(in_left > 0x40000000u ? 0x40000000u : in_left);
+                in_left -= s.avail_in;
+            }
+            uint64_t room = e->size - out_done;
+            s.next_out = buf + out_done;
+            s.avail_out = (uInt)(room > 0x40000000u ? 0x40000000u : room);
+            uInt before = s.avail_out;
+            if (s.avail_out == 0) {
+                /* Output full: more data would overflow the declared size. */
+                unsigned char probe;
+                s.next_out = &probe;
+                s.avail_out = 1;
+                rc = inflate(&s, Z_NO_FLUSH);
+                if (s.avail_out == 0) {
+                    rc = Z_DATA_ERROR;
+                }
+                break;
+            }
+            rc = inflate(&s, Z_NO_FLUSH);
+            out_done += before - s.avail_out;
+            if (rc == Z_BUF_ERROR && s.avail_in == 0 && in_left == 0)
+                break;
+            if (rc == Z_BUF_ERROR)
+                rc = Z_OK;
+        }
+        inflateEnd(&s);
+        if (rc != Z_STREAM_END || out_done != e->size) {
+            free(buf);
+            return tn_set_error(TN_EFORMAT, "%s: %s: corrupt deflated data", z->label, e->name);
+        }
+    }
+    *out = buf;
+    *len = e->size;
+    return 0;
+}
+
+static void zip_storage_free(void *data, size_t nbytes, void *ctx)
+{
+    (void)data;
+    (void)nbytes;
+    zip_map_release(ctx);
+}
+
+struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes)
+{
+    const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
+    if (e->method != 0 || nbytes > e->size) {
+        tn_set_error(TN_EFORMAT, "%s: %s cannot be mapped", z->label, e->name);
+        return NULL;
+    }
+    TN_ATOMIC_INC(&z->map->refcount);
+    struct tn_storage *s = tn_storage_from_external(z->map->addr + e->data_offset, nbytes, TN_CPU,
+                                                    zip_storage_free, z->map);
+    if (!s)
+        zip_map_release(z->map);
+    return s;
+}
+
+/* ------------------------------------------------------------------ writer */
+
+struct wentry {
+    char *name;
+    uint64_t header_offset, size;
+    uint32_t crc;
+    uint16_t flags;
+};
+
+struct tn_zip_writer {
+    FILE *f;
+    char *tmp;
+    char *path;
+    unsigned alignment;
+    uint64_t off;
+    struct wentry *e;
+    size_t n, cap;
+    int failed;
+};
+
+struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
+{
+    if (alignment == 0 || alignment > 4096) {
+        tn_set_error(TN_EINVAL, "%s: alignment %u is not in 1..4096", path, alignment);
+        return NULL;
+    }
+    struct tn_zip_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(path))) {
+        free(w);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    w->alignment = alignment;
+    w->f = tn__tmpfile_for(path, &w->tmp);
+    if (!w->f) {
+        free(w->path);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static int w_put(struct tn_zip_writer *w, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n) {
+        w->failed = 1;
+        return tn_set_error(TN_EIO, "%s: cannot write: %s", w->path, strerror(errno));
+    }
+    w->off += n;
+    return 0;
+}
+
+static int w_buf(struct tn_zip_writer *w, struct tn_buf *b)
+{
+    if (b->failed) {
+        free(b->data);
+        w->failed = 1;
+        return tn_set_error(TN_ENOMEM, "%s: out of memory", w->path);
+    }
+    int rc = w_put(w, b->data, b->len);
+    free(b->data);
+    memset(b, 0, sizeof *b);
+    return rc;
+}
+
+int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *data, uint64_t len)
+{
+    if (w->failed)
+        return tn_set_error(TN_EIO, "%s: the writer has failed", w->path);
+    size_t nlen = strlen(name);
+    if (nlen > 0xFFFF)
+        return tn_set_error(TN_EINVAL, "%s: member name too long", w->path);
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        struct wentry *e = realloc(w->e, cap * sizeof *e);
+        if (!e)
+            return tn_set_error(TN_ENOMEM, "%s: out of memory", w->path);
+        w->e = e;
+        w->cap = cap;
+    }
+    struct wentry *e = &w->e[w->n];
+    memset(e, 0, sizeof *e);
+    if (!(e->name = strdup(name)))
+        return tn_set_error(TN_ENOMEM, "%s: out of memory", w->path);
+    w->n++;
+    e->header_offset = w->off;
+    e->size = len;
+    e->crc = tn__crc32(0, data, (size_t)len);
+    /* miniz: a data descriptor follows every non-empty member. */
+    e->flags = len ? 0x0808 : 0x0800;
+    bool big_size = len >= 0xFFFFFFFFu, big_off = w->off >= 0xFFFFFFFFu;
+    uint64_t start = w->off + 30 + nlen + 4;
+    size_t z64 = 0;
+    if (big_size || big_off)
+        z64 = 4 + (big_size ? 16 : 0) + (big_off ? 8 : 0);
+    start += z64;
+    uint64_t aligned = (start + w->alignment - 1) / w->alignment * w->alignment;
+    size_t pad = (size_t)(aligned - start);
+
+    struct tn_buf b = {0};
+    tn__buf_u32(&b, SIG_LOCAL);
+    tn__buf_u16(&b, 0);  /* version needed */
+    tn__buf_u16(&b, e->flags);
+    tn__buf_u16(&b, 0);  /* method: stored */
+    tn__buf_u16(&b, 0);  /* time */
+    tn__buf_u16(&b, 0);  /* date */
+    tn__buf_u32(&b, 0);  /* crc: in the descriptor */
+    tn__buf_u32(&b, 0);
+    tn__buf_u32(&b, 0);
+    tn__buf_u16(&b, (uint16_t)nlen);
+    tn__buf_u16(&b, (uint16_t)(z64 + 4 + pad));
+    tn__buf_put(&b, name, nlen);
+    if (z64) {
+        tn__buf_u16(&b, 1);
+        tn__buf_u16(&b, (uint16_t)(z64 - 4));
+        if (big_size) {
+            tn__buf_u64(&b, len);
+            tn__buf_u64(&b, len);
+        }
+        if (big_off)
+            tn__buf_u64(&b, e->header_offset);
+    }
+    tn__buf_put(&b, "FB", 2);
+    tn__buf_u16(&b, (uint16_t)pad);
+    for (size_t i = 0; i < pad; i++)
+        tn__buf_byte(&b, 'Z');
+    if (w_buf(w, &b) < 0)
+        return tn_last_status();
+    if (w_put(w, data, (size_t)len) < 0)
+        return tn_last_status();
+    if (len) {
+        tn__buf_u32(&b, SIG_DESC);
+        tn__buf_u32(&b, e->crc);
+        if (big_size || big_off) {
+            tn__buf_u64(&b, len);
+            tn__buf_u64(&b, len);
+        } else {
+            tn__buf_u32(&b, (uint32_t)len);
+            tn__buf_u32(&b, (uint32_t)len);
+        }
+        if (w_buf(w, &b) < 0)
+            return tn_last_status();
+    }
+    return 0;
+}
+
+static void w_free(struct tn_zip_writer *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->e[i].name);
+    free(w->e);
+    free(w->path);
+    free(w);
+}
+
+void tn_zip_writer_abort(struct tn_zip_writer *w)
+{
+    if (!w)
+        return;
+    tn__tmpfile_abort(w->f, w->tmp);
+    w_free(w);
+}
+
+int tn_zip_writer_finish(struct tn_zip_writer *w)
+{
+    if (w->failed) {
+        tn_zip_writer_abort(w);
+        return tn_last_status() ? tn_last_status() : TN_EIO;
+    }
+    uint64_t cdoff = w->off;
+    struct tn_buf b = {0};
+    for (size_t i = 0; i < w->n; i++) {
+        struct wentry *e = &w->e[i];
+        bool big_size = e->size >= 0xFFFFFFFFu, big_off = e->header_offset >= 0xFFFFFFFFu;
+        size_t nlen = strlen(e->name);
+        size_t xlen = (big_size || big_off) ? 4 + (big_size ? 16 : 0) + (big_off ? 8 : 0) : 0;
+        tn__buf_u32(&b, SIG_CENTRAL);
+        tn__buf_u16(&b, 0); /* made by */
+        tn__buf_u16(&b, 0); /* needed */
+        tn__buf_u16(&b, e->flags);
+        tn__buf_u16(&b, 0);
+        tn__buf_u16(&b, 0);
+        tn__buf_u16(&b, 0);
+        tn__buf_u32(&b, e->crc);
+        tn__buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
+        tn__buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
+        tn__buf_u16(&b, (uint16_t)nlen);
+        tn__buf_u16(&b, (uint16_t)xlen);
+        tn__buf_u16(&b, 0); /* comment */
+        tn__buf_u16(&b, 0); /* disk */
+        tn__buf_u16(&b, 0); /* internal attributes */
+        tn__buf_u32(&b, 0); /* external attributes */
+        tn__buf_u32(&b, big_off ? 0xFFFFFFFFu : (uint32_t)e->header_offset);
+        tn__buf_put(&b, e->name, nlen);
+        if (xlen) {
+            tn__buf_u16(&b, 1);
+            tn__buf_u16(&b, (uint16_t)(xlen - 4));
+            if (big_size) {
+                tn__buf_u64(&b, e->size);
+                tn__buf_u64(&b, e->size);
+            }
+            if (big_off)
+                tn__buf_u64(&b, e->header_offset);
+        }
+    }
+    uint64_t cdsize = b.len;
+    uint64_t eocd64 = cdoff + cdsize;
+    /* miniz writes the zip64 end records always. */
+    tn__buf_u32(&b, SIG_EOCD64);
+    tn__buf_u64(&b, 44);
+    tn__buf_u16(&b, 0x031e);
+    tn__buf_u16(&b, 45);
+    tn__buf_u32(&b, 0);
+    tn__buf_u32(&b, 0);
+    tn__buf_u64(&b, w->n);
+    tn__buf_u64(&b, w->n);
+    tn__buf_u64(&b, cdsize);
+    tn__buf_u64(&b, cdoff);
+    tn__buf_u32(&b, SIG_LOC64);
+    tn__buf_u32(&b, 0);
+    tn__buf_u64(&b, eocd64);
+    tn__buf_u32(&b, 1);
+    tn__buf_u32(&b, SIG_EOCD);
+    tn__buf_u16(&b, 0);
+    tn__buf_u16(&b, 0);
+    tn__buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
+    tn__buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
+    tn__buf_u32(&b, cdsize >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdsize);
+    tn__buf_u32(&b, cdoff >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdoff);
+    tn__buf_u16(&b, 0);
+    if (w_buf(w, &b) < 0) {
+        tn_zip_writer_abort(w);
+        return tn_last_status();
+    }
+    int rc = tn__tmpfile_commit(w->f, w->tmp, w->path);
+    w_free(w);
+    return rc;
+}
