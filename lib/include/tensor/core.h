@@ -457,6 +457,11 @@ uint64_t tn_initial_seed(void);
 struct tn_generator *tn_generator_new(uint64_t seed);
 void tn_generator_free(struct tn_generator *g);
 void tn_generator_seed(struct tn_generator *g, uint64_t seed);
+/* Makes g (NULL: the default generator) reproduce PyTorch 1.13's values
+ * where 2.x changed the algorithm (randint/random_ ranges from 2^28 to 2^32,
+ * normal's log(1 - u), uniform_ without the clamp at `to`, float16/bfloat16
+ * uniform_ and normal_ in 16-bit arithmetic). Off (2.x) by default. */
+void tn_generator_set_torch1(struct tn_generator *g, bool on);
 
 /* In the functions below `g` NULL means the default generator. */
 struct tn_tensor *tn_rand(const int64_t *sizes, int ndim, enum tn_dtype dtype,
