@@ -3,6 +3,7 @@ if HAVE_BATS
 CLI_TESTS += tests/cli/bootstrap.bats
 include tests/cli/dtype.mk
 include tests/cli/print.mk
+include tests/cli/random.mk
 CLI_TESTS += tests/cli/manpages.bats
 include tests/cli/ttest.mk
 include tests/cli/tckpt.mk

@@ -450,7 +450,8 @@ struct tn_printoptions tn_get_printoptions(void);
 struct tn_generator;
 
 /* The process-wide default generator (seeded with 67280421310721 until
- * tn_manual_seed, as PyTorch's is). Calls on it are serialised. */
+ * tn_manual_seed, as a new torch.Generator is; PyTorch's own default
+ * generator starts from a random seed). Calls on it are serialised. */
 struct tn_generator *tn_default_generator(void);
 void tn_manual_seed(uint64_t seed);
 uint64_t tn_initial_seed(void);
@@ -460,7 +461,8 @@ void tn_generator_seed(struct tn_generator *g, uint64_t seed);
 /* Makes g (NULL: the default generator) reproduce PyTorch 1.13's values
  * where 2.x changed the algorithm (randint/random_ ranges from 2^28 to 2^32,
  * normal's log(1 - u), uniform_ without the clamp at `to`, float16/bfloat16
- * uniform_ and normal_ in 16-bit arithmetic). Off (2.x) by default. */
+ * uniform_ and normal_ in 16-bit arithmetic, randperm's 32-bit swaps for
+ * every n). Off (2.x) by default. */
 void tn_generator_set_torch1(struct tn_generator *g, bool on);
 
 /* In the functions below `g` NULL means the default generator. */
