@@ -117,6 +117,23 @@ static bool tn_has_internal_overlap(const struct tn_tensor *t)
     return false;
 }
 
+/* PyTorch's partial overlap: both tensors dense in one storage, their byte
+ * ranges meeting without being the same elements in the same order.  Where
+ * either is not dense PyTorch cannot tell and lets the copy run (we copy
+ * through a temporary then). */
+static bool tn_partial_overlap(const struct tn_tensor *a, const struct tn_tensor *b)
+{
+    if (a->storage != b->storage || tn_numel(a) == 0 || tn_numel(b) == 0 ||
+        !tn_is_non_overlapping_and_dense(a) || !tn_is_non_overlapping_and_dense(b))
+        return false;
+    int64_t ab = a->offset * (int64_t)tn_dtype_size(a->dtype), ae = ab + (int64_t)tn_nbytes(a);
+    int64_t bb = b->offset * (int64_t)tn_dtype_size(b->dtype), be = bb + (int64_t)tn_nbytes(b);
+    if (ab == bb && ae == be)
+        return a->ndim != b->ndim ||
+               memcmp(a->strides, b->strides, sizeof a->strides[0] * (size_t)a->ndim) != 0;
+    return ab < be && bb < ae;
+}
+
 /* Copies between devices through the device backend: the core moves whole
  * contiguous blocks of one dtype and shape; kernels for the rest come with
  * the device's ops. */
@@ -151,6 +168,11 @@ int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
                             "unsupported operation: more than one element of the written-to tensor "
                             "refers to a single memory location. Please clone() the tensor before "
                             "performing the operation.");
+    if (tn_partial_overlap(dst, src))
+        return tn_set_error(TN_EINVAL,
+                            "unsupported operation: some elements of the input tensor and the "
+                            "written-to tensor refer to a single memory location. Please clone() "
+                            "the tensor before performing the operation.");
     int64_t shape[TN_MAX_DIMS];
     int nd = tn_broadcast_shapes(dst->sizes, dst->ndim, src->sizes, src->ndim, shape);
     if (nd < 0)
@@ -195,18 +217,63 @@ int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
     return TN_OK;
 }
 
-/* A new tensor like t with t's strides when t is non-overlapping and dense
- * (preserve_format), else contiguous. */
+/* Dense strides that keep the order of t's strides (PyTorch's
+ * infer_dense_strides): dims sorted innermost first by stride, a larger size
+ * going outside on equal strides, dims of stride 0 left where they are. */
+static void tn_infer_dense_strides(const struct tn_tensor *t, int64_t *out)
+{
+    int n = t->ndim, perm[TN_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        perm[i] = n - 1 - i; /* innermost first */
+    for (int i = 1; i < n; i++) {
+        int d1 = i;
+        for (int d0 = i - 1; d0 >= 0; d0--) {
+            int64_t s0 = t->strides[perm[d0]], s1 = t->strides[perm[d1]];
+            int cmp = 0; /* > 0: perm[d0] belongs outside perm[d1] */
+            if (s0 != 0 && s1 != 0) {
+                if (s0 < s1)
+                    cmp = -1;
+                else if (s0 > s1)
+                    cmp = 1;
+                else if (t->sizes[perm[d0]] > t->sizes[perm[d1]])
+                    cmp = 1;
+            }
+            if (cmp > 0) {
+                int tmp = perm[d0];
+                perm[d0] = perm[d1];
+                perm[d1] = tmp;
+                d1 = d0;
+            } else if (cmp < 0) {
+                break;
+            }
+        }
+    }
+    int64_t stride = 1;
+    for (int i = 0; i < n; i++) {
+        out[perm[i]] = stride;
+        if (t->sizes[perm[i]] > 1)
+            stride *= t->sizes[perm[i]];
+    }
+}
+
+/* A new tensor like t: with preserve (PyTorch's preserve_format) t's own
+ * strides when t is non-overlapping and dense, else dense strides in the
+ * order of t's; without, contiguous. */
 static struct tn_tensor *tn_empty_preserve(const struct tn_tensor *t, enum tn_dtype dtype,
                                            bool preserve)
 {
-    if (preserve && tn_is_non_overlapping_and_dense(t) && !tn_is_contiguous(t)) {
+    if (preserve && t->ndim > 0) {
+        int64_t strides[TN_MAX_DIMS];
+        if (tn_is_non_overlapping_and_dense(t))
+            memcpy(strides, t->strides, sizeof strides[0] * (size_t)t->ndim);
+        else
+            tn_infer_dense_strides(t, strides);
         int64_t numel = tn_numel(t);
         struct tn_storage *s = tn_storage_new((size_t)numel * tn_dtype_size(dtype), t->device);
         if (!s)
             return NULL;
         /* dense strides start at the lowest address: offset 0 */
-        struct tn_tensor *r = tn__tensor_make(s, 0, t->sizes, t->strides, t->ndim, dtype);
+        struct tn_tensor *r = tn__tensor_make(s, 0, t->sizes, strides, t->ndim, dtype);
         tn_storage_release(s);
         return r;
     }

@@ -127,10 +127,13 @@ void tn_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides)
 
 bool tn_is_contiguous(const struct tn_tensor *t)
 {
+    /* As PyTorch: a tensor without elements is contiguous whatever its
+     * strides (checked before the loop: a stride can break before the
+     * size-0 dim is reached). */
+    if (tn_numel(t) == 0)
+        return true;
     int64_t expected = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->sizes[i] == 0)
-            return true;
         if (t->sizes[i] != 1 && t->strides[i] != expected)
             return false;
         expected *= t->sizes[i];
