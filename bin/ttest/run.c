@@ -91,6 +91,11 @@ static void child(const struct slot *s, const struct tt_opts *o, int errfd, int 
     int null = open("/dev/null", O_RDONLY);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         goto fail;
+    /* Descriptors ttest inherited (Bats's fd 3, a make jobserver) are not
+     * the test's; only the exec-error pipe stays, closed by exec itself. */
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != errfd)
+            close(fd);
     /* The shard variables describe ttest's own shard; a test that runs
      * ttest itself must not shard its inner run by them. */
     unsetenv("TEST_TOTAL_SHARDS");
