@@ -235,6 +235,25 @@ static bool utf8_ok(const unsigned char *s, size_t n)
     return true;
 }
 
+/* "<class 'dict'>": how Python prints a value's type in PyTorch's messages. */
+static const char *pytype(enum tn_value_kind k)
+{
+    switch (k) {
+    case TN_VALUE_ODICT: return "<class 'collections.OrderedDict'>";
+    case TN_VALUE_TENSOR: return "<class 'torch.Tensor'>";
+    case TN_VALUE_NONE: return "<class 'NoneType'>";
+    case TN_VALUE_BOOL: return "<class 'bool'>";
+    case TN_VALUE_INT: return "<class 'int'>";
+    case TN_VALUE_FLOAT: return "<class 'float'>";
+    case TN_VALUE_STR: return "<class 'str'>";
+    case TN_VALUE_TUPLE: return "<class 'tuple'>";
+    case TN_VALUE_LIST: return "<class 'list'>";
+    case TN_VALUE_DICT: return "<class 'dict'>";
+    case TN_VALUE_GLOBAL: return "<class 'type'>";
+    default: return "<class 'torch.storage.TypedStorage'>";
+    }
+}
+
 static bool global_is(const struct tn_value *g, const char *full)
 {
     return g->kind == TN_VALUE_GLOBAL && !strcmp(g->v.str.s, full);
@@ -357,9 +376,25 @@ static int do_reduce(struct machine *m)
                     tn_value_kind_name(args->kind));
     struct tn_value *r = NULL;
     if (global_is(fn, "collections.OrderedDict")) {
-        if (args->v.seq.n != 0)
-            return fail(m, TN_EFORMAT, "OrderedDict() with arguments is not supported");
+        /* OrderedDict() or OrderedDict(iterable of pairs). */
+        const struct tn_value *src = args->v.seq.n == 1 ? args->v.seq.items[0] : NULL;
+        if (args->v.seq.n > 1 || (src && src->kind != TN_VALUE_LIST && src->kind != TN_VALUE_TUPLE))
+            return fail(m, TN_EFORMAT, "OrderedDict takes at most one list of pairs");
         r = tn_value_odict();
+        for (size_t i = 0; r && src && i < src->v.seq.n; i++) {
+            const struct tn_value *p = src->v.seq.items[i];
+            if ((p->kind != TN_VALUE_TUPLE && p->kind != TN_VALUE_LIST) || p->v.seq.n != 2 ||
+                !hashable(p->v.seq.items[0])) {
+                tn_value_release(r);
+                return fail(m, TN_EFORMAT, "OrderedDict: item %zu is not a (hashable key, value) "
+                            "pair", i);
+            }
+            if (tn_value_set(r, tn_value_retain(p->v.seq.items[0]),
+                             tn_value_retain(p->v.seq.items[1])) < 0) {
+                tn_value_release(r);
+                return tn_last_status();
+            }
+        }
     } else if (global_is(fn, "torch._utils._rebuild_tensor_v2")) {
         r = rebuild_tensor(m, args);
     } else if (global_is(fn, "torch._utils._rebuild_parameter")) {
@@ -475,8 +510,8 @@ static int do_setitems(struct machine *m, size_t base)
         return fail(m, TN_EFORMAT, "the stack is empty (unpickling stack underflow)");
     struct tn_value *d = m->stack[base - 1];
     if (d->kind != TN_VALUE_DICT && d->kind != TN_VALUE_ODICT)
-        return fail(m, TN_EFORMAT, "Can only set items on dicts, but got %s",
-                    tn_value_kind_name(d->kind));
+        return fail(m, TN_EFORMAT, "Can only SETITEM for dict, collections.OrderedDict, "
+                    "collections.Counter, but got %s", pytype(d->kind));
     if ((m->n - base) % 2)
         return fail(m, TN_EFORMAT, "odd number of items for SETITEMS");
     for (size_t i = base; i < m->n; i += 2) {
@@ -504,8 +539,7 @@ static int do_appends(struct machine *m, size_t base)
         return fail(m, TN_EFORMAT, "the stack is empty (unpickling stack underflow)");
     struct tn_value *l = m->stack[base - 1];
     if (l->kind != TN_VALUE_LIST)
-        return fail(m, TN_EFORMAT, "Can only append to lists, but got %s",
-                    tn_value_kind_name(l->kind));
+        return fail(m, TN_EFORMAT, "Can only append to lists, but got %s", pytype(l->kind));
     for (size_t i = base; i < m->n; i++)
         if (check_insert(m, l, m->stack[i]) < 0)
             return tn_last_status();
@@ -551,7 +585,7 @@ static int do_build(struct machine *m)
         return 0;
     }
     return fail(m, TN_EFORMAT, "Can only build Tensor, parameter or dict objects, but got %s",
-                tn_value_kind_name(obj->kind));
+                pytype(obj->kind));
 }
 
 static int step(struct machine *m, const struct tn_pickle_op *op)
@@ -572,6 +606,11 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
         name[op->s2len] = 0;
         if (memchr(op->s, 0, op->slen) || memchr(op->s2, 0, op->s2len))
             return fail(m, TN_EFORMAT, "a global name with a NUL byte");
+        if (m->allow == TN_ALLOW_CURRENT &&
+            (!strcmp(mod, "sys") || !strcmp(mod, "os") || !strcmp(mod, "posix") ||
+             !strcmp(mod, "nt")))
+            return fail(m, TN_EFORMAT, "Trying to load unsupported GLOBAL %s.%s whose module %s "
+                        "is blocked.", mod, name, mod);
         if (!tn__pickle_global_allowed(mod, name, m->allow)) {
             if (m->allow == TN_ALLOW_TORCH1)
                 return fail(m, TN_EFORMAT, "Unsupported class %s.%s", mod, name);
@@ -684,7 +723,7 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
         m.pos = op.pos;
         m.opname = tn__pickle_op_name(op.code);
         if (!op_allowed(op.code, allow)) {
-            fail(&m, TN_EFORMAT, "Unsupported operand %d (%s)", op.code, m.opname);
+            fail(&m, TN_EFORMAT, "Unsupported operand %d", op.code);
             break;
         }
         if (op.code == TN_OP_STOP) {

@@ -4,3 +4,13 @@ tests_unit_test_ckpt_SOURCES = tests/unit/test_ckpt.c
 tests_unit_test_ckpt_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_ckpt_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ckpt_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_pickle
+tests_unit_test_pickle_SOURCES = tests/unit/test_pickle.c
+tests_unit_test_pickle_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_pickle_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_pickle_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_zip
+tests_unit_test_zip_SOURCES = tests/unit/test_zip.c
+tests_unit_test_zip_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_zip_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_zip_LDFLAGS = $(TN_UNIT_LINK)
