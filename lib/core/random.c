@@ -352,10 +352,34 @@ static void tn_uniform_elem(char *p, void *vctx)
     tn_store_float(p, c->dt, v);
 }
 
+/* view_as_real: a float32 tensor over a complex64 one, a last dim of 2
+ * added. `out` borrows t's storage (no reference taken; it must not
+ * outlive t). */
+static int tn_real_view(const struct tn_tensor *t, struct tn_tensor *out)
+{
+    if (t->ndim >= TN_MAX_DIMS)
+        return tn_set_error(TN_ESHAPE, "a complex tensor of %d dimensions has no real view",
+                            t->ndim);
+    *out = *t;
+    out->dtype = TN_FLOAT32;
+    out->offset = t->offset * 2;
+    for (int d = 0; d < t->ndim; d++)
+        out->strides[d] = t->strides[d] * 2;
+    out->sizes[t->ndim] = 2;
+    out->strides[t->ndim] = 1;
+    out->ndim = t->ndim + 1;
+    return 0;
+}
+
 int tn_uniform_(struct tn_tensor *t, double from, double to, struct tn_generator *g)
 {
     if (tn_check_cpu(t))
         return tn_last_status();
+    if (t->dtype == TN_COMPLEX64) {
+        /* the real and imaginary parts, each uniform in [from, to) */
+        struct tn_tensor re;
+        return tn_real_view(t, &re) ? tn_last_status() : tn_uniform_(&re, from, to, g);
+    }
     if (!tn_dtype_is_floating(t->dtype))
         return tn_not_implemented("check_uniform_bounds", t->dtype);
     int digits;
@@ -651,6 +675,11 @@ int tn_normal_(struct tn_tensor *t, double mean, double std, struct tn_generator
         return tn_last_status();
     if (!(std >= 0.0))
         return tn_set_error(TN_EINVAL, "normal expects std >= 0.0, but found std %g", std);
+    if (t->dtype == TN_COMPLEX64) {
+        /* each part carries half the variance */
+        struct tn_tensor re;
+        return tn_real_view(t, &re) ? tn_last_status() : tn_normal_(&re, mean, std / sqrt(2.0), g);
+    }
     if (!tn_dtype_is_floating(t->dtype))
         return tn_not_implemented("normal_kernel_cpu", t->dtype);
     g = tn_gen(g);
@@ -825,7 +854,7 @@ struct tn_tensor *tn_rand(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                           struct tn_generator *g)
 {
     dtype = tn_float_or_default(dtype);
-    if (!tn_dtype_is_floating(dtype)) {
+    if (!tn_dtype_is_floating(dtype) && dtype != TN_COMPLEX64) {
         tn_not_implemented("check_uniform_bounds", dtype);
         return NULL;
     }
@@ -841,7 +870,7 @@ struct tn_tensor *tn_randn(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                            struct tn_generator *g)
 {
     dtype = tn_float_or_default(dtype);
-    if (!tn_dtype_is_floating(dtype)) {
+    if (!tn_dtype_is_floating(dtype) && dtype != TN_COMPLEX64) {
         tn_not_implemented("normal_kernel_cpu", dtype);
         return NULL;
     }
