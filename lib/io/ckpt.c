@@ -69,7 +69,7 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
         free(prefix);
         return tn_set_error(TN_EINVAL, "%s: the file name gives an empty archive name", path);
     }
-    struct tn_buf pkl = {0};
+    struct tn_io_buf pkl = {0};
     struct tn_pickle_storages st = {0};
     size_t *order = NULL;
     struct tn_zip_writer *w = NULL;
@@ -109,7 +109,7 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
             goto out;
         for (const char *p = name; *p; p++)
             names_hash = (names_hash ^ (unsigned char)*p) * 1099511628211ull;
-        crcs = crcs * 31 + tn__crc32(0, s->data, s->nbytes);
+        crcs = crcs * 31 + tn__io_crc32(0, s->data, s->nbytes);
     }
     if ((rc = add_record(w, prefix, "version", "3\n", 2)) < 0)
         goto out;

@@ -12,32 +12,32 @@
 #include "core/internal.h"
 
 /* zlib's CRC-32 (the one zip uses), continued from `crc` (0 to start). */
-uint32_t tn__crc32(uint32_t crc, const void *data, size_t len);
+uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len);
 
 /* Writes `len` bytes to a temporary file next to `path`, flushes and
  * renames it over `path`.  Returns 0 or TN_EIO naming `path`. */
-int tn__write_file_atomic(const char *path, const void *data, size_t len);
+int tn__io_write_atomic(const char *path, const void *data, size_t len);
 
 /* A temporary file next to `path` ("path.tmpXXXXXX"), opened for writing;
  * *tmp receives its malloc'd name.  NULL with an error. */
-FILE *tn__tmpfile_for(const char *path, char **tmp);
+FILE *tn__io_tmpfile_for(const char *path, char **tmp);
 /* Flushes, fsyncs and closes f, then renames tmp over path; on any failure
  * removes tmp.  Frees tmp.  Returns 0 or TN_EIO. */
-int tn__tmpfile_commit(FILE *f, char *tmp, const char *path);
-void tn__tmpfile_abort(FILE *f, char *tmp);
+int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path);
+void tn__io_tmpfile_abort(FILE *f, char *tmp);
 
 /* A growable byte buffer. */
-struct tn_buf {
+struct tn_io_buf {
     unsigned char *data;
     size_t len, cap;
     int failed; /* an allocation failed: every later put is ignored */
 };
-void tn__buf_put(struct tn_buf *b, const void *p, size_t n);
-void tn__buf_byte(struct tn_buf *b, unsigned char c);
-void tn__buf_u16(struct tn_buf *b, uint16_t v);
-void tn__buf_u32(struct tn_buf *b, uint32_t v);
-void tn__buf_u64(struct tn_buf *b, uint64_t v);
-void tn__buf_printf(struct tn_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n);
+void tn__io_buf_byte(struct tn_io_buf *b, unsigned char c);
+void tn__io_buf_u16(struct tn_io_buf *b, uint16_t v);
+void tn__io_buf_u32(struct tn_io_buf *b, uint32_t v);
+void tn__io_buf_u64(struct tn_io_buf *b, uint64_t v);
+void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------ pickle ops */
 
@@ -102,7 +102,7 @@ struct tn_pickle_storages {
  * _rebuild_tensor_v2 and Parameters as _rebuild_parameter).  Appends to
  * `out` and fills `st` (which the caller frees with free() on s and dtype;
  * the storages are borrowed from the tensors).  Returns 0 or an error. */
-int tn__pickle_dump(const struct tn_value *v, struct tn_buf *out, struct tn_pickle_storages *st);
+int tn__pickle_dump(const struct tn_value *v, struct tn_io_buf *out, struct tn_pickle_storages *st);
 
 /* ------------------------------------------------------- pickle machine */
 

@@ -30,7 +30,7 @@ static void crc_init(void)
 
 /* Slicing by eight: storages are large and written once, so CRC speed
  * bounds save speed. */
-uint32_t tn__crc32(uint32_t crc, const void *data, size_t len)
+uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len)
 {
     pthread_once(&crc_once, crc_init);
     const unsigned char *p = data;
@@ -49,7 +49,7 @@ uint32_t tn__crc32(uint32_t crc, const void *data, size_t len)
     return ~c;
 }
 
-void tn__buf_put(struct tn_buf *b, const void *p, size_t n)
+void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n)
 {
     if (b->failed)
         return;
@@ -70,31 +70,31 @@ void tn__buf_put(struct tn_buf *b, const void *p, size_t n)
     b->len += n;
 }
 
-void tn__buf_byte(struct tn_buf *b, unsigned char c) { tn__buf_put(b, &c, 1); }
+void tn__io_buf_byte(struct tn_io_buf *b, unsigned char c) { tn__io_buf_put(b, &c, 1); }
 
-void tn__buf_u16(struct tn_buf *b, uint16_t v)
+void tn__io_buf_u16(struct tn_io_buf *b, uint16_t v)
 {
     unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
-    tn__buf_put(b, x, 2);
+    tn__io_buf_put(b, x, 2);
 }
 
-void tn__buf_u32(struct tn_buf *b, uint32_t v)
+void tn__io_buf_u32(struct tn_io_buf *b, uint32_t v)
 {
     unsigned char x[4];
     for (int i = 0; i < 4; i++)
         x[i] = (unsigned char)(v >> (8 * i));
-    tn__buf_put(b, x, 4);
+    tn__io_buf_put(b, x, 4);
 }
 
-void tn__buf_u64(struct tn_buf *b, uint64_t v)
+void tn__io_buf_u64(struct tn_io_buf *b, uint64_t v)
 {
     unsigned char x[8];
     for (int i = 0; i < 8; i++)
         x[i] = (unsigned char)(v >> (8 * i));
-    tn__buf_put(b, x, 8);
+    tn__io_buf_put(b, x, 8);
 }
 
-void tn__buf_printf(struct tn_buf *b, const char *fmt, ...)
+void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...)
 {
     char small[256];
     va_list ap;
@@ -106,7 +106,7 @@ void tn__buf_printf(struct tn_buf *b, const char *fmt, ...)
         return;
     }
     if ((size_t)n < sizeof small) {
-        tn__buf_put(b, small, (size_t)n);
+        tn__io_buf_put(b, small, (size_t)n);
         return;
     }
     char *big = malloc((size_t)n + 1);
@@ -117,11 +117,11 @@ void tn__buf_printf(struct tn_buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    tn__buf_put(b, big, (size_t)n);
+    tn__io_buf_put(b, big, (size_t)n);
     free(big);
 }
 
-FILE *tn__tmpfile_for(const char *path, char **tmp)
+FILE *tn__io_tmpfile_for(const char *path, char **tmp)
 {
     size_t n = strlen(path);
     char *name = malloc(n + 16);
@@ -153,7 +153,7 @@ FILE *tn__tmpfile_for(const char *path, char **tmp)
     return f;
 }
 
-int tn__tmpfile_commit(FILE *f, char *tmp, const char *path)
+int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path)
 {
     int bad = ferror(f);
     int err = bad ? EIO : 0;
@@ -174,7 +174,7 @@ int tn__tmpfile_commit(FILE *f, char *tmp, const char *path)
     return 0;
 }
 
-void tn__tmpfile_abort(FILE *f, char *tmp)
+void tn__io_tmpfile_abort(FILE *f, char *tmp)
 {
     if (f)
         fclose(f);
@@ -184,15 +184,15 @@ void tn__tmpfile_abort(FILE *f, char *tmp)
     }
 }
 
-int tn__write_file_atomic(const char *path, const void *data, size_t len)
+int tn__io_write_atomic(const char *path, const void *data, size_t len)
 {
     char *tmp;
-    FILE *f = tn__tmpfile_for(path, &tmp);
+    FILE *f = tn__io_tmpfile_for(path, &tmp);
     if (!f)
         return tn_last_status();
     if (len && fwrite(data, 1, len, f) != len) {
-        tn__tmpfile_abort(f, tmp);
+        tn__io_tmpfile_abort(f, tmp);
         return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
-    return tn__tmpfile_commit(f, tmp, path);
+    return tn__io_tmpfile_commit(f, tmp, path);
 }

@@ -287,21 +287,21 @@ const char *tn_value_kind_name(enum tn_value_kind kind)
 
 /* Appends a key's text to the path: strings as they are, numbers in
  * decimal, anything else as its type name. */
-static void path_key(struct tn_buf *p, const struct tn_value *k)
+static void path_key(struct tn_io_buf *p, const struct tn_value *k)
 {
     if (p->len)
-        tn__buf_byte(p, '.');
+        tn__io_buf_byte(p, '.');
     switch (k->kind) {
-    case TN_VALUE_STR: tn__buf_put(p, k->v.str.s, k->v.str.len); break;
-    case TN_VALUE_INT: tn__buf_printf(p, "%lld", (long long)k->v.i); break;
-    case TN_VALUE_BOOL: tn__buf_printf(p, "%s", k->v.b ? "True" : "False"); break;
-    case TN_VALUE_FLOAT: tn__buf_printf(p, "%.17g", k->v.f); break;
-    case TN_VALUE_NONE: tn__buf_printf(p, "None"); break;
-    default: tn__buf_printf(p, "<%s>", tn_value_kind_name(k->kind)); break;
+    case TN_VALUE_STR: tn__io_buf_put(p, k->v.str.s, k->v.str.len); break;
+    case TN_VALUE_INT: tn__io_buf_printf(p, "%lld", (long long)k->v.i); break;
+    case TN_VALUE_BOOL: tn__io_buf_printf(p, "%s", k->v.b ? "True" : "False"); break;
+    case TN_VALUE_FLOAT: tn__io_buf_printf(p, "%.17g", k->v.f); break;
+    case TN_VALUE_NONE: tn__io_buf_printf(p, "None"); break;
+    default: tn__io_buf_printf(p, "<%s>", tn_value_kind_name(k->kind)); break;
     }
 }
 
-static int walk(const struct tn_value *v, struct tn_buf *path, tn_value_tensor_fn fn, void *ctx,
+static int walk(const struct tn_value *v, struct tn_io_buf *path, tn_value_tensor_fn fn, void *ctx,
                 int depth)
 {
     if (depth > 1000)
@@ -310,7 +310,7 @@ static int walk(const struct tn_value *v, struct tn_buf *path, tn_value_tensor_f
     int rc = 0;
     switch (v->kind) {
     case TN_VALUE_TENSOR:
-        tn__buf_byte(path, 0);
+        tn__io_buf_byte(path, 0);
         if (path->failed)
             return tn_set_error(TN_ENOMEM, "out of memory");
         path->len--;
@@ -319,8 +319,8 @@ static int walk(const struct tn_value *v, struct tn_buf *path, tn_value_tensor_f
     case TN_VALUE_LIST:
         for (size_t i = 0; i < v->v.seq.n && !rc; i++) {
             if (path->len)
-                tn__buf_byte(path, '.');
-            tn__buf_printf(path, "%zu", i);
+                tn__io_buf_byte(path, '.');
+            tn__io_buf_printf(path, "%zu", i);
             rc = walk(v->v.seq.items[i], path, fn, ctx, depth + 1);
             path->len = mark;
         }
@@ -340,8 +340,8 @@ static int walk(const struct tn_value *v, struct tn_buf *path, tn_value_tensor_f
 
 int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx)
 {
-    struct tn_buf path = {0};
-    tn__buf_byte(&path, 0);
+    struct tn_io_buf path = {0};
+    tn__io_buf_byte(&path, 0);
     path.len = 0;
     int rc = walk(v, &path, fn, ctx, 0);
     free(path.data);

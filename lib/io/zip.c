@@ -417,7 +417,7 @@ struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
         return NULL;
     }
     w->alignment = alignment;
-    w->f = tn__tmpfile_for(path, &w->tmp);
+    w->f = tn__io_tmpfile_for(path, &w->tmp);
     if (!w->f) {
         free(w->path);
         free(w);
@@ -436,7 +436,7 @@ static int w_put(struct tn_zip_writer *w, const void *p, size_t n)
     return 0;
 }
 
-static int w_buf(struct tn_zip_writer *w, struct tn_buf *b)
+static int w_buf(struct tn_zip_writer *w, struct tn_io_buf *b)
 {
     if (b->failed) {
         free(b->data);
@@ -471,7 +471,7 @@ int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *dat
     w->n++;
     e->header_offset = w->off;
     e->size = len;
-    e->crc = tn__crc32(0, data, (size_t)len);
+    e->crc = tn__io_crc32(0, data, (size_t)len);
     /* miniz: a data descriptor follows every non-empty member. */
     e->flags = len ? 0x0808 : 0x0800;
     bool big_size = len >= 0xFFFFFFFFu, big_off = w->off >= 0xFFFFFFFFu;
@@ -483,46 +483,46 @@ int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *dat
     uint64_t aligned = (start + w->alignment - 1) / w->alignment * w->alignment;
     size_t pad = (size_t)(aligned - start);
 
-    struct tn_buf b = {0};
-    tn__buf_u32(&b, SIG_LOCAL);
-    tn__buf_u16(&b, 0);  /* version needed */
-    tn__buf_u16(&b, e->flags);
-    tn__buf_u16(&b, 0);  /* method: stored */
-    tn__buf_u16(&b, 0);  /* time */
-    tn__buf_u16(&b, 0);  /* date */
-    tn__buf_u32(&b, 0);  /* crc: in the descriptor */
-    tn__buf_u32(&b, 0);
-    tn__buf_u32(&b, 0);
-    tn__buf_u16(&b, (uint16_t)nlen);
-    tn__buf_u16(&b, (uint16_t)(z64 + 4 + pad));
-    tn__buf_put(&b, name, nlen);
+    struct tn_io_buf b = {0};
+    tn__io_buf_u32(&b, SIG_LOCAL);
+    tn__io_buf_u16(&b, 0);  /* version needed */
+    tn__io_buf_u16(&b, e->flags);
+    tn__io_buf_u16(&b, 0);  /* method: stored */
+    tn__io_buf_u16(&b, 0);  /* time */
+    tn__io_buf_u16(&b, 0);  /* date */
+    tn__io_buf_u32(&b, 0);  /* crc: in the descriptor */
+    tn__io_buf_u32(&b, 0);
+    tn__io_buf_u32(&b, 0);
+    tn__io_buf_u16(&b, (uint16_t)nlen);
+    tn__io_buf_u16(&b, (uint16_t)(z64 + 4 + pad));
+    tn__io_buf_put(&b, name, nlen);
     if (z64) {
-        tn__buf_u16(&b, 1);
-        tn__buf_u16(&b, (uint16_t)(z64 - 4));
+        tn__io_buf_u16(&b, 1);
+        tn__io_buf_u16(&b, (uint16_t)(z64 - 4));
         if (big_size) {
-            tn__buf_u64(&b, len);
-            tn__buf_u64(&b, len);
+            tn__io_buf_u64(&b, len);
+            tn__io_buf_u64(&b, len);
         }
         if (big_off)
-            tn__buf_u64(&b, e->header_offset);
+            tn__io_buf_u64(&b, e->header_offset);
     }
-    tn__buf_put(&b, "FB", 2);
-    tn__buf_u16(&b, (uint16_t)pad);
+    tn__io_buf_put(&b, "FB", 2);
+    tn__io_buf_u16(&b, (uint16_t)pad);
     for (size_t i = 0; i < pad; i++)
-        tn__buf_byte(&b, 'Z');
+        tn__io_buf_byte(&b, 'Z');
     if (w_buf(w, &b) < 0)
         return tn_last_status();
     if (w_put(w, data, (size_t)len) < 0)
         return tn_last_status();
     if (len) {
-        tn__buf_u32(&b, SIG_DESC);
-        tn__buf_u32(&b, e->crc);
+        tn__io_buf_u32(&b, SIG_DESC);
+        tn__io_buf_u32(&b, e->crc);
         if (big_size || big_off) {
-            tn__buf_u64(&b, len);
-            tn__buf_u64(&b, len);
+            tn__io_buf_u64(&b, len);
+            tn__io_buf_u64(&b, len);
         } else {
-            tn__buf_u32(&b, (uint32_t)len);
-            tn__buf_u32(&b, (uint32_t)len);
+            tn__io_buf_u32(&b, (uint32_t)len);
+            tn__io_buf_u32(&b, (uint32_t)len);
         }
         if (w_buf(w, &b) < 0)
             return tn_last_status();
@@ -543,7 +543,7 @@ void tn_zip_writer_abort(struct tn_zip_writer *w)
 {
     if (!w)
         return;
-    tn__tmpfile_abort(w->f, w->tmp);
+    tn__io_tmpfile_abort(w->f, w->tmp);
     w_free(w);
 }
 
@@ -554,71 +554,71 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
         return tn_last_status() ? tn_last_status() : TN_EIO;
     }
     uint64_t cdoff = w->off;
-    struct tn_buf b = {0};
+    struct tn_io_buf b = {0};
     for (size_t i = 0; i < w->n; i++) {
         struct wentry *e = &w->e[i];
         bool big_size = e->size >= 0xFFFFFFFFu, big_off = e->header_offset >= 0xFFFFFFFFu;
         size_t nlen = strlen(e->name);
         size_t xlen = (big_size || big_off) ? 4 + (big_size ? 16 : 0) + (big_off ? 8 : 0) : 0;
-        tn__buf_u32(&b, SIG_CENTRAL);
-        tn__buf_u16(&b, 0); /* made by */
-        tn__buf_u16(&b, 0); /* needed */
-        tn__buf_u16(&b, e->flags);
-        tn__buf_u16(&b, 0);
-        tn__buf_u16(&b, 0);
-        tn__buf_u16(&b, 0);
-        tn__buf_u32(&b, e->crc);
-        tn__buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
-        tn__buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
-        tn__buf_u16(&b, (uint16_t)nlen);
-        tn__buf_u16(&b, (uint16_t)xlen);
-        tn__buf_u16(&b, 0); /* comment */
-        tn__buf_u16(&b, 0); /* disk */
-        tn__buf_u16(&b, 0); /* internal attributes */
-        tn__buf_u32(&b, 0); /* external attributes */
-        tn__buf_u32(&b, big_off ? 0xFFFFFFFFu : (uint32_t)e->header_offset);
-        tn__buf_put(&b, e->name, nlen);
+        tn__io_buf_u32(&b, SIG_CENTRAL);
+        tn__io_buf_u16(&b, 0); /* made by */
+        tn__io_buf_u16(&b, 0); /* needed */
+        tn__io_buf_u16(&b, e->flags);
+        tn__io_buf_u16(&b, 0);
+        tn__io_buf_u16(&b, 0);
+        tn__io_buf_u16(&b, 0);
+        tn__io_buf_u32(&b, e->crc);
+        tn__io_buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
+        tn__io_buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
+        tn__io_buf_u16(&b, (uint16_t)nlen);
+        tn__io_buf_u16(&b, (uint16_t)xlen);
+        tn__io_buf_u16(&b, 0); /* comment */
+        tn__io_buf_u16(&b, 0); /* disk */
+        tn__io_buf_u16(&b, 0); /* internal attributes */
+        tn__io_buf_u32(&b, 0); /* external attributes */
+        tn__io_buf_u32(&b, big_off ? 0xFFFFFFFFu : (uint32_t)e->header_offset);
+        tn__io_buf_put(&b, e->name, nlen);
         if (xlen) {
-            tn__buf_u16(&b, 1);
-            tn__buf_u16(&b, (uint16_t)(xlen - 4));
+            tn__io_buf_u16(&b, 1);
+            tn__io_buf_u16(&b, (uint16_t)(xlen - 4));
             if (big_size) {
-                tn__buf_u64(&b, e->size);
-                tn__buf_u64(&b, e->size);
+                tn__io_buf_u64(&b, e->size);
+                tn__io_buf_u64(&b, e->size);
             }
             if (big_off)
-                tn__buf_u64(&b, e->header_offset);
+                tn__io_buf_u64(&b, e->header_offset);
         }
     }
     uint64_t cdsize = b.len;
     uint64_t eocd64 = cdoff + cdsize;
     /* miniz writes the zip64 end records always. */
-    tn__buf_u32(&b, SIG_EOCD64);
-    tn__buf_u64(&b, 44);
-    tn__buf_u16(&b, 0x031e);
-    tn__buf_u16(&b, 45);
-    tn__buf_u32(&b, 0);
-    tn__buf_u32(&b, 0);
-    tn__buf_u64(&b, w->n);
-    tn__buf_u64(&b, w->n);
-    tn__buf_u64(&b, cdsize);
-    tn__buf_u64(&b, cdoff);
-    tn__buf_u32(&b, SIG_LOC64);
-    tn__buf_u32(&b, 0);
-    tn__buf_u64(&b, eocd64);
-    tn__buf_u32(&b, 1);
-    tn__buf_u32(&b, SIG_EOCD);
-    tn__buf_u16(&b, 0);
-    tn__buf_u16(&b, 0);
-    tn__buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
-    tn__buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
-    tn__buf_u32(&b, cdsize >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdsize);
-    tn__buf_u32(&b, cdoff >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdoff);
-    tn__buf_u16(&b, 0);
+    tn__io_buf_u32(&b, SIG_EOCD64);
+    tn__io_buf_u64(&b, 44);
+    tn__io_buf_u16(&b, 0x031e);
+    tn__io_buf_u16(&b, 45);
+    tn__io_buf_u32(&b, 0);
+    tn__io_buf_u32(&b, 0);
+    tn__io_buf_u64(&b, w->n);
+    tn__io_buf_u64(&b, w->n);
+    tn__io_buf_u64(&b, cdsize);
+    tn__io_buf_u64(&b, cdoff);
+    tn__io_buf_u32(&b, SIG_LOC64);
+    tn__io_buf_u32(&b, 0);
+    tn__io_buf_u64(&b, eocd64);
+    tn__io_buf_u32(&b, 1);
+    tn__io_buf_u32(&b, SIG_EOCD);
+    tn__io_buf_u16(&b, 0);
+    tn__io_buf_u16(&b, 0);
+    tn__io_buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
+    tn__io_buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
+    tn__io_buf_u32(&b, cdsize >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdsize);
+    tn__io_buf_u32(&b, cdoff >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdoff);
+    tn__io_buf_u16(&b, 0);
     if (w_buf(w, &b) < 0) {
         tn_zip_writer_abort(w);
         return tn_last_status();
     }
-    int rc = tn__tmpfile_commit(w->f, w->tmp, w->path);
+    int rc = tn__io_tmpfile_commit(w->f, w->tmp, w->path);
     w_free(w);
     return rc;
 }

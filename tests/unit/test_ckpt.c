@@ -312,12 +312,156 @@ static void test_identical_torch2(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* A value built in C with every feature: each dtype, views of one storage,
+ * a non-contiguous and zero-size tensors, Parameters, nesting, _metadata.
+ * Floats only when `floats` (1.13's weights_only has no BINFLOAT). */
+static struct tn_value *build_value(bool floats)
+{
+    struct tn_value *root = tn_value_odict();
+    struct tn_tensor *ar = tn_arange(tn_int(0), tn_int(12), tn_int(1), TN_FLOAT32);
+    struct tn_tensor *base = tn_view(ar, TN_SHAPE(3, 4));
+    struct tn_tensor *views[] = {base, tn_t(base), tn_select(base, 0, 1),
+                                 tn_slice(base, 1, 1, 3, 1)};
+    const char *vn[] = {"base", "t", "row", "cols"};
+    for (int i = 0; i < 4; i++) {
+        tn_value_set(root, tn_value_str(vn[i]), tn_value_tensor(views[i]));
+        tn_release(views[i]);
+    }
+    tn_release(ar);
+    struct tn_value *dts = tn_value_dict();
+    for (int d = 0; d < TN_NUM_DTYPES; d++) {
+        struct tn_tensor *t = d == TN_BOOL ? tn_ones(TN_SHAPE(3), TN_BOOL)
+                              : d == TN_COMPLEX64
+                                  ? tn_full(TN_SHAPE(2), tn_complex(1.5, -2), TN_COMPLEX64)
+                                  : tn_arange(tn_int(-2), tn_int(3), tn_int(1), (enum tn_dtype)d);
+        if (d == TN_UINT8) {
+            tn_release(t);
+            t = tn_arange(tn_int(250), tn_int(256), tn_int(1), TN_UINT8);
+        }
+        tn_value_set(dts, tn_value_str(tn_dtype_name((enum tn_dtype)d)), tn_value_tensor(t));
+        tn_release(t);
+    }
+    tn_value_set(root, tn_value_str("dtypes"), dts);
+    struct tn_tensor *r = tn_arange(tn_int(0), tn_int(10), tn_int(1), TN_FLOAT64);
+    struct tn_tensor *step = tn_slice(r, 0, 1, TN_END, 3);
+    tn_value_set(root, tn_value_str("step"), tn_value_tensor(step));
+    tn_release(step);
+    tn_release(r);
+    struct tn_tensor *z = tn_zeros(TN_SHAPE(2, 0), TN_INT64);
+    tn_value_set(root, tn_value_str("empty"), tn_value_tensor(z));
+    tn_release(z);
+    struct tn_tensor *sc = tn_scalar_tensor(tn_int(7), TN_INT64);
+    tn_value_set(root, tn_value_str("scalar"), tn_value_tensor(sc));
+    tn_release(sc);
+    struct tn_tensor *p = tn_ones(TN_SHAPE(2, 2), TN_FLOAT32);
+    p->flags |= TN_TENSOR_PARAMETER;
+    p->requires_grad = true;
+    tn_value_set(root, tn_value_str("param"), tn_value_tensor(p));
+    tn_release(p);
+    struct tn_tensor *fz = tn_ones(TN_SHAPE(3), TN_FLOAT16);
+    fz->flags |= TN_TENSOR_PARAMETER;
+    tn_value_set(root, tn_value_str("frozen"), tn_value_tensor(fz));
+    tn_release(fz);
+    struct tn_value *l = tn_value_list();
+    tn_value_append(l, tn_value_int(1));
+    tn_value_append(l, tn_value_int(-(1LL << 40)));
+    tn_value_append(l, tn_value_str("x"));
+    tn_value_append(l, tn_value_none());
+    tn_value_append(l, tn_value_bool(true));
+    struct tn_value *tu = tn_value_tuple();
+    tn_value_append(tu, tn_value_int(1));
+    tn_value_append(tu, tn_value_str("two"));
+    if (floats)
+        tn_value_append(tu, tn_value_float(1e-8));
+    tn_value_append(l, tu);
+    tn_value_set(root, tn_value_str("nested"), l);
+    struct tn_value *md = tn_value_odict();
+    struct tn_value *ver = tn_value_dict();
+    tn_value_set(ver, tn_value_str("version"), tn_value_int(1));
+    tn_value_set(md, tn_value_str(""), ver);
+    root->v.dict.attrs = tn_value_dict();
+    tn_value_set(root->v.dict.attrs, tn_value_str("_metadata"), md);
+    return root;
+}
+
+static char *run_checker(const char *python, const char *file)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/fixtures/io_checkpoints.py' '%s' 2>&1", python,
+             TN_SRCDIR, file);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    size_t k;
+    while ((k = fread(buf + n, 1, cap - 1 - n, p)) > 0)
+        n += k;
+    buf[n] = 0;
+    if (pclose(p) != 0) {
+        print_message("# %s failed: %.500s\n", python, buf);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* What tensorkit writes, torch.load(weights_only=True) loads with the
+ * same content, in both layouts, in PyTorch 1.13 and 2.x. */
+static void check_with(const char *python, bool floats)
+{
+    struct tn_value *v = build_value(floats);
+    for (int layout = 0; layout < 2; layout++) {
+        char dir[] = "/tmp/test_ckpt.XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char out[256];
+        snprintf(out, sizeof out, "%s/ours.pt", dir);
+        struct tn_save_options so = {.layout = (enum tn_ckpt_layout)layout};
+        assert_int_equal(tn_save(out, v, &so), 0);
+        char *js = run_checker(python, out);
+        unlink(out);
+        rmdir(dir);
+        assert_non_null(js);
+        json_error_t err;
+        json_t *j = json_loads(js, 0, &err);
+        if (!j)
+            print_message("# not JSON: %.300s\n", js);
+        free(js);
+        assert_non_null(j);
+        struct groups g = {.n = 0};
+        assert_int_equal(cmp(v, j, layout ? "ours(1.13 layout)" : "ours(2.x layout)", &g), 0);
+        json_decref(j);
+    }
+    tn_value_release(v);
+}
+
+static void test_torch1_loads_ours(void **state)
+{
+    (void)state;
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+        skip();
+    check_with("/usr/bin/python3", false);
+}
+
+static void test_torch2_loads_ours(void **state)
+{
+    (void)state;
+    char cmd[4096], py[1024] = "";
+    snprintf(cmd, sizeof cmd, "'%s/tests/torch2-python'", TN_SRCDIR);
+    FILE *p = popen(cmd, "r");
+    if (!p || !fgets(py, sizeof py, p) || pclose(p) != 0 || !py[0])
+        skip();
+    py[strcspn(py, "\n")] = 0;
+    check_with(py, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_torch1),      cmocka_unit_test(test_load_torch2),
         cmocka_unit_test(test_torch1_allowlist), cmocka_unit_test(test_identical_torch1),
-        cmocka_unit_test(test_identical_torch2),
+        cmocka_unit_test(test_identical_torch2), cmocka_unit_test(test_torch1_loads_ours),
+        cmocka_unit_test(test_torch2_loads_ours),
     };
     return TN_RUN_TESTS(tests);
 }
