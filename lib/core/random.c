@@ -36,7 +36,21 @@ struct tn_generator {
     bool has_normal;      /* the cached second Box-Muller value (double) */
     double next_normal;
     bool torch1;          /* PyTorch 1.13's algorithms where 2.x changed them */
+    enum tn_rng_cpu cpu;  /* which of PyTorch's CPU kernels to follow */
 };
+
+/* a * b + c as PyTorch's kernel for g's CPU computes it: fused where its
+ * compiler contracts (the AVX2 and AVX-512 kernels are built with FMA),
+ * rounded twice in the DEFAULT kernel. */
+static float tn_macf(const struct tn_generator *g, float a, float b, float c)
+{
+    return g->cpu == TN_RNG_CPU_DEFAULT ? a * b + c : fmaf(a, b, c);
+}
+
+static double tn_mac(const struct tn_generator *g, double a, double b, double c)
+{
+    return g->cpu == TN_RNG_CPU_DEFAULT ? a * b + c : fma(a, b, c);
+}
 
 /* ------------------------------------------------------------ the engine */
 
@@ -135,6 +149,14 @@ void tn_generator_set_torch1(struct tn_generator *g, bool on)
     g = tn_gen(g);
     pthread_mutex_lock(&g->mu);
     g->torch1 = on;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void tn_generator_set_cpu(struct tn_generator *g, enum tn_rng_cpu cpu)
+{
+    g = tn_gen(g);
+    pthread_mutex_lock(&g->mu);
+    g->cpu = cpu;
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -323,7 +345,7 @@ static void tn_uniform_elem_torch1_16(char *p, struct tn_uniform_ctx *c)
     float range = tn__round16(to - from, c->dt);
     uint32_t mask = (1u << digits) - 1;
     float x = (float)(tn_random32(c->g) & mask) * (1.0f / (float)(1u << digits));
-    tn_store_float(p, c->dt, fmaf(x, range, from));
+    tn_store_float(p, c->dt, tn_macf(c->g, x, range, from));
 }
 
 static void tn_uniform_elem(char *p, void *vctx)
@@ -331,7 +353,7 @@ static void tn_uniform_elem(char *p, void *vctx)
     struct tn_uniform_ctx *c = vctx;
     if (c->dt == TN_FLOAT64) {
         double x = tn_unit_double(c->g);
-        double v = fma(x, c->to - c->from, c->from);
+        double v = tn_mac(c->g, x, c->to - c->from, c->from);
         /* PyTorch 2.x maps a value rounded up to `to` back to `from` */
         if (v == c->to && !c->g->torch1)
             v = c->from;
@@ -343,7 +365,7 @@ static void tn_uniform_elem(char *p, void *vctx)
         return;
     }
     float x = tn_unit_float(c->g);
-    float v = fmaf(x, c->frange, c->ffrom);
+    float v = tn_macf(c->g, x, c->frange, c->ffrom);
     /* the clamp compares after the cast to the tensor's dtype */
     float r = c->dt == TN_FLOAT32 ? v : tn__round16(v, c->dt);
     float rto = c->dt == TN_FLOAT32 ? c->fto : tn__round16(c->fto, c->dt);
@@ -430,7 +452,7 @@ static double tn_normal_double(struct tn_generator *g, double mean, double std)
         g->has_normal = true;
         ret = r * cos(theta);
     }
-    return fma(ret, std, mean);
+    return tn_mac(g, ret, std, mean);
 }
 
 /* The float32 Box-Muller of PyTorch's AVX2 kernel: Cephes' logf and sincosf
@@ -515,9 +537,23 @@ static void tn_cephes_sincosf(float x, float *s, float *c)
 }
 
 /* Box-Muller on 16 uniforms in place: d[j] and d[j + 8] from (d[j], d[j + 8]). */
-static void tn_normal_fill16_float(float *d, float mean, float std)
+static void tn_normal_fill16_float(const struct tn_generator *g, float *d, float mean, float std)
 {
     const float two_pi = (float)(2.0f * M_PI);
+    if (g->cpu != TN_RNG_CPU_AVX2) {
+        /* the scalar kernel: libm's logf, cosf and sinf; 2.x fuses the last
+         * step explicitly (std::fma), 1.13 as its compiler does */
+        for (int j = 0; j < 8; j++) {
+            float u1 = 1.0f - d[j];
+            float u2 = d[j + 8];
+            float radius = sqrtf(-2.0f * logf(u1));
+            float theta = (float)(2.0 * M_PI * (double)u2);
+            float rc = radius * cosf(theta), rs = radius * sinf(theta);
+            d[j] = g->torch1 ? tn_macf(g, rc, std, mean) : fmaf(rc, std, mean);
+            d[j + 8] = g->torch1 ? tn_macf(g, rs, std, mean) : fmaf(rs, std, mean);
+        }
+        return;
+    }
     for (int j = 0; j < 8; j++) {
         float u1 = 1.0f - d[j];
         float u2 = d[j + 8];
@@ -530,15 +566,17 @@ static void tn_normal_fill16_float(float *d, float mean, float std)
     }
 }
 
-static void tn_normal_fill16_double(double *d, double mean, double std)
+static void tn_normal_fill16_double(const struct tn_generator *g, double *d, double mean,
+                                    double std)
 {
     for (int j = 0; j < 8; j++) {
         double u1 = 1 - d[j];
         double u2 = d[j + 8];
         double radius = sqrt(-2 * log(u1));
         double theta = 2.0 * M_PI * u2;
-        d[j] = fma(radius * cos(theta), std, mean);
-        d[j + 8] = fma(radius * sin(theta), std, mean);
+        double rc = radius * cos(theta), rs = radius * sin(theta);
+        d[j] = g->torch1 ? tn_mac(g, rc, std, mean) : fma(rc, std, mean);
+        d[j + 8] = g->torch1 ? tn_mac(g, rs, std, mean) : fma(rs, std, mean);
     }
 }
 
@@ -546,7 +584,8 @@ static void tn_normal_fill16_double(double *d, double mean, double std)
  * but rounded to the type after every step that c10's Half/BFloat16
  * operators round: Half keeps float math between its operators (log, cos
  * and sin are the float functions), BFloat16 rounds even those. */
-static void tn_normal_fill16_torch1(float *d, enum tn_dtype dt, float mean, float std)
+static void tn_normal_fill16_torch1(const struct tn_generator *g, float *d, enum tn_dtype dt,
+                                    float mean, float std)
 {
 #define R(v) tn__round16((v), dt)
     for (int j = 0; j < 8; j++) {
@@ -555,8 +594,8 @@ static void tn_normal_fill16_torch1(float *d, enum tn_dtype dt, float mean, floa
         float theta = R((float)(2.0 * M_PI * (double)u2));
         if (dt == TN_FLOAT16) {
             float radius = R(sqrtf(-2.0f * logf(u1)));
-            d[j] = R(fmaf(radius * cosf(theta), std, mean));
-            d[j + 8] = R(fmaf(radius * sinf(theta), std, mean));
+            d[j] = R(tn_macf(g, radius * cosf(theta), std, mean));
+            d[j + 8] = R(tn_macf(g, radius * sinf(theta), std, mean));
         } else {
             float radius = R(sqrtf(R(-2.0f * R(logf(u1)))));
             d[j] = R(R(R(radius * R(cosf(theta))) * std) + mean);
@@ -567,7 +606,8 @@ static void tn_normal_fill16_torch1(float *d, enum tn_dtype dt, float mean, floa
 }
 
 /* Runs tn_normal_fill16_torch1 on 16 elements of a float16/bfloat16 array. */
-static void tn_fill16_torch1_at(char *d, enum tn_dtype dt, float mean, float std)
+static void tn_fill16_torch1_at(const struct tn_generator *g, char *d, enum tn_dtype dt,
+                                float mean, float std)
 {
     float buf[16];
     for (int j = 0; j < 16; j++) {
@@ -576,7 +616,7 @@ static void tn_fill16_torch1_at(char *d, enum tn_dtype dt, float mean, float std
         buf[j] = dt == TN_FLOAT16 ? tn_half_to_float((tn_half){bits})
                                   : tn_bfloat16_to_float((tn_bfloat16){bits});
     }
-    tn_normal_fill16_torch1(buf, dt, mean, std);
+    tn_normal_fill16_torch1(g, buf, dt, mean, std);
     for (int j = 0; j < 16; j++)
         tn_store_float(d + 2 * j, dt, buf[j]);
 }
@@ -594,12 +634,12 @@ static void tn_normal_fill_torch1_16(struct tn_tensor *t, int64_t n, double mean
     for (int64_t i = 0; i < n; i++)
         tn_store_float(d + 2 * i, dt, (float)(tn_random32(g) & mask) * scale);
     for (int64_t i = 0; i + 16 <= n; i += 16)
-        tn_fill16_torch1_at(d + 2 * i, dt, fmean, fstd);
+        tn_fill16_torch1_at(g, d + 2 * i, dt, fmean, fstd);
     if (n % 16) {
         char *e = d + 2 * (n - 16);
         for (int i = 0; i < 16; i++)
             tn_store_float(e + 2 * i, dt, (float)(tn_random32(g) & mask) * scale);
-        tn_fill16_torch1_at(e, dt, fmean, fstd);
+        tn_fill16_torch1_at(g, e, dt, fmean, fstd);
     }
 }
 
@@ -612,25 +652,25 @@ static void tn_normal_fill(struct tn_tensor *t, int64_t n, double mean, double s
         for (int64_t i = 0; i < n; i++)
             d[i] = tn_unit_double(g);
         for (int64_t i = 0; i + 16 <= n; i += 16)
-            tn_normal_fill16_double(d + i, mean, std);
+            tn_normal_fill16_double(g, d + i, mean, std);
         if (n % 16) {
             d += n - 16;
             for (int i = 0; i < 16; i++)
                 d[i] = tn_unit_double(g);
-            tn_normal_fill16_double(d, mean, std);
+            tn_normal_fill16_double(g, d, mean, std);
         }
     } else if (t->dtype == TN_FLOAT32) {
         float *d = tn_data(t);
         for (int64_t i = 0; i < n; i++)
             d[i] = tn_unit_float(g);
         for (int64_t i = 0; i + 16 <= n; i += 16)
-            tn_normal_fill16_float(d + i, (float)mean, (float)std);
+            tn_normal_fill16_float(g, d + i, (float)mean, (float)std);
         if (n % 16) {
             /* the tail's uniforms are drawn again and the last 16 redone */
             d += n - 16;
             for (int i = 0; i < 16; i++)
                 d[i] = tn_unit_float(g);
-            tn_normal_fill16_float(d, (float)mean, (float)std);
+            tn_normal_fill16_float(g, d, (float)mean, (float)std);
         }
     } else if (g->torch1) {
         tn_normal_fill_torch1_16(t, n, mean, std, g);
@@ -643,14 +683,14 @@ static void tn_normal_fill(struct tn_tensor *t, int64_t n, double mean, double s
         for (int64_t i = 0; i + 16 <= n; i += 16) {
             for (int j = 0; j < 16; j++)
                 buf[j] = tn_unit_float(g);
-            tn_normal_fill16_float(buf, (float)mean, (float)std);
+            tn_normal_fill16_float(g, buf, (float)mean, (float)std);
             for (int j = 0; j < 16; j++)
                 tn_store_float(d + (i + j) * 2, t->dtype, buf[j]);
         }
         if (n % 16) {
             for (int j = 0; j < 16; j++)
                 buf[j] = tn_unit_float(g);
-            tn_normal_fill16_float(buf, (float)mean, (float)std);
+            tn_normal_fill16_float(g, buf, (float)mean, (float)std);
             for (int j = 0; j < 16; j++)
                 tn_store_float(d + (n - 16 + j) * 2, t->dtype, buf[j]);
         }

@@ -107,6 +107,9 @@ static int tn_replay(const char *name, bool unseeded, bool torch1)
             g = tn_default_generator();
         }
         tn_generator_set_torch1(g, torch1);
+        json_t *cpu = json_object_get(cs, "cpu");
+        tn_generator_set_cpu(g, cpu && !strcmp(json_string_value(cpu), "default")
+                                    ? TN_RNG_CPU_DEFAULT : TN_RNG_CPU_AVX2);
         json_array_foreach(json_object_get(cs, "calls"), j, call) {
             struct tn_tensor *t = tn_run(call, g);
             json_t *want = json_object_get(call, "expected");
@@ -124,6 +127,7 @@ static int tn_replay(const char *name, bool unseeded, bool torch1)
             tn_release(t);
         }
         tn_generator_set_torch1(g, false);
+        tn_generator_set_cpu(g, TN_RNG_CPU_AVX2);
         tn_generator_free(own);
     }
     json_decref(fx);

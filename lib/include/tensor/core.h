@@ -464,6 +464,13 @@ void tn_generator_seed(struct tn_generator *g, uint64_t seed);
  * uniform_ and normal_ in 16-bit arithmetic, randperm's 32-bit swaps for
  * every n). Off (2.x) by default. */
 void tn_generator_set_torch1(struct tn_generator *g, bool on);
+/* Which of PyTorch's CPU kernels g reproduces (as
+ * torch.backends.cpu.get_cpu_capability() names them): float32 normal_ on
+ * 16 or more contiguous elements uses Cephes-style vector math in the AVX2
+ * kernel and libm elsewhere, and only the DEFAULT kernel rounds a * b + c
+ * twice. AVX2 (what most x86 machines run) by default. */
+enum tn_rng_cpu { TN_RNG_CPU_AVX2 = 0, TN_RNG_CPU_DEFAULT, TN_RNG_CPU_AVX512 };
+void tn_generator_set_cpu(struct tn_generator *g, enum tn_rng_cpu cpu);
 
 /* In the functions below `g` NULL means the default generator. */
 struct tn_tensor *tn_rand(const int64_t *sizes, int ndim, enum tn_dtype dtype,
