@@ -8,9 +8,12 @@
  * the first one the high half.  Every distribution below follows PyTorch
  * 2.x's CPU kernels (ATen/core/DistributionsHelper.h and
  * ATen/native/cpu/DistributionTemplates.h); where 1.13 differs, the comment
- * says how.  PyTorch's kernels are compiled with FMA contraction, so the
- * places where its compiler fuses a multiply into an add are fmaf()/fma()
- * here; this file relies on -std=c11 (no contraction of its own).
+ * says how, and a generator set to 1.13 (tn_generator_set_torch1) does it
+ * that way.  PyTorch's AVX2 and AVX-512 kernels are compiled with FMA
+ * contraction, so the places where its compiler fuses a multiply into an
+ * add are fmaf()/fma() here (tn_macf/tn_mac, unfused for its DEFAULT
+ * kernel: tn_generator_set_cpu).  This file must not contract anything
+ * itself: GCC does not under -std=c11, clang is told below.
  *
  * Values are produced serially in the order PyTorch's TensorIterator visits
  * the elements (memory order), never on the thread pool: the stream of
@@ -23,9 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #define TN_MT_N 624
 #define TN_MT_M 397
 #define TN_DEFAULT_SEED 67280421310721ULL
+#define TN_PI 3.14159265358979323846 /* c10::pi<double> */
 
 struct tn_generator {
     pthread_mutex_t mu;   /* serialises every call on this generator */
@@ -199,7 +207,7 @@ void tn_generator_free(struct tn_generator *g)
 /*
  * Calls fn(ptr, ctx) for every element of t in the order PyTorch's
  * TensorIterator visits the output of a nullary op: dims sorted by stride,
- * the largest outermost, size-1 dims ignored.  fn returns nonzero to stop.
+ * the largest outermost, size-1 dims ignored.
  */
 typedef void (*tn_elem_fn)(char *ptr, void *ctx);
 
@@ -447,7 +455,7 @@ static double tn_normal_double(struct tn_generator *g, double mean, double std)
         double u1 = tn_unit_double(g);
         double u2 = tn_unit_double(g);
         double r = sqrt(-2.0 * (g->torch1 ? log(1.0 - u2) : log1p(-u2)));
-        double theta = 2.0 * M_PI * u1;
+        double theta = 2.0 * TN_PI * u1;
         g->next_normal = r * sin(theta);
         g->has_normal = true;
         ret = r * cos(theta);
@@ -539,7 +547,7 @@ static void tn_cephes_sincosf(float x, float *s, float *c)
 /* Box-Muller on 16 uniforms in place: d[j] and d[j + 8] from (d[j], d[j + 8]). */
 static void tn_normal_fill16_float(const struct tn_generator *g, float *d, float mean, float std)
 {
-    const float two_pi = (float)(2.0f * M_PI);
+    const float two_pi = (float)(2.0f * TN_PI);
     if (g->cpu != TN_RNG_CPU_AVX2) {
         /* the scalar kernel: libm's logf, cosf and sinf; 2.x fuses the last
          * step explicitly (std::fma), 1.13 as its compiler does */
@@ -547,7 +555,7 @@ static void tn_normal_fill16_float(const struct tn_generator *g, float *d, float
             float u1 = 1.0f - d[j];
             float u2 = d[j + 8];
             float radius = sqrtf(-2.0f * logf(u1));
-            float theta = (float)(2.0 * M_PI * (double)u2);
+            float theta = (float)(2.0 * TN_PI * (double)u2);
             float rc = radius * cosf(theta), rs = radius * sinf(theta);
             d[j] = g->torch1 ? tn_macf(g, rc, std, mean) : fmaf(rc, std, mean);
             d[j + 8] = g->torch1 ? tn_macf(g, rs, std, mean) : fmaf(rs, std, mean);
@@ -573,7 +581,7 @@ static void tn_normal_fill16_double(const struct tn_generator *g, double *d, dou
         double u1 = 1 - d[j];
         double u2 = d[j + 8];
         double radius = sqrt(-2 * log(u1));
-        double theta = 2.0 * M_PI * u2;
+        double theta = 2.0 * TN_PI * u2;
         double rc = radius * cos(theta), rs = radius * sin(theta);
         d[j] = g->torch1 ? tn_mac(g, rc, std, mean) : fma(rc, std, mean);
         d[j + 8] = g->torch1 ? tn_mac(g, rs, std, mean) : fma(rs, std, mean);
@@ -591,7 +599,7 @@ static void tn_normal_fill16_torch1(const struct tn_generator *g, float *d, enum
     for (int j = 0; j < 8; j++) {
         float u1 = R(1.0f - d[j]);
         float u2 = d[j + 8];
-        float theta = R((float)(2.0 * M_PI * (double)u2));
+        float theta = R((float)(2.0 * TN_PI * (double)u2));
         if (dt == TN_FLOAT16) {
             float radius = R(sqrtf(-2.0f * logf(u1)));
             d[j] = R(tn_macf(g, radius * cosf(theta), std, mean));
