@@ -781,11 +781,14 @@ int tn_bernoulli_(struct tn_tensor *t, double p, struct tn_generator *g)
  * inward to one it can. */
 static int64_t tn_float_cast_int(int64_t v, enum tn_dtype dt)
 {
+    double f;
     switch (dt) {
-    case TN_FLOAT64: return (int64_t)(double)v;
-    case TN_FLOAT32: return (int64_t)(float)v;
-    default: return (int64_t)tn__round16((float)v, dt);
+    case TN_FLOAT64: f = (double)v; break;
+    case TN_FLOAT32: f = (float)v; break;
+    default: f = tn__round16((float)v, dt); break;
     }
+    /* v near INT64_MAX rounds up to 2^63: x86's conversion gives INT64_MIN */
+    return f >= 9223372036854775808.0 ? INT64_MIN : (int64_t)f;
 }
 
 static int tn_log2_floor(int64_t v)
