@@ -4,6 +4,7 @@
  */
 #include "core/internal.h"
 
+#include <math.h>
 #include <string.h>
 
 struct tn_conv_ctx {
@@ -348,11 +349,74 @@ static void tn_fill_loop(char **p, const int64_t *st, int64_t n, void *arg)
         memcpy(d, c->value, c->es);
 }
 
+/* Does double `f` overflow the real type of `dtype` (c10's overflows<>)?
+ * Infinities fit types that have them, NaN only floating types. */
+static bool tn_double_overflows(double f, enum tn_dtype dtype)
+{
+    double lo, hi;
+    switch (dtype) {
+    case TN_FLOAT32: case TN_COMPLEX64: lo = -3.4028234663852886e38; hi = -lo; break;
+    case TN_FLOAT64: return false;
+    case TN_FLOAT16: lo = -65504.0; hi = 65504.0; break;
+    case TN_BFLOAT16: lo = -3.3895313892515355e38; hi = -lo; break;
+    case TN_INT64: lo = -9223372036854775808.0; hi = 9223372036854775807.0; break;
+    case TN_INT32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case TN_INT16: lo = -32768.0; hi = 32767.0; break;
+    case TN_INT8: lo = -128.0; hi = 127.0; break;
+    case TN_UINT8: lo = 0.0; hi = 255.0; break;
+    default: return false;
+    }
+    if (tn_dtype_is_floating(dtype) || dtype == TN_COMPLEX64) {
+        if (isinf(f) || isnan(f))
+            return false;
+    } else if (isnan(f)) {
+        return true;
+    }
+    return f < lo || f > hi;
+}
+
+int tn__scalar_check(struct tn_scalar s, enum tn_dtype dtype)
+{
+    bool over = false;
+    switch (s.kind) {
+    case TN_SCALAR_BOOL:
+        break;
+    case TN_SCALAR_INT:
+        /* unsigned targets let negative values wrap as two's complement */
+        if (dtype == TN_UINT8)
+            over = s.v.i > 255 || (s.v.i < 0 && -(uint64_t)s.v.i > 255);
+        else if (tn_dtype_is_integral(dtype, false))
+            over = tn_double_overflows((double)s.v.i, dtype);
+        break;
+    case TN_SCALAR_FLOAT:
+        over = dtype != TN_BOOL && tn_double_overflows(s.v.f, dtype);
+        break;
+    case TN_SCALAR_COMPLEX:
+        over = dtype != TN_BOOL && ((dtype != TN_COMPLEX64 && s.v.c.im != 0) ||
+                                    tn_double_overflows(s.v.c.re, dtype) ||
+                                    tn_double_overflows(s.v.c.im, dtype));
+        break;
+    }
+    if (!over)
+        return TN_OK;
+    /* the C++ type names PyTorch 2.x prints (1.13: at::Half, at::BFloat16) */
+    static const char *const names[TN_NUM_DTYPES] = {
+        [TN_FLOAT32] = "float", [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half",
+        [TN_BFLOAT16] = "c10::BFloat16", [TN_INT64] = "int64_t", [TN_INT32] = "int",
+        [TN_INT16] = "int16_t", [TN_INT8] = "int8_t", [TN_UINT8] = "uint8_t",
+        [TN_BOOL] = "bool", [TN_COMPLEX64] = "c10::complex<float>",
+    };
+    return tn_set_error(TN_EINVAL, "value cannot be converted to type %s without overflow",
+                        names[dtype]);
+}
+
 int tn_fill_(struct tn_tensor *t, struct tn_scalar value)
 {
     if (t->device.type != TN_DEVICE_CPU)
         return tn_set_error(TN_EDEVICE, "fill_: kernels for %s tensors come with the device's ops",
                             t->device.type == TN_DEVICE_CUDA ? "CUDA" : "meta");
+    if (tn__scalar_check(value, t->dtype) != TN_OK)
+        return tn_last_status();
     struct tn_fill_ctx ctx;
     ctx.es = tn_dtype_size(t->dtype);
     tn_scalar_store(ctx.value, t->dtype, value);

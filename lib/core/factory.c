@@ -4,7 +4,9 @@
  */
 #include "core/internal.h"
 
+#include <complex.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,8 +66,20 @@ struct tn_tensor *tn_empty_strided(const int64_t *sizes, int ndim, const int64_t
                                    enum tn_dtype dtype)
 {
     int64_t need;
-    if (tn__check_sizes(sizes, ndim, NULL) != TN_OK ||
-        tn_required_elements(sizes, strides, ndim, 0, &need) != TN_OK)
+    if (tn__check_sizes(sizes, ndim, NULL) != TN_OK)
+        return NULL;
+    for (int i = 0; i < ndim; i++) {
+        if (strides[i] < 0) {
+            /* PyTorch's storage size arithmetic overflows on it */
+            char a[256], b[256];
+            tn_set_error(TN_ESHAPE, "Storage size calculation overflowed with sizes=%s and "
+                                    "strides=%s",
+                         tn_shape_format(sizes, ndim, a, sizeof a),
+                         tn_shape_format(strides, ndim, b, sizeof b));
+            return NULL;
+        }
+    }
+    if (tn_required_elements(sizes, strides, ndim, 0, &need) != TN_OK)
         return NULL;
     dtype = tn_or_default(dtype);
     struct tn_storage *s = tn_storage_new((size_t)need * tn_dtype_size(dtype), TN_CPU);
@@ -97,6 +111,14 @@ struct tn_tensor *tn_full(const int64_t *sizes, int ndim, struct tn_scalar value
 
 struct tn_tensor *tn_zeros(const int64_t *sizes, int ndim, enum tn_dtype dtype)
 {
+    /* PyTorch 2.x checks this itself (1.13: "Trying to create tensor with
+     * negative dimension", as empty and ones still say) */
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] < 0) {
+            tn_set_error(TN_ESHAPE, "zeros: Dimension size must be non-negative.");
+            return NULL;
+        }
+    }
     struct tn_tensor *t = tn_empty(sizes, ndim, dtype);
     if (t)
         memset(t->storage->data, 0, t->storage->nbytes);
@@ -137,36 +159,51 @@ struct tn_tensor *tn_ones_like(const struct tn_tensor *t, enum tn_dtype dtype)
     return tn_full_like(t, tn_int(1), dtype);
 }
 
+/* PyTorch's name of a dtype in "not implemented for 'Bool'" messages: the
+ * storage class less "Storage" (Float, Long, Bool, ComplexFloat, ...). */
+static void tn_scalar_type_name(enum tn_dtype dtype, char *buf, size_t len)
+{
+    const char *sc = tn_dtype_info(dtype)->storage_class;
+    snprintf(buf, len, "%.*s", (int)(strlen(sc) - strlen("Storage")), sc);
+}
+
 static bool tn_is_floatish(struct tn_scalar s)
 {
     return s.kind == TN_SCALAR_FLOAT || s.kind == TN_SCALAR_COMPLEX;
 }
 
+/* Rounds to float16 or bfloat16, keeping the value as a float. */
+#define TN_R16(x) tn__round16((float)(x), dtype)
+
+/*
+ * torch.arange as PyTorch 2.x computes it on a CPU with AVX2, so values
+ * agree bit for bit.  The size comes from the double values of the
+ * arguments, also for integer dtypes (1.13 refused a fractional step there
+ * as "step must be nonzero" and sized int64 ranges in integers); integer
+ * dtypes then count from the truncated start by the truncated step.
+ * Floating dtypes are written the way PyTorch's vectorised kernel writes
+ * them: runs of two vectors (8 floats, 4 doubles or 16 halves each) start
+ * from `start + step * first` and add `k * step` for the k-th lane, the
+ * elements after the last whole run come from `start + step * i`, and the
+ * compiler fuses those multiply-adds (fma), except for bfloat16.  Ranges
+ * above PyTorch's grain (32768 elements) are split between threads there,
+ * which moves the runs; we follow the single-threaded split.
+ */
 struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct tn_scalar step,
                             enum tn_dtype dtype)
 {
+    char name[32];
     if (dtype == TN_DTYPE_UNSET)
         dtype = tn_is_floatish(start) || tn_is_floatish(end) || tn_is_floatish(step)
                     ? tn_get_default_dtype()
                     : TN_INT64;
-    if (tn_dtype_is_complex(dtype)) {
-        tn_set_error(TN_EDTYPE, "\"arange_cpu\" not implemented for 'ComplexFloat'");
+    if (tn_dtype_is_complex(dtype) || dtype == TN_BOOL) {
+        tn_scalar_type_name(dtype, name, sizeof name);
+        tn_set_error(TN_EDTYPE, "\"arange_cpu\" not implemented for '%s'", name);
         return NULL;
     }
     double xs = tn_scalar_to_double(start), xe = tn_scalar_to_double(end);
     double xstep = tn_scalar_to_double(step);
-    double size_d;
-    if (dtype == TN_INT64) {
-        int64_t is = tn_scalar_to_int64(start), ie = tn_scalar_to_int64(end);
-        int64_t ist = tn_scalar_to_int64(step);
-        if (ist == 0) {
-            tn_set_error(TN_EINVAL, "step must be nonzero");
-            return NULL;
-        }
-        size_d = ceil((double)(ie - is) / (double)ist);
-    } else {
-        size_d = ceil((xe - xs) / xstep);
-    }
     if (xstep == 0) {
         tn_set_error(TN_EINVAL, "step must be nonzero");
         return NULL;
@@ -175,13 +212,14 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
         tn_set_error(TN_EINVAL, "unsupported range: %g -> %g", xs, xe);
         return NULL;
     }
+    /* 1.13 said "larger bound" */
     if (!((xstep > 0 && xe >= xs) || (xstep < 0 && xe <= xs))) {
-        tn_set_error(TN_EINVAL, "upper bound and larger bound inconsistent with step sign");
+        tn_set_error(TN_EINVAL, "upper bound and lower bound inconsistent with step sign");
         return NULL;
     }
+    double size_d = ceil((xe - xs) / xstep);
     if (!(size_d >= 0 && size_d <= (double)INT64_MAX)) {
-        tn_set_error(TN_EINVAL,
-                     "invalid size, possible overflow? start=%g, end=%g, step=%g", xs, xe, xstep);
+        tn_set_error(TN_EINVAL, "invalid size, possible overflow?");
         return NULL;
     }
     int64_t n = (int64_t)size_d;
@@ -190,100 +228,135 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
         return NULL;
     char *p = tn_data(t);
     size_t es = tn_dtype_size(dtype);
-    if (dtype == TN_INT64 || tn_dtype_is_integral(dtype, false)) {
-        /* integer arithmetic, as PyTorch's kernel does for integral types */
+    if (tn_dtype_is_integral(dtype, false)) {
         int64_t is = tn_scalar_to_int64(start), ist = tn_scalar_to_int64(step);
         for (int64_t i = 0; i < n; i++) {
             int64_t v = (int64_t)((uint64_t)is + (uint64_t)ist * (uint64_t)i);
             tn_convert(p + i * (int64_t)es, dtype, &v, TN_INT64, 1);
         }
-    } else if (dtype == TN_FLOAT16 || dtype == TN_BFLOAT16) {
-        /* the accumulate type of half types is float */
-        float fs = (float)xs, fst = (float)xstep;
-        for (int64_t i = 0; i < n; i++) {
-            float v = fs + fst * (float)i;
-            tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT32, 1);
-        }
-    } else {
-        /* float32 and float64 accumulate in double */
-        for (int64_t i = 0; i < n; i++) {
-            double v = xs + xstep * (double)i;
-            tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT64, 1);
+        return t;
+    }
+    int64_t lanes = dtype == TN_FLOAT32 ? 8 : dtype == TN_FLOAT64 ? 4 : 16;
+    int64_t vec_end = n - n % (2 * lanes);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t first = i - i % lanes, k = i % lanes;
+        if (dtype == TN_FLOAT32) {
+            float v = i < vec_end ? (float)fma((double)k, xstep, (float)fma(xstep, (double)first, xs))
+                                  : (float)fma(xstep, (double)i, xs);
+            memcpy(p + i * 4, &v, 4);
+        } else if (dtype == TN_FLOAT64) {
+            double v = i < vec_end ? fma((double)k, xstep, fma(xstep, (double)first, xs))
+                                   : fma(xstep, (double)i, xs);
+            memcpy(p + i * 8, &v, 8);
+        } else {
+            /* float16 accumulates in float with fused steps (1.13 did not
+             * fuse them); bfloat16 rounds each product and sum */
+            float fs = (float)xs, fst = (float)xstep, v;
+            if (dtype == TN_FLOAT16)
+                v = i < vec_end ? TN_R16(fmaf((float)k, fst, TN_R16(fmaf(fst, (float)first, fs))))
+                                : TN_R16(fmaf(fst, (float)i, fs));
+            else
+                v = i < vec_end ? TN_R16(TN_R16(fs + fst * (float)first) + (float)k * fst)
+                                : TN_R16(fs + fst * (float)i);
+            tn_convert(p + i * 2, dtype, &v, TN_FLOAT32, 1);
         }
     }
     return t;
 }
 
-/* linspace's per-type arithmetic: the step is computed in the element type
- * (double for integers), the first half counts up from start and the second
- * half down from end, as PyTorch's CPU kernel does. */
-#define TN_LINSPACE(T, STEP_T)                                                                  \
-    do {                                                                                        \
-        T *o = tn_data(t);                                                                      \
-        T a = (T)xs, b = (T)xe;                                                                 \
-        STEP_T stp = ((STEP_T)b - (STEP_T)a) / (STEP_T)(steps - 1);                             \
-        for (int64_t i = 0; i < steps; i++)                                                     \
-            o[i] = i < half ? (T)(a + stp * (STEP_T)i) : (T)(b - stp * (STEP_T)(steps - i - 1)); \
-    } while (0)
-
+/*
+ * torch.linspace as PyTorch 2.x computes it (1.13 vectorised it, with other
+ * roundings): the first half counts up from start, the second half down from
+ * end, `start + step * i` and `end - step * (steps - i - 1)` fused into one
+ * rounding for floating dtypes; float16 and bfloat16 compute in float from
+ * the rounded start and end; integer dtypes step by a double from their
+ * truncated start and end.  Start and end must fit the dtype ("value cannot
+ * be converted to type uint8_t without overflow").
+ */
 struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int64_t steps,
                               enum tn_dtype dtype)
 {
+    char name[32];
     if (steps < 0) {
         tn_set_error(TN_EINVAL, "number of steps must be non-negative");
         return NULL;
     }
     dtype = tn_or_default(dtype);
+    if (dtype == TN_BOOL) {
+        tn_scalar_type_name(dtype, name, sizeof name);
+        tn_set_error(TN_EDTYPE, "\"linspace_cpu\" not implemented for '%s'", name);
+        return NULL;
+    }
     struct tn_tensor *t = tn_empty(TN_SHAPE(steps), dtype);
     if (!t || steps == 0)
         return t;
-    double xs = tn_scalar_to_double(start), xe = tn_scalar_to_double(end);
+    if (tn__scalar_check(start, dtype) != TN_OK || tn__scalar_check(end, dtype) != TN_OK) {
+        tn_release(t);
+        return NULL;
+    }
+    char *p = tn_data(t);
+    size_t es = tn_dtype_size(dtype);
     if (steps == 1) {
-        tn_scalar_store(tn_data(t), dtype, start);
+        tn_scalar_store(p, dtype, start);
         return t;
     }
     int64_t half = steps / 2;
-    switch (dtype) {
-    case TN_FLOAT32: TN_LINSPACE(float, float); break;
-    case TN_FLOAT64: TN_LINSPACE(double, double); break;
-    case TN_INT64: TN_LINSPACE(int64_t, double); break;
-    case TN_INT32: TN_LINSPACE(int32_t, double); break;
-    case TN_INT16: TN_LINSPACE(int16_t, double); break;
-    case TN_INT8: TN_LINSPACE(int8_t, double); break;
-    case TN_UINT8: TN_LINSPACE(uint8_t, double); break;
-    case TN_FLOAT16:
-    case TN_BFLOAT16: {
-        /* every operation rounds back to the 16-bit type, as c10::Half does */
-        char *o = tn_data(t);
-        float a, b, stp;
-        tn_scalar_store(&a, TN_FLOAT32, start);
-        tn_scalar_store(&b, TN_FLOAT32, end);
-#define TN_R16(x) tn__round16((x), dtype)
-        a = TN_R16(a);
-        b = TN_R16(b);
-        stp = TN_R16((b - a) / TN_R16((float)(steps - 1)));
-        for (int64_t i = 0; i < steps; i++) {
-            float v = i < half ? TN_R16(a + TN_R16(stp * TN_R16((float)i)))
-                               : TN_R16(b - TN_R16(stp * TN_R16((float)(steps - i - 1))));
-            tn_convert(o + i * 2, dtype, &v, TN_FLOAT32, 1);
+    double xs = tn_scalar_to_double(start), xe = tn_scalar_to_double(end);
+    if (dtype == TN_FLOAT64) {
+        double st = (xe - xs) / (double)(steps - 1), *o = (double *)p;
+        for (int64_t i = 0; i < steps; i++)
+            o[i] = i < half ? fma(st, (double)i, xs) : fma(-st, (double)(steps - i - 1), xe);
+    } else if (dtype == TN_FLOAT32 || dtype == TN_FLOAT16 || dtype == TN_BFLOAT16) {
+        float a = (float)xs, b = (float)xe;
+        if (dtype != TN_FLOAT32) {
+            a = TN_R16(a);
+            b = TN_R16(b);
         }
-#undef TN_R16
-        break;
-    }
-    default:
-        tn_release(t);
-        tn_set_error(TN_EDTYPE, "\"linspace_cpu\" not implemented for '%s'", tn_dtype_name(dtype));
-        return NULL;
+        float st = (b - a) / (float)(steps - 1);
+        for (int64_t i = 0; i < steps; i++) {
+            float v = i < half ? fmaf(st, (float)i, a) : fmaf(-st, (float)(steps - i - 1), b);
+            tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT32, 1);
+        }
+    } else if (dtype == TN_COMPLEX64) {
+        struct tn_scalar zs = start, ze = end;
+        float ar = (float)tn_scalar_to_double(zs), br = (float)tn_scalar_to_double(ze);
+        float ai = zs.kind == TN_SCALAR_COMPLEX ? (float)zs.v.c.im : 0.0f;
+        float bi = ze.kind == TN_SCALAR_COMPLEX ? (float)ze.v.c.im : 0.0f;
+        float sr = (br - ar) / (float)(steps - 1), si = (bi - ai) / (float)(steps - 1);
+        tn_complex64 *o = (tn_complex64 *)p;
+        for (int64_t i = 0; i < steps; i++) {
+            float m = (float)(i < half ? i : steps - i - 1);
+            float re = i < half ? fmaf(sr, m, ar) : fmaf(-sr, m, br);
+            float im = i < half ? fmaf(si, m, ai) : fmaf(-si, m, bi);
+            o[i] = re + im * _Complex_I;
+        }
+    } else {
+        /* integers: the truncated ends, a double step, truncated results */
+        char ta[8], tb[8];
+        tn_scalar_store(ta, dtype, start);
+        tn_scalar_store(tb, dtype, end);
+        double a = tn_scalar_to_double(tn_scalar_load(ta, dtype));
+        double b = tn_scalar_to_double(tn_scalar_load(tb, dtype));
+        double st = (b - a) / (double)(steps - 1);
+        for (int64_t i = 0; i < steps; i++) {
+            double v = i < half ? a + st * (double)i : b - st * (double)(steps - i - 1);
+            tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT64, 1);
+        }
     }
     return t;
 }
+#undef TN_R16
 
 struct tn_tensor *tn_eye(int64_t n, int64_t m, enum tn_dtype dtype)
 {
-    if (m < 0)
+    if (m == -1)
         m = n;
     if (n < 0) {
         tn_set_error(TN_EINVAL, "n must be greater or equal to 0, got %lld", (long long)n);
+        return NULL;
+    }
+    if (m < 0) {
+        tn_set_error(TN_EINVAL, "m must be greater or equal to 0, got %lld", (long long)m);
         return NULL;
     }
     struct tn_tensor *t = tn_zeros(TN_SHAPE(n, m), dtype);

@@ -65,6 +65,11 @@ bool tn__compute_view_strides(const int64_t *oldshape, const int64_t *oldstride,
  * input of size 12", "only one dimension can be inferred"). */
 int tn__infer_size(const int64_t *shape, int ndim, int64_t numel, int64_t *out);
 
+/* Checks that scalar `s` fits `dtype` as PyTorch's Scalar::to<T>() does
+ * (fill_, full, linspace): 0, or TN_EINVAL with "value cannot be converted
+ * to type uint8_t without overflow". */
+int tn__scalar_check(struct tn_scalar s, enum tn_dtype dtype);
+
 /* --- strided loops ---------------------------------------------------- */
 
 /* Iterates over up to TN_MAX_DIMS dims with byte strides for up to 4

@@ -4,6 +4,7 @@ CLI_TESTS += tests/cli/bootstrap.bats
 include tests/cli/dtype.mk
 include tests/cli/print.mk
 include tests/cli/random.mk
+include tests/cli/core.mk
 CLI_TESTS += tests/cli/manpages.bats
 include tests/cli/ttest.mk
 include tests/cli/tckpt.mk

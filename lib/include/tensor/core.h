@@ -342,7 +342,7 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
                             enum tn_dtype dtype);
 struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int64_t steps,
                               enum tn_dtype dtype);
-/* torch.eye(n, m); m < 0 means m = n. */
+/* torch.eye(n, m); m == -1 means m = n (other negative m fail as in PyTorch). */
 struct tn_tensor *tn_eye(int64_t n, int64_t m, enum tn_dtype dtype);
 /* A new contiguous tensor holding a copy of `data` (numel elements of dtype). */
 struct tn_tensor *tn_from_data(const void *data, const int64_t *sizes, int ndim,

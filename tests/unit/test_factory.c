@@ -1,0 +1,127 @@
+/*
+ * test_factory: the constructors against PyTorch (the "factory" cases of
+ * fixture core/factory.json, written by tests/fixtures/core_factory.py):
+ * zeros, ones, full, tensor, arange, linspace, eye, empty, empty_strided and
+ * the *_like constructors on views, compared with PyTorch's values, strides
+ * and storage offset, or PyTorch's error message.
+ */
+#include "tn_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture_cases.h"
+
+/* Runs one constructor case and returns its result (NULL on failure). */
+static struct tn_tensor *tn_construct(const char *fn, json_t *args)
+{
+    int64_t size[TN_MAX_DIMS], stride[TN_MAX_DIMS];
+    enum tn_dtype dt = tn_fx_dtype(json_object_get(args, "dtype"));
+    json_t *jsize = json_object_get(args, "size");
+    int nd = jsize ? tn_test_ints(jsize, size) : 0;
+    if (!strcmp(fn, "zeros")) return tn_zeros(size, nd, dt);
+    if (!strcmp(fn, "ones")) return tn_ones(size, nd, dt);
+    if (!strcmp(fn, "empty")) return tn_empty(size, nd, dt);
+    if (!strcmp(fn, "full"))
+        return tn_full(size, nd, tn_fx_scalar(json_object_get(args, "value")), dt);
+    if (!strcmp(fn, "tensor"))
+        return tn_scalar_tensor(tn_fx_scalar(json_object_get(args, "value")), dt);
+    if (!strcmp(fn, "arange"))
+        return tn_arange(tn_fx_scalar(json_object_get(args, "start")),
+                         tn_fx_scalar(json_object_get(args, "end")),
+                         tn_fx_scalar(json_object_get(args, "step")), dt);
+    if (!strcmp(fn, "linspace"))
+        return tn_linspace(tn_fx_scalar(json_object_get(args, "start")),
+                           tn_fx_scalar(json_object_get(args, "end")),
+                           json_integer_value(json_object_get(args, "steps")), dt);
+    if (!strcmp(fn, "eye")) {
+        json_t *m = json_object_get(args, "m");
+        return tn_eye(json_integer_value(json_object_get(args, "n")),
+                      json_is_null(m) ? -1 : json_integer_value(m), dt);
+    }
+    if (!strcmp(fn, "empty_strided")) {
+        int ns = tn_test_ints(json_object_get(args, "stride"), stride);
+        assert_int_equal(ns, nd);
+        return tn_empty_strided(size, nd, stride, dt);
+    }
+    /* the *_like constructors take a view */
+    struct tn_tensor *base, *in = tn_fx_view(json_object_get(args, "input"), NULL, &base);
+    struct tn_tensor *r = NULL;
+    if (!strcmp(fn, "empty_like")) r = tn_empty_like(in, dt);
+    else if (!strcmp(fn, "zeros_like")) r = tn_zeros_like(in, dt);
+    else if (!strcmp(fn, "ones_like")) r = tn_ones_like(in, dt);
+    else if (!strcmp(fn, "full_like"))
+        r = tn_full_like(in, tn_fx_scalar(json_object_get(args, "value")), dt);
+    else fail_msg("unknown constructor %s in fixture", fn);
+    tn_release(in);
+    tn_release(base);
+    return r;
+}
+
+static int tn_run_case(json_t *c, bool torch1)
+{
+    const char *name = json_string_value(json_object_get(c, "name"));
+    tn_clear_error();
+    struct tn_tensor *r =
+        tn_construct(json_string_value(json_object_get(c, "fn")), json_object_get(c, "args"));
+    int rc = tn_fx_outcome(c, r, torch1);
+    if (rc <= 0) {
+        tn_release(r);
+        return rc;
+    }
+    rc = 0;
+    if (json_is_true(json_object_get(c, "layout_only"))) {
+        /* values are whatever the memory held: compare the geometry only */
+        json_t *want = json_object_get(c, "result");
+        int64_t shape[TN_MAX_DIMS], stride[TN_MAX_DIMS];
+        int nd = tn_test_ints(json_object_get(want, "shape"), shape);
+        tn_test_ints(json_object_get(want, "stride"), stride);
+        size_t nbytes = (size_t)json_integer_value(json_object_get(c, "nbytes"));
+        if (nd != r->ndim || memcmp(shape, r->sizes, sizeof shape[0] * (size_t)nd) ||
+            memcmp(stride, r->strides, sizeof stride[0] * (size_t)nd) || r->offset != 0 ||
+            strcmp(tn_dtype_name(r->dtype),
+                   json_string_value(json_object_get(want, "dtype")))) {
+            print_message("# %s: geometry differs from PyTorch's\n", name);
+            rc = -1;
+        } else if (r->storage->nbytes != nbytes) {
+            print_message("# %s: storage of %zu bytes, PyTorch's has %zu\n", name,
+                          r->storage->nbytes, nbytes);
+            rc = -1;
+        }
+    } else {
+        rc = tn_test_compare(r, json_object_get(c, "result"), name, 1);
+        if (rc && tn_fx_lenient(c, torch1))
+            rc = 0;
+    }
+    tn_release(r);
+    return rc;
+}
+
+static void test_factory_fixture(void **state)
+{
+    (void)state;
+    json_t *fx = tn_test_fixture("factory");
+    const char *ver = json_string_value(json_object_get(fx, "torch"));
+    bool torch1 = ver && ver[0] == '1' && ver[1] == '.';
+    size_t i;
+    json_t *c;
+    int bad = 0, n = 0;
+    json_array_foreach(json_object_get(fx, "factory"), i, c) {
+        n++;
+        if (tn_run_case(c, torch1))
+            bad++;
+    }
+    print_message("# %d constructor cases from PyTorch %s, %d differ\n", n, ver, bad);
+    json_decref(fx);
+    assert_true(n > 100);
+    assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_factory_fixture),
+    };
+    return TN_RUN_TESTS(tests);
+}
