@@ -764,9 +764,10 @@ int tn_bernoulli_(struct tn_tensor *t, double p, struct tn_generator *g)
         return tn_last_status();
     if (!(p >= 0 && p <= 1))
         return tn_set_error(TN_EINVAL, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
-    if (t->dtype == TN_COMPLEX64)
-        return tn_not_implemented("bernoulli_scalar_cpu_", t->dtype);
     g = tn_gen(g);
+    /* 1.13 had no float16 kernel either */
+    if (t->dtype == TN_COMPLEX64 || (t->dtype == TN_FLOAT16 && g->torch1))
+        return tn_not_implemented("bernoulli_scalar_cpu_", t->dtype);
     struct tn_bernoulli_ctx c = {g, t->dtype, p};
     pthread_mutex_lock(&g->mu);
     tn_walk(t, tn_bernoulli_elem, &c);

@@ -193,6 +193,13 @@ static void test_errors(void **state)
     assert_int_equal(tn_normal_(t, 0, 1, NULL), TN_EDTYPE);
     assert_string_equal(tn_last_error(), "\"normal_kernel_cpu\" not implemented for 'Char'");
     tn_release(t);
+    t = tn_empty(TN_SHAPE(3), TN_FLOAT16);
+    assert_int_equal(tn_bernoulli_(t, 0.5, NULL), 0);
+    tn_generator_set_torch1(NULL, true);
+    assert_int_equal(tn_bernoulli_(t, 0.5, NULL), TN_EDTYPE);
+    assert_string_equal(tn_last_error(), "\"bernoulli_scalar_cpu_\" not implemented for 'Half'");
+    tn_generator_set_torch1(NULL, false);
+    tn_release(t);
     assert_null(tn_rand(TN_SHAPE(3), TN_INT64, NULL));
     assert_string_equal(tn_last_error(), "\"check_uniform_bounds\" not implemented for 'Long'");
     assert_null(tn_randperm(3000, TN_FLOAT16, NULL));
