@@ -98,10 +98,10 @@ static int tn_run_case(json_t *c, bool torch1)
     return rc;
 }
 
-static void test_factory_fixture(void **state)
+/* Runs the cases of one fixture file. */
+static void tn_run_fixture(const char *file)
 {
-    (void)state;
-    json_t *fx = tn_test_fixture("factory");
+    json_t *fx = tn_test_fixture(file);
     const char *ver = json_string_value(json_object_get(fx, "torch"));
     bool torch1 = ver && ver[0] == '1' && ver[1] == '.';
     size_t i;
@@ -118,10 +118,24 @@ static void test_factory_fixture(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* factory.json comes from PyTorch 1.13, factory_torch2.json from 2.x. */
+static void test_factory_fixture(void **state)
+{
+    (void)state;
+    tn_run_fixture("factory");
+}
+
+static void test_factory_fixture_torch2(void **state)
+{
+    (void)state;
+    tn_run_fixture("factory_torch2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_fixture),
+        cmocka_unit_test(test_factory_fixture_torch2),
     };
     return TN_RUN_TESTS(tests);
 }
