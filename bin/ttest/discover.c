@@ -29,7 +29,9 @@ static char *test_name(const char *path, const struct tt_opts *o)
 {
     for (size_t i = 0; i < o->nstrip; i++) {
         size_t n = strlen(o->strip[i]);
-        if (n && strncmp(path, o->strip[i], n) == 0 && path[n]) {
+        /* A whole leading folder only: "../.." strips "../../x", not "../..x". */
+        bool whole = n && (o->strip[i][n - 1] == '/' || path[n] == '/');
+        if (whole && strncmp(path, o->strip[i], n) == 0 && path[n]) {
             path += n;
             while (*path == '/')
                 path++;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <tensor/tensor.h>
+#include <tensor/core.h>
 
 static const char usage_text[] =
     "Usage: ttest [OPTION]... PATH...\n"
@@ -199,9 +199,15 @@ static void shard_from_env(struct tt_opts *o)
     }
 }
 
+/* What main builds lives until exit; kept here so leak checkers (ttest runs
+ * under ASan in CI) see it as reachable rather than leaked. */
+static struct tt_opts o;
+static struct tt_test *found, *tests;
+static struct tt_test **mine;
+static struct tt_durations d;
+
 int main(int argc, char **argv)
 {
-    struct tt_opts o = {0};
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o.jobs = cores > 0 ? (int)cores : 1;
     o.shard = o.shards = 1;
@@ -270,7 +276,6 @@ int main(int argc, char **argv)
     o.progress = progress >= 0 ? progress : (isatty(2) && !o.quiet && !o.list && !(ci && *ci));
 
     /* Discover and select. */
-    struct tt_test *found = NULL;
     size_t nfound = 0;
     for (int i = optind; i < argc; i++)
         if (tt_discover(argv[i], &o, &found, &nfound) < 0)
@@ -294,7 +299,7 @@ int main(int argc, char **argv)
                 usage_error("two tests are named '%s': each name must be unique", found[i].name);
 
     /* --repeat: every run is a test of its own in the plan. */
-    struct tt_test *tests = tt_xmalloc((n * (size_t)o.repeat + 1) * sizeof(*tests));
+    tests = tt_xmalloc((n * (size_t)o.repeat + 1) * sizeof(*tests));
     size_t ntests = 0;
     for (size_t i = 0; i < n; i++)
         for (int k = 1; k <= o.repeat; k++) {
@@ -305,7 +310,6 @@ int main(int argc, char **argv)
             ntests++;
         }
 
-    struct tt_durations d = {0};
     if (o.durations && tt_durations_read(o.durations, &d) < 0)
         return 2;
     tt_plan(tests, ntests, &d, &o);
@@ -314,7 +318,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    struct tt_test **mine = tt_xmalloc((ntests + 1) * sizeof(*mine));
+    mine = tt_xmalloc((ntests + 1) * sizeof(*mine));
     size_t nmine = 0;
     for (size_t i = 0; i < ntests; i++)
         if (tests[i].shard == o.shard)
