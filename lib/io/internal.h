@@ -26,6 +26,22 @@ FILE *tn__io_tmpfile_for(const char *path, char **tmp);
 int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path);
 void tn__io_tmpfile_abort(FILE *f, char *tmp);
 
+/* A file mapped private and writable (copy on write), shared by whatever
+ * reads it and the storages made over it. */
+struct tn_io_map {
+    long refcount;
+    unsigned char *addr;
+    size_t len;
+    bool mapped; /* munmap on release; else borrowed caller memory */
+};
+/* Maps `path` whole (an empty file gives len 0).  NULL with an error. */
+struct tn_io_map *tn__io_map_open(const char *path);
+/* Wraps caller memory that outlives the map (no copy, never freed). */
+struct tn_io_map *tn__io_map_memory(const void *data, size_t len);
+void tn__io_map_release(struct tn_io_map *m);
+/* A storage over [off, off+nbytes) of the map, which it keeps alive. */
+struct tn_storage *tn__io_map_storage(struct tn_io_map *m, size_t off, size_t nbytes);
+
 /* A growable byte buffer. */
 struct tn_io_buf {
     unsigned char *data;

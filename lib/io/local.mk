@@ -7,7 +7,9 @@ libtensor_la_SOURCES += \
 	lib/io/value.c \
 	lib/io/pickle.c \
 	lib/io/unpickle.c \
-	lib/io/ckpt.c
+	lib/io/ckpt.c \
+	lib/io/safetensors.c \
+	lib/io/npy.c
 EXTRA_DIST += lib/io/allowlist.inc
 # Deflated zip members are inflated with zlib (libzip's own dependency).
 libtensor_la_LIBADD += -lz

@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -195,4 +197,82 @@ int tn__io_write_atomic(const char *path, const void *data, size_t len)
         return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
     return tn__io_tmpfile_commit(f, tmp, path);
+}
+
+struct tn_io_map *tn__io_map_open(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        tn_set_error(TN_EIO, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    struct tn_io_map *m = calloc(1, sizeof *m);
+    if (!m) {
+        close(fd);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    m->refcount = 1;
+    m->len = (size_t)st.st_size;
+    m->mapped = true;
+    if (m->len) {
+        /* Private and writable: tensors over the mapping may be written in
+         * place without touching the file. */
+        void *a = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (a == MAP_FAILED) {
+            tn_set_error(TN_EIO, "%s: cannot map: %s", path, strerror(errno));
+            close(fd);
+            free(m);
+            return NULL;
+        }
+        m->addr = a;
+    }
+    close(fd);
+    return m;
+}
+
+struct tn_io_map *tn__io_map_memory(const void *data, size_t len)
+{
+    struct tn_io_map *m = calloc(1, sizeof *m);
+    if (!m) {
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    m->refcount = 1;
+    m->addr = (unsigned char *)(uintptr_t)data;
+    m->len = len;
+    return m;
+}
+
+void tn__io_map_release(struct tn_io_map *m)
+{
+    if (m && TN_ATOMIC_DEC(&m->refcount) == 0) {
+        if (m->mapped && m->len)
+            munmap(m->addr, m->len);
+        free(m);
+    }
+}
+
+static void map_storage_free(void *data, size_t nbytes, void *ctx)
+{
+    (void)data;
+    (void)nbytes;
+    tn__io_map_release(ctx);
+}
+
+struct tn_storage *tn__io_map_storage(struct tn_io_map *m, size_t off, size_t nbytes)
+{
+    TN_ASSERT(off <= m->len && nbytes <= m->len - off);
+    TN_ATOMIC_INC(&m->refcount);
+    struct tn_storage *s =
+        tn_storage_from_external(m->addr + off, nbytes, TN_CPU, map_storage_free, m);
+    if (!s)
+        tn__io_map_release(m);
+    return s;
 }

@@ -25,30 +25,13 @@
 #define SIG_LOC64 0x07064b50u
 #define SIG_DESC 0x08074b50u
 
-/* The file's bytes, shared by the archive and the storages mapped from it. */
-struct tn_zip_map {
-    long refcount;
-    unsigned char *addr;
-    size_t len;
-    bool mapped; /* munmap on release; else borrowed caller memory */
-};
-
 struct tn_zip {
-    struct tn_zip_map *map;
+    struct tn_io_map *map;
     char *label;
     struct tn_zip_entry *entries;
     size_t n;
     char *names; /* every entry's name, NUL-terminated, back to back */
 };
-
-static void zip_map_release(struct tn_zip_map *m)
-{
-    if (m && TN_ATOMIC_DEC(&m->refcount) == 0) {
-        if (m->mapped && m->len)
-            munmap(m->addr, m->len);
-        free(m);
-    }
-}
 
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const unsigned char *p)
@@ -182,12 +165,12 @@ static int zip_parse(struct tn_zip *z)
     return 0;
 }
 
-static struct tn_zip *zip_new(struct tn_zip_map *m, const char *label)
+static struct tn_zip *zip_new(struct tn_io_map *m, const char *label)
 {
     struct tn_zip *z = calloc(1, sizeof *z);
     if (!z || !(z->label = strdup(label))) {
         free(z);
-        zip_map_release(m);
+        tn__io_map_release(m);
         tn_set_error(TN_ENOMEM, "%s: out of memory", label);
         return NULL;
     }
@@ -201,60 +184,21 @@ static struct tn_zip *zip_new(struct tn_zip_map *m, const char *label)
 
 struct tn_zip *tn_zip_open(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tn_set_error(TN_EIO, "%s: not a regular file", path);
-        close(fd);
-        return NULL;
-    }
-    struct tn_zip_map *m = calloc(1, sizeof *m);
-    if (!m) {
-        close(fd);
-        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
-        return NULL;
-    }
-    m->refcount = 1;
-    m->len = (size_t)st.st_size;
-    m->mapped = true;
-    if (m->len) {
-        /* Private and writable: tensors over the mapping may be written in
-         * place without touching the file (copy on write). */
-        void *a = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        if (a == MAP_FAILED) {
-            tn_set_error(TN_EIO, "%s: cannot map: %s", path, strerror(errno));
-            close(fd);
-            free(m);
-            return NULL;
-        }
-        m->addr = a;
-    }
-    close(fd);
-    return zip_new(m, path);
+    struct tn_io_map *m = tn__io_map_open(path);
+    return m ? zip_new(m, path) : NULL;
 }
 
 struct tn_zip *tn_zip_open_memory(const void *data, size_t len, const char *label)
 {
-    struct tn_zip_map *m = calloc(1, sizeof *m);
-    if (!m) {
-        tn_set_error(TN_ENOMEM, "%s: out of memory", label);
-        return NULL;
-    }
-    m->refcount = 1;
-    m->addr = (unsigned char *)(uintptr_t)data;
-    m->len = len;
-    return zip_new(m, label);
+    struct tn_io_map *m = tn__io_map_memory(data, len);
+    return m ? zip_new(m, label) : NULL;
 }
 
 void tn_zip_close(struct tn_zip *z)
 {
     if (!z)
         return;
-    zip_map_release(z->map);
+    tn__io_map_release(z->map);
     free(z->entries);
     free(z->names);
     free(z->label);
@@ -362,13 +306,6 @@ int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size
     return 0;
 }
 
-static void zip_storage_free(void *data, size_t nbytes, void *ctx)
-{
-    (void)data;
-    (void)nbytes;
-    zip_map_release(ctx);
-}
-
 struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes)
 {
     const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
@@ -376,12 +313,7 @@ struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes)
         tn_set_error(TN_EFORMAT, "%s: %s cannot be mapped", z->label, e->name);
         return NULL;
     }
-    TN_ATOMIC_INC(&z->map->refcount);
-    struct tn_storage *s = tn_storage_from_external(z->map->addr + e->data_offset, nbytes, TN_CPU,
-                                                    zip_storage_free, z->map);
-    if (!s)
-        zip_map_release(z->map);
-    return s;
+    return tn__io_map_storage(z->map, (size_t)e->data_offset, nbytes);
 }
 
 /* ------------------------------------------------------------------ writer */

@@ -14,3 +14,8 @@ tests_unit_test_zip_SOURCES = tests/unit/test_zip.c
 tests_unit_test_zip_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_zip_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_zip_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_tensors
+tests_unit_test_tensors_SOURCES = tests/unit/test_tensors.c
+tests_unit_test_tensors_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_tensors_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_tensors_LDFLAGS = $(TN_UNIT_LINK)

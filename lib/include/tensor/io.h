@@ -210,8 +210,10 @@ struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options
 struct tn_value *tn_st_load(const char *path, struct tn_value **metadata);
 /* Writes the tensors of a flat DICT/ODICT of name -> tensor (contiguous
  * copies are made where needed) with optional __metadata__ (a DICT of
- * strings, may be NULL), as the safetensors package writes them.  Refuses
- * two names over overlapping memory.  Atomic.  Returns 0 or an error. */
+ * strings, may be NULL), ordered as the safetensors package orders them
+ * (larger elements first, then by name).  safetensors has no aliasing:
+ * names sharing memory are written as separate copies.  Atomic.  Returns 0
+ * or an error. */
 int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn_value *metadata);
 
 /* .npy: one array.  NULL / an error as usual. */

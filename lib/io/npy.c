@@ -1,0 +1,338 @@
+/*
+ * io/npy.c: NumPy's .npy (format 1.0-3.0) and .npz (a zip of .npy
+ * members, stored or deflated) read and write, and format detection.
+ */
+#include "io/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NPY_MAX_HEADER (1u << 20)
+
+static enum tn_dtype npy_dtype(const char *descr)
+{
+    /* '=' and '<' are both little-endian here; '|' for one-byte types. */
+    char d[16];
+    snprintf(d, sizeof d, "%s", descr);
+    if (d[0] == '=')
+        d[0] = '<';
+    for (int i = 0; i < TN_NUM_DTYPES; i++) {
+        const char *np = tn_dtype_info((enum tn_dtype)i)->numpy;
+        if (np && !strcmp(d, np))
+            return (enum tn_dtype)i;
+    }
+    /* numpy writes one-byte types with '|', but accept '<' too. */
+    if (!strcmp(d, "<b1")) return TN_BOOL;
+    if (!strcmp(d, "<u1")) return TN_UINT8;
+    if (!strcmp(d, "<i1")) return TN_INT8;
+    return TN_DTYPE_UNSET;
+}
+
+/* Finds 'key': in the header dict and returns a pointer past the colon. */
+static const char *dict_value(const char *h, const char *key)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, "'%s'", key);
+    const char *p = strstr(h, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    if (*p != ':')
+        return NULL;
+    p++;
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
+{
+    const unsigned char *b = data;
+    if (len < 10 || memcmp(b, "\x93NUMPY", 6)) {
+        tn_set_error(TN_EFORMAT, "%s: not a .npy file (no \\x93NUMPY magic)", label);
+        return NULL;
+    }
+    int major = b[6];
+    size_t hl, at;
+    if (major == 1) {
+        hl = (size_t)b[8] | (size_t)b[9] << 8;
+        at = 10;
+    } else if (major == 2 || major == 3) {
+        if (len < 12) {
+            tn_set_error(TN_EFORMAT, "%s: truncated .npy header", label);
+            return NULL;
+        }
+        hl = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+        at = 12;
+    } else {
+        tn_set_error(TN_EFORMAT, "%s: .npy format version %d is not supported", label, major);
+        return NULL;
+    }
+    if (hl > NPY_MAX_HEADER || hl > len - at) {
+        tn_set_error(TN_EFORMAT, "%s: .npy header of %zu bytes runs past the file", label, hl);
+        return NULL;
+    }
+    char *h = malloc(hl + 1);
+    if (!h) {
+        tn_set_error(TN_ENOMEM, "%s: out of memory", label);
+        return NULL;
+    }
+    memcpy(h, b + at, hl);
+    h[hl] = 0;
+    struct tn_tensor *t = NULL;
+    const char *p = dict_value(h, "descr");
+    char descr[16] = "";
+    if (p && *p == '\'') {
+        const char *q = strchr(p + 1, '\'');
+        if (q && (size_t)(q - p - 1) < sizeof descr) {
+            memcpy(descr, p + 1, (size_t)(q - p - 1));
+            descr[q - p - 1] = 0;
+        }
+    }
+    enum tn_dtype dt = npy_dtype(descr);
+    if (dt == TN_DTYPE_UNSET) {
+        tn_set_error(TN_EDTYPE, "%s: .npy dtype '%s' is not supported by tensorkit", label,
+                     p ? descr : "?");
+        goto out;
+    }
+    p = dict_value(h, "fortran_order");
+    bool fortran;
+    if (p && !strncmp(p, "False", 5))
+        fortran = false;
+    else if (p && !strncmp(p, "True", 4))
+        fortran = true;
+    else {
+        tn_set_error(TN_EFORMAT, "%s: .npy header has no fortran_order", label);
+        goto out;
+    }
+    p = dict_value(h, "shape");
+    if (!p || *p != '(') {
+        tn_set_error(TN_EFORMAT, "%s: .npy header has no shape", label);
+        goto out;
+    }
+    int64_t sizes[TN_MAX_DIMS];
+    int nd = 0;
+    p++;
+    for (;;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == ')')
+            break;
+        if (*p < '0' || *p > '9' || nd == TN_MAX_DIMS) {
+            tn_set_error(TN_EFORMAT, "%s: bad .npy shape", label);
+            goto out;
+        }
+        errno = 0;
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (errno) {
+            tn_set_error(TN_EFORMAT, "%s: bad .npy shape", label);
+            goto out;
+        }
+        sizes[nd++] = v;
+        p = end;
+        if (*p == 'L')
+            p++;
+    }
+    int64_t numel;
+    if (tn__check_sizes(sizes, nd, &numel) != TN_OK)
+        goto out;
+    size_t es = tn_dtype_size(dt);
+    size_t body = len - at - hl;
+    if ((uint64_t)numel > body / es) {
+        tn_set_error(TN_EFORMAT, "%s: .npy data holds %zu bytes but the shape needs %llu", label,
+                     body, (unsigned long long)numel * es);
+        goto out;
+    }
+    int64_t strides[TN_MAX_DIMS];
+    if (fortran) {
+        int64_t s = 1;
+        for (int d = 0; d < nd; d++) {
+            strides[d] = s;
+            s *= sizes[d] ? sizes[d] : 1;
+        }
+    } else {
+        tn_contiguous_strides(sizes, nd, strides);
+    }
+    t = tn_empty_strided(sizes, nd, strides, dt);
+    if (t && numel)
+        memcpy(t->storage->data, b + at + hl, (size_t)numel * es);
+out:
+    free(h);
+    return t;
+}
+
+int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len)
+{
+    const char *descr = tn_dtype_info(t->dtype)->numpy;
+    if (!descr)
+        return tn_set_error(TN_EDTYPE, "numpy has no %s dtype", tn_dtype_name(t->dtype));
+    struct tn_tensor *c = tn_contiguous(t);
+    if (!c)
+        return tn_last_status();
+    struct tn_io_buf h = {0};
+    tn__io_buf_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    for (int d = 0; d < c->ndim; d++)
+        tn__io_buf_printf(&h, d + 1 == c->ndim && c->ndim == 1 ? "%lld," : d + 1 < c->ndim ? "%lld, " : "%lld",
+                          (long long)c->sizes[d]);
+    tn__io_buf_printf(&h, "), }");
+    /* numpy pads with spaces and a newline so the data starts 64-aligned. */
+    size_t total = 10 + h.len + 1;
+    size_t pad = (64 - total % 64) % 64;
+    for (size_t i = 0; i < pad; i++)
+        tn__io_buf_byte(&h, ' ');
+    tn__io_buf_byte(&h, '\n');
+    struct tn_io_buf o = {0};
+    tn__io_buf_put(&o, "\x93NUMPY\x01\x00", 8);
+    tn__io_buf_u16(&o, (uint16_t)h.len);
+    tn__io_buf_put(&o, h.data, h.len);
+    tn__io_buf_put(&o, tn_data(c), tn_nbytes(c));
+    free(h.data);
+    tn_release(c);
+    if (o.failed || h.failed || h.len > 0xFFFF) {
+        free(o.data);
+        return tn_set_error(TN_ENOMEM, "out of memory encoding .npy");
+    }
+    *out = o.data;
+    *len = o.len;
+    return 0;
+}
+
+struct tn_tensor *tn_npy_load(const char *path)
+{
+    struct tn_io_map *m = tn__io_map_open(path);
+    if (!m)
+        return NULL;
+    struct tn_tensor *t = tn_npy_parse(m->addr, m->len, path);
+    tn__io_map_release(m);
+    return t;
+}
+
+int tn_npy_save(const char *path, const struct tn_tensor *t)
+{
+    void *d;
+    size_t n;
+    int rc = tn_npy_encode(t, &d, &n);
+    if (rc < 0)
+        return tn_error_prefix("%s", path);
+    rc = tn__io_write_atomic(path, d, n);
+    free(d);
+    return rc;
+}
+
+struct tn_value *tn_npz_load(const char *path)
+{
+    struct tn_zip *z = tn_zip_open(path);
+    if (!z)
+        return NULL;
+    struct tn_value *out = tn_value_odict();
+    for (size_t i = 0; out && i < tn_zip_count(z); i++) {
+        const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
+        size_t nl = strlen(e->name);
+        if (nl < 4 || strcmp(e->name + nl - 4, ".npy")) {
+            tn_set_error(TN_EFORMAT, "%s: member %s is not a .npy file", path, e->name);
+            goto fail;
+        }
+        void *d;
+        size_t len;
+        if (tn_zip_read(z, i, 0, &d, &len) < 0)
+            goto fail;
+        char label[1024];
+        snprintf(label, sizeof label, "%s: %s", path, e->name);
+        struct tn_tensor *t = tn_npy_parse(d, len, label);
+        free(d);
+        if (!t)
+            goto fail;
+        struct tn_value *k = tn_value_str_n(e->name, nl - 4);
+        if (tn_value_set(out, k, tn_value_tensor(t)) < 0) {
+            tn_release(t);
+            goto fail;
+        }
+        tn_release(t);
+    }
+    tn_zip_close(z);
+    return out;
+fail:
+    tn_value_release(out);
+    tn_zip_close(z);
+    return NULL;
+}
+
+int tn_npz_save(const char *path, const struct tn_value *tensors)
+{
+    if (tensors->kind != TN_VALUE_DICT && tensors->kind != TN_VALUE_ODICT)
+        return tn_set_error(TN_EINVAL, "%s: .npz holds a flat dict of name -> tensor", path);
+    struct tn_zip_writer *w = tn_zip_writer_open(path, 64);
+    if (!w)
+        return tn_last_status();
+    for (size_t i = 0; i < tensors->v.dict.n; i++) {
+        const struct tn_value *k = tensors->v.dict.keys[i], *v = tensors->v.dict.vals[i];
+        if (k->kind != TN_VALUE_STR || v->kind != TN_VALUE_TENSOR) {
+            tn_zip_writer_abort(w);
+            return tn_set_error(TN_EINVAL, "%s: item %zu is not a str -> tensor pair", path, i);
+        }
+        void *d;
+        size_t n;
+        if (tn_npy_encode(v->v.tensor, &d, &n) < 0) {
+            tn_zip_writer_abort(w);
+            return tn_error_prefix("%s: %s", path, k->v.str.s);
+        }
+        char *name = malloc(k->v.str.len + 5);
+        if (!name) {
+            free(d);
+            tn_zip_writer_abort(w);
+            return tn_set_error(TN_ENOMEM, "out of memory");
+        }
+        snprintf(name, k->v.str.len + 5, "%s.npy", k->v.str.s);
+        int rc = tn_zip_writer_add(w, name, d, n);
+        free(name);
+        free(d);
+        if (rc < 0) {
+            tn_zip_writer_abort(w);
+            return rc;
+        }
+    }
+    return tn_zip_writer_finish(w);
+}
+
+const char *tn_io_detect(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    unsigned char h[16] = {0};
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n >= 4 && !memcmp(h, "PK\3\4", 4)) {
+        struct tn_zip *z = tn_zip_open(path);
+        if (!z)
+            return NULL;
+        bool npz = tn_zip_count(z) > 0;
+        for (size_t i = 0; i < tn_zip_count(z); i++) {
+            const char *nm = tn_zip_entry_at(z, i)->name;
+            size_t l = strlen(nm);
+            if (l < 4 || strcmp(nm + l - 4, ".npy"))
+                npz = false;
+        }
+        tn_zip_close(z);
+        return npz ? "npz" : "torch";
+    }
+    if (n >= 6 && !memcmp(h, "\x93NUMPY", 6))
+        return "npy";
+    if (n >= 10 && h[8] == '{') {
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--)
+            hl = hl << 8 | h[i];
+        if (hl >= 2 && hl <= 100000000ull)
+            return "safetensors";
+    }
+    if (n >= 3 && h[0] == 0x80 && h[2] == 0x8a)
+        return "legacy";
+    tn_set_error(TN_EFORMAT, "%s: not a checkpoint, safetensors, .npy or .npz file", path);
+    return NULL;
+}
