@@ -289,14 +289,18 @@ struct tn_tensor *tn_expand(const struct tn_tensor *t, const int64_t *sizes, int
             rst[i] = stride;
         }
     }
-    /* PyTorch lets a negative size through here and fails on the element
-     * count only when the product overflows; tensorkit never builds a
-     * tensor with a negative size, so it fails with that message always. */
+    /* PyTorch counts the elements in uint64 (a negative size as a huge one)
+     * and fails when that overflows int64; when a size 0 hides a negative
+     * size it builds the tensor anyway, which tensorkit never does. */
+    uint64_t numel = 1;
+    bool overflow = false;
     for (int i = 0; i < ndim; i++) {
-        if (rs[i] < 0) {
-            tn_set_error(TN_ESHAPE, "numel: integer multiplication overflow");
-            return NULL;
-        }
+        overflow |= __builtin_mul_overflow(numel, (uint64_t)rs[i], &numel);
+        overflow |= rs[i] < 0;
+    }
+    if (overflow || numel > INT64_MAX) {
+        tn_set_error(TN_ESHAPE, "numel: integer multiplication overflow");
+        return NULL;
     }
     return tn__view_make(t, t->offset, rs, rst, ndim);
 }
@@ -330,8 +334,19 @@ struct tn_tensor *tn_slice(const struct tn_tensor *t, int64_t dim, int64_t start
     int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
     memcpy(sizes, t->sizes, sizeof sizes);
     memcpy(strides, t->strides, sizeof strides);
-    sizes[d] = (end - start + step - 1) / step;
-    strides[d] *= step;
+    /* PyTorch's arithmetic, wrapping included: with a step near INT64_MAX
+     * the rounded-up count wraps negative and the slice comes out empty */
+    int64_t n_up = (int64_t)((uint64_t)(end - start) + (uint64_t)step - 1);
+    sizes[d] = n_up / step;
+    strides[d] = (int64_t)((uint64_t)strides[d] * (uint64_t)step);
+    if (sizes[d] < 0) {
+        /* where it wraps to -1 PyTorch's storage check refuses the view */
+        char a[512], b[512];
+        tn_set_error(TN_ESHAPE, "Storage size calculation overflowed with sizes=%s and strides=%s",
+                     tn_shape_format(sizes, t->ndim, a, sizeof a),
+                     tn_shape_format(strides, t->ndim, b, sizeof b));
+        return NULL;
+    }
     return tn__view_make(t, t->offset + start * t->strides[d], sizes, strides, t->ndim);
 }
 
@@ -655,7 +670,7 @@ struct tn_tensor *tn_unfold(const struct tn_tensor *t, int64_t dim, int64_t size
     int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) {
         sizes[i] = i == d ? (t->sizes[i] - size) / step + 1 : t->sizes[i];
-        strides[i] = i == d ? step * t->strides[i] : t->strides[i];
+        strides[i] = i == d ? (int64_t)((uint64_t)step * (uint64_t)t->strides[i]) : t->strides[i];
     }
     sizes[t->ndim] = size;
     strides[t->ndim] = t->ndim == 0 ? 1 : t->strides[d];
