@@ -261,7 +261,10 @@ struct tn_node_header {
 };
 
 enum tn_tensor_flags {
-    TN_TENSOR_PARAMETER = 1 << 0 /* an nn.Parameter (kept through checkpoints) */
+    TN_TENSOR_PARAMETER = 1 << 0, /* an nn.Parameter (kept through checkpoints) */
+    /* a 0-dim tensor made from a Python number (add.Scalar's `other`): type
+     * promotion counts it as a scalar, as PyTorch's wrapped numbers */
+    TN_TENSOR_WRAPPED_NUMBER = 1 << 1
 };
 
 struct tn_tensor {

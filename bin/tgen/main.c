@@ -1,0 +1,192 @@
+/*
+ * tgen: operator codegen. Reads a native_functions.yaml (PyTorch's schema
+ * grammar) and writes the C declarations, the dispatcher registrations and
+ * the argument checks; --list prints the ops a schema declares.
+ */
+#include <config.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tgen.h"
+
+static void usage(FILE *f)
+{
+    fputs("Usage: tgen [OPTION]... FILE\n"
+          "Generate C operator declarations and dispatcher registrations from an op\n"
+          "schema YAML (PyTorch's native_functions.yaml grammar).\n\n"
+          "  -l, --list            print the ops FILE declares and exit\n"
+          "  -j, --json            with --list: one JSON object\n"
+          "  -H, --header=PATH     write the public header to PATH\n"
+          "  -c, --source=PATH     write the registrations and entry points to PATH\n"
+          "  -i, --include=NAME    the name the source #includes the header by\n"
+          "                        (default: tensor/ops.h, or the header's file name\n"
+          "                        with --plugin)\n"
+          "  -p, --plugin          generate a plugin for tn_library_load()\n"
+          "  -o, --output=PREFIX   with --plugin: write PREFIX.h and PREFIX.c\n"
+          "  -h, --help            show this help and exit\n"
+          "  -V, --version         show the version and exit\n\n"
+          "FILE - reads standard input. Exit status: 0 success, 2 a usage error or a bad\n"
+          "schema (reported as file:line:column: message).\n", f);
+}
+
+/* Writes through a temporary in the same folder renamed over path, so a
+ * failed run never leaves a half-written file for make to trust. */
+static int write_atomic(const char *path, int (*fn)(FILE *, void *), void *ctx)
+{
+    if (!strcmp(path, "-"))
+        return fn(stdout, ctx) < 0 || fflush(stdout) ? -1 : 0;
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return -1;
+    snprintf(tmp, n, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "tgen: %s: %s\n", path, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "w");
+    int rc = f ? fn(f, ctx) : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc != 0) {
+        fprintf(stderr, "tgen: %s: write failed: %s\n", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
+struct job {
+    const struct tg_schema *s;
+    const char *guard, *include;
+    bool plugin;
+};
+
+static int do_header(FILE *f, void *ctx)
+{
+    struct job *j = ctx;
+    return tg_write_header(j->s, f, j->guard, j->plugin);
+}
+
+static int do_source(FILE *f, void *ctx)
+{
+    struct job *j = ctx;
+    return tg_write_source(j->s, f, j->include, j->plugin);
+}
+
+static char *guard_of(const char *path)
+{
+    const char *b = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char *g = malloc(strlen(b) + 16);
+    if (!g)
+        return NULL;
+    strcpy(g, "TGEN_");
+    char *p = g + 5;
+    for (; *b; b++)
+        *p++ = isalnum((unsigned char)*b) ? (char)toupper((unsigned char)*b) : '_';
+    *p = 0;
+    return g;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"list", no_argument, NULL, 'l'},      {"json", no_argument, NULL, 'j'},
+        {"header", required_argument, NULL, 'H'}, {"source", required_argument, NULL, 'c'},
+        {"include", required_argument, NULL, 'i'}, {"plugin", no_argument, NULL, 'p'},
+        {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0}};
+    bool list = false, json = false, plugin = false;
+    const char *header = NULL, *source = NULL, *include = NULL, *output = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "ljH:c:i:po:hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': list = true; break;
+        case 'j': json = true; break;
+        case 'H': header = optarg; break;
+        case 'c': source = optarg; break;
+        case 'i': include = optarg; break;
+        case 'p': plugin = true; break;
+        case 'o': output = optarg; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("tgen (tensorkit) %s\n", PACKAGE_VERSION); return 0;
+        default:
+            fputs("Try 'tgen --help' for more information.\n", stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "tgen: %s\nTry 'tgen --help' for more information.\n",
+                optind >= argc ? "missing schema FILE" : "only one schema FILE is read");
+        return 2;
+    }
+    if (json && !list) {
+        fputs("tgen: --json goes with --list\nTry 'tgen --help' for more information.\n", stderr);
+        return 2;
+    }
+    if (output && !plugin) {
+        fputs("tgen: --output goes with --plugin\nTry 'tgen --help' for more information.\n",
+              stderr);
+        return 2;
+    }
+    if (!list && !header && !source && !output) {
+        fputs("tgen: nothing to do: give --list, --header, --source or --plugin --output\n"
+              "Try 'tgen --help' for more information.\n", stderr);
+        return 2;
+    }
+    struct tg_schema s;
+    if (tg_load(argv[optind], &s) < 0) {
+        tg_free(&s);
+        return 2;
+    }
+    int rc = 0;
+    char *hbuf = NULL, *cbuf = NULL, *ibuf = NULL, *guard = NULL;
+    if (list)
+        tg_write_list(&s, stdout, json);
+    if (output) {
+        size_t n = strlen(output) + 3;
+        hbuf = malloc(n);
+        cbuf = malloc(n);
+        if (!hbuf || !cbuf)
+            return 2;
+        snprintf(hbuf, n, "%s.h", output);
+        snprintf(cbuf, n, "%s.c", output);
+        header = hbuf;
+        source = cbuf;
+    }
+    if (!include) {
+        if (plugin && header) {
+            const char *b = strrchr(header, '/') ? strrchr(header, '/') + 1 : header;
+            ibuf = strdup(b);
+            include = ibuf;
+        } else {
+            include = "tensor/ops.h";
+        }
+    }
+    guard = guard_of(header ? header : "ops.h");
+    struct job j = {&s, guard, include, plugin};
+    if (header && write_atomic(header, do_header, &j) < 0)
+        rc = 2;
+    if (!rc && source && write_atomic(source, do_source, &j) < 0)
+        rc = 2;
+    if (list && (fflush(stdout) || ferror(stdout))) {
+        fprintf(stderr, "tgen: write error: %s\n", strerror(errno));
+        rc = 2;
+    }
+    free(hbuf);
+    free(cbuf);
+    free(ibuf);
+    free(guard);
+    tg_free(&s);
+    return rc;
+}

@@ -1,0 +1,89 @@
+/*
+ * bin/tgen/tgen.h: what tgen's parts share: the parsed schema (one struct
+ * tg_func per `func:` entry of a native_functions.yaml) and the writers.
+ */
+#ifndef TGEN_H
+#define TGEN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define TG_MAX_ARGS 32
+#define TG_MAX_RETS 8
+#define TG_MAX_DISPATCH 8
+#define TG_MAX_TAGS 8
+
+enum tg_type {
+    TG_TENSOR, TG_TENSOR_LIST, TG_SCALAR, TG_INT, TG_INT_LIST, TG_FLOAT, TG_BOOL, TG_STR,
+    TG_SCALAR_TYPE
+};
+
+struct tg_arg {
+    char *name;
+    enum tg_type type;
+    bool optional;    /* `?` */
+    bool mutable_;    /* `(a!)` */
+    char alias;       /* 'a' in `(a)` / `(a!)`, 0 when none */
+    int list_len;     /* N of int[N], 0 when not given */
+    bool kwonly;      /* after `*` */
+    char *def;        /* the default's text, NULL when none */
+};
+
+struct tg_ret {
+    enum tg_type type;
+    bool mutable_;
+    char alias;
+    char *name;       /* NULL when unnamed */
+};
+
+enum tg_key { TG_KEY_CPU, TG_KEY_CUDA, TG_KEY_META, TG_KEY_IMPLICIT, TG_KEY_EXPLICIT, TG_NKEYS };
+
+struct tg_func {
+    char *text;          /* the func: string */
+    int line, col;       /* of the entry (1-based) */
+    char *ns;            /* "aten" unless the string says "ns::" */
+    char *name;          /* without a trailing '_' */
+    char *overload;      /* "" when none */
+    bool inplace;        /* name_ */
+    bool is_out;         /* has out= arguments */
+    struct tg_arg args[TG_MAX_ARGS];
+    int nargs;
+    struct tg_ret rets[TG_MAX_RETS];
+    int nrets;
+    char *kernel[TG_NKEYS]; /* C function per dispatch key, NULL when none */
+    bool has_dispatch;
+    bool structured;
+    char *delegate;      /* structured_delegate */
+    char *inherits;      /* structured_inherits */
+    bool variant_function, variant_method;
+    char *tags[TG_MAX_TAGS];
+    int ntags;
+    char cname[160];     /* tn_add_out */
+    char ident[160];     /* add_out: name.overload made an identifier (unique) */
+};
+
+struct tg_schema {
+    const char *path;
+    struct tg_func *funcs;
+    int nfuncs;
+};
+
+/* Reads and checks `path`. On error prints "file:line:column: message" to
+ * stderr and returns -1. */
+int tg_load(const char *path, struct tg_schema *out);
+void tg_free(struct tg_schema *s);
+
+/* The schema's function structured_delegate names, or NULL. */
+const struct tg_func *tg_find(const struct tg_schema *s, const char *name_dot_overload);
+
+const char *tg_type_name(enum tg_type t);
+/* Declares arg in C ("const struct tn_tensor *self"). */
+void tg_c_param(FILE *f, const struct tg_arg *a);
+
+/* Writers: return 0, or -1 after printing why. `base` is the YAML's file
+ * name for the "generated from" comment. */
+int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool plugin);
+int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, bool plugin);
+void tg_write_list(const struct tg_schema *s, FILE *f, bool json);
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * dispatch/boxed.c: reading schema arguments off a boxed stack, with the
+ * schema's defaults for absent ones (what the generated boxed wrappers of
+ * every op call).
+ */
+#include <config.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensor/dispatch.h>
+
+static int bad(const struct tn_op *op, int i, const char *want)
+{
+    return tn_set_error(TN_EINVAL, "%s: argument '%s' (position %d) must be %s", op->qualname,
+                        op->args[i].name, i + 1, want);
+}
+
+/* The stack value of argument i, or NULL when absent (missing or NONE). */
+static const struct tn_ivalue *get(const struct tn_ivalue *st, int n, int i)
+{
+    return i < n && st[i].tag != TN_IV_NONE ? &st[i] : NULL;
+}
+
+static int missing(const struct tn_op *op, int i)
+{
+    return tn_set_error(TN_EINVAL, "%s: missing value for argument '%s'", op->qualname,
+                        op->args[i].name);
+}
+
+int tn_ivalue_tensor(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                     struct tn_tensor **out)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    *out = NULL;
+    if (!v)
+        return op->args[i].optional ? TN_OK : missing(op, i);
+    if (v->tag != TN_IV_TENSOR || !v->v.t)
+        return bad(op, i, "Tensor");
+    *out = v->v.t;
+    return TN_OK;
+}
+
+/* Parses a default number: "1" int, "1.5"/"1e-5" float, True/False bool. */
+static int parse_scalar(const char *d, struct tn_scalar *out)
+{
+    char *end;
+    if (!strcmp(d, "True") || !strcmp(d, "False")) {
+        *out = tn_bool(d[0] == 'T');
+        return 0;
+    }
+    long long i = strtoll(d, &end, 10);
+    if (!*end && end != d) {
+        *out = tn_int(i);
+        return 0;
+    }
+    double f = strtod(d, &end);
+    if (!*end && end != d) {
+        *out = tn_float(f);
+        return 0;
+    }
+    return -1;
+}
+
+int tn_ivalue_scalar(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                     struct tn_scalar *out)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    if (!v) {
+        if (op->args[i].def && parse_scalar(op->args[i].def, out) == 0)
+            return TN_OK;
+        return missing(op, i);
+    }
+    switch (v->tag) {
+    case TN_IV_SCALAR: *out = v->v.s; return TN_OK;
+    case TN_IV_INT: *out = tn_int(v->v.i); return TN_OK;
+    case TN_IV_DOUBLE: *out = tn_float(v->v.f); return TN_OK;
+    case TN_IV_BOOL: *out = tn_bool(v->v.b); return TN_OK;
+    default: return bad(op, i, "a number");
+    }
+}
+
+int tn_ivalue_int(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, int64_t *out)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    struct tn_scalar s;
+    if (!v) {
+        if (op->args[i].def && parse_scalar(op->args[i].def, &s) == 0 && s.kind == TN_SCALAR_INT) {
+            *out = s.v.i;
+            return TN_OK;
+        }
+        return missing(op, i);
+    }
+    if (v->tag == TN_IV_INT)
+        *out = v->v.i;
+    else if (v->tag == TN_IV_SCALAR && v->v.s.kind == TN_SCALAR_INT)
+        *out = v->v.s.v.i;
+    else
+        return bad(op, i, "int");
+    return TN_OK;
+}
+
+int tn_ivalue_double(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, double *out)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    struct tn_scalar s;
+    if (!v) {
+        if (op->args[i].def && parse_scalar(op->args[i].def, &s) == 0) {
+            *out = tn_scalar_to_double(s);
+            return TN_OK;
+        }
+        return missing(op, i);
+    }
+    if (v->tag == TN_IV_DOUBLE)
+        *out = v->v.f;
+    else if (v->tag == TN_IV_INT)
+        *out = (double)v->v.i;
+    else if (v->tag == TN_IV_SCALAR && v->v.s.kind != TN_SCALAR_COMPLEX)
+        *out = tn_scalar_to_double(v->v.s);
+    else
+        return bad(op, i, "float");
+    return TN_OK;
+}
+
+int tn_ivalue_bool(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, bool *out)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    if (!v) {
+        const char *d = op->args[i].def;
+        if (d && (!strcmp(d, "True") || !strcmp(d, "False"))) {
+            *out = d[0] == 'T';
+            return TN_OK;
+        }
+        return missing(op, i);
+    }
+    if (v->tag == TN_IV_BOOL)
+        *out = v->v.b;
+    else if (v->tag == TN_IV_SCALAR && v->v.s.kind == TN_SCALAR_BOOL)
+        *out = v->v.s.v.b;
+    else
+        return bad(op, i, "bool");
+    return TN_OK;
+}
+
+int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, const char **out)
+{
+    static _Thread_local char buf[256];
+    const struct tn_ivalue *v = get(st, n, i);
+    *out = NULL;
+    if (!v) {
+        const char *d = op->args[i].def;
+        if (!d || !strcmp(d, "None"))
+            return op->args[i].optional ? TN_OK : missing(op, i);
+        size_t len = strlen(d);
+        if (len < 2 || len - 2 >= sizeof buf)
+            return missing(op, i);
+        memcpy(buf, d + 1, len - 2); /* the schema quotes it */
+        buf[len - 2] = 0;
+        *out = buf;
+        return TN_OK;
+    }
+    if (v->tag != TN_IV_STR || !v->v.str)
+        return bad(op, i, "str");
+    *out = v->v.str;
+    return TN_OK;
+}
+
+int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                    enum tn_dtype *out)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    *out = TN_DTYPE_UNSET;
+    if (!v)
+        return op->args[i].optional ? TN_OK : missing(op, i);
+    if (v->tag != TN_IV_DTYPE || v->v.dtype < 0 || v->v.dtype >= TN_NUM_DTYPES)
+        return bad(op, i, "torch.dtype");
+    *out = v->v.dtype;
+    return TN_OK;
+}
+
+int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                   int64_t *buf, const int64_t **data, int *len)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    *data = NULL;
+    *len = 0;
+    if (v) {
+        if (v->tag == TN_IV_INT) {
+            buf[0] = v->v.i;
+            *data = buf;
+            *len = 1;
+            return TN_OK;
+        }
+        if (v->tag != TN_IV_INTLIST || v->v.ints.n < 0 || (v->v.ints.n && !v->v.ints.data))
+            return bad(op, i, "tuple of ints");
+        *data = v->v.ints.data;
+        *len = v->v.ints.n;
+        return TN_OK;
+    }
+    const char *d = op->args[i].def;
+    if (!d || !strcmp(d, "None"))
+        return op->args[i].optional ? TN_OK : missing(op, i);
+    const char *p = d[0] == '[' ? d + 1 : d;
+    int k = 0;
+    while (*p && *p != ']') {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || k == TN_MAX_DIMS)
+            return missing(op, i);
+        buf[k++] = x;
+        p = end;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    *data = buf;
+    *len = k;
+    return TN_OK;
+}

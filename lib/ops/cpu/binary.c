@@ -1,0 +1,298 @@
+/*
+ * ops/cpu/binary.c: elementwise binary kernels on the CPU (add, sub, mul,
+ * div with its rounding modes, comparisons) for every dtype, and the
+ * structured out= kernels the generated code calls.
+ *
+ * One inner loop per (op, dtype), from X-macros: a contiguous case the
+ * compiler vectorises, a case for a broadcast (stride 0) operand, and a
+ * strided one. float16/bfloat16 compute in float as PyTorch does; integer
+ * arithmetic wraps (computed unsigned, so no C overflow).
+ */
+#include <config.h>
+
+#include <complex.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* the integer macros test signs, which is always false for uint8: right,
+ * but gcc says so once per loop */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+
+struct bctx {
+    double af;           /* alpha for floating dtypes */
+    uint64_t ai;         /* alpha for integers (two's complement) */
+    bool ab;             /* alpha for bool */
+    float _Complex ac;   /* alpha for complex */
+    int zero_div;        /* an integer division by zero happened */
+};
+
+/* c10's floor division of floats (div_floor_floating). */
+#define TN_DIV_FLOOR_F(T, FMOD, FLOOR, x, y)                                                   \
+    ({                                                                                         \
+        T a_ = (x), b_ = (y), r_;                                                              \
+        if (b_ == 0) {                                                                         \
+            r_ = a_ / b_;                                                                      \
+        } else {                                                                               \
+            T mod_ = FMOD(a_, b_);                                                             \
+            T div_ = (a_ - mod_) / b_;                                                         \
+            if (mod_ != 0 && (b_ < 0) != (mod_ < 0))                                           \
+                div_ -= 1;                                                                     \
+            if (div_ != 0) {                                                                   \
+                r_ = FLOOR(div_);                                                              \
+                if (div_ - r_ > (T)0.5)                                                        \
+                    r_ += 1;                                                                   \
+            } else {                                                                           \
+                r_ = copysign(0.0, (double)(a_ / b_));                                         \
+            }                                                                                  \
+        }                                                                                      \
+        r_;                                                                                    \
+    })
+
+/* numpy's and c10's complex division (Smith's method). */
+static inline float _Complex cdiv(float _Complex x, float _Complex y)
+{
+    float a = crealf(x), b = cimagf(x), c = crealf(y), d = cimagf(y);
+    float ac = fabsf(c), ad = fabsf(d), re, im;
+    if (ac >= ad) {
+        if (ac == 0 && ad == 0) {
+            re = a / ac;
+            im = b / ad;
+        } else {
+            float rat = d / c, scl = 1.0f / (c + d * rat);
+            re = (a + b * rat) * scl;
+            im = (b - a * rat) * scl;
+        }
+    } else {
+        float rat = c / d, scl = 1.0f / (d + c * rat);
+        re = (a * rat + b) * scl;
+        im = (b * rat - a) * scl;
+    }
+    return re + im * _Complex_I;
+}
+
+/* One inner loop: out (OT) = EXPR(x, y) with x, y loaded from IT as CT. */
+#define TN_LOOP(NAME, IT, OT, CT, LD, ST, EXPR)                                                \
+    static void NAME(char **p, const int64_t *s, int64_t n, void *vctx)                        \
+    {                                                                                          \
+        struct bctx *ctx = vctx;                                                               \
+        (void)ctx;                                                                             \
+        char *o = p[0];                                                                        \
+        const char *a = p[1], *b = p[2];                                                       \
+        if (s[0] == sizeof(OT) && s[1] == sizeof(IT) && s[2] == sizeof(IT)) {                  \
+            OT *O = (OT *)o;                                                                   \
+            const IT *A = (const IT *)a, *B = (const IT *)b;                                   \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                CT x = LD(A[i]), y = LD(B[i]);                                                 \
+                ST(O[i], (EXPR));                                                              \
+            }                                                                                  \
+        } else if (s[0] == sizeof(OT) && s[1] == sizeof(IT) && s[2] == 0) {                    \
+            OT *O = (OT *)o;                                                                   \
+            const IT *A = (const IT *)a;                                                       \
+            const CT y = LD(*(const IT *)b);                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                CT x = LD(A[i]);                                                               \
+                ST(O[i], (EXPR));                                                              \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                CT x = LD(*(const IT *)(a + i * s[1])), y = LD(*(const IT *)(b + i * s[2]));   \
+                ST(*(OT *)(o + i * s[0]), (EXPR));                                             \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+#define LD_ID(v) (v)
+#define ST_ID(d, v) ((d) = (v))
+#define LD_H(v) tn_half_to_float(v)
+#define ST_H(d, v) ((d) = tn_half_from_float(v))
+#define LD_BF(v) tn_bfloat16_to_float(v)
+#define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
+
+/* floating dtypes: suffix, storage type, compute type, load, store, fma, fmod, floor */
+#define TN_FLOAT_LOOPS(SFX, IT, CT, LD, ST, FMA, FMOD, FLOOR, TRUNC)                           \
+    TN_LOOP(add_##SFX, IT, IT, CT, LD, ST, FMA(y, (CT)ctx->af, x))                             \
+    TN_LOOP(sub_##SFX, IT, IT, CT, LD, ST, FMA(y, -(CT)ctx->af, x))                            \
+    TN_LOOP(mul_##SFX, IT, IT, CT, LD, ST, x * y)                                              \
+    TN_LOOP(div_##SFX, IT, IT, CT, LD, ST, x / y)                                              \
+    TN_LOOP(divt_##SFX, IT, IT, CT, LD, ST, TRUNC(x / y))                                      \
+    TN_LOOP(divf_##SFX, IT, IT, CT, LD, ST, TN_DIV_FLOOR_F(CT, FMOD, FLOOR, x, y))             \
+    TN_LOOP(eq_##SFX, IT, bool, CT, LD, ST_ID, x == y)                                         \
+    TN_LOOP(ne_##SFX, IT, bool, CT, LD, ST_ID, x != y)                                         \
+    TN_LOOP(lt_##SFX, IT, bool, CT, LD, ST_ID, x < y)                                          \
+    TN_LOOP(le_##SFX, IT, bool, CT, LD, ST_ID, x <= y)                                         \
+    TN_LOOP(gt_##SFX, IT, bool, CT, LD, ST_ID, x > y)                                          \
+    TN_LOOP(ge_##SFX, IT, bool, CT, LD, ST_ID, x >= y)
+
+TN_FLOAT_LOOPS(f32, float, float, LD_ID, ST_ID, fmaf, fmodf, floorf, truncf)
+TN_FLOAT_LOOPS(f64, double, double, LD_ID, ST_ID, fma, fmod, floor, trunc)
+TN_FLOAT_LOOPS(f16, tn_half, float, LD_H, ST_H, fmaf, fmodf, floorf, truncf)
+TN_FLOAT_LOOPS(bf16, tn_bfloat16, float, LD_BF, ST_BF, fmaf, fmodf, floorf, truncf)
+
+/* integer division: zero divisors are flagged (PyTorch raises), and
+ * MIN / -1 wraps as two's complement */
+#define TN_IDIV_TRUNC(T, x, y)                                                                 \
+    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0) : (y) == -1 ? (T)(0 - (uint64_t)(x)) : (T)((x) / (y)))
+#define TN_IDIV_FLOOR(T, x, y)                                                                 \
+    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0)                                                      \
+     : (y) == -1 ? (T)(0 - (uint64_t)(x))                                                      \
+     : (T)((x) / (y) - (((x) % (y) != 0) && (((x) < 0) != ((y) < 0)))))
+
+#define TN_INT_LOOPS(SFX, T)                                                                   \
+    TN_LOOP(add_##SFX, T, T, T, LD_ID, ST_ID, (T)((uint64_t)x + ctx->ai * (uint64_t)y))        \
+    TN_LOOP(sub_##SFX, T, T, T, LD_ID, ST_ID, (T)((uint64_t)x - ctx->ai * (uint64_t)y))        \
+    TN_LOOP(mul_##SFX, T, T, T, LD_ID, ST_ID, (T)((uint64_t)x * (uint64_t)y))                  \
+    TN_LOOP(divt_##SFX, T, T, T, LD_ID, ST_ID, TN_IDIV_TRUNC(T, x, y))                         \
+    TN_LOOP(divf_##SFX, T, T, T, LD_ID, ST_ID, TN_IDIV_FLOOR(T, x, y))                         \
+    TN_LOOP(eq_##SFX, T, bool, T, LD_ID, ST_ID, x == y)                                        \
+    TN_LOOP(ne_##SFX, T, bool, T, LD_ID, ST_ID, x != y)                                        \
+    TN_LOOP(lt_##SFX, T, bool, T, LD_ID, ST_ID, x < y)                                         \
+    TN_LOOP(le_##SFX, T, bool, T, LD_ID, ST_ID, x <= y)                                        \
+    TN_LOOP(gt_##SFX, T, bool, T, LD_ID, ST_ID, x > y)                                         \
+    TN_LOOP(ge_##SFX, T, bool, T, LD_ID, ST_ID, x >= y)
+
+TN_INT_LOOPS(i64, int64_t)
+TN_INT_LOOPS(i32, int32_t)
+TN_INT_LOOPS(i16, int16_t)
+TN_INT_LOOPS(i8, int8_t)
+TN_INT_LOOPS(u8, uint8_t)
+
+/* unsigned: the sign tests above are always false, which is right */
+TN_LOOP(add_b, bool, bool, bool, LD_ID, ST_ID, x || (ctx->ab && y))
+TN_LOOP(mul_b, bool, bool, bool, LD_ID, ST_ID, x && y)
+TN_LOOP(eq_b, bool, bool, bool, LD_ID, ST_ID, x == y)
+TN_LOOP(ne_b, bool, bool, bool, LD_ID, ST_ID, x != y)
+TN_LOOP(lt_b, bool, bool, bool, LD_ID, ST_ID, x < y)
+TN_LOOP(le_b, bool, bool, bool, LD_ID, ST_ID, x <= y)
+TN_LOOP(gt_b, bool, bool, bool, LD_ID, ST_ID, x > y)
+TN_LOOP(ge_b, bool, bool, bool, LD_ID, ST_ID, x >= y)
+
+TN_LOOP(add_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x + ctx->ac * y)
+TN_LOOP(sub_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x - ctx->ac * y)
+TN_LOOP(mul_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x * y)
+TN_LOOP(div_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cdiv(x, y))
+TN_LOOP(eq_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == y)
+TN_LOOP(ne_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != y)
+
+/* [op][dtype]; NULL: PyTorch has no such kernel either */
+#define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
+                  [TN_BFLOAT16] = op##_bf16
+#define ROW_I(op) [TN_INT64] = op##_i64, [TN_INT32] = op##_i32, [TN_INT16] = op##_i16,         \
+                  [TN_INT8] = op##_i8, [TN_UINT8] = op##_u8
+static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
+    [TN_BINOP_ADD] = {ROW_F(add), ROW_I(add), [TN_BOOL] = add_b, [TN_COMPLEX64] = add_c64},
+    [TN_BINOP_SUB] = {ROW_F(sub), ROW_I(sub), [TN_COMPLEX64] = sub_c64},
+    [TN_BINOP_MUL] = {ROW_F(mul), ROW_I(mul), [TN_BOOL] = mul_b, [TN_COMPLEX64] = mul_c64},
+    [TN_BINOP_DIV] = {ROW_F(div), [TN_COMPLEX64] = div_c64},
+    [TN_BINOP_DIV_TRUNC] = {ROW_F(divt), ROW_I(divt)},
+    [TN_BINOP_DIV_FLOOR] = {ROW_F(divf), ROW_I(divf)},
+    [TN_BINOP_EQ] = {ROW_F(eq), ROW_I(eq), [TN_BOOL] = eq_b, [TN_COMPLEX64] = eq_c64},
+    [TN_BINOP_NE] = {ROW_F(ne), ROW_I(ne), [TN_BOOL] = ne_b, [TN_COMPLEX64] = ne_c64},
+    [TN_BINOP_LT] = {ROW_F(lt), ROW_I(lt), [TN_BOOL] = lt_b},
+    [TN_BINOP_LE] = {ROW_F(le), ROW_I(le), [TN_BOOL] = le_b},
+    [TN_BINOP_GT] = {ROW_F(gt), ROW_I(gt), [TN_BOOL] = gt_b},
+    [TN_BINOP_GE] = {ROW_F(ge), ROW_I(ge), [TN_BOOL] = ge_b},
+};
+
+/* PyTorch's kernel names, for "not implemented for" messages. */
+static const char *const kernel_names[TN_NUM_BINOPS] = {
+    "add_cpu", "sub_cpu", "mul_cpu", "div_true_cpu", "div_trunc_cpu", "div_floor_cpu",
+    "eq_cpu", "ne_cpu", "lt_cpu", "le_cpu", "gt_cpu", "ge_cpu"};
+
+static const char *scalar_type_name(enum tn_dtype dt)
+{
+    static const char *names[TN_NUM_DTYPES] = {
+        [TN_FLOAT32] = "Float", [TN_FLOAT64] = "Double", [TN_FLOAT16] = "Half",
+        [TN_BFLOAT16] = "BFloat16", [TN_INT64] = "Long", [TN_INT32] = "Int",
+        [TN_INT16] = "Short", [TN_INT8] = "Char", [TN_UINT8] = "Byte", [TN_BOOL] = "Bool",
+        [TN_COMPLEX64] = "ComplexFloat"};
+    return names[dt];
+}
+
+int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_tensor *b,
+                   struct tn_scalar alpha, enum tn_dtype compute, struct tn_tensor *out)
+{
+    tn_iter_fn fn = loops[op][compute];
+    if (!fn)
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel_names[op],
+                            scalar_type_name(compute));
+    struct bctx ctx = {.af = tn_scalar_to_double(alpha), .ai = (uint64_t)tn_scalar_to_int64(alpha),
+                       .ab = tn_scalar_to_double(alpha) != 0};
+    ctx.ac = alpha.kind == TN_SCALAR_COMPLEX ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I
+                                             : (float)ctx.af;
+    if (tn_numel(out) == 0)
+        return TN_OK;
+    /* operands in the compute dtype, broadcast to out's shape (views) */
+    struct tn_tensor *ca = tn_to_dtype(a, compute), *cb = ca ? tn_to_dtype(b, compute) : NULL;
+    struct tn_tensor *ea = cb ? tn_expand(ca, out->sizes, out->ndim) : NULL;
+    struct tn_tensor *eb = ea ? tn_expand(cb, out->sizes, out->ndim) : NULL;
+    int rc = TN_OK;
+    if (!eb) {
+        rc = tn_last_status();
+    } else {
+        struct tn_iter it;
+        char *base[3] = {tn_data(out), tn_data(ea), tn_data(eb)};
+        const int64_t *strides[3] = {out->strides, ea->strides, eb->strides};
+        size_t el[3] = {tn_dtype_size(out->dtype), tn_dtype_size(compute), tn_dtype_size(compute)};
+        tn__iter_init(&it, 3, out->sizes, out->ndim, base, strides, el);
+        tn__iter_run(&it, fn, &ctx, TN_PARALLEL_GRAIN);
+        if (ctx.zero_div)
+            rc = tn_set_error(TN_ERUNTIME, "ZeroDivisionError");
+    }
+    tn_release(ca);
+    tn_release(cb);
+    tn_release(ea);
+    tn_release(eb);
+    return rc;
+}
+
+/* ------------------------------------------- structured out= kernels */
+
+int tn__cpu_add_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
+                    struct tn_scalar alpha, struct tn_tensor *out)
+{
+    return tn__cpu_binary(TN_BINOP_ADD, self, other, alpha, out->dtype, out);
+}
+
+int tn__cpu_sub_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
+                    struct tn_scalar alpha, struct tn_tensor *out)
+{
+    return tn__cpu_binary(TN_BINOP_SUB, self, other, alpha, out->dtype, out);
+}
+
+int tn__cpu_mul_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
+                    struct tn_tensor *out)
+{
+    return tn__cpu_binary(TN_BINOP_MUL, self, other, tn_int(1), out->dtype, out);
+}
+
+int tn__cpu_div_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
+                    struct tn_tensor *out)
+{
+    return tn__cpu_binary(TN_BINOP_DIV, self, other, tn_int(1), out->dtype, out);
+}
+
+int tn__cpu_div_mode_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
+                         const char *rounding_mode, struct tn_tensor *out)
+{
+    enum tn_binop op = !rounding_mode ? TN_BINOP_DIV
+                       : rounding_mode[0] == 't' ? TN_BINOP_DIV_TRUNC : TN_BINOP_DIV_FLOOR;
+    return tn__cpu_binary(op, self, other, tn_int(1), out->dtype, out);
+}
+
+#define TN_CMP_KERNEL(name, OP)                                                                \
+    int tn__cpu_##name##_out(tn_keyset ks, const struct tn_tensor *self,                       \
+                             const struct tn_tensor *other, struct tn_tensor *out)             \
+    {                                                                                          \
+        enum tn_dtype dt = tn__binary_dtype(self, other);                                      \
+        if (dt == TN_DTYPE_UNSET)                                                              \
+            return tn_last_status();                                                           \
+        return tn__cpu_binary(OP, self, other, tn_int(1), dt, out);                            \
+    }
+TN_CMP_KERNEL(eq, TN_BINOP_EQ)
+TN_CMP_KERNEL(ne, TN_BINOP_NE)
+TN_CMP_KERNEL(lt, TN_BINOP_LT)
+TN_CMP_KERNEL(le, TN_BINOP_LE)
+TN_CMP_KERNEL(gt, TN_BINOP_GT)
+TN_CMP_KERNEL(ge, TN_BINOP_GE)

@@ -1,0 +1,32 @@
+/*
+ * ops/internal.h: what the op modules share (never installed).
+ */
+#ifndef TN_OPS_INTERNAL_H
+#define TN_OPS_INTERNAL_H
+
+#define TN_OPS_NATIVE
+#include <tensor/ops.h>
+
+#include "core/internal.h"
+
+/* The elementwise binary ops the CPU kernels know. */
+enum tn_binop {
+    TN_BINOP_ADD, TN_BINOP_SUB, TN_BINOP_MUL, TN_BINOP_DIV, TN_BINOP_DIV_TRUNC,
+    TN_BINOP_DIV_FLOOR, TN_BINOP_EQ, TN_BINOP_NE, TN_BINOP_LT, TN_BINOP_LE, TN_BINOP_GT,
+    TN_BINOP_GE, TN_NUM_BINOPS
+};
+
+/* The common dtype of two operands (torch.result_type), a tensor marked
+ * TN_TENSOR_WRAPPED_NUMBER counting as a Python scalar. */
+enum tn_dtype tn__binary_dtype(const struct tn_tensor *a, const struct tn_tensor *b);
+
+/* out = op(a, b) on the CPU, a and b broadcast to out's shape and computed
+ * in `compute` (a's and b's common dtype); out has the op's result dtype.
+ * alpha scales b for add/sub. 0 or an error. */
+int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_tensor *b,
+                   struct tn_scalar alpha, enum tn_dtype compute, struct tn_tensor *out);
+
+/* A 0-dim wrapped-number tensor holding s. */
+struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s);
+
+#endif

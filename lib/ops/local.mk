@@ -1,0 +1,6 @@
+# Kernels: device-independent halves (meta functions, decompositions) in
+# lib/ops, CPU kernels in lib/ops/cpu.
+noinst_HEADERS += lib/ops/internal.h
+libtensor_la_SOURCES += \
+	lib/ops/binary.c \
+	lib/ops/cpu/binary.c
