@@ -34,6 +34,22 @@ static int tn_check_ndim(int ndim)
     return TN_OK;
 }
 
+/* PyTorch counts a new tensor's elements in uint64 (a negative size as a
+ * huge one), and an overflow along the way sticks even when a later size 0
+ * brings the product back to 0. */
+static int tn_check_numel(const int64_t *sizes, int ndim)
+{
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim; i++) {
+        overflow |= __builtin_mul_overflow(numel, (uint64_t)sizes[i], &numel);
+        overflow |= sizes[i] < 0;
+    }
+    if (overflow || numel > INT64_MAX)
+        return tn_set_error(TN_ESHAPE, "numel: integer multiplication overflow");
+    return TN_OK;
+}
+
 int tn__infer_size(const int64_t *shape, int ndim, int64_t numel, int64_t *out)
 {
     char buf[512];
@@ -57,6 +73,13 @@ int tn__infer_size(const int64_t *shape, int ndim, int64_t numel, int64_t *out)
             /* PyTorch 1.13 stops after the number; 2.x adds where it is. */
             return tn_set_error(TN_ESHAPE, "invalid shape dimension %lld at index %d of shape %s",
                                 (long long)shape[d], d, tn_shape_format(shape, ndim, buf, sizeof buf));
+        }
+    }
+    /* a size 0 makes the product 0 however large the others are */
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            overflow = false;
+            newsize = 0;
         }
     }
     if (!overflow &&
@@ -140,7 +163,8 @@ bool tn__compute_view_strides(const int64_t *oldshape, const int64_t *oldstride,
 struct tn_tensor *tn_view(const struct tn_tensor *t, const int64_t *sizes, int ndim)
 {
     int64_t shape[TN_MAX_DIMS], strides[TN_MAX_DIMS];
-    if (tn_check_ndim(ndim) != TN_OK || tn__infer_size(sizes, ndim, tn_numel(t), shape) != TN_OK)
+    if (tn_check_ndim(ndim) != TN_OK || tn__infer_size(sizes, ndim, tn_numel(t), shape) != TN_OK ||
+        tn_check_numel(shape, ndim) != TN_OK)
         return NULL;
     if (!tn__compute_view_strides(t->sizes, t->strides, t->ndim, shape, ndim, strides)) {
         tn_set_error(TN_ESHAPE, "view size is not compatible with input tensor's size and stride "
@@ -154,7 +178,8 @@ struct tn_tensor *tn_view(const struct tn_tensor *t, const int64_t *sizes, int n
 struct tn_tensor *tn_reshape(const struct tn_tensor *t, const int64_t *sizes, int ndim)
 {
     int64_t shape[TN_MAX_DIMS], strides[TN_MAX_DIMS];
-    if (tn_check_ndim(ndim) != TN_OK || tn__infer_size(sizes, ndim, tn_numel(t), shape) != TN_OK)
+    if (tn_check_ndim(ndim) != TN_OK || tn__infer_size(sizes, ndim, tn_numel(t), shape) != TN_OK ||
+        tn_check_numel(shape, ndim) != TN_OK)
         return NULL;
     if (tn__compute_view_strides(t->sizes, t->strides, t->ndim, shape, ndim, strides))
         return tn__view_make(t, t->offset, shape, strides, ndim);
@@ -292,16 +317,8 @@ struct tn_tensor *tn_expand(const struct tn_tensor *t, const int64_t *sizes, int
     /* PyTorch counts the elements in uint64 (a negative size as a huge one)
      * and fails when that overflows int64; when a size 0 hides a negative
      * size it builds the tensor anyway, which tensorkit never does. */
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (int i = 0; i < ndim; i++) {
-        overflow |= __builtin_mul_overflow(numel, (uint64_t)rs[i], &numel);
-        overflow |= rs[i] < 0;
-    }
-    if (overflow || numel > INT64_MAX) {
-        tn_set_error(TN_ESHAPE, "numel: integer multiplication overflow");
+    if (tn_check_numel(rs, ndim) != TN_OK)
         return NULL;
-    }
     return tn__view_make(t, t->offset, rs, rst, ndim);
 }
 
