@@ -316,6 +316,11 @@ struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes)
     return tn__io_map_storage(z->map, (size_t)e->data_offset, nbytes);
 }
 
+uint32_t tn_zip_crc32(uint32_t crc, const void *data, size_t len)
+{
+    return tn__io_crc32(crc, data, len);
+}
+
 /* ------------------------------------------------------------------ writer */
 
 struct wentry {

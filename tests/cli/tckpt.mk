@@ -1,1 +1,2 @@
 # Bats tests of tckpt.
+CLI_TESTS += tests/cli/tckpt.bats

@@ -60,6 +60,9 @@ const void *tn_zip_data(const struct tn_zip *z, size_t i);
  * Returns 0 or an error. */
 int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size_t *len);
 
+/* zip's CRC-32 of len bytes, continued from crc (0 to start). */
+uint32_t tn_zip_crc32(uint32_t crc, const void *data, size_t len);
+
 /* A storage over a stored member's bytes in the mapping, keeping the mapping
  * alive until the storage goes: the zero-copy path for tensors. */
 struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes);

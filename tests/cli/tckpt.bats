@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# tckpt: ls, show, get, verify, convert and diff over checkpoints that real
+# PyTorch wrote (tests/fixtures/io), and the one-line errors for bad input.
+
+load helper
+
+setup() {
+    FX="$TN_SRCDIR/tests/fixtures/io"
+}
+
+@test "ls lists every tensor with storage and offset, and totals" {
+    run tckpt ls "$FX/views_2.pt"
+    assert_success
+    assert_line --regexp '^t +float32 +\[4, 3\] +48 +0 +0$'
+    assert_line --regexp '^flat +float32 +\[7\] +28 +0 +5$'
+    assert_line "6 tensors, 212 bytes; 1 storages, 48 bytes stored"
+}
+
+@test "ls --json is one object with PyTorch's shapes and strides" {
+    run tckpt ls --json "$FX/module_1.pt"
+    assert_success
+    # The fixture JSON (written by PyTorch) and ours agree on every tensor.
+    run python3 -c '
+import json, sys
+ours = json.loads(sys.argv[1])
+fx = json.load(open(sys.argv[2]))["value"]["odict"]
+want = [(k["str"], v["tensor"]["shape"], v["tensor"]["stride"]) for k, v in fx]
+got = [(t["name"], t["shape"], t["stride"]) for t in ours["tensors"]]
+assert got == want, (got, want)
+assert ours["total_tensors"] == len(want)
+print("same")' "$output" "$FX/module_1.json"
+    assert_success
+    assert_output "same"
+}
+
+@test "ls detects formats from content, not names" {
+    cp "$FX/tensors.safetensors" "$BATS_TEST_TMPDIR/weights.pt"
+    run tckpt ls --json "$BATS_TEST_TMPDIR/weights.pt"
+    assert_success
+    assert_output --partial '"format":"safetensors"'
+    run tckpt ls "$FX/tensors.npz"
+    assert_success
+    assert_output --partial "fortran"
+}
+
+@test "show prints the tree and one tensor as PyTorch prints it" {
+    run tckpt show "$FX/optim_2.pt"
+    assert_success
+    assert_line --partial "'exp_avg_sq': Tensor float32 [2, 2]"
+    assert_line --partial "'eps': 1e-08"
+    require_torch2
+    run tckpt show "$FX/module_2.pt" 0.weight
+    assert_success
+    want=$("$TORCH2" -c 'import torch, sys; print(torch.load(sys.argv[1])["0.weight"])' "$FX/module_2.pt")
+    assert_output --partial "$want"
+    assert_line --regexp '^numel=6 min=.* nan=0 inf=0$'
+}
+
+@test "get writes a .npy that numpy reads with PyTorch's values" {
+    require_torch2
+    run tckpt get "$FX/dtypes_2.pt" float64 -o "$BATS_TEST_TMPDIR/f.npy"
+    assert_success
+    run "$TORCH2" -c '
+import sys, numpy as np, torch
+a = np.load(sys.argv[1]); t = torch.load(sys.argv[2])["float64"]
+print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "$FX/dtypes_2.pt"
+    assert_output "True"
+}
+
+@test "convert to the 1.13 layout reproduces PyTorch 1.13's file byte for byte" {
+    tckpt convert --layout torch1 "$FX/optim_1.pt" "$BATS_TEST_TMPDIR/optim_1.pt"
+    cmp "$FX/optim_1.pt" "$BATS_TEST_TMPDIR/optim_1.pt"
+}
+
+@test "convert to safetensors and back keeps every value; diff agrees" {
+    run tckpt convert "$FX/views_2.pt" "$BATS_TEST_TMPDIR/v.safetensors"
+    assert_success
+    assert_output --partial "written as copies"
+    run tckpt convert "$BATS_TEST_TMPDIR/v.safetensors" "$BATS_TEST_TMPDIR/v.pt"
+    assert_success
+    run tckpt diff "$FX/views_2.pt" "$BATS_TEST_TMPDIR/v.pt"
+    assert_success
+    assert_output --partial "6 tensors match"
+    run tckpt convert --to npz "$FX/module_2.pt" "$BATS_TEST_TMPDIR/m.out"
+    assert_success
+    run tckpt diff "$FX/module_2.pt" "$BATS_TEST_TMPDIR/m.out"
+    assert_success
+}
+
+@test "convert --dtype casts floating tensors only; torch.load reads the result" {
+    tckpt convert --dtype bf16 "$FX/dtypes_2.pt" "$BATS_TEST_TMPDIR/b.pt"
+    run tckpt ls "$BATS_TEST_TMPDIR/b.pt"
+    assert_line --regexp '^float64 +bfloat16 '
+    assert_line --regexp '^int64 +int64 '
+    require_torch2
+    run "$TORCH2" -c 'import torch, sys; d = torch.load(sys.argv[1], weights_only=True); print(d["float32"].dtype, d["int8"].dtype)' "$BATS_TEST_TMPDIR/b.pt"
+    assert_output "torch.bfloat16 torch.int8"
+}
+
+@test "diff reports changed values and exits 1; tolerances apply" {
+    run tckpt diff "$FX/module_1.pt" "$FX/module_2.pt"
+    assert_success
+    run tckpt diff "$FX/dtypes_1.pt" "$FX/views_1.pt"
+    assert_failure 1
+    assert_output --partial "only in"
+    tckpt convert --dtype f16 "$FX/module_2.pt" "$BATS_TEST_TMPDIR/h.pt"
+    run tckpt diff "$FX/module_2.pt" "$BATS_TEST_TMPDIR/h.pt"
+    assert_failure 1
+    assert_output --partial "dtype float32 -> float16"
+}
+
+@test "verify passes PyTorch's files and lists a CRC problem" {
+    run tckpt verify "$FX/module_2.pt"
+    assert_success
+    assert_output --partial "ok (torch, 9 tensors)"
+    cp "$FX/module_2.pt" "$BATS_TEST_TMPDIR/crc.pt"
+    # Flip one byte of data/0 (torch.load would not notice).
+    off=$(python3 -c '
+import struct, sys, zipfile
+i = zipfile.ZipFile(sys.argv[1]).getinfo("module_2/data/0")
+b = open(sys.argv[1], "rb").read()
+n, x = struct.unpack("<HH", b[i.header_offset + 26:i.header_offset + 30])
+print(i.header_offset + 30 + n + x)' "$FX/module_2.pt")
+    printf '\377' | dd of="$BATS_TEST_TMPDIR/crc.pt" bs=1 seek="$off" conv=notrunc 2>/dev/null
+    run tckpt verify "$BATS_TEST_TMPDIR/crc.pt"
+    assert_failure 1
+    assert_output --partial "module_2/data/0: CRC-32 is"
+}
+
+@test "bad input: one line naming the file and reason, exit 2" {
+    run tckpt ls "$TN_SRCDIR/README.md"
+    assert_failure 2
+    assert_output "tckpt: $TN_SRCDIR/README.md: not a checkpoint, safetensors, .npy or .npz file"
+    run tckpt ls "$FX/bad_global_os.pt"
+    assert_failure 2
+    assert_output --partial "bad_global_os/data.pkl: GLOBAL at byte 2: Trying to load unsupported GLOBAL posix.system"
+    run tckpt show "$FX/bad_too_big_storage.pt"
+    assert_failure 2
+    assert_output --partial "data/0 holds 16 bytes but the storage needs 400"
+    head -c 300 "$FX/module_2.pt" >"$BATS_TEST_TMPDIR/cut.pt"
+    run tckpt ls "$BATS_TEST_TMPDIR/cut.pt"
+    assert_failure 2
+    assert_output --regexp "^tckpt: .*cut.pt: "
+    [ "${#lines[@]}" -eq 1 ]
+    run tckpt ls /nonexistent.pt
+    assert_failure 2
+    assert_output "tckpt: /nonexistent.pt: No such file or directory"
+}
+
+@test "usage errors exit 2 with a hint; --help and --version exit 0" {
+    run tckpt
+    assert_failure 2
+    assert_output --partial "Try 'tckpt --help'"
+    run tckpt frobnicate x
+    assert_failure 2
+    run tckpt convert --dtype int8 a.pt b.pt
+    assert_failure 2
+    assert_output --partial "--dtype: 'int8' is not bf16, f16, f32 or f64"
+    run tckpt --help
+    assert_success
+    assert_output --partial "Usage: tckpt COMMAND"
+    run tckpt --version
+    assert_success
+}
+
+@test "every option in --help is in the man page" {
+    for o in $(tckpt --help | grep -o -- '--[a-z0-9-]*' | sort -u); do
+        grep -q -- "$(echo "$o" | sed 's/-/\\\\-/g')" "$TN_SRCDIR/man/man1/tckpt.1" || {
+            echo "missing from tckpt.1: $o"; return 1; }
+    done
+}
