@@ -25,8 +25,10 @@ static void tn_copy_loop(char **p, const int64_t *st, int64_t n, void *arg)
 /*
  * Transposing copies: when the source runs contiguously along the second
  * innermost dimension instead of the innermost, an element-by-element walk
- * reads one element per cache line.  Copying square tiles instead keeps the
- * tile's source lines and destination lines in cache together.
+ * reads one element per cache line, and power-of-two row lengths put all
+ * the lines of a tile into one cache set.  Each tile is therefore gathered
+ * row by row into a small buffer (contiguous reads), then written out
+ * column by column from it (contiguous writes), every line touched once.
  */
 #define TN_TILE 32
 
@@ -41,6 +43,8 @@ static void tn_tile_rows(int64_t begin, int64_t end, void *arg)
     const struct tn_tile_job *job = arg;
     const struct tn_iter *it = job->it;
     int64_t n0 = it->sizes[0], n1 = it->sizes[1];
+    int64_t ses = (int64_t)tn_dtype_size(job->conv.sdt);
+    _Alignas(64) unsigned char buf[TN_TILE * TN_TILE * 8];
     for (int64_t w = begin; w < end; w++) {
         /* w = outer * nblocks1 + block1: find the tile's base pointers */
         int64_t outer = w / job->nblocks1, j0 = (w % job->nblocks1) * TN_TILE;
@@ -51,14 +55,16 @@ static void tn_tile_rows(int64_t begin, int64_t end, void *arg)
             d += i * it->strides[0][k];
             s += i * it->strides[1][k];
         }
-        int64_t j1 = j0 + TN_TILE < n1 ? j0 + TN_TILE : n1;
+        int64_t tj = n1 - j0 < TN_TILE ? n1 - j0 : TN_TILE;
         for (int64_t i0 = 0; i0 < n0; i0 += TN_TILE) {
-            int64_t len = n0 - i0 < TN_TILE ? n0 - i0 : TN_TILE;
-            for (int64_t j = j0; j < j1; j++)
-                tn__convert_strided(d + i0 * it->strides[0][0] + j * it->strides[0][1],
-                                    job->conv.ddt, it->strides[0][0],
-                                    s + i0 * it->strides[1][0] + j * it->strides[1][1],
-                                    job->conv.sdt, it->strides[1][0], len);
+            int64_t ti = n0 - i0 < TN_TILE ? n0 - i0 : TN_TILE;
+            const char *src = s + i0 * it->strides[1][0] + j0 * it->strides[1][1];
+            for (int64_t i = 0; i < ti; i++)
+                memcpy(buf + i * tj * ses, src + i * it->strides[1][0], (size_t)(tj * ses));
+            char *dst = d + i0 * it->strides[0][0] + j0 * it->strides[0][1];
+            for (int64_t j = 0; j < tj; j++)
+                tn__convert_strided(dst + j * it->strides[0][1], job->conv.ddt, it->strides[0][0],
+                                    (char *)buf + j * ses, job->conv.sdt, tj * ses, ti);
         }
     }
 }
