@@ -7,6 +7,7 @@
 
 #include <tensor/core.h>
 #include <tensor/io.h>
+#include <tensor/dist.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
 

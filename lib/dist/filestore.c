@@ -1,0 +1,417 @@
+/*
+ * lib/dist/filestore.c: PyTorch's FileStore: an append-only log on a shared
+ * filesystem, the same bytes PyTorch writes (u32 length + key, u32 length +
+ * value; user keys with a "/" prefix, a deletion as "-" + key with an empty
+ * value, "refcount/" and "cleanup/" counters). Readers replay the log from
+ * their last offset into a cache under flock; waits poll every 10 ms because
+ * inotify does not work on NFS.
+ */
+#include "dist/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct file_store {
+    struct tn_store base;
+    pthread_mutex_t mu;
+    char *path;
+    int fd;
+    off_t pos;
+    struct tn__map cache;
+    int num_workers;
+};
+
+#define FS(s) ((struct file_store *)(s))
+
+static int fs_err(struct file_store *f, const char *what)
+{
+    return tn_set_error(TN_EIO, "FileStore %s: %s: %s", f->path, what, strerror(errno));
+}
+
+/* Replays new records into the cache. The file lock is held. */
+static int refresh(struct file_store *f)
+{
+    struct stat st;
+    if (fstat(f->fd, &st) < 0)
+        return fs_err(f, "stat");
+    if (st.st_size <= f->pos)
+        return 0;
+    size_t n = (size_t)(st.st_size - f->pos);
+    char *buf = malloc(n);
+    if (!buf)
+        return tn_set_error(TN_ENOMEM, "FileStore %s: out of memory", f->path);
+    ssize_t r = pread(f->fd, buf, n, f->pos);
+    if (r < 0) {
+        free(buf);
+        return fs_err(f, "read");
+    }
+    size_t p = 0, len = (size_t)r;
+    int rc = 0;
+    while (len - p >= 4) {
+        uint32_t kl = tn__le32((unsigned char *)buf + p);
+        if (kl > TN_STORE_MAX_KEY + 2 || len - p - 4 < (size_t)kl + 4)
+            break;
+        const char *k = buf + p + 4;
+        uint32_t vl = tn__le32((unsigned char *)k + kl);
+        if (vl > TN_STORE_MAX_VALUE || len - p - 8 - kl < vl)
+            break;
+        const char *v = k + kl + 4;
+        if (kl > 0 && k[0] == '-') {
+            struct tn__kv *e = tn__map_find(&f->cache, k + 1, kl - 1);
+            if (e)
+                tn__map_delval(&f->cache, e);
+        } else {
+            struct tn__kv *e = tn__map_entry(&f->cache, k, kl);
+            if (!e || tn__map_setval(&f->cache, e, v, vl) < 0) {
+                rc = tn_set_error(TN_ENOMEM, "FileStore %s: out of memory", f->path);
+                break;
+            }
+        }
+        p += 8 + kl + vl;
+    }
+    free(buf);
+    f->pos += (off_t)p;
+    return rc;
+}
+
+static int append_record(struct file_store *f, const char *k, size_t kl, const void *v,
+                         size_t vl)
+{
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u32(&b, (uint32_t)kl) | tn__db_put(&b, k, kl) |
+             tn__db_u32(&b, (uint32_t)vl) | tn__db_put(&b, v, vl);
+    if (rc < 0) {
+        tn__db_free(&b);
+        return tn_set_error(TN_ENOMEM, "FileStore %s: out of memory", f->path);
+    }
+    off_t end = lseek(f->fd, 0, SEEK_END);
+    ssize_t w = end < 0 ? -1 : pwrite(f->fd, b.data, b.len, end);
+    bool whole = w == (ssize_t)b.len;
+    tn__db_free(&b);
+    if (!whole)
+        return fs_err(f, "write");
+    return 0;
+}
+
+/* Runs with the mutex and the file lock (exclusive or shared). */
+static int lock(struct file_store *f, int how)
+{
+    pthread_mutex_lock(&f->mu);
+    while (flock(f->fd, how) < 0) {
+        if (errno != EINTR) {
+            int rc = fs_err(f, "flock");
+            pthread_mutex_unlock(&f->mu);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void unlock(struct file_store *f)
+{
+    flock(f->fd, LOCK_UN);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* "/" + key: the form PyTorch writes user keys in. */
+static char *wkey(const char *k, size_t kl)
+{
+    char *w = malloc(kl + 2);
+    if (!w) {
+        tn_set_error(TN_ENOMEM, "FileStore: out of memory");
+        return NULL;
+    }
+    w[0] = '/';
+    memcpy(w + 1, k, kl);
+    w[kl + 1] = 0;
+    return w;
+}
+
+static int raw_add(struct file_store *f, const char *w, size_t wl, int64_t d, int64_t *out)
+{
+    int rc = lock(f, LOCK_EX);
+    if (rc < 0)
+        return rc;
+    rc = refresh(f);
+    if (rc == 0) {
+        struct tn__kv *e = tn__map_find(&f->cache, w, wl);
+        char buf[32];
+        size_t bl;
+        rc = tn__add_value(w, wl, e ? e->val : NULL, e ? e->vlen : 0, d, out, buf, &bl);
+        if (rc == 0)
+            rc = append_record(f, w, wl, buf, bl);
+        if (rc == 0)
+            rc = refresh(f);
+    }
+    unlock(f);
+    return rc;
+}
+
+static int fs_set(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
+{
+    struct file_store *f = FS(s);
+    char *w = wkey(k, kl);
+    if (!w)
+        return TN_ENOMEM;
+    int rc = lock(f, LOCK_EX);
+    if (rc == 0) {
+        rc = append_record(f, w, kl + 1, v, vl);
+        unlock(f);
+    }
+    free(w);
+    return rc;
+}
+
+static bool cached(struct file_store *f, const char *const *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t kl = strlen(keys[i]);
+        char *w = wkey(keys[i], kl);
+        bool ok = w && tn__kv_exists(tn__map_find(&f->cache, w, kl + 1));
+        free(w);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static int fs_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct file_store *f = FS(s);
+    int64_t deadline = tn__now_ms() + timeout_ms;
+    for (;;) {
+        int rc = lock(f, LOCK_SH);
+        if (rc < 0)
+            return rc;
+        rc = refresh(f);
+        bool ok = rc == 0 && cached(f, keys, n);
+        unlock(f);
+        if (rc < 0)
+            return rc;
+        if (ok)
+            return 0;
+        if (tn__now_ms() >= deadline)
+            return tn__wait_timeout_error(timeout_ms, keys, n, "/");
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int fs_check(struct tn_store *s, const char *const *keys, size_t n)
+{
+    struct file_store *f = FS(s);
+    int rc = lock(f, LOCK_SH);
+    if (rc < 0)
+        return rc;
+    rc = refresh(f);
+    bool ok = rc == 0 && cached(f, keys, n);
+    unlock(f);
+    return rc < 0 ? rc : ok;
+}
+
+static int fs_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t *vl)
+{
+    struct file_store *f = FS(s);
+    const char *keys[1] = {k};
+    int rc = fs_wait(s, keys, 1, tn_store_timeout(s));
+    if (rc < 0)
+        return rc;
+    char *w = wkey(k, kl);
+    if (!w)
+        return TN_ENOMEM;
+    pthread_mutex_lock(&f->mu);
+    struct tn__kv *e = tn__map_find(&f->cache, w, kl + 1);
+    *v = malloc(e->vlen + 1);
+    if (*v) {
+        memcpy(*v, e->val, e->vlen);
+        ((char *)*v)[e->vlen] = 0;
+        *vl = e->vlen;
+    }
+    pthread_mutex_unlock(&f->mu);
+    free(w);
+    return *v ? 0 : tn_set_error(TN_ENOMEM, "FileStore: out of memory");
+}
+
+static int fs_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64_t *out)
+{
+    char *w = wkey(k, kl);
+    if (!w)
+        return TN_ENOMEM;
+    int rc = raw_add(FS(s), w, kl + 1, d, out);
+    free(w);
+    return rc;
+}
+
+static int fs_compare_set(struct tn_store *s, const char *k, size_t kl, const void *ev,
+                          size_t el, const void *dv, size_t dl, void **v, size_t *vl)
+{
+    struct file_store *f = FS(s);
+    char *w = wkey(k, kl);
+    if (!w)
+        return TN_ENOMEM;
+    int rc = lock(f, LOCK_EX);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    rc = refresh(f);
+    const void *res = NULL;
+    size_t rl = 0;
+    char *old = NULL;
+    if (rc == 0) {
+        struct tn__kv *e = tn__map_find(&f->cache, w, kl + 1);
+        bool swap = (!e || !e->val) ? el == 0 : (e->vlen == el && memcmp(e->val, ev, el) == 0);
+        if (swap) {
+            rc = append_record(f, w, kl + 1, dv, dl);
+            res = dv;
+            rl = dl;
+        } else if (!e || !e->val) {
+            res = ev;
+            rl = el;
+        } else {
+            old = malloc(e->vlen + 1);
+            if (old)
+                memcpy(old, e->val, e->vlen);
+            res = old;
+            rl = e->vlen;
+        }
+    }
+    if (rc == 0) {
+        *v = malloc(rl + 1);
+        if (*v) {
+            memcpy(*v, res, rl);
+            ((char *)*v)[rl] = 0;
+            *vl = rl;
+        } else {
+            rc = tn_set_error(TN_ENOMEM, "FileStore: out of memory");
+        }
+    }
+    free(old);
+    unlock(f);
+    free(w);
+    return rc;
+}
+
+static int fs_del(struct tn_store *s, const char *k, size_t kl)
+{
+    struct file_store *f = FS(s);
+    char *w = malloc(kl + 3);
+    if (!w)
+        return tn_set_error(TN_ENOMEM, "FileStore: out of memory");
+    w[0] = '-';
+    w[1] = '/';
+    memcpy(w + 2, k, kl);
+    int rc = lock(f, LOCK_EX);
+    if (rc == 0) {
+        rc = refresh(f);
+        bool had = rc == 0 && tn__kv_exists(tn__map_find(&f->cache, w + 1, kl + 1));
+        if (rc == 0)
+            rc = append_record(f, w, kl + 2, "", 0);
+        if (rc == 0)
+            rc = refresh(f);
+        if (rc == 0)
+            rc = had;
+        unlock(f);
+    }
+    free(w);
+    return rc;
+}
+
+static int fs_num_keys(struct tn_store *s, int64_t *out)
+{
+    struct file_store *f = FS(s);
+    int rc = lock(f, LOCK_SH);
+    if (rc < 0)
+        return rc;
+    rc = refresh(f);
+    *out = (int64_t)f->cache.count;
+    unlock(f);
+    return rc;
+}
+
+static int fs_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
+{
+    struct file_store *f = FS(s);
+    char *w = wkey(k, kl);
+    if (!w)
+        return TN_ENOMEM;
+    int rc = lock(f, LOCK_EX);
+    if (rc == 0) {
+        rc = refresh(f);
+        struct tn__dbuf b = {0};
+        struct tn__kv *e = tn__map_find(&f->cache, w, kl + 1);
+        if (rc == 0 && e && e->val && tn__db_put(&b, e->val, e->vlen) < 0)
+            rc = TN_ENOMEM;
+        if (rc == 0 && tn__db_put(&b, v, vl) < 0)
+            rc = TN_ENOMEM;
+        if (rc == TN_ENOMEM)
+            tn_set_error(rc, "FileStore: out of memory");
+        if (rc == 0)
+            rc = append_record(f, w, kl + 1, b.data, b.len);
+        tn__db_free(&b);
+        unlock(f);
+    }
+    free(w);
+    return rc;
+}
+
+static void fs_destroy(struct tn_store *s)
+{
+    struct file_store *f = FS(s);
+    int64_t n = 0;
+    if (f->num_workers > 0 && raw_add(f, "cleanup/", 8, 1, &n) == 0 && n >= f->num_workers)
+        unlink(f->path);
+    close(f->fd);
+    tn__map_free(&f->cache);
+    pthread_mutex_destroy(&f->mu);
+    free(f->path);
+    free(f);
+}
+
+static const struct tn__store_ops file_ops = {
+    .name = "FileStore",
+    .set = fs_set,
+    .get = fs_get,
+    .add = fs_add,
+    .compare_set = fs_compare_set,
+    .wait = fs_wait,
+    .check = fs_check,
+    .del = fs_del,
+    .num_keys = fs_num_keys,
+    .append = fs_append,
+    .destroy = fs_destroy,
+};
+
+struct tn_store *tn_store_file_new(const char *path, int num_workers)
+{
+    struct file_store *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path ? path : ""))) {
+        free(f);
+        tn_set_error(TN_ENOMEM, "FileStore: out of memory");
+        return NULL;
+    }
+    f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        fs_err(f, "open");
+        free(f->path);
+        free(f);
+        return NULL;
+    }
+    tn__store_init(&f->base, &file_ops);
+    pthread_mutex_init(&f->mu, NULL);
+    tn__map_init(&f->cache);
+    f->num_workers = num_workers;
+    int64_t n;
+    if (raw_add(f, "refcount/", 9, 1, &n) < 0) {
+        f->num_workers = 0;
+        fs_destroy(&f->base);
+        return NULL;
+    }
+    return &f->base;
+}

@@ -1,0 +1,161 @@
+/*
+ * lib/dist/internal.h: what lib/dist's files share: the store vtable, a byte
+ * map, a growable buffer, the wire opcodes, clocks.
+ */
+#ifndef TN_DIST_INTERNAL_H
+#define TN_DIST_INTERNAL_H
+
+#include <tensor/dist.h>
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One vtable per store kind. A NULL entry means "not supported" except
+ * multi_get/multi_set, which fall back to one call per key. Keys arrive as
+ * byte strings (k, klen); values returned are malloc'd. */
+struct tn__store_ops {
+    const char *name;
+    int (*set)(struct tn_store *, const char *k, size_t kl, const void *v, size_t vl);
+    int (*get)(struct tn_store *, const char *k, size_t kl, void **v, size_t *vl);
+    int (*add)(struct tn_store *, const char *k, size_t kl, int64_t d, int64_t *out);
+    int (*compare_set)(struct tn_store *, const char *k, size_t kl, const void *e, size_t el,
+                       const void *d, size_t dl, void **v, size_t *vl);
+    int (*wait)(struct tn_store *, const char *const *keys, size_t n, int64_t timeout_ms);
+    int (*check)(struct tn_store *, const char *const *keys, size_t n);
+    int (*del)(struct tn_store *, const char *k, size_t kl);
+    int (*num_keys)(struct tn_store *, int64_t *out);
+    int (*append)(struct tn_store *, const char *k, size_t kl, const void *v, size_t vl);
+    int (*multi_get)(struct tn_store *, const char *const *keys, size_t n, void **v, size_t *vl);
+    int (*multi_set)(struct tn_store *, const char *const *keys, size_t n,
+                     const void *const *v, const size_t *vl);
+    int (*queue_push)(struct tn_store *, const char *k, size_t kl, const void *v, size_t vl);
+    int (*queue_pop)(struct tn_store *, const char *k, size_t kl, bool block, void **v,
+                     size_t *vl);
+    int (*queue_len)(struct tn_store *, const char *k, size_t kl, int64_t *out);
+    void (*destroy)(struct tn_store *);
+};
+
+struct tn_store {
+    const struct tn__store_ops *ops;
+    atomic_int refs;
+    _Atomic int64_t timeout_ms;
+};
+
+void tn__store_init(struct tn_store *s, const struct tn__store_ops *ops);
+
+/* ------------------------------------------------------------ byte map */
+
+struct tn__qitem {
+    struct tn__qitem *next;
+    size_t len;
+    char data[];
+};
+
+struct tn__kv {
+    struct tn__kv *next;
+    uint64_t hash;
+    char *key;
+    size_t klen;
+    char *val; /* NULL only for a queue-only entry */
+    size_t vlen;
+    struct tn__qitem *qhead, *qtail;
+    int64_t qlen;
+};
+
+struct tn__map {
+    struct tn__kv **slots;
+    size_t nslots, count; /* count: entries holding a value */
+    size_t nentries;
+};
+
+void tn__map_init(struct tn__map *m);
+void tn__map_free(struct tn__map *m);
+/* The entry for key, or NULL. */
+struct tn__kv *tn__map_find(const struct tn__map *m, const char *k, size_t kl);
+/* The entry for key, made when missing; NULL on ENOMEM. */
+struct tn__kv *tn__map_entry(struct tn__map *m, const char *k, size_t kl);
+/* Replaces the value (copying); returns 0 or TN_ENOMEM. */
+int tn__map_setval(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl);
+/* Drops the value; frees the entry when it has no queue. Returns whether a
+ * value existed. */
+bool tn__map_delval(struct tn__map *m, struct tn__kv *e);
+/* Whether the key "exists" for check/wait: a value or a non-empty queue. */
+static inline bool tn__kv_exists(const struct tn__kv *e)
+{
+    return e && (e->val || e->qlen > 0);
+}
+int tn__map_push(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl);
+/* Pops the oldest item (caller frees it), NULL when empty. */
+struct tn__qitem *tn__map_pop(struct tn__map *m, struct tn__kv *e);
+
+/* The add arithmetic shared by every store: parses the stored decimal value
+ * (missing: 0), adds, formats back. */
+int tn__add_value(const char *k, size_t kl, const char *old, size_t oldlen, int64_t delta,
+                  int64_t *out, char *buf, size_t *buflen);
+
+/* ------------------------------------------------------------ buffers */
+
+struct tn__dbuf {
+    char *data;
+    size_t len, cap;
+};
+
+int tn__db_reserve(struct tn__dbuf *b, size_t extra);
+int tn__db_put(struct tn__dbuf *b, const void *p, size_t n);
+int tn__db_u8(struct tn__dbuf *b, uint8_t v);
+int tn__db_u32(struct tn__dbuf *b, uint32_t v);
+int tn__db_u64(struct tn__dbuf *b, uint64_t v);
+int tn__db_str(struct tn__dbuf *b, const void *p, size_t n); /* u64 length + bytes */
+void tn__db_consume(struct tn__dbuf *b, size_t n);
+void tn__db_free(struct tn__dbuf *b);
+
+/* Little-endian loads (the wire is host order; every supported host is
+ * little-endian, and writing it out makes that explicit). */
+static inline uint64_t tn__le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static inline uint32_t tn__le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ------------------------------------------------------------ protocol */
+
+enum tn__op {
+    TN_OP_VALIDATE = 0,
+    TN_OP_SET = 1,
+    TN_OP_COMPARE_SET = 2,
+    TN_OP_GET = 3,
+    TN_OP_ADD = 4,
+    TN_OP_CHECK = 5,
+    TN_OP_WAIT = 6,
+    TN_OP_GETNUMKEYS = 7,
+    TN_OP_DELETE_KEY = 8,
+    TN_OP_APPEND = 9,
+    TN_OP_MULTI_GET = 10,
+    TN_OP_MULTI_SET = 11,
+    TN_OP_CANCEL_WAIT = 12,
+    TN_OP_PING = 13,
+    TN_OP_QUEUE_PUSH = 14,
+    TN_OP_QUEUE_POP = 15,
+    TN_OP_QUEUE_LEN = 16,
+    /* Ours, far from PyTorch's table so its future opcodes never collide:
+     * u64 length + token; reply u8 1. */
+    TN_OP_AUTH = 0x7A
+};
+
+#define TN_STORE_MAGIC 0x3C85F7CEu
+
+/* ------------------------------------------------------------ misc */
+
+/* Monotonic milliseconds. */
+int64_t tn__now_ms(void);
+/* Timeout message in PyTorch's words: "wait timeout after 1000ms, keys: /a, /b". */
+int tn__wait_timeout_error(int64_t ms, const char *const *keys, size_t n, const char *prefix);
+
+#endif

@@ -1,0 +1,522 @@
+/*
+ * lib/dist/tcpclient.c: a TCPStore client speaking PyTorch's current
+ * protocol (VALIDATE, PING, WAIT + GET, CANCEL_WAIT after a timeout), so it
+ * talks to PyTorch 2.x's server and to ours. One blocking socket, one
+ * request at a time under a mutex; every read has a deadline.
+ */
+#include "dist/internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct tcp_store {
+    struct tn_store base;
+    pthread_mutex_t mu;
+    int fd;
+    char *host;
+    int port;
+};
+
+#define TS(s) ((struct tcp_store *)(s))
+
+static int io_error(struct tcp_store *t, const char *what, int err)
+{
+    return tn_set_error(TN_EIO, "TCPStore client %s:%d: %s: %s", t->host, t->port, what,
+                        err ? strerror(err) : "the server closed the connection");
+}
+
+static int send_all(struct tcp_store *t, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(t->fd, c, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return io_error(t, "send", errno);
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads n bytes before deadline (ms, monotonic). TN_ETIMEOUT without a
+ * message when it passes: the caller knows the keys. */
+static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
+{
+    char *c = p;
+    while (n) {
+        int64_t left = deadline - tn__now_ms();
+        if (left <= 0)
+            return TN_ETIMEOUT;
+        struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
+        if (pr < 0 && errno != EINTR)
+            return io_error(t, "poll", errno);
+        if (pr <= 0)
+            continue;
+        ssize_t r = recv(t->fd, c, n, 0);
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return io_error(t, "recv", errno);
+        }
+        if (r == 0)
+            return io_error(t, "recv", 0);
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int recv_i64(struct tcp_store *t, int64_t *v, int64_t deadline)
+{
+    unsigned char b[8];
+    int rc = recv_all(t, b, 8, deadline);
+    if (rc == 0)
+        *v = (int64_t)tn__le64(b);
+    return rc;
+}
+
+static int recv_bytes(struct tcp_store *t, void **v, size_t *vl, int64_t deadline)
+{
+    int64_t n = 0;
+    int rc = recv_i64(t, &n, deadline);
+    if (rc < 0)
+        return rc;
+    if (n < 0 || (uint64_t)n > TN_STORE_MAX_VALUE)
+        return tn_set_error(TN_EFORMAT, "TCPStore client %s:%d: the server sent a value of %lld bytes",
+                            t->host, t->port, (long long)n);
+    char *b = malloc((size_t)n + 1);
+    if (!b)
+        return tn_set_error(TN_ENOMEM, "TCPStore client: out of memory");
+    rc = recv_all(t, b, (size_t)n, deadline);
+    if (rc < 0) {
+        free(b);
+        return rc;
+    }
+    b[n] = 0;
+    *v = b;
+    *vl = (size_t)n;
+    return 0;
+}
+
+/* The wire form of a user key: "/" + key. */
+static int put_key(struct tn__dbuf *b, const char *k, size_t kl)
+{
+    if (tn__db_u64(b, kl + 1) < 0 || tn__db_put(b, "/", 1) < 0)
+        return TN_ENOMEM;
+    return tn__db_put(b, k, kl);
+}
+
+static int send_buf(struct tcp_store *t, struct tn__dbuf *b, int rc)
+{
+    if (rc < 0) {
+        tn__db_free(b);
+        return tn_set_error(TN_ENOMEM, "TCPStore client: out of memory");
+    }
+    rc = send_all(t, b->data, b->len);
+    tn__db_free(b);
+    return rc;
+}
+
+/* A deadline for replies that come at once (not waits). */
+static int64_t reply_deadline(struct tn_store *s)
+{
+    return tn__now_ms() + tn_store_timeout(s);
+}
+
+static int timeout_error(struct tn_store *s, int rc, const char *k)
+{
+    if (rc == TN_ETIMEOUT) {
+        const char *keys[1] = {k};
+        return tn__wait_timeout_error(tn_store_timeout(s), keys, 1, "/");
+    }
+    return rc;
+}
+
+/* Sends WAIT for the keys and reads STOP_WAITING; on timeout cancels the wait
+ * and drains the replies so the connection stays usable. Mutex held. */
+static int do_wait(struct tcp_store *t, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_WAIT) | tn__db_u64(&b, n);
+    for (size_t i = 0; i < n; i++)
+        rc |= put_key(&b, keys[i], strlen(keys[i]));
+    if ((rc = send_buf(t, &b, rc)) < 0)
+        return rc;
+    unsigned char r;
+    rc = recv_all(t, &r, 1, tn__now_ms() + timeout_ms);
+    if (rc == 0)
+        return r == 0 ? 0
+                      : tn_set_error(TN_EFORMAT, "TCPStore client %s:%d: unexpected reply %d to wait",
+                                     t->host, t->port, r);
+    if (rc != TN_ETIMEOUT)
+        return rc;
+    unsigned char cancel = TN_OP_CANCEL_WAIT;
+    if (send_all(t, &cancel, 1) == 0) {
+        int64_t dl = tn__now_ms() + 5000;
+        /* A late STOP_WAITING (0) may come before WAIT_CANCELED (1). */
+        while (recv_all(t, &r, 1, dl) == 0 && r != 1)
+            ;
+    }
+    return tn__wait_timeout_error(timeout_ms, keys, n, "/");
+}
+
+static int ts_set(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_SET) | put_key(&b, k, kl) | tn__db_str(&b, v, vl);
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t *vl)
+{
+    struct tcp_store *t = TS(s);
+    const char *keys[1] = {k};
+    (void)kl;
+    pthread_mutex_lock(&t->mu);
+    int rc = do_wait(t, keys, 1, tn_store_timeout(s));
+    if (rc == 0) {
+        struct tn__dbuf b = {0};
+        rc = tn__db_u8(&b, TN_OP_GET) | put_key(&b, k, kl);
+        rc = send_buf(t, &b, rc);
+        if (rc == 0)
+            rc = timeout_error(s, recv_bytes(t, v, vl, reply_deadline(s)), k);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64_t *out)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_ADD) | put_key(&b, k, kl) | tn__db_u64(&b, (uint64_t)d);
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    if (rc == 0)
+        rc = timeout_error(s, recv_i64(t, out, reply_deadline(s)), k);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_compare_set(struct tn_store *s, const char *k, size_t kl, const void *ev,
+                          size_t el, const void *dv, size_t dl, void **v, size_t *vl)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_COMPARE_SET) | put_key(&b, k, kl) | tn__db_str(&b, ev, el) |
+             tn__db_str(&b, dv, dl);
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    if (rc == 0)
+        rc = timeout_error(s, recv_bytes(t, v, vl, reply_deadline(s)), k);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    struct tcp_store *t = TS(s);
+    pthread_mutex_lock(&t->mu);
+    int rc = do_wait(t, keys, n, timeout_ms);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_check(struct tn_store *s, const char *const *keys, size_t n)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, n);
+    for (size_t i = 0; i < n; i++)
+        rc |= put_key(&b, keys[i], strlen(keys[i]));
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    unsigned char r = 1;
+    if (rc == 0)
+        rc = recv_all(t, &r, 1, reply_deadline(s));
+    pthread_mutex_unlock(&t->mu);
+    if (rc == TN_ETIMEOUT)
+        return tn__wait_timeout_error(tn_store_timeout(s), keys, n, "/");
+    return rc < 0 ? rc : r == 0;
+}
+
+static int ts_del(struct tn_store *s, const char *k, size_t kl)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_DELETE_KEY) | put_key(&b, k, kl);
+    int64_t r = 0;
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    if (rc == 0)
+        rc = timeout_error(s, recv_i64(t, &r, reply_deadline(s)), k);
+    pthread_mutex_unlock(&t->mu);
+    return rc < 0 ? rc : r != 0;
+}
+
+static int ts_num_keys(struct tn_store *s, int64_t *out)
+{
+    struct tcp_store *t = TS(s);
+    unsigned char op = TN_OP_GETNUMKEYS;
+    pthread_mutex_lock(&t->mu);
+    int rc = send_all(t, &op, 1);
+    if (rc == 0)
+        rc = recv_i64(t, out, reply_deadline(s));
+    pthread_mutex_unlock(&t->mu);
+    if (rc == TN_ETIMEOUT)
+        rc = tn_set_error(rc, "TCPStore client %s:%d: num_keys timed out", t->host, t->port);
+    return rc;
+}
+
+static int push_like(struct tn_store *s, int op, const char *k, size_t kl, const void *v,
+                     size_t vl)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, (uint8_t)op) | put_key(&b, k, kl) | tn__db_str(&b, v, vl);
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
+{
+    return push_like(s, TN_OP_APPEND, k, kl, v, vl);
+}
+
+static int ts_queue_push(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
+{
+    return push_like(s, TN_OP_QUEUE_PUSH, k, kl, v, vl);
+}
+
+static int ts_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **v,
+                        size_t *vl)
+{
+    struct tcp_store *t = TS(s);
+    pthread_mutex_lock(&t->mu);
+    int rc = do_wait(t, keys, n, tn_store_timeout(s));
+    if (rc == 0) {
+        struct tn__dbuf b = {0};
+        rc = tn__db_u8(&b, TN_OP_MULTI_GET) | tn__db_u64(&b, n);
+        for (size_t i = 0; i < n; i++)
+            rc |= put_key(&b, keys[i], strlen(keys[i]));
+        rc = send_buf(t, &b, rc);
+        size_t i = 0;
+        for (; rc == 0 && i < n; i++)
+            rc = recv_bytes(t, &v[i], &vl[i], reply_deadline(s));
+        if (rc < 0) {
+            if (rc == TN_ETIMEOUT)
+                rc = tn__wait_timeout_error(tn_store_timeout(s), keys, n, "/");
+            for (size_t j = 0; j + 1 < i; j++)
+                free(v[j]);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_multi_set(struct tn_store *s, const char *const *keys, size_t n,
+                        const void *const *v, const size_t *vl)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_MULTI_SET) | tn__db_u64(&b, n);
+    for (size_t i = 0; i < n; i++)
+        rc |= put_key(&b, keys[i], strlen(keys[i])) | tn__db_str(&b, v[i], vl[i]);
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block, void **v,
+                        size_t *vl)
+{
+    struct tcp_store *t = TS(s);
+    const char *keys[1] = {k};
+    int64_t deadline = tn__now_ms() + tn_store_timeout(s);
+    pthread_mutex_lock(&t->mu);
+    int rc;
+    for (;;) {
+        if (block) {
+            int64_t left = deadline - tn__now_ms();
+            rc = do_wait(t, keys, 1, left > 0 ? left : 0);
+            if (rc < 0)
+                break;
+        }
+        struct tn__dbuf b = {0};
+        rc = tn__db_u8(&b, TN_OP_QUEUE_POP) | put_key(&b, k, kl);
+        rc = send_buf(t, &b, rc);
+        int64_t len = 0;
+        if (rc == 0)
+            rc = timeout_error(s, recv_i64(t, &len, reply_deadline(s)), k);
+        if (rc < 0)
+            break;
+        if (len > 0) {
+            rc = timeout_error(s, recv_bytes(t, v, vl, reply_deadline(s)), k);
+            break;
+        }
+        if (!block) {
+            rc = tn_set_error(TN_EINDEX, "queue_pop: the queue %s is empty", k);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static int ts_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *out)
+{
+    struct tcp_store *t = TS(s);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_QUEUE_LEN) | put_key(&b, k, kl);
+    pthread_mutex_lock(&t->mu);
+    rc = send_buf(t, &b, rc);
+    if (rc == 0)
+        rc = timeout_error(s, recv_i64(t, out, reply_deadline(s)), k);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+static void ts_destroy(struct tn_store *s)
+{
+    struct tcp_store *t = TS(s);
+    if (t->fd >= 0)
+        close(t->fd);
+    pthread_mutex_destroy(&t->mu);
+    free(t->host);
+    free(t);
+}
+
+static const struct tn__store_ops tcp_ops = {
+    .name = "TCPStore",
+    .set = ts_set,
+    .get = ts_get,
+    .add = ts_add,
+    .compare_set = ts_compare_set,
+    .wait = ts_wait,
+    .check = ts_check,
+    .del = ts_del,
+    .num_keys = ts_num_keys,
+    .append = ts_append,
+    .multi_get = ts_multi_get,
+    .multi_set = ts_multi_set,
+    .queue_push = ts_queue_push,
+    .queue_pop = ts_queue_pop,
+    .queue_len = ts_queue_len,
+    .destroy = ts_destroy,
+};
+
+/* One connect attempt to any address of host:port. */
+static int try_connect(const char *host, int port, int *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &ai);
+    if (rc) {
+        *err = -rc;
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+            break;
+        *err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeout_ms)
+{
+    if (!host || port <= 0 || port > 65535) {
+        tn_set_error(TN_EINVAL, "TCPStore client: bad address %s:%d", host ? host : "(null)",
+                     port);
+        return NULL;
+    }
+    struct tcp_store *t = calloc(1, sizeof *t);
+    if (!t || !(t->host = strdup(host))) {
+        free(t);
+        tn_set_error(TN_ENOMEM, "TCPStore client: out of memory");
+        return NULL;
+    }
+    tn__store_init(&t->base, &tcp_ops);
+    pthread_mutex_init(&t->mu, NULL);
+    t->port = port;
+    t->fd = -1;
+    if (timeout_ms < 0)
+        timeout_ms = TN_STORE_DEFAULT_TIMEOUT_MS;
+    tn_store_set_timeout(&t->base, timeout_ms);
+    int64_t deadline = tn__now_ms() + timeout_ms;
+    int err = 0, backoff = 10;
+    for (;;) {
+        t->fd = try_connect(host, port, &err);
+        if (t->fd >= 0 || tn__now_ms() >= deadline)
+            break;
+        struct timespec ts = {0, (long)backoff * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+    }
+    if (t->fd < 0) {
+        tn_set_error(TN_ETIMEOUT, "TCPStore client: cannot connect to %s:%d within %lld ms: %s",
+                     host, port, (long long)timeout_ms,
+                     err < 0 ? gai_strerror(-err) : strerror(err));
+        ts_destroy(&t->base);
+        return NULL;
+    }
+    int one = 1;
+    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_VALIDATE) | tn__db_u32(&b, TN_STORE_MAGIC);
+    const char *tok = getenv("TN_STORE_TOKEN");
+    if (tok && *tok)
+        rc |= tn__db_u8(&b, TN_OP_AUTH) | tn__db_str(&b, tok, strlen(tok));
+    uint32_t nonce = (uint32_t)getpid();
+    rc |= tn__db_u8(&b, TN_OP_PING) | tn__db_u32(&b, nonce);
+    rc = send_buf(t, &b, rc);
+    unsigned char r[4];
+    int64_t dl = tn__now_ms() + (timeout_ms < 10000 ? 10000 : timeout_ms);
+    if (rc == 0 && tok && *tok) {
+        rc = recv_all(t, r, 1, dl);
+        if (rc == 0 && r[0] != 1)
+            rc = TN_EFORMAT;
+    }
+    if (rc == 0)
+        rc = recv_all(t, r, 4, dl);
+    if (rc == 0 && tn__le32(r) != nonce)
+        rc = TN_EFORMAT;
+    if (rc < 0) {
+        tn_set_error(TN_EIO,
+                     "TCPStore client: %s:%d refused the handshake%s (not a TCPStore, an older "
+                     "PyTorch, or a wrong TN_STORE_TOKEN)",
+                     host, port, tok && *tok ? " with TN_STORE_TOKEN" : "");
+        ts_destroy(&t->base);
+        return NULL;
+    }
+    return &t->base;
+}

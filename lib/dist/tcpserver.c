@@ -1,0 +1,809 @@
+/*
+ * lib/dist/tcpserver.c: the TCPStore server: one thread, one epoll loop,
+ * non-blocking sockets, every request parsed only once it is complete and
+ * every length checked against a limit before anything is allocated for it,
+ * so a port scanner's probe or a length of 2^62 only costs the sender its
+ * connection.
+ *
+ * Clients speak PyTorch's current protocol (their first message is VALIDATE:
+ * 00 CE F7 85 3C) or PyTorch 1.x's numbering (anything else), recognised once
+ * per connection from its first bytes.
+ */
+#include "dist/internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A request larger than this is refused whatever its parts say. */
+#define MAX_REQUEST ((size_t)TN_STORE_MAX_VALUE + 2 * TN_STORE_MAX_KEY + 64)
+/* Stop reading from a client that does not read its replies. */
+#define MAX_PENDING_OUT ((size_t)64 << 20)
+#define TOKEN_MAX 4096
+
+enum mode { MODE_UNKNOWN, MODE_V2, MODE_V1 };
+
+struct conn {
+    int fd;
+    enum mode mode;
+    bool authed;
+    bool dead;
+    struct tn__dbuf in, out;
+    size_t need; /* do not parse again before in.len reaches this */
+    /* A pending WAIT: the keys still missing, and the next waiter. */
+    char **wkeys;
+    size_t *wklens;
+    size_t nwkeys;
+    bool waiting;
+    struct conn *wprev, *wnext;
+    struct conn *prev, *next; /* all connections */
+};
+
+struct tn_store_server {
+    int lfd, efd, stopfd;
+    int port;
+    pthread_t thread;
+    struct tn__map map;
+    struct conn *conns, *waiters;
+    int nconns, max_clients;
+    char *token;
+    size_t toklen;
+    bool kicked; /* a finished wait may have left requests to run */
+};
+
+/* ------------------------------------------------------------ reading */
+
+struct rd {
+    const unsigned char *p;
+    size_t len, pos;
+    size_t need; /* bytes the request needs at least, once known */
+    int err;     /* 1: need more, -1: refuse */
+};
+
+static bool rd_have(struct rd *r, size_t n)
+{
+    if (r->err)
+        return false;
+    if (r->len - r->pos < n) {
+        r->err = 1;
+        r->need = r->pos + n;
+        return false;
+    }
+    return true;
+}
+
+static uint64_t rd_u64(struct rd *r)
+{
+    if (!rd_have(r, 8))
+        return 0;
+    uint64_t v = tn__le64(r->p + r->pos);
+    r->pos += 8;
+    return v;
+}
+
+static uint32_t rd_u32(struct rd *r)
+{
+    if (!rd_have(r, 4))
+        return 0;
+    uint32_t v = tn__le32(r->p + r->pos);
+    r->pos += 4;
+    return v;
+}
+
+/* A length-prefixed string no longer than limit. */
+static const char *rd_str(struct rd *r, size_t limit, size_t *len)
+{
+    uint64_t n = rd_u64(r);
+    *len = 0;
+    if (r->err)
+        return NULL;
+    if (n > limit || r->pos + n > MAX_REQUEST) {
+        r->err = -1;
+        return NULL;
+    }
+    if (!rd_have(r, (size_t)n))
+        return NULL;
+    const char *s = (const char *)r->p + r->pos;
+    r->pos += (size_t)n;
+    *len = (size_t)n;
+    return s;
+}
+
+/* ------------------------------------------------------------ replies */
+
+static void reply_u8(struct conn *c, uint8_t v)
+{
+    if (tn__db_u8(&c->out, v) < 0)
+        c->dead = true;
+}
+
+static void reply_i64(struct conn *c, int64_t v)
+{
+    if (tn__db_u64(&c->out, (uint64_t)v) < 0)
+        c->dead = true;
+}
+
+static void reply_str(struct conn *c, const void *p, size_t n)
+{
+    if (tn__db_str(&c->out, p, n) < 0)
+        c->dead = true;
+}
+
+/* ------------------------------------------------------------ waiters */
+
+static void waiter_clear(struct tn_store_server *s, struct conn *c)
+{
+    if (!c->waiting)
+        return;
+    for (size_t i = 0; i < c->nwkeys; i++)
+        free(c->wkeys[i]);
+    free(c->wkeys);
+    free(c->wklens);
+    c->wkeys = NULL;
+    c->wklens = NULL;
+    c->nwkeys = 0;
+    c->waiting = false;
+    if (c->wprev)
+        c->wprev->wnext = c->wnext;
+    else
+        s->waiters = c->wnext;
+    if (c->wnext)
+        c->wnext->wprev = c->wprev;
+    c->wprev = c->wnext = NULL;
+}
+
+static void flush_conn(struct tn_store_server *s, struct conn *c);
+
+/* A key came into existence: every waiter that waited for it (and for
+ * nothing else) gets its STOP_WAITING. */
+static void notify(struct tn_store_server *s, const char *k, size_t kl)
+{
+    struct conn *c = s->waiters;
+    while (c) {
+        struct conn *n = c->wnext;
+        for (size_t i = 0; i < c->nwkeys; i++) {
+            if (c->wklens[i] == kl && memcmp(c->wkeys[i], k, kl) == 0) {
+                free(c->wkeys[i]);
+                c->wkeys[i] = c->wkeys[c->nwkeys - 1];
+                c->wklens[i] = c->wklens[c->nwkeys - 1];
+                c->nwkeys--;
+                break;
+            }
+        }
+        if (c->nwkeys == 0) {
+            waiter_clear(s, c);
+            reply_u8(c, 0);
+            flush_conn(s, c);
+            s->kicked = true;
+        }
+        c = n;
+    }
+}
+
+/* ------------------------------------------------------------ requests */
+
+static bool exists(struct tn_store_server *s, const char *k, size_t kl)
+{
+    return tn__kv_exists(tn__map_find(&s->map, k, kl));
+}
+
+static bool set_value(struct tn_store_server *s, const char *k, size_t kl, const void *v,
+                      size_t vl)
+{
+    struct tn__kv *e = tn__map_entry(&s->map, k, kl);
+    if (!e || tn__map_setval(&s->map, e, v, vl) < 0)
+        return false;
+    notify(s, k, kl);
+    return true;
+}
+
+/* Parses n keys; they stay in the input buffer. Returns false when the
+ * request is incomplete or refused (r->err says which). */
+static bool rd_keys(struct rd *r, uint64_t n, const char **ks, size_t *kls)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        size_t l;
+        const char *k = rd_str(r, TN_STORE_MAX_KEY, &l);
+        if (r->err)
+            return false;
+        if (ks) {
+            ks[i] = k;
+            kls[i] = l;
+        }
+    }
+    return true;
+}
+
+/* Handles one request at the start of c->in. Returns the bytes it took, 0
+ * when the request is not complete yet, -1 to drop the client. */
+static long handle(struct tn_store_server *s, struct conn *c)
+{
+    struct rd r = {(const unsigned char *)c->in.data, c->in.len, 0, 0, 0};
+    if (!rd_have(&r, 1))
+        return 0;
+    int op = r.p[0];
+    r.pos = 1;
+
+    if (c->mode == MODE_UNKNOWN) {
+        if (op == 0) {
+            if (!rd_have(&r, 4)) {
+                c->need = 5;
+                return 0;
+            }
+            c->mode = tn__le32(r.p + 1) == TN_STORE_MAGIC ? MODE_V2 : MODE_V1;
+        } else {
+            c->mode = MODE_V1;
+        }
+        if (c->mode == MODE_V1 && s->token)
+            return -1; /* a 1.x client cannot authenticate */
+    }
+    if (c->mode == MODE_V1) {
+        /* 1.x: SET=0 ... GETNUMKEYS=6, WATCH_KEY=7 (unsupported), DELETE_KEY=8 */
+        if (op <= 6)
+            op += 1;
+        else if (op != 8)
+            return -1;
+    }
+    if (s->token && !c->authed && op != TN_OP_VALIDATE && op != TN_OP_AUTH)
+        return -1;
+    /* A connection has one pending WAIT at a time; a second one queues
+     * behind it. Other requests are served meanwhile, as PyTorch's servers
+     * do (a 1.x client whose wait timed out goes on using its socket). */
+    if (c->waiting && op == TN_OP_WAIT)
+        return 0;
+
+    size_t kl, vl, el;
+    const char *k, *v, *e;
+    uint64_t n;
+    switch (op) {
+    case TN_OP_VALIDATE:
+        if (rd_u32(&r) != TN_STORE_MAGIC)
+            return r.err == 1 ? 0 : -1;
+        break;
+    case TN_OP_AUTH:
+        v = rd_str(&r, TOKEN_MAX, &vl);
+        if (r.err)
+            break;
+        if (s->token) {
+            /* constant time in the token's length */
+            unsigned diff = (unsigned)(vl ^ s->toklen);
+            for (size_t i = 0; i < s->toklen; i++)
+                diff |= (unsigned)(s->token[i] ^ (i < vl ? v[i] : 0));
+            if (diff)
+                return -1;
+        }
+        c->authed = true;
+        reply_u8(c, 1);
+        break;
+    case TN_OP_SET:
+    case TN_OP_APPEND:
+    case TN_OP_QUEUE_PUSH:
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
+        if (r.err)
+            break;
+        if (op == TN_OP_SET) {
+            if (!set_value(s, k, kl, v, vl))
+                return -1;
+        } else if (op == TN_OP_APPEND) {
+            struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
+            if (!ent)
+                return -1;
+            if (!ent->val) {
+                if (tn__map_setval(&s->map, ent, v, vl) < 0)
+                    return -1;
+            } else {
+                if (ent->vlen + vl > TN_STORE_MAX_VALUE)
+                    return -1;
+                char *nv = realloc(ent->val, ent->vlen + vl + 1);
+                if (!nv)
+                    return -1;
+                memcpy(nv + ent->vlen, v, vl);
+                ent->val = nv;
+                ent->vlen += vl;
+            }
+            notify(s, k, kl);
+        } else {
+            struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
+            if (!ent || tn__map_push(&s->map, ent, v, vl) < 0)
+                return -1;
+            notify(s, k, kl);
+        }
+        break;
+    case TN_OP_COMPARE_SET: {
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        e = rd_str(&r, TN_STORE_MAX_VALUE, &el);
+        v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
+        if (r.err)
+            break;
+        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+        if (!ent || !ent->val) {
+            if (el == 0) {
+                if (!set_value(s, k, kl, v, vl))
+                    return -1;
+                reply_str(c, v, vl);
+            } else {
+                reply_str(c, e, el);
+            }
+        } else if (ent->vlen == el && memcmp(ent->val, e, el) == 0) {
+            if (tn__map_setval(&s->map, ent, v, vl) < 0)
+                return -1;
+            reply_str(c, v, vl);
+        } else {
+            reply_str(c, ent->val, ent->vlen);
+        }
+        break;
+    }
+    case TN_OP_GET: {
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        if (r.err)
+            break;
+        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+        if (ent && ent->val)
+            reply_str(c, ent->val, ent->vlen);
+        else
+            reply_str(c, "", 0);
+        break;
+    }
+    case TN_OP_ADD: {
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        int64_t d = (int64_t)rd_u64(&r);
+        if (r.err)
+            break;
+        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+        char buf[32];
+        size_t bl;
+        int64_t out;
+        if (tn__add_value(k, kl, ent ? ent->val : NULL, ent ? ent->vlen : 0, d, &out, buf,
+                          &bl) < 0)
+            return -1;
+        if (!set_value(s, k, kl, buf, bl))
+            return -1;
+        reply_i64(c, out);
+        break;
+    }
+    case TN_OP_CHECK:
+    case TN_OP_WAIT:
+    case TN_OP_MULTI_GET: {
+        n = rd_u64(&r);
+        if (r.err)
+            break;
+        if (n > TN_STORE_MAX_KEYS_PER_REQUEST)
+            return -1;
+        size_t start = r.pos;
+        if (!rd_keys(&r, n, NULL, NULL))
+            break;
+        r.pos = start;
+        const char **ks = malloc((n ? n : 1) * sizeof *ks);
+        size_t *kls = malloc((n ? n : 1) * sizeof *kls);
+        if (!ks || !kls) {
+            free(ks);
+            free(kls);
+            return -1;
+        }
+        rd_keys(&r, n, ks, kls);
+        if (op == TN_OP_MULTI_GET) {
+            for (uint64_t i = 0; i < n; i++) {
+                struct tn__kv *ent = tn__map_find(&s->map, ks[i], kls[i]);
+                if (ent && ent->val)
+                    reply_str(c, ent->val, ent->vlen);
+                else
+                    reply_str(c, "", 0);
+            }
+        } else {
+            size_t missing = 0;
+            for (uint64_t i = 0; i < n; i++)
+                if (!exists(s, ks[i], kls[i]))
+                    missing++;
+            if (op == TN_OP_CHECK || missing == 0) {
+                reply_u8(c, missing ? 1 : 0);
+            } else {
+                c->wkeys = calloc(missing, sizeof *c->wkeys);
+                c->wklens = calloc(missing, sizeof *c->wklens);
+                bool ok = c->wkeys && c->wklens;
+                for (uint64_t i = 0; ok && i < n; i++) {
+                    if (exists(s, ks[i], kls[i]))
+                        continue;
+                    char *kc = malloc(kls[i] ? kls[i] : 1);
+                    if (!kc) {
+                        ok = false;
+                        break;
+                    }
+                    memcpy(kc, ks[i], kls[i]);
+                    c->wkeys[c->nwkeys] = kc;
+                    c->wklens[c->nwkeys++] = kls[i];
+                }
+                c->waiting = true;
+                c->wnext = s->waiters;
+                if (s->waiters)
+                    s->waiters->wprev = c;
+                s->waiters = c;
+                if (!ok) {
+                    free(ks);
+                    free(kls);
+                    return -1;
+                }
+            }
+        }
+        free(ks);
+        free(kls);
+        break;
+    }
+    case TN_OP_MULTI_SET: {
+        n = rd_u64(&r);
+        if (r.err)
+            break;
+        if (n > TN_STORE_MAX_KEYS_PER_REQUEST)
+            return -1;
+        size_t start = r.pos;
+        for (uint64_t i = 0; i < n && !r.err; i++) {
+            rd_str(&r, TN_STORE_MAX_KEY, &kl);
+            rd_str(&r, TN_STORE_MAX_VALUE, &vl);
+        }
+        if (r.err)
+            break;
+        r.pos = start;
+        for (uint64_t i = 0; i < n; i++) {
+            k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+            v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
+            if (!set_value(s, k, kl, v, vl))
+                return -1;
+        }
+        break;
+    }
+    case TN_OP_GETNUMKEYS:
+        reply_i64(c, (int64_t)s->map.count);
+        break;
+    case TN_OP_DELETE_KEY: {
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        if (r.err)
+            break;
+        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+        reply_i64(c, ent && tn__map_delval(&s->map, ent) ? 1 : 0);
+        break;
+    }
+    case TN_OP_CANCEL_WAIT:
+        waiter_clear(s, c);
+        reply_u8(c, 1);
+        break;
+    case TN_OP_PING: {
+        uint32_t nonce = rd_u32(&r);
+        if (r.err)
+            break;
+        if (tn__db_u32(&c->out, nonce) < 0)
+            return -1;
+        break;
+    }
+    case TN_OP_QUEUE_POP: {
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        if (r.err)
+            break;
+        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+        int64_t len = ent ? ent->qlen : 0;
+        reply_i64(c, len);
+        if (len > 0) {
+            struct tn__qitem *q = tn__map_pop(&s->map, ent);
+            reply_str(c, q->data, q->len);
+            free(q);
+        }
+        break;
+    }
+    case TN_OP_QUEUE_LEN: {
+        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
+        if (r.err)
+            break;
+        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+        reply_i64(c, ent ? ent->qlen : 0);
+        break;
+    }
+    default:
+        return -1;
+    }
+    if (r.err == -1 || c->dead)
+        return -1;
+    if (r.err == 1) {
+        c->need = r.need;
+        return 0;
+    }
+    return (long)r.pos;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static void close_conn(struct tn_store_server *s, struct conn *c)
+{
+    waiter_clear(s, c);
+    epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    tn__db_free(&c->in);
+    tn__db_free(&c->out);
+    free(c);
+    s->nconns--;
+}
+
+static void flush_conn(struct tn_store_server *s, struct conn *c)
+{
+    while (c->out.len) {
+        ssize_t w = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                c->dead = true;
+            break;
+        }
+        tn__db_consume(&c->out, (size_t)w);
+    }
+    struct epoll_event ev = {.events = EPOLLIN | (c->out.len ? EPOLLOUT : 0u), .data.ptr = c};
+    epoll_ctl(s->efd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void process(struct tn_store_server *s, struct conn *c)
+{
+    while (!c->dead && c->in.len && c->in.len >= c->need && c->out.len < MAX_PENDING_OUT) {
+        long used = handle(s, c);
+        if (used < 0) {
+            c->dead = true;
+            break;
+        }
+        if (used == 0)
+            break;
+        c->need = 0;
+        tn__db_consume(&c->in, (size_t)used);
+    }
+    if (!c->dead)
+        flush_conn(s, c);
+}
+
+static void on_readable(struct tn_store_server *s, struct conn *c)
+{
+    for (;;) {
+        if (tn__db_reserve(&c->in, 65536) < 0) {
+            c->dead = true;
+            return;
+        }
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                c->dead = true;
+            break;
+        }
+        if (n == 0) {
+            c->dead = true;
+            break;
+        }
+        c->in.len += (size_t)n;
+        if (c->in.len > MAX_REQUEST + 65536 && c->in.len >= c->need) {
+            /* more unparsed bytes than any request may hold */
+            process(s, c);
+            if (c->in.len > MAX_REQUEST + 65536)
+                c->dead = true;
+            if (c->dead)
+                return;
+        }
+    }
+    process(s, c);
+}
+
+static void accept_all(struct tn_store_server *s)
+{
+    for (;;) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return; /* EAGAIN, or EMFILE: the client retries */
+        if (s->nconns >= s->max_clients) {
+            close(fd);
+            continue;
+        }
+        struct conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        c->authed = s->token == NULL;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = s->conns;
+        if (s->conns)
+            s->conns->prev = c;
+        s->conns = c;
+        s->nconns++;
+    }
+}
+
+static void *loop(void *arg)
+{
+    struct tn_store_server *s = arg;
+    struct epoll_event evs[128];
+    for (;;) {
+        int n = epoll_wait(s->efd, evs, 128, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->lfd) {
+                accept_all(s);
+                continue;
+            }
+            if (p == &s->stopfd)
+                return NULL;
+            struct conn *c = p;
+            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                on_readable(s, c);
+            if (!c->dead && (evs[i].events & EPOLLOUT)) {
+                flush_conn(s, c);
+                process(s, c); /* input held back while output was full */
+            }
+        }
+        /* Close the dead after the batch: a later event may still point at
+         * one, so they are reaped here, outside the event array. */
+        while (s->kicked) {
+            s->kicked = false;
+            for (struct conn *k = s->conns; k; k = k->next)
+                if (!k->dead && !k->waiting && k->in.len)
+                    process(s, k);
+        }
+        struct conn *c = s->conns;
+        while (c) {
+            struct conn *nx = c->next;
+            if (c->dead)
+                close_conn(s, c);
+            c = nx;
+        }
+    }
+    return NULL;
+}
+
+static int listen_on(const char *host, int port, int *outport)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host ? host : "0.0.0.0", ps, &hints, &ai);
+    if (rc)
+        return tn_set_error(TN_EINVAL, "TCPStore server: cannot resolve %s: %s",
+                            host ? host : "0.0.0.0", gai_strerror(rc));
+    int fd = -1, err = 0;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
+            break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0)
+        return tn_set_error(TN_EIO, "TCPStore server: failed to bind to %s:%d: %s",
+                            host ? host : "0.0.0.0", port, strerror(err));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *outport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts *opts)
+{
+    struct tn_store_server_opts o = {0};
+    o.listen_fd = -1;
+    if (opts)
+        o = *opts;
+    struct tn_store_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        tn_set_error(TN_ENOMEM, "TCPStore server: out of memory");
+        return NULL;
+    }
+    s->lfd = s->efd = s->stopfd = -1;
+    tn__map_init(&s->map);
+    s->max_clients = o.max_clients > 0 ? o.max_clients : 65536;
+    const char *tok = o.token ? o.token : getenv("TN_STORE_TOKEN");
+    if (tok && *tok) {
+        s->toklen = strlen(tok);
+        if (s->toklen > TOKEN_MAX) {
+            tn_set_error(TN_EINVAL, "TN_STORE_TOKEN is longer than %d bytes", TOKEN_MAX);
+            goto fail;
+        }
+        s->token = strdup(tok);
+        if (!s->token)
+            goto oom;
+    }
+    if (o.listen_fd >= 0) {
+        s->lfd = o.listen_fd;
+        fcntl(s->lfd, F_SETFL, fcntl(s->lfd, F_GETFL) | O_NONBLOCK);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(s->lfd, (struct sockaddr *)&ss, &sl);
+        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    } else {
+        s->lfd = listen_on(o.host, o.port, &s->port);
+        if (s->lfd < 0)
+            goto fail;
+    }
+    s->efd = epoll_create1(EPOLL_CLOEXEC);
+    s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->efd < 0 || s->stopfd < 0) {
+        tn_set_error(TN_EIO, "TCPStore server: epoll: %s", strerror(errno));
+        goto fail;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    epoll_ctl(s->efd, EPOLL_CTL_ADD, s->lfd, &ev);
+    ev.data.ptr = &s->stopfd;
+    epoll_ctl(s->efd, EPOLL_CTL_ADD, s->stopfd, &ev);
+    if (pthread_create(&s->thread, NULL, loop, s) != 0) {
+        tn_set_error(TN_ERUNTIME, "TCPStore server: cannot start its thread");
+        goto fail;
+    }
+    return s;
+oom:
+    tn_set_error(TN_ENOMEM, "TCPStore server: out of memory");
+fail:
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->efd >= 0)
+        close(s->efd);
+    if (s->stopfd >= 0)
+        close(s->stopfd);
+    free(s->token);
+    free(s);
+    return NULL;
+}
+
+int tn_store_server_port(const struct tn_store_server *srv)
+{
+    return srv->port;
+}
+
+void tn_store_server_stop(struct tn_store_server *s)
+{
+    if (!s)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(s->stopfd, &one, sizeof one);
+    (void)w;
+    pthread_join(s->thread, NULL);
+    while (s->conns)
+        close_conn(s, s->conns);
+    close(s->lfd);
+    close(s->efd);
+    close(s->stopfd);
+    tn__map_free(&s->map);
+    free(s->token);
+    free(s);
+}

@@ -1,0 +1,158 @@
+/*
+ * tensor/dist.h: libtensor's distributed module: key-value stores (TCP,
+ * file, in-process hash, prefix) behind one interface, the TCPStore server
+ * that speaks PyTorch's wire protocol, and tn_dist_init, the rendezvous of
+ * init_process_group.
+ *
+ * Stores are refcounted: a constructor returns one reference that the caller
+ * drops with tn_store_release(). Values are bytes; a value a function returns
+ * through `void **val` is malloc'd, belongs to the caller (free()) and has a
+ * NUL after its length, so text values read as C strings. Keys
+ * are NUL-terminated strings, as PyTorch's std::string keys are in practice.
+ * A blocking operation gives up after the store's timeout (tn_store_set_timeout,
+ * default 300 s like PyTorch) with TN_ETIMEOUT and a message naming the keys,
+ * in PyTorch's words ("wait timeout after 1000ms, keys: /k").
+ */
+#ifndef TENSOR_DIST_H
+#define TENSOR_DIST_H
+
+#include <tensor/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ stores */
+
+struct tn_store;
+
+/* Default timeout of every store, as c10d's (300 s). */
+#define TN_STORE_DEFAULT_TIMEOUT_MS 300000
+
+/* Keys and values larger than these are refused (by the server: the client
+ * is disconnected), so a hostile length cannot exhaust memory. */
+#define TN_STORE_MAX_KEY (64u * 1024u)
+#define TN_STORE_MAX_VALUE (256u * 1024u * 1024u)
+#define TN_STORE_MAX_KEYS_PER_REQUEST (128u * 1024u)
+
+void tn_store_retain(struct tn_store *s);
+void tn_store_release(struct tn_store *s);
+
+/* Timeout in milliseconds of the blocking operations (get, wait, blocking
+ * queue_pop). */
+void tn_store_set_timeout(struct tn_store *s, int64_t timeout_ms);
+int64_t tn_store_timeout(const struct tn_store *s);
+
+/* Overwrites key with the value and wakes its waiters. */
+int tn_store_set(struct tn_store *s, const char *key, const void *val, size_t len);
+
+/* Waits until key exists, then returns its value in *val (malloc'd; a
+ * zero-length value is a valid 1-byte allocation) and *len. */
+int tn_store_get(struct tn_store *s, const char *key, void **val, size_t *len);
+
+/* Adds delta to the integer stored as decimal text at key (a missing key
+ * counts as 0); the new value goes to *out when out is not NULL. */
+int tn_store_add(struct tn_store *s, const char *key, int64_t delta, int64_t *out);
+
+/* PyTorch's compare_set: stores desired when the key holds expected (or is
+ * missing and expected is empty) and returns the value now stored (or
+ * expected when the key is missing and expected is not empty). */
+int tn_store_compare_set(struct tn_store *s, const char *key, const void *expected, size_t elen,
+                         const void *desired, size_t dlen, void **val, size_t *len);
+
+/* Waits until every key exists. timeout_ms < 0 means the store's timeout. */
+int tn_store_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms);
+
+/* 1 when every key exists, 0 when one does not, or a negative status. */
+int tn_store_check(struct tn_store *s, const char *const *keys, size_t n);
+
+/* 1 when the key existed and is now deleted, 0 when it did not exist. */
+int tn_store_delete(struct tn_store *s, const char *key);
+
+/* The number of keys, PyTorch's internal ones included. */
+int tn_store_num_keys(struct tn_store *s, int64_t *out);
+
+/* Appends bytes to the value at key (creating it). */
+int tn_store_append(struct tn_store *s, const char *key, const void *val, size_t len);
+
+/* Gets n keys at once (waiting for them); vals[i] are malloc'd. On failure
+ * no value is returned. */
+int tn_store_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **vals,
+                       size_t *lens);
+int tn_store_multi_set(struct tn_store *s, const char *const *keys, size_t n,
+                       const void *const *vals, const size_t *lens);
+
+/* Queues: push appends an item to the queue named key; pop takes the oldest
+ * (waiting up to the timeout when block is true and the queue is empty;
+ * TN_ETIMEOUT, or TN_EINDEX without block when empty). */
+int tn_store_queue_push(struct tn_store *s, const char *key, const void *val, size_t len);
+int tn_store_queue_pop(struct tn_store *s, const char *key, bool block, void **val, size_t *len);
+int tn_store_queue_len(struct tn_store *s, const char *key, int64_t *out);
+
+/* In-process store (threads, tests). */
+struct tn_store *tn_store_hash_new(void);
+
+/* Every key becomes prefix + "/" + key in base, which the prefix store holds
+ * a reference to. */
+struct tn_store *tn_store_prefix_new(const char *prefix, struct tn_store *base);
+
+/* PyTorch's FileStore: an append-only log at path shared by num_workers
+ * processes (the last one to close it deletes it; num_workers <= 0: never). */
+struct tn_store *tn_store_file_new(const char *path, int num_workers);
+
+/* A client of a TCPStore server at host:port (PyTorch's or ours), connected
+ * with retries until timeout_ms. When TN_STORE_TOKEN is set in the
+ * environment the client authenticates with it (our server only). */
+struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeout_ms);
+
+/* ------------------------------------------------------------ TCP server */
+
+struct tn_store_server;
+
+struct tn_store_server_opts {
+    const char *host;  /* address to bind; NULL: 0.0.0.0 */
+    int port;          /* 0 picks a free port */
+    int listen_fd;     /* >= 0: serve this listening socket instead */
+    const char *token; /* NULL: TN_STORE_TOKEN from the environment, if set */
+    int max_clients;   /* 0: 65536 */
+};
+
+/* Starts a TCPStore server on its own thread (one epoll loop). It speaks the
+ * current PyTorch protocol and, recognised from a client's first bytes, the
+ * PyTorch 1.x numbering. With a token, a client must present it before any
+ * other request or it is disconnected. opts may be NULL. */
+struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts *opts);
+
+/* The port the server listens on. */
+int tn_store_server_port(const struct tn_store_server *srv);
+
+/* Stops the loop, closes every connection and frees the server. */
+void tn_store_server_stop(struct tn_store_server *srv);
+
+/* ------------------------------------------------------------ rendezvous */
+
+struct tn_dist_info {
+    struct tn_store *store;          /* "default_pg"-prefixed store (a reference) */
+    struct tn_store_server *server;  /* the server rank 0 hosts, or NULL */
+    int rank;
+    int world_size;
+};
+
+/* The rendezvous of init_process_group: url is "env://" (MASTER_ADDR,
+ * MASTER_PORT, RANK, WORLD_SIZE; also Slurm's and Open MPI's variables),
+ * "tcp://host:port?rank=R&world_size=N" or "file:///path?rank=R&world_size=N".
+ * rank or world_size >= 0 override the URL and environment. With torchrun's
+ * (or trun's) TORCHELASTIC_USE_AGENT_STORE=True every rank is a client of the
+ * launcher's store, inside "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>".
+ * Waits until world_size ranks joined or timeout_ms passed. */
+int tn_dist_init(const char *url, int rank, int world_size, int64_t timeout_ms,
+                 struct tn_dist_info *out);
+
+/* Releases what tn_dist_init made. */
+void tn_dist_finish(struct tn_dist_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,14 @@
+# Unit tests of lib/dist: stores, the TCPStore server, rendezvous, and the
+# wire protocol against real PyTorch (2.x and Debian's 1.13) when installed.
+UNIT_TESTS += tests/unit/test_store
+tests_unit_test_store_SOURCES = tests/unit/test_store.c
+tests_unit_test_store_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_store_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_store_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_store_torch
+tests_unit_test_store_torch_SOURCES = tests/unit/test_store_torch.c
+tests_unit_test_store_torch_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_store_torch_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_store_torch_LDFLAGS = $(TN_UNIT_LINK)
+EXTRA_DIST += tests/fixtures/dist/store_client.py tests/fixtures/dist/store_server.py

@@ -1,0 +1,432 @@
+/*
+ * test_store: the stores (hash, prefix, file, TCP server with our client),
+ * the server against garbage, truncated and oversized requests, token
+ * authentication, and tn_dist_init over tcp:// and file:// with two ranks
+ * as threads.
+ */
+#include "tn_test.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static char *getstr(struct tn_store *s, const char *k)
+{
+    void *v = NULL;
+    size_t n = 0;
+    if (tn_store_get(s, k, &v, &n) < 0)
+        return NULL;
+    return v; /* NUL-terminated by every store */
+}
+
+/* What every store kind must do the same way. */
+static void common_ops(struct tn_store *s, bool queues)
+{
+    tn_store_set_timeout(s, 200);
+    assert_int_equal(tn_store_set(s, "a", "1", 1), 0);
+    char *v = getstr(s, "a");
+    assert_non_null(v);
+    assert_string_equal(v, "1");
+    free(v);
+    int64_t n;
+    assert_int_equal(tn_store_add(s, "cnt", 5, &n), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(tn_store_add(s, "cnt", -2, &n), 0);
+    assert_int_equal(n, 3);
+    v = getstr(s, "cnt");
+    assert_string_equal(v, "3");
+    free(v);
+    assert_int_equal(tn_store_add(s, "a", 1, &n), 0);
+    assert_int_equal(n, 2);
+
+    void *cs;
+    size_t cl;
+    assert_int_equal(tn_store_compare_set(s, "m", "x", 1, "y", 1, &cs, &cl), 0);
+    assert_int_equal(cl, 1);
+    assert_memory_equal(cs, "x", 1); /* missing + non-empty expected: expected */
+    free(cs);
+    assert_int_equal(tn_store_compare_set(s, "m", "", 0, "y", 1, &cs, &cl), 0);
+    assert_memory_equal(cs, "y", 1);
+    free(cs);
+    assert_int_equal(tn_store_compare_set(s, "m", "y", 1, "z", 1, &cs, &cl), 0);
+    assert_memory_equal(cs, "z", 1);
+    free(cs);
+    assert_int_equal(tn_store_compare_set(s, "m", "q", 1, "w", 1, &cs, &cl), 0);
+    assert_memory_equal(cs, "z", 1);
+    free(cs);
+
+    const char *keys[2] = {"a", "nope"};
+    assert_int_equal(tn_store_check(s, keys, 1), 1);
+    assert_int_equal(tn_store_check(s, keys, 2), 0);
+    assert_int_equal(tn_store_wait(s, keys, 1, 100), 0);
+    assert_int_equal(tn_store_wait(s, keys, 2, 50), TN_ETIMEOUT);
+    assert_non_null(strstr(tn_last_error(), "wait timeout after 50ms"));
+    assert_non_null(strstr(tn_last_error(), "nope"));
+    /* a get that times out names its key, and the store still works after */
+    v = getstr(s, "missing_key");
+    assert_null(v);
+    assert_int_equal(tn_last_status(), TN_ETIMEOUT);
+    assert_non_null(strstr(tn_last_error(), "missing_key"));
+
+    assert_int_equal(tn_store_num_keys(s, &n), 0);
+    int64_t before = n;
+    assert_int_equal(tn_store_delete(s, "a"), 1);
+    assert_int_equal(tn_store_delete(s, "a"), 0);
+    assert_int_equal(tn_store_num_keys(s, &n), 0);
+    assert_int_equal(n, before - 1);
+
+    assert_int_equal(tn_store_append(s, "ap", "ab", 2), 0);
+    assert_int_equal(tn_store_append(s, "ap", "cd", 2), 0);
+    v = getstr(s, "ap");
+    assert_string_equal(v, "abcd");
+    free(v);
+
+    const char *mk[3] = {"k1", "k2", "k3"};
+    const void *mv[3] = {"v1", "", "v333"};
+    size_t ml[3] = {2, 0, 4};
+    assert_int_equal(tn_store_multi_set(s, mk, 3, mv, ml), 0);
+    void *got[3];
+    size_t gl[3];
+    assert_int_equal(tn_store_multi_get(s, mk, 3, got, gl), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gl[i], ml[i]);
+        assert_memory_equal(got[i], mv[i], ml[i]);
+        free(got[i]);
+    }
+    if (queues) {
+        assert_int_equal(tn_store_queue_push(s, "q", "one", 3), 0);
+        assert_int_equal(tn_store_queue_push(s, "q", "two", 3), 0);
+        assert_int_equal(tn_store_queue_len(s, "q", &n), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(tn_store_queue_pop(s, "q", true, &cs, &cl), 0);
+        assert_memory_equal(cs, "one", 3);
+        free(cs);
+        assert_int_equal(tn_store_queue_pop(s, "q", false, &cs, &cl), 0);
+        assert_memory_equal(cs, "two", 3);
+        free(cs);
+        assert_int_equal(tn_store_queue_pop(s, "q", false, &cs, &cl), TN_EINDEX);
+        assert_int_equal(tn_store_queue_pop(s, "q", true, &cs, &cl), TN_ETIMEOUT);
+        assert_int_equal(tn_store_queue_len(s, "q", &n), 0);
+        assert_int_equal(n, 0);
+    }
+}
+
+static void test_hash(void **state)
+{
+    (void)state;
+    struct tn_store *s = tn_store_hash_new();
+    assert_non_null(s);
+    common_ops(s, true);
+    tn_store_release(s);
+}
+
+static void test_prefix(void **state)
+{
+    (void)state;
+    struct tn_store *h = tn_store_hash_new();
+    struct tn_store *p = tn_store_prefix_new("pg", h);
+    assert_non_null(p);
+    common_ops(p, true);
+    assert_int_equal(tn_store_set(p, "x", "7", 1), 0);
+    char *v = getstr(h, "pg/x");
+    assert_non_null(v);
+    assert_string_equal(v, "7");
+    free(v);
+    tn_store_release(h); /* the prefix store keeps it alive */
+    v = getstr(p, "x");
+    assert_string_equal(v, "7");
+    free(v);
+    tn_store_release(p);
+}
+
+static void test_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/tn_filestore_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct tn_store *a = tn_store_file_new(path, 2);
+    if (!a)
+        print_message("%s\n", tn_last_error());
+    struct tn_store *b = tn_store_file_new(path, 2);
+    assert_non_null(a);
+    assert_non_null(b);
+    common_ops(a, false);
+    assert_int_equal(tn_store_set(a, "shared", "yes", 3), 0);
+    char *v = getstr(b, "shared");
+    assert_non_null(v);
+    assert_string_equal(v, "yes");
+    free(v);
+    tn_store_release(a);
+    assert_int_equal(access(path, F_OK), 0);
+    tn_store_release(b); /* the last of 2 workers deletes the file */
+    assert_int_equal(access(path, F_OK), -1);
+}
+
+static struct tn_store_server *start(const char *token)
+{
+    struct tn_store_server_opts o = {.host = "127.0.0.1", .port = 0, .listen_fd = -1,
+                                     .token = token};
+    struct tn_store_server *srv = tn_store_server_start(&o);
+    assert_non_null(srv);
+    assert_true(tn_store_server_port(srv) > 0);
+    return srv;
+}
+
+static void test_tcp(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    struct tn_store_server *srv = start(NULL);
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", tn_store_server_port(srv), 5000);
+    assert_non_null(s);
+    common_ops(s, true);
+    /* a second client sees the first one's keys; a get waits for a set */
+    struct tn_store *t = tn_store_tcp_connect("127.0.0.1", tn_store_server_port(srv), 5000);
+    assert_non_null(t);
+    char *v = getstr(t, "ap");
+    assert_string_equal(v, "abcd");
+    free(v);
+    tn_store_release(t);
+    tn_store_release(s);
+    tn_store_server_stop(srv);
+}
+
+/* Sends bytes on a fresh connection and reports whether the server closed
+ * it (reading EOF) within a second. */
+static bool server_drops(int port, const void *bytes, size_t n)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t w = send(fd, bytes, n, MSG_NOSIGNAL);
+    (void)w;
+    char buf[64];
+    ssize_t r;
+    while ((r = recv(fd, buf, sizeof buf, 0)) > 0)
+        ;
+    close(fd);
+    return r == 0;
+}
+
+static void test_garbage(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    struct tn_store_server *srv = start(NULL);
+    int port = tn_store_server_port(srv);
+    /* a SET whose key claims 2^62 bytes, after a valid handshake */
+    unsigned char huge[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01, 0, 0, 0, 0, 0, 0, 0, 0x40};
+    assert_true(server_drops(port, huge, sizeof huge));
+    /* the same in the 1.x numbering */
+    unsigned char huge1[] = {0x00, 0, 0, 0, 0, 0, 0, 0, 0x40};
+    assert_true(server_drops(port, huge1, sizeof huge1));
+    /* an HTTP probe, an unknown opcode, a wrong magic */
+    const char *http = "GET / HTTP/1.0\r\n\r\n";
+    assert_true(server_drops(port, http, strlen(http)));
+    unsigned char unk[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x63};
+    assert_true(server_drops(port, unk, sizeof unk));
+    unsigned char many[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x06, 0xff, 0xff, 0xff, 0xff,
+                            0xff, 0xff, 0xff, 0x7f};
+    assert_true(server_drops(port, many, sizeof many));
+    /* random bytes, many times */
+    srand(7);
+    for (int i = 0; i < 50; i++) {
+        unsigned char rnd[64];
+        for (size_t j = 0; j < sizeof rnd; j++)
+            rnd[j] = (unsigned char)rand();
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+        ssize_t w = send(fd, rnd, (size_t)(1 + rand() % 64), MSG_NOSIGNAL);
+        (void)w;
+        close(fd); /* truncated requests: the server must forget them */
+    }
+    /* the server still serves */
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", port, 5000);
+    assert_non_null(s);
+    assert_int_equal(tn_store_set(s, "alive", "1", 1), 0);
+    char *v = getstr(s, "alive");
+    assert_string_equal(v, "1");
+    free(v);
+    tn_store_release(s);
+    tn_store_server_stop(srv);
+}
+
+static void test_token(void **state)
+{
+    (void)state;
+    struct tn_store_server *srv = start("s3cret");
+    int port = tn_store_server_port(srv);
+    unsetenv("TN_STORE_TOKEN");
+    assert_null(tn_store_tcp_connect("127.0.0.1", port, 2000));
+    assert_non_null(strstr(tn_last_error(), "handshake"));
+    setenv("TN_STORE_TOKEN", "wrong", 1);
+    assert_null(tn_store_tcp_connect("127.0.0.1", port, 2000));
+    setenv("TN_STORE_TOKEN", "s3cret", 1);
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", port, 2000);
+    assert_non_null(s);
+    assert_int_equal(tn_store_set(s, "k", "v", 1), 0);
+    char *v = getstr(s, "k");
+    assert_string_equal(v, "v");
+    free(v);
+    tn_store_release(s);
+    unsetenv("TN_STORE_TOKEN");
+    tn_store_server_stop(srv);
+}
+
+/* Many clients at once, each waiting on a key one last client sets. */
+struct waiter_arg {
+    int port;
+    int ok;
+};
+
+static void *waiter(void *p)
+{
+    struct waiter_arg *a = p;
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", a->port, 10000);
+    if (!s)
+        return NULL;
+    int64_t n;
+    tn_store_add(s, "arrived", 1, &n);
+    char *v = getstr(s, "go");
+    a->ok = v && strcmp(v, "now") == 0;
+    free(v);
+    tn_store_release(s);
+    return NULL;
+}
+
+static void test_many_clients(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    struct tn_store_server *srv = start(NULL);
+    enum { N = 64 };
+    pthread_t th[N];
+    struct waiter_arg args[N];
+    for (int i = 0; i < N; i++) {
+        args[i] = (struct waiter_arg){tn_store_server_port(srv), 0};
+        assert_int_equal(pthread_create(&th[i], NULL, waiter, &args[i]), 0);
+    }
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", tn_store_server_port(srv), 5000);
+    const char *k[1] = {"arrived"};
+    assert_int_equal(tn_store_wait(s, k, 1, 10000), 0);
+    for (int tries = 0; tries < 1000; tries++) {
+        int64_t n;
+        assert_int_equal(tn_store_add(s, "arrived", 0, &n), 0);
+        if (n == N)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(tn_store_set(s, "go", "now", 3), 0);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(args[i].ok);
+    }
+    tn_store_release(s);
+    tn_store_server_stop(srv);
+}
+
+struct rank_arg {
+    const char *url;
+    int rank;
+    int rc;
+    char got[16];
+};
+
+static void *rank_main(void *p)
+{
+    struct rank_arg *a = p;
+    struct tn_dist_info info;
+    a->rc = tn_dist_init(a->url, a->rank, -1, 10000, &info);
+    if (a->rc < 0)
+        print_message("rank %d: %s\n", a->rank, tn_last_error());
+    if (a->rc < 0)
+        return NULL;
+    char key[16];
+    snprintf(key, sizeof key, "r%d", a->rank);
+    tn_store_set(info.store, key, key, strlen(key));
+    snprintf(key, sizeof key, "r%d", 1 - a->rank);
+    char *v = getstr(info.store, key);
+    if (v)
+        snprintf(a->got, sizeof a->got, "%s", v);
+    free(v);
+    /* rank 0 hosts the store: it leaves last */
+    const char *done[1] = {"done1"};
+    if (a->rank == 1)
+        tn_store_set(info.store, "done1", "", 0);
+    else
+        tn_store_wait(info.store, done, 1, 10000);
+    tn_dist_finish(&info);
+    return NULL;
+}
+
+static void two_ranks(const char *url)
+{
+    struct rank_arg a[2] = {{url, 0, -99, ""}, {url, 1, -99, ""}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, rank_main, &a[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(a[0].rc, 0);
+    assert_int_equal(a[1].rc, 0);
+    assert_string_equal(a[0].got, "r1");
+    assert_string_equal(a[1].got, "r0");
+}
+
+static void test_dist_init(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    /* a free port: bind port 0, read it, close it */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    socklen_t sl = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &sl);
+    close(fd);
+    char url[128];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d?world_size=2", ntohs(a.sin_port));
+    two_ranks(url);
+
+    char path[] = "/tmp/tn_distinit_XXXXXX";
+    fd = mkstemp(path);
+    close(fd);
+    unlink(path);
+    snprintf(url, sizeof url, "file://%s?world_size=2", path);
+    two_ranks(url);
+    assert_int_equal(access(path, F_OK), -1);
+
+    /* env:// without the variables says which one is missing */
+    unsetenv("MASTER_ADDR");
+    struct tn_dist_info info;
+    assert_int_equal(tn_dist_init("env://", 0, 1, 1000, &info), TN_EINVAL);
+    assert_non_null(strstr(tn_last_error(), "MASTER_ADDR expected, but not set"));
+    /* a lone rank that waits for a second one that never comes */
+    snprintf(url, sizeof url, "file://%s?rank=0&world_size=2", path);
+    assert_int_equal(tn_dist_init(url, -1, -1, 300, &info), TN_ETIMEOUT);
+    assert_non_null(strstr(tn_last_error(), "1/2 clients joined"));
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash),         cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_file),         cmocka_unit_test(test_tcp),
+        cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
+        cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),
+    };
+    return TN_RUN_TESTS(tests);
+}
