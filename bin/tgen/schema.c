@@ -411,6 +411,10 @@ static int parse_func(struct tg_func *f)
             return cur_error(&c, 0, "out= arguments come last", a->name);
     }
     f->is_out = nout > 0;
+    for (int k = 0; k < f->nargs; k++)
+        if (f->args[k].mutable_ && !f->args[k].kwonly && !(k == 0 && f->inplace))
+            return cur_error(&c, 0, "a Tensor(a!) argument is the self of an in-place op (name_) "
+                             "or a keyword-only out= argument", f->args[k].name);
     if (f->is_out && f->inplace)
         return cur_error(&c, 0, "an operator is either in-place (name_) or has out= arguments",
                          NULL);

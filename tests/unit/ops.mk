@@ -4,3 +4,9 @@ tests_unit_test_ops_binary_SOURCES = tests/unit/test_ops_binary.c
 tests_unit_test_ops_binary_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_binary_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_binary_LDFLAGS = $(TN_UNIT_LINK)
+
+# A host for plugins (tests/cli/tgen.bats): linked against the shared
+# libtensor, whose tn_ symbols the plugin resolves when it is loaded.
+check_PROGRAMS += tests/unit/ops_plugin_host
+tests_unit_ops_plugin_host_SOURCES = tests/unit/ops_plugin_host.c
+tests_unit_ops_plugin_host_LDADD = $(TN_LIB)

@@ -1,0 +1,2 @@
+# Bats tests of tgen.
+CLI_TESTS += tests/cli/tgen.bats
