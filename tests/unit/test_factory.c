@@ -62,9 +62,14 @@ static struct tn_tensor *tn_construct(const char *fn, json_t *args)
 static int tn_run_case(json_t *c, bool torch1)
 {
     const char *name = json_string_value(json_object_get(c, "name"));
+    json_t *args = json_object_get(c, "args");
+    enum tn_dtype dflt = tn_fx_dtype(json_object_get(args, "default_dtype"));
+    if (dflt != TN_DTYPE_UNSET)
+        assert_int_equal(tn_set_default_dtype(dflt), TN_OK);
     tn_clear_error();
-    struct tn_tensor *r =
-        tn_construct(json_string_value(json_object_get(c, "fn")), json_object_get(c, "args"));
+    struct tn_tensor *r = tn_construct(json_string_value(json_object_get(c, "fn")), args);
+    if (dflt != TN_DTYPE_UNSET)
+        tn_set_default_dtype(TN_FLOAT32);
     int rc = tn_fx_outcome(c, r, torch1);
     if (rc <= 0) {
         tn_release(r);
