@@ -1,9 +1,15 @@
 # Unit tests of the dispatcher and the operators (lib/dispatch, lib/ops).
 UNIT_TESTS += tests/unit/test_ops_binary
-tests_unit_test_ops_binary_SOURCES = tests/unit/test_ops_binary.c
+tests_unit_test_ops_binary_SOURCES = tests/unit/test_ops_binary.c tests/unit/ops_cases.h
 tests_unit_test_ops_binary_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_binary_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_binary_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_linalg
+tests_unit_test_ops_linalg_SOURCES = tests/unit/test_ops_linalg.c tests/unit/ops_cases.h
+tests_unit_test_ops_linalg_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_linalg_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_linalg_LDFLAGS = $(TN_UNIT_LINK)
 
 # A host for plugins (tests/cli/tgen.bats): linked against the shared
 # libtensor, whose tn_ symbols the plugin resolves when it is loaded.

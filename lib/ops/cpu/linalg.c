@@ -1,0 +1,231 @@
+/*
+ * ops/cpu/linalg.c: matrix products on the CPU. float32, float64 and
+ * complex64 go to OpenBLAS (cblas_?gemm) straight from the tensors' memory
+ * when their strides allow, so mm costs what sgemm costs; the other dtypes
+ * use a loop that accumulates float16/bfloat16 in float32 (as PyTorch's
+ * opmath) and integers with two's-complement wrap.
+ */
+#include <config.h>
+
+#include <cblas.h>
+#include <complex.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* How BLAS sees a rows x cols matrix with element strides (s0, s1). */
+struct mat {
+    const char *p;
+    enum CBLAS_TRANSPOSE trans;
+    int64_t ld;
+    bool ok;
+};
+
+static struct mat describe(const char *p, int64_t rows, int64_t cols, int64_t s0, int64_t s1)
+{
+    struct mat m = {p, CblasNoTrans, 0, false};
+    int64_t c1 = cols > 1 ? cols : 1, r1 = rows > 1 ? rows : 1;
+    if ((cols <= 1 || s1 == 1) && (rows <= 1 || s0 >= c1)) {
+        m.ld = rows <= 1 ? c1 : s0;
+        m.ok = true;
+    } else if ((rows <= 1 || s0 == 1) && (cols <= 1 || s1 >= r1)) {
+        m.trans = CblasTrans;
+        m.ld = cols <= 1 ? r1 : s1;
+        m.ok = true;
+    }
+    /* BLAS takes int sizes */
+    if (m.ld > INT32_MAX || rows > INT32_MAX || cols > INT32_MAX)
+        m.ok = false;
+    return m;
+}
+
+/* The loop for dtypes BLAS lacks: c = beta*c + alpha*(a @ b), c row-major
+ * with leading dim ldc; a, b by element strides. */
+#define TN_GEMM_LOOP(SFX, T, ACC, LD, ST)                                                      \
+    static void gemm_loop_##SFX(int64_t M, int64_t N, int64_t K, const char *a, int64_t as0,   \
+                                int64_t as1, const char *b, int64_t bs0, int64_t bs1, char *c, \
+                                int64_t ldc, ACC alpha, ACC beta, bool use_c)                  \
+    {                                                                                          \
+        const T *A = (const T *)a, *B = (const T *)b;                                          \
+        T *C = (T *)c;                                                                         \
+        for (int64_t i = 0; i < M; i++)                                                        \
+            for (int64_t j = 0; j < N; j++) {                                                  \
+                ACC acc = 0;                                                                   \
+                for (int64_t k = 0; k < K; k++)                                                \
+                    acc += (ACC)LD(A[i * as0 + k * as1]) * (ACC)LD(B[k * bs0 + j * bs1]);      \
+                ACC prev = use_c ? (ACC)LD(C[i * ldc + j]) : 0;                                \
+                ST(C[i * ldc + j], (use_c ? beta * prev : 0) + alpha * acc);                   \
+            }                                                                                  \
+    }
+#define LD_ID(v) (v)
+#define ST_ID(d, v) ((d) = (v))
+#define LD_H(v) tn_half_to_float(v)
+#define ST_H(d, v) ((d) = tn_half_from_float(v))
+#define LD_BF(v) tn_bfloat16_to_float(v)
+#define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
+#define ST_I64(d, v) ((d) = (int64_t)(v))
+#define ST_I32(d, v) ((d) = (int32_t)(v))
+#define ST_I16(d, v) ((d) = (int16_t)(v))
+#define ST_I8(d, v) ((d) = (int8_t)(v))
+#define ST_U8(d, v) ((d) = (uint8_t)(v))
+
+TN_GEMM_LOOP(f16, tn_half, float, LD_H, ST_H)
+TN_GEMM_LOOP(bf16, tn_bfloat16, float, LD_BF, ST_BF)
+/* integer products wrap: accumulate unsigned, store truncated */
+TN_GEMM_LOOP(i64, int64_t, uint64_t, LD_ID, ST_I64)
+TN_GEMM_LOOP(i32, int32_t, uint64_t, LD_ID, ST_I32)
+TN_GEMM_LOOP(i16, int16_t, uint64_t, LD_ID, ST_I16)
+TN_GEMM_LOOP(i8, int8_t, uint64_t, LD_ID, ST_I8)
+TN_GEMM_LOOP(u8, uint8_t, uint64_t, LD_ID, ST_U8)
+
+static const char *scalar_type_name(enum tn_dtype dt)
+{
+    static const char *names[TN_NUM_DTYPES] = {
+        [TN_FLOAT32] = "Float", [TN_FLOAT64] = "Double", [TN_FLOAT16] = "Half",
+        [TN_BFLOAT16] = "BFloat16", [TN_INT64] = "Long", [TN_INT32] = "Int",
+        [TN_INT16] = "Short", [TN_INT8] = "Char", [TN_UINT8] = "Byte", [TN_BOOL] = "Bool",
+        [TN_COMPLEX64] = "ComplexFloat"};
+    return names[dt];
+}
+
+/* One product: c (M x N, row-major, leading dim ldc) = beta*c + alpha*a@b,
+ * with a (M x K) and b (K x N) given by data pointer and element strides.
+ * beta is ignored (c's old values are not read) when use_c is false, as
+ * PyTorch ignores self when beta is 0. */
+static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a, int64_t as0,
+                int64_t as1, const char *b, int64_t bs0, int64_t bs1, char *c, int64_t ldc,
+                struct tn_scalar alpha, struct tn_scalar beta, bool use_c)
+{
+    if (M == 0 || N == 0)
+        return TN_OK;
+    struct mat ma = describe(a, M, K, as0, as1), mb = describe(b, K, N, bs0, bs1);
+    bool blas = ma.ok && mb.ok && ldc <= INT32_MAX && K <= INT32_MAX;
+    double al = tn_scalar_to_double(alpha), be = use_c ? tn_scalar_to_double(beta) : 0.0;
+    switch (dt) {
+    case TN_FLOAT32:
+    case TN_FLOAT64:
+    case TN_COMPLEX64:
+        if (!blas)
+            return tn_set_error(TN_EINVAL, "gemm: unsupported strides"); /* callers copy first */
+        if (dt == TN_FLOAT32) {
+            cblas_sgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, (float)al,
+                        (const float *)ma.p, (int)ma.ld, (const float *)mb.p, (int)mb.ld,
+                        (float)be, (float *)c, (int)ldc);
+        } else if (dt == TN_FLOAT64) {
+            cblas_dgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, al,
+                        (const double *)ma.p, (int)ma.ld, (const double *)mb.p, (int)mb.ld, be,
+                        (double *)c, (int)ldc);
+        } else {
+            float _Complex ca = alpha.kind == TN_SCALAR_COMPLEX
+                                    ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I
+                                    : (float)al;
+            float _Complex cb = !use_c ? 0
+                                : beta.kind == TN_SCALAR_COMPLEX
+                                    ? (float)beta.v.c.re + (float)beta.v.c.im * _Complex_I
+                                    : (float)tn_scalar_to_double(beta);
+            cblas_cgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, &ca, ma.p,
+                        (int)ma.ld, mb.p, (int)mb.ld, &cb, c, (int)ldc);
+        }
+        return TN_OK;
+    case TN_FLOAT16:
+        gemm_loop_f16(M, N, K, a, as0, as1, b, bs0, bs1, c, ldc, (float)al, (float)be, use_c);
+        return TN_OK;
+    case TN_BFLOAT16:
+        gemm_loop_bf16(M, N, K, a, as0, as1, b, bs0, bs1, c, ldc, (float)al, (float)be, use_c);
+        return TN_OK;
+#define TN_INT_CASE(E, SFX)                                                                    \
+    case E:                                                                                    \
+        gemm_loop_##SFX(M, N, K, a, as0, as1, b, bs0, bs1, c, ldc,                             \
+                        (uint64_t)tn_scalar_to_int64(alpha),                                   \
+                        (uint64_t)(use_c ? tn_scalar_to_int64(beta) : 0), use_c);              \
+        return TN_OK;
+    TN_INT_CASE(TN_INT64, i64)
+    TN_INT_CASE(TN_INT32, i32)
+    TN_INT_CASE(TN_INT16, i16)
+    TN_INT_CASE(TN_INT8, i8)
+    TN_INT_CASE(TN_UINT8, u8)
+    default:
+        return tn_set_error(TN_EDTYPE, "\"addmm_impl_cpu_\" not implemented for '%s'",
+                            scalar_type_name(dt));
+    }
+}
+
+/* An operand BLAS can read: t itself when its strides fit, else a
+ * contiguous copy. (Batched: the last two dims decide.) */
+static struct tn_tensor *blas_operand(const struct tn_tensor *t)
+{
+    int nd = t->ndim;
+    struct mat m = describe(tn_data(t), t->sizes[nd - 2], t->sizes[nd - 1], t->strides[nd - 2],
+                            t->strides[nd - 1]);
+    if (m.ok)
+        return tn_retain((struct tn_tensor *)t);
+    return tn_contiguous(t);
+}
+
+static bool out_rowmajor(const struct tn_tensor *out)
+{
+    int nd = out->ndim;
+    int64_t rows = out->sizes[nd - 2], cols = out->sizes[nd - 1];
+    if (!(cols <= 1 || out->strides[nd - 1] == 1) || !(rows <= 1 || out->strides[nd - 2] >= cols))
+        return false;
+    return nd == 2 || out->sizes[0] <= 1 || out->strides[0] >= rows * cols;
+}
+
+/* out (B x M x N or M x N) = beta*out + alpha * a @ b over the batch. */
+static int batched(const struct tn_tensor *a, const struct tn_tensor *b, struct tn_tensor *out,
+                   struct tn_scalar alpha, struct tn_scalar beta, bool use_c)
+{
+    int nd = out->ndim;
+    int64_t batch = nd == 3 ? out->sizes[0] : 1;
+    int64_t M = out->sizes[nd - 2], N = out->sizes[nd - 1], K = a->sizes[a->ndim - 1];
+    if (tn_numel(out) == 0)
+        return TN_OK;
+    struct tn_tensor *target = out_rowmajor(out) ? tn_retain(out) : tn_contiguous(out);
+    struct tn_tensor *ca = target ? blas_operand(a) : NULL, *cb = ca ? blas_operand(b) : NULL;
+    int rc = cb ? TN_OK : tn_last_status();
+    if (cb && K == 0 && !use_c)
+        rc = tn_fill_(target, tn_int(0)); /* an empty sum, and BLAS may skip the write */
+    size_t es = tn_dtype_size(out->dtype);
+    for (int64_t i = 0; rc == 0 && i < batch && !(K == 0 && !use_c); i++) {
+        const char *pa = (const char *)tn_data(ca) + (nd == 3 ? i * ca->strides[0] * (int64_t)es : 0);
+        const char *pb = (const char *)tn_data(cb) + (nd == 3 ? i * cb->strides[0] * (int64_t)es : 0);
+        char *pc = (char *)tn_data(target) + (nd == 3 ? i * target->strides[0] * (int64_t)es : 0);
+        int64_t ldc = M <= 1 ? (N > 1 ? N : 1) : target->strides[nd - 2];
+        rc = gemm(out->dtype, M, N, K, pa, ca->strides[ca->ndim - 2], ca->strides[ca->ndim - 1],
+                  pb, cb->strides[cb->ndim - 2], cb->strides[cb->ndim - 1], pc, ldc, alpha, beta,
+                  use_c);
+    }
+    if (rc == 0 && target != out)
+        rc = tn_copy_(out, target);
+    tn_release(ca);
+    tn_release(cb);
+    tn_release(target);
+    return rc;
+}
+
+int tn__cpu_mm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *mat2,
+                   struct tn_tensor *out)
+{
+    return batched(self, mat2, out, tn_int(1), tn_int(0), false);
+}
+
+int tn__cpu_bmm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *mat2,
+                    struct tn_tensor *out)
+{
+    return batched(self, mat2, out, tn_int(1), tn_int(0), false);
+}
+
+int tn__cpu_addmm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *mat1,
+                      const struct tn_tensor *mat2, struct tn_scalar beta, struct tn_scalar alpha,
+                      struct tn_tensor *out)
+{
+    bool use_c = tn_scalar_to_double(beta) != 0 ||
+                 (beta.kind == TN_SCALAR_COMPLEX && beta.v.c.im != 0);
+    if (use_c && self != out) {
+        /* out starts as self broadcast (in-place addmm_ already holds it) */
+        int rc = tn_copy_(out, self);
+        if (rc < 0)
+            return rc;
+    }
+    return batched(mat1, mat2, out, alpha, beta, use_c);
+}

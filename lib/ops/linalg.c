@@ -1,0 +1,212 @@
+/*
+ * ops/linalg.c: the device-independent half of the matrix products: meta
+ * functions of mm, bmm and addmm (shapes, dtypes, PyTorch's messages), and
+ * the decompositions of matmul (every broadcasting case) and linear.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* The C++ type names PyTorch's dtype messages use. */
+static const char *cpp_type_name(enum tn_dtype dt)
+{
+    switch (dt) {
+    case TN_FLOAT32: return "float";
+    case TN_FLOAT64: return "double";
+    case TN_FLOAT16: return "c10::Half";
+    case TN_BFLOAT16: return "c10::BFloat16";
+    case TN_INT64: return "long int";
+    case TN_INT32: return "int";
+    case TN_INT16: return "short int";
+    case TN_INT8: return "signed char";
+    case TN_UINT8: return "unsigned char";
+    case TN_BOOL: return "bool";
+    case TN_COMPLEX64: return "c10::complex<float>";
+    default: return "?";
+    }
+}
+
+static int same_dtype(const struct tn_tensor *a, const struct tn_tensor *b)
+{
+    if (a->dtype != b->dtype)
+        return tn_set_error(TN_EDTYPE, "expected m1 and m2 to have the same dtype, but got: %s != %s",
+                            cpp_type_name(a->dtype), cpp_type_name(b->dtype));
+    return TN_OK;
+}
+
+/* PyTorch 2.x's checks and words (1.13 said "self must be a matrix"). */
+static int mm_shapes(const char *op, const struct tn_tensor *a, const struct tn_tensor *b,
+                     struct tn_meta *m)
+{
+    if (a->ndim != 2)
+        return tn_set_error(TN_ESHAPE, "%s: self must be a matrix, got %d-D tensor", op, a->ndim);
+    if (b->ndim != 2)
+        return tn_set_error(TN_ESHAPE, "%s: mat2 must be a matrix, got %d-D tensor", op, b->ndim);
+    if (a->sizes[1] != b->sizes[0])
+        return tn_set_error(TN_ESHAPE, "%s: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and "
+                            "%lldx%lld)", op, (long long)a->sizes[0], (long long)a->sizes[1],
+                            (long long)b->sizes[0], (long long)b->sizes[1]);
+    int rc = same_dtype(a, b);
+    m->ndim = 2;
+    m->sizes[0] = a->sizes[0];
+    m->sizes[1] = b->sizes[1];
+    m->dtype = a->dtype;
+    return rc;
+}
+
+int tn__meta_mm_out(const struct tn_tensor *self, const struct tn_tensor *mat2, struct tn_meta *m)
+{
+    return mm_shapes("mm", self, mat2, m);
+}
+
+int tn__meta_bmm_out(const struct tn_tensor *self, const struct tn_tensor *mat2, struct tn_meta *m)
+{
+    if (self->ndim != 3)
+        return tn_set_error(TN_ESHAPE, "batch1 must be a 3D tensor");
+    if (mat2->ndim != 3)
+        return tn_set_error(TN_ESHAPE, "batch2 must be a 3D tensor");
+    if (mat2->sizes[0] != self->sizes[0] || mat2->sizes[1] != self->sizes[2])
+        return tn_set_error(TN_ESHAPE, "Expected size for first two dimensions of batch2 tensor to "
+                            "be: [%lld, %lld] but got: [%lld, %lld].", (long long)self->sizes[0],
+                            (long long)self->sizes[2], (long long)mat2->sizes[0],
+                            (long long)mat2->sizes[1]);
+    m->ndim = 3;
+    m->sizes[0] = self->sizes[0];
+    m->sizes[1] = self->sizes[1];
+    m->sizes[2] = mat2->sizes[2];
+    m->dtype = self->dtype;
+    return same_dtype(self, mat2);
+}
+
+int tn__meta_addmm_out(const struct tn_tensor *self, const struct tn_tensor *mat1,
+                       const struct tn_tensor *mat2, struct tn_scalar beta, struct tn_scalar alpha,
+                       struct tn_meta *m)
+{
+    int rc = mm_shapes("addmm", mat1, mat2, m);
+    if (rc < 0)
+        return rc;
+    if (self->dtype != mat1->dtype)
+        return tn_set_error(TN_EDTYPE, "self and mat2 must have the same dtype, but got %s and %s",
+                            tn_dtype_name(self->dtype), tn_dtype_name(mat2->dtype));
+    /* self broadcasts to the product's shape; expand() says why when not */
+    struct tn_tensor *e = tn_expand(self, m->sizes, 2);
+    if (!e)
+        return tn_last_status();
+    tn_release(e);
+    return TN_OK;
+}
+
+/* --------------------------------------------------------------- matmul */
+
+static struct tn_tensor *squeeze_dim(struct tn_tensor *t, int64_t dim)
+{
+    if (!t)
+        return NULL;
+    struct tn_tensor *r = tn_squeeze_dims(t, &dim, 1);
+    tn_release(t);
+    return r;
+}
+
+struct tn_tensor *tn__composite_matmul(tn_keyset ks, const struct tn_tensor *a,
+                                       const struct tn_tensor *b)
+{
+    int da = a->ndim, db = b->ndim;
+    if (da == 0 || db == 0)
+        return tn_set_error(TN_ESHAPE, "both arguments to matmul need to be at least 1D, but they "
+                            "are %dD and %dD", da, db), NULL;
+    struct tn_tensor *r = NULL, *x = NULL, *y = NULL;
+    if (da <= 2 && db <= 2) {
+        /* vectors become 1-row / 1-column matrices, squeezed after */
+        x = da == 1 ? tn_unsqueeze(a, 0) : tn_retain((struct tn_tensor *)a);
+        y = db == 1 ? tn_unsqueeze(b, 1) : tn_retain((struct tn_tensor *)b);
+        if (x && y)
+            r = tn_mm(x, y);
+        if (db == 1)
+            r = squeeze_dim(r, -1);
+        if (da == 1)
+            r = squeeze_dim(r, 0);
+    } else if (da >= 3 && db <= 2) {
+        /* fold a's batch dims into the rows of one mm */
+        int64_t k = a->sizes[da - 1];
+        x = tn_reshape(a, TN_SHAPE(-1, k));
+        y = db == 1 ? tn_unsqueeze(b, 1) : tn_retain((struct tn_tensor *)b);
+        struct tn_tensor *p = x && y ? tn_mm(x, y) : NULL;
+        if (p) {
+            int64_t shape[TN_MAX_DIMS];
+            memcpy(shape, a->sizes, sizeof(int64_t) * (size_t)(da - 1));
+            int nd = da - 1;
+            if (db == 2)
+                shape[nd++] = b->sizes[1];
+            r = tn_view(p, shape, nd);
+            tn_release(p);
+        }
+    } else {
+        /* broadcast the batch dims and run one bmm */
+        struct tn_tensor *a2 = da == 1 ? tn_unsqueeze(a, 0) : tn_retain((struct tn_tensor *)a);
+        struct tn_tensor *b2 = db == 1 ? tn_unsqueeze(b, 1) : tn_retain((struct tn_tensor *)b);
+        if (!a2 || !b2) {
+            tn_release(a2);
+            tn_release(b2);
+            return NULL;
+        }
+        int64_t batch[TN_MAX_DIMS], sa[TN_MAX_DIMS], sb[TN_MAX_DIMS], so[TN_MAX_DIMS];
+        int nb = tn_broadcast_shapes(a2->sizes, a2->ndim - 2, b2->sizes, b2->ndim - 2, batch);
+        int64_t n = a2->sizes[a2->ndim - 2], k = a2->sizes[a2->ndim - 1];
+        int64_t k2 = b2->sizes[b2->ndim - 2], p = b2->sizes[b2->ndim - 1];
+        if (nb >= 0 && nb + 2 <= TN_MAX_DIMS) {
+            int64_t nbatch = 1;
+            for (int i = 0; i < nb; i++)
+                nbatch *= batch[i];
+            memcpy(sa, batch, sizeof(int64_t) * (size_t)nb);
+            memcpy(sb, batch, sizeof(int64_t) * (size_t)nb);
+            sa[nb] = n, sa[nb + 1] = k;
+            sb[nb] = k2, sb[nb + 1] = p;
+            struct tn_tensor *ea = tn_expand(a2, sa, nb + 2), *eb = tn_expand(b2, sb, nb + 2);
+            x = ea ? tn_reshape(ea, TN_SHAPE(nbatch, n, k)) : NULL;
+            y = eb ? tn_reshape(eb, TN_SHAPE(nbatch, k2, p)) : NULL;
+            struct tn_tensor *q = x && y ? tn_bmm(x, y) : NULL;
+            if (q) {
+                memcpy(so, batch, sizeof(int64_t) * (size_t)nb);
+                int nd = nb;
+                if (da > 1)
+                    so[nd++] = n;
+                if (db > 1)
+                    so[nd++] = p;
+                r = tn_view(q, so, nd);
+                tn_release(q);
+            }
+            tn_release(ea);
+            tn_release(eb);
+        }
+        tn_release(a2);
+        tn_release(b2);
+    }
+    tn_release(x);
+    tn_release(y);
+    return r;
+}
+
+struct tn_tensor *tn__composite_linear(tn_keyset ks, const struct tn_tensor *input,
+                                       const struct tn_tensor *weight, const struct tn_tensor *bias)
+{
+    struct tn_tensor *wt = tn_t(weight);
+    if (!wt)
+        return NULL;
+    struct tn_tensor *r;
+    if (input->ndim == 2 && bias) {
+        r = tn_addmm(bias, input, wt, tn_int(1), tn_int(1));
+    } else {
+        r = tn_matmul(input, wt);
+        if (r && bias) {
+            int rc = tn_add_(r, bias, tn_int(1));
+            if (rc < 0) {
+                tn_release(r);
+                r = NULL;
+            }
+        }
+    }
+    tn_release(wt);
+    return r;
+}

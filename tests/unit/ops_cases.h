@@ -1,0 +1,173 @@
+/*
+ * tests/unit/ops_cases.h: runs the op fixtures that tests/fixtures/ops_*.py
+ * wrote with real PyTorch (see ops_binary.py for the case format): each
+ * case is called boxed by its op name and compared within the dtype's
+ * tolerance. Included by the ops unit tests.
+ */
+#ifndef TN_OPS_CASES_H
+#define TN_OPS_CASES_H
+
+#include <math.h>
+#include <string.h>
+
+#include "tn_test.h"
+
+/* Tolerances, once for every op test: |got - want| <= atol + rtol * |want|.
+ * Integer and bool results must match exactly. Floats differ from PyTorch
+ * only where it fuses a multiply-add differently (alpha != 1) or its
+ * complex division vectorises differently. */
+static void tolerance(enum tn_dtype dt, bool sums, double *rtol, double *atol)
+{
+    if (sums) {
+        /* ops that add up products (mm, reductions): summation order
+         * differs from PyTorch's, so allow for rounding of the terms */
+        switch (dt) {
+        case TN_FLOAT64: *rtol = 1e-10; *atol = 1e-10; return;
+        case TN_FLOAT32: *rtol = 1e-5; *atol = 1e-4; return;
+        case TN_COMPLEX64: *rtol = 1e-5; *atol = 1e-4; return;
+        case TN_FLOAT16: *rtol = 1e-2; *atol = 2e-2; return;
+        case TN_BFLOAT16: *rtol = 2e-2; *atol = 1e-1; return;
+        default: *rtol = 0; *atol = 0; return;
+        }
+    }
+    switch (dt) {
+    case TN_FLOAT64: *rtol = 1e-12; *atol = 1e-12; break;
+    case TN_FLOAT32: *rtol = 1e-6; *atol = 1e-6; break;
+    case TN_COMPLEX64: *rtol = 1e-5; *atol = 1e-5; break;
+    case TN_FLOAT16: *rtol = 1e-3; *atol = 1e-3; break;
+    case TN_BFLOAT16: *rtol = 8e-3; *atol = 8e-3; break;
+    default: *rtol = 0; *atol = 0; break;
+    }
+}
+
+static bool close_to(double got, double want, double rtol, double atol)
+{
+    if (isnan(want))
+        return isnan(got);
+    if (isinf(want))
+        return got == want;
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* 0 when t matches the fixture tensor within the dtype's tolerance. */
+static int compare(const struct tn_tensor *t, json_t *want, const char *what, bool sums)
+{
+    struct tn_tensor *w = tn_test_tensor(want);
+    assert_non_null(w);
+    int rc = 0;
+    double rtol, atol;
+    tolerance(w->dtype, sums, &rtol, &atol);
+    if (t->dtype != w->dtype || t->ndim != w->ndim ||
+        memcmp(t->sizes, w->sizes, sizeof(int64_t) * (size_t)t->ndim) != 0) {
+        char a[128], b[128];
+        print_message("# %s: got %s %s, want %s %s\n", what, tn_dtype_name(t->dtype),
+                      tn_shape_format(t->sizes, t->ndim, a, sizeof a), tn_dtype_name(w->dtype),
+                      tn_shape_format(w->sizes, w->ndim, b, sizeof b));
+        rc = -1;
+    } else if (rtol == 0) {
+        rc = tn_test_compare(t, want, what, 0);
+    } else {
+        /* complex64 compares as pairs of floats */
+        bool cplx = w->dtype == TN_COMPLEX64;
+        struct tn_tensor *gc = tn_contiguous(t);
+        int64_t n = tn_numel(w) * (cplx ? 2 : 1);
+        struct tn_tensor *gv = tn_from_blob(tn_data(gc), TN_SHAPE(n), NULL,
+                                            cplx ? TN_FLOAT32 : w->dtype, NULL, NULL);
+        struct tn_tensor *wv = tn_from_blob(tn_data(w), TN_SHAPE(n), NULL,
+                                            cplx ? TN_FLOAT32 : w->dtype, NULL, NULL);
+        struct tn_tensor *g64 = tn_to_dtype(gv, TN_FLOAT64), *w64 = tn_to_dtype(wv, TN_FLOAT64);
+        const double *gd = tn_data(g64), *wd = tn_data(w64);
+        for (int64_t i = 0; i < n && rc == 0; i++)
+            if (!close_to(gd[i], wd[i], rtol, atol)) {
+                print_message("# %s: element %lld is %.17g, PyTorch has %.17g\n", what,
+                              (long long)i, gd[i], wd[i]);
+                rc = -1;
+            }
+        tn_release(g64);
+        tn_release(w64);
+        tn_release(gv);
+        tn_release(wv);
+        tn_release(gc);
+    }
+    tn_release(w);
+    return rc;
+}
+
+/* Runs every case of fixture `name`; `sums` picks the tolerance table.
+ * With `follow2`, where the fixture came from PyTorch 1.x and we follow
+ * 2.x (an op 1.13 lacks, reworded errors), a differing error is noted, not
+ * failed; values are always checked. */
+static void run_op_cases(const char *name_, bool sums, bool follow2)
+{
+    json_t *fx = tn_test_fixture(name_);
+    bool torch1 = follow2 &&
+                  strncmp(json_string_value(json_object_get(fx, "torch")), "1.", 2) == 0;
+    json_t *cases = json_object_get(fx, "cases");
+    assert_true(json_array_size(cases) > 20);
+    int failed = 0;
+    size_t ci;
+    json_t *c;
+    json_array_foreach(cases, ci, c) {
+        const char *name = json_string_value(json_object_get(c, "op"));
+        const struct tn_op *op = tn_op_find(name);
+        assert_non_null(op);
+        struct tn_ivalue st[8];
+        struct tn_tensor *owned[8] = {0};
+        json_t *args = json_object_get(c, "args");
+        int n = (int)json_array_size(args);
+        assert_true(n <= 8);
+        for (int i = 0; i < n; i++) {
+            json_t *a = json_array_get(args, (size_t)i), *v;
+            if ((v = json_object_get(a, "tensor"))) {
+                struct tn_tensor *t = tn_test_tensor(v);
+                assert_non_null(t);
+                if (json_is_true(json_object_get(a, "transpose"))) {
+                    struct tn_tensor *tt = tn_transpose(t, 0, 1);
+                    tn_release(t);
+                    t = tt;
+                }
+                owned[i] = t;
+                st[i] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = t};
+            } else if ((v = json_object_get(a, "int"))) {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_INT, .v.i = json_integer_value(v)};
+            } else if ((v = json_object_get(a, "float"))) {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_DOUBLE, .v.f = json_real_value(v)};
+            } else if ((v = json_object_get(a, "bool"))) {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_BOOL, .v.b = json_is_true(v)};
+            } else if ((v = json_object_get(a, "str"))) {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_STR, .v.str = json_string_value(v)};
+            } else {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_NONE};
+            }
+        }
+        char what[64];
+        snprintf(what, sizeof what, "case %zu (%s)", ci, name);
+        int rc = tn_op_call(op, st, n);
+        json_t *err = json_object_get(c, "error");
+        if (err) {
+            if (rc >= 0) {
+                print_message("# %s: succeeded, PyTorch %s raised: %s\n", what,
+                              torch1 ? "1.x (2.x does not)" : "", json_string_value(err));
+                failed += !torch1;
+                tn_release(st[0].v.t);
+            } else if (strcmp(tn_last_error(), json_string_value(err)) != 0) {
+                print_message("# %s: error '%s', PyTorch says '%s'\n", what, tn_last_error(),
+                              json_string_value(err));
+                failed += !torch1;
+            }
+        } else if (rc != 1) {
+            print_message("# %s: failed: %s\n", what, tn_last_error());
+            failed++;
+        } else {
+            if (compare(st[0].v.t, json_object_get(c, "out"), what, sums) != 0)
+                failed++;
+            tn_release(st[0].v.t);
+        }
+        for (int i = 0; i < n; i++)
+            tn_release(owned[i]);
+    }
+    json_decref(fx);
+    assert_int_equal(failed, 0);
+}
+
+#endif
