@@ -202,6 +202,14 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
         tn_set_error(TN_EDTYPE, "\"arange_cpu\" not implemented for '%s'", name);
         return NULL;
     }
+    /* the arguments must fit the accumulate type: int64 for integer
+     * dtypes, float for float16/bfloat16, double otherwise */
+    enum tn_dtype acc = tn_dtype_is_integral(dtype, false) ? TN_INT64
+                        : dtype == TN_FLOAT16 || dtype == TN_BFLOAT16 ? TN_FLOAT32
+                                                                       : TN_FLOAT64;
+    if (tn__scalar_check(start, acc) != TN_OK || tn__scalar_check(end, acc) != TN_OK ||
+        tn__scalar_check(step, acc) != TN_OK)
+        return NULL;
     double xs = tn_scalar_to_double(start), xe = tn_scalar_to_double(end);
     double xstep = tn_scalar_to_double(step);
     if (xstep == 0) {
