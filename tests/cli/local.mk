@@ -8,6 +8,7 @@ include tests/cli/core.mk
 CLI_TESTS += tests/cli/manpages.bats
 include tests/cli/ttest.mk
 include tests/cli/tckpt.mk
+include tests/cli/dist.mk
 include tests/cli/tgen.mk
 endif
 EXTRA_DIST += tests/cli/helper.bash $(CLI_TESTS)

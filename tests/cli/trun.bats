@@ -1,0 +1,146 @@
+#!/usr/bin/env bats
+# trun: torchrun's environment, rank-prefixed output, failure handling,
+# restarts, signals, no worker left behind, and real PyTorch (2.x and 1.13)
+# running init_process_group("gloo") and an allreduce under it.
+
+load helper
+
+setup() {
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    # anything a failed test left: kill it by the pids it recorded
+    if [ -f "$TMP/pids" ]; then
+        while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$TMP/pids"
+    fi
+    rm -rf "$TMP"
+}
+
+# Whether pid is a live (not zombie) process.
+alive() {
+    local st
+    st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    case "$st" in Z*) return 1 ;; esac
+    return 0
+}
+
+@test "trun --help and --version" {
+    run trun --help
+    assert_success
+    assert_output --partial "--nproc-per-node"
+    run trun --version
+    assert_success
+    assert_output --partial "trun (tensorkit)"
+    run trun --nproc-per-node x true
+    assert_failure 2
+    run trun
+    assert_failure 2
+}
+
+@test "workers get torchrun's environment and rank-prefixed output" {
+    run trun --nproc-per-node 2 --master-port 0 --rdzv-id job7 --role trainer sh -c \
+        'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $ROLE_RANK $ROLE_NAME $TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_USE_AGENT_STORE $MASTER_ADDR"; [ "$MASTER_PORT" -gt 0 ]'
+    assert_success
+    assert_line "[0]:0 0 2 2 0 0 trainer job7 0 True 127.0.0.1"
+    assert_line "[1]:1 1 2 2 0 1 trainer job7 0 True 127.0.0.1"
+}
+
+@test "PET_ variables give defaults; --local-ranks-filter hides ranks" {
+    PET_NPROC_PER_NODE=3 run trun --master-port 0 --local-ranks-filter 0,2 sh -c 'echo r$RANK'
+    assert_success
+    assert_line "[0]:r0"
+    assert_line "[2]:r2"
+    refute_line "[1]:r1"
+}
+
+@test "--log-dir keeps per-rank logs; --redirects keeps them off the console" {
+    run trun --nproc-per-node 2 --master-port 0 --rdzv-id j --log-dir "$TMP/logs" -r 1 \
+        sh -c 'echo out$RANK; echo err$RANK >&2'
+    assert_success
+    refute_line "[0]:out0"
+    assert_line "[0]:err0"
+    [ "$(cat "$TMP/logs/j/attempt_0/1/stdout.log")" = out1 ]
+    [ "$(cat "$TMP/logs/j/attempt_0/1/stderr.log")" = err1 ]
+}
+
+@test "a worker that exits 3: the others are stopped, trun exits 3 naming it" {
+    SECONDS=0
+    run trun --nproc-per-node 3 --master-port 0 sh -c \
+        'if [ "$RANK" = 1 ]; then echo "about to fail"; exit 3; fi; sleep 60'
+    assert_failure 3
+    [ "$SECONDS" -lt 30 ]
+    assert_output --partial "rank      : 1 (local_rank: 1)"
+    assert_output --partial "exitcode  : 3"
+    assert_output --partial "about to fail"
+}
+
+@test "a worker killed by a signal: 128+N and the signal's name" {
+    run trun --nproc-per-node 2 --master-port 0 sh -c \
+        'if [ "$RANK" = 0 ]; then kill -9 $$; fi; sleep 60'
+    assert_failure 137
+    assert_output --partial "SIGKILL"
+    run trun --nproc-per-node 1 --master-port 0 sh -c 'kill -SEGV $$'
+    assert_failure 139
+    assert_output --partial "SIGSEGV"
+}
+
+@test "restarts that eventually succeed" {
+    run trun --nproc-per-node 2 --master-port 0 --max-restarts 3 sh -c \
+        'if [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then exit 1; fi; echo "done $TORCHELASTIC_RESTART_COUNT"'
+    assert_success
+    assert_line "[0]:done 2"
+    assert_line "[1]:done 2"
+    assert_output --partial "restarting the group (2 of 3)"
+    # and restarts that run out
+    run trun --nproc-per-node 1 --master-port 0 --max-restarts 1 sh -c 'exit 5'
+    assert_failure 5
+    assert_output --partial "attempt 2 of 2"
+}
+
+@test "SIGTERM to trun reaches the workers" {
+    trun --nproc-per-node 2 --master-port 0 sh -c \
+        'trap "echo got-term; exit 0" TERM; echo ready; while :; do sleep 0.1; done' \
+        >"$TMP/out" 2>&1 &
+    local t=$!
+    echo "$t" >>"$TMP/pids"
+    for _ in $(seq 100); do [ "$(grep -c ready "$TMP/out")" -ge 2 ] && break; sleep 0.1; done
+    kill -TERM "$t"
+    local rc=0
+    wait "$t" || rc=$?
+    [ "$rc" -eq 143 ]
+    [ "$(grep -c got-term "$TMP/out")" -eq 2 ]
+}
+
+@test "trun killed with SIGKILL leaves no process after a second" {
+    trun --nproc-per-node 2 --master-port 0 sh -c \
+        "sleep 300 & echo \$! >>'$TMP/pids'; echo \$\$ >>'$TMP/pids'; wait" \
+        >/dev/null 2>&1 &
+    local t=$!
+    for _ in $(seq 100); do [ "$(wc -l <"$TMP/pids" 2>/dev/null || echo 0)" -ge 4 ] && break; sleep 0.1; done
+    [ "$(wc -l <"$TMP/pids")" -ge 4 ]
+    kill -9 "$t"
+    sleep 1
+    local p
+    while read -r p; do
+        if alive "$p"; then fail "process $p outlived trun"; fi
+    done <"$TMP/pids"
+}
+
+@test "PyTorch 2.x under trun: init_process_group(gloo) and an allreduce" {
+    require_torch2
+    run timeout 300 trun --nproc-per-node 2 --master-port 0 "$TORCH2" \
+        "$TN_SRCDIR/tests/cli/trun/allreduce.py"
+    assert_success
+    assert_line "[0]:allreduce 3 torch 2"
+    assert_line "[1]:allreduce 3 torch 2"
+}
+
+@test "PyTorch 1.13 under trun: init_process_group(gloo) and an allreduce" {
+    require_torch1
+    run timeout 300 trun --nproc-per-node 2 --master-port 0 /usr/bin/python3 \
+        "$TN_SRCDIR/tests/cli/trun/allreduce.py"
+    assert_success
+    assert_line "[0]:allreduce 3 torch 1"
+    assert_line "[1]:allreduce 3 torch 1"
+}
