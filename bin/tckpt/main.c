@@ -148,6 +148,7 @@ struct entry {
 struct entries {
     struct entry *e;
     size_t n, cap;
+    size_t *sorted; /* indices by name, built by find() on first use */
 };
 
 static int collect(const char *path, struct tn_tensor *t, void *ctx)
@@ -172,13 +173,42 @@ static void entries_free(struct entries *l)
     for (size_t i = 0; i < l->n; i++)
         free(l->e[i].name);
     free(l->e);
+    free(l->sorted);
 }
 
-static const struct entry *find(const struct entries *l, const char *name)
+static const struct entries *sort_base;
+static int by_name(const void *a, const void *b)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (!strcmp(l->e[i].name, name))
-            return &l->e[i];
+    int c = strcmp(sort_base->e[*(const size_t *)a].name, sort_base->e[*(const size_t *)b].name);
+    /* Equal names (a dict key "a.b" and a nested "a"/"b"): first one first. */
+    return c ? c : (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+}
+
+/* The first tensor named `name`: binary search over a sorted index, so
+ * diff stays fast with 20,000 tensors. */
+static const struct entry *find(struct entries *l, const char *name)
+{
+    if (!l->sorted) {
+        l->sorted = malloc((l->n + 1) * sizeof *l->sorted);
+        if (!l->sorted) {
+            fprintf(stderr, "tckpt: out of memory\n");
+            exit(2);
+        }
+        for (size_t i = 0; i < l->n; i++)
+            l->sorted[i] = i;
+        sort_base = l;
+        qsort(l->sorted, l->n, sizeof *l->sorted, by_name);
+    }
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(l->e[l->sorted[mid]].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < l->n && !strcmp(l->e[l->sorted[lo]].name, name))
+        return &l->e[l->sorted[lo]];
     return NULL;
 }
 
@@ -206,19 +236,29 @@ static int cmd_ls(const char *path)
     if (tn_value_walk_tensors(v, collect, &l) < 0)
         die_input();
     /* Storages numbered in order of first use, as torch.save keys them. */
-    struct tn_storage **st = calloc(l.n + 1, sizeof *st);
+    size_t cap = 16;
+    while (cap < 2 * l.n)
+        cap *= 2;
+    struct tn_storage **st = calloc(cap, sizeof *st); /* open addressing by pointer */
+    size_t *stid = calloc(cap, sizeof *stid);
     size_t *sid = calloc(l.n + 1, sizeof *sid);
+    if (!st || !stid || !sid) {
+        fprintf(stderr, "tckpt: out of memory\n");
+        exit(2);
+    }
     size_t nst = 0;
     uint64_t total = 0, stored = 0;
     for (size_t i = 0; i < l.n; i++) {
-        size_t k;
-        for (k = 0; k < nst && st[k] != l.e[i].t->storage; k++)
-            ;
-        if (k == nst) {
-            st[nst++] = l.e[i].t->storage;
-            stored += l.e[i].t->storage->nbytes;
+        struct tn_storage *s = l.e[i].t->storage;
+        size_t j = ((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull & (cap - 1);
+        while (st[j] && st[j] != s)
+            j = (j + 1) & (cap - 1);
+        if (!st[j]) {
+            st[j] = s;
+            stid[j] = nst++;
+            stored += s->nbytes;
         }
-        sid[i] = k;
+        sid[i] = stid[j];
         total += tn_nbytes(l.e[i].t);
     }
     char shape[256];
@@ -258,6 +298,7 @@ static int cmd_ls(const char *path)
                (unsigned long long)total, nst, (unsigned long long)stored);
     }
     free(st);
+    free(stid);
     free(sid);
     entries_free(&l);
     tn_value_release(v);

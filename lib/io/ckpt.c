@@ -136,18 +136,13 @@ out:
 
 /* ------------------------------------------------------------------ load */
 
-struct loaded {
-    char *key;
-    struct tn_storage *s;
-    enum tn_dtype dtype;
-};
-
 struct load_ctx {
     struct tn_zip *z;
     const char *prefix;
     const struct tn_load_options *opts;
-    struct loaded *tab;
-    size_t n, cap;
+    /* Storages already made, by zip entry index (a view's second use). */
+    struct tn_storage **by_entry;
+    enum tn_dtype *dtype_by_entry;
 };
 
 static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int64_t numel,
@@ -155,16 +150,6 @@ static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int
 {
     struct load_ctx *c = vctx;
     const char *L = tn_zip_label(c->z);
-    for (size_t i = 0; i < c->n; i++) {
-        if (!strcmp(c->tab[i].key, key)) {
-            if (c->tab[i].dtype != dtype) {
-                tn_set_error(TN_EFORMAT, "%s: data/%s is used as both %s and %s", L, key,
-                             tn_dtype_name(c->tab[i].dtype), tn_dtype_name(dtype));
-                return NULL;
-            }
-            return tn_storage_retain(c->tab[i].s);
-        }
-    }
     size_t esz = tn_dtype_size(dtype);
     if ((uint64_t)numel > UINT64_MAX / esz || (uint64_t)numel * esz > SIZE_MAX) {
         tn_set_error(TN_EFORMAT, "%s: data/%s: %lld elements overflow", L, key, (long long)numel);
@@ -183,6 +168,19 @@ static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int
     if (idx < 0) {
         tn_set_error(TN_EFORMAT, "%s: missing record data/%s", L, key);
         return NULL;
+    }
+    if (c->by_entry[idx]) {
+        if (c->dtype_by_entry[idx] != dtype) {
+            tn_set_error(TN_EFORMAT, "%s: data/%s is used as both %s and %s", L, key,
+                         tn_dtype_name(c->dtype_by_entry[idx]), tn_dtype_name(dtype));
+            return NULL;
+        }
+        if (c->by_entry[idx]->nbytes < nbytes) {
+            tn_set_error(TN_EFORMAT, "%s: data/%s is used with %zu and then %zu bytes", L, key,
+                         c->by_entry[idx]->nbytes, nbytes);
+            return NULL;
+        }
+        return tn_storage_retain(c->by_entry[idx]);
     }
     const struct tn_zip_entry *e = tn_zip_entry_at(c->z, (size_t)idx);
     if (e->size < nbytes) {
@@ -212,25 +210,8 @@ static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int
     }
     if (!s)
         return NULL;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        struct loaded *t = realloc(c->tab, cap * sizeof *t);
-        if (!t) {
-            tn_storage_release(s);
-            tn_set_error(TN_ENOMEM, "out of memory");
-            return NULL;
-        }
-        c->tab = t;
-        c->cap = cap;
-    }
-    if (!(c->tab[c->n].key = strdup(key))) {
-        tn_storage_release(s);
-        tn_set_error(TN_ENOMEM, "out of memory");
-        return NULL;
-    }
-    c->tab[c->n].s = s;
-    c->tab[c->n].dtype = dtype;
-    c->n++;
+    c->by_entry[idx] = s;
+    c->dtype_by_entry[idx] = dtype;
     return tn_storage_retain(s);
 }
 
@@ -328,16 +309,24 @@ struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options
                     &plen) < 0)
         return NULL;
     struct load_ctx c = {.z = z, .prefix = prefix, .opts = opts};
+    c.by_entry = calloc(tn_zip_count(z), sizeof *c.by_entry);
+    c.dtype_by_entry = calloc(tn_zip_count(z), sizeof *c.dtype_by_entry);
+    if (!c.by_entry || !c.dtype_by_entry) {
+        free(pkl);
+        free(c.by_entry);
+        free(c.dtype_by_entry);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", L);
+        return NULL;
+    }
     struct tn_pickle_reader_hooks hooks = {load_storage, &c};
     char label[600];
     snprintf(label, sizeof label, "%s: %s", L, full);
     struct tn_value *v = tn__pickle_load(pkl, plen, label, opts->allowlist, &hooks);
     free(pkl);
-    for (size_t i = 0; i < c.n; i++) {
-        free(c.tab[i].key);
-        tn_storage_release(c.tab[i].s);
-    }
-    free(c.tab);
+    for (size_t i = 0; i < tn_zip_count(z); i++)
+        tn_storage_release(c.by_entry[i]);
+    free(c.by_entry);
+    free(c.dtype_by_entry);
     return v;
 }
 

@@ -120,6 +120,7 @@ static void free_node(struct tn_value *v, struct tn_value ***work, size_t *n, si
             }
         }
         free(v->v.dict.keys);
+        free(v->v.dict.index);
         kids = v->v.dict.vals;
         nk = v->v.dict.n;
         if (v->v.dict.attrs) {
@@ -233,16 +234,94 @@ bool tn_value_key_equal(const struct tn_value *a, const struct tn_value *b)
     }
 }
 
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* A hash consistent with tn_value_key_equal (1 == 1.0 == True). */
+static uint64_t key_hash(const struct tn_value *k)
+{
+    switch (k->kind) {
+    case TN_VALUE_NONE: return 0x9e3779b97f4a7c15ull;
+    case TN_VALUE_BOOL: return mix64((uint64_t)k->v.b);
+    case TN_VALUE_INT: return mix64((uint64_t)k->v.i);
+    case TN_VALUE_FLOAT: {
+        double f = k->v.f;
+        if (f >= -9.2e18 && f <= 9.2e18 && f == (double)(int64_t)f)
+            return mix64((uint64_t)(int64_t)f);
+        uint64_t bits;
+        memcpy(&bits, &f, 8);
+        return mix64(bits);
+    }
+    case TN_VALUE_STR: {
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < k->v.str.len; i++)
+            h = (h ^ (unsigned char)k->v.str.s[i]) * 1099511628211ull;
+        return h;
+    }
+    case TN_VALUE_TUPLE: {
+        uint64_t h = 0x345678;
+        for (size_t i = 0; i < k->v.seq.n; i++)
+            h = mix64(h ^ key_hash(k->v.seq.items[i]));
+        return h;
+    }
+    default:
+        return mix64((uint64_t)(uintptr_t)(k->kind == TN_VALUE_TENSOR ? (void *)k->v.tensor
+                                                                     : (void *)k));
+    }
+}
+
+/* Rebuilds the lookup table for a dict of n entries (slots hold index+1). */
+static int index_build(struct tn_value *d, size_t want)
+{
+    size_t cap = 32;
+    while (cap < 2 * want)
+        cap *= 2;
+    size_t *ix = calloc(cap, sizeof *ix);
+    if (!ix)
+        return tn_set_error(TN_ENOMEM, "out of memory indexing a dict");
+    for (size_t i = 0; i < d->v.dict.n; i++) {
+        size_t j = (size_t)key_hash(d->v.dict.keys[i]) & (cap - 1);
+        while (ix[j])
+            j = (j + 1) & (cap - 1);
+        ix[j] = i + 1;
+    }
+    free(d->v.dict.index);
+    d->v.dict.index = ix;
+    d->v.dict.index_cap = cap;
+    return 0;
+}
+
+/* The position of key in d, or -1; small dicts are scanned. */
+static long dict_find(const struct tn_value *d, const struct tn_value *key)
+{
+    if (!d->v.dict.index) {
+        for (size_t i = 0; i < d->v.dict.n; i++)
+            if (tn_value_key_equal(d->v.dict.keys[i], key))
+                return (long)i;
+        return -1;
+    }
+    size_t cap = d->v.dict.index_cap;
+    for (size_t j = (size_t)key_hash(key) & (cap - 1); d->v.dict.index[j]; j = (j + 1) & (cap - 1))
+        if (tn_value_key_equal(d->v.dict.keys[d->v.dict.index[j] - 1], key))
+            return (long)d->v.dict.index[j] - 1;
+    return -1;
+}
+
 int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
 {
     TN_ASSERT(d->kind == TN_VALUE_DICT || d->kind == TN_VALUE_ODICT);
-    for (size_t i = 0; i < d->v.dict.n; i++) {
-        if (tn_value_key_equal(d->v.dict.keys[i], key)) {
-            tn_value_release(key);
-            tn_value_release(d->v.dict.vals[i]);
-            d->v.dict.vals[i] = val;
-            return 0;
-        }
+    long at = dict_find(d, key);
+    if (at >= 0) {
+        tn_value_release(key);
+        tn_value_release(d->v.dict.vals[at]);
+        d->v.dict.vals[at] = val;
+        return 0;
     }
     if (d->v.dict.n == d->v.dict.cap) {
         size_t cap = d->v.dict.cap ? d->v.dict.cap * 2 : 8;
@@ -261,6 +340,21 @@ int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
     d->v.dict.keys[d->v.dict.n] = key;
     d->v.dict.vals[d->v.dict.n] = val;
     d->v.dict.n++;
+    size_t n = d->v.dict.n;
+    if (n > 16 && (!d->v.dict.index || 2 * n > d->v.dict.index_cap)) {
+        if (index_build(d, n * 2) < 0) {
+            d->v.dict.n--;
+            tn_value_release(key);
+            tn_value_release(val);
+            return tn_last_status();
+        }
+    } else if (d->v.dict.index) {
+        size_t cap = d->v.dict.index_cap;
+        size_t j = (size_t)key_hash(key) & (cap - 1);
+        while (d->v.dict.index[j])
+            j = (j + 1) & (cap - 1);
+        d->v.dict.index[j] = n;
+    }
     return 0;
 }
 
@@ -268,13 +362,11 @@ struct tn_value *tn_value_get(const struct tn_value *d, const char *key)
 {
     if (d->kind != TN_VALUE_DICT && d->kind != TN_VALUE_ODICT)
         return NULL;
-    size_t n = strlen(key);
-    for (size_t i = 0; i < d->v.dict.n; i++) {
-        const struct tn_value *k = d->v.dict.keys[i];
-        if (k->kind == TN_VALUE_STR && k->v.str.len == n && !memcmp(k->v.str.s, key, n))
-            return d->v.dict.vals[i];
-    }
-    return NULL;
+    struct tn_value k = {.refcount = 1, .kind = TN_VALUE_STR};
+    k.v.str.s = (char *)(uintptr_t)key;
+    k.v.str.len = strlen(key);
+    long at = dict_find(d, &k);
+    return at >= 0 ? d->v.dict.vals[at] : NULL;
 }
 
 const char *tn_value_kind_name(enum tn_value_kind kind)

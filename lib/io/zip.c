@@ -31,7 +31,39 @@ struct tn_zip {
     struct tn_zip_entry *entries;
     size_t n;
     char *names; /* every entry's name, NUL-terminated, back to back */
+    uint32_t *index; /* open addressing: entry index + 1 of each distinct name */
+    size_t index_cap;
 };
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Indexes names so lookups stay O(1) with 20,000-storage checkpoints; the
+ * first of duplicate names wins, as tn_zip_find documents. */
+static int zip_index(struct tn_zip *z)
+{
+    size_t cap = 16;
+    while (cap < 2 * z->n)
+        cap *= 2;
+    z->index = calloc(cap, sizeof *z->index);
+    if (!z->index)
+        return tn_set_error(TN_ENOMEM, "%s: out of memory", z->label);
+    z->index_cap = cap;
+    for (size_t i = 0; i < z->n; i++) {
+        size_t j = (size_t)name_hash(z->entries[i].name) & (cap - 1);
+        for (; z->index[j]; j = (j + 1) & (cap - 1))
+            if (!strcmp(z->entries[z->index[j] - 1].name, z->entries[i].name))
+                break;
+        if (!z->index[j])
+            z->index[j] = (uint32_t)i + 1;
+    }
+    return 0;
+}
 
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const unsigned char *p)
@@ -162,7 +194,7 @@ static int zip_parse(struct tn_zip *z)
     z->n = count;
     for (size_t i = 0; i < count; i++)
         z->entries[i].name = z->names + (uintptr_t)z->entries[i].name;
-    return 0;
+    return zip_index(z);
 }
 
 static struct tn_zip *zip_new(struct tn_io_map *m, const char *label)
@@ -201,6 +233,7 @@ void tn_zip_close(struct tn_zip *z)
     tn__io_map_release(z->map);
     free(z->entries);
     free(z->names);
+    free(z->index);
     free(z->label);
     free(z);
 }
@@ -215,9 +248,12 @@ const struct tn_zip_entry *tn_zip_entry_at(const struct tn_zip *z, size_t i)
 
 long tn_zip_find(const struct tn_zip *z, const char *name)
 {
-    for (size_t i = 0; i < z->n; i++)
-        if (!strcmp(z->entries[i].name, name))
-            return (long)i;
+    if (!z->index_cap)
+        return -1;
+    for (size_t j = (size_t)name_hash(name) & (z->index_cap - 1); z->index[j];
+         j = (j + 1) & (z->index_cap - 1))
+        if (!strcmp(z->entries[z->index[j] - 1].name, name))
+            return (long)z->index[j] - 1;
     return -1;
 }
 

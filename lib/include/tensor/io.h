@@ -122,6 +122,8 @@ struct tn_value {
             struct tn_value **keys, **vals;
             size_t n, cap;
             struct tn_value *attrs; /* ODICT only: a DICT set by pickle BUILD, or NULL */
+            size_t *index;          /* private: the library's key lookup table */
+            size_t index_cap;
         } dict;
         struct tn_tensor *tensor;                             /* owned reference */
         struct { struct tn_storage *storage; enum tn_dtype dtype; } storage;
