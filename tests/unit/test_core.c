@@ -134,8 +134,10 @@ static void test_devices(void **state)
 }
 
 /* Where no GPU (or no CUDA build) is available the error says why; where
- * one is, a tensor goes to the device and back unchanged. */
-static void test_cuda_round_trip(void **state)
+ * one is, a tensor goes to the device and back unchanged. (cmocka's skip()
+ * prints "not ok # SKIP", which TAP harnesses count as a failure, so the
+ * no-GPU path checks the error and says so in a comment instead.) */
+static void test_cuda_round_trip_or_error(void **state)
 {
     (void)state;
     struct tn_device cuda = {TN_DEVICE_CUDA, 0};
@@ -143,7 +145,8 @@ static void test_cuda_round_trip(void **state)
     if (!g) {
         assert_int_equal(tn_last_status(), TN_EDEVICE);
         assert_memory_equal(tn_last_error(), "CUDA support is not available: ", 31);
-        skip();
+        print_message("# no GPU round trip here: %s\n", tn_last_error());
+        return;
     }
     struct tn_tensor *h = tn_arange(tn_int(0), tn_int(1000), tn_int(1), TN_FLOAT32);
     struct tn_tensor *back = tn_zeros(TN_SHAPE(1000), TN_FLOAT32);
@@ -163,7 +166,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_parallel_for),
         cmocka_unit_test(test_devices),
-        cmocka_unit_test(test_cuda_round_trip),
+        cmocka_unit_test(test_cuda_round_trip_or_error),
     };
     return TN_RUN_TESTS(tests);
 }
