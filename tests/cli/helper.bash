@@ -10,6 +10,13 @@ for d in "$TN_BUILDDIR"/bin/*/; do
 done
 export PATH TN_SRCDIR TN_BUILDDIR
 
+# PyTorch picks kernels by the CPU (AVX-512, AVX2 or plain), and some of
+# their roundings (float32 randn, arange) differ between them; tensorkit
+# follows the AVX2 ones, so every live oracle is pinned to those.
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+    export ATEN_CPU_CAPABILITY=avx2
+fi
+
 # Skips the test unless Debian's PyTorch 1.13 is importable.
 require_torch1() {
     /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "Debian's python3-torch is not installed"
