@@ -80,7 +80,7 @@ static bool tn_error_is(const char *want)
 
 /* Runs one case; returns 0 when it agrees with PyTorch (or with the
  * behaviour the fixture says tensorkit follows instead). */
-static int tn_run_case(json_t *c, bool torch1)
+static int tn_run_case(json_t *c, int torch1)
 {
     const char *name = json_string_value(json_object_get(c, "name"));
     const char *want_err = json_string_value(json_object_get(c, "error"));
@@ -152,21 +152,7 @@ static int tn_run_case(json_t *c, bool torch1)
 /* Runs the cases of one fixture file. */
 static void tn_run_fixture(const char *file)
 {
-    json_t *fx = tn_test_fixture(file);
-    const char *ver = json_string_value(json_object_get(fx, "torch"));
-    bool torch1 = ver && ver[0] == '1' && ver[1] == '.';
-    size_t i;
-    json_t *c;
-    int bad = 0, n = 0;
-    json_array_foreach(json_object_get(fx, "cases"), i, c) {
-        n++;
-        if (tn_run_case(c, torch1))
-            bad++;
-    }
-    print_message("# %d view cases from PyTorch %s, %d differ\n", n, ver, bad);
-    json_decref(fx);
-    assert_true(n > 100);
-    assert_int_equal(bad, 0);
+    tn_test_fixture_cases(file, "cases", "view", tn_run_case);
 }
 
 /* The internal helpers on their own, where the fixture cannot reach. */

@@ -121,3 +121,23 @@ int tn_test_compare(const struct tn_tensor *t, json_t *expected, const char *wha
     free(hex);
     return rc;
 }
+
+void tn_test_fixture_cases(const char *file, const char *key, const char *what,
+                           tn_test_case_fn run_case)
+{
+    json_t *fx = tn_test_fixture(file);
+    const char *ver = json_string_value(json_object_get(fx, "torch"));
+    int torch1 = ver && ver[0] == '1' && ver[1] == '.';
+    size_t i;
+    json_t *c;
+    int bad = 0, n = 0;
+    json_array_foreach(json_object_get(fx, key), i, c) {
+        n++;
+        if (run_case(c, torch1))
+            bad++;
+    }
+    print_message("# %d %s cases from PyTorch %s, %d differ\n", n, what, ver, bad);
+    json_decref(fx);
+    assert_true(n > 100);
+    assert_int_equal(bad, 0);
+}

@@ -39,6 +39,13 @@ int tn_test_ints(json_t *arr, int64_t *out);
 int tn_test_compare(const struct tn_tensor *t, json_t *expected, const char *what,
                     int check_layout);
 
+/* Runs run_case on every case in the array `key` of fixture `file`
+ * (torch1 tells the case whether PyTorch 1.13 wrote the file), prints how
+ * many differ, and fails unless more than 100 ran and none differed. */
+typedef int (*tn_test_case_fn)(json_t *c, int torch1);
+void tn_test_fixture_cases(const char *file, const char *key, const char *what,
+                           tn_test_case_fn run_case);
+
 /* The bytes of t in row-major order (bools as bytes), as hex; free() it. */
 char *tn_test_hex(const struct tn_tensor *t);
 
