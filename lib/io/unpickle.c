@@ -435,6 +435,10 @@ static int do_persid(struct machine *m)
     enum tn_dtype dt = TN_DTYPE_UNSET;
     if (!strncmp(cls, "torch.", 6) && !strchr(cls + 6, '.'))
         dt = tn__storage_class_dtype(cls + 6, strlen(cls + 6));
+    if (dt == TN_DTYPE_UNSET && !strcmp(cls, "torch.storage.UntypedStorage"))
+        return fail(m, TN_EDTYPE, "an untyped storage (PyTorch 2.x's form for dtypes such as "
+                    "float8, uint16 or complex32, rebuilt by _rebuild_tensor_v3) is not supported "
+                    "by tensorkit");
     if (dt == TN_DTYPE_UNSET)
         return fail(m, TN_EDTYPE, "storage class %s is not supported by tensorkit", cls);
     if (!m->hooks || !m->hooks->storage)

@@ -38,7 +38,7 @@ static void test_against_pytorch(void **state)
     json_t *rec;
     int bad = 0;
     json_object_foreach(fx, name, rec) {
-        if (!strcmp(name, "torch") || !strcmp(name, "deflated"))
+        if (!strcmp(name, "torch") || !strcmp(name, "deflated") || !strncmp(name, "refuse_", 7))
             continue;
         char file[128];
         snprintf(file, sizeof file, "bad_%s.pt", name);
@@ -83,6 +83,26 @@ static void test_messages(void **state)
     assert_non_null(strstr(tn_last_error(), "data/0 holds 16 bytes but the storage needs 400"));
     assert_null(tn_load(fixture_path("bad_stride_out.pt"), NULL));
     assert_non_null(strstr(tn_last_error(), "REDUCE at byte"));
+}
+
+/* Legacy (pre-1.6) files, TorchScript archives and dtypes tensorkit lacks
+ * are refused with a message saying why. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *why;
+    } cases[] = {
+        {"refuse_legacy.pt", "a legacy (pre-1.6, non-zip) torch checkpoint"},
+        {"refuse_torchscript.pt", "a TorchScript archive (it holds constants.pkl)"},
+        {"refuse_float8.pt", "BINPERSID at byte 119: an untyped storage"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_null(tn_load(fixture_path(cases[i].file), NULL));
+        if (!strstr(tn_last_error(), cases[i].why))
+            print_message("# %s: %s\n", cases[i].file, tn_last_error());
+        assert_non_null(strstr(tn_last_error(), cases[i].why));
+    }
 }
 
 /* The decoder walks opcodes the machine refuses (protocol 4 and 5), so the
@@ -166,6 +186,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_pytorch),
         cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_decode_all),
         cmocka_unit_test(test_roundtrip),
     };
