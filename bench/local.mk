@@ -5,6 +5,7 @@ TN_BENCH_SH =
 include bench/core/local.mk
 include bench/ttest/local.mk
 include bench/io/local.mk
+include bench/ops/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)
 CLEANFILES += $(TN_BENCH_BIN)

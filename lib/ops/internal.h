@@ -13,7 +13,9 @@
 enum tn_binop {
     TN_BINOP_ADD, TN_BINOP_SUB, TN_BINOP_MUL, TN_BINOP_DIV, TN_BINOP_DIV_TRUNC,
     TN_BINOP_DIV_FLOOR, TN_BINOP_EQ, TN_BINOP_NE, TN_BINOP_LT, TN_BINOP_LE, TN_BINOP_GT,
-    TN_BINOP_GE, TN_NUM_BINOPS
+    TN_BINOP_GE,
+    TN_BINOP_ADD1, TN_BINOP_SUB1, /* alpha 1: plain x + y, which vectorises without FMA */
+    TN_NUM_BINOPS
 };
 
 /* The common dtype of two operands (torch.result_type), a tensor marked

@@ -4,5 +4,7 @@ noinst_HEADERS += lib/ops/internal.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
+	lib/ops/unary.c \
 	lib/ops/cpu/binary.c \
-	lib/ops/cpu/linalg.c
+	lib/ops/cpu/linalg.c \
+	lib/ops/cpu/unary.c

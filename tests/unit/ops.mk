@@ -16,3 +16,9 @@ tests_unit_test_ops_linalg_LDFLAGS = $(TN_UNIT_LINK)
 check_PROGRAMS += tests/unit/ops_plugin_host
 tests_unit_ops_plugin_host_SOURCES = tests/unit/ops_plugin_host.c
 tests_unit_ops_plugin_host_LDADD = $(TN_LIB)
+
+UNIT_TESTS += tests/unit/test_ops_unary
+tests_unit_test_ops_unary_SOURCES = tests/unit/test_ops_unary.c tests/unit/ops_cases.h
+tests_unit_test_ops_unary_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_unary_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_unary_LDFLAGS = $(TN_UNIT_LINK)

@@ -114,6 +114,8 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
 #define TN_FLOAT_LOOPS(SFX, IT, CT, LD, ST, FMA, FMOD, FLOOR, TRUNC)                           \
     TN_LOOP(add_##SFX, IT, IT, CT, LD, ST, FMA(y, (CT)ctx->af, x))                             \
     TN_LOOP(sub_##SFX, IT, IT, CT, LD, ST, FMA(y, -(CT)ctx->af, x))                            \
+    TN_LOOP(add1_##SFX, IT, IT, CT, LD, ST, x + y)                                             \
+    TN_LOOP(sub1_##SFX, IT, IT, CT, LD, ST, x - y)                                             \
     TN_LOOP(mul_##SFX, IT, IT, CT, LD, ST, x * y)                                              \
     TN_LOOP(div_##SFX, IT, IT, CT, LD, ST, x / y)                                              \
     TN_LOOP(divt_##SFX, IT, IT, CT, LD, ST, TRUNC(x / y))                                      \
@@ -193,12 +195,14 @@ static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
     [TN_BINOP_LE] = {ROW_F(le), ROW_I(le), [TN_BOOL] = le_b},
     [TN_BINOP_GT] = {ROW_F(gt), ROW_I(gt), [TN_BOOL] = gt_b},
     [TN_BINOP_GE] = {ROW_F(ge), ROW_I(ge), [TN_BOOL] = ge_b},
+    [TN_BINOP_ADD1] = {ROW_F(add1), ROW_I(add), [TN_BOOL] = add_b, [TN_COMPLEX64] = add_c64},
+    [TN_BINOP_SUB1] = {ROW_F(sub1), ROW_I(sub), [TN_COMPLEX64] = sub_c64},
 };
 
 /* PyTorch's kernel names, for "not implemented for" messages. */
 static const char *const kernel_names[TN_NUM_BINOPS] = {
     "add_cpu", "sub_cpu", "mul_cpu", "div_true_cpu", "div_trunc_cpu", "div_floor_cpu",
-    "eq_cpu", "ne_cpu", "lt_cpu", "le_cpu", "gt_cpu", "ge_cpu"};
+    "eq_cpu", "ne_cpu", "lt_cpu", "le_cpu", "gt_cpu", "ge_cpu", "add_cpu", "sub_cpu"};
 
 static const char *scalar_type_name(enum tn_dtype dt)
 {
@@ -210,9 +214,26 @@ static const char *scalar_type_name(enum tn_dtype dt)
     return names[dt];
 }
 
+/* t's strides aligned to the right of an ndim-dim shape it broadcasts to
+ * (the meta function checked that it does): 0 where t has size 1 or no
+ * such dim. */
+static void broadcast_strides(const struct tn_tensor *t, int ndim, int64_t *out)
+{
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int j = i - lead;
+        out[i] = j < 0 || t->sizes[j] == 1 ? 0 : t->strides[j];
+    }
+}
+
 int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_tensor *b,
                    struct tn_scalar alpha, enum tn_dtype compute, struct tn_tensor *out)
 {
+    /* fmaf is a libm call unless the target has FMA: alpha 1 needs none
+     * (fma(y, 1, x) and x + y round the same) */
+    if ((op == TN_BINOP_ADD || op == TN_BINOP_SUB) && alpha.kind != TN_SCALAR_COMPLEX &&
+        tn_scalar_to_double(alpha) == 1.0)
+        op = op == TN_BINOP_ADD ? TN_BINOP_ADD1 : TN_BINOP_SUB1;
     tn_iter_fn fn = loops[op][compute];
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel_names[op],
@@ -223,27 +244,38 @@ int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_
                                              : (float)ctx.af;
     if (tn_numel(out) == 0)
         return TN_OK;
-    /* operands in the compute dtype, broadcast to out's shape (views) */
+    /* operands in the compute dtype (no copy when they have it already) */
     struct tn_tensor *ca = tn_to_dtype(a, compute), *cb = ca ? tn_to_dtype(b, compute) : NULL;
-    struct tn_tensor *ea = cb ? tn_expand(ca, out->sizes, out->ndim) : NULL;
-    struct tn_tensor *eb = ea ? tn_expand(cb, out->sizes, out->ndim) : NULL;
     int rc = TN_OK;
-    if (!eb) {
+    if (!cb) {
         rc = tn_last_status();
     } else {
+        int64_t n = tn_numel(out);
+        if (n < TN_PARALLEL_GRAIN && tn_is_contiguous(out) && tn_is_contiguous(ca) &&
+            tn_is_contiguous(cb) && tn_numel(ca) == n && tn_numel(cb) == n) {
+            /* small and dense: one inner run, no iterator set-up */
+            char *p[3] = {tn_data(out), tn_data(ca), tn_data(cb)};
+            int64_t st[3] = {(int64_t)tn_dtype_size(out->dtype), (int64_t)tn_dtype_size(compute),
+                             (int64_t)tn_dtype_size(compute)};
+            fn(p, st, n, &ctx);
+            goto done;
+        }
+        /* broadcast by stride 0, without allocating views */
+        int64_t sa[TN_MAX_DIMS], sb[TN_MAX_DIMS];
+        broadcast_strides(ca, out->ndim, sa);
+        broadcast_strides(cb, out->ndim, sb);
         struct tn_iter it;
-        char *base[3] = {tn_data(out), tn_data(ea), tn_data(eb)};
-        const int64_t *strides[3] = {out->strides, ea->strides, eb->strides};
+        char *base[3] = {tn_data(out), tn_data(ca), tn_data(cb)};
+        const int64_t *strides[3] = {out->strides, sa, sb};
         size_t el[3] = {tn_dtype_size(out->dtype), tn_dtype_size(compute), tn_dtype_size(compute)};
         tn__iter_init(&it, 3, out->sizes, out->ndim, base, strides, el);
         tn__iter_run(&it, fn, &ctx, TN_PARALLEL_GRAIN);
+    done:
         if (ctx.zero_div)
             rc = tn_set_error(TN_ERUNTIME, "ZeroDivisionError");
     }
     tn_release(ca);
     tn_release(cb);
-    tn_release(ea);
-    tn_release(eb);
     return rc;
 }
 

@@ -1,0 +1,83 @@
+/*
+ * bench/ops/bench_ops: the operator figures of issue 4, each against a
+ * baseline timed in the same run:
+ *   - dispatch: microseconds per tn_add on 1-element tensors (the PyTorch
+ *     eager loop is timed by bench/ops/dispatch.sh, which prints the ratio)
+ *   - add and mul of two 16M-element float32 tensors against memcpy,
+ *     as bandwidth over the bytes each touches
+ *   - mm 1024x1024x1024 float32 against cblas_sgemm called directly
+ * `bench_ops --dispatch-us` prints only the first number (for the script).
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensor/tensor.h>
+
+#include "bench/bench.h"
+
+static double dispatch_us(int64_t calls)
+{
+    struct tn_tensor *a = tn_ones(TN_SHAPE(1), TN_FLOAT32), *b = tn_ones(TN_SHAPE(1), TN_FLOAT32);
+    double best;
+    TN_BENCH_BEST(3, best, {
+        for (int64_t i = 0; i < calls; i++)
+            tn_release(tn_add(a, b, tn_int(1)));
+    });
+    tn_release(a);
+    tn_release(b);
+    return best / (double)calls * 1e6;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--dispatch-us")) {
+        printf("%.4f\n", dispatch_us(1000000));
+        return 0;
+    }
+    printf("dispatch: tn_add on 1-element float32 tensors: %.3f us per call "
+           "(bench/ops/dispatch.sh compares PyTorch eager)\n", dispatch_us(1000000));
+
+    int64_t n = 16 << 20;
+    struct tn_tensor *a = tn_randn(TN_SHAPE(n), TN_FLOAT32, NULL);
+    struct tn_tensor *b = tn_randn(TN_SHAPE(n), TN_FLOAT32, NULL);
+    struct tn_tensor *o = tn_empty(TN_SHAPE(n), TN_FLOAT32);
+    char *src = malloc((size_t)n * 4), *dst = malloc((size_t)n * 4);
+    memset(src, 1, (size_t)n * 4);
+    memset(dst, 0, (size_t)n * 4);
+    double tcpy, tadd, tmul, taddnew;
+    TN_BENCH_BEST(5, tcpy, memcpy(dst, src, (size_t)n * 4));
+    TN_BENCH_BEST(5, tadd, tn_add_out(a, b, tn_int(1), o));
+    TN_BENCH_BEST(5, tmul, tn_mul_out(a, b, o));
+    TN_BENCH_BEST(5, taddnew, tn_release(tn_add(a, b, tn_int(1))));
+    double gb = 1e-9 * (double)n * 4;
+    double bw_cpy = 2 * gb / tcpy, bw_add = 3 * gb / tadd, bw_mul = 3 * gb / tmul;
+    printf("memcpy 64 MiB: %.1f GB/s (read + write)\n", bw_cpy);
+    printf("add  16M float32 (out=): %.1f GB/s = %.0f%% of memcpy; with a new output %.1f ms\n",
+           bw_add, 100 * bw_add / bw_cpy, taddnew * 1e3);
+    printf("mul  16M float32 (out=): %.1f GB/s = %.0f%% of memcpy\n", bw_mul, 100 * bw_mul / bw_cpy);
+    free(src);
+    free(dst);
+    tn_release(a);
+    tn_release(b);
+    tn_release(o);
+
+    int64_t m = 1024;
+    struct tn_tensor *x = tn_randn(TN_SHAPE(m, m), TN_FLOAT32, NULL);
+    struct tn_tensor *y = tn_randn(TN_SHAPE(m, m), TN_FLOAT32, NULL);
+    struct tn_tensor *z = tn_empty(TN_SHAPE(m, m), TN_FLOAT32);
+    double tblas, tmm, tmmout;
+    TN_BENCH_BEST(3, tblas, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)m,
+                                        (int)m, 1.0f, tn_data(x), (int)m, tn_data(y), (int)m, 0.0f,
+                                        tn_data(z), (int)m));
+    TN_BENCH_BEST(3, tmm, tn_release(tn_mm(x, y)));
+    TN_BENCH_BEST(3, tmmout, tn_mm_out(x, y, z));
+    double gf = 2e-9 * (double)m * m * m;
+    printf("mm 1024^3 float32: cblas_sgemm %.1f GFLOP/s; tn_mm_out %.1f GFLOP/s = %.0f%%; "
+           "tn_mm (new output) %.1f GFLOP/s = %.0f%%\n", gf / tblas, gf / tmmout,
+           100 * tblas / tmmout, gf / tmm, 100 * tblas / tmm);
+    tn_release(x);
+    tn_release(y);
+    tn_release(z);
+    return 0;
+}

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Dispatch overhead: 1,000,000 add calls on 1-element tensors through the C
+# API against the same loop in PyTorch eager (2.x when `python3` has it,
+# else Debian's 1.13), one thread each. Prints both and the ratio.
+# Run from the build folder (make bench does).
+set -e
+export TN_NUM_THREADS=1 OMP_NUM_THREADS=1
+ours=$(bench/ops/bench_ops --dispatch-us)
+py=python3
+python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+theirs=$("$py" - <<'PY'
+import time, torch
+torch.set_num_threads(1)
+a, b = torch.ones(1), torch.ones(1)
+best = 1e9
+for _ in range(3):
+    t = time.perf_counter()
+    for _ in range(1000000):
+        torch.add(a, b)
+    best = min(best, time.perf_counter() - t)
+print("%.4f %s" % (best, torch.__version__))
+PY
+)
+set -- $theirs
+awk -v o="$ours" -v t="$1" -v v="$2" 'BEGIN {
+    printf "dispatch: tn_add %.3f us/call; PyTorch %s eager torch.add %.3f us/call; %.1fx fewer microseconds\n", o, v, t, t / o }'

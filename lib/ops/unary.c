@@ -1,0 +1,50 @@
+/*
+ * ops/unary.c: meta functions of the elementwise unary ops: the output has
+ * the input's shape; floating ops give integer and bool inputs the default
+ * float dtype, as PyTorch's unary float ops do.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/internal.h"
+
+static int unary_meta(const struct tn_tensor *self, enum tn_dtype dtype, struct tn_meta *m)
+{
+    m->ndim = self->ndim;
+    memcpy(m->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    m->dtype = dtype;
+    return TN_OK;
+}
+
+static enum tn_dtype float_dtype(enum tn_dtype dt)
+{
+    return tn_dtype_is_integral(dt, true) ? tn_get_default_dtype() : dt;
+}
+
+int tn__meta_neg_out(const struct tn_tensor *self, struct tn_meta *m)
+{
+    if (self->dtype == TN_BOOL)
+        return tn_set_error(TN_EDTYPE, "Negation, the `-` operator, on a bool tensor is not "
+                            "supported. If you are trying to invert a mask, use the `~` or "
+                            "`logical_not()` operator instead.");
+    return unary_meta(self, self->dtype, m);
+}
+
+int tn__meta_abs_out(const struct tn_tensor *self, struct tn_meta *m)
+{
+    return unary_meta(self, self->dtype == TN_COMPLEX64 ? TN_FLOAT32 : self->dtype, m);
+}
+
+#define TN_FLOAT_META(op)                                                                      \
+    int tn__meta_##op##_out(const struct tn_tensor *self, struct tn_meta *m)                   \
+    {                                                                                          \
+        return unary_meta(self, float_dtype(self->dtype), m);                                  \
+    }
+TN_FLOAT_META(exp)
+TN_FLOAT_META(log)
+TN_FLOAT_META(sqrt)
+TN_FLOAT_META(sin)
+TN_FLOAT_META(cos)
+TN_FLOAT_META(tanh)
+TN_FLOAT_META(sigmoid)
