@@ -22,8 +22,48 @@ TESTS += $(UNIT_TESTS) $(CLI_TESTS)
 check-unit:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS='$(UNIT_TESTS)'
 
-# Regenerates the committed fixtures with Debian's PyTorch 1.13.
+# Regenerates the committed core fixtures: each generator runs with Debian's
+# PyTorch 1.13, then with PyTorch 2.x where installed (a file both write ends
+# up as 2.x's; generators that keep both name the files by version).
 fixtures:
-	cd $(srcdir)/tests/fixtures && for g in core_*.py; do /usr/bin/python3 $$g || exit 1; done
+	torch2=$$($(srcdir)/tests/torch2-python) || torch2=; \
+	cd $(srcdir)/tests/fixtures && for g in core_*.py; do \
+	  /usr/bin/python3 -W ignore $$g || exit 1; \
+	  if test -n "$$torch2"; then $$torch2 -W ignore $$g || exit 1; fi; \
+	done
 
 .PHONY: check-unit fixtures
+
+# The suite runs through ttest (bin/ttest), not Automake's harness: every
+# test in TESTS, $(TTEST_JOBS) at a time, ordered (and sharded, with
+# TTEST_FLAGS='--shard I/N') by the durations recorded in the build folder.
+# Those start as a copy of the committed tests/durations; `make
+# update-durations` copies them back.  `make check TESTS='...'` still picks
+# tests.  Overriding check-TESTS is deliberate, hence -Wno-override.
+AUTOMAKE_OPTIONS = -Wno-override
+TTEST = bin/ttest/ttest$(EXEEXT)
+TTEST_JOBS = 2
+TTEST_DURATIONS = tests/ttest-durations
+TTEST_FLAGS =
+EXTRA_DIST += tests/durations
+DISTCLEANFILES += $(TTEST_DURATIONS)
+# A test is in the build folder (programs) or the source folder (scripts).
+tn_ttest_paths = for t in $(TESTS); do if test -f "$$t"; then echo "$$t"; else echo "$(srcdir)/$$t"; fi; done
+tn_ttest_args = --durations '$(TTEST_DURATIONS)' --strip-prefix '$(srcdir)' --bats '$(BATS)'
+
+check-TESTS: $(TTEST)
+	@test -f '$(TTEST_DURATIONS)' || { $(MKDIR_P) tests && \
+	  cp '$(srcdir)/tests/durations' '$(TTEST_DURATIONS)' && chmod u+w '$(TTEST_DURATIONS)'; }
+	@list=`$(tn_ttest_paths)`; \
+	if test -z "$$list"; then echo "0 passed, 0 failed"; exit 0; fi; \
+	$(AM_TESTS_ENVIRONMENT) $(TESTS_ENVIRONMENT) \
+	./$(TTEST) -j$(TTEST_JOBS) $(tn_ttest_args) $(TTEST_FLAGS) $$list
+
+# The plan of the whole suite (shard, expected seconds, kind, name), run nothing.
+check-plan: $(TTEST)
+	@./$(TTEST) --list $(tn_ttest_args) $(TTEST_FLAGS) `$(tn_ttest_paths)`
+
+update-durations:
+	cp '$(TTEST_DURATIONS)' '$(srcdir)/tests/durations'
+
+.PHONY: check-plan update-durations
