@@ -28,6 +28,11 @@ enum tn_dtype tn__binary_dtype(const struct tn_tensor *a, const struct tn_tensor
 int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_tensor *b,
                    struct tn_scalar alpha, enum tn_dtype compute, struct tn_tensor *out);
 
+/* Which dims of self a reduction over `dim` (NULL or empty: all) covers,
+ * into mask[TN_MAX_DIMS]; 0 or PyTorch's error for a bad or repeated dim. */
+int tn__reduce_mask(const char *op, const struct tn_tensor *self, const int64_t *dim, int dim_len,
+                    bool *mask);
+
 /* A 0-dim wrapped-number tensor holding s. */
 struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s);
 

@@ -22,3 +22,9 @@ tests_unit_test_ops_unary_SOURCES = tests/unit/test_ops_unary.c tests/unit/ops_c
 tests_unit_test_ops_unary_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_unary_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_unary_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_reduce
+tests_unit_test_ops_reduce_SOURCES = tests/unit/test_ops_reduce.c tests/unit/ops_cases.h
+tests_unit_test_ops_reduce_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_reduce_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_reduce_LDFLAGS = $(TN_UNIT_LINK)

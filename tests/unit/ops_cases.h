@@ -113,6 +113,7 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
         assert_non_null(op);
         struct tn_ivalue st[8];
         struct tn_tensor *owned[8] = {0};
+        int64_t ints[8][TN_MAX_DIMS];
         json_t *args = json_object_get(c, "args");
         int n = (int)json_array_size(args);
         assert_true(n <= 8);
@@ -134,6 +135,12 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                 st[i] = (struct tn_ivalue){.tag = TN_IV_DOUBLE, .v.f = json_real_value(v)};
             } else if ((v = json_object_get(a, "bool"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_BOOL, .v.b = json_is_true(v)};
+            } else if ((v = json_object_get(a, "ints"))) {
+                int k = tn_test_ints(v, ints[i]);
+                st[i] = (struct tn_ivalue){.tag = TN_IV_INTLIST, .v.ints = {ints[i], k}};
+            } else if ((v = json_object_get(a, "dtype"))) {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_DTYPE,
+                                           .v.dtype = tn_test_dtype(json_string_value(v))};
             } else if ((v = json_object_get(a, "str"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_STR, .v.str = json_string_value(v)};
             } else {

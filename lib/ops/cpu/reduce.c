@@ -1,0 +1,309 @@
+/*
+ * ops/cpu/reduce.c: sum, mean, amax and amin over dims on the CPU. Each
+ * output element reduces a run of input elements; the outputs are split
+ * over the thread pool when there is enough work. Sums of floating types
+ * accumulate in double (float16/bfloat16 too), integers in 64 bits with
+ * wrap; amax/amin propagate NaN as PyTorch does.
+ */
+#include <config.h>
+
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+
+union acc {
+    double d;
+    uint64_t u;
+    int64_t i;
+    double _Complex c;
+    bool b;
+};
+
+/* Accumulates n elements at p (byte stride s) into a. */
+typedef void (*red_fn)(const char *p, int64_t n, int64_t s, union acc *a);
+/* Writes the accumulated value to dst (count: elements reduced). */
+typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
+
+#define LD_ID(v) (v)
+#define LD_H(v) tn_half_to_float(v)
+#define LD_BF(v) tn_bfloat16_to_float(v)
+
+#define TN_RED_FLOAT(SFX, T, LD, ST)                                                           \
+    static void sum_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        double acc = a->d;                                                                     \
+        if (s == sizeof(T)) {                                                                  \
+            const T *x = (const T *)p;                                                         \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                acc += (double)LD(x[i]);                                                       \
+        } else {                                                                               \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                acc += (double)LD(*(const T *)(p + i * s));                                    \
+        }                                                                                      \
+        a->d = acc;                                                                            \
+    }                                                                                          \
+    static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        double m = a->d;                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            double v = (double)LD(*(const T *)(p + i * s));                                    \
+            if (v > m || isnan(v))                                                             \
+                m = isnan(m) ? m : v;                                                          \
+        }                                                                                      \
+        a->d = m;                                                                              \
+    }                                                                                          \
+    static void min_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        double m = a->d;                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            double v = (double)LD(*(const T *)(p + i * s));                                    \
+            if (v < m || isnan(v))                                                             \
+                m = isnan(m) ? m : v;                                                          \
+        }                                                                                      \
+        a->d = m;                                                                              \
+    }                                                                                          \
+    static void fin_##SFX(char *dst, union acc a, int64_t count, int op)                       \
+    {                                                                                          \
+        double v = op == R_MEAN ? a.d / (double)count : a.d;                                   \
+        ST(*(T *)dst, v);                                                                      \
+    }
+
+#define ST_F(d, v) ((d) = (float)(v))
+#define ST_D(d, v) ((d) = (v))
+#define ST_H(d, v) ((d) = tn_half_from_float((float)(v)))
+#define ST_BF(d, v) ((d) = tn_bfloat16_from_float((float)(v)))
+TN_RED_FLOAT(f32, float, LD_ID, ST_F)
+TN_RED_FLOAT(f64, double, LD_ID, ST_D)
+TN_RED_FLOAT(f16, tn_half, LD_H, ST_H)
+TN_RED_FLOAT(bf16, tn_bfloat16, LD_BF, ST_BF)
+
+#define TN_RED_INT(SFX, T)                                                                     \
+    static void sum_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        uint64_t acc = a->u;                                                                   \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            acc += (uint64_t)(int64_t) * (const T *)(p + i * s);                               \
+        a->u = acc;                                                                            \
+    }                                                                                          \
+    static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        int64_t m = a->i;                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            int64_t v = *(const T *)(p + i * s);                                               \
+            m = v > m ? v : m;                                                                 \
+        }                                                                                      \
+        a->i = m;                                                                              \
+    }                                                                                          \
+    static void min_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        int64_t m = a->i;                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            int64_t v = *(const T *)(p + i * s);                                               \
+            m = v < m ? v : m;                                                                 \
+        }                                                                                      \
+        a->i = m;                                                                              \
+    }                                                                                          \
+    static void fin_##SFX(char *dst, union acc a, int64_t count, int op)                       \
+    {                                                                                          \
+        *(T *)dst = (T)a.u;                                                                    \
+    }
+TN_RED_INT(i64, int64_t)
+TN_RED_INT(i32, int32_t)
+TN_RED_INT(i16, int16_t)
+TN_RED_INT(i8, int8_t)
+TN_RED_INT(u8, uint8_t)
+TN_RED_INT(b, bool)
+
+static void sum_c64(const char *p, int64_t n, int64_t s, union acc *a)
+{
+    double _Complex acc = a->c;
+    for (int64_t i = 0; i < n; i++)
+        acc += *(const tn_complex64 *)(p + i * s);
+    a->c = acc;
+}
+
+static void fin_c64(char *dst, union acc a, int64_t count, int op)
+{
+    double _Complex v = op == R_MEAN ? a.c / (double)count : a.c;
+    *(tn_complex64 *)dst = (float)creal(v) + (float)cimag(v) * _Complex_I;
+}
+
+#define ROW(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,     \
+                [TN_BFLOAT16] = op##_bf16, [TN_INT64] = op##_i64, [TN_INT32] = op##_i32,       \
+                [TN_INT16] = op##_i16, [TN_INT8] = op##_i8, [TN_UINT8] = op##_u8
+static const red_fn red_table[4][TN_NUM_DTYPES] = {
+    [R_SUM] = {ROW(sum), [TN_BOOL] = sum_b, [TN_COMPLEX64] = sum_c64},
+    [R_MEAN] = {ROW(sum), [TN_COMPLEX64] = sum_c64},
+    [R_MAX] = {ROW(max), [TN_BOOL] = max_b},
+    [R_MIN] = {ROW(min), [TN_BOOL] = min_b},
+};
+static const fin_fn fin_table[TN_NUM_DTYPES] = {ROW(fin), [TN_BOOL] = fin_b,
+                                                [TN_COMPLEX64] = fin_c64};
+
+struct job {
+    int op;
+    red_fn red;
+    fin_fn fin;
+    enum tn_dtype dtype;
+    const char *in;
+    char *out;
+    size_t es;
+    int nk, nr;
+    int64_t ksz[TN_MAX_DIMS], kin[TN_MAX_DIMS], kout[TN_MAX_DIMS]; /* kept: sizes, byte strides */
+    int64_t rsz[TN_MAX_DIMS], rin[TN_MAX_DIMS];                    /* reduced, innermost last */
+    int64_t nred;
+};
+
+static union acc acc_init(const struct job *j)
+{
+    union acc a;
+    memset(&a, 0, sizeof a);
+    if (j->op == R_MAX || j->op == R_MIN) {
+        bool fl = tn_dtype_is_floating(j->dtype);
+        if (j->op == R_MAX) {
+            if (fl)
+                a.d = -INFINITY;
+            else
+                a.i = INT64_MIN;
+        } else {
+            if (fl)
+                a.d = INFINITY;
+            else
+                a.i = INT64_MAX;
+        }
+    }
+    return a;
+}
+
+static void reduce_range(int64_t begin, int64_t end, void *ctx)
+{
+    const struct job *j = ctx;
+    for (int64_t o = begin; o < end; o++) {
+        /* the kept-dim index of output o, row-major */
+        int64_t rem = o, ioff = 0, ooff = 0;
+        for (int k = j->nk - 1; k >= 0; k--) {
+            int64_t idx = rem % j->ksz[k];
+            rem /= j->ksz[k];
+            ioff += idx * j->kin[k];
+            ooff += idx * j->kout[k];
+        }
+        union acc a = acc_init(j);
+        if (j->nr == 0) {
+            j->red(j->in + ioff, 1, (int64_t)j->es, &a);
+        } else {
+            /* odometer over the outer reduced dims, a run over the last */
+            int64_t ctr[TN_MAX_DIMS] = {0};
+            int last = j->nr - 1;
+            for (;;) {
+                int64_t off = ioff;
+                for (int r = 0; r < last; r++)
+                    off += ctr[r] * j->rin[r];
+                j->red(j->in + off, j->rsz[last], j->rin[last], &a);
+                int r = last - 1;
+                while (r >= 0 && ++ctr[r] == j->rsz[r])
+                    ctr[r--] = 0;
+                if (r < 0)
+                    break;
+            }
+        }
+        if (j->op == R_MAX || j->op == R_MIN) {
+            /* back to the accumulator layout fin expects */
+            if (!tn_dtype_is_floating(j->dtype))
+                a.u = (uint64_t)a.i;
+        }
+        j->fin(j->out + ooff, a, j->nred, j->op);
+    }
+}
+
+static int reduce(int op, const char *name, const struct tn_tensor *self, const int64_t *dim,
+                  int dim_len, bool keepdim, struct tn_tensor *out)
+{
+    enum tn_dtype dt = out->dtype;
+    red_fn red = red_table[op][dt];
+    if (!red) {
+        static const char *names[TN_NUM_DTYPES] = {[TN_BOOL] = "Bool",
+                                                   [TN_COMPLEX64] = "ComplexFloat"};
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", name,
+                            names[dt] ? names[dt] : tn_dtype_name(dt));
+    }
+    bool mask[TN_MAX_DIMS];
+    int rc = tn__reduce_mask(name, self, dim, dim_len, mask);
+    if (rc < 0)
+        return rc;
+    if (tn_numel(out) == 0)
+        return TN_OK;
+    struct tn_tensor *in = tn_to_dtype(self, dt);
+    if (!in)
+        return tn_last_status();
+    struct job j = {.op = op, .red = red, .fin = fin_table[dt], .dtype = dt, .in = tn_data(in),
+                    .out = tn_data(out), .es = tn_dtype_size(dt), .nred = 1};
+    int od = 0;
+    for (int i = 0; i < in->ndim; i++) {
+        if (mask[i]) {
+            j.rsz[j.nr] = in->sizes[i];
+            j.rin[j.nr++] = in->strides[i] * (int64_t)j.es;
+            j.nred *= in->sizes[i];
+            if (keepdim)
+                od++;
+        } else {
+            j.ksz[j.nk] = in->sizes[i];
+            j.kin[j.nk] = in->strides[i] * (int64_t)j.es;
+            j.kout[j.nk++] = out->strides[od++] * (int64_t)j.es;
+        }
+    }
+    /* the reduced dim with the smallest stride runs innermost */
+    for (int a = 0; a + 1 < j.nr; a++)
+        for (int b = a + 1; b < j.nr; b++)
+            if (llabs(j.rin[b]) > llabs(j.rin[a])) {
+                int64_t t = j.rin[a], u = j.rsz[a];
+                j.rin[a] = j.rin[b], j.rsz[a] = j.rsz[b];
+                j.rin[b] = t, j.rsz[b] = u;
+            }
+    int64_t nout = tn_numel(out);
+    if (j.nred == 0) {
+        /* an empty sum is 0 and an empty mean NaN, with no input to read */
+        union acc a = acc_init(&j);
+        for (int64_t o = 0; o < nout; o++) {
+            int64_t rem = o, ooff = 0;
+            for (int k = j.nk - 1; k >= 0; k--) {
+                ooff += (rem % j.ksz[k]) * j.kout[k];
+                rem /= j.ksz[k];
+            }
+            j.fin(j.out + ooff, a, 0, op);
+        }
+    } else {
+        int64_t grain = TN_PARALLEL_GRAIN / j.nred;
+        tn_parallel_for(nout, grain > 0 ? grain : 1, reduce_range, &j);
+    }
+    tn_release(in);
+    return TN_OK;
+}
+
+int tn__cpu_sum_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim, int dim_len,
+                    bool keepdim, enum tn_dtype dtype, struct tn_tensor *out)
+{
+    return reduce(R_SUM, "sum_cpu", self, dim, dim_len, keepdim, out);
+}
+
+int tn__cpu_mean_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim, int dim_len,
+                     bool keepdim, enum tn_dtype dtype, struct tn_tensor *out)
+{
+    return reduce(R_MEAN, "mean_cpu", self, dim, dim_len, keepdim, out);
+}
+
+int tn__cpu_amax_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim, int dim_len,
+                     bool keepdim, struct tn_tensor *out)
+{
+    return reduce(R_MAX, "max_values_cpu", self, dim, dim_len, keepdim, out);
+}
+
+int tn__cpu_amin_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim, int dim_len,
+                     bool keepdim, struct tn_tensor *out)
+{
+    return reduce(R_MIN, "min_values_cpu", self, dim, dim_len, keepdim, out);
+}
