@@ -226,7 +226,10 @@ void tt_tap_feed(struct tt_tap *t, const char *data, size_t n)
     while (n) {
         const char *nl = memchr(data, '\n', n);
         size_t take = nl ? (size_t)(nl - data) : n;
-        tt_buf_add(&t->partial, data, take);
+        /* A line is kept up to 64 KiB: output without newlines must not
+         * grow the reader's memory without bound. */
+        size_t room = t->partial.len < 65536 ? 65536 - t->partial.len : 0;
+        tt_buf_add(&t->partial, data, take < room ? take : room);
         if (!nl)
             return;
         size_t len = t->partial.len;
