@@ -6,7 +6,9 @@ libtensor_la_SOURCES += \
 	lib/ops/linalg.c \
 	lib/ops/unary.c \
 	lib/ops/reduce.c \
+	lib/ops/softmax.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
-	lib/ops/cpu/reduce.c
+	lib/ops/cpu/reduce.c \
+	lib/ops/cpu/softmax.c

@@ -28,3 +28,9 @@ tests_unit_test_ops_reduce_SOURCES = tests/unit/test_ops_reduce.c tests/unit/ops
 tests_unit_test_ops_reduce_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_reduce_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_reduce_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_softmax
+tests_unit_test_ops_softmax_SOURCES = tests/unit/test_ops_softmax.c tests/unit/ops_cases.h
+tests_unit_test_ops_softmax_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_softmax_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_softmax_LDFLAGS = $(TN_UNIT_LINK)
