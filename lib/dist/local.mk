@@ -7,4 +7,5 @@ libtensor_la_SOURCES += \
 	lib/dist/filestore.c \
 	lib/dist/tcpserver.c \
 	lib/dist/tcpclient.c \
-	lib/dist/init.c
+	lib/dist/init.c \
+	lib/dist/pg_tcp.c

@@ -12,3 +12,9 @@ tests_unit_test_store_torch_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_sr
 tests_unit_test_store_torch_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_store_torch_LDFLAGS = $(TN_UNIT_LINK)
 EXTRA_DIST += tests/fixtures/dist/store_client.py tests/fixtures/dist/store_server.py
+
+UNIT_TESTS += tests/unit/test_pg
+tests_unit_test_pg_SOURCES = tests/unit/test_pg.c
+tests_unit_test_pg_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_pg_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_pg_LDFLAGS = $(TN_UNIT_LINK)

@@ -129,6 +129,41 @@ int tn_store_server_port(const struct tn_store_server *srv);
 /* Stops the loop, closes every connection and frees the server. */
 void tn_store_server_stop(struct tn_store_server *srv);
 
+/* ------------------------------------------------------- process groups */
+
+struct tn_pg;
+
+enum tn_reduce_op {
+    TN_REDUCE_SUM,
+    TN_REDUCE_AVG, /* the sum divided by the world size; floating dtypes */
+    TN_REDUCE_PRODUCT,
+    TN_REDUCE_MIN,
+    TN_REDUCE_MAX
+};
+
+/* The built-in `tcp` backend: every rank listens on host (NULL: 127.0.0.1)
+ * port 0, publishes its address under "tcp_pg/<rank>" in store, and
+ * connects to every other rank. Collectives give up after timeout_ms (< 0:
+ * 30 minutes) with a message naming the operation, its sequence number and
+ * the rank that did not answer. All ranks must call the same collectives in
+ * the same order. Tensors are contiguous CPU tensors, updated in place. */
+struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, const char *host,
+                            int64_t timeout_ms);
+void tn_pg_free(struct tn_pg *pg);
+int tn_pg_rank(const struct tn_pg *pg);
+int tn_pg_size(const struct tn_pg *pg);
+
+/* Ring allreduce (reduce-scatter, then allgather). Bool: sum/max are "or",
+ * product/min "and"; complex64: sum, avg and product only. */
+int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op);
+/* Binomial tree from root. */
+int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root);
+/* out holds world_size copies of in's size, rank-major. */
+int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in);
+int tn_pg_barrier(struct tn_pg *pg);
+int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst);
+int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src);
+
 /* ------------------------------------------------------------ rendezvous */
 
 struct tn_dist_info {

@@ -1,0 +1,263 @@
+/*
+ * test_pg: the tcp process group with 2, 3 and 4 ranks as threads over a
+ * shared HashStore: allreduce with every op over every real dtype (values
+ * small integers, so every dtype holds the exact result, which the test
+ * computes from the same inputs), broadcast, allgather, barrier, send/recv,
+ * and a collective that times out naming the operation and the rank.
+ */
+#include "tn_test.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const enum tn_dtype dtypes[] = {TN_FLOAT32, TN_FLOAT64, TN_FLOAT16, TN_BFLOAT16, TN_INT64,
+                                       TN_INT32,   TN_INT16,   TN_INT8,    TN_UINT8,    TN_BOOL};
+static const enum tn_reduce_op ops[] = {TN_REDUCE_SUM, TN_REDUCE_AVG, TN_REDUCE_PRODUCT,
+                                        TN_REDUCE_MIN, TN_REDUCE_MAX};
+
+static double get(const struct tn_tensor *t, int64_t i)
+{
+    const void *d = tn_data(t);
+    switch (t->dtype) {
+    case TN_FLOAT32: return ((const float *)d)[i];
+    case TN_FLOAT64: return ((const double *)d)[i];
+    case TN_FLOAT16: return tn_half_to_float(((const tn_half *)d)[i]);
+    case TN_BFLOAT16: return tn_bfloat16_to_float(((const tn_bfloat16 *)d)[i]);
+    case TN_INT64: return (double)((const int64_t *)d)[i];
+    case TN_INT32: return ((const int32_t *)d)[i];
+    case TN_INT16: return ((const int16_t *)d)[i];
+    case TN_INT8: return ((const int8_t *)d)[i];
+    case TN_UINT8: return ((const uint8_t *)d)[i];
+    case TN_BOOL: return ((const bool *)d)[i];
+    default: return NAN;
+    }
+}
+
+static void put(struct tn_tensor *t, int64_t i, double v)
+{
+    void *d = tn_data(t);
+    switch (t->dtype) {
+    case TN_FLOAT32: ((float *)d)[i] = (float)v; break;
+    case TN_FLOAT64: ((double *)d)[i] = v; break;
+    case TN_FLOAT16: ((tn_half *)d)[i] = tn_half_from_float((float)v); break;
+    case TN_BFLOAT16: ((tn_bfloat16 *)d)[i] = tn_bfloat16_from_float((float)v); break;
+    case TN_INT64: ((int64_t *)d)[i] = (int64_t)v; break;
+    case TN_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
+    case TN_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
+    case TN_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
+    case TN_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
+    case TN_BOOL: ((bool *)d)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+/* Rank r's i-th input: small, so sums and products of up to 4 ranks fit
+ * even int8 and bfloat16 exactly. */
+static double input(enum tn_dtype dt, int r, int64_t i)
+{
+    if (dt == TN_BOOL)
+        return ((i + r) % 3) == 0;
+    return (double)((i * 7 + r * 5) % 3 + 1);
+}
+
+static double expected(enum tn_dtype dt, enum tn_reduce_op op, int P, int64_t i)
+{
+    double acc = input(dt, 0, i);
+    for (int r = 1; r < P; r++) {
+        double v = input(dt, r, i);
+        if (dt == TN_BOOL) {
+            bool any = op == TN_REDUCE_SUM || op == TN_REDUCE_MAX;
+            acc = any ? (acc || v) : (acc && v);
+            continue;
+        }
+        switch (op) {
+        case TN_REDUCE_SUM:
+        case TN_REDUCE_AVG: acc += v; break;
+        case TN_REDUCE_PRODUCT: acc *= v; break;
+        case TN_REDUCE_MIN: acc = fmin(acc, v); break;
+        case TN_REDUCE_MAX: acc = fmax(acc, v); break;
+        }
+    }
+    return op == TN_REDUCE_AVG ? acc / P : acc;
+}
+
+struct rank {
+    struct tn_store *store;
+    int rank, size;
+    int failures;
+    int64_t n;
+};
+
+static void *rank_main(void *p)
+{
+    struct rank *a = p;
+    struct tn_pg *pg = tn_pg_new_tcp(a->store, a->rank, a->size, "127.0.0.1", 20000);
+    if (!pg) {
+        a->failures = 1000;
+        return NULL;
+    }
+    int64_t n = a->n;
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            enum tn_dtype dt = dtypes[d];
+            bool floating = tn_dtype_is_floating(dt);
+            if (ops[o] == TN_REDUCE_AVG && !floating)
+                continue;
+            struct tn_tensor *t = tn_empty(TN_SHAPE(n), dt);
+            for (int64_t i = 0; i < n; i++)
+                put(t, i, input(dt, a->rank, i));
+            if (tn_pg_allreduce(pg, t, ops[o]) < 0) {
+                a->failures++;
+            } else {
+                for (int64_t i = 0; i < n; i++) {
+                    double want = expected(dt, ops[o], a->size, i), got = get(t, i);
+                    double tol = dt == TN_FLOAT16 || dt == TN_BFLOAT16 ? fabs(want) / 64 : 1e-6;
+                    if (!(fabs(got - want) <= tol)) {
+                        print_message("rank %d %s op %zu [%lld]: %g != %g\n", a->rank,
+                                      tn_dtype_name(dt), o, (long long)i, got, want);
+                        a->failures++;
+                        break;
+                    }
+                }
+            }
+            tn_release(t);
+        }
+    }
+    /* broadcast from the last rank */
+    struct tn_tensor *b = tn_empty(TN_SHAPE(n), TN_INT32);
+    for (int64_t i = 0; i < n; i++)
+        put(b, i, a->rank == a->size - 1 ? (double)i : -1);
+    if (tn_pg_broadcast(pg, b, a->size - 1) < 0)
+        a->failures++;
+    for (int64_t i = 0; i < n; i++)
+        if (get(b, i) != (double)i) {
+            a->failures++;
+            break;
+        }
+    tn_release(b);
+    /* allgather */
+    struct tn_tensor *in = tn_empty(TN_SHAPE(3), TN_FLOAT64);
+    struct tn_tensor *out = tn_empty(TN_SHAPE(a->size, 3), TN_FLOAT64);
+    for (int i = 0; i < 3; i++)
+        put(in, i, a->rank * 10 + i);
+    if (tn_pg_allgather(pg, out, in) < 0)
+        a->failures++;
+    for (int r = 0; r < a->size; r++)
+        for (int i = 0; i < 3; i++)
+            if (get(out, r * 3 + i) != r * 10 + i)
+                a->failures++;
+    tn_release(in);
+    tn_release(out);
+    if (tn_pg_barrier(pg) < 0)
+        a->failures++;
+    /* send/recv around a ring */
+    struct tn_tensor *s = tn_empty(TN_SHAPE(4), TN_INT64);
+    struct tn_tensor *r = tn_empty(TN_SHAPE(4), TN_INT64);
+    for (int i = 0; i < 4; i++)
+        put(s, i, a->rank + i);
+    int right = (a->rank + 1) % a->size, left = (a->rank + a->size - 1) % a->size;
+    if (a->rank % 2 == 0) {
+        a->failures += tn_pg_send(pg, s, right) < 0;
+        a->failures += tn_pg_recv(pg, r, left) < 0;
+    } else {
+        a->failures += tn_pg_recv(pg, r, left) < 0;
+        a->failures += tn_pg_send(pg, s, right) < 0;
+    }
+    for (int i = 0; i < 4; i++)
+        if (get(r, i) != left + i)
+            a->failures++;
+    tn_release(s);
+    tn_release(r);
+    tn_pg_free(pg);
+    return NULL;
+}
+
+static void run_ranks(int P, int64_t n)
+{
+    struct tn_store *store = tn_store_hash_new();
+    pthread_t th[8];
+    struct rank a[8];
+    for (int r = 0; r < P; r++) {
+        a[r] = (struct rank){store, r, P, 0, n};
+        pthread_create(&th[r], NULL, rank_main, &a[r]);
+    }
+    for (int r = 0; r < P; r++) {
+        pthread_join(th[r], NULL);
+        assert_int_equal(a[r].failures, 0);
+    }
+    tn_store_release(store);
+}
+
+static void test_two_ranks(void **state)
+{
+    (void)state;
+    run_ranks(2, 1000);
+}
+
+static void test_three_ranks(void **state)
+{
+    (void)state;
+    run_ranks(3, 7); /* chunks of unequal size, some empty with n < P */
+    run_ranks(3, 2);
+}
+
+static void test_four_ranks(void **state)
+{
+    (void)state;
+    run_ranks(4, 100003);
+}
+
+struct lonely {
+    struct tn_store *store;
+    int rank;
+    int rc;
+    char msg[256];
+};
+
+static void *lonely_main(void *p)
+{
+    struct lonely *l = p;
+    struct tn_pg *pg = tn_pg_new_tcp(l->store, l->rank, 2, "127.0.0.1", 300);
+    if (!pg)
+        return NULL;
+    struct tn_tensor *t = tn_zeros(TN_SHAPE(4), TN_FLOAT32);
+    if (l->rank == 0) {
+        l->rc = tn_pg_allreduce(pg, t, TN_REDUCE_SUM); /* rank 1 never joins it */
+        snprintf(l->msg, sizeof l->msg, "%s", tn_last_error());
+    } else {
+        struct timespec ts = {0, 600 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    tn_release(t);
+    tn_pg_free(pg);
+    return NULL;
+}
+
+static void test_timeout(void **state)
+{
+    (void)state;
+    struct tn_store *store = tn_store_hash_new();
+    struct lonely l[2] = {{store, 0, 0, ""}, {store, 1, 0, ""}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, lonely_main, &l[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(l[0].rc, TN_ETIMEOUT);
+    assert_non_null(strstr(l[0].msg, "allreduce #1"));
+    assert_non_null(strstr(l[0].msg, "rank 1"));
+    tn_store_release(store);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_ranks),
+        cmocka_unit_test(test_three_ranks),
+        cmocka_unit_test(test_four_ranks),
+        cmocka_unit_test(test_timeout),
+    };
+    return TN_RUN_TESTS(tests);
+}
