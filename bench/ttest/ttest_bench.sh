@@ -38,6 +38,10 @@ t0=$(now)
 (cd "$W" && "$TTEST" -q -j4 --no-progress --durations durations suite >/dev/null)
 tt=$(since "$t0")
 echo "  ttest -j4 (recorded durations): $tt s = $(ratio "$tt" "$bound") x the lower bound"
+t0=$(now)
+(cd "$W" && "$TTEST" -q -j4 --no-progress suite >/dev/null)
+tn=$(since "$t0")
+echo "  ttest -j4 (no durations: name order): $tn s = $(ratio "$tn" "$bound") x the lower bound"
 
 if command -v bats >/dev/null && command -v parallel >/dev/null; then
     mkdir -p "$W/bats4" && mv "$W"/suite-bats-*.bats "$W/bats4/"
