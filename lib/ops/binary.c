@@ -167,3 +167,19 @@ struct tn_tensor *tn__composite_div_scalar(tn_keyset ks, const struct tn_tensor 
     tn_release(o);
     return r;
 }
+
+#define TN_CMP_SCALAR(op)                                                                      \
+    struct tn_tensor *tn__composite_##op##_scalar(tn_keyset ks, const struct tn_tensor *self,  \
+                                                  struct tn_scalar other)                      \
+    {                                                                                          \
+        struct tn_tensor *o = tn__wrapped_scalar(other);                                       \
+        struct tn_tensor *r = o ? tn_##op(self, o) : NULL;                                     \
+        tn_release(o);                                                                         \
+        return r;                                                                              \
+    }
+TN_CMP_SCALAR(eq)
+TN_CMP_SCALAR(ne)
+TN_CMP_SCALAR(lt)
+TN_CMP_SCALAR(le)
+TN_CMP_SCALAR(gt)
+TN_CMP_SCALAR(ge)
