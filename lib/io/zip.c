@@ -286,6 +286,12 @@ int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size
         return tn_set_error(TN_ENOMEM, "%s: %s holds %llu bytes, more than the limit of %llu",
                             z->label, e->name, (unsigned long long)e->size,
                             (unsigned long long)cap);
+    /* Deflate expands at most 1032:1: a larger claim is a lie that would
+     * make us allocate for nothing. */
+    if (e->method == 8 && e->size / 1032 > e->csize + 1)
+        return tn_set_error(TN_EFORMAT, "%s: %s claims %llu bytes from %llu compressed bytes",
+                            z->label, e->name, (unsigned long long)e->size,
+                            (unsigned long long)e->csize);
     unsigned char *buf = malloc(e->size ? e->size : 1);
     if (!buf)
         return tn_set_error(TN_ENOMEM, "%s: %s: out of memory for %llu bytes", z->label, e->name,

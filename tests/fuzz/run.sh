@@ -26,4 +26,5 @@ clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     "$src"/tests/fuzz/fuzz_ckpt.c "$src"/lib/io/*.c "$out"/core/*.o \
     -ljansson -lopenblas -lz -lm -lpthread -ldl -o "$out/fuzz_ckpt"
 exec "$out/fuzz_ckpt" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=1024 \
+    -artifact_prefix="$out/" \
     "$out/corpus"
