@@ -276,6 +276,43 @@ static void apply(int c, const char *arg)
     }
 }
 
+/* The first host of a Slurm hostlist: "gpu[01-04,10],cpu1" -> "gpu01". */
+static void first_host(const char *list, char *out, size_t cap)
+{
+    size_t o = 0;
+    const char *p = list;
+    while (*p && *p != ',' && *p != '[' && o + 1 < cap)
+        out[o++] = *p++;
+    if (*p == '[')
+        for (p++; *p && *p != '-' && *p != ',' && *p != ']' && o + 1 < cap; p++)
+            out[o++] = *p;
+    out[o] = 0;
+}
+
+/* Under Slurm's srun or Open MPI's mpirun (one trun per node), the node's
+ * rank and the node count come from their variables, and under Slurm the
+ * master is the step's first host; PET_ variables and options override. */
+static void scheduler_defaults(void)
+{
+    const char *v;
+    if ((v = getenv("SLURM_NODEID")) && *v) {
+        const char *nn = getenv("SLURM_NNODES");
+        if (nn && *nn)
+            opt.nnodes = parse_count(nn, "SLURM_NNODES: '%s' is not a count", 1);
+        opt.node_rank = parse_count(v, "SLURM_NODEID: '%s' is not a rank", 0);
+        const char *list = getenv("SLURM_STEP_NODELIST");
+        if (!list || !*list)
+            list = getenv("SLURM_JOB_NODELIST");
+        if (list && *list)
+            first_host(list, opt.master_addr, sizeof opt.master_addr);
+    } else if ((v = getenv("OMPI_COMM_WORLD_RANK")) && *v) {
+        const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+        if (n && *n)
+            opt.nnodes = parse_count(n, "OMPI_COMM_WORLD_SIZE: '%s' is not a count", 1);
+        opt.node_rank = parse_count(v, "OMPI_COMM_WORLD_RANK: '%s' is not a rank", 0);
+    }
+}
+
 /* torchrun reads every option from PET_<NAME> when it is not given. */
 static void env_defaults(void)
 {
@@ -756,6 +793,7 @@ int main(int argc, char **argv)
     strcpy(opt.role, "default");
     opt.monitor_interval = 0.1;
     opt.grace = 5;
+    scheduler_defaults();
     env_defaults();
     int c;
     /* "+": options end at the program, whose own options are its own */

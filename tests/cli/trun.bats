@@ -144,3 +144,16 @@ alive() {
     assert_line "[0]:allreduce 3 torch 1"
     assert_line "[1]:allreduce 3 torch 1"
 }
+
+@test "under Slurm, the node's rank, the node count and the master come from its variables" {
+    SLURM_NODEID=1 SLURM_NNODES=2 SLURM_STEP_NODELIST='node[07-08],x' \
+        run trun --nproc-per-node 2 --master-port 5 sh -c 'echo "$RANK $WORLD_SIZE $GROUP_RANK $MASTER_ADDR"'
+    assert_success
+    assert_line "[2]:2 4 1 node07"
+    assert_line "[3]:3 4 1 node07"
+    # options still win
+    OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=3 \
+        run trun --nproc-per-node 1 --nnodes 1 --master-port 0 sh -c 'echo "$RANK $WORLD_SIZE"'
+    assert_success
+    assert_line "[0]:0 1"
+}
