@@ -1,7 +1,8 @@
 /*
  * tests/fuzz/fuzz_ckpt.c: libFuzzer target for lib/io's untrusted-input
  * readers: the input is tried as a zip checkpoint (zip reader, records,
- * restricted unpickler, storage checks) and as a bare data.pkl stream.
+ * restricted unpickler, storage checks), as a bare data.pkl stream and
+ * as a .npy file.
  * Build and run: tests/fuzz/run.sh [SECONDS].
  */
 #include <stdlib.h>
@@ -44,6 +45,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         }
         tn_value_release(v);
     }
+    tn_release(tn_npy_parse(data, size, "fuzz.npy"));
     size_t pos = 0;
     struct tn_pickle_op op;
     while (pos < size && tn__pickle_decode(data, size, &pos, &op, "fuzz") == 0)
