@@ -6,7 +6,8 @@
  *   - add and mul of two 16M-element float32 tensors against memcpy,
  *     as bandwidth over the bytes each touches
  *   - mm 1024x1024x1024 float32 against cblas_sgemm called directly
- * `bench_ops --dispatch-us` prints only the first number (for the script).
+ * `bench_ops --dispatch-us` prints only the first number and `bench_ops --ms
+ * softmax|sum` one workload's milliseconds (for the scripts).
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -29,10 +30,33 @@ static double dispatch_us(int64_t calls)
     return best / (double)calls * 1e6;
 }
 
+/* Milliseconds (best of 5) of one workload that bench/ops/torch.sh also
+ * times in PyTorch: softmax over the last dim of 256x4096 float32, and a
+ * sum over the last dim of 4096x4096 float32. */
+static double workload_ms(const char *name)
+{
+    double best = -1;
+    if (!strcmp(name, "softmax")) {
+        struct tn_tensor *x = tn_randn(TN_SHAPE(256, 4096), TN_FLOAT32, NULL);
+        TN_BENCH_BEST(5, best, tn_release(tn_softmax_int(x, -1, TN_DTYPE_UNSET)));
+        tn_release(x);
+    } else if (!strcmp(name, "sum")) {
+        struct tn_tensor *x = tn_randn(TN_SHAPE(4096, 4096), TN_FLOAT32, NULL);
+        TN_BENCH_BEST(5, best, tn_release(tn_sum_dim_intlist(x, (const int64_t[]){-1}, 1, false,
+                                                               TN_DTYPE_UNSET)));
+        tn_release(x);
+    }
+    return best * 1e3;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--dispatch-us")) {
         printf("%.4f\n", dispatch_us(1000000));
+        return 0;
+    }
+    if (argc > 2 && !strcmp(argv[1], "--ms")) {
+        printf("%.4f\n", workload_ms(argv[2]));
         return 0;
     }
     printf("dispatch: tn_add on 1-element float32 tensors: %.3f us per call "

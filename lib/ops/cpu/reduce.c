@@ -38,9 +38,17 @@ typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
     {                                                                                          \
         double acc = a->d;                                                                     \
         if (s == sizeof(T)) {                                                                  \
+            /* 8 independent lanes, so the compiler can vectorise */                         \
             const T *x = (const T *)p;                                                         \
-            for (int64_t i = 0; i < n; i++)                                                    \
+            double lane[8] = {0};                                                              \
+            int64_t i = 0;                                                                     \
+            for (; i + 8 <= n; i += 8)                                                         \
+                for (int k = 0; k < 8; k++)                                                    \
+                    lane[k] += (double)LD(x[i + k]);                                           \
+            for (; i < n; i++)                                                                 \
                 acc += (double)LD(x[i]);                                                       \
+            acc += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +                               \
+                   ((lane[4] + lane[5]) + (lane[6] + lane[7]));                                \
         } else {                                                                               \
             for (int64_t i = 0; i < n; i++)                                                    \
                 acc += (double)LD(*(const T *)(p + i * s));                                    \

@@ -41,13 +41,25 @@ struct sjob {
                 mx = v > mx || isnan(v) ? v : mx;                                              \
             }                                                                                  \
             CT sum = 0;                                                                        \
-            for (int64_t d = 0; d < j->D; d++)                                                 \
-                sum += EXP(LD(in[base + d * st]) - mx);                                        \
             if (j->log) {                                                                      \
+                for (int64_t d = 0; d < j->D; d++)                                             \
+                    sum += EXP(LD(in[base + d * st]) - mx);                                    \
                 CT ls = LOG(sum);                                                              \
                 for (int64_t d = 0; d < j->D; d++)                                             \
                     ST(out[base + d * st], LD(in[base + d * st]) - mx - ls);                   \
+            } else if (sizeof(T) == sizeof(CT)) {                                              \
+                /* exp once: keep it in out, then scale */                                    \
+                for (int64_t d = 0; d < j->D; d++) {                                           \
+                    CT e = EXP(LD(in[base + d * st]) - mx);                                    \
+                    ST(out[base + d * st], e);                                                 \
+                    sum += e;                                                                  \
+                }                                                                              \
+                CT inv = (CT)1 / sum;                                                          \
+                for (int64_t d = 0; d < j->D; d++)                                             \
+                    ST(out[base + d * st], LD(out[base + d * st]) * inv);                      \
             } else {                                                                           \
+                for (int64_t d = 0; d < j->D; d++)                                             \
+                    sum += EXP(LD(in[base + d * st]) - mx);                                    \
                 for (int64_t d = 0; d < j->D; d++)                                             \
                     ST(out[base + d * st], EXP(LD(in[base + d * st]) - mx) / sum);             \
             }                                                                                  \
