@@ -2,7 +2,8 @@
  * test_pg: the tcp process group with 2, 3 and 4 ranks as threads over a
  * shared HashStore: allreduce with every op over every real dtype (values
  * small integers, so every dtype holds the exact result, which the test
- * computes from the same inputs), broadcast, allgather, barrier, send/recv,
+ * computes from the same inputs), broadcast, allgather, reduce, gather,
+ * scatter, reduce_scatter, all_to_all, barrier, send/recv,
  * and a collective that times out naming the operation and the rank.
  */
 #include "tn_test.h"
@@ -152,6 +153,60 @@ static void *rank_main(void *p)
     tn_release(out);
     if (tn_pg_barrier(pg) < 0)
         a->failures++;
+    int P = a->size, me = a->rank, root = P / 2;
+    /* reduce (sum to root) */
+    struct tn_tensor *x = tn_empty(TN_SHAPE(5), TN_FLOAT32);
+    for (int i = 0; i < 5; i++)
+        put(x, i, input(TN_FLOAT32, me, i));
+    a->failures += tn_pg_reduce(pg, x, TN_REDUCE_SUM, root) < 0;
+    for (int i = 0; i < 5; i++) {
+        double want = me == root ? expected(TN_FLOAT32, TN_REDUCE_SUM, P, i)
+                                 : input(TN_FLOAT32, me, i);
+        if (get(x, i) != want)
+            a->failures++;
+    }
+    tn_release(x);
+    /* gather to root, then scatter it back from root */
+    struct tn_tensor *g_in = tn_empty(TN_SHAPE(2), TN_INT16);
+    struct tn_tensor *g_out = tn_zeros(TN_SHAPE(P, 2), TN_INT16);
+    put(g_in, 0, me);
+    put(g_in, 1, 100 + me);
+    a->failures += tn_pg_gather(pg, me == root ? g_out : NULL, g_in, root) < 0;
+    if (me == root)
+        for (int r = 0; r < P; r++)
+            if (get(g_out, r * 2) != r || get(g_out, r * 2 + 1) != 100 + r)
+                a->failures++;
+    struct tn_tensor *sc = tn_zeros(TN_SHAPE(2), TN_INT16);
+    a->failures += tn_pg_scatter(pg, sc, me == root ? g_out : NULL, root) < 0;
+    if (get(sc, 0) != me || get(sc, 1) != 100 + me)
+        a->failures++;
+    tn_release(g_in);
+    tn_release(g_out);
+    tn_release(sc);
+    /* reduce_scatter: block r of the sum */
+    struct tn_tensor *rs_in = tn_empty(TN_SHAPE(P * 3), TN_INT64);
+    struct tn_tensor *rs_out = tn_empty(TN_SHAPE(3), TN_INT64);
+    for (int i = 0; i < P * 3; i++)
+        put(rs_in, i, input(TN_INT64, me, i));
+    a->failures += tn_pg_reduce_scatter(pg, rs_out, rs_in, TN_REDUCE_MAX) < 0;
+    for (int i = 0; i < 3; i++)
+        if (get(rs_out, i) != expected(TN_INT64, TN_REDUCE_MAX, P, me * 3 + i))
+            a->failures++;
+    tn_release(rs_in);
+    tn_release(rs_out);
+    /* all_to_all: out block j = rank j's block me */
+    struct tn_tensor *in2 = tn_empty(TN_SHAPE(P * 2), TN_FLOAT64);
+    struct tn_tensor *out2 = tn_empty(TN_SHAPE(P * 2), TN_FLOAT64);
+    for (int j = 0; j < P; j++)
+        for (int k = 0; k < 2; k++)
+            put(in2, j * 2 + k, me * 1000 + j * 10 + k);
+    a->failures += tn_pg_all_to_all(pg, out2, in2) < 0;
+    for (int j = 0; j < P; j++)
+        for (int k = 0; k < 2; k++)
+            if (get(out2, j * 2 + k) != j * 1000 + me * 10 + k)
+                a->failures++;
+    tn_release(in2);
+    tn_release(out2);
     /* send/recv around a ring */
     struct tn_tensor *s = tn_empty(TN_SHAPE(4), TN_INT64);
     struct tn_tensor *r = tn_empty(TN_SHAPE(4), TN_INT64);

@@ -161,6 +161,18 @@ int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root);
 /* out holds world_size copies of in's size, rank-major. */
 int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in);
 int tn_pg_barrier(struct tn_pg *pg);
+/* The reduction lands in root's t; other ranks' t are unchanged. */
+int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root);
+/* out (root only; may be NULL elsewhere) holds world_size inputs, rank-major. */
+int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root);
+/* in (root only; may be NULL elsewhere) holds world_size outputs. */
+int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root);
+/* in holds world_size blocks of out's size; rank r gets the reduced block r. */
+int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
+                         enum tn_reduce_op op);
+/* in and out hold world_size equal blocks; block j of in goes to rank j,
+ * and out's block j comes from rank j. */
+int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in);
 int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst);
 int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src);
 
