@@ -157,3 +157,15 @@ alive() {
     assert_success
     assert_line "[0]:0 1"
 }
+
+@test "tensorkit workers under trun: tn_dist_init(env://) and allreduce of every dtype, 2 and 4 ranks" {
+    local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
+    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    run timeout 120 trun --nproc-per-node 2 --master-port 0 "$w"
+    assert_success
+    assert_line "[0]:rank 0 of 2 ok"
+    assert_line "[1]:rank 1 of 2 ok"
+    run timeout 120 trun --nproc-per-node 4 --master-port 0 --max-restarts 1 "$w"
+    assert_success
+    assert_line "[3]:rank 3 of 4 ok"
+}

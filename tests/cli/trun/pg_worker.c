@@ -1,0 +1,57 @@
+/*
+ * pg_worker: a tensorkit worker for trun's tests: tn_dist_init("env://")
+ * through trun's store, the tcp process group, an allreduce of every real
+ * dtype and a barrier. Prints "rank R of W ok" and exits 0, or names what
+ * failed and exits 1.
+ */
+#include <tensor/tensor.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "pg_worker: %s: %s\n", what, tn_last_error());
+    return 1;
+}
+
+int main(void)
+{
+    struct tn_dist_info info;
+    if (tn_dist_init("env://", -1, -1, 60000, &info) < 0)
+        return fail("tn_dist_init");
+    struct tn_pg *pg = tn_pg_new_tcp(info.store, info.rank, info.world_size, "127.0.0.1", 60000);
+    if (!pg)
+        return fail("tn_pg_new_tcp");
+    static const enum tn_dtype dts[] = {TN_FLOAT32, TN_FLOAT64, TN_FLOAT16, TN_BFLOAT16,
+                                        TN_INT64,   TN_INT32,   TN_INT16,   TN_INT8,  TN_UINT8};
+    int W = info.world_size;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        /* rank + 1 everywhere; the sum is W(W+1)/2, converted by tn_copy_ */
+        struct tn_tensor *f = tn_full(TN_SHAPE(1000), tn_float(info.rank + 1), TN_FLOAT64);
+        struct tn_tensor *t = tn_empty(TN_SHAPE(1000), dts[d]);
+        if (!f || !t || tn_copy_(t, f) < 0)
+            return fail("making the input");
+        if (tn_pg_allreduce(pg, t, TN_REDUCE_SUM) < 0)
+            return fail("allreduce");
+        struct tn_tensor *back = tn_empty(TN_SHAPE(1000), TN_FLOAT64);
+        if (!back || tn_copy_(back, t) < 0)
+            return fail("reading the result");
+        const double *v = tn_data(back);
+        for (int i = 0; i < 1000; i++)
+            if (v[i] != W * (W + 1) / 2.0) {
+                fprintf(stderr, "pg_worker: rank %d: %s allreduce gave %g at %d, not %g\n",
+                        info.rank, tn_dtype_name(dts[d]), v[i], i, W * (W + 1) / 2.0);
+                return 1;
+            }
+        tn_release(f);
+        tn_release(t);
+        tn_release(back);
+    }
+    if (tn_pg_barrier(pg) < 0)
+        return fail("barrier");
+    printf("rank %d of %d ok\n", info.rank, W);
+    tn_pg_free(pg);
+    tn_dist_finish(&info);
+    return 0;
+}
