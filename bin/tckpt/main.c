@@ -30,7 +30,7 @@ static const char usage_text[] =
     "  diff A B                 compare names, dtypes, shapes and values\n"
     "\n"
     "Options:\n"
-    "      --json               ls: print one JSON object\n"
+    "      --json               ls, diff: print one JSON object\n"
     "  -o, --output=FILE        get: where to write the tensor\n"
     "      --to=FORMAT          convert: torch, safetensors or npz (default: from\n"
     "                           OUT's extension)\n"
@@ -686,6 +686,25 @@ static int cmd_convert(const char *in, const char *out)
 
 /* ---------------------------------------------------------------- diff */
 
+/* A number for JSON: null where JSON has none (inf, nan). */
+static void json_number_out(double x)
+{
+    if (isfinite(x))
+        printf("%.17g", x);
+    else
+        printf("null");
+}
+
+/* One finding of diff, printed as text or gathered as JSON. */
+static bool diff_first = true;
+
+static void diff_json_item(const char *kind, const char *name)
+{
+    printf("%s{\"kind\":\"%s\",\"name\":", diff_first ? "" : ",", kind);
+    json_string_out(stdout, name);
+    diff_first = false;
+}
+
 static int cmd_diff(const char *a, const char *b)
 {
     struct tn_value *va = load_or_die(a, NULL), *vb = load_or_die(b, NULL);
@@ -694,31 +713,53 @@ static int cmd_diff(const char *a, const char *b)
         die_input();
     int differ = 0;
     char s1[256], s2[256];
-    for (size_t i = 0; i < la.n; i++)
-        if (!find(&lb, la.e[i].name)) {
-            printf("only in %s: %s\n", a, la.e[i].name);
+    if (opt.json) {
+        printf("{\"a\":");
+        json_string_out(stdout, a);
+        printf(",\"b\":");
+        json_string_out(stdout, b);
+        printf(",\"differences\":[");
+    }
+    for (int side = 0; side < 2; side++) {
+        struct entries *x = side ? &lb : &la, *y = side ? &la : &lb;
+        for (size_t i = 0; i < x->n; i++) {
+            if (find(y, x->e[i].name))
+                continue;
             differ = 1;
+            if (opt.json) {
+                diff_json_item(side ? "only_in_b" : "only_in_a", x->e[i].name);
+                printf("}");
+            } else {
+                printf("only in %s: %s\n", side ? b : a, x->e[i].name);
+            }
         }
-    for (size_t i = 0; i < lb.n; i++)
-        if (!find(&la, lb.e[i].name)) {
-            printf("only in %s: %s\n", b, lb.e[i].name);
-            differ = 1;
-        }
+    }
     for (size_t i = 0; i < la.n; i++) {
         const struct entry *eb = find(&lb, la.e[i].name);
         if (!eb)
             continue;
         struct tn_tensor *x = la.e[i].t, *y = eb->t;
         if (x->dtype != y->dtype) {
-            printf("%s: dtype %s -> %s\n", la.e[i].name, tn_dtype_name(x->dtype),
-                   tn_dtype_name(y->dtype));
             differ = 1;
+            if (opt.json) {
+                diff_json_item("dtype", la.e[i].name);
+                printf(",\"a_dtype\":\"%s\",\"b_dtype\":\"%s\"}", tn_dtype_name(x->dtype),
+                       tn_dtype_name(y->dtype));
+            } else {
+                printf("%s: dtype %s -> %s\n", la.e[i].name, tn_dtype_name(x->dtype),
+                       tn_dtype_name(y->dtype));
+            }
         }
         if (x->ndim != y->ndim || memcmp(x->sizes, y->sizes, sizeof(int64_t) * (size_t)x->ndim)) {
-            printf("%s: shape %s -> %s\n", la.e[i].name,
-                   tn_shape_format(x->sizes, x->ndim, s1, sizeof s1),
-                   tn_shape_format(y->sizes, y->ndim, s2, sizeof s2));
             differ = 1;
+            tn_shape_format(x->sizes, x->ndim, s1, sizeof s1);
+            tn_shape_format(y->sizes, y->ndim, s2, sizeof s2);
+            if (opt.json) {
+                diff_json_item("shape", la.e[i].name);
+                printf(",\"a_shape\":%s,\"b_shape\":%s}", s1, s2);
+            } else {
+                printf("%s: shape %s -> %s\n", la.e[i].name, s1, s2);
+            }
             continue;
         }
         struct tn_tensor *cx = tn_contiguous(x), *cy = tn_contiguous(y);
@@ -749,14 +790,27 @@ static int cmd_diff(const char *a, const char *b)
                 bad++;
         }
         if (bad) {
-            printf("%s: %lld of %lld elements differ (max abs %.6g, max rel %.6g)\n",
-                   la.e[i].name, (long long)bad, (long long)n, maxabs, maxrel);
             differ = 1;
+            if (opt.json) {
+                diff_json_item("values", la.e[i].name);
+                printf(",\"mismatched\":%lld,\"numel\":%lld,\"max_abs\":", (long long)bad,
+                       (long long)n);
+                json_number_out(maxabs);
+                printf(",\"max_rel\":");
+                json_number_out(maxrel);
+                printf("}");
+            } else {
+                printf("%s: %lld of %lld elements differ (max abs %.6g, max rel %.6g)\n",
+                       la.e[i].name, (long long)bad, (long long)n, maxabs, maxrel);
+            }
         }
         tn_release(cx);
         tn_release(cy);
     }
-    if (!differ)
+    if (opt.json)
+        printf("],\"tensors_a\":%zu,\"tensors_b\":%zu,\"differ\":%s}\n", la.n, lb.n,
+               differ ? "true" : "false");
+    else if (!differ)
         printf("%s and %s: %zu tensors match\n", a, b, la.n);
     entries_free(&la);
     entries_free(&lb);

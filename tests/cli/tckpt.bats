@@ -107,6 +107,10 @@ print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "
     run tckpt diff "$FX/module_2.pt" "$BATS_TEST_TMPDIR/h.pt"
     assert_failure 1
     assert_output --partial "dtype float32 -> float16"
+    run tckpt diff --json "$FX/module_2.pt" "$BATS_TEST_TMPDIR/h.pt"
+    assert_failure 1
+    run python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(d["differ"], {x["kind"] for x in d["differences"]})' "$output"
+    assert_output "True {'dtype', 'values'}"
 }
 
 @test "verify passes PyTorch's files and lists a CRC problem" {
