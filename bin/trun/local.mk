@@ -1,5 +1,7 @@
 # trun: the distributed launcher.
 bin_PROGRAMS += bin/trun/trun
 bin_trun_trun_SOURCES = bin/trun/main.c
-bin_trun_trun_LDADD = $(TN_LIB)
+# jansson reads the error files PyTorch's @record writes.
+bin_trun_trun_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+bin_trun_trun_LDADD = $(TN_LIB) $(JANSSON_LIBS)
 dist_man_MANS += man/man1/trun.1

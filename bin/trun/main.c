@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
@@ -765,9 +766,26 @@ static void summary(int first, int attempt)
     } else {
         fprintf(stderr, "  exitcode  : %d\n", WEXITSTATUS(w->status));
     }
-    if (opt.log_dir)
+    if (opt.log_dir) {
         fprintf(stderr, "  logs      : %s/%s/attempt_%d/%d/\n", opt.log_dir, opt.run_id, attempt,
                 w->local_rank);
+        /* what PyTorch's @record wrote: {"message": {"message": ...,
+         * "extraInfo": {"py_callstack": ...}}} */
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s/attempt_%d/%d/error.json", opt.log_dir, opt.run_id,
+                 attempt, w->local_rank);
+        json_t *j = json_load_file(path, 0, NULL);
+        json_t *m = j ? json_object_get(json_object_get(j, "message"), "message") : NULL;
+        if (json_is_string(m))
+            fprintf(stderr, "  error     : %s\n", json_string_value(m));
+        json_t *cs = j ? json_object_get(
+                             json_object_get(json_object_get(j, "message"), "extraInfo"),
+                             "py_callstack")
+                       : NULL;
+        if (json_is_string(cs))
+            fprintf(stderr, "  traceback :\n%s\n", json_string_value(cs));
+        json_decref(j);
+    }
     if (w->ntail) {
         fprintf(stderr, "  last output lines:\n");
         for (int i = 0; i < w->ntail; i++)

@@ -5,3 +5,4 @@ EXTRA_DIST += tests/cli/trun/allreduce.py
 check_PROGRAMS += tests/cli/trun/pg_worker
 tests_cli_trun_pg_worker_SOURCES = tests/cli/trun/pg_worker.c
 tests_cli_trun_pg_worker_LDADD = $(TN_LIB)
+EXTRA_DIST += tests/cli/trun/record_fail.py

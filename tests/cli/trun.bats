@@ -169,3 +169,13 @@ alive() {
     assert_success
     assert_line "[3]:rank 3 of 4 ok"
 }
+
+@test "the summary shows the error file PyTorch's @record wrote" {
+    require_torch2
+    run timeout 120 trun --nproc-per-node 2 --master-port 0 --rdzv-id rec --log-dir "$TMP/logs" \
+        "$TORCH2" "$TN_SRCDIR/tests/cli/trun/record_fail.py"
+    assert_failure 1
+    assert_output --partial "rank      : 1 (local_rank: 1)"
+    assert_output --partial "error     : ValueError: boom from rank 1"
+    [ -f "$TMP/logs/rec/attempt_0/1/error.json" ]
+}
