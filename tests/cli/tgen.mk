@@ -1,2 +1,3 @@
 # Bats tests of tgen.
 CLI_TESTS += tests/cli/tgen.bats
+CLI_TESTS += tests/cli/ops_torch2.bats
