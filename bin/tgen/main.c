@@ -175,7 +175,9 @@ int main(int argc, char **argv)
     }
     guard = guard_of(header ? header : "ops.h");
     struct job j = {&s, guard, include, plugin};
-    if (header && write_atomic(header, do_header, &j) < 0)
+    if ((header || source) && tg_check_generatable(&s) < 0)
+        rc = 2;
+    if (!rc && header && write_atomic(header, do_header, &j) < 0)
         rc = 2;
     if (!rc && source && write_atomic(source, do_source, &j) < 0)
         rc = 2;

@@ -577,6 +577,18 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_func *f)
     return parse_func(f);
 }
 
+int tg_check_generatable(const struct tg_schema *s)
+{
+    tg_path = s->path;
+    for (int i = 0; i < s->nfuncs; i++) {
+        const struct tg_func *f = &s->funcs[i];
+        if (f->nrets != 1 || f->rets[0].type != TG_TENSOR)
+            return tg_error(f->line, f->col, "%s: only operators returning one Tensor can be "
+                            "generated yet (--list shows them all)", f->cname);
+    }
+    return 0;
+}
+
 const struct tg_func *tg_find(const struct tg_schema *s, const char *name)
 {
     for (int i = 0; i < s->nfuncs; i++) {
@@ -632,9 +644,6 @@ static int check_schema(struct tg_schema *s)
             return tg_error(f->line, f->col, "no dispatch: and no structured_delegate: (a "
                             "CompositeImplicitAutograd op names its C function under dispatch:)");
         }
-        for (int r = 0; r < f->nrets; r++)
-            if (f->rets[r].type != TG_TENSOR || f->nrets > 1)
-                return tg_error(f->line, f->col, "only single Tensor returns are generated yet");
     }
     return 0;
 }

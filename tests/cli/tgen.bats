@@ -51,6 +51,17 @@ assert ops["aten::add_.Tensor"]["kind"] == "inplace"
     assert_output "bad4.yaml:1:9: a Tensor(a!) argument is the self of an in-place op (name_) or a keyword-only out= argument: out"
 }
 
+@test "tuple returns are listed but not generated yet" {
+    printf -- '- func: max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)\n  dispatch:\n    CPU: k\n' > tuple.yaml
+    run tgen --list tuple.yaml
+    assert_success
+    assert_output --partial $'aten::max.dim\ttn_max_dim\t'
+    run tgen --header t.h --source t.c tuple.yaml
+    assert_failure 2
+    assert_output "tuple.yaml:1:9: tn_max_dim: only operators returning one Tensor can be generated yet (--list shows them all)"
+    [ ! -e t.h ]
+}
+
 @test "usage errors exit 2 with a hint" {
     run tgen
     assert_failure 2
