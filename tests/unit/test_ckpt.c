@@ -439,7 +439,7 @@ static void test_torch1_loads_ours(void **state)
 {
     (void)state;
     if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
-        skip();
+        TN_TEST_SKIP("Debian's PyTorch 1.13 is not installed");
     check_with("/usr/bin/python3", false);
 }
 
@@ -450,7 +450,7 @@ static void test_torch2_loads_ours(void **state)
     snprintf(cmd, sizeof cmd, "'%s/tests/torch2-python'", TN_SRCDIR);
     FILE *p = popen(cmd, "r");
     if (!p || !fgets(py, sizeof py, p) || pclose(p) != 0 || !py[0])
-        skip();
+        TN_TEST_SKIP("PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)");
     py[strcspn(py, "\n")] = 0;
     check_with(py, true);
 }
