@@ -37,7 +37,8 @@
 #define LD_BF(v) tn_bfloat16_to_float(v)
 #define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 
-enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU, U_NUM };
+enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU,
+       U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL, U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
     TN_ULOOP(neg_##SFX, IT, IT, CT, LD, ST, -x)                                                \
@@ -49,6 +50,20 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
     TN_ULOOP(cos_##SFX, IT, IT, CT, LD, ST, F(cos)(x))                                         \
     TN_ULOOP(tanh_##SFX, IT, IT, CT, LD, ST, F(tanh)(x))                                       \
     TN_ULOOP(sigmoid_##SFX, IT, IT, CT, LD, ST, (CT)1 / ((CT)1 + F(exp)(-x)))                  \
+    TN_ULOOP(exp2_##SFX, IT, IT, CT, LD, ST, F(exp2)(x))                                       \
+    TN_ULOOP(expm1_##SFX, IT, IT, CT, LD, ST, F(expm1)(x))                                     \
+    TN_ULOOP(log2_##SFX, IT, IT, CT, LD, ST, F(log2)(x))                                       \
+    TN_ULOOP(log10_##SFX, IT, IT, CT, LD, ST, F(log10)(x))                                     \
+    TN_ULOOP(log1p_##SFX, IT, IT, CT, LD, ST, F(log1p)(x))                                     \
+    TN_ULOOP(rsqrt_##SFX, IT, IT, CT, LD, ST, (CT)1 / F(sqrt)(x))                              \
+    TN_ULOOP(tan_##SFX, IT, IT, CT, LD, ST, F(tan)(x))                                         \
+    TN_ULOOP(asin_##SFX, IT, IT, CT, LD, ST, F(asin)(x))                                       \
+    TN_ULOOP(acos_##SFX, IT, IT, CT, LD, ST, F(acos)(x))                                       \
+    TN_ULOOP(atan_##SFX, IT, IT, CT, LD, ST, F(atan)(x))                                       \
+    TN_ULOOP(sinh_##SFX, IT, IT, CT, LD, ST, F(sinh)(x))                                       \
+    TN_ULOOP(cosh_##SFX, IT, IT, CT, LD, ST, F(cosh)(x))                                       \
+    TN_ULOOP(erf_##SFX, IT, IT, CT, LD, ST, F(erf)(x))                                         \
+    TN_ULOOP(reciprocal_##SFX, IT, IT, CT, LD, ST, (CT)1 / x)                                  \
     TN_ULOOP(relu_##SFX, IT, IT, CT, LD, ST, x > 0 ? x : (isnan(x) ? x : (CT)0))
 
 #define FN_F(fn) fn##f
@@ -83,8 +98,18 @@ TN_ULOOP(tanh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ctanh
 TN_ULOOP(sigmoid_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
          1.0f / (1.0f + cexpf(-x)))
 
+TN_ULOOP(tan_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ctanf(x))
+TN_ULOOP(asin_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, casinf(x))
+TN_ULOOP(acos_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cacosf(x))
+TN_ULOOP(atan_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, catanf(x))
+TN_ULOOP(sinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csinhf(x))
+TN_ULOOP(cosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ccoshf(x))
+TN_ULOOP(reciprocal_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, 1.0f / x)
+
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
                   [TN_BFLOAT16] = op##_bf16, [TN_COMPLEX64] = op##_c64
+#define ROW_R(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
+                  [TN_BFLOAT16] = op##_bf16
 #define ROW_I(op) [TN_INT64] = op##_i64, [TN_INT32] = op##_i32, [TN_INT16] = op##_i16,         \
                   [TN_INT8] = op##_i8, [TN_UINT8] = op##_u8
 static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
@@ -97,12 +122,27 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_COS] = {ROW_F(cos)},
     [U_TANH] = {ROW_F(tanh)},
     [U_SIGMOID] = {ROW_F(sigmoid)},
+    [U_EXP2] = {ROW_R(exp2)},
+    [U_EXPM1] = {ROW_R(expm1)},
+    [U_LOG2] = {ROW_R(log2)},
+    [U_LOG10] = {ROW_R(log10)},
+    [U_LOG1P] = {ROW_R(log1p)},
+    [U_RSQRT] = {ROW_R(rsqrt)},
+    [U_TAN] = {ROW_F(tan)},
+    [U_ASIN] = {ROW_F(asin)},
+    [U_ACOS] = {ROW_F(acos)},
+    [U_ATAN] = {ROW_F(atan)},
+    [U_SINH] = {ROW_F(sinh)},
+    [U_COSH] = {ROW_F(cosh)},
+    [U_ERF] = {ROW_R(erf)},
+    [U_RECIPROCAL] = {ROW_F(reciprocal)},
     [U_RELU] = {[TN_FLOAT32] = relu_f32, [TN_FLOAT64] = relu_f64, [TN_FLOAT16] = relu_f16,
                 [TN_BFLOAT16] = relu_bf16, ROW_I(relu)},
 };
 static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "log_vml_cpu",
                                           "sqrt_vml_cpu", "sin_vml_cpu", "cos_vml_cpu",
-                                          "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu"};
+                                          "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
+                                          "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu"};
 
 static const char *scalar_type_name(enum tn_dtype dt)
 {
@@ -152,6 +192,20 @@ TN_UNARY_KERNEL(sin, U_SIN)
 TN_UNARY_KERNEL(cos, U_COS)
 TN_UNARY_KERNEL(tanh, U_TANH)
 TN_UNARY_KERNEL(sigmoid, U_SIGMOID)
+TN_UNARY_KERNEL(exp2, U_EXP2)
+TN_UNARY_KERNEL(expm1, U_EXPM1)
+TN_UNARY_KERNEL(log2, U_LOG2)
+TN_UNARY_KERNEL(log10, U_LOG10)
+TN_UNARY_KERNEL(log1p, U_LOG1P)
+TN_UNARY_KERNEL(rsqrt, U_RSQRT)
+TN_UNARY_KERNEL(tan, U_TAN)
+TN_UNARY_KERNEL(asin, U_ASIN)
+TN_UNARY_KERNEL(acos, U_ACOS)
+TN_UNARY_KERNEL(atan, U_ATAN)
+TN_UNARY_KERNEL(sinh, U_SINH)
+TN_UNARY_KERNEL(cosh, U_COSH)
+TN_UNARY_KERNEL(erf, U_ERF)
+TN_UNARY_KERNEL(reciprocal, U_RECIPROCAL)
 
 static int relu_check(const struct tn_tensor *self)
 {
