@@ -183,3 +183,72 @@ TN_CMP_SCALAR(lt)
 TN_CMP_SCALAR(le)
 TN_CMP_SCALAR(gt)
 TN_CMP_SCALAR(ge)
+
+/* ------------------------------------------------------ more binary ops */
+
+static int no_complex(const char *op, const struct tn_tensor *a, const struct tn_tensor *b)
+{
+    if (tn_dtype_is_complex(a->dtype) || tn_dtype_is_complex(b->dtype))
+        return tn_set_error(TN_EDTYPE, "%s not implemented for complex tensors.", op);
+    return TN_OK;
+}
+
+int tn__meta_maximum_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                         struct tn_meta *m)
+{
+    int rc = no_complex("maximum", self, other);
+    return rc < 0 ? rc : binary_meta(self, other, m);
+}
+
+int tn__meta_minimum_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                         struct tn_meta *m)
+{
+    int rc = no_complex("minimum", self, other);
+    return rc < 0 ? rc : binary_meta(self, other, m);
+}
+
+int tn__meta_remainder_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                           struct tn_meta *m)
+{
+    return binary_meta(self, other, m);
+}
+
+int tn__meta_fmod_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                      struct tn_meta *m)
+{
+    return binary_meta(self, other, m);
+}
+
+int tn__meta_pow_out(const struct tn_tensor *self, const struct tn_tensor *exponent,
+                     struct tn_meta *m)
+{
+    return binary_meta(self, exponent, m);
+}
+
+int tn__meta_atan2_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                       struct tn_meta *m)
+{
+    return tn__meta_div_out(self, other, m); /* integers give the default float */
+}
+
+int tn__meta_bitwise_and_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                             struct tn_meta *m)
+{
+    return binary_meta(self, other, m);
+}
+
+int tn__meta_bitwise_or_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                            struct tn_meta *m)
+{
+    return binary_meta(self, other, m);
+}
+
+int tn__meta_bitwise_xor_out(const struct tn_tensor *self, const struct tn_tensor *other,
+                             struct tn_meta *m)
+{
+    return binary_meta(self, other, m);
+}
+
+TN_CMP_META(logical_and)
+TN_CMP_META(logical_or)
+TN_CMP_META(logical_xor)

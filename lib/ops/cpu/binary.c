@@ -111,7 +111,7 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
 #define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 
 /* floating dtypes: suffix, storage type, compute type, load, store, fma, fmod, floor */
-#define TN_FLOAT_LOOPS(SFX, IT, CT, LD, ST, FMA, FMOD, FLOOR, TRUNC)                           \
+#define TN_FLOAT_LOOPS(SFX, IT, CT, LD, ST, FMA, FMOD, FLOOR, TRUNC, POW, ATAN2)              \
     TN_LOOP(add_##SFX, IT, IT, CT, LD, ST, FMA(y, (CT)ctx->af, x))                             \
     TN_LOOP(sub_##SFX, IT, IT, CT, LD, ST, FMA(y, -(CT)ctx->af, x))                            \
     TN_LOOP(add1_##SFX, IT, IT, CT, LD, ST, x + y)                                             \
@@ -125,12 +125,28 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
     TN_LOOP(lt_##SFX, IT, bool, CT, LD, ST_ID, x < y)                                          \
     TN_LOOP(le_##SFX, IT, bool, CT, LD, ST_ID, x <= y)                                         \
     TN_LOOP(gt_##SFX, IT, bool, CT, LD, ST_ID, x > y)                                          \
-    TN_LOOP(ge_##SFX, IT, bool, CT, LD, ST_ID, x >= y)
+    TN_LOOP(ge_##SFX, IT, bool, CT, LD, ST_ID, x >= y)                                         \
+    TN_LOOP(max_##SFX, IT, IT, CT, LD, ST, x != x ? x : y != y ? y : (x < y ? y : x))          \
+    TN_LOOP(min_##SFX, IT, IT, CT, LD, ST, x != x ? x : y != y ? y : (y < x ? y : x))          \
+    TN_LOOP(rem_##SFX, IT, IT, CT, LD, ST, TN_REM_F(CT, FMOD, x, y))                           \
+    TN_LOOP(fmod_##SFX, IT, IT, CT, LD, ST, FMOD(x, y))                                        \
+    TN_LOOP(pow_##SFX, IT, IT, CT, LD, ST, POW(x, y))                                          \
+    TN_LOOP(atan2_##SFX, IT, IT, CT, LD, ST, ATAN2(x, y))                                      \
+    TN_LOOP(land_##SFX, IT, bool, CT, LD, ST_ID, x != 0 && y != 0)                             \
+    TN_LOOP(lor_##SFX, IT, bool, CT, LD, ST_ID, x != 0 || y != 0)                              \
+    TN_LOOP(lxor_##SFX, IT, bool, CT, LD, ST_ID, (x != 0) != (y != 0))
 
-TN_FLOAT_LOOPS(f32, float, float, LD_ID, ST_ID, fmaf, fmodf, floorf, truncf)
-TN_FLOAT_LOOPS(f64, double, double, LD_ID, ST_ID, fma, fmod, floor, trunc)
-TN_FLOAT_LOOPS(f16, tn_half, float, LD_H, ST_H, fmaf, fmodf, floorf, truncf)
-TN_FLOAT_LOOPS(bf16, tn_bfloat16, float, LD_BF, ST_BF, fmaf, fmodf, floorf, truncf)
+/* c10's remainder of floats: the sign of the divisor */
+#define TN_REM_F(T, FMOD, x, y)                                                                \
+    ({                                                                                         \
+        T m_ = FMOD(x, y);                                                                     \
+        (m_ != 0 && ((y) < 0) != (m_ < 0)) ? m_ + (y) : m_;                                    \
+    })
+
+TN_FLOAT_LOOPS(f32, float, float, LD_ID, ST_ID, fmaf, fmodf, floorf, truncf, powf, atan2f)
+TN_FLOAT_LOOPS(f64, double, double, LD_ID, ST_ID, fma, fmod, floor, trunc, pow, atan2)
+TN_FLOAT_LOOPS(f16, tn_half, float, LD_H, ST_H, fmaf, fmodf, floorf, truncf, powf, atan2f)
+TN_FLOAT_LOOPS(bf16, tn_bfloat16, float, LD_BF, ST_BF, fmaf, fmodf, floorf, truncf, powf, atan2f)
 
 /* integer division: zero divisors are flagged (PyTorch raises), and
  * MIN / -1 wraps as two's complement */
@@ -152,7 +168,42 @@ TN_FLOAT_LOOPS(bf16, tn_bfloat16, float, LD_BF, ST_BF, fmaf, fmodf, floorf, trun
     TN_LOOP(lt_##SFX, T, bool, T, LD_ID, ST_ID, x < y)                                         \
     TN_LOOP(le_##SFX, T, bool, T, LD_ID, ST_ID, x <= y)                                        \
     TN_LOOP(gt_##SFX, T, bool, T, LD_ID, ST_ID, x > y)                                         \
-    TN_LOOP(ge_##SFX, T, bool, T, LD_ID, ST_ID, x >= y)
+    TN_LOOP(ge_##SFX, T, bool, T, LD_ID, ST_ID, x >= y)                                        \
+    TN_LOOP(max_##SFX, T, T, T, LD_ID, ST_ID, x < y ? y : x)                                   \
+    TN_LOOP(min_##SFX, T, T, T, LD_ID, ST_ID, y < x ? y : x)                                   \
+    TN_LOOP(rem_##SFX, T, T, T, LD_ID, ST_ID, TN_IREM(T, x, y, 1))                             \
+    TN_LOOP(fmod_##SFX, T, T, T, LD_ID, ST_ID, TN_IREM(T, x, y, 0))                            \
+    TN_LOOP(pow_##SFX, T, T, T, LD_ID, ST_ID, (T)ipow((int64_t)x, (int64_t)y))                 \
+    TN_LOOP(land_##SFX, T, bool, T, LD_ID, ST_ID, x != 0 && y != 0)                            \
+    TN_LOOP(lor_##SFX, T, bool, T, LD_ID, ST_ID, x != 0 || y != 0)                             \
+    TN_LOOP(lxor_##SFX, T, bool, T, LD_ID, ST_ID, (x != 0) != (y != 0))                        \
+    TN_LOOP(band_##SFX, T, T, T, LD_ID, ST_ID, x & y)                                          \
+    TN_LOOP(bor_##SFX, T, T, T, LD_ID, ST_ID, x | y)                                           \
+    TN_LOOP(bxor_##SFX, T, T, T, LD_ID, ST_ID, x ^ y)
+
+/* remainder (floor: the divisor's sign) and fmod (truncating) of integers;
+ * a zero divisor is flagged, -1 gives 0 without C's MIN % -1 overflow */
+#define TN_IREM(T, x, y, floor_)                                                               \
+    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0)                  \
+     : (y) == (T)-1 && (T)-1 < 0 ? (T)0                                                        \
+     : (T)((floor_) && (x) % (y) != 0 && (((x) % (y) < 0) != ((y) < 0)) ? (x) % (y) + (y)      \
+                                                                          : (x) % (y)))
+
+/* Integer powers by squaring, wrapping; negative exponents give 0 except
+ * for bases 1 and -1 (PyTorch's powi). */
+static inline int64_t ipow(int64_t base, int64_t exp)
+{
+    if (exp < 0)
+        return base == 1 ? 1 : base == -1 ? ((exp & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)base;
+    while (exp) {
+        if (exp & 1)
+            r *= b;
+        b *= b;
+        exp >>= 1;
+    }
+    return (int64_t)r;
+}
 
 TN_INT_LOOPS(i64, int64_t)
 TN_INT_LOOPS(i32, int32_t)
@@ -169,6 +220,18 @@ TN_LOOP(lt_b, bool, bool, bool, LD_ID, ST_ID, x < y)
 TN_LOOP(le_b, bool, bool, bool, LD_ID, ST_ID, x <= y)
 TN_LOOP(gt_b, bool, bool, bool, LD_ID, ST_ID, x > y)
 TN_LOOP(ge_b, bool, bool, bool, LD_ID, ST_ID, x >= y)
+
+TN_LOOP(max_b, bool, bool, bool, LD_ID, ST_ID, x || y)
+TN_LOOP(min_b, bool, bool, bool, LD_ID, ST_ID, x && y)
+TN_LOOP(land_b, bool, bool, bool, LD_ID, ST_ID, x && y)
+TN_LOOP(lor_b, bool, bool, bool, LD_ID, ST_ID, x || y)
+TN_LOOP(lxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
+TN_LOOP(band_b, bool, bool, bool, LD_ID, ST_ID, x && y)
+TN_LOOP(bor_b, bool, bool, bool, LD_ID, ST_ID, x || y)
+TN_LOOP(bxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
+TN_LOOP(land_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != 0 && y != 0)
+TN_LOOP(lor_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != 0 || y != 0)
+TN_LOOP(lxor_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, (x != 0) != (y != 0))
 
 TN_LOOP(add_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x + ctx->ac * y)
 TN_LOOP(sub_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x - ctx->ac * y)
@@ -195,6 +258,18 @@ static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
     [TN_BINOP_LE] = {ROW_F(le), ROW_I(le), [TN_BOOL] = le_b},
     [TN_BINOP_GT] = {ROW_F(gt), ROW_I(gt), [TN_BOOL] = gt_b},
     [TN_BINOP_GE] = {ROW_F(ge), ROW_I(ge), [TN_BOOL] = ge_b},
+    [TN_BINOP_MAXIMUM] = {ROW_F(max), ROW_I(max), [TN_BOOL] = max_b},
+    [TN_BINOP_MINIMUM] = {ROW_F(min), ROW_I(min), [TN_BOOL] = min_b},
+    [TN_BINOP_REMAINDER] = {ROW_F(rem), ROW_I(rem)},
+    [TN_BINOP_FMOD] = {ROW_F(fmod), ROW_I(fmod)},
+    [TN_BINOP_POW] = {ROW_F(pow), ROW_I(pow)},
+    [TN_BINOP_ATAN2] = {ROW_F(atan2)},
+    [TN_BINOP_LAND] = {ROW_F(land), ROW_I(land), [TN_BOOL] = land_b, [TN_COMPLEX64] = land_c64},
+    [TN_BINOP_LOR] = {ROW_F(lor), ROW_I(lor), [TN_BOOL] = lor_b, [TN_COMPLEX64] = lor_c64},
+    [TN_BINOP_LXOR] = {ROW_F(lxor), ROW_I(lxor), [TN_BOOL] = lxor_b, [TN_COMPLEX64] = lxor_c64},
+    [TN_BINOP_BAND] = {ROW_I(band), [TN_BOOL] = band_b},
+    [TN_BINOP_BOR] = {ROW_I(bor), [TN_BOOL] = bor_b},
+    [TN_BINOP_BXOR] = {ROW_I(bxor), [TN_BOOL] = bxor_b},
     [TN_BINOP_ADD1] = {ROW_F(add1), ROW_I(add), [TN_BOOL] = add_b, [TN_COMPLEX64] = add_c64},
     [TN_BINOP_SUB1] = {ROW_F(sub1), ROW_I(sub), [TN_COMPLEX64] = sub_c64},
 };
@@ -202,7 +277,10 @@ static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
 /* PyTorch's kernel names, for "not implemented for" messages. */
 static const char *const kernel_names[TN_NUM_BINOPS] = {
     "add_cpu", "sub_cpu", "mul_cpu", "div_true_cpu", "div_trunc_cpu", "div_floor_cpu",
-    "eq_cpu", "ne_cpu", "lt_cpu", "le_cpu", "gt_cpu", "ge_cpu", "add_cpu", "sub_cpu"};
+    "eq_cpu", "ne_cpu", "lt_cpu", "le_cpu", "gt_cpu", "ge_cpu", "maximum_cpu", "minimum_cpu",
+    "remainder_cpu", "fmod_cpu", "pow", "atan2_cpu", "logical_and_cpu", "logical_or_cpu",
+    "logical_xor_cpu", "bitwise_and_cpu", "bitwise_or_cpu", "bitwise_xor_cpu", "add_cpu",
+    "sub_cpu"};
 
 static const char *scalar_type_name(enum tn_dtype dt)
 {
@@ -328,3 +406,25 @@ TN_CMP_KERNEL(lt, TN_BINOP_LT)
 TN_CMP_KERNEL(le, TN_BINOP_LE)
 TN_CMP_KERNEL(gt, TN_BINOP_GT)
 TN_CMP_KERNEL(ge, TN_BINOP_GE)
+
+/* out= kernels computing in out's dtype (the meta function's common or
+ * float dtype) */
+#define TN_SAME_KERNEL(name, OP)                                                               \
+    int tn__cpu_##name##_out(tn_keyset ks, const struct tn_tensor *self,                       \
+                             const struct tn_tensor *other, struct tn_tensor *out)             \
+    {                                                                                          \
+        return tn__cpu_binary(OP, self, other, tn_int(1), out->dtype, out);                    \
+    }
+TN_SAME_KERNEL(maximum, TN_BINOP_MAXIMUM)
+TN_SAME_KERNEL(minimum, TN_BINOP_MINIMUM)
+TN_SAME_KERNEL(remainder, TN_BINOP_REMAINDER)
+TN_SAME_KERNEL(fmod, TN_BINOP_FMOD)
+TN_SAME_KERNEL(pow, TN_BINOP_POW)
+TN_SAME_KERNEL(atan2, TN_BINOP_ATAN2)
+TN_SAME_KERNEL(bitwise_and, TN_BINOP_BAND)
+TN_SAME_KERNEL(bitwise_or, TN_BINOP_BOR)
+TN_SAME_KERNEL(bitwise_xor, TN_BINOP_BXOR)
+/* logical ops compute in the common dtype and write bool */
+TN_CMP_KERNEL(logical_and, TN_BINOP_LAND)
+TN_CMP_KERNEL(logical_or, TN_BINOP_LOR)
+TN_CMP_KERNEL(logical_xor, TN_BINOP_LXOR)
