@@ -94,7 +94,7 @@ static void test_torch2_client(void **state)
     (void)state;
     const char *py = torch2();
     if (!py)
-        skip();
+        TN_TEST_SKIP("PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)");
     client_against_us(py, "torch 2");
 }
 
@@ -102,7 +102,7 @@ static void test_torch1_client(void **state)
 {
     (void)state;
     if (!have_torch1())
-        skip();
+        TN_TEST_SKIP("Debian's PyTorch 1.13 is not installed");
     client_against_us("/usr/bin/python3", "torch 1");
 }
 
@@ -117,7 +117,7 @@ static void us_against_server(const char *kind)
 {
     const char *py = torch2();
     if (!py)
-        skip();
+        TN_TEST_SKIP("PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)");
     unsetenv("TN_STORE_TOKEN");
     char *argv[] = {"timeout", "120", (char *)py, SCRIPTS "store_server.py", (char *)kind, NULL};
     FILE *out;
