@@ -2,8 +2,8 @@
 # only those above it in this list).
 tensorinclude_HEADERS += lib/include/tensor/tensor.h
 include lib/core/local.mk
-include lib/io/local.mk
-include lib/dist/local.mk
 include lib/dispatch/local.mk
 include lib/ops/local.mk
+include lib/io/local.mk
+include lib/dist/local.mk
 include lib/ops/cuda/local.mk

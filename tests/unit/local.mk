@@ -17,8 +17,8 @@ include tests/unit/views.mk
 include tests/unit/print.mk
 include tests/unit/random.mk
 include tests/unit/io.mk
-include tests/unit/dist.mk
 include tests/unit/ops.mk
+include tests/unit/dist.mk
 
 check_PROGRAMS += $(UNIT_TESTS)
 endif

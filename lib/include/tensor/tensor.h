@@ -6,9 +6,9 @@
 #define TENSOR_TENSOR_H
 
 #include <tensor/core.h>
-#include <tensor/io.h>
-#include <tensor/dist.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
+#include <tensor/io.h>
+#include <tensor/dist.h>
 
 #endif
