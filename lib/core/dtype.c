@@ -11,7 +11,7 @@
 #include <strings.h>
 
 static const struct tn_dtype_info tn_dtype_table[TN_NUM_DTYPES] = {
-#define TN_X_ROW(E, n, T, s, st, sf, np, sc, k) {TN_##E, #n, s, st, sf, np, sc, (#k)[0]},
+#define TN_X_ROW(E, n, T, s, st, sf, np, sc, k, c10) {TN_##E, #n, s, st, sf, np, sc, (#k)[0], c10},
     TN_FOR_EACH_DTYPE(TN_X_ROW)
 #undef TN_X_ROW
 };
@@ -264,7 +264,7 @@ typedef void (*tn_conv_fn)(char *d, int64_t dstep, const char *s, int64_t sstep,
         for (int64_t i = 0; i < n; i++, d += dstep, s += sstep)                                 \
             TN_STORE_K(sk, dn, d, TN_CANON_##sn(s));                                            \
     }
-#define TN_X_DEFS(E, n, T, s, st, sf, np, sc, k) TN_SRC_LIST(TN_DEF_CONV, n)
+#define TN_X_DEFS(E, n, T, s, st, sf, np, sc, k, c10) TN_SRC_LIST(TN_DEF_CONV, n)
 TN_FOR_EACH_DTYPE(TN_X_DEFS)
 
 /* float32 -> bfloat16, PyTorch's hot conversion, has its own loop: its
@@ -292,7 +292,7 @@ static void tn_conv_bf16_from_f32(char *d, int64_t dstep, const char *s, int64_t
 }
 
 #define TN_TBL_ENTRY(dn, sn, sk) tn_conv_##dn##_##sn,
-#define TN_X_TBL(E, n, T, s, st, sf, np, sc, k) {TN_SRC_LIST(TN_TBL_ENTRY, n)},
+#define TN_X_TBL(E, n, T, s, st, sf, np, sc, k, c10) {TN_SRC_LIST(TN_TBL_ENTRY, n)},
 static const tn_conv_fn tn_conv_table[][TN_NUM_DTYPES] = {TN_FOR_EACH_DTYPE(TN_X_TBL)};
 _Static_assert(sizeof tn_conv_table / sizeof tn_conv_table[0] == TN_NUM_DTYPES,
                "TN_SRC_LIST must list every dtype");

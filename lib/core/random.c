@@ -273,25 +273,6 @@ static void tn_store_double(char *p, enum tn_dtype dt, double v)
         tn_convert(p, dt, &v, TN_FLOAT64, 1);
 }
 
-/* PyTorch's "not implemented for 'Long'" dtype names. */
-static const char *tn_scalar_type_name(enum tn_dtype dt)
-{
-    switch (dt) {
-    case TN_FLOAT32: return "Float";
-    case TN_FLOAT64: return "Double";
-    case TN_FLOAT16: return "Half";
-    case TN_BFLOAT16: return "BFloat16";
-    case TN_INT64: return "Long";
-    case TN_INT32: return "Int";
-    case TN_INT16: return "Short";
-    case TN_INT8: return "Char";
-    case TN_UINT8: return "Byte";
-    case TN_BOOL: return "Bool";
-    case TN_COMPLEX64: return "ComplexFloat";
-    default: return "?";
-    }
-}
-
 /* The C++ type names PyTorch's bounds messages print. */
 static const char *tn_cpp_type_name(enum tn_dtype dt)
 {
@@ -313,7 +294,7 @@ static const char *tn_cpp_type_name(enum tn_dtype dt)
 static int tn_not_implemented(const char *kernel, enum tn_dtype dt)
 {
     return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
-                        tn_scalar_type_name(dt));
+                        tn_dtype_info(dt)->c10_name);
 }
 
 static int tn_check_cpu(const struct tn_tensor *t)
@@ -427,7 +408,7 @@ int tn_uniform_(struct tn_tensor *t, double from, double to, struct tn_generator
         return tn_set_error(TN_EINVAL,
                             "uniform_ expects to-from <= std::numeric_limits<%s>::max(), but found "
                             "to=%g and from=%g which result in to-from to exceed the limit",
-                            tn_scalar_type_name(t->dtype), to, from);
+                            tn_dtype_info(t->dtype)->c10_name, to, from);
     g = tn_gen(g);
     struct tn_uniform_ctx c = {.g = g, .dt = t->dtype, .from = from, .to = to};
     c.ffrom = (float)from;
@@ -977,7 +958,7 @@ struct tn_tensor *tn_randperm(int64_t n, enum tn_dtype dtype, struct tn_generato
         int64_t limit = (INT64_C(1) << digits) + 1;
         if (n > limit) {
             tn_set_error(TN_EINVAL, "n cannot be greater than %lld for %s type.",
-                         (long long)limit, tn_scalar_type_name(dtype));
+                         (long long)limit, tn_dtype_info(dtype)->c10_name);
             return NULL;
         }
     } else if (dtype != TN_INT64) {

@@ -203,25 +203,6 @@ struct tn_tensor *tn_dispatch_meta_alloc(const struct tn_meta *m, struct tn_devi
     return tn_empty_on(m->sizes, m->ndim, m->dtype, device);
 }
 
-/* c10's names, which PyTorch's messages use ("Float", "Long"). */
-static const char *c10_name(enum tn_dtype dt)
-{
-    switch (dt) {
-    case TN_FLOAT32: return "Float";
-    case TN_FLOAT64: return "Double";
-    case TN_FLOAT16: return "Half";
-    case TN_BFLOAT16: return "BFloat16";
-    case TN_INT64: return "Long";
-    case TN_INT32: return "Int";
-    case TN_INT16: return "Short";
-    case TN_INT8: return "Char";
-    case TN_UINT8: return "Byte";
-    case TN_BOOL: return "Bool";
-    case TN_COMPLEX64: return "ComplexFloat";
-    default: return "?";
-    }
-}
-
 /* c10::canCast: no complex to real, float to integer, or number to bool. */
 static bool can_cast(enum tn_dtype from, enum tn_dtype to)
 {
@@ -268,7 +249,7 @@ int tn_dispatch_prepare_out(const struct tn_meta *m, struct tn_tensor *out, bool
     *target = out;
     if (!can_cast(m->dtype, out->dtype))
         return tn_set_error(TN_EDTYPE, "result type %s can't be cast to the desired output type %s",
-                            c10_name(m->dtype), c10_name(out->dtype));
+                            tn_dtype_info(m->dtype)->c10_name, tn_dtype_info(out->dtype)->c10_name);
     if (!same_shape(m, out)) {
         if (inplace) {
             char a[256], b[256];

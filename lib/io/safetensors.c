@@ -14,7 +14,7 @@
 
 static enum tn_dtype st_dtype(const char *code)
 {
-#define TN_X_ST(E, n, T, s, st, sf, np, sc, k)                                                     \
+#define TN_X_ST(E, n, T, s, st, sf, np, sc, k, c10)                                                     \
     if (!strcmp(code, sf))                                                                       \
         return TN_##E;
     TN_FOR_EACH_DTYPE(TN_X_ST)

@@ -39,7 +39,7 @@ bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckp
 
 enum tn_dtype tn__storage_class_dtype(const char *name, size_t len)
 {
-#define TN_X_SC(E, n, T, s, st, sf, np, sc, k)                                                     \
+#define TN_X_SC(E, n, T, s, st, sf, np, sc, k, c10)                                                     \
     if (len == strlen(st) && !memcmp(name, st, len))                                             \
         return TN_##E;
     TN_FOR_EACH_DTYPE(TN_X_SC)

@@ -75,21 +75,24 @@ void tn_assert_fail(const char *expr, const char *file, int line, const char *fu
 
 /*
  * X(ENUM, name, C type, size, PyTorch storage class, safetensors code, numpy
- *   code, c10::ScalarType number, kind) for every dtype.  `kind` is one of
- *   b (bool), u/i (unsigned/signed integer), f (floating), c (complex).
+ *   code, c10::ScalarType number, kind, c10 name) for every dtype.  `kind`
+ *   is one of b (bool), u/i (unsigned/signed integer), f (floating), c
+ *   (complex); the c10 name is what PyTorch's messages call the dtype
+ *   ("\"add_cpu\" not implemented for 'Bool'").
  */
 #define TN_FOR_EACH_DTYPE(X)                                                                   \
-    X(FLOAT32, float32, float, 4, "FloatStorage", "F32", "<f4", 6, f)                          \
-    X(FLOAT64, float64, double, 8, "DoubleStorage", "F64", "<f8", 7, f)                        \
-    X(FLOAT16, float16, tn_half, 2, "HalfStorage", "F16", "<f2", 5, f)                         \
-    X(BFLOAT16, bfloat16, tn_bfloat16, 2, "BFloat16Storage", "BF16", NULL, 15, f)              \
-    X(INT64, int64, int64_t, 8, "LongStorage", "I64", "<i8", 4, i)                             \
-    X(INT32, int32, int32_t, 4, "IntStorage", "I32", "<i4", 3, i)                              \
-    X(INT16, int16, int16_t, 2, "ShortStorage", "I16", "<i2", 2, i)                            \
-    X(INT8, int8, int8_t, 1, "CharStorage", "I8", "|i1", 1, i)                                 \
-    X(UINT8, uint8, uint8_t, 1, "ByteStorage", "U8", "|u1", 0, u)                              \
-    X(BOOL, bool, bool, 1, "BoolStorage", "BOOL", "|b1", 11, b)                                \
-    X(COMPLEX64, complex64, tn_complex64, 8, "ComplexFloatStorage", "C64", "<c8", 9, c)
+    X(FLOAT32, float32, float, 4, "FloatStorage", "F32", "<f4", 6, f, "Float")                 \
+    X(FLOAT64, float64, double, 8, "DoubleStorage", "F64", "<f8", 7, f, "Double")              \
+    X(FLOAT16, float16, tn_half, 2, "HalfStorage", "F16", "<f2", 5, f, "Half")                 \
+    X(BFLOAT16, bfloat16, tn_bfloat16, 2, "BFloat16Storage", "BF16", NULL, 15, f, "BFloat16")  \
+    X(INT64, int64, int64_t, 8, "LongStorage", "I64", "<i8", 4, i, "Long")                     \
+    X(INT32, int32, int32_t, 4, "IntStorage", "I32", "<i4", 3, i, "Int")                       \
+    X(INT16, int16, int16_t, 2, "ShortStorage", "I16", "<i2", 2, i, "Short")                   \
+    X(INT8, int8, int8_t, 1, "CharStorage", "I8", "|i1", 1, i, "Char")                         \
+    X(UINT8, uint8, uint8_t, 1, "ByteStorage", "U8", "|u1", 0, u, "Byte")                      \
+    X(BOOL, bool, bool, 1, "BoolStorage", "BOOL", "|b1", 11, b, "Bool")                        \
+    X(COMPLEX64, complex64, tn_complex64, 8, "ComplexFloatStorage", "C64", "<c8", 9, c,        \
+      "ComplexFloat")
 
 /* float16 and bfloat16 are kept as their bits; complex64 as C's complex. */
 typedef struct { uint16_t bits; } tn_half;
@@ -98,7 +101,7 @@ typedef float _Complex tn_complex64;
 
 enum tn_dtype {
     TN_DTYPE_UNSET = -1, /* "not given": a default or an inferred dtype applies */
-#define TN_X_ENUM(E, n, T, s, st, sf, np, sc, k) TN_##E,
+#define TN_X_ENUM(E, n, T, s, st, sf, np, sc, k, c10) TN_##E,
     TN_FOR_EACH_DTYPE(TN_X_ENUM)
 #undef TN_X_ENUM
     TN_NUM_DTYPES
@@ -113,6 +116,7 @@ struct tn_dtype_info {
     const char *numpy;         /* "<f4"; NULL where numpy has no such dtype */
     int scalar_type;           /* c10::ScalarType number */
     char kind;                 /* 'b', 'u', 'i', 'f' or 'c' */
+    const char *c10_name;      /* "Float", "Long": c10::ScalarType's name */
 };
 
 /* The table row of `dtype`; aborts on a value outside the enum (a bug). */

@@ -282,16 +282,6 @@ static const char *const kernel_names[TN_NUM_BINOPS] = {
     "logical_xor_cpu", "bitwise_and_cpu", "bitwise_or_cpu", "bitwise_xor_cpu", "add_cpu",
     "sub_cpu"};
 
-static const char *scalar_type_name(enum tn_dtype dt)
-{
-    static const char *names[TN_NUM_DTYPES] = {
-        [TN_FLOAT32] = "Float", [TN_FLOAT64] = "Double", [TN_FLOAT16] = "Half",
-        [TN_BFLOAT16] = "BFloat16", [TN_INT64] = "Long", [TN_INT32] = "Int",
-        [TN_INT16] = "Short", [TN_INT8] = "Char", [TN_UINT8] = "Byte", [TN_BOOL] = "Bool",
-        [TN_COMPLEX64] = "ComplexFloat"};
-    return names[dt];
-}
-
 /* t's strides aligned to the right of an ndim-dim shape it broadcasts to
  * (the meta function checked that it does): 0 where t has size 1 or no
  * such dim. */
@@ -315,7 +305,7 @@ int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_
     tn_iter_fn fn = loops[op][compute];
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel_names[op],
-                            scalar_type_name(compute));
+                            tn_dtype_info(compute)->c10_name);
     struct bctx ctx = {.af = tn_scalar_to_double(alpha), .ai = (uint64_t)tn_scalar_to_int64(alpha),
                        .ab = tn_scalar_to_double(alpha) != 0};
     ctx.ac = alpha.kind == TN_SCALAR_COMPLEX ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I

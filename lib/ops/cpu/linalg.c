@@ -78,16 +78,6 @@ TN_GEMM_LOOP(i16, int16_t, uint64_t, LD_ID, ST_I16)
 TN_GEMM_LOOP(i8, int8_t, uint64_t, LD_ID, ST_I8)
 TN_GEMM_LOOP(u8, uint8_t, uint64_t, LD_ID, ST_U8)
 
-static const char *scalar_type_name(enum tn_dtype dt)
-{
-    static const char *names[TN_NUM_DTYPES] = {
-        [TN_FLOAT32] = "Float", [TN_FLOAT64] = "Double", [TN_FLOAT16] = "Half",
-        [TN_BFLOAT16] = "BFloat16", [TN_INT64] = "Long", [TN_INT32] = "Int",
-        [TN_INT16] = "Short", [TN_INT8] = "Char", [TN_UINT8] = "Byte", [TN_BOOL] = "Bool",
-        [TN_COMPLEX64] = "ComplexFloat"};
-    return names[dt];
-}
-
 /* One product: c (M x N, row-major, leading dim ldc) = beta*c + alpha*a@b,
  * with a (M x K) and b (K x N) given by data pointer and element strides.
  * beta is ignored (c's old values are not read) when use_c is false, as
@@ -146,7 +136,7 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
     TN_INT_CASE(TN_UINT8, u8)
     default:
         return tn_set_error(TN_EDTYPE, "\"addmm_impl_cpu_\" not implemented for '%s'",
-                            scalar_type_name(dt));
+                            tn_dtype_info(dt)->c10_name);
     }
 }
 

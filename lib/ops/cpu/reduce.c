@@ -233,12 +233,9 @@ static int reduce(int op, const char *name, const struct tn_tensor *self, const 
 {
     enum tn_dtype dt = out->dtype;
     red_fn red = red_table[op][dt];
-    if (!red) {
-        static const char *names[TN_NUM_DTYPES] = {[TN_BOOL] = "Bool",
-                                                   [TN_COMPLEX64] = "ComplexFloat"};
+    if (!red)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", name,
-                            names[dt] ? names[dt] : tn_dtype_name(dt));
-    }
+                            tn_dtype_info(dt)->c10_name);
     bool mask[TN_MAX_DIMS];
     int rc = tn__reduce_mask(name, self, dim, dim_len, mask);
     if (rc < 0)

@@ -70,16 +70,6 @@ TN_SOFTMAX(f64, double, double, LD_ID, ST_ID, exp, log)
 TN_SOFTMAX(f16, tn_half, float, LD_H, ST_H, expf, logf)
 TN_SOFTMAX(bf16, tn_bfloat16, float, LD_BF, ST_BF, expf, logf)
 
-static const char *scalar_type_name(enum tn_dtype dt)
-{
-    static const char *names[TN_NUM_DTYPES] = {
-        [TN_FLOAT32] = "Float", [TN_FLOAT64] = "Double", [TN_FLOAT16] = "Half",
-        [TN_BFLOAT16] = "BFloat16", [TN_INT64] = "Long", [TN_INT32] = "Int",
-        [TN_INT16] = "Short", [TN_INT8] = "Char", [TN_UINT8] = "Byte", [TN_BOOL] = "Bool",
-        [TN_COMPLEX64] = "ComplexFloat"};
-    return names[dt];
-}
-
 static int softmax(const struct tn_tensor *self, int64_t dim, bool log, struct tn_tensor *out)
 {
     tn_range_fn fn = NULL;
@@ -96,7 +86,7 @@ static int softmax(const struct tn_tensor *self, int64_t dim, bool log, struct t
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s%s\" not implemented for '%s'", log ? "log_softmax" : "softmax",
                             d == self->ndim - 1 ? "_lastdim_kernel_impl" : "_kernel_impl",
-                            scalar_type_name(self->dtype));
+                            tn_dtype_info(self->dtype)->c10_name);
     if (tn_numel(out) == 0)
         return TN_OK;
     struct tn_tensor *in = tn_contiguous(self);

@@ -144,16 +144,6 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu"};
 
-static const char *scalar_type_name(enum tn_dtype dt)
-{
-    static const char *names[TN_NUM_DTYPES] = {
-        [TN_FLOAT32] = "Float", [TN_FLOAT64] = "Double", [TN_FLOAT16] = "Half",
-        [TN_BFLOAT16] = "BFloat16", [TN_INT64] = "Long", [TN_INT32] = "Int",
-        [TN_INT16] = "Short", [TN_INT8] = "Char", [TN_UINT8] = "Byte", [TN_BOOL] = "Bool",
-        [TN_COMPLEX64] = "ComplexFloat"};
-    return names[dt];
-}
-
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
 static int unary(int op, const struct tn_tensor *self, struct tn_tensor *out)
@@ -162,7 +152,7 @@ static int unary(int op, const struct tn_tensor *self, struct tn_tensor *out)
     tn_iter_fn fn = uloops[op][in];
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", unames[op],
-                            scalar_type_name(in));
+                            tn_dtype_info(in)->c10_name);
     if (tn_numel(out) == 0)
         return TN_OK;
     struct tn_tensor *c = tn_to_dtype(self, in);
