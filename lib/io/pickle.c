@@ -260,7 +260,9 @@ struct writer {
 static const char k_odict, k_rebuild_v2, k_rebuild_param, k_storage_str, k_cpu_str;
 static const char k_storage_class[TN_NUM_DTYPES];
 
-static int put_memo(struct writer *w, const void *key)
+/* Memoizes the object just written under the next index (BINPUT, or
+ * LONG_BINPUT past 255) and returns the index. */
+static uint32_t put_fresh(struct writer *w)
 {
     uint32_t idx = w->next++;
     if (idx < 256) {
@@ -270,7 +272,12 @@ static int put_memo(struct writer *w, const void *key)
         tn__io_buf_byte(w->out, TN_OP_LONG_BINPUT);
         tn__io_buf_u32(w->out, idx);
     }
-    return memo_put(&w->memo, key, idx);
+    return idx;
+}
+
+static int put_memo(struct writer *w, const void *key)
+{
+    return memo_put(&w->memo, key, put_fresh(w));
 }
 
 /* Writes a memo get and returns 1 when key is memoized, else 0. */
@@ -365,15 +372,7 @@ static int save_empty_odict(struct writer *w)
     tn__io_buf_byte(w->out, TN_OP_EMPTY_TUPLE);
     tn__io_buf_byte(w->out, TN_OP_REDUCE);
     /* A fresh object: memoized under a key nothing else has. */
-    w->next++;
-    uint32_t idx = w->next - 1;
-    if (idx < 256) {
-        tn__io_buf_byte(w->out, TN_OP_BINPUT);
-        tn__io_buf_byte(w->out, (unsigned char)idx);
-    } else {
-        tn__io_buf_byte(w->out, TN_OP_LONG_BINPUT);
-        tn__io_buf_u32(w->out, idx);
-    }
+    put_fresh(w);
     return 0;
 }
 
@@ -390,28 +389,8 @@ static int save_int_tuple(struct writer *w, const int64_t *x, int n)
         save_int(w, x[i]);
     tn__io_buf_byte(w->out, n == 1 ? TN_OP_TUPLE1 : n == 2 ? TN_OP_TUPLE2 : n == 3 ? TN_OP_TUPLE3
                                                                                : TN_OP_TUPLE);
-    w->next++;
-    uint32_t idx = w->next - 1;
-    if (idx < 256) {
-        tn__io_buf_byte(w->out, TN_OP_BINPUT);
-        tn__io_buf_byte(w->out, (unsigned char)idx);
-    } else {
-        tn__io_buf_byte(w->out, TN_OP_LONG_BINPUT);
-        tn__io_buf_u32(w->out, idx);
-    }
+    put_fresh(w);
     return 0;
-}
-
-static void put_fresh(struct writer *w)
-{
-    uint32_t idx = w->next++;
-    if (idx < 256) {
-        tn__io_buf_byte(w->out, TN_OP_BINPUT);
-        tn__io_buf_byte(w->out, (unsigned char)idx);
-    } else {
-        tn__io_buf_byte(w->out, TN_OP_LONG_BINPUT);
-        tn__io_buf_u32(w->out, idx);
-    }
 }
 
 /* The persistent id ('storage', <class>, key, 'cpu', numel) + BINPERSID. */
