@@ -39,11 +39,12 @@
 /* ------------------------------------------------------------ print options */
 
 /* PyTorch's defaults (set_printoptions(profile="default")). */
-static const struct tn_printoptions tn_print_defaults = {
-    .precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80, .sci_mode = -1};
+#define TN_PRINT_DEFAULTS                                                                       \
+    {.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80, .sci_mode = -1}
+static const struct tn_printoptions tn_print_defaults = TN_PRINT_DEFAULTS;
 
 static pthread_mutex_t tn_print_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tn_printoptions tn_print_opts = tn_print_defaults;
+static struct tn_printoptions tn_print_opts = TN_PRINT_DEFAULTS;
 
 /* Like torch.set_printoptions, sci_mode is always set: leaving it out (-1)
  * means automatic, as Python's sci_mode=None does.  NULL restores the

@@ -15,15 +15,11 @@ for f in "$src"/tests/fixtures/io/*.pt; do
     unzip -p "$f" '*/data.pkl' >"$out/corpus/$(basename "$f").pkl" 2>/dev/null || true
 done
 inc="-I$out/inc -I$out -I$src/lib/include -I$src/lib"
-# lib/core is built plainly with cc (it is not the target; clang refuses
-# some of its C); lib/io and the target get the fuzzer and sanitizers.
-mkdir -p "$out/core"
-for f in "$src"/lib/core/*.c; do
-    cc -std=c11 -g -O1 -D_GNU_SOURCE $inc -c "$f" -o "$out/core/$(basename "$f" .c).o"
-done
+# lib/core and lib/io are built with the target, instrumented for the
+# fuzzer and the sanitizers.
 clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined $inc \
-    "$src"/tests/fuzz/fuzz_ckpt.c "$src"/lib/io/*.c "$out"/core/*.o \
+    "$src"/tests/fuzz/fuzz_ckpt.c "$src"/lib/io/*.c "$src"/lib/core/*.c \
     -ljansson -lopenblas -lz -lm -lpthread -ldl -o "$out/fuzz_ckpt"
 exec "$out/fuzz_ckpt" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=1024 \
     -artifact_prefix="$out/" \
