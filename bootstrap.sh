@@ -17,7 +17,7 @@ build-essential autoconf automake libtool pkg-config
 libopenblas-dev libzip-dev libjansson-dev libyaml-dev
 libcmocka-dev bats bats-support bats-assert
 python3 python3-numpy python3-torch python3-venv
-libxml2-utils zip unzip
+libxml2-utils zip unzip parallel
 clang libclang-rt-14-dev
 libopenmpi-dev openmpi-bin
 "
