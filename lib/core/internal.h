@@ -46,6 +46,13 @@ const struct tn_device_backend *tn__device_backend(enum tn_device_type type);
 struct tn_tensor *tn__tensor_make(struct tn_storage *storage, int64_t offset, const int64_t *sizes,
                                   const int64_t *strides, int ndim, enum tn_dtype dtype);
 
+/* An uninitialised tensor struct, from this thread's small-block cache when
+ * it has one (core/storage.c), and its release back to the cache: every
+ * tensor struct comes from tn__tensor_make, which sets every field, and goes
+ * back through tn__tensor_free. NULL on out of memory. */
+struct tn_tensor *tn__tensor_alloc(void);
+void tn__tensor_free(struct tn_tensor *t);
+
 /* A view of `base` with new geometry (the view keeps base's storage, dtype,
  * device and requires_grad, and records base). */
 struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, const int64_t *sizes,
