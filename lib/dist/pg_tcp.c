@@ -7,6 +7,14 @@
  * reduce_scatter, all_to_all, barrier, send/recv. Every wait has a
  * deadline and its error names the operation, its sequence number and the
  * peer that did not answer.
+ *
+ * Allreduce picks its algorithm by size: recursive doubling (lg P exchanges
+ * of the whole buffer) for small buffers when P is a power of two; for large
+ * ones a ring whose data moves through shared memory when every rank can
+ * read its peers' memory (Linux's cross-memory attach, process_vm_readv:
+ * one copy instead of TCP's two, and no socket buffers), checked at
+ * creation with a nonce each rank publishes, else through the sockets in
+ * segments of 1 MiB. TN_PG_NO_SHM=1 turns the shared-memory path off.
  */
 #include "dist/internal.h"
 
@@ -18,7 +26,15 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+/* Buffers up to this size take recursive doubling (power-of-two groups). */
+#define SMALL_BYTES (64u * 1024u)
+/* Buffers from this size take the shared-memory ring when it is on. */
+#define SHM_BYTES (256u * 1024u)
+/* The socket ring's and the shared-memory ring's reduction segment. */
+#define SEGMENT (1u << 20)
 
 struct tn_pg {
     int rank, size;
@@ -26,6 +42,10 @@ struct tn_pg {
     int64_t timeout_ms;
     uint64_t seq;
     const char *op; /* the running collective, for messages */
+    /* cross-memory attach: on when every rank read every peer's nonce */
+    bool shm;
+    pid_t *pids;        /* pids[peer] */
+    volatile uint64_t nonce; /* read by the peers at creation */
 };
 
 int tn_pg_rank(const struct tn_pg *pg)
@@ -206,6 +226,113 @@ static void divide(void *buf, int64_t n, enum tn_dtype dt, int by)
 
 /* ------------------------------------------------------------ collectives */
 
+/* Copies n bytes at raddr in peer's memory to dst (cross-memory attach). */
+static int shm_read(struct tn_pg *pg, int peer, void *dst, uint64_t raddr, size_t n)
+{
+    char *d = dst;
+    while (n) {
+        struct iovec l = {d, n}, rm = {(void *)(uintptr_t)raddr, n};
+        ssize_t g = process_vm_readv(pg->pids[peer], &l, 1, &rm, 1, 0);
+        if (g < 0 && errno == EINTR)
+            continue;
+        if (g <= 0)
+            return peer_error(pg, peer, "cannot be read through shared memory (it exited?)");
+        d += g;
+        raddr += (uint64_t)g;
+        n -= (size_t)g;
+    }
+    return 0;
+}
+
+/* A step barrier with both ring neighbours, so neither is a step ahead of
+ * this rank while it reads their buffer (or they read its). */
+static int ring_sync(struct tn_pg *pg, int left, int right)
+{
+    char x = 1, y, z;
+    int rc = sendrecv(pg, right, &x, 1, left, &y, 1);
+    if (rc == 0 && left != right)
+        rc = sendrecv(pg, left, &x, 1, right, &z, 1);
+    return rc;
+}
+
+/* Recursive doubling: in round k, exchange the whole buffer with rank
+ * r ^ 2^k and reduce. Each pair reduces the same two operands, so every
+ * rank ends with the same bits. P is a power of two. */
+static int allreduce_doubling(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype dt,
+                              enum tn_reduce_op op, char *tmp)
+{
+    size_t nb = (size_t)n * tn_dtype_size(dt);
+    for (int d = 1; d < pg->size; d <<= 1) {
+        int peer = pg->rank ^ d;
+        int rc = sendrecv(pg, peer, buf, nb, peer, tmp, nb);
+        if (rc < 0)
+            return rc;
+        /* the lower rank's operand first, so both sides compute the same */
+        if (pg->rank < peer) {
+            reduce_into(buf, tmp, n, dt, op);
+        } else {
+            reduce_into(tmp, buf, n, dt, op);
+            memcpy(buf, tmp, nb);
+        }
+    }
+    return 0;
+}
+
+/* Ring allreduce (reduce-scatter, then allgather); chunk k covers elements
+ * [off[k], off[k+1]) (off has P + 1 entries). Through the sockets, or
+ * reading the left neighbour's buffer directly when shm. tmp holds SEGMENT
+ * bytes. */
+static int allreduce_ring(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype dt,
+                          enum tn_reduce_op op, char *tmp, int64_t *off, bool shm)
+{
+    int P = pg->size, r = pg->rank;
+    int64_t es = (int64_t)tn_dtype_size(dt), seg = SEGMENT / es;
+    for (int k = 0; k <= P; k++)
+        off[k] = (n * k) / P;
+    int right = (r + 1) % P, left = (r - 1 + P) % P;
+    uint64_t mine = (uintptr_t)buf, theirs = 0;
+    int rc = 0;
+    if (shm) /* also says "my buffer holds my input" */
+        rc = sendrecv(pg, right, &mine, 8, left, &theirs, 8);
+    for (int s = 0; rc == 0 && s < P - 1; s++) {
+        int sc = ((r - s) % P + P) % P, rcv = ((r - s - 1) % P + P) % P;
+        if (shm) {
+            for (int64_t i = off[rcv]; rc == 0 && i < off[rcv + 1]; i += seg) {
+                int64_t m = off[rcv + 1] - i < seg ? off[rcv + 1] - i : seg;
+                rc = shm_read(pg, left, tmp, theirs + (uint64_t)(i * es), (size_t)(m * es));
+                if (rc == 0)
+                    reduce_into(buf + i * es, tmp, m, dt, op);
+            }
+            if (rc == 0)
+                rc = ring_sync(pg, left, right);
+            continue;
+        }
+        /* segment by segment, so tmp stays small and in cache */
+        int64_t sn = off[sc + 1] - off[sc], rn = off[rcv + 1] - off[rcv];
+        for (int64_t i = 0; rc == 0 && (i < sn || i < rn); i += seg) {
+            int64_t a = sn - i < seg ? (sn > i ? sn - i : 0) : seg;
+            int64_t b = rn - i < seg ? (rn > i ? rn - i : 0) : seg;
+            rc = sendrecv(pg, right, buf + (off[sc] + i) * es, (size_t)(a * es), left, tmp,
+                          (size_t)(b * es));
+            if (rc == 0)
+                reduce_into(buf + (off[rcv] + i) * es, tmp, b, dt, op);
+        }
+    }
+    for (int s = 0; rc == 0 && s < P - 1; s++) {
+        int sc = ((r + 1 - s) % P + P) % P, rcv = ((r - s) % P + P) % P;
+        if (shm) {
+            rc = shm_read(pg, left, buf + off[rcv] * es, theirs + (uint64_t)(off[rcv] * es),
+                          (size_t)((off[rcv + 1] - off[rcv]) * es));
+            if (rc == 0)
+                rc = ring_sync(pg, left, right);
+            continue;
+        }
+        rc = sendrecv(pg, right, buf + off[sc] * es, (size_t)((off[sc + 1] - off[sc]) * es),
+                      left, buf + off[rcv] * es, (size_t)((off[rcv + 1] - off[rcv]) * es));
+    }
+    return rc;
+}
+
 int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
     pg->op = "allreduce";
@@ -217,39 +344,24 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
                             tn_dtype_name(t->dtype));
     if (t->dtype == TN_COMPLEX64 && (op == TN_REDUCE_MIN || op == TN_REDUCE_MAX))
         return tn_set_error(TN_EDTYPE, "allreduce: MIN and MAX are not defined for complex");
-    int P = pg->size, r = pg->rank;
+    int P = pg->size;
     int64_t n = tn_numel(t);
-    size_t es = tn_dtype_size(t->dtype);
+    size_t nb = tn_nbytes(t);
     char *buf = tn_data(t);
     if (P > 1 && n > 0) {
-        /* chunk k covers [off[k], off[k+1]) elements */
+        bool small = nb <= SMALL_BYTES && (P & (P - 1)) == 0;
+        char *tmp = malloc(small ? nb : SEGMENT);
         int64_t *off = malloc(sizeof *off * (size_t)(P + 1));
-        int64_t maxc = (n + P - 1) / P;
-        char *tmp = malloc((size_t)maxc * es + 1);
-        if (!off || !tmp) {
-            free(off);
+        if (!tmp || !off) {
             free(tmp);
+            free(off);
             return tn_set_error(TN_ENOMEM, "allreduce: out of memory");
         }
-        for (int k = 0; k <= P; k++)
-            off[k] = (n * k) / P;
-        int right = (r + 1) % P, left = (r - 1 + P) % P;
-        int rc = 0;
-        for (int s = 0; rc == 0 && s < P - 1; s++) {
-            int sc = ((r - s) % P + P) % P, rcv = ((r - s - 1) % P + P) % P;
-            rc = sendrecv(pg, right, buf + off[sc] * (int64_t)es, (size_t)(off[sc + 1] - off[sc]) * es,
-                          left, tmp, (size_t)(off[rcv + 1] - off[rcv]) * es);
-            if (rc == 0)
-                reduce_into(buf + off[rcv] * (int64_t)es, tmp, off[rcv + 1] - off[rcv], t->dtype,
-                            op);
-        }
-        for (int s = 0; rc == 0 && s < P - 1; s++) {
-            int sc = ((r + 1 - s) % P + P) % P, rcv = ((r - s) % P + P) % P;
-            rc = sendrecv(pg, right, buf + off[sc] * (int64_t)es, (size_t)(off[sc + 1] - off[sc]) * es,
-                          left, buf + off[rcv] * (int64_t)es, (size_t)(off[rcv + 1] - off[rcv]) * es);
-        }
-        free(off);
+        int rc = small ? allreduce_doubling(pg, buf, n, t->dtype, op, tmp)
+                       : allreduce_ring(pg, buf, n, t->dtype, op, tmp, off,
+                                        pg->shm && nb >= SHM_BYTES);
         free(tmp);
+        free(off);
         if (rc < 0)
             return rc;
     }
@@ -507,6 +619,7 @@ void tn_pg_free(struct tn_pg *pg)
         if (pg->fds[i] >= 0)
             close(pg->fds[i]);
     free(pg->fds);
+    free(pg->pids);
     free(pg);
 }
 
@@ -529,6 +642,60 @@ static int read_full(int fd, void *p, size_t n, int64_t deadline)
     return 0;
 }
 
+/* Reads peer's published "host port pid nonce-address nonce"; records the
+ * pid and clears pg->shm unless this process can read the nonce there.
+ * Returns false only for a malformed value. */
+static bool shm_probe(struct tn_pg *pg, int peer, const char *published)
+{
+    char h[300];
+    int p = 0, pid = 0;
+    unsigned long long where = 0, nonce = 0;
+    int got = sscanf(published, "%299s %d %d %llx %llx", h, &p, &pid, &where, &nonce);
+    if (got < 2)
+        return false;
+    uint64_t seen = 0;
+    struct iovec l = {&seen, 8}, rm = {(void *)(uintptr_t)where, 8};
+    if (got != 5 || pid <= 0 || process_vm_readv(pid, &l, 1, &rm, 1, 0) != 8 || seen != nonce) {
+        pg->shm = false;
+        return true;
+    }
+    pg->pids[peer] = pid;
+    return true;
+}
+
+/* Probes the higher ranks (the lower ones were probed while connecting),
+ * then every rank tells every other whether it could read all its peers:
+ * the shared-memory path is on only where all ranks said yes. */
+static int shm_agree(struct tn_pg *pg, struct tn_store *store)
+{
+    const char *off = getenv("TN_PG_NO_SHM");
+    if (off && *off && strcmp(off, "0") != 0)
+        pg->shm = false;
+    for (int j = pg->rank + 1; pg->shm && j < pg->size; j++) {
+        char key[64];
+        snprintf(key, sizeof key, "tcp_pg/%d", j);
+        void *v;
+        size_t vl;
+        if (tn_store_get(store, key, &v, &vl) < 0)
+            return tn_last_status();
+        bool ok = shm_probe(pg, j, v);
+        free(v);
+        if (!ok)
+            return tn_set_error(TN_EFORMAT, "tcp process group: rank %d published a bad address",
+                                j);
+    }
+    int P = pg->size;
+    for (int s = 1; s < P; s++) {
+        char mine = pg->shm, theirs = 0;
+        int rc = sendrecv(pg, (pg->rank + s) % P, &mine, 1, (pg->rank - s + P) % P, &theirs, 1);
+        if (rc < 0)
+            return rc;
+        if (!theirs)
+            pg->shm = false;
+    }
+    return 0;
+}
+
 struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, const char *host,
                             int64_t timeout_ms)
 {
@@ -541,7 +708,10 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
     if (timeout_ms < 0)
         timeout_ms = 30 * 60 * 1000;
     struct tn_pg *pg = calloc(1, sizeof *pg);
-    if (!pg || !(pg->fds = malloc(sizeof *pg->fds * (size_t)world_size))) {
+    if (!pg || !(pg->fds = malloc(sizeof *pg->fds * (size_t)world_size)) ||
+        !(pg->pids = calloc((size_t)world_size, sizeof *pg->pids))) {
+        if (pg)
+            free(pg->fds);
         free(pg);
         tn_set_error(TN_ENOMEM, "tcp process group: out of memory");
         return NULL;
@@ -552,6 +722,7 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
     pg->size = world_size;
     pg->timeout_ms = timeout_ms;
     pg->op = "init";
+    pg->shm = true;
     int64_t deadline = tn__now_ms() + timeout_ms;
 
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
@@ -575,7 +746,12 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     char key[64], addr[320];
     snprintf(key, sizeof key, "tcp_pg/%d", rank);
-    snprintf(addr, sizeof addr, "%s %d", host, port);
+    /* "host port pid nonce-address nonce": the last three let same-host
+     * peers prove they can read this process's memory */
+    pg->nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)tn__now_ms() ^ (uintptr_t)pg ^
+                0x9e3779b97f4a7c15ull;
+    snprintf(addr, sizeof addr, "%s %d %d %llx %llx", host, port, (int)getpid(),
+             (unsigned long long)(uintptr_t)&pg->nonce, (unsigned long long)pg->nonce);
     tn_store_set_timeout(store, timeout_ms);
     if (tn_store_set(store, key, addr, strlen(addr)) < 0) {
         close(lfd);
@@ -592,7 +768,7 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
         }
         char h[300];
         int p = 0;
-        if (sscanf(v, "%299s %d", h, &p) != 2) {
+        if (sscanf(v, "%299s %d", h, &p) != 2 || !shm_probe(pg, j, v)) {
             free(v);
             close(lfd);
             tn_set_error(TN_EFORMAT, "tcp process group: rank %d published a bad address", j);
@@ -647,6 +823,8 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
         pg->fds[who] = fd;
     }
     close(lfd);
+    if (shm_agree(pg, store) < 0)
+        goto fail;
     pg->op = "init";
     return pg;
 fail:

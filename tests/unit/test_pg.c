@@ -3,7 +3,9 @@
  * shared HashStore: allreduce with every op over every real dtype (values
  * small integers, so every dtype holds the exact result, which the test
  * computes from the same inputs), broadcast, allgather, reduce, gather,
- * scatter, reduce_scatter, all_to_all, barrier, send/recv,
+ * scatter, reduce_scatter, all_to_all, barrier, send/recv (small buffers
+ * through recursive doubling, large ones through the shared-memory ring and
+ * the socket ring),
  * and a collective that times out naming the operation and the rank.
  */
 #include "tn_test.h"
@@ -264,6 +266,20 @@ static void test_four_ranks(void **state)
     run_ranks(4, 100003);
 }
 
+/* Buffers large enough for the shared-memory ring (cross-memory attach
+ * works between threads of one process too), then the same through the
+ * sockets' segmented ring with TN_PG_NO_SHM=1. */
+static void test_large(void **state)
+{
+    (void)state;
+    run_ranks(2, 300001);
+    run_ranks(3, 200003);
+    setenv("TN_PG_NO_SHM", "1", 1);
+    run_ranks(2, 300001);
+    run_ranks(3, 200003);
+    unsetenv("TN_PG_NO_SHM");
+}
+
 struct lonely {
     struct tn_store *store;
     int rank;
@@ -312,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_two_ranks),
         cmocka_unit_test(test_three_ranks),
         cmocka_unit_test(test_four_ranks),
+        cmocka_unit_test(test_large),
         cmocka_unit_test(test_timeout),
     };
     return TN_RUN_TESTS(tests);
