@@ -62,3 +62,84 @@ TN_FLOAT_META(sinh)
 TN_FLOAT_META(cosh)
 TN_FLOAT_META(erf)
 TN_FLOAT_META(reciprocal)
+
+/* --- rounding, sign, not, activations ------------------------------------
+ * Their kernels check the dtype (cpu/unary.c, with PyTorch's kernel names);
+ * the metas give the output dtype and the errors PyTorch raises before any
+ * kernel runs. */
+
+static int same_meta(const struct tn_tensor *self, struct tn_meta *m)
+{
+    return unary_meta(self, self->dtype, m);
+}
+
+int tn__meta_sign_out(const struct tn_tensor *self, struct tn_meta *m)
+{
+    if (self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "Unlike NumPy, torch.sign is not intended to support "
+                            "complex numbers. Please use torch.sgn instead.");
+    return same_meta(self, m);
+}
+
+#define TN_NOCOMPLEX_META(op)                                                                  \
+    int tn__meta_##op##_out(const struct tn_tensor *self, struct tn_meta *m)                   \
+    {                                                                                          \
+        if (self->dtype == TN_COMPLEX64)                                                       \
+            return tn_set_error(TN_EDTYPE, #op " is not supported for complex inputs");        \
+        return same_meta(self, m);                                                             \
+    }
+TN_NOCOMPLEX_META(floor)
+TN_NOCOMPLEX_META(ceil)
+TN_NOCOMPLEX_META(trunc)
+
+#define TN_SAME_META(op)                                                                       \
+    int tn__meta_##op##_out(const struct tn_tensor *self, struct tn_meta *m)                   \
+    {                                                                                          \
+        return same_meta(self, m);                                                             \
+    }
+TN_SAME_META(round)
+TN_SAME_META(frac)
+TN_SAME_META(bitwise_not)
+TN_SAME_META(silu)
+TN_SAME_META(mish)
+TN_FLOAT_META(erfinv)
+
+int tn__meta_logical_not_out(const struct tn_tensor *self, struct tn_meta *m)
+{
+    return unary_meta(self, TN_BOOL, m);
+}
+
+int tn__meta_gelu_out(const struct tn_tensor *self, const char *approximate, struct tn_meta *m)
+{
+    if (!approximate || (strcmp(approximate, "none") != 0 && strcmp(approximate, "tanh") != 0))
+        return tn_set_error(TN_EINVAL, "approximate argument must be either none or tanh.");
+    return same_meta(self, m);
+}
+
+int tn__meta_leaky_relu_out(const struct tn_tensor *self, struct tn_scalar negative_slope,
+                            struct tn_meta *m)
+{
+    return same_meta(self, m);
+}
+
+int tn__meta_hardtanh_out(const struct tn_tensor *self, struct tn_scalar min_val,
+                          struct tn_scalar max_val, struct tn_meta *m)
+{
+    if (self->dtype == TN_BOOL)
+        return tn_set_error(TN_EDTYPE, "Bool inputs not supported for hardtanh");
+    if (self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types");
+    return same_meta(self, m);
+}
+
+int tn__meta_elu_out(const struct tn_tensor *self, struct tn_scalar alpha, struct tn_scalar scale,
+                     struct tn_scalar input_scale, struct tn_meta *m)
+{
+    return same_meta(self, m);
+}
+
+int tn__meta_softplus_out(const struct tn_tensor *self, struct tn_scalar beta,
+                          struct tn_scalar threshold, struct tn_meta *m)
+{
+    return same_meta(self, m);
+}

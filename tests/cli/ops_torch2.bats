@@ -21,6 +21,7 @@ check_family() {
 
 @test "binary ops agree with PyTorch 2.x" { check_family binary; }
 @test "unary ops agree with PyTorch 2.x" { check_family unary; }
+@test "more unary ops and activations agree with PyTorch 2.x" { check_family unary2; }
 @test "matrix products agree with PyTorch 2.x" { check_family linalg; }
 @test "reductions agree with PyTorch 2.x" { check_family reduce; }
 @test "softmax agrees with PyTorch 2.x" { check_family softmax; }

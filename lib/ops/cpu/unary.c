@@ -15,6 +15,8 @@
 #define TN_ULOOP(NAME, IT, OT, CT, LD, ST, EXPR)                                               \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx)                         \
     {                                                                                          \
+        const double *P = ctx; /* the op's scalar arguments, if any */                         \
+        (void)P;                                                                               \
         if (s[0] == sizeof(OT) && s[1] == sizeof(IT)) {                                        \
             OT *O = (OT *)p[0];                                                                \
             const IT *A = (const IT *)p[1];                                                    \
@@ -38,7 +40,10 @@
 #define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 
 enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU,
-       U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL, U_NUM };
+       U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL,
+       U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
+       U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
+       U_ISINF, U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
     TN_ULOOP(neg_##SFX, IT, IT, CT, LD, ST, -x)                                                \
@@ -106,6 +111,110 @@ TN_ULOOP(sinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csinh
 TN_ULOOP(cosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ccoshf(x))
 TN_ULOOP(reciprocal_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, 1.0f / x)
 
+/* erfinv has no C library function: a polynomial first guess (after Giles,
+ * "Approximating the erfinv function") refined by two Newton steps on erf
+ * in double. */
+static double erfinv_d(double x)
+{
+    if (isnan(x) || x < -1 || x > 1)
+        return NAN;
+    if (x == 1 || x == -1)
+        return x * INFINITY;
+    double w = -log((1 - x) * (1 + x)), p;
+    if (w < 5) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w;
+        p = -3.5233877e-06 + p * w;
+        p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w;
+        p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w;
+        p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w;
+        p = 0.00134934322 + p * w;
+        p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w;
+        p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w;
+        p = 2.83297682 + p * w;
+    }
+    double y = p * x;
+    for (int i = 0; i < 2; i++) {
+        double d = 2 / sqrt(M_PI) * exp(-y * y);
+        if (d == 0)
+            break;
+        y -= (erf(y) - x) / d;
+    }
+    return y;
+}
+
+/* Second set: rounding, sign, activations. P holds the scalar arguments
+ * (leaky_relu: slope; hardtanh: min, max; elu: alpha, scale, input_scale;
+ * softplus: beta, threshold). */
+#define TN_FLOAT_ULOOPS2(SFX, IT, CT, LD, ST, F)                                               \
+    TN_ULOOP(sign_##SFX, IT, IT, CT, LD, ST, (CT)((x > 0) - (x < 0)))                         \
+    TN_ULOOP(floor_##SFX, IT, IT, CT, LD, ST, F(floor)(x))                                     \
+    TN_ULOOP(ceil_##SFX, IT, IT, CT, LD, ST, F(ceil)(x))                                       \
+    TN_ULOOP(round_##SFX, IT, IT, CT, LD, ST, F(nearbyint)(x))                                 \
+    TN_ULOOP(trunc_##SFX, IT, IT, CT, LD, ST, F(trunc)(x))                                     \
+    TN_ULOOP(frac_##SFX, IT, IT, CT, LD, ST, x - F(trunc)(x))                                  \
+    TN_ULOOP(erfinv_##SFX, IT, IT, CT, LD, ST, (CT)erfinv_d((double)x))                      \
+    TN_ULOOP(silu_##SFX, IT, IT, CT, LD, ST, x / ((CT)1 + F(exp)(-x)))                         \
+    TN_ULOOP(mish_##SFX, IT, IT, CT, LD, ST, x * F(tanh)(F(log1p)(F(exp)(x))))                 \
+    TN_ULOOP(gelu_##SFX, IT, IT, CT, LD, ST, (CT)0.5 * x * ((CT)1 + F(erf)(x * (CT)M_SQRT1_2))) \
+    TN_ULOOP(gelu_tanh_##SFX, IT, IT, CT, LD, ST,                                              \
+             (CT)0.5 * x *                                                                     \
+                 ((CT)1 + F(tanh)((CT)(M_2_SQRTPI * M_SQRT1_2) * (x + (CT)0.044715 * x * x * x)))) \
+    TN_ULOOP(leaky_relu_##SFX, IT, IT, CT, LD, ST, x > 0 ? x : x * (CT)P[0])                   \
+    TN_ULOOP(hardtanh_##SFX, IT, IT, CT, LD, ST,                                               \
+             isnan(x) ? x : (x < (CT)P[0] ? (CT)P[0] : (x > (CT)P[1] ? (CT)P[1] : x)))        \
+    TN_ULOOP(elu_##SFX, IT, IT, CT, LD, ST,                                                    \
+             x <= 0 ? F(expm1)(x * (CT)P[2]) * (CT)(P[0] * P[1]) : x * (CT)P[1])              \
+    TN_ULOOP(softplus_##SFX, IT, IT, CT, LD, ST,                                               \
+             x * (CT)P[0] > (CT)P[1] ? x : F(log1p)(F(exp)(x * (CT)P[0])) / (CT)P[0])         \
+    TN_ULOOP(isnan_##SFX, IT, bool, CT, LD, ST_ID, isnan(x))                                   \
+    TN_ULOOP(isinf_##SFX, IT, bool, CT, LD, ST_ID, isinf(x))                                   \
+    TN_ULOOP(logical_not_##SFX, IT, bool, CT, LD, ST_ID, x == 0)
+TN_FLOAT_ULOOPS2(f32, float, float, LD_ID, ST_ID, FN_F)
+TN_FLOAT_ULOOPS2(f64, double, double, LD_ID, ST_ID, FN_D)
+TN_FLOAT_ULOOPS2(f16, tn_half, float, LD_H, ST_H, FN_F)
+TN_FLOAT_ULOOPS2(bf16, tn_bfloat16, float, LD_BF, ST_BF, FN_F)
+
+/* integers: rounding is the identity, NaN and infinity never occur */
+#define TN_INT_ULOOPS2(SFX, T)                                                                 \
+    TN_ULOOP(sign_##SFX, T, T, T, LD_ID, ST_ID, (T)((x > 0) - (x < 0)))                       \
+    TN_ULOOP(ident_##SFX, T, T, T, LD_ID, ST_ID, x)                                            \
+    TN_ULOOP(bitwise_not_##SFX, T, T, T, LD_ID, ST_ID, (T)~x)                                  \
+    TN_ULOOP(hardtanh_##SFX, T, T, T, LD_ID, ST_ID,                                            \
+             x < (T)P[0] ? (T)P[0] : (x > (T)P[1] ? (T)P[1] : x))                              \
+    TN_ULOOP(isnan_##SFX, T, bool, T, LD_ID, ST_ID, x != x)                                     \
+    TN_ULOOP(logical_not_##SFX, T, bool, T, LD_ID, ST_ID, x == 0)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wbool-operation"
+TN_INT_ULOOPS2(i64, int64_t)
+TN_INT_ULOOPS2(i32, int32_t)
+TN_INT_ULOOPS2(i16, int16_t)
+TN_INT_ULOOPS2(i8, int8_t)
+TN_INT_ULOOPS2(u8, uint8_t)
+TN_ULOOP(sign_b, bool, bool, bool, LD_ID, ST_ID, x)
+TN_ULOOP(isnan_b, bool, bool, bool, LD_ID, ST_ID, x != x)
+TN_ULOOP(bitwise_not_b, bool, bool, bool, LD_ID, ST_ID, !x)
+TN_ULOOP(logical_not_b, bool, bool, bool, LD_ID, ST_ID, !x)
+#pragma GCC diagnostic pop
+TN_ULOOP(silu_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x / (1.0f + cexpf(-x)))
+TN_ULOOP(isnan_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID,
+         isnan(crealf(x)) || isnan(cimagf(x)))
+TN_ULOOP(isinf_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID,
+         isinf(crealf(x)) || isinf(cimagf(x)))
+TN_ULOOP(logical_not_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == 0)
+
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
                   [TN_BFLOAT16] = op##_bf16, [TN_COMPLEX64] = op##_c64
 #define ROW_R(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
@@ -136,17 +245,73 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_COSH] = {ROW_F(cosh)},
     [U_ERF] = {ROW_R(erf)},
     [U_RECIPROCAL] = {ROW_F(reciprocal)},
+    [U_SIGN] = {ROW_R(sign), ROW_I(sign), [TN_BOOL] = sign_b},
+    [U_FLOOR] = {ROW_R(floor), ROW_I(ident)},
+    [U_CEIL] = {ROW_R(ceil), ROW_I(ident)},
+    [U_ROUND] = {ROW_R(round), ROW_I(ident)},
+    [U_TRUNC] = {ROW_R(trunc), ROW_I(ident)},
+    [U_FRAC] = {ROW_R(frac)},
+    [U_ERFINV] = {ROW_R(erfinv)},
+    [U_BITWISE_NOT] = {ROW_I(bitwise_not), [TN_BOOL] = bitwise_not_b},
+    [U_LOGICAL_NOT] = {ROW_R(logical_not), ROW_I(logical_not), [TN_BOOL] = logical_not_b,
+                       [TN_COMPLEX64] = logical_not_c64},
+    [U_SILU] = {ROW_F(silu)},
+    [U_MISH] = {ROW_R(mish)},
+    [U_GELU] = {ROW_R(gelu)},
+    [U_GELU_TANH] = {ROW_R(gelu_tanh)},
+    [U_LEAKY_RELU] = {ROW_R(leaky_relu)},
+    [U_HARDTANH] = {ROW_R(hardtanh), ROW_I(hardtanh)},
+    [U_ELU] = {ROW_R(elu)},
+    [U_SOFTPLUS] = {ROW_R(softplus)},
+    [U_ISNAN] = {ROW_F(isnan), ROW_I(isnan), [TN_BOOL] = isnan_b},
+    [U_ISINF] = {ROW_F(isinf), ROW_I(isnan), [TN_BOOL] = isnan_b},
     [U_RELU] = {[TN_FLOAT32] = relu_f32, [TN_FLOAT64] = relu_f64, [TN_FLOAT16] = relu_f16,
                 [TN_BFLOAT16] = relu_bf16, ROW_I(relu)},
 };
 static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "log_vml_cpu",
                                           "sqrt_vml_cpu", "sin_vml_cpu", "cos_vml_cpu",
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
-                                          "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu"};
+                                          "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu",
+                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
+static int unary_p(int op, const struct tn_tensor *self, struct tn_tensor *out, const double *P);
+
 static int unary(int op, const struct tn_tensor *self, struct tn_tensor *out)
+{
+    return unary_p(op, self, out, NULL);
+}
+
+/* The predicates (bool result) loop over self's own dtype; into an out of
+ * another dtype (logical_not_ of a float tensor) they go through a bool
+ * temporary. */
+static int unary_pred(int op, const struct tn_tensor *self, struct tn_tensor *out)
+{
+    tn_iter_fn fn = uloops[op][self->dtype];
+    if (!fn)
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", unames[op],
+                            tn_dtype_info(self->dtype)->c10_name);
+    if (tn_numel(out) == 0)
+        return TN_OK;
+    struct tn_tensor *o = out->dtype == TN_BOOL ? out : tn_empty_like(out, TN_BOOL);
+    if (!o)
+        return tn_last_status();
+    struct tn_iter it;
+    char *base[2] = {tn_data(o), tn_data(self)};
+    const int64_t *strides[2] = {o->strides, self->strides};
+    size_t el[2] = {1, tn_dtype_size(self->dtype)};
+    tn__iter_init(&it, 2, o->sizes, o->ndim, base, strides, el);
+    tn__iter_run(&it, fn, NULL, TN_PARALLEL_GRAIN);
+    int rc = TN_OK;
+    if (o != out) {
+        rc = tn_copy_(out, o);
+        tn_release(o);
+    }
+    return rc;
+}
+
+static int unary_p(int op, const struct tn_tensor *self, struct tn_tensor *out, const double *P)
 {
     enum tn_dtype in = op == U_ABS && self->dtype == TN_COMPLEX64 ? TN_COMPLEX64 : out->dtype;
     tn_iter_fn fn = uloops[op][in];
@@ -163,7 +328,7 @@ static int unary(int op, const struct tn_tensor *self, struct tn_tensor *out)
     const int64_t *strides[2] = {out->strides, c->strides};
     size_t el[2] = {tn_dtype_size(out->dtype), tn_dtype_size(in)};
     tn__iter_init(&it, 2, out->sizes, out->ndim, base, strides, el);
-    tn__iter_run(&it, fn, NULL, TN_PARALLEL_GRAIN);
+    tn__iter_run(&it, fn, (void *)P, TN_PARALLEL_GRAIN);
     tn_release(c);
     return TN_OK;
 }
@@ -226,4 +391,75 @@ int tn__cpu_relu_(tn_keyset ks, struct tn_tensor *self)
         rc = unary(U_RELU, self, self);
     }
     return rc;
+}
+
+TN_UNARY_KERNEL(sign, U_SIGN)
+TN_UNARY_KERNEL(floor, U_FLOOR)
+TN_UNARY_KERNEL(ceil, U_CEIL)
+TN_UNARY_KERNEL(round, U_ROUND)
+TN_UNARY_KERNEL(trunc, U_TRUNC)
+TN_UNARY_KERNEL(frac, U_FRAC)
+TN_UNARY_KERNEL(erfinv, U_ERFINV)
+TN_UNARY_KERNEL(bitwise_not, U_BITWISE_NOT)
+TN_UNARY_KERNEL(silu, U_SILU)
+TN_UNARY_KERNEL(mish, U_MISH)
+
+int tn__cpu_logical_not_out(tn_keyset ks, const struct tn_tensor *self, struct tn_tensor *out)
+{
+    return unary_pred(U_LOGICAL_NOT, self, out);
+}
+
+static struct tn_tensor *predicate(int op, const struct tn_tensor *self)
+{
+    struct tn_tensor *out = tn_empty_like(self, TN_BOOL);
+    if (out && unary_pred(op, self, out) < 0) {
+        tn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+struct tn_tensor *tn__cpu_isnan(tn_keyset ks, const struct tn_tensor *self)
+{
+    return predicate(U_ISNAN, self);
+}
+
+struct tn_tensor *tn__cpu_isinf(tn_keyset ks, const struct tn_tensor *self)
+{
+    return predicate(U_ISINF, self);
+}
+
+int tn__cpu_gelu_out(tn_keyset ks, const struct tn_tensor *self, const char *approximate,
+                     struct tn_tensor *out)
+{
+    return unary(strcmp(approximate, "tanh") == 0 ? U_GELU_TANH : U_GELU, self, out);
+}
+
+int tn__cpu_leaky_relu_out(tn_keyset ks, const struct tn_tensor *self,
+                           struct tn_scalar negative_slope, struct tn_tensor *out)
+{
+    double P[1] = {tn_scalar_to_double(negative_slope)};
+    return unary_p(U_LEAKY_RELU, self, out, P);
+}
+
+int tn__cpu_hardtanh_out(tn_keyset ks, const struct tn_tensor *self, struct tn_scalar min_val,
+                         struct tn_scalar max_val, struct tn_tensor *out)
+{
+    double P[2] = {tn_scalar_to_double(min_val), tn_scalar_to_double(max_val)};
+    return unary_p(U_HARDTANH, self, out, P);
+}
+
+int tn__cpu_elu_out(tn_keyset ks, const struct tn_tensor *self, struct tn_scalar alpha,
+                    struct tn_scalar scale, struct tn_scalar input_scale, struct tn_tensor *out)
+{
+    double P[3] = {tn_scalar_to_double(alpha), tn_scalar_to_double(scale),
+                   tn_scalar_to_double(input_scale)};
+    return unary_p(U_ELU, self, out, P);
+}
+
+int tn__cpu_softplus_out(tn_keyset ks, const struct tn_tensor *self, struct tn_scalar beta,
+                         struct tn_scalar threshold, struct tn_tensor *out)
+{
+    double P[2] = {tn_scalar_to_double(beta), tn_scalar_to_double(threshold)};
+    return unary_p(U_SOFTPLUS, self, out, P);
 }

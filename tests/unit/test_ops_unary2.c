@@ -1,0 +1,39 @@
+/*
+ * Unit tests of the second set of unary ops (rounding, sign, activations)
+ * through the dispatcher: every
+ * case of tests/fixtures/ops/unary2.json (real PyTorch).
+ */
+#include "ops_cases.h"
+
+static void test_fixture_cases(void **state)
+{
+    /* float16 math: 1.13 lacks the CPU kernels, 2.x has them; we follow 2.x */
+    run_op_cases("../ops/unary2", false, true);
+}
+
+/* Meta tensors: shape and dtype only (isnan gives bool, gelu keeps it). */
+static void test_meta(void **state)
+{
+    struct tn_device meta = {TN_DEVICE_META, -1};
+    struct tn_tensor *a = tn_empty_on(TN_SHAPE(2, 7), TN_FLOAT16, meta);
+    struct tn_tensor *r = tn_gelu(a, "tanh");
+    assert_non_null(r);
+    assert_int_equal(r->dtype, TN_FLOAT16);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->sizes[1], 7);
+    tn_release(r);
+    r = tn_logical_not(a);
+    assert_non_null(r);
+    assert_int_equal(r->dtype, TN_BOOL);
+    tn_release(r);
+    tn_release(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_meta),
+    };
+    return TN_RUN_TESTS(tests);
+}
