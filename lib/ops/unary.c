@@ -143,3 +143,14 @@ int tn__meta_softplus_out(const struct tn_tensor *self, struct tn_scalar beta,
 {
     return same_meta(self, m);
 }
+
+int tn__meta_logit_out(const struct tn_tensor *self, const double *eps, struct tn_meta *m)
+{
+    return unary_meta(self, float_dtype(self->dtype), m);
+}
+
+int tn__meta_nan_to_num_out(const struct tn_tensor *self, const double *nan, const double *posinf,
+                            const double *neginf, struct tn_meta *m)
+{
+    return same_meta(self, m);
+}

@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <complex.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
        U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL,
        U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
        U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
-       U_ISINF, U_NUM };
+       U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
     TN_ULOOP(neg_##SFX, IT, IT, CT, LD, ST, -x)                                                \
@@ -178,6 +179,12 @@ static double erfinv_d(double x)
              x <= 0 ? F(expm1)(x * (CT)P[2]) * (CT)(P[0] * P[1]) : x * (CT)P[1])              \
     TN_ULOOP(softplus_##SFX, IT, IT, CT, LD, ST,                                               \
              x * (CT)P[0] > (CT)P[1] ? x : F(log1p)(F(exp)(x * (CT)P[0])) / (CT)P[0])         \
+    TN_ULOOP(logit_##SFX, IT, IT, CT, LD, ST, F(log)(x / ((CT)1 - x)))                         \
+    TN_ULOOP(logit_eps_##SFX, IT, IT, CT, LD, ST,                                              \
+             F(log)(x < (CT)P[0] ? (CT)P[0] / ((CT)1 - (CT)P[0])                              \
+                    : x > (CT)1 - (CT)P[0] ? ((CT)1 - (CT)P[0]) / (CT)P[0] : x / ((CT)1 - x))) \
+    TN_ULOOP(nan_to_num_##SFX, IT, IT, CT, LD, ST,                                             \
+             isnan(x) ? (CT)P[0] : (isinf(x) ? (x > 0 ? (CT)P[1] : (CT)P[2]) : x))            \
     TN_ULOOP(isnan_##SFX, IT, bool, CT, LD, ST_ID, isnan(x))                                   \
     TN_ULOOP(isinf_##SFX, IT, bool, CT, LD, ST_ID, isinf(x))                                   \
     TN_ULOOP(logical_not_##SFX, IT, bool, CT, LD, ST_ID, x == 0)
@@ -213,6 +220,12 @@ TN_ULOOP(isnan_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID,
          isnan(crealf(x)) || isnan(cimagf(x)))
 TN_ULOOP(isinf_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID,
          isinf(crealf(x)) || isinf(cimagf(x)))
+static inline float nan_to_num_f(float x, const double *P)
+{
+    return isnan(x) ? (float)P[0] : (isinf(x) ? (float)(x > 0 ? P[1] : P[2]) : x);
+}
+TN_ULOOP(nan_to_num_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
+         CMPLXF(nan_to_num_f(crealf(x), P), nan_to_num_f(cimagf(x), P)))
 TN_ULOOP(logical_not_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == 0)
 
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
@@ -265,6 +278,9 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_SOFTPLUS] = {ROW_R(softplus)},
     [U_ISNAN] = {ROW_F(isnan), ROW_I(isnan), [TN_BOOL] = isnan_b},
     [U_ISINF] = {ROW_F(isinf), ROW_I(isnan), [TN_BOOL] = isnan_b},
+    [U_LOGIT] = {ROW_R(logit)},
+    [U_LOGIT_EPS] = {ROW_R(logit_eps)},
+    [U_NAN_TO_NUM] = {ROW_F(nan_to_num), ROW_I(ident), [TN_BOOL] = sign_b},
     [U_RELU] = {[TN_FLOAT32] = relu_f32, [TN_FLOAT64] = relu_f64, [TN_FLOAT16] = relu_f16,
                 [TN_BFLOAT16] = relu_bf16, ROW_I(relu)},
 };
@@ -272,7 +288,7 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "sqrt_vml_cpu", "sin_vml_cpu", "cos_vml_cpu",
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu",
-                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf"};
+                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
@@ -462,4 +478,28 @@ int tn__cpu_softplus_out(tn_keyset ks, const struct tn_tensor *self, struct tn_s
 {
     double P[2] = {tn_scalar_to_double(beta), tn_scalar_to_double(threshold)};
     return unary_p(U_SOFTPLUS, self, out, P);
+}
+
+int tn__cpu_logit_out(tn_keyset ks, const struct tn_tensor *self, const double *eps,
+                      struct tn_tensor *out)
+{
+    /* PyTorch clamps to [eps, 1 - eps] only for a non-negative eps */
+    if (eps && *eps >= 0)
+        return unary_p(U_LOGIT_EPS, self, out, eps);
+    return unary(U_LOGIT, self, out);
+}
+
+int tn__cpu_nan_to_num_out(tn_keyset ks, const struct tn_tensor *self, const double *nan,
+                           const double *posinf, const double *neginf, struct tn_tensor *out)
+{
+    /* defaults: 0 and the dtype's largest and lowest finite values */
+    double big;
+    switch (out->dtype) {
+    case TN_FLOAT64: big = DBL_MAX; break;
+    case TN_FLOAT16: big = 65504.0; break;
+    case TN_BFLOAT16: big = 3.3895313892515355e38; break;
+    default: big = FLT_MAX; break;
+    }
+    double P[3] = {nan ? *nan : 0.0, posinf ? *posinf : big, neginf ? *neginf : -big};
+    return unary_p(U_NAN_TO_NUM, self, out, P);
 }
