@@ -114,3 +114,114 @@ struct tn_tensor *tn__composite_mean(tn_keyset ks, const struct tn_tensor *self,
 {
     return tn_mean_dim(self, NULL, 0, false, dtype);
 }
+
+/* --- prod, any, all over one dim; logsumexp, var and std ------------------ */
+
+int tn__meta_prod_int_out(const struct tn_tensor *self, int64_t dim, bool keepdim,
+                          enum tn_dtype dtype, struct tn_meta *m)
+{
+    if (dtype == TN_DTYPE_UNSET)
+        dtype = tn_dtype_is_integral(self->dtype, true) ? TN_INT64 : self->dtype;
+    return reduce_meta("prod", self, &dim, 1, keepdim, dtype, m);
+}
+
+int tn__meta_any_out(const struct tn_tensor *self, int64_t dim, bool keepdim, struct tn_meta *m)
+{
+    return reduce_meta("any", self, &dim, 1, keepdim,
+                       self->dtype == TN_UINT8 ? TN_UINT8 : TN_BOOL, m);
+}
+
+int tn__meta_all_out(const struct tn_tensor *self, int64_t dim, bool keepdim, struct tn_meta *m)
+{
+    return reduce_meta("all", self, &dim, 1, keepdim,
+                       self->dtype == TN_UINT8 ? TN_UINT8 : TN_BOOL, m);
+}
+
+/* log(sum(exp(x - m))) + m with m the max over dim, made 0 where it is
+ * infinite (so a row of -inf gives -inf and one with +inf gives +inf, not
+ * NaN). Integer inputs become the default float dtype. */
+struct tn_tensor *tn__composite_logsumexp(tn_keyset ks, const struct tn_tensor *self,
+                                          const int64_t *dim, int dim_len, bool keepdim)
+{
+    if (self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "logsumexp(): Expected floating point type for result "
+                            "tensor, but got: ComplexFloat"), NULL;
+    struct tn_tensor *x = tn_dtype_is_integral(self->dtype, true)
+                              ? tn_to_dtype(self, tn_get_default_dtype())
+                              : tn_retain((struct tn_tensor *)self);
+    if (!x)
+        return NULL;
+    if (tn_numel(x) == 0) {
+        /* nothing to take a max of: log(0) = -inf over empty dims */
+        struct tn_tensor *e = tn_exp(x);
+        struct tn_tensor *s = e ? tn_sum_dim_intlist(e, dim, dim_len, keepdim, TN_DTYPE_UNSET) : NULL;
+        struct tn_tensor *r = s ? tn_log(s) : NULL;
+        tn_release(e);
+        tn_release(s);
+        tn_release(x);
+        return r;
+    }
+    double zero = 0.0;
+    struct tn_tensor *r = NULL, *mk = NULL, *mkf = NULL, *d = NULL, *e = NULL, *s = NULL,
+                     *l = NULL, *m = NULL, *mf = NULL;
+    if (!(mk = tn_amax(x, dim, dim_len, true)) || !(mkf = tn_nan_to_num(mk, NULL, &zero, &zero)) ||
+        !(d = tn_sub(x, mkf, tn_int(1))) || !(e = tn_exp(d)) ||
+        !(s = tn_sum_dim_intlist(e, dim, dim_len, keepdim, TN_DTYPE_UNSET)) || !(l = tn_log(s)) ||
+        !(m = tn_amax(x, dim, dim_len, keepdim)) || !(mf = tn_nan_to_num(m, NULL, &zero, &zero)))
+        goto done;
+    r = tn_add(l, mf, tn_int(1));
+done:
+    tn_release(mk);
+    tn_release(mkf);
+    tn_release(d);
+    tn_release(e);
+    tn_release(s);
+    tn_release(l);
+    tn_release(m);
+    tn_release(mf);
+    tn_release(x);
+    return r;
+}
+
+/* sum(|x - mean|^2) / max(0, N - correction), two passes; N is the number
+ * of elements reduced into each output. */
+struct tn_tensor *tn__composite_var(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
+                                    int dim_len, const struct tn_scalar *correction, bool keepdim)
+{
+    if (!tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "std and var only support floating point and complex "
+                            "dtypes"), NULL;
+    struct tn_tensor *r = NULL, *mean = NULL, *d = NULL, *a = NULL, *sq = NULL, *s = NULL;
+    if (!(mean = tn_mean_dim(self, dim, dim_len, true, TN_DTYPE_UNSET)) ||
+        !(d = tn_sub(self, mean, tn_int(1))))
+        goto done;
+    if (self->dtype == TN_COMPLEX64) {
+        if (!(a = tn_abs(d)))
+            goto done;
+    } else {
+        a = tn_retain(d);
+    }
+    if (!(sq = tn_mul(a, a)) || !(s = tn_sum_dim_intlist(sq, dim, dim_len, keepdim, TN_DTYPE_UNSET)))
+        goto done;
+    int64_t nout = tn_numel(s);
+    double n = nout ? (double)tn_numel(self) / (double)nout : 0.0;
+    double c = correction ? tn_scalar_to_double(*correction) : 1.0;
+    double dof = n - c > 0 ? n - c : 0.0;
+    r = tn_div_scalar(s, tn_float(dof));
+done:
+    tn_release(mean);
+    tn_release(d);
+    tn_release(a);
+    tn_release(sq);
+    tn_release(s);
+    return r;
+}
+
+struct tn_tensor *tn__composite_std(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
+                                    int dim_len, const struct tn_scalar *correction, bool keepdim)
+{
+    struct tn_tensor *v = tn__composite_var(ks, self, dim, dim_len, correction, keepdim);
+    struct tn_tensor *r = v ? tn_sqrt(v) : NULL;
+    tn_release(v);
+    return r;
+}

@@ -1,5 +1,5 @@
 /*
- * ops/cpu/reduce.c: sum, mean, amax and amin over dims on the CPU. Each
+ * ops/cpu/reduce.c: sum, mean, amax, amin, prod, any and all over dims on the CPU. Each
  * output element reduces a run of input elements; the outputs are split
  * over the thread pool when there is enough work. Sums of floating types
  * accumulate in double (float16/bfloat16 too), integers in 64 bits with
@@ -14,7 +14,7 @@
 
 #include "ops/internal.h"
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_ANY, R_ALL, R_NUM };
 
 union acc {
     double d;
@@ -53,6 +53,13 @@ typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
             for (int64_t i = 0; i < n; i++)                                                    \
                 acc += (double)LD(*(const T *)(p + i * s));                                    \
         }                                                                                      \
+        a->d = acc;                                                                            \
+    }                                                                                          \
+    static void prod_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                  \
+    {                                                                                          \
+        double acc = a->d;                                                                     \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            acc *= (double)LD(*(const T *)(p + i * s));                                        \
         a->d = acc;                                                                            \
     }                                                                                          \
     static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
@@ -98,6 +105,13 @@ TN_RED_FLOAT(bf16, tn_bfloat16, LD_BF, ST_BF)
             acc += (uint64_t)(int64_t) * (const T *)(p + i * s);                               \
         a->u = acc;                                                                            \
     }                                                                                          \
+    static void prod_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                  \
+    {                                                                                          \
+        uint64_t acc = a->u;                                                                   \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            acc *= (uint64_t)(int64_t) * (const T *)(p + i * s);                               \
+        a->u = acc;                                                                            \
+    }                                                                                          \
     static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
     {                                                                                          \
         int64_t m = a->i;                                                                      \
@@ -135,6 +149,14 @@ static void sum_c64(const char *p, int64_t n, int64_t s, union acc *a)
     a->c = acc;
 }
 
+static void prod_c64(const char *p, int64_t n, int64_t s, union acc *a)
+{
+    double _Complex acc = a->c;
+    for (int64_t i = 0; i < n; i++)
+        acc *= *(const tn_complex64 *)(p + i * s);
+    a->c = acc;
+}
+
 static void fin_c64(char *dst, union acc a, int64_t count, int op)
 {
     double _Complex v = op == R_MEAN ? a.c / (double)count : a.c;
@@ -144,8 +166,12 @@ static void fin_c64(char *dst, union acc a, int64_t count, int op)
 #define ROW(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,     \
                 [TN_BFLOAT16] = op##_bf16, [TN_INT64] = op##_i64, [TN_INT32] = op##_i32,       \
                 [TN_INT16] = op##_i16, [TN_INT8] = op##_i8, [TN_UINT8] = op##_u8
-static const red_fn red_table[4][TN_NUM_DTYPES] = {
+static const red_fn red_table[R_NUM][TN_NUM_DTYPES] = {
     [R_SUM] = {ROW(sum), [TN_BOOL] = sum_b, [TN_COMPLEX64] = sum_c64},
+    [R_PROD] = {ROW(prod), [TN_BOOL] = prod_b, [TN_COMPLEX64] = prod_c64},
+    /* any and all run over the input converted to bool */
+    [R_ANY] = {[TN_BOOL] = max_b},
+    [R_ALL] = {[TN_BOOL] = min_b},
     [R_MEAN] = {ROW(sum), [TN_COMPLEX64] = sum_c64},
     [R_MAX] = {ROW(max), [TN_BOOL] = max_b},
     [R_MIN] = {ROW(min), [TN_BOOL] = min_b},
@@ -171,7 +197,16 @@ static union acc acc_init(const struct job *j)
 {
     union acc a;
     memset(&a, 0, sizeof a);
-    if (j->op == R_MAX || j->op == R_MIN) {
+    if (j->op == R_PROD) {
+        if (j->dtype == TN_COMPLEX64)
+            a.c = 1;
+        else if (tn_dtype_is_floating(j->dtype))
+            a.d = 1;
+        else
+            a.u = 1;
+    } else if (j->op == R_ALL) {
+        a.i = 1;
+    } else if (j->op == R_MAX || j->op == R_MIN) {
         bool fl = tn_dtype_is_floating(j->dtype);
         if (j->op == R_MAX) {
             if (fl)
@@ -231,7 +266,9 @@ static void reduce_range(int64_t begin, int64_t end, void *ctx)
 static int reduce(int op, const char *name, const struct tn_tensor *self, const int64_t *dim,
                   int dim_len, bool keepdim, struct tn_tensor *out)
 {
-    enum tn_dtype dt = out->dtype;
+    /* any and all compute in bool whatever their output (bool, or uint8
+     * for a uint8 input) */
+    enum tn_dtype dt = op == R_ANY || op == R_ALL ? TN_BOOL : out->dtype;
     red_fn red = red_table[op][dt];
     if (!red)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", name,
@@ -245,7 +282,7 @@ static int reduce(int op, const char *name, const struct tn_tensor *self, const 
     struct tn_tensor *in = tn_to_dtype(self, dt);
     if (!in)
         return tn_last_status();
-    struct job j = {.op = op, .red = red, .fin = fin_table[dt], .dtype = dt, .in = tn_data(in),
+    struct job j = {.op = op, .red = red, .fin = fin_table[out->dtype], .dtype = dt, .in = tn_data(in),
                     .out = tn_data(out), .es = tn_dtype_size(dt), .nred = 1};
     int od = 0;
     for (int i = 0; i < in->ndim; i++) {
@@ -258,7 +295,7 @@ static int reduce(int op, const char *name, const struct tn_tensor *self, const 
         } else {
             j.ksz[j.nk] = in->sizes[i];
             j.kin[j.nk] = in->strides[i] * (int64_t)j.es;
-            j.kout[j.nk++] = out->strides[od++] * (int64_t)j.es;
+            j.kout[j.nk++] = out->strides[od++] * (int64_t)tn_dtype_size(out->dtype);
         }
     }
     /* the reduced dim with the smallest stride runs innermost */
@@ -311,4 +348,51 @@ int tn__cpu_amin_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *
                      bool keepdim, struct tn_tensor *out)
 {
     return reduce(R_MIN, "min_values_cpu", self, dim, dim_len, keepdim, out);
+}
+
+int tn__cpu_prod_out(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool keepdim,
+                     enum tn_dtype dtype, struct tn_tensor *out)
+{
+    return reduce(R_PROD, "prod_cpu", self, &dim, 1, keepdim, out);
+}
+
+int tn__cpu_any_out(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool keepdim,
+                    struct tn_tensor *out)
+{
+    return reduce(R_ANY, "any", self, &dim, 1, keepdim, out);
+}
+
+int tn__cpu_all_out(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool keepdim,
+                    struct tn_tensor *out)
+{
+    return reduce(R_ALL, "all", self, &dim, 1, keepdim, out);
+}
+
+/* The full reductions: a 0-dim result over every dim. */
+static struct tn_tensor *reduce_all(int op, const char *name, const struct tn_tensor *self,
+                                    enum tn_dtype dtype)
+{
+    struct tn_tensor *out = tn_empty_on(NULL, 0, dtype, self->device);
+    if (out && reduce(op, name, self, NULL, 0, false, out) < 0) {
+        tn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+struct tn_tensor *tn__cpu_prod(tn_keyset ks, const struct tn_tensor *self, enum tn_dtype dtype)
+{
+    if (dtype == TN_DTYPE_UNSET)
+        dtype = tn_dtype_is_integral(self->dtype, true) ? TN_INT64 : self->dtype;
+    return reduce_all(R_PROD, "prod_cpu", self, dtype);
+}
+
+struct tn_tensor *tn__cpu_any(tn_keyset ks, const struct tn_tensor *self)
+{
+    return reduce_all(R_ANY, "any", self, self->dtype == TN_UINT8 ? TN_UINT8 : TN_BOOL);
+}
+
+struct tn_tensor *tn__cpu_all(tn_keyset ks, const struct tn_tensor *self)
+{
+    return reduce_all(R_ALL, "all", self, self->dtype == TN_UINT8 ? TN_UINT8 : TN_BOOL);
 }
