@@ -158,4 +158,16 @@ int64_t tn__now_ms(void);
 /* Timeout message in PyTorch's words: "wait timeout after 1000ms, keys: /a, /b". */
 int tn__wait_timeout_error(int64_t ms, const char *const *keys, size_t n, const char *prefix);
 
+/* ------------------------------------------------------------ async work */
+
+/* A process group's queue of async collectives (pg_async.c). */
+struct tn__pgq;
+/* The group's queue slot (pg_tcp.c); NULL until the first async call. */
+struct tn__pgq **tn__pg_queue(struct tn_pg *pg);
+/* Waits until the queued work finished; returns at once on the queue's own
+ * thread or for a NULL queue. */
+void tn__pgq_drain(struct tn__pgq *q);
+/* Drains, stops the queue's thread and frees the queue. */
+void tn__pgq_free(struct tn__pgq *q);
+
 #endif

@@ -8,4 +8,5 @@ libtensor_la_SOURCES += \
 	lib/dist/tcpserver.c \
 	lib/dist/tcpclient.c \
 	lib/dist/init.c \
-	lib/dist/pg_tcp.c
+	lib/dist/pg_tcp.c \
+	lib/dist/pg_async.c

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Buffers up to this size take recursive doubling (power-of-two groups). */
@@ -46,7 +47,16 @@ struct tn_pg {
     bool shm;
     pid_t *pids;        /* pids[peer] */
     volatile uint64_t nonce; /* read by the peers at creation */
+    struct tn_store *store;  /* where ranks agree on a failure */
+    char *verdict;           /* the agreed failure; the group is broken */
+    int verdict_status;
+    struct tn__pgq *queue; /* async work (pg_async.c), made on first use */
 };
+
+struct tn__pgq **tn__pg_queue(struct tn_pg *pg)
+{
+    return &pg->queue;
+}
 
 int tn_pg_rank(const struct tn_pg *pg)
 {
@@ -58,11 +68,104 @@ int tn_pg_size(const struct tn_pg *pg)
     return pg->size;
 }
 
+static int agree_failure(struct tn_pg *pg, int status);
+
 static int peer_error(struct tn_pg *pg, int peer, const char *what)
 {
-    return tn_set_error(errno == 0 || errno == EAGAIN ? TN_ETIMEOUT : TN_EIO,
-                        "%s #%llu on rank %d: rank %d %s", pg->op,
-                        (unsigned long long)pg->seq, pg->rank, peer, what);
+    int st = tn_set_error(errno == 0 || errno == EAGAIN ? TN_ETIMEOUT : TN_EIO,
+                          "%s #%llu on rank %d: rank %d %s", pg->op,
+                          (unsigned long long)pg->seq, pg->rank, peer, what);
+    return pg->seq > 0 ? agree_failure(pg, st) : st;
+}
+
+/* Starts collective `op`: the next sequence number, or the agreed failure
+ * again once the group is broken. */
+static int begin(struct tn_pg *pg, const char *op)
+{
+    tn__pgq_drain(pg->queue); /* async work issued before runs first */
+    pg->op = op;
+    pg->seq++;
+    if (pg->verdict)
+        return tn_set_error(pg->verdict_status, "%s #%llu: the process group is broken: %s", op,
+                            (unsigned long long)pg->seq, pg->verdict);
+    return 0;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A collective failed on this rank (a peer timed out or closed). So that
+ * every rank fails the same way: shut the sockets (peers still waiting in
+ * the collective see it at once), mark this rank as arrived at it in the
+ * store, give the others up to a second to do the same, then the first
+ * rank to write the verdict names the ranks that never arrived, and every
+ * rank returns that verdict. The group is broken afterwards. */
+static int agree_failure(struct tn_pg *pg, int status)
+{
+    char first[400];
+    snprintf(first, sizeof first, "%s", tn_last_error());
+    for (int i = 0; i < pg->size; i++)
+        if (pg->fds[i] >= 0)
+            shutdown(pg->fds[i], SHUT_RDWR);
+    unsigned long long seq = (unsigned long long)pg->seq;
+    char key[96], vkey[96];
+    snprintf(vkey, sizeof vkey, "tcp_pg/failed/%llu/verdict", seq);
+    snprintf(key, sizeof key, "tcp_pg/failed/%llu/arrived/%d", seq, pg->rank);
+    const char *vk = vkey;
+    if (tn_store_set(pg->store, key, "1", 1) < 0)
+        return tn_set_error(status, "%s (and the store failed too)", first);
+    /* a rank that only saw a peer close waits longer, so the verdict is
+     * normally written by a rank that saw the cause */
+    int64_t grace = pg->timeout_ms < 1000 ? pg->timeout_ms : 1000;
+    if (status != TN_ETIMEOUT)
+        grace *= 2;
+    int64_t deadline = tn__now_ms() + grace;
+    size_t cap = (size_t)pg->size * 12 + 64, len = 0;
+    char *missing = malloc(cap);
+    if (!missing)
+        return tn_set_error(TN_ENOMEM, "%s (out of memory agreeing on it)", first);
+    for (;;) {
+        if (tn_store_check(pg->store, &vk, 1) == 1)
+            break; /* another rank decided */
+        len = 0;
+        missing[0] = 0;
+        for (int r = 0; r < pg->size; r++) {
+            snprintf(key, sizeof key, "tcp_pg/failed/%llu/arrived/%d", seq, r);
+            const char *k = key;
+            if (tn_store_check(pg->store, &k, 1) != 1)
+                len += (size_t)snprintf(missing + len, cap - len, "%s%d", len ? ", " : "", r);
+        }
+        if (len == 0 || tn__now_ms() >= deadline)
+            break;
+        nap_ms(10);
+    }
+    char msg[1024];
+    if (len) {
+        status = TN_ETIMEOUT; /* whatever this rank saw, the cause is a wait */
+        snprintf(msg, sizeof msg, "%d %s #%llu failed: rank%s %s never arrived (rank %d saw: %s)",
+                 (int)status, pg->op, seq, strchr(missing, ',') ? "s" : "", missing, pg->rank,
+                 first);
+    } else {
+        snprintf(msg, sizeof msg, "%d %s #%llu failed on every rank (rank %d saw: %s)",
+                 (int)status, pg->op, seq, pg->rank, first);
+    }
+    free(missing);
+    void *v = NULL;
+    size_t vl = 0;
+    if (tn_store_compare_set(pg->store, vkey, "", 0, msg, strlen(msg), &v, &vl) < 0)
+        return tn_set_error(status, "%s (and the store failed too)", first);
+    char *text = strchr(v, ' ');
+    int agreed = atoi(v);
+    free(pg->verdict);
+    pg->verdict = strdup(text ? text + 1 : (char *)v);
+    pg->verdict_status = agreed < 0 ? agreed : status;
+    free(v);
+    if (!pg->verdict)
+        return tn_set_error(TN_ENOMEM, "%s", first);
+    return tn_set_error(pg->verdict_status, "%s", pg->verdict);
 }
 
 /* Sends sn bytes to peer `to` while receiving rn bytes from `from` (either
@@ -335,8 +438,8 @@ static int allreduce_ring(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype 
 
 int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
-    pg->op = "allreduce";
-    pg->seq++;
+    if (begin(pg, "allreduce") < 0)
+        return tn_last_status();
     if (check_tensor(pg, t) < 0)
         return tn_last_status();
     if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(t->dtype) && t->dtype != TN_COMPLEX64)
@@ -372,8 +475,8 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 
 int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
-    pg->op = "broadcast";
-    pg->seq++;
+    if (begin(pg, "broadcast") < 0)
+        return tn_last_status();
     if (check_tensor(pg, t) < 0)
         return tn_last_status();
     if (root < 0 || root >= pg->size)
@@ -408,8 +511,8 @@ int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 
 int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
-    pg->op = "allgather";
-    pg->seq++;
+    if (begin(pg, "allgather") < 0)
+        return tn_last_status();
     if (check_tensor(pg, in) < 0 || check_tensor(pg, out) < 0)
         return tn_last_status();
     size_t nb = tn_nbytes(in);
@@ -433,8 +536,8 @@ int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_ten
 
 int tn_pg_barrier(struct tn_pg *pg)
 {
-    pg->op = "barrier";
-    pg->seq++;
+    if (begin(pg, "barrier") < 0)
+        return tn_last_status();
     /* dissemination: lg P rounds of one byte */
     int P = pg->size;
     for (int d = 1; d < P; d <<= 1) {
@@ -448,8 +551,8 @@ int tn_pg_barrier(struct tn_pg *pg)
 
 int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 {
-    pg->op = "send";
-    pg->seq++;
+    if (begin(pg, "send") < 0)
+        return tn_last_status();
     if (check_tensor(pg, t) < 0)
         return tn_last_status();
     if (dst < 0 || dst >= pg->size || dst == pg->rank)
@@ -459,8 +562,8 @@ int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 
 int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
-    pg->op = "recv";
-    pg->seq++;
+    if (begin(pg, "recv") < 0)
+        return tn_last_status();
     if (check_tensor(pg, t) < 0)
         return tn_last_status();
     if (src < 0 || src >= pg->size || src == pg->rank)
@@ -475,8 +578,8 @@ static bool same_kind(const struct tn_tensor *a, const struct tn_tensor *b, size
 
 int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
 {
-    pg->op = "reduce";
-    pg->seq++;
+    if (begin(pg, "reduce") < 0)
+        return tn_last_status();
     if (check_tensor(pg, t) < 0)
         return tn_last_status();
     if (root < 0 || root >= pg->size)
@@ -507,8 +610,8 @@ int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, in
 
 int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
-    pg->op = "gather";
-    pg->seq++;
+    if (begin(pg, "gather") < 0)
+        return tn_last_status();
     if (check_tensor(pg, in) < 0)
         return tn_last_status();
     if (root < 0 || root >= pg->size)
@@ -536,8 +639,8 @@ int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor
 
 int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
-    pg->op = "scatter";
-    pg->seq++;
+    if (begin(pg, "scatter") < 0)
+        return tn_last_status();
     if (check_tensor(pg, out) < 0)
         return tn_last_status();
     if (root < 0 || root >= pg->size)
@@ -588,8 +691,8 @@ int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct t
 
 int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
-    pg->op = "all_to_all";
-    pg->seq++;
+    if (begin(pg, "all_to_all") < 0)
+        return tn_last_status();
     if (check_tensor(pg, in) < 0 || check_tensor(pg, out) < 0)
         return tn_last_status();
     if (!same_kind(in, out, 1) || tn_nbytes(in) % (size_t)pg->size)
@@ -615,11 +718,15 @@ void tn_pg_free(struct tn_pg *pg)
 {
     if (!pg)
         return;
+    tn__pgq_free(pg->queue);
     for (int i = 0; i < pg->size; i++)
         if (pg->fds[i] >= 0)
             close(pg->fds[i]);
     free(pg->fds);
     free(pg->pids);
+    free(pg->verdict);
+    if (pg->store)
+        tn_store_release(pg->store);
     free(pg);
 }
 
@@ -723,6 +830,8 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
     pg->timeout_ms = timeout_ms;
     pg->op = "init";
     pg->shm = true;
+    pg->store = store;
+    tn_store_retain(store);
     int64_t deadline = tn__now_ms() + timeout_ms;
 
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;

@@ -179,3 +179,16 @@ alive() {
     assert_output --partial "error     : ValueError: boom from rank 1"
     [ -f "$TMP/logs/rec/attempt_0/1/error.json" ]
 }
+
+@test "a hung collective: every rank that joined fails with the same message naming the missing rank" {
+    local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
+    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    run timeout 60 trun --nproc-per-node 3 --master-port 0 "$w" hang
+    assert_failure 1
+    assert_line --partial "[0]:rank 0: allreduce #1 failed: rank 2 never arrived (rank "
+    # the same verdict on rank 1, whatever rank 1 itself saw
+    local m0 m1
+    m0=$(printf '%s\n' "${lines[@]}" | sed -n 's/^\[0\]:rank 0: //p')
+    m1=$(printf '%s\n' "${lines[@]}" | sed -n 's/^\[1\]:rank 1: //p')
+    [ -n "$m0" ] && [ "$m0" = "$m1" ]
+}

@@ -6,7 +6,8 @@
  * scatter, reduce_scatter, all_to_all, barrier, send/recv (small buffers
  * through recursive doubling, large ones through the shared-memory ring and
  * the socket ring),
- * and a collective that times out naming the operation and the rank.
+ * async work handles, and a collective that rank 2 of 3 never joins: ranks 0 and 1 fail with the
+ * same message naming the operation, its number and the missing rank.
  */
 #include "tn_test.h"
 
@@ -280,25 +281,100 @@ static void test_large(void **state)
     unsetenv("TN_PG_NO_SHM");
 }
 
+/* Async work: three allreduces, a broadcast and a barrier queued, then a
+ * synchronous allreduce that must run after them; every result checked. */
+static void *async_main(void *p)
+{
+    struct rank *a = p;
+    struct tn_pg *pg = tn_pg_new_tcp(a->store, a->rank, a->size, "127.0.0.1", 20000);
+    if (!pg) {
+        a->failures = 1000;
+        return NULL;
+    }
+    int P = a->size;
+    int64_t sizes[3] = {5, 40000, 300001}; /* doubling, socket or shm ring, shm ring */
+    struct tn_tensor *t[3];
+    struct tn_work *w[5];
+    for (int k = 0; k < 3; k++) {
+        t[k] = tn_full(TN_SHAPE(sizes[k]), tn_float(a->rank + 1 + k), TN_FLOAT32);
+        w[k] = tn_pg_allreduce_async(pg, t[k], TN_REDUCE_SUM);
+        tn_release(t[k]); /* the work holds a reference */
+    }
+    struct tn_tensor *b = tn_full(TN_SHAPE(7), tn_float(a->rank), TN_INT64);
+    w[3] = tn_pg_broadcast_async(pg, b, 1);
+    w[4] = tn_pg_barrier_async(pg);
+    struct tn_tensor *s = tn_full(TN_SHAPE(3), tn_float(1), TN_FLOAT64);
+    a->failures += tn_pg_allreduce(pg, s, TN_REDUCE_SUM) < 0;
+    for (int k = 0; k < 5; k++) {
+        a->failures += !w[k];
+        /* the synchronous allreduce waited for all of them */
+        a->failures += w[k] && !tn_work_is_completed(w[k]);
+        a->failures += w[k] && tn_work_wait(w[k], 10000) < 0;
+    }
+    for (int k = 0; k < 3; k++) {
+        double want = 0;
+        for (int r = 0; r < P; r++)
+            want += r + 1 + k;
+        for (int64_t i = 0; i < sizes[k]; i += 997)
+            if (get(t[k], i) != want) {
+                print_message("async allreduce %d [%lld]: %g != %g\n", k, (long long)i,
+                              get(t[k], i), want);
+                a->failures++;
+                break;
+            }
+    }
+    for (int i = 0; i < 7; i++)
+        a->failures += get(b, i) != 1;
+    for (int i = 0; i < 3; i++)
+        a->failures += get(s, i) != P;
+    for (int k = 0; k < 5; k++)
+        tn_work_free(w[k]);
+    tn_release(b);
+    tn_release(s);
+    tn_pg_free(pg);
+    return NULL;
+}
+
+static void test_async(void **state)
+{
+    (void)state;
+    for (int P = 2; P <= 3; P++) {
+        struct tn_store *store = tn_store_hash_new();
+        pthread_t th[3];
+        struct rank a[3];
+        for (int r = 0; r < P; r++) {
+            a[r] = (struct rank){store, r, P, 0, 0};
+            pthread_create(&th[r], NULL, async_main, &a[r]);
+        }
+        for (int r = 0; r < P; r++) {
+            pthread_join(th[r], NULL);
+            assert_int_equal(a[r].failures, 0);
+        }
+        tn_store_release(store);
+    }
+}
+
 struct lonely {
     struct tn_store *store;
     int rank;
-    int rc;
-    char msg[256];
+    int rc, rc2;
+    char msg[512];
 };
 
+/* Ranks 0 and 1 of 3 start an allreduce that rank 2 never joins. */
 static void *lonely_main(void *p)
 {
     struct lonely *l = p;
-    struct tn_pg *pg = tn_pg_new_tcp(l->store, l->rank, 2, "127.0.0.1", 300);
+    struct tn_pg *pg = tn_pg_new_tcp(l->store, l->rank, 3, "127.0.0.1", 300);
     if (!pg)
         return NULL;
     struct tn_tensor *t = tn_zeros(TN_SHAPE(4), TN_FLOAT32);
-    if (l->rank == 0) {
-        l->rc = tn_pg_allreduce(pg, t, TN_REDUCE_SUM); /* rank 1 never joins it */
+    if (l->rank < 2) {
+        l->rc = tn_pg_allreduce(pg, t, TN_REDUCE_SUM);
         snprintf(l->msg, sizeof l->msg, "%s", tn_last_error());
+        l->rc2 = tn_pg_barrier(pg); /* the group is broken now */
     } else {
-        struct timespec ts = {0, 600 * 1000000L};
+        struct timespec ts = {1, 500 * 1000000L};
         nanosleep(&ts, NULL);
     }
     tn_release(t);
@@ -310,15 +386,21 @@ static void test_timeout(void **state)
 {
     (void)state;
     struct tn_store *store = tn_store_hash_new();
-    struct lonely l[2] = {{store, 0, 0, ""}, {store, 1, 0, ""}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
+    struct lonely l[3] = {{store, 0, 0, 0, ""}, {store, 1, 0, 0, ""}, {store, 2, 0, 0, ""}};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
         pthread_create(&th[i], NULL, lonely_main, &l[i]);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
+    print_message("rank 0: %s\nrank 1: %s\n", l[0].msg, l[1].msg);
+    /* both ranks fail the same way, naming the operation, its number and
+     * the rank that never arrived */
     assert_int_equal(l[0].rc, TN_ETIMEOUT);
-    assert_non_null(strstr(l[0].msg, "allreduce #1"));
-    assert_non_null(strstr(l[0].msg, "rank 1"));
+    assert_int_equal(l[1].rc, TN_ETIMEOUT);
+    assert_string_equal(l[0].msg, l[1].msg);
+    assert_non_null(strstr(l[0].msg, "allreduce #1 failed: rank 2 never arrived"));
+    assert_int_equal(l[0].rc2, TN_ETIMEOUT);
+    assert_int_equal(l[1].rc2, TN_ETIMEOUT);
     tn_store_release(store);
 }
 
@@ -329,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_three_ranks),
         cmocka_unit_test(test_four_ranks),
         cmocka_unit_test(test_large),
+        cmocka_unit_test(test_async),
         cmocka_unit_test(test_timeout),
     };
     return TN_RUN_TESTS(tests);

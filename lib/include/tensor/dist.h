@@ -143,9 +143,13 @@ enum tn_reduce_op {
 
 /* The built-in `tcp` backend: every rank listens on host (NULL: 127.0.0.1)
  * port 0, publishes its address under "tcp_pg/<rank>" in store, and
- * connects to every other rank. Collectives give up after timeout_ms (< 0:
- * 30 minutes) with a message naming the operation, its sequence number and
- * the rank that did not answer. All ranks must call the same collectives in
+ * connects to every other rank. Allreduce's data moves through shared
+ * memory between ranks of one host (TN_PG_NO_SHM=1: never). A collective
+ * gives up after timeout_ms (< 0: 30 minutes) of waiting; then every rank
+ * of it fails with the same message, agreed through the store, naming the
+ * operation, its sequence number and the ranks that never arrived
+ * ("allreduce #3 failed: rank 2 never arrived (...)"), and the group is
+ * broken: later collectives fail at once. All ranks must call the same collectives in
  * the same order. Tensors are contiguous CPU tensors, updated in place. */
 struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, const char *host,
                             int64_t timeout_ms);
@@ -175,6 +179,27 @@ int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct t
 int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in);
 int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst);
 int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src);
+
+/* Async work handles, like async_op=True: the collective runs on the
+ * group's own thread, in call order with every other collective of the
+ * group (a synchronous call waits for the queued ones first), holding a
+ * reference to its tensors until it finished. NULL with the error set when
+ * it cannot be queued. Free every work before its group. */
+struct tn_work;
+struct tn_work *tn_pg_allreduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op);
+struct tn_work *tn_pg_broadcast_async(struct tn_pg *pg, struct tn_tensor *t, int root);
+struct tn_work *tn_pg_allgather_async(struct tn_pg *pg, struct tn_tensor *out,
+                                      const struct tn_tensor *in);
+struct tn_work *tn_pg_barrier_async(struct tn_pg *pg);
+/* Whether the collective finished (successfully or not). */
+bool tn_work_is_completed(struct tn_work *w);
+/* Waits until the collective finished (timeout_ms < 0: however long it
+ * takes; it has the group's own timeout) and returns its status, with its
+ * message as the error; TN_ETIMEOUT when timeout_ms passed first (the
+ * collective goes on). */
+int tn_work_wait(struct tn_work *w, int64_t timeout_ms);
+/* Waits for the collective, then frees the handle. */
+void tn_work_free(struct tn_work *w);
 
 /* ------------------------------------------------------------ rendezvous */
 

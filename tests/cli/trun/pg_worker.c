@@ -3,11 +3,18 @@
  * through trun's store, the tcp process group, an allreduce of every real
  * dtype and a barrier. Prints "rank R of W ok" and exits 0, or names what
  * failed and exits 1.
+ *
+ * `pg_worker hang`: the last rank sleeps instead of joining an allreduce
+ * that times out after a second; every other rank prints
+ * "rank R: <the error>", waits until all of them printed (through the
+ * store), and exits 1.
  */
 #include <tensor/tensor.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int fail(const char *what)
 {
@@ -15,14 +22,43 @@ static int fail(const char *what)
     return 1;
 }
 
-int main(void)
+static int hang(struct tn_dist_info *info, struct tn_pg *pg)
 {
+    int W = info->world_size;
+    if (info->rank == W - 1) {
+        sleep(60); /* trun stops this rank when another one fails */
+        return 0;
+    }
+    struct tn_tensor *t = tn_zeros(TN_SHAPE(16), TN_FLOAT32);
+    if (!t)
+        return fail("making the input");
+    if (tn_pg_allreduce(pg, t, TN_REDUCE_SUM) == 0) {
+        fprintf(stderr, "pg_worker: rank %d: the allreduce did not fail\n", info->rank);
+        return 2;
+    }
+    printf("rank %d: %s\n", info->rank, tn_last_error());
+    fflush(stdout);
+    int64_t done = 0;
+    const char *all = "hang/all";
+    if (tn_store_add(info->store, "hang/done", 1, &done) < 0 ||
+        (done == W - 1 && tn_store_set(info->store, all, "1", 1) < 0) ||
+        tn_store_wait(info->store, &all, 1, 30000) < 0)
+        return fail("waiting for the others");
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    bool hanging = argc > 1 && !strcmp(argv[1], "hang");
     struct tn_dist_info info;
     if (tn_dist_init("env://", -1, -1, 60000, &info) < 0)
         return fail("tn_dist_init");
-    struct tn_pg *pg = tn_pg_new_tcp(info.store, info.rank, info.world_size, "127.0.0.1", 60000);
+    struct tn_pg *pg = tn_pg_new_tcp(info.store, info.rank, info.world_size, "127.0.0.1",
+                                     hanging ? 1000 : 60000);
     if (!pg)
         return fail("tn_pg_new_tcp");
+    if (hanging)
+        return hang(&info, pg);
     static const enum tn_dtype dts[] = {TN_FLOAT32, TN_FLOAT64, TN_FLOAT16, TN_BFLOAT16,
                                         TN_INT64,   TN_INT32,   TN_INT16,   TN_INT8,  TN_UINT8};
     int W = info.world_size;

@@ -1,0 +1,232 @@
+/*
+ * lib/dist/pg_async.c: async work handles. A process group gets one queue
+ * thread on its first async call; async collectives run there one after
+ * another, in call order, and a synchronous collective first waits until
+ * the queue is empty, so every rank still issues one sequence of
+ * collectives. A tn_work carries the collective's status and message back
+ * to the thread that waits on it (errors are thread-local).
+ */
+#include "dist/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+enum work_kind { W_ALLREDUCE, W_BROADCAST, W_ALLGATHER, W_BARRIER };
+
+static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "barrier"};
+
+struct tn_work {
+    struct tn_work *next;
+    struct tn__pgq *q;
+    struct tn_pg *pg;
+    enum work_kind kind;
+    struct tn_tensor *a, *b; /* references held until the work finished */
+    int arg;                 /* root or reduce op */
+    bool done;
+    int status;
+    char msg[1024];
+};
+
+struct tn__pgq {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* signalled when work arrives, finishes, or on stop */
+    struct tn_work *head, *tail;
+    int pending; /* queued or running */
+    bool stop;
+    pthread_t th;
+};
+
+/* Whether this thread is a queue thread: it must not wait on its own queue. */
+static _Thread_local bool on_queue_thread;
+
+static void *queue_main(void *p)
+{
+    struct tn__pgq *q = p;
+    on_queue_thread = true;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stop)
+            pthread_cond_wait(&q->cv, &q->mu);
+        if (!q->head)
+            break;
+        struct tn_work *w = q->head;
+        q->head = w->next;
+        if (!q->head)
+            q->tail = NULL;
+        pthread_mutex_unlock(&q->mu);
+        int rc = 0;
+        switch (w->kind) {
+        case W_ALLREDUCE: rc = tn_pg_allreduce(w->pg, w->a, (enum tn_reduce_op)w->arg); break;
+        case W_BROADCAST: rc = tn_pg_broadcast(w->pg, w->a, w->arg); break;
+        case W_ALLGATHER: rc = tn_pg_allgather(w->pg, w->a, w->b); break;
+        case W_BARRIER: rc = tn_pg_barrier(w->pg); break;
+        }
+        pthread_mutex_lock(&q->mu);
+        w->status = rc;
+        if (rc < 0)
+            snprintf(w->msg, sizeof w->msg, "%s", tn_last_error());
+        w->done = true;
+        q->pending--;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+void tn__pgq_drain(struct tn__pgq *q)
+{
+    if (!q || on_queue_thread)
+        return;
+    pthread_mutex_lock(&q->mu);
+    while (q->pending > 0)
+        pthread_cond_wait(&q->cv, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void tn__pgq_free(struct tn__pgq *q)
+{
+    if (!q)
+        return;
+    tn__pgq_drain(q);
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->th, NULL);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+/* Queues a collective; NULL with the error set when it cannot. */
+static struct tn_work *submit(struct tn_pg *pg, enum work_kind kind, struct tn_tensor *a,
+                              const struct tn_tensor *b, int arg)
+{
+    if (!pg) {
+        tn_set_error(TN_EINVAL, "%s: the process group is NULL", kind_names[kind]);
+        return NULL;
+    }
+    struct tn__pgq **slot = tn__pg_queue(pg);
+    if (!*slot) {
+        struct tn__pgq *q = calloc(1, sizeof *q);
+        if (!q) {
+            tn_set_error(TN_ENOMEM, "%s: out of memory", kind_names[kind]);
+            return NULL;
+        }
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_cond_init(&q->cv, NULL);
+        if (pthread_create(&q->th, NULL, queue_main, q) != 0) {
+            pthread_cond_destroy(&q->cv);
+            pthread_mutex_destroy(&q->mu);
+            free(q);
+            tn_set_error(TN_ENOMEM, "%s: cannot start the process group's thread",
+                         kind_names[kind]);
+            return NULL;
+        }
+        *slot = q;
+    }
+    struct tn_work *w = calloc(1, sizeof *w);
+    if (!w) {
+        tn_set_error(TN_ENOMEM, "%s: out of memory", kind_names[kind]);
+        return NULL;
+    }
+    w->q = *slot;
+    w->pg = pg;
+    w->kind = kind;
+    w->arg = arg;
+    if (a)
+        w->a = tn_retain(a);
+    if (b)
+        w->b = tn_retain((struct tn_tensor *)b);
+    struct tn__pgq *q = w->q;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail)
+        q->tail->next = w;
+    else
+        q->head = w;
+    q->tail = w;
+    q->pending++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return w;
+}
+
+struct tn_work *tn_pg_allreduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
+{
+    return submit(pg, W_ALLREDUCE, t, NULL, (int)op);
+}
+
+struct tn_work *tn_pg_broadcast_async(struct tn_pg *pg, struct tn_tensor *t, int root)
+{
+    return submit(pg, W_BROADCAST, t, NULL, root);
+}
+
+struct tn_work *tn_pg_allgather_async(struct tn_pg *pg, struct tn_tensor *out,
+                                      const struct tn_tensor *in)
+{
+    return submit(pg, W_ALLGATHER, out, in, 0);
+}
+
+struct tn_work *tn_pg_barrier_async(struct tn_pg *pg)
+{
+    return submit(pg, W_BARRIER, NULL, NULL, 0);
+}
+
+bool tn_work_is_completed(struct tn_work *w)
+{
+    if (!w)
+        return true;
+    pthread_mutex_lock(&w->q->mu);
+    bool d = w->done;
+    pthread_mutex_unlock(&w->q->mu);
+    return d;
+}
+
+int tn_work_wait(struct tn_work *w, int64_t timeout_ms)
+{
+    if (!w)
+        return tn_set_error(TN_EINVAL, "wait: the work is NULL");
+    struct tn__pgq *q = w->q;
+    struct timespec until;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(timeout_ms / 1000);
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&q->mu);
+    while (!w->done) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&q->cv, &q->mu);
+        } else if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT && !w->done) {
+            pthread_mutex_unlock(&q->mu);
+            return tn_set_error(TN_ETIMEOUT, "wait: the %s is still running after %lld ms",
+                                kind_names[w->kind], (long long)timeout_ms);
+        }
+    }
+    int rc = w->status;
+    pthread_mutex_unlock(&q->mu);
+    if (rc < 0)
+        return tn_set_error(rc, "%s", w->msg);
+    return 0;
+}
+
+void tn_work_free(struct tn_work *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->q->mu);
+    while (!w->done)
+        pthread_cond_wait(&w->q->cv, &w->q->mu);
+    pthread_mutex_unlock(&w->q->mu);
+    if (w->a)
+        tn_release(w->a);
+    if (w->b)
+        tn_release(w->b);
+    free(w);
+}
