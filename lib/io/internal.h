@@ -14,6 +14,16 @@
 /* zlib's CRC-32 (the one zip uses), continued from `crc` (0 to start). */
 uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len);
 
+/* The CRC-32 of the member tn_zip_writer_add wrote last (computed while
+ * writing, so callers need not read the bytes again). */
+uint32_t tn__zip_writer_last_crc(const struct tn_zip_writer *w);
+
+/* Reports `written` bytes to the thread's tn_io_set_progress callback. */
+void tn__io_progress(uint64_t written);
+/* fwrite of a large buffer in pieces, reporting *written (advanced by
+ * len) after each.  Returns 0, or -1 with errno as fwrite leaves it. */
+int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *written);
+
 /* Writes `len` bytes to a temporary file next to `path`, flushes and
  * renames it over `path`.  Returns 0 or TN_EIO naming `path`. */
 int tn__io_write_atomic(const char *path, const void *data, size_t len);
@@ -139,6 +149,12 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
 
 /* Is "module.name" on the weights_only allowlist of `allow`? */
 bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckpt_allowlist allow);
+
+/* scan.c: module.name as CPython's find_class resolves it for protocol
+ * `proto` (Python 2 names mapped when proto < 3); the results point at the
+ * inputs or at static strings.  The loader and the scanner both use it. */
+void tn__scan_resolve(const char *module, const char *name, int proto, const char **omod,
+                      const char **oname);
 
 /* A storage class name ("FloatStorage") -> dtype; TN_DTYPE_UNSET if none. */
 enum tn_dtype tn__storage_class_dtype(const char *name, size_t len);

@@ -9,7 +9,8 @@ libtensor_la_SOURCES += \
 	lib/io/unpickle.c \
 	lib/io/ckpt.c \
 	lib/io/safetensors.c \
-	lib/io/npy.c
+	lib/io/npy.c \
+	lib/io/scan.c
 EXTRA_DIST += lib/io/allowlist.inc
 # Deflated zip members are inflated with zlib (libzip's own dependency).
 libtensor_la_LIBADD += -lz

@@ -80,6 +80,7 @@ struct machine {
     long visits;
     size_t pos; /* the current opcode's offset, for messages */
     const char *opname;
+    int proto; /* of the PROTO opcode: Py2 names are mapped below 3, as in CPython */
 };
 
 static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
@@ -599,6 +600,7 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
     case TN_OP_PROTO:
         if (op->i > 5)
             return fail(m, TN_EFORMAT, "unsupported pickle protocol: %lld", (long long)op->i);
+        m->proto = (int)op->i;
         return 0;
     case TN_OP_GLOBAL: {
         char mod[256], name[256];
@@ -610,18 +612,30 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
         name[op->s2len] = 0;
         if (memchr(op->s, 0, op->slen) || memchr(op->s2, 0, op->s2len))
             return fail(m, TN_EFORMAT, "a global name with a NUL byte");
+        /* The scanner's resolution and verdict (scan.c), so that tn_load
+         * refuses exactly the globals `tckpt scan` flags. */
+        struct tn_scan_options so = {.policy = m->allow};
+        bool refused = tn_scan_global_severity(mod, name, m->proto, &so) != 0;
         if (m->allow == TN_ALLOW_CURRENT &&
             (!strcmp(mod, "sys") || !strcmp(mod, "os") || !strcmp(mod, "posix") ||
              !strcmp(mod, "nt")))
             return fail(m, TN_EFORMAT, "Trying to load unsupported GLOBAL %s.%s whose module %s "
                         "is blocked.", mod, name, mod);
-        if (!tn__pickle_global_allowed(mod, name, m->allow)) {
+        if (refused) {
             if (m->allow == TN_ALLOW_TORCH1)
                 return fail(m, TN_EFORMAT, "Unsupported class %s.%s", mod, name);
             return fail(m, TN_EFORMAT,
                         "Unsupported global: GLOBAL %s.%s was not an allowed global by default",
                         mod, name);
         }
+        /* The value names the global as the Python 3 loader resolves it
+         * (the messages above keep the file's own names, as PyTorch). */
+        const char *rm, *rn;
+        tn__scan_resolve(mod, name, m->allow == TN_ALLOW_TORCH1 ? 3 : m->proto, &rm, &rn);
+        if (rm != mod) /* a static string of the Py2 tables */
+            snprintf(mod, sizeof mod, "%s", rm);
+        if (rn != name)
+            snprintf(name, sizeof name, "%s", rn);
         struct tn_value *g = tn_value_str(mod);
         if (!g)
             return tn_last_status();

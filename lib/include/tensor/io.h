@@ -231,10 +231,85 @@ int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len);
 struct tn_value *tn_npz_load(const char *path);
 int tn_npz_save(const char *path, const struct tn_value *tensors);
 
+/* ------------------------------------------------------------- progress */
+
+/* Progress of long writes: tn_save, tn_st_save and tn_npz_save call fn
+ * from the writing thread with the bytes of the file written so far, after
+ * every few MiB (callers know the total they asked for; a file is a little
+ * larger than its tensors' bytes).  The setting is per thread; NULL turns
+ * it off (the default).  fn must not call back into the writer. */
+typedef void (*tn_io_progress_fn)(uint64_t written, void *ctx);
+void tn_io_set_progress(tn_io_progress_fn fn, void *ctx);
+
 /* Detects a file's format from its first bytes: "torch" (zip), "safetensors",
  * "npy", "npz" (a zip whose members end in .npy), "legacy" (pre-1.6 torch
  * pickle) or NULL with an error. */
 const char *tn_io_detect(const char *path);
+
+
+/* ---------------------------------------------------------------- scan */
+
+/* How bad a finding is.  Default deny: a global outside the chosen
+ * weights_only allowlist is at least UNKNOWN. */
+enum tn_scan_severity {
+    TN_SCAN_SUSPICIOUS = 1, /* an anomaly: parser differential, broken frame, trailing bytes, ... */
+    TN_SCAN_UNKNOWN = 2,    /* outside the allowlist, or a callable not resolvable to a constant */
+    TN_SCAN_DANGEROUS = 3   /* known to run code or touch files, processes or the network */
+};
+
+/* How the pickle used a global (the strongest use wins). */
+enum tn_scan_use { TN_SCAN_NONE = 0, TN_SCAN_IMPORTED, TN_SCAN_BUILT, TN_SCAN_CALLED };
+
+struct tn_scan_finding {
+    char *entry;      /* "archive/data.pkl", "outer.zip!inner.pt!archive/data.pkl"; "" for the file */
+    uint64_t offset;  /* byte offset inside that entry */
+    char *module;     /* as CPython would resolve it (Py2 names mapped); "" for none */
+    char *name;       /* may be dotted */
+    enum tn_scan_use use;
+    enum tn_scan_severity severity;
+    const char *reason; /* a static short code: "dangerous-global", "frame-boundary", ... */
+};
+
+struct tn_scan_options {
+    enum tn_ckpt_allowlist policy;   /* TN_ALLOW_CURRENT (torch2) or TN_ALLOW_TORCH1 */
+    const char *const *allow;        /* extra "module.name" entries (see tn_scan_allow_ok) */
+    size_t nallow;
+    unsigned max_depth;              /* archives inside archives; 0: 4 */
+    size_t max_entries;              /* members of all archives together; 0: 100000 */
+    uint64_t max_expanded;           /* bytes inflated or read from members; 0: 4 GiB */
+};
+
+struct tn_scan_report {
+    struct tn_scan_finding *f;
+    size_t n, cap;
+    const char *format;  /* what the top level was found to be ("torch", "pickle", ...) */
+    bool incomplete;     /* some part could not be read or analysed: never "clean" */
+    char *error;         /* the first reason it is incomplete, or NULL */
+};
+
+/* Scans `len` bytes named `label` (the format found from the content) and
+ * appends findings to r (zeroed by the caller first).  Returns 0 when the
+ * scan ran (r->incomplete may still be set), or an error for bad arguments
+ * or memory exhaustion.  Nothing in the input is ever run. */
+int tn_scan_memory(const void *data, size_t len, const char *label,
+                   const struct tn_scan_options *opts, struct tn_scan_report *r);
+/* The same for a file (mapped read-only).  An unreadable file gives
+ * r->incomplete and r->error, and returns 0. */
+int tn_scan_file(const char *path, const struct tn_scan_options *opts, struct tn_scan_report *r);
+void tn_scan_report_free(struct tn_scan_report *r);
+
+/* The severity of global module.name used from a pickle of protocol
+ * `proto` under the options (Py2 names mapped as CPython maps them for
+ * proto < 3; the stronger verdict of the raw and the mapped name), or 0
+ * when it is allowed.  The loader refuses exactly the globals this flags. */
+int tn_scan_global_severity(const char *module, const char *name, int proto,
+                            const struct tn_scan_options *opts);
+/* Whether "module.name" may be added with --allow: never anything in os,
+ * posix, nt, sys, subprocess or builtins.eval/exec (or dangerous paths). */
+bool tn_scan_allow_ok(const char *module_dot_name);
+
+const char *tn_scan_severity_name(enum tn_scan_severity s);
+const char *tn_scan_use_name(enum tn_scan_use u);
 
 #ifdef __cplusplus
 }
