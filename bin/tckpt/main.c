@@ -28,6 +28,8 @@ static const char usage_text[] =
     "  verify FILE              full structural check; lists each problem\n"
     "  convert IN OUT           between torch zip, safetensors and npz\n"
     "  diff A B                 compare names, dtypes, shapes and values\n"
+    "  scan [-r] FILE...|-      audit files for globals outside weights_only's\n"
+    "                           allowlist and anomalies (see tckpt scan --help)\n"
     "\n"
     "Options:\n"
     "      --json               ls, diff: print one JSON object\n"
@@ -821,9 +823,18 @@ static int cmd_diff(const char *a, const char *b)
 
 /* ---------------------------------------------------------------- main */
 
+int tckpt_scan_main(int argc, char **argv); /* scan.c */
+
 int main(int argc, char **argv)
 {
     int c;
+    /* scan has options of its own: the first word that is no option names it. */
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-' || !strcmp(argv[i], "-")) {
+            if (!strcmp(argv[i], "scan"))
+                return tckpt_scan_main(argc, argv);
+            break;
+        }
     /* GNU getopt permutes: options may come before or after the command. */
     while ((c = getopt_long(argc, argv, "o:hV", long_opts, NULL)) != -1) {
         switch (c) {
