@@ -225,3 +225,39 @@ struct tn_tensor *tn__composite_std(tn_keyset ks, const struct tn_tensor *self, 
     tn_release(v);
     return r;
 }
+
+/* argmax/argmin: int64 indices over one dim, or over everything (a 0-dim
+ * result, all ones with keepdim). */
+static int arg_meta(const char *op, const struct tn_tensor *self, const int64_t *dim,
+                    bool keepdim, struct tn_meta *m)
+{
+    /* PyTorch 2.x's words (1.13 named the kernel) */
+    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "%s(): does not support %s input", op,
+                            self->dtype == TN_BOOL ? "bool" : "complex");
+    if (dim) {
+        int rc = minmax_meta(op, self, dim, 1, keepdim, m);
+        m->dtype = TN_INT64;
+        return rc;
+    }
+    if (tn_numel(self) == 0)
+        return tn_set_error(TN_EINVAL, "%s(): Expected reduction dim to be specified for "
+                            "input.numel() == 0.", op);
+    m->ndim = keepdim ? self->ndim : 0;
+    for (int i = 0; i < m->ndim; i++)
+        m->sizes[i] = 1;
+    m->dtype = TN_INT64;
+    return TN_OK;
+}
+
+int tn__meta_argmax_out(const struct tn_tensor *self, const int64_t *dim, bool keepdim,
+                        struct tn_meta *m)
+{
+    return arg_meta("argmax", self, dim, keepdim, m);
+}
+
+int tn__meta_argmin_out(const struct tn_tensor *self, const int64_t *dim, bool keepdim,
+                        struct tn_meta *m)
+{
+    return arg_meta("argmin", self, dim, keepdim, m);
+}

@@ -14,7 +14,7 @@
 
 #include "ops/internal.h"
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_ANY, R_ALL, R_NUM };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_ANY, R_ALL, R_ARGMAX, R_ARGMIN, R_NUM };
 
 union acc {
     double d;
@@ -61,6 +61,30 @@ typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
         for (int64_t i = 0; i < n; i++)                                                        \
             acc *= (double)LD(*(const T *)(p + i * s));                                        \
         a->d = acc;                                                                            \
+    }                                                                                          \
+    /* argmax/argmin see the whole reduced run in one call: the first     \
+     * extreme (a NaN counts as the extreme) wins */                                           \
+    static void argmax_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        double m = (double)LD(*(const T *)p);                                                  \
+        int64_t at = 0;                                                                        \
+        for (int64_t i = 1; i < n && !isnan(m); i++) {                                         \
+            double v = (double)LD(*(const T *)(p + i * s));                                    \
+            if (v > m || isnan(v))                                                             \
+                m = v, at = i;                                                                 \
+        }                                                                                      \
+        a->i = at;                                                                             \
+    }                                                                                          \
+    static void argmin_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        double m = (double)LD(*(const T *)p);                                                  \
+        int64_t at = 0;                                                                        \
+        for (int64_t i = 1; i < n && !isnan(m); i++) {                                         \
+            double v = (double)LD(*(const T *)(p + i * s));                                    \
+            if (v < m || isnan(v))                                                             \
+                m = v, at = i;                                                                 \
+        }                                                                                      \
+        a->i = at;                                                                             \
     }                                                                                          \
     static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
     {                                                                                          \
@@ -111,6 +135,28 @@ TN_RED_FLOAT(bf16, tn_bfloat16, LD_BF, ST_BF)
         for (int64_t i = 0; i < n; i++)                                                        \
             acc *= (uint64_t)(int64_t) * (const T *)(p + i * s);                               \
         a->u = acc;                                                                            \
+    }                                                                                          \
+    static void argmax_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        T m = *(const T *)p;                                                                   \
+        int64_t at = 0;                                                                        \
+        for (int64_t i = 1; i < n; i++) {                                                      \
+            T v = *(const T *)(p + i * s);                                                     \
+            if (v > m)                                                                         \
+                m = v, at = i;                                                                 \
+        }                                                                                      \
+        a->i = at;                                                                             \
+    }                                                                                          \
+    static void argmin_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        T m = *(const T *)p;                                                                   \
+        int64_t at = 0;                                                                        \
+        for (int64_t i = 1; i < n; i++) {                                                      \
+            T v = *(const T *)(p + i * s);                                                     \
+            if (v < m)                                                                         \
+                m = v, at = i;                                                                 \
+        }                                                                                      \
+        a->i = at;                                                                             \
     }                                                                                          \
     static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
     {                                                                                          \
@@ -170,6 +216,8 @@ static const red_fn red_table[R_NUM][TN_NUM_DTYPES] = {
     [R_SUM] = {ROW(sum), [TN_BOOL] = sum_b, [TN_COMPLEX64] = sum_c64},
     [R_PROD] = {ROW(prod), [TN_BOOL] = prod_b, [TN_COMPLEX64] = prod_c64},
     /* any and all run over the input converted to bool */
+    [R_ARGMAX] = {ROW(argmax), [TN_BOOL] = argmax_b}, /* (the meta refuses bool first) */
+    [R_ARGMIN] = {ROW(argmin), [TN_BOOL] = argmin_b},
     [R_ANY] = {[TN_BOOL] = max_b},
     [R_ALL] = {[TN_BOOL] = min_b},
     [R_MEAN] = {ROW(sum), [TN_COMPLEX64] = sum_c64},
@@ -269,6 +317,8 @@ static int reduce(int op, const char *name, const struct tn_tensor *self, const 
     /* any and all compute in bool whatever their output (bool, or uint8
      * for a uint8 input) */
     enum tn_dtype dt = op == R_ANY || op == R_ALL ? TN_BOOL : out->dtype;
+    if (op == R_ARGMAX || op == R_ARGMIN)
+        dt = self->dtype; /* (into int64 indices) */
     red_fn red = red_table[op][dt];
     if (!red)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", name,
@@ -395,4 +445,31 @@ struct tn_tensor *tn__cpu_any(tn_keyset ks, const struct tn_tensor *self)
 struct tn_tensor *tn__cpu_all(tn_keyset ks, const struct tn_tensor *self)
 {
     return reduce_all(R_ALL, "all", self, self->dtype == TN_UINT8 ? TN_UINT8 : TN_BOOL);
+}
+
+/* argmax/argmin over one dim, or over the flattened input when dim is NULL. */
+static int arg_reduce(int op, const char *name, const struct tn_tensor *self, const int64_t *dim,
+                      bool keepdim, struct tn_tensor *out)
+{
+    if (dim)
+        return reduce(op, name, self, dim, 1, keepdim, out);
+    int64_t n = tn_numel(self), d0 = 0;
+    struct tn_tensor *flat = tn_reshape(self, &n, 1);
+    if (!flat)
+        return tn_last_status();
+    int rc = reduce(op, name, flat, &d0, 1, false, out);
+    tn_release(flat);
+    return rc;
+}
+
+int tn__cpu_argmax_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
+                       bool keepdim, struct tn_tensor *out)
+{
+    return arg_reduce(R_ARGMAX, "argmax_cpu", self, dim, keepdim, out);
+}
+
+int tn__cpu_argmin_out(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
+                       bool keepdim, struct tn_tensor *out)
+{
+    return arg_reduce(R_ARGMIN, "argmin_cpu", self, dim, keepdim, out);
 }
