@@ -9,4 +9,5 @@ libtensor_la_SOURCES += \
 	lib/dist/tcpclient.c \
 	lib/dist/init.c \
 	lib/dist/pg_tcp.c \
-	lib/dist/pg_async.c
+	lib/dist/pg_async.c \
+	lib/dist/ddp.c

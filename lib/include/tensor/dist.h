@@ -201,6 +201,25 @@ int tn_work_wait(struct tn_work *w, int64_t timeout_ms);
 /* Waits for the collective, then frees the handle. */
 void tn_work_free(struct tn_work *w);
 
+/* ------------------------------------------------------- data parallel */
+
+/* DistributedDataParallel's reducer. tn_ddp_new broadcasts the parameters
+ * (contiguous floating CPU tensors; the helper keeps a reference) from rank
+ * 0 and puts them in buckets of bucket_bytes (0: 25 MiB) in reverse order,
+ * one dtype per bucket. Each iteration, after backward filled the grads:
+ * tn_ddp_sync_grads averages every parameter's grad across ranks (a missing
+ * grad counts as zeros and is made). To overlap with backward, call
+ * tn_ddp_grad_ready(i) as each grad is final (a full bucket's allreduce
+ * starts at once, buckets in order), then tn_ddp_finish. */
+struct tn_ddp;
+struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, size_t n,
+                          size_t bucket_bytes);
+size_t tn_ddp_num_buckets(const struct tn_ddp *d);
+int tn_ddp_grad_ready(struct tn_ddp *d, size_t i);
+int tn_ddp_finish(struct tn_ddp *d);
+int tn_ddp_sync_grads(struct tn_ddp *d);
+void tn_ddp_free(struct tn_ddp *d);
+
 /* ------------------------------------------------------------ rendezvous */
 
 struct tn_dist_info {
