@@ -1,2 +1,3 @@
 # Bats tests of tckpt.
 CLI_TESTS += tests/cli/tckpt.bats
+CLI_TESTS += tests/cli/tckpt_scan.bats
