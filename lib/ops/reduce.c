@@ -261,3 +261,30 @@ int tn__meta_argmin_out(const struct tn_tensor *self, const int64_t *dim, bool k
 {
     return arg_meta("argmin", self, dim, keepdim, m);
 }
+
+/* cumsum/cumprod: self's shape; integers and bool accumulate in int64
+ * unless dtype= says otherwise. */
+static int scan_meta(const struct tn_tensor *self, int64_t dim, enum tn_dtype dtype,
+                     struct tn_meta *m)
+{
+    if (tn_wrap_dim(dim, self->ndim) < 0)
+        return tn_last_status();
+    if (dtype == TN_DTYPE_UNSET)
+        dtype = tn_dtype_is_integral(self->dtype, true) ? TN_INT64 : self->dtype;
+    m->ndim = self->ndim;
+    memcpy(m->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    m->dtype = dtype;
+    return TN_OK;
+}
+
+int tn__meta_cumsum_out(const struct tn_tensor *self, int64_t dim, enum tn_dtype dtype,
+                        struct tn_meta *m)
+{
+    return scan_meta(self, dim, dtype, m);
+}
+
+int tn__meta_cumprod_out(const struct tn_tensor *self, int64_t dim, enum tn_dtype dtype,
+                         struct tn_meta *m)
+{
+    return scan_meta(self, dim, dtype, m);
+}

@@ -1,5 +1,6 @@
 /*
- * ops/cpu/reduce.c: sum, mean, amax, amin, prod, any and all over dims on the CPU. Each
+ * ops/cpu/reduce.c: sum, mean, amax, amin, prod, any, all, argmax and argmin
+ * over dims, and the scans cumsum and cumprod, on the CPU. Each
  * output element reduces a run of input elements; the outputs are split
  * over the thread pool when there is enough work. Sums of floating types
  * accumulate in double (float16/bfloat16 too), integers in 64 bits with
@@ -472,4 +473,90 @@ int tn__cpu_argmin_out(tn_keyset ks, const struct tn_tensor *self, const int64_t
                        bool keepdim, struct tn_tensor *out)
 {
     return arg_reduce(R_ARGMIN, "argmin_cpu", self, dim, keepdim, out);
+}
+
+/* --- cumsum, cumprod ------------------------------------------------------
+ * One run along dim per position of the other dims; floating types
+ * accumulate in double, integers in 64 bits with wrap, complex in double
+ * complex, as PyTorch's CPU scans do. */
+
+typedef void (*scan_fn)(const char *in, int64_t is, char *out, int64_t os, int64_t n, bool prod);
+
+#define TN_SCAN(SFX, T, AT, LD, ST)                                                            \
+    static void scan_##SFX(const char *in, int64_t is, char *out, int64_t os, int64_t n,       \
+                           bool prod)                                                          \
+    {                                                                                          \
+        AT acc = prod ? 1 : 0;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            AT v = (AT)LD(*(const T *)(in + i * is));                                          \
+            acc = prod ? acc * v : acc + v;                                                    \
+            ST(*(T *)(out + i * os), acc);                                                     \
+        }                                                                                      \
+    }
+#define ST_I(d, v) ((d) = (__typeof__(d))(v))
+#define ST_C(d, v) ((d) = (float)creal(v) + (float)cimag(v) * _Complex_I)
+TN_SCAN(f32, float, double, LD_ID, ST_F)
+TN_SCAN(f64, double, double, LD_ID, ST_D)
+TN_SCAN(f16, tn_half, double, LD_H, ST_H)
+TN_SCAN(bf16, tn_bfloat16, double, LD_BF, ST_BF)
+TN_SCAN(i64, int64_t, uint64_t, (int64_t), ST_I)
+TN_SCAN(i32, int32_t, uint64_t, (int64_t), ST_I)
+TN_SCAN(i16, int16_t, uint64_t, (int64_t), ST_I)
+TN_SCAN(i8, int8_t, uint64_t, (int64_t), ST_I)
+TN_SCAN(u8, uint8_t, uint64_t, (int64_t), ST_I)
+TN_SCAN(b, bool, uint64_t, (int64_t), ST_I)
+TN_SCAN(c64, tn_complex64, double _Complex, LD_ID, ST_C)
+static const scan_fn scan_table[TN_NUM_DTYPES] = {ROW(scan), [TN_BOOL] = scan_b,
+                                                  [TN_COMPLEX64] = scan_c64};
+
+static int scan(bool prod, const struct tn_tensor *self, int64_t dim_, struct tn_tensor *out)
+{
+    int dim = tn_wrap_dim(dim_, self->ndim);
+    if (dim < 0)
+        return tn_last_status();
+    enum tn_dtype dt = out->dtype;
+    if (tn_numel(out) == 0)
+        return TN_OK;
+    struct tn_tensor *in = tn_to_dtype(self, dt);
+    if (!in)
+        return tn_last_status();
+    int64_t es = (int64_t)tn_dtype_size(dt);
+    int64_t n = in->ndim ? in->sizes[dim] : 1;
+    int64_t is = in->ndim ? in->strides[dim] * es : es, os = out->ndim ? out->strides[dim] * es : es;
+    /* odometer over the other dims */
+    int64_t sz[TN_MAX_DIMS], si[TN_MAX_DIMS], so[TN_MAX_DIMS], ctr[TN_MAX_DIMS] = {0};
+    int k = 0;
+    for (int i = 0; i < in->ndim; i++)
+        if (i != dim) {
+            sz[k] = in->sizes[i];
+            si[k] = in->strides[i] * es;
+            so[k++] = out->strides[i] * es;
+        }
+    const char *ib = tn_data(in);
+    char *ob = tn_data(out);
+    for (;;) {
+        int64_t io = 0, oo = 0;
+        for (int i = 0; i < k; i++)
+            io += ctr[i] * si[i], oo += ctr[i] * so[i];
+        scan_table[dt](ib + io, is, ob + oo, os, n, prod);
+        int r = k - 1;
+        while (r >= 0 && ++ctr[r] == sz[r])
+            ctr[r--] = 0;
+        if (r < 0)
+            break;
+    }
+    tn_release(in);
+    return TN_OK;
+}
+
+int tn__cpu_cumsum_out(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                       enum tn_dtype dtype, struct tn_tensor *out)
+{
+    return scan(false, self, dim, out);
+}
+
+int tn__cpu_cumprod_out(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                        enum tn_dtype dtype, struct tn_tensor *out)
+{
+    return scan(true, self, dim, out);
 }
