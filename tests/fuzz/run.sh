@@ -11,6 +11,10 @@ mkdir -p "$out/corpus" "$out/inc/tensor"
 printf '#include <tensor/core.h>\n#include <tensor/io.h>\n' >"$out/inc/tensor/tensor.h"
 printf '#define TN_PKGLIBDIR "/nonexistent"\n#define PACKAGE_VERSION "fuzz"\n' >"$out/config.h"
 cp "$src"/tests/fixtures/io/*.pt "$src"/tests/fixtures/io/*.npy "$out/corpus/"
+# the scanner's adversarial corpus seeds it too
+for f in "$src"/tests/fixtures/scan/*; do
+    case $f in *.json) ;; *) cp "$f" "$out/corpus/scan_$(basename "$f")" ;; esac
+done
 for f in "$src"/tests/fixtures/io/*.pt; do
     unzip -p "$f" '*/data.pkl' >"$out/corpus/$(basename "$f").pkl" 2>/dev/null || true
 done
