@@ -300,8 +300,10 @@ int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn
     fwrite(text, 1, hl, f);
     for (size_t i = hl; i < padded; i++)
         fputc(' ', f);
+    uint64_t written = 8 + padded;
     for (size_t i = 0; i < n; i++)
-        fwrite(tn_data(items[i].t), 1, tn_nbytes(items[i].t), f);
+        if (tn__io_write_progress(f, tn_data(items[i].t), tn_nbytes(items[i].t), &written) < 0)
+            break; /* the error stays in f: the commit reports it */
     rc = tn__io_tmpfile_commit(f, tmp, path);
     f = NULL;
     tmp = NULL;

@@ -5,7 +5,6 @@
 #include "io/internal.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,42 +12,52 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
-static uint32_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (int t = 1; t < 8; t++)
-        for (int i = 0; i < 256; i++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-}
-
-/* Slicing by eight: storages are large and written once, so CRC speed
- * bounds save speed. */
+/* zlib's crc32 (table-driven with braids, about 1.6x a slicing-by-8 table
+ * here): storages are large and written once, so CRC speed bounds save
+ * speed.  zlib counts in uInt: feed it in pieces below 4 GiB. */
 uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len)
 {
-    pthread_once(&crc_once, crc_init);
     const unsigned char *p = data;
-    uint32_t c = ~crc;
-    while (len >= 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
-            crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
-        p += 8;
-        len -= 8;
+    uLong c = crc;
+    while (len) {
+        uInt n = len > 0x40000000u ? 0x40000000u : (uInt)len;
+        c = crc32(c, p, n);
+        p += n;
+        len -= n;
     }
-    while (len--)
-        c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-    return ~c;
+    return (uint32_t)c;
+}
+
+static _Thread_local tn_io_progress_fn progress_fn;
+static _Thread_local void *progress_ctx;
+
+void tn_io_set_progress(tn_io_progress_fn fn, void *ctx)
+{
+    progress_fn = fn;
+    progress_ctx = ctx;
+}
+
+void tn__io_progress(uint64_t written)
+{
+    if (progress_fn)
+        progress_fn(written, progress_ctx);
+}
+
+int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *written)
+{
+    const unsigned char *p = data;
+    while (len) {
+        size_t n = len > ((size_t)1 << 22) ? (size_t)1 << 22 : len;
+        if (fwrite(p, 1, n, f) != n)
+            return -1;
+        p += n;
+        len -= n;
+        *written += n;
+        tn__io_progress(*written);
+    }
+    return 0;
 }
 
 void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n)

@@ -97,6 +97,35 @@ print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "
     assert_output "torch.bfloat16 torch.int8"
 }
 
+@test "convert draws no progress bar when stderr is not a terminal" {
+    # TCKPT_PROGRESS_MIN=1 makes any file large enough for a bar: only the
+    # terminal test can keep it away.
+    TCKPT_PROGRESS_MIN=1 tckpt convert "$FX/module_2.pt" "$BATS_TEST_TMPDIR/m.safetensors" \
+        2>"$BATS_TEST_TMPDIR/err"
+    [ ! -s "$BATS_TEST_TMPDIR/err" ]
+    TCKPT_PROGRESS_MIN=1 tckpt convert "$FX/module_2.pt" "$BATS_TEST_TMPDIR/m.pt" \
+        2>"$BATS_TEST_TMPDIR/err"
+    [ ! -s "$BATS_TEST_TMPDIR/err" ]
+}
+
+@test "convert draws a progress bar on a terminal for large files only, NO_COLOR or not" {
+    command -v script >/dev/null || skip "script(1) from util-linux is not installed"
+    # script(1) gives the command a terminal; its output is what was drawn.
+    mkdir "$BATS_TEST_TMPDIR/bar" "$BATS_TEST_TMPDIR/quiet"
+    run script -qec "TCKPT_PROGRESS_MIN=1 tckpt convert '$FX/module_2.pt' '$BATS_TEST_TMPDIR/bar/m.pt'" /dev/null
+    assert_success
+    assert_output --partial "tckpt: writing ["
+    assert_output --partial "100%"
+    run script -qec "NO_COLOR=1 TCKPT_PROGRESS_MIN=1 tckpt convert '$FX/module_2.pt' '$BATS_TEST_TMPDIR/b.npz'" /dev/null
+    assert_success
+    assert_output --partial "100%"
+    # The default threshold (64 MiB) keeps small files quiet.
+    run script -qec "tckpt convert '$FX/module_2.pt' '$BATS_TEST_TMPDIR/quiet/m.pt'" /dev/null
+    assert_success
+    assert_output ""
+    cmp "$BATS_TEST_TMPDIR/bar/m.pt" "$BATS_TEST_TMPDIR/quiet/m.pt"
+}
+
 @test "diff reports changed values and exits 1; tolerances apply" {
     run tckpt diff "$FX/module_1.pt" "$FX/module_2.pt"
     assert_success
