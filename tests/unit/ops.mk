@@ -46,3 +46,9 @@ tests_unit_test_ops_reduce2_SOURCES = tests/unit/test_ops_reduce2.c tests/unit/o
 tests_unit_test_ops_reduce2_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_reduce2_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_reduce2_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_ternary
+tests_unit_test_ops_ternary_SOURCES = tests/unit/test_ops_ternary.c tests/unit/ops_cases.h
+tests_unit_test_ops_ternary_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_ternary_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_ternary_LDFLAGS = $(TN_UNIT_LINK)

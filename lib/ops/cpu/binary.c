@@ -418,3 +418,69 @@ TN_SAME_KERNEL(bitwise_xor, TN_BINOP_BXOR)
 TN_CMP_KERNEL(logical_and, TN_BINOP_LAND)
 TN_CMP_KERNEL(logical_or, TN_BINOP_LOR)
 TN_CMP_KERNEL(logical_xor, TN_BINOP_LXOR)
+
+/* --- where ----------------------------------------------------------------
+ * A select moves bytes: one loop per element size serves every dtype. */
+
+#define TN_SELECT(BITS)                                                                        \
+    static void select##BITS(char **p, const int64_t *s, int64_t n, void *ctx)                 \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            *(uint##BITS##_t *)(p[0] + i * s[0]) =                                             \
+                *(const uint8_t *)(p[1] + i * s[1]) ? *(const uint##BITS##_t *)(p[2] + i * s[2]) \
+                                                    : *(const uint##BITS##_t *)(p[3] + i * s[3]); \
+    }
+TN_SELECT(8)
+TN_SELECT(16)
+TN_SELECT(32)
+TN_SELECT(64)
+
+/* where(condition, self, other): the three broadcast together (condition
+ * first, so the error names the sizes in PyTorch's order), self and other
+ * promoted to their result type; condition bool, or uint8 as PyTorch still
+ * accepts. */
+struct tn_tensor *tn__cpu_where(tn_keyset ks, const struct tn_tensor *condition,
+                                const struct tn_tensor *self, const struct tn_tensor *other)
+{
+    if (condition->dtype != TN_BOOL && condition->dtype != TN_UINT8)
+        return tn_set_error(TN_EDTYPE, "where expected condition to be a boolean tensor, but got "
+                            "a tensor with dtype %s", tn_dtype_info(condition->dtype)->c10_name),
+               NULL;
+    int64_t s1[TN_MAX_DIMS], shape[TN_MAX_DIMS];
+    int n1 = tn_broadcast_shapes(condition->sizes, condition->ndim, self->sizes, self->ndim, s1);
+    if (n1 < 0)
+        return NULL;
+    int nd = tn_broadcast_shapes(s1, n1, other->sizes, other->ndim, shape);
+    if (nd < 0)
+        return NULL;
+    const struct tn_tensor *ops[2] = {self, other};
+    enum tn_dtype dt = tn_result_type(ops, 2, NULL, 0);
+    if (dt == TN_DTYPE_UNSET)
+        return NULL;
+    struct tn_tensor *out = tn_empty_on(shape, nd, dt, self->device);
+    struct tn_tensor *a = NULL, *b = NULL, *ea = NULL, *eb = NULL, *ec = NULL;
+    if (!out || tn_numel(out) == 0)
+        return out;
+    if (!(a = tn_to_dtype(self, dt)) || !(b = tn_to_dtype(other, dt)) ||
+        !(ea = tn_expand(a, shape, nd)) || !(eb = tn_expand(b, shape, nd)) ||
+        !(ec = tn_expand(condition, shape, nd))) {
+        tn_release(out);
+        out = NULL;
+        goto done;
+    }
+    size_t es = tn_dtype_size(dt);
+    tn_iter_fn fn = es == 1 ? select8 : es == 2 ? select16 : es == 4 ? select32 : select64;
+    struct tn_iter it;
+    char *base[4] = {tn_data(out), tn_data(ec), tn_data(ea), tn_data(eb)};
+    const int64_t *strides[4] = {out->strides, ec->strides, ea->strides, eb->strides};
+    size_t el[4] = {es, 1, es, es};
+    tn__iter_init(&it, 4, shape, nd, base, strides, el);
+    tn__iter_run(&it, fn, NULL, TN_PARALLEL_GRAIN);
+done:
+    tn_release(a);
+    tn_release(b);
+    tn_release(ea);
+    tn_release(eb);
+    tn_release(ec);
+    return out;
+}
