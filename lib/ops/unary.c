@@ -154,3 +154,24 @@ int tn__meta_nan_to_num_out(const struct tn_tensor *self, const double *nan, con
 {
     return same_meta(self, m);
 }
+
+/* clamp: self promoted with the bounds given (an int tensor clamped to 2.5
+ * becomes float), as PyTorch's result_type does. */
+int tn__meta_clamp_out(const struct tn_tensor *self, const struct tn_scalar *min,
+                       const struct tn_scalar *max, struct tn_meta *m)
+{
+    if (!min && !max)
+        return tn_set_error(TN_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not be None");
+    if (self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types");
+    struct tn_scalar s[2];
+    int n = 0;
+    if (min)
+        s[n++] = *min;
+    if (max)
+        s[n++] = *max;
+    enum tn_dtype dt = tn_result_type(&self, 1, s, n);
+    if (dt == TN_DTYPE_UNSET)
+        return tn_last_status();
+    return unary_meta(self, dt, m);
+}

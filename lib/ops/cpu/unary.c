@@ -44,7 +44,7 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
        U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL,
        U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
        U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
-       U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_NUM };
+       U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_CLAMP, U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
     TN_ULOOP(neg_##SFX, IT, IT, CT, LD, ST, -x)                                                \
@@ -155,6 +155,26 @@ static double erfinv_d(double x)
     return y;
 }
 
+/* clamp in PyTorch's order, min(max(x, lo), hi), with NaN from x or from
+ * a bound propagating; P: lo, hi, has lo, has hi. */
+static inline double clamp_d(double x, const double *P)
+{
+    if (P[2] != 0 && !isnan(x))
+        x = isnan(P[0]) || x < P[0] ? P[0] : x;
+    if (P[3] != 0 && !isnan(x))
+        x = isnan(P[1]) || x > P[1] ? P[1] : x;
+    return x;
+}
+
+static inline int64_t clamp_i(int64_t x, const double *P)
+{
+    if (P[2] != 0 && x < (int64_t)P[0])
+        x = (int64_t)P[0];
+    if (P[3] != 0 && x > (int64_t)P[1])
+        x = (int64_t)P[1];
+    return x;
+}
+
 /* Second set: rounding, sign, activations. P holds the scalar arguments
  * (leaky_relu: slope; hardtanh: min, max; elu: alpha, scale, input_scale;
  * softplus: beta, threshold). */
@@ -185,6 +205,7 @@ static double erfinv_d(double x)
                     : x > (CT)1 - (CT)P[0] ? ((CT)1 - (CT)P[0]) / (CT)P[0] : x / ((CT)1 - x))) \
     TN_ULOOP(nan_to_num_##SFX, IT, IT, CT, LD, ST,                                             \
              isnan(x) ? (CT)P[0] : (isinf(x) ? (x > 0 ? (CT)P[1] : (CT)P[2]) : x))            \
+    TN_ULOOP(clamp_##SFX, IT, IT, CT, LD, ST, clamp_d((double)x, P))                           \
     TN_ULOOP(isnan_##SFX, IT, bool, CT, LD, ST_ID, isnan(x))                                   \
     TN_ULOOP(isinf_##SFX, IT, bool, CT, LD, ST_ID, isinf(x))                                   \
     TN_ULOOP(logical_not_##SFX, IT, bool, CT, LD, ST_ID, x == 0)
@@ -200,6 +221,7 @@ TN_FLOAT_ULOOPS2(bf16, tn_bfloat16, float, LD_BF, ST_BF, FN_F)
     TN_ULOOP(bitwise_not_##SFX, T, T, T, LD_ID, ST_ID, (T)~x)                                  \
     TN_ULOOP(hardtanh_##SFX, T, T, T, LD_ID, ST_ID,                                            \
              x < (T)P[0] ? (T)P[0] : (x > (T)P[1] ? (T)P[1] : x))                              \
+    TN_ULOOP(clamp_##SFX, T, T, T, LD_ID, ST_ID, (T)clamp_i(x, P))                              \
     TN_ULOOP(isnan_##SFX, T, bool, T, LD_ID, ST_ID, x != x)                                     \
     TN_ULOOP(logical_not_##SFX, T, bool, T, LD_ID, ST_ID, x == 0)
 #pragma GCC diagnostic push
@@ -280,6 +302,7 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_ISINF] = {ROW_F(isinf), ROW_I(isnan), [TN_BOOL] = isnan_b},
     [U_LOGIT] = {ROW_R(logit)},
     [U_LOGIT_EPS] = {ROW_R(logit_eps)},
+    [U_CLAMP] = {ROW_R(clamp), ROW_I(clamp)},
     [U_NAN_TO_NUM] = {ROW_F(nan_to_num), ROW_I(ident), [TN_BOOL] = sign_b},
     [U_RELU] = {[TN_FLOAT32] = relu_f32, [TN_FLOAT64] = relu_f64, [TN_FLOAT16] = relu_f16,
                 [TN_BFLOAT16] = relu_bf16, ROW_I(relu)},
@@ -288,7 +311,7 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "sqrt_vml_cpu", "sin_vml_cpu", "cos_vml_cpu",
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu",
-                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num"};
+                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
@@ -502,4 +525,12 @@ int tn__cpu_nan_to_num_out(tn_keyset ks, const struct tn_tensor *self, const dou
     }
     double P[3] = {nan ? *nan : 0.0, posinf ? *posinf : big, neginf ? *neginf : -big};
     return unary_p(U_NAN_TO_NUM, self, out, P);
+}
+
+int tn__cpu_clamp_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_scalar *min,
+                      const struct tn_scalar *max, struct tn_tensor *out)
+{
+    double P[4] = {min ? tn_scalar_to_double(*min) : 0, max ? tn_scalar_to_double(*max) : 0,
+                   min != NULL, max != NULL};
+    return unary_p(U_CLAMP, self, out, P);
 }
