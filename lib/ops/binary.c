@@ -252,3 +252,106 @@ int tn__meta_bitwise_xor_out(const struct tn_tensor *self, const struct tn_tenso
 TN_CMP_META(logical_and)
 TN_CMP_META(logical_or)
 TN_CMP_META(logical_xor)
+
+/* --- addcmul, addcdiv, lerp: decompositions --------------------------------- */
+
+/* value as the result dtype takes it: an integral result truncates a float
+ * value, as PyTorch's Scalar::to<int64_t> does. */
+static struct tn_scalar value_for(enum tn_dtype dt, struct tn_scalar v)
+{
+    if (tn_dtype_is_integral(dt, true) && v.kind == TN_SCALAR_FLOAT)
+        return tn_int((int64_t)v.v.f);
+    return v;
+}
+
+/* self + value * (tensor1 op tensor2), op mul or true division. */
+static struct tn_tensor *addc(bool div, const struct tn_tensor *self, const struct tn_tensor *t1,
+                              const struct tn_tensor *t2, struct tn_scalar value)
+{
+    const struct tn_tensor *all[3] = {self, t1, t2};
+    enum tn_dtype dt = tn_result_type(all, 3, NULL, 0);
+    if (dt == TN_DTYPE_UNSET)
+        return NULL;
+    if (dt == TN_BOOL)
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for 'Bool'",
+                            div ? "addcdiv_cpu_out" : "addcmul_cpu_out"), NULL;
+    struct tn_tensor *p = div ? tn_div(t1, t2) : tn_mul(t1, t2);
+    if (!p)
+        return NULL;
+    struct tn_tensor *r = tn_add(self, p, value_for(dt, value));
+    tn_release(p);
+    return r;
+}
+
+struct tn_tensor *tn__composite_addcmul(tn_keyset ks, const struct tn_tensor *self,
+                                        const struct tn_tensor *tensor1,
+                                        const struct tn_tensor *tensor2, struct tn_scalar value)
+{
+    return addc(false, self, tensor1, tensor2, value);
+}
+
+struct tn_tensor *tn__composite_addcdiv(tn_keyset ks, const struct tn_tensor *self,
+                                        const struct tn_tensor *tensor1,
+                                        const struct tn_tensor *tensor2, struct tn_scalar value)
+{
+    if (tn_dtype_is_integral(tensor1->dtype, true) && tn_dtype_is_integral(tensor2->dtype, true))
+        return tn_set_error(TN_EDTYPE,
+                            "Integer division with addcdiv is no longer supported, and in a future  "
+                            "release addcdiv will perform a true division of tensor1 and tensor2. "
+                            "The historic addcdiv behavior can be implemented as (input + value * "
+                            "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and "
+                            "as (input + value * tensor1 / tensor2) for float inputs. The future "
+                            "addcdiv behavior is just the latter implementation: (input + value * "
+                            "tensor1 / tensor2), for all dtypes."), NULL;
+    return addc(true, self, tensor1, tensor2, value);
+}
+
+/* The C++ type name PyTorch's lerp prints for a dtype (caffe2::TypeMeta). */
+static const char *type_meta_name(enum tn_dtype dt)
+{
+    static const char *const names[TN_NUM_DTYPES] = {
+        [TN_FLOAT32] = "float", [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half",
+        [TN_BFLOAT16] = "c10::BFloat16", [TN_INT64] = "long int", [TN_INT32] = "int",
+        [TN_INT16] = "short int", [TN_INT8] = "signed char", [TN_UINT8] = "unsigned char",
+        [TN_BOOL] = "bool", [TN_COMPLEX64] = "c10::complex<float>"};
+    return names[dt];
+}
+
+static int lerp_check(const struct tn_tensor *self, const struct tn_tensor *other,
+                      const char *what, const char *kernel)
+{
+    if (other && other->dtype != self->dtype)
+        return tn_set_error(TN_EDTYPE, "expected dtype %s for `%s` but got dtype %s",
+                            type_meta_name(self->dtype), what, type_meta_name(other->dtype));
+    if (!other && !tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
+                            tn_dtype_info(self->dtype)->c10_name);
+    return TN_OK;
+}
+
+/* self + weight * (end - self) */
+struct tn_tensor *tn__composite_lerp_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                            const struct tn_tensor *end, struct tn_scalar weight)
+{
+    if (lerp_check(self, end, "end", NULL) < 0 || lerp_check(self, NULL, NULL, "lerp_kernel_scalar") < 0)
+        return NULL;
+    struct tn_tensor *d = tn_sub(end, self, tn_int(1));
+    struct tn_tensor *r = d ? tn_add(self, d, weight) : NULL;
+    tn_release(d);
+    return r;
+}
+
+struct tn_tensor *tn__composite_lerp_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                            const struct tn_tensor *end,
+                                            const struct tn_tensor *weight)
+{
+    if (lerp_check(self, end, "end", NULL) < 0 || lerp_check(self, weight, "weight", NULL) < 0 ||
+        lerp_check(self, NULL, NULL, "lerp_kernel_tensor") < 0)
+        return NULL;
+    struct tn_tensor *d = tn_sub(end, self, tn_int(1));
+    struct tn_tensor *wd = d ? tn_mul(weight, d) : NULL;
+    struct tn_tensor *r = wd ? tn_add(self, wd, tn_int(1)) : NULL;
+    tn_release(d);
+    tn_release(wd);
+    return r;
+}

@@ -26,4 +26,4 @@ check_family() {
 @test "reductions agree with PyTorch 2.x" { check_family reduce; }
 @test "prod, any, all, logsumexp, var and std agree with PyTorch 2.x" { check_family reduce2; }
 @test "softmax agrees with PyTorch 2.x" { check_family softmax; }
-@test "where agrees with PyTorch 2.x" { check_family ternary; }
+@test "where, addcmul, addcdiv and lerp agree with PyTorch 2.x" { check_family ternary; }
