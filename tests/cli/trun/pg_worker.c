@@ -1,8 +1,8 @@
 /*
  * pg_worker: a tensorkit worker for trun's tests: tn_dist_init("env://")
  * through trun's store, the tcp process group, an allreduce of every real
- * dtype and a barrier. Prints "rank R of W ok" and exits 0, or names what
- * failed and exits 1.
+ * dtype, a large float32 average and a barrier. Prints "rank R of W ok"
+ * and exits 0, or names what failed and exits 1.
  *
  * `pg_worker hang`: the last rank sleeps instead of joining an allreduce
  * that times out after a second; every other rank prints
@@ -83,6 +83,22 @@ int main(int argc, char **argv)
         tn_release(f);
         tn_release(t);
         tn_release(back);
+    }
+    {
+        /* large enough for the ring through shared memory between the
+         * worker processes (cross-memory attach), when the system allows */
+        int64_t n = 300001;
+        struct tn_tensor *t = tn_full(TN_SHAPE(n), tn_float(info.rank + 1), TN_FLOAT32);
+        if (!t || tn_pg_allreduce(pg, t, TN_REDUCE_AVG) < 0)
+            return fail("large allreduce");
+        const float *v = tn_data(t);
+        for (int64_t i = 0; i < n; i++)
+            if (v[i] != (W + 1) / 2.0f) {
+                fprintf(stderr, "pg_worker: rank %d: large allreduce gave %g at %lld, not %g\n",
+                        info.rank, v[i], (long long)i, (W + 1) / 2.0);
+                return 1;
+            }
+        tn_release(t);
     }
     if (tn_pg_barrier(pg) < 0)
         return fail("barrier");
