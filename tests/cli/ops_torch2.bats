@@ -24,6 +24,6 @@ check_family() {
 @test "more unary ops and activations agree with PyTorch 2.x" { check_family unary2; }
 @test "matrix products agree with PyTorch 2.x" { check_family linalg; }
 @test "reductions agree with PyTorch 2.x" { check_family reduce; }
-@test "prod, any, all, logsumexp, var and std agree with PyTorch 2.x" { check_family reduce2; }
+@test "prod, any, all, argmax, argmin, cumsum, cumprod, logsumexp, var and std agree with PyTorch 2.x" { check_family reduce2; }
 @test "softmax agrees with PyTorch 2.x" { check_family softmax; }
 @test "where, addcmul, addcdiv and lerp agree with PyTorch 2.x" { check_family ternary; }
