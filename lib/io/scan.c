@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STACK (1u << 22)
+#define MAX_STACK (1u << 20) /* 24 MiB of model values */
 #define MAX_MARKS (1u << 20)
 #define MAX_MEMO (1u << 20)
 #define MAX_GLOBALS 65536u
@@ -1061,8 +1061,8 @@ static void scan_zip(struct ctx *c, const unsigned char *b, size_t len, const ch
         if (strstr(nm, "/code/") || ends_with(nm, "constants.pkl"))
             script = true;
     }
-    if (torch || script)
-        c->r->format = c->r->format ? c->r->format : script ? "torchscript" : "torch";
+    if ((torch || script) && c->depth == 0)
+        c->r->format = script ? "torchscript" : "torch";
     bool roots_reported = false, script_reported = false;
     for (size_t i = 0; i < n; i++) {
         const struct tn_zip_entry *e = tn_zip_entry_at(z, i);

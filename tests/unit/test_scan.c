@@ -249,7 +249,7 @@ static void test_limits(void **state)
     expect_limit(b, n + 3, NULL, "mark-limit");
     free(b);
     /* the stack */
-    n = (1u << 22) + 8;
+    n = (1u << 20) + 8;
     b = malloc(n + 4);
     b[0] = 0x80;
     b[1] = 2;
