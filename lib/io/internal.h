@@ -14,6 +14,11 @@
 /* zlib's CRC-32 (the one zip uses), continued from `crc` (0 to start). */
 uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len);
 
+/* Sizes and offsets from this value on are written in zip64 fields: 4 GiB
+ * - 1 (0xFFFFFFFF), as the format requires.  Only tests change it, to
+ * exercise the zip64 path without writing 4 GiB. */
+extern uint64_t tn__zip64_threshold;
+
 /* The CRC-32 of the member tn_zip_writer_add wrote last (computed while
  * writing, so callers need not read the bytes again). */
 uint32_t tn__zip_writer_last_crc(const struct tn_zip_writer *w);

@@ -365,6 +365,8 @@ uint32_t tn_zip_crc32(uint32_t crc, const void *data, size_t len)
 
 /* ------------------------------------------------------------------ writer */
 
+uint64_t tn__zip64_threshold = 0xFFFFFFFFu;
+
 struct wentry {
     char *name;
     uint64_t header_offset, size;
@@ -490,7 +492,7 @@ int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *dat
     e->size = len;
     /* miniz: a data descriptor follows every non-empty member. */
     e->flags = len ? 0x0808 : 0x0800;
-    bool big_size = len >= 0xFFFFFFFFu, big_off = w->off >= 0xFFFFFFFFu;
+    bool big_size = len >= tn__zip64_threshold, big_off = w->off >= tn__zip64_threshold;
     uint64_t start = w->off + 30 + nlen + 4;
     size_t z64 = 0;
     if (big_size || big_off)
@@ -573,7 +575,8 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
     struct tn_io_buf b = {0};
     for (size_t i = 0; i < w->n; i++) {
         struct wentry *e = &w->e[i];
-        bool big_size = e->size >= 0xFFFFFFFFu, big_off = e->header_offset >= 0xFFFFFFFFu;
+        bool big_size = e->size >= tn__zip64_threshold,
+             big_off = e->header_offset >= tn__zip64_threshold;
         size_t nlen = strlen(e->name);
         size_t xlen = (big_size || big_off) ? 4 + (big_size ? 16 : 0) + (big_off ? 8 : 0) : 0;
         tn__io_buf_u32(&b, SIG_CENTRAL);
@@ -627,8 +630,8 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
     tn__io_buf_u16(&b, 0);
     tn__io_buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
     tn__io_buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
-    tn__io_buf_u32(&b, cdsize >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdsize);
-    tn__io_buf_u32(&b, cdoff >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cdoff);
+    tn__io_buf_u32(&b, cdsize >= tn__zip64_threshold ? 0xFFFFFFFFu : (uint32_t)cdsize);
+    tn__io_buf_u32(&b, cdoff >= tn__zip64_threshold ? 0xFFFFFFFFu : (uint32_t)cdoff);
     tn__io_buf_u16(&b, 0);
     if (w_buf(w, &b) < 0) {
         tn_zip_writer_abort(w);
