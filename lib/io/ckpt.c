@@ -93,6 +93,8 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
         rc = tn_last_status();
         goto out;
     }
+    if (opts && opts->no_fsync)
+        tn__zip_writer_no_fsync(w);
     if ((rc = add_record(w, prefix, "data.pkl", pkl.data, pkl.len)) < 0)
         goto out;
     if (layout == TN_CKPT_TORCH2) {

@@ -39,6 +39,10 @@ FILE *tn__io_tmpfile_for(const char *path, char **tmp);
 /* Flushes, fsyncs and closes f, then renames tmp over path; on any failure
  * removes tmp.  Frees tmp.  Returns 0 or TN_EIO. */
 int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path);
+/* The same, fsyncing only when `sync` (tn_save_options.no_fsync). */
+int tn__io_tmpfile_commit_sync(FILE *f, char *tmp, const char *path, bool sync);
+/* A zip writer that skips its fsync and the writeback it starts early. */
+void tn__zip_writer_no_fsync(struct tn_zip_writer *w);
 void tn__io_tmpfile_abort(FILE *f, char *tmp);
 
 /* A file mapped private and writable (copy on write), shared by whatever

@@ -166,11 +166,16 @@ FILE *tn__io_tmpfile_for(const char *path, char **tmp)
 
 int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path)
 {
+    return tn__io_tmpfile_commit_sync(f, tmp, path, true);
+}
+
+int tn__io_tmpfile_commit_sync(FILE *f, char *tmp, const char *path, bool sync)
+{
     int bad = ferror(f);
     int err = bad ? EIO : 0;
     if (fflush(f) != 0 && !err)
         err = errno;
-    if (!err && fsync(fileno(f)) != 0)
+    if (!err && sync && fsync(fileno(f)) != 0)
         err = errno;
     if (fclose(f) != 0 && !err)
         err = errno;

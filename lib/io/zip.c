@@ -381,6 +381,7 @@ struct tn_zip_writer {
     unsigned alignment;
     uint64_t off;
     uint64_t synced; /* bytes before this were handed to the kernel's writeback */
+    bool no_fsync;
     struct wentry *e;
     size_t n, cap;
     int failed;
@@ -437,7 +438,7 @@ static int w_data(struct tn_zip_writer *w, const void *data, uint64_t len, uint3
         len -= n;
         tn__io_progress(w->off);
 #ifdef SYNC_FILE_RANGE_WRITE
-        if (w->off - w->synced >= W_WRITEBACK && fflush(w->f) == 0) {
+        if (!w->no_fsync && w->off - w->synced >= W_WRITEBACK && fflush(w->f) == 0) {
             /* Only a hint: a failure here shows again at the fsync. */
             (void)sync_file_range(fileno(w->f), (off_t)w->synced, (off_t)(w->off - w->synced),
                                   SYNC_FILE_RANGE_WRITE);
@@ -448,6 +449,8 @@ static int w_data(struct tn_zip_writer *w, const void *data, uint64_t len, uint3
     *crc = c;
     return 0;
 }
+
+void tn__zip_writer_no_fsync(struct tn_zip_writer *w) { w->no_fsync = true; }
 
 uint32_t tn__zip_writer_last_crc(const struct tn_zip_writer *w)
 {
@@ -637,7 +640,7 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
         tn_zip_writer_abort(w);
         return tn_last_status();
     }
-    int rc = tn__io_tmpfile_commit(w->f, w->tmp, w->path);
+    int rc = tn__io_tmpfile_commit_sync(w->f, w->tmp, w->path, !w->no_fsync);
     w_free(w);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const cases[] = {"module", "dtypes", "views", "noncontig",
@@ -510,6 +511,33 @@ static void test_torch2_loads_ours(void **state)
     check_with(py, true, true);
 }
 
+/* no_fsync changes when the bytes reach the disk, never which bytes. */
+static void test_no_fsync_same_bytes(void **state)
+{
+    (void)state;
+    struct tn_value *v = build_value(true);
+    char dir[] = "/tmp/test_ckpt.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/a/m.pt", dir);
+    snprintf(b, sizeof b, "%s/b/m.pt", dir);
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/a", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(sub, sizeof sub, "%s/b", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    struct tn_save_options fast = {.no_fsync = true};
+    assert_int_equal(tn_save(a, v, NULL), 0);
+    assert_int_equal(tn_save(b, v, &fast), 0);
+    tn_value_release(v);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    int same = system(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(same, 0);
+}
+
 /* More than 65,535 entries need zip64's entry count (the classic end record
  * says 0xFFFF): 70,000 one-element tensors, each its own storage, load in
  * PyTorch 2.x (1.13 where 2.x is missing), in Python's zipfile and in ours. */
@@ -567,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_torch1_allowlist), cmocka_unit_test(test_identical_torch1),
         cmocka_unit_test(test_identical_torch2), cmocka_unit_test(test_torch1_loads_ours),
         cmocka_unit_test(test_torch2_loads_ours), cmocka_unit_test(test_many_entries),
+        cmocka_unit_test(test_no_fsync_same_bytes),
     };
     return TN_RUN_TESTS(tests);
 }

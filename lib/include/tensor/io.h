@@ -182,6 +182,11 @@ enum tn_ckpt_allowlist {
 struct tn_save_options {
     enum tn_ckpt_layout layout;
     const char *archive_name; /* NULL: the file name less its last extension, as torch.save */
+    /* Skip the fsync before the rename: the write is still atomic against
+     * a crash of the process (the target is the old file or the new one),
+     * but not against a power loss or an OS crash.  About 3x faster for
+     * 1 GiB on a disk that writes 0.7 GB/s; torch.save never syncs. */
+    bool no_fsync;
 };
 
 struct tn_load_options {
