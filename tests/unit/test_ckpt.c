@@ -200,20 +200,6 @@ static void test_torch1_allowlist(void **state)
     assert_non_null(strstr(tn_last_error(), "optim_1/data.pkl"));
 }
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
-
 static uint32_t rd32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -266,8 +252,8 @@ static int resave_identical(const char *name, enum tn_ckpt_layout layout)
         return 1;
     }
     size_t tl, ol;
-    unsigned char *theirs = slurp(fixture_path(name, ".pt"), &tl);
-    unsigned char *ours = slurp(out, &ol);
+    unsigned char *theirs = tn_test_slurp(fixture_path(name, ".pt"), &tl);
+    unsigned char *ours = tn_test_slurp(out, &ol);
     unlink(out);
     rmdir(dir);
     int bad = 0;

@@ -24,19 +24,6 @@ static char *path_of(const char *dir, const char *name)
     return buf;
 }
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
-
 static int sev_of(const char *s)
 {
     return !strcmp(s, "dangerous") ? TN_SCAN_DANGEROUS : !strcmp(s, "unknown") ? TN_SCAN_UNKNOWN
@@ -117,7 +104,7 @@ static void test_corpus(void **state)
         size_t l = strlen(file);
         if (r.n && l > 4 && !strcmp(file + l - 4, ".pkl") && !has_reason(&r, "trailing-data")) {
             size_t len;
-            unsigned char *b = slurp(path_of("scan", file), &len);
+            unsigned char *b = tn_test_slurp(path_of("scan", file), &len);
             for (int a = 0; a < 2; a++) {
                 struct tn_value *v = tn__pickle_load(b, len, file, (enum tn_ckpt_allowlist)a, NULL);
                 if (v) {
@@ -264,17 +251,17 @@ static void test_limits(void **state)
     expect_limit(frame, sizeof frame, NULL, "frame-length");
     /* archive nesting, entries, expanded size */
     size_t len;
-    unsigned char *z = slurp(path_of("scan", "cov_nested_zip.zip"), &len);
+    unsigned char *z = tn_test_slurp(path_of("scan", "cov_nested_zip.zip"), &len);
     struct tn_scan_options o = {.max_depth = 1};
     expect_limit(z, len, &o, "depth-limit");
     o = (struct tn_scan_options){.max_entries = 1};
     free(z);
-    z = slurp(path_of("scan", "cov_torchscript.pt"), &len);
+    z = tn_test_slurp(path_of("scan", "cov_torchscript.pt"), &len);
     expect_limit(z, len, &o, "entry-limit");
     o = (struct tn_scan_options){.max_expanded = 4};
     expect_limit(z, len, &o, "expanded-size-limit");
     free(z);
-    z = slurp(path_of("scan", "limit_depth.zip"), &len);
+    z = tn_test_slurp(path_of("scan", "limit_depth.zip"), &len);
     expect_limit(z, len, NULL, "depth-limit");
     free(z);
 }

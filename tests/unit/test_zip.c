@@ -19,19 +19,6 @@ static char *fixture_path(const char *name)
     return buf;
 }
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
-
 struct list {
     char *items[64];
     int n;
@@ -122,7 +109,7 @@ static void test_corrupt(void **state)
 {
     (void)state;
     size_t len;
-    unsigned char *orig = slurp(fixture_path("module_2.pt"), &len);
+    unsigned char *orig = tn_test_slurp(fixture_path("module_2.pt"), &len);
     unsigned char *buf = malloc(len);
     int failures = 0;
     for (size_t cut = 0; cut < len; cut += 3) {

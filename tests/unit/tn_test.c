@@ -141,3 +141,18 @@ void tn_test_fixture_cases(const char *file, const char *key, const char *what,
     assert_true(n > 100);
     assert_int_equal(bad, 0);
 }
+
+unsigned char *tn_test_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    *len = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    return b;
+}

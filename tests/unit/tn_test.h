@@ -55,6 +55,10 @@ typedef int (*tn_test_case_fn)(json_t *c, int torch1);
 void tn_test_fixture_cases(const char *file, const char *key, const char *what,
                            tn_test_case_fn run_case);
 
+/* The whole of file `path` in a malloc'd buffer (one spare byte at the
+ * end); *len gets its size. Fails the test when it cannot be read. */
+unsigned char *tn_test_slurp(const char *path, size_t *len);
+
 /* The bytes of t in row-major order (bools as bytes), as hex; free() it. */
 char *tn_test_hex(const struct tn_tensor *t);
 
