@@ -287,7 +287,12 @@ static void tn_bf16_run(uint16_t *restrict o, const uint32_t *restrict in, int64
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"), optimize("tree-vectorize"))) static void
+#ifdef __clang__
+#define TN_VECTORISE /* clang vectorises at -O2 already */
+#else
+#define TN_VECTORISE __attribute__((optimize("tree-vectorize")))
+#endif
+__attribute__((target("avx2"))) TN_VECTORISE static void
 tn_bf16_run_avx2(uint16_t *restrict o, const uint32_t *restrict in, int64_t n)
 {
     TN_BF16_LOOP_BODY
