@@ -34,6 +34,58 @@ typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
 #define LD_H(v) tn_half_to_float(v)
 #define LD_BF(v) tn_bfloat16_to_float(v)
 
+/* One extreme reduction per comparison (> for max, < for min), float and
+ * integer flavours; argmax/argmin see the whole reduced run in one call and
+ * the first extreme wins (for floats a NaN counts as the extreme). */
+#define TN_RED_ARGEXT_FLOAT(NAME, SFX, T, LD, CMP)                                             \
+    static void NAME##_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        double m = (double)LD(*(const T *)p);                                                  \
+        int64_t at = 0;                                                                        \
+        for (int64_t i = 1; i < n && !isnan(m); i++) {                                         \
+            double v = (double)LD(*(const T *)(p + i * s));                                    \
+            if (v CMP m || isnan(v))                                                           \
+                m = v, at = i;                                                                 \
+        }                                                                                      \
+        a->i = at;                                                                             \
+    }
+
+#define TN_RED_EXT_FLOAT(NAME, SFX, T, LD, CMP)                                                \
+    static void NAME##_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        double m = a->d;                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            double v = (double)LD(*(const T *)(p + i * s));                                    \
+            if (v CMP m || isnan(v))                                                           \
+                m = isnan(m) ? m : v;                                                          \
+        }                                                                                      \
+        a->d = m;                                                                              \
+    }
+
+#define TN_RED_ARGEXT_INT(NAME, SFX, T, CMP)                                                   \
+    static void NAME##_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        T m = *(const T *)p;                                                                   \
+        int64_t at = 0;                                                                        \
+        for (int64_t i = 1; i < n; i++) {                                                      \
+            T v = *(const T *)(p + i * s);                                                     \
+            if (v CMP m)                                                                       \
+                m = v, at = i;                                                                 \
+        }                                                                                      \
+        a->i = at;                                                                             \
+    }
+
+#define TN_RED_EXT_INT(NAME, SFX, T, CMP)                                                      \
+    static void NAME##_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
+    {                                                                                          \
+        int64_t m = a->i;                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            int64_t v = *(const T *)(p + i * s);                                               \
+            m = v CMP m ? v : m;                                                               \
+        }                                                                                      \
+        a->i = m;                                                                              \
+    }
+
 #define TN_RED_FLOAT(SFX, T, LD, ST)                                                           \
     static void sum_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
     {                                                                                          \
@@ -63,50 +115,10 @@ typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
             acc *= (double)LD(*(const T *)(p + i * s));                                        \
         a->d = acc;                                                                            \
     }                                                                                          \
-    /* argmax/argmin see the whole reduced run in one call: the first     \
-     * extreme (a NaN counts as the extreme) wins */                                           \
-    static void argmax_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
-    {                                                                                          \
-        double m = (double)LD(*(const T *)p);                                                  \
-        int64_t at = 0;                                                                        \
-        for (int64_t i = 1; i < n && !isnan(m); i++) {                                         \
-            double v = (double)LD(*(const T *)(p + i * s));                                    \
-            if (v > m || isnan(v))                                                             \
-                m = v, at = i;                                                                 \
-        }                                                                                      \
-        a->i = at;                                                                             \
-    }                                                                                          \
-    static void argmin_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
-    {                                                                                          \
-        double m = (double)LD(*(const T *)p);                                                  \
-        int64_t at = 0;                                                                        \
-        for (int64_t i = 1; i < n && !isnan(m); i++) {                                         \
-            double v = (double)LD(*(const T *)(p + i * s));                                    \
-            if (v < m || isnan(v))                                                             \
-                m = v, at = i;                                                                 \
-        }                                                                                      \
-        a->i = at;                                                                             \
-    }                                                                                          \
-    static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
-    {                                                                                          \
-        double m = a->d;                                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            double v = (double)LD(*(const T *)(p + i * s));                                    \
-            if (v > m || isnan(v))                                                             \
-                m = isnan(m) ? m : v;                                                          \
-        }                                                                                      \
-        a->d = m;                                                                              \
-    }                                                                                          \
-    static void min_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
-    {                                                                                          \
-        double m = a->d;                                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            double v = (double)LD(*(const T *)(p + i * s));                                    \
-            if (v < m || isnan(v))                                                             \
-                m = isnan(m) ? m : v;                                                          \
-        }                                                                                      \
-        a->d = m;                                                                              \
-    }                                                                                          \
+    TN_RED_ARGEXT_FLOAT(argmax, SFX, T, LD, >)                                                 \
+    TN_RED_ARGEXT_FLOAT(argmin, SFX, T, LD, <)                                                 \
+    TN_RED_EXT_FLOAT(max, SFX, T, LD, >)                                                       \
+    TN_RED_EXT_FLOAT(min, SFX, T, LD, <)                                                       \
     static void fin_##SFX(char *dst, union acc a, int64_t count, int op)                       \
     {                                                                                          \
         double v = op == R_MEAN ? a.d / (double)count : a.d;                                   \
@@ -137,46 +149,10 @@ TN_RED_FLOAT(bf16, tn_bfloat16, LD_BF, ST_BF)
             acc *= (uint64_t)(int64_t) * (const T *)(p + i * s);                               \
         a->u = acc;                                                                            \
     }                                                                                          \
-    static void argmax_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
-    {                                                                                          \
-        T m = *(const T *)p;                                                                   \
-        int64_t at = 0;                                                                        \
-        for (int64_t i = 1; i < n; i++) {                                                      \
-            T v = *(const T *)(p + i * s);                                                     \
-            if (v > m)                                                                         \
-                m = v, at = i;                                                                 \
-        }                                                                                      \
-        a->i = at;                                                                             \
-    }                                                                                          \
-    static void argmin_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                \
-    {                                                                                          \
-        T m = *(const T *)p;                                                                   \
-        int64_t at = 0;                                                                        \
-        for (int64_t i = 1; i < n; i++) {                                                      \
-            T v = *(const T *)(p + i * s);                                                     \
-            if (v < m)                                                                         \
-                m = v, at = i;                                                                 \
-        }                                                                                      \
-        a->i = at;                                                                             \
-    }                                                                                          \
-    static void max_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
-    {                                                                                          \
-        int64_t m = a->i;                                                                      \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            int64_t v = *(const T *)(p + i * s);                                               \
-            m = v > m ? v : m;                                                                 \
-        }                                                                                      \
-        a->i = m;                                                                              \
-    }                                                                                          \
-    static void min_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
-    {                                                                                          \
-        int64_t m = a->i;                                                                      \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            int64_t v = *(const T *)(p + i * s);                                               \
-            m = v < m ? v : m;                                                                 \
-        }                                                                                      \
-        a->i = m;                                                                              \
-    }                                                                                          \
+    TN_RED_ARGEXT_INT(argmax, SFX, T, >)                                                       \
+    TN_RED_ARGEXT_INT(argmin, SFX, T, <)                                                       \
+    TN_RED_EXT_INT(max, SFX, T, >)                                                             \
+    TN_RED_EXT_INT(min, SFX, T, <)                                                             \
     static void fin_##SFX(char *dst, union acc a, int64_t count, int op)                       \
     {                                                                                          \
         *(T *)dst = (T)a.u;                                                                    \
