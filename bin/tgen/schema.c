@@ -582,9 +582,13 @@ int tg_check_generatable(const struct tg_schema *s)
     tg_path = s->path;
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *f = &s->funcs[i];
-        if (f->nrets != 1 || f->rets[0].type != TG_TENSOR)
-            return tg_error(f->line, f->col, "%s: only operators returning one Tensor can be "
-                            "generated yet (--list shows them all)", f->cname);
+        bool tensors = f->nrets >= 1 && (f->nargs > 0 || f->nrets == 1);
+        for (int k = 0; k < f->nrets; k++)
+            tensors = tensors && f->rets[k].type == TG_TENSOR;
+        if (!tensors || (f->inplace && f->nrets != 1))
+            return tg_error(f->line, f->col, "%s: only operators returning Tensors (one, or a "
+                            "tuple of them from arguments) can be generated yet (--list shows "
+                            "them all)", f->cname);
     }
     return 0;
 }
@@ -638,8 +642,9 @@ static int check_schema(struct tg_schema *s)
                 if (d->args[k].type != f->args[k].type || d->args[k].optional != f->args[k].optional)
                     return tg_error(f->line, f->col, "structured_delegate: argument '%s' differs "
                                     "from '%s'", f->args[k].name, f->delegate);
-            if (f->nrets != 1 || f->rets[0].type != TG_TENSOR)
-                return tg_error(f->line, f->col, "a structured functional op returns one Tensor");
+            if (f->nrets != d->nrets)
+                return tg_error(f->line, f->col, "structured_delegate: '%s' returns %d values, "
+                                "not %d", f->delegate, d->nrets, f->nrets);
         } else if (!f->has_dispatch) {
             return tg_error(f->line, f->col, "no dispatch: and no structured_delegate: (a "
                             "CompositeImplicitAutograd op names its C function under dispatch:)");

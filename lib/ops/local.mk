@@ -7,8 +7,10 @@ libtensor_la_SOURCES += \
 	lib/ops/unary.c \
 	lib/ops/reduce.c \
 	lib/ops/softmax.c \
+	lib/ops/sort.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
 	lib/ops/cpu/reduce.c \
-	lib/ops/cpu/softmax.c
+	lib/ops/cpu/softmax.c \
+	lib/ops/cpu/sort.c

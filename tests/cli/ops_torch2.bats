@@ -27,3 +27,4 @@ check_family() {
 @test "prod, any, all, argmax, argmin, cumsum, cumprod, logsumexp, var and std agree with PyTorch 2.x" { check_family reduce2; }
 @test "softmax agrees with PyTorch 2.x" { check_family softmax; }
 @test "where, addcmul, addcdiv and lerp agree with PyTorch 2.x" { check_family ternary; }
+@test "max.dim, min.dim, sort and topk agree with PyTorch 2.x" { check_family sort; }

@@ -51,15 +51,20 @@ assert ops["aten::add_.Tensor"]["kind"] == "inplace"
     assert_output "bad4.yaml:1:9: a Tensor(a!) argument is the self of an in-place op (name_) or a keyword-only out= argument: out"
 }
 
-@test "tuple returns are listed but not generated yet" {
+@test "tuple returns come back through out-pointers; other return types are refused" {
     printf -- '- func: max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)\n  dispatch:\n    CPU: k\n' > tuple.yaml
     run tgen --list tuple.yaml
     assert_success
     assert_output --partial $'aten::max.dim\ttn_max_dim\t'
     run tgen --header t.h --source t.c tuple.yaml
+    assert_success
+    run grep -F 'int tn_max_dim(const struct tn_tensor *self, int64_t dim, bool keepdim, struct tn_tensor **values, struct tn_tensor **indices);' t.h
+    assert_success
+    printf -- '- func: is_nonzero(Tensor self) -> bool\n  dispatch:\n    CPU: k\n' > scalar.yaml
+    run tgen --header s.h --source s.c scalar.yaml
     assert_failure 2
-    assert_output "tuple.yaml:1:9: tn_max_dim: only operators returning one Tensor can be generated yet (--list shows them all)"
-    [ ! -e t.h ]
+    assert_output "scalar.yaml:1:9: tn_is_nonzero: only operators returning Tensors (one, or a tuple of them from arguments) can be generated yet (--list shows them all)"
+    [ ! -e s.h ]
 }
 
 @test "usage errors exit 2 with a hint" {

@@ -52,3 +52,9 @@ tests_unit_test_ops_ternary_SOURCES = tests/unit/test_ops_ternary.c tests/unit/o
 tests_unit_test_ops_ternary_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_ternary_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_ternary_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_sort
+tests_unit_test_ops_sort_SOURCES = tests/unit/test_ops_sort.c tests/unit/ops_cases.h
+tests_unit_test_ops_sort_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_sort_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_sort_LDFLAGS = $(TN_UNIT_LINK)

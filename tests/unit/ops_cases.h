@@ -156,19 +156,29 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                 print_message("# %s: succeeded, PyTorch %s raised: %s\n", what,
                               torch1 ? "1.x (2.x does not)" : "", json_string_value(err));
                 failed += !torch1;
-                tn_release(st[0].v.t);
+                for (int i = 0; i < rc; i++)
+                    tn_release(st[i].v.t);
             } else if (strcmp(tn_last_error(), json_string_value(err)) != 0) {
                 print_message("# %s: error '%s', PyTorch says '%s'\n", what, tn_last_error(),
                               json_string_value(err));
                 failed += !torch1;
             }
-        } else if (rc != 1) {
-            print_message("# %s: failed: %s\n", what, tn_last_error());
-            failed++;
         } else {
-            if (compare(st[0].v.t, json_object_get(c, "out"), what, sums) != 0)
+            /* a tuple return ("outs") is compared result by result */
+            json_t *outs = json_object_get(c, "outs");
+            int want = outs ? (int)json_array_size(outs) : 1;
+            if (rc != want) {
+                print_message("# %s: failed (%d results, want %d): %s\n", what, rc, want,
+                              rc < 0 ? tn_last_error() : "");
                 failed++;
-            tn_release(st[0].v.t);
+            }
+            for (int i = 0; i < rc; i++) {
+                if (rc == want &&
+                    compare(st[i].v.t, outs ? json_array_get(outs, (size_t)i)
+                                            : json_object_get(c, "out"), what, sums) != 0)
+                    failed++;
+                tn_release(st[i].v.t);
+            }
         }
         for (int i = 0; i < n; i++)
             tn_release(owned[i]);
