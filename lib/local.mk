@@ -4,6 +4,8 @@ tensorinclude_HEADERS += lib/include/tensor/tensor.h
 include lib/core/local.mk
 include lib/dispatch/local.mk
 include lib/ops/local.mk
+include lib/nn/local.mk
+include lib/optim/local.mk
 include lib/io/local.mk
 include lib/dist/local.mk
 include lib/ops/cuda/local.mk

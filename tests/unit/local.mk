@@ -19,6 +19,7 @@ include tests/unit/random.mk
 include tests/unit/io.mk
 include tests/unit/ops.mk
 include tests/unit/dist.mk
+include tests/unit/nn.mk
 
 check_PROGRAMS += $(UNIT_TESTS)
 endif

@@ -8,6 +8,8 @@
 #include <tensor/core.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
+#include <tensor/nn.h>
+#include <tensor/optim.h>
 #include <tensor/io.h>
 #include <tensor/dist.h>
 
