@@ -32,6 +32,7 @@ static const char *iv_tag(enum tg_type t)
     case TG_BOOL: return "TN_IV_BOOL";
     case TG_STR: return "TN_IV_STR";
     case TG_SCALAR_TYPE: return "TN_IV_DTYPE";
+    case TG_BOOL_LIST: return "TN_IV_INTLIST"; /* boxed as 0/1 ints */
     }
     return "TN_IV_NONE";
 }
@@ -67,6 +68,9 @@ void tg_c_param(FILE *f, const struct tg_arg *a)
     case TG_SCALAR_TYPE:
         fprintf(f, "enum tn_dtype %s", n);
         break;
+    case TG_BOOL_LIST:
+        fprintf(f, "const bool *%s, int %s_len", n, n);
+        break;
     }
 }
 
@@ -86,7 +90,7 @@ static void call_args(FILE *f, const struct tg_func *fn, int from, int to, bool 
         const struct tg_arg *a = &fn->args[i];
         if (comma || i > from)
             fputs(", ", f);
-        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST)
+        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST)
             fprintf(f, "%s, %s_len", a->name, a->name);
         else
             fputs(a->name, f);
@@ -336,6 +340,18 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
                        "    if (tn_ivalue_ints(op, st, n, %d, %s_buf, &%s, &%s_len) < 0)\n"
                        "        return tn_last_status();\n", nm, nm, nm, i, nm, nm, nm);
             break;
+        case TG_BOOL_LIST:
+            fprintf(f, "    int64_t %s_buf[TN_MAX_DIMS];\n    const int64_t *%s_i;\n    int %s_len;\n"
+                       "    bool %s[TN_MAX_DIMS];\n"
+                       "    if (tn_ivalue_ints(op, st, n, %d, %s_buf, &%s_i, &%s_len) < 0)\n"
+                       "        return tn_last_status();\n"
+                       "    if (%s_len > TN_MAX_DIMS)\n"
+                       "        return tn_set_error(TN_EINVAL, \"%%s: too many bools for %s\", "
+                       "op->qualname);\n"
+                       "    for (int k_ = 0; k_ < %s_len; k_++)\n"
+                       "        %s[k_] = %s_i[k_] != 0;\n", nm, nm, nm, nm, i, nm, nm, nm, nm, nm,
+                    nm, nm, nm);
+            break;
         case TG_STR:
             fprintf(f, "    const char *%s;\n    if (tn_ivalue_str(op, st, n, %d, &%s) < 0)\n"
                        "        return tn_last_status();\n", nm, i, nm);
@@ -378,8 +394,9 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
         for (int i = 0; i < fn->nrets; i++)
             fprintf(f, ", &r_[%d]", i);
         fprintf(f, ");\n    if (rc_ < 0)\n        return rc_;\n"
-                   "    for (int i_ = 0; i_ < %d; i_++)\n"
-                   "        st[i_] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = r_[i_]};\n"
+                   "    for (int i_ = 0; i_ < %d; i_++) /* an output not asked for is None */\n"
+                   "        st[i_] = (struct tn_ivalue){.tag = r_[i_] ? TN_IV_TENSOR : TN_IV_NONE,\n"
+                   "                                    .v.t = r_[i_]};\n"
                    "    return %d;\n}\n\n", fn->nrets, fn->nrets);
     } else {
         fprintf(f, "    struct tn_tensor *r_ = %s(", fn->cname);
@@ -458,7 +475,11 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, bool
             fprintf(f, "    {\"%s\", \"%s\", %s, %s, %s, %s, ", a->name, tt, iv_tag(a->type),
                     a->optional ? "true" : "false", a->mutable_ ? "true" : "false",
                     a->kwonly ? "true" : "false");
-            if (a->def)
+            if (a->def && a->type == TG_INT && !strcmp(a->def, "Mean"))
+                c_string(f, "1");
+            else if (a->def && a->type == TG_INT && !strcmp(a->def, "Sum"))
+                c_string(f, "2");
+            else if (a->def)
                 c_string(f, a->def);
             else
                 fputs("NULL", f);

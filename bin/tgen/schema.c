@@ -48,7 +48,7 @@ static char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 const char *tg_type_name(enum tg_type t)
 {
     static const char *names[] = {"Tensor", "Tensor[]", "Scalar", "int", "int[]", "float",
-                                  "bool", "str", "ScalarType"};
+                                  "bool", "str", "ScalarType", "bool[]"};
     return names[t];
 }
 
@@ -135,8 +135,10 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
         *type = list ? TG_TENSOR_LIST : TG_TENSOR;
     else if (strcmp(word, "int") == 0 || strcmp(word, "SymInt") == 0)
         *type = list ? TG_INT_LIST : TG_INT;
+    else if (list && strcmp(word, "bool") == 0)
+        *type = TG_BOOL_LIST; /* output_mask of the backward ops */
     else if (list)
-        return cur_error(c, start, "lists are supported for Tensor, int and SymInt only", word);
+        return cur_error(c, start, "lists are supported for Tensor, int, SymInt and bool only", word);
     else if (strcmp(word, "Scalar") == 0)
         *type = TG_SCALAR;
     else if (strcmp(word, "float") == 0)
@@ -185,6 +187,8 @@ static int check_default(struct cursor *c, size_t at, const struct tg_arg *a)
             return cur_error(c, at, "a bool default is True or False", a->name);
         return 0;
     case TG_INT:
+        if (!strcmp(d, "Mean") || !strcmp(d, "Sum")) /* at::Reduction, as PyTorch writes it */
+            return 0;
         strtoll(d, &end, 10);
         if (*end || end == d)
             return cur_error(c, at, "an int default must be an integer", a->name);
@@ -214,6 +218,8 @@ static int check_default(struct cursor *c, size_t at, const struct tg_arg *a)
         return 0;
     case TG_SCALAR_TYPE:
         return cur_error(c, at, "a ScalarType default can only be None", a->name);
+    case TG_BOOL_LIST:
+        return cur_error(c, at, "a bool[] default can only be None", a->name);
     }
     return 0;
 }

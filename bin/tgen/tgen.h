@@ -15,7 +15,7 @@
 
 enum tg_type {
     TG_TENSOR, TG_TENSOR_LIST, TG_SCALAR, TG_INT, TG_INT_LIST, TG_FLOAT, TG_BOOL, TG_STR,
-    TG_SCALAR_TYPE
+    TG_SCALAR_TYPE, TG_BOOL_LIST
 };
 
 struct tg_arg {

@@ -1,6 +1,6 @@
 # Kernels: device-independent halves (meta functions, decompositions) in
 # lib/ops, CPU kernels in lib/ops/cpu.
-noinst_HEADERS += lib/ops/internal.h
+noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -8,9 +8,13 @@ libtensor_la_SOURCES += \
 	lib/ops/reduce.c \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
+	lib/ops/nn.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
 	lib/ops/cpu/reduce.c \
 	lib/ops/cpu/softmax.c \
-	lib/ops/cpu/sort.c
+	lib/ops/cpu/sort.c \
+	lib/ops/cpu/shape.c \
+	lib/ops/cpu/nn_loss.c \
+	lib/ops/cpu/nn_norm.c

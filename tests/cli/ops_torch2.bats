@@ -28,3 +28,4 @@ check_family() {
 @test "softmax agrees with PyTorch 2.x" { check_family softmax; }
 @test "where, addcmul, addcdiv and lerp agree with PyTorch 2.x" { check_family ternary; }
 @test "max.dim, min.dim, sort and topk agree with PyTorch 2.x" { check_family sort; }
+@test "nn ops (losses, embedding, layer and batch norm, their backward ops) agree with PyTorch 2.x" { check_family nn; }

@@ -1,0 +1,171 @@
+/*
+ * ops/cpu/nn_loss.c: CPU kernels of nll_loss_forward and nll_loss_backward
+ * (class indices over (N, C) or (C) log-probabilities, class weights,
+ * ignore_index, PyTorch's checks and words), mse_loss and its backward.
+ * Sums run in float64 and round once into the input's dtype.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/nn_internal.h"
+
+/* PyTorch's checks of nll_loss_forward, in its order; *n and *c receive the
+ * batch size (1 without a batch dim) and the class count. */
+static int nll_check(const struct tn_tensor *self, const struct tn_tensor *target,
+                     const struct tn_tensor *weight, int64_t *n, int64_t *c)
+{
+    char a[128], b[128];
+    if (self->ndim < 1 || self->ndim > 2)
+        return tn_set_error(TN_ESHAPE, "input tensor should be 1D or 2D");
+    if (target->ndim > 1)
+        return tn_set_error(TN_ESHAPE, "0D or 1D target tensor expected, multi-target not "
+                            "supported");
+    bool no_batch = self->ndim == 1 && target->ndim == 0;
+    if (!no_batch && (target->ndim == 0 || self->sizes[0] != target->sizes[0]))
+        return tn_set_error(TN_ESHAPE, "size mismatch (got input: %s, target: %s)",
+                            tn_shape_format(self->sizes, self->ndim, a, sizeof a),
+                            tn_shape_format(target->sizes, target->ndim, b, sizeof b));
+    *c = self->sizes[self->ndim - 1];
+    *n = no_batch ? 1 : self->sizes[0];
+    if (weight && (weight->ndim != 1 || tn_numel(weight) != *c))
+        return tn_set_error(TN_ESHAPE, "weight tensor should be defined either for all %lld "
+                            "classes or no classes but got weight tensor of shape: %s",
+                            (long long)*c, tn_shape_format(weight->sizes, weight->ndim, a, sizeof a));
+    if (target->dtype != TN_INT64 && target->dtype != TN_UINT8) /* (2.x's words) */
+        return tn_set_error(TN_EDTYPE, "expected target dtype to be Long or Byte, but got %s",
+                            tn_dtype_info(target->dtype)->c10_name);
+    return tn__nn_check_float("nll_loss_out_frame", self);
+}
+
+/* The targets as int64, each checked against the class count. */
+static struct tn_tensor *nll_targets(const struct tn_tensor *target, int64_t c, int64_t ignore)
+{
+    struct tn_tensor *t64 = tn_to_dtype(target, TN_INT64), *t = t64 ? tn_contiguous(t64) : NULL;
+    tn_release(t64);
+    if (!t)
+        return NULL;
+    const int64_t *tp = tn_data(t);
+    for (int64_t i = 0; i < tn_numel(t); i++)
+        if (tp[i] != ignore && (tp[i] < 0 || tp[i] >= c)) {
+            tn_set_error(TN_EINVAL, "Target %lld is out of bounds.", (long long)tp[i]);
+            tn_release(t);
+            return NULL;
+        }
+    return t;
+}
+
+int tn__cpu_nll_loss_forward(tn_keyset ks, const struct tn_tensor *self,
+                             const struct tn_tensor *target, const struct tn_tensor *weight,
+                             int64_t reduction, int64_t ignore_index, struct tn_tensor **output,
+                             struct tn_tensor **total_weight)
+{
+    int64_t n, c;
+    int rc = nll_check(self, target, weight, &n, &c);
+    if (rc < 0)
+        return rc;
+    struct tn_tensor *t = nll_targets(target, c, ignore_index), *x = tn__nn_f64(self);
+    struct tn_tensor *w = tn__nn_f64(weight);
+    bool none = reduction == TN_REDUCTION_NONE && self->ndim == 2;
+    struct tn_tensor *out = tn__nn_zeros64(&n, none ? 1 : 0), *tw = tn__nn_zeros64(NULL, 0);
+    if (!t || !x || (weight && !w) || !out || !tw) {
+        tn_release(out);
+        tn_release(tw);
+        return tn__nn_drop(tn_last_status(), t, x, w, NULL);
+    }
+    const int64_t *tp = tn_data(t);
+    const double *xp = tn_data(x), *wp = w ? tn_data(w) : NULL;
+    double *op = tn_data(out), sum = 0, wsum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (tp[i] == ignore_index)
+            continue;
+        double wi = wp ? wp[tp[i]] : 1.0, l = -wi * xp[i * c + tp[i]];
+        if (none)
+            op[i] = l;
+        sum += l;
+        wsum += wi;
+    }
+    if (!none)
+        op[0] = reduction == TN_REDUCTION_MEAN ? sum / wsum : sum;
+    /* (reduction none leaves total_weight 0, as PyTorch does) */
+    ((double *)tn_data(tw))[0] = none ? 0 : wsum;
+    tn__nn_drop(0, t, x, w, NULL);
+    *output = tn__nn_to(out, self->dtype);
+    *total_weight = tn__nn_to(tw, self->dtype);
+    if (!*output || !*total_weight) {
+        tn_release(*output);
+        tn_release(*total_weight);
+        *output = *total_weight = NULL;
+        return tn_last_status();
+    }
+    return TN_OK;
+}
+
+struct tn_tensor *tn__cpu_nll_loss_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+                                            const struct tn_tensor *self,
+                                            const struct tn_tensor *target,
+                                            const struct tn_tensor *weight, int64_t reduction,
+                                            int64_t ignore_index,
+                                            const struct tn_tensor *total_weight)
+{
+    int64_t n, c;
+    if (nll_check(self, target, weight, &n, &c) < 0)
+        return NULL;
+    bool none = reduction == TN_REDUCTION_NONE && self->ndim == 2;
+    if (tn_numel(grad_output) != (none ? n : 1)) {
+        tn_set_error(TN_ESHAPE, "Expected a tensor of dimension 1 and tensor.size[0] == %lld but "
+                     "got: dimension %d and tensor.size[0] == %lld", (long long)n, grad_output->ndim,
+                     (long long)(grad_output->ndim ? grad_output->sizes[0] : 1));
+        return NULL;
+    }
+    struct tn_tensor *t = nll_targets(target, c, ignore_index), *g = tn__nn_f64(grad_output);
+    struct tn_tensor *w = tn__nn_f64(weight), *tw = tn__nn_f64(total_weight);
+    struct tn_tensor *gi = tn__nn_zeros64(self->sizes, self->ndim);
+    if (!t || !g || (weight && !w) || !tw || !gi) {
+        tn_release(gi);
+        tn__nn_drop(0, t, g, w, tw);
+        return NULL;
+    }
+    const int64_t *tp = tn_data(t);
+    const double *gp = tn_data(g), *wp = w ? tn_data(w) : NULL;
+    double *ip = tn_data(gi), scale = reduction == TN_REDUCTION_MEAN ? ((double *)tn_data(tw))[0] : 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (tp[i] == ignore_index)
+            continue;
+        double wi = wp ? wp[tp[i]] : 1.0;
+        ip[i * c + tp[i]] = -wi * (none ? gp[i] : gp[0]) / (none ? 1 : scale);
+    }
+    tn__nn_drop(0, t, g, w, tw);
+    return tn__nn_to(gi, self->dtype);
+}
+
+/* mean or sum of x, or x itself (retained) for reduction none */
+static struct tn_tensor *reduce_loss(struct tn_tensor *x, int64_t reduction)
+{
+    if (reduction == TN_REDUCTION_MEAN)
+        return tn_mean(x, TN_DTYPE_UNSET);
+    if (reduction == TN_REDUCTION_SUM)
+        return tn_sum(x, TN_DTYPE_UNSET);
+    return tn_retain(x);
+}
+
+struct tn_tensor *tn__cpu_mse_loss(tn_keyset ks, const struct tn_tensor *self,
+                                   const struct tn_tensor *target, int64_t reduction)
+{
+    struct tn_tensor *d = tn_sub(self, target, tn_int(1)), *sq = d ? tn_mul(d, d) : NULL;
+    struct tn_tensor *r = sq ? reduce_loss(sq, reduction) : NULL;
+    tn__nn_drop(0, d, sq, NULL, NULL);
+    return r;
+}
+
+struct tn_tensor *tn__cpu_mse_loss_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+                                            const struct tn_tensor *self,
+                                            const struct tn_tensor *target, int64_t reduction)
+{
+    double norm = reduction == TN_REDUCTION_MEAN ? 2.0 / (double)tn_numel(self) : 2.0;
+    struct tn_tensor *d = tn_sub(self, target, tn_int(1));
+    struct tn_tensor *s = d ? tn__nn_scale(d, (norm)) : NULL;
+    struct tn_tensor *r = s ? tn_mul(s, grad_output) : NULL;
+    tn__nn_drop(0, d, s, NULL, NULL);
+    return r;
+}

@@ -1,0 +1,399 @@
+/*
+ * ops/cpu/nn_norm.c: CPU kernels of native_layer_norm and
+ * native_batch_norm (training with PyTorch's running-statistics update, and
+ * eval) and their backward ops. layer_norm has a float32 path (float64 sums
+ * per row, float32 in and out); everything else computes in float64 over
+ * contiguous copies and rounds once into the input's dtype.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "ops/nn_internal.h"
+
+/* ------------------------------------------------------------ layer norm */
+
+/* Rows (m) and row length (n) of a layer norm over normalized_shape, with
+ * PyTorch's checks. */
+static int ln_shape(const struct tn_tensor *input, const int64_t *ns, int ns_len,
+                    const struct tn_tensor *weight, const struct tn_tensor *bias, int64_t *m,
+                    int64_t *n)
+{
+    char a[256], b[256];
+    int axis = input->ndim - ns_len;
+    bool ok = ns_len >= 1 && axis >= 0;
+    for (int i = 0; ok && i < ns_len; i++)
+        ok = input->sizes[axis + i] == ns[i];
+    if (ns_len < 1)
+        return tn_set_error(TN_ESHAPE, "Expected normalized_shape to be at least 1-dimensional, "
+                            "i.e., containing at least one element, but got normalized_shape = %s",
+                            tn_shape_format(ns, ns_len, a, sizeof a));
+    if (!ok) {
+        /* "[*, 3]": the normalized shape after a star */
+        char star[256] = "[*";
+        for (int i = 0; i < ns_len; i++) {
+            size_t l = strlen(star);
+            snprintf(star + l, sizeof star - l, ", %lld", (long long)ns[i]);
+        }
+        strncat(star, "]", sizeof star - strlen(star) - 1);
+        return tn_set_error(TN_ESHAPE, "Given normalized_shape=%s, expected input with shape %s, "
+                            "but got input of size%s", tn_shape_format(ns, ns_len, a, sizeof a),
+                            star, tn_shape_format(input->sizes, input->ndim, b, sizeof b));
+    }
+    const struct tn_tensor *wb[2] = {weight, bias};
+    for (int k = 0; k < 2; k++) {
+        const struct tn_tensor *t = wb[k];
+        if (t && (t->ndim != ns_len || memcmp(t->sizes, ns, sizeof(int64_t) * (size_t)ns_len)))
+            return tn_set_error(TN_ESHAPE, "Expected %s to be of same shape as normalized_shape, "
+                                "but got %s of shape %s and normalized_shape = %s",
+                                k ? "bias" : "weight", k ? "bias" : "weight",
+                                tn_shape_format(t->sizes, t->ndim, a, sizeof a),
+                                tn_shape_format(ns, ns_len, b, sizeof b));
+    }
+    *m = 1;
+    for (int i = 0; i < axis; i++)
+        *m *= input->sizes[i];
+    *n = 1;
+    for (int i = 0; i < ns_len; i++)
+        *n *= ns[i];
+    return tn__nn_check_float("LayerNormKernelImpl", input);
+}
+
+/* One row of a layer norm in type T: mean and 1/std in float64. */
+#define TN_LN_ROW(SFX, T)                                                                      \
+    static void ln_row_##SFX(const T *x, T *y, const T *w, const T *b, int64_t n, double eps,  \
+                             T *mean, T *rstd)                                                 \
+    {                                                                                          \
+        double s = 0, q = 0;                                                                   \
+        for (int64_t j = 0; j < n; j++)                                                        \
+            s += x[j];                                                                         \
+        double mu = s / (double)n;                                                             \
+        for (int64_t j = 0; j < n; j++)                                                        \
+            q += ((double)x[j] - mu) * ((double)x[j] - mu);                                    \
+        double r = 1.0 / sqrt(q / (double)n + eps);                                            \
+        T tm = (T)mu, tr = (T)r, sh = (T)(-mu * r);                                            \
+        for (int64_t j = 0; j < n; j++) {                                                      \
+            T v = x[j] * tr + sh;                                                              \
+            y[j] = w ? (b ? v * w[j] + b[j] : v * w[j]) : (b ? v + b[j] : v);                  \
+        }                                                                                      \
+        *mean = tm;                                                                            \
+        *rstd = tr;                                                                            \
+    }
+TN_LN_ROW(f32, float)
+TN_LN_ROW(f64, double)
+
+struct ln_job {
+    const char *x;
+    char *y, *mean, *rstd;
+    const char *w, *b;
+    int64_t n;
+    double eps;
+    bool f32;
+};
+
+static void ln_range(int64_t begin, int64_t end, void *ctx)
+{
+    const struct ln_job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        if (j->f32)
+            ln_row_f32((const float *)j->x + r * j->n, (float *)j->y + r * j->n,
+                       (const float *)j->w, (const float *)j->b, j->n, j->eps,
+                       (float *)j->mean + r, (float *)j->rstd + r);
+        else
+            ln_row_f64((const double *)j->x + r * j->n, (double *)j->y + r * j->n,
+                       (const double *)j->w, (const double *)j->b, j->n, j->eps,
+                       (double *)j->mean + r, (double *)j->rstd + r);
+    }
+}
+
+/* A contiguous copy of t in dtype (NULL for NULL). */
+static struct tn_tensor *as(const struct tn_tensor *t, enum tn_dtype dtype)
+{
+    if (!t)
+        return NULL;
+    if (t->dtype == dtype && tn_is_contiguous(t))
+        return tn_retain((struct tn_tensor *)t);
+    struct tn_tensor *d = tn_to_dtype(t, dtype), *c = d ? tn_contiguous(d) : NULL;
+    tn_release(d);
+    return c;
+}
+
+int tn__cpu_native_layer_norm(tn_keyset ks, const struct tn_tensor *input,
+                              const int64_t *normalized_shape, int normalized_shape_len,
+                              const struct tn_tensor *weight, const struct tn_tensor *bias,
+                              double eps, struct tn_tensor **result0, struct tn_tensor **result1,
+                              struct tn_tensor **result2)
+{
+    int64_t m, n;
+    int rc = ln_shape(input, normalized_shape, normalized_shape_len, weight, bias, &m, &n);
+    if (rc < 0)
+        return rc;
+    bool f32 = input->dtype == TN_FLOAT32;
+    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
+    int64_t ss[TN_MAX_DIMS];
+    int axis = input->ndim - normalized_shape_len;
+    memcpy(ss, input->sizes, sizeof(int64_t) * (size_t)axis);
+    for (int i = axis; i < input->ndim; i++)
+        ss[i] = 1;
+    struct tn_tensor *x = as(input, ct), *w = as(weight, ct), *b = as(bias, ct);
+    struct tn_tensor *y = tn_empty(input->sizes, input->ndim, ct);
+    struct tn_tensor *mean = tn_empty(ss, input->ndim, ct), *rstd = tn_empty(ss, input->ndim, ct);
+    if (!x || (weight && !w) || (bias && !b) || !y || !mean || !rstd) {
+        tn__nn_drop(0, x, w, b, y);
+        return tn__nn_drop(tn_last_status(), mean, rstd, NULL, NULL);
+    }
+    struct ln_job j = {tn_data(x), tn_data(y), tn_data(mean), tn_data(rstd),
+                       w ? tn_data(w) : NULL, b ? tn_data(b) : NULL, n, eps, f32};
+    tn_parallel_for(m, n >= 4096 ? 1 : 1 + 32768 / (n + 1), ln_range, &j);
+    tn__nn_drop(0, x, w, b, NULL);
+    *result0 = tn__nn_to(y, input->dtype);
+    *result1 = tn__nn_to(mean, input->dtype);
+    *result2 = tn__nn_to(rstd, input->dtype);
+    if (!*result0 || !*result1 || !*result2) {
+        rc = tn__nn_drop(tn_last_status(), *result0, *result1, *result2, NULL);
+        *result0 = *result1 = *result2 = NULL;
+        return rc;
+    }
+    return TN_OK;
+}
+
+/* Hands the float64 results back in `dtype`, NULL where the mask says so. */
+static int three_out(struct tn_tensor *r[3], const bool *mask, enum tn_dtype dtype,
+                     struct tn_tensor **o0, struct tn_tensor **o1, struct tn_tensor **o2)
+{
+    struct tn_tensor **o[3] = {o0, o1, o2};
+    int rc = TN_OK;
+    for (int i = 0; i < 3; i++) {
+        *o[i] = NULL;
+        if (!mask[i]) {
+            tn_release(r[i]);
+            continue;
+        }
+        if (r[i] && !(*o[i] = tn__nn_to(r[i], dtype)))
+            rc = tn_last_status();
+    }
+    if (rc < 0)
+        for (int i = 0; i < 3; i++) {
+            tn_release(*o[i]);
+            *o[i] = NULL;
+        }
+    return rc;
+}
+
+static int mask3(const bool *mask, int len)
+{
+    if (len != 3)
+        return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", len);
+    return TN_OK;
+}
+
+int tn__cpu_native_layer_norm_backward(tn_keyset ks, const struct tn_tensor *grad_out,
+                                       const struct tn_tensor *input,
+                                       const int64_t *normalized_shape, int normalized_shape_len,
+                                       const struct tn_tensor *mean, const struct tn_tensor *rstd,
+                                       const struct tn_tensor *weight,
+                                       const struct tn_tensor *bias, const bool *output_mask,
+                                       int output_mask_len, struct tn_tensor **result0,
+                                       struct tn_tensor **result1, struct tn_tensor **result2)
+{
+    int64_t m, n;
+    int rc = mask3(output_mask, output_mask_len);
+    if (rc < 0 ||
+        (rc = ln_shape(input, normalized_shape, normalized_shape_len, weight, bias, &m, &n)) < 0)
+        return rc;
+    struct tn_tensor *g = tn__nn_f64(grad_out), *x = tn__nn_f64(input), *mu = tn__nn_f64(mean);
+    struct tn_tensor *rs = tn__nn_f64(rstd), *w = tn__nn_f64(weight);
+    struct tn_tensor *r[3] = {tn__nn_zeros64(input->sizes, input->ndim),
+                              weight ? tn__nn_zeros64(weight->sizes, weight->ndim) : NULL,
+                              bias || weight ? tn__nn_zeros64(normalized_shape, normalized_shape_len)
+                                             : NULL};
+    if (!g || !x || !mu || !rs || (weight && !w) || !r[0] || (weight && !r[1]) ||
+        ((bias || weight) && !r[2])) {
+        tn__nn_drop(0, g, x, mu, rs);
+        return tn__nn_drop(tn_last_status(), w, r[0], r[1], r[2]);
+    }
+    if (tn_numel(g) != m * n || tn_numel(mu) != m || tn_numel(rs) != m) {
+        tn__nn_drop(0, g, x, mu, rs);
+        tn__nn_drop(0, w, r[0], r[1], r[2]);
+        return tn_set_error(TN_ESHAPE, "native_layer_norm_backward: grad_out, mean or rstd do "
+                            "not fit the input");
+    }
+    const double *gp = tn_data(g), *xp = tn_data(x), *mp = tn_data(mu), *rp = tn_data(rs);
+    const double *wp = w ? tn_data(w) : NULL;
+    double *dx = tn_data(r[0]), *dw = r[1] ? tn_data(r[1]) : NULL, *db = r[2] ? tn_data(r[2]) : NULL;
+    for (int64_t i = 0; i < m; i++) {
+        const double *gr = gp + i * n, *xr = xp + i * n;
+        double a = 0, c = 0;
+        for (int64_t j = 0; j < n; j++) {
+            double xh = (xr[j] - mp[i]) * rp[i], gw = gr[j] * (wp ? wp[j] : 1);
+            a += gw;
+            c += gw * xh;
+            if (dw)
+                dw[j] += gr[j] * xh;
+            if (db)
+                db[j] += gr[j];
+        }
+        a /= (double)n;
+        c /= (double)n;
+        for (int64_t j = 0; j < n; j++) {
+            double xh = (xr[j] - mp[i]) * rp[i], gw = gr[j] * (wp ? wp[j] : 1);
+            dx[i * n + j] = rp[i] * (gw - a - xh * c);
+        }
+    }
+    if (!bias && r[2]) { /* no bias: no grad for it */
+        tn_release(r[2]);
+        r[2] = NULL;
+    }
+    tn__nn_drop(0, g, x, mu, rs);
+    tn_release(w);
+    return three_out(r, output_mask, input->dtype, result0, result1, result2);
+}
+
+/* ------------------------------------------------------------ batch norm */
+
+/* input as (N, C, S): the channel count and the sizes around it. */
+static int bn_dims(const struct tn_tensor *input, int64_t *nb, int64_t *c, int64_t *s)
+{
+    if (input->ndim < 2)
+        return tn_set_error(TN_ESHAPE, "batch_norm: expected an input of 2 or more dims "
+                            "(N, C, ...), got %d", input->ndim);
+    *nb = input->sizes[0];
+    *c = input->sizes[1];
+    *s = 1;
+    for (int i = 2; i < input->ndim; i++)
+        *s *= input->sizes[i];
+    return tn__nn_check_float("batch_norm_cpu", input);
+}
+
+/* Per-channel value v[ch] of an optional (C) tensor, or `def`. */
+static double chan(const double *v, int64_t ch, double def) { return v ? v[ch] : def; }
+
+int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
+                              const struct tn_tensor *weight, const struct tn_tensor *bias,
+                              const struct tn_tensor *running_mean,
+                              const struct tn_tensor *running_var, bool training, double momentum,
+                              double eps, struct tn_tensor **result0, struct tn_tensor **result1,
+                              struct tn_tensor **result2)
+{
+    int64_t nb, c, s;
+    int rc = bn_dims(input, &nb, &c, &s);
+    if (rc < 0)
+        return rc;
+    if (!training && (!running_mean || !running_var))
+        return tn_set_error(TN_EINVAL, "running_mean and running_var must be defined in "
+                            "evaluation mode");
+    struct tn_tensor *x = tn__nn_f64(input), *w = tn__nn_f64(weight), *b = tn__nn_f64(bias);
+    struct tn_tensor *rm = tn__nn_f64(running_mean), *rv = tn__nn_f64(running_var);
+    struct tn_tensor *r[3] = {tn__nn_zeros64(input->sizes, input->ndim),
+                              tn__nn_zeros64(TN_SHAPE(training ? c : 0)),
+                              tn__nn_zeros64(TN_SHAPE(training ? c : 0))};
+    if (!x || (weight && !w) || (bias && !b) || (running_mean && !rm) || (running_var && !rv) ||
+        !r[0] || !r[1] || !r[2]) {
+        tn__nn_drop(0, x, w, b, rm);
+        tn__nn_drop(0, rv, r[0], r[1], r[2]);
+        return tn_last_status();
+    }
+    const double *xp = tn_data(x), *wp = w ? tn_data(w) : NULL, *bp = b ? tn_data(b) : NULL;
+    double *rmp = rm ? tn_data(rm) : NULL, *rvp = rv ? tn_data(rv) : NULL, *yp = tn_data(r[0]);
+    double *smp = tn_data(r[1]), *sip = tn_data(r[2]);
+    int64_t cnt = nb * s;
+    for (int64_t ch = 0; ch < c; ch++) {
+        double mu, inv;
+        if (training) {
+            double sum = 0, q = 0;
+            for (int64_t i = 0; i < nb; i++)
+                for (int64_t k = 0; k < s; k++)
+                    sum += xp[(i * c + ch) * s + k];
+            mu = cnt ? sum / (double)cnt : NAN;
+            for (int64_t i = 0; i < nb; i++)
+                for (int64_t k = 0; k < s; k++) {
+                    double d = xp[(i * c + ch) * s + k] - mu;
+                    q += d * d;
+                }
+            inv = 1.0 / sqrt(q / (double)cnt + eps);
+            smp[ch] = mu;
+            sip[ch] = inv;
+            /* PyTorch's update: the unbiased variance into running_var */
+            if (rmp)
+                rmp[ch] = (1 - momentum) * rmp[ch] + momentum * mu;
+            if (rvp)
+                rvp[ch] = (1 - momentum) * rvp[ch] + momentum * q / (double)(cnt - 1);
+        } else {
+            mu = rmp[ch];
+            inv = 1.0 / sqrt(rvp[ch] + eps);
+        }
+        double a = inv * chan(wp, ch, 1), sh = chan(bp, ch, 0) - mu * a;
+        for (int64_t i = 0; i < nb; i++)
+            for (int64_t k = 0; k < s; k++)
+                yp[(i * c + ch) * s + k] = xp[(i * c + ch) * s + k] * a + sh;
+    }
+    /* the running statistics are updated in place, as PyTorch does */
+    if (training && running_mean)
+        rc = tn_copy_((struct tn_tensor *)running_mean, rm);
+    if (rc >= 0 && training && running_var)
+        rc = tn_copy_((struct tn_tensor *)running_var, rv);
+    tn__nn_drop(0, x, w, b, rm);
+    tn_release(rv);
+    if (rc < 0)
+        return tn__nn_drop(rc, r[0], r[1], r[2], NULL);
+    static const bool all[3] = {true, true, true};
+    return three_out(r, all, input->dtype, result0, result1, result2);
+}
+
+int tn__cpu_native_batch_norm_backward(
+    tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *input,
+    const struct tn_tensor *weight, const struct tn_tensor *running_mean,
+    const struct tn_tensor *running_var, const struct tn_tensor *save_mean,
+    const struct tn_tensor *save_invstd, bool train, double eps, const bool *output_mask,
+    int output_mask_len, struct tn_tensor **result0, struct tn_tensor **result1,
+    struct tn_tensor **result2)
+{
+    int64_t nb, c, s;
+    int rc = mask3(output_mask, output_mask_len);
+    if (rc < 0 || (rc = bn_dims(input, &nb, &c, &s)) < 0)
+        return rc;
+    const struct tn_tensor *mean_t = train ? save_mean : running_mean;
+    const struct tn_tensor *var_t = train ? save_invstd : running_var;
+    if (!mean_t || !var_t || tn_numel(mean_t) != c || tn_numel(var_t) != c)
+        return tn_set_error(TN_EINVAL, "native_batch_norm_backward: the %s statistics must "
+                            "hold %lld values", train ? "saved" : "running", (long long)c);
+    struct tn_tensor *g = tn__nn_f64(grad_out), *x = tn__nn_f64(input), *w = tn__nn_f64(weight);
+    struct tn_tensor *mt = tn__nn_f64(mean_t), *vt = tn__nn_f64(var_t);
+    struct tn_tensor *r[3] = {tn__nn_zeros64(input->sizes, input->ndim), tn__nn_zeros64(&c, 1),
+                              tn__nn_zeros64(&c, 1)};
+    if (!g || !x || (weight && !w) || !mt || !vt || !r[0] || !r[1] || !r[2] ||
+        tn_numel(g) != tn_numel(x)) {
+        if (g && x && tn_numel(g) != tn_numel(x))
+            tn_set_error(TN_ESHAPE, "native_batch_norm_backward: grad_out does not fit the input");
+        tn__nn_drop(0, g, x, w, mt);
+        tn__nn_drop(0, vt, r[0], r[1], r[2]);
+        return tn_last_status();
+    }
+    const double *gp = tn_data(g), *xp = tn_data(x), *wp = w ? tn_data(w) : NULL;
+    const double *mp = tn_data(mt), *vp = tn_data(vt);
+    double *dx = tn_data(r[0]), *dw = tn_data(r[1]), *db = tn_data(r[2]);
+    double cnt = (double)(nb * s);
+    for (int64_t ch = 0; ch < c; ch++) {
+        double mu = mp[ch], inv = train ? vp[ch] : 1.0 / sqrt(vp[ch] + eps), sg = 0, sgx = 0;
+        for (int64_t i = 0; i < nb; i++)
+            for (int64_t k = 0; k < s; k++) {
+                int64_t at = (i * c + ch) * s + k;
+                sg += gp[at];
+                sgx += gp[at] * (xp[at] - mu) * inv;
+            }
+        dw[ch] = sgx;
+        db[ch] = sg;
+        double wc = chan(wp, ch, 1);
+        for (int64_t i = 0; i < nb; i++)
+            for (int64_t k = 0; k < s; k++) {
+                int64_t at = (i * c + ch) * s + k;
+                double xh = (xp[at] - mu) * inv;
+                dx[at] = train ? wc * inv * (gp[at] - sg / cnt - xh * sgx / cnt)
+                               : gp[at] * wc * inv;
+            }
+    }
+    tn__nn_drop(0, g, x, w, mt);
+    tn_release(vt);
+    return three_out(r, output_mask, input->dtype, result0, result1, result2);
+}

@@ -1,0 +1,69 @@
+/*
+ * ops/nn_internal.h: what the nn kernels (lib/ops/nn*.c, cpu/nn*.c) share.
+ * Most of them compute in float64 over contiguous copies and round once
+ * into the input's dtype, which serves float16, bfloat16, float32 and
+ * float64 with one loop; convolution and layer_norm have float32 paths.
+ */
+#ifndef TN_OPS_NN_INTERNAL_H
+#define TN_OPS_NN_INTERNAL_H
+
+#include "ops/internal.h"
+
+/* PyTorch's at::Reduction. */
+enum { TN_REDUCTION_NONE = 0, TN_REDUCTION_MEAN = 1, TN_REDUCTION_SUM = 2 };
+
+/* A new contiguous float64 copy of t; NULL with an error. NULL t gives
+ * NULL without one (an absent optional tensor). */
+struct tn_tensor *tn__nn_f64(const struct tn_tensor *t);
+
+/* r (float64, released) as a new tensor of `dtype`; NULL passes through. */
+struct tn_tensor *tn__nn_to(struct tn_tensor *r, enum tn_dtype dtype);
+
+/* A new float64 tensor of zeros of the given shape. */
+struct tn_tensor *tn__nn_zeros64(const int64_t *sizes, int ndim);
+
+/* x * v and x + v for a Python float v: a float64 wrapped number, as
+ * PyTorch wraps one, so that float64 inputs keep every digit. */
+struct tn_tensor *tn__nn_scale(const struct tn_tensor *x, double v);
+struct tn_tensor *tn__nn_plus(const struct tn_tensor *x, double v);
+
+/* Releases up to 8 tensors (NULL fine); returns rc, for error paths. */
+int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tensor *c,
+                struct tn_tensor *d);
+
+/* Floating dtypes only: PyTorch's "\"name\" not implemented for 'Long'". */
+int tn__nn_check_float(const char *kernel, const struct tn_tensor *t);
+
+/* Intermediate tensors of a decomposition, released together at the end:
+ * TN_KEEP(k, x, tn_mul(a, b)) leaves x owned by k or jumps to `fail`. */
+struct tn_keep {
+    struct tn_tensor *t[32];
+    int n;
+};
+static inline struct tn_tensor *tn__keep(struct tn_keep *k, struct tn_tensor *t)
+{
+    if (t) {
+        TN_ASSERT(k->n < 32);
+        k->t[k->n++] = t;
+    }
+    return t;
+}
+#define TN_KEEP(k, var, expr)                                                                  \
+    do {                                                                                       \
+        if (!((var) = tn__keep((k), (expr))))                                                  \
+            goto fail;                                                                         \
+    } while (0)
+static inline void tn__keep_free(struct tn_keep *k)
+{
+    while (k->n > 0)
+        tn_release(k->t[--k->n]);
+}
+/* The result r kept by k, retained for the caller, with k emptied. */
+static inline struct tn_tensor *tn__keep_out(struct tn_keep *k, struct tn_tensor *r)
+{
+    tn_retain(r);
+    tn__keep_free(k);
+    return r;
+}
+
+#endif
