@@ -4,21 +4,7 @@
 # PyTorch 2.x here, else Debian's 1.13): the latency of 4 KiB and the bus
 # bandwidth of 64 MiB, with the ratios. Run from the build folder.
 set -e
-src=$(dirname "$0")
-py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
-free_port() {
-    "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-# gloo BYTES ITERS: rank 0's "microseconds version"
-gloo() {
-    port=$(free_port)
-    "$py" "$src/gloo.py" 1 "$port" "$1" "$2" >/dev/null &
-    pid=$!
-    out=$(timeout 60 "$py" "$src/gloo.py" 0 "$port" "$1" "$2") || { kill "$pid" 2>/dev/null; exit 1; }
-    wait "$pid"
-    echo "$out"
-}
+. "$(dirname "$0")/gloo.sh"
 ours=$(timeout 60 bench/dist/bench_dist allreduce 4096 2000)
 theirs=$(gloo 4096 2000)
 set -- $theirs

@@ -4,6 +4,8 @@
  * rank), so it needs neither trun nor PyTorch:
  *
  *   bench_dist allreduce BYTES ITERS   microseconds per float32 allreduce
+ *   bench_dist mpi BYTES ITERS         the same through the mpi process group,
+ *                                      run as each rank under mpirun -np 2
  *   bench_dist store OPS               set, get, add operations per second
  *                                      (one client, sequential)
  *   bench_dist                         both, with the bus bandwidth of the
@@ -35,6 +37,29 @@ static int die(const char *what)
     return 1;
 }
 
+/* Microseconds per float32 allreduce of `bytes` through pg (after a warm
+ * up and a barrier), or -1 with the error set. */
+static double time_allreduce(struct tn_pg *pg, size_t bytes, int iters)
+{
+    struct tn_tensor *t = tn_full(TN_SHAPE((int64_t)(bytes / 4)), tn_float(1.0), TN_FLOAT32);
+    if (!t)
+        return -1;
+    double us = -1;
+    for (int i = 0; i < iters / 10 + 1; i++)
+        if (tn_pg_allreduce(pg, t, TN_REDUCE_SUM) < 0)
+            goto out;
+    if (tn_pg_barrier(pg) < 0)
+        goto out;
+    double t0 = tn_bench_now();
+    for (int i = 0; i < iters; i++)
+        if (tn_pg_allreduce(pg, t, TN_REDUCE_SUM) < 0)
+            goto out;
+    us = (tn_bench_now() - t0) / iters * 1e6;
+out:
+    tn_release(t);
+    return us;
+}
+
 /* One rank of the allreduce benchmark; rank 0 writes the mean time per call
  * in microseconds to out. */
 static int allreduce_rank(int rank, int port, size_t bytes, int iters, FILE *out)
@@ -45,24 +70,11 @@ static int allreduce_rank(int rank, int port, size_t bytes, int iters, FILE *out
     struct tn_pg *pg = tn_pg_new_tcp(st, rank, RANKS, "127.0.0.1", 60000);
     if (!pg)
         return die("process group");
-    int64_t n = (int64_t)(bytes / 4);
-    struct tn_tensor *t = tn_full(TN_SHAPE(n), tn_float(1.0), TN_FLOAT32);
-    if (!t)
-        return die("tensor");
-    int warm = iters / 10 + 1;
-    for (int i = 0; i < warm; i++)
-        if (tn_pg_allreduce(pg, t, TN_REDUCE_SUM) < 0)
-            return die("allreduce");
-    if (tn_pg_barrier(pg) < 0)
-        return die("barrier");
-    double t0 = tn_bench_now();
-    for (int i = 0; i < iters; i++)
-        if (tn_pg_allreduce(pg, t, TN_REDUCE_SUM) < 0)
-            return die("allreduce");
-    double dt = (tn_bench_now() - t0) / iters;
+    double us = time_allreduce(pg, bytes, iters);
+    if (us < 0)
+        return die("allreduce");
     if (rank == 0)
-        fprintf(out, "%.3f\n", dt * 1e6);
-    tn_release(t);
+        fprintf(out, "%.3f\n", us);
     tn_pg_free(pg);
     tn_store_release(st);
     return 0;
@@ -158,6 +170,22 @@ static double allreduce(size_t bytes, int iters)
     return us;
 }
 
+/* One rank of the mpi benchmark under mpirun: rank 0 prints microseconds
+ * per float32 allreduce. */
+static int mpi_bench(size_t bytes, int iters)
+{
+    struct tn_pg *pg = tn_pg_new_mpi(NULL, -1, -1, 60000);
+    if (!pg)
+        return die("mpi process group");
+    double us = time_allreduce(pg, bytes, iters);
+    if (us < 0)
+        return die("allreduce");
+    if (tn_pg_rank(pg) == 0)
+        printf("%.3f\n", us);
+    tn_pg_free(pg);
+    return 0;
+}
+
 static int store(int ops, double rate[3])
 {
     struct tn_store_server_opts o = {.host = "127.0.0.1", .listen_fd = -1};
@@ -178,6 +206,8 @@ int main(int argc, char **argv)
         printf("%.3f\n", us);
         return 0;
     }
+    if (argc == 4 && !strcmp(argv[1], "mpi"))
+        return mpi_bench((size_t)atoll(argv[2]), atoi(argv[3]));
     double rate[3];
     if (argc == 3 && !strcmp(argv[1], "store")) {
         if (store(atoi(argv[2]), rate))

@@ -170,4 +170,54 @@ void tn__pgq_drain(struct tn__pgq *q);
 /* Drains, stops the queue's thread and frees the queue. */
 void tn__pgq_free(struct tn__pgq *q);
 
+/* ------------------------------------------------------------ backends */
+
+/* A process-group backend other than the built-in tcp one (pg_mpi.c,
+ * pg_nccl.c). The public tn_pg_* functions (pg_tcp.c) number the
+ * collective, refuse it on a broken group, check the tensors and arguments,
+ * then call these with pg's impl; a NULL entry is "not supported by the
+ * backend". Each returns 0 or a negative status with the error set; one
+ * that gave up waiting calls tn__pg_fail so every rank agrees. */
+struct tn__pg_backend {
+    const char *name;
+    enum tn_device_type device; /* the tensors it takes */
+    int (*allreduce)(struct tn_pg *, struct tn_tensor *, enum tn_reduce_op);
+    int (*broadcast)(struct tn_pg *, struct tn_tensor *, int root);
+    int (*allgather)(struct tn_pg *, struct tn_tensor *out, const struct tn_tensor *in);
+    int (*barrier)(struct tn_pg *);
+    int (*reduce)(struct tn_pg *, struct tn_tensor *, enum tn_reduce_op, int root);
+    int (*gather)(struct tn_pg *, struct tn_tensor *out, const struct tn_tensor *in, int root);
+    int (*scatter)(struct tn_pg *, struct tn_tensor *out, const struct tn_tensor *in, int root);
+    int (*reduce_scatter)(struct tn_pg *, struct tn_tensor *out, const struct tn_tensor *in,
+                          enum tn_reduce_op);
+    int (*all_to_all)(struct tn_pg *, struct tn_tensor *out, const struct tn_tensor *in);
+    int (*send)(struct tn_pg *, const struct tn_tensor *, int dst);
+    int (*recv)(struct tn_pg *, struct tn_tensor *, int src);
+    void (*destroy)(void *impl, bool broken);
+};
+
+/* A group run by backend be over impl (owned: destroyed with the group);
+ * store (may be NULL; a reference is taken) is where ranks agree on a
+ * failure. NULL with the error set. */
+struct tn_pg *tn__pg_new_backend(const struct tn__pg_backend *be, void *impl,
+                                 struct tn_store *store, int rank, int size, int64_t timeout_ms);
+void *tn__pg_impl(const struct tn_pg *pg);
+int64_t tn__pg_timeout(const struct tn_pg *pg);
+/* The running collective's name and number, for messages. */
+const char *tn__pg_op(const struct tn_pg *pg);
+uint64_t tn__pg_seq(const struct tn_pg *pg);
+/* The running collective failed on this rank with status and the error set:
+ * agree with the other ranks through the store on one verdict naming the
+ * ranks that never arrived (without a store, this rank's message), break
+ * the group and return the verdict's status with its message. */
+int tn__pg_fail(struct tn_pg *pg, int status);
+/* dst[i] = dst[i] op src[i] for n elements, the tcp backend's arithmetic
+ * (NaN propagates through min and max; bool sum/max are "or"). */
+void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
+                        enum tn_reduce_op op);
+/* Whether a tcp group moves large buffers through shared memory (tests). */
+bool tn__pg_uses_shm(const struct tn_pg *pg);
+/* buf /= by elementwise (AVG's division; floating dtypes only). */
+void tn__pg_divide(void *buf, int64_t n, enum tn_dtype dt, int by);
+
 #endif

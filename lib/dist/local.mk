@@ -10,4 +10,6 @@ libtensor_la_SOURCES += \
 	lib/dist/init.c \
 	lib/dist/pg_tcp.c \
 	lib/dist/pg_async.c \
+	lib/dist/pg_mpi.c \
+	lib/dist/pg_nccl.c \
 	lib/dist/ddp.c

@@ -13,9 +13,14 @@
 #include <stdio.h>
 #include <time.h>
 
-enum work_kind { W_ALLREDUCE, W_BROADCAST, W_ALLGATHER, W_BARRIER };
+enum work_kind {
+    W_ALLREDUCE, W_BROADCAST, W_ALLGATHER, W_BARRIER, W_REDUCE, W_GATHER, W_SCATTER,
+    W_REDUCE_SCATTER, W_ALL_TO_ALL, W_SEND, W_RECV
+};
 
-static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "barrier"};
+static const char *const kind_names[] = {"allreduce", "broadcast",      "allgather", "barrier",
+                                         "reduce",    "gather",         "scatter",
+                                         "reduce_scatter", "all_to_all", "send", "recv"};
 
 struct tn_work {
     struct tn_work *next;
@@ -23,7 +28,8 @@ struct tn_work {
     struct tn_pg *pg;
     enum work_kind kind;
     struct tn_tensor *a, *b; /* references held until the work finished */
-    int arg;                 /* root or reduce op */
+    int arg;                 /* root, peer or reduce op */
+    int arg2;                /* reduce's root */
     bool done;
     int status;
     char msg[1024];
@@ -62,6 +68,15 @@ static void *queue_main(void *p)
         case W_BROADCAST: rc = tn_pg_broadcast(w->pg, w->a, w->arg); break;
         case W_ALLGATHER: rc = tn_pg_allgather(w->pg, w->a, w->b); break;
         case W_BARRIER: rc = tn_pg_barrier(w->pg); break;
+        case W_REDUCE: rc = tn_pg_reduce(w->pg, w->a, (enum tn_reduce_op)w->arg, w->arg2); break;
+        case W_GATHER: rc = tn_pg_gather(w->pg, w->a, w->b, w->arg); break;
+        case W_SCATTER: rc = tn_pg_scatter(w->pg, w->a, w->b, w->arg); break;
+        case W_REDUCE_SCATTER:
+            rc = tn_pg_reduce_scatter(w->pg, w->a, w->b, (enum tn_reduce_op)w->arg);
+            break;
+        case W_ALL_TO_ALL: rc = tn_pg_all_to_all(w->pg, w->a, w->b); break;
+        case W_SEND: rc = tn_pg_send(w->pg, w->a, w->arg); break;
+        case W_RECV: rc = tn_pg_recv(w->pg, w->a, w->arg); break;
         }
         pthread_mutex_lock(&q->mu);
         w->status = rc;
@@ -102,7 +117,7 @@ void tn__pgq_free(struct tn__pgq *q)
 
 /* Queues a collective; NULL with the error set when it cannot. */
 static struct tn_work *submit(struct tn_pg *pg, enum work_kind kind, struct tn_tensor *a,
-                              const struct tn_tensor *b, int arg)
+                              const struct tn_tensor *b, int arg, int arg2)
 {
     if (!pg) {
         tn_set_error(TN_EINVAL, "%s: the process group is NULL", kind_names[kind]);
@@ -136,6 +151,7 @@ static struct tn_work *submit(struct tn_pg *pg, enum work_kind kind, struct tn_t
     w->pg = pg;
     w->kind = kind;
     w->arg = arg;
+    w->arg2 = arg2;
     if (a)
         w->a = tn_retain(a);
     if (b)
@@ -155,23 +171,63 @@ static struct tn_work *submit(struct tn_pg *pg, enum work_kind kind, struct tn_t
 
 struct tn_work *tn_pg_allreduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
-    return submit(pg, W_ALLREDUCE, t, NULL, (int)op);
+    return submit(pg, W_ALLREDUCE, t, NULL, (int)op, 0);
 }
 
 struct tn_work *tn_pg_broadcast_async(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
-    return submit(pg, W_BROADCAST, t, NULL, root);
+    return submit(pg, W_BROADCAST, t, NULL, root, 0);
 }
 
 struct tn_work *tn_pg_allgather_async(struct tn_pg *pg, struct tn_tensor *out,
                                       const struct tn_tensor *in)
 {
-    return submit(pg, W_ALLGATHER, out, in, 0);
+    return submit(pg, W_ALLGATHER, out, in, 0, 0);
 }
 
 struct tn_work *tn_pg_barrier_async(struct tn_pg *pg)
 {
-    return submit(pg, W_BARRIER, NULL, NULL, 0);
+    return submit(pg, W_BARRIER, NULL, NULL, 0, 0);
+}
+
+struct tn_work *tn_pg_reduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op,
+                                   int root)
+{
+    return submit(pg, W_REDUCE, t, NULL, (int)op, root);
+}
+
+struct tn_work *tn_pg_gather_async(struct tn_pg *pg, struct tn_tensor *out,
+                                   const struct tn_tensor *in, int root)
+{
+    return submit(pg, W_GATHER, out, in, root, 0);
+}
+
+struct tn_work *tn_pg_scatter_async(struct tn_pg *pg, struct tn_tensor *out,
+                                    const struct tn_tensor *in, int root)
+{
+    return submit(pg, W_SCATTER, out, in, root, 0);
+}
+
+struct tn_work *tn_pg_reduce_scatter_async(struct tn_pg *pg, struct tn_tensor *out,
+                                           const struct tn_tensor *in, enum tn_reduce_op op)
+{
+    return submit(pg, W_REDUCE_SCATTER, out, in, (int)op, 0);
+}
+
+struct tn_work *tn_pg_all_to_all_async(struct tn_pg *pg, struct tn_tensor *out,
+                                       const struct tn_tensor *in)
+{
+    return submit(pg, W_ALL_TO_ALL, out, in, 0, 0);
+}
+
+struct tn_work *tn_pg_send_async(struct tn_pg *pg, struct tn_tensor *t, int dst)
+{
+    return submit(pg, W_SEND, t, NULL, dst, 0);
+}
+
+struct tn_work *tn_pg_recv_async(struct tn_pg *pg, struct tn_tensor *t, int src)
+{
+    return submit(pg, W_RECV, t, NULL, src, 0);
 }
 
 bool tn_work_is_completed(struct tn_work *w)

@@ -51,6 +51,8 @@ struct tn_pg {
     char *verdict;           /* the agreed failure; the group is broken */
     int verdict_status;
     struct tn__pgq *queue; /* async work (pg_async.c), made on first use */
+    const struct tn__pg_backend *be; /* NULL: this file's tcp backend */
+    void *impl;                      /* the backend's state */
 };
 
 struct tn__pgq **tn__pg_queue(struct tn_pg *pg)
@@ -107,9 +109,15 @@ static int agree_failure(struct tn_pg *pg, int status)
 {
     char first[400];
     snprintf(first, sizeof first, "%s", tn_last_error());
-    for (int i = 0; i < pg->size; i++)
+    for (int i = 0; pg->fds && i < pg->size; i++)
         if (pg->fds[i] >= 0)
             shutdown(pg->fds[i], SHUT_RDWR);
+    if (!pg->store) { /* nobody to agree with: this rank's view is the verdict */
+        free(pg->verdict);
+        pg->verdict = strdup(first);
+        pg->verdict_status = status;
+        return tn_set_error(status, "%s", first);
+    }
     unsigned long long seq = (unsigned long long)pg->seq;
     char key[96], vkey[96];
     snprintf(vkey, sizeof vkey, "tcp_pg/failed/%llu/verdict", seq);
@@ -231,8 +239,10 @@ static int check_tensor(struct tn_pg *pg, const struct tn_tensor *t)
 {
     if (!t)
         return tn_set_error(TN_EINVAL, "%s: the tensor is NULL", pg->op);
-    if (t->device.type != TN_DEVICE_CPU)
-        return tn_set_error(TN_EDEVICE, "%s: the tcp backend takes CPU tensors", pg->op);
+    enum tn_device_type want = pg->be ? pg->be->device : TN_DEVICE_CPU;
+    if (t->device.type != want)
+        return tn_set_error(TN_EDEVICE, "%s: the %s backend takes %s tensors", pg->op,
+                            pg->be ? pg->be->name : "tcp", want == TN_DEVICE_CPU ? "CPU" : "CUDA");
     if (!tn_is_contiguous(t))
         return tn_set_error(TN_EINVAL, "%s: Tensors must be contiguous", pg->op);
     return 0;
@@ -240,7 +250,7 @@ static int check_tensor(struct tn_pg *pg, const struct tn_tensor *t)
 
 /* ------------------------------------------------------------ reductions */
 
-static void reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
+void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
                         enum tn_reduce_op op)
 {
 #define LOOP(T, EXPR)                                                                         \
@@ -308,7 +318,7 @@ static void reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
 #undef SIXTEEN
 }
 
-static void divide(void *buf, int64_t n, enum tn_dtype dt, int by)
+void tn__pg_divide(void *buf, int64_t n, enum tn_dtype dt, int by)
 {
     switch (dt) {
     case TN_FLOAT32: for (int64_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)by; break;
@@ -328,6 +338,136 @@ static void divide(void *buf, int64_t n, enum tn_dtype dt, int by)
 }
 
 /* ------------------------------------------------------------ collectives */
+
+static int shm_read(struct tn_pg *pg, int peer, void *dst, uint64_t raddr, size_t n);
+
+/* Whether op reduces dt (AVG needs floating point; complex has no order). */
+static int check_op(struct tn_pg *pg, enum tn_dtype dt, enum tn_reduce_op op)
+{
+    if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(dt) && dt != TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "%s: AVG needs a floating point tensor, not %s", pg->op,
+                            tn_dtype_name(dt));
+    if (dt == TN_COMPLEX64 && (op == TN_REDUCE_MIN || op == TN_REDUCE_MAX))
+        return tn_set_error(TN_EDTYPE, "%s: MIN and MAX are not defined for complex", pg->op);
+    return 0;
+}
+
+/* Every rank's 8-byte value (a buffer's address) in vals[rank]. */
+static int share_addresses(struct tn_pg *pg, uint64_t mine, uint64_t *vals)
+{
+    int P = pg->size, r = pg->rank;
+    vals[r] = mine;
+    for (int s = 1; s < P; s++) {
+        int from = (r - s + P) % P;
+        int rc = sendrecv(pg, (r + s) % P, &mine, 8, from, &vals[from], 8);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Dissemination barrier: lg P rounds of one byte. Inside a shared-memory
+ * collective it keeps every rank's buffer in place until all peers read it. */
+static int dissemination(struct tn_pg *pg)
+{
+    int P = pg->size;
+    for (int d = 1; d < P; d <<= 1) {
+        char x = 1, y;
+        int rc = sendrecv(pg, (pg->rank + d) % P, &x, 1, (pg->rank - d + P) % P, &y, 1);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Broadcast through shared memory: root tells every rank where its buffer
+ * is, they read it at once (one copy, no socket buffers) and say when they
+ * are done, so root returns only after every read. */
+static int broadcast_shm(struct tn_pg *pg, char *buf, size_t nb, int root)
+{
+    uint64_t addr = (uintptr_t)buf;
+    char ack = 1;
+    if (pg->rank != root) {
+        int rc = sendrecv(pg, -1, NULL, 0, root, &addr, 8);
+        if (rc == 0)
+            rc = shm_read(pg, root, buf, addr, nb);
+        return rc < 0 ? rc : sendrecv(pg, root, &ack, 1, -1, NULL, 0);
+    }
+    for (int p = 0; p < pg->size; p++) {
+        int rc = p == root ? 0 : sendrecv(pg, p, &addr, 8, -1, NULL, 0);
+        if (rc < 0)
+            return rc;
+    }
+    for (int p = 0; p < pg->size; p++) {
+        int rc = p == root ? 0 : sendrecv(pg, -1, NULL, 0, p, &ack, 1);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Allgather through shared memory: every rank reads each peer's input
+ * straight into its block of out. */
+static int allgather_shm(struct tn_pg *pg, char *out, const char *in, size_t nb)
+{
+    uint64_t *addrs = malloc(sizeof *addrs * (size_t)pg->size);
+    if (!addrs)
+        return tn_set_error(TN_ENOMEM, "allgather: out of memory");
+    int rc = share_addresses(pg, (uintptr_t)in, addrs);
+    memmove(out + (size_t)pg->rank * nb, in, nb);
+    for (int p = 0; rc == 0 && p < pg->size; p++)
+        if (p != pg->rank)
+            rc = shm_read(pg, p, out + (size_t)p * nb, addrs[p], nb);
+    free(addrs);
+    return rc < 0 ? rc : dissemination(pg);
+}
+
+/* Reduce-scatter through shared memory: rank r reduces block r of every
+ * rank's input, reading the peers' blocks segment by segment (its own
+ * first, so an out that is in's block r works). */
+static int reduce_scatter_shm(struct tn_pg *pg, struct tn_tensor *out,
+                              const struct tn_tensor *in, enum tn_reduce_op op)
+{
+    int P = pg->size, r = pg->rank;
+    size_t nb = tn_nbytes(out), es = tn_dtype_size(out->dtype), seg = SEGMENT / es * es;
+    uint64_t *addrs = malloc(sizeof *addrs * (size_t)P);
+    char *tmp = malloc(SEGMENT);
+    if (!addrs || !tmp) {
+        free(addrs);
+        free(tmp);
+        return tn_set_error(TN_ENOMEM, "reduce_scatter: out of memory");
+    }
+    char *o = tn_data(out);
+    int rc = share_addresses(pg, (uintptr_t)tn_data(in), addrs);
+    memmove(o, (const char *)tn_data(in) + (size_t)r * nb, nb);
+    for (int s = 1; rc == 0 && s < P; s++) {
+        int p = (r + s) % P;
+        for (size_t i = 0; rc == 0 && i < nb; i += seg) {
+            size_t m = nb - i < seg ? nb - i : seg;
+            rc = shm_read(pg, p, tmp, addrs[p] + (uint64_t)((size_t)r * nb + i), m);
+            if (rc == 0)
+                tn__pg_reduce_into(o + i, tmp, (int64_t)(m / es), out->dtype, op);
+        }
+    }
+    free(addrs);
+    free(tmp);
+    if (rc == 0 && op == TN_REDUCE_AVG)
+        tn__pg_divide(o, tn_numel(out), out->dtype, P);
+    return rc < 0 ? rc : dissemination(pg);
+}
+
+static int unsupported(struct tn_pg *pg)
+{
+    return tn_set_error(TN_ERUNTIME, "%s: the %s backend does not support it", pg->op,
+                        pg->be->name);
+}
+
+/* Hands a checked collective to the group's backend when it has one. */
+#define DISPATCH(fn, ...)                                                                     \
+    do {                                                                                      \
+        if (pg->be)                                                                           \
+            return pg->be->fn ? pg->be->fn(pg, __VA_ARGS__) : unsupported(pg);                \
+    } while (0)
 
 /* Copies n bytes at raddr in peer's memory to dst (cross-memory attach). */
 static int shm_read(struct tn_pg *pg, int peer, void *dst, uint64_t raddr, size_t n)
@@ -372,9 +512,9 @@ static int allreduce_doubling(struct tn_pg *pg, char *buf, int64_t n, enum tn_dt
             return rc;
         /* the lower rank's operand first, so both sides compute the same */
         if (pg->rank < peer) {
-            reduce_into(buf, tmp, n, dt, op);
+            tn__pg_reduce_into(buf, tmp, n, dt, op);
         } else {
-            reduce_into(tmp, buf, n, dt, op);
+            tn__pg_reduce_into(tmp, buf, n, dt, op);
             memcpy(buf, tmp, nb);
         }
     }
@@ -404,7 +544,7 @@ static int allreduce_ring(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype 
                 int64_t m = off[rcv + 1] - i < seg ? off[rcv + 1] - i : seg;
                 rc = shm_read(pg, left, tmp, theirs + (uint64_t)(i * es), (size_t)(m * es));
                 if (rc == 0)
-                    reduce_into(buf + i * es, tmp, m, dt, op);
+                    tn__pg_reduce_into(buf + i * es, tmp, m, dt, op);
             }
             if (rc == 0)
                 rc = ring_sync(pg, left, right);
@@ -418,7 +558,7 @@ static int allreduce_ring(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype 
             rc = sendrecv(pg, right, buf + (off[sc] + i) * es, (size_t)(a * es), left, tmp,
                           (size_t)(b * es));
             if (rc == 0)
-                reduce_into(buf + (off[rcv] + i) * es, tmp, b, dt, op);
+                tn__pg_reduce_into(buf + (off[rcv] + i) * es, tmp, b, dt, op);
         }
     }
     for (int s = 0; rc == 0 && s < P - 1; s++) {
@@ -442,11 +582,9 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
         return tn_last_status();
     if (check_tensor(pg, t) < 0)
         return tn_last_status();
-    if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(t->dtype) && t->dtype != TN_COMPLEX64)
-        return tn_set_error(TN_EDTYPE, "allreduce: AVG needs a floating point tensor, not %s",
-                            tn_dtype_name(t->dtype));
-    if (t->dtype == TN_COMPLEX64 && (op == TN_REDUCE_MIN || op == TN_REDUCE_MAX))
-        return tn_set_error(TN_EDTYPE, "allreduce: MIN and MAX are not defined for complex");
+    if (check_op(pg, t->dtype, op) < 0)
+        return tn_last_status();
+    DISPATCH(allreduce, t, op);
     int P = pg->size;
     int64_t n = tn_numel(t);
     size_t nb = tn_nbytes(t);
@@ -469,7 +607,7 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
             return rc;
     }
     if (op == TN_REDUCE_AVG)
-        divide(buf, n, t->dtype, P);
+        tn__pg_divide(buf, n, t->dtype, P);
     return 0;
 }
 
@@ -482,9 +620,12 @@ int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
     if (root < 0 || root >= pg->size)
         return tn_set_error(TN_EINVAL, "broadcast: root %d is not a rank of a group of %d", root,
                             pg->size);
-    /* a binomial tree rooted at `root` */
+    DISPATCH(broadcast, t, root);
     int P = pg->size, vr = (pg->rank - root + P) % P;
     size_t nb = tn_nbytes(t);
+    if (pg->shm && P > 1 && nb >= SHM_BYTES)
+        return broadcast_shm(pg, tn_data(t), nb, root);
+    /* a binomial tree rooted at `root` */
     int mask = 1;
     while (mask < P) {
         if (vr & mask) {
@@ -521,7 +662,10 @@ int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_ten
                             "allgather: the output must hold world_size (%d) times the input's "
                             "elements of the same dtype",
                             pg->size);
+    DISPATCH(allgather, out, in);
     char *o = tn_data(out);
+    if (pg->shm && pg->size > 1 && nb >= SHM_BYTES)
+        return allgather_shm(pg, o, tn_data(in), nb);
     int P = pg->size, r = pg->rank;
     memmove(o + (size_t)r * nb, tn_data(in), nb);
     int right = (r + 1) % P, left = (r - 1 + P) % P;
@@ -538,15 +682,9 @@ int tn_pg_barrier(struct tn_pg *pg)
 {
     if (begin(pg, "barrier") < 0)
         return tn_last_status();
-    /* dissemination: lg P rounds of one byte */
-    int P = pg->size;
-    for (int d = 1; d < P; d <<= 1) {
-        char x = 1, y;
-        int rc = sendrecv(pg, (pg->rank + d) % P, &x, 1, (pg->rank - d + P) % P, &y, 1);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    if (pg->be)
+        return pg->be->barrier ? pg->be->barrier(pg) : unsupported(pg);
+    return dissemination(pg);
 }
 
 int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
@@ -557,6 +695,7 @@ int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
         return tn_last_status();
     if (dst < 0 || dst >= pg->size || dst == pg->rank)
         return tn_set_error(TN_EINVAL, "send: bad destination rank %d", dst);
+    DISPATCH(send, t, dst);
     return sendrecv(pg, dst, tn_data(t), tn_nbytes(t), -1, NULL, 0);
 }
 
@@ -568,6 +707,7 @@ int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
         return tn_last_status();
     if (src < 0 || src >= pg->size || src == pg->rank)
         return tn_set_error(TN_EINVAL, "recv: bad source rank %d", src);
+    DISPATCH(recv, t, src);
     return sendrecv(pg, -1, NULL, 0, src, tn_data(t), tn_nbytes(t));
 }
 
@@ -585,9 +725,9 @@ int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, in
     if (root < 0 || root >= pg->size)
         return tn_set_error(TN_EINVAL, "reduce: root %d is not a rank of a group of %d", root,
                             pg->size);
-    if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(t->dtype) && t->dtype != TN_COMPLEX64)
-        return tn_set_error(TN_EDTYPE, "reduce: AVG needs a floating point tensor, not %s",
-                            tn_dtype_name(t->dtype));
+    if (check_op(pg, t->dtype, op) < 0)
+        return tn_last_status();
+    DISPATCH(reduce, t, op, root);
     size_t nb = tn_nbytes(t);
     if (pg->rank != root)
         return sendrecv(pg, root, tn_data(t), nb, -1, NULL, 0);
@@ -600,11 +740,11 @@ int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, in
             continue;
         rc = sendrecv(pg, -1, NULL, 0, p, tmp, nb);
         if (rc == 0)
-            reduce_into(tn_data(t), tmp, tn_numel(t), t->dtype, op);
+            tn__pg_reduce_into(tn_data(t), tmp, tn_numel(t), t->dtype, op);
     }
     free(tmp);
     if (rc == 0 && op == TN_REDUCE_AVG)
-        divide(tn_data(t), tn_numel(t), t->dtype, pg->size);
+        tn__pg_divide(tn_data(t), tn_numel(t), t->dtype, pg->size);
     return rc;
 }
 
@@ -617,14 +757,15 @@ int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor
     if (root < 0 || root >= pg->size)
         return tn_set_error(TN_EINVAL, "gather: root %d is not a rank of a group of %d", root,
                             pg->size);
+    if (pg->rank == root && check_tensor(pg, out) < 0)
+        return tn_last_status();
+    if (pg->rank == root && !same_kind(out, in, (size_t)pg->size))
+        return tn_set_error(TN_EINVAL, "gather: the output must hold world_size (%d) inputs",
+                            pg->size);
+    DISPATCH(gather, out, in, root);
     size_t nb = tn_nbytes(in);
     if (pg->rank != root)
         return sendrecv(pg, root, tn_data(in), nb, -1, NULL, 0);
-    if (check_tensor(pg, out) < 0)
-        return tn_last_status();
-    if (!same_kind(out, in, (size_t)pg->size))
-        return tn_set_error(TN_EINVAL, "gather: the output must hold world_size (%d) inputs",
-                            pg->size);
     char *o = tn_data(out);
     memmove(o + (size_t)root * nb, tn_data(in), nb);
     for (int p = 0; p < pg->size; p++) {
@@ -646,14 +787,15 @@ int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tenso
     if (root < 0 || root >= pg->size)
         return tn_set_error(TN_EINVAL, "scatter: root %d is not a rank of a group of %d", root,
                             pg->size);
+    if (pg->rank == root && check_tensor(pg, in) < 0)
+        return tn_last_status();
+    if (pg->rank == root && !same_kind(in, out, (size_t)pg->size))
+        return tn_set_error(TN_EINVAL, "scatter: the input must hold world_size (%d) outputs",
+                            pg->size);
+    DISPATCH(scatter, out, in, root);
     size_t nb = tn_nbytes(out);
     if (pg->rank != root)
         return sendrecv(pg, -1, NULL, 0, root, tn_data(out), nb);
-    if (check_tensor(pg, in) < 0)
-        return tn_last_status();
-    if (!same_kind(in, out, (size_t)pg->size))
-        return tn_set_error(TN_EINVAL, "scatter: the input must hold world_size (%d) outputs",
-                            pg->size);
     const char *i = tn_data(in);
     for (int p = 0; p < pg->size; p++) {
         if (p == root)
@@ -674,6 +816,12 @@ int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct t
     if (!same_kind(in, out, (size_t)pg->size))
         return tn_set_error(TN_EINVAL, "reduce_scatter: the input must hold world_size (%d) "
                                        "outputs of the same dtype", pg->size);
+    if (pg->be || (pg->shm && pg->size > 1 && tn_nbytes(out) >= SHM_BYTES)) {
+        if (begin(pg, "reduce_scatter") < 0 || check_op(pg, out->dtype, op) < 0)
+            return tn_last_status();
+        DISPATCH(reduce_scatter, out, in, op);
+        return reduce_scatter_shm(pg, out, in, op);
+    }
     /* an allreduce of a copy: twice the traffic of a bare reduce-scatter,
      * but one well-tested path */
     struct tn_tensor *tmp = tn_empty(in->sizes, in->ndim, in->dtype);
@@ -698,6 +846,7 @@ int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_te
     if (!same_kind(in, out, 1) || tn_nbytes(in) % (size_t)pg->size)
         return tn_set_error(TN_EINVAL, "all_to_all: input and output must have the same size "
                                        "and dtype, divisible by world_size (%d)", pg->size);
+    DISPATCH(all_to_all, out, in);
     int P = pg->size, r = pg->rank;
     size_t cb = tn_nbytes(in) / (size_t)P;
     const char *i = tn_data(in);
@@ -719,7 +868,9 @@ void tn_pg_free(struct tn_pg *pg)
     if (!pg)
         return;
     tn__pgq_free(pg->queue);
-    for (int i = 0; i < pg->size; i++)
+    if (pg->be)
+        pg->be->destroy(pg->impl, pg->verdict != NULL);
+    for (int i = 0; pg->fds && i < pg->size; i++)
         if (pg->fds[i] >= 0)
             close(pg->fds[i]);
     free(pg->fds);
@@ -939,4 +1090,73 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
 fail:
     tn_pg_free(pg);
     return NULL;
+}
+
+/* ------------------------------------------------------------ other backends */
+
+struct tn_pg *tn__pg_new_backend(const struct tn__pg_backend *be, void *impl,
+                                 struct tn_store *store, int rank, int size, int64_t timeout_ms)
+{
+    struct tn_pg *pg = calloc(1, sizeof *pg);
+    if (!pg) {
+        be->destroy(impl, false);
+        tn_set_error(TN_ENOMEM, "%s process group: out of memory", be->name);
+        return NULL;
+    }
+    pg->rank = rank;
+    pg->size = size;
+    pg->timeout_ms = timeout_ms < 0 ? 30 * 60 * 1000 : timeout_ms;
+    pg->op = "init";
+    pg->be = be;
+    pg->impl = impl;
+    if (store) {
+        pg->store = store;
+        tn_store_retain(store);
+    }
+    return pg;
+}
+
+void *tn__pg_impl(const struct tn_pg *pg)
+{
+    return pg->impl;
+}
+
+int64_t tn__pg_timeout(const struct tn_pg *pg)
+{
+    return pg->timeout_ms;
+}
+
+const char *tn__pg_op(const struct tn_pg *pg)
+{
+    return pg->op;
+}
+
+uint64_t tn__pg_seq(const struct tn_pg *pg)
+{
+    return pg->seq;
+}
+
+bool tn__pg_uses_shm(const struct tn_pg *pg)
+{
+    return pg->shm;
+}
+
+int tn__pg_fail(struct tn_pg *pg, int status)
+{
+    return agree_failure(pg, status);
+}
+
+struct tn_pg *tn_pg_new(const char *backend, struct tn_store *store, int rank, int world_size,
+                        int64_t timeout_ms)
+{
+    if (backend && !strcmp(backend, "mpi"))
+        return tn_pg_new_mpi(store, rank, world_size, timeout_ms);
+    if (backend && !strcmp(backend, "nccl"))
+        return tn_pg_new_nccl(store, rank, world_size, timeout_ms);
+    if (backend && strcmp(backend, "tcp") != 0 && strcmp(backend, "gloo") != 0) {
+        tn_set_error(TN_EINVAL, "Invalid backend: '%s' (tcp, gloo, mpi or nccl)", backend);
+        return NULL;
+    }
+    const char *host = getenv("TN_PG_HOST");
+    return tn_pg_new_tcp(store, rank, world_size, host && *host ? host : NULL, timeout_ms);
 }

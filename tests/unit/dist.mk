@@ -24,3 +24,9 @@ tests_unit_test_ddp_SOURCES = tests/unit/test_ddp.c
 tests_unit_test_ddp_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ddp_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ddp_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_pg_backends
+tests_unit_test_pg_backends_SOURCES = tests/unit/test_pg_backends.c
+tests_unit_test_pg_backends_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_pg_backends_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_pg_backends_LDFLAGS = $(TN_UNIT_LINK)

@@ -404,6 +404,174 @@ static void test_timeout(void **state)
     tn_store_release(store);
 }
 
+/* ------------------------------------------------ shared-memory collectives */
+
+bool tn__pg_uses_shm(const struct tn_pg *pg); /* lib/dist/internal.h */
+
+/* Each rank's results of the large collectives, kept to compare the
+ * shared-memory run with the socket run bit for bit. */
+enum { SHM_N = 70001, SHM_RESULTS = 8 };
+
+struct shm_rank {
+    struct tn_store *store;
+    int rank, size;
+    bool want_shm;
+    int failures;
+    struct tn_tensor *res[SHM_RESULTS];
+};
+
+static void *shm_main(void *p)
+{
+    struct shm_rank *a = p;
+    struct tn_pg *pg = tn_pg_new_tcp(a->store, a->rank, a->size, "127.0.0.1", 20000);
+    if (!pg || tn__pg_uses_shm(pg) != a->want_shm) {
+        a->failures = 1000;
+        tn_pg_free(pg);
+        return NULL;
+    }
+    int P = a->size, me = a->rank, n = SHM_N;
+    /* broadcast 280 KiB of float32 from rank 1 */
+    struct tn_tensor *b = tn_empty(TN_SHAPE(n), TN_FLOAT32);
+    for (int i = 0; i < n; i++)
+        put(b, i, me == 1 ? i % 1000 : -1);
+    a->failures += tn_pg_broadcast(pg, b, 1) < 0;
+    for (int i = 0; i < n; i++)
+        if (get(b, i) != i % 1000) {
+            a->failures++;
+            break;
+        }
+    a->res[0] = b;
+    /* allgather 560 KiB of float64 per rank */
+    struct tn_tensor *in = tn_empty(TN_SHAPE(n), TN_FLOAT64);
+    struct tn_tensor *out = tn_empty(TN_SHAPE(P, n), TN_FLOAT64);
+    for (int i = 0; i < n; i++)
+        put(in, i, me * 100000 + i);
+    a->failures += tn_pg_allgather(pg, out, in) < 0;
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < n; i += 97)
+            if (get(out, (int64_t)r * n + i) != r * 100000 + i) {
+                a->failures++;
+                r = P;
+                break;
+            }
+    tn_release(in);
+    a->res[1] = out;
+    /* reduce_scatter of float32 blocks of 280 KiB: sum, max, avg, and an
+     * async one of int32 with product */
+    enum tn_reduce_op rops[3] = {TN_REDUCE_SUM, TN_REDUCE_MAX, TN_REDUCE_AVG};
+    struct tn_tensor *rin = tn_empty(TN_SHAPE(P * n), TN_FLOAT32);
+    for (int i = 0; i < P * n; i++)
+        put(rin, i, input(TN_FLOAT32, me, i));
+    for (int k = 0; k < 3; k++) {
+        struct tn_tensor *ro = tn_empty(TN_SHAPE(n), TN_FLOAT32);
+        a->failures += tn_pg_reduce_scatter(pg, ro, rin, rops[k]) < 0;
+        for (int i = 0; i < n; i++)
+            if (fabs(get(ro, i) - expected(TN_FLOAT32, rops[k], P, (int64_t)me * n + i)) > 1e-6) {
+                print_message("reduce_scatter op %d [%d]: %g\n", k, i, get(ro, i));
+                a->failures++;
+                break;
+            }
+        a->res[2 + k] = ro;
+    }
+    tn_release(rin);
+    struct tn_tensor *iin = tn_empty(TN_SHAPE(P * n), TN_INT32);
+    struct tn_tensor *iout = tn_empty(TN_SHAPE(n), TN_INT32);
+    for (int i = 0; i < P * n; i++)
+        put(iin, i, input(TN_INT32, me, i));
+    struct tn_work *w = tn_pg_reduce_scatter_async(pg, iout, iin, TN_REDUCE_PRODUCT);
+    /* the other collectives' async forms, queued behind it */
+    struct tn_tensor *x = tn_full(TN_SHAPE(6), tn_float(me + 1), TN_FLOAT64);
+    struct tn_tensor *g = tn_zeros(TN_SHAPE(P, 6), TN_FLOAT64);
+    struct tn_tensor *sc = tn_zeros(TN_SHAPE(6), TN_FLOAT64);
+    struct tn_tensor *t_in = tn_empty(TN_SHAPE(P * 2), TN_INT64);
+    struct tn_tensor *t_out = tn_zeros(TN_SHAPE(P * 2), TN_INT64);
+    for (int i = 0; i < P * 2; i++)
+        put(t_in, i, me * 100 + i);
+    struct tn_tensor *msg = tn_full(TN_SHAPE(3), tn_float(me == 0 ? 42 : 0), TN_INT16);
+    struct tn_work *ws[7] = {
+        tn_pg_reduce_async(pg, x, TN_REDUCE_SUM, 0),
+        tn_pg_gather_async(pg, me == 0 ? g : NULL, x, 0),
+        tn_pg_scatter_async(pg, sc, me == 0 ? g : NULL, 0),
+        tn_pg_all_to_all_async(pg, t_out, t_in),
+        me == 0 ? tn_pg_send_async(pg, msg, 1) : me == 1 ? tn_pg_recv_async(pg, msg, 0) : NULL,
+        tn_pg_barrier_async(pg),
+        NULL,
+    };
+    a->failures += tn_work_wait(w, 20000) < 0;
+    for (int k = 0; k < 6; k++)
+        a->failures += (ws[k] || (k == 4 && me > 1)) ? ws[k] && tn_work_wait(ws[k], 20000) < 0 : 1;
+    for (int i = 0; i < n; i++)
+        if (get(iout, i) != expected(TN_INT32, TN_REDUCE_PRODUCT, P, (int64_t)me * n + i)) {
+            a->failures++;
+            break;
+        }
+    /* reduce: root 0 holds the sum of 1..P; the gather saw it (queued after) */
+    double sum = P * (P + 1) / 2.0;
+    for (int i = 0; i < 6; i++) {
+        a->failures += get(x, i) != (me == 0 ? sum : me + 1);
+        a->failures += me == 0 && get(g, i) != sum;
+        for (int r = 1; me == 0 && r < P; r++)
+            a->failures += get(g, r * 6 + i) != r + 1;
+        a->failures += get(sc, i) != (me == 0 ? sum : me + 1);
+    }
+    for (int j = 0; j < P; j++)
+        for (int k = 0; k < 2; k++)
+            a->failures += get(t_out, j * 2 + k) != j * 100 + me * 2 + k;
+    if (me == 1)
+        a->failures += get(msg, 2) != 42;
+    tn_work_free(w);
+    for (int k = 0; k < 6; k++)
+        tn_work_free(ws[k]);
+    struct tn_tensor *done[] = {iin, x, g, sc, t_in, t_out, msg};
+    for (size_t k = 0; k < sizeof done / sizeof done[0]; k++)
+        tn_release(done[k]);
+    a->res[5] = iout;
+    tn_pg_free(pg);
+    return NULL;
+}
+
+static void shm_run(int P, bool shm, struct shm_rank *a)
+{
+    if (!shm)
+        setenv("TN_PG_NO_SHM", "1", 1);
+    struct tn_store *store = tn_store_hash_new();
+    pthread_t th[4];
+    for (int r = 0; r < P; r++) {
+        a[r] = (struct shm_rank){store, r, P, shm, 0, {NULL}};
+        pthread_create(&th[r], NULL, shm_main, &a[r]);
+    }
+    for (int r = 0; r < P; r++) {
+        pthread_join(th[r], NULL);
+        assert_int_equal(a[r].failures, 0);
+    }
+    tn_store_release(store);
+    unsetenv("TN_PG_NO_SHM");
+}
+
+/* Broadcast, allgather and reduce_scatter large enough for the shared-memory
+ * path, then the same through the sockets (TN_PG_NO_SHM=1): both right, and
+ * the same bits; and the async forms of reduce, gather, scatter,
+ * reduce_scatter, all_to_all, send and recv, queued in order. */
+static void test_shm_collectives(void **state)
+{
+    (void)state;
+    for (int P = 2; P <= 3; P++) {
+        struct shm_rank on[4], off[4];
+        shm_run(P, true, on);
+        shm_run(P, false, off);
+        for (int r = 0; r < P; r++)
+            for (int k = 0; k < SHM_RESULTS; k++) {
+                if (!on[r].res[k])
+                    continue;
+                assert_int_equal(tn_nbytes(on[r].res[k]), tn_nbytes(off[r].res[k]));
+                assert_memory_equal(tn_data(on[r].res[k]), tn_data(off[r].res[k]),
+                                    tn_nbytes(on[r].res[k]));
+                tn_release(on[r].res[k]);
+                tn_release(off[r].res[k]);
+            }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_async),
         cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_shm_collectives),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -153,6 +153,34 @@ enum tn_reduce_op {
  * the same order. Tensors are contiguous CPU tensors, updated in place. */
 struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, const char *host,
                             int64_t timeout_ms);
+
+/* The `mpi` backend: the same collectives through Open MPI, for processes
+ * started by mpirun (rank and size are MPI_COMM_WORLD's; rank and
+ * world_size, when >= 0, must agree with them). libmpi.so.40 is loaded on
+ * first use ($TN_MPI_LIBRARY names another copy); MPI is initialised
+ * (MPI_THREAD_SERIALIZED) unless the program did, and then finalised at
+ * exit. Each group works on its own duplicate of MPI_COMM_WORLD. A
+ * collective gives up after timeout_ms like the tcp backend's, the ranks
+ * agreeing on the verdict through store; without a store (NULL) each rank
+ * reports what it saw. Without Open MPI: NULL with TN_EDEVICE ("MPI support
+ * is not available: ..."). */
+struct tn_pg *tn_pg_new_mpi(struct tn_store *store, int rank, int world_size, int64_t timeout_ms);
+
+/* The `nccl` backend: the same collectives on CUDA tensors through NCCL
+ * (libnccl.so.2 and the CUDA runtime loaded on first use; $TN_NCCL_LIBRARY
+ * names another copy), rank 0's ncclUniqueId travelling through store under
+ * "nccl_pg/id". Each rank uses CUDA device LOCAL_RANK (else rank modulo the
+ * device count). Collectives run on the group's own CUDA stream and return
+ * when it finished; one that takes longer than timeout_ms aborts the
+ * communicator and fails like the tcp backend's. Without NCCL or a CUDA
+ * device: NULL with TN_EDEVICE ("NCCL support is not available: ..."). */
+struct tn_pg *tn_pg_new_nccl(struct tn_store *store, int rank, int world_size, int64_t timeout_ms);
+
+/* A group of the named backend, "tcp" (on 127.0.0.1, or $TN_PG_HOST),
+ * "mpi" or "nccl"; "gloo" is the tcp backend. */
+struct tn_pg *tn_pg_new(const char *backend, struct tn_store *store, int rank, int world_size,
+                        int64_t timeout_ms);
+
 void tn_pg_free(struct tn_pg *pg);
 int tn_pg_rank(const struct tn_pg *pg);
 int tn_pg_size(const struct tn_pg *pg);
@@ -160,9 +188,11 @@ int tn_pg_size(const struct tn_pg *pg);
 /* Ring allreduce (reduce-scatter, then allgather). Bool: sum/max are "or",
  * product/min "and"; complex64: sum, avg and product only. */
 int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op);
-/* Binomial tree from root. */
+/* Binomial tree from root; large buffers (256 KiB and up) through shared
+ * memory where allreduce's goes, every rank reading root's buffer. */
 int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root);
-/* out holds world_size copies of in's size, rank-major. */
+/* out holds world_size copies of in's size, rank-major. A ring; inputs of
+ * 256 KiB and up through shared memory (each rank reads every peer's). */
 int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in);
 int tn_pg_barrier(struct tn_pg *pg);
 /* The reduction lands in root's t; other ranks' t are unchanged. */
@@ -171,7 +201,9 @@ int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, in
 int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root);
 /* in (root only; may be NULL elsewhere) holds world_size outputs. */
 int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root);
-/* in holds world_size blocks of out's size; rank r gets the reduced block r. */
+/* in holds world_size blocks of out's size; rank r gets the reduced block r
+ * (an allreduce of a copy; blocks of 256 KiB and up through shared memory,
+ * rank r reducing block r of every peer's input). */
 int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                          enum tn_reduce_op op);
 /* in and out hold world_size equal blocks; block j of in goes to rank j,
@@ -191,6 +223,18 @@ struct tn_work *tn_pg_broadcast_async(struct tn_pg *pg, struct tn_tensor *t, int
 struct tn_work *tn_pg_allgather_async(struct tn_pg *pg, struct tn_tensor *out,
                                       const struct tn_tensor *in);
 struct tn_work *tn_pg_barrier_async(struct tn_pg *pg);
+struct tn_work *tn_pg_reduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op,
+                                   int root);
+struct tn_work *tn_pg_gather_async(struct tn_pg *pg, struct tn_tensor *out,
+                                   const struct tn_tensor *in, int root);
+struct tn_work *tn_pg_scatter_async(struct tn_pg *pg, struct tn_tensor *out,
+                                    const struct tn_tensor *in, int root);
+struct tn_work *tn_pg_reduce_scatter_async(struct tn_pg *pg, struct tn_tensor *out,
+                                           const struct tn_tensor *in, enum tn_reduce_op op);
+struct tn_work *tn_pg_all_to_all_async(struct tn_pg *pg, struct tn_tensor *out,
+                                       const struct tn_tensor *in);
+struct tn_work *tn_pg_send_async(struct tn_pg *pg, struct tn_tensor *t, int dst);
+struct tn_work *tn_pg_recv_async(struct tn_pg *pg, struct tn_tensor *t, int src);
 /* Whether the collective finished (successfully or not). */
 bool tn_work_is_completed(struct tn_work *w);
 /* Waits until the collective finished (timeout_ms < 0: however long it
