@@ -4,6 +4,7 @@ tensorinclude_HEADERS += lib/include/tensor/tensor.h
 include lib/core/local.mk
 include lib/dispatch/local.mk
 include lib/ops/local.mk
+include lib/autograd/local.mk
 include lib/nn/local.mk
 include lib/optim/local.mk
 include lib/io/local.mk

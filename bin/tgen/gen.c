@@ -220,6 +220,11 @@ int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool 
             ret_params(f, fn);
             fputs(");\n", f);
         }
+        if (fn->autograd[0]) { /* from derivatives.yaml (autograd.c) */
+            fprintf(f, "%s %s(tn_keyset ks", ret_type(fn), fn->autograd);
+            params(f, fn, 0, fn->nargs, true);
+            fputs(");\n", f);
+        }
         if (fn->structured) {
             fputs("int ", f);
             meta_name(f, fn);
@@ -519,7 +524,9 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, bool
         for (int k = 0; k < 4; k++) {
             const char *kern = NULL;
             char gen[200];
-            if (d && k < 3 && (d->kernel[k] || k == TG_KEY_META)) {
+            if (k == 3 && fn->autograd[0]) {
+                kern = fn->autograd; /* derivatives.yaml's, before a decomposition */
+            } else if (d && k < 3 && (d->kernel[k] || k == TG_KEY_META)) {
                 snprintf(gen, sizeof gen, "gen_%s_%s", k == 0 ? "cpu" : k == 1 ? "cuda" : "meta",
                          fn->ident);
                 kern = gen;

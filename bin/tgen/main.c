@@ -29,6 +29,9 @@ static void usage(FILE *f)
           "                        with --plugin)\n"
           "  -p, --plugin          generate a plugin for tn_library_load()\n"
           "  -o, --output=PREFIX   with --plugin: write PREFIX.h and PREFIX.c\n"
+          "  -d, --derivatives=FILE  the backward formulas (derivatives.yaml): the op\n"
+          "                        table gets their Autograd kernels\n"
+          "  -a, --autograd=PATH   with --derivatives: write the Autograd kernels to PATH\n"
           "  -h, --help            show this help and exit\n"
           "  -V, --version         show the version and exit\n\n"
           "FILE - reads standard input. Exit status: 0 success, 2 a usage error or a bad\n"
@@ -70,7 +73,14 @@ struct job {
     const struct tg_schema *s;
     const char *guard, *include;
     bool plugin;
+    const struct tg_derivs *derivs;
 };
+
+static int do_autograd(FILE *f, void *ctx)
+{
+    struct job *j = ctx;
+    return tg_write_autograd(j->s, j->derivs, f);
+}
 
 static int do_header(FILE *f, void *ctx)
 {
@@ -105,11 +115,13 @@ int main(int argc, char **argv)
         {"header", required_argument, NULL, 'H'}, {"source", required_argument, NULL, 'c'},
         {"include", required_argument, NULL, 'i'}, {"plugin", no_argument, NULL, 'p'},
         {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+        {"derivatives", required_argument, NULL, 'd'}, {"autograd", required_argument, NULL, 'a'},
         {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0}};
     bool list = false, json = false, plugin = false;
     const char *header = NULL, *source = NULL, *include = NULL, *output = NULL;
+    const char *derivs = NULL, *autograd = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "ljH:c:i:po:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ljH:c:i:po:d:a:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'l': list = true; break;
         case 'j': json = true; break;
@@ -118,6 +130,8 @@ int main(int argc, char **argv)
         case 'i': include = optarg; break;
         case 'p': plugin = true; break;
         case 'o': output = optarg; break;
+        case 'd': derivs = optarg; break;
+        case 'a': autograd = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("tgen (tensorkit) %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -144,8 +158,20 @@ int main(int argc, char **argv)
               "Try 'tgen --help' for more information.\n", stderr);
         return 2;
     }
+    if (autograd && !derivs) {
+        fputs("tgen: --autograd goes with --derivatives\nTry 'tgen --help' for more information.\n",
+              stderr);
+        return 2;
+    }
     struct tg_schema s;
     if (tg_load(argv[optind], &s) < 0) {
+        tg_free(&s);
+        return 2;
+    }
+    /* before the writers: it names the Autograd kernels of the op table */
+    struct tg_derivs ds = {0};
+    if (derivs && tg_load_derivatives(derivs, &s, &ds) < 0) {
+        tg_free_derivatives(&ds);
         tg_free(&s);
         return 2;
     }
@@ -174,12 +200,15 @@ int main(int argc, char **argv)
         }
     }
     guard = guard_of(header ? header : "ops.h");
-    struct job j = {&s, guard, include, plugin};
+    struct job j = {&s, guard, include, plugin, NULL};
     if ((header || source) && tg_check_generatable(&s) < 0)
         rc = 2;
     if (!rc && header && write_atomic(header, do_header, &j) < 0)
         rc = 2;
     if (!rc && source && write_atomic(source, do_source, &j) < 0)
+        rc = 2;
+    j.derivs = &ds;
+    if (!rc && autograd && write_atomic(autograd, do_autograd, &j) < 0)
         rc = 2;
     if (list && (fflush(stdout) || ferror(stdout))) {
         fprintf(stderr, "tgen: write error: %s\n", strerror(errno));
@@ -189,6 +218,7 @@ int main(int argc, char **argv)
     free(cbuf);
     free(ibuf);
     free(guard);
+    tg_free_derivatives(&ds);
     tg_free(&s);
     return rc;
 }

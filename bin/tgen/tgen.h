@@ -60,6 +60,7 @@ struct tg_func {
     int ntags;
     char cname[160];     /* tn_add_out */
     char ident[160];     /* add_out: name.overload made an identifier (unique) */
+    char autograd[176];  /* its Autograd kernel (from derivatives.yaml), "" when none */
 };
 
 struct tg_schema {
@@ -89,5 +90,37 @@ void tg_c_param(FILE *f, const struct tg_arg *a);
 int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool plugin);
 int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, bool plugin);
 void tg_write_list(const struct tg_schema *s, FILE *f, bool json);
+
+/* ---- derivatives.yaml (derivatives.c) and the Autograd kernels (autograd.c) */
+
+struct tg_formula {
+    char *input;         /* "self" */
+    char *expr;          /* "grad * other" */
+    int line, col;
+};
+
+struct tg_deriv {
+    char *name;          /* "mul.Tensor" */
+    int line, col;
+    struct tg_formula f[TG_MAX_ARGS];
+    int nf;
+    struct tg_func *fn;  /* the op it differentiates */
+    char node[96];       /* "MulBackward0" */
+};
+
+struct tg_derivs {
+    const char *path;
+    struct tg_deriv *d;
+    int n;
+};
+
+/* Reads `path` against the ops of s, and names each op's Autograd kernel
+ * (tg_func.autograd) for the op table: the op itself, and its in-place and
+ * out= overloads. -1 after printing file:line:column: message. */
+int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs *out);
+void tg_free_derivatives(struct tg_derivs *d);
+/* Writes the C of every Autograd kernel and node. 0, or -1 after printing
+ * file:line:column: message for a formula it cannot compile. */
+int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *d, FILE *f);
 
 #endif

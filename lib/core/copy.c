@@ -193,14 +193,18 @@ int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
                             tn_shape_format(dst->sizes, dst->ndim, a, sizeof a),
                             tn_shape_format(shape, nd, b, sizeof b));
     }
+    /* autograd: leaf checks before the write, the new history after it */
+    bool ad = (dst->requires_grad || src->requires_grad) && tn__autograd_hooks;
+    if (ad && tn__autograd_hooks->check_inplace(dst) < 0)
+        return tn_last_status();
     if (tn_numel(dst) == 0)
-        return TN_OK;
+        return ad ? tn__autograd_hooks->after_inplace(dst, src) : TN_OK;
     struct tn_tensor *tmp = NULL;
     if (tn_may_overlap(dst, src)) {
         if (dst->offset == src->offset && dst->dtype == src->dtype && dst->ndim == src->ndim &&
             !memcmp(dst->sizes, src->sizes, sizeof dst->sizes[0] * (size_t)dst->ndim) &&
             !memcmp(dst->strides, src->strides, sizeof dst->strides[0] * (size_t)dst->ndim))
-            return TN_OK; /* copying a tensor onto itself */
+            return ad ? tn__autograd_hooks->after_inplace(dst, src) : TN_OK; /* onto itself */
         tmp = tn_clone(src);
         if (!tmp)
             return tn_last_status();
@@ -221,7 +225,7 @@ int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
         tn__iter_run(&it, tn_copy_loop, &ctx, TN_PARALLEL_GRAIN);
     __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
     tn_release(tmp);
-    return TN_OK;
+    return ad ? tn__autograd_hooks->after_inplace(dst, src) : TN_OK;
 }
 
 /* Dense strides that keep the order of t's strides (PyTorch's
@@ -424,6 +428,10 @@ int tn_fill_(struct tn_tensor *t, struct tn_scalar value)
     if (tn__scalar_check(value, t->dtype) != TN_OK)
         return tn_last_status();
     struct tn_fill_ctx ctx;
+    /* autograd: leaf checks before the write, the new history after it */
+    bool ad = t->requires_grad && tn__autograd_hooks;
+    if (ad && tn__autograd_hooks->check_inplace(t) < 0)
+        return tn_last_status();
     ctx.es = tn_dtype_size(t->dtype);
     tn_scalar_store(ctx.value, t->dtype, value);
     char *base[1] = {tn_data(t)};
@@ -432,5 +440,5 @@ int tn_fill_(struct tn_tensor *t, struct tn_scalar value)
     tn__iter_init(&it, 1, t->sizes, t->ndim, base, strides, &ctx.es);
     tn__iter_run(&it, tn_fill_loop, &ctx, TN_PARALLEL_GRAIN);
     __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
-    return TN_OK;
+    return ad ? tn__autograd_hooks->after_inplace(t, NULL) : TN_OK;
 }

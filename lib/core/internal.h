@@ -77,6 +77,22 @@ int tn__infer_size(const int64_t *shape, int ndim, int64_t numel, int64_t *out);
  * to type uint8_t without overflow". */
 int tn__scalar_check(struct tn_scalar s, enum tn_dtype dtype);
 
+/* What lib/autograd lends the core, which sits above it and may not call
+ * it: views, copy_ and fill_ record their backward through these (NULL
+ * until lib/autograd loads; each is called only for tensors that require
+ * grad). Each returns 0 or a negative tn_status. */
+struct tn_autograd_hooks {
+    /* `view` (sharing in's storage) was made from `in` */
+    int (*on_view)(const struct tn_tensor *in, struct tn_tensor *view);
+    /* dst is about to be written in place: PyTorch's leaf checks */
+    int (*check_inplace)(const struct tn_tensor *dst);
+    /* dst was written in place from src (NULL for fill_) */
+    int (*after_inplace)(struct tn_tensor *dst, const struct tn_tensor *src);
+    /* t is being freed and holds autograd_meta */
+    void (*free_meta)(struct tn_tensor *t);
+};
+extern const struct tn_autograd_hooks *tn__autograd_hooks;
+
 /* --- strided loops ---------------------------------------------------- */
 
 /* Iterates over up to TN_MAX_DIMS dims with byte strides for up to 4

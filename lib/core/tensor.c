@@ -52,8 +52,15 @@ struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, co
     v->requires_grad = base->requires_grad;
     /* Record the root of the view chain, as PyTorch's _base does. */
     v->base = tn_retain((struct tn_tensor *)(base->base ? base->base : base));
+    if (v->requires_grad && tn__autograd_hooks && tn__autograd_hooks->on_view(base, v) < 0) {
+        tn_release(v);
+        return NULL;
+    }
     return v;
 }
+
+/* Filled by lib/autograd when it loads (core/internal.h). */
+const struct tn_autograd_hooks *tn__autograd_hooks;
 
 struct tn_tensor *tn_retain(struct tn_tensor *t)
 {
@@ -77,6 +84,8 @@ void tn_release(struct tn_tensor *t)
     tn_release(t->grad);
     tn_release(t->base);
     tn_node_release(t->grad_fn);
+    if (t->autograd_meta)
+        tn__autograd_hooks->free_meta(t);
     tn__tensor_free(t);
 }
 

@@ -188,8 +188,14 @@ struct tn_tensor *tn_reshape(const struct tn_tensor *t, const int64_t *sizes, in
     if (!c)
         return NULL;
     struct tn_tensor *r = tn__tensor_make(c->storage, c->offset, shape, NULL, ndim, c->dtype);
-    if (r)
-        r->requires_grad = t->requires_grad;
+    if (r && c->requires_grad && tn__autograd_hooks) {
+        /* a view of the copy, for autograd (which made c's history) */
+        r->requires_grad = true;
+        if (tn__autograd_hooks->on_view(c, r) < 0) {
+            tn_release(r);
+            r = NULL;
+        }
+    }
     tn_release(c);
     return r;
 }

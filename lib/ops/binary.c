@@ -27,7 +27,9 @@ enum tn_dtype tn__binary_dtype(const struct tn_tensor *a, const struct tn_tensor
 
 struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s)
 {
-    struct tn_tensor *t = tn_scalar_tensor(s, TN_DTYPE_UNSET);
+    /* a Python float wraps as a double, as PyTorch's wrapped numbers do (the
+     * flag keeps it from deciding the result's dtype) */
+    struct tn_tensor *t = tn_scalar_tensor(s, s.kind == TN_SCALAR_FLOAT ? TN_FLOAT64 : TN_DTYPE_UNSET);
     if (t)
         t->flags |= TN_TENSOR_WRAPPED_NUMBER;
     return t;

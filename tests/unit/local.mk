@@ -18,6 +18,7 @@ include tests/unit/print.mk
 include tests/unit/random.mk
 include tests/unit/io.mk
 include tests/unit/ops.mk
+include tests/unit/autograd.mk
 include tests/unit/dist.mk
 include tests/unit/nn.mk
 

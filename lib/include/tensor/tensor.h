@@ -8,6 +8,7 @@
 #include <tensor/core.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
+#include <tensor/autograd.h>
 #include <tensor/nn.h>
 #include <tensor/optim.h>
 #include <tensor/io.h>

@@ -1,0 +1,889 @@
+/*
+ * bin/tgen/autograd.c: compiles derivatives.yaml formulas into the
+ * Autograd kernels and backward nodes of the ops.
+ *
+ * The formula language, kept small:
+ *   expr    := term (('+' | '-') term)*
+ *   term    := unary (('*' | '/') unary)*
+ *   unary   := '-' unary | postfix
+ *   postfix := primary ('.' name '(' args ')')*      x.f(a) is f(x, a)
+ *   primary := number | 'string' | name | name '(' args ')' | '(' expr ')'
+ * Names: grad, result, the op's arguments, true/false; `x.sizes()` of a
+ * Tensor argument is its shape (saved instead of the tensor). A call
+ * f(...) calls the C function tn_f: an op of the schema (whose parameter
+ * types convert numbers and fill defaults), a lib/core function (t,
+ * transpose, expand) or a helper of lib/autograd (_sum_backward, ...).
+ * Arithmetic on tensors calls the ops (tn_mul, tn_add_scalar, ...); on
+ * scalars it is done in C. Every value comes from public ops, so a
+ * backward computed under create_graph records its own graph.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tgen.h"
+
+/* ------------------------------------------------------------------ AST */
+
+enum ek { E_NUM, E_STR, E_ID, E_CALL, E_BIN, E_NEG };
+
+struct expr {
+    enum ek kind;
+    char op;
+    char text[96];          /* number, string, name */
+    struct expr *kid[TG_MAX_ARGS];
+    int nkid;
+};
+
+struct parser {
+    const char *s;
+    size_t i;
+    const char *path;
+    int line, col;
+    bool failed;
+};
+
+static int p_error(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int p_error(struct parser *p, const char *fmt, ...)
+{
+    if (p->failed)
+        return -1;
+    p->failed = true;
+    va_list ap;
+    fprintf(stderr, "%s:%d:%d: ", p->path, p->line, p->col + (int)p->i);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return -1;
+}
+
+static struct expr *node(enum ek k)
+{
+    struct expr *e = calloc(1, sizeof *e);
+    if (!e) {
+        fputs("tgen: out of memory\n", stderr);
+        exit(2);
+    }
+    e->kind = k;
+    return e;
+}
+
+static void expr_free(struct expr *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->nkid; i++)
+        expr_free(e->kid[i]);
+    free(e);
+}
+
+static void ws(struct parser *p)
+{
+    while (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n')
+        p->i++;
+}
+
+static bool eat(struct parser *p, char c)
+{
+    ws(p);
+    if (p->s[p->i] != c)
+        return false;
+    p->i++;
+    return true;
+}
+
+static struct expr *parse_expr(struct parser *p, int depth);
+
+static int parse_args(struct parser *p, struct expr *call, int depth)
+{
+    if (eat(p, ')'))
+        return 0;
+    do {
+        if (call->nkid == TG_MAX_ARGS)
+            return p_error(p, "too many arguments");
+        struct expr *a = parse_expr(p, depth + 1);
+        if (!a)
+            return -1;
+        call->kid[call->nkid++] = a;
+    } while (eat(p, ','));
+    return eat(p, ')') ? 0 : p_error(p, "expected ')' or ','");
+}
+
+static size_t name_len(const char *s)
+{
+    size_t n = 0;
+    if (!(isalpha((unsigned char)s[0]) || s[0] == '_'))
+        return 0;
+    while (isalnum((unsigned char)s[n]) || s[n] == '_')
+        n++;
+    return n;
+}
+
+static struct expr *parse_primary(struct parser *p, int depth)
+{
+    ws(p);
+    const char *s = p->s + p->i;
+    if (depth > 64) {
+        p_error(p, "formula nested too deeply");
+        return NULL;
+    }
+    if (isdigit((unsigned char)*s) || (*s == '.' && isdigit((unsigned char)s[1]))) {
+        size_t n = strspn(s, "0123456789.eE");
+        if (n >= sizeof((struct expr *)0)->text) {
+            p_error(p, "number too long");
+            return NULL;
+        }
+        struct expr *e = node(E_NUM);
+        memcpy(e->text, s, n);
+        p->i += n;
+        return e;
+    }
+    if (*s == '\'' || *s == '"') {
+        const char *end = strchr(s + 1, *s);
+        if (!end || (size_t)(end - s) >= sizeof((struct expr *)0)->text - 1) {
+            p_error(p, "unterminated or long string");
+            return NULL;
+        }
+        struct expr *e = node(E_STR);
+        memcpy(e->text, s + 1, (size_t)(end - s - 1));
+        p->i += (size_t)(end - s) + 1;
+        return e;
+    }
+    if (*s == '(') {
+        p->i++;
+        struct expr *e = parse_expr(p, depth + 1);
+        if (e && !eat(p, ')')) {
+            p_error(p, "expected ')'");
+            expr_free(e);
+            return NULL;
+        }
+        return e;
+    }
+    size_t n = name_len(s);
+    if (!n || n >= sizeof((struct expr *)0)->text) {
+        p_error(p, "expected a name, a number or '('");
+        return NULL;
+    }
+    struct expr *e = node(E_ID);
+    memcpy(e->text, s, n);
+    p->i += n;
+    if (eat(p, '(')) {
+        e->kind = E_CALL;
+        if (parse_args(p, e, depth) < 0) {
+            expr_free(e);
+            return NULL;
+        }
+    }
+    return e;
+}
+
+static struct expr *parse_postfix(struct parser *p, int depth)
+{
+    struct expr *e = parse_primary(p, depth);
+    while (e && eat(p, '.')) {
+        ws(p);
+        size_t n = name_len(p->s + p->i);
+        if (!n || n >= sizeof e->text) {
+            p_error(p, "expected a method name after '.'");
+            expr_free(e);
+            return NULL;
+        }
+        struct expr *c = node(E_CALL);
+        memcpy(c->text, p->s + p->i, n);
+        p->i += n;
+        c->kid[c->nkid++] = e;
+        if (!eat(p, '(') || parse_args(p, c, depth) < 0) {
+            p_error(p, "expected '(' after the method name");
+            expr_free(c);
+            return NULL;
+        }
+        e = c;
+    }
+    return e;
+}
+
+static struct expr *parse_unary(struct parser *p, int depth)
+{
+    if (eat(p, '-')) {
+        struct expr *k = parse_unary(p, depth + 1);
+        if (!k)
+            return NULL;
+        struct expr *e = node(E_NEG);
+        e->kid[e->nkid++] = k;
+        return e;
+    }
+    return parse_postfix(p, depth);
+}
+
+static struct expr *parse_binary(struct parser *p, int depth, bool additive)
+{
+    struct expr *l = additive ? parse_binary(p, depth, false) : parse_unary(p, depth);
+    while (l) {
+        ws(p);
+        char c = p->s[p->i];
+        if (additive ? (c != '+' && c != '-') : (c != '*' && c != '/'))
+            break;
+        p->i++;
+        struct expr *r = additive ? parse_binary(p, depth, false) : parse_unary(p, depth);
+        if (!r) {
+            expr_free(l);
+            return NULL;
+        }
+        struct expr *b = node(E_BIN);
+        b->op = c;
+        b->kid[0] = l;
+        b->kid[1] = r;
+        b->nkid = 2;
+        l = b;
+    }
+    return l;
+}
+
+static struct expr *parse_expr(struct parser *p, int depth)
+{
+    if (depth > 64) {
+        p_error(p, "formula nested too deeply");
+        return NULL;
+    }
+    return parse_binary(p, depth, true);
+}
+
+/* ------------------------------------------------------------- emitting */
+
+enum vk { V_TENSOR, V_SCALAR, V_NUM, V_RAW, V_INTLIST, V_STR };
+
+struct val {
+    enum vk kind;
+    char text[512];
+};
+
+/* What one formula's compilation gathers. */
+struct ctx {
+    const struct tg_schema *s;
+    const struct tg_func *fn;
+    struct parser *p;
+    char steps[64][640];    /* "(t_[k] = call) != NULL" */
+    int nsteps;
+    unsigned uses;          /* bit i: argument i; bit 31: result */
+    unsigned uses_sizes;    /* bit i: argument i's sizes */
+};
+
+#define USES_RESULT (1u << 31)
+
+static int arg_index(const struct tg_func *fn, const char *name)
+{
+    for (int i = 0; i < fn->nargs; i++)
+        if (!strcmp(fn->args[i].name, name))
+            return i;
+    return -1;
+}
+
+static int step(struct ctx *c, struct val *out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int step(struct ctx *c, struct val *out, const char *fmt, ...)
+{
+    if (c->nsteps == 64)
+        return p_error(c->p, "formula too long");
+    char call[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(call, sizeof call, fmt, ap);
+    va_end(ap);
+    snprintf(c->steps[c->nsteps], sizeof c->steps[0], "(t_[%d] = %s) != NULL", c->nsteps, call);
+    out->kind = V_TENSOR;
+    snprintf(out->text, sizeof out->text, "t_[%d]", c->nsteps);
+    c->nsteps++;
+    return 0;
+}
+
+/* A scalar value as a struct tn_scalar expression. */
+static void as_scalar(const struct val *v, char *buf, size_t len)
+{
+    if (v->kind == V_NUM)
+        snprintf(buf, len, strpbrk(v->text, ".eE") ? "tn_float(%s)" : "tn_int(%s)", v->text);
+    else
+        snprintf(buf, len, "%s", v->text);
+}
+
+/* A scalar value as a double expression. */
+static void as_double(const struct val *v, char *buf, size_t len)
+{
+    if (v->kind == V_NUM)
+        snprintf(buf, len, "((double)%s)", v->text);
+    else
+        snprintf(buf, len, "tn_scalar_to_double(%s)", v->text);
+}
+
+static bool is_scalarish(const struct val *v) { return v->kind == V_SCALAR || v->kind == V_NUM; }
+
+static int emit(struct ctx *c, const struct expr *e, struct val *out);
+
+static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
+{
+    const char *n = e->text;
+    if (!strcmp(n, "grad")) {
+        out->kind = V_TENSOR;
+        strcpy(out->text, "grad");
+        return 0;
+    }
+    if (!strcmp(n, "result")) {
+        c->uses |= USES_RESULT;
+        out->kind = V_TENSOR;
+        strcpy(out->text, "v_result");
+        return 0;
+    }
+    if (!strcmp(n, "true") || !strcmp(n, "false")) {
+        out->kind = V_RAW;
+        strcpy(out->text, n);
+        return 0;
+    }
+    int i = arg_index(c->fn, n);
+    if (i < 0)
+        return p_error(c->p, "'%s' is not grad, result or an argument of %s", n, c->fn->name);
+    const struct tg_arg *a = &c->fn->args[i];
+    c->uses |= 1u << i;
+    switch (a->type) {
+    case TG_TENSOR:
+        out->kind = V_TENSOR;
+        snprintf(out->text, sizeof out->text, "v_%s", n);
+        break;
+    case TG_SCALAR:
+        out->kind = a->optional ? V_RAW : V_SCALAR;
+        snprintf(out->text, sizeof out->text, a->optional ? "(n_->%s_has ? &n_->%s : NULL)"
+                                                          : "n_->%s", n, n);
+        break;
+    case TG_INT_LIST:
+        out->kind = V_INTLIST;
+        snprintf(out->text, sizeof out->text, a->optional ? "n_->%s_has ? n_->%s : NULL, n_->%s_len"
+                                                          : "n_->%s, n_->%s_len", n, n, n);
+        break;
+    case TG_INT: case TG_FLOAT: case TG_BOOL:
+        out->kind = V_RAW;
+        snprintf(out->text, sizeof out->text, a->optional ? "(n_->%s_has ? &n_->%s : NULL)"
+                                                          : "n_->%s", n, n);
+        break;
+    case TG_STR: case TG_SCALAR_TYPE:
+        out->kind = V_RAW;
+        snprintf(out->text, sizeof out->text, "n_->%s", n);
+        break;
+    default:
+        return p_error(c->p, "'%s': %s arguments are not supported in formulas", n,
+                       tg_type_name(a->type));
+    }
+    return 0;
+}
+
+static const char *default_c(const struct tg_arg *a, char *buf, size_t len)
+{
+    const char *d = a->def;
+    if (!strcmp(d, "None")) {
+        if (a->type == TG_SCALAR_TYPE)
+            return "TN_DTYPE_UNSET";
+        if (a->type == TG_INT_LIST)
+            return "NULL, 0";
+        return "NULL";
+    }
+    if (!strcmp(d, "True") || !strcmp(d, "False"))
+        return !strcmp(d, "True") ? "true" : "false";
+    if (a->type == TG_SCALAR) {
+        snprintf(buf, len, strpbrk(d, ".eE") ? "tn_float(%s)" : "tn_int(%s)", d);
+        return buf;
+    }
+    if (a->type == TG_STR) {
+        snprintf(buf, len, "\"%.*s\"", (int)strlen(d) - 2, d + 1);
+        return buf;
+    }
+    if (a->type == TG_INT_LIST && d[0] == '[') {
+        if (!strcmp(d, "[]"))
+            return "NULL, 0";
+        snprintf(buf, len, "(const int64_t[])%s, 1", d);
+        return buf;
+    }
+    return d;
+}
+
+static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
+{
+    if (!strcmp(e->text, "sizes")) {
+        const struct expr *x = e->kid[0];
+        int i = x->kind == E_ID ? arg_index(c->fn, x->text) : -1;
+        if (e->nkid != 1 || i < 0 || c->fn->args[i].type != TG_TENSOR)
+            return p_error(c->p, "sizes() applies to a Tensor argument");
+        /* the shape is saved, not the tensor */
+        c->uses_sizes |= 1u << i;
+        out->kind = V_INTLIST;
+        snprintf(out->text, sizeof out->text, "n_->%s_sizes_, n_->%s_ndim_", x->text, x->text);
+        return 0;
+    }
+    struct val args[TG_MAX_ARGS];
+    for (int i = 0; i < e->nkid; i++)
+        if (emit(c, e->kid[i], &args[i]) < 0)
+            return -1;
+    char cname[128];
+    snprintf(cname, sizeof cname, "tn_%s", e->text);
+    const struct tg_func *op = NULL;
+    for (int i = 0; i < c->s->nfuncs; i++)
+        if (!strcmp(c->s->funcs[i].cname, cname) && !c->s->funcs[i].inplace &&
+            !c->s->funcs[i].is_out)
+            op = &c->s->funcs[i];
+    char list[600] = "", piece[520];
+    size_t at = 0;
+    if (op) {
+        if (e->nkid > op->nargs)
+            return p_error(c->p, "%s takes %d arguments, not %d", e->text, op->nargs, e->nkid);
+        for (int i = 0; i < op->nargs; i++) {
+            const struct tg_arg *a = &op->args[i];
+            if (i >= e->nkid) {
+                if (!a->def)
+                    return p_error(c->p, "%s: argument '%s' has no default", e->text, a->name);
+                snprintf(piece, sizeof piece, "%s", default_c(a, piece, sizeof piece));
+            } else {
+                const struct val *v = &args[i];
+                bool ok = true;
+                switch (a->type) {
+                case TG_TENSOR: ok = v->kind == V_TENSOR; break;
+                case TG_SCALAR: ok = a->optional ? v->kind == V_RAW : is_scalarish(v); break;
+                case TG_INT_LIST: ok = v->kind == V_INTLIST; break;
+                case TG_STR: ok = v->kind == V_STR || v->kind == V_RAW; break;
+                default: ok = v->kind == V_RAW || v->kind == V_NUM; break;
+                }
+                if (!ok)
+                    return p_error(c->p, "%s: argument '%s' (%s) gets a value of another type",
+                                   e->text, a->name, tg_type_name(a->type));
+                if (a->type == TG_SCALAR && !a->optional)
+                    as_scalar(v, piece, sizeof piece);
+                else if (v->kind == V_STR)
+                    snprintf(piece, sizeof piece, "\"%s\"", v->text);
+                else
+                    snprintf(piece, sizeof piece, "%s", v->text);
+            }
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", piece);
+            if (at >= sizeof list)
+                return p_error(c->p, "formula too long");
+        }
+    } else {
+        for (int i = 0; i < e->nkid; i++) {
+            const struct val *v = &args[i];
+            if (v->kind == V_STR)
+                snprintf(piece, sizeof piece, "\"%s\"", v->text);
+            else
+                snprintf(piece, sizeof piece, "%s", v->text);
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", piece);
+            if (at >= sizeof list)
+                return p_error(c->p, "formula too long");
+        }
+    }
+    return step(c, out, "%s(%s)", cname, list);
+}
+
+static int emit_bin(struct ctx *c, const struct expr *e, struct val *out)
+{
+    struct val a, b;
+    if (emit(c, e->kid[0], &a) < 0 || emit(c, e->kid[1], &b) < 0)
+        return -1;
+    char sa[600], sb[600];
+    char op = e->op;
+    if (a.kind == V_TENSOR && b.kind == V_TENSOR) {
+        switch (op) {
+        case '+': return step(c, out, "tn_add(%s, %s, tn_int(1))", a.text, b.text);
+        case '-': return step(c, out, "tn_sub(%s, %s, tn_int(1))", a.text, b.text);
+        case '*': return step(c, out, "tn_mul(%s, %s)", a.text, b.text);
+        default: return step(c, out, "tn_div(%s, %s)", a.text, b.text);
+        }
+    }
+    if (a.kind == V_TENSOR && is_scalarish(&b)) {
+        as_scalar(&b, sb, sizeof sb);
+        switch (op) {
+        case '+': return step(c, out, "tn_add_scalar(%s, %s, tn_int(1))", a.text, sb);
+        case '-': return step(c, out, "tn_sub_scalar(%s, %s, tn_int(1))", a.text, sb);
+        case '*': return step(c, out, "tn_mul_scalar(%s, %s)", a.text, sb);
+        default: return step(c, out, "tn_div_scalar(%s, %s)", a.text, sb);
+        }
+    }
+    if (is_scalarish(&a) && b.kind == V_TENSOR) {
+        as_scalar(&a, sa, sizeof sa);
+        struct val t;
+        switch (op) {
+        case '+': return step(c, out, "tn_add_scalar(%s, %s, tn_int(1))", b.text, sa);
+        case '*': return step(c, out, "tn_mul_scalar(%s, %s)", b.text, sa);
+        case '-':
+            if (step(c, &t, "tn_neg(%s)", b.text) < 0)
+                return -1;
+            return step(c, out, "tn_add_scalar(%s, %s, tn_int(1))", t.text, sa);
+        default:
+            if (step(c, &t, "tn_reciprocal(%s)", b.text) < 0)
+                return -1;
+            return step(c, out, "tn_mul_scalar(%s, %s)", t.text, sa);
+        }
+    }
+    if (is_scalarish(&a) && is_scalarish(&b)) {
+        as_double(&a, sa, sizeof sa);
+        as_double(&b, sb, sizeof sb);
+        out->kind = V_SCALAR;
+        snprintf(out->text, sizeof out->text, "tn_float(%s %c %s)", sa, op, sb);
+        return 0;
+    }
+    return p_error(c->p, "'%c' needs tensors or scalars on both sides", op);
+}
+
+static int emit(struct ctx *c, const struct expr *e, struct val *out)
+{
+    switch (e->kind) {
+    case E_NUM:
+        out->kind = V_NUM;
+        snprintf(out->text, sizeof out->text, "%s", e->text);
+        return 0;
+    case E_STR:
+        out->kind = V_STR;
+        snprintf(out->text, sizeof out->text, "%s", e->text);
+        return 0;
+    case E_ID:
+        return emit_name(c, e, out);
+    case E_CALL:
+        return emit_call(c, e, out);
+    case E_BIN:
+        return emit_bin(c, e, out);
+    case E_NEG: {
+        struct val v;
+        if (emit(c, e->kid[0], &v) < 0)
+            return -1;
+        if (v.kind == V_TENSOR)
+            return step(c, out, "tn_neg(%s)", v.text);
+        if (v.kind == V_NUM) {
+            out->kind = V_NUM;
+            snprintf(out->text, sizeof out->text, "(-%s)", v.text);
+            return 0;
+        }
+        if (v.kind == V_SCALAR) {
+            char d[600];
+            as_double(&v, d, sizeof d);
+            out->kind = V_SCALAR;
+            snprintf(out->text, sizeof out->text, "tn_float(-%s)", d);
+            return 0;
+        }
+        return p_error(c->p, "'-' needs a tensor or a scalar");
+    }
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ the kernel */
+
+struct compiled {
+    int edge;               /* the Tensor argument's edge index */
+    struct val root;
+    char (*steps)[640];
+    int nsteps;
+    unsigned uses, uses_sizes;
+};
+
+/* The edge index of Tensor argument i (Tensor arguments in order). */
+static int edge_of(const struct tg_func *fn, int i)
+{
+    int k = 0;
+    for (int j = 0; j < i; j++)
+        k += fn->args[j].type == TG_TENSOR;
+    return k;
+}
+
+static int n_edges(const struct tg_func *fn) { return edge_of(fn, fn->nargs); }
+
+/* "tn__ad_edge(&n_->n, 0) || tn__ad_edge(&n_->n, 2)" for the formulas
+ * whose `uses` (or uses_sizes) have `bit`. */
+static void cond_of(FILE *f, const struct compiled *cf, int nf, unsigned bit, bool sizes,
+                    const char *node)
+{
+    int k = 0;
+    for (int i = 0; i < nf; i++)
+        if ((sizes ? cf[i].uses_sizes : cf[i].uses) & bit)
+            fprintf(f, "%stn__ad_edge(%s, %d)", k++ ? " || " : "", node, cf[i].edge);
+    if (!k)
+        fputs("false", f);
+}
+
+static void c_member(FILE *f, const struct tg_arg *a)
+{
+    const char *n = a->name;
+    switch (a->type) {
+    case TG_SCALAR: fprintf(f, "    struct tn_scalar %s;\n", n); break;
+    case TG_INT: fprintf(f, "    int64_t %s;\n", n); break;
+    case TG_FLOAT: fprintf(f, "    double %s;\n", n); break;
+    case TG_BOOL: fprintf(f, "    bool %s;\n", n); break;
+    case TG_STR: fprintf(f, "    char *%s;\n", n); break;
+    case TG_SCALAR_TYPE: fprintf(f, "    enum tn_dtype %s;\n", n); break;
+    case TG_INT_LIST: fprintf(f, "    int64_t %s[TN_MAX_DIMS];\n    int %s_len;\n", n, n); break;
+    default: break;
+    }
+    if (a->optional && a->type != TG_STR && a->type != TG_SCALAR_TYPE && a->type != TG_TENSOR)
+        fprintf(f, "    bool %s_has;\n", n);
+}
+
+/* Copies argument a into the node (forward kernel). */
+static void c_store(FILE *f, const struct tg_arg *a)
+{
+    const char *n = a->name;
+    switch (a->type) {
+    case TG_STR:
+        fprintf(f, "    if (%s && !(n_->%s = strdup(%s))) {\n        tn_set_error(TN_ENOMEM, "
+                   "\"out of memory\");\n        goto fail_;\n    }\n", n, n, n);
+        return;
+    case TG_INT_LIST:
+        fprintf(f, "    if (%s_len > TN_MAX_DIMS) {\n        tn_set_error(TN_EINVAL, \"%s: more "
+                   "than %%d dims\", TN_MAX_DIMS);\n        goto fail_;\n    }\n", n, n);
+        if (a->optional)
+            fprintf(f, "    n_->%s_has = %s != NULL;\n", n, n);
+        fprintf(f, "    if (%s && %s_len)\n        memcpy(n_->%s, %s, sizeof(int64_t) * "
+                   "(size_t)%s_len);\n    n_->%s_len = %s_len;\n", n, n, n, n, n, n, n);
+        return;
+    default:
+        if (a->optional && a->type != TG_SCALAR_TYPE) {
+            fprintf(f, "    n_->%s_has = %s != NULL;\n    if (%s)\n        n_->%s = *%s;\n", n, n,
+                    n, n, n);
+            return;
+        }
+        fprintf(f, "    n_->%s = %s;\n", n, n);
+    }
+}
+
+static void call_list(FILE *f, const struct tg_func *fn, int first)
+{
+    for (int i = first; i < fn->nargs; i++) {
+        const struct tg_arg *a = &fn->args[i];
+        fputs(", ", f);
+        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST)
+            fprintf(f, "%s, %s_len", a->name, a->name);
+        else
+            fputs(a->name, f);
+    }
+}
+
+static void tensor_array(FILE *f, const struct tg_func *fn)
+{
+    fputs("    const struct tn_tensor *ins_[] = {", f);
+    int k = 0;
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR)
+            fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
+    if (!k)
+        fputs("NULL", f);
+    fprintf(f, "};\n");
+}
+
+static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
+                     const struct tg_deriv *d, FILE *f)
+{
+    const struct tg_func *fn = d->fn;
+    const char *id = fn->ident;
+    struct compiled cf[TG_MAX_ARGS];
+    static char steps[TG_MAX_ARGS][64][640];
+    int nf = d->nf;
+    for (int i = 0; i < nf; i++) {
+        struct parser p = {d->f[i].expr, 0, ds->path, d->f[i].line, d->f[i].col, false};
+        struct expr *e = parse_expr(&p, 0);
+        ws(&p);
+        if (e && p.s[p.i]) {
+            p_error(&p, "unexpected '%c'", p.s[p.i]);
+            expr_free(e);
+            return -1;
+        }
+        if (!e)
+            return -1;
+        struct ctx c = {.s = s, .fn = fn, .p = &p};
+        int rc = emit(&c, e, &cf[i].root);
+        expr_free(e);
+        if (rc < 0)
+            return -1;
+        if (cf[i].root.kind != V_TENSOR)
+            return p_error(&p, "the formula does not give a tensor");
+        cf[i].edge = edge_of(fn, arg_index(fn, d->f[i].input));
+        memcpy(steps[i], c.steps, sizeof c.steps[0] * (size_t)c.nsteps);
+        cf[i].steps = steps[i];
+        cf[i].nsteps = c.nsteps;
+        cf[i].uses = c.uses;
+        cf[i].uses_sizes = c.uses_sizes;
+    }
+    unsigned uses = 0, uses_sizes = 0;
+    for (int i = 0; i < nf; i++) {
+        uses |= cf[i].uses;
+        uses_sizes |= cf[i].uses_sizes;
+    }
+    int ne = n_edges(fn);
+
+    /* the node */
+    fprintf(f, "/* %s: %s:%d */\nstruct node_%s {\n    struct tn_node n;\n", d->name, ds->path,
+            d->line, id);
+    for (int i = 0; i < fn->nargs; i++) {
+        const struct tg_arg *a = &fn->args[i];
+        if (a->type == TG_TENSOR && (uses & (1u << i)))
+            fprintf(f, "    struct tn_saved %s_;\n", a->name);
+        else if (a->type != TG_TENSOR && (uses & (1u << i)))
+            c_member(f, a);
+        if (uses_sizes & (1u << i))
+            fprintf(f, "    int64_t %s_sizes_[TN_MAX_DIMS];\n    int %s_ndim_;\n", a->name,
+                    a->name);
+    }
+    if (uses & USES_RESULT)
+        fputs("    struct tn_saved result_;\n", f);
+    fputs("};\n\n", f);
+
+    /* release */
+    fprintf(f, "static void release_%s(struct tn_node *n0)\n{\n    struct node_%s *n_ = "
+               "(struct node_%s *)n0;\n    (void)n_;\n", id, id, id);
+    for (int i = 0; i < fn->nargs; i++) {
+        const struct tg_arg *a = &fn->args[i];
+        if (!(uses & (1u << i)))
+            continue;
+        if (a->type == TG_TENSOR)
+            fprintf(f, "    tn__saved_release(&n_->%s_);\n", a->name);
+        else if (a->type == TG_STR)
+            fprintf(f, "    free(n_->%s);\n    n_->%s = NULL;\n", a->name, a->name);
+    }
+    if (uses & USES_RESULT)
+        fputs("    tn__saved_release(&n_->result_);\n", f);
+    fputs("}\n\n", f);
+
+    /* apply */
+    fprintf(f, "static int apply_%s(struct tn_node *n0, struct tn_tensor *const *grads, "
+               "struct tn_tensor **out)\n{\n    struct node_%s *n_ = (struct node_%s *)n0;\n"
+               "    const struct tn_tensor *grad = grads[0];\n    int rc_ = 0;\n    (void)n_;\n"
+               "    (void)grad;\n", id, id, id);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
+            fprintf(f, "    struct tn_tensor *v_%s = NULL;\n", fn->args[i].name);
+    if (uses & USES_RESULT)
+        fputs("    struct tn_tensor *v_result = NULL;\n", f);
+    for (int i = 0; i <= fn->nargs; i++) {
+        unsigned bit = i == fn->nargs ? USES_RESULT : 1u << i;
+        if (i < fn->nargs && fn->args[i].type != TG_TENSOR)
+            continue;
+        if (!(uses & bit))
+            continue;
+        const char *nm = i == fn->nargs ? "result" : fn->args[i].name;
+        fputs("    if (", f);
+        cond_of(f, cf, nf, bit, false, "n0");
+        /* NULL from a saved tensor: freed by an earlier backward, or changed */
+        fprintf(f, ") {\n        v_%s = tn__unpack(&n_->%s_, n0);\n        if (!v_%s && "
+                   "(n0->released || n_->%s_.t)) {\n            rc_ = tn_last_status();\n"
+                   "            goto done_;\n        }\n    }\n", nm, nm, nm, nm);
+    }
+    for (int i = 0; i < nf; i++) {
+        fprintf(f, "    if (tn__ad_edge(n0, %d)) { /* %s: %s */\n", cf[i].edge, d->f[i].input,
+                d->f[i].expr);
+        if (cf[i].nsteps == 0) {
+            fprintf(f, "        out[%d] = tn_retain((struct tn_tensor *)%s);\n    }\n", cf[i].edge,
+                    cf[i].root.text);
+            continue;
+        }
+        fprintf(f, "        struct tn_tensor *t_[%d] = {0};\n        bool ok_ = ", cf[i].nsteps);
+        for (int k = 0; k < cf[i].nsteps; k++)
+            fprintf(f, "%s%s", k ? "\n            && " : "", cf[i].steps[k]);
+        fprintf(f, ";\n        if (ok_) {\n            out[%d] = %s;\n            %s = NULL;\n"
+                   "        }\n        for (int i_ = 0; i_ < %d; i_++)\n"
+                   "            tn_release(t_[i_]);\n        if (!ok_) {\n"
+                   "            rc_ = tn_last_status();\n            goto done_;\n        }\n    }\n",
+                cf[i].edge, cf[i].root.text, cf[i].root.text, cf[i].nsteps);
+    }
+    fputs("done_:\n", f);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
+            fprintf(f, "    tn_release(v_%s);\n", fn->args[i].name);
+    if (uses & USES_RESULT)
+        fputs("    tn_release(v_result);\n", f);
+    fputs("    return rc_;\n}\n\n", f);
+
+    /* the functional kernel */
+    fprintf(f, "struct tn_tensor *%s(tn_keyset ks", fn->autograd);
+    for (int i = 0; i < fn->nargs; i++) {
+        fputs(", ", f);
+        tg_c_param(f, &fn->args[i]);
+    }
+    fprintf(f, ")\n{\n    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
+               "tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+    call_list(f, fn, 0);
+    fputs(");\n    tn__ad_below_end(prev_);\n", f);
+    tensor_array(f, fn);
+    fprintf(f, "    if (!r_ || !tn__ad_needed(ins_, %d))\n        return r_;\n", ne);
+    fprintf(f, "    struct node_%s *n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", "
+               "apply_%s, release_%s, %d, 1);\n    if (!n_)\n        goto fail_;\n", id, id,
+            d->node, id, id, ne);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR)
+            fprintf(f, "    if (tn__ad_set_edge(&n_->n, %d, %s) < 0)\n        goto fail_;\n",
+                    edge_of(fn, i), fn->args[i].name);
+    for (int i = 0; i <= fn->nargs; i++) {
+        unsigned bit = i == fn->nargs ? USES_RESULT : 1u << i;
+        if (i < fn->nargs && fn->args[i].type != TG_TENSOR && (uses & bit))
+            c_store(f, &fn->args[i]);
+        if (i < fn->nargs && (uses_sizes & bit)) {
+            fputs("    if (", f);
+            cond_of(f, cf, nf, bit, true, "&n_->n");
+            fprintf(f, ") {\n        n_->%s_ndim_ = %s->ndim;\n        memcpy(n_->%s_sizes_, "
+                       "%s->sizes, sizeof(int64_t) * (size_t)%s->ndim);\n    }\n",
+                    fn->args[i].name, fn->args[i].name, fn->args[i].name, fn->args[i].name,
+                    fn->args[i].name);
+        }
+        if ((i == fn->nargs || fn->args[i].type == TG_TENSOR) && (uses & bit)) {
+            const char *nm = i == fn->nargs ? "result" : fn->args[i].name;
+            fputs("    if ((", f);
+            cond_of(f, cf, nf, bit, false, "&n_->n");
+            fprintf(f, ") && tn__save(&n_->%s_, %s, %s, 0) < 0)\n        goto fail_;\n", nm,
+                    i == fn->nargs ? "r_" : nm, i == fn->nargs ? "true" : "false");
+        }
+    }
+    fputs("    tn__ad_set_history(r_, &n_->n, 0);\n    tn__node_release(&n_->n);\n"
+          "    return r_;\nfail_:\n    if (n_)\n        tn__node_release(&n_->n);\n"
+          "    tn_release(r_);\n    return NULL;\n}\n\n", f);
+    return 0;
+}
+
+/* In-place overload: out of place on a clone, then copied back, self
+ * taking the result's history (tn__ad_commit_inplace). */
+static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FILE *f)
+{
+    fprintf(f, "/* %s */\nint %s(tn_keyset ks", ip->text, ip->autograd);
+    for (int i = 0; i < ip->nargs; i++) {
+        fputs(", ", f);
+        tg_c_param(f, &ip->args[i]);
+    }
+    fputs(")\n{\n", f);
+    tensor_array(f, ip);
+    fprintf(f, "    if (!tn__ad_needed(ins_, %d)) {\n        tn_keyset prev_ = "
+               "tn__ad_below_begin();\n        int rc_ = tn_redispatch_%s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(ip), ip->ident);
+    call_list(f, ip, 0);
+    fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
+          "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
+          "    struct tn_tensor *c_ = tn_clone(self);\n    if (!c_)\n"
+          "        return tn_last_status();\n", f);
+    fprintf(f, "    struct tn_tensor *o_ = %s(c_", fn->cname);
+    call_list(f, ip, 1);
+    fputs(");\n    tn_release(c_);\n    if (!o_)\n        return tn_last_status();\n"
+          "    return tn__ad_commit_inplace(self, o_);\n}\n\n", f);
+}
+
+int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f)
+{
+    const char *base = strrchr(ds->path, '/') ? strrchr(ds->path, '/') + 1 : ds->path;
+    fprintf(f, "/* Generated by tgen from %s: do not edit. */\n", base);
+    fputs("/* The Autograd kernels: each runs its op below the Autograd key and, when\n"
+          " * grad mode is on and an input requires grad, records the node whose\n"
+          " * apply computes the formulas of derivatives.yaml. */\n"
+          "#define TN_OPS_NATIVE\n#include <stdlib.h>\n#include <string.h>\n"
+          "#include <tensor/ops.h>\n\n#include \"autograd/internal.h\"\n\n", f);
+    for (int i = 0; i < ds->n; i++)
+        if (write_one(s, ds, &ds->d[i], f) < 0)
+            return -1;
+    for (int i = 0; i < s->nfuncs; i++) {
+        const struct tg_func *ip = &s->funcs[i];
+        if (!ip->inplace || !ip->autograd[0])
+            continue;
+        for (int k = 0; k < ds->n; k++) {
+            const struct tg_func *fn = ds->d[k].fn;
+            if (!strcmp(fn->name, ip->name) && !strcmp(fn->overload, ip->overload))
+                write_inplace(ip, fn, f);
+        }
+    }
+    return ferror(f) ? -1 : 0;
+}

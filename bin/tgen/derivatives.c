@@ -1,0 +1,241 @@
+/*
+ * bin/tgen/derivatives.c: reads a derivatives.yaml in PyTorch's field names:
+ *
+ *   - name: mul.Tensor(Tensor self, Tensor other) -> Tensor
+ *     self: grad * other
+ *     other: grad * self
+ *
+ * `name` holds the op's name.overload, optionally followed by its schema
+ * (as PyTorch writes it); each other key names one Tensor input and holds
+ * its formula (autograd.c compiles it). `result` (a forward-mode formula),
+ * `output_differentiability` and `dispatch` are accepted and not used.
+ * The YAML is untrusted: its size is bounded and errors name
+ * file:line:column.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "tgen.h"
+
+#define TG_MAX_DERIV_FILE (16u << 20)
+
+static const char *d_path;
+
+static int d_error(int line, int col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int d_error(int line, int col, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s:%d:%d: ", d_path, line, col);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return -1;
+}
+
+static char *dup_or_die(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (!p) {
+        fputs("tgen: out of memory\n", stderr);
+        exit(2);
+    }
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+#define LINE(n) ((int)(n)->start_mark.line + 1)
+#define COL(n) ((int)(n)->start_mark.column + 1)
+
+static const char *scalar_of(yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* CamelCase of an op name without leading underscores: "log_softmax" ->
+ * "LogSoftmax". */
+static void camel(const char *name, char *out, size_t len)
+{
+    size_t k = 0;
+    bool up = true;
+    for (const char *p = name; *p && k + 1 < len; p++) {
+        if (*p == '_') {
+            up = true;
+            continue;
+        }
+        out[k++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
+        up = false;
+    }
+    out[k] = 0;
+}
+
+static struct tg_func *find_op(struct tg_schema *s, const char *name)
+{
+    for (int i = 0; i < s->nfuncs; i++) {
+        struct tg_func *f = &s->funcs[i];
+        char full[256];
+        snprintf(full, sizeof full, "%s%s%s", f->name, f->overload[0] ? "." : "", f->overload);
+        if (!f->inplace && !f->is_out && !strcmp(full, name))
+            return f;
+    }
+    return NULL;
+}
+
+static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *s,
+                      struct tg_deriv *d)
+{
+    if (map->type != YAML_MAPPING_NODE)
+        return d_error(LINE(map), COL(map), "expected a mapping with a name: key");
+    d->line = LINE(map);
+    d->col = COL(map);
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(doc, p->value);
+        const char *key = scalar_of(k), *val = scalar_of(v);
+        if (!key)
+            return d_error(LINE(k), COL(k), "keys are plain strings");
+        if (!strcmp(key, "name")) {
+            if (!val)
+                return d_error(LINE(v), COL(v), "name: expected name.overload");
+            d->name = dup_or_die(val, strcspn(val, "( "));
+            continue;
+        }
+        if (!strcmp(key, "result") || !strcmp(key, "output_differentiability") ||
+            !strcmp(key, "dispatch") || !strcmp(key, "manual_cpp_binding"))
+            continue;
+        if (strchr(key, ','))
+            return d_error(LINE(k), COL(k), "'%s': one input per key (a formula for several "
+                           "inputs at once is not supported)", key);
+        if (!val)
+            return d_error(LINE(v), COL(v), "%s: expected a formula", key);
+        if (d->nf == TG_MAX_ARGS)
+            return d_error(LINE(k), COL(k), "too many formulas");
+        struct tg_formula *f = &d->f[d->nf++];
+        f->input = dup_or_die(key, strlen(key));
+        f->expr = dup_or_die(val, strlen(val));
+        f->line = LINE(v);
+        f->col = COL(v);
+    }
+    if (!d->name)
+        return d_error(d->line, d->col, "an entry without name:");
+    d->fn = find_op(s, d->name);
+    if (!d->fn)
+        return d_error(d->line, d->col, "name: '%s' is not a functional op of the schema",
+                       d->name);
+    if (d->fn->nrets != 1 || d->fn->rets[0].type != TG_TENSOR)
+        return d_error(d->line, d->col, "'%s': only ops returning one Tensor are differentiated "
+                       "so far", d->name);
+    for (int i = 0; i < d->nf; i++) {
+        int a = 0;
+        while (a < d->fn->nargs && strcmp(d->fn->args[a].name, d->f[i].input))
+            a++;
+        if (a == d->fn->nargs || d->fn->args[a].type != TG_TENSOR)
+            return d_error(d->f[i].line, d->f[i].col, "'%s' is not a Tensor argument of %s",
+                           d->f[i].input, d->name);
+    }
+    return 0;
+}
+
+/* fn and its in-place overload (same name and overload, same arguments).
+ * out= overloads keep no Autograd kernel: they run below it. */
+static void name_kernels(struct tg_schema *s, struct tg_func *fn)
+{
+    for (int i = 0; i < s->nfuncs; i++) {
+        struct tg_func *f = &s->funcs[i];
+        if (strcmp(f->name, fn->name) || strcmp(f->ns, fn->ns) || f->is_out ||
+            strcmp(f->overload, fn->overload) || f->nargs != fn->nargs)
+            continue;
+        snprintf(f->autograd, sizeof f->autograd, "tn__autograd_%s", f->ident);
+    }
+}
+
+int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs *out)
+{
+    memset(out, 0, sizeof *out);
+    out->path = path;
+    d_path = path;
+    struct stat st;
+    FILE *fp = fopen(path, "rb");
+    if (!fp || fstat(fileno(fp), &st) < 0) {
+        fprintf(stderr, "tgen: %s: %s\n", path, strerror(errno));
+        if (fp)
+            fclose(fp);
+        return -1;
+    }
+    if ((uint64_t)st.st_size > TG_MAX_DERIV_FILE) {
+        fprintf(stderr, "tgen: %s: larger than %u bytes\n", path, TG_MAX_DERIV_FILE);
+        fclose(fp);
+        return -1;
+    }
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, fp);
+    int rc = -1;
+    if (!yaml_parser_load(&parser, &doc)) {
+        d_error((int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1, "%s",
+                parser.problem ? parser.problem : "invalid YAML");
+        yaml_parser_delete(&parser);
+        fclose(fp);
+        return -1;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root) {
+        rc = 0;
+        goto done;
+    }
+    if (root->type != YAML_SEQUENCE_NODE) {
+        d_error(LINE(root), COL(root), "expected a list of entries (- name: ...)");
+        goto done;
+    }
+    int n = (int)(root->data.sequence.items.top - root->data.sequence.items.start);
+    out->d = calloc((size_t)n + 1, sizeof *out->d);
+    if (!out->d)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *e = yaml_document_get_node(&doc, root->data.sequence.items.start[i]);
+        out->n = i + 1;
+        if (load_entry(&doc, e, s, &out->d[i]) < 0)
+            goto done;
+        for (int j = 0; j < i; j++)
+            if (out->d[j].fn == out->d[i].fn) {
+                d_error(out->d[i].line, out->d[i].col, "'%s' has an entry already (line %d)",
+                        out->d[i].name, out->d[j].line);
+                goto done;
+            }
+        /* PyTorch's node names: the op in CamelCase, "Backward", and the
+         * count of earlier entries of the same op name */
+        int same = 0;
+        for (int j = 0; j < i; j++)
+            same += !strcmp(out->d[j].fn->name, out->d[i].fn->name);
+        char cc[80];
+        camel(out->d[i].fn->name, cc, sizeof cc);
+        snprintf(out->d[i].node, sizeof out->d[i].node, "%sBackward%d", cc, same);
+        name_kernels(s, out->d[i].fn);
+    }
+    rc = 0;
+done:
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    fclose(fp);
+    return rc;
+}
+
+void tg_free_derivatives(struct tg_derivs *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        free(d->d[i].name);
+        for (int k = 0; k < d->d[i].nf; k++) {
+            free(d->d[i].f[k].input);
+            free(d->d[i].f[k].expr);
+        }
+    }
+    free(d->d);
+    memset(d, 0, sizeof *d);
+}

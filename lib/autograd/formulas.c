@@ -1,0 +1,482 @@
+/*
+ * autograd/formulas.c: the hand-written helpers that formulas in
+ * schemas/derivatives.yaml call where an expression would be long. Each is
+ * written with the public ops, so what it computes records a graph of its
+ * own under create_graph (second derivatives). Each returns a new tensor or
+ * NULL with an error; arguments are borrowed.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/internal.h"
+
+/* `r = expr` steps: each releases what it consumed and bails out on NULL */
+#define STEP(var, expr)                                                        \
+    do {                                                                       \
+        struct tn_tensor *step_ = (expr);                                      \
+        tn_release(var);                                                       \
+        (var) = step_;                                                         \
+        if (!(var))                                                            \
+            goto fail;                                                         \
+    } while (0)
+
+static bool all_dims(const int64_t *dim, int dim_len) { return !dim || dim_len == 0; }
+
+/* Which dims of an ndim-dim tensor dim names (all for NULL or []). */
+static int reduced_dims(const int64_t *dim, int dim_len, int ndim, bool *mask)
+{
+    memset(mask, 0, sizeof(bool) * TN_MAX_DIMS);
+    if (all_dims(dim, dim_len)) {
+        for (int d = 0; d < ndim; d++)
+            mask[d] = true;
+        return TN_OK;
+    }
+    for (int i = 0; i < dim_len; i++) {
+        int d = tn_wrap_dim(dim[i], ndim);
+        if (d < 0)
+            return tn_last_status();
+        mask[d] = true;
+    }
+    return TN_OK;
+}
+
+/* grad of a reduction's result, with the reduced dims back as size 1. */
+static struct tn_tensor *restore_dims(const struct tn_tensor *grad, int ndim, const int64_t *dim,
+                                      int dim_len, bool keepdim)
+{
+    bool mask[TN_MAX_DIMS];
+    if (reduced_dims(dim, dim_len, ndim, mask) < 0)
+        return NULL;
+    if (keepdim || ndim == 0)
+        return tn_retain((struct tn_tensor *)grad);
+    int64_t shape[TN_MAX_DIMS];
+    for (int d = 0, k = 0; d < ndim; d++)
+        shape[d] = mask[d] ? 1 : grad->sizes[k++];
+    return tn_reshape(grad, shape, ndim);
+}
+
+struct tn_tensor *tn__sum_to(const struct tn_tensor *grad, const int64_t *sizes, int ndim)
+{
+    int lead = grad->ndim - ndim;
+    int64_t dims[TN_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < grad->ndim; d++)
+        if (d < lead || (sizes[d - lead] == 1 && grad->sizes[d] != 1))
+            dims[n++] = d;
+    if (!n)
+        return tn_reshape(grad, sizes, ndim);
+    struct tn_tensor *s = tn_sum_dim_intlist(grad, dims, n, true, TN_DTYPE_UNSET);
+    if (!s)
+        return NULL;
+    struct tn_tensor *r = tn_reshape(s, sizes, ndim);
+    tn_release(s);
+    return r;
+}
+
+struct tn_tensor *tn__sum_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
+                                   const int64_t *dim, int dim_len, bool keepdim)
+{
+    struct tn_tensor *g = restore_dims(grad, ndim, dim, dim_len, keepdim);
+    if (!g)
+        return NULL;
+    struct tn_tensor *r = tn_expand(g, sizes, ndim);
+    tn_release(g);
+    return r;
+}
+
+struct tn_tensor *tn__mean_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
+                                    const int64_t *dim, int dim_len, bool keepdim)
+{
+    bool mask[TN_MAX_DIMS];
+    if (reduced_dims(dim, dim_len, ndim, mask) < 0)
+        return NULL;
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        if (mask[d])
+            count *= sizes[d];
+    struct tn_tensor *s = tn__sum_backward(grad, sizes, ndim, dim, dim_len, keepdim);
+    if (!s)
+        return NULL;
+    struct tn_tensor *r = tn_div_scalar(s, tn_int(count));
+    tn_release(s);
+    return r;
+}
+
+/* amax/amin: the gradient shared evenly between the elements that tie
+ * for the extreme, as PyTorch's scale_grad_by_count. */
+struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    const struct tn_tensor *result, const int64_t *dim,
+                                    int dim_len, bool keepdim)
+{
+    struct tn_tensor *g = NULL, *r = NULL, *mask = NULL, *cnt = NULL;
+    STEP(g, restore_dims(grad, self->ndim, dim, dim_len, keepdim));
+    STEP(r, restore_dims(result, self->ndim, dim, dim_len, keepdim));
+    STEP(mask, tn_eq(self, r));
+    int64_t all[TN_MAX_DIMS];
+    for (int d = 0; d < self->ndim; d++)
+        all[d] = d;
+    STEP(cnt, all_dims(dim, dim_len)
+                  ? tn_sum_dim_intlist(mask, all, self->ndim, true, grad->dtype)
+                  : tn_sum_dim_intlist(mask, dim, dim_len, true, grad->dtype));
+    STEP(g, tn_div(g, cnt));
+    STEP(g, tn_mul(g, mask));
+    tn_release(r);
+    tn_release(mask);
+    tn_release(cnt);
+    return g;
+fail:
+    tn_release(g);
+    tn_release(r);
+    tn_release(mask);
+    tn_release(cnt);
+    return NULL;
+}
+
+/* softmax: result * (grad - sum(grad * result, dim)) */
+struct tn_tensor *tn__softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
+                                 int64_t dim)
+{
+    struct tn_tensor *a = NULL, *s = NULL;
+    STEP(a, tn_mul(grad, result));
+    STEP(s, tn_sum_dim_intlist(a, &dim, 1, true, TN_DTYPE_UNSET));
+    STEP(a, tn_sub(grad, s, tn_int(1)));
+    STEP(a, tn_mul(result, a));
+    tn_release(s);
+    return a;
+fail:
+    tn_release(a);
+    tn_release(s);
+    return NULL;
+}
+
+/* log_softmax: grad - exp(result) * sum(grad, dim) */
+struct tn_tensor *tn__log_softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
+                                     int64_t dim)
+{
+    struct tn_tensor *e = NULL, *s = NULL;
+    STEP(s, tn_sum_dim_intlist(grad, &dim, 1, true, TN_DTYPE_UNSET));
+    STEP(e, tn_exp(result));
+    STEP(e, tn_mul(e, s));
+    STEP(e, tn_sub(grad, e, tn_int(1)));
+    tn_release(s);
+    return e;
+fail:
+    tn_release(e);
+    tn_release(s);
+    return NULL;
+}
+
+struct tn_tensor *tn__zeros(const struct tn_tensor *like)
+{
+    return tn_zeros_like(like, TN_DTYPE_UNSET);
+}
+
+struct tn_tensor *tn__scale(const struct tn_tensor *t, struct tn_scalar s)
+{
+    if ((s.kind == TN_SCALAR_INT && s.v.i == 1) || (s.kind == TN_SCALAR_FLOAT && s.v.f == 1.0))
+        return tn_retain((struct tn_tensor *)t);
+    return tn_mul_scalar(t, s);
+}
+
+/* grad where mask holds, else 0 */
+static struct tn_tensor *masked(const struct tn_tensor *grad, struct tn_tensor *mask)
+{
+    if (!mask)
+        return NULL;
+    struct tn_tensor *r = tn_mul(grad, mask);
+    tn_release(mask);
+    return r;
+}
+
+struct tn_tensor *tn__gelu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                              const char *approximate)
+{
+    struct tn_tensor *a = NULL, *b = NULL, *c = NULL;
+    if (approximate && !strcmp(approximate, "tanh")) {
+        const double k = sqrt(2.0 / M_PI), k3 = 0.044715;
+        /* inner = k (x + k3 x^3); t = tanh(inner);
+         * d = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 k3 x^2) */
+        STEP(a, tn_mul(self, self));                          /* x^2 */
+        STEP(b, tn_mul_scalar(a, tn_float(k3)));
+        STEP(b, tn_add_scalar(b, tn_float(1), tn_int(1)));    /* 1 + k3 x^2 */
+        STEP(b, tn_mul(b, self));
+        STEP(b, tn_mul_scalar(b, tn_float(k)));               /* inner */
+        STEP(b, tn_tanh(b));                                  /* t */
+        STEP(c, tn_mul(b, b));
+        STEP(c, tn_sub_scalar(c, tn_float(1), tn_int(1)));
+        STEP(c, tn_neg(c));                                   /* 1 - t^2 */
+        STEP(a, tn_mul_scalar(a, tn_float(3 * k3)));
+        STEP(a, tn_add_scalar(a, tn_float(1), tn_int(1)));    /* 1 + 3 k3 x^2 */
+        STEP(c, tn_mul(c, a));
+        STEP(c, tn_mul(c, self));
+        STEP(c, tn_mul_scalar(c, tn_float(0.5 * k)));
+        STEP(b, tn_add_scalar(b, tn_float(1), tn_int(1)));
+        STEP(b, tn_mul_scalar(b, tn_float(0.5)));
+        STEP(b, tn_add(b, c, tn_int(1)));
+    } else {
+        /* Phi(x) + x phi(x) */
+        STEP(a, tn_mul_scalar(self, tn_float(M_SQRT1_2)));
+        STEP(a, tn_erf(a));
+        STEP(a, tn_add_scalar(a, tn_float(1), tn_int(1)));
+        STEP(a, tn_mul_scalar(a, tn_float(0.5)));
+        STEP(c, tn_mul(self, self));
+        STEP(c, tn_mul_scalar(c, tn_float(-0.5)));
+        STEP(c, tn_exp(c));
+        STEP(c, tn_mul(c, self));
+        STEP(c, tn_mul_scalar(c, tn_float(0.5 * M_2_SQRTPI * M_SQRT1_2)));
+        STEP(b, tn_add(a, c, tn_int(1)));
+    }
+    STEP(b, tn_mul(grad, b));
+    tn_release(a);
+    tn_release(c);
+    return b;
+fail:
+    tn_release(a);
+    tn_release(b);
+    tn_release(c);
+    return NULL;
+}
+
+/* silu: s (1 + x (1 - s)), s = sigmoid(x) */
+struct tn_tensor *tn__silu_bw(const struct tn_tensor *grad, const struct tn_tensor *self)
+{
+    struct tn_tensor *s = NULL, *a = NULL;
+    STEP(s, tn_sigmoid(self));
+    STEP(a, tn_sub_scalar(s, tn_float(1), tn_int(1)));
+    STEP(a, tn_mul(a, self));
+    STEP(a, tn_sub_scalar(a, tn_float(1), tn_int(1)));
+    STEP(a, tn_mul(a, s));
+    STEP(a, tn_mul(grad, a));
+    STEP(a, tn_neg(a));
+    tn_release(s);
+    return a;
+fail:
+    tn_release(s);
+    tn_release(a);
+    return NULL;
+}
+
+/* mish: tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
+struct tn_tensor *tn__mish_bw(const struct tn_tensor *grad, const struct tn_tensor *self)
+{
+    struct tn_tensor *t = NULL, *a = NULL, *s = NULL;
+    STEP(t, tn_softplus(self, tn_int(1), tn_int(20)));
+    STEP(t, tn_tanh(t));
+    STEP(a, tn_mul(t, t));
+    STEP(a, tn_sub_scalar(a, tn_float(1), tn_int(1)));
+    STEP(s, tn_sigmoid(self));
+    STEP(s, tn_mul(s, self));
+    STEP(a, tn_mul(a, s));
+    STEP(a, tn_sub(t, a, tn_int(1)));
+    STEP(a, tn_mul(grad, a));
+    tn_release(t);
+    tn_release(s);
+    return a;
+fail:
+    tn_release(t);
+    tn_release(a);
+    tn_release(s);
+    return NULL;
+}
+
+struct tn_tensor *tn__leaky_relu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    struct tn_scalar slope)
+{
+    struct tn_tensor *m = NULL, *g2 = NULL;
+    STEP(m, tn_gt_scalar(self, tn_int(0)));
+    STEP(g2, tn_mul_scalar(grad, slope));
+    STEP(g2, tn_where_self(m, grad, g2));
+    tn_release(m);
+    return g2;
+fail:
+    tn_release(m);
+    tn_release(g2);
+    return NULL;
+}
+
+struct tn_tensor *tn__hardtanh_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  struct tn_scalar lo, struct tn_scalar hi)
+{
+    struct tn_tensor *a = NULL, *b = NULL;
+    STEP(a, tn_gt_scalar(self, lo));
+    STEP(b, tn_lt_scalar(self, hi));
+    STEP(a, tn_logical_and(a, b));
+    tn_release(b);
+    return masked(grad, a);
+fail:
+    tn_release(a);
+    tn_release(b);
+    return NULL;
+}
+
+/* elu(x) = scale x for x > 0, else scale alpha (exp(input_scale x) - 1) */
+struct tn_tensor *tn__elu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                             struct tn_scalar alpha, struct tn_scalar scale,
+                             struct tn_scalar input_scale)
+{
+    double a = tn_scalar_to_double(alpha), s = tn_scalar_to_double(scale),
+           is = tn_scalar_to_double(input_scale);
+    struct tn_tensor *m = NULL, *neg = NULL, *pos = NULL;
+    STEP(m, tn_gt_scalar(self, tn_int(0)));
+    STEP(neg, tn_mul_scalar(self, tn_float(is)));
+    STEP(neg, tn_exp(neg));
+    STEP(neg, tn_mul_scalar(neg, tn_float(is * a * s)));
+    STEP(neg, tn_mul(grad, neg));
+    STEP(pos, tn_mul_scalar(grad, tn_float(s)));
+    STEP(pos, tn_where_self(m, pos, neg));
+    tn_release(m);
+    tn_release(neg);
+    return pos;
+fail:
+    tn_release(m);
+    tn_release(neg);
+    tn_release(pos);
+    return NULL;
+}
+
+/* softplus: grad sigmoid(beta x), or grad where beta x > threshold */
+struct tn_tensor *tn__softplus_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  struct tn_scalar beta, struct tn_scalar threshold)
+{
+    struct tn_tensor *bx = NULL, *m = NULL, *s = NULL;
+    STEP(bx, tn_mul_scalar(self, beta));
+    STEP(m, tn_gt_scalar(bx, threshold));
+    STEP(s, tn_sigmoid(bx));
+    STEP(s, tn_mul(grad, s));
+    STEP(s, tn_where_self(m, grad, s));
+    tn_release(bx);
+    tn_release(m);
+    return s;
+fail:
+    tn_release(bx);
+    tn_release(m);
+    tn_release(s);
+    return NULL;
+}
+
+/* maximum/minimum: the gradient goes to the larger (smaller) operand, half
+ * to each on a tie. which: 0 for self, 1 for other; sign 1 for maximum. */
+struct tn_tensor *tn__minmax_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                const struct tn_tensor *other, int which, int sign)
+{
+    const struct tn_tensor *a = which ? other : self, *b = which ? self : other;
+    struct tn_tensor *win = NULL, *tie = NULL, *w = NULL;
+    STEP(win, sign > 0 ? tn_gt(a, b) : tn_lt(a, b));
+    STEP(tie, tn_eq(a, b));
+    STEP(w, tn_mul_scalar(tie, tn_float(0.5)));
+    STEP(w, tn_add(w, win, tn_int(1)));
+    STEP(w, tn_mul(grad, w));
+    tn_release(win);
+    tn_release(tie);
+    return w;
+fail:
+    tn_release(win);
+    tn_release(tie);
+    tn_release(w);
+    return NULL;
+}
+
+/* clamp: grad where min <= x <= max */
+struct tn_tensor *tn__clamp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                               const struct tn_scalar *min, const struct tn_scalar *max)
+{
+    struct tn_tensor *m = NULL, *b = NULL;
+    STEP(m, tn_ones_like(self, TN_BOOL));
+    if (min) {
+        STEP(b, tn_ge_scalar(self, *min));
+        STEP(m, tn_logical_and(m, b));
+    }
+    if (max) {
+        STEP(b, tn_le_scalar(self, *max));
+        STEP(m, tn_logical_and(m, b));
+    }
+    tn_release(b);
+    return masked(grad, m);
+fail:
+    tn_release(m);
+    tn_release(b);
+    return NULL;
+}
+
+/* div with a rounding mode: a step function (zero gradient) unless None */
+struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  const struct tn_tensor *other, const char *mode, int which)
+{
+    if (mode)
+        return tn_zeros_like(which ? other : self, grad->dtype);
+    if (!which)
+        return tn_div(grad, other);
+    struct tn_tensor *a = NULL;
+    STEP(a, tn_mul(grad, self));
+    STEP(a, tn_div(a, other));
+    STEP(a, tn_div(a, other));
+    STEP(a, tn_neg(a));
+    return a;
+fail:
+    tn_release(a);
+    return NULL;
+}
+
+/* cumsum: the reversed cumulative sum, sum(grad) - cumsum(grad) + grad */
+struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim)
+{
+    if (grad->ndim == 0)
+        return tn_retain((struct tn_tensor *)grad);
+    struct tn_tensor *s = NULL, *c = NULL;
+    STEP(s, tn_sum_dim_intlist(grad, &dim, 1, true, TN_DTYPE_UNSET));
+    STEP(c, tn_cumsum(grad, dim, TN_DTYPE_UNSET));
+    STEP(s, tn_sub(s, c, tn_int(1)));
+    STEP(s, tn_add(s, grad, tn_int(1)));
+    tn_release(c);
+    return s;
+fail:
+    tn_release(s);
+    tn_release(c);
+    return NULL;
+}
+
+/* pow(self, exponent) for self: grad exponent self^(exponent-1), 0 where
+ * exponent is 0 */
+struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  const struct tn_tensor *exponent)
+{
+    struct tn_tensor *e1 = NULL, *p = NULL, *z = NULL;
+    STEP(e1, tn_sub_scalar(exponent, tn_int(1), tn_int(1)));
+    STEP(p, tn_pow(self, e1));
+    STEP(p, tn_mul(p, exponent));
+    STEP(p, tn_mul(grad, p));
+    STEP(z, tn_ne_scalar(exponent, tn_int(0)));
+    STEP(e1, tn_zeros_like(p, TN_DTYPE_UNSET));
+    STEP(e1, tn_where_self(z, p, e1));
+    tn_release(p);
+    tn_release(z);
+    return e1;
+fail:
+    tn_release(e1);
+    tn_release(p);
+    tn_release(z);
+    return NULL;
+}
+
+/* pow for exponent: grad result log(self), 0 where self is 0 and exponent
+ * is not negative */
+struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                 const struct tn_tensor *result)
+{
+    struct tn_tensor *l = NULL, *m = NULL, *z = NULL;
+    STEP(l, tn_log(self));
+    STEP(l, tn_mul(l, result));
+    STEP(l, tn_mul(grad, l));
+    STEP(m, tn_ne_scalar(self, tn_int(0)));
+    STEP(z, tn_zeros_like(l, TN_DTYPE_UNSET));
+    STEP(z, tn_where_self(m, l, z));
+    tn_release(l);
+    tn_release(m);
+    return z;
+fail:
+    tn_release(l);
+    tn_release(m);
+    tn_release(z);
+    return NULL;
+}

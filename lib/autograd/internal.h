@@ -1,0 +1,168 @@
+/*
+ * autograd/internal.h: the node, the saved tensors, and what the generated
+ * Autograd kernels (tgen from schemas/derivatives.yaml) call. Never
+ * installed.
+ */
+#ifndef TN_AUTOGRAD_INTERNAL_H
+#define TN_AUTOGRAD_INTERNAL_H
+
+#include <tensor/autograd.h>
+#include <tensor/dispatch.h>
+#include <tensor/ops.h>
+
+#include "core/internal.h"
+
+/* Where a gradient goes: input `input_nr` of node `fn` (NULL: nowhere, the
+ * forward input did not require grad). */
+struct tn_edge {
+    struct tn_node *fn;
+    uint32_t input_nr;
+};
+
+/* What a gradient flowing into a node must look like: the forward output's
+ * dtype and shape (PyTorch's InputMetadata). */
+struct tn_input_meta {
+    enum tn_dtype dtype;
+    struct tn_device device;
+    int ndim;
+    int64_t sizes[TN_MAX_DIMS];
+};
+
+struct tn_hook; /* a registered tensor hook (node.c) */
+
+/*
+ * apply: grads[i] is the gradient of forward output i (never NULL: the
+ * engine makes zeros for outputs no path reached), borrowed; out[j]
+ * receives a new reference for next edge j, or stays NULL. Returns 0 or a
+ * negative tn_status.
+ */
+typedef int (*tn_node_apply_fn)(struct tn_node *n, struct tn_tensor *const *grads,
+                                struct tn_tensor **out);
+
+struct tn_node {
+    struct tn_node_header h;
+    tn_node_apply_fn apply;
+    void (*release_saved)(struct tn_node *n); /* drops saved values; NULL when none */
+    int nnext;
+    struct tn_edge *next;                     /* nnext edges (inputs of the forward op) */
+    int nout;
+    struct tn_input_meta *meta;               /* nout forward outputs */
+    struct tn_hook *pre_hooks;                /* tensor hooks of the outputs */
+    struct tn_tensor *leaf;                   /* AccumulateGrad: the leaf (owned) */
+    bool released;                            /* saved values freed by backward */
+    uint64_t seq;                             /* creation order */
+    /* engine scratch, valid while one backward runs */
+    uint64_t epoch;
+    int deps;
+    bool needed;
+    struct tn_tensor **buf;
+};
+
+/* A tensor saved for backward with the version of its storage then. */
+struct tn_saved {
+    struct tn_tensor *t;  /* owned; for an output, a detached alias */
+    uint64_t version;
+    bool is_output;
+    uint32_t output_nr;
+};
+
+/* A new node of `size` bytes (at least sizeof(struct tn_node)) with nnext
+ * edges and nout outputs, refcount 1, zeroed past the header. NULL with
+ * TN_ENOMEM. */
+struct tn_node *tn__node_new(size_t size, const char *name, tn_node_apply_fn apply,
+                             void (*release_saved)(struct tn_node *), int nnext, int nout);
+struct tn_node *tn__node_retain(struct tn_node *n);
+void tn__node_release(struct tn_node *n);
+
+/* True when grad mode is on, autograd is not excluded in this thread, and
+ * one of the tensors (NULL entries skipped) requires grad. */
+bool tn__ad_needed(const struct tn_tensor *const *ts, int n);
+/* Points edge i of n at where t's gradient goes (its grad_fn, or its
+ * AccumulateGrad for a leaf that requires grad; nowhere otherwise). 0 or
+ * TN_ENOMEM. */
+int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t);
+/* True when edge i leads somewhere (its gradient is wanted). */
+static inline bool tn__ad_edge(const struct tn_node *n, int i)
+{
+    return n->next[i].fn != NULL;
+}
+/* Makes t output `nr` of n: grad_fn, output_nr, requires_grad, and n's
+ * metadata for that output. */
+void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr);
+
+/* Saves t (NULL is fine) in s; an output of `n` is kept as a detached alias
+ * so that the node and its output do not own each other. */
+int tn__save(struct tn_saved *s, const struct tn_tensor *t, bool is_output, uint32_t output_nr);
+/* The saved tensor (new reference), with its grad_fn restored for an
+ * output. NULL with PyTorch's error after backward freed it or after an
+ * in-place op changed it. */
+struct tn_tensor *tn__unpack(const struct tn_saved *s, struct tn_node *n);
+void tn__saved_release(struct tn_saved *s);
+
+/* Runs fn's forward call below the Autograd key: excludes Autograd in this
+ * thread until tn__ad_below_end (nested calls of kernels do not record). */
+tn_keyset tn__ad_below_begin(void);
+void tn__ad_below_end(tn_keyset prev_excluded);
+
+/* The generic in-place path: `out` (a new tensor computed by the
+ * functional op from a clone of self) is copied into self, and self takes
+ * out's history. Checks the leaf rules first via tn__ad_check_inplace.
+ * Releases out. 0 or an error. */
+int tn__ad_check_inplace(const struct tn_tensor *self);
+int tn__ad_commit_inplace(struct tn_tensor *self, struct tn_tensor *out);
+
+/* The core's hooks (views.c, node.c). */
+int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view);
+int tn__ad_after_inplace(struct tn_tensor *dst, const struct tn_tensor *src);
+void tn__ad_free_meta(struct tn_tensor *t);
+
+/* Hooks the engine runs (node.c). */
+int tn__ad_run_pre_hooks(struct tn_node *n, int i, struct tn_tensor **grad);
+int tn__ad_accumulate(struct tn_node *acc, struct tn_tensor *grad, bool create_graph);
+bool tn__ad_is_accumulate(const struct tn_node *n);
+/* The AccumulateGrad node of a leaf (new reference; made on first use). */
+struct tn_node *tn__ad_grad_accumulator(const struct tn_tensor *leaf);
+
+/* grad summed down to (sizes, ndim), as at::sum_to (new reference). */
+struct tn_tensor *tn__sum_to(const struct tn_tensor *grad, const int64_t *sizes, int ndim);
+
+/* ----- backward helpers the formulas call (lib/autograd/formulas.c) */
+struct tn_tensor *tn__sum_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
+                                   const int64_t *dim, int dim_len, bool keepdim);
+struct tn_tensor *tn__mean_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
+                                    const int64_t *dim, int dim_len, bool keepdim);
+struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    const struct tn_tensor *result, const int64_t *dim,
+                                    int dim_len, bool keepdim);
+struct tn_tensor *tn__softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
+                                 int64_t dim);
+struct tn_tensor *tn__log_softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
+                                     int64_t dim);
+struct tn_tensor *tn__zeros(const struct tn_tensor *like);
+struct tn_tensor *tn__scale(const struct tn_tensor *t, struct tn_scalar s);
+struct tn_tensor *tn__gelu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                              const char *approximate);
+struct tn_tensor *tn__silu_bw(const struct tn_tensor *grad, const struct tn_tensor *self);
+struct tn_tensor *tn__mish_bw(const struct tn_tensor *grad, const struct tn_tensor *self);
+struct tn_tensor *tn__leaky_relu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    struct tn_scalar slope);
+struct tn_tensor *tn__hardtanh_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  struct tn_scalar lo, struct tn_scalar hi);
+struct tn_tensor *tn__elu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                             struct tn_scalar alpha, struct tn_scalar scale,
+                             struct tn_scalar input_scale);
+struct tn_tensor *tn__softplus_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  struct tn_scalar beta, struct tn_scalar threshold);
+struct tn_tensor *tn__minmax_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                const struct tn_tensor *other, int which, int sign);
+struct tn_tensor *tn__clamp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                               const struct tn_scalar *min, const struct tn_scalar *max);
+struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  const struct tn_tensor *other, const char *mode, int which);
+struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim);
+struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  const struct tn_tensor *exponent);
+struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                 const struct tn_tensor *result);
+
+#endif

@@ -1,0 +1,512 @@
+/*
+ * autograd/node.c: nodes, edges, grad mode, saved tensors with their
+ * version checks, leaves and their AccumulateGrad nodes, tensor hooks, and
+ * the in-place rules.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/internal.h"
+
+/* --------------------------------------------------------------- grad mode */
+
+/* Grad mode is the Autograd key's absence from this thread's excluded set:
+ * with it off, the dispatcher never reaches an Autograd kernel (DESIGN.md:
+ * no-grad mode excludes Autograd). */
+bool tn_is_grad_enabled(void)
+{
+    return !(tn_dispatch_excluded() & TN_KEYSET(TN_KEY_AUTOGRAD));
+}
+
+bool tn_set_grad_enabled(bool enabled)
+{
+    tn_keyset ex = tn_dispatch_excluded();
+    bool prev = !(ex & TN_KEYSET(TN_KEY_AUTOGRAD));
+    if (enabled)
+        ex &= ~TN_KEYSET(TN_KEY_AUTOGRAD);
+    else
+        ex |= TN_KEYSET(TN_KEY_AUTOGRAD);
+    tn_dispatch_set_excluded(ex);
+    return prev;
+}
+
+tn_keyset tn__ad_below_begin(void)
+{
+    tn_keyset prev = tn_dispatch_excluded();
+    tn_dispatch_set_excluded(prev | TN_KEYSET(TN_KEY_AUTOGRAD));
+    return prev;
+}
+
+void tn__ad_below_end(tn_keyset prev_excluded) { tn_dispatch_set_excluded(prev_excluded); }
+
+bool tn__ad_needed(const struct tn_tensor *const *ts, int n)
+{
+    if (!tn_is_grad_enabled())
+        return false;
+    for (int i = 0; i < n; i++)
+        if (ts[i] && ts[i]->requires_grad)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------------- hooks */
+
+enum hook_kind { HOOK_TENSOR, HOOK_POST_ACCUMULATE };
+
+struct tn_hook {
+    int64_t id;
+    enum hook_kind kind;
+    int output_nr;  /* which output of the node (tensor hooks on non-leaves) */
+    tn_grad_hook_fn fn;
+    tn_post_accumulate_hook_fn post;
+    void *ctx;
+    struct tn_hook *next;            /* the owner's list */
+    struct tn_hook *all_prev, *all_next; /* every live hook, for tn_remove_hook */
+};
+
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tn_hook *all_hooks;
+static int64_t next_hook_id = 1;
+
+static struct tn_hook *hook_new(enum hook_kind kind, struct tn_hook **list)
+{
+    struct tn_hook *h = calloc(1, sizeof *h);
+    if (!h) {
+        tn_set_error(TN_ENOMEM, "out of memory registering a hook");
+        return NULL;
+    }
+    h->kind = kind;
+    pthread_mutex_lock(&hooks_lock);
+    h->id = next_hook_id++;
+    h->all_next = all_hooks;
+    if (all_hooks)
+        all_hooks->all_prev = h;
+    all_hooks = h;
+    pthread_mutex_unlock(&hooks_lock);
+    /* appended: hooks run in registration order */
+    while (*list)
+        list = &(*list)->next;
+    *list = h;
+    return h;
+}
+
+static void hooks_free(struct tn_hook *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&hooks_lock);
+    for (struct tn_hook *p = h; p; p = p->next) {
+        if (p->all_prev)
+            p->all_prev->all_next = p->all_next;
+        else
+            all_hooks = p->all_next;
+        if (p->all_next)
+            p->all_next->all_prev = p->all_prev;
+    }
+    pthread_mutex_unlock(&hooks_lock);
+    while (h) {
+        struct tn_hook *n = h->next;
+        free(h);
+        h = n;
+    }
+}
+
+bool tn_remove_hook(int64_t handle)
+{
+    bool found = false;
+    pthread_mutex_lock(&hooks_lock);
+    for (struct tn_hook *p = all_hooks; p; p = p->all_next)
+        if (p->id == handle && (p->fn || p->post)) {
+            /* left in its owner's list, inert, until the owner goes */
+            p->fn = NULL;
+            p->post = NULL;
+            found = true;
+        }
+    pthread_mutex_unlock(&hooks_lock);
+    return found;
+}
+
+/* --------------------------------------------------------- autograd meta */
+
+/* What a leaf keeps between graphs. */
+struct tn_autograd_meta {
+    struct tn_node *grad_acc;      /* its AccumulateGrad node, not owned */
+    struct tn_hook *hooks;         /* tensor hooks */
+    struct tn_hook *post_hooks;    /* post-accumulate-grad hooks */
+};
+
+static struct tn_autograd_meta *meta_of(const struct tn_tensor *t)
+{
+    struct tn_tensor *m = (struct tn_tensor *)t;
+    if (!m->autograd_meta) {
+        m->autograd_meta = calloc(1, sizeof(struct tn_autograd_meta));
+        if (!m->autograd_meta)
+            tn_set_error(TN_ENOMEM, "out of memory");
+    }
+    return m->autograd_meta;
+}
+
+void tn__ad_free_meta(struct tn_tensor *t)
+{
+    struct tn_autograd_meta *m = t->autograd_meta;
+    t->autograd_meta = NULL;
+    /* grad_acc cannot be alive here: it owns a reference to t */
+    hooks_free(m->hooks);
+    hooks_free(m->post_hooks);
+    free(m);
+}
+
+/* ------------------------------------------------------------------- nodes */
+
+static uint64_t node_seq;
+
+static void node_destroy(struct tn_node *n)
+{
+    if (n->release_saved && !n->released)
+        n->release_saved(n);
+    for (int i = 0; i < n->nnext; i++)
+        tn__node_release(n->next[i].fn);
+    hooks_free(n->pre_hooks);
+    if (n->leaf) {
+        struct tn_autograd_meta *m = n->leaf->autograd_meta;
+        if (m && m->grad_acc == n)
+            m->grad_acc = NULL;
+        tn_release(n->leaf);
+    }
+    free(n);
+}
+
+struct tn_node *tn__node_new(size_t size, const char *name, tn_node_apply_fn apply,
+                             void (*release_saved)(struct tn_node *), int nnext, int nout)
+{
+    /* one block: the node, its edges, its output metadata */
+    size_t esz = sizeof(struct tn_edge) * (size_t)nnext;
+    size_t msz = sizeof(struct tn_input_meta) * (size_t)nout;
+    size = (size + 15) & ~(size_t)15;
+    char *p = calloc(1, size + esz + msz);
+    if (!p) {
+        tn_set_error(TN_ENOMEM, "out of memory recording %s", name);
+        return NULL;
+    }
+    struct tn_node *n = (struct tn_node *)p;
+    n->h.refcount = 1;
+    n->h.destroy = node_destroy;
+    n->h.name = name;
+    n->apply = apply;
+    n->release_saved = release_saved;
+    n->nnext = nnext;
+    n->next = (struct tn_edge *)(p + size);
+    n->nout = nout;
+    n->meta = (struct tn_input_meta *)(p + size + esz);
+    n->seq = __atomic_add_fetch(&node_seq, 1, __ATOMIC_RELAXED);
+    return n;
+}
+
+struct tn_node *tn__node_retain(struct tn_node *n)
+{
+    if (n)
+        TN_ATOMIC_INC(&n->h.refcount);
+    return n;
+}
+
+void tn__node_release(struct tn_node *n)
+{
+    if (n && TN_ATOMIC_DEC(&n->h.refcount) == 0)
+        n->h.destroy(n);
+}
+
+static int accumulate_apply(struct tn_node *n, struct tn_tensor *const *grads,
+                            struct tn_tensor **out)
+{
+    (void)n, (void)grads, (void)out;
+    return TN_OK; /* the engine accumulates (tn__ad_accumulate) */
+}
+
+bool tn__ad_is_accumulate(const struct tn_node *n) { return n->apply == accumulate_apply; }
+
+static void meta_fill(struct tn_input_meta *m, const struct tn_tensor *t)
+{
+    m->dtype = t->dtype;
+    m->device = t->device;
+    m->ndim = t->ndim;
+    memcpy(m->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+struct tn_node *tn__ad_grad_accumulator(const struct tn_tensor *leaf)
+{
+    struct tn_autograd_meta *m = meta_of(leaf);
+    if (!m)
+        return NULL;
+    if (m->grad_acc)
+        return tn__node_retain(m->grad_acc);
+    struct tn_node *n = tn__node_new(sizeof *n, "AccumulateGrad", accumulate_apply, NULL, 0, 1);
+    if (!n)
+        return NULL;
+    n->leaf = tn_retain((struct tn_tensor *)leaf);
+    meta_fill(&n->meta[0], leaf);
+    m->grad_acc = n;
+    return n;
+}
+
+int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t)
+{
+    n->next[i].fn = NULL;
+    n->next[i].input_nr = 0;
+    if (!t || !t->requires_grad)
+        return TN_OK;
+    if (t->grad_fn) {
+        n->next[i].fn = tn__node_retain(t->grad_fn);
+        n->next[i].input_nr = t->output_nr;
+        return TN_OK;
+    }
+    n->next[i].fn = tn__ad_grad_accumulator(t);
+    return n->next[i].fn ? TN_OK : tn_last_status();
+}
+
+void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)
+{
+    struct tn_node *old = t->grad_fn;
+    t->grad_fn = tn__node_retain(n);
+    t->output_nr = nr;
+    t->requires_grad = true;
+    meta_fill(&n->meta[nr], t);
+    tn__node_release(old);
+}
+
+/* ----------------------------------------------------------- saved values */
+
+int tn__save(struct tn_saved *s, const struct tn_tensor *t, bool is_output, uint32_t output_nr)
+{
+    s->t = NULL;
+    s->is_output = is_output;
+    s->output_nr = output_nr;
+    if (!t)
+        return TN_OK;
+    s->version = t->storage->version;
+    /* an output is kept without its grad_fn (which is the saving node) */
+    s->t = is_output ? tn_detach(t) : tn_retain((struct tn_tensor *)t);
+    return s->t ? TN_OK : tn_last_status();
+}
+
+void tn__saved_release(struct tn_saved *s)
+{
+    tn_release(s->t);
+    s->t = NULL;
+}
+
+static const char freed_msg[] =
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling "
+    "backward.";
+
+struct tn_tensor *tn__unpack(const struct tn_saved *s, struct tn_node *n)
+{
+    if (n->released) {
+        tn_set_error(TN_ERUNTIME, "%s", freed_msg);
+        return NULL;
+    }
+    struct tn_tensor *t = s->t;
+    if (!t)
+        return NULL;
+    uint64_t now = t->storage->version;
+    if (now != s->version) {
+        char shape[256], which[160] = "";
+        tn_shape_format(t->sizes, t->ndim, shape, sizeof shape);
+        if (s->is_output)
+            snprintf(which, sizeof which, ", which is output %u of %s", s->output_nr, n->h.name);
+        else if (t->grad_fn)
+            snprintf(which, sizeof which, ", which is output %u of %s", t->output_nr,
+                     ((struct tn_node_header *)t->grad_fn)->name);
+        tn_set_error(TN_ERUNTIME,
+                     "one of the variables needed for gradient computation has been modified by "
+                     "an inplace operation: [torch.%sTensor %s]%s, is at version %llu; expected "
+                     "version %llu instead. Hint: enable anomaly detection to find the operation "
+                     "that failed to compute its gradient, with "
+                     "torch.autograd.set_detect_anomaly(True).",
+                     tn_dtype_info(t->dtype)->c10_name, shape, which, (unsigned long long)now,
+                     (unsigned long long)s->version);
+        return NULL;
+    }
+    if (!s->is_output)
+        return tn_retain(t);
+    /* the output again, with the saving node as its grad_fn */
+    struct tn_tensor *r =
+        tn__tensor_make(t->storage, t->offset, t->sizes, t->strides, t->ndim, t->dtype);
+    if (!r)
+        return NULL;
+    r->grad_fn = tn__node_retain(n);
+    r->output_nr = s->output_nr;
+    r->requires_grad = true;
+    return r;
+}
+
+/* ------------------------------------------------------------------ leaves */
+
+int tn_requires_grad_(struct tn_tensor *t, bool requires_grad)
+{
+    if (t->grad_fn && !requires_grad)
+        return tn_set_error(TN_EINVAL, "you can only change requires_grad flags of leaf "
+                            "variables. If you want to use a computed variable in a subgraph "
+                            "that doesn't require differentiation use var_no_grad = var.detach().");
+    if (requires_grad && !tn_dtype_is_floating(t->dtype) && !tn_dtype_is_complex(t->dtype))
+        return tn_set_error(TN_EDTYPE, "only Tensors of floating point and complex dtype can "
+                            "require gradients");
+    t->requires_grad = requires_grad;
+    return TN_OK;
+}
+
+bool tn_is_leaf(const struct tn_tensor *t) { return t->grad_fn == NULL; }
+
+const char *tn_grad_fn_name(const struct tn_tensor *t)
+{
+    return t->grad_fn ? ((const struct tn_node_header *)t->grad_fn)->name : NULL;
+}
+
+void tn_zero_grad(struct tn_tensor *t)
+{
+    tn_release(t->grad);
+    t->grad = NULL;
+}
+
+int64_t tn_register_hook(struct tn_tensor *t, tn_grad_hook_fn fn, void *ctx)
+{
+    if (!t->requires_grad)
+        return tn_set_error(TN_ERUNTIME, "cannot register a hook on a tensor that doesn't "
+                            "require gradient");
+    struct tn_hook **list;
+    if (t->grad_fn) {
+        list = &t->grad_fn->pre_hooks;
+    } else {
+        struct tn_autograd_meta *m = meta_of(t);
+        if (!m)
+            return TN_ENOMEM;
+        list = &m->hooks;
+    }
+    struct tn_hook *h = hook_new(HOOK_TENSOR, list);
+    if (!h)
+        return TN_ENOMEM;
+    h->fn = fn;
+    h->ctx = ctx;
+    h->output_nr = (int)t->output_nr;
+    return h->id;
+}
+
+int64_t tn_register_post_accumulate_grad_hook(struct tn_tensor *leaf,
+                                              tn_post_accumulate_hook_fn fn, void *ctx)
+{
+    if (!leaf->requires_grad)
+        return tn_set_error(TN_ERUNTIME, "cannot register a hook on a tensor that doesn't "
+                            "require gradient");
+    if (leaf->grad_fn)
+        return tn_set_error(TN_ERUNTIME, "post accumulate grad hooks cannot be registered on "
+                            "non-leaf tensors");
+    struct tn_autograd_meta *m = meta_of(leaf);
+    if (!m)
+        return TN_ENOMEM;
+    struct tn_hook *h = hook_new(HOOK_POST_ACCUMULATE, &m->post_hooks);
+    if (!h)
+        return TN_ENOMEM;
+    h->post = fn;
+    h->ctx = ctx;
+    return h->id;
+}
+
+static int run_hooks(struct tn_hook *h, int output_nr, struct tn_tensor **grad)
+{
+    for (; h; h = h->next)
+        if (h->fn && h->output_nr == output_nr) {
+            int rc = h->fn(grad, h->ctx);
+            if (rc < 0)
+                return rc;
+        }
+    return TN_OK;
+}
+
+int tn__ad_run_pre_hooks(struct tn_node *n, int i, struct tn_tensor **grad)
+{
+    if (n->leaf) {
+        struct tn_autograd_meta *m = n->leaf->autograd_meta;
+        return m ? run_hooks(m->hooks, 0, grad) : TN_OK;
+    }
+    return run_hooks(n->pre_hooks, i, grad);
+}
+
+int tn__ad_accumulate(struct tn_node *acc, struct tn_tensor *grad, bool create_graph)
+{
+    struct tn_tensor *leaf = acc->leaf;
+    int rc = TN_OK;
+    if (!leaf->grad) {
+        /* take the buffer when nobody else holds it, else a copy of our own */
+        if (grad->refcount == 1 || create_graph) {
+            leaf->grad = tn_retain(grad);
+        } else {
+            bool prev = tn_set_grad_enabled(false);
+            leaf->grad = tn_clone(grad);
+            tn_set_grad_enabled(prev);
+            if (!leaf->grad)
+                return tn_last_status();
+        }
+    } else if (create_graph) {
+        struct tn_tensor *sum = tn_add(leaf->grad, grad, tn_int(1));
+        if (!sum)
+            return tn_last_status();
+        tn_release(leaf->grad);
+        leaf->grad = sum;
+    } else {
+        bool prev = tn_set_grad_enabled(false);
+        rc = tn_add_(leaf->grad, grad, tn_int(1));
+        tn_set_grad_enabled(prev);
+        if (rc < 0)
+            return rc;
+    }
+    struct tn_autograd_meta *m = leaf->autograd_meta;
+    for (struct tn_hook *h = m ? m->post_hooks : NULL; h; h = h->next)
+        if (h->post && (rc = h->post(leaf, h->ctx)) < 0)
+            return rc;
+    return TN_OK;
+}
+
+/* --------------------------------------------------------------- in place */
+
+int tn__ad_check_inplace(const struct tn_tensor *self)
+{
+    if (!tn_is_grad_enabled() || !self->requires_grad)
+        return TN_OK;
+    const struct tn_tensor *b = self->base;
+    if (b && b->requires_grad && !b->grad_fn)
+        return tn_set_error(TN_ERUNTIME, "a view of a leaf Variable that requires grad is being "
+                            "used in an in-place operation.");
+    if (!self->grad_fn)
+        return tn_set_error(TN_ERUNTIME, "a leaf Variable that requires grad is being used in "
+                            "an in-place operation.");
+    if (b && b->requires_grad)
+        return tn_set_error(TN_ERUNTIME, "in-place operations on views of tensors that require "
+                            "grad are not supported by tensorkit's autograd yet (PyTorch's "
+                            "CopySlices); apply the op out of place");
+    return TN_OK;
+}
+
+int tn__ad_commit_inplace(struct tn_tensor *self, struct tn_tensor *out)
+{
+    bool prev = tn_set_grad_enabled(false);
+    int rc = tn_copy_(self, out);
+    tn_set_grad_enabled(prev);
+    if (rc == TN_OK && out->grad_fn)
+        tn__ad_set_history(self, out->grad_fn, out->output_nr);
+    tn_release(out);
+    return rc;
+}
+
+/* ---------------------------------------------------------- core hooks */
+
+static int check_inplace_hook(const struct tn_tensor *dst) { return tn__ad_check_inplace(dst); }
+
+static const struct tn_autograd_hooks hooks = {tn__ad_on_view, check_inplace_hook,
+                                               tn__ad_after_inplace, tn__ad_free_meta};
+
+/* Here rather than in views.c: every program that records a node links
+ * this file, static links included. */
+__attribute__((constructor)) static void install_hooks(void) { tn__autograd_hooks = &hooks; }

@@ -1,0 +1,6 @@
+# Unit tests of lib/autograd.
+UNIT_TESTS += tests/unit/test_autograd
+tests_unit_test_autograd_SOURCES = tests/unit/test_autograd.c
+tests_unit_test_autograd_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_autograd_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_autograd_LDFLAGS = $(TN_UNIT_LINK)

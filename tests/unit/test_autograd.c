@@ -1,0 +1,215 @@
+/*
+ * test_autograd: the gradient of every differentiable op against PyTorch's
+ * on the same inputs (tests/fixtures/autograd/ops.json, written by
+ * autograd_ops.py), and tn_gradcheck on each float64 case.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tn_test.h"
+
+#define MAXA 8
+
+struct call {
+    const char *op;
+    int nargs;
+    json_t *args;
+    struct tn_tensor *t[MAXA]; /* tensor arguments (NULL for others) */
+    int64_t ints[MAXA][TN_MAX_DIMS];
+};
+
+/* Runs a view or copy of lib/core by its fixture name. */
+static struct tn_tensor *core_call(const char *name, struct tn_tensor *a)
+{
+    if (!strcmp(name, "t"))
+        return tn_t(a);
+    if (!strcmp(name, "view"))
+        return tn_view(a, TN_SHAPE(4, 3));
+    if (!strcmp(name, "reshape_t")) {
+        struct tn_tensor *t = tn_t(a), *r = tn_reshape(t, TN_SHAPE(12));
+        tn_release(t);
+        return r;
+    }
+    if (!strcmp(name, "transpose"))
+        return tn_transpose(a, 0, 2);
+    if (!strcmp(name, "expand"))
+        return tn_expand(a, TN_SHAPE(2, 3, 4));
+    if (!strcmp(name, "select"))
+        return tn_select(a, 1, 2);
+    if (!strcmp(name, "slice"))
+        return tn_slice(a, 1, 1, 4, 2);
+    if (!strcmp(name, "unsqueeze_squeeze")) {
+        struct tn_tensor *u = tn_unsqueeze(a, 1), *r = tn_squeeze(u);
+        tn_release(u);
+        return r;
+    }
+    if (!strcmp(name, "clone"))
+        return tn_clone(a);
+    if (!strcmp(name, "diagonal"))
+        return tn_diagonal(a, 0, 0, 1);
+    if (!strcmp(name, "permute"))
+        return tn_permute(a, (const int64_t[]){2, 0, 1}, 3);
+    fail_msg("unknown core op %s", name);
+    return NULL;
+}
+
+/* Calls the case's op on c->t (boxed, by name). */
+static struct tn_tensor *run_call(struct call *c)
+{
+    if (!strncmp(c->op, "core:", 5))
+        return core_call(c->op + 5, c->t[0]);
+    const struct tn_op *op = tn_op_find(c->op);
+    assert_non_null(op);
+    struct tn_ivalue st[MAXA + 4];
+    memset(st, 0, sizeof st);
+    for (int i = 0; i < c->nargs; i++) {
+        json_t *a = json_array_get(c->args, (size_t)i), *v;
+        if (c->t[i]) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = c->t[i]};
+        } else if ((v = json_object_get(a, "s"))) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_SCALAR, .v.s = tn_float(json_number_value(v))};
+        } else if ((v = json_object_get(a, "i"))) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_INT, .v.i = json_integer_value(v)};
+        } else if ((v = json_object_get(a, "b"))) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_BOOL, .v.b = json_is_true(v)};
+        } else if ((v = json_object_get(a, "str"))) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_STR, .v.str = json_string_value(v)};
+        } else if ((v = json_object_get(a, "ints"))) {
+            int n = tn_test_ints(v, c->ints[i]);
+            st[i] = (struct tn_ivalue){.tag = TN_IV_INTLIST, .v.ints = {c->ints[i], n}};
+        } else {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_NONE};
+        }
+    }
+    int n = tn_op_call(op, st, c->nargs);
+    if (n < 0)
+        return NULL;
+    assert_int_equal(n, 1);
+    return st[0].v.t;
+}
+
+/* Elementwise closeness of t and the fixture tensor `exp`. */
+static int close_to(const struct tn_tensor *t, json_t *exp, const char *what, double tol)
+{
+    struct tn_tensor *e = tn_test_tensor(exp);
+    int rc = 0;
+    if (t->ndim != e->ndim || memcmp(t->sizes, e->sizes, sizeof(int64_t) * (size_t)t->ndim)) {
+        char a[128], b[128];
+        print_message("# %s: shape %s, PyTorch's %s\n", what,
+                      tn_shape_format(t->sizes, t->ndim, a, sizeof a),
+                      tn_shape_format(e->sizes, e->ndim, b, sizeof b));
+        tn_release(e);
+        return -1;
+    }
+    if (t->dtype != e->dtype) {
+        print_message("# %s: dtype %s, PyTorch's %s\n", what, tn_dtype_name(t->dtype),
+                      tn_dtype_name(e->dtype));
+        rc = -1;
+    }
+    struct tn_tensor *a = tn_to_dtype(t, TN_FLOAT64), *b = tn_to_dtype(e, TN_FLOAT64);
+    struct tn_tensor *ac = tn_contiguous(a), *bc = tn_contiguous(b);
+    const double *x = tn_data(ac), *y = tn_data(bc);
+    for (int64_t k = 0; k < tn_numel(ac) && rc == 0; k++)
+        if (!(fabs(x[k] - y[k]) <= tol * (1 + fabs(y[k])))) {
+            print_message("# %s: element %lld is %.17g, PyTorch's %.17g\n", what, (long long)k,
+                          x[k], y[k]);
+            rc = -1;
+        }
+    tn_release(a);
+    tn_release(b);
+    tn_release(ac);
+    tn_release(bc);
+    tn_release(e);
+    return rc;
+}
+
+static struct tn_tensor *gc_fn(struct tn_tensor *const *inputs, void *ctx)
+{
+    struct call *c = ctx;
+    for (int i = 0; i < c->nargs; i++)
+        if (c->t[i])
+            c->t[i] = inputs[i];
+    return run_call(c);
+}
+
+static int run_case(json_t *cs, int torch1)
+{
+    (void)torch1;
+    struct call c = {0};
+    c.op = json_string_value(json_object_get(cs, "op"));
+    c.args = json_object_get(cs, "args");
+    c.nargs = (int)json_array_size(c.args);
+    assert_true(c.nargs <= MAXA);
+    for (int i = 0; i < c.nargs; i++) {
+        json_t *a = json_array_get(c.args, (size_t)i);
+        if (json_object_get(a, "t")) {
+            c.t[i] = tn_test_tensor(json_object_get(a, "t"));
+            if (json_is_true(json_object_get(a, "rg")))
+                assert_int_equal(tn_requires_grad_(c.t[i], true), 0);
+        }
+    }
+    bool f64 = c.t[0] && c.t[0]->dtype == TN_FLOAT64;
+    double tol = f64 ? 1e-10 : 2e-5;
+    char what[160];
+    int rc = 0;
+    struct tn_tensor *out = run_call(&c);
+    if (!out) {
+        print_message("# %s: %s\n", c.op, tn_last_error());
+        rc = -1;
+        goto done;
+    }
+    snprintf(what, sizeof what, "%s (%s) result", c.op, f64 ? "float64" : "float32");
+    rc |= close_to(out, json_object_get(cs, "out"), what, tol);
+    struct tn_tensor *g = tn_test_tensor(json_object_get(cs, "grad"));
+    if (tn_backward(&out, 1, &g, false, false) < 0) {
+        print_message("# %s: backward: %s\n", c.op, tn_last_error());
+        rc = -1;
+    }
+    tn_release(g);
+    tn_release(out);
+    for (int i = 0; i < c.nargs && rc == 0; i++) {
+        json_t *e = json_array_get(json_object_get(cs, "grads"), (size_t)i);
+        if (!c.t[i] || !c.t[i]->requires_grad)
+            continue;
+        snprintf(what, sizeof what, "%s (%s) grad of argument %d", c.op,
+                 f64 ? "float64" : "float32", i);
+        if (json_is_null(e) || !e) {
+            continue;
+        } else if (!c.t[i]->grad) {
+            print_message("# %s: no gradient\n", what);
+            rc = -1;
+        } else {
+            rc |= close_to(c.t[i]->grad, e, what, tol);
+        }
+    }
+    if (rc == 0 && json_is_true(json_object_get(cs, "gradcheck"))) {
+        struct tn_tensor *ins[MAXA] = {0};
+        memcpy(ins, c.t, sizeof ins);
+        int r = tn_gradcheck(gc_fn, ins, c.nargs, &c, 1e-6, 1e-5, 1e-3);
+        memcpy(c.t, ins, sizeof ins);
+        if (r != 1) {
+            print_message("# %s: gradcheck: %s\n", c.op, tn_last_error());
+            rc = -1;
+        }
+    }
+done:
+    for (int i = 0; i < c.nargs; i++)
+        tn_release(c.t[i]);
+    return rc;
+}
+
+static void test_op_gradients(void **state)
+{
+    (void)state;
+    tn_test_fixture_cases("../autograd/ops", "cases", "op gradients", run_case);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_op_gradients),
+    };
+    return TN_RUN_TESTS(tests);
+}
