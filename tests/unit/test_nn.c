@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static json_t *nn_fixture(const char *name)
 {
@@ -340,6 +341,132 @@ static int run_loss(json_t *c, bool torch1)
     return bad;
 }
 
+/* ------------------------------------------------------------ state_dict */
+
+static const char *fixture_dir(void)
+{
+    const char *dir = getenv("TN_NN_FIXTURES");
+    return dir && *dir ? dir : TN_SRCDIR "/tests/fixtures/nn";
+}
+
+static int compare_states(struct tn_optim *o, json_t *states, bool exact, const char *what)
+{
+    static const char *const keys[] = {"momentum_buffer", "exp_avg", "exp_avg_sq",
+                                       "max_exp_avg_sq"};
+    int bad = 0;
+    for (int i = 0; i < tn_optim_nparams(o); i++) {
+        json_t *st = json_array_get(states, (size_t)i);
+        const struct tn_optim_param_state *s = tn_optim_state(o, i);
+        struct tn_tensor *have[4] = {s->momentum_buffer, s->exp_avg, s->exp_avg_sq,
+                                     s->max_exp_avg_sq};
+        for (int k = 0; k < 4; k++) {
+            json_t *want = json_object_get(st, keys[k]);
+            if (!want != !have[k] || (want && same(have[k], want, exact, keys[k]) != 0)) {
+                print_message("# %s: state %d %s differs\n", what, i, keys[k]);
+                bad++;
+            }
+        }
+        json_t *ws = json_object_get(st, "step");
+        if (ws) {
+            struct tn_tensor *t = tn_test_tensor(ws);
+            bad += *(const float *)tn_data(t) != s->step;
+            tn_release(t);
+        }
+    }
+    return bad;
+}
+
+/* Saves v to dir/name (TN_NN_OUT when set, for nn_state.bats to open in
+ * PyTorch, else a temporary folder) and loads it back. */
+static struct tn_value *save_load(const struct tn_value *v, const char *name)
+{
+    const char *dir = getenv("TN_NN_OUT");
+    char tmpl[] = "/tmp/test_nn.XXXXXX", path[4096];
+    bool tmp = !dir || !*dir;
+    if (tmp)
+        assert_non_null(dir = mkdtemp(tmpl));
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(tn_save(path, v, NULL), 0);
+    struct tn_value *back = tn_load(path, NULL);
+    if (!back)
+        print_message("# %s: %s\n", path, tn_last_error());
+    assert_non_null(back);
+    if (tmp) {
+        unlink(path);
+        rmdir(dir);
+    }
+    return back;
+}
+
+static struct tn_module *small_mlp(void)
+{
+    struct tn_module *l[3] = {(struct tn_module *)tn_nn_linear_new(4, 3, true, NULL),
+                              tn_nn_activation_new(TN_NN_RELU),
+                              (struct tn_module *)tn_nn_linear_new(3, 2, true, NULL)};
+    return tn_nn_sequential_new(l, 3);
+}
+
+static int run_state(json_t *c, bool torch1)
+{
+    const char *kind = json_string_value(json_object_get(c, "kind"));
+    char path[4096], what[64];
+    snprintf(what, sizeof what, "%s state_dict", kind);
+    /* the model: torch's state_dict into a model built with another seed */
+    snprintf(path, sizeof path, "%s/%s", fixture_dir(), json_string_value(json_object_get(c, "model")));
+    struct tn_value *msd = tn_load(path, NULL);
+    assert_non_null(msd);
+    tn_manual_seed(99);
+    struct tn_module *m = small_mlp();
+    assert_int_equal(tn_module_load_state_dict(m, msd, true), 0);
+    struct tn_tensor *p[4];
+    assert_int_equal(tn_module_parameters(m, p, 4), 4);
+    int bad = 0;
+    for (int i = 0; i < 4; i++)
+        bad += tn_test_compare(p[i], json_array_get(json_object_get(c, "params"), (size_t)i),
+                               "loaded parameter", 0) != 0;
+    /* the optimizer: built with defaults, its group and state from torch's file */
+    snprintf(path, sizeof path, "%s/%s", fixture_dir(), json_string_value(json_object_get(c, "file")));
+    struct tn_value *osd = tn_load(path, NULL);
+    assert_non_null(osd);
+    json_t *defaults = json_object();
+    struct tn_optim *o = make_optim(kind, defaults, p, 4);
+    if (tn_optim_load_state_dict(o, osd) != 0) {
+        print_message("# %s: %s\n", path, tn_last_error());
+        bad++;
+    }
+    json_t *kw = json_object_get(c, "kw");
+    bad += tn_optim_get_lr(o) != num(kw, "lr", -1);
+    const struct tn_adam_options *a = tn_optim_adam_options(o);
+    if (a && json_object_get(kw, "betas"))
+        bad += a->beta1 != json_number_value(json_array_get(json_object_get(kw, "betas"), 0));
+    bad += compare_states(o, json_object_get(c, "state"), true, what);
+    /* and back: our state_dicts through tn_save and tn_load give the same */
+    char name[64];
+    snprintf(name, sizeof name, "%s_state_%s.pt", kind, torch1 ? "torch1" : "torch2");
+    struct tn_value *ours = tn_optim_state_dict(o);
+    assert_non_null(ours);
+    struct tn_value *back = save_load(ours, name);
+    struct tn_optim *o2 = make_optim(kind, defaults, p, 4);
+    json_decref(defaults);
+    assert_int_equal(tn_optim_load_state_dict(o2, back), 0);
+    bad += tn_optim_get_lr(o2) != tn_optim_get_lr(o);
+    bad += compare_states(o2, json_object_get(c, "state"), true, what);
+    struct tn_value *msd2 = tn_module_state_dict(m);
+    snprintf(name, sizeof name, "model_%s_%s.pt", kind, torch1 ? "torch1" : "torch2");
+    struct tn_value *mback = save_load(msd2, name);
+    assert_int_equal(tn_module_load_state_dict(m, mback, true), 0);
+    tn_value_release(msd);
+    tn_value_release(osd);
+    tn_value_release(ours);
+    tn_value_release(back);
+    tn_value_release(msd2);
+    tn_value_release(mback);
+    tn_optim_free(o);
+    tn_optim_free(o2);
+    tn_module_free(m);
+    return bad;
+}
+
 /* Runs fn on every case under `key` in both fixture files. */
 static void run_all(const char *key, int (*fn)(json_t *, bool))
 {
@@ -366,6 +493,31 @@ static void test_optim(void **state) { run_all("optim", run_optim); }
 static void test_sched(void **state) { run_all("sched", run_sched); }
 static void test_clip(void **state) { run_all("clip", run_clip); }
 static void test_loss(void **state) { run_all("loss", run_loss); }
+static void test_state(void **state) { run_all("state", run_state); }
+
+static void test_load_errors(void **state)
+{
+    tn_manual_seed(0);
+    struct tn_module *m = small_mlp();
+    struct tn_value *sd = tn_module_state_dict(m);
+    struct tn_value *k = tn_value_str("2.weight");
+    struct tn_tensor *t = tn_zeros(TN_SHAPE(3, 3), TN_FLOAT32);
+    assert_int_equal(tn_value_set(sd, k, tn_value_tensor(t)), 0);
+    assert_int_not_equal(tn_module_load_state_dict(m, sd, true), 0);
+    assert_string_equal(tn_last_error(),
+                        "Error(s) in loading state_dict for Sequential: size mismatch for "
+                        "2.weight: copying a param with shape torch.Size([3, 3]) from "
+                        "checkpoint, the shape in current model is torch.Size([2, 3]).");
+    struct tn_value *empty = tn_value_odict();
+    assert_int_not_equal(tn_module_load_state_dict(m, empty, true), 0);
+    assert_non_null(strstr(tn_last_error(), "Missing key(s) in state_dict: \"0.weight\", "
+                                            "\"0.bias\", \"2.weight\", \"2.bias\""));
+    assert_int_equal(tn_module_load_state_dict(m, empty, false), 0);
+    tn_release(t);
+    tn_value_release(sd);
+    tn_value_release(empty);
+    tn_module_free(m);
+}
 
 static void test_errors(void **state)
 {
@@ -397,6 +549,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init),  cmocka_unit_test(test_optim), cmocka_unit_test(test_sched),
         cmocka_unit_test(test_clip),  cmocka_unit_test(test_loss),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_state), cmocka_unit_test(test_load_errors),
     };
     return TN_RUN_TESTS(tests);
 }
