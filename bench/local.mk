@@ -6,6 +6,7 @@ include bench/core/local.mk
 include bench/ttest/local.mk
 include bench/io/local.mk
 include bench/ops/local.mk
+include bench/autograd/local.mk
 include bench/dist/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)

@@ -316,13 +316,13 @@ struct tn_tensor *tn__unpack(const struct tn_saved *s, struct tn_node *n)
         char shape[256], which[160] = "";
         tn_shape_format(t->sizes, t->ndim, shape, sizeof shape);
         if (s->is_output)
-            snprintf(which, sizeof which, ", which is output %u of %s", s->output_nr, n->h.name);
+            snprintf(which, sizeof which, ", which is output %u of %s,", s->output_nr, n->h.name);
         else if (t->grad_fn)
-            snprintf(which, sizeof which, ", which is output %u of %s", t->output_nr,
+            snprintf(which, sizeof which, ", which is output %u of %s,", t->output_nr,
                      ((struct tn_node_header *)t->grad_fn)->name);
         tn_set_error(TN_ERUNTIME,
                      "one of the variables needed for gradient computation has been modified by "
-                     "an inplace operation: [torch.%sTensor %s]%s, is at version %llu; expected "
+                     "an inplace operation: [torch.%sTensor %s]%s is at version %llu; expected "
                      "version %llu instead. Hint: enable anomaly detection to find the operation "
                      "that failed to compute its gradient, with "
                      "torch.autograd.set_detect_anomaly(True).",

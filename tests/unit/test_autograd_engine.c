@@ -1,0 +1,347 @@
+/*
+ * test_autograd_engine: the engine's semantics against what PyTorch 1.13
+ * did in tests/fixtures/autograd/engine.json (autograd_engine.py): error
+ * messages word for word, joined paths, accumulation, retain_graph,
+ * in-place ops and the version counter, views, hooks, no_grad, second
+ * derivatives, and an MLP step.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tn_test.h"
+
+static json_t *fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx = tn_test_fixture("../autograd/engine");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    json_decref(fx);
+    return 0;
+}
+
+static struct tn_tensor *get(const char *key)
+{
+    json_t *o = json_object_get(fx, key);
+    if (!o)
+        fail_msg("fixture has no %s", key);
+    return tn_test_tensor(o);
+}
+
+static struct tn_tensor *leaf(const char *key)
+{
+    struct tn_tensor *t = get(key);
+    assert_int_equal(tn_requires_grad_(t, true), 0);
+    return t;
+}
+
+static const char *msg(const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "msg_%s", name);
+    return json_string_value(json_object_get(fx, key));
+}
+
+/* t close to fixture tensor `key` (float64 sums in another order) */
+static void expect_close(const struct tn_tensor *t, const char *key, double tol)
+{
+    assert_non_null(t);
+    struct tn_tensor *e = get(key);
+    assert_int_equal(t->ndim, e->ndim);
+    assert_memory_equal(t->sizes, e->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    struct tn_tensor *a = tn_to_dtype(t, TN_FLOAT64), *b = tn_to_dtype(e, TN_FLOAT64);
+    struct tn_tensor *ac = tn_contiguous(a), *bc = tn_contiguous(b);
+    const double *x = tn_data(ac), *y = tn_data(bc);
+    for (int64_t k = 0; k < tn_numel(ac); k++)
+        if (!(fabs(x[k] - y[k]) <= tol * (1 + fabs(y[k]))))
+            fail_msg("%s: element %lld is %.17g, PyTorch's %.17g", key, (long long)k, x[k], y[k]);
+    tn_release(a);
+    tn_release(b);
+    tn_release(ac);
+    tn_release(bc);
+    tn_release(e);
+}
+
+static struct tn_tensor *sum(const struct tn_tensor *t)
+{
+    struct tn_tensor *s = tn_sum(t, TN_DTYPE_UNSET);
+    assert_non_null(s);
+    return s;
+}
+
+static void expect_error(int rc, const char *name)
+{
+    assert_true(rc < 0);
+    assert_string_equal(tn_last_error(), msg(name));
+}
+
+static void test_second_backward(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_mul(x, x), *s = sum(y);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_error(tn_backward(&s, 1, NULL, false, false), "second_backward");
+    tn_release(s);
+    tn_release(y);
+    tn_release(x);
+}
+
+static void test_retain_graph(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *two = tn_mul_scalar(x, tn_int(2)), *xx = tn_mul(x, x);
+    struct tn_tensor *y = tn_add(two, xx, tn_int(1)), *s = sum(y);
+    assert_int_equal(tn_backward(&s, 1, NULL, true, false), 0);
+    expect_close(x->grad, "join_grad", 1e-12);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_close(x->grad, "join_grad_twice", 1e-12);
+    tn_release(s);
+    tn_release(y);
+    tn_release(two);
+    tn_release(xx);
+    tn_release(x);
+}
+
+static void test_version_counter(void **state)
+{
+    (void)state;
+    /* a saved output changed in place */
+    struct tn_tensor *x = leaf("x"), *y = tn_exp(x);
+    assert_int_equal(tn_add_scalar_(y, tn_int(1), tn_int(1)), 0);
+    struct tn_tensor *s = sum(y);
+    expect_error(tn_backward(&s, 1, NULL, false, false), "version_output");
+    tn_release(s);
+    tn_release(y);
+    /* a saved input changed in place through a detached alias */
+    y = tn_mul(x, x);
+    struct tn_tensor *d = tn_detach(x);
+    assert_int_equal(tn_add_scalar_(d, tn_int(1), tn_int(1)), 0);
+    s = sum(y);
+    expect_error(tn_backward(&s, 1, NULL, false, false), "version_input");
+    tn_release(s);
+    tn_release(d);
+    tn_release(y);
+    tn_release(x);
+}
+
+static void test_leaf_rules(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x");
+    expect_error(tn_add_scalar_(x, tn_int(1), tn_int(1)), "leaf_inplace");
+    struct tn_tensor *v = tn_view(x, TN_SHAPE(3));
+    expect_error(tn_mul_(v, x), "view_leaf_inplace");
+    /* under no_grad the optimizer's update is allowed, and records nothing */
+    bool prev = tn_set_grad_enabled(false);
+    assert_true(prev);
+    assert_int_equal(tn_add_scalar_(x, tn_int(1), tn_int(1)), 0);
+    struct tn_tensor *y = tn_mul(x, x);
+    assert_false(y->requires_grad);
+    assert_null(y->grad_fn);
+    assert_false(tn_set_grad_enabled(prev));
+    tn_release(y);
+    tn_release(v);
+    tn_release(x);
+}
+
+static void test_root_errors(void **state)
+{
+    (void)state;
+    struct tn_tensor *plain = get("x"), *s = sum(plain);
+    expect_error(tn_backward(&s, 1, NULL, false, false), "no_grad_fn");
+    tn_release(s);
+    struct tn_tensor *x = leaf("x"), *y = tn_mul_scalar(x, tn_int(2));
+    expect_error(tn_backward(&y, 1, NULL, false, false), "not_scalar");
+    s = sum(y);
+    struct tn_tensor *g = tn_ones(TN_SHAPE(2), TN_FLOAT64);
+    expect_error(tn_backward(&s, 1, &g, false, false), "shape");
+    struct tn_tensor *other = leaf("x"), *r = NULL;
+    expect_error(tn_grad(&s, 1, NULL, &other, 1, -1, false, false, &r), "unused");
+    assert_null(r);
+    assert_int_equal(tn_grad(&s, 1, NULL, &other, 1, -1, false, true, &r), 0);
+    assert_null(r);
+    tn_release(other);
+    tn_release(g);
+    tn_release(s);
+    tn_release(y);
+    tn_release(x);
+    tn_release(plain);
+}
+
+static void test_inplace_nonleaf(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_mul_scalar(x, tn_int(2));
+    assert_int_equal(tn_mul_(y, x), 0);
+    assert_int_equal(tn_relu_(y), 0);
+    assert_string_equal(tn_grad_fn_name(y), "ReluBackward0");
+    struct tn_tensor *z = tn_zeros(TN_SHAPE(3), TN_FLOAT64);
+    assert_int_equal(tn_copy_(z, y), 0);
+    assert_true(z->requires_grad);
+    struct tn_tensor *w = tn_arange(tn_int(0), tn_int(3), tn_int(1), TN_FLOAT64);
+    struct tn_tensor *p = tn_mul(z, w), *s = sum(p);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_close(x->grad, "inplace_grad", 1e-12);
+    tn_release(s);
+    tn_release(p);
+    tn_release(w);
+    tn_release(z);
+    tn_release(y);
+    tn_release(x);
+}
+
+static void test_views(void **state)
+{
+    (void)state;
+    struct tn_tensor *w = leaf("w");
+    /* w.t()[1:3] * 3 + w[:, 0].expand(2, 3) + w[:2].t().reshape(2, 4)[:, :3] */
+    struct tn_tensor *t = tn_t(w), *a = tn_slice(t, 0, 1, 3, 1), *a3 = tn_mul_scalar(a, tn_int(3));
+    struct tn_tensor *c0 = tn_select(w, 1, 0), *b = tn_expand(c0, TN_SHAPE(2, 3));
+    struct tn_tensor *w2 = tn_slice(w, 0, 0, 2, 1), *w2t = tn_t(w2);
+    struct tn_tensor *r = tn_reshape(w2t, TN_SHAPE(2, 4)), *c = tn_slice(r, 1, 0, 3, 1);
+    struct tn_tensor *ab = tn_add(a3, b, tn_int(1)), *v = tn_add(ab, c, tn_int(1));
+    struct tn_tensor *v2 = tn_mul(v, v), *s = sum(v2);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_close(w->grad, "view_grad", 1e-12);
+    struct tn_tensor *all[] = {t, a, a3, c0, b, w2, w2t, r, c, ab, v, v2, s, w};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+}
+
+static int double_hook(struct tn_tensor **grad, void *ctx)
+{
+    (void)ctx;
+    struct tn_tensor *g = tn_mul_scalar(*grad, tn_int(2));
+    if (!g)
+        return tn_last_status();
+    tn_release(*grad);
+    *grad = g;
+    return 0;
+}
+
+static int plus_one_hook(struct tn_tensor **grad, void *ctx)
+{
+    (*(int *)ctx)++;
+    struct tn_tensor *g = tn_add_scalar(*grad, tn_int(1), tn_int(1));
+    if (!g)
+        return tn_last_status();
+    tn_release(*grad);
+    *grad = g;
+    return 0;
+}
+
+static int post_hook(struct tn_tensor *leaf_, void *ctx)
+{
+    /* the grad is final when this runs */
+    *(double *)ctx = tn_item_double(tn_sum(leaf_->grad, TN_DTYPE_UNSET));
+    return 0;
+}
+
+static void test_hooks(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_mul_scalar(x, tn_int(3));
+    int calls = 0;
+    double seen = NAN;
+    assert_true(tn_register_hook(y, double_hook, NULL) > 0);
+    assert_true(tn_register_hook(x, plus_one_hook, &calls) > 0);
+    int64_t h = tn_register_post_accumulate_grad_hook(x, post_hook, &seen);
+    assert_true(h > 0);
+    assert_true(tn_register_post_accumulate_grad_hook(y, post_hook, &seen) < 0);
+    struct tn_tensor *yy = tn_mul(y, y), *s = sum(yy);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_close(x->grad, "hook_grad", 1e-12);
+    assert_int_equal(calls, 1);
+    struct tn_tensor *gs = tn_sum(x->grad, TN_DTYPE_UNSET);
+    assert_true(fabs(seen - tn_item_double(gs)) < 1e-12);
+    assert_true(tn_remove_hook(h));
+    assert_false(tn_remove_hook(h));
+    tn_release(gs);
+    tn_release(s);
+    tn_release(yy);
+    tn_release(y);
+    tn_release(x);
+}
+
+static void test_double_backward(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *x2 = tn_mul(x, x), *x3 = tn_mul(x2, x), *sx = tn_sin(x);
+    struct tn_tensor *p = tn_mul(x3, sx), *y = sum(p), *g = NULL, *g2 = NULL;
+    assert_int_equal(tn_grad(&y, 1, NULL, &x, 1, -1, true, false, &g), 0);
+    expect_close(g, "d1", 1e-12);
+    assert_true(g->requires_grad);
+    struct tn_tensor *gs = sum(g);
+    assert_int_equal(tn_grad(&gs, 1, NULL, &x, 1, -1, false, false, &g2), 0);
+    expect_close(g2, "d2", 1e-12);
+    assert_null(x->grad); /* grad() accumulates nothing */
+    struct tn_tensor *all[] = {x, x2, x3, sx, p, y, g, g2, gs};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+}
+
+static void test_mlp_step(void **state)
+{
+    (void)state;
+    struct tn_tensor *xb = get("mlp_xb"), *oh = get("mlp_onehot");
+    struct tn_tensor *w1 = leaf("mlp_w1"), *b1 = leaf("mlp_b1"), *w2 = leaf("mlp_w2"),
+                     *b2 = leaf("mlp_b2");
+    struct tn_tensor *w1t = tn_t(w1), *a = tn_addmm(b1, xb, w1t, tn_int(1), tn_int(1));
+    struct tn_tensor *h = tn_relu(a), *logits = tn_linear(h, w2, b2);
+    struct tn_tensor *lp = tn_log_softmax_int(logits, 1, TN_DTYPE_UNSET), *m = tn_mul(lp, oh);
+    struct tn_tensor *rs = tn_sum_dim_intlist(m, (const int64_t[]){1}, 1, false, TN_DTYPE_UNSET);
+    struct tn_tensor *mean = tn_mean(rs, TN_DTYPE_UNSET), *loss = tn_neg(mean);
+    assert_non_null(loss);
+    assert_int_equal(tn_backward(&loss, 1, NULL, false, false), 0);
+    expect_close(loss, "mlp_loss", 1e-5);
+    expect_close(w1->grad, "mlp_grad_w1", 1e-5);
+    expect_close(b1->grad, "mlp_grad_b1", 1e-5);
+    expect_close(w2->grad, "mlp_grad_w2", 1e-5);
+    expect_close(b2->grad, "mlp_grad_b2", 1e-5);
+    struct tn_tensor *all[] = {xb, oh, w1, b1, w2, b2, w1t, a, h, logits, lp, m, rs, mean, loss};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+}
+
+static void test_detach_and_modes(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_mul(x, x), *d = tn_detach(y);
+    assert_true(y->requires_grad);
+    assert_false(d->requires_grad);
+    assert_true(tn_is_leaf(d));
+    assert_false(tn_is_leaf(y));
+    assert_string_equal(tn_grad_fn_name(y), "MulBackward0");
+    struct tn_tensor *i = tn_arange(tn_int(0), tn_int(3), tn_int(1), TN_DTYPE_UNSET);
+    assert_true(tn_requires_grad_(i, true) < 0);
+    assert_string_equal(tn_last_error(),
+                        "only Tensors of floating point and complex dtype can require gradients");
+    tn_release(i);
+    tn_release(d);
+    tn_release(y);
+    tn_release(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_second_backward), cmocka_unit_test(test_retain_graph),
+        cmocka_unit_test(test_version_counter), cmocka_unit_test(test_leaf_rules),
+        cmocka_unit_test(test_root_errors),     cmocka_unit_test(test_inplace_nonleaf),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_hooks),
+        cmocka_unit_test(test_double_backward), cmocka_unit_test(test_mlp_step),
+        cmocka_unit_test(test_detach_and_modes),
+    };
+    setup(NULL);
+    int rc = TN_RUN_TESTS(tests);
+    teardown(NULL);
+    return rc;
+}
