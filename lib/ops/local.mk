@@ -17,4 +17,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/sort.c \
 	lib/ops/cpu/shape.c \
 	lib/ops/cpu/nn_loss.c \
-	lib/ops/cpu/nn_norm.c
+	lib/ops/cpu/nn_norm.c \
+	lib/ops/cpu/nn_conv.c \
+	lib/ops/cpu/nn_pool.c \
+	lib/ops/cpu/nn_dropout.c

@@ -22,6 +22,17 @@ struct tn_tensor *tn__nn_f64(const struct tn_tensor *t)
     return c;
 }
 
+struct tn_tensor *tn__nn_as(const struct tn_tensor *t, enum tn_dtype dtype)
+{
+    if (!t)
+        return NULL;
+    if (t->dtype == dtype && tn_is_contiguous(t))
+        return tn_retain((struct tn_tensor *)t);
+    struct tn_tensor *d = tn_to_dtype(t, dtype), *c = d ? tn_contiguous(d) : NULL;
+    tn_release(d);
+    return c;
+}
+
 struct tn_tensor *tn__nn_to(struct tn_tensor *r, enum tn_dtype dtype)
 {
     if (!r || r->dtype == dtype)
@@ -391,4 +402,79 @@ int tn__composite__native_batch_norm_legit_no_training(
 {
     return tn_redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
                                            false, momentum, eps, result0, result1, result2);
+}
+
+/* ------------------------------------------- convolution, pooling, dropout */
+
+/* conv2d: convolution without transposition; a (C, H, W) input is a batch
+ * of one. */
+struct tn_tensor *tn__composite_conv2d(tn_keyset ks, const struct tn_tensor *input,
+                                       const struct tn_tensor *weight,
+                                       const struct tn_tensor *bias, const int64_t *stride,
+                                       int stride_len, const int64_t *padding, int padding_len,
+                                       const int64_t *dilation, int dilation_len, int64_t groups)
+{
+    static const int64_t zero[2] = {0, 0};
+    if (input->ndim != 3 && input->ndim != 4) {
+        char a[128];
+        tn_set_error(TN_ESHAPE, "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
+                     "input of size: %s", tn_shape_format(input->sizes, input->ndim, a, sizeof a));
+        return NULL;
+    }
+    struct tn_tensor *x = input->ndim == 3 ? tn_unsqueeze(input, 0) : tn_retain((struct tn_tensor *)input);
+    struct tn_tensor *r = x ? tn_redispatch_convolution(ks, x, weight, bias, stride, stride_len,
+                                                        padding, padding_len, dilation,
+                                                        dilation_len, false, zero, 2, groups)
+                            : NULL;
+    tn_release(x);
+    if (r && input->ndim == 3) {
+        struct tn_tensor *s = tn_squeeze_dims(r, TN_SHAPE(0));
+        tn_release(r);
+        r = s;
+    }
+    return r;
+}
+
+struct tn_tensor *tn__composite_max_pool2d(tn_keyset ks, const struct tn_tensor *self,
+                                           const int64_t *kernel_size, int kernel_size_len,
+                                           const int64_t *stride, int stride_len,
+                                           const int64_t *padding, int padding_len,
+                                           const int64_t *dilation, int dilation_len,
+                                           bool ceil_mode)
+{
+    struct tn_tensor *out, *idx;
+    if (tn_redispatch_max_pool2d_with_indices(ks, self, kernel_size, kernel_size_len, stride,
+                                              stride_len, padding, padding_len, dilation,
+                                              dilation_len, ceil_mode, &out, &idx) < 0)
+        return NULL;
+    tn_release(idx);
+    return out;
+}
+
+struct tn_tensor *tn__composite_adaptive_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
+                                                    const int64_t *output_size,
+                                                    int output_size_len)
+{
+    return tn_redispatch__adaptive_avg_pool2d(ks, self, output_size, output_size_len);
+}
+
+/* PyTorch's dropout on the CPU: input * (bernoulli_(1 - p) / (1 - p)) with
+ * a noise tensor of the input's dtype (native_dropout's mask is bool). */
+struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *input, double p,
+                                        bool train)
+{
+    if (p < 0 || p > 1) {
+        tn_set_error(TN_EINVAL, "dropout probability has to be between 0 and 1, but got %g", p);
+        return NULL;
+    }
+    if (p == 0 || !train || tn_numel(input) == 0)
+        return tn_retain((struct tn_tensor *)input);
+    if (p == 1)
+        return tn__nn_scale(input, 0.0);
+    struct tn_tensor *noise = tn_empty(input->sizes, input->ndim, input->dtype);
+    struct tn_tensor *q = wrapped(1 - p), *d = NULL, *r = NULL;
+    if (noise && q && tn_bernoulli_(noise, 1 - p, NULL) == 0 && (d = tn_div(noise, q)) != NULL)
+        r = tn_mul(input, d);
+    tn__nn_drop(0, noise, q, d, NULL);
+    return r;
 }

@@ -16,6 +16,10 @@ enum { TN_REDUCTION_NONE = 0, TN_REDUCTION_MEAN = 1, TN_REDUCTION_SUM = 2 };
  * NULL without one (an absent optional tensor). */
 struct tn_tensor *tn__nn_f64(const struct tn_tensor *t);
 
+/* t itself (retained) when it is contiguous and of dtype, else a new
+ * contiguous copy in dtype; NULL for NULL. */
+struct tn_tensor *tn__nn_as(const struct tn_tensor *t, enum tn_dtype dtype);
+
 /* r (float64, released) as a new tensor of `dtype`; NULL passes through. */
 struct tn_tensor *tn__nn_to(struct tn_tensor *r, enum tn_dtype dtype);
 

@@ -29,3 +29,4 @@ check_family() {
 @test "where, addcmul, addcdiv and lerp agree with PyTorch 2.x" { check_family ternary; }
 @test "max.dim, min.dim, sort and topk agree with PyTorch 2.x" { check_family sort; }
 @test "nn ops (losses, embedding, layer and batch norm, their backward ops) agree with PyTorch 2.x" { check_family nn; }
+@test "convolution, pooling and dropout agree with PyTorch 2.x" { check_family nn2; }

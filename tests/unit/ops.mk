@@ -64,3 +64,9 @@ tests_unit_test_ops_nn_SOURCES = tests/unit/test_ops_nn.c tests/unit/ops_cases.h
 tests_unit_test_ops_nn_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_nn_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_nn_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_nn2
+tests_unit_test_ops_nn2_SOURCES = tests/unit/test_ops_nn2.c tests/unit/ops_cases.h
+tests_unit_test_ops_nn2_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_nn2_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_nn2_LDFLAGS = $(TN_UNIT_LINK)

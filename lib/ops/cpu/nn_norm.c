@@ -107,17 +107,6 @@ static void ln_range(int64_t begin, int64_t end, void *ctx)
     }
 }
 
-/* A contiguous copy of t in dtype (NULL for NULL). */
-static struct tn_tensor *as(const struct tn_tensor *t, enum tn_dtype dtype)
-{
-    if (!t)
-        return NULL;
-    if (t->dtype == dtype && tn_is_contiguous(t))
-        return tn_retain((struct tn_tensor *)t);
-    struct tn_tensor *d = tn_to_dtype(t, dtype), *c = d ? tn_contiguous(d) : NULL;
-    tn_release(d);
-    return c;
-}
 
 int tn__cpu_native_layer_norm(tn_keyset ks, const struct tn_tensor *input,
                               const int64_t *normalized_shape, int normalized_shape_len,
@@ -136,7 +125,8 @@ int tn__cpu_native_layer_norm(tn_keyset ks, const struct tn_tensor *input,
     memcpy(ss, input->sizes, sizeof(int64_t) * (size_t)axis);
     for (int i = axis; i < input->ndim; i++)
         ss[i] = 1;
-    struct tn_tensor *x = as(input, ct), *w = as(weight, ct), *b = as(bias, ct);
+    struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
+    struct tn_tensor *b = tn__nn_as(bias, ct);
     struct tn_tensor *y = tn_empty(input->sizes, input->ndim, ct);
     struct tn_tensor *mean = tn_empty(ss, input->ndim, ct), *rstd = tn_empty(ss, input->ndim, ct);
     if (!x || (weight && !w) || (bias && !b) || !y || !mean || !rstd) {

@@ -1,0 +1,385 @@
+/*
+ * ops/cpu/nn_pool.c: CPU kernels of 2-D pooling over (N, C, H, W) or
+ * (C, H, W): max_pool2d_with_indices (NaN wins, as in PyTorch; indices are
+ * h * W + w in each plane), avg_pool2d (count_include_pad,
+ * divisor_override, ceil_mode), _adaptive_avg_pool2d, and their backward
+ * ops. They compute in float64 and round into the input's dtype.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "ops/nn_internal.h"
+
+struct pool {
+    int64_t planes, h, w, oh, ow;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+static int64_t pick(const int64_t *v, int len, int i, int64_t def)
+{
+    return len <= 0 ? def : v[len == 1 ? 0 : i];
+}
+
+/* PyTorch's pooling_output_shape */
+static int64_t out_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil_mode)
+{
+    int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+    if (ceil_mode && (o - 1) * s >= in + p)
+        o--;
+    return o;
+}
+
+static int pool_geometry(const char *op, const struct tn_tensor *self, const int64_t *ks, int ks_len,
+                         const int64_t *st, int st_len, const int64_t *pd, int pd_len,
+                         const int64_t *dl, int dl_len, bool ceil_mode, struct pool *g)
+{
+    char a[128];
+    if (self->ndim != 3 && self->ndim != 4)
+        return tn_set_error(TN_ESHAPE, "non-empty 3D or 4D (batch mode) tensor expected for input");
+    if (ks_len != 1 && ks_len != 2)
+        return tn_set_error(TN_EINVAL, "%s: kernel_size must either be a single int, or a tuple "
+                            "of two ints", op);
+    if (st_len != 0 && st_len != 1 && st_len != 2)
+        return tn_set_error(TN_EINVAL, "%s: stride must either be omitted, a single int, or a "
+                            "tuple of two ints", op);
+    if (pd_len != 1 && pd_len != 2)
+        return tn_set_error(TN_EINVAL, "%s: padding must either be a single int, or a tuple of "
+                            "two ints", op);
+    g->kh = pick(ks, ks_len, 0, 1);
+    g->kw = pick(ks, ks_len, 1, 1);
+    g->sh = pick(st, st_len, 0, g->kh);
+    g->sw = pick(st, st_len, 1, g->kw);
+    g->ph = pick(pd, pd_len, 0, 0);
+    g->pw = pick(pd, pd_len, 1, 0);
+    g->dh = pick(dl, dl_len, 0, 1);
+    g->dw = pick(dl, dl_len, 1, 1);
+    if (g->kh <= 0 || g->kw <= 0)
+        return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got kH: %lld "
+                            "kW: %lld", (long long)g->kh, (long long)g->kw);
+    if (g->sh <= 0 || g->sw <= 0)
+        return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got dH: %lld dW: "
+                            "%lld", (long long)g->sh, (long long)g->sw);
+    if (g->dh <= 0 || g->dw <= 0)
+        return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got dilationH: "
+                            "%lld dilationW: %lld", (long long)g->dh, (long long)g->dw);
+    if (g->ph > g->kh / 2 || g->pw > g->kw / 2)
+        return tn_set_error(TN_EINVAL, "pad should be at most half of effective kernel size, but "
+                            "got pad=%lld, kernel_size=%lld and dilation=%lld",
+                            (long long)(g->ph > g->kh / 2 ? g->ph : g->pw),
+                            (long long)(g->ph > g->kh / 2 ? g->kh : g->kw),
+                            (long long)(g->ph > g->kh / 2 ? g->dh : g->dw));
+    int nd = self->ndim;
+    g->h = self->sizes[nd - 2];
+    g->w = self->sizes[nd - 1];
+    g->planes = g->h * g->w > 0 ? tn_numel(self) / (g->h * g->w) : 0;
+    g->oh = out_size(g->h, g->kh, g->ph, g->sh, g->dh, ceil_mode);
+    g->ow = out_size(g->w, g->kw, g->pw, g->sw, g->dw, ceil_mode);
+    if (g->oh < 1 || g->ow < 1)
+        return tn_set_error(TN_ESHAPE, "Given input size: (%lldx%lldx%lld). Calculated output "
+                            "size: (%lldx%lldx%lld). Output size is too small",
+                            (long long)self->sizes[nd - 3], (long long)g->h, (long long)g->w,
+                            (long long)self->sizes[nd - 3], (long long)g->oh, (long long)g->ow);
+    (void)a;
+    return TN_OK;
+}
+
+/* self's shape with the last two dims oh, ow */
+static void out_shape(const struct tn_tensor *self, const struct pool *g, int64_t *s)
+{
+    memcpy(s, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    s[self->ndim - 2] = g->oh;
+    s[self->ndim - 1] = g->ow;
+}
+
+int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
+                                    const int64_t *kernel_size, int kernel_size_len,
+                                    const int64_t *stride, int stride_len, const int64_t *padding,
+                                    int padding_len, const int64_t *dilation, int dilation_len,
+                                    bool ceil_mode, struct tn_tensor **result0,
+                                    struct tn_tensor **result1)
+{
+    struct pool g;
+    int rc = pool_geometry("max_pool2d", self, kernel_size, kernel_size_len, stride, stride_len,
+                           padding, padding_len, dilation, dilation_len, ceil_mode, &g);
+    if (rc < 0)
+        return rc;
+    int64_t os[4];
+    out_shape(self, &g, os);
+    struct tn_tensor *x = tn__nn_f64(self), *y = tn__nn_zeros64(os, self->ndim);
+    struct tn_tensor *ix = tn_empty(os, self->ndim, TN_INT64);
+    if (!x || !y || !ix)
+        return tn__nn_drop(tn_last_status(), x, y, ix, NULL);
+    const double *xp = tn_data(x);
+    double *yp = tn_data(y);
+    int64_t *ip = tn_data(ix);
+    for (int64_t p = 0; p < g.planes; p++)
+        for (int64_t oy = 0; oy < g.oh; oy++)
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                double best = -INFINITY;
+                int64_t at = -1;
+                for (int64_t i = 0; i < g.kh; i++) {
+                    int64_t yy = oy * g.sh - g.ph + i * g.dh;
+                    if (yy < 0 || yy >= g.h)
+                        continue;
+                    for (int64_t j = 0; j < g.kw; j++) {
+                        int64_t xx = ox * g.sw - g.pw + j * g.dw;
+                        if (xx < 0 || xx >= g.w)
+                            continue;
+                        double v = xp[(p * g.h + yy) * g.w + xx];
+                        if (at < 0 || v > best || isnan(v)) {
+                            best = v;
+                            at = yy * g.w + xx;
+                            if (isnan(v))
+                                goto found;
+                        }
+                    }
+                }
+            found:
+                yp[(p * g.oh + oy) * g.ow + ox] = best;
+                ip[(p * g.oh + oy) * g.ow + ox] = at;
+            }
+    tn_release(x);
+    *result0 = tn__nn_to(y, self->dtype);
+    *result1 = ix;
+    if (!*result0) {
+        tn_release(ix);
+        *result1 = NULL;
+        return tn_last_status();
+    }
+    return TN_OK;
+}
+
+struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
+    tn_keyset ks, const struct tn_tensor *grad_output, const struct tn_tensor *self,
+    const int64_t *kernel_size, int kernel_size_len, const int64_t *stride, int stride_len,
+    const int64_t *padding, int padding_len, const int64_t *dilation, int dilation_len,
+    bool ceil_mode, const struct tn_tensor *indices)
+{
+    struct pool g;
+    if (pool_geometry("max_pool2d", self, kernel_size, kernel_size_len, stride, stride_len,
+                      padding, padding_len, dilation, dilation_len, ceil_mode, &g) < 0)
+        return NULL;
+    if (tn_numel(grad_output) != g.planes * g.oh * g.ow || tn_numel(indices) != tn_numel(grad_output)) {
+        tn_set_error(TN_ESHAPE, "max_pool2d_with_indices_backward: grad_output and indices must "
+                     "hold %lld values", (long long)(g.planes * g.oh * g.ow));
+        return NULL;
+    }
+    struct tn_tensor *go = tn__nn_f64(grad_output), *gi = tn__nn_zeros64(self->sizes, self->ndim);
+    struct tn_tensor *i64 = tn_to_dtype(indices, TN_INT64), *ix = i64 ? tn_contiguous(i64) : NULL;
+    tn_release(i64);
+    if (!go || !gi || !ix) {
+        tn__nn_drop(0, go, gi, ix, NULL);
+        return NULL;
+    }
+    const double *gp = tn_data(go);
+    const int64_t *ip = tn_data(ix);
+    double *dp = tn_data(gi);
+    int64_t ohw = g.oh * g.ow, hw = g.h * g.w;
+    for (int64_t p = 0; p < g.planes; p++)
+        for (int64_t o = 0; o < ohw; o++) {
+            int64_t at = ip[p * ohw + o];
+            if (at >= 0 && at < hw)
+                dp[p * hw + at] += gp[p * ohw + o];
+        }
+    tn__nn_drop(0, go, ix, NULL, NULL);
+    return tn__nn_to(gi, self->dtype);
+}
+
+/* The window of output (oy, ox) of an average pool and its divisor. */
+static void avg_window(const struct pool *g, int64_t oy, int64_t ox, bool count_include_pad,
+                       const int64_t *divisor_override, int64_t *y0, int64_t *y1, int64_t *x0,
+                       int64_t *x1, double *div)
+{
+    int64_t hs = oy * g->sh - g->ph, ws = ox * g->sw - g->pw;
+    int64_t he = hs + g->kh < g->h + g->ph ? hs + g->kh : g->h + g->ph;
+    int64_t we = ws + g->kw < g->w + g->pw ? ws + g->kw : g->w + g->pw;
+    int64_t size = (he - hs) * (we - ws);
+    *y0 = hs < 0 ? 0 : hs;
+    *x0 = ws < 0 ? 0 : ws;
+    *y1 = he < g->h ? he : g->h;
+    *x1 = we < g->w ? we : g->w;
+    if (divisor_override)
+        *div = (double)*divisor_override;
+    else
+        *div = (double)(count_include_pad ? size : (*y1 - *y0) * (*x1 - *x0));
+}
+
+static int avg_geometry(const struct tn_tensor *self, const int64_t *ks, int ks_len,
+                        const int64_t *st, int st_len, const int64_t *pd, int pd_len,
+                        bool ceil_mode, const int64_t *divisor_override, struct pool *g)
+{
+    if (divisor_override && *divisor_override == 0)
+        return tn_set_error(TN_EINVAL, "divisor must be not zero");
+    static const int64_t one = 1;
+    return pool_geometry("avg_pool2d", self, ks, ks_len, st, st_len, pd, pd_len, &one, 1,
+                         ceil_mode, g);
+}
+
+struct tn_tensor *tn__cpu_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
+                                     const int64_t *kernel_size, int kernel_size_len,
+                                     const int64_t *stride, int stride_len, const int64_t *padding,
+                                     int padding_len, bool ceil_mode, bool count_include_pad,
+                                     const int64_t *divisor_override)
+{
+    struct pool g;
+    if (avg_geometry(self, kernel_size, kernel_size_len, stride, stride_len, padding, padding_len,
+                     ceil_mode, divisor_override, &g) < 0)
+        return NULL;
+    int64_t os[4];
+    out_shape(self, &g, os);
+    struct tn_tensor *x = tn__nn_f64(self), *y = tn__nn_zeros64(os, self->ndim);
+    if (!x || !y) {
+        tn__nn_drop(0, x, y, NULL, NULL);
+        return NULL;
+    }
+    const double *xp = tn_data(x);
+    double *yp = tn_data(y);
+    for (int64_t p = 0; p < g.planes; p++)
+        for (int64_t oy = 0; oy < g.oh; oy++)
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                double div, s = 0;
+                avg_window(&g, oy, ox, count_include_pad, divisor_override, &y0, &y1, &x0, &x1, &div);
+                for (int64_t yy = y0; yy < y1; yy++)
+                    for (int64_t xx = x0; xx < x1; xx++)
+                        s += xp[(p * g.h + yy) * g.w + xx];
+                yp[(p * g.oh + oy) * g.ow + ox] = s / div;
+            }
+    tn_release(x);
+    return tn__nn_to(y, self->dtype);
+}
+
+struct tn_tensor *tn__cpu_avg_pool2d_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+                                              const struct tn_tensor *self,
+                                              const int64_t *kernel_size, int kernel_size_len,
+                                              const int64_t *stride, int stride_len,
+                                              const int64_t *padding, int padding_len,
+                                              bool ceil_mode, bool count_include_pad,
+                                              const int64_t *divisor_override)
+{
+    struct pool g;
+    if (avg_geometry(self, kernel_size, kernel_size_len, stride, stride_len, padding, padding_len,
+                     ceil_mode, divisor_override, &g) < 0)
+        return NULL;
+    if (tn_numel(grad_output) != g.planes * g.oh * g.ow) {
+        tn_set_error(TN_ESHAPE, "avg_pool2d_backward: grad_output must hold %lld values",
+                     (long long)(g.planes * g.oh * g.ow));
+        return NULL;
+    }
+    struct tn_tensor *go = tn__nn_f64(grad_output), *gi = tn__nn_zeros64(self->sizes, self->ndim);
+    if (!go || !gi) {
+        tn__nn_drop(0, go, gi, NULL, NULL);
+        return NULL;
+    }
+    const double *gp = tn_data(go);
+    double *dp = tn_data(gi);
+    for (int64_t p = 0; p < g.planes; p++)
+        for (int64_t oy = 0; oy < g.oh; oy++)
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                int64_t y0, y1, x0, x1;
+                double div;
+                avg_window(&g, oy, ox, count_include_pad, divisor_override, &y0, &y1, &x0, &x1, &div);
+                double v = gp[(p * g.oh + oy) * g.ow + ox] / div;
+                for (int64_t yy = y0; yy < y1; yy++)
+                    for (int64_t xx = x0; xx < x1; xx++)
+                        dp[(p * g.h + yy) * g.w + xx] += v;
+            }
+    tn_release(go);
+    return tn__nn_to(gi, self->dtype);
+}
+
+/* adaptive windows: [floor(o * in / out), ceil((o + 1) * in / out)) */
+static int64_t a_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+static int64_t a_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+/* The adaptive average pool between planes of h x w and oh x ow: forward
+ * averages each window of src into dst; backward spreads each value of src
+ * (a gradient of the output) evenly over its window of dst. */
+static void adaptive(bool backward, const double *src, double *dst, int64_t planes, int64_t h,
+                     int64_t w, int64_t oh, int64_t ow)
+{
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                int64_t y0 = a_start(oy, h, oh), y1 = a_end(oy, h, oh);
+                int64_t x0 = a_start(ox, w, ow), x1 = a_end(ox, w, ow);
+                double n = (double)((y1 - y0) * (x1 - x0)), s = 0;
+                double *o = (backward ? (double *)src : dst) + (p * oh + oy) * ow + ox;
+                for (int64_t yy = y0; yy < y1; yy++)
+                    for (int64_t xx = x0; xx < x1; xx++) {
+                        int64_t at = (p * h + yy) * w + xx;
+                        if (backward)
+                            dst[at] += *o / n;
+                        else
+                            s += src[at];
+                    }
+                if (!backward)
+                    *o = s / n;
+            }
+}
+
+static int adaptive_check(const struct tn_tensor *self, const int64_t *os, int os_len)
+{
+    if (os_len != 2)
+        return tn_set_error(TN_EINVAL, "adaptive_avg_pool2d: output_size must be 2");
+    if (self->ndim != 3 && self->ndim != 4)
+        return tn_set_error(TN_ESHAPE, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got %s",
+                            "a tensor of another rank");
+    for (int i = 1; i < self->ndim; i++)
+        if (self->sizes[i] == 0)
+            return tn_set_error(TN_ESHAPE, "adaptive_avg_pool2d(): Expected input to have non-zero "
+                                "size for non-batch dimensions, but input has sizes with dimension "
+                                "%d being empty", i);
+    if (os[0] < 0 || os[1] < 0)
+        return tn_set_error(TN_EINVAL, "adaptive_avg_pool2d: elements of output_size must be "
+                            "greater than or equal to 0 but received {%lld, %lld}",
+                            (long long)os[0], (long long)os[1]);
+    return tn__nn_check_float("adaptive_avg_pool2d_cpu", self);
+}
+
+struct tn_tensor *tn__cpu__adaptive_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
+                                               const int64_t *output_size, int output_size_len)
+{
+    if (adaptive_check(self, output_size, output_size_len) < 0)
+        return NULL;
+    int nd = self->ndim;
+    int64_t h = self->sizes[nd - 2], w = self->sizes[nd - 1], oh = output_size[0], ow = output_size[1];
+    int64_t planes = tn_numel(self) / (h * w), os[4];
+    memcpy(os, self->sizes, sizeof(int64_t) * (size_t)nd);
+    os[nd - 2] = oh;
+    os[nd - 1] = ow;
+    struct tn_tensor *x = tn__nn_f64(self), *y = tn__nn_zeros64(os, nd);
+    if (!x || !y) {
+        tn__nn_drop(0, x, y, NULL, NULL);
+        return NULL;
+    }
+    adaptive(false, tn_data(x), tn_data(y), planes, h, w, oh, ow);
+    tn_release(x);
+    return tn__nn_to(y, self->dtype);
+}
+
+struct tn_tensor *tn__cpu__adaptive_avg_pool2d_backward(tn_keyset ks,
+                                                        const struct tn_tensor *grad_output,
+                                                        const struct tn_tensor *self)
+{
+    int nd = self->ndim;
+    if ((nd != 3 && nd != 4) || grad_output->ndim != nd) {
+        tn_set_error(TN_ESHAPE, "adaptive_avg_pool2d_backward: expected 3D or 4D grad_output "
+                     "and input of the same rank");
+        return NULL;
+    }
+    int64_t h = self->sizes[nd - 2], w = self->sizes[nd - 1];
+    int64_t oh = grad_output->sizes[nd - 2], ow = grad_output->sizes[nd - 1];
+    int64_t planes = h * w > 0 ? tn_numel(self) / (h * w) : 0;
+    struct tn_tensor *go = tn__nn_f64(grad_output), *gi = tn__nn_zeros64(self->sizes, nd);
+    if (!go || !gi) {
+        tn__nn_drop(0, go, gi, NULL, NULL);
+        return NULL;
+    }
+    adaptive(true, tn_data(go), tn_data(gi), planes, h, w, oh, ow);
+    tn_release(go);
+    return tn__nn_to(gi, self->dtype);
+}
