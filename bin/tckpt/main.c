@@ -268,7 +268,7 @@ static char *put_padded(char *p, const char *s, size_t len, size_t width, bool r
 /* One row of the text listing, formatted by hand: printf's "%-*s" takes
  * glibc's slow positional path, which was a third of the time `tckpt ls`
  * took over 20,000 tensors.  Same columns as the header's printf. */
-static void ls_row(char *line, size_t w, const char *name, const struct tn_tensor *t,
+static void ls_row(char *line, size_t w, size_t dw, const char *name, const struct tn_tensor *t,
                    size_t storage)
 {
     char shape[TN_MAX_DIMS * 22 + 4], num[24], *q = shape, *p = line;
@@ -285,7 +285,7 @@ static void ls_row(char *line, size_t w, const char *name, const struct tn_tenso
     p = put_padded(p, name, strlen(name), w, false);
     *p++ = ' ';
     *p++ = ' ';
-    p = put_padded(p, dt, strlen(dt), 10, false);
+    p = put_padded(p, dt, strlen(dt), dw, false);
     *p++ = ' ';
     p = put_padded(p, shape, (size_t)(q - shape), 18, false);
     *p++ = ' ';
@@ -352,19 +352,23 @@ static int cmd_ls(const char *path)
                "\"storage_bytes\":%llu}\n",
                l.n, (unsigned long long)total, nst, (unsigned long long)stored);
     } else {
-        size_t w = 4;
-        for (size_t i = 0; i < l.n; i++)
+        /* the dtype column widens only for the long float8 names */
+        size_t w = 4, dw = 10;
+        for (size_t i = 0; i < l.n; i++) {
             if (strlen(l.e[i].name) > w)
                 w = strlen(l.e[i].name);
-        printf("%-*s  %-10s %-18s %12s %7s %8s\n", (int)w, "NAME", "DTYPE", "SHAPE", "BYTES",
-               "STORAGE", "OFFSET");
-        char *line = malloc(w + TN_MAX_DIMS * 22 + 128);
+            if (strlen(tn_dtype_name(l.e[i].t->dtype)) > dw)
+                dw = strlen(tn_dtype_name(l.e[i].t->dtype));
+        }
+        printf("%-*s  %-*s %-18s %12s %7s %8s\n", (int)w, "NAME", (int)dw, "DTYPE", "SHAPE",
+               "BYTES", "STORAGE", "OFFSET");
+        char *line = malloc(w + dw + TN_MAX_DIMS * 22 + 128);
         if (!line) {
             fprintf(stderr, "tckpt: out of memory\n");
             exit(2);
         }
         for (size_t i = 0; i < l.n; i++)
-            ls_row(line, w, l.e[i].name, l.e[i].t, sid[i]);
+            ls_row(line, w, dw, l.e[i].name, l.e[i].t, sid[i]);
         free(line);
         printf("%zu tensors, %llu bytes; %zu storages, %llu bytes stored\n", l.n,
                (unsigned long long)total, nst, (unsigned long long)stored);

@@ -402,7 +402,7 @@ int tn__scalar_check(struct tn_scalar s, enum tn_dtype dtype)
         over = dtype != TN_BOOL && tn_double_overflows(s.v.f, dtype);
         break;
     case TN_SCALAR_COMPLEX:
-        over = dtype != TN_BOOL && ((dtype != TN_COMPLEX64 && s.v.c.im != 0) ||
+        over = dtype != TN_BOOL && ((!tn_dtype_is_complex(dtype) && s.v.c.im != 0) ||
                                     tn_double_overflows(s.v.c.re, dtype) ||
                                     tn_double_overflows(s.v.c.im, dtype));
         break;
@@ -410,14 +410,15 @@ int tn__scalar_check(struct tn_scalar s, enum tn_dtype dtype)
     if (!over)
         return TN_OK;
     /* the C++ type names PyTorch 2.x prints (1.13: at::Half, at::BFloat16) */
-    static const char *const names[TN_NUM_DTYPES] = {
+    static const char *const names[TN_NUM_ALL_DTYPES] = {
         [TN_FLOAT32] = "float", [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half",
         [TN_BFLOAT16] = "c10::BFloat16", [TN_INT64] = "int64_t", [TN_INT32] = "int",
         [TN_INT16] = "int16_t", [TN_INT8] = "int8_t", [TN_UINT8] = "uint8_t",
         [TN_BOOL] = "bool", [TN_COMPLEX64] = "c10::complex<float>",
+        [TN_COMPLEX128] = "c10::complex<double>",
     };
     return tn_set_error(TN_EINVAL, "value cannot be converted to type %s without overflow",
-                        names[dtype]);
+                        names[dtype] ? names[dtype] : tn_dtype_info(dtype)->c10_name);
 }
 
 int tn_fill_(struct tn_tensor *t, struct tn_scalar value)

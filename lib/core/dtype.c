@@ -10,15 +10,15 @@
 #include <string.h>
 #include <strings.h>
 
-static const struct tn_dtype_info tn_dtype_table[TN_NUM_DTYPES] = {
+static const struct tn_dtype_info tn_dtype_table[TN_NUM_ALL_DTYPES] = {
 #define TN_X_ROW(E, n, T, s, st, sf, np, sc, k, c10) {TN_##E, #n, s, st, sf, np, sc, (#k)[0], c10},
-    TN_FOR_EACH_DTYPE(TN_X_ROW)
+    TN_FOR_EACH_ANY_DTYPE(TN_X_ROW)
 #undef TN_X_ROW
 };
 
 const struct tn_dtype_info *tn_dtype_info(enum tn_dtype dtype)
 {
-    TN_ASSERT(dtype >= 0 && dtype < TN_NUM_DTYPES);
+    TN_ASSERT(dtype >= 0 && dtype < TN_NUM_ALL_DTYPES);
     return &tn_dtype_table[dtype];
 }
 
@@ -46,7 +46,9 @@ static const struct {
     {"bf16", TN_BFLOAT16},  {"long", TN_INT64},      {"i64", TN_INT64},
     {"int", TN_INT32},      {"i32", TN_INT32},       {"short", TN_INT16},
     {"i16", TN_INT16},      {"i8", TN_INT8},         {"u8", TN_UINT8},
-    {"cfloat", TN_COMPLEX64}, {"c64", TN_COMPLEX64},
+    {"cfloat", TN_COMPLEX64}, {"c64", TN_COMPLEX64}, {"cdouble", TN_COMPLEX128},
+    {"c128", TN_COMPLEX128}, {"f8e4m3", TN_FLOAT8_E4M3FN}, {"f8e5m2", TN_FLOAT8_E5M2},
+    {"u16", TN_UINT16}, {"u32", TN_UINT32}, {"u64", TN_UINT64},
 };
 
 enum tn_dtype tn_dtype_from_name(const char *name)
@@ -54,7 +56,7 @@ enum tn_dtype tn_dtype_from_name(const char *name)
     const char *n = name;
     if (strncmp(n, "torch.", 6) == 0)
         n += 6;
-    for (int d = 0; d < TN_NUM_DTYPES; d++)
+    for (int d = 0; d < TN_NUM_ALL_DTYPES; d++)
         if (strcasecmp(n, tn_dtype_table[d].name) == 0)
             return (enum tn_dtype)d;
     for (size_t i = 0; i < sizeof tn_dtype_aliases / sizeof tn_dtype_aliases[0]; i++)
@@ -158,6 +160,101 @@ float tn__round16(float x, enum tn_dtype dtype)
                                : tn_bfloat16_to_float(tn_bfloat16_from_float(x));
 }
 
+/* ------------------------------------------------------------------ float8 */
+
+/*
+ * The four float8 formats as (exponent bias, mantissa bits, infinities?,
+ * unsigned zero?). "fn" formats have no infinity and one NaN per sign
+ * (all bits set); "fnuz" formats have neither negative zero nor infinity,
+ * and 0x80 is their only NaN.  `limit` is the float32 magnitude from which
+ * PyTorch no longer rounds: e4m3fn saturates to +-448 there (infinities
+ * too), e5m2 gives infinity, the fnuz formats NaN.
+ */
+struct tn_f8_format {
+    int bias, mbits;
+    bool inf, uz;
+    float limit;
+};
+
+static const struct tn_f8_format tn_f8_formats[4] = {
+    [TN_FLOAT8_E5M2 - TN_FLOAT8_E5M2] = {15, 2, true, false, 61440.0f},
+    [TN_FLOAT8_E4M3FN - TN_FLOAT8_E5M2] = {7, 3, false, false, 464.0f},
+    [TN_FLOAT8_E5M2FNUZ - TN_FLOAT8_E5M2] = {16, 2, false, true, 61440.0f},
+    [TN_FLOAT8_E4M3FNUZ - TN_FLOAT8_E5M2] = {8, 3, false, true, 248.0f},
+};
+
+/* Rounds `f` to nearest even in format `fm`; overflow, NaN and zero's sign
+ * as PyTorch 2.x's CPU conversion gives them (tested against it). */
+static uint8_t tn_f8_encode(float f, const struct tn_f8_format *fm)
+{
+    uint32_t u = tn_f2u(f);
+    uint8_t sign = (uint8_t)(u >> 24 & 0x80u);
+    uint32_t a = u & 0x7FFFFFFFu;
+    uint8_t top = (uint8_t)(0x7Fu >> fm->mbits << fm->mbits); /* the highest exponent's code */
+    if (a > 0x7F800000u)
+        return fm->uz ? 0x80 : (uint8_t)(sign | 0x7F);
+    if (tn_u2f(a) >= fm->limit) {
+        if (fm->uz)
+            return 0x80;
+        return (uint8_t)(sign | (fm->inf ? top : 0x7E)); /* infinity, or e4m3fn's 448 */
+    }
+    int emin = 1 - fm->bias; /* the smallest normal exponent */
+    uint32_t code;
+    if ((int)(a >> 23) - 127 < emin) {
+        /* a subnormal (or zero) of the format: an integer count of its
+         * smallest step, rounded by the FPU (nearest even), exactly */
+        code = (uint32_t)nearbyintf(ldexpf(tn_u2f(a), fm->mbits - emin));
+    } else {
+        int drop = 23 - fm->mbits;
+        uint32_t half = (1u << (drop - 1)) - 1u + ((a >> drop) & 1u);
+        code = ((a + half) >> drop) - ((uint32_t)(127 - fm->bias) << fm->mbits);
+    }
+    if (code == 0 && fm->uz)
+        return 0;
+    return (uint8_t)(sign | code);
+}
+
+/* The float32 bits PyTorch gives for a float8 code (exact for numbers; its
+ * NaNs are quiet and keep the code's mantissa, fnuz's NaN reads as
+ * 0x7F800001). */
+static float tn_f8_decode(uint8_t b, const struct tn_f8_format *fm)
+{
+    if (fm->uz && b == 0x80)
+        return tn_u2f(0x7F800001u);
+    uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+    uint32_t c = b & 0x7Fu, e = c >> fm->mbits, m = c & ((1u << fm->mbits) - 1u);
+    uint32_t top = 0x7Fu >> fm->mbits;
+    if (!fm->uz && e == top && (fm->inf || m == (1u << fm->mbits) - 1u))
+        return tn_u2f(sign | 0x7F800000u | (m << (23 - fm->mbits)) | (m ? 0x400000u : 0u));
+    float v = e == 0 ? ldexpf((float)m, 1 - fm->bias - fm->mbits)
+                     : ldexpf((float)(m | (1u << fm->mbits)), (int)e - fm->bias - fm->mbits);
+    return sign ? -v : v;
+}
+
+#define TN_F8FMT(E) (&tn_f8_formats[TN_##E - TN_FLOAT8_E5M2])
+
+/* float8 to float16 goes through the FPU's conversion in PyTorch, which
+ * keeps a NaN's payload (tn_half_from_float gives the one quiet NaN). */
+#define TN_DEF_F8_TO_HALF(n, E)                                                                 \
+    static void tn_conv_half_from_##n(char *d, int64_t dstep, const char *s, int64_t sstep,    \
+                                      int64_t n_)                                               \
+    {                                                                                           \
+        for (int64_t i = 0; i < n_; i++, d += dstep, s += sstep) {                              \
+            float f = tn_f8_decode(*(const uint8_t *)s, TN_F8FMT(E));                           \
+            uint32_t u = tn_f2u(f);                                                             \
+            tn_half h = isnan(f) ? (tn_half){(uint16_t)((u >> 16 & 0x8000u) | 0x7E00u |         \
+                                                        (u >> 13 & 0x3FFu))}                    \
+                                 : tn_half_from_float(f);                                       \
+            memcpy(d, &h, 2);                                                                   \
+        }                                                                                       \
+    }
+TN_DEF_F8_TO_HALF(float8_e5m2, FLOAT8_E5M2)
+TN_DEF_F8_TO_HALF(float8_e4m3fn, FLOAT8_E4M3FN)
+TN_DEF_F8_TO_HALF(float8_e5m2fnuz, FLOAT8_E5M2FNUZ)
+TN_DEF_F8_TO_HALF(float8_e4m3fnuz, FLOAT8_E4M3FNUZ)
+#define TN_F8_LOAD(p, E) ((double)tn_f8_decode(*(const uint8_t *)(p), TN_F8FMT(E)))
+#define TN_F8_STORE(p, E, f) (*(uint8_t *)(p) = tn_f8_encode((f), TN_F8FMT(E)))
+
 /* ------------------------------------------------------ element conversion */
 
 /*
@@ -197,6 +294,32 @@ static inline double tn_load_bf16(const void *p)
 #define TN_CANON_uint8(p) ((int64_t)*(const uint8_t *)(p))
 #define TN_CANON_bool(p) ((int64_t)*(const bool *)(p))
 #define TN_CANON_complex64(p) (*(const tn_complex64 *)(p))
+#define TN_CANON_float8_e5m2(p) TN_F8_LOAD(p, FLOAT8_E5M2)
+#define TN_CANON_float8_e4m3fn(p) TN_F8_LOAD(p, FLOAT8_E4M3FN)
+#define TN_CANON_float8_e5m2fnuz(p) TN_F8_LOAD(p, FLOAT8_E5M2FNUZ)
+#define TN_CANON_float8_e4m3fnuz(p) TN_F8_LOAD(p, FLOAT8_E4M3FNUZ)
+#define TN_CANON_uint16(p) ((int64_t)*(const uint16_t *)(p))
+#define TN_CANON_uint32(p) ((int64_t)*(const uint32_t *)(p))
+/* uint64 and complex128 do not fit int64 and float complex: two more
+ * canonical kinds, _UNS (uint64_t) and _CPXD (double complex) */
+#define TN_CANON_uint64(p) (*(const uint64_t *)(p))
+#define TN_CANON_complex128(p) (*(const tn_complex128 *)(p))
+
+/* float to uint32/uint64 as PyTorch's CPU kernels convert (what compilers
+ * emit for static_cast): below 2^31 (2^63) a signed truncation, above it
+ * a signed truncation of d - 2^31 (2^63) with the top bit added back. */
+static inline uint32_t tn_f2u32(double d)
+{
+    return d >= 2147483648.0 ? (uint32_t)tn_f2i32(d - 2147483648.0) + 0x80000000u
+                             : (uint32_t)tn_f2i32(d);
+}
+
+static inline uint64_t tn_f2u64(double d)
+{
+    return d >= 9223372036854775808.0
+               ? (uint64_t)tn_f2i64(d - 9223372036854775808.0) + 0x8000000000000000u
+               : (uint64_t)tn_f2i64(d);
+}
 
 /* Stores from each canonical kind: _INT from int64, _FLT from double, _CPX
  * from complex. */
@@ -235,6 +358,68 @@ static inline double tn_load_bf16(const void *p)
 #define TN_STORE_complex64_INT(p, v) (*(tn_complex64 *)(p) = (float)(v))
 #define TN_STORE_complex64_FLT(p, v) (*(tn_complex64 *)(p) = (float)(v))
 #define TN_STORE_complex64_CPX(p, v) (*(tn_complex64 *)(p) = (v))
+/* From uint64 (_UNS): C's unsigned conversions, as static_cast does. */
+#define TN_STORE_float32_UNS(p, v) (*(float *)(p) = (float)(v))
+#define TN_STORE_float64_UNS(p, v) (*(double *)(p) = (double)(v))
+#define TN_STORE_float16_UNS(p, v) (*(tn_half *)(p) = tn_half_from_float((float)(v)))
+#define TN_STORE_bfloat16_UNS(p, v) (*(tn_bfloat16 *)(p) = tn_bfloat16_from_float((float)(v)))
+#define TN_STORE_int64_UNS(p, v) (*(int64_t *)(p) = (int64_t)(v))
+#define TN_STORE_int32_UNS(p, v) (*(int32_t *)(p) = (int32_t)(v))
+#define TN_STORE_int16_UNS(p, v) (*(int16_t *)(p) = (int16_t)(v))
+#define TN_STORE_int8_UNS(p, v) (*(int8_t *)(p) = (int8_t)(v))
+#define TN_STORE_uint8_UNS(p, v) (*(uint8_t *)(p) = (uint8_t)(v))
+#define TN_STORE__Bool_UNS(p, v) (*(bool *)(p) = (v) != 0)
+#define TN_STORE_complex64_UNS(p, v) (*(tn_complex64 *)(p) = (float)(v))
+/* From complex128 (_CPXD): the real part as a double, as for float64. */
+#define TN_STORE_float32_CPXD(p, v) TN_STORE_float32_FLT(p, creal(v))
+#define TN_STORE_float64_CPXD(p, v) TN_STORE_float64_FLT(p, creal(v))
+#define TN_STORE_float16_CPXD(p, v) TN_STORE_float16_FLT(p, creal(v))
+#define TN_STORE_bfloat16_CPXD(p, v) TN_STORE_bfloat16_FLT(p, creal(v))
+#define TN_STORE_int64_CPXD(p, v) TN_STORE_int64_FLT(p, creal(v))
+#define TN_STORE_int32_CPXD(p, v) TN_STORE_int32_FLT(p, creal(v))
+#define TN_STORE_int16_CPXD(p, v) TN_STORE_int16_FLT(p, creal(v))
+#define TN_STORE_int8_CPXD(p, v) TN_STORE_int8_FLT(p, creal(v))
+#define TN_STORE_uint8_CPXD(p, v) TN_STORE_uint8_FLT(p, creal(v))
+#define TN_STORE__Bool_CPXD(p, v) (*(bool *)(p) = (creal(v) != 0 || cimag(v) != 0))
+#define TN_STORE_complex64_CPXD(p, v) (*(tn_complex64 *)(p) = (tn_complex64)(v))
+/* Into the storage-only dtypes: float8 through float32 as c10 does;
+ * uint16 like int16, uint32/uint64 with the unsigned truncations above. */
+#define TN_F8_STORES(n, E)                                                                      \
+    static inline void TN_STORE_##n##_INT(void *p, int64_t v) { TN_F8_STORE(p, E, (float)v); } \
+    static inline void TN_STORE_##n##_FLT(void *p, double v) { TN_F8_STORE(p, E, (float)v); }  \
+    static inline void TN_STORE_##n##_CPX(void *p, tn_complex64 v)                              \
+    {                                                                                           \
+        TN_F8_STORE(p, E, crealf(v));                                                           \
+    }                                                                                           \
+    static inline void TN_STORE_##n##_UNS(void *p, uint64_t v) { TN_F8_STORE(p, E, (float)v); } \
+    static inline void TN_STORE_##n##_CPXD(void *p, tn_complex128 v)                            \
+    {                                                                                           \
+        TN_F8_STORE(p, E, (float)creal(v));                                                     \
+    }
+TN_F8_STORES(float8_e5m2, FLOAT8_E5M2)
+TN_F8_STORES(float8_e4m3fn, FLOAT8_E4M3FN)
+TN_F8_STORES(float8_e5m2fnuz, FLOAT8_E5M2FNUZ)
+TN_F8_STORES(float8_e4m3fnuz, FLOAT8_E4M3FNUZ)
+#define TN_STORE_uint16_INT(p, v) (*(uint16_t *)(p) = (uint16_t)(v))
+#define TN_STORE_uint16_FLT(p, v) (*(uint16_t *)(p) = (uint16_t)tn_f2i32(v))
+#define TN_STORE_uint16_CPX(p, v) (*(uint16_t *)(p) = (uint16_t)tn_f2i32(crealf(v)))
+#define TN_STORE_uint16_UNS(p, v) (*(uint16_t *)(p) = (uint16_t)(v))
+#define TN_STORE_uint16_CPXD(p, v) (*(uint16_t *)(p) = (uint16_t)tn_f2i32(creal(v)))
+#define TN_STORE_uint32_INT(p, v) (*(uint32_t *)(p) = (uint32_t)(v))
+#define TN_STORE_uint32_FLT(p, v) (*(uint32_t *)(p) = tn_f2u32(v))
+#define TN_STORE_uint32_CPX(p, v) (*(uint32_t *)(p) = tn_f2u32(crealf(v)))
+#define TN_STORE_uint32_UNS(p, v) (*(uint32_t *)(p) = (uint32_t)(v))
+#define TN_STORE_uint32_CPXD(p, v) (*(uint32_t *)(p) = tn_f2u32(creal(v)))
+#define TN_STORE_uint64_INT(p, v) (*(uint64_t *)(p) = (uint64_t)(v))
+#define TN_STORE_uint64_FLT(p, v) (*(uint64_t *)(p) = tn_f2u64(v))
+#define TN_STORE_uint64_CPX(p, v) (*(uint64_t *)(p) = tn_f2u64(crealf(v)))
+#define TN_STORE_uint64_UNS(p, v) (*(uint64_t *)(p) = (v))
+#define TN_STORE_uint64_CPXD(p, v) (*(uint64_t *)(p) = tn_f2u64(creal(v)))
+#define TN_STORE_complex128_INT(p, v) (*(tn_complex128 *)(p) = (double)(v))
+#define TN_STORE_complex128_FLT(p, v) (*(tn_complex128 *)(p) = (v))
+#define TN_STORE_complex128_CPX(p, v) (*(tn_complex128 *)(p) = (tn_complex128)(v))
+#define TN_STORE_complex128_UNS(p, v) (*(tn_complex128 *)(p) = (double)(v))
+#define TN_STORE_complex128_CPXD(p, v) (*(tn_complex128 *)(p) = (v))
 
 /* The canonical kind letter for each dtype kind. */
 #define TN_CK_b INT
@@ -242,6 +427,8 @@ static inline double tn_load_bf16(const void *p)
 #define TN_CK_i INT
 #define TN_CK_f FLT
 #define TN_CK_c CPX
+#define TN_CK_U UNS
+#define TN_CK_C CPXD
 #define TN_CAT2_(a, b) a##b
 #define TN_CAT2(a, b) TN_CAT2_(a, b)
 #define TN_STORE_K(k, n, p, v) TN_CAT2(TN_STORE_##n##_, TN_CK_##k)(p, v)
@@ -252,7 +439,9 @@ static inline double tn_load_bf16(const void *p)
 #define TN_SRC_LIST(X, dn)                                                                      \
     X(dn, float32, f) X(dn, float64, f) X(dn, float16, f) X(dn, bfloat16, f) X(dn, int64, i)    \
     X(dn, int32, i) X(dn, int16, i) X(dn, int8, i) X(dn, uint8, u) X(dn, bool, b)               \
-    X(dn, complex64, c)
+    X(dn, complex64, c) X(dn, float8_e5m2, f) X(dn, float8_e4m3fn, f) X(dn, float8_e5m2fnuz, f) \
+    X(dn, float8_e4m3fnuz, f) X(dn, uint16, u) X(dn, uint32, u) X(dn, uint64, U)                \
+    X(dn, complex128, C)
 
 /* One strided conversion loop per (dst, src) pair. */
 typedef void (*tn_conv_fn)(char *d, int64_t dstep, const char *s, int64_t sstep, int64_t n);
@@ -265,7 +454,7 @@ typedef void (*tn_conv_fn)(char *d, int64_t dstep, const char *s, int64_t sstep,
             TN_STORE_K(sk, dn, d, TN_CANON_##sn(s));                                            \
     }
 #define TN_X_DEFS(E, n, T, s, st, sf, np, sc, k, c10) TN_SRC_LIST(TN_DEF_CONV, n)
-TN_FOR_EACH_DTYPE(TN_X_DEFS)
+TN_FOR_EACH_ANY_DTYPE(TN_X_DEFS)
 
 /* float32 -> bfloat16, PyTorch's hot conversion, has its own loop: its
  * vectorised kernel turns every NaN into 0xFFFF (the scalar path, used for
@@ -323,8 +512,8 @@ static void tn_conv_bf16_from_f32(char *d, int64_t dstep, const char *s, int64_t
 
 #define TN_TBL_ENTRY(dn, sn, sk) tn_conv_##dn##_##sn,
 #define TN_X_TBL(E, n, T, s, st, sf, np, sc, k, c10) {TN_SRC_LIST(TN_TBL_ENTRY, n)},
-static const tn_conv_fn tn_conv_table[][TN_NUM_DTYPES] = {TN_FOR_EACH_DTYPE(TN_X_TBL)};
-_Static_assert(sizeof tn_conv_table / sizeof tn_conv_table[0] == TN_NUM_DTYPES,
+static const tn_conv_fn tn_conv_table[][TN_NUM_ALL_DTYPES] = {TN_FOR_EACH_ANY_DTYPE(TN_X_TBL)};
+_Static_assert(sizeof tn_conv_table / sizeof tn_conv_table[0] == TN_NUM_ALL_DTYPES,
                "TN_SRC_LIST must list every dtype");
 
 /* The strided conversion loop from `src` to `dst` elements (library-internal). */
@@ -332,6 +521,15 @@ static tn_conv_fn tn_conv_lookup(enum tn_dtype ddt, enum tn_dtype sdt)
 {
     if (ddt == TN_BFLOAT16 && sdt == TN_FLOAT32)
         return tn_conv_bf16_from_f32;
+    if (ddt == TN_FLOAT16) {
+        switch (sdt) {
+        case TN_FLOAT8_E5M2: return tn_conv_half_from_float8_e5m2;
+        case TN_FLOAT8_E4M3FN: return tn_conv_half_from_float8_e4m3fn;
+        case TN_FLOAT8_E5M2FNUZ: return tn_conv_half_from_float8_e5m2fnuz;
+        case TN_FLOAT8_E4M3FNUZ: return tn_conv_half_from_float8_e4m3fnuz;
+        default: break;
+        }
+    }
     return tn_conv_table[ddt][sdt];
 }
 
@@ -371,6 +569,9 @@ void tn_scalar_store(void *dst, enum tn_dtype dtype, struct tn_scalar s)
         if (dtype == TN_COMPLEX64) {
             tn_complex64 c = (float)s.v.c.re + (float)s.v.c.im * I;
             memcpy(dst, &c, sizeof c);
+        } else if (dtype == TN_COMPLEX128) {
+            tn_complex128 c = s.v.c.re + s.v.c.im * I;
+            memcpy(dst, &c, sizeof c);
         } else if (dtype == TN_BOOL) {
             *(bool *)dst = s.v.c.re != 0 || s.v.c.im != 0;
         } else {
@@ -390,10 +591,11 @@ struct tn_scalar tn_scalar_load(const void *src, enum tn_dtype dtype)
         s.v.b = *(const bool *)src;
         break;
     case 'c': {
-        tn_complex64 c = *(const tn_complex64 *)src;
+        tn_complex128 c;
+        tn_convert(&c, TN_COMPLEX128, src, dtype, 1);
         s.kind = TN_SCALAR_COMPLEX;
-        s.v.c.re = crealf(c);
-        s.v.c.im = cimagf(c);
+        s.v.c.re = creal(c);
+        s.v.c.im = cimag(c);
         break;
     }
     case 'f':

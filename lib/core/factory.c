@@ -163,8 +163,7 @@ struct tn_tensor *tn_ones_like(const struct tn_tensor *t, enum tn_dtype dtype)
  * storage class less "Storage" (Float, Long, Bool, ComplexFloat, ...). */
 static void tn_scalar_type_name(enum tn_dtype dtype, char *buf, size_t len)
 {
-    const char *sc = tn_dtype_info(dtype)->storage_class;
-    snprintf(buf, len, "%.*s", (int)(strlen(sc) - strlen("Storage")), sc);
+    snprintf(buf, len, "%s", tn_dtype_info(dtype)->c10_name);
 }
 
 static bool tn_is_floatish(struct tn_scalar s)
@@ -197,7 +196,7 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
         dtype = tn_is_floatish(start) || tn_is_floatish(end) || tn_is_floatish(step)
                     ? tn_get_default_dtype()
                     : TN_INT64;
-    if (tn_dtype_is_complex(dtype) || dtype == TN_BOOL) {
+    if (tn_dtype_is_complex(dtype) || dtype == TN_BOOL || tn_dtype_is_storage_only(dtype)) {
         tn_scalar_type_name(dtype, name, sizeof name);
         tn_set_error(TN_EDTYPE, "\"arange_cpu\" not implemented for '%s'", name);
         return NULL;
@@ -290,7 +289,7 @@ struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int6
         return NULL;
     }
     dtype = tn_or_default(dtype);
-    if (dtype == TN_BOOL) {
+    if (dtype == TN_BOOL || tn_dtype_is_storage_only(dtype)) {
         tn_scalar_type_name(dtype, name, sizeof name);
         tn_set_error(TN_EDTYPE, "\"linspace_cpu\" not implemented for '%s'", name);
         return NULL;

@@ -3,6 +3,8 @@
  */
 #include "core/internal.h"
 
+#include <string.h>
+
 /* A category order: bool < integer < floating < complex. */
 static int tn_category(enum tn_dtype d)
 {
@@ -43,6 +45,16 @@ enum tn_dtype tn_promote_types(enum tn_dtype a, enum tn_dtype b)
 {
     if (a == b)
         return a;
+    if (tn_dtype_is_storage_only(a) || tn_dtype_is_storage_only(b)) {
+        const char *na = tn_dtype_info(a)->c10_name, *nb = tn_dtype_info(b)->c10_name;
+        if (!strncmp(na, "Float8", 6) || !strncmp(nb, "Float8", 6))
+            tn_set_error(TN_EDTYPE, "Promotion for Float8 Types is not supported, attempted to "
+                         "promote %s and %s", na, nb);
+        else
+            tn_set_error(TN_EDTYPE, "Promotion of %s and %s is not supported: %s is a storage-only "
+                         "dtype in tensorkit", na, nb, tn_dtype_is_storage_only(a) ? na : nb);
+        return TN_DTYPE_UNSET;
+    }
     int ca = tn_category(a), cb = tn_category(b);
     if (ca != cb) {
         enum tn_dtype hi = ca > cb ? a : b, lo = ca > cb ? b : a;

@@ -301,6 +301,8 @@ static int tn_check_cpu(const struct tn_tensor *t)
 {
     if (t->device.type != TN_DEVICE_CPU)
         return tn_set_error(TN_EDEVICE, "random numbers are only implemented on the CPU");
+    if (tn_dtype_is_storage_only(t->dtype)) /* no sampling kernel knows them */
+        return tn_not_implemented("random_", t->dtype);
     return 0;
 }
 

@@ -56,14 +56,29 @@ tn_keyset tn_dispatch_set_excluded(tn_keyset keys)
 tn_keyset tn_dispatch_included(void) { return tls_included; }
 tn_keyset tn_dispatch_excluded(void) { return tls_excluded; }
 
+/* The storage-only dtype behind the last TN_KEYSET_STORAGE_ONLY mark. */
+static _Thread_local enum tn_dtype tls_storage_only;
+
 tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)
 {
-    tn_keyset ks = 0;
-    for (int i = 0; i < n; i++)
+    tn_keyset ks = 0, mark = 0;
+    for (int i = 0; i < n; i++) {
         ks |= tn_tensor_keyset(tensors[i]);
+        if (tensors[i] && tn_dtype_is_storage_only(tensors[i]->dtype)) {
+            tls_storage_only = tensors[i]->dtype;
+            mark = TN_KEYSET_STORAGE_ONLY;
+        }
+    }
     if (!(ks & (TN_KEYSET(TN_KEY_CPU) | TN_KEYSET(TN_KEY_CUDA) | TN_KEYSET(TN_KEY_META))))
         ks |= TN_KEYSET(TN_KEY_CPU);
-    return (ks | tls_included) & ~tls_excluded;
+    return ((ks | tls_included) & ~tls_excluded) | mark;
+}
+
+int tn_dispatch_storage_only(const struct tn_op *op)
+{
+    enum tn_dtype dt = tls_storage_only;
+    return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", op->name,
+                        tn_dtype_is_storage_only(dt) ? tn_dtype_info(dt)->c10_name : "?");
 }
 
 int tn_dispatch_no_kernel(const struct tn_op *op, int key)

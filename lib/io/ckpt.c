@@ -79,6 +79,13 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
         tn_error_prefix("%s", path);
         goto out;
     }
+    /* 1.13 has no float8 or uint16..64: it could not load such a file */
+    for (size_t i = 0; layout == TN_CKPT_TORCH1 && i < st.n; i++)
+        if (!tn_dtype_info(st.dtype[i])->storage_class) {
+            rc = tn_set_error(TN_EDTYPE, "%s: %s tensors cannot be saved in PyTorch 1.13's layout "
+                              "(1.13 has no such dtype)", path, tn_dtype_name(st.dtype[i]));
+            goto out;
+        }
     order = malloc((st.n ? st.n : 1) * sizeof *order);
     if (!order) {
         rc = tn_set_error(TN_ENOMEM, "out of memory");

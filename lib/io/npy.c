@@ -17,7 +17,7 @@ static enum tn_dtype npy_dtype(const char *descr)
     snprintf(d, sizeof d, "%s", descr);
     if (d[0] == '=')
         d[0] = '<';
-    for (int i = 0; i < TN_NUM_DTYPES; i++) {
+    for (int i = 0; i < TN_NUM_ALL_DTYPES; i++) {
         const char *np = tn_dtype_info((enum tn_dtype)i)->numpy;
         if (np && !strcmp(d, np))
             return (enum tn_dtype)i;

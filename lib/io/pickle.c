@@ -257,8 +257,9 @@ struct writer {
 /* Identity keys for objects CPython shares: globals (a class or function is
  * one object), 'storage' and 'cpu' (interned literals), the empty string
  * and one-character latin-1 strings (CPython's singletons). */
-static const char k_odict, k_rebuild_v2, k_rebuild_param, k_storage_str, k_cpu_str;
-static const char k_storage_class[TN_NUM_DTYPES];
+static const char k_odict, k_rebuild_v2, k_rebuild_v3, k_rebuild_param, k_storage_str, k_cpu_str;
+static const char k_untyped;
+static const char k_storage_class[TN_NUM_ALL_DTYPES], k_dtype_global[TN_NUM_ALL_DTYPES];
 
 /* Memoizes the object just written under the next index (BINPUT, or
  * LONG_BINPUT past 255) and returns the index. */
@@ -425,9 +426,13 @@ static int save_storage(struct writer *w, const struct tn_tensor *t)
         st->n++;
     }
     const struct tn_dtype_info *di = tn_dtype_info(t->dtype);
+    /* dtypes without a storage class go as an untyped storage of bytes */
+    size_t esize = di->storage_class ? di->size : 1;
     tn__io_buf_byte(w->out, TN_OP_MARK);
     if (save_str_key(w, &k_storage_str, "storage", 7) < 0 ||
-        save_global(w, &k_storage_class[t->dtype], "torch", di->storage_class) < 0)
+        (di->storage_class
+             ? save_global(w, &k_storage_class[t->dtype], "torch", di->storage_class)
+             : save_global(w, &k_untyped, "torch.storage", "UntypedStorage")) < 0)
         return tn_last_status();
     char kbuf[24];
     int kn = snprintf(kbuf, sizeof kbuf, "%zu", key);
@@ -435,19 +440,23 @@ static int save_storage(struct writer *w, const struct tn_tensor *t)
     if (save_str_key(w, (const char *)s + 1, kbuf, (size_t)kn) < 0 ||
         save_str_key(w, &k_cpu_str, "cpu", 3) < 0)
         return tn_last_status();
-    save_int(w, (int64_t)(s->nbytes / di->size));
+    save_int(w, (int64_t)(s->nbytes / esize));
     tn__io_buf_byte(w->out, TN_OP_TUPLE);
     put_fresh(w);
     tn__io_buf_byte(w->out, TN_OP_BINPERSID);
     return 0;
 }
 
-/* _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, OrderedDict()). */
+/* _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, OrderedDict()),
+ * or for a dtype without a storage class (float8, uint16, ...) as PyTorch
+ * 2.x writes it: _rebuild_tensor_v3(untyped storage, ..., OrderedDict(), dtype). */
 static int save_plain_tensor(struct writer *w, const struct tn_tensor *t, bool requires_grad)
 {
     if (t->device.type != TN_DEVICE_CPU)
         return tn_set_error(TN_EDEVICE, "only CPU tensors can be saved (copy to the CPU first)");
-    if (save_global(w, &k_rebuild_v2, "torch._utils", "_rebuild_tensor_v2") < 0)
+    bool v3 = !tn_dtype_info(t->dtype)->storage_class;
+    if (save_global(w, v3 ? &k_rebuild_v3 : &k_rebuild_v2, "torch._utils",
+                    v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2") < 0)
         return tn_last_status();
     tn__io_buf_byte(w->out, TN_OP_MARK);
     if (save_storage(w, t) < 0)
@@ -456,7 +465,8 @@ static int save_plain_tensor(struct writer *w, const struct tn_tensor *t, bool r
     save_int_tuple(w, t->sizes, t->ndim);
     save_int_tuple(w, t->strides, t->ndim);
     tn__io_buf_byte(w->out, requires_grad ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
-    if (save_empty_odict(w) < 0)
+    if (save_empty_odict(w) < 0 ||
+        (v3 && save_global(w, &k_dtype_global[t->dtype], "torch", tn_dtype_name(t->dtype)) < 0))
         return tn_last_status();
     tn__io_buf_byte(w->out, TN_OP_TUPLE);
     put_fresh(w);

@@ -14,11 +14,11 @@
 
 static enum tn_dtype st_dtype(const char *code)
 {
-#define TN_X_ST(E, n, T, s, st, sf, np, sc, k, c10)                                                     \
-    if (!strcmp(code, sf))                                                                       \
-        return TN_##E;
-    TN_FOR_EACH_DTYPE(TN_X_ST)
-#undef TN_X_ST
+    for (int d = 0; d < TN_NUM_ALL_DTYPES; d++) {
+        const char *sf = tn_dtype_info((enum tn_dtype)d)->safetensors;
+        if (sf && !strcmp(code, sf))
+            return (enum tn_dtype)d;
+    }
     return TN_DTYPE_UNSET;
 }
 
@@ -268,6 +268,11 @@ int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
         struct tn_tensor *t = items[i].t;
+        if (!tn_dtype_info(t->dtype)->safetensors) {
+            rc = tn_set_error(TN_EDTYPE, "%s: %s: safetensors has no %s dtype", path,
+                              items[i].name, tn_dtype_name(t->dtype));
+            goto out;
+        }
         json_t *e = json_object(), *sh = json_array();
         for (int d = 0; d < t->ndim; d++)
             json_array_append_new(sh, json_integer(t->sizes[d]));

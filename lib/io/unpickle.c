@@ -39,11 +39,11 @@ bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckp
 
 enum tn_dtype tn__storage_class_dtype(const char *name, size_t len)
 {
-#define TN_X_SC(E, n, T, s, st, sf, np, sc, k, c10)                                                     \
-    if (len == strlen(st) && !memcmp(name, st, len))                                             \
-        return TN_##E;
-    TN_FOR_EACH_DTYPE(TN_X_SC)
-#undef TN_X_SC
+    for (int d = 0; d < TN_NUM_ALL_DTYPES; d++) {
+        const char *st = tn_dtype_info((enum tn_dtype)d)->storage_class;
+        if (st && len == strlen(st) && !memcmp(name, st, len))
+            return (enum tn_dtype)d;
+    }
     return TN_DTYPE_UNSET;
 }
 
@@ -286,12 +286,29 @@ static int int_tuple(struct machine *m, const struct tn_value *t, int64_t *out, 
     return 0;
 }
 
-static struct tn_value *rebuild_tensor(struct machine *m, const struct tn_value *args)
+/* The dtype a _rebuild_tensor_v3 argument names ("torch.float8_e4m3fn"). */
+static enum tn_dtype dtype_global(const struct tn_value *g)
+{
+    if (g->kind != TN_VALUE_GLOBAL || strncmp(g->v.str.s, "torch.", 6) ||
+        strchr(g->v.str.s + 6, '.'))
+        return TN_DTYPE_UNSET;
+    enum tn_dtype dt = tn_dtype_from_name(g->v.str.s + 6);
+    /* aliases such as torch.float are attributes, not what PyTorch pickles */
+    if (dt != TN_DTYPE_UNSET && strcmp(tn_dtype_name(dt), g->v.str.s + 6))
+        dt = TN_DTYPE_UNSET;
+    return dt;
+}
+
+/* _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks
+ * [, metadata]), or with v3 (PyTorch 2.x's form for dtypes without a
+ * storage class) an untyped storage and the dtype before the metadata. */
+static struct tn_value *rebuild_tensor(struct machine *m, const struct tn_value *args, bool v3)
 {
     size_t n = args->v.seq.n;
     struct tn_value **a = args->v.seq.items;
-    if (n < 6 || n > 7) {
-        fail(m, TN_EFORMAT, "_rebuild_tensor_v2 takes 6 or 7 arguments, not %zu", n);
+    if (n < 6u + v3 || n > 7u + v3) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v%d takes %d or %d arguments, not %zu", 2 + v3,
+             6 + v3, 7 + v3, n);
         return NULL;
     }
     if (a[0]->kind != TN_VALUE_STORAGE) {
@@ -319,13 +336,26 @@ static struct tn_value *rebuild_tensor(struct machine *m, const struct tn_value 
         fail(m, TN_EFORMAT, "_rebuild_tensor_v2: backward hooks are not supported");
         return NULL;
     }
-    if (n == 7 && !(empty_odict(a[6]) || a[6]->kind == TN_VALUE_NONE)) {
-        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: tensor metadata (conj/neg bits) is not supported");
+    enum tn_dtype dt = a[0]->v.storage.dtype;
+    if (v3) {
+        dt = dtype_global(a[6]);
+        if (dt == TN_DTYPE_UNSET) {
+            fail(m, TN_EDTYPE, "_rebuild_tensor_v3: dtype %s is not supported by tensorkit",
+                 a[6]->kind == TN_VALUE_GLOBAL ? a[6]->v.str.s : tn_value_kind_name(a[6]->kind));
+            return NULL;
+        }
+        if (!a[0]->v.storage.untyped) {
+            fail(m, TN_EFORMAT, "_rebuild_tensor_v3: argument 1 must be an untyped storage");
+            return NULL;
+        }
+    }
+    if (n == 7u + v3 && !(empty_odict(a[6 + v3]) || a[6 + v3]->kind == TN_VALUE_NONE)) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v%d: tensor metadata (conj/neg bits) is not "
+             "supported", 2 + v3);
         return NULL;
     }
     struct tn_storage *s = a[0]->v.storage.storage;
-    struct tn_tensor *t = tn_tensor_from_storage(s, a[1]->v.i, sizes, nd, strides,
-                                                 a[0]->v.storage.dtype);
+    struct tn_tensor *t = tn_tensor_from_storage(s, a[1]->v.i, sizes, nd, strides, dt);
     if (!t) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", tn_last_error());
@@ -397,7 +427,9 @@ static int do_reduce(struct machine *m)
             }
         }
     } else if (global_is(fn, "torch._utils._rebuild_tensor_v2")) {
-        r = rebuild_tensor(m, args);
+        r = rebuild_tensor(m, args, false);
+    } else if (global_is(fn, "torch._utils._rebuild_tensor_v3")) {
+        r = rebuild_tensor(m, args, true);
     } else if (global_is(fn, "torch._utils._rebuild_parameter")) {
         r = rebuild_parameter(m, args, false);
     } else if (global_is(fn, "torch._utils._rebuild_parameter_with_state")) {
@@ -436,10 +468,11 @@ static int do_persid(struct machine *m)
     enum tn_dtype dt = TN_DTYPE_UNSET;
     if (!strncmp(cls, "torch.", 6) && !strchr(cls + 6, '.'))
         dt = tn__storage_class_dtype(cls + 6, strlen(cls + 6));
-    if (dt == TN_DTYPE_UNSET && !strcmp(cls, "torch.storage.UntypedStorage"))
-        return fail(m, TN_EDTYPE, "an untyped storage (PyTorch 2.x's form for dtypes such as "
-                    "float8, uint16 or complex32, rebuilt by _rebuild_tensor_v3) is not supported "
-                    "by tensorkit");
+    /* an untyped storage (PyTorch 2.x's form for float8, uint16, ...) counts
+     * bytes; _rebuild_tensor_v3 gives its tensor the dtype */
+    bool untyped = dt == TN_DTYPE_UNSET && !strcmp(cls, "torch.storage.UntypedStorage");
+    if (untyped)
+        dt = TN_UINT8;
     if (dt == TN_DTYPE_UNSET)
         return fail(m, TN_EDTYPE, "storage class %s is not supported by tensorkit", cls);
     if (!m->hooks || !m->hooks->storage)
@@ -456,6 +489,7 @@ static int do_persid(struct machine *m)
     v->kind = TN_VALUE_STORAGE;
     v->v.storage.storage = s;
     v->v.storage.dtype = dt;
+    v->v.storage.untyped = untyped;
     m->n--;
     tn_value_release(pid);
     return push(m, v);

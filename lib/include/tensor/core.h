@@ -94,17 +94,48 @@ void tn_assert_fail(const char *expr, const char *file, int line, const char *fu
     X(COMPLEX64, complex64, tn_complex64, 8, "ComplexFloatStorage", "C64", "<c8", 9, c,        \
       "ComplexFloat")
 
+/*
+ * Storage-only dtypes, with the same columns: PyTorch 2.x's newer dtypes.
+ * Tensors of them are created, viewed, copied, converted (tn_convert, with
+ * PyTorch's rounding), printed, saved and loaded, but no kernel computes
+ * on them: every dispatched op refuses them ("\"add\" not implemented for
+ * 'Float8_e4m3fn'") and kernels index their tables by TN_FOR_EACH_DTYPE's
+ * dtypes only. A NULL storage class means PyTorch pickles them as an
+ * untyped storage rebuilt by _rebuild_tensor_v3.
+ */
+#define TN_FOR_EACH_STORAGE_DTYPE(X)                                                           \
+    X(FLOAT8_E5M2, float8_e5m2, tn_float8, 1, NULL, "F8_E5M2", NULL, 23, f, "Float8_e5m2")     \
+    X(FLOAT8_E4M3FN, float8_e4m3fn, tn_float8, 1, NULL, "F8_E4M3", NULL, 24, f,                \
+      "Float8_e4m3fn")                                                                         \
+    X(FLOAT8_E5M2FNUZ, float8_e5m2fnuz, tn_float8, 1, NULL, NULL, NULL, 25, f,                 \
+      "Float8_e5m2fnuz")                                                                       \
+    X(FLOAT8_E4M3FNUZ, float8_e4m3fnuz, tn_float8, 1, NULL, NULL, NULL, 26, f,                 \
+      "Float8_e4m3fnuz")                                                                       \
+    X(UINT16, uint16, uint16_t, 2, NULL, "U16", "<u2", 27, u, "UInt16")                         \
+    X(UINT32, uint32, uint32_t, 4, NULL, "U32", "<u4", 28, u, "UInt32")                         \
+    X(UINT64, uint64, uint64_t, 8, NULL, "U64", "<u8", 29, u, "UInt64")                         \
+    X(COMPLEX128, complex128, tn_complex128, 16, "ComplexDoubleStorage", NULL, "<c16", 10, c,  \
+      "ComplexDouble")
+
+/* Every dtype, computing and storage-only (tables of names and conversions). */
+#define TN_FOR_EACH_ANY_DTYPE(X) TN_FOR_EACH_DTYPE(X) TN_FOR_EACH_STORAGE_DTYPE(X)
+
 /* float16 and bfloat16 are kept as their bits; complex64 as C's complex. */
 typedef struct { uint16_t bits; } tn_half;
 typedef struct { uint16_t bits; } tn_bfloat16;
 typedef float _Complex tn_complex64;
+typedef struct { uint8_t bits; } tn_float8; /* any of the four float8 formats */
+typedef double _Complex tn_complex128;
 
 enum tn_dtype {
     TN_DTYPE_UNSET = -1, /* "not given": a default or an inferred dtype applies */
 #define TN_X_ENUM(E, n, T, s, st, sf, np, sc, k, c10) TN_##E,
     TN_FOR_EACH_DTYPE(TN_X_ENUM)
+    TN_NUM_DTYPES, /* the dtypes kernels compute on; storage-only ones follow */
+    TN__STORAGE_DTYPES_BEFORE = TN_NUM_DTYPES - 1,
+    TN_FOR_EACH_STORAGE_DTYPE(TN_X_ENUM)
 #undef TN_X_ENUM
-    TN_NUM_DTYPES
+    TN_NUM_ALL_DTYPES
 };
 
 struct tn_dtype_info {
@@ -132,6 +163,11 @@ enum tn_dtype tn_dtype_from_name(const char *name);
 bool tn_dtype_is_floating(enum tn_dtype dtype); /* float16/bfloat16/float32/float64 */
 bool tn_dtype_is_complex(enum tn_dtype dtype);
 bool tn_dtype_is_integral(enum tn_dtype dtype, bool include_bool);
+/* True for TN_FOR_EACH_STORAGE_DTYPE's dtypes, which no kernel computes on. */
+static inline bool tn_dtype_is_storage_only(enum tn_dtype dtype)
+{
+    return dtype >= TN_NUM_DTYPES;
+}
 
 /* The default floating dtype (float32 until set), as torch.get_default_dtype. */
 enum tn_dtype tn_get_default_dtype(void);

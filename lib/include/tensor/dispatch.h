@@ -152,10 +152,22 @@ int tn_library_load(const char *path);
  * backend." Returns TN_EDEVICE. */
 int tn_dispatch_no_kernel(const struct tn_op *op, int key);
 
+/* Not a key: tn_dispatch_keyset's mark for a call with a tensor of a
+ * storage-only dtype (TN_FOR_EACH_STORAGE_DTYPE), which no kernel takes. */
+#define TN_KEYSET_STORAGE_ONLY ((tn_keyset)1u << 31)
+
+/* "\"add\" not implemented for 'Float8_e4m3fn'" for the storage-only dtype
+ * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE. */
+int tn_dispatch_storage_only(const struct tn_op *op);
+
 /* The kernel for the highest key of ks, Autograd falling through; NULL with
  * an error when none. */
 static inline void (*tn_dispatch_kernel(const struct tn_op *op, tn_keyset ks))(void)
 {
+    if (ks & TN_KEYSET_STORAGE_ONLY) {
+        tn_dispatch_storage_only(op);
+        return NULL;
+    }
     int k = tn_keyset_highest(ks);
     if (k == TN_KEY_AUTOGRAD && !op->kernels[k])
         k = tn_keyset_highest(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD));

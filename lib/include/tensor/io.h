@@ -126,7 +126,7 @@ struct tn_value {
             size_t index_cap;
         } dict;
         struct tn_tensor *tensor;                             /* owned reference */
-        struct { struct tn_storage *storage; enum tn_dtype dtype; } storage;
+        struct { struct tn_storage *storage; enum tn_dtype dtype; bool untyped; } storage;
     } v;
 };
 
