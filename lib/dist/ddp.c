@@ -8,8 +8,15 @@
  * the remaining gradients; buckets start strictly in bucket order so every
  * rank issues the same sequence of collectives. Finishing waits for every
  * bucket and copies the averages back into the gradients.
+ *
+ * Parameters that require grad get a post-accumulate-grad hook (autograd),
+ * which marks each gradient ready the moment backward accumulated it, so
+ * tn_backward itself starts the buckets' allreduces, last layers first, as
+ * DistributedDataParallel's reducer does.
  */
 #include "dist/internal.h"
+
+#include <tensor/autograd.h>
 
 #include <stdio.h>
 
@@ -24,6 +31,11 @@ struct bucket {
     struct tn_work *work;
 };
 
+struct hook_ctx {
+    struct tn_ddp *d;
+    size_t i;
+};
+
 struct tn_ddp {
     struct tn_pg *pg;
     struct tn_tensor **params; /* references */
@@ -33,6 +45,10 @@ struct tn_ddp {
     bool *is_ready;
     struct bucket *buckets;
     size_t nbuckets, next_launch;
+    int64_t *hooks;  /* per parameter: its post-accumulate hook, or 0 */
+    struct hook_ctx *hctx; /* per parameter: what its hook gets back */
+    int hook_status; /* the first failure inside a hook, for finish */
+    char hook_msg[512];
 };
 
 void tn_ddp_free(struct tn_ddp *d)
@@ -43,14 +59,37 @@ void tn_ddp_free(struct tn_ddp *d)
         tn_work_free(d->buckets[b].work);
         tn_release(d->buckets[b].flat);
     }
-    for (size_t i = 0; i < d->n; i++)
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->hooks && d->hooks[i] > 0)
+            tn_remove_hook(d->hooks[i]);
         tn_release(d->params[i]);
+    }
+    free(d->hooks);
+    free(d->hctx);
     free(d->params);
     free(d->order);
     free(d->bucket_of);
     free(d->is_ready);
     free(d->buckets);
     free(d);
+}
+
+/* The autograd hook: leaf's gradient is final for this backward. A
+ * failure to start a bucket is kept for tn_ddp_finish rather than stopping
+ * backward, so every rank still reaches the same collectives. */
+static int grad_hook(struct tn_tensor *leaf, void *ctx)
+{
+    const struct hook_ctx *h = ctx;
+    struct tn_ddp *d = h->d;
+    (void)leaf;
+    if (!d->is_ready[h->i]) {
+        int rc = tn_ddp_grad_ready(d, h->i);
+        if (rc < 0 && d->hook_status == 0) {
+            d->hook_status = rc;
+            snprintf(d->hook_msg, sizeof d->hook_msg, "%s", tn_last_error());
+        }
+    }
+    return 0;
 }
 
 struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, size_t n,
@@ -80,7 +119,9 @@ struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, siz
         !(d->order = calloc(n + 1, sizeof *d->order)) ||
         !(d->bucket_of = calloc(n + 1, sizeof *d->bucket_of)) ||
         !(d->is_ready = calloc(n + 1, sizeof *d->is_ready)) ||
-        !(d->buckets = calloc(n + 1, sizeof *d->buckets))) {
+        !(d->buckets = calloc(n + 1, sizeof *d->buckets)) ||
+        !(d->hooks = calloc(n + 1, sizeof *d->hooks)) ||
+        !(d->hctx = calloc(n + 1, sizeof *d->hctx))) {
         tn_ddp_free(d);
         tn_set_error(TN_ENOMEM, "ddp: out of memory");
         return NULL;
@@ -113,6 +154,17 @@ struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, siz
         cur->count++;
         cur->numel += tn_numel(p);
         bytes += tn_nbytes(p);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!d->params[i]->requires_grad)
+            continue;
+        d->hctx[i] = (struct hook_ctx){d, i};
+        d->hooks[i] = tn_register_post_accumulate_grad_hook(d->params[i], grad_hook, &d->hctx[i]);
+        if (d->hooks[i] < 0) {
+            d->hooks[i] = 0;
+            tn_ddp_free(d);
+            return NULL;
+        }
     }
     return d;
 }
@@ -174,7 +226,10 @@ int tn_ddp_finish(struct tn_ddp *d)
 {
     if (!d)
         return tn_set_error(TN_EINVAL, "ddp: NULL");
-    int rc = 0;
+    int rc = d->hook_status;
+    if (rc < 0)
+        tn_set_error(rc, "%s", d->hook_msg);
+    d->hook_status = 0;
     /* a gradient never marked ready counts as ready now (reverse order) */
     for (size_t k = 0; rc == 0 && k < d->n; k++)
         if (!d->is_ready[d->order[k]])

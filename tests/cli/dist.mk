@@ -6,3 +6,7 @@ check_PROGRAMS += tests/cli/trun/pg_worker
 tests_cli_trun_pg_worker_SOURCES = tests/cli/trun/pg_worker.c
 tests_cli_trun_pg_worker_LDADD = $(TN_LIB)
 EXTRA_DIST += tests/cli/trun/record_fail.py
+# A data-parallel training worker (tn_ddp through autograd's hooks).
+check_PROGRAMS += tests/cli/trun/ddp_worker
+tests_cli_trun_ddp_worker_SOURCES = tests/cli/trun/ddp_worker.c
+tests_cli_trun_ddp_worker_LDADD = $(TN_LIB) -lm

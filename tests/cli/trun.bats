@@ -170,6 +170,24 @@ alive() {
     assert_line "[3]:rank 3 of 4 ok"
 }
 
+# every_rank_prints WORKER NPROC LINE: runs the built worker under trun with
+# NPROC ranks; each rank R must print LINE with R for "%R".
+every_rank_prints() {
+    local w="$TN_BUILDDIR/tests/cli/trun/$1"
+    [ -x "$w" ] || skip "$1 is not built (make check builds it)"
+    run timeout 120 trun --nproc-per-node "$2" --master-port 0 "$w"
+    assert_success
+    local r
+    for r in $(seq 0 $(($2 - 1))); do
+        assert_line "[$r]:${3//%R/$r}"
+    done
+}
+
+@test "DDP through autograd under trun: the gradients of 2 and 3 ranks equal one process's on the whole batch" {
+    every_rank_prints ddp_worker 2 "rank %R ddp ok"
+    every_rank_prints ddp_worker 3 "rank %R ddp ok"
+}
+
 @test "the summary shows the error file PyTorch's @record wrote" {
     require_torch2
     run timeout 120 trun --nproc-per-node 2 --master-port 0 --rdzv-id rec --log-dir "$TMP/logs" \

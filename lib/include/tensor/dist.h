@@ -254,7 +254,12 @@ void tn_work_free(struct tn_work *w);
  * tn_ddp_sync_grads averages every parameter's grad across ranks (a missing
  * grad counts as zeros and is made). To overlap with backward, call
  * tn_ddp_grad_ready(i) as each grad is final (a full bucket's allreduce
- * starts at once, buckets in order), then tn_ddp_finish. */
+ * starts at once, buckets in order), then tn_ddp_finish. Parameters that
+ * require grad do that by themselves: tn_ddp_new registers autograd
+ * post-accumulate-grad hooks on them, so tn_backward starts the buckets'
+ * allreduces while it runs and one tn_ddp_finish (or tn_ddp_sync_grads)
+ * afterwards gives DDP (one backward per finish; the hooks go with
+ * tn_ddp_free). */
 struct tn_ddp;
 struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, size_t n,
                           size_t bucket_bytes);
