@@ -15,15 +15,26 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* A parameter tensor of `sizes` in the default dtype (uninitialised). */
+/* A parameter tensor of `sizes` in the default dtype (uninitialised).  It
+ * requires grad only once initialised (done()), as PyTorch initialises
+ * under no_grad: autograd refuses in-place writes to such a leaf. */
 static struct tn_tensor *param_new(const int64_t *sizes, int ndim)
 {
     struct tn_tensor *t = tn_empty(sizes, ndim, tn_get_default_dtype());
-    if (t) {
-        t->requires_grad = true;
+    if (t)
         t->flags |= TN_TENSOR_PARAMETER;
-    }
     return t;
+}
+
+/* Marks the initialised parameters of m as requiring grad; returns m. */
+static void *done(struct tn_module *m)
+{
+    for (int i = 0; i < m->nslots; i++) {
+        struct tn_tensor *t = *m->slots[i].tensor;
+        if (t && !m->slots[i].buffer)
+            t->requires_grad = true;
+    }
+    return m;
 }
 
 static struct tn_tensor *param_filled(const int64_t *sizes, int ndim, double value)
@@ -95,7 +106,7 @@ struct tn_nn_linear *tn_nn_linear_new(int64_t in_features, int64_t out_features,
         (bias && !(l->bias = param_new(TN_SHAPE(out_features)))) ||
         init_kaiming(l->weight, l->bias, in_features, g) != 0)
         return layer_fail(&l->base);
-    return l;
+    return done(&l->base);
 }
 
 /* ---------------------------------------------------------------- Conv2d */
@@ -146,7 +157,7 @@ struct tn_nn_conv2d *tn_nn_conv2d_new(int64_t in_channels, int64_t out_channels,
         (bias && !(c->bias = param_new(TN_SHAPE(out_channels)))) ||
         init_kaiming(c->weight, c->bias, cin * kernel_size * kernel_size, g) != 0)
         return layer_fail(&c->base);
-    return c;
+    return done(&c->base);
 }
 
 /* ------------------------------------------------------------- Embedding */
@@ -184,7 +195,7 @@ struct tn_nn_embedding *tn_nn_embedding_new(int64_t num_embeddings, int64_t embe
         if (rc)
             return layer_fail(&e->base);
     }
-    return e;
+    return done(&e->base);
 }
 
 /* ------------------------------------------------------------- LayerNorm */
@@ -216,7 +227,7 @@ struct tn_nn_layer_norm *tn_nn_layer_norm_new(const int64_t *normalized_shape, i
     if (elementwise_affine && (!(l->weight = param_filled(normalized_shape, ndim, 1.0)) ||
                                !(l->bias = param_filled(normalized_shape, ndim, 0.0))))
         return layer_fail(&l->base);
-    return l;
+    return done(&l->base);
 }
 
 /* ----------------------------------------------------------- BatchNorm2d */
@@ -259,7 +270,7 @@ struct tn_nn_batch_norm2d *tn_nn_batch_norm2d_new(int64_t num_features, double e
         !(b->running_var = tn_ones(TN_SHAPE(num_features), dt)) ||
         !(b->num_batches_tracked = tn_zeros(NULL, 0, TN_INT64)))
         return layer_fail(&b->base);
-    return b;
+    return done(&b->base);
 }
 
 /* --------------------------------------------------------------- Dropout */

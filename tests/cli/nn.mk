@@ -1,2 +1,2 @@
-# lib/nn and lib/optim against PyTorch: state_dicts PyTorch opens.
-CLI_TESTS += tests/cli/nn_state.bats
+# The training demo against PyTorch (same losses, loadable checkpoint).
+CLI_TESTS += tests/cli/nn_train.bats

@@ -1,8 +1,9 @@
-# The showcase of the tensor core, run by make demo until the training demo
-# takes its place.
+# The showcase of the tensor core (make showcase; make demo trains the
+# digits MLP).
 noinst_PROGRAMS += share/examples/showcase/showcase
 share_examples_showcase_showcase_SOURCES = share/examples/showcase/showcase.c
 share_examples_showcase_showcase_LDADD = $(TN_LIB)
 
-demo: share/examples/showcase/showcase$(EXEEXT)
+showcase: share/examples/showcase/showcase$(EXEEXT)
 	./share/examples/showcase/showcase$(EXEEXT)
+.PHONY: showcase
