@@ -84,7 +84,20 @@ static const char *const name_mapping[][4] = {
 };
 
 /* Modules (and their submodules) that run code or touch files, processes
- * or the network: any global under them is dangerous. */
+ * or the network: any global under them is dangerous.  Reviewed:
+ * - copyreg stays: add_extension rewrites what EXT opcodes load (no static
+ *   model survives that), _reconstructor and __newobj__ build any class;
+ * - operator stays: attrgetter("__globals__") on any allowed function
+ *   reaches builtins, and methodcaller/itemgetter call from there, a
+ *   getattr chain with no other global;
+ * - torch.jit stays (load, script and trace compile and run code) but
+ *   torch.jit._pickle, whose build_intlist-style helpers fill every
+ *   TorchScript debug pickle and only build lists, is merely unknown;
+ * - functools is no longer dangerous: partial and reduce only call what
+ *   they are given, which is flagged on its own, and partial objects fill
+ *   ordinary whole-model pickles; its globals are unknown (still findings);
+ * - io is no longer dangerous: BytesIO and StringIO are memory; the names
+ *   that open files (open, open_code, FileIO) are in dangerous_globals. */
 static const char *const dangerous_modules[] = {
     "os", "posix", "nt", "posixpath", "ntpath", "subprocess", "_posixsubprocess", "sys", "runpy",
     "importlib", "pkgutil", "pydoc", "pickle", "_pickle", "cPickle", "pickletools", "shelve",
@@ -95,10 +108,10 @@ static const char *const dangerous_modules[] = {
     "inspect", "platform", "sysconfig", "site", "distutils", "setuptools", "pip", "ensurepip",
     "venv", "zipimport", "http", "urllib", "urllib2", "httplib", "requests", "aiohttp", "httpx",
     "ftplib", "smtplib", "telnetlib", "imaplib", "poplib", "nntplib", "xmlrpc", "email",
-    "tempfile", "io", "_io", "pathlib", "fileinput", "glob", "linecache", "tarfile", "zipfile",
+    "tempfile", "_pyio", "pathlib", "fileinput", "glob", "linecache", "tarfile", "zipfile",
     "dbm", "sqlite3", "uuid", "_osx_support", "_aix_support", "_pyrepl", "_interpreters",
     "_xxsubinterpreters", "_posixshmem", "mmap", "resource", "gc", "ast", "dis", "compileall",
-    "py_compile", "tkinter", "idlelib", "lib2to3", "logging", "antigravity", "this", "__main__", "copyreg", "copy_reg", "functools", "operator", "_operator",
+    "py_compile", "tkinter", "idlelib", "lib2to3", "logging", "antigravity", "this", "__main__", "copyreg", "copy_reg", "operator", "_operator",
     "torch.hub", "torch.jit", "torch.package", "torch.serialization", "torch.utils.cpp_extension",
     "torch.utils.collect_env", "torch._inductor", "torch._dynamo", "torch.distributed.rpc",
     "torch.fx", "torch.ops", "torch._ops", "torch.library", "torch.cuda.memory",
@@ -117,8 +130,12 @@ static const char *const dangerous_globals[] = {
     "torch.load", "torch.save", "torch.from_file", "numpy.load", "numpy.save", "numpy.fromfile",
     "numpy.loadtxt", "numpy.genfromtxt", "numpy.memmap", "numpy.core.multiarray._reconstruct.__globals__",
     "pandas.read_csv", "pandas.read_pickle", "pandas.read_json", "pandas.read_html",
-    "codecs.open", "collections.namedtuple",
+    "codecs.open", "collections.namedtuple", "io.open", "io.open_code", "io.FileIO", "_io.open",
+    "_io.open_code", "_io.FileIO",
 };
+
+/* Under a dangerous module, but only building values (see above). */
+static const char *const benign_under_dangerous[] = {"torch.jit._pickle"};
 
 /* Name components that reach code or other modules in a dotted path. */
 static const char *const dangerous_components[] = {
@@ -136,6 +153,9 @@ static bool starts_module(const char *full, const char *m)
 /* Is the dotted path `full` ("module.name.attr") dangerous? */
 static bool dangerous_path(const char *full)
 {
+    for (size_t i = 0; i < sizeof benign_under_dangerous / sizeof *benign_under_dangerous; i++)
+        if (starts_module(full, benign_under_dangerous[i]))
+            return false;
     for (size_t i = 0; i < sizeof dangerous_modules / sizeof *dangerous_modules; i++)
         if (starts_module(full, dangerous_modules[i]))
             return true;
@@ -395,6 +415,10 @@ struct pm {
     size_t memocap, memon;
     struct glob *g;
     size_t ng, capg;
+    /* open-addressed index of g by (module, name): slot = index + 1, 0
+     * empty; sized a power of two at least twice ng */
+    uint32_t *gh;
+    size_t ghcap;
     int proto;
     bool fatal;
     uint64_t start; /* offset of the pickle's first opcode */
@@ -462,14 +486,63 @@ static size_t pop_mark(struct pm *m, uint64_t off)
     return m->marks[--m->nmarks];
 }
 
+static size_t global_hash(const char *mod, const char *name)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a over "mod\0name" */
+    for (const char *p = mod; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    h *= 1099511628211u;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    return (size_t)(h ^ h >> 32);
+}
+
+/* The slot of (mod, name) in m->gh: its entry, or the empty slot for it. */
+static size_t global_slot(const struct pm *m, const char *mod, const char *name)
+{
+    size_t i = global_hash(mod, name) & (m->ghcap - 1);
+    while (m->gh[i]) {
+        const struct glob *g = &m->g[m->gh[i] - 1];
+        if (!strcmp(g->mod, mod) && !strcmp(g->name, name))
+            break;
+        i = (i + 1) & (m->ghcap - 1);
+    }
+    return i;
+}
+
+/* Grows the index to hold one more global (rehashing every one). */
+static bool global_index_grow(struct pm *m)
+{
+    if (m->ghcap >= 2 * (m->ng + 1))
+        return true;
+    size_t cap = m->ghcap ? m->ghcap * 2 : 64;
+    uint32_t *gh = calloc(cap, sizeof *gh);
+    if (!gh)
+        return false;
+    free(m->gh);
+    m->gh = gh;
+    m->ghcap = cap;
+    for (size_t k = 0; k < m->ng; k++)
+        m->gh[global_slot(m, m->g[k].mod, m->g[k].name)] = (uint32_t)k + 1;
+    return true;
+}
+
 /* The global module.name (already resolved) as an index, created on first
- * sight with its verdict. */
+ * sight with its verdict: a pickle naming a global a million times (or a
+ * thousand globals in turn) holds one finding per global. */
 static long global_index(struct pm *m, const char *mod, const char *name, uint64_t off, int sev,
                          const char *reason)
 {
-    for (size_t i = m->ng; i-- > 0 && i + 64 >= m->ng;) /* recent ones: cheap dedup */
-        if (!strcmp(m->g[i].mod, mod) && !strcmp(m->g[i].name, name))
-            return (long)i;
+    if (m->ghcap) {
+        size_t slot = global_slot(m, mod, name);
+        if (m->gh[slot])
+            return (long)m->gh[slot] - 1;
+    }
+    if (!global_index_grow(m)) {
+        m->c->oom = true;
+        m->fatal = true;
+        return -1;
+    }
     if (m->ng == m->capg) {
         if (m->capg >= MAX_GLOBALS) {
             pm_anomaly(m, 3, off, "globals-limit");
@@ -500,6 +573,7 @@ static long global_index(struct pm *m, const char *mod, const char *name, uint64
     g->use = TN_SCAN_IMPORTED;
     g->sev = sev;
     g->reason = reason;
+    m->gh[global_slot(m, g->mod, g->name)] = (uint32_t)m->ng + 1;
     return (long)m->ng++;
 }
 
@@ -861,6 +935,7 @@ static int scan_one_pickle(struct ctx *c, const unsigned char *b, size_t len, si
     if (m.fatal)
         incomplete(c, "a pickle exceeded the scanner's limits");
     free(m.g);
+    free(m.gh);
     free(m.st);
     free(m.marks);
     free(m.memo);
@@ -1101,7 +1176,10 @@ static void scan_zip(struct ctx *c, const unsigned char *b, size_t len, const ch
         /* Storage records are raw bytes torch never unpickles: not read,
          * so the time does not grow with the tensor data. */
         bool storage = torch && slash && !strncmp(slash + 1, "data/", 5) && !ends_with(nm, ".pkl");
-        if (!storage && !ends_with(nm, "/")) {
+        /* TorchScript's Python source (reported above) is compiled by
+         * torch.jit.load, never unpickled: not read as a pickle */
+        bool source = script && strstr(nm, "/code/") && ends_with(nm, ".py");
+        if (!storage && !source && !ends_with(nm, "/")) {
             void *data = NULL;
             size_t dl = 0;
             if (!budget(c, e->size)) {
@@ -1143,9 +1221,111 @@ static uint64_t octal(const unsigned char *p, size_t n, bool *ok)
     return v;
 }
 
+/*
+ * The tar checkpoints of PyTorch before 0.4 (torch.load still reads them):
+ * members sys_info and pickle are pickles, but storages and tensors are
+ * pickles with raw bytes between them, laid out as _legacy_load reads
+ * them.  Walked in that layout, every pickle in them is scanned and the
+ * bytes between are skipped, so a clean file is not "trailing-data".
+ *   storages: pickle(n), n x (pickle((key, location, torch.XStorage)),
+ *             int64 numel, numel x element size bytes), pickle(views)
+ *   tensors:  pickle(n), n x (pickle((key, storage key, tensor type)),
+ *             int32 ndim, 4 bytes, ndim int64 sizes, ndim int64 strides,
+ *             int64 offset)
+ */
+
+/* Scans one pickle at *pos; *value gets its first integer operand (the
+ * count pickles are a bare int), or -1. */
+static int legacy_pickle(struct ctx *c, const unsigned char *b, size_t len, size_t *pos,
+                         const char *entry, int64_t *value, size_t *esize)
+{
+    size_t start = *pos;
+    if (scan_one_pickle(c, b, len, pos, entry) < 0)
+        return -1;
+    *value = -1;
+    if (esize)
+        *esize = 0;
+    struct tn_pickle_op op;
+    for (size_t q = start; q < *pos && tn__pickle_decode(b, *pos, &q, &op, entry) == 0;) {
+        if (*value < 0 && (op.code == TN_OP_BININT || op.code == TN_OP_BININT1 ||
+                           op.code == TN_OP_BININT2) && op.i >= 0)
+            *value = op.i;
+        if (esize && op.code == TN_OP_GLOBAL && op.slen == 5 && !memcmp(op.s, "torch", 5)) {
+            enum tn_dtype dt = tn__storage_class_dtype(op.s2, op.s2len);
+            if (dt != TN_DTYPE_UNSET)
+                *esize = tn_dtype_size(dt);
+        }
+    }
+    return 0;
+}
+
+/* A broken legacy layout: reported, and the scan of it is incomplete. */
+static void legacy_broken(struct ctx *c, const char *entry, size_t off)
+{
+    anomaly(c, entry, off, "legacy-tar-layout");
+    incomplete(c, "a pre-0.4 tar checkpoint member does not follow torch's layout");
+}
+
+static void scan_legacy_member(struct ctx *c, const unsigned char *b, size_t len,
+                               const char *entry, bool storages)
+{
+    size_t pos = 0;
+    int64_t n, dummy;
+    if (legacy_pickle(c, b, len, &pos, entry, &n, NULL) < 0)
+        return;
+    if (n < 0 || (uint64_t)n > len) { /* every item takes at least a byte */
+        legacy_broken(c, entry, 0);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        size_t at = pos, esize = 0;
+        if (legacy_pickle(c, b, len, &pos, entry, &dummy, storages ? &esize : NULL) < 0)
+            return;
+        if (storages) {
+            uint64_t numel = len - pos >= 8 ? rd64(b + pos) : 0;
+            if (!esize || len - pos < 8 || numel > (len - pos - 8) / esize) {
+                legacy_broken(c, entry, at);
+                return;
+            }
+            pos += 8 + (size_t)numel * esize;
+        } else {
+            uint32_t nd = len - pos >= 4 ? rd32(b + pos) : UINT32_MAX;
+            if (nd > 64 || len - pos < 16 + 16 * (size_t)nd) {
+                legacy_broken(c, entry, at);
+                return;
+            }
+            pos += 16 + 16 * (size_t)nd;
+        }
+    }
+    if (storages && legacy_pickle(c, b, len, &pos, entry, &dummy, NULL) < 0)
+        return;
+    if (pos < len) { /* what follows is no part of the layout: scan it */
+        anomaly(c, entry, pos, "trailing-data");
+        scan_pickles(c, b + pos, len - pos, entry, 0, false);
+    }
+}
+
+/* Does the tar hold pickle, storages and tensors (a pre-0.4 checkpoint)? */
+static bool legacy_tar(const unsigned char *b, size_t len)
+{
+    int seen = 0;
+    for (size_t p = 0; p + 512 <= len;) {
+        bool ok;
+        uint64_t sz = octal(b + p + 124, 12, &ok);
+        if (!ok || sz > len - p - 512)
+            break;
+        const char *nm = (const char *)b + p;
+        seen |= (!strncmp(nm, "pickle", 100)) | (!strncmp(nm, "storages", 100)) << 1 |
+                (!strncmp(nm, "tensors", 100)) << 2;
+        p += 512 + (size_t)((sz + 511) / 512 * 512);
+    }
+    return seen == 7;
+}
+
 static void scan_tar(struct ctx *c, const unsigned char *b, size_t len, const char *entry)
 {
     size_t p = 0;
+    bool legacy = legacy_tar(b, len);
     while (p + 512 <= len) {
         const unsigned char *h = b + p;
         bool zero = true;
@@ -1169,7 +1349,10 @@ static void scan_tar(struct ctx *c, const unsigned char *b, size_t len, const ch
             free(sub);
             return;
         }
-        if ((h[156] == '0' || h[156] == 0 || h[156] == '7') && budget(c, 0))
+        bool regular = h[156] == '0' || h[156] == 0 || h[156] == '7';
+        if (regular && legacy && (!strcmp(nm, "storages") || !strcmp(nm, "tensors")))
+            scan_legacy_member(c, h + 512, (size_t)sz, sub, nm[0] == 's');
+        else if (regular && budget(c, 0))
             scan_member(c, h + 512, (size_t)sz, sub, nm);
         free(sub);
         p += 512 + (size_t)((sz + 511) / 512 * 512);

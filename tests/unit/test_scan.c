@@ -266,6 +266,34 @@ static void test_limits(void **state)
     free(z);
 }
 
+/* Every global is reported once, however often and however far apart the
+ * pickle names it: 300 distinct globals, then all of them again. */
+static void test_dedup(void **state)
+{
+    (void)state;
+    enum { NG = 300 };
+    char *b = malloc(2 * NG * 32 + 8), *p = b;
+    *p++ = (char)0x80;
+    *p++ = 2;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < NG; i++)
+            p += sprintf(p, "cmylib%d\nf\n0", i); /* GLOBAL, POP */
+    *p++ = 'N';
+    *p++ = '.';
+    struct tn_scan_report r = {0};
+    assert_int_equal(tn_scan_memory(b, (size_t)(p - b), "dedup", NULL, &r), 0);
+    assert_false(r.incomplete);
+    assert_int_equal(r.n, NG);
+    for (size_t i = 0; i < r.n; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "mylib%zu", i);
+        assert_string_equal(r.f[i].module, want);
+        assert_int_equal(r.f[i].severity, TN_SCAN_UNKNOWN);
+    }
+    tn_scan_report_free(&r);
+    free(b);
+}
+
 /* The policy, the Py2 names and --allow. */
 static void test_policy(void **state)
 {
@@ -280,6 +308,24 @@ static void test_policy(void **state)
     assert_int_equal(tn_scan_global_severity("builtins", "set", 2, &t1), TN_SCAN_UNKNOWN);
     assert_int_equal(tn_scan_global_severity("__builtin__", "eval", 2, &t2), TN_SCAN_DANGEROUS);
     assert_int_equal(tn_scan_global_severity("mylib", "Net", 2, &t2), TN_SCAN_UNKNOWN);
+    /* the reviewed list (scan.c): code, files, the EXT table and getattr
+     * chains are dangerous; list builders, partial and BytesIO unknown */
+    static const struct {
+        const char *mod, *name;
+        int sev;
+    } reviewed[] = {
+        {"torch.jit._pickle", "build_intlist", TN_SCAN_UNKNOWN},
+        {"torch.jit", "load", TN_SCAN_DANGEROUS},
+        {"functools", "partial", TN_SCAN_UNKNOWN},
+        {"io", "BytesIO", TN_SCAN_UNKNOWN},
+        {"io", "open", TN_SCAN_DANGEROUS},
+        {"_io", "FileIO", TN_SCAN_DANGEROUS},
+        {"operator", "attrgetter", TN_SCAN_DANGEROUS},
+        {"copyreg", "add_extension", TN_SCAN_DANGEROUS},
+    };
+    for (size_t i = 0; i < sizeof reviewed / sizeof reviewed[0]; i++)
+        assert_int_equal(tn_scan_global_severity(reviewed[i].mod, reviewed[i].name, 2, &t2),
+                         reviewed[i].sev);
     assert_false(tn_scan_allow_ok("os.system"));
     assert_false(tn_scan_allow_ok("posix.system"));
     assert_false(tn_scan_allow_ok("nt.system"));
@@ -307,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_benign),
         cmocka_unit_test(test_many_tensors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_dedup),
         cmocka_unit_test(test_policy),
     };
     return TN_RUN_TESTS(tests);
