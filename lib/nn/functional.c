@@ -1,8 +1,6 @@
 /*
  * nn/functional.c: the layers' forwards that call operators of lib/ops
- * beyond the elementwise and matrix ones.  conv2d is not among the
- * operators yet: Conv2d builds, initialises and saves, and its forward says
- * what it lacks.
+ * beyond the elementwise and matrix ones.
  */
 #include "core/internal.h"
 #include "nn/internal.h"
@@ -13,8 +11,7 @@ struct tn_tensor *tn__nn_conv2d(const struct tn_tensor *x, const struct tn_tenso
                                 const int64_t padding[2], const int64_t dilation[2],
                                 int64_t groups)
 {
-    tn_set_error(TN_ERUNTIME, "Conv2d forward needs the conv2d operator, which this build lacks");
-    return NULL;
+    return tn_conv2d(x, w, b, stride, 2, padding, 2, dilation, 2, groups);
 }
 
 struct tn_tensor *tn__nn_embedding(const struct tn_tensor *w, const struct tn_tensor *idx,

@@ -273,6 +273,33 @@ struct tn_nn_batch_norm2d *tn_nn_batch_norm2d_new(int64_t num_features, double e
     return done(&b->base);
 }
 
+/* ------------------------------------------------------------- MaxPool2d */
+
+static struct tn_tensor *max_pool_forward(struct tn_module *m, const struct tn_tensor *x)
+{
+    struct tn_nn_max_pool2d *p = (struct tn_nn_max_pool2d *)m;
+    const int64_t dil[2] = {1, 1};
+    return tn_max_pool2d(x, p->kernel_size, 2, p->stride, 2, p->padding, 2, dil, 2, false);
+}
+
+struct tn_nn_max_pool2d *tn_nn_max_pool2d_new(int64_t kernel_size, int64_t stride,
+                                              int64_t padding)
+{
+    if (kernel_size <= 0 || stride < 0 || padding < 0) {
+        tn_set_error(TN_EINVAL, "MaxPool2d: kernel_size must be positive, stride and padding "
+                     "non-negative");
+        return NULL;
+    }
+    struct tn_nn_max_pool2d *p =
+        (struct tn_nn_max_pool2d *)tn__module_alloc(sizeof *p, "MaxPool2d", max_pool_forward);
+    if (p) {
+        p->kernel_size[0] = p->kernel_size[1] = kernel_size;
+        p->stride[0] = p->stride[1] = stride ? stride : kernel_size;
+        p->padding[0] = p->padding[1] = padding;
+    }
+    return p;
+}
+
 /* --------------------------------------------------------------- Dropout */
 
 static struct tn_tensor *dropout_forward(struct tn_module *m, const struct tn_tensor *x)

@@ -71,6 +71,12 @@ static struct tn_module *build(const char *kind, json_t *a)
         };
         return tn_nn_sequential_new(m, 5);
     }
+    if (!strcmp(kind, "max_pool2d"))
+        return (struct tn_module *)tn_nn_max_pool2d_new(I(0), I(1), I(2));
+    static const char *const acts[] = {"relu", "gelu", "tanh", "sigmoid", "silu", "flatten"};
+    for (int k = 0; k < 6; k++)
+        if (!strcmp(kind, acts[k]))
+            return tn_nn_activation_new((enum tn_nn_activation)k);
 #undef I
     fail_msg("unknown module kind %s", kind);
     return NULL;
@@ -286,6 +292,40 @@ static int run_sched(json_t *c, bool torch1)
     return bad;
 }
 
+static int run_forward(json_t *c, bool torch1)
+{
+    tn_manual_seed((uint64_t)json_integer_value(json_object_get(c, "seed")));
+    tn_generator_set_torch1(NULL, torch1);
+    const char *kind = json_string_value(json_object_get(c, "kind"));
+    struct tn_module *m = build(kind, json_object_get(c, "args"));
+    assert_non_null(m);
+    struct tn_tensor *x = tn_test_tensor(json_object_get(c, "input"));
+    struct tn_tensor *y = tn_module_forward(m, x);
+    int bad = 0;
+    if (!y) {
+        print_message("# %s forward: %s\n", kind, tn_last_error());
+        bad = 1;
+    } else {
+        /* GELU's 1 + erf(x / sqrt 2) cancels for x < -2: lib/ops' gelu is
+         * a few 1e-5 from PyTorch's there, so GELU gets a looser bound */
+        double rtol = !strcmp(kind, "gelu") ? 1e-4 : 1e-5;
+        bad = close_to(y, json_object_get(c, "out"), rtol, kind);
+    }
+    json_t *bufs = json_object_get(c, "buffers");
+    if (bufs) {
+        struct tn_nn_batch_norm2d *b = (struct tn_nn_batch_norm2d *)m;
+        bad += close_to(b->running_mean, json_array_get(bufs, 0), 1e-5, "running_mean");
+        bad += close_to(b->running_var, json_array_get(bufs, 1), 1e-5, "running_var");
+        bad += tn_test_compare(b->num_batches_tracked, json_array_get(bufs, 2),
+                               "num_batches_tracked", 0) != 0;
+    }
+    tn_release(x);
+    tn_release(y);
+    tn_module_free(m);
+    tn_generator_set_torch1(NULL, false);
+    return bad;
+}
+
 static int run_clip(json_t *c, bool torch1)
 {
     json_t *grads = json_object_get(c, "grads");
@@ -494,6 +534,7 @@ static void test_sched(void **state) { run_all("sched", run_sched); }
 static void test_clip(void **state) { run_all("clip", run_clip); }
 static void test_loss(void **state) { run_all("loss", run_loss); }
 static void test_state(void **state) { run_all("state", run_state); }
+static void test_forward(void **state) { run_all("forward", run_forward); }
 
 static void test_load_errors(void **state)
 {
@@ -550,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_init),  cmocka_unit_test(test_optim), cmocka_unit_test(test_sched),
         cmocka_unit_test(test_clip),  cmocka_unit_test(test_loss),  cmocka_unit_test(test_errors),
         cmocka_unit_test(test_state), cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_forward),
     };
     return TN_RUN_TESTS(tests);
 }

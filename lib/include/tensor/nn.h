@@ -123,6 +123,14 @@ struct tn_nn_batch_norm2d {
 struct tn_nn_batch_norm2d *tn_nn_batch_norm2d_new(int64_t num_features, double eps,
                                                   double momentum);
 
+struct tn_nn_max_pool2d {
+    struct tn_module base;
+    int64_t kernel_size[2], stride[2], padding[2];
+};
+/* MaxPool2d(kernel_size, stride (0: kernel_size, PyTorch's None), padding). */
+struct tn_nn_max_pool2d *tn_nn_max_pool2d_new(int64_t kernel_size, int64_t stride,
+                                              int64_t padding);
+
 struct tn_nn_dropout {
     struct tn_module base;
     double p;
