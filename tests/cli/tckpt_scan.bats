@@ -21,7 +21,7 @@ setup() {
     printf '%s' "$output" >"$BATS_TEST_TMPDIR/out.json"
     run python3 - "$BATS_TEST_TMPDIR/out.json" "$SC/manifest.json" <<'PY'
 import json, os, sys
-rank = {"suspicious": 1, "unknown": 2, "dangerous": 3}
+rank = {"clean": 0, "suspicious": 1, "unknown": 2, "dangerous": 3}
 got = {os.path.basename(f["path"]): f for f in json.load(open(sys.argv[1]))["files"]}
 bad = []
 for c in json.load(open(sys.argv[2])):
@@ -30,6 +30,8 @@ for c in json.load(open(sys.argv[2])):
     sev = c["severity"]
     if sev == "incomplete":
         ok = not fs and f["status"] == "incomplete"
+    elif sev == "clean":
+        ok = not fs and f["status"] == "clean"
     else:
         ok = max([rank[x["severity"]] for x in fs], default=0) == rank[sev]
         if c["global"]:
