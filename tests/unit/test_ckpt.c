@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const cases[] = {"module", "dtypes", "views", "noncontig",
@@ -418,6 +420,25 @@ static void check_zip64_fields(const char *python, const char *file)
     assert_string_equal(line, want);
 }
 
+/* Python's zipfile on a real zip64 file: the big record's size, and zip64
+ * extra fields on some entries (the big one and those after it). */
+static void check_zip64_fields_some(const char *file)
+{
+    char cmd[8192], line[256] = "";
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import sys, zipfile\n"
+             "z = zipfile.ZipFile(sys.argv[1]); i = z.infolist()\n"
+             "print(z.getinfo(i[0].filename.split(\"/\")[0] + \"/data/0\").file_size,"
+             " sum(x.extra[:2] == b\"\\x01\\x00\" for x in i) >= 2)' '%s' 2>&1", file);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (!fgets(line, sizeof line, p))
+        line[0] = 0;
+    pclose(p);
+    line[strcspn(line, "\n")] = 0;
+    assert_string_equal(line, "4294967360 True");
+}
+
 /* What tensorkit writes, torch.load(weights_only=True) loads with the
  * same content, in both layouts, in PyTorch 1.13 and 2.x.  With `zip64`,
  * every size and offset from 64 bytes on goes into zip64 fields (as from
@@ -589,6 +610,89 @@ static void test_many_entries(void **state)
     assert_string_equal(line, torch2 ? "True None 70000 70000 same" : "True None 70000 70000");
 }
 
+/* A real zip64 checkpoint: a storage of 4 GiB + 64 bytes, so its size,
+ * and the offsets of the records after it, pass 32 bits.  Written without
+ * fsync (the bytes stay in the page cache), read back mapped, checked with
+ * Python's zipfile, and loaded by PyTorch 2.x (mmap=True) and 1.13 where
+ * installed: 1.13's miniz refuses the forced small zip64 files of
+ * check_with only because it checks each entry's raw 32-bit offset (0xFFFFFFFF
+ * when the offset is in the zip64 field) plus its size against the file's
+ * length, which a real file over 4 GiB passes.  Skipped without 12 GiB
+ * free in TMPDIR (or /tmp) or with TN_TEST_NO_BIG set. */
+static void test_zip64_real(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    struct statvfs fs;
+    if (getenv("TN_TEST_NO_BIG"))
+        TN_TEST_SKIP("TN_TEST_NO_BIG is set");
+    if (statvfs(tmp, &fs) != 0 || (double)fs.f_bavail * (double)fs.f_frsize < 12e9)
+        TN_TEST_SKIP("less than 12 GiB free for a 4 GiB checkpoint");
+    const int64_t n = ((int64_t)1 << 32) + 64;
+    struct tn_tensor *big = tn_zeros(TN_SHAPE(n), TN_UINT8), *small = tn_ones(TN_SHAPE(3), TN_INT64);
+    assert_non_null(big);
+    unsigned char *d = tn_data(big);
+    d[0] = 7;
+    d[n - 1] = 9;
+    struct tn_value *v = tn_value_dict();
+    tn_value_set(v, tn_value_str("big"), tn_value_tensor(big));
+    tn_value_set(v, tn_value_str("small"), tn_value_tensor(small));
+    tn_release(big);
+    tn_release(small);
+    char dir[4096], out[4200];
+    snprintf(dir, sizeof dir, "%s/test_ckpt_big.XXXXXX", tmp);
+    assert_non_null(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/big.pt", dir);
+    struct tn_save_options so = {.no_fsync = true};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = tn_save(out, v, &so);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    print_message("# 4 GiB saved in %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) +
+                  1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    tn_value_release(v);
+    if (rc)
+        print_message("# %s\n", tn_last_error());
+    assert_int_equal(rc, 0);
+    struct tn_value *back = tn_load(out, NULL);
+    assert_non_null(back);
+    struct tn_tensor *b = tn_value_get(back, "big")->v.tensor;
+    assert_int_equal(b->sizes[0], n);
+    assert_int_equal(((unsigned char *)tn_data(b))[0], 7);
+    assert_int_equal(((unsigned char *)tn_data(b))[n - 1], 9);
+    assert_int_equal(((int64_t *)tn_data(tn_value_get(back, "small")->v.tensor))[2], 1);
+    tn_value_release(back);
+    check_zip64_fields_some(out);
+    char py[1024], cmd[8192];
+    const char *script = "import sys, torch\n"
+                         "kw = {\"mmap\": True} if torch.__version__ >= \"2\" else {}\n"
+                         "d = torch.load(sys.argv[1], weights_only=True, **kw)\n"
+                         "b = d[\"big\"]\n"
+                         "print(b.numel(), int(b[0]), int(b[-1]), d[\"small\"].tolist())\n";
+    for (int v1 = 0; v1 < 2; v1++) {
+        if (v1 ? system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0
+               : !torch2_python(py, sizeof py)) {
+            print_message("# PyTorch %s is not installed: not loaded there\n", v1 ? "1.13" : "2.x");
+            continue;
+        }
+        snprintf(cmd, sizeof cmd, "'%s' -W ignore -c '%s' '%s' 2>&1", v1 ? "/usr/bin/python3" : py,
+                 script, out);
+        FILE *p = popen(cmd, "r");
+        char line[512] = "";
+        if (!p || !fgets(line, sizeof line, p))
+            line[0] = 0;
+        if (p)
+            pclose(p);
+        line[strcspn(line, "\n")] = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        print_message("# loaded by PyTorch %s, %.1f s since the save\n", v1 ? "1.13" : "2.x",
+                      (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        assert_string_equal(line, "4294967360 7 9 [1, 1, 1]");
+    }
+    unlink(out);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -596,7 +700,7 @@ int main(void)
         cmocka_unit_test(test_torch1_allowlist), cmocka_unit_test(test_identical_torch1),
         cmocka_unit_test(test_identical_torch2), cmocka_unit_test(test_torch1_loads_ours),
         cmocka_unit_test(test_torch2_loads_ours), cmocka_unit_test(test_many_entries),
-        cmocka_unit_test(test_no_fsync_same_bytes),
+        cmocka_unit_test(test_no_fsync_same_bytes), cmocka_unit_test(test_zip64_real),
     };
     return TN_RUN_TESTS(tests);
 }
