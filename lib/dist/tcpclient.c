@@ -23,6 +23,10 @@ struct tcp_store {
     int fd;
     char *host;
     int port;
+    /* replies read ahead: one recv usually brings a whole reply (a get's
+     * length and value, a wait's byte), so one syscall instead of two */
+    size_t rpos, rlen;
+    char rbuf[4096];
 };
 
 #define TS(s) ((struct tcp_store *)(s))
@@ -55,6 +59,14 @@ static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
 {
     char *c = p;
     while (n) {
+        if (t->rpos < t->rlen) {
+            size_t k = t->rlen - t->rpos < n ? t->rlen - t->rpos : n;
+            memcpy(c, t->rbuf + t->rpos, k);
+            t->rpos += k;
+            c += k;
+            n -= k;
+            continue;
+        }
         int64_t left = deadline - tn__now_ms();
         if (left <= 0)
             return TN_ETIMEOUT;
@@ -64,7 +76,10 @@ static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
             return io_error(t, "poll", errno);
         if (pr <= 0)
             continue;
-        ssize_t r = recv(t->fd, c, n, 0);
+        /* small reads go through the read-ahead buffer, large ones straight
+         * to their destination */
+        bool direct = n >= sizeof t->rbuf;
+        ssize_t r = recv(t->fd, direct ? c : t->rbuf, direct ? n : sizeof t->rbuf, 0);
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
@@ -72,8 +87,13 @@ static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
         }
         if (r == 0)
             return io_error(t, "recv", 0);
-        c += r;
-        n -= (size_t)r;
+        if (direct) {
+            c += r;
+            n -= (size_t)r;
+        } else {
+            t->rpos = 0;
+            t->rlen = (size_t)r;
+        }
     }
     return 0;
 }

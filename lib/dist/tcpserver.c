@@ -43,6 +43,7 @@ struct conn {
     size_t *wklens;
     size_t nwkeys;
     bool waiting;
+    bool want_out; /* epoll watches for EPOLLOUT too */
     struct conn *wprev, *wnext;
     struct conn *prev, *next; /* all connections */
 };
@@ -548,8 +549,13 @@ static void flush_conn(struct tn_store_server *s, struct conn *c)
         }
         tn__db_consume(&c->out, (size_t)w);
     }
-    struct epoll_event ev = {.events = EPOLLIN | (c->out.len ? EPOLLOUT : 0u), .data.ptr = c};
-    epoll_ctl(s->efd, EPOLL_CTL_MOD, c->fd, &ev);
+    /* only when the interest changes: a syscall saved per request */
+    bool want = c->out.len != 0;
+    if (want != c->want_out) {
+        struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.ptr = c};
+        epoll_ctl(s->efd, EPOLL_CTL_MOD, c->fd, &ev);
+        c->want_out = want;
+    }
 }
 
 static void process(struct tn_store_server *s, struct conn *c)
@@ -588,6 +594,7 @@ static void on_readable(struct tn_store_server *s, struct conn *c)
             c->dead = true;
             break;
         }
+        size_t asked = c->in.cap - (c->in.len);
         c->in.len += (size_t)n;
         if (c->in.len > MAX_REQUEST + 65536 && c->in.len >= c->need) {
             /* more unparsed bytes than any request may hold */
@@ -597,6 +604,8 @@ static void on_readable(struct tn_store_server *s, struct conn *c)
             if (c->dead)
                 return;
         }
+        if ((size_t)n < asked)
+            break; /* drained: epoll (level-triggered) reports what comes next */
     }
     process(s, c);
 }

@@ -171,6 +171,7 @@ static int run_mpirun(const char *self, const char *store, bool lonely, char *ou
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TN_TEST_MPI_RANK=1 "
+             "ASAN_OPTIONS=detect_leaks=0 " /* Open MPI keeps what it allocates */
              "TN_TEST_STORE=%s %s timeout 120 mpirun --oversubscribe -np 2 --mca btl self,vader "
              "%s 2>&1",
              store, lonely ? "TN_TEST_LONELY=1" : "", self);
