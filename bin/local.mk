@@ -3,3 +3,4 @@ include bin/ttest/local.mk
 include bin/tckpt/local.mk
 include bin/trun/local.mk
 include bin/tgen/local.mk
+include bin/tcompile/local.mk

@@ -8,5 +8,6 @@ include lib/autograd/local.mk
 include lib/nn/local.mk
 include lib/optim/local.mk
 include lib/io/local.mk
+include lib/graph/local.mk
 include lib/dist/local.mk
 include lib/ops/cuda/local.mk

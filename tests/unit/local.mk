@@ -21,6 +21,7 @@ include tests/unit/ops.mk
 include tests/unit/autograd.mk
 include tests/unit/dist.mk
 include tests/unit/nn.mk
+include tests/unit/graph.mk
 
 check_PROGRAMS += $(UNIT_TESTS)
 endif

@@ -1,0 +1,156 @@
+/*
+ * bin/tcompile/main.c: tcompile's command line: check, show and run JSON
+ * graphs (torch.export's serialized format, or a .pt2 archive) through
+ * libtensor's graph module. Compilation proper comes later; today every
+ * graph runs in the interpreter.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tensor/core.h>
+#include <tensor/graph.h>
+#include <tensor/io.h>
+
+#include "tcompile.h"
+
+static const char usage_text[] =
+    "Usage: tcompile COMMAND [OPTION]... GRAPH\n"
+    "Check, show and run graphs exported from PyTorch: torch.export's JSON\n"
+    "(ExportedProgram) or a .pt2 archive from torch.export.save; '-' reads\n"
+    "standard input.\n"
+    "\n"
+    "Commands:\n"
+    "  check GRAPH              validate: targets, arguments, definitions before\n"
+    "                           uses, shapes and dtypes through the Meta kernels;\n"
+    "                           one line per problem, naming the node\n"
+    "  show GRAPH               one line per node with its shapes and dtypes\n"
+    "  run GRAPH                run it: --weights, --input, --output\n"
+    "\n"
+    "Options:\n"
+    "      --json               check: one JSON object; show: the graph as JSON\n"
+    "      --dot                show: a Graphviz digraph\n"
+    "  -w, --weights=FILE       run: parameters and buffers by name (torch\n"
+    "                           checkpoint, safetensors or .npz); a .pt2 brings its own\n"
+    "  -i, --input=NAME=FILE    run: a user input (.npy, or NAME from a .npz or\n"
+    "                           checkpoint); FILE alone gives every input it holds\n"
+    "  -o, --output=FILE        run: write the outputs (.npz, a torch checkpoint for\n"
+    "                           .pt/.pth, .npy for one output; '-' is .npz on stdout);\n"
+    "                           without it they are printed\n"
+    "      --time               run: print the time the run took to stderr\n"
+    "      --repeat=N           run: run N times (the time is the fastest)\n"
+    "  -h, --help               print this help and exit\n"
+    "  -V, --version            print the version and exit\n"
+    "\n"
+    "Exit status: 0 success; 1 check found problems; 2 a usage error, an\n"
+    "unreadable or invalid graph or input, or a failed run.\n"
+    "See tcompile(1) and tensorkit-graph(5) for more.\n";
+
+enum { OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT };
+
+static const struct option long_opts[] = {
+    {"json", no_argument, NULL, OPT_JSON},
+    {"dot", no_argument, NULL, OPT_DOT},
+    {"weights", required_argument, NULL, 'w'},
+    {"input", required_argument, NULL, 'i'},
+    {"output", required_argument, NULL, 'o'},
+    {"time", no_argument, NULL, OPT_TIME},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+struct tc_opts tc = {.repeat = 1};
+
+_Noreturn void tc_usage_error(const char *fmt, const char *arg)
+{
+    fputs("tcompile: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'tcompile --help' for more information.\n", stderr);
+    exit(2);
+}
+
+int tc_fail(void)
+{
+    fprintf(stderr, "tcompile: %s\n", tn_last_error());
+    return 2;
+}
+
+/* ------------------------------------------------------------ check */
+
+static int cmd_check(const char *path)
+{
+    struct tn_graph *g = tn_graph_load(path, NULL, NULL);
+    if (!g)
+        return tc_fail();
+    struct tc_problems p = {0};
+    int rc = tn_graph_check(g, tc_problems_add_cb, &p);
+    if (rc < 0) {
+        tc_problems_free(&p);
+        tn_graph_free(g);
+        return tc_fail();
+    }
+    tc_problems_print(&p, g, tc.json);
+    tc_problems_free(&p);
+    tn_graph_free(g);
+    return rc ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ main */
+
+int main(int argc, char **argv)
+{
+    int c;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+        printf("tcompile (tensorkit) %s\n", tn_version());
+        return 0;
+    }
+    if (argc < 2)
+        tc_usage_error("%s", "missing command");
+    const char *cmd = argv[1];
+    optind = 2;
+    while ((c = getopt_long(argc, argv, "w:i:o:hV", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_JSON: tc.json = true; break;
+        case OPT_DOT: tc.dot = true; break;
+        case OPT_TIME: tc.time = true; break;
+        case OPT_REPEAT: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 1000000)
+                tc_usage_error("--repeat: '%s' is not a count from 1 to 1000000", optarg);
+            tc.repeat = (int)n;
+            break;
+        }
+        case 'w': tc.weights = optarg; break;
+        case 'i':
+            if (tc.ninputs == TC_MAX_INPUTS)
+                tc_usage_error("%s", "too many --input options");
+            tc.inputs[tc.ninputs++] = optarg;
+            break;
+        case 'o': tc.output = optarg; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        case 'V': printf("tcompile (tensorkit) %s\n", tn_version()); return 0;
+        default: tc_usage_error("%s", "unknown option");
+        }
+    }
+    if (optind != argc - 1)
+        tc_usage_error("%s: needs exactly one GRAPH", cmd);
+    const char *graph = argv[optind];
+    if (!strcmp(cmd, "check"))
+        return cmd_check(graph);
+    if (!strcmp(cmd, "show"))
+        return tc_show(graph);
+    if (!strcmp(cmd, "run"))
+        return tc_run(graph);
+    tc_usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,240 @@
+/*
+ * bin/tcompile/run.c: tcompile run: reads the graph, its weights and
+ * inputs (.npy, .npz, torch checkpoints, safetensors; '-' for stdin), runs
+ * it in the interpreter, and writes or prints the outputs.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tensor/core.h>
+#include <tensor/io.h>
+
+#include "tcompile.h"
+
+/* stdin into a temporary file, for the readers that take paths; the
+ * caller unlinks *tmp. */
+static int stdin_to_file(char *tmp, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, len, "%s/tcompile.XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+    char buf[65536];
+    size_t n;
+    int rc = TN_OK;
+    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
+        if (write(fd, buf, n) != (ssize_t)n)
+            rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+    if (ferror(stdin))
+        rc = tn_set_error(TN_EIO, "<stdin>: %s", strerror(errno));
+    close(fd);
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Any tensor file as a dict of name -> tensor (a .npy as {"": t}). */
+static struct tn_value *load_tensors(const char *path)
+{
+    char tmp[4096];
+    bool std = !strcmp(path, "-");
+    if (std && stdin_to_file(tmp, sizeof tmp) < 0)
+        return NULL;
+    const char *p = std ? tmp : path;
+    const char *fmt = tn_io_detect(p);
+    struct tn_value *v = NULL;
+    if (!fmt) {
+        /* keep detect's message */
+    } else if (!strcmp(fmt, "npy")) {
+        struct tn_tensor *t = tn_npy_load(p);
+        if (t && (v = tn_value_dict())) {
+            if (tn_value_set(v, tn_value_str(""), tn_value_tensor(t)) < 0) {
+                tn_value_release(v);
+                v = NULL;
+            }
+        }
+        tn_release(t);
+    } else if (!strcmp(fmt, "npz")) {
+        v = tn_npz_load(p);
+    } else if (!strcmp(fmt, "safetensors")) {
+        v = tn_st_load(p, NULL);
+    } else if (!strcmp(fmt, "torch")) {
+        v = tn_load(p, NULL);
+    } else {
+        tn_set_error(TN_EFORMAT, "%s: a %s file holds no tensors we read", path, fmt);
+    }
+    if (std)
+        unlink(tmp); /* mapped storages keep their pages */
+    if (v && v->kind != TN_VALUE_DICT && v->kind != TN_VALUE_ODICT) {
+        tn_set_error(TN_EFORMAT, "%s: holds a %s, not a dict of tensors", path,
+                     tn_value_kind_name(v->kind));
+        tn_value_release(v);
+        v = NULL;
+    }
+    return v;
+}
+
+static int put(struct tn_value *d, const char *name, struct tn_value *t)
+{
+    return tn_value_set(d, tn_value_str(name), tn_value_retain(t));
+}
+
+/* Every --input into one dict of placeholder name -> tensor. */
+static struct tn_value *load_inputs(const struct tn_graph *g)
+{
+    struct tn_value *d = tn_value_dict();
+    for (int i = 0; d && i < tc.ninputs; i++) {
+        const char *arg = tc.inputs[i], *eq = strchr(arg, '=');
+        char name[1024] = "";
+        if (eq && (size_t)(eq - arg) < sizeof name)
+            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        const char *file = eq ? eq + 1 : arg;
+        struct tn_value *f = load_tensors(file);
+        int rc = f ? TN_OK : TN_EINVAL;
+        if (f && *name) {
+            /* one tensor: the file's only one, or its member NAME */
+            struct tn_value *t = tn_value_get(f, name);
+            if (!t && f->v.dict.n == 1)
+                t = f->v.dict.vals[0];
+            rc = t ? put(d, name, t)
+                   : tn_set_error(TN_EINVAL, "%s: no tensor '%s' (and more than one)", file, name);
+        } else if (f) {
+            /* every tensor whose name is a user input */
+            for (size_t k = 0; k < f->v.dict.n && rc == TN_OK; k++)
+                if (f->v.dict.keys[k]->kind == TN_VALUE_STR &&
+                    tn_graph_find_value(g, f->v.dict.keys[k]->v.str.s) >= 0)
+                    rc = put(d, f->v.dict.keys[k]->v.str.s, f->v.dict.vals[k]);
+        }
+        tn_value_release(f);
+        if (rc < 0) {
+            tn_value_release(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static bool has_ext(const char *p, const char *ext)
+{
+    size_t a = strlen(p), b = strlen(ext);
+    return a >= b && !strcmp(p + a - b, ext);
+}
+
+static int write_outputs(const struct tn_value *out)
+{
+    const char *o = tc.output;
+    if (!o) {
+        for (size_t i = 0; i < out->v.dict.n; i++) {
+            printf("%s:\n", out->v.dict.keys[i]->v.str.s);
+            if (tn_print(stdout, out->v.dict.vals[i]->v.tensor) < 0)
+                return tn_last_status();
+            putchar('\n');
+        }
+        return fflush(stdout) ? tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno)) : TN_OK;
+    }
+    if (!strcmp(o, "-")) { /* .npz bytes through a temporary file */
+        char tmp[4096];
+        const char *dir = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/tcompile.XXXXXX.npz", dir && *dir ? dir : "/tmp");
+        int fd = mkstemps(tmp, 4);
+        if (fd < 0)
+            return tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        int rc = tn_npz_save(tmp, out);
+        FILE *f = rc == TN_OK ? fopen(tmp, "rb") : NULL;
+        if (rc == TN_OK && !f)
+            rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+        char buf[65536];
+        size_t n;
+        while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+            if (fwrite(buf, 1, n, stdout) != n)
+                rc = tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno));
+        if (f)
+            fclose(f);
+        unlink(tmp);
+        if (rc == TN_OK && fflush(stdout))
+            rc = tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno));
+        return rc;
+    }
+    if (has_ext(o, ".npy")) {
+        if (out->v.dict.n != 1)
+            return tn_set_error(TN_EINVAL, "%s: the graph has %zu outputs; .npy holds one "
+                                "(write .npz)", o, out->v.dict.n);
+        return tn_npy_save(o, out->v.dict.vals[0]->v.tensor);
+    }
+    if (has_ext(o, ".pt") || has_ext(o, ".pth"))
+        return tn_save(o, out, NULL);
+    if (has_ext(o, ".safetensors"))
+        return tn_st_save(o, out, NULL);
+    return tn_npz_save(o, out);
+}
+
+int tc_run(const char *path)
+{
+    struct tn_value *weights = NULL, *inputs = NULL, *out = NULL;
+    struct tn_graph *g = tn_graph_load(path, NULL, &weights);
+    int rc = 2;
+    if (!g)
+        return tc_fail();
+    struct tc_problems p = {0};
+    int np = tn_graph_check(g, tc_problems_add_cb, &p);
+    if (np != 0) {
+        if (np < 0)
+            tc_fail();
+        else
+            for (int i = 0; i < p.n; i++)
+                fprintf(stderr, "tcompile: %s: node '%s': %s\n", g->label, p.node[i], p.msg[i]);
+        goto done;
+    }
+    if (tc.weights) {
+        tn_value_release(weights);
+        if (!(weights = load_tensors(tc.weights))) {
+            tc_fail();
+            goto done;
+        }
+    }
+    if (!(inputs = load_inputs(g))) {
+        tc_fail();
+        goto done;
+    }
+    double best = 0;
+    for (int r = 0; r < tc.repeat; r++) {
+        tn_value_release(out);
+        out = NULL;
+        double t0 = now();
+        if (tn_graph_run(g, weights, inputs, &out, NULL) < 0) {
+            tc_fail();
+            goto done;
+        }
+        double dt = now() - t0;
+        if (r == 0 || dt < best)
+            best = dt;
+    }
+    if (tc.time)
+        fprintf(stderr, "tcompile: %s: run took %.3f ms%s\n", g->label, best * 1e3,
+                tc.repeat > 1 ? " (the fastest of --repeat)" : "");
+    if (write_outputs(out) < 0) {
+        tc_fail();
+        goto done;
+    }
+    rc = 0;
+done:
+    tc_problems_free(&p);
+    tn_value_release(out);
+    tn_value_release(inputs);
+    tn_value_release(weights);
+    tn_graph_free(g);
+    return rc;
+}

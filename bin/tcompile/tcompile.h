@@ -1,0 +1,40 @@
+/*
+ * bin/tcompile/tcompile.h: what tcompile's files share.
+ */
+#ifndef TCOMPILE_H
+#define TCOMPILE_H
+
+#include <stdbool.h>
+
+#include <tensor/graph.h>
+
+#define TC_MAX_INPUTS 256
+
+struct tc_opts {
+    bool json, dot, time;
+    int repeat;
+    const char *weights, *output;
+    const char *inputs[TC_MAX_INPUTS];
+    int ninputs;
+};
+extern struct tc_opts tc;
+
+_Noreturn void tc_usage_error(const char *fmt, const char *arg);
+/* Prints tn_last_error() and returns 2. */
+int tc_fail(void);
+
+/* The problems tn_graph_check reports, kept to print as text or JSON. */
+struct tc_problems {
+    char **node, **msg;
+    int n, cap;
+};
+void tc_problems_add(struct tc_problems *p, const char *node, const char *msg);
+/* A tn_graph_problem_fn over a struct tc_problems. */
+void tc_problems_add_cb(const char *node, const char *msg, void *ctx);
+void tc_problems_print(const struct tc_problems *p, const struct tn_graph *g, bool json);
+void tc_problems_free(struct tc_problems *p);
+
+int tc_show(const char *path); /* show.c */
+int tc_run(const char *path);  /* run.c */
+
+#endif

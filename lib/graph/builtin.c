@@ -1,0 +1,319 @@
+/*
+ * graph/builtin.c: the ops an exported graph names that lib/core
+ * implements as plain functions outside the dispatcher (views, clone,
+ * sym_size). Each gets a struct tn_op with PyTorch's schema arguments and a
+ * boxed entry, so tn_graph_check and the interpreter treat them like the
+ * registry's ops. They work on any device's tensors, Meta included.
+ * An op that native_functions.yaml declares later takes precedence.
+ */
+#include "graph/internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#define T(n) {n, "Tensor", TN_IV_TENSOR, false, false, false, NULL}
+#define I(n, d) {n, "int", TN_IV_INT, false, false, false, d}
+#define IL(n, d) {n, "SymInt[]", TN_IV_INTLIST, false, false, false, d}
+#define OI(n) {n, "SymInt?", TN_IV_INT, true, false, false, "None"}
+#define B(n, d) {n, "bool", TN_IV_BOOL, false, false, true, d}
+#define F(n) {n, "float", TN_IV_DOUBLE, false, false, false, NULL}
+/* MemoryFormat has no boxed tag: a graph may name it, we ignore it */
+#define MF(n) {n, "MemoryFormat?", TN_IV_NONE, true, false, true, "None"}
+
+/* Pushes the view `t` as the one result. */
+static int result(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t)
+{
+    if (!t)
+        return tn_error_prefix("%s", op->qualname);
+    st[0].tag = TN_IV_TENSOR;
+    st[0].v.t = t;
+    return 1;
+}
+
+#define ARG_T(i, x)                                                             \
+    struct tn_tensor *x;                                                        \
+    if ((rc = tn_ivalue_tensor(op, st, n, i, &x)) < 0)                          \
+        return rc
+#define ARG_I(i, x)                                                             \
+    int64_t x;                                                                  \
+    if ((rc = tn_ivalue_int(op, st, n, i, &x)) < 0)                             \
+        return rc
+#define ARG_L(i, x, len)                                                        \
+    int64_t x##_buf[TN_MAX_DIMS];                                               \
+    const int64_t *x;                                                           \
+    int len;                                                                    \
+    if ((rc = tn_ivalue_ints(op, st, n, i, x##_buf, &x, &len)) < 0)             \
+        return rc
+
+static int b_view(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_L(1, size, len);
+    bool reshape = !strcmp(op->name, "reshape") || !strcmp(op->name, "_unsafe_view");
+    return result(op, st, reshape ? tn_reshape(self, size, len) : tn_view(self, size, len));
+}
+
+static int b_permute(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_L(1, dims, len);
+    return result(op, st, tn_permute(self, dims, len));
+}
+
+static int b_transpose(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, d0);
+    ARG_I(2, d1);
+    return result(op, st, tn_transpose(self, d0, d1));
+}
+
+static int b_t(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    return result(op, st, tn_t(self));
+}
+
+static int b_unsqueeze(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, dim);
+    return result(op, st, tn_unsqueeze(self, dim));
+}
+
+static int b_squeeze(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    if (op->nargs == 1)
+        return result(op, st, tn_squeeze(self));
+    ARG_L(1, dims, len);
+    return result(op, st, tn_squeeze_dims(self, dims, len));
+}
+
+static int b_expand(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_L(1, size, len);
+    return result(op, st, tn_expand(self, size, len));
+}
+
+static int b_flatten(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, start);
+    ARG_I(2, end);
+    return result(op, st, tn_flatten(self, start, end));
+}
+
+static int b_select(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, dim);
+    ARG_I(2, index);
+    return result(op, st, tn_select(self, dim, index));
+}
+
+static int b_slice(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, dim);
+    int64_t start = 0, end = TN_END, step;
+    if (n > 2 && st[2].tag != TN_IV_NONE && (rc = tn_ivalue_int(op, st, n, 2, &start)) < 0)
+        return rc;
+    if (n > 3 && st[3].tag != TN_IV_NONE && (rc = tn_ivalue_int(op, st, n, 3, &end)) < 0)
+        return rc;
+    if ((rc = tn_ivalue_int(op, st, n, 4, &step)) < 0)
+        return rc;
+    return result(op, st, tn_slice(self, dim, start, end, step));
+}
+
+static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    if (!strcmp(op->name, "clone"))
+        return result(op, st, tn_clone(self));
+    if (!strcmp(op->name, "contiguous"))
+        return result(op, st, tn_contiguous(self));
+    if (!strcmp(op->name, "detach"))
+        return result(op, st, tn_detach(self));
+    return result(op, st, tn_retain(self)); /* alias */
+}
+
+/* dropout(input, p, train): an exported eval graph holds train=False */
+static int b_dropout(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    bool train;
+    ARG_T(0, self);
+    if ((rc = tn_ivalue_bool(op, st, n, 2, &train)) < 0)
+        return rc;
+    if (train)
+        return tn_set_error(TN_EINVAL, "%s: dropout in training mode is not supported "
+                            "(export the model in eval mode)", op->qualname);
+    return result(op, st, tn_retain(self));
+}
+
+static int b_unflatten(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, dim);
+    ARG_L(2, sizes, len);
+    return result(op, st, tn_unflatten(self, dim, sizes, len));
+}
+
+/* split.Tensor(self, split_size, dim=0) -> Tensor[]: pieces of split_size
+ * along dim (the last one shorter), views of self, left in stack[0..k). */
+static int b_split(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, size);
+    ARG_I(2, dim);
+    int d = tn_wrap_dim(dim, self->ndim);
+    if (d < 0)
+        return tn_error_prefix("%s", op->qualname);
+    int64_t len = self->sizes[d];
+    if (size <= 0 && !(size == 0 && len == 0))
+        return tn_set_error(TN_EINVAL, "%s: split expects split_size be non-negative, but got "
+                            "split_size=%" PRId64, op->qualname, size);
+    int64_t k = size ? (len + size - 1) / size : 1;
+    if (k < 1)
+        k = 1;
+    if (k > op->nrets)
+        return tn_set_error(TN_EINVAL, "%s: %" PRId64 " pieces (at most %d)", op->qualname, k,
+                            op->nrets);
+    struct tn_tensor *self_ref = tn_retain(self); /* stack[0] is overwritten */
+    for (int64_t i = 0; i < k; i++) {
+        int64_t start = i * size, piece = start + size > len ? len - start : size;
+        struct tn_tensor *t = tn_narrow(self_ref, d, start, piece);
+        if (!t) {
+            for (int64_t j = 0; j < i; j++)
+                tn_release(st[j].v.t);
+            tn_release(self_ref);
+            return tn_error_prefix("%s", op->qualname);
+        }
+        st[i].tag = TN_IV_TENSOR;
+        st[i].v.t = t;
+    }
+    tn_release(self_ref);
+    return (int)k;
+}
+
+static int b_sym_size(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, dim);
+    int d = tn_wrap_dim(dim, self->ndim);
+    if (d < 0)
+        return tn_error_prefix("%s", op->qualname);
+    st[0].tag = TN_IV_INT;
+    st[0].v.i = self->sizes[d];
+    return 1;
+}
+
+static const struct tn_arg_schema a_view[] = {T("self"), IL("size", NULL)};
+static const struct tn_arg_schema a_reshape[] = {T("self"), IL("shape", NULL)};
+static const struct tn_arg_schema a_permute[] = {T("self"), IL("dims", NULL)};
+static const struct tn_arg_schema a_transpose[] = {T("self"), I("dim0", NULL), I("dim1", NULL)};
+static const struct tn_arg_schema a_self[] = {T("self")};
+static const struct tn_arg_schema a_unsqueeze[] = {T("self"), I("dim", NULL)};
+static const struct tn_arg_schema a_squeeze_dims[] = {T("self"), IL("dim", NULL)};
+static const struct tn_arg_schema a_expand[] = {T("self"), IL("size", NULL),
+                                                B("implicit", "False")};
+static const struct tn_arg_schema a_flatten[] = {T("self"), I("start_dim", "0"),
+                                                 I("end_dim", "-1")};
+static const struct tn_arg_schema a_select[] = {T("self"), I("dim", NULL), I("index", NULL)};
+static const struct tn_arg_schema a_slice[] = {T("self"), I("dim", "0"), OI("start"), OI("end"),
+                                               I("step", "1")};
+static const struct tn_arg_schema a_clone[] = {T("self"), MF("memory_format")};
+static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
+                                                 {"train", "bool", TN_IV_BOOL, false, false,
+                                                  false, NULL}};
+static const struct tn_arg_schema a_unflatten[] = {T("self"), I("dim", NULL),
+                                                   IL("sizes", NULL)};
+static const struct tn_arg_schema a_split[] = {T("self"), I("split_size", NULL), I("dim", "0")};
+static const struct tn_arg_schema a_sym_size[] = {T("self"), I("dim", NULL)};
+
+#define OP(name, ovl, args, fn, nrets)                                                        \
+    {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, nrets,   \
+     NULL, 0, {0}, fn, NULL}
+
+static const struct tn_op builtins[] = {
+    OP("view", "", a_view, b_view, 1),
+    OP("_unsafe_view", "", a_view, b_view, 1),
+    OP("reshape", "", a_reshape, b_view, 1),
+    OP("permute", "", a_permute, b_permute, 1),
+    OP("transpose", ".int", a_transpose, b_transpose, 1),
+    OP("t", "", a_self, b_t, 1),
+    OP("unsqueeze", "", a_unsqueeze, b_unsqueeze, 1),
+    OP("squeeze", "", a_self, b_squeeze, 1),
+    OP("squeeze", ".dim", a_unsqueeze, b_squeeze, 1),
+    OP("squeeze", ".dims", a_squeeze_dims, b_squeeze, 1),
+    OP("expand", "", a_expand, b_expand, 1),
+    OP("flatten", ".using_ints", a_flatten, b_flatten, 1),
+    OP("select", ".int", a_select, b_select, 1),
+    OP("slice", ".Tensor", a_slice, b_slice, 1),
+    OP("clone", "", a_clone, b_clone, 1),
+    OP("contiguous", "", a_clone, b_clone, 1),
+    OP("detach", "", a_self, b_clone, 1),
+    OP("alias", "", a_self, b_clone, 1),
+    OP("dropout", "", a_dropout, b_dropout, 1),
+    OP("sym_size", ".int", a_sym_size, b_sym_size, 1),
+    OP("unflatten", ".int", a_unflatten, b_unflatten, 1),
+    OP("split", ".Tensor", a_split, b_split, 64),
+};
+
+const struct tn_op *tn__graph_builtin(const char *qualname)
+{
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
+        if (!strcmp(builtins[i].qualname, qualname))
+            return &builtins[i];
+    return NULL;
+}
+
+/* "torch.ops.aten.addmm.default" -> "aten::addmm", ".int" kept. */
+const struct tn_op *tn_graph_op(const char *target)
+{
+    static const char prefix[] = "torch.ops.";
+    char q[256];
+    if (strncmp(target, prefix, sizeof prefix - 1) || strlen(target) >= sizeof q) {
+        tn_set_error(TN_EINVAL, "unsupported target '%s' (not torch.ops.<namespace>.<op>."
+                     "<overload>)", target);
+        return NULL;
+    }
+    const char *ns = target + sizeof prefix - 1;
+    const char *dot = strchr(ns, '.');
+    const char *last = strrchr(ns, '.');
+    if (!dot || dot == last || dot == ns) {
+        tn_set_error(TN_EINVAL, "unsupported target '%s' (no overload)", target);
+        return NULL;
+    }
+    int nslen = (int)(dot - ns);
+    int namelen = (int)(last - dot - 1);
+    if (!strcmp(last + 1, "default"))
+        snprintf(q, sizeof q, "%.*s::%.*s", nslen, ns, namelen, dot + 1);
+    else
+        snprintf(q, sizeof q, "%.*s::%.*s.%s", nslen, ns, namelen, dot + 1, last + 1);
+    const struct tn_op *op = tn_op_find(q);
+    if (op)
+        return op;
+    if ((op = tn__graph_builtin(q))) {
+        tn_clear_error();
+        return op;
+    }
+    tn_set_error(TN_EINVAL, "unknown target '%s' (no operator %s)", target, q);
+    return NULL;
+}

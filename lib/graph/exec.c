@@ -1,0 +1,187 @@
+/*
+ * graph/exec.c: one node through the boxed dispatcher, shared by the Meta
+ * pass of tn_graph_check and the interpreter: the node's named arguments
+ * become a stack in schema order, the results go to the node's outputs.
+ */
+#include "graph/internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tn__graph_describe(const struct tn_tensor *t, char *buf, size_t len)
+{
+    if (!t) {
+        snprintf(buf, len, "None");
+        return;
+    }
+    int k = snprintf(buf, len, "%s[", tn_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && k > 0 && (size_t)k < len; d++)
+        k += snprintf(buf + k, len - (size_t)k, d ? ", %" PRId64 : "%" PRId64, t->sizes[d]);
+    if (k > 0 && (size_t)k < len)
+        snprintf(buf + k, len - (size_t)k, "]");
+}
+
+/* Room for the int lists of one call, grown as needed. */
+static int64_t *scratch_ints(struct tn__graph_scratch *s, size_t n)
+{
+    if (n > s->cap) {
+        int64_t *p = realloc(s->ints, n * sizeof *p);
+        if (!p)
+            return NULL;
+        s->ints = p;
+        s->cap = n;
+    }
+    return s->ints;
+}
+
+/* The ivalue for one graph argument, for the schema argument `as`. */
+static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
+                     const struct tn_arg_schema *as, const struct tn__graph_slot *slots,
+                     int64_t **ints, struct tn_ivalue *iv)
+{
+    const struct tn_graph_arg *a = &in->arg;
+    const struct tn_graph_item *it = a->items;
+    memset(iv, 0, sizeof *iv);
+    switch (a->kind) {
+    case TN_GARG_NONE:
+    case TN_GARG_LAYOUT:
+    case TN_GARG_MEMORY_FORMAT:
+    case TN_GARG_DEVICE:
+        iv->tag = TN_IV_NONE; /* checked: only optional arguments take these */
+        return TN_OK;
+    case TN_GARG_TENSOR:
+        iv->tag = TN_IV_TENSOR;
+        iv->v.t = slots[it->value].t;
+        return iv->v.t ? TN_OK : tn_set_error(TN_ERUNTIME, "'%s' has no value",
+                                              g->values[it->value].name);
+    case TN_GARG_INT: {
+        int64_t x = it->value >= 0 ? slots[it->value].i : it->i;
+        if (as->tag == TN_IV_SCALAR) {
+            iv->tag = TN_IV_SCALAR;
+            iv->v.s = tn_int(x);
+        } else if (as->tag == TN_IV_DOUBLE) {
+            iv->tag = TN_IV_DOUBLE;
+            iv->v.f = (double)x;
+        } else if (as->tag == TN_IV_INTLIST) {
+            iv->tag = TN_IV_INT; /* int[1] takes one int */
+            iv->v.i = x;
+        } else {
+            iv->tag = TN_IV_INT;
+            iv->v.i = x;
+        }
+        return TN_OK;
+    }
+    case TN_GARG_FLOAT:
+        if (as->tag == TN_IV_SCALAR) {
+            iv->tag = TN_IV_SCALAR;
+            iv->v.s = tn_float(it->f);
+        } else {
+            iv->tag = TN_IV_DOUBLE;
+            iv->v.f = it->f;
+        }
+        return TN_OK;
+    case TN_GARG_BOOL:
+        if (as->tag == TN_IV_SCALAR) {
+            iv->tag = TN_IV_SCALAR;
+            iv->v.s = tn_bool(it->i != 0);
+        } else {
+            iv->tag = TN_IV_BOOL;
+            iv->v.b = it->i != 0;
+        }
+        return TN_OK;
+    case TN_GARG_STRING:
+        iv->tag = TN_IV_STR;
+        iv->v.str = a->s;
+        return TN_OK;
+    case TN_GARG_DTYPE:
+        iv->tag = TN_IV_DTYPE;
+        iv->v.dtype = (enum tn_dtype)it->i;
+        return TN_OK;
+    case TN_GARG_INTS:
+        iv->tag = TN_IV_INTLIST;
+        iv->v.ints.n = a->n;
+        iv->v.ints.data = *ints;
+        for (int k = 0; k < a->n; k++)
+            (*ints)[k] = it[k].value >= 0 ? slots[it[k].value].i : it[k].i;
+        *ints += a->n;
+        return TN_OK;
+    default:
+        return tn_set_error(TN_EINVAL, "argument '%s': lists of this kind are not supported "
+                            "by the boxed dispatcher yet", in->name);
+    }
+}
+
+/* Appends " (self=float32[2, 3], other=...)" for the node's tensor args. */
+static void describe_args(const struct tn_graph_node *n, const struct tn__graph_slot *slots,
+                          char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n->nin && k + 48 < len; i++) {
+        const struct tn_graph_arg *a = &n->in[i].arg;
+        if (a->kind != TN_GARG_TENSOR)
+            continue;
+        char d[160];
+        tn__graph_describe(slots[a->items[0].value].t, d, sizeof d);
+        k += (size_t)snprintf(buf + k, len - k, "%s%s=%s", k ? ", " : "", n->in[i].name, d);
+    }
+}
+
+int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
+                   struct tn__graph_slot *slots, struct tn__graph_scratch *s)
+{
+    const struct tn_op *op = n->op;
+    int nst = op->nargs > op->nrets ? op->nargs : op->nrets;
+    if (n->nout > nst)
+        nst = n->nout;
+    size_t nints = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i].arg.kind == TN_GARG_INTS)
+            nints += (size_t)n->in[i].arg.n;
+    struct tn_ivalue *st = calloc((size_t)nst + 1, sizeof *st);
+    int64_t *ints = scratch_ints(s, nints + 1);
+    if (!st || !ints) {
+        free(st);
+        return tn_set_error(TN_ENOMEM, "%s: node '%s': out of memory", g->label, n->name);
+    }
+    int rc = TN_OK, nargs = 0;
+    for (int i = 0; i < n->nin && rc == TN_OK; i++) {
+        int k = tn_op_arg_index(op, n->in[i].name);
+        TN_ASSERT(k >= 0); /* tn_graph_check saw to it */
+        rc = to_ivalue(g, &n->in[i], &op->args[k], slots, &ints, &st[k]);
+        if (k + 1 > nargs)
+            nargs = k + 1;
+    }
+    if (rc == TN_OK)
+        rc = tn_op_call(op, st, nargs);
+    if (rc < 0) {
+        char args[1024];
+        describe_args(n, slots, args, sizeof args);
+        tn_error_prefix("%s: node '%s': %s(%s)", g->label, n->name, op->qualname, args);
+        free(st);
+        return rc;
+    }
+    for (int k = 0; k < rc; k++) {
+        int v = k < n->nout ? n->outs[k] : -1;
+        if (st[k].tag == TN_IV_TENSOR) {
+            if (v >= 0) {
+                tn_release(slots[v].t);
+                slots[v].t = st[k].v.t;
+            } else {
+                tn_release(st[k].v.t);
+            }
+        } else if (st[k].tag == TN_IV_INT && v >= 0) {
+            slots[v].i = st[k].v.i;
+            slots[v].set = true;
+        }
+    }
+    free(st);
+    if (rc < n->nout)
+        for (int k = rc; k < n->nout; k++)
+            if (n->outs[k] >= 0)
+                return tn_set_error(TN_ERUNTIME, "%s: node '%s' (%s) returned %d values for %d "
+                                    "outputs", g->label, n->name, op->qualname, rc, n->nout);
+    return TN_OK;
+}

@@ -1,0 +1,63 @@
+/*
+ * graph/internal.h: what lib/graph's files share.
+ */
+#ifndef TN_GRAPH_INTERNAL_H
+#define TN_GRAPH_INTERNAL_H
+
+#include <config.h>
+
+#include <tensor/graph.h>
+
+/* The name index: open addressing over value indices. */
+struct tn_graph_index {
+    int *slots;     /* value index + 1; 0 empty */
+    size_t cap;     /* a power of two */
+    int vcap;       /* room in g->values */
+};
+
+/* The value named `name`, adding it (undefined, no meta) when absent.
+ * Returns its index, or a negative tn_status. */
+int tn__graph_intern(struct tn_graph *g, const char *name);
+
+/* Evaluates a size expression ("s0", "2*s0 + 1", "s0//2") with the
+ * symbols' values in vals (nsymbols long). Returns 0 and *out, or -1 for
+ * an expression we do not read (an unknown symbol, an operator, overflow). */
+int tn__graph_eval(const struct tn_graph *g, const char *expr, const int64_t *vals,
+                   int64_t *out);
+
+/* The union arms of InputSpec and OutputSpec by enum tn_graph_in_kind and
+ * tn_graph_out_kind, and the field naming each one's target (NULL: none). */
+extern const char *const tn__graph_in_arms[4], *const tn__graph_out_arms[7];
+extern const char *const tn__graph_in_targets[4], *const tn__graph_out_targets[7];
+
+/* The symbol's name when expr is nothing but one symbol ("s0", or sympy's
+ * "Symbol('s0', positive=True, integer=True)"): 0 and the name in buf;
+ * -1 otherwise. */
+int tn__graph_bare_symbol(const char *expr, char *buf, size_t len);
+
+/* The schema arguments of the graph's own ops (views that lib/core
+ * implements outside the dispatcher). */
+const struct tn_op *tn__graph_builtin(const char *qualname);
+
+/* Writes "float32[2, 8]" (or "sym 7") for a tensor into buf. */
+void tn__graph_describe(const struct tn_tensor *t, char *buf, size_t len);
+
+/* A value while a graph runs: its tensor (owned), or its int. */
+struct tn__graph_slot {
+    struct tn_tensor *t;
+    int64_t i;
+    bool set;
+};
+
+struct tn__graph_scratch {
+    int64_t *ints;
+    size_t cap;
+};
+
+/* Runs node n (n->op set) on the values in slots, storing its results in
+ * its outputs' slots. Returns 0, or an error naming the graph, the node,
+ * the op and the shapes of its tensor arguments. */
+int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
+                   struct tn__graph_slot *slots, struct tn__graph_scratch *s);
+
+#endif

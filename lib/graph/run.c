@@ -1,0 +1,185 @@
+/*
+ * graph/run.c: the interpreter: binds the signature's inputs (weights by
+ * their parameter, buffer and constant names, user inputs by placeholder
+ * name), checks them against tensor_values (binding symbolic sizes and
+ * checking their ranges), runs the nodes in order through the boxed
+ * dispatcher and releases each value after its last use.
+ */
+#include "graph/internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Checks t against v's declaration, binding the symbols of bare-name
+ * sizes in vals (bound marks which are set). */
+static int check_input(const struct tn_graph *g, const struct tn_graph_value *v,
+                       const struct tn_tensor *t, int64_t *vals, bool *bound)
+{
+    char got[256];
+    tn__graph_describe(t, got, sizeof got);
+    if (t->dtype != v->dtype || t->ndim != v->ndim)
+        return tn_set_error(TN_ESHAPE, "%s: input '%s' is %s, but the graph declares %s "
+                            "with %d dimensions", g->label, v->name, got,
+                            tn_dtype_name(v->dtype), v->ndim);
+    for (int d = 0; d < v->ndim; d++) {
+        if (!v->exprs[d]) {
+            if (t->sizes[d] != v->sizes[d])
+                return tn_set_error(TN_ESHAPE, "%s: input '%s' is %s, but the graph declares "
+                                    "size %" PRId64 " for dimension %d", g->label, v->name, got,
+                                    v->sizes[d], d);
+            continue;
+        }
+        char name[72];
+        if (tn__graph_bare_symbol(v->exprs[d], name, sizeof name) < 0)
+            return tn_set_error(TN_ESHAPE, "%s: input '%s': size %d is '%s', not one symbol "
+                                "(not supported for inputs)", g->label, v->name, d, v->exprs[d]);
+        for (int s = 0; s < g->nsymbols; s++) {
+            const struct tn_graph_symbol *sym = &g->symbols[s];
+            if (strcmp(sym->name, name))
+                continue;
+            if (t->sizes[d] < sym->min || t->sizes[d] > sym->max)
+                return tn_set_error(TN_ESHAPE, "%s: input '%s' is %s: size %" PRId64 " of "
+                                    "dimension %d (%s) is outside [%" PRId64 ", %" PRId64 "]",
+                                    g->label, v->name, got, t->sizes[d], d, sym->name,
+                                    sym->min, sym->max);
+            if (bound[s] && vals[s] != t->sizes[d])
+                return tn_set_error(TN_ESHAPE, "%s: input '%s' is %s: dimension %d (%s) "
+                                    "must be %" PRId64 " as in the inputs before it",
+                                    g->label, v->name, got, d, sym->name, vals[s]);
+            vals[s] = t->sizes[d];
+            bound[s] = true;
+        }
+    }
+    return TN_OK;
+}
+
+/* The tensor for graph input i, from weights or inputs; borrowed. */
+static struct tn_tensor *input_tensor(const struct tn_graph *g, int i,
+                                      const struct tn_value *weights,
+                                      const struct tn_value *inputs)
+{
+    const struct tn_graph_spec *s = &g->inputs[i];
+    const char *vname = g->values[s->value].name;
+    const struct tn_value *from = s->kind == TN_GIN_USER_INPUT ? inputs : weights;
+    const char *key = s->target ? s->target : vname;
+    struct tn_value *x = from ? tn_value_get(from, key) : NULL;
+    if (!x && from && s->target)
+        x = tn_value_get(from, vname); /* a checkpoint keyed by placeholder names */
+    if (!x) {
+        static const char *const what[] = {"user input", "parameter", "buffer",
+                                           "tensor constant"};
+        tn_set_error(TN_EINVAL, "%s: no value for the %s '%s'%s", g->label, what[s->kind], key,
+                     s->kind == TN_GIN_USER_INPUT ? " (give it with --input NAME=FILE)"
+                                                  : " (not in the weights)");
+        return NULL;
+    }
+    if (x->kind != TN_VALUE_TENSOR) {
+        tn_set_error(TN_EINVAL, "%s: '%s' is a %s, not a tensor", g->label, key,
+                     tn_value_kind_name(x->kind));
+        return NULL;
+    }
+    return x->v.tensor;
+}
+
+int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
+                 const struct tn_value *inputs, struct tn_value **outputs,
+                 const struct tn_graph_run_options *opts)
+{
+    struct tn_graph_run_options o = {0};
+    if (opts)
+        o = *opts;
+    *outputs = NULL;
+    struct tn__graph_slot *slots = calloc((size_t)g->nvalues + 1, sizeof *slots);
+    int64_t *vals = calloc((size_t)g->nsymbols + 1, sizeof *vals);
+    bool *bound = calloc((size_t)g->nsymbols + 1, sizeof *bound);
+    struct tn__graph_scratch s = {0};
+    struct tn_value *out = NULL;
+    int rc = TN_OK;
+    if (!slots || !vals || !bound) {
+        rc = tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+        goto done;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        int vi = g->inputs[i].value;
+        struct tn_tensor *t = input_tensor(g, i, weights, inputs);
+        if (!t || (rc = check_input(g, &g->values[vi], t, vals, bound)) < 0) {
+            rc = t ? rc : tn_last_status();
+            goto done;
+        }
+        if (o.requires_grad && g->inputs[i].kind == TN_GIN_PARAMETER && !t->requires_grad) {
+            /* a leaf of our own over the same storage, so the caller's
+             * tensor keeps its flags */
+            if (!(slots[vi].t = tn_detach(t))) {
+                rc = tn_last_status();
+                goto done;
+            }
+            slots[vi].t->requires_grad = true;
+        } else {
+            slots[vi].t = tn_retain(t);
+        }
+    }
+    tn_keyset old = tn_dispatch_excluded();
+    if (!o.requires_grad)
+        tn_dispatch_set_excluded(old | TN_KEYSET(TN_KEY_AUTOGRAD));
+    for (int ni = 0; ni < g->nnodes && rc == TN_OK; ni++) {
+        const struct tn_graph_node *n = &g->nodes[ni];
+        rc = tn__graph_call(g, n, slots, &s);
+        if (rc < 0 || o.keep_all)
+            continue;
+        /* release what no later node reads: this node's arguments at their
+         * last use, and outputs nobody reads at all */
+        for (int i = 0; i < n->nin; i++)
+            for (int k = 0; k < n->in[i].arg.n; k++) {
+                int v = n->in[i].arg.items[k].value;
+                if (v >= 0 && g->values[v].last_use == ni) {
+                    tn_release(slots[v].t);
+                    slots[v].t = NULL;
+                }
+            }
+        for (int k = 0; k < n->nout; k++) {
+            int v = n->outs[k];
+            if (v >= 0 && g->values[v].last_use < ni) {
+                tn_release(slots[v].t);
+                slots[v].t = NULL;
+            }
+        }
+    }
+    tn_dispatch_set_excluded(old);
+    if (rc < 0)
+        goto done;
+    if (!(out = tn_value_dict())) {
+        rc = tn_last_status();
+        goto done;
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        int v = g->outputs[i].value;
+        if (!slots[v].t) {
+            rc = tn_set_error(TN_ERUNTIME, "%s: output '%s' has no value", g->label,
+                              g->values[v].name);
+            goto done;
+        }
+        struct tn_value *k = tn_value_str(g->values[v].name);
+        struct tn_value *t = tn_value_tensor(slots[v].t);
+        if (!k || !t) {
+            tn_value_release(k);
+            tn_value_release(t);
+            rc = tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+            goto done;
+        }
+        if ((rc = tn_value_set(out, k, t)) < 0)
+            goto done;
+    }
+    *outputs = out;
+    out = NULL;
+done:
+    for (int i = 0; slots && i < g->nvalues; i++)
+        tn_release(slots[i].t);
+    tn_value_release(out);
+    free(slots);
+    free(vals);
+    free(bound);
+    free(s.ints);
+    return rc;
+}

@@ -1,0 +1,266 @@
+/*
+ * graph/write.c: struct tn_graph -> ExportedProgram JSON (the fields
+ * torch.export writes for what we read; unions as one-key objects, enums
+ * as numbers), written atomically.
+ */
+#include "graph/internal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static json_t *one(const char *key, json_t *v)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, key, v);
+    return o;
+}
+
+static json_t *tref(const struct tn_graph *g, int v)
+{
+    return one("name", json_string(g->values[v].name));
+}
+
+static json_t *sym_item(const struct tn_graph *g, const struct tn_graph_item *it)
+{
+    return it->value >= 0 ? one("as_name", json_string(g->values[it->value].name))
+                          : one("as_int", json_integer(it->i));
+}
+
+static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
+{
+    json_t *l;
+    bool sym = false, opt = false;
+    switch (a->kind) {
+    case TN_GARG_NONE: return one("as_none", json_true());
+    case TN_GARG_TENSOR: return one("as_tensor", tref(g, a->items[0].value));
+    case TN_GARG_INT:
+        return a->items[0].value >= 0 ? one("as_sym_int", sym_item(g, a->items))
+                                      : one("as_int", json_integer(a->items[0].i));
+    case TN_GARG_FLOAT: return one("as_float", json_real(a->items[0].f));
+    case TN_GARG_BOOL: return one("as_bool", json_boolean(a->items[0].i));
+    case TN_GARG_STRING: return one("as_string", json_string(a->s));
+    case TN_GARG_DTYPE:
+        return one("as_scalar_type",
+                   json_integer(tn_graph_scalar_type((enum tn_dtype)a->items[0].i)));
+    case TN_GARG_LAYOUT: return one("as_layout", json_integer(a->items[0].i));
+    case TN_GARG_MEMORY_FORMAT: return one("as_memory_format", json_integer(a->items[0].i));
+    case TN_GARG_DEVICE: {
+        json_t *d = json_object();
+        const char *colon = strchr(a->s, ':');
+        json_object_set_new(d, "type", colon ? json_stringn(a->s, (size_t)(colon - a->s))
+                                             : json_string(a->s));
+        json_object_set_new(d, "index", colon ? json_integer(atoi(colon + 1)) : json_null());
+        return one("as_device", d);
+    }
+    default:
+        break;
+    }
+    l = json_array();
+    for (int i = 0; i < a->n; i++) {
+        const struct tn_graph_item *it = &a->items[i];
+        sym |= a->kind == TN_GARG_INTS && it->value >= 0;
+        opt |= a->kind == TN_GARG_TENSORS && it->value < 0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        const struct tn_graph_item *it = &a->items[i];
+        switch (a->kind) {
+        case TN_GARG_TENSORS:
+            json_array_append_new(l, !opt ? tref(g, it->value)
+                                  : it->value < 0 ? one("as_none", json_true())
+                                  : one("as_tensor", tref(g, it->value)));
+            break;
+        case TN_GARG_INTS:
+            json_array_append_new(l, sym ? sym_item(g, it) : json_integer(it->i));
+            break;
+        case TN_GARG_FLOATS: json_array_append_new(l, json_real(it->f)); break;
+        default: json_array_append_new(l, json_boolean(it->i)); break;
+        }
+    }
+    const char *arm = a->kind == TN_GARG_TENSORS ? (opt ? "as_optional_tensors" : "as_tensors")
+                      : a->kind == TN_GARG_INTS ? (sym ? "as_sym_ints" : "as_ints")
+                      : a->kind == TN_GARG_FLOATS ? "as_floats" : "as_bools";
+    return one(arm, l);
+}
+
+static json_t *size_json(const struct tn_graph_value *v, int d)
+{
+    if (!v->exprs[d])
+        return one("as_int", json_integer(v->sizes[d]));
+    json_t *e = json_object();
+    json_object_set_new(e, "expr_str", json_string(v->exprs[d]));
+    json_object_set_new(e, "hint", v->sizes[d] >= 0 ? one("as_int", json_integer(v->sizes[d]))
+                                                    : json_null());
+    return one("as_expr", e);
+}
+
+static json_t *meta_json(const struct tn_graph_value *v)
+{
+    json_t *m = json_object(), *sizes = json_array(), *strides = json_array();
+    int64_t st[TN_MAX_DIMS];
+    tn_contiguous_strides(v->sizes, v->ndim, st);
+    for (int d = 0; d < v->ndim; d++) {
+        json_array_append_new(sizes, size_json(v, d));
+        json_array_append_new(strides, one("as_int", json_integer(st[d])));
+    }
+    json_object_set_new(m, "dtype", json_integer(tn_graph_scalar_type(v->dtype)));
+    json_object_set_new(m, "sizes", sizes);
+    json_object_set_new(m, "requires_grad", json_boolean(v->requires_grad));
+    json_t *dev = json_object();
+    json_object_set_new(dev, "type", json_string("cpu"));
+    json_object_set_new(dev, "index", json_null());
+    json_object_set_new(m, "device", dev);
+    json_object_set_new(m, "strides", strides);
+    json_object_set_new(m, "storage_offset", one("as_int", json_integer(0)));
+    json_object_set_new(m, "layout", json_integer(7));
+    return m;
+}
+
+static json_t *spec_json(const struct tn_graph *g, const struct tn_graph_spec *s, bool out)
+{
+    json_t *o = json_object();
+    bool user = s->kind == 0;
+    json_object_set_new(o, "arg", user ? one("as_tensor", tref(g, s->value)) : tref(g, s->value));
+    const char *tk = (out ? tn__graph_out_targets : tn__graph_in_targets)[s->kind];
+    if (tk && s->target)
+        json_object_set_new(o, tk, json_string(s->target));
+    if (!out && s->kind == TN_GIN_BUFFER)
+        json_object_set_new(o, "persistent", json_boolean(s->persistent));
+    return one((out ? tn__graph_out_arms : tn__graph_in_arms)[s->kind], o);
+}
+
+static json_t *graph_json(const struct tn_graph *g)
+{
+    json_t *graph = json_object(), *nodes = json_array(), *tv = json_object();
+    json_t *ins = json_array(), *outs = json_array(), *syms = json_object();
+    for (int i = 0; i < g->ninputs; i++)
+        json_array_append_new(ins, one("as_tensor", tref(g, g->inputs[i].value)));
+    for (int i = 0; i < g->noutputs; i++)
+        json_array_append_new(outs, one("as_tensor", tref(g, g->outputs[i].value)));
+    for (int i = 0; i < g->nnodes; i++) {
+        const struct tn_graph_node *n = &g->nodes[i];
+        json_t *node = json_object(), *in = json_array(), *out = json_array(), *md = json_object();
+        json_object_set_new(node, "target", json_string(n->target));
+        for (int k = 0; k < n->nin; k++) {
+            json_t *a = json_object();
+            json_object_set_new(a, "name", json_string(n->in[k].name));
+            json_object_set_new(a, "arg", arg_json(g, &n->in[k].arg));
+            json_object_set_new(a, "kind", json_integer(n->in[k].kind));
+            json_array_append_new(in, a);
+        }
+        if (n->nout == 1) {
+            int v = n->outs[0];
+            json_array_append_new(out, v < 0 ? one("as_none", json_true())
+                                  : g->values[v].is_sym
+                                  ? one("as_sym_int", one("as_name", json_string(g->values[v].name)))
+                                  : one("as_tensor", tref(g, v)));
+        } else if (n->nout > 1) {
+            json_t *l = json_array();
+            for (int k = 0; k < n->nout; k++)
+                json_array_append_new(l, n->outs[k] < 0 ? json_null() : tref(g, n->outs[k]));
+            json_array_append_new(out, one("as_tensors", l));
+        }
+        for (int k = 0; k < n->nmeta; k++)
+            json_object_set_new(md, n->meta[k].key, json_string(n->meta[k].val));
+        json_object_set_new(node, "inputs", in);
+        json_object_set_new(node, "outputs", out);
+        json_object_set_new(node, "metadata", md);
+        json_object_set_new(node, "name", json_string(n->name));
+        json_array_append_new(nodes, node);
+    }
+    for (int i = 0; i < g->nvalues; i++) {
+        const struct tn_graph_value *v = &g->values[i];
+        if (v->is_sym)
+            json_object_set_new(syms, v->name, one("as_name", json_string(v->name)));
+        else if (v->has_meta || v->dtype != TN_DTYPE_UNSET)
+            json_object_set_new(tv, v->name, meta_json(v));
+    }
+    json_object_set_new(graph, "inputs", ins);
+    json_object_set_new(graph, "outputs", outs);
+    json_object_set_new(graph, "nodes", nodes);
+    json_object_set_new(graph, "tensor_values", tv);
+    json_object_set_new(graph, "sym_int_values", syms);
+    json_object_set_new(graph, "sym_bool_values", json_object());
+    json_object_set_new(graph, "is_single_tensor_return", json_false());
+    json_object_set_new(graph, "custom_obj_values", json_object());
+    json_object_set_new(graph, "sym_float_values", json_object());
+    return graph;
+}
+
+char *tn_graph_to_json(const struct tn_graph *g)
+{
+    json_t *root = json_object(), *gm = json_object(), *sig = json_object();
+    json_t *is = json_array(), *os = json_array(), *rc = json_object(), *ver = json_object();
+    json_object_set_new(gm, "graph", graph_json(g));
+    for (int i = 0; i < g->ninputs; i++)
+        json_array_append_new(is, spec_json(g, &g->inputs[i], false));
+    for (int i = 0; i < g->noutputs; i++)
+        json_array_append_new(os, spec_json(g, &g->outputs[i], true));
+    json_object_set_new(sig, "input_specs", is);
+    json_object_set_new(sig, "output_specs", os);
+    json_object_set_new(gm, "signature", sig);
+    json_object_set_new(gm, "module_call_graph", json_array());
+    json_object_set_new(gm, "metadata", json_object());
+    json_object_set_new(root, "graph_module", gm);
+    json_object_set_new(root, "opset_version", one("aten", json_integer(10)));
+    for (int i = 0; i < g->nsymbols; i++) {
+        json_t *r = json_object();
+        json_object_set_new(r, "min_val", json_integer(g->symbols[i].min));
+        json_object_set_new(r, "max_val", g->symbols[i].max == INT64_MAX
+                                              ? json_null() : json_integer(g->symbols[i].max));
+        json_object_set_new(rc, g->symbols[i].name, r);
+    }
+    json_object_set_new(root, "range_constraints", rc);
+    json_object_set_new(ver, "major", json_integer(g->schema_major ? g->schema_major : 8));
+    json_object_set_new(ver, "minor", json_integer(g->schema_major ? g->schema_minor : 17));
+    json_object_set_new(root, "schema_version", ver);
+    json_object_set_new(root, "verifiers", json_array());
+    json_object_set_new(root, "torch_version", json_string("tensorkit"));
+    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s)
+        tn_set_error(TN_ENOMEM, "%s: out of memory writing JSON", g->label);
+    return s;
+}
+
+int tn_graph_write(const struct tn_graph *g, const char *path)
+{
+    char *s = tn_graph_to_json(g);
+    if (!s)
+        return TN_ENOMEM;
+    size_t len = strlen(s);
+    int rc = TN_OK;
+    if (!strcmp(path, "-")) {
+        if (fwrite(s, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout))
+            rc = tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno));
+        free(s);
+        return rc;
+    }
+    /* atomic: a temporary beside the target, synced, renamed over it */
+    size_t plen = strlen(path) + 16;
+    char *tmp = malloc(plen);
+    if (!tmp) {
+        free(s);
+        return tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, plen, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f || fwrite(s, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) ||
+        fsync(fileno(f)))
+        rc = tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+    if (f && fclose(f) && rc == TN_OK)
+        rc = tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+    if (!f && fd >= 0)
+        close(fd);
+    if (rc == TN_OK && rename(tmp, path))
+        rc = tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+    if (rc < 0 && fd >= 0)
+        unlink(tmp);
+    free(tmp);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,2 @@
+# Bats tests of tcompile.
+CLI_TESTS += tests/cli/tcompile.bats

@@ -1,0 +1,8 @@
+# Unit tests of lib/graph (the JSON graph, .pt2 archives, the interpreter).
+UNIT_TESTS += tests/unit/test_graph
+tests_unit_test_graph_SOURCES = tests/unit/test_graph.c
+tests_unit_test_graph_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_graph_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_graph_LDFLAGS = $(TN_UNIT_LINK)
+# (tests/fixtures is distributed whole by tests/local.mk)
+EXTRA_DIST += share/tools/torch2graph.py
