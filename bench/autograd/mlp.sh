@@ -5,7 +5,7 @@
 # milliseconds per step and the ratio. Run from the build folder.
 set -e
 n=${TN_NUM_THREADS:-$(nproc)}
-export TN_NUM_THREADS=$n
+export TN_NUM_THREADS=$n OPENBLAS_NUM_THREADS=$n
 py=python3
 python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 ours=$(bench/autograd/bench_autograd)

@@ -421,6 +421,13 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
     for (int i = 0; i < e->nkid; i++)
         if (emit(c, e->kid[i], &args[i]) < 0)
             return -1;
+    if (!strcmp(e->text, "scalar_type")) {
+        if (e->nkid != 1 || args[0].kind != V_TENSOR || !strcmp(args[0].text, "grad"))
+            return p_error(c->p, "scalar_type() applies to result or a Tensor argument");
+        out->kind = V_RAW;
+        snprintf(out->text, sizeof out->text, "%s->dtype", args[0].text);
+        return 0;
+    }
     char cname[128];
     snprintf(cname, sizeof cname, "tn_%s", e->text);
     const struct tg_func *op = NULL;
@@ -785,7 +792,7 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
                    "            rc_ = tn_last_status();\n            goto done_;\n        }\n    }\n",
                 cf[i].edge, cf[i].root.text, cf[i].root.text, cf[i].nsteps);
     }
-    fputs("done_:\n", f);
+    fputs("done_: __attribute__((unused));\n", f);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
             fprintf(f, "    tn_release(v_%s);\n", fn->args[i].name);

@@ -133,37 +133,63 @@ fail:
     return NULL;
 }
 
-/* softmax: result * (grad - sum(grad * result, dim)) */
-struct tn_tensor *tn__softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
-                                 int64_t dim)
+/* the second derivative of softmax, for `output` of _softmax_backward_data:
+ * grad (grad_output - sum(grad_output output)) - grad_output sum(grad output) */
+struct tn_tensor *tn__softmax_double_bw(const struct tn_tensor *grad,
+                                        const struct tn_tensor *grad_output,
+                                        const struct tn_tensor *output, int64_t dim)
 {
-    struct tn_tensor *a = NULL, *s = NULL;
-    STEP(a, tn_mul(grad, result));
+    struct tn_tensor *a = NULL, *s = NULL, *b = NULL;
+    STEP(a, tn_mul(grad_output, output));
     STEP(s, tn_sum_dim_intlist(a, &dim, 1, true, TN_DTYPE_UNSET));
-    STEP(a, tn_sub(grad, s, tn_int(1)));
-    STEP(a, tn_mul(result, a));
+    STEP(a, tn_sub(grad_output, s, tn_int(1)));
+    STEP(a, tn_mul(grad, a));
+    STEP(b, tn_mul(grad, output));
+    STEP(s, tn_sum_dim_intlist(b, &dim, 1, true, TN_DTYPE_UNSET));
+    STEP(b, tn_mul(grad_output, s));
+    STEP(a, tn_sub(a, b, tn_int(1)));
     tn_release(s);
+    tn_release(b);
     return a;
 fail:
     tn_release(a);
     tn_release(s);
+    tn_release(b);
     return NULL;
 }
 
-/* log_softmax: grad - exp(result) * sum(grad, dim) */
-struct tn_tensor *tn__log_softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
-                                     int64_t dim)
+/* _log_softmax_backward_data is not symmetric in grad_output: its
+ * transpose is grad - sum(grad exp(output)) */
+struct tn_tensor *tn__log_softmax_grad_output_bw(const struct tn_tensor *grad,
+                                                 const struct tn_tensor *output, int64_t dim)
 {
-    struct tn_tensor *e = NULL, *s = NULL;
-    STEP(s, tn_sum_dim_intlist(grad, &dim, 1, true, TN_DTYPE_UNSET));
-    STEP(e, tn_exp(result));
-    STEP(e, tn_mul(e, s));
+    struct tn_tensor *e = NULL;
+    STEP(e, tn_exp(output));
+    STEP(e, tn_mul(grad, e));
+    STEP(e, tn_sum_dim_intlist(e, &dim, 1, true, TN_DTYPE_UNSET));
     STEP(e, tn_sub(grad, e, tn_int(1)));
-    tn_release(s);
     return e;
 fail:
     tn_release(e);
+    return NULL;
+}
+
+/* the same for log_softmax: -grad exp(output) sum(grad_output) */
+struct tn_tensor *tn__log_softmax_double_bw(const struct tn_tensor *grad,
+                                            const struct tn_tensor *grad_output,
+                                            const struct tn_tensor *output, int64_t dim)
+{
+    struct tn_tensor *s = NULL, *e = NULL;
+    STEP(s, tn_sum_dim_intlist(grad_output, &dim, 1, true, TN_DTYPE_UNSET));
+    STEP(e, tn_exp(output));
+    STEP(e, tn_mul(e, s));
+    STEP(e, tn_mul(grad, e));
+    STEP(e, tn_neg(e));
     tn_release(s);
+    return e;
+fail:
+    tn_release(s);
+    tn_release(e);
     return NULL;
 }
 

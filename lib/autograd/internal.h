@@ -134,11 +134,15 @@ struct tn_tensor *tn__mean_backward(const struct tn_tensor *grad, const int64_t 
 struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
                                     const struct tn_tensor *result, const int64_t *dim,
                                     int dim_len, bool keepdim);
-struct tn_tensor *tn__softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
-                                 int64_t dim);
-struct tn_tensor *tn__log_softmax_bw(const struct tn_tensor *grad, const struct tn_tensor *result,
-                                     int64_t dim);
 struct tn_tensor *tn__zeros(const struct tn_tensor *like);
+struct tn_tensor *tn__softmax_double_bw(const struct tn_tensor *grad,
+                                        const struct tn_tensor *grad_output,
+                                        const struct tn_tensor *output, int64_t dim);
+struct tn_tensor *tn__log_softmax_grad_output_bw(const struct tn_tensor *grad,
+                                                 const struct tn_tensor *output, int64_t dim);
+struct tn_tensor *tn__log_softmax_double_bw(const struct tn_tensor *grad,
+                                            const struct tn_tensor *grad_output,
+                                            const struct tn_tensor *output, int64_t dim);
 struct tn_tensor *tn__scale(const struct tn_tensor *t, struct tn_scalar s);
 struct tn_tensor *tn__gelu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                               const char *approximate);

@@ -131,10 +131,51 @@ static int layout(const struct geom *g, struct tn_tensor **in, struct tn_tensor 
     return TN_OK;
 }
 
+/* The views whose backward is itself a view of grad: a permutation of the
+ * input's dims (t, transpose, permute) goes back by the inverse permutation,
+ * a new shape of a contiguous input over all its elements (view, reshape,
+ * flatten, squeeze, unsqueeze) by the input's shape. NULL with no error
+ * when g is neither. */
+static struct tn_tensor *view_back(const struct tn_tensor *grad, const struct geom *g)
+{
+    if (g->in_off != g->v_off || numel_of(g->in_ndim, g->in_sizes) != numel_of(g->v_ndim, g->v_sizes))
+        return NULL;
+    if (g->in_ndim == g->v_ndim) {
+        int64_t inv[TN_MAX_DIMS];
+        bool used[TN_MAX_DIMS] = {false}, ok = true;
+        for (int i = 0; i < g->v_ndim && ok; i++) {
+            int j = 0;
+            while (j < g->in_ndim && (used[j] || g->in_sizes[j] != g->v_sizes[i] ||
+                                      g->in_strides[j] != g->v_strides[i]))
+                j++;
+            ok = j < g->in_ndim;
+            if (ok) {
+                used[j] = true;
+                inv[j] = i;
+            }
+        }
+        if (ok)
+            return tn_permute(grad, inv, g->in_ndim);
+    }
+    int64_t cs[TN_MAX_DIMS], vs[TN_MAX_DIMS];
+    tn_contiguous_strides(g->in_sizes, g->in_ndim, cs);
+    tn_contiguous_strides(g->v_sizes, g->v_ndim, vs);
+    for (int d = 0; d < g->in_ndim; d++)
+        if (g->in_sizes[d] != 1 && g->in_strides[d] != cs[d])
+            return NULL;
+    for (int d = 0; d < g->v_ndim; d++)
+        if (g->v_sizes[d] != 1 && g->v_strides[d] != vs[d])
+            return NULL;
+    return tn_reshape(grad, g->in_sizes, g->in_ndim);
+}
+
 static struct tn_tensor *scatter(const struct tn_tensor *grad, const struct geom *g)
 {
     if (numel_of(g->in_ndim, g->in_sizes) == 0 || numel_of(g->v_ndim, g->v_sizes) == 0)
         return tn_zeros(g->in_sizes, g->in_ndim, g->dtype);
+    struct tn_tensor *fast = view_back(grad, g);
+    if (fast)
+        return fast;
     struct tn_tensor *in, *view;
     if (layout(g, &in, &view) < 0)
         return NULL;

@@ -15,6 +15,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/reduce.c \
 	lib/ops/cpu/softmax.c \
 	lib/ops/cpu/sort.c \
+	lib/ops/cpu/backward.c \
 	lib/ops/cpu/shape.c \
 	lib/ops/cpu/nn_loss.c \
 	lib/ops/cpu/nn_norm.c \

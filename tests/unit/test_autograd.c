@@ -76,6 +76,8 @@ static struct tn_tensor *run_call(struct call *c)
             st[i] = (struct tn_ivalue){.tag = TN_IV_BOOL, .v.b = json_is_true(v)};
         } else if ((v = json_object_get(a, "str"))) {
             st[i] = (struct tn_ivalue){.tag = TN_IV_STR, .v.str = json_string_value(v)};
+        } else if ((v = json_object_get(a, "dtype"))) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_DTYPE, .v.dtype = tn_test_dtype(json_string_value(v))};
         } else if ((v = json_object_get(a, "ints"))) {
             int n = tn_test_ints(v, c->ints[i]);
             st[i] = (struct tn_ivalue){.tag = TN_IV_INTLIST, .v.ints = {c->ints[i], n}};
