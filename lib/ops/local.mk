@@ -9,13 +9,14 @@ libtensor_la_SOURCES += \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
 	lib/ops/nn.c \
+	lib/ops/shape.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
 	lib/ops/cpu/reduce.c \
 	lib/ops/cpu/softmax.c \
-	lib/ops/cpu/sort.c \
 	lib/ops/cpu/backward.c \
+	lib/ops/cpu/sort.c \
 	lib/ops/cpu/shape.c \
 	lib/ops/cpu/nn_loss.c \
 	lib/ops/cpu/nn_norm.c \

@@ -30,3 +30,4 @@ check_family() {
 @test "max.dim, min.dim, sort and topk agree with PyTorch 2.x" { check_family sort; }
 @test "nn ops (losses, embedding, layer and batch norm, their backward ops) agree with PyTorch 2.x" { check_family nn; }
 @test "convolution, pooling and dropout agree with PyTorch 2.x" { check_family nn2; }
+@test "gather, scatter, masked_fill, dot, mv, outer, baddbmm and norms agree with PyTorch 2.x" { check_family shape; }

@@ -70,3 +70,9 @@ tests_unit_test_ops_nn2_SOURCES = tests/unit/test_ops_nn2.c tests/unit/ops_cases
 tests_unit_test_ops_nn2_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_nn2_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_nn2_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_shape
+tests_unit_test_ops_shape_SOURCES = tests/unit/test_ops_shape.c tests/unit/ops_cases.h
+tests_unit_test_ops_shape_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_shape_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_shape_LDFLAGS = $(TN_UNIT_LINK)

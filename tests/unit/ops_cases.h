@@ -8,6 +8,7 @@
 #define TN_OPS_CASES_H
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tn_test.h"
@@ -133,6 +134,9 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                 st[i] = (struct tn_ivalue){.tag = TN_IV_INT, .v.i = json_integer_value(v)};
             } else if ((v = json_object_get(a, "float"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_DOUBLE, .v.f = json_real_value(v)};
+            } else if ((v = json_object_get(a, "float_text"))) {
+                st[i] = (struct tn_ivalue){.tag = TN_IV_DOUBLE,
+                                           .v.f = strtod(json_string_value(v), NULL)};
             } else if ((v = json_object_get(a, "bool"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_BOOL, .v.b = json_is_true(v)};
             } else if ((v = json_object_get(a, "ints"))) {

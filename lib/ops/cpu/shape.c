@@ -124,3 +124,157 @@ struct tn_tensor *tn__cpu_embedding_dense_backward(tn_keyset ks,
     tn__nn_drop(0, idx, g, NULL, NULL);
     return tn__nn_to(gw, grad_output->dtype);
 }
+
+/* ------------------------------------------------ gather, scatter, scatter_add */
+
+/* PyTorch's checks of gather/scatter: same rank, int64 index, index no
+ * larger than self (and src) except along dim. */
+static int index_check(const char *op, const struct tn_tensor *self, int d,
+                       const struct tn_tensor *index, const struct tn_tensor *src)
+{
+    char a[128], b[128];
+    int nd = self->ndim ? self->ndim : 1, id = index->ndim ? index->ndim : 1;
+    if (index->dtype != TN_INT64 && index->dtype != TN_INT32) /* (2.x takes int32 too) */
+        return tn_set_error(TN_EDTYPE, "%s(): Expected dtype int64 for index", op);
+    if (tn_numel(index) == 0)
+        return TN_OK;
+    if (id != nd)
+        return tn_set_error(TN_ESHAPE, "Index tensor must have the same number of dimensions as "
+                            "%s tensor", src ? "self" : "input");
+    if (src && src->ndim != index->ndim)
+        return tn_set_error(TN_ESHAPE, "Index tensor must have the same number of dimensions as "
+                            "src tensor");
+    for (int i = 0; i < index->ndim; i++) {
+        if (i != d && index->sizes[i] > self->sizes[i])
+            return tn_set_error(TN_ESHAPE, "Size does not match at dimension %d expected index %s "
+                                "to be no larger than self %s apart from dimension %d", i,
+                                tn_shape_format(index->sizes, index->ndim, a, sizeof a),
+                                tn_shape_format(self->sizes, self->ndim, b, sizeof b), d);
+        if (src && index->sizes[i] > src->sizes[i])
+            return tn_set_error(TN_ESHAPE, "Size does not match at dimension %d expected index %s "
+                                "to be no larger than src %s apart from dimension %d", i,
+                                tn_shape_format(index->sizes, index->ndim, a, sizeof a),
+                                tn_shape_format(src->sizes, src->ndim, b, sizeof b), d);
+    }
+    return TN_OK;
+}
+
+/* Visits every element of index: pos receives its coordinates. */
+static bool next_pos(const struct tn_tensor *index, int64_t *pos)
+{
+    for (int i = index->ndim - 1; i >= 0; i--) {
+        if (++pos[i] < index->sizes[i])
+            return true;
+        pos[i] = 0;
+    }
+    return false;
+}
+
+static int64_t offset_of(const struct tn_tensor *t, const int64_t *pos, int d, int64_t at)
+{
+    int64_t off = 0;
+    for (int i = 0; i < t->ndim; i++)
+        off += (i == d ? at : pos[i]) * t->strides[i];
+    return off * (int64_t)tn_dtype_size(t->dtype);
+}
+
+enum { G_GATHER, G_SCATTER, G_SCATTER_ADD };
+
+static struct tn_tensor *index_loop(int kind, const char *op, const struct tn_tensor *self,
+                                    int d, const struct tn_tensor *index,
+                                    const struct tn_tensor *src, const struct tn_scalar *value);
+
+/* out (gather) or self's clone (scatter) with index applied along dim. */
+static struct tn_tensor *index_op(int kind, const char *op, const struct tn_tensor *self,
+                                  int64_t dim, const struct tn_tensor *index_,
+                                  const struct tn_tensor *src, const struct tn_scalar *value)
+{
+    int d = tn_wrap_dim(dim, self->ndim);
+    if (d < 0 || index_check(op, self, d, index_, kind == G_GATHER ? NULL : src) < 0)
+        return NULL;
+    struct tn_tensor *index = tn_to_dtype(index_, TN_INT64);
+    if (!index)
+        return NULL;
+    struct tn_tensor *out = index_loop(kind, op, self, d, index, src, value);
+    tn_release(index);
+    return out;
+}
+
+static struct tn_tensor *index_loop(int kind, const char *op, const struct tn_tensor *self,
+                                    int d, const struct tn_tensor *index,
+                                    const struct tn_tensor *src, const struct tn_scalar *value)
+{
+    if (src && src->dtype != self->dtype) {
+        tn_set_error(TN_EDTYPE, "%s(): Expected self.dtype to be equal to src.dtype", op);
+        return NULL;
+    }
+    struct tn_tensor *out = kind == G_GATHER
+                                ? tn_empty_on(index->sizes, index->ndim, self->dtype, self->device)
+                                : tn_clone(self);
+    if (!out || tn_numel(index) == 0)
+        return out;
+    int64_t pos[TN_MAX_DIMS] = {0}, n = self->ndim ? self->sizes[d] : 1;
+    size_t es = tn_dtype_size(self->dtype);
+    char value_buf[16];
+    if (value)
+        tn_scalar_store(value_buf, self->dtype, *value);
+    const char *ib = tn_data(index), *sb = tn_data(self);
+    char *ob = tn_data(out);
+    do {
+        int64_t k = *(const int64_t *)(ib + offset_of(index, pos, -1, 0));
+        if (k < -n || k >= n) {
+            tn_set_error(TN_EINVAL, "index %lld is out of bounds for dimension %d with size %lld",
+                         (long long)k, d, (long long)n);
+            tn_release(out);
+            return NULL;
+        }
+        k = k < 0 ? k + n : k;
+        if (kind == G_GATHER) {
+            memcpy(ob + offset_of(out, pos, -1, 0), sb + offset_of(self, pos, d, k), es);
+            continue;
+        }
+        char *dst = ob + offset_of(out, pos, d, k);
+        const char *from = value ? value_buf : (const char *)tn_data(src) + offset_of(src, pos, -1, 0);
+        if (kind == G_SCATTER) {
+            memcpy(dst, from, es);
+            continue;
+        }
+        struct tn_scalar x = tn_scalar_load(dst, self->dtype), y = tn_scalar_load(from, self->dtype);
+        if (x.kind == TN_SCALAR_FLOAT)
+            x.v.f += y.v.f;
+        else if (x.kind == TN_SCALAR_INT)
+            x.v.i = (int64_t)((uint64_t)x.v.i + (uint64_t)y.v.i);
+        else if (x.kind == TN_SCALAR_BOOL)
+            x.v.b = x.v.b || y.v.b;
+        else {
+            x.v.c.re += y.v.c.re;
+            x.v.c.im += y.v.c.im;
+        }
+        tn_scalar_store(dst, self->dtype, x);
+    } while (next_pos(index, pos));
+    return out;
+}
+
+struct tn_tensor *tn__cpu_gather(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                                 const struct tn_tensor *index, bool sparse_grad)
+{
+    return index_op(G_GATHER, "gather", self, dim, index, NULL, NULL);
+}
+
+struct tn_tensor *tn__cpu_scatter_src(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                                      const struct tn_tensor *index, const struct tn_tensor *src)
+{
+    return index_op(G_SCATTER, "scatter", self, dim, index, src, NULL);
+}
+
+struct tn_tensor *tn__cpu_scatter_value(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                                        const struct tn_tensor *index, struct tn_scalar value)
+{
+    return index_op(G_SCATTER, "scatter", self, dim, index, NULL, &value);
+}
+
+struct tn_tensor *tn__cpu_scatter_add(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                                      const struct tn_tensor *index, const struct tn_tensor *src)
+{
+    return index_op(G_SCATTER_ADD, "scatter_add", self, dim, index, src, NULL);
+}

@@ -1,0 +1,197 @@
+/*
+ * ops/shape.c: decompositions of data-movement and product ops into other
+ * ops, with PyTorch's checks and words: masked_fill, dot, mv, outer,
+ * baddbmm, linalg_vector_norm and norm.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "ops/nn_internal.h"
+
+/* self where mask is false, value where it is true (mask broadcast to
+ * self's shape; the result keeps self's dtype). */
+struct tn_tensor *tn__composite_masked_fill_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                                   const struct tn_tensor *mask,
+                                                   struct tn_scalar value)
+{
+    if (mask->dtype != TN_BOOL) {
+        /* c10's type names, as PyTorch prints them here */
+        static const char *const names[TN_NUM_DTYPES] = {
+            [TN_INT64] = "long int", [TN_INT32] = "int", [TN_INT16] = "short int",
+            [TN_INT8] = "signed char", [TN_UINT8] = "unsigned char", [TN_FLOAT32] = "float",
+            [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half", [TN_BFLOAT16] = "c10::BFloat16",
+            [TN_COMPLEX64] = "c10::complex<float>"};
+        const char *nm = (int)mask->dtype < TN_NUM_DTYPES ? names[mask->dtype] : NULL;
+        tn_set_error(TN_EDTYPE, "masked_fill_ only supports boolean masks, but got mask with "
+                     "dtype %s", nm ? nm : tn_dtype_name(mask->dtype));
+        return NULL;
+    }
+    struct tn_keep k = {0};
+    struct tn_tensor *m, *v, *r;
+    TN_KEEP(&k, m, tn_broadcast_to(mask, self->sizes, self->ndim));
+    TN_KEEP(&k, v, tn_scalar_tensor(value, self->dtype));
+    TN_KEEP(&k, r, tn_where_self(m, v, self));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+static int same_dtype(const char *op, const struct tn_tensor *a, const struct tn_tensor *b)
+{
+    if (a->dtype == b->dtype)
+        return TN_OK;
+    return tn_set_error(TN_EDTYPE, "%s expected both vectors to have same dtype, but found %s and "
+                        "%s", op, tn_dtype_info(a->dtype)->c10_name,
+                        tn_dtype_info(b->dtype)->c10_name);
+}
+
+struct tn_tensor *tn__composite_dot(tn_keyset ks, const struct tn_tensor *self,
+                                    const struct tn_tensor *tensor)
+{
+    if (self->ndim != 1 || tensor->ndim != 1) {
+        tn_set_error(TN_ESHAPE, "1D tensors expected, but got %dD and %dD tensors", self->ndim,
+                     tensor->ndim);
+        return NULL;
+    }
+    if (same_dtype("dot :", self, tensor) < 0)
+        return NULL;
+    if (self->sizes[0] != tensor->sizes[0]) {
+        tn_set_error(TN_ESHAPE, "inconsistent tensor size, expected tensor [%lld] and src [%lld] "
+                     "to have the same number of elements, but got %lld and %lld elements "
+                     "respectively", (long long)self->sizes[0], (long long)tensor->sizes[0],
+                     (long long)self->sizes[0], (long long)tensor->sizes[0]);
+        return NULL;
+    }
+    /* (no conjugation: vdot's job) */
+    struct tn_keep k = {0};
+    struct tn_tensor *p, *r;
+    TN_KEEP(&k, p, tn_mul(self, tensor));
+    TN_KEEP(&k, r, tn_sum(p, TN_DTYPE_UNSET));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+struct tn_tensor *tn__composite_mv(tn_keyset ks, const struct tn_tensor *self,
+                                   const struct tn_tensor *vec)
+{
+    if (self->ndim != 2 || vec->ndim != 1) {
+        tn_set_error(TN_ESHAPE, "vector + matrix @ vector expected, got 1, %d, %d", self->ndim,
+                     vec->ndim);
+        return NULL;
+    }
+    struct tn_keep k = {0};
+    struct tn_tensor *b, *p, *r;
+    TN_KEEP(&k, b, tn_unsqueeze(vec, 1));
+    TN_KEEP(&k, p, tn_mm(self, b));
+    TN_KEEP(&k, r, tn_squeeze_dims(p, TN_SHAPE(1)));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+struct tn_tensor *tn__composite_outer(tn_keyset ks, const struct tn_tensor *self,
+                                      const struct tn_tensor *vec2)
+{
+    if (self->ndim != 1 || vec2->ndim != 1) {
+        tn_set_error(TN_ESHAPE, "outer: Expected 1-D argument self, but got %d-D",
+                     self->ndim != 1 ? self->ndim : vec2->ndim);
+        return NULL;
+    }
+    struct tn_keep k = {0};
+    struct tn_tensor *a, *r;
+    TN_KEEP(&k, a, tn_unsqueeze(self, 1));
+    TN_KEEP(&k, r, tn_mul(a, vec2));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+/* beta * self + alpha * (batch1 @ batch2); self is ignored when beta is 0
+ * (its NaN do not propagate), as in PyTorch. */
+struct tn_tensor *tn__composite_baddbmm(tn_keyset ks, const struct tn_tensor *self,
+                                        const struct tn_tensor *batch1,
+                                        const struct tn_tensor *batch2, struct tn_scalar beta,
+                                        struct tn_scalar alpha)
+{
+    struct tn_keep k = {0};
+    struct tn_tensor *p, *s, *r;
+    TN_KEEP(&k, p, tn_bmm(batch1, batch2));
+    if (tn_scalar_to_double(beta) == 0) {
+        struct tn_tensor *e;
+        TN_KEEP(&k, e, tn_expand(p, self->sizes, self->ndim));
+        TN_KEEP(&k, r, tn_mul_scalar(e, alpha));
+        TN_KEEP(&k, r, tn_to_dtype(r, self->dtype));
+        return tn__keep_out(&k, r);
+    }
+    s = (struct tn_tensor *)self;
+    if (!(beta.kind == TN_SCALAR_INT && beta.v.i == 1))
+        TN_KEEP(&k, s, tn_mul_scalar(self, beta));
+    TN_KEEP(&k, r, tn_add(s, p, alpha));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+/* sum(|x|^ord)^(1/ord) over dim; inf: max |x|, -inf: min |x|, 0: the count
+ * of non-zeros. Integer inputs are refused, as in PyTorch. */
+struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn_tensor *self,
+                                                   struct tn_scalar ord, const int64_t *dim,
+                                                   int dim_len, bool keepdim, enum tn_dtype dtype)
+{
+    double p = tn_scalar_to_double(ord);
+    if (!tn_dtype_is_floating(self->dtype) && !tn_dtype_is_complex(self->dtype)) {
+        tn_set_error(TN_EDTYPE, "linalg.vector_norm: Expected a floating point or complex "
+                     "tensor as input. Got %s", tn_dtype_info(self->dtype)->c10_name);
+        return NULL;
+    }
+    struct tn_keep k = {0};
+    struct tn_tensor *x = (struct tn_tensor *)self, *a, *r;
+    if (dtype != TN_DTYPE_UNSET)
+        TN_KEEP(&k, x, tn_to_dtype(self, dtype));
+    TN_KEEP(&k, a, tn_abs(x));
+    if (isinf(p)) {
+        r = p > 0 ? tn_amax(a, dim, dim_len, keepdim) : tn_amin(a, dim, dim_len, keepdim);
+        TN_KEEP(&k, r, r);
+    } else if (p == 0) {
+        struct tn_tensor *nz;
+        TN_KEEP(&k, nz, tn_ne_scalar(a, tn_int(0)));
+        TN_KEEP(&k, nz, tn_to_dtype(nz, a->dtype));
+        TN_KEEP(&k, r, tn_sum_dim_intlist(nz, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+    } else if (p == 1) {
+        TN_KEEP(&k, r, tn_sum_dim_intlist(a, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+    } else if (p == 2) {
+        struct tn_tensor *sq, *s;
+        TN_KEEP(&k, sq, tn_mul(a, a));
+        TN_KEEP(&k, s, tn_sum_dim_intlist(sq, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+        TN_KEEP(&k, r, tn_sqrt(s));
+    } else {
+        struct tn_tensor *e, *pw, *s, *inv;
+        TN_KEEP(&k, e, tn_scalar_tensor(tn_float(p), TN_FLOAT64));
+        e->flags |= TN_TENSOR_WRAPPED_NUMBER;
+        TN_KEEP(&k, pw, tn_pow(a, e));
+        TN_KEEP(&k, s, tn_sum_dim_intlist(pw, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+        TN_KEEP(&k, inv, tn_scalar_tensor(tn_float(1.0 / p), TN_FLOAT64));
+        inv->flags |= TN_TENSOR_WRAPPED_NUMBER;
+        TN_KEEP(&k, r, tn_pow(s, inv));
+    }
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+struct tn_tensor *tn__composite_norm_scalaropt_dim(tn_keyset ks, const struct tn_tensor *self,
+                                                   const struct tn_scalar *p, const int64_t *dim,
+                                                   int dim_len, bool keepdim)
+{
+    return tn__composite_linalg_vector_norm(ks, self, p ? *p : tn_int(2), dim, dim_len, keepdim,
+                                            TN_DTYPE_UNSET);
+}
