@@ -4,7 +4,9 @@
  */
 #include "io/internal.h"
 
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +32,31 @@ struct tn_value *tn_value_bool(bool b)
     return v;
 }
 
+/* Small ints, shared like CPython's: a checkpoint's sizes, strides and
+ * offsets are mostly small, and one allocation per int was a tenth of
+ * loading 20,000 tensors.  Values are immutable; the refcount starts so high
+ * that the (atomic) counting never frees them. */
+#define SMALL_INT_MIN (-8)
+#define SMALL_INT_MAX 1024
+static struct tn_value small_ints[SMALL_INT_MAX - SMALL_INT_MIN + 1];
+static pthread_once_t small_ints_once = PTHREAD_ONCE_INIT;
+
+static void small_ints_init(void)
+{
+    for (int k = SMALL_INT_MIN; k <= SMALL_INT_MAX; k++) {
+        struct tn_value *v = &small_ints[k - SMALL_INT_MIN];
+        v->refcount = LONG_MAX / 2;
+        v->kind = TN_VALUE_INT;
+        v->v.i = k;
+    }
+}
+
 struct tn_value *tn_value_int(int64_t i)
 {
+    if (i >= SMALL_INT_MIN && i <= SMALL_INT_MAX) {
+        pthread_once(&small_ints_once, small_ints_init);
+        return &small_ints[i - SMALL_INT_MIN];
+    }
     struct tn_value *v = value_new(TN_VALUE_INT);
     if (v)
         v->v.i = i;
