@@ -24,7 +24,7 @@ static const char *iv_tag(enum tg_type t)
 {
     switch (t) {
     case TG_TENSOR: return "TN_IV_TENSOR";
-    case TG_TENSOR_LIST: return "TN_IV_NONE";
+    case TG_TENSOR_LIST: return "TN_IV_TENSORLIST";
     case TG_SCALAR: return "TN_IV_SCALAR";
     case TG_INT: return "TN_IV_INT";
     case TG_INT_LIST: return "TN_IV_INTLIST";
@@ -336,9 +336,12 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
                        "        return tn_last_status();\n", nm, i, nm);
             break;
         case TG_TENSOR_LIST:
-            fprintf(f, "    const struct tn_tensor *const *%s = NULL;\n    int %s_len = 0;\n"
-                       "    return tn_set_error(TN_EINVAL, \"%%s: Tensor[] arguments are not "
-                       "boxed yet\", op->qualname);\n", nm, nm);
+            fprintf(f, "    if (%d >= n || st[%d].tag != TN_IV_TENSORLIST || st[%d].v.tensors.n < 0)\n"
+                       "        return tn_set_error(TN_EINVAL, \"%%s: argument '%s' (position %d) "
+                       "must be a list of tensors\", op->qualname);\n"
+                       "    const struct tn_tensor *const *%s = "
+                       "(const struct tn_tensor *const *)st[%d].v.tensors.data;\n"
+                       "    int %s_len = st[%d].v.tensors.n;\n", i, i, i, nm, i + 1, nm, i, nm, i);
             break;
         case TG_INT_LIST:
             fprintf(f, "    int64_t %s_buf[TN_MAX_DIMS];\n    const int64_t *%s;\n    int %s_len;\n"
@@ -457,8 +460,18 @@ static void write_entry(FILE *f, const struct tg_func *fn)
                 fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
         fprintf(f, "};\n    return tn_redispatch_%s(tn_dispatch_keyset(ts_, %d)", fn->ident, nt);
     } else {
-        fprintf(f, "    return tn_redispatch_%s(tn_dispatch_keyset(NULL, 0)", fn->ident);
+        fprintf(f, "    return tn_redispatch_%s(", fn->ident);
     }
+    /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
+    bool first = nt == 0;
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR_LIST) {
+            fprintf(f, "%stn_dispatch_keyset(%s, %s_len)", first ? "" : " | ", fn->args[i].name,
+                    fn->args[i].name);
+            first = false;
+        }
+    if (first)
+        fputs("tn_dispatch_keyset(NULL, 0)", f);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
     fputs(");\n}\n\n", f);

@@ -6,6 +6,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/nn_internal.h"
@@ -194,4 +195,45 @@ struct tn_tensor *tn__composite_norm_scalaropt_dim(tn_keyset ks, const struct tn
 {
     return tn__composite_linalg_vector_norm(ks, self, p ? *p : tn_int(2), dim, dim_len, keepdim,
                                             TN_DTYPE_UNSET);
+}
+
+/* stack: each tensor unsqueezed at dim, then cat. */
+struct tn_tensor *tn__composite_stack(tn_keyset ks, const struct tn_tensor *const *tensors,
+                                      int tensors_len, int64_t dim)
+{
+    if (tensors_len == 0) {
+        tn_set_error(TN_EINVAL, "stack expects a non-empty TensorList");
+        return NULL;
+    }
+    for (int i = 1; i < tensors_len; i++) {
+        const struct tn_tensor *a = tensors[0], *b = tensors[i];
+        if (a && b && (a->ndim != b->ndim ||
+                       memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim))) {
+            char x[128], y[128];
+            tn_set_error(TN_ESHAPE, "stack expects each tensor to be equal size, but got %s at "
+                         "entry 0 and %s at entry %d", tn_shape_format(a->sizes, a->ndim, x, sizeof x),
+                         tn_shape_format(b->sizes, b->ndim, y, sizeof y), i);
+            return NULL;
+        }
+    }
+    int d = tensors[0] ? tn_wrap_dim(dim, tensors[0]->ndim + 1) : 0;
+    if (d < 0)
+        return NULL;
+    struct tn_tensor **u = calloc((size_t)tensors_len, sizeof *u), *r = NULL;
+    if (!u) {
+        tn_set_error(TN_ENOMEM, "stack: out of memory");
+        return NULL;
+    }
+    int i = 0;
+    for (; i < tensors_len; i++)
+        if (!tensors[i] || !(u[i] = tn_unsqueeze(tensors[i], d)))
+            break;
+    if (i == tensors_len)
+        r = tn_redispatch_cat(ks, (const struct tn_tensor *const *)u, tensors_len, d);
+    else if (!tensors[i])
+        tn_set_error(TN_EINVAL, "stack: tensor %d of the list is None", i);
+    for (int k = 0; k < tensors_len; k++)
+        tn_release(u[k]);
+    free(u);
+    return r;
 }

@@ -113,7 +113,7 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
         const struct tn_op *op = tn_op_find(name);
         assert_non_null(op);
         struct tn_ivalue st[16];
-        struct tn_tensor *owned[16] = {0};
+        struct tn_tensor *owned[16] = {0}, *lists[16][8] = {{0}};
         int64_t ints[16][TN_MAX_DIMS];
         json_t *args = json_object_get(c, "args");
         int n = (int)json_array_size(args);
@@ -130,6 +130,12 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                 }
                 owned[i] = t;
                 st[i] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = t};
+            } else if ((v = json_object_get(a, "tensors"))) {
+                int k = (int)json_array_size(v);
+                assert_true(k <= 8);
+                for (int j = 0; j < k; j++)
+                    assert_non_null(lists[i][j] = tn_test_tensor(json_array_get(v, (size_t)j)));
+                st[i] = (struct tn_ivalue){.tag = TN_IV_TENSORLIST, .v.tensors = {lists[i], k}};
             } else if ((v = json_object_get(a, "int"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_INT, .v.i = json_integer_value(v)};
             } else if ((v = json_object_get(a, "float"))) {
@@ -190,8 +196,11 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                     tn_release(st[i].v.t);
             }
         }
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             tn_release(owned[i]);
+            for (int j = 0; j < 8; j++)
+                tn_release(lists[i][j]);
+        }
     }
     json_decref(fx);
     assert_int_equal(failed, 0);

@@ -1,7 +1,8 @@
 /*
  * Unit tests of gather, scatter, scatter_add, masked_fill, dot, mv, outer,
- * baddbmm, linalg_vector_norm and norm through the dispatcher: every case
- * of tests/fixtures/ops/shape.json (real PyTorch).
+ * baddbmm, linalg_vector_norm, norm, cat and stack (Tensor[] arguments,
+ * boxed) through the dispatcher: every case of tests/fixtures/ops/shape.json
+ * (real PyTorch).
  */
 #include "ops_cases.h"
 

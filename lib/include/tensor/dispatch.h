@@ -68,7 +68,8 @@ enum tn_ivalue_tag {
     TN_IV_BOOL,
     TN_IV_STR,
     TN_IV_INTLIST,
-    TN_IV_DTYPE
+    TN_IV_DTYPE,
+    TN_IV_TENSORLIST  /* Tensor[]: v.tensors, borrowed like a tensor argument */
 };
 
 /* One value on a boxed call's stack. Arguments are borrowed: the stack does
@@ -85,6 +86,7 @@ struct tn_ivalue {
         const char *str;
         struct { const int64_t *data; int n; } ints;
         enum tn_dtype dtype;
+        struct { struct tn_tensor *const *data; int n; } tensors;
     } v;
 };
 

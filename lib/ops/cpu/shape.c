@@ -278,3 +278,79 @@ struct tn_tensor *tn__cpu_scatter_add(tn_keyset ks, const struct tn_tensor *self
 {
     return index_op(G_SCATTER_ADD, "scatter_add", self, dim, index, src, NULL);
 }
+
+/* ------------------------------------------------------------------- cat */
+
+/* torch.cat: the tensors' common dtype; 1-D empty tensors are skipped as
+ * PyTorch's legacy rule says. */
+struct tn_tensor *tn__cpu_cat(tn_keyset ks, const struct tn_tensor *const *tensors,
+                              int tensors_len, int64_t dim)
+{
+    if (tensors_len == 0) {
+        tn_set_error(TN_EINVAL, "torch.cat(): expected a non-empty list of Tensors");
+        return NULL;
+    }
+    const struct tn_tensor *ref = NULL;
+    enum tn_dtype dt = tensors[0]->dtype;
+    for (int i = 0; i < tensors_len; i++) {
+        const struct tn_tensor *t = tensors[i];
+        if (!t) {
+            tn_set_error(TN_EINVAL, "torch.cat(): tensor %d of the list is None", i);
+            return NULL;
+        }
+        if (i && (dt = tn_promote_types(dt, t->dtype)) == TN_DTYPE_UNSET)
+            return NULL;
+        if (!ref && !(t->ndim == 1 && t->sizes[0] == 0))
+            ref = t;
+    }
+    if (!ref) /* all 1-D and empty */
+        return tn_empty_on(TN_SHAPE(0), dt, tensors[0]->device);
+    if (ref->ndim == 0) {
+        int at = 0;
+        while (tensors[at] != ref)
+            at++;
+        tn_set_error(TN_ESHAPE, "zero-dimensional tensor (at position %d) cannot be "
+                     "concatenated", at);
+        return NULL;
+    }
+    int d = tn_wrap_dim(dim, ref->ndim);
+    if (d < 0)
+        return NULL;
+    int64_t sizes[TN_MAX_DIMS], total = 0;
+    memcpy(sizes, ref->sizes, sizeof(int64_t) * (size_t)ref->ndim);
+    for (int i = 0; i < tensors_len; i++) {
+        const struct tn_tensor *t = tensors[i];
+        if (t->ndim == 1 && t->sizes[0] == 0)
+            continue;
+        if (t->ndim != ref->ndim) {
+            tn_set_error(TN_ESHAPE, "Tensors must have same number of dimensions: got %d and %d",
+                         ref->ndim, t->ndim);
+            return NULL;
+        }
+        for (int k = 0; k < t->ndim; k++)
+            if (k != d && t->sizes[k] != ref->sizes[k]) {
+                tn_set_error(TN_ESHAPE, "Sizes of tensors must match except in dimension %d. "
+                             "Expected size %lld but got size %lld for tensor number %d in the "
+                             "list.", d, (long long)ref->sizes[k], (long long)t->sizes[k], i);
+                return NULL;
+            }
+        total += t->sizes[d];
+    }
+    sizes[d] = total;
+    struct tn_tensor *out = tn_empty_on(sizes, ref->ndim, dt, ref->device);
+    int64_t at = 0;
+    for (int i = 0; out && i < tensors_len; i++) {
+        const struct tn_tensor *t = tensors[i];
+        if ((t->ndim == 1 && t->sizes[0] == 0) || t->sizes[d] == 0)
+            continue;
+        struct tn_tensor *part = tn_narrow(out, d, at, t->sizes[d]);
+        int rc = part ? tn_copy_(part, t) : -1;
+        tn_release(part);
+        if (rc < 0) {
+            tn_release(out);
+            return NULL;
+        }
+        at += t->sizes[d];
+    }
+    return out;
+}
