@@ -545,6 +545,54 @@ static int cmd_get(const char *path, const char *key)
 
 /* -------------------------------------------------------------- verify */
 
+/* Progress bars (convert's writing and casting, verify's reading): on stderr, only when stderr is a terminal and
+ * the output is large (TCKPT_PROGRESS_MIN bytes, default 64 MiB), per
+ * DESIGN.md.  Plain text without colour, so NO_COLOR changes nothing;
+ * redrawn at most ten times a second and cleared at the end. */
+struct progress {
+    const char *what;
+    uint64_t total;
+    double next;
+    bool on, drawn;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void progress_draw(uint64_t done, void *ctx)
+{
+    struct progress *p = ctx;
+    double t = now_s();
+    if (!p->on || (t < p->next && done < p->total))
+        return;
+    p->next = t + 0.1;
+    if (done > p->total)
+        done = p->total;
+    int pct = p->total ? (int)(done * 100 / p->total) : 100, fill = pct * 30 / 100;
+    fprintf(stderr, "\rtckpt: %s [%.*s%*s] %3d%% %llu/%llu MiB", p->what, fill,
+            "##############################", 30 - fill, "", pct,
+            (unsigned long long)(done >> 20), (unsigned long long)(p->total >> 20));
+    p->drawn = true;
+}
+
+static void progress_end(struct progress *p)
+{
+    if (p->drawn)
+        fputs("\r\033[K", stderr); /* erase the bar's line */
+    p->drawn = false;
+}
+
+static bool progress_wanted(uint64_t total)
+{
+    const char *env = getenv("TCKPT_PROGRESS_MIN");
+    uint64_t min = env && *env ? strtoull(env, NULL, 10) : (uint64_t)64 << 20;
+    return isatty(STDERR_FILENO) && total >= min;
+}
+
 static int cmd_verify(const char *path)
 {
     int problems = 0;
@@ -562,8 +610,14 @@ static int cmd_verify(const char *path)
             return 1;
         }
         /* What torch.load ignores, verify reports: CRCs and duplicate names. */
+        struct progress bar = {.what = "reading"};
+        uint64_t done = 0;
+        for (size_t i = 0; i < tn_zip_count(z); i++)
+            bar.total += tn_zip_entry_at(z, i)->size;
+        bar.on = progress_wanted(bar.total);
         for (size_t i = 0; i < tn_zip_count(z); i++) {
             const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
+            progress_draw(done += e->size, &bar);
             if (tn_zip_find(z, e->name) != (long)i) {
                 printf("%s: %s: duplicate entry name\n", path, e->name);
                 problems++;
@@ -583,6 +637,7 @@ static int cmd_verify(const char *path)
                 problems++;
             }
         }
+        progress_end(&bar);
         tn_zip_close(z);
     }
     struct tn_value *v = load_any(path, NULL);
@@ -606,6 +661,8 @@ static int cmd_verify(const char *path)
 struct castmap {
     struct tn_tensor **from, **to;
     size_t n, cap;
+    struct progress *bar; /* "converting": bytes of the tensors read so far */
+    uint64_t done;
 };
 
 static struct tn_tensor *cast_one(struct castmap *m, struct tn_tensor *t)
@@ -625,6 +682,8 @@ static struct tn_tensor *cast_one(struct castmap *m, struct tn_tensor *t)
     }
     if (!r)
         die_input();
+    if (m->bar)
+        progress_draw(m->done += tn_nbytes(t), m->bar);
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 64;
         m->from = realloc(m->from, m->cap * sizeof *m->from);
@@ -699,46 +758,6 @@ static size_t count_values(const struct tn_value *v)
     }
 }
 
-/* convert's progress bar: on stderr, only when stderr is a terminal and
- * the output is large (TCKPT_PROGRESS_MIN bytes, default 64 MiB), per
- * DESIGN.md.  Plain text without colour, so NO_COLOR changes nothing;
- * redrawn at most ten times a second and cleared at the end. */
-struct progress {
-    const char *what;
-    uint64_t total;
-    double next;
-    bool on, drawn;
-};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void progress_draw(uint64_t done, void *ctx)
-{
-    struct progress *p = ctx;
-    double t = now_s();
-    if (!p->on || (t < p->next && done < p->total))
-        return;
-    p->next = t + 0.1;
-    if (done > p->total)
-        done = p->total;
-    int pct = p->total ? (int)(done * 100 / p->total) : 100, fill = pct * 30 / 100;
-    fprintf(stderr, "\rtckpt: %s [%.*s%*s] %3d%% %llu/%llu MiB", p->what, fill,
-            "##############################", 30 - fill, "", pct,
-            (unsigned long long)(done >> 20), (unsigned long long)(p->total >> 20));
-    p->drawn = true;
-}
-
-static void progress_end(struct progress *p)
-{
-    if (p->drawn)
-        fputs("\r\033[K", stderr); /* erase the bar's line */
-    p->drawn = false;
-}
 
 /* The bytes tn_save writes for v's tensors: each storage once. */
 static int ptr_cmp(const void *a, const void *b)
@@ -768,12 +787,6 @@ static uint64_t output_bytes(const struct entries *l, bool by_storage)
     return total;
 }
 
-static bool progress_wanted(uint64_t total)
-{
-    const char *env = getenv("TCKPT_PROGRESS_MIN");
-    uint64_t min = env && *env ? strtoull(env, NULL, 10) : (uint64_t)64 << 20;
-    return isatty(STDERR_FILENO) && total >= min;
-}
 
 static int cmd_convert(const char *in, const char *out)
 {
@@ -784,8 +797,16 @@ static int cmd_convert(const char *in, const char *out)
         usage_error("--to: '%s' is not torch, safetensors or npz", to);
     struct tn_value *v = load_or_die(in, NULL);
     if (opt.dtype != TN_DTYPE_UNSET) {
-        struct castmap m = {0};
+        struct progress cbar = {.what = "converting"};
+        struct entries in_all = {0};
+        if (tn_value_walk_tensors(v, collect, &in_all) < 0)
+            die_input();
+        cbar.total = output_bytes(&in_all, false);
+        cbar.on = progress_wanted(cbar.total);
+        entries_free(&in_all);
+        struct castmap m = {.bar = &cbar};
         struct tn_value *c = cast_tree(&m, v);
+        progress_end(&cbar);
         for (size_t i = 0; i < m.n; i++)
             tn_release(m.to[i]);
         free(m.from);

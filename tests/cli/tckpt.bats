@@ -108,6 +108,21 @@ print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "
     [ ! -s "$BATS_TEST_TMPDIR/err" ]
 }
 
+@test "convert --dtype and verify draw converting and reading bars on a terminal" {
+    command -v script >/dev/null || skip "script(1) from util-linux is not installed"
+    run script -qec "TCKPT_PROGRESS_MIN=1 tckpt convert --dtype f16 '$FX/module_2.pt' '$BATS_TEST_TMPDIR/h.pt'" /dev/null
+    assert_success
+    assert_output --partial "tckpt: converting ["
+    assert_output --partial "tckpt: writing ["
+    run script -qec "TCKPT_PROGRESS_MIN=1 tckpt verify '$FX/module_2.pt'" /dev/null
+    assert_success
+    assert_output --partial "tckpt: reading ["
+    assert_output --partial "100%"
+    # not on a pipe
+    TCKPT_PROGRESS_MIN=1 tckpt verify "$FX/module_2.pt" 2>"$BATS_TEST_TMPDIR/err" >/dev/null
+    [ ! -s "$BATS_TEST_TMPDIR/err" ]
+}
+
 @test "convert draws a progress bar on a terminal for large files only, NO_COLOR or not" {
     command -v script >/dev/null || skip "script(1) from util-linux is not installed"
     # script(1) gives the command a terminal; its output is what was drawn.
