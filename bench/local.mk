@@ -8,6 +8,7 @@ include bench/io/local.mk
 include bench/ops/local.mk
 include bench/autograd/local.mk
 include bench/dist/local.mk
+include bench/nn/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)
 CLEANFILES += $(TN_BENCH_BIN)

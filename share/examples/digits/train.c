@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -168,6 +169,13 @@ static double accuracy(struct tn_module *m, const struct digits *d, const int64_
     tn_release(logits);
     tn_release(pred);
     return acc;
+}
+
+/* The peak resident memory of the process so far, in KiB. */
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
 }
 
 /* One line per epoch; on a terminal, a bar redrawn in place as it goes. */
@@ -352,6 +360,7 @@ int main(int argc, char **argv)
     bool tty = !o.quiet && isatty(2);
     int64_t step = 0;
     struct timespec t0, t1;
+    long rss0 = peak_rss_kib();
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int epoch = 1; epoch <= o.epochs && !(o.max_steps && step >= o.max_steps); epoch++) {
         struct tn_tensor *shuffle = tn_randperm(ntrain, TN_INT64, g);
@@ -389,7 +398,8 @@ int main(int argc, char **argv)
         printf("test accuracy %.4f (%lld of %lld samples held out)\n", acc,
                (long long)llround(acc * (double)ntest), (long long)ntest);
     if (!o.quiet)
-        fprintf(stderr, "steps %lld seconds %.4f steps/s %.1f\n", (long long)step, secs,
+        fprintf(stderr, "steps %lld seconds %.4f peak RSS growth %ld KiB steps/s %.1f\n",
+                (long long)step, secs, peak_rss_kib() - rss0,
                 secs > 0 ? (double)step / secs : 0.0);
     if (o.output && *o.output) {
         struct tn_value *sd = tn_module_state_dict(model);

@@ -10,6 +10,7 @@ Used by tests/cli/nn_train.bats (same losses) and bench/nn (steps per
 second)."""
 import argparse
 import gzip
+import resource
 import sys
 import time
 
@@ -73,6 +74,7 @@ def main():
     else:
         opt = torch.optim.AdamW(m.parameters(), lr=lr, foreach=False)
     step = 0
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     for epoch in range(a.epochs):
         order = tr[torch.randperm(len(tr), generator=g)]
@@ -92,7 +94,9 @@ def main():
     dt = time.perf_counter() - t0
     if not a.log_loss:
         print(f"test accuracy {accuracy(m, x[te], y[te]):.4f}")
-        print(f"steps {step} seconds {dt:.4f} steps/s {step / dt:.1f}", file=sys.stderr)
+        grow = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
+        print(f"steps {step} seconds {dt:.4f} peak RSS growth {grow} KiB steps/s {step / dt:.1f}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
