@@ -488,9 +488,11 @@ static void test_torch1_loads_ours(void **state)
     if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
         TN_TEST_SKIP("Debian's PyTorch 1.13 is not installed");
     /* Not the zip64 variant: 1.13's miniz refuses it with "invalid header
-     * or archive is corrupted" (2.x reads it), apparently because it checks
-     * each entry's raw 32-bit sizes and offset against the file's length
-     * before it decodes zip64, which only a real file over 4 GiB passes. */
+     * or archive is corrupted" (2.x reads it) because, for an entry whose
+     * size fits 32 bits, it adds the raw 32-bit header offset (0xFFFFFFFF
+     * when the offset is in the zip64 field) to the size and compares that
+     * with the file's length, which only a file over 4 GiB passes: 1.13
+     * loads test_zip64_real's. */
     check_with("/usr/bin/python3", false, false);
 }
 
