@@ -294,6 +294,42 @@ static void test_dedup(void **state)
     free(b);
 }
 
+/* Memo indices: a sparse one (hashed) stays found after the dense ones
+ * grow the directly indexed array over it. */
+static void test_memo_sparse(void **state)
+{
+    (void)state;
+    unsigned char *b = malloc(8 * 2100 + 32), *p = b;
+    uint32_t k = 3000;
+    *p++ = 0x80;
+    *p++ = 2;
+    *p++ = 'N';
+    *p++ = 'r'; /* LONG_BINPUT 3000, before the array covers it */
+    memcpy(p, &k, 4);
+    p += 4;
+    *p++ = '0';
+    for (k = 0; k < 2100; k++) {
+        *p++ = 'N';
+        *p++ = 'r';
+        memcpy(p, &k, 4);
+        p += 4;
+        *p++ = '0';
+    }
+    k = 3000;
+    *p++ = 'j'; /* LONG_BINGET 3000 */
+    memcpy(p, &k, 4);
+    p += 4;
+    *p++ = '.';
+    struct tn_scan_report r = {0};
+    assert_int_equal(tn_scan_memory(b, (size_t)(p - b), "memo", NULL, &r), 0);
+    if (r.n)
+        dump("memo", &r);
+    assert_int_equal(r.n, 0);
+    assert_false(r.incomplete);
+    tn_scan_report_free(&r);
+    free(b);
+}
+
 /* The policy, the Py2 names and --allow. */
 static void test_policy(void **state)
 {
@@ -354,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_many_tensors),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_dedup),
+        cmocka_unit_test(test_memo_sparse),
         cmocka_unit_test(test_policy),
     };
     return TN_RUN_TESTS(tests);
