@@ -1,7 +1,7 @@
 /*
  * ops/shape.c: decompositions of data-movement and product ops into other
  * ops, with PyTorch's checks and words: masked_fill, dot, mv, outer,
- * baddbmm, linalg_vector_norm and norm.
+ * baddbmm, linalg_vector_norm, norm, stack and einsum.
  */
 #include <config.h>
 
@@ -236,4 +236,156 @@ struct tn_tensor *tn__composite_stack(tn_keyset ks, const struct tn_tensor *cons
         tn_release(u[k]);
     free(u);
     return r;
+}
+
+/* ---------------------------------------------------------------- einsum */
+
+/* einsum over letters (no "..."): every operand is permuted and viewed
+ * onto all the equation's letters (the output's first, then the summed
+ * ones), the operands multiplied with broadcasting, and the summed letters
+ * reduced. */
+struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
+                                       const struct tn_tensor *const *tensors, int tensors_len,
+                                       const int64_t *path, int path_len)
+{
+    char terms[TN_MAX_DIMS][TN_MAX_DIMS + 1], out[TN_MAX_DIMS + 1] = "", letters[53] = "";
+    int nterms = 0, nout = 0, nl = 0, count[128] = {0};
+    bool arrow = false;
+    const char *p = equation;
+    size_t tl = 0;
+    for (;; p++) {
+        char c = *p;
+        if (c == ' ')
+            continue;
+        if (c == '.') {
+            tn_set_error(TN_EINVAL, "einsum(): '...' is not supported yet");
+            return NULL;
+        }
+        if (c == ',' || c == '-' || c == 0) {
+            if (!arrow) {
+                if (nterms == TN_MAX_DIMS) {
+                    tn_set_error(TN_EINVAL, "einsum(): too many operands");
+                    return NULL;
+                }
+                terms[nterms][tl] = 0;
+                nterms++;
+                tl = 0;
+            }
+            if (c == '-') {
+                if (p[1] != '>' || arrow) {
+                    tn_set_error(TN_EINVAL, "einsum(): invalid equation subscript '-'");
+                    return NULL;
+                }
+                arrow = true;
+                p++;
+            }
+            if (c == 0)
+                break;
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            tn_set_error(TN_EINVAL, "einsum(): invalid subscript given at index %d in the equation "
+                         "string, subscripts must be in [a-zA-Z]", (int)(p - equation));
+            return NULL;
+        }
+        if (arrow) {
+            if (!count[(int)c] || strchr(out, c) || nout == TN_MAX_DIMS) {
+                tn_set_error(TN_EINVAL, count[(int)c] ? "einsum(): output subscript %c appears "
+                             "more than once in the output" : "einsum(): output subscript %c does "
+                             "not appear in the equation for any input operand", c);
+                return NULL;
+            }
+            out[nout++] = c;
+            out[nout] = 0;
+            continue;
+        }
+        if (tl == TN_MAX_DIMS) {
+            tn_set_error(TN_EINVAL, "einsum(): too many subscripts for operand %d", nterms);
+            return NULL;
+        }
+        terms[nterms][tl++] = c;
+        if (!count[(int)c]++)
+            letters[nl++] = c;
+    }
+    if (nterms != tensors_len) {
+        tn_set_error(TN_EINVAL, "einsum(): %s operands were provided than specified in the "
+                     "equation", tensors_len < nterms ? "fewer" : "more");
+        return NULL;
+    }
+    if (!arrow) { /* implicit output: the letters seen once, in alphabetical order */
+        for (int c = 'A'; c <= 'z'; c++)
+            if (c < 128 && count[c] == 1 && nout < TN_MAX_DIMS)
+                out[nout++] = (char)c;
+        out[nout] = 0;
+    }
+    /* the order of all letters: output first, then summed */
+    char order[53];
+    int no = 0;
+    memcpy(order, out, (size_t)nout);
+    no = nout;
+    for (int i = 0; i < nl; i++)
+        if (!strchr(out, letters[i]))
+            order[no++] = letters[i];
+    if (no > TN_MAX_DIMS) {
+        tn_set_error(TN_EINVAL, "einsum(): more than %d distinct subscripts", TN_MAX_DIMS);
+        return NULL;
+    }
+    struct tn_keep k = {0};
+    struct tn_tensor *acc = NULL, *r;
+    int64_t seen[128] = {0};
+    for (int t = 0; t < nterms; t++) {
+        const struct tn_tensor *x = tensors[t];
+        int len = (int)strlen(terms[t]);
+        if (!x || len != x->ndim) {
+            tn_set_error(TN_EINVAL, "einsum(): the number of subscripts in the equation (%d) does "
+                         "not match the number of dimensions (%d) for operand %d and no ellipsis "
+                         "was given", len, x ? x->ndim : 0, t);
+            goto fail;
+        }
+        int64_t perm[TN_MAX_DIMS], sizes[TN_MAX_DIMS];
+        int np = 0;
+        for (int j = 0; j < no; j++) {
+            const char *at = strchr(terms[t], order[j]);
+            sizes[j] = 1;
+            if (!at)
+                continue;
+            if (strchr(at + 1, order[j])) {
+                tn_set_error(TN_EINVAL, "einsum(): a subscript repeated in one operand (a "
+                             "diagonal) is not supported yet");
+                goto fail;
+            }
+            perm[np++] = at - terms[t];
+            sizes[j] = x->sizes[at - terms[t]];
+            int64_t *prev = &seen[(int)order[j]];
+            if (*prev > 1 && sizes[j] != 1 && sizes[j] != *prev) {
+                tn_set_error(TN_ESHAPE, "einsum(): subscript %c has size %lld for operand %d which "
+                             "does not broadcast with previously seen size %lld", order[j],
+                             (long long)sizes[j], t, (long long)*prev);
+                goto fail;
+            }
+            if (sizes[j] != 1)
+                *prev = sizes[j];
+        }
+        struct tn_tensor *pt, *v;
+        TN_KEEP(&k, pt, tn_permute(x, perm, np));
+        TN_KEEP(&k, v, tn_reshape(pt, sizes, no));
+        if (acc)
+            TN_KEEP(&k, acc, tn_mul(acc, v));
+        else
+            acc = v;
+    }
+    if (no > nout) {
+        int64_t dims[TN_MAX_DIMS];
+        for (int j = nout; j < no; j++)
+            dims[j - nout] = j;
+        TN_KEEP(&k, r, tn_sum_dim_intlist(acc, dims, no - nout, false, TN_DTYPE_UNSET));
+    } else {
+        r = acc;
+    }
+    (void)path;
+    (void)path_len;
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
 }

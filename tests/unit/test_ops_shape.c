@@ -1,6 +1,6 @@
 /*
  * Unit tests of gather, scatter, scatter_add, masked_fill, dot, mv, outer,
- * baddbmm, linalg_vector_norm, norm, cat and stack (Tensor[] arguments,
+ * baddbmm, linalg_vector_norm, norm, cat, stack and einsum (Tensor[] arguments,
  * boxed) through the dispatcher: every case of tests/fixtures/ops/shape.json
  * (real PyTorch).
  */
