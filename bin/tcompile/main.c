@@ -41,6 +41,9 @@ static const char usage_text[] =
     "  -o, --output=FILE        run: write the outputs (.npz, a torch checkpoint for\n"
     "                           .pt/.pth, .npy for one output; '-' is .npz on stdout);\n"
     "                           without it they are printed\n"
+    "      --grads=FILE         run: with autograd, write d(loss)/d(parameter) for\n"
+    "                           every parameter (the loss output, else the sum of\n"
+    "                           every output), in --output's formats\n"
     "      --time               run: print the time the run took to stderr\n"
     "      --repeat=N           run: run N times (the time is the fastest)\n"
     "  -h, --help               print this help and exit\n"
@@ -50,7 +53,7 @@ static const char usage_text[] =
     "unreadable or invalid graph or input, or a failed run.\n"
     "See tcompile(1) and tensorkit-graph(5) for more.\n";
 
-enum { OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT };
+enum { OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -59,6 +62,7 @@ static const struct option long_opts[] = {
     {"input", required_argument, NULL, 'i'},
     {"output", required_argument, NULL, 'o'},
     {"time", no_argument, NULL, OPT_TIME},
+    {"grads", required_argument, NULL, OPT_GRADS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -123,6 +127,7 @@ int main(int argc, char **argv)
         case OPT_JSON: tc.json = true; break;
         case OPT_DOT: tc.dot = true; break;
         case OPT_TIME: tc.time = true; break;
+        case OPT_GRADS: tc.grads = optarg; break;
         case OPT_REPEAT: {
             char *end;
             long n = strtol(optarg, &end, 10);

@@ -132,9 +132,9 @@ static bool has_ext(const char *p, const char *ext)
     return a >= b && !strcmp(p + a - b, ext);
 }
 
-static int write_outputs(const struct tn_value *out)
+/* Writes a dict of tensors to path o (or prints it when o is NULL). */
+static int write_tensors(const struct tn_value *out, const char *o)
 {
-    const char *o = tc.output;
     if (!o) {
         for (size_t i = 0; i < out->v.dict.n; i++) {
             printf("%s:\n", out->v.dict.keys[i]->v.str.s);
@@ -183,7 +183,7 @@ static int write_outputs(const struct tn_value *out)
 
 int tc_run(const char *path)
 {
-    struct tn_value *weights = NULL, *inputs = NULL, *out = NULL;
+    struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
     struct tn_graph *g = tn_graph_load(path, NULL, &weights);
     int rc = 2;
     if (!g)
@@ -213,8 +213,11 @@ int tc_run(const char *path)
     for (int r = 0; r < tc.repeat; r++) {
         tn_value_release(out);
         out = NULL;
+        tn_value_release(grads);
+        grads = NULL;
         double t0 = now();
-        if (tn_graph_run(g, weights, inputs, &out, NULL) < 0) {
+        if ((tc.grads ? tn_graph_grad(g, weights, inputs, &out, &grads)
+                      : tn_graph_run(g, weights, inputs, &out, NULL)) < 0) {
             tc_fail();
             goto done;
         }
@@ -225,7 +228,11 @@ int tc_run(const char *path)
     if (tc.time)
         fprintf(stderr, "tcompile: %s: run took %.3f ms%s\n", g->label, best * 1e3,
                 tc.repeat > 1 ? " (the fastest of --repeat)" : "");
-    if (write_outputs(out) < 0) {
+    if ((tc.output || !tc.grads) && write_tensors(out, tc.output) < 0) {
+        tc_fail();
+        goto done;
+    }
+    if (tc.grads && write_tensors(grads, tc.grads) < 0) {
         tc_fail();
         goto done;
     }
@@ -233,6 +240,7 @@ int tc_run(const char *path)
 done:
     tc_problems_free(&p);
     tn_value_release(out);
+    tn_value_release(grads);
     tn_value_release(inputs);
     tn_value_release(weights);
     tn_graph_free(g);

@@ -13,7 +13,7 @@
 struct tc_opts {
     bool json, dot, time;
     int repeat;
-    const char *weights, *output;
+    const char *weights, *output, *grads;
     const char *inputs[TC_MAX_INPUTS];
     int ninputs;
 };

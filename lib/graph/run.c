@@ -7,6 +7,9 @@
  */
 #include "graph/internal.h"
 
+#include <tensor/autograd.h>
+#include <tensor/ops.h>
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +86,33 @@ static struct tn_tensor *input_tensor(const struct tn_graph *g, int i,
     return x->v.tensor;
 }
 
-int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
-                 const struct tn_value *inputs, struct tn_value **outputs,
-                 const struct tn_graph_run_options *opts)
+/* With autograd: an op without a derivative lets its outputs drop out of
+ * the graph, and the parameters before it would silently get no gradient;
+ * that is an error naming the node. */
+static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *n,
+                          const struct tn__graph_slot *slots)
+{
+    bool in_grad = false;
+    for (int i = 0; i < n->nin; i++)
+        for (int k = 0; k < n->in[i].arg.n; k++) {
+            int v = n->in[i].arg.items[k].value;
+            in_grad |= v >= 0 && slots[v].t && slots[v].t->requires_grad;
+        }
+    for (int k = 0; in_grad && k < n->nout; k++) {
+        const struct tn_tensor *t = n->outs[k] >= 0 ? slots[n->outs[k]].t : NULL;
+        if (t && tn_dtype_is_floating(t->dtype) && !t->requires_grad)
+            return tn_set_error(TN_ERUNTIME, "%s: node '%s': %s has no derivative yet (its "
+                                "output '%s' would leave the autograd graph)", g->label, n->name,
+                                n->op->qualname, g->values[n->outs[k]].name);
+    }
+    return TN_OK;
+}
+
+/* tn_graph_run, and with leaves (ninputs long) the parameters' leaf
+ * tensors (new references, NULL for the other inputs). */
+static int run(const struct tn_graph *g, const struct tn_value *weights,
+               const struct tn_value *inputs, struct tn_value **outputs,
+               const struct tn_graph_run_options *opts, struct tn_tensor **leaves)
 {
     struct tn_graph_run_options o = {0};
     if (opts)
@@ -108,24 +135,27 @@ int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
             rc = t ? rc : tn_last_status();
             goto done;
         }
-        if (o.requires_grad && g->inputs[i].kind == TN_GIN_PARAMETER && !t->requires_grad) {
+        if (o.requires_grad && g->inputs[i].kind == TN_GIN_PARAMETER) {
             /* a leaf of our own over the same storage, so the caller's
              * tensor keeps its flags */
-            if (!(slots[vi].t = tn_detach(t))) {
-                rc = tn_last_status();
+            if (!(slots[vi].t = tn_detach(t)) ||
+                (rc = tn_requires_grad_(slots[vi].t, true)) < 0) {
+                rc = rc < 0 ? tn_error_prefix("%s: parameter '%s'", g->label,
+                                              g->inputs[i].target) : tn_last_status();
                 goto done;
             }
-            slots[vi].t->requires_grad = true;
+            if (leaves)
+                leaves[i] = tn_retain(slots[vi].t);
         } else {
             slots[vi].t = tn_retain(t);
         }
     }
-    tn_keyset old = tn_dispatch_excluded();
-    if (!o.requires_grad)
-        tn_dispatch_set_excluded(old | TN_KEYSET(TN_KEY_AUTOGRAD));
+    bool grad_mode = tn_set_grad_enabled(o.requires_grad);
     for (int ni = 0; ni < g->nnodes && rc == TN_OK; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
         rc = tn__graph_call(g, n, slots, &s);
+        if (rc == TN_OK && o.requires_grad)
+            rc = check_recorded(g, n, slots);
         if (rc < 0 || o.keep_all)
             continue;
         /* release what no later node reads: this node's arguments at their
@@ -146,7 +176,7 @@ int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
             }
         }
     }
-    tn_dispatch_set_excluded(old);
+    tn_set_grad_enabled(grad_mode);
     if (rc < 0)
         goto done;
     if (!(out = tn_value_dict())) {
@@ -181,5 +211,107 @@ done:
     free(vals);
     free(bound);
     free(s.ints);
+    return rc;
+}
+
+int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
+                 const struct tn_value *inputs, struct tn_value **outputs,
+                 const struct tn_graph_run_options *opts)
+{
+    return run(g, weights, inputs, outputs, opts, NULL);
+}
+
+/* The loss: the loss output when the signature names one, else the sum of
+ * the sums of every output. A new reference, or NULL. */
+static struct tn_tensor *loss_of(const struct tn_graph *g, const struct tn_value *out)
+{
+    struct tn_tensor *loss = NULL;
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].kind == TN_GOUT_LOSS_OUTPUT)
+            return tn_retain(tn_value_get(out, g->values[g->outputs[i].value].name)->v.tensor);
+    for (size_t i = 0; i < out->v.dict.n; i++) {
+        struct tn_tensor *s = tn_sum(out->v.dict.vals[i]->v.tensor, TN_DTYPE_UNSET);
+        struct tn_tensor *sum = s && loss ? tn_add(loss, s, tn_int(1)) : tn_retain(s);
+        tn_release(s);
+        tn_release(loss);
+        if (!(loss = sum))
+            return NULL;
+    }
+    if (!loss)
+        tn_set_error(TN_EINVAL, "%s: no output to take a loss from", g->label);
+    return loss;
+}
+
+int tn_graph_grad(const struct tn_graph *g, const struct tn_value *weights,
+                  const struct tn_value *inputs, struct tn_value **outputs,
+                  struct tn_value **grads)
+{
+    struct tn_graph_run_options o = {.requires_grad = true};
+    struct tn_tensor **leaves = calloc((size_t)g->ninputs + 1, sizeof *leaves);
+    struct tn_tensor **res = calloc((size_t)g->ninputs + 1, sizeof *res);
+    struct tn_tensor **params = calloc((size_t)g->ninputs + 1, sizeof *params);
+    struct tn_tensor *loss = NULL;
+    struct tn_value *d = NULL;
+    int rc;
+    *outputs = *grads = NULL;
+    if (!leaves || !res || !params) {
+        rc = tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+        goto done;
+    }
+    if ((rc = run(g, weights, inputs, outputs, &o, leaves)) < 0)
+        goto done;
+    bool prev = tn_set_grad_enabled(true);
+    loss = loss_of(g, *outputs);
+    tn_set_grad_enabled(prev);
+    if (!loss) {
+        rc = tn_last_status();
+        goto done;
+    }
+    /* tn_grad over the parameters only */
+    int n = 0;
+    for (int i = 0; i < g->ninputs; i++)
+        if (leaves[i])
+            params[n++] = leaves[i];
+    if ((rc = tn_grad(&loss, 1, NULL, params, n, 0, false, true, res)) < 0) {
+        tn_error_prefix("%s: backward", g->label);
+        goto done;
+    }
+    if (!(d = tn_value_dict())) {
+        rc = tn_last_status();
+        goto done;
+    }
+    for (int i = 0, k = 0; i < g->ninputs; i++) {
+        if (g->inputs[i].kind != TN_GIN_PARAMETER)
+            continue;
+        struct tn_tensor *gr = res[k++];
+        if (!gr)
+            continue; /* unused: PyTorch leaves its .grad None */
+        struct tn_value *key = tn_value_str(g->inputs[i].target);
+        struct tn_value *val = tn_value_tensor(gr);
+        if (!key || !val) {
+            tn_value_release(key);
+            tn_value_release(val);
+            rc = tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+            goto done;
+        }
+        if ((rc = tn_value_set(d, key, val)) < 0)
+            goto done;
+    }
+    *grads = d;
+    d = NULL;
+done:
+    for (int i = 0; leaves && res && i < g->ninputs; i++) {
+        tn_release(leaves[i]);
+        tn_release(res[i]);
+    }
+    if (rc < 0) {
+        tn_value_release(*outputs);
+        *outputs = NULL;
+    }
+    tn_value_release(d);
+    tn_release(loss);
+    free(leaves);
+    free(res);
+    free(params);
     return rc;
 }

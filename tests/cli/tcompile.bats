@@ -79,6 +79,17 @@ setup() {
     assert_output --regexp 'run took [0-9.]+ ms'
 }
 
+@test "run --grads: gradients of the outputs' sum equal PyTorch's" {
+    for t in torch1 torch2; do
+        run tcompile run "$FX/$t/mlp.json" -w "$FX/$t/mlp.pt" -i "$FX/$t/mlp_inputs.pt" \
+            --grads "$TMP/g.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/g.pt" "$FX/$t/mlp_grads.pt"
+        assert_success
+        assert_output --partial "6 tensors match"
+    done
+}
+
 @test "run: pipes: a .npy input from stdin, .npz outputs to stdout" {
     tckpt get "$FX/torch2/mlp_inputs.pt" x -o "$TMP/x.npy"
     tcompile run "$FX/torch2/mlp.json" -w "$FX/torch2/mlp.pt" -i x=- -o - \

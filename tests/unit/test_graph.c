@@ -151,6 +151,66 @@ static void test_models_torch1(void **state)
     models("torch1");
 }
 
+/* Gradients of the sum of the outputs with respect to every parameter
+ * equal PyTorch's (loss.backward() in torch2graph.py --grads). */
+static void grads(const char *torch)
+{
+    static const char *const names[] = {"mlp", "cnn", "block", "text"};
+    char f[5][64];
+    int ran = 0;
+    for (int k = 0; k < 4; k++) {
+        snprintf(f[0], 64, "%s.json", names[k]);
+        snprintf(f[1], 64, "%s.pt", names[k]);
+        snprintf(f[2], 64, "%s_inputs.pt", names[k]);
+        snprintf(f[3], 64, "%s_grads.pt", names[k]);
+        struct tn_graph *g = tn_graph_load(fixture(torch, f[0]), NULL, NULL);
+        assert_non_null(g);
+        int problems = 0;
+        if (missing_op(g) || tn_graph_check(g, count_problem, &problems) != 0) {
+            print_message("# skipped gradients of %s/%s\n", torch, names[k]);
+            tn_graph_free(g);
+            continue;
+        }
+        struct tn_value *w = tn_load(fixture(torch, f[1]), NULL);
+        struct tn_value *in = tn_load(fixture(torch, f[2]), NULL);
+        struct tn_value *want = tn_load(fixture(torch, f[3]), NULL), *out = NULL, *got = NULL;
+        int rc = tn_graph_grad(g, w, in, &out, &got);
+        if (rc < 0) {
+            /* a backward formula not there yet is a skip, not a failure */
+            print_message("# gradients of %s/%s: %s\n", torch, names[k], tn_last_error());
+        } else {
+            assert_int_equal(got->v.dict.n, want->v.dict.n);
+            for (size_t i = 0; i < want->v.dict.n; i++) {
+                const char *name = want->v.dict.keys[i]->v.str.s;
+                struct tn_value *x = tn_value_get(got, name);
+                assert_non_null(x);
+                assert_int_equal(close_enough(x->v.tensor, want->v.dict.vals[i]->v.tensor,
+                                              1e-5, 1e-4, name), 0);
+            }
+            ran++;
+        }
+        tn_value_release(out);
+        tn_value_release(got);
+        tn_value_release(want);
+        tn_value_release(in);
+        tn_value_release(w);
+        tn_graph_free(g);
+    }
+    assert_true(ran >= 1); /* the MLP's backward formulas were there first */
+}
+
+static void test_grads_torch2(void **state)
+{
+    (void)state;
+    grads("torch2");
+}
+
+static void test_grads_torch1(void **state)
+{
+    (void)state;
+    grads("torch1");
+}
+
 /* .pt2 archives from torch.export.save, weights from the archive. */
 static void test_pt2(void **state)
 {
@@ -459,6 +519,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models_torch2),
         cmocka_unit_test(test_models_torch1),
+        cmocka_unit_test(test_grads_torch2),
+        cmocka_unit_test(test_grads_torch1),
         cmocka_unit_test(test_pt2),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_roundtrip),

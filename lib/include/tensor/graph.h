@@ -203,6 +203,16 @@ int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
                  const struct tn_value *inputs, struct tn_value **outputs,
                  const struct tn_graph_run_options *opts);
 
+/* Runs g with autograd, as tn_graph_run with requires_grad, and
+ * differentiates the loss (the signature's loss output, else the sum of
+ * every output's elements) with respect to each parameter: *grads receives
+ * a new dict of parameter name -> gradient (parameters the loss does not
+ * reach are left out, as PyTorch leaves their .grad None), *outputs the
+ * outputs. Returns 0 or an error. */
+int tn_graph_grad(const struct tn_graph *g, const struct tn_value *weights,
+                  const struct tn_value *inputs, struct tn_value **outputs,
+                  struct tn_value **grads);
+
 /* "torch.ops.aten.addmm.default" -> the op (the registry's, or one of the
  * graph's own view ops); NULL with an error when unknown. */
 const struct tn_op *tn_graph_op(const char *target);
