@@ -5,7 +5,8 @@
 # fickling when they are on PATH (pip install picklescan modelscan
 # fickling; absent ones are skipped), and prints a Markdown table of which
 # files each tool catches, then the time each takes on a 20,000-tensor
-# checkpoint written by PyTorch (python3 with torch; skipped without).
+# checkpoint and on a 1 GiB one written by PyTorch (python3 with torch;
+# skipped without), with each time as a ratio to tckpt's.
 #
 # Marks: "yes" reported (non-zero exit for a finding), "err" the tool
 # failed on the file (an error exit), "-" reported nothing (exit 0).  For
@@ -77,7 +78,21 @@ printf '\n| **false alarms or errors (of %d benign)** | | |' "$benign"
 for t in $tools; do printf ' %s |' "$(cat "$tmp/fp_$t")"; done
 printf '\n'
 
-# Timing on a 20,000-tensor checkpoint.
+# Timing on a 20,000-tensor checkpoint and on a 1 GiB one (256 float32
+# tensors of 4 MiB): seconds, and each tool's time as a multiple of tckpt's
+# on the same file in the same run (tckpt's should not grow with the bytes).
+timing() {
+    printf '\n| tool | seconds on %s | time / tckpt'"'"'s | exit |\n|---|---|---|---|\n' "$2"
+    base=
+    for t in $tools; do
+        start=$(date +%s.%N)
+        m=$(run "$t" "$1")
+        end=$(date +%s.%N)
+        s=$(echo "$end - $start" | bc)
+        [ -n "$base" ] || base=$s
+        printf '| %s | %.3f | %.1f | %s |\n' "$t" "$s" "$(echo "$s / $base" | bc -l)" "$m"
+    done
+}
 tp=
 for p in ${TORCH_PYTHON:-} python3 /usr/bin/python3; do
     "$p" -c 'import torch' 2>/dev/null && { tp=$p; break; }
@@ -85,13 +100,9 @@ done
 if [ -n "$tp" ]; then
     "$tp" -c '
 import sys, torch
-torch.save({"layer%d.weight" % i: torch.zeros(4) for i in range(20000)}, sys.argv[1])' \
-        "$tmp/many.pt"
-    printf '\n| tool | seconds on a 20,000-tensor checkpoint | exit |\n|---|---|---|\n'
-    for t in $tools; do
-        start=$(date +%s.%N)
-        m=$(run "$t" "$tmp/many.pt")
-        end=$(date +%s.%N)
-        printf '| %s | %.3f | %s |\n' "$t" "$(echo "$end - $start" | bc)" "$m"
-    done
+torch.save({"layer%d.weight" % i: torch.zeros(4) for i in range(20000)}, sys.argv[1])
+torch.save({"layer%d.weight" % i: torch.ones(1 << 20) for i in range(256)}, sys.argv[2])' \
+        "$tmp/many.pt" "$tmp/big.pt"
+    timing "$tmp/many.pt" "a 20,000-tensor checkpoint"
+    timing "$tmp/big.pt" "a 1 GiB checkpoint"
 fi
