@@ -10,6 +10,7 @@ include tests/cli/ttest.mk
 include tests/cli/tckpt.mk
 include tests/cli/dist.mk
 include tests/cli/tgen.mk
+include tests/cli/autograd.mk
 include tests/cli/tcompile.mk
 include tests/cli/nn.mk
 endif

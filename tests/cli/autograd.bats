@@ -1,0 +1,47 @@
+#!/usr/bin/env bats
+# Autograd: the op gradients again under PyTorch 2.x (the committed fixture
+# is 1.13's), and tgen's errors for derivatives.yaml.
+
+load helper
+
+@test "op gradients agree with PyTorch 2.x" {
+    require_torch2
+    [ -x "$TN_BUILDDIR/tests/unit/test_autograd" ] || skip "the unit tests are not built (cmocka)"
+    mkdir -p "$BATS_TEST_TMPDIR/autograd" "$BATS_TEST_TMPDIR/x"
+    run "$TORCH2" -W ignore "$TN_SRCDIR/tests/fixtures/autograd_ops.py" "$BATS_TEST_TMPDIR/autograd"
+    assert_success
+    TN_FIXTURES=$BATS_TEST_TMPDIR/x run "$TN_BUILDDIR/tests/unit/test_autograd"
+    assert_success
+    assert_output --partial "from PyTorch 2."
+    refute_output --partial "not ok"
+}
+
+@test "tgen --derivatives compiles the formulas into Autograd kernels" {
+    run tgen --header "$BATS_TEST_TMPDIR/ops.h" --source "$BATS_TEST_TMPDIR/ops.c" \
+        --derivatives "$TN_SRCDIR/schemas/derivatives.yaml" --autograd "$BATS_TEST_TMPDIR/ad.c" \
+        "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_success
+    run grep -c "MulBackward0" "$BATS_TEST_TMPDIR/ad.c"
+    assert_output 1
+    run grep -q "TN_KEY_AUTOGRAD\] = (void (\*)(void))tn__autograd_mul_Tensor" "$BATS_TEST_TMPDIR/ops.c"
+    assert_success
+}
+
+@test "tgen names the place of a bad formula" {
+    printf -- '- name: mul.Tensor\n  self: grad * (other\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+    run tgen --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/bad.yaml" \
+        --autograd "$BATS_TEST_TMPDIR/ad.c" "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_failure 2
+    assert_output --partial "bad.yaml:2:"
+    assert_output --partial "expected ')'"
+    printf -- '- name: mul.Tensor\n  self: grad * nothing\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+    run tgen --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/bad.yaml" \
+        --autograd "$BATS_TEST_TMPDIR/ad.c" "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_failure 2
+    assert_output --partial "'nothing' is not grad, result or an argument of mul"
+    printf -- '- name: no_such_op\n  self: grad\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+    run tgen --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/bad.yaml" \
+        "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_failure 2
+    assert_output --partial "bad.yaml:1:3: name: 'no_such_op' is not a functional op"
+}
