@@ -359,6 +359,54 @@ struct adam_step {
 TN_OPTIM_KERNELS(float, f32, fmaf, sqrtf)
 TN_OPTIM_KERNELS(double, f64, fma, sqrt)
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* adam_f32 eight elements at a time, without amsgrad: the same operations
+ * in the same order (IEEE sqrt, div and fused multiply-add give the same
+ * bits in vector and scalar form), several times faster than the scalar
+ * loop's libm fmaf calls.  The last n % 8 elements go to adam_f32. */
+__attribute__((target("avx2,fma"))) static int64_t
+adam_f32_avx2(float *p, const float *g, float *m, float *v, int64_t n, const struct adam_step *s)
+{
+    const struct tn_adam_options *o = s->o;
+    const __m256 wd = _mm256_set1_ps((float)o->weight_decay), decay = _mm256_set1_ps((float)s->decay);
+    const float w1s = (float)(1 - o->beta1);
+    const bool small = fabsf(w1s) < 0.5f;
+    const __m256 w1 = _mm256_set1_ps(small ? w1s : w1s - 1), b1 = _mm256_set1_ps((float)o->beta1);
+    const __m256 w1plain = _mm256_set1_ps(w1s);
+    const __m256 b2 = _mm256_set1_ps((float)o->beta2), c2 = _mm256_set1_ps((float)(1 - o->beta2));
+    const __m256 bc2 = _mm256_set1_ps((float)s->bc2_sqrt), eps = _mm256_set1_ps((float)o->eps);
+    const __m256 nstep = _mm256_set1_ps((float)(-s->step_size));
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gi = _mm256_loadu_ps(g + i), pi = _mm256_loadu_ps(p + i);
+        if (o->maximize)
+            gi = _mm256_xor_ps(gi, sign);
+        if (o->weight_decay != 0) {
+            if (s->decoupled)
+                pi = _mm256_mul_ps(pi, decay);
+            else
+                gi = _mm256_fmadd_ps(pi, wd, gi);
+        }
+        __m256 mi = _mm256_loadu_ps(m + i);
+        if (s->torch1)
+            mi = _mm256_fmadd_ps(gi, w1plain, _mm256_mul_ps(mi, b1));
+        else
+            mi = _mm256_fmadd_ps(w1, _mm256_sub_ps(gi, mi), small ? mi : gi);
+        __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(c2, gi), gi,
+                                    _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
+        pi = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nstep, mi), denom));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(p + i, pi);
+    }
+    return i;
+}
+#endif
+
 /* p's gradient as a contiguous tensor of p's shape and dtype (a new
  * reference), or NULL with an error. */
 static struct tn_tensor *grad_of(const struct tn_tensor *p, int i)
@@ -433,9 +481,17 @@ static int adam_step(struct tn_optim *o, int i, struct tn_tensor *p, struct tn_t
         .bc2_sqrt = torch1 ? sqrt(bc2) : pow(bc2, 0.5),
     };
     void *vmax = a->amsgrad ? tn_data(st->max_exp_avg_sq) : NULL;
+    int64_t done = 0, n = tn_numel(p);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (p->dtype == TN_FLOAT32 && !vmax && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        done = adam_f32_avx2(tn_data(p), tn_data(g), tn_data(st->exp_avg),
+                             tn_data(st->exp_avg_sq), n, &s);
+#endif
     if (p->dtype == TN_FLOAT32)
-        adam_f32(tn_data(p), tn_data(g), tn_data(st->exp_avg), tn_data(st->exp_avg_sq), vmax,
-                 tn_numel(p), &s);
+        adam_f32((float *)tn_data(p) + done, (const float *)tn_data(g) + done,
+                 (float *)tn_data(st->exp_avg) + done, (float *)tn_data(st->exp_avg_sq) + done,
+                 vmax, n - done, &s);
     else
         adam_f64(tn_data(p), tn_data(g), tn_data(st->exp_avg), tn_data(st->exp_avg_sq), vmax,
                  tn_numel(p), &s);
