@@ -1,0 +1,89 @@
+/*
+ * bench/nn/bench_convnet.c: steps per second of a small conv net (conv2d
+ * 1->16, ReLU, max_pool 2, conv2d 16->32, ReLU, max_pool 2, linear to 10;
+ * batch 32 of 28x28) through lib/nn: a training step (forward, cross
+ * entropy, backward, SGD) where autograd has conv2d's derivative, else the
+ * forward alone, which it says.  Prints "<mode> <steps/s>"; convnet.sh
+ * runs the same in PyTorch and prints the ratio.
+ */
+#include <tensor/tensor.h>
+#include <tensor/autograd.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench/bench.h"
+
+static struct tn_module *convnet(void)
+{
+    struct tn_module *l[8] = {
+        (struct tn_module *)tn_nn_conv2d_new(1, 16, 3, 1, 1, 1, 1, true, NULL),
+        tn_nn_activation_new(TN_NN_RELU),
+        (struct tn_module *)tn_nn_max_pool2d_new(2, 0, 0),
+        (struct tn_module *)tn_nn_conv2d_new(16, 32, 3, 1, 1, 1, 1, true, NULL),
+        tn_nn_activation_new(TN_NN_RELU),
+        (struct tn_module *)tn_nn_max_pool2d_new(2, 0, 0),
+        tn_nn_activation_new(TN_NN_FLATTEN),
+        (struct tn_module *)tn_nn_linear_new(32 * 7 * 7, 10, true, NULL),
+    };
+    return tn_nn_sequential_new(l, 8);
+}
+
+/* One step; train: with backward and the optimizer. 0 or an error. */
+static int step(struct tn_module *m, struct tn_optim *o, struct tn_tensor *x, struct tn_tensor *y,
+                bool train)
+{
+    tn_optim_zero_grad(o, true);
+    struct tn_tensor *out = tn_module_forward(m, x), *loss = NULL;
+    int rc = out ? 0 : -1;
+    if (!rc && train) {
+        loss = tn_nn_cross_entropy(out, y, NULL, TN_REDUCTION_MEAN, -100);
+        rc = loss ? tn_backward(&loss, 1, NULL, false, false) : -1;
+        if (!rc)
+            rc = tn_optim_step(o);
+    }
+    tn_release(out);
+    tn_release(loss);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? atoi(argv[1]) : 30;
+    tn_manual_seed(0);
+    struct tn_module *m = convnet();
+    struct tn_tensor *x = tn_randn(TN_SHAPE(32, 1, 28, 28), TN_FLOAT32, NULL);
+    struct tn_tensor *y = tn_randint(0, 10, TN_SHAPE(32), TN_INT64, NULL);
+    if (!m || !x || !y) {
+        fprintf(stderr, "bench_convnet: %s\n", tn_last_error());
+        return 2;
+    }
+    struct tn_tensor *p[8];
+    int np = tn_module_parameters(m, p, 8);
+    struct tn_sgd_options so = tn_sgd_defaults();
+    so.lr = 0.01;
+    so.momentum = 0.9;
+    struct tn_optim *o = tn_sgd_new(p, np, &so);
+    bool train = step(m, o, x, y, true) == 0;
+    if (!train) {
+        fprintf(stderr, "bench_convnet: training step unavailable (%s): timing the forward\n",
+                tn_last_error());
+        if (step(m, o, x, y, false) != 0) {
+            fprintf(stderr, "bench_convnet: %s\n", tn_last_error());
+            return 2;
+        }
+    }
+    double t0 = tn_bench_now();
+    for (int i = 0; i < steps; i++)
+        if (step(m, o, x, y, train) != 0) {
+            fprintf(stderr, "bench_convnet: %s\n", tn_last_error());
+            return 2;
+        }
+    double dt = tn_bench_now() - t0;
+    printf("%s %.2f\n", train ? "train" : "forward", steps / dt);
+    tn_optim_free(o);
+    tn_module_free(m);
+    tn_release(x);
+    tn_release(y);
+    return 0;
+}
