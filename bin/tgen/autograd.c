@@ -298,6 +298,20 @@ static int step(struct ctx *c, struct val *out, const char *fmt, ...)
     return 0;
 }
 
+/* Sets out to a value of `kind` whose C text is printf-formatted; an error
+ * when the text would not fit. */
+static int setv(struct ctx *c, struct val *out, enum vk kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int setv(struct ctx *c, struct val *out, enum vk kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out->text, sizeof out->text, fmt, ap);
+    va_end(ap);
+    out->kind = kind;
+    return n < 0 || (size_t)n >= sizeof out->text ? p_error(c->p, "formula too long") : 0;
+}
+
 /* A scalar value as a struct tn_scalar expression. */
 static void as_scalar(const struct val *v, char *buf, size_t len)
 {
@@ -424,9 +438,7 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
     if (!strcmp(e->text, "scalar_type")) {
         if (e->nkid != 1 || args[0].kind != V_TENSOR || !strcmp(args[0].text, "grad"))
             return p_error(c->p, "scalar_type() applies to result or a Tensor argument");
-        out->kind = V_RAW;
-        snprintf(out->text, sizeof out->text, "%s->dtype", args[0].text);
-        return 0;
+        return setv(c, out, V_RAW, "%s->dtype", args[0].text);
     }
     char cname[128];
     snprintf(cname, sizeof cname, "tn_%s", e->text);
@@ -528,9 +540,7 @@ static int emit_bin(struct ctx *c, const struct expr *e, struct val *out)
     if (is_scalarish(&a) && is_scalarish(&b)) {
         as_double(&a, sa, sizeof sa);
         as_double(&b, sb, sizeof sb);
-        out->kind = V_SCALAR;
-        snprintf(out->text, sizeof out->text, "tn_float(%s %c %s)", sa, op, sb);
-        return 0;
+        return setv(c, out, V_SCALAR, "tn_float(%s %c %s)", sa, op, sb);
     }
     return p_error(c->p, "'%c' needs tensors or scalars on both sides", op);
 }
@@ -559,16 +569,12 @@ static int emit(struct ctx *c, const struct expr *e, struct val *out)
         if (v.kind == V_TENSOR)
             return step(c, out, "tn_neg(%s)", v.text);
         if (v.kind == V_NUM) {
-            out->kind = V_NUM;
-            snprintf(out->text, sizeof out->text, "(-%s)", v.text);
-            return 0;
+            return setv(c, out, V_NUM, "(-%s)", v.text);
         }
         if (v.kind == V_SCALAR) {
             char d[600];
             as_double(&v, d, sizeof d);
-            out->kind = V_SCALAR;
-            snprintf(out->text, sizeof out->text, "tn_float(-%s)", d);
-            return 0;
+            return setv(c, out, V_SCALAR, "tn_float(-%s)", d);
         }
         return p_error(c->p, "'-' needs a tensor or a scalar");
     }

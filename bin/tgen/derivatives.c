@@ -216,7 +216,11 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
             same += !strcmp(out->d[j].fn->name, out->d[i].fn->name);
         char cc[80];
         camel(out->d[i].fn->name, cc, sizeof cc);
-        snprintf(out->d[i].node, sizeof out->d[i].node, "%sBackward%d", cc, same);
+        if (snprintf(out->d[i].node, sizeof out->d[i].node, "%sBackward%d", cc, same) >=
+            (int)sizeof out->d[i].node) {
+            d_error(out->d[i].line, out->d[i].col, "'%s': name too long", out->d[i].name);
+            goto done;
+        }
         name_kernels(s, out->d[i].fn);
     }
     rc = 0;
