@@ -3,7 +3,9 @@
  * TCPStore, starts N workers with torchrun's environment, prefixes their
  * output with the rank, and on a failure stops the group (SIGTERM, then
  * SIGKILL after a grace period), restarts it while restarts are left, or
- * prints the first failure and exits with that worker's status.
+ * prints the first failure and exits with that worker's status. With
+ * --nnodes MIN:MAX the nodes' truns meet in an elastic rendezvous over the
+ * store (see rendezvous()) and restart together.
  *
  * No worker outlives trun: each worker leads its own process group and has
  * PR_SET_PDEATHSIG; a small guardian process, which trun cannot take down
@@ -66,6 +68,10 @@ static struct {
     bool run_path, module;
     double grace;
     char **argv;
+    /* --nnodes MIN:MAX with MIN < MAX: membership by rendezvous */
+    int min_nodes;
+    bool elastic;
+    double join_timeout, last_call; /* seconds (--rdzv-conf) */
 } opt;
 
 static struct worker *workers;
@@ -87,6 +93,8 @@ static void usage(FILE *f)
             "  --rdzv-endpoint HOST[:PORT]  the same as --master-addr/--master-port\n"
             "  --rdzv-id ID              the job id (TORCHELASTIC_RUN_ID)\n"
             "  --rdzv-backend NAME       static or c10d (both mean trun's store)\n"
+            "  --rdzv-conf K=V,...       join_timeout, last_call_timeout (seconds) of\n"
+            "                            elastic jobs (--nnodes MIN:MAX)\n"
             "  --standalone              one node, a free port, a random id\n"
             "  --max-restarts N          restarts of the worker group (default 0)\n"
             "  --monitor-interval SECS   how often to check the workers (default 0.1)\n"
@@ -166,9 +174,9 @@ static void parse_nnodes(const char *s)
     int mx = parse_count(colon + 1, "--nnodes: bad maximum in '%s'", 1);
     if (mn > mx)
         die_usage("--nnodes: MIN is above MAX in '%s'", s);
-    if (mn != mx)
-        die_usage("--nnodes %s: elastic membership is not supported; give one count", s);
     opt.nnodes = mx;
+    opt.min_nodes = mn;
+    opt.elastic = mn != mx;
 }
 
 static void parse_endpoint(const char *s)
@@ -189,10 +197,28 @@ static void parse_endpoint(const char *s)
         opt.master_port = parse_count(colon + 1, "--rdzv-endpoint: bad port in '%s'", 0);
 }
 
+/* --rdzv-conf k=v,k=v: join_timeout and last_call_timeout (seconds);
+ * torchrun's other keys are accepted and ignored. */
+static void parse_rdzv_conf(const char *s)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            die_usage("--rdzv-conf: '%s' is not KEY=VALUE", kv);
+        *eq = 0;
+        if (!strcmp(kv, "join_timeout"))
+            opt.join_timeout = parse_secs(eq + 1, "--rdzv-conf: bad join_timeout '%s'");
+        else if (!strcmp(kv, "last_call_timeout"))
+            opt.last_call = parse_secs(eq + 1, "--rdzv-conf: bad last_call_timeout '%s'");
+    }
+}
+
 enum {
     O_NPROC = 256, O_NNODES, O_NODE_RANK, O_MADDR, O_MPORT, O_ENDPOINT, O_RDZV_ID,
     O_RDZV_BACKEND, O_STANDALONE, O_RESTARTS, O_MONITOR, O_LOGDIR, O_FILTER, O_ROLE,
-    O_RUNPATH, O_NOPY, O_GRACE
+    O_RUNPATH, O_NOPY, O_GRACE, O_RDZV_CONF
 };
 
 static const struct option longopts[] = {
@@ -229,6 +255,8 @@ static const struct option longopts[] = {
     {"no-python", no_argument, NULL, O_NOPY},
     {"no_python", no_argument, NULL, O_NOPY},
     {"grace", required_argument, NULL, O_GRACE},
+    {"rdzv-conf", required_argument, NULL, O_RDZV_CONF},
+    {"rdzv_conf", required_argument, NULL, O_RDZV_CONF},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -273,6 +301,7 @@ static void apply(int c, const char *arg)
     case 'm': opt.module = true; break;
     case O_NOPY: break;
     case O_GRACE: opt.grace = parse_secs(arg, "--grace: bad seconds '%s'"); break;
+    case O_RDZV_CONF: parse_rdzv_conf(arg); break;
     default: break;
     }
 }
@@ -641,10 +670,110 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ------------------------------------------------ elastic rendezvous
+ *
+ * With --nnodes MIN:MAX every trun of the job meets in the store at the
+ * rendezvous endpoint (hosted by the trun that can bind it on this host),
+ * round by round, under "rdzv/<run id>/<round>/": each adds itself to
+ * "joined" (its arrival order is its node rank); the MIN-th to arrive
+ * gives the others until the last-call timeout (or MAX nodes) and writes
+ * the member count to "closed", which every node waits for (the join
+ * timeout). A node whose worker fails writes "failed": every node stops
+ * its workers and, with restarts left, all meet again in the next round,
+ * whose number is the workers' TORCHELASTIC_RESTART_COUNT. */
+
+static struct tn_store *rdzv;
+static int rdzv_round;
+
+static void rdzv_key(char *k, size_t n, const char *what)
+{
+    snprintf(k, n, "rdzv/%s/%d/%s", opt.run_id, rdzv_round, what);
+}
+
+static int rdzv_fail(const char *what)
+{
+    fprintf(stderr, "trun: rendezvous round %d: %s: %s\n", rdzv_round, what, tn_last_error());
+    return -1;
+}
+
+/* Joins round rdzv_round: sets opt.node_rank and opt.nnodes, or -1. */
+static int rendezvous(void)
+{
+    char joined[300], closed[300];
+    rdzv_key(joined, sizeof joined, "joined");
+    rdzv_key(closed, sizeof closed, "closed");
+    int64_t idx = 0;
+    if (tn_store_add(rdzv, joined, 1, &idx) < 0)
+        return rdzv_fail("join");
+    idx--;
+    static bool counted;
+    if (!counted) { /* every trun that ever joined, for the host's last wait */
+        char k[300];
+        snprintf(k, sizeof k, "rdzv/%s/nodes", opt.run_id);
+        if (tn_store_add(rdzv, k, 1, NULL) < 0)
+            return rdzv_fail("join");
+        counted = true;
+    }
+    if (idx >= opt.nnodes) {
+        fprintf(stderr, "trun: rendezvous round %d is full (%d nodes)\n", rdzv_round, opt.nnodes);
+        return -1;
+    }
+    if (idx + 1 == opt.min_nodes) {
+        /* the last call: wait for more nodes, up to MAX */
+        int64_t until = now_ms() + (int64_t)(opt.last_call * 1000), count = 0;
+        for (;;) {
+            if (tn_store_add(rdzv, joined, 0, &count) < 0)
+                return rdzv_fail("count");
+            if (count >= opt.nnodes || now_ms() >= until)
+                break;
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)(count < opt.nnodes ? count : opt.nnodes));
+        if (tn_store_set(rdzv, closed, v, strlen(v)) < 0)
+            return rdzv_fail("close");
+    }
+    tn_store_set_timeout(rdzv, (int64_t)(opt.join_timeout * 1000));
+    void *v = NULL;
+    size_t vl = 0;
+    if (tn_store_get(rdzv, closed, &v, &vl) < 0)
+        return rdzv_fail("waiting for the other nodes");
+    int n = atoi(v);
+    free(v);
+    if (idx >= n) {
+        fprintf(stderr, "trun: joined rendezvous round %d after it closed with %d nodes\n",
+                rdzv_round, n);
+        return -1;
+    }
+    opt.node_rank = (int)idx;
+    opt.nnodes = n;
+    fprintf(stderr, "trun: rendezvous round %d: node %d of %d\n", rdzv_round, opt.node_rank,
+            opt.nnodes);
+    return 0;
+}
+
+static void rdzv_mark(const char *what)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, what);
+    tn_store_add(rdzv, k, 1, NULL);
+}
+
+static bool rdzv_failed(void)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "failed");
+    const char *keys[1] = {k};
+    return tn_store_check(rdzv, keys, 1) == 1;
+}
+
 /* Runs one attempt. Returns the index of the first failed worker, -1 when
- * all succeeded; *sig is set when a signal to trun ended the attempt. */
+ * all succeeded, -3 when another node's worker failed (elastic); *sig is
+ * set when a signal to trun ended the attempt. */
 static int run_attempt(int attempt, int world, int *sig)
 {
+    bool remote = false;
     int running = 0;
     *sig = 0;
     for (int i = 0; i < opt.nproc; i++) {
@@ -717,7 +846,8 @@ static int run_attempt(int attempt, int world, int *sig)
             }
         }
         reap(&running);
-        if (first < 0 && !*sig) {
+        /* workers stopped for another node's failure did not fail themselves */
+        if (first < 0 && !*sig && !remote) {
             for (int i = 0; i < opt.nproc; i++) {
                 if (!workers[i].running && failed(workers[i].status)) {
                     if (first < 0 || workers[i].ended.tv_sec < workers[first].ended.tv_sec ||
@@ -727,6 +857,12 @@ static int run_attempt(int attempt, int world, int *sig)
                 }
             }
             if (first >= 0) {
+                signal_all(SIGTERM);
+                kill_at = now_ms() + (int64_t)(opt.grace * 1000);
+                if (rdzv)
+                    rdzv_mark("failed");
+            } else if (rdzv && !remote && running > 0 && rdzv_failed()) {
+                remote = true;
                 signal_all(SIGTERM);
                 kill_at = now_ms() + (int64_t)(opt.grace * 1000);
             }
@@ -742,7 +878,7 @@ static int run_attempt(int attempt, int world, int *sig)
             fclose(workers[i].err.log);
         workers[i].out.log = workers[i].err.log = NULL;
     }
-    return first;
+    return first < 0 && remote ? -3 : first;
 }
 
 static void summary(int first, int attempt)
@@ -811,6 +947,8 @@ int main(int argc, char **argv)
     strcpy(opt.role, "default");
     opt.monitor_interval = 0.1;
     opt.grace = 5;
+    opt.join_timeout = 600;
+    opt.last_call = 30;
     scheduler_defaults();
     env_defaults();
     int c;
@@ -831,7 +969,7 @@ int main(int argc, char **argv)
     if (optind >= argc)
         die_usage("%s", "no program to run");
     opt.argv = argv + optind;
-    if (opt.node_rank >= opt.nnodes) {
+    if (!opt.elastic && opt.node_rank >= opt.nnodes) {
         char m[64];
         snprintf(m, sizeof m, "%d", opt.node_rank);
         die_usage("--node-rank %s is not below --nnodes", m);
@@ -854,7 +992,22 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct tn_store_server *srv = NULL;
-    if (opt.node_rank == 0) {
+    if (opt.elastic) {
+        if (opt.master_port == 0)
+            die_usage("%s", "--nnodes MIN:MAX needs the rendezvous port (--rdzv-endpoint HOST:PORT)");
+        /* the trun that binds the endpoint on its own host hosts the store */
+        bool local = !strncmp(opt.master_addr, "127.", 4) ||
+                     !strcmp(opt.master_addr, "localhost") || !strcmp(opt.master_addr, hostname);
+        struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1};
+        srv = local ? tn_store_server_start(&so) : NULL;
+        rdzv = tn_store_tcp_connect(opt.master_addr, opt.master_port,
+                                    (int64_t)(opt.join_timeout * 1000));
+        if (!rdzv) {
+            fprintf(stderr, "trun: cannot reach the rendezvous store: %s\n", tn_last_error());
+            tn_store_server_stop(srv);
+            return 2;
+        }
+    } else if (opt.node_rank == 0) {
         struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1};
         srv = tn_store_server_start(&so);
         if (!srv) {
@@ -871,8 +1024,18 @@ int main(int argc, char **argv)
     workers = calloc((size_t)opt.nproc, sizeof *workers);
     start_guardian();
     int status = 0;
+    int max_nodes = opt.nnodes;
     for (int attempt = 0;; attempt++) {
         int sig;
+        if (rdzv) {
+            rdzv_round = attempt;
+            opt.nnodes = max_nodes;
+            if (rendezvous() < 0) {
+                status = 1;
+                break;
+            }
+            world = opt.nnodes * opt.nproc;
+        }
         int first = run_attempt(attempt, world, &sig);
         if (sig) {
             fprintf(stderr, "trun: received %s, stopped the workers\n", signame(sig));
@@ -881,6 +1044,16 @@ int main(int argc, char **argv)
         }
         if (first == -2) {
             status = 2;
+            break;
+        }
+        if (first == -3) {
+            if (attempt < opt.max_restarts) {
+                fprintf(stderr, "trun: a worker on another node failed; restarting the group "
+                                "(%d of %d)\n", attempt + 1, opt.max_restarts);
+                continue;
+            }
+            fprintf(stderr, "trun: a worker on another node failed; stopped this node's\n");
+            status = 1;
             break;
         }
         if (first < 0) {
@@ -898,6 +1071,24 @@ int main(int argc, char **argv)
         summary(first, attempt);
         status = exit_code(workers[first].status);
         break;
+    }
+    if (rdzv) {
+        /* the host keeps the store up until every trun that joined is done
+         * with it (the others may still be in a later round) */
+        char ek[300], nk[300];
+        snprintf(ek, sizeof ek, "rdzv/%s/exited", opt.run_id);
+        snprintf(nk, sizeof nk, "rdzv/%s/nodes", opt.run_id);
+        int64_t exited = 0, nodes = 0;
+        tn_store_add(rdzv, ek, 1, &exited);
+        for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);
+             srv && now_ms() < until;) {
+            if (tn_store_add(rdzv, ek, 0, &exited) < 0 || tn_store_add(rdzv, nk, 0, &nodes) < 0 ||
+                exited >= nodes)
+                break;
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        tn_store_release(rdzv);
     }
     tn_store_server_stop(srv);
     if (guard_fd >= 0)

@@ -210,3 +210,58 @@ every_rank_prints() {
     m1=$(printf '%s\n' "${lines[@]}" | sed -n 's/^\[1\]:rank 1: //p')
     [ -n "$m0" ] && [ "$m0" = "$m1" ]
 }
+
+# Two truns as two nodes of one elastic job on this host.
+elastic_pair() {
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
+        --rdzv-id "job$port" --rdzv-conf last_call_timeout=5 "$@")
+    (timeout 60 trun "${args[@]}" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
+    timeout 60 trun "${args[@]}" >"$TMP/node_b" 2>&1
+    echo "exit $?" >>"$TMP/node_b"
+    wait
+    cat "$TMP/node_a" "$TMP/node_b"
+}
+
+@test "--nnodes 1:2: two truns on one host meet in the rendezvous and run one world of 2" {
+    local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
+    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    run elastic_pair "$w"
+    assert_line "[0]:rank 0 of 2 ok"
+    assert_line "[1]:rank 1 of 2 ok"
+    assert_line "trun: rendezvous round 0: node 0 of 2"
+    assert_line "trun: rendezvous round 0: node 1 of 2"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+}
+
+@test "--nnodes 1:2: a worker that fails on one node starts a new round on both" {
+    cat >"$TMP/flaky" <<'SH'
+#!/bin/sh
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+    [ "$GROUP_RANK" = 1 ] && { sleep 0.5; exit 3; }
+    sleep 20
+fi
+echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"
+SH
+    chmod +x "$TMP/flaky"
+    run elastic_pair --max-restarts 1 "$TMP/flaky"
+    assert_line "[0]:rank 0 of 2 round 1"
+    assert_line "[1]:rank 1 of 2 round 1"
+    assert_line "trun: a worker on another node failed; restarting the group (1 of 1)"
+    assert_line "trun: rendezvous round 1: node 1 of 2"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+}
+
+@test "--nnodes 2:3 alone: the rendezvous waits for the minimum and says so when it never comes" {
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    run timeout 30 trun --nnodes 2:3 --rdzv-endpoint "127.0.0.1:$port" --rdzv-conf join_timeout=1 true
+    assert_failure 1
+    assert_output --partial "trun: rendezvous round 0: waiting for the other nodes: wait timeout after 1000ms"
+    # one node is enough for 1:2 once the last call is over
+    run timeout 30 trun --nnodes 1:2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id solo \
+        --rdzv-conf last_call_timeout=0.2 sh -c 'echo "$RANK of $WORLD_SIZE"'
+    assert_success
+    assert_line "[0]:0 of 1"
+}
