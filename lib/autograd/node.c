@@ -439,8 +439,10 @@ int tn__ad_accumulate(struct tn_node *acc, struct tn_tensor *grad, bool create_g
     struct tn_tensor *leaf = acc->leaf;
     int rc = TN_OK;
     if (!leaf->grad) {
-        /* take the buffer when nobody else holds it, else a copy of our own */
-        if (grad->refcount == 1 || create_graph) {
+        /* take the buffer when nothing else holds it or its memory (a view of
+         * another gradient, an expanded one), else a dense copy of our own */
+        if (create_graph || (grad->refcount == 1 && grad->storage->refcount == 1 &&
+                             tn_is_non_overlapping_and_dense(grad))) {
             leaf->grad = tn_retain(grad);
         } else {
             bool prev = tn_set_grad_enabled(false);

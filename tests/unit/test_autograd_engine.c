@@ -311,6 +311,28 @@ static void test_mlp_step(void **state)
         tn_release(all[i]);
 }
 
+/* .grad never aliases another tensor's memory: sum's gradient is an
+ * expanded view, and a view's gradient can be a view of a shared one */
+static void test_grad_owns_memory(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *w = leaf("x"), *v = tn_view(x, TN_SHAPE(3));
+    struct tn_tensor *y = tn_add(v, w, tn_int(1)), *s = sum(y);
+    assert_int_equal(tn_backward(&s, 1, NULL, true, false), 0);
+    assert_true(x->grad->storage != w->grad->storage);
+    assert_true(tn_is_contiguous(x->grad));
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0); /* adds in place */
+    struct tn_tensor *gx = sum(x->grad), *gw = sum(w->grad);
+    assert_true(tn_item_double(gx) == 6.0 && tn_item_double(gw) == 6.0);
+    tn_release(gx);
+    tn_release(gw);
+    tn_release(s);
+    tn_release(y);
+    tn_release(v);
+    tn_release(w);
+    tn_release(x);
+}
+
 static void test_detach_and_modes(void **state)
 {
     (void)state;
@@ -338,7 +360,7 @@ int main(void)
         cmocka_unit_test(test_root_errors),     cmocka_unit_test(test_inplace_nonleaf),
         cmocka_unit_test(test_views),           cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_double_backward), cmocka_unit_test(test_mlp_step),
-        cmocka_unit_test(test_detach_and_modes),
+        cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);
