@@ -9,6 +9,7 @@ include bench/ops/local.mk
 include bench/autograd/local.mk
 include bench/dist/local.mk
 include bench/nn/local.mk
+include bench/graph/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)
 CLEANFILES += $(TN_BENCH_BIN)

@@ -137,6 +137,7 @@ int tn__graph_intern(struct tn_graph *g, const char *name)
 struct reader {
     struct tn_graph *g;
     const char *where; /* the node or section being read, for messages */
+    char buf[MAX_NAME + 32]; /* where `where` points when it is built */
 };
 
 static int fail(struct reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -275,8 +276,8 @@ static int parse_list(struct reader *r, json_t *v, struct tn_graph_arg *a, const
     return TN_OK;
 }
 
-/* One Argument union into a. */
-static int parse_arg(struct reader *r, json_t *j, struct tn_graph_arg *a)
+/* One Argument union into a; see parse_arg. */
+static int parse_arg_inner(struct reader *r, json_t *j, struct tn_graph_arg *a)
 {
     json_t *v;
     const char *arm = union_arm(r, j, "an argument", &v);
@@ -367,9 +368,20 @@ static int parse_arg(struct reader *r, json_t *j, struct tn_graph_arg *a)
     return TN_OK;
 }
 
+/* One Argument union into a; on failure a holds nothing to free. */
+static int parse_arg(struct reader *r, json_t *j, struct tn_graph_arg *a)
+{
+    int rc = parse_arg_inner(r, j, a);
+    if (rc < 0) {
+        free(a->items);
+        free(a->s);
+        memset(a, 0, sizeof *a);
+    }
+    return rc;
+}
+
 static int parse_node(struct reader *r, json_t *j, struct tn_graph_node *n, int idx)
 {
-    char where[MAX_NAME + 32];
     json_t *name = json_object_get(j, "name");
     json_t *outs = json_object_get(j, "outputs");
     json_t *ins = json_object_get(j, "inputs");
@@ -378,10 +390,10 @@ static int parse_node(struct reader *r, json_t *j, struct tn_graph_node *n, int 
     int rc;
     if (!json_is_object(j))
         return fail(r, "node %d must be an object", idx);
-    snprintf(where, sizeof where, "node %d", idx);
-    r->where = where;
+    snprintf(r->buf, sizeof r->buf, "node %d", idx);
+    r->where = r->buf;
     if (json_is_string(name) && json_string_length(name) <= MAX_NAME) {
-        snprintf(where, sizeof where, "node '%s'", json_string_value(name));
+        snprintf(r->buf, sizeof r->buf, "node '%s'", json_string_value(name));
         n->name = strdup(json_string_value(name));
     }
     if (!json_is_string(target) || json_string_length(target) > MAX_NAME)
@@ -496,9 +508,8 @@ static int parse_sym(struct reader *r, json_t *j, struct tn_graph_value *v, int 
 
 static int parse_tensor_meta(struct reader *r, const char *name, json_t *j)
 {
-    char where[MAX_NAME + 32];
-    snprintf(where, sizeof where, "tensor_values '%s'", name);
-    r->where = where;
+    snprintf(r->buf, sizeof r->buf, "tensor_values '%s'", name);
+    r->where = r->buf;
     int k = tn__graph_intern(r->g, name);
     if (k < 0)
         return k;
@@ -812,7 +823,7 @@ struct tn_graph *tn_graph_parse(const char *text, size_t len, const char *label,
     }
     g->priv = ix;
     set_limits(&g->limits, lim);
-    struct reader r = {g, "graph"};
+    struct reader r = {.g = g, .where = "graph"};
     if (len > g->limits.max_bytes) {
         fail(&r, "%zu bytes of JSON (the limit is %zu)", len, g->limits.max_bytes);
         goto bad;

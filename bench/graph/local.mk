@@ -1,0 +1,8 @@
+# Graph benchmarks (issue 10's figures): start-up (read + check) and the
+# interpreter against PyTorch eager.
+TN_BENCH_BIN += bench/graph/bench_graph
+bench_graph_bench_graph_SOURCES = bench/graph/bench_graph.c bench/bench.h
+bench_graph_bench_graph_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) -I$(top_srcdir)
+bench_graph_bench_graph_LDADD = $(TN_LIB) $(JANSSON_LIBS)
+TN_BENCH_SH += bench/graph/graph.sh
+EXTRA_DIST += bench/graph/models.py
