@@ -114,6 +114,9 @@ int tn__ad_commit_inplace(struct tn_tensor *self, struct tn_tensor *out);
 /* The core's hooks (views.c, node.c). */
 int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view);
 int tn__ad_after_inplace(struct tn_tensor *dst, const struct tn_tensor *src);
+/* view (of a base) was written in place with `value` (NULL for fill_):
+ * the base takes a CopySlices node, the view a view of it. */
+int tn__ad_copy_slices(struct tn_tensor *view, const struct tn_tensor *value);
 void tn__ad_free_meta(struct tn_tensor *t);
 
 /* Hooks the engine runs (node.c). */

@@ -484,10 +484,6 @@ int tn__ad_check_inplace(const struct tn_tensor *self)
     if (!self->grad_fn)
         return tn_set_error(TN_ERUNTIME, "a leaf Variable that requires grad is being used in "
                             "an in-place operation.");
-    if (b && b->requires_grad)
-        return tn_set_error(TN_ERUNTIME, "in-place operations on views of tensors that require "
-                            "grad are not supported by tensorkit's autograd yet (PyTorch's "
-                            "CopySlices); apply the op out of place");
     return TN_OK;
 }
 
@@ -496,7 +492,9 @@ int tn__ad_commit_inplace(struct tn_tensor *self, struct tn_tensor *out)
     bool prev = tn_set_grad_enabled(false);
     int rc = tn_copy_(self, out);
     tn_set_grad_enabled(prev);
-    if (rc == TN_OK && out->grad_fn)
+    if (rc == TN_OK && self->base && (self->base->requires_grad || out->requires_grad))
+        rc = tn__ad_copy_slices(self, out);
+    else if (rc == TN_OK && out->grad_fn)
         tn__ad_set_history(self, out->grad_fn, out->output_nr);
     tn_release(out);
     return rc;

@@ -240,6 +240,19 @@ static struct tn_tensor *gather(const struct tn_tensor *x, const struct geom *g)
 
 /* ------------------------------------------------------------ core hooks */
 
+static void geom_of(struct geom *g, const struct tn_tensor *in, const struct tn_tensor *view)
+{
+    g->dtype = in->dtype;
+    g->in_ndim = in->ndim;
+    g->in_off = in->offset;
+    memcpy(g->in_sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim);
+    memcpy(g->in_strides, in->strides, sizeof(int64_t) * (size_t)in->ndim);
+    g->v_ndim = view->ndim;
+    g->v_off = view->offset;
+    memcpy(g->v_sizes, view->sizes, sizeof(int64_t) * (size_t)view->ndim);
+    memcpy(g->v_strides, view->strides, sizeof(int64_t) * (size_t)view->ndim);
+}
+
 int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view)
 {
     if (!tn_is_grad_enabled()) {
@@ -247,16 +260,56 @@ int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view)
         return TN_OK;
     }
     struct geom g;
-    g.dtype = in->dtype;
-    g.in_ndim = in->ndim;
-    g.in_off = in->offset;
-    memcpy(g.in_sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim);
-    memcpy(g.in_strides, in->strides, sizeof(int64_t) * (size_t)in->ndim);
-    g.v_ndim = view->ndim;
-    g.v_off = view->offset;
-    memcpy(g.v_sizes, view->sizes, sizeof(int64_t) * (size_t)view->ndim);
-    memcpy(g.v_strides, view->strides, sizeof(int64_t) * (size_t)view->ndim);
+    geom_of(&g, in, view);
     return record(view, in, &g, "ViewBackward0", scatter_apply);
+}
+
+/* PyTorch's CopySlices: after an in-place write into a view, the base's
+ * gradient goes to its old history with the view's elements zeroed, and
+ * the view's elements go to what was written (edge 1). Second derivatives
+ * through it are not recorded. */
+static int slices_apply(struct tn_node *n, struct tn_tensor *const *grads, struct tn_tensor **out)
+{
+    const struct geom *g = &((struct geom_node *)n)->g;
+    if (tn__ad_edge(n, 1) && !(out[1] = gather(grads[0], g)))
+        return tn_last_status();
+    if (!tn__ad_edge(n, 0))
+        return TN_OK;
+    struct tn_tensor *in, *view;
+    if (layout(g, &in, &view) < 0)
+        return tn_last_status();
+    bool prev = tn_set_grad_enabled(false);
+    int rc = tn_copy_(in, grads[0]);
+    if (rc == TN_OK)
+        rc = tn_fill_(view, tn_int(0));
+    tn_set_grad_enabled(prev);
+    tn_release(view);
+    if (rc < 0) {
+        tn_release(in);
+        return rc;
+    }
+    out[0] = in;
+    return TN_OK;
+}
+
+int tn__ad_copy_slices(struct tn_tensor *view, const struct tn_tensor *value)
+{
+    struct tn_tensor *base = view->base;
+    struct geom_node *n =
+        (struct geom_node *)tn__node_new(sizeof *n, "CopySlices", slices_apply, NULL, 2, 1);
+    if (!n)
+        return tn_last_status();
+    geom_of(&n->g, base, view);
+    int rc = tn__ad_set_edge(&n->n, 0, base);
+    if (rc == TN_OK)
+        rc = tn__ad_set_edge(&n->n, 1, value);
+    if (rc == TN_OK) {
+        tn__ad_set_history(base, &n->n, 0);
+        /* the view now reads the base's new history */
+        rc = tn__ad_on_view(base, view);
+    }
+    tn__node_release(&n->n);
+    return rc;
 }
 
 /* copy_: the old value of dst gets no gradient, src gets dst's (the
@@ -281,9 +334,8 @@ int tn__ad_after_inplace(struct tn_tensor *dst, const struct tn_tensor *src)
     bool src_grad = src && src->requires_grad;
     if (!src_grad && !dst->requires_grad)
         return TN_OK;
-    if (dst->base && src_grad && !dst->base->requires_grad)
-        return tn_set_error(TN_ERUNTIME, "copying a tensor that requires grad into a view is not "
-                            "supported by tensorkit's autograd yet (PyTorch's CopySlices)");
+    if (dst->base && (src_grad || dst->base->requires_grad))
+        return tn__ad_copy_slices(dst, src);
     struct tn_node *n = src ? tn__node_new(sizeof *n, "CopyBackwards", copy_apply, NULL, 2, 1)
                             : tn__node_new(sizeof *n, "FillBackward0", fill_apply, NULL, 1, 1);
     if (!n)

@@ -311,6 +311,26 @@ static void test_mlp_step(void **state)
         tn_release(all[i]);
 }
 
+static void test_copy_slices(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_mul_scalar(x, tn_int(2));
+    struct tn_tensor *row = tn_slice(y, 0, 1, 2, 1), *x0 = tn_slice(x, 0, 0, 1, 1);
+    assert_int_equal(tn_mul_(row, x0), 0);
+    assert_string_equal(tn_grad_fn_name(y), "CopySlices");
+    struct tn_tensor *z = tn_zeros(TN_SHAPE(5), TN_FLOAT64), *part = tn_slice(z, 0, 1, 4, 1);
+    struct tn_tensor *yy = tn_mul(y, y);
+    assert_int_equal(tn_copy_(part, yy), 0);
+    assert_true(z->requires_grad);
+    struct tn_tensor *r = tn_arange(tn_int(0), tn_int(5), tn_int(1), TN_FLOAT64);
+    struct tn_tensor *p = tn_mul(z, r), *s = sum(p);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_close(x->grad, "slices_grad", 1e-12);
+    struct tn_tensor *all[] = {x, y, row, x0, z, part, yy, r, p, s};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+}
+
 /* .grad never aliases another tensor's memory: sum's gradient is an
  * expanded view, and a view's gradient can be a view of a shared one */
 static void test_grad_owns_memory(void **state)
@@ -361,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_views),           cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_double_backward), cmocka_unit_test(test_mlp_step),
         cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
+        cmocka_unit_test(test_copy_slices),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);
