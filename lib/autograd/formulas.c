@@ -6,6 +6,7 @@
  * NULL with an error; arguments are borrowed.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,16 @@
         if (!(var))                                                            \
             goto fail;                                                         \
     } while (0)
+
+/* Releases n tensors (NULL is fine): the ends of the helpers below. */
+static void drop(int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++)
+        tn_release(va_arg(ap, struct tn_tensor *));
+    va_end(ap);
+}
 
 static bool all_dims(const int64_t *dim, int dim_len) { return !dim || dim_len == 0; }
 
@@ -121,15 +132,10 @@ struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct t
                   : tn_sum_dim_intlist(mask, dim, dim_len, true, grad->dtype));
     STEP(g, tn_div(g, cnt));
     STEP(g, tn_mul(g, mask));
-    tn_release(r);
-    tn_release(mask);
-    tn_release(cnt);
+    drop(3, r, mask, cnt);
     return g;
 fail:
-    tn_release(g);
-    tn_release(r);
-    tn_release(mask);
-    tn_release(cnt);
+    drop(4, g, r, mask, cnt);
     return NULL;
 }
 
@@ -148,13 +154,10 @@ struct tn_tensor *tn__softmax_double_bw(const struct tn_tensor *grad,
     STEP(s, tn_sum_dim_intlist(b, &dim, 1, true, TN_DTYPE_UNSET));
     STEP(b, tn_mul(grad_output, s));
     STEP(a, tn_sub(a, b, tn_int(1)));
-    tn_release(s);
-    tn_release(b);
+    drop(2, s, b);
     return a;
 fail:
-    tn_release(a);
-    tn_release(s);
-    tn_release(b);
+    drop(3, a, s, b);
     return NULL;
 }
 
@@ -188,8 +191,7 @@ struct tn_tensor *tn__log_softmax_double_bw(const struct tn_tensor *grad,
     tn_release(s);
     return e;
 fail:
-    tn_release(s);
-    tn_release(e);
+    drop(2, s, e);
     return NULL;
 }
 
@@ -254,13 +256,10 @@ struct tn_tensor *tn__gelu_bw(const struct tn_tensor *grad, const struct tn_tens
         STEP(b, tn_add(a, c, tn_int(1)));
     }
     STEP(b, tn_mul(grad, b));
-    tn_release(a);
-    tn_release(c);
+    drop(2, a, c);
     return b;
 fail:
-    tn_release(a);
-    tn_release(b);
-    tn_release(c);
+    drop(3, a, b, c);
     return NULL;
 }
 
@@ -278,8 +277,7 @@ struct tn_tensor *tn__silu_bw(const struct tn_tensor *grad, const struct tn_tens
     tn_release(s);
     return a;
 fail:
-    tn_release(s);
-    tn_release(a);
+    drop(2, s, a);
     return NULL;
 }
 
@@ -296,13 +294,10 @@ struct tn_tensor *tn__mish_bw(const struct tn_tensor *grad, const struct tn_tens
     STEP(a, tn_mul(a, s));
     STEP(a, tn_sub(t, a, tn_int(1)));
     STEP(a, tn_mul(grad, a));
-    tn_release(t);
-    tn_release(s);
+    drop(2, t, s);
     return a;
 fail:
-    tn_release(t);
-    tn_release(a);
-    tn_release(s);
+    drop(3, t, a, s);
     return NULL;
 }
 
@@ -316,8 +311,7 @@ struct tn_tensor *tn__leaky_relu_bw(const struct tn_tensor *grad, const struct t
     tn_release(m);
     return g2;
 fail:
-    tn_release(m);
-    tn_release(g2);
+    drop(2, m, g2);
     return NULL;
 }
 
@@ -331,8 +325,7 @@ struct tn_tensor *tn__hardtanh_bw(const struct tn_tensor *grad, const struct tn_
     tn_release(b);
     return masked(grad, a);
 fail:
-    tn_release(a);
-    tn_release(b);
+    drop(2, a, b);
     return NULL;
 }
 
@@ -351,13 +344,10 @@ struct tn_tensor *tn__elu_bw(const struct tn_tensor *grad, const struct tn_tenso
     STEP(neg, tn_mul(grad, neg));
     STEP(pos, tn_mul_scalar(grad, tn_float(s)));
     STEP(pos, tn_where_self(m, pos, neg));
-    tn_release(m);
-    tn_release(neg);
+    drop(2, m, neg);
     return pos;
 fail:
-    tn_release(m);
-    tn_release(neg);
-    tn_release(pos);
+    drop(3, m, neg, pos);
     return NULL;
 }
 
@@ -371,13 +361,10 @@ struct tn_tensor *tn__softplus_bw(const struct tn_tensor *grad, const struct tn_
     STEP(s, tn_sigmoid(bx));
     STEP(s, tn_mul(grad, s));
     STEP(s, tn_where_self(m, grad, s));
-    tn_release(bx);
-    tn_release(m);
+    drop(2, bx, m);
     return s;
 fail:
-    tn_release(bx);
-    tn_release(m);
-    tn_release(s);
+    drop(3, bx, m, s);
     return NULL;
 }
 
@@ -393,13 +380,10 @@ struct tn_tensor *tn__minmax_bw(const struct tn_tensor *grad, const struct tn_te
     STEP(w, tn_mul_scalar(tie, tn_float(0.5)));
     STEP(w, tn_add(w, win, tn_int(1)));
     STEP(w, tn_mul(grad, w));
-    tn_release(win);
-    tn_release(tie);
+    drop(2, win, tie);
     return w;
 fail:
-    tn_release(win);
-    tn_release(tie);
-    tn_release(w);
+    drop(3, win, tie, w);
     return NULL;
 }
 
@@ -420,8 +404,7 @@ struct tn_tensor *tn__clamp_bw(const struct tn_tensor *grad, const struct tn_ten
     tn_release(b);
     return masked(grad, m);
 fail:
-    tn_release(m);
-    tn_release(b);
+    drop(2, m, b);
     return NULL;
 }
 
@@ -457,8 +440,7 @@ struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim)
     tn_release(c);
     return s;
 fail:
-    tn_release(s);
-    tn_release(c);
+    drop(2, s, c);
     return NULL;
 }
 
@@ -475,13 +457,10 @@ struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_
     STEP(z, tn_ne_scalar(exponent, tn_int(0)));
     STEP(e1, tn_zeros_like(p, TN_DTYPE_UNSET));
     STEP(e1, tn_where_self(z, p, e1));
-    tn_release(p);
-    tn_release(z);
+    drop(2, p, z);
     return e1;
 fail:
-    tn_release(e1);
-    tn_release(p);
-    tn_release(z);
+    drop(3, e1, p, z);
     return NULL;
 }
 
@@ -497,12 +476,9 @@ struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_t
     STEP(m, tn_ne_scalar(self, tn_int(0)));
     STEP(z, tn_zeros_like(l, TN_DTYPE_UNSET));
     STEP(z, tn_where_self(m, l, z));
-    tn_release(l);
-    tn_release(m);
+    drop(2, l, m);
     return z;
 fail:
-    tn_release(l);
-    tn_release(m);
-    tn_release(z);
+    drop(3, l, m, z);
     return NULL;
 }
