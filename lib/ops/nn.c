@@ -219,7 +219,7 @@ static struct tn_tensor *ce_smooth(tn_keyset ks, struct tn_keep *k, const struct
     int cd = logp->ndim == 1 ? 0 : 1;
     int64_t c = logp->sizes[cd], d = cd;
     struct tn_tensor *nll, *p = (struct tn_tensor *)logp, *s, *keep, *keepf, *sm, *ret, *a, *b;
-    TN_KEEP(k, nll, tn__composite_nll_loss_nd(ks, logp, target, weight, reduction, ignore));
+    TN_KEEP(k, nll, tn_redispatch_nll_loss_nd(ks, logp, target, weight, reduction, ignore));
     if (weight) {
         struct tn_tensor *wv;
         TN_KEEP(k, wv, class_view(weight, logp->ndim));
@@ -278,7 +278,7 @@ struct tn_tensor *tn__composite_cross_entropy_loss(tn_keyset ks, const struct tn
     else if (label_smoothing > 0)
         r = ce_smooth(ks, &k, logp, target, weight, reduction, ignore_index, label_smoothing);
     else
-        r = tn__keep(&k, tn__composite_nll_loss_nd(ks, logp, target, weight, reduction,
+        r = tn__keep(&k, tn_redispatch_nll_loss_nd(ks, logp, target, weight, reduction,
                                                    ignore_index));
     if (!r)
         goto fail;
@@ -477,4 +477,113 @@ struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *in
         r = tn_mul(input, d);
     tn__nn_drop(0, noise, q, d, NULL);
     return r;
+}
+
+/* ------------------------------------------ single-gradient backward ops */
+/*
+ * tensorkit's own ops (namespace tn::) for derivatives.yaml, whose formulas
+ * give one tensor per input: each returns one output of a backward op that
+ * has several (convolution_backward), or recomputes what a decomposition's
+ * forward kept (max_pool2d's indices, nll_loss's total weight).
+ */
+
+static struct tn_tensor *conv_bw_one(int which, const struct tn_tensor *grad_output,
+                                     const struct tn_tensor *input, const struct tn_tensor *weight,
+                                     const int64_t *stride, int stride_len, const int64_t *padding,
+                                     int padding_len, const int64_t *dilation, int dilation_len,
+                                     bool transposed, const int64_t *output_padding,
+                                     int output_padding_len, int64_t groups)
+{
+    bool mask[3] = {which == 0, which == 1, which == 2};
+    struct tn_tensor *r[3];
+    if (tn_convolution_backward(grad_output, input, weight, NULL, 0, stride, stride_len, padding,
+                                padding_len, dilation, dilation_len, transposed, output_padding,
+                                output_padding_len, groups, mask, 3, &r[0], &r[1], &r[2]) < 0)
+        return NULL;
+    for (int i = 0; i < 3; i++)
+        if (i != which)
+            tn_release(r[i]);
+    return r[which];
+}
+
+#define TN_CONV_BW(NAME, WHICH)                                                                \
+    struct tn_tensor *tn__composite_##NAME(                                                    \
+        tn_keyset ks, const struct tn_tensor *grad_output, const struct tn_tensor *input,      \
+        const struct tn_tensor *weight, const int64_t *stride, int stride_len,                 \
+        const int64_t *padding, int padding_len, const int64_t *dilation, int dilation_len,    \
+        bool transposed, const int64_t *output_padding, int output_padding_len, int64_t groups) \
+    {                                                                                          \
+        return conv_bw_one(WHICH, grad_output, input, weight, stride, stride_len, padding,     \
+                           padding_len, dilation, dilation_len, transposed, output_padding,    \
+                           output_padding_len, groups);                                        \
+    }
+TN_CONV_BW(convolution_backward_input, 0)
+TN_CONV_BW(convolution_backward_weight, 1)
+TN_CONV_BW(convolution_backward_bias, 2)
+
+struct tn_tensor *tn__composite_max_pool2d_backward(tn_keyset ks,
+                                                    const struct tn_tensor *grad_output,
+                                                    const struct tn_tensor *self,
+                                                    const int64_t *kernel_size,
+                                                    int kernel_size_len, const int64_t *stride,
+                                                    int stride_len, const int64_t *padding,
+                                                    int padding_len, const int64_t *dilation,
+                                                    int dilation_len, bool ceil_mode)
+{
+    struct tn_tensor *out, *idx, *r = NULL;
+    if (tn_max_pool2d_with_indices(self, kernel_size, kernel_size_len, stride, stride_len,
+                                   padding, padding_len, dilation, dilation_len, ceil_mode, &out,
+                                   &idx) < 0)
+        return NULL;
+    /* (stride [] means the kernel size, as in the forward) */
+    r = tn_max_pool2d_with_indices_backward(grad_output, self, kernel_size, kernel_size_len,
+                                            stride_len ? stride : kernel_size,
+                                            stride_len ? stride_len : kernel_size_len, padding,
+                                            padding_len, dilation, dilation_len, ceil_mode, idx);
+    tn_release(out);
+    tn_release(idx);
+    return r;
+}
+
+struct tn_tensor *tn__composite_nll_loss_backward_recompute(
+    tn_keyset ks, const struct tn_tensor *grad_output, const struct tn_tensor *self,
+    const struct tn_tensor *target, const struct tn_tensor *weight, int64_t reduction,
+    int64_t ignore_index)
+{
+    struct tn_keep k = {0};
+    struct tn_tensor *x = (struct tn_tensor *)self, *t = (struct tn_tensor *)target;
+    struct tn_tensor *g = (struct tn_tensor *)grad_output, *out, *tw, *r;
+    int nd = self->ndim;
+    int64_t perm[TN_MAX_DIMS], inv[TN_MAX_DIMS], psizes[TN_MAX_DIMS];
+    if (nd > 2) { /* nll_loss_nd's layout: classes last, flattened */
+        perm[0] = inv[0] = 0;
+        for (int i = 2; i < nd; i++)
+            perm[i - 1] = i;
+        perm[nd - 1] = 1;
+        inv[1] = nd - 1;
+        for (int i = 2; i < nd; i++)
+            inv[i] = i - 1;
+        for (int i = 0; i < nd; i++)
+            psizes[i] = self->sizes[perm[i]];
+        struct tn_tensor *p;
+        TN_KEEP(&k, p, tn_permute(self, perm, nd));
+        TN_KEEP(&k, x, tn_reshape(p, TN_SHAPE(-1, self->sizes[1])));
+        TN_KEEP(&k, t, tn_reshape(target, TN_SHAPE(-1)));
+        if (reduction == TN_REDUCTION_NONE)
+            TN_KEEP(&k, g, tn_reshape(grad_output, TN_SHAPE(-1)));
+    }
+    if (tn_nll_loss_forward(x, t, weight, reduction, ignore_index, &out, &tw) < 0)
+        goto fail;
+    tn__keep(&k, out);
+    tn__keep(&k, tw);
+    TN_KEEP(&k, r, tn_nll_loss_backward(g, x, t, weight, reduction, ignore_index, tw));
+    if (nd > 2) {
+        struct tn_tensor *rs;
+        TN_KEEP(&k, rs, tn_reshape(r, psizes, nd));
+        TN_KEEP(&k, r, tn_permute(rs, inv, nd));
+    }
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
 }

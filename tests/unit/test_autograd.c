@@ -10,7 +10,7 @@
 
 #include "tn_test.h"
 
-#define MAXA 8
+#define MAXA 12 /* (convolution has 9) */
 
 struct call {
     const char *op;
