@@ -587,3 +587,50 @@ fail:
     tn__keep_free(&k);
     return NULL;
 }
+
+/* layer_norm's gradients, mean and rstd recomputed (native_layer_norm's
+ * other results are not kept by the composite) */
+static struct tn_tensor *ln_bw_one(int which, const struct tn_tensor *grad_out,
+                                   const struct tn_tensor *input, const int64_t *ns, int ns_len,
+                                   const struct tn_tensor *weight, const struct tn_tensor *bias,
+                                   double eps)
+{
+    struct tn_tensor *o, *mean, *rstd, *r[3] = {NULL, NULL, NULL};
+    bool mask[3] = {which == 0, which == 1, which == 2};
+    if (tn_native_layer_norm(input, ns, ns_len, weight, bias, eps, &o, &mean, &rstd) < 0)
+        return NULL;
+    int rc = tn_native_layer_norm_backward(grad_out, input, ns, ns_len, mean, rstd, weight, bias,
+                                           mask, 3, &r[0], &r[1], &r[2]);
+    tn__nn_drop(0, o, mean, rstd, NULL);
+    for (int i = 0; i < 3; i++)
+        if (i != which)
+            tn_release(r[i]);
+    return rc < 0 ? NULL : r[which];
+}
+
+#define TN_LN_BW(NAME, WHICH)                                                                  \
+    struct tn_tensor *tn__composite_##NAME(tn_keyset ks, const struct tn_tensor *grad_out,     \
+                                           const struct tn_tensor *input,                      \
+                                           const int64_t *normalized_shape,                    \
+                                           int normalized_shape_len,                           \
+                                           const struct tn_tensor *weight,                     \
+                                           const struct tn_tensor *bias, double eps)           \
+    {                                                                                          \
+        return ln_bw_one(WHICH, grad_out, input, normalized_shape, normalized_shape_len,       \
+                         weight, bias, eps);                                                   \
+    }
+TN_LN_BW(layer_norm_backward_input, 0)
+TN_LN_BW(layer_norm_backward_weight, 1)
+TN_LN_BW(layer_norm_backward_bias, 2)
+
+/* embedding's weight gradient, num_weights taken from the weight */
+struct tn_tensor *tn__composite_embedding_backward_weight(tn_keyset ks,
+                                                          const struct tn_tensor *grad,
+                                                          const struct tn_tensor *weight,
+                                                          const struct tn_tensor *indices,
+                                                          int64_t padding_idx,
+                                                          bool scale_grad_by_freq)
+{
+    return tn_embedding_dense_backward(grad, indices, weight->ndim ? weight->sizes[0] : 1,
+                                       padding_idx, scale_grad_by_freq);
+}
