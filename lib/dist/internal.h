@@ -151,6 +151,13 @@ enum tn__op {
 
 #define TN_STORE_MAGIC 0x3C85F7CEu
 
+/* A key our server reports as present to CHECK (PyTorch's servers: absent),
+ * so our client learns in its handshake, without a round trip of its own,
+ * that it may pipeline CHECK and GET (one round trip per get instead of
+ * WAIT's and GET's two). No user key starts with NUL. */
+#define TN_STORE_PROBE_KEY "\0tensorkit-server"
+#define TN_STORE_PROBE_KEYLEN (sizeof TN_STORE_PROBE_KEY - 1)
+
 /* ------------------------------------------------------------ misc */
 
 /* Monotonic milliseconds. */

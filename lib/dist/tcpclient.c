@@ -27,6 +27,7 @@ struct tcp_store {
      * length and value, a wait's byte), so one syscall instead of two */
     size_t rpos, rlen;
     char rbuf[4096];
+    bool ours; /* the server is tensorkit's: CHECK + GET may be pipelined */
 };
 
 #define TS(s) ((struct tcp_store *)(s))
@@ -209,7 +210,30 @@ static int ts_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t
     const char *keys[1] = {k};
     (void)kl;
     pthread_mutex_lock(&t->mu);
-    int rc = do_wait(t, keys, 1, tn_store_timeout(s));
+    int rc = 0;
+    if (t->ours) {
+        /* CHECK and GET in one round trip; the value counts when the key
+         * was there (our server answers a missing key's GET with nothing) */
+        struct tn__dbuf b = {0};
+        rc = tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, 1) | put_key(&b, k, kl) |
+             tn__db_u8(&b, TN_OP_GET) | put_key(&b, k, kl);
+        rc = send_buf(t, &b, rc);
+        unsigned char ready = 1;
+        int64_t dl = reply_deadline(s);
+        if (rc == 0)
+            rc = recv_all(t, &ready, 1, dl);
+        if (rc == 0)
+            rc = recv_bytes(t, v, vl, dl);
+        if (rc == 0 && ready == 0) {
+            pthread_mutex_unlock(&t->mu);
+            return 0;
+        }
+        if (rc == 0)
+            free(*v);
+        rc = timeout_error(s, rc, k);
+    }
+    if (rc == 0)
+        rc = do_wait(t, keys, 1, tn_store_timeout(s));
     if (rc == 0) {
         struct tn__dbuf b = {0};
         rc = tn__db_u8(&b, TN_OP_GET) | put_key(&b, k, kl);
@@ -518,6 +542,8 @@ struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeou
         rc |= tn__db_u8(&b, TN_OP_AUTH) | tn__db_str(&b, tok, strlen(tok));
     uint32_t nonce = (uint32_t)getpid();
     rc |= tn__db_u8(&b, TN_OP_PING) | tn__db_u32(&b, nonce);
+    rc |= tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, 1) |
+          tn__db_str(&b, TN_STORE_PROBE_KEY, TN_STORE_PROBE_KEYLEN);
     rc = send_buf(t, &b, rc);
     unsigned char r[4];
     int64_t dl = tn__now_ms() + (timeout_ms < 10000 ? 10000 : timeout_ms);
@@ -530,6 +556,10 @@ struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeou
         rc = recv_all(t, r, 4, dl);
     if (rc == 0 && tn__le32(r) != nonce)
         rc = TN_EFORMAT;
+    if (rc == 0)
+        rc = recv_all(t, r, 1, dl); /* the probe: 0 (present) from our server only */
+    if (rc == 0)
+        t->ours = r[0] == 0;
     if (rc < 0) {
         tn_set_error(TN_EIO,
                      "TCPStore client: %s:%d refused the handshake%s (not a TCPStore, an older "

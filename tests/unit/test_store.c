@@ -23,6 +23,15 @@ static char *getstr(struct tn_store *s, const char *k)
     return v; /* NUL-terminated by every store */
 }
 
+/* Sets "later" to "x" after 100 ms through store p. */
+static void *set_later(void *p)
+{
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    tn_store_set(p, "later", "x", 1);
+    return NULL;
+}
+
 /* What every store kind must do the same way. */
 static void common_ops(struct tn_store *s, bool queues)
 {
@@ -191,6 +200,20 @@ static void test_tcp(void **state)
     assert_non_null(t);
     char *v = getstr(t, "ap");
     assert_string_equal(v, "abcd");
+    free(v);
+    /* the one-round-trip get (CHECK + GET, our server only) falls back to
+     * waiting for a key that is not there yet, and returns an empty value */
+    pthread_t th;
+    pthread_create(&th, NULL, set_later, s);
+    tn_store_set_timeout(t, 5000);
+    v = getstr(t, "later");
+    pthread_join(th, NULL);
+    assert_non_null(v);
+    assert_string_equal(v, "x");
+    free(v);
+    assert_int_equal(tn_store_set(s, "empty", "", 0), 0);
+    v = getstr(t, "empty");
+    assert_string_equal(v, "");
     free(v);
     tn_store_release(t);
     tn_store_release(s);
