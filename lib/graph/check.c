@@ -273,6 +273,11 @@ static bool fits(const struct tn_graph_arg *a, const struct tn_arg_schema *as)
     case TN_GARG_NONE:
         return as->optional || (as->def && !strcmp(as->def, "None"));
     case TN_GARG_TENSOR: return as->tag == TN_IV_TENSOR;
+    case TN_GARG_TENSORS: /* Tensor[] holds no None (Tensor?[] has no boxed tag yet) */
+        for (int k = 0; k < a->n; k++)
+            if (a->items[k].value < 0)
+                return false;
+        return as->tag == TN_IV_TENSORLIST;
     case TN_GARG_INT:
         return as->tag == TN_IV_INT || as->tag == TN_IV_SCALAR || as->tag == TN_IV_DOUBLE ||
                as->tag == TN_IV_INTLIST;
@@ -284,7 +289,7 @@ static bool fits(const struct tn_graph_arg *a, const struct tn_arg_schema *as)
     case TN_GARG_LAYOUT: return strstr(as->type, "Layout") != NULL;
     case TN_GARG_MEMORY_FORMAT: return strstr(as->type, "MemoryFormat") != NULL;
     case TN_GARG_DEVICE: return strstr(as->type, "Device") != NULL;
-    default: return false; /* lists of tensors, floats, bools: no boxed tag yet */
+    default: return false; /* lists of floats, bools: no boxed tag yet */
     }
 }
 

@@ -39,7 +39,7 @@ static int64_t *scratch_ints(struct tn__graph_scratch *s, size_t n)
 /* The ivalue for one graph argument, for the schema argument `as`. */
 static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
                      const struct tn_arg_schema *as, const struct tn__graph_slot *slots,
-                     int64_t **ints, struct tn_ivalue *iv)
+                     int64_t **ints, struct tn_tensor ***tens, struct tn_ivalue *iv)
 {
     const struct tn_graph_arg *a = &in->arg;
     const struct tn_graph_item *it = a->items;
@@ -107,6 +107,16 @@ static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
             (*ints)[k] = it[k].value >= 0 ? slots[it[k].value].i : it[k].i;
         *ints += a->n;
         return TN_OK;
+    case TN_GARG_TENSORS: /* Tensor[]: checked to hold no None */
+        iv->tag = TN_IV_TENSORLIST;
+        iv->v.tensors.n = a->n;
+        iv->v.tensors.data = *tens;
+        for (int k = 0; k < a->n; k++)
+            if (!((*tens)[k] = slots[it[k].value].t))
+                return tn_set_error(TN_ERUNTIME, "'%s' has no value",
+                                    g->values[it[k].value].name);
+        *tens += a->n;
+        return TN_OK;
     default:
         return tn_set_error(TN_EINVAL, "argument '%s': lists of this kind are not supported "
                             "by the boxed dispatcher yet", in->name);
@@ -121,11 +131,19 @@ static void describe_args(const struct tn_graph_node *n, const struct tn__graph_
     buf[0] = 0;
     for (int i = 0; i < n->nin && k + 48 < len; i++) {
         const struct tn_graph_arg *a = &n->in[i].arg;
-        if (a->kind != TN_GARG_TENSOR)
+        if (a->kind != TN_GARG_TENSOR && a->kind != TN_GARG_TENSORS)
             continue;
-        char d[160];
-        tn__graph_describe(slots[a->items[0].value].t, d, sizeof d);
-        k += (size_t)snprintf(buf + k, len - k, "%s%s=%s", k ? ", " : "", n->in[i].name, d);
+        bool list = a->kind == TN_GARG_TENSORS;
+        k += (size_t)snprintf(buf + k, len - k, "%s%s=%s", k ? ", " : "", n->in[i].name,
+                              list ? "[" : "");
+        for (int j = 0; j < a->n && k + 48 < len; j++) {
+            char d[160];
+            int v = a->items[j].value;
+            tn__graph_describe(v >= 0 ? slots[v].t : NULL, d, sizeof d);
+            k += (size_t)snprintf(buf + k, len - k, "%s%s", j ? ", " : "", d);
+        }
+        if (list && k + 1 < len)
+            k += (size_t)snprintf(buf + k, len - k, "]");
     }
 }
 
@@ -136,11 +154,16 @@ int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
     int nst = op->nargs > op->nrets ? op->nargs : op->nrets;
     if (n->nout > nst)
         nst = n->nout;
-    size_t nints = 0;
-    for (int i = 0; i < n->nin; i++)
+    size_t nints = 0, ntens = 0;
+    for (int i = 0; i < n->nin; i++) {
         if (n->in[i].arg.kind == TN_GARG_INTS)
             nints += (size_t)n->in[i].arg.n;
-    struct tn_ivalue *st = calloc((size_t)nst + 1, sizeof *st);
+        else if (n->in[i].arg.kind == TN_GARG_TENSORS)
+            ntens += (size_t)n->in[i].arg.n;
+    }
+    /* the stack, then the items of its tensor lists, in one block */
+    struct tn_ivalue *st = calloc(1, ((size_t)nst + 1) * sizeof *st + ntens * sizeof(void *));
+    struct tn_tensor **tens = st ? (struct tn_tensor **)(st + nst + 1) : NULL;
     int64_t *ints = scratch_ints(s, nints + 1);
     if (!st || !ints) {
         free(st);
@@ -150,7 +173,7 @@ int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
     for (int i = 0; i < n->nin && rc == TN_OK; i++) {
         int k = tn_op_arg_index(op, n->in[i].name);
         TN_ASSERT(k >= 0); /* tn_graph_check saw to it */
-        rc = to_ivalue(g, &n->in[i], &op->args[k], slots, &ints, &st[k]);
+        rc = to_ivalue(g, &n->in[i], &op->args[k], slots, &ints, &tens, &st[k]);
         if (k + 1 > nargs)
             nargs = k + 1;
     }

@@ -211,6 +211,17 @@ static void test_grads_torch1(void **state)
     grads("torch1");
 }
 
+/* Lists of tensors (as_tensors): torch.cat and torch.stack exported by
+ * torch.export run with outputs equal to PyTorch's; the Meta pass gives
+ * the list's ops their shapes (a problem here fails run_model's check). */
+static void test_tensor_lists(void **state)
+{
+    (void)state;
+    assert_int_equal(run_model(fixture("torch2", "cat.json"), fixture("torch2", "cat.pt"),
+                               fixture("torch2", "cat_inputs.pt"),
+                               fixture("torch2", "cat_expected.pt")), 1);
+}
+
 /* .pt2 archives from torch.export.save, weights from the archive. */
 static void test_pt2(void **state)
 {
@@ -521,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_models_torch1),
         cmocka_unit_test(test_grads_torch2),
         cmocka_unit_test(test_grads_torch1),
+        cmocka_unit_test(test_tensor_lists),
         cmocka_unit_test(test_pt2),
         cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_roundtrip),
