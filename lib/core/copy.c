@@ -428,11 +428,11 @@ int tn_fill_(struct tn_tensor *t, struct tn_scalar value)
                             t->device.type == TN_DEVICE_CUDA ? "CUDA" : "meta");
     if (tn__scalar_check(value, t->dtype) != TN_OK)
         return tn_last_status();
-    struct tn_fill_ctx ctx;
     /* autograd: leaf checks before the write, the new history after it */
     bool ad = t->requires_grad && tn__autograd_hooks;
     if (ad && tn__autograd_hooks->check_inplace(t) < 0)
         return tn_last_status();
+    struct tn_fill_ctx ctx;
     ctx.es = tn_dtype_size(t->dtype);
     tn_scalar_store(ctx.value, t->dtype, value);
     char *base[1] = {tn_data(t)};
