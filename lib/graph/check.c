@@ -583,9 +583,22 @@ int tn_graph_check(struct tn_graph *g, tn_graph_problem_fn fn, void *ctx)
         free(stack);
         return tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
     }
+    /* the last few targets' ops: a graph repeats a handful of targets, and
+     * each lookup formats and hashes a name (a tenth of a large graph's
+     * check) */
+    struct { const char *target; const struct tn_op *op; } seen[8] = {{0}};
+    unsigned next = 0;
     for (int i = 0; i < g->nnodes; i++) {
         struct tn_graph_node *n = &g->nodes[i];
-        if (!(n->op = tn_graph_op(n->target))) {
+        n->op = NULL;
+        for (int k = 0; k < 8 && seen[k].target && !n->op; k++)
+            if (!strcmp(seen[k].target, n->target))
+                n->op = seen[k].op;
+        if (!n->op && (n->op = tn_graph_op(n->target))) {
+            seen[next % 8].target = n->target;
+            seen[next++ % 8].op = n->op;
+        }
+        if (!n->op) {
             problem(&c, n->name, "%s", tn_last_error());
             continue;
         }
