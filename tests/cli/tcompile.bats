@@ -90,6 +90,17 @@ setup() {
     done
 }
 
+@test "run: lists of tensors (torch.cat, torch.stack): outputs and gradients equal PyTorch's" {
+    local f="$FX/torch2/cat"
+    run tcompile run "$f.json" -w "$f.pt" -i "${f}_inputs.pt" -o "$TMP/cat.pt" --grads "$TMP/g.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/cat.pt" "${f}_expected.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/g.pt" "${f}_grads.pt"
+    assert_success
+    assert_output --partial "6 tensors match"
+}
+
 @test "run: pipes: a .npy input from stdin, .npz outputs to stdout" {
     tckpt get "$FX/torch2/mlp_inputs.pt" x -o "$TMP/x.npy"
     tcompile run "$FX/torch2/mlp.json" -w "$FX/torch2/mlp.pt" -i x=- -o - \
