@@ -311,6 +311,48 @@ static void test_mlp_step(void **state)
         tn_release(all[i]);
 }
 
+/* conv2d + ReLU + max_pool2d twice, linear, cross entropy: every
+ * parameter's gradient is PyTorch's (the conv layers' ones exist only
+ * through convolution's derivative; the Autograd key falls through for an
+ * op without one, and the conv net then trained with frozen conv layers). */
+static struct tn_tensor *conv_block(const struct tn_tensor *x, const struct tn_tensor *w,
+                                   const struct tn_tensor *b)
+{
+    const int64_t one[] = {1}, two[] = {2};
+    struct tn_tensor *c = tn_conv2d(x, w, b, one, 1, one, 1, one, 1, 1), *r = tn_relu(c);
+    struct tn_tensor *p = tn_max_pool2d(r, two, 1, NULL, 0, (const int64_t[]){0}, 1, one, 1, false);
+    tn_release(c);
+    tn_release(r);
+    return p;
+}
+
+static void test_convnet_step(void **state)
+{
+    (void)state;
+    static const char *names[6] = {"w1", "b1", "w2", "b2", "w3", "b3"};
+    struct tn_tensor *p[6], *x = get("conv_x"), *target = get("conv_target");
+    char key[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "conv_%s", names[i]);
+        p[i] = leaf(key);
+    }
+    struct tn_tensor *h1 = conv_block(x, p[0], p[1]), *h2 = conv_block(h1, p[2], p[3]);
+    struct tn_tensor *f = tn_flatten(h2, 1, -1), *logits = tn_linear(f, p[4], p[5]);
+    struct tn_tensor *loss = tn_cross_entropy_loss(logits, target, NULL, 1, -100, 0.0);
+    assert_non_null(loss);
+    assert_int_equal(tn_backward(&loss, 1, NULL, false, false), 0);
+    expect_close(loss, "conv_loss", 1e-5);
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "conv_grad_%s", names[i]);
+        expect_close(p[i]->grad, key, 1e-5);
+    }
+    struct tn_tensor *all[] = {x, target, h1, h2, f, logits, loss};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+    for (int i = 0; i < 6; i++)
+        tn_release(p[i]);
+}
+
 static void test_copy_slices(void **state)
 {
     (void)state;
@@ -380,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_root_errors),     cmocka_unit_test(test_inplace_nonleaf),
         cmocka_unit_test(test_views),           cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_double_backward), cmocka_unit_test(test_mlp_step),
+        cmocka_unit_test(test_convnet_step),
         cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
         cmocka_unit_test(test_copy_slices),
     };
