@@ -13,21 +13,7 @@
 #include <stdlib.h>
 
 #include "bench/bench.h"
-
-static struct tn_module *convnet(void)
-{
-    struct tn_module *l[8] = {
-        (struct tn_module *)tn_nn_conv2d_new(1, 16, 3, 1, 1, 1, 1, true, NULL),
-        tn_nn_activation_new(TN_NN_RELU),
-        (struct tn_module *)tn_nn_max_pool2d_new(2, 0, 0),
-        (struct tn_module *)tn_nn_conv2d_new(16, 32, 3, 1, 1, 1, 1, true, NULL),
-        tn_nn_activation_new(TN_NN_RELU),
-        (struct tn_module *)tn_nn_max_pool2d_new(2, 0, 0),
-        tn_nn_activation_new(TN_NN_FLATTEN),
-        (struct tn_module *)tn_nn_linear_new(32 * 7 * 7, 10, true, NULL),
-    };
-    return tn_nn_sequential_new(l, 8);
-}
+#include "bench/nn/convnet.h"
 
 /* One step; train: with backward and the optimizer. 0 or an error. */
 static int step(struct tn_module *m, struct tn_optim *o, struct tn_tensor *x, struct tn_tensor *y,
@@ -50,20 +36,13 @@ static int step(struct tn_module *m, struct tn_optim *o, struct tn_tensor *x, st
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 30;
-    tn_manual_seed(0);
-    struct tn_module *m = convnet();
-    struct tn_tensor *x = tn_randn(TN_SHAPE(32, 1, 28, 28), TN_FLOAT32, NULL);
-    struct tn_tensor *y = tn_randint(0, 10, TN_SHAPE(32), TN_INT64, NULL);
-    if (!m || !x || !y) {
+    struct tn_module *m;
+    struct tn_tensor *x, *y;
+    struct tn_optim *o;
+    if (tn_bench_convnet(&m, &x, &y, &o) < 0) {
         fprintf(stderr, "bench_convnet: %s\n", tn_last_error());
         return 2;
     }
-    struct tn_tensor *p[8];
-    int np = tn_module_parameters(m, p, 8);
-    struct tn_sgd_options so = tn_sgd_defaults();
-    so.lr = 0.01;
-    so.momentum = 0.9;
-    struct tn_optim *o = tn_sgd_new(p, np, &so);
     bool train = step(m, o, x, y, true) == 0;
     if (!train) {
         fprintf(stderr, "bench_convnet: training step unavailable (%s): timing the forward\n",

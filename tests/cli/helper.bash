@@ -26,3 +26,18 @@ require_torch1() {
 require_torch2() {
     TORCH2=$("$TN_SRCDIR/tests/torch2-python") || skip "PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)"
 }
+
+# same_losses_as OURS THEIRS N: the files OURS and THEIRS (one loss a line,
+# tensorkit's and PyTorch's) both hold N losses, each pair within a
+# relative difference of 1e-4; prints the worst difference, and the steps
+# that differ.
+same_losses_as() {
+    run awk -v want="$3" 'NR == FNR { a[FNR] = $1; n = FNR; next }
+             { m = FNR; d = a[FNR] - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1)
+               if (r > worst) worst = r
+               if (r >= 1e-4) { print "step " FNR ": ours " a[FNR] ", PyTorch " $1; bad++ } }
+             END { printf "%d and %d steps, worst relative difference %.3g\n", n, m, worst
+                   exit (bad || n != want || m != want) }' "$1" "$2"
+    echo "$output"
+    assert_success
+}

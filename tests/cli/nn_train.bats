@@ -27,15 +27,7 @@ same_losses() {
         --optimizer "$opt" --max-steps 200 --log-loss --threads 1
     assert_success
     echo "$output" > "$BATS_TEST_TMPDIR/theirs"
-    run awk 'NR == FNR { a[FNR] = $1; n = FNR; next }
-             { m = FNR; d = a[FNR] - $1; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1)
-               if (r > worst) worst = r
-               if (r >= 1e-4) { print "step " FNR ": ours " a[FNR] ", PyTorch " $1; bad++ } }
-             END { printf "%d and %d steps, worst relative difference %.3g\n", n, m, worst
-                   exit (bad || n != 200 || m != 200) }' \
-        "$BATS_TEST_TMPDIR/ours" "$BATS_TEST_TMPDIR/theirs"
-    echo "$output"
-    assert_success
+    same_losses_as "$BATS_TEST_TMPDIR/ours" "$BATS_TEST_TMPDIR/theirs" 200
 }
 
 @test "SGD with momentum: the first 200 losses equal PyTorch 2.x's" {
