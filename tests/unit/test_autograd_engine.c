@@ -241,7 +241,11 @@ static int plus_one_hook(struct tn_tensor **grad, void *ctx)
 static int post_hook(struct tn_tensor *leaf_, void *ctx)
 {
     /* the grad is final when this runs */
-    *(double *)ctx = tn_item_double(tn_sum(leaf_->grad, TN_DTYPE_UNSET));
+    struct tn_tensor *s = tn_sum(leaf_->grad, TN_DTYPE_UNSET);
+    if (!s)
+        return tn_last_status();
+    *(double *)ctx = tn_item_double(s);
+    tn_release(s);
     return 0;
 }
 
