@@ -876,6 +876,67 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
           "    return tn__ad_commit_inplace(self, o_);\n}\n\n", f);
 }
 
+/* The Autograd kernel of an op without a derivatives.yaml entry (see
+ * mark_no_derivative): runs the op below Autograd and, when an input
+ * requires grad, gives a floating or complex result a node whose backward
+ * fails as PyTorch's does. In place: on a clone of self, whose history
+ * self then takes (tn__ad_commit_inplace, views included). */
+static void write_no_derivative(const struct tg_func *fn, FILE *f)
+{
+    const char *id = fn->ident;
+    int ne = n_edges(fn);
+    fprintf(f, "/* %s: no derivatives.yaml entry */\nstatic int apply_%s(struct tn_node *n0, "
+               "struct tn_tensor *const *grads, struct tn_tensor **out)\n{\n"
+               "    (void)n0;\n    (void)grads;\n    (void)out;\n"
+               "    return not_implemented(\"%s\");\n}\n\n", fn->text, id, fn->name);
+    fprintf(f, "%s %s(tn_keyset ks", fn->inplace ? "int" : "struct tn_tensor *", fn->autograd);
+    for (int i = 0; i < fn->nargs; i++) {
+        fputs(", ", f);
+        tg_c_param(f, &fn->args[i]);
+    }
+    fputs(")\n{\n", f);
+    tensor_array(f, fn);
+    fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
+    const char *r = fn->inplace ? "c_" : "r_";
+    if (fn->inplace) {
+        fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
+                   "tn__ad_below_begin();\n        int rc_ = tn_redispatch_%s(ks & "
+                   "~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+        call_list(f, fn, 0);
+        fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
+              "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
+              "    tn_keyset prev_ = tn__ad_below_begin();\n"
+              "    struct tn_tensor *c_ = tn_clone(self);\n"
+              "    int rc_ = c_ ? tn_redispatch_", f);
+        fprintf(f, "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD), c_", id);
+        call_list(f, fn, 1);
+        fputs(") : tn_last_status();\n    tn__ad_below_end(prev_);\n    if (rc_ < 0) {\n"
+              "        tn_release(c_);\n        return rc_;\n    }\n", f);
+    } else {
+        fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
+                   "tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+        call_list(f, fn, 0);
+        /* integer and bool results are never differentiable; a result that
+         * requires grad already is an input handed back */
+        fputs(");\n    tn__ad_below_end(prev_);\n    if (!r_ || !need_ || !float_like(r_) || "
+              "r_->requires_grad)\n        return r_;\n", f);
+    }
+    fprintf(f, "    struct tn_node *n_ = tn__node_new(sizeof *n_, \"%s\", apply_%s, NULL, %d, 1);\n"
+               "    if (!n_)\n        goto fail_;\n", fn->node, id, ne);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR)
+            fprintf(f, "    if (tn__ad_set_edge(n_, %d, %s) < 0)\n        goto fail_;\n",
+                    edge_of(fn, i), fn->args[i].name);
+    fprintf(f, "    tn__ad_set_history(%s, n_, 0);\n    tn__node_release(n_);\n", r);
+    if (fn->inplace)
+        fputs("    return tn__ad_commit_inplace(self, c_);\nfail_:\n    if (n_)\n"
+              "        tn__node_release(n_);\n    tn_release(c_);\n    return tn_last_status();\n"
+              "}\n\n", f);
+    else
+        fputs("    return r_;\nfail_:\n    if (n_)\n        tn__node_release(n_);\n"
+              "    tn_release(r_);\n    return NULL;\n}\n\n", f);
+}
+
 int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f)
 {
     const char *base = strrchr(ds->path, '/') ? strrchr(ds->path, '/') + 1 : ds->path;
@@ -885,9 +946,17 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
           " * apply computes the formulas of derivatives.yaml. */\n"
           "#define TN_OPS_NATIVE\n#include <stdlib.h>\n#include <string.h>\n"
           "#include <tensor/ops.h>\n\n#include \"autograd/internal.h\"\n\n", f);
+    fputs("/* PyTorch's words for backward through an op without a derivative. */\n"
+          "static __attribute__((unused)) int not_implemented(const char *op)\n{\n    return tn_set_error(TN_ERUNTIME, "
+          "\"the derivative for '%s' is not implemented.\", op);\n}\n\n"
+          "static __attribute__((unused)) bool float_like(const struct tn_tensor *t)\n{\n"
+          "    return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);\n}\n\n", f);
     for (int i = 0; i < ds->n; i++)
         if (write_one(s, ds, &ds->d[i], f) < 0)
             return -1;
+    for (int i = 0; i < s->nfuncs; i++)
+        if (s->funcs[i].no_derivative)
+            write_no_derivative(&s->funcs[i], f);
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *ip = &s->funcs[i];
         if (!ip->inplace || !ip->autograd[0])

@@ -155,6 +155,40 @@ static void name_kernels(struct tg_schema *s, struct tg_func *fn)
     }
 }
 
+/* The ops with a kernel of their own (not a decomposition), a Tensor
+ * argument, one Tensor return that is not a view, and no entry: PyTorch
+ * records for them a node whose backward says the derivative is not
+ * implemented, rather than a result that silently does not require grad.
+ * out= overloads still run below Autograd; ops returning tuples are not
+ * covered yet (derivatives.yaml cannot differentiate them either). */
+static int mark_no_derivative(struct tg_schema *s)
+{
+    for (int i = 0; i < s->nfuncs; i++) {
+        struct tg_func *f = &s->funcs[i];
+        bool own = f->delegate || f->kernel[TG_KEY_CPU] || f->kernel[TG_KEY_CUDA] ||
+                   f->kernel[TG_KEY_META] || f->kernel[TG_KEY_EXPLICIT];
+        bool tensor_arg = false;
+        for (int a = 0; a < f->nargs; a++)
+            tensor_arg |= f->args[a].type == TG_TENSOR;
+        if (f->autograd[0] || f->is_out || !own || f->kernel[TG_KEY_IMPLICIT] || !tensor_arg ||
+            f->nrets != 1 || f->rets[0].type != TG_TENSOR)
+            continue;
+        /* a view (`Tensor(a)`) shares its input's history; in place needs self first */
+        if (f->inplace ? !(f->args[0].type == TG_TENSOR && f->args[0].mutable_)
+                       : f->rets[0].alias != 0)
+            continue;
+        char cc[80];
+        camel(f->name, cc, sizeof cc);
+        if (snprintf(f->node, sizeof f->node, "%sBackward0", cc) >= (int)sizeof f->node) {
+            fprintf(stderr, "tgen: %s: name too long\n", f->name);
+            return -1;
+        }
+        f->no_derivative = true;
+        snprintf(f->autograd, sizeof f->autograd, "tn__autograd_%s", f->ident);
+    }
+    return 0;
+}
+
 int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs *out)
 {
     memset(out, 0, sizeof *out);
@@ -223,7 +257,7 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
         }
         name_kernels(s, out->d[i].fn);
     }
-    rc = 0;
+    rc = mark_no_derivative(s);
 done:
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);

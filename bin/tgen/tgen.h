@@ -61,6 +61,10 @@ struct tg_func {
     char cname[160];     /* tn_add_out */
     char ident[160];     /* add_out: name.overload made an identifier (unique) */
     char autograd[176];  /* its Autograd kernel (from derivatives.yaml), "" when none */
+    /* no derivatives.yaml entry: the Autograd kernel records a node (named
+     * `node`) whose backward fails with PyTorch's "not implemented" */
+    bool no_derivative;
+    char node[96];
 };
 
 struct tg_schema {

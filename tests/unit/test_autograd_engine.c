@@ -176,6 +176,54 @@ static void test_root_errors(void **state)
     tn_release(plain);
 }
 
+/* PyTorch's message for backward through an op without a derivative, for
+ * op `op`: the fixture's (from nextafter, which has none in PyTorch) with
+ * the op's name swapped, the only part that varies. */
+static void expect_not_implemented(int rc, const char *op)
+{
+    const char *m = msg("not_implemented"), *name = json_string_value(json_object_get(fx,
+                                                                "not_implemented_op"));
+    const char *at = strstr(m, name);
+    assert_non_null(at);
+    char want[256];
+    snprintf(want, sizeof want, "%.*s%s%s", (int)(at - m), m, op, at + strlen(name));
+    assert_true(rc < 0);
+    assert_string_equal(tn_last_error(), want);
+}
+
+/* An op with a kernel and no derivatives.yaml entry (cumprod here) records
+ * a node that fails in backward instead of a result that silently does not
+ * require grad; integer results (argmax) get no node. */
+static void test_not_implemented(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_cumprod(x, 0, TN_DTYPE_UNSET);
+    assert_non_null(y);
+    assert_true(y->requires_grad);
+    const char *node = json_string_value(json_object_get(fx, "not_implemented_node"));
+    assert_string_equal(node, "NextafterBackward0"); /* PyTorch's naming, as ours */
+    assert_string_equal(tn_grad_fn_name(y), "CumprodBackward0");
+    struct tn_tensor *s = sum(y);
+    expect_not_implemented(tn_backward(&s, 1, NULL, false, false), "cumprod");
+    assert_null(x->grad);
+    tn_release(s);
+    /* in place on a tensor that requires grad: the same node */
+    struct tn_tensor *z = tn_mul_scalar(x, tn_int(2));
+    assert_int_equal(tn_cumprod_(z, 0, TN_DTYPE_UNSET), 0);
+    assert_string_equal(tn_grad_fn_name(z), "CumprodBackward0");
+    s = sum(z);
+    expect_not_implemented(tn_backward(&s, 1, NULL, false, false), "cumprod");
+    tn_release(s);
+    struct tn_tensor *i = tn_argmax(x, NULL, false);
+    assert_non_null(i);
+    assert_false(i->requires_grad);
+    assert_null(i->grad_fn);
+    tn_release(i);
+    tn_release(z);
+    tn_release(y);
+    tn_release(x);
+}
+
 static void test_inplace_nonleaf(void **state)
 {
     (void)state;
@@ -428,7 +476,7 @@ int main(void)
         cmocka_unit_test(test_double_backward), cmocka_unit_test(test_mlp_step),
         cmocka_unit_test(test_convnet_step),
         cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
-        cmocka_unit_test(test_copy_slices),
+        cmocka_unit_test(test_copy_slices),     cmocka_unit_test(test_not_implemented),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);
