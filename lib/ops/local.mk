@@ -9,7 +9,9 @@ libtensor_la_SOURCES += \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
 	lib/ops/nn.c \
+	lib/ops/nn2.c \
 	lib/ops/shape.c \
+	lib/ops/movement.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
@@ -18,8 +20,10 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/backward.c \
 	lib/ops/cpu/sort.c \
 	lib/ops/cpu/shape.c \
+	lib/ops/cpu/movement.c \
 	lib/ops/cpu/nn_loss.c \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_pool.c \
-	lib/ops/cpu/nn_dropout.c
+	lib/ops/cpu/nn_dropout.c \
+	lib/ops/cpu/nn_more.c
