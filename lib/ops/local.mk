@@ -9,7 +9,6 @@ libtensor_la_SOURCES += \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
 	lib/ops/nn.c \
-	lib/ops/nn2.c \
 	lib/ops/shape.c \
 	lib/ops/movement.c \
 	lib/ops/cpu/binary.c \
@@ -25,5 +24,4 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_pool.c \
-	lib/ops/cpu/nn_dropout.c \
-	lib/ops/cpu/nn_more.c
+	lib/ops/cpu/nn_dropout.c
