@@ -9,6 +9,7 @@ libtensor_la_SOURCES += \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
 	lib/ops/nn.c \
+	lib/ops/nn2.c \
 	lib/ops/shape.c \
 	lib/ops/movement.c \
 	lib/ops/cpu/binary.c \
@@ -24,4 +25,5 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_pool.c \
-	lib/ops/cpu/nn_dropout.c
+	lib/ops/cpu/nn_dropout.c \
+	lib/ops/cpu/nn_more.c

@@ -35,6 +35,10 @@ struct tn_tensor *tn__nn_plus(const struct tn_tensor *x, double v);
 int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tensor *c,
                 struct tn_tensor *d);
 
+/* x itself (retained) for reduction none, else its mean or sum
+ * (lib/ops/nn2.c). */
+struct tn_tensor *tn__nn_reduce_loss(struct tn_tensor *x, int64_t reduction);
+
 /* Floating dtypes only: PyTorch's "\"name\" not implemented for 'Long'". */
 int tn__nn_check_float(const char *kernel, const struct tn_tensor *t);
 

@@ -71,6 +71,12 @@ tests_unit_test_ops_nn2_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_nn2_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_nn2_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_nn3
+tests_unit_test_ops_nn3_SOURCES = tests/unit/test_ops_nn3.c tests/unit/ops_cases.h
+tests_unit_test_ops_nn3_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_nn3_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_nn3_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_shape
 tests_unit_test_ops_shape_SOURCES = tests/unit/test_ops_shape.c tests/unit/ops_cases.h
 tests_unit_test_ops_shape_CPPFLAGS = $(TN_UNIT_CPP)

@@ -139,21 +139,11 @@ struct tn_tensor *tn__cpu_nll_loss_backward(tn_keyset ks, const struct tn_tensor
     return tn__nn_to(gi, self->dtype);
 }
 
-/* mean or sum of x, or x itself (retained) for reduction none */
-static struct tn_tensor *reduce_loss(struct tn_tensor *x, int64_t reduction)
-{
-    if (reduction == TN_REDUCTION_MEAN)
-        return tn_mean(x, TN_DTYPE_UNSET);
-    if (reduction == TN_REDUCTION_SUM)
-        return tn_sum(x, TN_DTYPE_UNSET);
-    return tn_retain(x);
-}
-
 struct tn_tensor *tn__cpu_mse_loss(tn_keyset ks, const struct tn_tensor *self,
                                    const struct tn_tensor *target, int64_t reduction)
 {
     struct tn_tensor *d = tn_sub(self, target, tn_int(1)), *sq = d ? tn_mul(d, d) : NULL;
-    struct tn_tensor *r = sq ? reduce_loss(sq, reduction) : NULL;
+    struct tn_tensor *r = sq ? tn__nn_reduce_loss(sq, reduction) : NULL;
     tn__nn_drop(0, d, sq, NULL, NULL);
     return r;
 }
