@@ -1,9 +1,12 @@
 /*
  * ops/nn2.c: the device-independent half of the nn ops added after
  * lib/ops/nn.c: the reduction every loss applies, and the
- * CompositeImplicitAutograd decompositions PyTorch has (l1_loss).
+ * CompositeImplicitAutograd decompositions PyTorch has (l1_loss, pad), and
+ * constant_pad_nd with its backward.
  */
 #include <config.h>
+
+#include <string.h>
 
 #include "ops/nn_internal.h"
 
@@ -27,4 +30,86 @@ struct tn_tensor *tn__composite_l1_loss(tn_keyset ks, const struct tn_tensor *se
     struct tn_tensor *r = a ? tn__nn_reduce_loss(a, reduction) : NULL;
     tn__nn_drop(0, d, a, NULL, NULL);
     return r;
+}
+
+/* PyTorch's constant_pad_nd: pad holds (before, after) pairs from the last
+ * dim backwards; negative pads crop (narrow the input), positive ones add
+ * elements of `value` (converted to the input's dtype). */
+struct tn_tensor *tn__composite_constant_pad_nd(tn_keyset ks, const struct tn_tensor *self,
+                                                const int64_t *pad, int pad_len,
+                                                struct tn_scalar value)
+{
+    if (pad_len % 2)
+        return tn_set_error(TN_EINVAL, "Length of pad must be even but instead it equals %d",
+                            pad_len), NULL;
+    int nd = self->ndim, lp = pad_len / 2, first = nd - lp;
+    if (lp > nd)
+        return tn_set_error(TN_EINVAL, "Length of pad should be no more than twice the number "
+                            "of dimensions of the input. Pad length is %dwhile the input has "
+                            "%ddimensions.", pad_len, nd), NULL;
+    struct tn_keep k = {0};
+    struct tn_tensor *in = tn_retain((struct tn_tensor *)self), *out, *win;
+    bool grows = false;
+    tn__keep(&k, in);
+    int64_t sizes[TN_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        sizes[i] = self->sizes[i];
+        if (i < first)
+            continue;
+        int64_t lo = pad[2 * (nd - i - 1)], hi = pad[2 * (nd - i - 1) + 1];
+        if (lo < 0)
+            TN_KEEP(&k, in, tn_narrow(in, i, -lo, in->sizes[i] + lo));
+        if (hi < 0)
+            TN_KEEP(&k, in, tn_narrow(in, i, 0, in->sizes[i] + hi));
+        grows |= lo > 0 || hi > 0;
+        sizes[i] += lo + hi;
+    }
+    if (!grows) { /* only crops: a copy of the narrowed input, as PyTorch */
+        struct tn_tensor *c = tn_clone(in);
+        tn__keep_free(&k);
+        return c;
+    }
+    TN_KEEP(&k, out, tn_full(sizes, nd, value, self->dtype));
+    win = tn_retain(out);
+    tn__keep(&k, win);
+    for (int i = first; i < nd; i++) {
+        int64_t lo = pad[2 * (nd - i - 1)];
+        TN_KEEP(&k, win, tn_narrow(win, i, lo > 0 ? lo : 0, in->sizes[i]));
+    }
+    if (tn_copy_(win, in) < 0)
+        goto fail;
+    return tn__keep_out(&k, out);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+/* constant_pad_nd's gradient: the padding taken off again (PyTorch's
+ * constant_pad_nd_backward, an op here as formulas cannot negate lists). */
+struct tn_tensor *tn__composite_constant_pad_nd_backward(tn_keyset ks,
+                                                         const struct tn_tensor *grad,
+                                                         const int64_t *pad, int pad_len)
+{
+    int64_t neg[2 * TN_MAX_DIMS];
+    if (pad_len > 2 * TN_MAX_DIMS)
+        return tn_set_error(TN_EINVAL, "Length of pad should be no more than twice the number "
+                            "of dimensions of the input. Pad length is %dwhile the input has "
+                            "%ddimensions.", pad_len, grad->ndim), NULL;
+    for (int i = 0; i < pad_len; i++)
+        neg[i] = -pad[i];
+    return tn_constant_pad_nd(grad, neg, pad_len, tn_int(0));
+}
+
+/* pad's constant mode (the other modes are not here yet) */
+struct tn_tensor *tn__composite_pad(tn_keyset ks, const struct tn_tensor *self,
+                                    const int64_t *pad, int pad_len, const char *mode,
+                                    const double *value)
+{
+    if (strcmp(mode, "constant") != 0) {
+        if (value)
+            return tn_set_error(TN_EINVAL, "Padding mode \"%s\" doesn't take in value argument",
+                                mode), NULL;
+        return tn_set_error(TN_ERUNTIME, "pad: mode \"%s\" is not implemented", mode), NULL;
+    }
+    return tn_constant_pad_nd(self, pad, pad_len, tn_float(value ? *value : 0.0));
 }
