@@ -1,7 +1,8 @@
 /*
  * ops/movement.c: meta functions of the data-movement ops whose CPU
  * kernels live in ops/cpu/movement.c: tril and triu (structured: the
- * result has self's shape and dtype), with PyTorch's checks and words.
+ * result has self's shape and dtype), with PyTorch's checks and words; and
+ * the decompositions tile (over repeat) and argsort (over sort).
  */
 #include <config.h>
 
@@ -29,4 +30,46 @@ int tn__meta_triu_out(const struct tn_tensor *self, int64_t diagonal, struct tn_
 {
     (void)diagonal;
     return triangle_meta("triu", self, m);
+}
+
+/* tile: dims padded with leading 1s to self's ndim, then repeat. */
+struct tn_tensor *tn__composite_tile(tn_keyset ks, const struct tn_tensor *self,
+                                     const int64_t *dims, int dims_len)
+{
+    (void)ks;
+    int n = dims_len < self->ndim ? self->ndim : dims_len;
+    if (n > TN_MAX_DIMS) {
+        tn_set_error(TN_EINVAL, "tile: %d dims, more than the %d a tensor can have", n,
+                     TN_MAX_DIMS);
+        return NULL;
+    }
+    int64_t reps[TN_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        reps[i] = i < n - dims_len ? 1 : dims[i - (n - dims_len)];
+    return tn_repeat(self, reps, n);
+}
+
+/* argsort: the indices of sort (always stable here). */
+static struct tn_tensor *sort_indices(const struct tn_tensor *self, const bool *stable,
+                                      int64_t dim, bool descending)
+{
+    struct tn_tensor *values = NULL, *indices = NULL;
+    if (tn_sort_stable(self, stable, dim, descending, &values, &indices) < 0)
+        return NULL;
+    tn_release(values);
+    return indices;
+}
+
+struct tn_tensor *tn__composite_argsort(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                                        bool descending)
+{
+    (void)ks;
+    return sort_indices(self, NULL, dim, descending);
+}
+
+struct tn_tensor *tn__composite_argsort_stable(tn_keyset ks, const struct tn_tensor *self,
+                                               bool stable, int64_t dim, bool descending)
+{
+    (void)ks;
+    return sort_indices(self, &stable, dim, descending);
 }

@@ -1,11 +1,12 @@
 /*
  * ops/cpu/movement.c: CPU kernels of the data-movement ops (tril, triu,
- * flip, roll). Each output element is copied byte for byte from the one
+ * flip, roll, repeat). Each output element is copied byte for byte from the one
  * element of self that a per-op index map names (or zeroed: every dtype's
  * zero is all zero bytes), so one walk serves every dtype.
  */
 #include <config.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/internal.h"
@@ -173,5 +174,245 @@ struct tn_tensor *tn__cpu_roll(tn_keyset ks, const struct tn_tensor *self, const
     struct tn_tensor *out = like(self);
     if (out && tn_numel(self) > 0)
         remap(self, out, roll_map, &r);
+    return out;
+}
+
+/* ---------------------------------------------------------------- repeat */
+
+static bool repeat_map(int64_t *idx, int ndim, const void *ctx)
+{
+    const struct tn_tensor *v = ctx;
+    for (int i = 0; i < ndim; i++)
+        idx[i] %= v->sizes[i];
+    return true;
+}
+
+/* self (with leading size-1 dims up to len(repeats)) repeated along each
+ * dim. */
+struct tn_tensor *tn__cpu_repeat(tn_keyset ks, const struct tn_tensor *self,
+                                 const int64_t *repeats, int repeats_len)
+{
+    (void)ks;
+    if (repeats_len < self->ndim) {
+        tn_set_error(TN_EINVAL, "Number of dimensions of repeat dims can not be smaller than "
+                                "number of dimensions of tensor");
+        return NULL;
+    }
+    if (repeats_len > TN_MAX_DIMS) {
+        tn_set_error(TN_EINVAL, "repeat: %d dims, more than the %d a tensor can have",
+                     repeats_len, TN_MAX_DIMS);
+        return NULL;
+    }
+    int64_t padded[TN_MAX_DIMS], sizes[TN_MAX_DIMS];
+    int lead = repeats_len - self->ndim;
+    for (int i = 0; i < repeats_len; i++) {
+        padded[i] = i < lead ? 1 : self->sizes[i - lead];
+        sizes[i] = padded[i] * repeats[i];
+    }
+    for (int i = 0; i < repeats_len; i++)
+        if (repeats[i] < 0) {
+            char list[TN_MAX_DIMS * 24 + 3] = "[";
+            size_t len = 1;
+            for (int j = 0; j < repeats_len; j++)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld", j ? ", " : "",
+                                        (long long)sizes[j]);
+            tn_set_error(TN_EINVAL, "Trying to create tensor with negative dimension %lld: %s]",
+                         (long long)sizes[i], list);
+            return NULL;
+        }
+    struct tn_tensor *v = tn_view(self, padded, repeats_len); /* adds size-1 dims only */
+    struct tn_tensor *out = v ? tn_empty_on(sizes, repeats_len, self->dtype, self->device) : NULL;
+    if (out && tn_numel(out) > 0)
+        remap(v, out, repeat_map, v);
+    tn_release(v);
+    return out;
+}
+
+/* ------------------------------------------ nonzero, masked_select, one_hot */
+
+/* Whether the element at p is not zero (-0.0 is zero, NaN is not). */
+static bool element_nonzero(const char *p, enum tn_dtype dtype)
+{
+    if (dtype == TN_COMPLEX64) {
+        float c[2];
+        memcpy(c, p, sizeof c);
+        return c[0] != 0.0f || c[1] != 0.0f;
+    }
+    if (tn_dtype_is_floating(dtype)) {
+        double d;
+        tn__convert_strided((char *)&d, TN_FLOAT64, 8, p, dtype, 0, 1);
+        return d != 0.0;
+    }
+    for (size_t i = 0; i < tn_dtype_size(dtype); i++) /* integers and bool */
+        if (p[i])
+            return true;
+    return false;
+}
+
+/* Calls fn(ctx, idx, element) for each element of t in row-major order. */
+typedef void (*visit_fn)(void *ctx, const int64_t *idx, const char *element);
+
+static void visit(const struct tn_tensor *t, visit_fn fn, void *ctx)
+{
+    int64_t n = tn_numel(t), idx[TN_MAX_DIMS] = {0};
+    size_t es = tn_dtype_size(t->dtype);
+    const char *base = tn_data(t);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < t->ndim; i++)
+            off += idx[i] * t->strides[i];
+        fn(ctx, idx, base + off * (int64_t)es);
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            if (++idx[i] < t->sizes[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+struct nonzero_walk {
+    enum tn_dtype dtype;
+    int ndim;
+    int64_t count;
+    int64_t *out; /* NULL: count only */
+};
+
+static void nonzero_visit(void *ctx, const int64_t *idx, const char *element)
+{
+    struct nonzero_walk *w = ctx;
+    if (!element_nonzero(element, w->dtype))
+        return;
+    if (w->out)
+        memcpy(w->out + w->count * w->ndim, idx, sizeof(int64_t) * (size_t)w->ndim);
+    w->count++;
+}
+
+/* The indices of self's non-zero elements, one row each (int64 [n, ndim]). */
+struct tn_tensor *tn__cpu_nonzero(tn_keyset ks, const struct tn_tensor *self)
+{
+    (void)ks;
+    struct nonzero_walk w = {self->dtype, self->ndim, 0, NULL};
+    visit(self, nonzero_visit, &w); /* count first: the result's size */
+    int64_t sizes[2] = {w.count, self->ndim};
+    struct tn_tensor *out = tn_empty_on(sizes, 2, TN_INT64, self->device);
+    if (!out)
+        return NULL;
+    w.count = 0;
+    w.out = tn_data(out);
+    visit(self, nonzero_visit, &w);
+    return out;
+}
+
+struct select_walk {
+    const struct tn_tensor *mask; /* bool, of the values' shape */
+    size_t es;
+    char *out;
+    int64_t count;
+};
+
+static void select_visit(void *ctx, const int64_t *idx, const char *element)
+{
+    struct select_walk *w = ctx;
+    int64_t off = 0;
+    for (int i = 0; i < w->mask->ndim; i++)
+        off += idx[i] * w->mask->strides[i];
+    if (!((const bool *)tn_data(w->mask))[off])
+        return;
+    if (w->out)
+        memcpy(w->out + (size_t)w->count * w->es, element, w->es);
+    w->count++;
+}
+
+/* self's elements where mask (broadcast with self) is true, in order, 1-D. */
+struct tn_tensor *tn__cpu_masked_select(tn_keyset ks, const struct tn_tensor *self,
+                                        const struct tn_tensor *mask)
+{
+    (void)ks;
+    if (mask->dtype != TN_BOOL) {
+        tn_set_error(TN_EDTYPE, "masked_select: expected BoolTensor for mask");
+        return NULL;
+    }
+    int64_t shape[TN_MAX_DIMS];
+    int nd = tn_broadcast_shapes(self->sizes, self->ndim, mask->sizes, mask->ndim, shape);
+    if (nd < 0)
+        return NULL;
+    struct tn_tensor *v = tn_broadcast_to(self, shape, nd);
+    struct tn_tensor *m = v ? tn_broadcast_to(mask, shape, nd) : NULL;
+    struct tn_tensor *out = NULL;
+    if (m) {
+        struct select_walk w = {m, tn_dtype_size(self->dtype), NULL, 0};
+        visit(v, select_visit, &w);
+        out = tn_empty_on(TN_SHAPE(w.count), self->dtype, self->device);
+        if (out) {
+            w.out = tn_data(out);
+            w.count = 0;
+            visit(v, select_visit, &w);
+        }
+    }
+    tn_release(v);
+    tn_release(m);
+    return out;
+}
+
+struct one_hot_walk {
+    int64_t lo, hi, num_classes;
+    int64_t *out; /* NULL: find the range only */
+    int64_t k;
+};
+
+static void one_hot_visit(void *ctx, const int64_t *idx, const char *element)
+{
+    (void)idx;
+    struct one_hot_walk *w = ctx;
+    int64_t c;
+    memcpy(&c, element, sizeof c);
+    if (!w->out) {
+        w->lo = w->k == 0 || c < w->lo ? c : w->lo;
+        w->hi = w->k == 0 || c > w->hi ? c : w->hi;
+    } else {
+        w->out[w->k * w->num_classes + c] = 1;
+    }
+    w->k++;
+}
+
+/* (PyTorch: a decomposition; here a CPU kernel) int64 self + [classes]. */
+struct tn_tensor *tn__cpu_one_hot(tn_keyset ks, const struct tn_tensor *self, int64_t num_classes)
+{
+    (void)ks;
+    if (self->dtype != TN_INT64) {
+        tn_set_error(TN_EDTYPE, "one_hot is only applicable to index tensor.");
+        return NULL;
+    }
+    struct one_hot_walk w = {0, 0, num_classes, NULL, 0};
+    int64_t n = tn_numel(self);
+    if (n == 0 && num_classes <= 0) {
+        tn_set_error(TN_EINVAL, "Can not infer total number of classes from empty tensor.");
+        return NULL;
+    }
+    visit(self, one_hot_visit, &w);
+    if (n > 0 && w.lo < 0) {
+        tn_set_error(TN_EINVAL, "Class values must be non-negative.");
+        return NULL;
+    }
+    if (num_classes == -1) {
+        w.num_classes = w.hi + 1;
+    } else if (n > 0 && w.hi >= num_classes) {
+        tn_set_error(TN_EINVAL, "Class values must be smaller than num_classes.");
+        return NULL;
+    }
+    if (self->ndim >= TN_MAX_DIMS) {
+        tn_set_error(TN_EINVAL, "one_hot: a %d-dim input has no room for the class dim",
+                     self->ndim);
+        return NULL;
+    }
+    int64_t sizes[TN_MAX_DIMS];
+    memcpy(sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+    sizes[self->ndim] = w.num_classes;
+    struct tn_tensor *out = tn_zeros(sizes, self->ndim + 1, TN_INT64);
+    if (!out)
+        return NULL;
+    w.out = tn_data(out);
+    w.k = 0;
+    visit(self, one_hot_visit, &w);
     return out;
 }
