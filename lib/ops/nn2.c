@@ -113,3 +113,75 @@ struct tn_tensor *tn__composite_pad(tn_keyset ks, const struct tn_tensor *self,
     }
     return tn_constant_pad_nd(self, pad, pad_len, tn_float(value ? *value : 0.0));
 }
+
+/* PyTorch's group_norm: its checks, then native_group_norm's first result
+ * over input (N, C, *). */
+struct tn_tensor *tn__composite_group_norm(tn_keyset ks, const struct tn_tensor *input,
+                                           int64_t num_groups, const struct tn_tensor *weight,
+                                           const struct tn_tensor *bias, double eps,
+                                           bool cudnn_enabled)
+{
+    char a[128], b[128];
+    if (input->ndim < 2)
+        return tn_set_error(TN_EINDEX, "Dimension out of range (expected to be in range of "
+                            "[-1, 0], but got 1)"), NULL;
+    int64_t n = input->sizes[0], c = input->sizes[1], hxw = 1;
+    for (int i = 2; i < input->ndim; i++)
+        hxw *= input->sizes[i];
+    if (num_groups <= 0 || c % num_groups)
+        return tn_set_error(TN_ESHAPE, "Expected number of channels in input to be divisible "
+                            "by num_groups, but got input of shape %s and num_groups=%lld",
+                            tn_shape_format(input->sizes, input->ndim, a, sizeof a),
+                            (long long)num_groups), NULL;
+    const struct tn_tensor *wb[2] = {weight, bias};
+    const char *what[2] = {"weight", "bias"};
+    for (int i = 0; i < 2; i++)
+        if (wb[i] && (wb[i]->ndim != 1 || tn_numel(wb[i]) != c))
+            return tn_set_error(TN_ESHAPE, "Expected %s to be a vector of size equal to the "
+                                "number of channels in input, but got %s of shape %s and input "
+                                "of shape %s", what[i], what[i],
+                                tn_shape_format(wb[i]->sizes, wb[i]->ndim, b, sizeof b),
+                                tn_shape_format(input->sizes, input->ndim, a, sizeof a)), NULL;
+    struct tn_tensor *y, *mean, *rstd;
+    if (tn_native_group_norm(input, weight, bias, n, c, hxw, num_groups, eps, &y, &mean,
+                             &rstd) < 0)
+        return NULL;
+    tn__nn_drop(0, mean, rstd, NULL, NULL);
+    return y;
+}
+
+/* group_norm's gradients, mean and rstd recomputed (the composite keeps
+ * only native_group_norm's first result) */
+static struct tn_tensor *gn_bw_one(int which, const struct tn_tensor *grad_out,
+                                   const struct tn_tensor *input, int64_t num_groups,
+                                   const struct tn_tensor *weight, const struct tn_tensor *bias,
+                                   double eps)
+{
+    struct tn_tensor *o, *mean, *rstd, *r[3] = {NULL, NULL, NULL};
+    bool mask[3] = {which == 0, which == 1, which == 2};
+    int64_t n = input->sizes[0], c = input->sizes[1], hxw = 1;
+    for (int i = 2; i < input->ndim; i++)
+        hxw *= input->sizes[i];
+    if (tn_native_group_norm(input, weight, bias, n, c, hxw, num_groups, eps, &o, &mean,
+                             &rstd) < 0)
+        return NULL;
+    int rc = tn_native_group_norm_backward(grad_out, input, mean, rstd, weight, n, c, hxw,
+                                           num_groups, mask, 3, &r[0], &r[1], &r[2]);
+    tn__nn_drop(0, o, mean, rstd, NULL);
+    for (int i = 0; i < 3; i++)
+        if (i != which)
+            tn_release(r[i]);
+    return rc < 0 ? NULL : r[which];
+}
+
+#define TN_GN_BW(NAME, WHICH)                                                                  \
+    struct tn_tensor *tn__composite_##NAME(tn_keyset ks, const struct tn_tensor *grad_out,     \
+                                           const struct tn_tensor *input, int64_t num_groups,  \
+                                           const struct tn_tensor *weight,                     \
+                                           const struct tn_tensor *bias, double eps)           \
+    {                                                                                          \
+        return gn_bw_one(WHICH, grad_out, input, num_groups, weight, bias, eps);               \
+    }
+TN_GN_BW(group_norm_backward_input, 0)
+TN_GN_BW(group_norm_backward_weight, 1)
+TN_GN_BW(group_norm_backward_bias, 2)
