@@ -185,3 +185,25 @@ static struct tn_tensor *gn_bw_one(int which, const struct tn_tensor *grad_out,
 TN_GN_BW(group_norm_backward_input, 0)
 TN_GN_BW(group_norm_backward_weight, 1)
 TN_GN_BW(group_norm_backward_bias, 2)
+
+/* PyTorch's conv_transpose2d: convolution with transposed=True (a 3-D
+ * input is one sample, as there) */
+struct tn_tensor *tn__composite_conv_transpose2d_input(
+    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
+    const struct tn_tensor *bias, const int64_t *stride, int stride_len, const int64_t *padding,
+    int padding_len, const int64_t *output_padding, int output_padding_len, int64_t groups,
+    const int64_t *dilation, int dilation_len)
+{
+    if (input->ndim != 3)
+        return tn_convolution(input, weight, bias, stride, stride_len, padding, padding_len,
+                              dilation, dilation_len, true, output_padding, output_padding_len,
+                              groups);
+    struct tn_tensor *x = tn_unsqueeze(input, 0), *r = NULL, *s = NULL;
+    if (x)
+        r = tn_convolution(x, weight, bias, stride, stride_len, padding, padding_len, dilation,
+                           dilation_len, true, output_padding, output_padding_len, groups);
+    if (r)
+        s = tn_squeeze_dims(r, (const int64_t[]){0}, 1);
+    tn__nn_drop(0, x, r, NULL, NULL);
+    return s;
+}

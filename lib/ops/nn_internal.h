@@ -39,6 +39,25 @@ int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tens
  * (lib/ops/nn2.c). */
 struct tn_tensor *tn__nn_reduce_loss(struct tn_tensor *x, int64_t reduction);
 
+/* convolution and convolution_backward with transposed=True, for the
+ * kernels of nn_conv.c (lib/ops/cpu/nn_more.c). */
+struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
+                                         const struct tn_tensor *weight,
+                                         const struct tn_tensor *bias, const int64_t *stride,
+                                         int stride_len, const int64_t *padding, int padding_len,
+                                         const int64_t *dilation, int dilation_len,
+                                         const int64_t *output_padding, int output_padding_len,
+                                         int64_t groups);
+int tn__nn_conv_transposed_backward(const struct tn_tensor *grad_output,
+                                    const struct tn_tensor *input,
+                                    const struct tn_tensor *weight, const int64_t *stride,
+                                    int stride_len, const int64_t *padding, int padding_len,
+                                    const int64_t *dilation, int dilation_len,
+                                    const int64_t *output_padding, int output_padding_len,
+                                    int64_t groups, const bool *output_mask,
+                                    struct tn_tensor **result0, struct tn_tensor **result1,
+                                    struct tn_tensor **result2);
+
 /* Floating dtypes only: PyTorch's "\"name\" not implemented for 'Long'". */
 int tn__nn_check_float(const char *kernel, const struct tn_tensor *t);
 

@@ -177,6 +177,10 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                       int64_t groups)
 {
     struct conv g;
+    if (transposed) /* (lib/ops/cpu/nn_more.c) */
+        return tn__nn_conv_transposed(input, weight, bias, stride, stride_len, padding,
+                                      padding_len, dilation, dilation_len, output_padding,
+                                      output_padding_len, groups);
     if (conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
                       dilation_len, transposed, groups, &g) < 0)
         return NULL;
@@ -241,6 +245,11 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     *result0 = *result1 = *result2 = NULL;
     if (output_mask_len != 3)
         return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", output_mask_len);
+    if (transposed) /* (lib/ops/cpu/nn_more.c) */
+        return tn__nn_conv_transposed_backward(grad_output, input, weight, stride, stride_len,
+                                               padding, padding_len, dilation, dilation_len,
+                                               output_padding, output_padding_len, groups,
+                                               output_mask, result0, result1, result2);
     int rc = conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
                            dilation_len, transposed, groups, &g);
     if (rc < 0)
