@@ -31,7 +31,7 @@ struct tn_tensor *tn__cpu_smooth_l1_loss(tn_keyset ks, const struct tn_tensor *s
     if (beta == 0)
         return tn_l1_loss(self, target, reduction);
     struct tn_keep k = {0};
-    struct tn_tensor *d, *a, *h, *hz, *q, *l, *c, *e;
+    struct tn_tensor *d, *a, *h, *hz, *q, *l, *c, *e, *r;
     TN_KEEP(&k, d, tn_sub(self, target, tn_int(1)));
     TN_KEEP(&k, a, tn_abs(d));
     TN_KEEP(&k, h, tn__nn_scale(a, 0.5));
@@ -40,7 +40,8 @@ struct tn_tensor *tn__cpu_smooth_l1_loss(tn_keyset ks, const struct tn_tensor *s
     TN_KEEP(&k, l, tn__nn_plus(a, -0.5 * beta));
     TN_KEEP(&k, c, tn_lt_scalar(a, tn_float(beta)));
     TN_KEEP(&k, e, tn_where_self(c, q, l));
-    return tn__keep_out(&k, tn__nn_reduce_loss(e, reduction));
+    TN_KEEP(&k, r, tn__nn_reduce_loss(e, reduction));
+    return tn__keep_out(&k, r);
 fail:
     tn__keep_free(&k);
     return NULL;
