@@ -34,11 +34,9 @@ static int64_t param(const int64_t *v, int len, int i, int64_t def)
 static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *weight,
                          const int64_t *stride, int stride_len, const int64_t *padding,
                          int padding_len, const int64_t *dilation, int dilation_len,
-                         bool transposed, int64_t groups, struct conv *g)
+                         int64_t groups, struct conv *g)
 {
     char a[128], b[128];
-    if (transposed)
-        return tn_set_error(TN_EINVAL, "convolution: transposed convolution is not supported yet");
     if (weight->ndim != 3 && weight->ndim != 4)
         return tn_set_error(TN_ESHAPE, "convolution: expected a 3-D or 4-D weight, got %s",
                             tn_shape_format(weight->sizes, weight->ndim, a, sizeof a));
@@ -182,7 +180,7 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                       padding_len, dilation, dilation_len, output_padding,
                                       output_padding_len, groups);
     if (conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
-                      dilation_len, transposed, groups, &g) < 0)
+                      dilation_len, groups, &g) < 0)
         return NULL;
     bool f32 = input->dtype == TN_FLOAT32;
     enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
@@ -251,7 +249,7 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
                                                output_padding, output_padding_len, groups,
                                                output_mask, result0, result1, result2);
     int rc = conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
-                           dilation_len, transposed, groups, &g);
+                           dilation_len, groups, &g);
     if (rc < 0)
         return rc;
     int64_t hw = g.oh * g.ow;
