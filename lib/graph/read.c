@@ -280,11 +280,11 @@ static int parse_list(struct reader *r, json_t *v, struct tn_graph_arg *a, const
 static int parse_arg_inner(struct reader *r, json_t *j, struct tn_graph_arg *a)
 {
     json_t *v;
-    const char *arm = union_arm(r, j, "an argument", &v);
     int rc;
+    memset(a, 0, sizeof *a); /* before anything can fail: parse_arg frees what a holds */
+    const char *arm = union_arm(r, j, "an argument", &v);
     if (!arm)
         return TN_EFORMAT;
-    memset(a, 0, sizeof *a);
     if (!strcmp(arm, "as_none")) {
         a->kind = TN_GARG_NONE;
         return TN_OK;

@@ -506,6 +506,20 @@ static void test_refused(void **state)
     const char *want9[] = {"'r' is defined twice"};
     expect_refused(text, want9, 1, NULL);
     free(text);
+    /* a bad argument after a good one: the reader once freed the good one's
+     * items again (found by tests/fuzz/graph.sh) */
+    text = small_graph(ARG("self", "x"), ARG("self", "r"), RELU, SIZES23);
+    p = strstr(text, "\"inputs\": [{\"as_tensor\": {\"name\": \"x\"}}]");
+    const char *two = "\"inputs\": [{\"as_tensor\": {\"name\": \"x\"}}, {\"as_x\": 1, \"as_y\": 2}]";
+    size_t head = (size_t)(p - text), tail = strlen(p) - strlen("\"inputs\": [{\"as_tensor\": {\"name\": \"x\"}}]");
+    char *text2 = malloc(head + strlen(two) + tail + 1);
+    memcpy(text2, text, head);
+    strcpy(text2 + head, two);
+    strcat(text2, p + strlen(p) - tail);
+    const char *want10[] = {"graph inputs", "exactly one key"};
+    expect_refused(text2, want10, 2, NULL);
+    free(text2);
+    free(text);
 }
 
 /* Every prefix of a real exported graph fails cleanly (or reads). */
