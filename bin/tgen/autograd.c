@@ -252,7 +252,7 @@ static struct expr *parse_expr(struct parser *p, int depth)
 
 /* ------------------------------------------------------------- emitting */
 
-enum vk { V_TENSOR, V_SCALAR, V_NUM, V_RAW, V_INTLIST, V_STR };
+enum vk { V_TENSOR, V_SCALAR, V_NUM, V_RAW, V_INTLIST, V_STR, V_TENSORS };
 
 struct val {
     enum vk kind;
@@ -382,6 +382,11 @@ static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
         out->kind = V_RAW;
         snprintf(out->text, sizeof out->text, "n_->%s", n);
         break;
+    case TG_OPT_TENSOR_LIST: /* the index tensors of index/index_put, never differentiated */
+        out->kind = V_TENSORS;
+        snprintf(out->text, sizeof out->text, "(const struct tn_tensor *const *)n_->%s, n_->%s_len",
+                 n, n);
+        break;
     default:
         return p_error(c->p, "'%s': %s arguments are not supported in formulas", n,
                        tg_type_name(a->type));
@@ -465,6 +470,7 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
                 case TG_TENSOR: ok = v->kind == V_TENSOR; break;
                 case TG_SCALAR: ok = a->optional ? v->kind == V_RAW : is_scalarish(v); break;
                 case TG_INT_LIST: ok = v->kind == V_INTLIST; break;
+                case TG_OPT_TENSOR_LIST: ok = v->kind == V_TENSORS; break;
                 case TG_STR: ok = v->kind == V_STR || v->kind == V_RAW; break;
                 default: ok = v->kind == V_RAW || v->kind == V_NUM; break;
                 }
@@ -627,6 +633,9 @@ static void c_member(FILE *f, const struct tg_arg *a)
     case TG_STR: fprintf(f, "    char *%s;\n", n); break;
     case TG_SCALAR_TYPE: fprintf(f, "    enum tn_dtype %s;\n", n); break;
     case TG_INT_LIST: fprintf(f, "    int64_t %s[TN_MAX_DIMS];\n    int %s_len;\n", n, n); break;
+    case TG_OPT_TENSOR_LIST:
+        fprintf(f, "    struct tn_tensor *%s[TN_MAX_DIMS];\n    int %s_len;\n", n, n);
+        break;
     default: break;
     }
     if (a->optional && a->type != TG_STR && a->type != TG_SCALAR_TYPE && a->type != TG_TENSOR)
@@ -650,6 +659,13 @@ static void c_store(FILE *f, const struct tg_arg *a)
         fprintf(f, "    if (%s && %s_len)\n        memcpy(n_->%s, %s, sizeof(int64_t) * "
                    "(size_t)%s_len);\n    n_->%s_len = %s_len;\n", n, n, n, n, n, n, n);
         return;
+    case TG_OPT_TENSOR_LIST: /* references held (the op has checked the length) */
+        fprintf(f, "    if (%s_len > TN_MAX_DIMS) {\n        tn_set_error(TN_EINVAL, \"%s: more "
+                   "than %%d tensors\", TN_MAX_DIMS);\n        goto fail_;\n    }\n"
+                   "    for (int k_ = 0; k_ < %s_len; k_++)\n"
+                   "        n_->%s[k_] = tn_retain((struct tn_tensor *)%s[k_]);\n"
+                   "    n_->%s_len = %s_len;\n", n, n, n, n, n, n, n);
+        return;
     default:
         if (a->optional && a->type != TG_SCALAR_TYPE) {
             fprintf(f, "    n_->%s_has = %s != NULL;\n    if (%s)\n        n_->%s = *%s;\n", n, n,
@@ -665,7 +681,8 @@ static void call_list(FILE *f, const struct tg_func *fn, int first)
     for (int i = first; i < fn->nargs; i++) {
         const struct tg_arg *a = &fn->args[i];
         fputs(", ", f);
-        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST)
+        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST ||
+            a->type == TG_OPT_TENSOR_LIST)
             fprintf(f, "%s, %s_len", a->name, a->name);
         else
             fputs(a->name, f);
@@ -752,6 +769,9 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             fprintf(f, "    tn__saved_release(&n_->%s_);\n", a->name);
         else if (a->type == TG_STR)
             fprintf(f, "    free(n_->%s);\n    n_->%s = NULL;\n", a->name, a->name);
+        else if (a->type == TG_OPT_TENSOR_LIST)
+            fprintf(f, "    for (int k_ = 0; k_ < n_->%s_len; k_++)\n        tn_release(n_->%s[k_]);\n"
+                       "    n_->%s_len = 0;\n", a->name, a->name, a->name);
     }
     if (uses & USES_RESULT)
         fputs("    tn__saved_release(&n_->result_);\n", f);

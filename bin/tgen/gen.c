@@ -33,6 +33,7 @@ static const char *iv_tag(enum tg_type t)
     case TG_STR: return "TN_IV_STR";
     case TG_SCALAR_TYPE: return "TN_IV_DTYPE";
     case TG_BOOL_LIST: return "TN_IV_INTLIST"; /* boxed as 0/1 ints */
+    case TG_OPT_TENSOR_LIST: return "TN_IV_OPTTENSORLIST";
     }
     return "TN_IV_NONE";
 }
@@ -45,6 +46,7 @@ void tg_c_param(FILE *f, const struct tg_arg *a)
         fprintf(f, "%sstruct tn_tensor *%s", a->mutable_ ? "" : "const ", n);
         break;
     case TG_TENSOR_LIST:
+    case TG_OPT_TENSOR_LIST: /* NULL entries are None */
         fprintf(f, "const struct tn_tensor *const *%s, int %s_len", n, n);
         break;
     case TG_SCALAR:
@@ -90,7 +92,8 @@ static void call_args(FILE *f, const struct tg_func *fn, int from, int to, bool 
         const struct tg_arg *a = &fn->args[i];
         if (comma || i > from)
             fputs(", ", f);
-        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST)
+        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST ||
+            a->type == TG_OPT_TENSOR_LIST)
             fprintf(f, "%s, %s_len", a->name, a->name);
         else
             fputs(a->name, f);
@@ -343,6 +346,11 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
                        "(const struct tn_tensor *const *)st[%d].v.tensors.data;\n"
                        "    int %s_len = st[%d].v.tensors.n;\n", i, i, i, nm, i + 1, nm, i, nm, i);
             break;
+        case TG_OPT_TENSOR_LIST:
+            fprintf(f, "    const struct tn_tensor *const *%s;\n    int %s_len;\n"
+                       "    if (tn_ivalue_opt_tensors(op, st, n, %d, &%s, &%s_len) < 0)\n"
+                       "        return tn_last_status();\n", nm, nm, i, nm, nm);
+            break;
         case TG_INT_LIST:
             fprintf(f, "    int64_t %s_buf[TN_MAX_DIMS];\n    const int64_t *%s;\n    int %s_len;\n"
                        "    if (tn_ivalue_ints(op, st, n, %d, %s_buf, &%s, &%s_len) < 0)\n"
@@ -452,6 +460,12 @@ static void write_entry(FILE *f, const struct tg_func *fn)
                     a->name, ret_int ? "" : "(void)", fn->name, a->name, i + 1,
                     ret_int ? "" : ", NULL");
     }
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST)
+            fprintf(f, "    if (%s_len < 0 || (%s_len > 0 && !%s))\n        return %s"
+                       "tn_dispatch_bad_list(\"%s\", \"%s\", %d)%s;\n", fn->args[i].name,
+                    fn->args[i].name, fn->args[i].name, ret_int ? "" : "(void)", fn->name,
+                    fn->args[i].name, i + 1, ret_int ? "" : ", NULL");
     if (nt) {
         fputs("    const struct tn_tensor *ts_[] = {", f);
         int k = 0;
@@ -465,7 +479,7 @@ static void write_entry(FILE *f, const struct tg_func *fn)
     /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
     bool first = nt == 0;
     for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR_LIST) {
+        if (fn->args[i].type == TG_TENSOR_LIST || fn->args[i].type == TG_OPT_TENSOR_LIST) {
             fprintf(f, "%stn_dispatch_keyset(%s, %s_len)", first ? "" : " | ", fn->args[i].name,
                     fn->args[i].name);
             first = false;

@@ -48,7 +48,7 @@ static char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 const char *tg_type_name(enum tg_type t)
 {
     static const char *names[] = {"Tensor", "Tensor[]", "Scalar", "int", "int[]", "float",
-                                  "bool", "str", "ScalarType", "bool[]"};
+                                  "bool", "str", "ScalarType", "bool[]", "Tensor?[]"};
     return names[t];
 }
 
@@ -113,7 +113,13 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
             return cur_error(c, c->i, "expected ')' closing the alias annotation", NULL);
         c->i++;
     }
-    bool list = false;
+    bool list = false, opt_elems = false;
+    if (c->s[c->i] == '?' && c->s[c->i + 1] == '[') { /* Tensor?[]: entries may be None */
+        if (strcmp(word, "Tensor") != 0)
+            return cur_error(c, c->i, "lists of optional values are for Tensor only", word);
+        opt_elems = true;
+        c->i++;
+    }
     if (c->s[c->i] == '[') {
         list = true;
         c->i++;
@@ -131,7 +137,11 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
         *optional = true;
         c->i++;
     }
-    if (strcmp(word, "Tensor") == 0)
+    if (opt_elems && (*optional || *list_len))
+        return cur_error(c, start, "Tensor?[] takes no length and cannot be optional itself", NULL);
+    if (opt_elems)
+        *type = TG_OPT_TENSOR_LIST;
+    else if (strcmp(word, "Tensor") == 0)
         *type = list ? TG_TENSOR_LIST : TG_TENSOR;
     else if (strcmp(word, "int") == 0 || strcmp(word, "SymInt") == 0)
         *type = list ? TG_INT_LIST : TG_INT;
@@ -181,6 +191,7 @@ static int check_default(struct cursor *c, size_t at, const struct tg_arg *a)
     switch (a->type) {
     case TG_TENSOR:
     case TG_TENSOR_LIST:
+    case TG_OPT_TENSOR_LIST:
         return cur_error(c, at, "a Tensor default can only be None", a->name);
     case TG_BOOL:
         if (strcmp(d, "True") && strcmp(d, "False"))

@@ -15,7 +15,8 @@
 
 enum tg_type {
     TG_TENSOR, TG_TENSOR_LIST, TG_SCALAR, TG_INT, TG_INT_LIST, TG_FLOAT, TG_BOOL, TG_STR,
-    TG_SCALAR_TYPE, TG_BOOL_LIST
+    TG_SCALAR_TYPE, TG_BOOL_LIST,
+    TG_OPT_TENSOR_LIST /* Tensor?[]: a list whose entries may be None (index) */
 };
 
 struct tg_arg {

@@ -178,6 +178,26 @@ int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, i
     return TN_OK;
 }
 
+int tn_ivalue_opt_tensors(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                          const struct tn_tensor *const **data, int *len)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    *data = NULL;
+    *len = 0;
+    if (!v)
+        return missing(op, i);
+    bool opt = v->tag == TN_IV_OPTTENSORLIST;
+    if ((!opt && v->tag != TN_IV_TENSORLIST) || v->v.tensors.n < 0 ||
+        (v->v.tensors.n && !v->v.tensors.data))
+        return bad(op, i, "a list of optional tensors");
+    for (int k = 0; !opt && k < v->v.tensors.n; k++)
+        if (!v->v.tensors.data[k])
+            return bad(op, i, "a list of optional tensors (None in a Tensor[] value)");
+    *data = (const struct tn_tensor *const *)v->v.tensors.data;
+    *len = v->v.tensors.n;
+    return TN_OK;
+}
+
 int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                    int64_t *buf, const int64_t **data, int *len)
 {

@@ -96,6 +96,12 @@ int tn_dispatch_null_arg(const char *op, const char *arg, int position)
                         op, arg, position);
 }
 
+int tn_dispatch_bad_list(const char *op, const char *arg, int position)
+{
+    return tn_set_error(TN_EINVAL, "%s(): argument '%s' (position %d) must be a list of "
+                        "optional tensors", op, arg, position);
+}
+
 /* -------------------------------------------------------------- registry */
 
 #define TN_OP_BUCKETS 1024

@@ -69,7 +69,8 @@ enum tn_ivalue_tag {
     TN_IV_STR,
     TN_IV_INTLIST,
     TN_IV_DTYPE,
-    TN_IV_TENSORLIST  /* Tensor[]: v.tensors, borrowed like a tensor argument */
+    TN_IV_TENSORLIST, /* Tensor[]: v.tensors, borrowed like a tensor argument */
+    TN_IV_OPTTENSORLIST /* Tensor?[]: v.tensors, whose NULL entries are None */
 };
 
 /* One value on a boxed call's stack. Arguments are borrowed: the stack does
@@ -204,6 +205,9 @@ int tn_dispatch_finish_out(int rc, struct tn_tensor *out, struct tn_tensor *targ
 
 /* The error for a NULL required Tensor argument. Returns TN_EINVAL. */
 int tn_dispatch_null_arg(const char *op, const char *arg, int position);
+/* The error for a Tensor?[] argument with a negative length, or NULL with a
+ * positive one. Returns TN_EINVAL. */
+int tn_dispatch_bad_list(const char *op, const char *arg, int position);
 
 /* Boxed helpers: read argument i of the stack as the schema's type, or take
  * its default; 0 or TN_EINVAL naming the op and the argument. */
@@ -219,6 +223,10 @@ int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int
                   const char **out);
 int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                     enum tn_dtype *out);
+/* Tensor?[]: a TN_IV_OPTTENSORLIST, or a TN_IV_TENSORLIST without NULL
+ * entries (a list without None); data and len point into the stack. */
+int tn_ivalue_opt_tensors(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                          const struct tn_tensor *const **data, int *len);
 /* int[]: data and len point into the stack or at `buf` (TN_MAX_DIMS long)
  * holding the default; data NULL for an absent optional list. */
 int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
