@@ -1,6 +1,6 @@
 # lib/io: zip, pickle, torch checkpoints, safetensors, npy/npz.
 tensorinclude_HEADERS += lib/include/tensor/io.h
-noinst_HEADERS += lib/io/internal.h
+noinst_HEADERS += lib/io/internal.h lib/io/scan_internal.h
 libtensor_la_SOURCES += \
 	lib/io/util.c \
 	lib/io/zip.c \
@@ -10,7 +10,9 @@ libtensor_la_SOURCES += \
 	lib/io/ckpt.c \
 	lib/io/safetensors.c \
 	lib/io/npy.c \
-	lib/io/scan.c
+	lib/io/scan.c \
+	lib/io/scan_pickle.c \
+	lib/io/scan_policy.c
 EXTRA_DIST += lib/io/allowlist.inc
 # Deflated zip members are inflated with zlib (libzip's own dependency).
 libtensor_la_LIBADD += -lz

@@ -1,0 +1,40 @@
+/*
+ * io/scan_internal.h: what the parts of the checkpoint auditor share
+ * (scan.c: containers and the report; scan_pickle.c: the pickle machine;
+ * scan_policy.c: names and their severities).  Internal to lib/io.
+ */
+#ifndef TN_IO_SCAN_INTERNAL_H
+#define TN_IO_SCAN_INTERNAL_H
+
+#include "io/internal.h"
+
+#define TN__SCAN_MAX_FINDINGS 10000u
+
+/* One scan in progress: options, the report it fills, container limits. */
+struct tn__scan_ctx {
+    const struct tn_scan_options *o;
+    struct tn_scan_report *r;
+    unsigned depth;
+    size_t entries;
+    uint64_t expanded;
+    bool oom;
+};
+
+/* The report (scan.c). */
+char *tn__scan_dupn(const char *s, size_t n);
+void tn__scan_add(struct tn__scan_ctx *c, const char *entry, uint64_t off, const char *mod,
+                  const char *name, enum tn_scan_use use, int sev, const char *reason);
+void tn__scan_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t off, const char *reason);
+void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why);
+
+/* Severity of a resolved module.name under c's options (scan_policy.c). */
+int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_options *o);
+
+/* The pickle machine (scan_pickle.c): one pickle at *pos (0 when it reached
+ * STOP, -1 when it broke or hit a limit), or every pickle of b in turn. */
+int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t len, size_t *pos,
+                        const char *entry);
+void tn__scan_pickles(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry,
+                      int expect, bool tail_ok);
+
+#endif

@@ -1,0 +1,635 @@
+/*
+ * io/scan_pickle.c: the auditor's model of the pickle machine: the stack,
+ * marks and memo of every opcode of protocols 0-5 (decoded by
+ * tn__pickle_decode, as the loader decodes them), globals resolved and
+ * classified, FRAME and STOP checks.  Nothing is ever run.
+ */
+#include "io/scan_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STACK (1u << 20) /* 24 MiB of model values */
+#define MAX_MARKS (1u << 20)
+#define MAX_MEMO (1u << 20)
+#define MAX_GLOBALS 65536u
+
+enum { V_OTHER, V_STR, V_BYTES, V_GLOBAL, V_RESULT };
+
+struct sv {
+    uint8_t k;
+    uint32_t g; /* V_GLOBAL: index into the globals */
+    const char *s;
+    size_t n;
+};
+
+struct glob {
+    char *mod, *name;
+    uint64_t off;
+    enum tn_scan_use use;
+    int sev;
+    const char *reason;
+};
+
+struct memo_slot {
+    uint64_t key;
+    bool used;
+    struct sv v;
+};
+
+struct pm {
+    struct tn__scan_ctx *c;
+    const char *entry;
+    struct sv *st;
+    size_t n, cap;
+    size_t *marks;
+    size_t nmarks, capmarks;
+    struct memo_slot *memo;
+    size_t memocap, memon;
+    /* Indices pickles number densely from 0 (every writer does) live in
+     * this array, indexed directly: the hash above, scattered over MiBs,
+     * was a quarter of scanning 20,000 tensors.  It grows only to cover an
+     * index below twice the entries so far (plus 1024); others hash. */
+    struct memo_slot *dense;
+    size_t densecap;
+    struct glob *g;
+    size_t ng, capg;
+    /* open-addressed index of g by (module, name): slot = index + 1, 0
+     * empty; sized a power of two at least twice ng */
+    uint32_t *gh;
+    size_t ghcap;
+    int proto;
+    bool fatal;
+    uint64_t start; /* offset of the pickle's first opcode */
+    uint64_t frame_end; /* 0: not in a frame */
+    uint32_t seen; /* anomaly reasons already reported (bit per reason) */
+};
+
+/* Reports an anomaly once per stream. */
+static void pm_anomaly(struct pm *m, unsigned bit, uint64_t off, const char *reason)
+{
+    if (m->seen & (1u << bit))
+        return;
+    m->seen |= 1u << bit;
+    tn__scan_anomaly(m->c, m->entry, off, reason);
+}
+
+static void push(struct pm *m, struct sv v, uint64_t off)
+{
+    if (m->n == m->cap) {
+        if (m->cap >= MAX_STACK) {
+            pm_anomaly(m, 0, off, "stack-limit");
+            m->fatal = true;
+            return;
+        }
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        struct sv *s = realloc(m->st, cap * sizeof *s);
+        if (!s) {
+            m->c->oom = true;
+            m->fatal = true;
+            return;
+        }
+        m->st = s;
+        m->cap = cap;
+    }
+    m->st[m->n++] = v;
+}
+
+static size_t floor_of(const struct pm *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
+
+/* Pops one item; an underflow (where CPython stops with an error, after
+ * whatever ran before) is reported and yields an unknown value. */
+static struct sv pop(struct pm *m, uint64_t off)
+{
+    if (m->n > floor_of(m))
+        return m->st[--m->n];
+    pm_anomaly(m, 1, off, "stack-underflow");
+    return (struct sv){V_OTHER, 0, NULL, 0};
+}
+
+static struct sv *top(struct pm *m, uint64_t off)
+{
+    if (m->n > floor_of(m))
+        return &m->st[m->n - 1];
+    pm_anomaly(m, 1, off, "stack-underflow");
+    return NULL;
+}
+
+/* The items above the topmost mark: their index; the mark is popped. */
+static size_t pop_mark(struct pm *m, uint64_t off)
+{
+    if (!m->nmarks) {
+        pm_anomaly(m, 2, off, "mark-missing");
+        return m->n;
+    }
+    return m->marks[--m->nmarks];
+}
+
+static size_t global_hash(const char *mod, const char *name)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a over "mod\0name" */
+    for (const char *p = mod; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    h *= 1099511628211u;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211u;
+    return (size_t)(h ^ h >> 32);
+}
+
+/* The slot of (mod, name) in m->gh: its entry, or the empty slot for it. */
+static size_t global_slot(const struct pm *m, const char *mod, const char *name)
+{
+    size_t i = global_hash(mod, name) & (m->ghcap - 1);
+    while (m->gh[i]) {
+        const struct glob *g = &m->g[m->gh[i] - 1];
+        if (!strcmp(g->mod, mod) && !strcmp(g->name, name))
+            break;
+        i = (i + 1) & (m->ghcap - 1);
+    }
+    return i;
+}
+
+/* Grows the index to hold one more global (rehashing every one). */
+static bool global_index_grow(struct pm *m)
+{
+    if (m->ghcap >= 2 * (m->ng + 1))
+        return true;
+    size_t cap = m->ghcap ? m->ghcap * 2 : 64;
+    uint32_t *gh = calloc(cap, sizeof *gh);
+    if (!gh)
+        return false;
+    free(m->gh);
+    m->gh = gh;
+    m->ghcap = cap;
+    for (size_t k = 0; k < m->ng; k++)
+        m->gh[global_slot(m, m->g[k].mod, m->g[k].name)] = (uint32_t)k + 1;
+    return true;
+}
+
+/* The global module.name (already resolved) as an index, created on first
+ * sight with its verdict: a pickle naming a global a million times (or a
+ * thousand globals in turn) holds one finding per global. */
+static long global_index(struct pm *m, const char *mod, const char *name, uint64_t off, int sev,
+                         const char *reason)
+{
+    if (m->ghcap) {
+        size_t slot = global_slot(m, mod, name);
+        if (m->gh[slot])
+            return (long)m->gh[slot] - 1;
+    }
+    if (!global_index_grow(m)) {
+        m->c->oom = true;
+        m->fatal = true;
+        return -1;
+    }
+    if (m->ng == m->capg) {
+        if (m->capg >= MAX_GLOBALS) {
+            pm_anomaly(m, 3, off, "globals-limit");
+            m->fatal = true;
+            return -1;
+        }
+        size_t cap = m->capg ? m->capg * 2 : 16;
+        struct glob *g = realloc(m->g, cap * sizeof *g);
+        if (!g) {
+            m->c->oom = true;
+            m->fatal = true;
+            return -1;
+        }
+        m->g = g;
+        m->capg = cap;
+    }
+    struct glob *g = &m->g[m->ng];
+    g->mod = tn__scan_dupn(mod, strlen(mod));
+    g->name = tn__scan_dupn(name, strlen(name));
+    if (!g->mod || !g->name) {
+        free(g->mod);
+        free(g->name);
+        m->c->oom = true;
+        m->fatal = true;
+        return -1;
+    }
+    g->off = off;
+    g->use = TN_SCAN_IMPORTED;
+    g->sev = sev;
+    g->reason = reason;
+    m->gh[global_slot(m, g->mod, g->name)] = (uint32_t)m->ng + 1;
+    return (long)m->ng++;
+}
+
+static void push_global(struct pm *m, const char *mod, size_t ml, const char *name, size_t nl,
+                        uint64_t off)
+{
+    char *a = tn__scan_dupn(mod, ml), *b = tn__scan_dupn(name, nl);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        m->c->oom = true;
+        m->fatal = true;
+        return;
+    }
+    const char *rm, *rn;
+    tn__scan_resolve(a, b, m->proto, &rm, &rn);
+    int sev;
+    const char *reason = NULL;
+    if (memchr(mod, 0, ml) || memchr(name, 0, nl)) {
+        sev = TN_SCAN_UNKNOWN; /* CPython refuses; a C scanner must not truncate it */
+        reason = "global-nul";
+    } else {
+        sev = tn_scan_global_severity(a, b, m->proto, m->c->o);
+        reason = sev == TN_SCAN_DANGEROUS ? "dangerous-global" : "global-not-allowed";
+    }
+    long i = global_index(m, rm, rn, off, sev, reason);
+    free(a);
+    free(b);
+    if (i >= 0)
+        push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
+}
+
+/* A callable (or class) was used: record how, or flag it as unresolved. */
+static void use(struct pm *m, struct sv f, enum tn_scan_use u, uint64_t off)
+{
+    if (f.k == V_GLOBAL) {
+        if (m->g[f.g].use < u)
+            m->g[f.g].use = u;
+        return;
+    }
+    long i = global_index(m, "?", "?", off, TN_SCAN_UNKNOWN, "callable-unresolved");
+    if (i >= 0 && m->g[i].use < u)
+        m->g[i].use = u;
+}
+
+/* The hash table's slot for key: its entry, or the empty slot for it. */
+static struct memo_slot *memo_probe(struct memo_slot *t, size_t cap, uint64_t key)
+{
+    size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull) & (cap - 1);
+    while (t[h].used && t[h].key != key)
+        h = (h + 1) & (cap - 1);
+    return &t[h];
+}
+
+static struct memo_slot *memo_find(struct pm *m, uint64_t key, bool create, uint64_t off)
+{
+    if (key < m->densecap && m->dense[key].used)
+        return &m->dense[key];
+    if (m->memocap) { /* an index put before the array covered it */
+        struct memo_slot *s = memo_probe(m->memo, m->memocap, key);
+        if (s->used)
+            return s;
+    }
+    if (!create)
+        return NULL;
+    if (m->memon >= MAX_MEMO) {
+        pm_anomaly(m, 4, off, "memo-limit");
+        m->fatal = true;
+        return NULL;
+    }
+    if (key >= m->densecap && key < 2 * (uint64_t)m->memon + 1024) {
+        size_t cap = m->densecap ? m->densecap * 2 : 1024;
+        while (cap <= key)
+            cap *= 2;
+        struct memo_slot *d = realloc(m->dense, cap * sizeof *d);
+        if (!d) {
+            m->c->oom = true;
+            m->fatal = true;
+            return NULL;
+        }
+        memset(d + m->densecap, 0, (cap - m->densecap) * sizeof *d);
+        m->dense = d;
+        m->densecap = cap;
+    }
+    struct memo_slot *s;
+    if (key < m->densecap) {
+        s = &m->dense[key];
+    } else {
+        if ((m->memon + 1) * 2 > m->memocap) {
+            size_t cap = m->memocap ? m->memocap * 2 : 64;
+            while (cap < (m->memon + 1) * 2)
+                cap *= 2;
+            struct memo_slot *t = calloc(cap, sizeof *t);
+            if (!t) {
+                m->c->oom = true;
+                m->fatal = true;
+                return NULL;
+            }
+            for (size_t i = 0; i < m->memocap; i++)
+                if (m->memo[i].used)
+                    *memo_probe(t, cap, m->memo[i].key) = m->memo[i];
+            free(m->memo);
+            m->memo = t;
+            m->memocap = cap;
+        }
+        s = memo_probe(m->memo, m->memocap, key);
+    }
+    s->used = true;
+    s->key = key;
+    m->memon++;
+    return s;
+}
+
+static void memo_put(struct pm *m, int64_t idx, uint64_t off)
+{
+    struct sv *t = top(m, off);
+    if (idx < 0) {
+        pm_anomaly(m, 5, off, "memo-negative");
+        return;
+    }
+    struct memo_slot *s = memo_find(m, (uint64_t)idx, true, off);
+    if (s)
+        s->v = t ? *t : (struct sv){V_OTHER, 0, NULL, 0};
+}
+
+static void memo_get(struct pm *m, int64_t idx, uint64_t off)
+{
+    struct memo_slot *s = idx >= 0 ? memo_find(m, (uint64_t)idx, false, off) : NULL;
+    if (!s) {
+        pm_anomaly(m, 6, off, "memo-missing");
+        push(m, (struct sv){V_OTHER, 0, NULL, 0}, off);
+        return;
+    }
+    push(m, s->v, off);
+}
+
+/* STRING/UNICODE text arguments: a constant when no escape is involved. */
+static struct sv text_value(const char *s, size_t n, bool quoted)
+{
+    if (quoted) {
+        if (n < 2 || (s[0] != '\'' && s[0] != '"') || s[n - 1] != s[0])
+            return (struct sv){V_OTHER, 0, NULL, 0};
+        s++;
+        n -= 2;
+    }
+    if (memchr(s, '\\', n))
+        return (struct sv){V_OTHER, 0, NULL, 0};
+    return (struct sv){V_STR, 0, s, n};
+}
+
+static void step(struct pm *m, const struct tn_pickle_op *op)
+{
+    uint64_t off = op->pos;
+    struct sv other = {V_OTHER, 0, NULL, 0};
+    switch (op->code) {
+    case TN_OP_PROTO:
+        if (op->i > 5)
+            pm_anomaly(m, 7, off, "protocol-unsupported");
+        if (off != m->start)
+            pm_anomaly(m, 8, off, "proto-misplaced");
+        m->proto = (int)op->i;
+        return;
+    case TN_OP_FRAME:
+        if (m->frame_end && off < m->frame_end)
+            pm_anomaly(m, 9, off, "frame-nested");
+        if (op->i < 0 || (uint64_t)op->i > UINT64_MAX / 2) {
+            pm_anomaly(m, 10, off, "frame-length");
+            m->frame_end = 0;
+            return;
+        }
+        m->frame_end = off + 9 + (uint64_t)op->i;
+        return;
+    case TN_OP_STOP: return; /* handled by the caller */
+    case TN_OP_MARK:
+        if (m->nmarks == m->capmarks) {
+            if (m->capmarks >= MAX_MARKS) {
+                pm_anomaly(m, 11, off, "mark-limit");
+                m->fatal = true;
+                return;
+            }
+            size_t cap = m->capmarks ? m->capmarks * 2 : 16;
+            size_t *p = realloc(m->marks, cap * sizeof *p);
+            if (!p) {
+                m->c->oom = true;
+                m->fatal = true;
+                return;
+            }
+            m->marks = p;
+            m->capmarks = cap;
+        }
+        m->marks[m->nmarks++] = m->n;
+        return;
+    case TN_OP_POP:
+        if (m->n > floor_of(m))
+            m->n--;
+        else if (m->nmarks)
+            m->nmarks--; /* CPython's POP takes a bare mark */
+        else
+            pm_anomaly(m, 1, off, "stack-underflow");
+        return;
+    case TN_OP_POP_MARK:
+        m->n = pop_mark(m, off);
+        return;
+    case TN_OP_DUP: {
+        struct sv *t = top(m, off);
+        push(m, t ? *t : other, off);
+        return;
+    }
+    case TN_OP_STRING: push(m, text_value(op->s, op->slen, true), off); return;
+    case TN_OP_UNICODE: push(m, text_value(op->s, op->slen, false), off); return;
+    case TN_OP_BINSTRING: case TN_OP_SHORT_BINSTRING: case TN_OP_BINUNICODE:
+    case TN_OP_SHORT_BINUNICODE: case TN_OP_BINUNICODE8:
+        push(m, (struct sv){V_STR, 0, op->s, op->slen}, off);
+        return;
+    case TN_OP_BINBYTES: case TN_OP_SHORT_BINBYTES: case TN_OP_BINBYTES8:
+        push(m, (struct sv){V_BYTES, 0, op->s, op->slen}, off);
+        return;
+    case TN_OP_INT: case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG:
+    case TN_OP_LONG1: case TN_OP_LONG4: case TN_OP_FLOAT: case TN_OP_BINFLOAT: case TN_OP_NONE:
+    case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_EMPTY_TUPLE: case TN_OP_EMPTY_LIST:
+    case TN_OP_EMPTY_DICT: case TN_OP_EMPTY_SET: case TN_OP_BYTEARRAY8:
+        push(m, other, off);
+        return;
+    case TN_OP_NEXT_BUFFER:
+        pm_anomaly(m, 12, off, "out-of-band-buffer");
+        push(m, other, off);
+        return;
+    case TN_OP_READONLY_BUFFER:
+        top(m, off);
+        return;
+    case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET:
+        m->n = pop_mark(m, off);
+        push(m, other, off);
+        return;
+    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3:
+        for (int k = op->code - TN_OP_TUPLE1 + 1; k > 0; k--)
+            pop(m, off);
+        push(m, other, off);
+        return;
+    case TN_OP_APPEND: pop(m, off); top(m, off); return;
+    case TN_OP_SETITEM: pop(m, off); pop(m, off); top(m, off); return;
+    case TN_OP_APPENDS: case TN_OP_SETITEMS: case TN_OP_ADDITEMS:
+        m->n = pop_mark(m, off);
+        top(m, off);
+        return;
+    case TN_OP_GLOBAL:
+        push_global(m, op->s, op->slen, op->s2, op->s2len, off);
+        if (!m->fatal)
+            use(m, m->st[m->n - 1], TN_SCAN_IMPORTED, off);
+        return;
+    case TN_OP_STACK_GLOBAL: {
+        struct sv name = pop(m, off), mod = pop(m, off);
+        if (name.k == V_STR && mod.k == V_STR) {
+            push_global(m, mod.s, mod.n, name.s, name.n, off);
+            return;
+        }
+        long i = global_index(m, "?", "?", off, TN_SCAN_UNKNOWN, "stack-global-unresolved");
+        if (i >= 0)
+            push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
+        return;
+    }
+    case TN_OP_INST: {
+        m->n = pop_mark(m, off);
+        push_global(m, op->s, op->slen, op->s2, op->s2len, off);
+        if (m->fatal)
+            return;
+        struct sv f = pop(m, off);
+        use(m, f, TN_SCAN_CALLED, off);
+        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        return;
+    }
+    case TN_OP_OBJ: {
+        size_t b = pop_mark(m, off);
+        struct sv f = b < m->n ? m->st[b] : other;
+        if (b >= m->n)
+            pm_anomaly(m, 1, off, "stack-underflow");
+        m->n = b;
+        use(m, f, TN_SCAN_CALLED, off);
+        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        return;
+    }
+    case TN_OP_NEWOBJ: case TN_OP_NEWOBJ_EX: {
+        if (op->code == TN_OP_NEWOBJ_EX)
+            pop(m, off);
+        pop(m, off);
+        struct sv f = pop(m, off);
+        use(m, f, TN_SCAN_BUILT, off);
+        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        return;
+    }
+    case TN_OP_REDUCE: {
+        pop(m, off);
+        struct sv f = pop(m, off);
+        use(m, f, TN_SCAN_CALLED, off);
+        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        return;
+    }
+    case TN_OP_BUILD: {
+        pop(m, off);
+        struct sv *t = top(m, off);
+        if (t && t->k == V_GLOBAL) {
+            /* setattr on a class or module object: a monkey patch */
+            pm_anomaly(m, 13, off, "build-on-global");
+            if (m->g[t->g].use < TN_SCAN_BUILT)
+                m->g[t->g].use = TN_SCAN_BUILT;
+        }
+        return;
+    }
+    case TN_OP_EXT1: case TN_OP_EXT2: case TN_OP_EXT4: {
+        char nm[40];
+        snprintf(nm, sizeof nm, "extension %lld", (long long)op->i);
+        long i = global_index(m, "copyreg", nm, off, TN_SCAN_UNKNOWN, "extension-code");
+        if (i >= 0)
+            push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
+        return;
+    }
+    case TN_OP_PERSID:
+        push(m, other, off);
+        return;
+    case TN_OP_BINPERSID:
+        pop(m, off);
+        push(m, other, off);
+        return;
+    case TN_OP_GET: case TN_OP_BINGET: case TN_OP_LONG_BINGET:
+        if (op->code == TN_OP_GET && op->big)
+            pm_anomaly(m, 6, off, "memo-missing");
+        memo_get(m, op->i, off);
+        return;
+    case TN_OP_PUT: case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
+        memo_put(m, op->big ? -1 : op->i, off);
+        return;
+    case TN_OP_MEMOIZE:
+        memo_put(m, (int64_t)m->memon, off);
+        return;
+    default:
+        pm_anomaly(m, 14, off, "opcode-unknown");
+        return;
+    }
+}
+
+/* Runs the model over one pickle starting at *pos; leaves *pos after its
+ * STOP.  Returns 0 when a STOP was reached, -1 when the stream broke (the
+ * anomaly is reported) or a limit stopped it. */
+int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t len, size_t *pos,
+                        const char *entry)
+{
+    struct pm m = {.c = c, .entry = entry, .start = *pos};
+    int rc = -1;
+    for (;;) {
+        struct tn_pickle_op op;
+        size_t p = *pos;
+        if (m.frame_end && p == m.frame_end)
+            m.frame_end = 0;
+        if (tn__pickle_decode(b, len, pos, &op, entry) < 0) {
+            const char *msg = tn_last_error();
+            pm_anomaly(&m, 15, p, p >= len ? "truncated" : strstr(msg, "invalid") ?
+                       "opcode-invalid" : "truncated");
+            break;
+        }
+        if (m.frame_end && *pos > m.frame_end) {
+            pm_anomaly(&m, 16, p, "frame-boundary");
+            m.frame_end = 0;
+        }
+        if (op.code == TN_OP_FRAME && m.frame_end == 0 && op.i >= 0 && (uint64_t)op.i > len - *pos)
+            pm_anomaly(&m, 10, p, "frame-length");
+        if (op.code == TN_OP_STOP) {
+            if (m.n != 1 || m.nmarks)
+                pm_anomaly(&m, 17, p, "stop-stack");
+            if (m.frame_end && *pos != m.frame_end)
+                pm_anomaly(&m, 16, p, "frame-boundary");
+            rc = 0;
+            break;
+        }
+        step(&m, &op);
+        if (m.fatal)
+            break;
+    }
+    for (size_t i = 0; i < m.ng; i++) {
+        if (m.g[i].sev)
+            tn__scan_add(c, entry, m.g[i].off, m.g[i].mod, m.g[i].name, m.g[i].use, m.g[i].sev,
+                m.g[i].reason);
+        free(m.g[i].mod);
+        free(m.g[i].name);
+    }
+    if (m.fatal)
+        tn__scan_incomplete(c, "a pickle exceeded the scanner's limits");
+    free(m.g);
+    free(m.gh);
+    free(m.st);
+    free(m.marks);
+    free(m.memo);
+    free(m.dense);
+    return rc;
+}
+
+/* Every pickle in b: stacked pickles are scanned in turn.  `expect`
+ * pickles are normal (0: any number, reported as stacked after the first);
+ * bytes after them that are no pickle are "trailing-bytes" unless
+ * `tail_ok` (legacy storage data). */
+void tn__scan_pickles(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
+                      const char *entry, int expect, bool tail_ok)
+{
+    size_t pos = 0;
+    for (int k = 0; pos < len; k++) {
+        if (expect && k >= expect && tail_ok)
+            return;
+        if (k > 0 && (!expect || k >= expect)) {
+            /* Trailing bytes: a loader reading one pickle ignores them, a
+             * scanner reading only one misses them.  Scan them. */
+            size_t q = pos;
+            while (q < len && (b[q] == 0 || b[q] == '\n'))
+                q++;
+            if (q == len)
+                return;
+            tn__scan_anomaly(c, entry, pos, "trailing-data");
+        }
+        if (tn__scan_one_pickle(c, b, len, &pos, entry) < 0)
+            return;
+    }
+}

@@ -1,0 +1,280 @@
+/*
+ * io/scan_policy.c: the auditor's names: Python 2 name mapping as CPython's
+ * find_class does it, the dangerous modules and globals, and the severity
+ * of a global under a policy and the user's allowlist.
+ */
+#include "io/scan_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* pickle's _compat_pickle.IMPORT_MAPPING (Python 2 module -> Python 3),
+ * the entries a scanner must know. */
+static const char *const import_mapping[][2] = {
+    {"__builtin__", "builtins"}, {"copy_reg", "copyreg"}, {"Queue", "queue"},
+    {"SocketServer", "socketserver"}, {"ConfigParser", "configparser"}, {"repr", "reprlib"},
+    {"cPickle", "pickle"}, {"_elementtree", "xml.etree.ElementTree"}, {"cStringIO", "io"},
+    {"StringIO", "io"}, {"UserDict", "collections"}, {"UserList", "collections"},
+    {"UserString", "collections"}, {"whichdb", "dbm"}, {"anydbm", "dbm"}, {"dbhash", "dbm.bsd"},
+    {"dumbdbm", "dbm.dumb"}, {"gdbm", "dbm.gnu"}, {"commands", "subprocess"},
+    {"httplib", "http.client"}, {"urllib2", "urllib.request"}, {"urlparse", "urllib.parse"},
+    {"BaseHTTPServer", "http.server"}, {"SimpleHTTPServer", "http.server"},
+    {"CGIHTTPServer", "http.server"}, {"xmlrpclib", "xmlrpc.client"},
+    {"SimpleXMLRPCServer", "xmlrpc.server"}, {"DocXMLRPCServer", "xmlrpc.server"},
+    {"htmlentitydefs", "html.entities"}, {"HTMLParser", "html.parser"}, {"Cookie", "http.cookies"},
+    {"cookielib", "http.cookiejar"}, {"thread", "_thread"}, {"dummy_thread", "_dummy_thread"},
+    {"robotparser", "urllib.robotparser"}, {"exceptions", "builtins"}, {"Tkinter", "tkinter"},
+    {"markupbase", "_markupbase"}, {"_winreg", "winreg"}, {"dbm", "dbm.ndbm"},
+    {"future_builtins", "builtins"}, {"urllib", "urllib.parse"}, {"test.test_support", "test.support"},
+};
+
+/* _compat_pickle.NAME_MAPPING: (module, name) -> (module, name). */
+static const char *const name_mapping[][4] = {
+    {"__builtin__", "xrange", "builtins", "range"},
+    {"__builtin__", "reduce", "functools", "reduce"},
+    {"__builtin__", "intern", "sys", "intern"},
+    {"__builtin__", "unichr", "builtins", "chr"},
+    {"__builtin__", "unicode", "builtins", "str"},
+    {"__builtin__", "long", "builtins", "int"},
+    {"__builtin__", "basestring", "builtins", "str"},
+    {"__builtin__", "raw_input", "builtins", "input"},
+    {"__builtin__", "execfile", "builtins", "exec"},
+    {"itertools", "izip", "builtins", "zip"},
+    {"itertools", "imap", "builtins", "map"},
+    {"itertools", "ifilter", "builtins", "filter"},
+    {"itertools", "ifilterfalse", "itertools", "filterfalse"},
+    {"itertools", "izip_longest", "itertools", "zip_longest"},
+    {"UserDict", "IterableUserDict", "collections", "UserDict"},
+    {"UserList", "UserList", "collections", "UserList"},
+    {"UserString", "UserString", "collections", "UserString"},
+    {"whichdb", "whichdb", "dbm", "whichdb"},
+    {"_socket", "fromfd", "socket", "fromfd"},
+    {"_multiprocessing", "Connection", "multiprocessing.connection", "Connection"},
+    {"multiprocessing.process", "Process", "multiprocessing.context", "Process"},
+    {"multiprocessing.forking", "Popen", "multiprocessing.popen_fork", "Popen"},
+    {"urllib", "ContentTooShortError", "urllib.error", "ContentTooShortError"},
+    {"urllib", "getproxies", "urllib.request", "getproxies"},
+    {"urllib", "pathname2url", "urllib.request", "pathname2url"},
+    {"urllib", "quote_plus", "urllib.parse", "quote_plus"},
+    {"urllib", "quote", "urllib.parse", "quote"},
+    {"urllib", "unquote_plus", "urllib.parse", "unquote_plus"},
+    {"urllib", "unquote", "urllib.parse", "unquote"},
+    {"urllib", "url2pathname", "urllib.request", "url2pathname"},
+    {"urllib", "urlcleanup", "urllib.request", "urlcleanup"},
+    {"urllib", "urlencode", "urllib.parse", "urlencode"},
+    {"urllib", "urlopen", "urllib.request", "urlopen"},
+    {"urllib", "urlretrieve", "urllib.request", "urlretrieve"},
+    {"urllib2", "HTTPError", "urllib.error", "HTTPError"},
+    {"urllib2", "URLError", "urllib.error", "URLError"},
+};
+
+/* Modules (and their submodules) that run code or touch files, processes
+ * or the network: any global under them is dangerous.  Reviewed:
+ * - copyreg stays: add_extension rewrites what EXT opcodes load (no static
+ *   model survives that), _reconstructor and __newobj__ build any class;
+ * - operator stays: attrgetter("__globals__") on any allowed function
+ *   reaches builtins, and methodcaller/itemgetter call from there, a
+ *   getattr chain with no other global;
+ * - torch.jit stays (load, script and trace compile and run code) but
+ *   torch.jit._pickle, whose build_intlist-style helpers fill every
+ *   TorchScript debug pickle and only build lists, is merely unknown;
+ * - functools is no longer dangerous: partial and reduce only call what
+ *   they are given, which is flagged on its own, and partial objects fill
+ *   ordinary whole-model pickles; its globals are unknown (still findings);
+ * - io is no longer dangerous: BytesIO and StringIO are memory; the names
+ *   that open files (open, open_code, FileIO) are in dangerous_globals. */
+static const char *const dangerous_modules[] = {
+    "os", "posix", "nt", "posixpath", "ntpath", "subprocess", "_posixsubprocess", "sys", "runpy",
+    "importlib", "pkgutil", "pydoc", "pickle", "_pickle", "cPickle", "pickletools", "shelve",
+    "marshal", "dill", "joblib", "cloudpickle", "shutil", "socket", "_socket", "socketserver",
+    "ssl", "select", "selectors", "ctypes", "_ctypes", "cffi", "code", "codeop", "pty", "tty",
+    "webbrowser", "asyncio", "multiprocessing", "_multiprocessing", "concurrent", "threading",
+    "_thread", "signal", "pdb", "bdb", "trace", "timeit", "cProfile", "profile", "types",
+    "inspect", "platform", "sysconfig", "site", "distutils", "setuptools", "pip", "ensurepip",
+    "venv", "zipimport", "http", "urllib", "urllib2", "httplib", "requests", "aiohttp", "httpx",
+    "ftplib", "smtplib", "telnetlib", "imaplib", "poplib", "nntplib", "xmlrpc", "email",
+    "tempfile", "_pyio", "pathlib", "fileinput", "glob", "linecache", "tarfile", "zipfile",
+    "dbm", "sqlite3", "uuid", "_osx_support", "_aix_support", "_pyrepl", "_interpreters",
+    "_xxsubinterpreters", "_posixshmem", "mmap", "resource", "gc", "ast", "dis", "compileall",
+    "py_compile", "tkinter", "idlelib", "lib2to3", "logging", "antigravity", "this", "__main__", "copyreg", "copy_reg", "operator", "_operator",
+    "torch.hub", "torch.jit", "torch.package", "torch.serialization", "torch.utils.cpp_extension",
+    "torch.utils.collect_env", "torch._inductor", "torch._dynamo", "torch.distributed.rpc",
+    "torch.fx", "torch.ops", "torch._ops", "torch.library", "torch.cuda.memory",
+    "numpy.lib.npyio", "numpy.load", "numpy.testing", "numpy.f2py", "numpy.distutils",
+    "pandas.io", "mlflow", "keras", "tensorflow", "IPython", "jinja2", "yaml",
+};
+
+/* Single globals that are dangerous in modules that are otherwise benign. */
+static const char *const dangerous_globals[] = {
+    "builtins.eval", "builtins.exec", "builtins.compile", "builtins.getattr", "builtins.setattr",
+    "builtins.delattr", "builtins.__import__", "builtins.open", "builtins.breakpoint",
+    "builtins.input", "builtins.globals", "builtins.locals", "builtins.vars", "builtins.help",
+    "builtins.exit", "builtins.quit", "builtins.__loader__", "builtins.__spec__",
+    "builtins.__builtins__", "__builtin__.eval", "__builtin__.execfile", "__builtin__.file",
+    "__builtin__.open", "__builtin__.getattr", "__builtin__.__import__", "__builtin__.compile",
+    "torch.load", "torch.save", "torch.from_file", "numpy.load", "numpy.save", "numpy.fromfile",
+    "numpy.loadtxt", "numpy.genfromtxt", "numpy.memmap", "numpy.core.multiarray._reconstruct.__globals__",
+    "pandas.read_csv", "pandas.read_pickle", "pandas.read_json", "pandas.read_html",
+    "codecs.open", "collections.namedtuple", "io.open", "io.open_code", "io.FileIO", "_io.open",
+    "_io.open_code", "_io.FileIO",
+};
+
+/* Under a dangerous module, but only building values (see above). */
+static const char *const benign_under_dangerous[] = {"torch.jit._pickle"};
+
+/* Name components that reach code or other modules in a dotted path. */
+static const char *const dangerous_components[] = {
+    "eval", "exec", "compile", "system", "popen", "spawn", "execv", "execve", "getattr",
+    "setattr", "__import__", "open", "load", "loads", "import_module", "resolve_name", "locate",
+    "run", "call", "check_output", "Popen",
+};
+
+static bool starts_module(const char *full, const char *m)
+{
+    size_t l = strlen(m);
+    return !strncmp(full, m, l) && (full[l] == 0 || full[l] == '.');
+}
+
+/* Is the dotted path `full` ("module.name.attr") dangerous? */
+static bool dangerous_path(const char *full)
+{
+    for (size_t i = 0; i < sizeof benign_under_dangerous / sizeof *benign_under_dangerous; i++)
+        if (starts_module(full, benign_under_dangerous[i]))
+            return false;
+    for (size_t i = 0; i < sizeof dangerous_modules / sizeof *dangerous_modules; i++)
+        if (starts_module(full, dangerous_modules[i]))
+            return true;
+    for (size_t i = 0; i < sizeof dangerous_globals / sizeof *dangerous_globals; i++)
+        if (starts_module(full, dangerous_globals[i]))
+            return true;
+    return false;
+}
+
+/* A dotted name reaching a dunder or another dangerous module/function. */
+static bool dangerous_name(const char *name)
+{
+    if (!strchr(name, '.'))
+        return false;
+    const char *p = name;
+    while (*p) {
+        const char *e = strchr(p, '.');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l >= 4 && p[0] == '_' && p[1] == '_' && p[l - 1] == '_' && p[l - 2] == '_')
+            return true;
+        for (size_t i = 0; i < sizeof dangerous_components / sizeof *dangerous_components; i++)
+            if (strlen(dangerous_components[i]) == l && !memcmp(p, dangerous_components[i], l))
+                return true;
+        for (size_t i = 0; i < sizeof dangerous_modules / sizeof *dangerous_modules; i++)
+            if (strlen(dangerous_modules[i]) == l && !memcmp(p, dangerous_modules[i], l))
+                return true;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
+void tn__scan_resolve(const char *module, const char *name, int proto, const char **omod,
+                      const char **oname)
+{
+    *omod = module;
+    *oname = name;
+    if (proto >= 3)
+        return;
+    for (size_t i = 0; i < sizeof name_mapping / sizeof *name_mapping; i++)
+        if (!strcmp(module, name_mapping[i][0]) && !strcmp(name, name_mapping[i][1])) {
+            *omod = name_mapping[i][2];
+            *oname = name_mapping[i][3];
+            return;
+        }
+    for (size_t i = 0; i < sizeof import_mapping / sizeof *import_mapping; i++)
+        if (!strcmp(module, import_mapping[i][0])) {
+            *omod = import_mapping[i][1];
+            return;
+        }
+}
+
+bool tn_scan_allow_ok(const char *full)
+{
+    static const char *const never[] = {"os", "posix", "nt", "sys", "subprocess",
+                                        "builtins.eval", "builtins.exec", "__builtin__"};
+    if (!full || !strchr(full, '.'))
+        return false;
+    for (size_t i = 0; i < sizeof never / sizeof *never; i++)
+        if (starts_module(full, never[i]))
+            return false;
+    return true;
+}
+
+/* Severity of a resolved module.name (no Py2 mapping here). */
+int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_options *o)
+{
+    if (!*mod || !*name)
+        return TN_SCAN_UNKNOWN;
+    size_t ml = strlen(mod), nl = strlen(name);
+    char *full = malloc(ml + nl + 2);
+    if (!full)
+        return TN_SCAN_UNKNOWN;
+    memcpy(full, mod, ml);
+    full[ml] = '.';
+    memcpy(full + ml + 1, name, nl + 1);
+    int sev = 0;
+    /* sys, os, posix and nt stay blocked even when allowlisted, as in torch. */
+    bool blocked = starts_module(full, "sys") || starts_module(full, "os") ||
+                   starts_module(full, "posix") || starts_module(full, "nt");
+    if (blocked)
+        sev = TN_SCAN_DANGEROUS;
+    else if (tn__pickle_global_allowed(mod, name, o->policy))
+        sev = 0;
+    else {
+        bool user = false;
+        for (size_t i = 0; i < o->nallow && !user; i++)
+            user = o->allow[i] && !strcmp(o->allow[i], full) && tn_scan_allow_ok(full);
+        if (user)
+            sev = 0;
+        else if (dangerous_path(full) || dangerous_name(name))
+            sev = TN_SCAN_DANGEROUS;
+        else
+            sev = TN_SCAN_UNKNOWN;
+    }
+    free(full);
+    return sev;
+}
+
+static const struct tn_scan_options default_opts;
+
+int tn_scan_global_severity(const char *module, const char *name, int proto,
+                            const struct tn_scan_options *opts)
+{
+    const struct tn_scan_options *o = opts ? opts : &default_opts;
+    const char *m, *n;
+    tn__scan_resolve(module, name, proto, &m, &n);
+    int sev = tn__scan_classify(m, n, o);
+    /* PyTorch 1.13's weights_only loader does not map Py2 names (2.x and
+     * CPython do): under that policy the file's own name counts too. */
+    if (o->policy == TN_ALLOW_TORCH1 && (m != module || n != name)) {
+        int raw = tn__scan_classify(module, name, o);
+        sev = raw > sev ? raw : sev;
+    }
+    return sev;
+}
+
+const char *tn_scan_severity_name(enum tn_scan_severity s)
+{
+    switch (s) {
+    case TN_SCAN_DANGEROUS: return "dangerous";
+    case TN_SCAN_UNKNOWN: return "unknown";
+    case TN_SCAN_SUSPICIOUS: return "suspicious";
+    }
+    return "?";
+}
+
+const char *tn_scan_use_name(enum tn_scan_use u)
+{
+    switch (u) {
+    case TN_SCAN_CALLED: return "called";
+    case TN_SCAN_BUILT: return "built";
+    case TN_SCAN_IMPORTED: return "imported";
+    default: return "none";
+    }
+}
