@@ -1,6 +1,6 @@
 # Kernels: device-independent halves (meta functions, decompositions) in
 # lib/ops, CPU kernels in lib/ops/cpu.
-noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h
+noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -12,6 +12,7 @@ libtensor_la_SOURCES += \
 	lib/ops/nn2.c \
 	lib/ops/shape.c \
 	lib/ops/movement.c \
+	lib/ops/index.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
@@ -21,6 +22,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/sort.c \
 	lib/ops/cpu/shape.c \
 	lib/ops/cpu/movement.c \
+	lib/ops/cpu/index.c \
 	lib/ops/cpu/nn_loss.c \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \

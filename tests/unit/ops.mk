@@ -88,3 +88,9 @@ tests_unit_test_ops_movement_SOURCES = tests/unit/test_ops_movement.c tests/unit
 tests_unit_test_ops_movement_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_movement_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_movement_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_index
+tests_unit_test_ops_index_SOURCES = tests/unit/test_ops_index.c tests/unit/ops_cases.h
+tests_unit_test_ops_index_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_index_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_index_LDFLAGS = $(TN_UNIT_LINK)

@@ -132,10 +132,17 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                 st[i] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = t};
             } else if ((v = json_object_get(a, "tensors"))) {
                 int k = (int)json_array_size(v);
+                bool none = false; /* a Tensor?[] with None (null) entries */
                 assert_true(k <= 8);
-                for (int j = 0; j < k; j++)
-                    assert_non_null(lists[i][j] = tn_test_tensor(json_array_get(v, (size_t)j)));
-                st[i] = (struct tn_ivalue){.tag = TN_IV_TENSORLIST, .v.tensors = {lists[i], k}};
+                for (int j = 0; j < k; j++) {
+                    json_t *e = json_array_get(v, (size_t)j);
+                    if (json_is_null(e))
+                        none = true;
+                    else
+                        assert_non_null(lists[i][j] = tn_test_tensor(e));
+                }
+                st[i] = (struct tn_ivalue){.tag = none ? TN_IV_OPTTENSORLIST : TN_IV_TENSORLIST,
+                                           .v.tensors = {lists[i], k}};
             } else if ((v = json_object_get(a, "int"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_INT, .v.i = json_integer_value(v)};
             } else if ((v = json_object_get(a, "float"))) {

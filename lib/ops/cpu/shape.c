@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/index_internal.h"
 #include "ops/nn_internal.h"
 
 /* index as a contiguous int64 tensor, each entry checked against n. */
@@ -239,18 +240,7 @@ static struct tn_tensor *index_loop(int kind, const char *op, const struct tn_te
             memcpy(dst, from, es);
             continue;
         }
-        struct tn_scalar x = tn_scalar_load(dst, self->dtype), y = tn_scalar_load(from, self->dtype);
-        if (x.kind == TN_SCALAR_FLOAT)
-            x.v.f += y.v.f;
-        else if (x.kind == TN_SCALAR_INT)
-            x.v.i = (int64_t)((uint64_t)x.v.i + (uint64_t)y.v.i);
-        else if (x.kind == TN_SCALAR_BOOL)
-            x.v.b = x.v.b || y.v.b;
-        else {
-            x.v.c.re += y.v.c.re;
-            x.v.c.im += y.v.c.im;
-        }
-        tn_scalar_store(dst, self->dtype, x);
+        tn__cpu_add_at(dst, from, self->dtype);
     } while (next_pos(index, pos));
     return out;
 }

@@ -1,0 +1,105 @@
+/*
+ * ops/cpu/index.c: the CPU loops of advanced indexing: index.Tensor_out
+ * (out = self[indices]) and index_put_ (self[indices] = values, or += with
+ * accumulate), over the plan of ops/index.c. Elements move as bytes, so
+ * every dtype takes the same loop; only accumulation looks at values.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/index_internal.h"
+
+void tn__cpu_add_at(void *dst, const void *from, enum tn_dtype dtype)
+{
+    struct tn_scalar x = tn_scalar_load(dst, dtype), y = tn_scalar_load(from, dtype);
+    if (x.kind == TN_SCALAR_FLOAT)
+        x.v.f += y.v.f;
+    else if (x.kind == TN_SCALAR_INT)
+        x.v.i = (int64_t)((uint64_t)x.v.i + (uint64_t)y.v.i);
+    else if (x.kind == TN_SCALAR_BOOL)
+        x.v.b = x.v.b || y.v.b;
+    else {
+        x.v.c.re += y.v.c.re;
+        x.v.c.im += y.v.c.im;
+    }
+    tn_scalar_store(dst, dtype, x);
+}
+
+enum walk { W_GATHER, W_PUT, W_ACCUMULATE };
+
+/* Visits every element of the plan's result: `other` (out, or the values
+ * expanded to the result's shape) at its place, self at the place the
+ * indices pick; element order, so that duplicates keep the last value
+ * written, as PyTorch's serial CPU loop does. */
+static void walk(enum walk kind, const struct tn__index_plan *p, struct tn_tensor *self,
+                 struct tn_tensor *other)
+{
+    int64_t n = 1, pos[TN_MAX_DIMS] = {0}, bstride[TN_MAX_DIMS];
+    for (int j = 0; j < p->ndim; j++)
+        n *= p->sizes[j];
+    if (n == 0)
+        return;
+    tn_contiguous_strides(p->bshape, p->bndim, bstride);
+    const int64_t *ix[TN_MAX_DIMS];
+    for (int a = 0; a < p->nadv; a++)
+        ix[a] = tn_data(p->idx[a]);
+    size_t es = tn_dtype_size(self->dtype);
+    char *sb = tn_data(self), *ob = tn_data(other);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t so = 0, oo = 0, lin = 0;
+        for (int j = 0; j < p->ndim; j++) {
+            oo += pos[j] * other->strides[j];
+            if (p->src[j] >= 0)
+                so += pos[j] * self->strides[p->src[j]];
+            else
+                lin += pos[j] * bstride[-1 - p->src[j]];
+        }
+        for (int a = 0; a < p->nadv; a++)
+            so += ix[a][lin] * self->strides[p->adv_dim[a]];
+        char *s = sb + so * (int64_t)es, *o = ob + oo * (int64_t)es;
+        if (kind == W_GATHER)
+            memcpy(o, s, es);
+        else if (kind == W_PUT)
+            memcpy(s, o, es);
+        else
+            tn__cpu_add_at(s, o, self->dtype);
+        for (int j = p->ndim - 1; j >= 0 && ++pos[j] == p->sizes[j]; j--)
+            pos[j] = 0;
+    }
+}
+
+int tn__cpu_index_out(tn_keyset ks, const struct tn_tensor *self,
+                      const struct tn_tensor *const *indices, int indices_len,
+                      struct tn_tensor *out)
+{
+    struct tn__index_plan p;
+    int rc = tn__index_plan(self, indices, indices_len, true, false, &p);
+    if (rc < 0)
+        return rc;
+    walk(W_GATHER, &p, (struct tn_tensor *)self, out);
+    tn__index_plan_free(&p);
+    return TN_OK;
+}
+
+int tn__cpu_index_put_(tn_keyset ks, struct tn_tensor *self,
+                       const struct tn_tensor *const *indices, int indices_len,
+                       const struct tn_tensor *values, bool accumulate)
+{
+    struct tn__index_plan p;
+    int rc = tn__index_plan(self, indices, indices_len, true, true, &p);
+    if (rc < 0)
+        return rc;
+    /* values may overlap self (x[i] = x[j]): read from a copy then */
+    struct tn_tensor *v = tn__index_put_values(self, values, &p), *vc = NULL;
+    if (v && values->storage == self->storage)
+        vc = tn_clone(v);
+    if (!v || (values->storage == self->storage && !vc))
+        rc = tn_last_status();
+    else /* (with no index at all: every element) */
+        walk(accumulate ? W_ACCUMULATE : W_PUT, &p, self, vc ? vc : v);
+    tn_release(vc);
+    tn_release(v);
+    tn__index_plan_free(&p);
+    return rc;
+}

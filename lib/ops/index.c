@@ -1,0 +1,301 @@
+/*
+ * ops/index.c: advanced indexing, the device-independent half: resolving
+ * self[indices] (PyTorch's expandTensors, broadcasting and transposition
+ * rule, with its checks and words), the meta functions of index.Tensor_out
+ * and index_put_, and the decompositions index_put, index_put.out and
+ * tn::index_backward. The CPU loops are in ops/cpu/index.c.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/index_internal.h"
+
+static bool is_mask(const struct tn_tensor *t)
+{
+    return t->dtype == TN_BOOL || t->dtype == TN_UINT8;
+}
+
+void tn__index_plan_free(struct tn__index_plan *p)
+{
+    for (int a = 0; a < p->nadv; a++) {
+        tn_release(p->idx[a]);
+        p->idx[a] = NULL;
+    }
+}
+
+/* Replaces mask t, standing at self dim d, by its nonzero indices in
+ * ent[d..d + t->ndim) (new references in own[]). */
+static int expand_mask(const struct tn_tensor *self, const struct tn_tensor *t, int d,
+                       const struct tn_tensor **ent, struct tn_tensor **own)
+{
+    for (int j = 0; j < t->ndim; j++) {
+        if (tn_wrap_dim(d + j, self->ndim) < 0)
+            return tn_last_status();
+        if (t->sizes[j] != self->sizes[d + j]) {
+            char a[128], b[128];
+            return tn_set_error(TN_EINDEX, "The shape of the mask %s at index %d does not match "
+                                "the shape of the indexed tensor %s at index %d",
+                                tn_shape_format(t->sizes, t->ndim, a, sizeof a), j,
+                                tn_shape_format(self->sizes, self->ndim, b, sizeof b), d + j);
+        }
+    }
+    if (t->device.type == TN_DEVICE_META)
+        return tn_set_error(TN_EINVAL, "index: a bool mask on the Meta device has no values to "
+                            "index with");
+    struct tn_tensor *nz = tn_nonzero(t);
+    if (!nz)
+        return tn_last_status();
+    for (int j = 0; j < t->ndim; j++)
+        if (!(own[d + j] = tn_select(nz, 1, j))) {
+            tn_release(nz);
+            return tn_last_status();
+        }
+        else
+            ent[d + j] = own[d + j];
+    tn_release(nz);
+    return TN_OK;
+}
+
+/* The broadcast shape of the index tensors, or PyTorch's error naming all
+ * their shapes. */
+static int broadcast_indices(const struct tn_tensor *const *ent, struct tn__index_plan *p)
+{
+    const struct tn_tensor *first = ent[p->adv_dim[0]];
+    p->bndim = first->ndim;
+    memcpy(p->bshape, first->sizes, sizeof(int64_t) * (size_t)first->ndim);
+    for (int a = 1; a < p->nadv; a++) {
+        const struct tn_tensor *t = ent[p->adv_dim[a]];
+        int64_t out[TN_MAX_DIMS];
+        int nd = tn_broadcast_shapes(p->bshape, p->bndim, t->sizes, t->ndim, out);
+        if (nd >= 0) {
+            p->bndim = nd;
+            memcpy(p->bshape, out, sizeof(int64_t) * (size_t)nd);
+            continue;
+        }
+        char msg[512], s[128];
+        size_t at = (size_t)snprintf(msg, sizeof msg, "shape mismatch: indexing tensors could not "
+                                     "be broadcast together with shapes ");
+        for (int k = 0; k < p->nadv && at < sizeof msg; k++) {
+            const struct tn_tensor *u = ent[p->adv_dim[k]];
+            at += (size_t)snprintf(msg + at, sizeof msg - at, "%s%s", k ? ", " : "",
+                                   tn_shape_format(u->sizes, u->ndim, s, sizeof s));
+        }
+        return tn_set_error(TN_EINDEX, "%s", msg);
+    }
+    return TN_OK;
+}
+
+/* The result's dims: the broadcast dims replace the advanced ones when
+ * those are adjacent, else they come first (PyTorch's transposition). */
+static int place_dims(const struct tn_tensor *self, struct tn__index_plan *p)
+{
+    bool adjacent = p->adv_dim[p->nadv - 1] - p->adv_dim[0] == p->nadv - 1;
+    int before = adjacent ? p->adv_dim[0] : 0, a = 0, j = 0;
+    if (self->ndim - p->nadv + p->bndim > TN_MAX_DIMS)
+        return tn_set_error(TN_ESHAPE, "tensors may have at most %d dimensions, got %d",
+                            TN_MAX_DIMS, self->ndim - p->nadv + p->bndim);
+    for (int i = 0; i < before; i++)
+        p->src[j++] = i;
+    for (int b = 0; b < p->bndim; b++)
+        p->src[j++] = -1 - b;
+    for (int i = before; i < self->ndim; i++) {
+        if (a < p->nadv && p->adv_dim[a] == i) {
+            a++;
+            continue;
+        }
+        p->src[j++] = i;
+    }
+    p->ndim = j;
+    for (j = 0; j < p->ndim; j++)
+        p->sizes[j] = p->src[j] >= 0 ? self->sizes[p->src[j]] : p->bshape[-1 - p->src[j]];
+    return TN_OK;
+}
+
+/* p->idx: each index as int64 of the broadcast shape (a copy we own),
+ * wrapped into [0, size); the first out-of-range entry in element order is
+ * PyTorch's error, its dimension counted among the advanced ones. */
+static int load_indices(const struct tn_tensor *self, const struct tn_tensor *const *ent,
+                        struct tn__index_plan *p)
+{
+    const int64_t *ix[TN_MAX_DIMS];
+    for (int a = 0; a < p->nadv; a++) {
+        struct tn_device cpu = {TN_DEVICE_CPU, 0};
+        p->idx[a] = tn_empty_on(p->bshape, p->bndim, TN_INT64, cpu);
+        if (!p->idx[a] || tn_copy_(p->idx[a], ent[p->adv_dim[a]]) < 0)
+            return tn_last_status();
+        ix[a] = tn_data(p->idx[a]);
+    }
+    int64_t n = tn_numel(p->idx[0]);
+    for (int64_t e = 0; e < n; e++)
+        for (int a = 0; a < p->nadv; a++) {
+            int64_t *v = (int64_t *)&ix[a][e], size = self->sizes[p->adv_dim[a]];
+            if (*v < -size || *v >= size) {
+                if (size == 0)
+                    return tn_set_error(TN_EINDEX, "index is out of bounds for dimension with "
+                                        "size 0");
+                return tn_set_error(TN_EINDEX, "index %lld is out of bounds for dimension %d "
+                                    "with size %lld", (long long)*v, a, (long long)size);
+            }
+            if (*v < 0)
+                *v += size;
+        }
+    return TN_OK;
+}
+
+int tn__index_plan(const struct tn_tensor *self, const struct tn_tensor *const *indices, int n,
+                   bool need_index, bool none_ok, struct tn__index_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (n > self->ndim)
+        return tn_set_error(TN_EINDEX, "too many indices for tensor of dimension %d (got %d)",
+                            self->ndim, n);
+    for (int k = 0; k < n; k++) {
+        const struct tn_tensor *t = indices[k];
+        if (t && t->dtype != TN_INT64 && t->dtype != TN_INT32 && !is_mask(t))
+            return tn_set_error(TN_EINDEX, "tensors used as indices must be long, int, byte or "
+                                "bool tensors");
+    }
+    /* ent[i]: the index of self dim i, NULL for none */
+    const struct tn_tensor *ent[TN_MAX_DIMS] = {NULL};
+    struct tn_tensor *own[TN_MAX_DIMS] = {NULL};
+    int rc = TN_OK, d = 0;
+    for (int k = 0; k < n && rc >= 0; k++) {
+        const struct tn_tensor *t = indices[k];
+        if (t && is_mask(t)) {
+            rc = expand_mask(self, t, d, ent, own);
+            d += t->ndim;
+        } else {
+            ent[d++] = t;
+        }
+    }
+    for (int i = 0; rc >= 0 && i < self->ndim; i++)
+        if (ent[i])
+            p->adv_dim[p->nadv++] = i;
+    if (rc >= 0 && p->nadv == 0) {
+        if (!none_ok) {
+            rc = tn_set_error(TN_EINDEX, "at least one index must be provided");
+        } else { /* index_put over every element */
+            p->ndim = self->ndim;
+            memcpy(p->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+            for (int i = 0; i < self->ndim; i++)
+                p->src[i] = i;
+        }
+    } else if (rc >= 0) {
+        if ((rc = broadcast_indices(ent, p)) >= 0 && (rc = place_dims(self, p)) >= 0 && need_index)
+            rc = load_indices(self, ent, p);
+    }
+    for (int i = 0; i < TN_MAX_DIMS; i++)
+        tn_release(own[i]);
+    if (rc < 0)
+        tn__index_plan_free(p);
+    return rc;
+}
+
+struct tn_tensor *tn__index_put_values(const struct tn_tensor *self, const struct tn_tensor *values,
+                                       const struct tn__index_plan *p)
+{
+    bool fits = values->ndim <= p->ndim;
+    for (int i = 1; fits && i <= values->ndim; i++) {
+        int64_t v = values->sizes[values->ndim - i], r = p->sizes[p->ndim - i];
+        fits = v == r || v == 1;
+    }
+    if (!fits) {
+        char a[128], b[128];
+        tn_set_error(TN_ESHAPE, "shape mismatch: value tensor of shape %s cannot be broadcast "
+                     "to indexing result of shape %s",
+                     tn_shape_format(values->sizes, values->ndim, a, sizeof a),
+                     tn_shape_format(p->sizes, p->ndim, b, sizeof b));
+        return NULL;
+    }
+    if (values->dtype != self->dtype) {
+        tn_set_error(TN_EDTYPE, "Index put requires the source and destination dtypes match, got "
+                     "%s for the destination and %s for the source.",
+                     tn_dtype_info(self->dtype)->c10_name, tn_dtype_info(values->dtype)->c10_name);
+        return NULL;
+    }
+    return tn_expand(values, p->sizes, p->ndim);
+}
+
+/* ------------------------------------------------------ meta functions */
+
+int tn__meta_index_out(const struct tn_tensor *self, const struct tn_tensor *const *indices,
+                       int indices_len, struct tn_meta *m)
+{
+    struct tn__index_plan p;
+    int rc = tn__index_plan(self, indices, indices_len, false, false, &p);
+    if (rc < 0)
+        return rc;
+    m->ndim = p.ndim;
+    memcpy(m->sizes, p.sizes, sizeof(int64_t) * (size_t)p.ndim);
+    m->dtype = self->dtype;
+    tn__index_plan_free(&p);
+    return TN_OK;
+}
+
+/* index_put_ on the Meta device: the checks, and self left as it is. */
+int tn__meta_index_put_(tn_keyset ks, struct tn_tensor *self,
+                        const struct tn_tensor *const *indices, int indices_len,
+                        const struct tn_tensor *values, bool accumulate)
+{
+    struct tn__index_plan p;
+    int rc = tn__index_plan(self, indices, indices_len, false, true, &p);
+    if (rc < 0)
+        return rc;
+    struct tn_tensor *v = tn__index_put_values(self, values, &p);
+    tn__index_plan_free(&p);
+    if (!v)
+        return tn_last_status();
+    tn_release(v);
+    return TN_OK;
+}
+
+/* ------------------------------------------------------- decompositions */
+
+struct tn_tensor *tn__composite_index_put(tn_keyset ks, const struct tn_tensor *self,
+                                          const struct tn_tensor *const *indices, int indices_len,
+                                          const struct tn_tensor *values, bool accumulate)
+{
+    struct tn_tensor *r = tn_clone(self);
+    if (r && tn_index_put_(r, indices, indices_len, values, accumulate) < 0) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+int tn__composite_index_put_out(tn_keyset ks, const struct tn_tensor *self,
+                                const struct tn_tensor *const *indices, int indices_len,
+                                const struct tn_tensor *values, bool accumulate,
+                                struct tn_tensor *out)
+{
+    struct tn_tensor *r = tn_index_put(self, indices, indices_len, values, accumulate);
+    if (!r)
+        return tn_last_status();
+    struct tn_meta m = {.ndim = r->ndim, .dtype = r->dtype};
+    memcpy(m.sizes, r->sizes, sizeof(int64_t) * (size_t)r->ndim);
+    struct tn_tensor *t;
+    int rc = tn_dispatch_prepare_out(&m, out, false, &t);
+    if (rc >= 0)
+        rc = tn_dispatch_finish_out(tn_copy_(t, r), out, t);
+    tn_release(r);
+    return rc;
+}
+
+/* The gradient of self[indices]: grad summed into zeros of self's shape
+ * at the indexed places (duplicates add up). Built from ops, so that it
+ * is differentiable itself. */
+struct tn_tensor *tn__composite_index_backward(tn_keyset ks, const struct tn_tensor *grad,
+                                               const int64_t *self_sizes, int self_sizes_len,
+                                               const struct tn_tensor *const *indices,
+                                               int indices_len)
+{
+    struct tn_tensor *z = tn_empty_on(self_sizes, self_sizes_len, grad->dtype, grad->device);
+    if (!z || tn_fill_(z, tn_int(0)) < 0) {
+        tn_release(z);
+        return NULL;
+    }
+    struct tn_tensor *r = tn_index_put(z, indices, indices_len, grad, true);
+    tn_release(z);
+    return r;
+}
