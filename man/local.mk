@@ -1,5 +1,6 @@
 # Manual pages: man1 tools, man3 the C API, man5 file formats.
 dist_man_MANS += man/man3/libtensor.3
 dist_man_MANS += man/man3/tn_autograd.3
+dist_man_MANS += man/man3/tn_ops.3
 dist_man_MANS += man/man3/tn_nn.3 man/man3/tn_optim.3
 dist_man_MANS += man/man3/tn_dist.3

@@ -108,9 +108,17 @@ static bool multi_ret(const struct tg_func *fn)
     return !fn->inplace && !fn->is_out && fn->nrets > 1;
 }
 
+/* A functional op returning Tensor[] (split.Tensor) returns the number of
+ * tensors, and leaves in its trailing out-pointer a malloc'd array of that
+ * many new references (tn_release_list frees it; NULL on failure). */
+static bool list_ret(const struct tg_func *fn)
+{
+    return !fn->inplace && !fn->is_out && fn->nrets == 1 && fn->rets[0].type == TG_TENSOR_LIST;
+}
+
 static bool returns_int(const struct tg_func *fn)
 {
-    return fn->inplace || fn->is_out || fn->nrets != 1;
+    return fn->inplace || fn->is_out || fn->nrets != 1 || list_ret(fn);
 }
 
 static const char *ret_type(const struct tg_func *fn)
@@ -124,6 +132,8 @@ static const char *ret_name(const struct tg_func *fn, int i, char *buf, size_t l
 {
     if (fn->rets[i].name)
         snprintf(buf, len, "%s", fn->rets[i].name);
+    else if (fn->nrets == 1) /* a Tensor[] */
+        snprintf(buf, len, "result");
     else
         snprintf(buf, len, "result%d", i);
     for (int k = 0; k < fn->nargs; k++)
@@ -141,12 +151,14 @@ static void ret_params(FILE *f, const struct tg_func *fn)
     char b[80];
     for (int i = 0; multi_ret(fn) && i < fn->nrets; i++)
         fprintf(f, ", struct tn_tensor **%s", ret_name(fn, i, b, sizeof b));
+    if (list_ret(fn))
+        fprintf(f, ", struct tn_tensor ***%s", ret_name(fn, 0, b, sizeof b));
 }
 
 static void ret_call(FILE *f, const struct tg_func *fn)
 {
     char b[80];
-    for (int i = 0; multi_ret(fn) && i < fn->nrets; i++)
+    for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
         fprintf(f, ", %s", ret_name(fn, i, b, sizeof b));
 }
 
@@ -188,7 +200,9 @@ int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool 
                " * variants return a new tensor (NULL with tn_last_error() on failure);\n"
                " * in-place (name_) and out= variants return 0 or a negative tn_status,\n"
                " * as do functional variants with several returns, which leave a new\n"
-               " * reference in each trailing out-pointer (NULL on failure).\n"
+               " * reference in each trailing out-pointer (NULL on failure). A Tensor[]\n"
+               " * return gives the number of tensors and a malloc'd array of new\n"
+               " * references in the trailing out-pointer, for tn_release_list().\n"
                " * Tensor arguments are borrowed; an optional one may be NULL (None).\n"
                " */\n", base);
     fprintf(f, "#ifndef %s\n#define %s\n\n#include <tensor/core.h>\n#include <tensor/dispatch.h>\n\n",
@@ -404,6 +418,12 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
             fprintf(f, "    st[%d] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = tn_retain(%s)};\n",
                     i, out_arg(fn, i));
         fprintf(f, "    return %d;\n}\n\n", fn->nrets);
+    } else if (list_ret(fn)) { /* the result owns the array and its references */
+        fprintf(f, "    struct tn_tensor **r_ = NULL;\n    int rc_ = %s(", fn->cname);
+        call_args(f, fn, 0, fn->nargs, false);
+        fputs(", &r_);\n    if (rc_ < 0)\n        return rc_;\n"
+              "    st[0] = (struct tn_ivalue){.tag = TN_IV_TENSORLIST, .v.tensors = {r_, rc_}};\n"
+              "    return 1;\n}\n\n", f);
     } else if (multi_ret(fn)) {
         fprintf(f, "    struct tn_tensor *r_[%d] = {NULL};\n    int rc_ = %s(", fn->nrets, fn->cname);
         call_args(f, fn, 0, fn->nargs, false);
@@ -447,7 +467,7 @@ static void write_entry(FILE *f, const struct tg_func *fn)
     ret_params(f, fn);
     fputs(")\n{\n", f);
     char rb[80];
-    for (int i = 0; multi_ret(fn) && i < fn->nrets; i++)
+    for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
         fprintf(f, "    *%s = NULL;\n", ret_name(fn, i, rb, sizeof rb));
     int nt = 0;
     for (int i = 0; i < fn->nargs; i++) {

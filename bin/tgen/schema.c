@@ -109,6 +109,8 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
             *mut = true;
             c->i++;
         }
+        if (!strncmp(c->s + c->i, " -> *", 5)) /* (a -> *): a Tensor[] result aliases it */
+            c->i += 5;
         if (c->s[c->i] != ')')
             return cur_error(c, c->i, "expected ')' closing the alias annotation", NULL);
         c->i++;
@@ -602,10 +604,13 @@ int tg_check_generatable(const struct tg_schema *s)
         bool tensors = f->nrets >= 1 && (f->nargs > 0 || f->nrets == 1);
         for (int k = 0; k < f->nrets; k++)
             tensors = tensors && f->rets[k].type == TG_TENSOR;
-        if (!tensors || (f->inplace && f->nrets != 1))
-            return tg_error(f->line, f->col, "%s: only operators returning Tensors (one, or a "
-                            "tuple of them from arguments) can be generated yet (--list shows "
-                            "them all)", f->cname);
+        /* a functional op may return one Tensor[] (split, unbind) */
+        bool list = f->nrets == 1 && f->rets[0].type == TG_TENSOR_LIST && f->nargs > 0 &&
+                    !f->inplace && !f->is_out && !f->structured && !f->delegate;
+        if ((!tensors && !list) || (f->inplace && f->nrets != 1))
+            return tg_error(f->line, f->col, "%s: only operators returning Tensors (one, a "
+                            "tuple of them from arguments, or a Tensor[]) can be generated yet "
+                            "(--list shows them all)", f->cname);
     }
     return 0;
 }

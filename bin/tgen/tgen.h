@@ -79,8 +79,9 @@ struct tg_schema {
 int tg_load(const char *path, struct tg_schema *out);
 void tg_free(struct tg_schema *s);
 
-/* 0 when every op returns one Tensor (what the writers handle so far);
- * else prints file:line:column for the first that does not, returns -1. */
+/* 0 when every op returns one Tensor, a tuple of them, or (functional,
+ * not structured) one Tensor[] (what the writers handle so far); else
+ * prints file:line:column for the first that does not, returns -1. */
 int tg_check_generatable(const struct tg_schema *s);
 
 /* The schema's function structured_delegate names, or NULL. */

@@ -236,3 +236,19 @@ int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, in
     *len = k;
     return TN_OK;
 }
+
+void tn_release_list(struct tn_tensor **list, int n)
+{
+    for (int i = 0; list && i < n; i++)
+        tn_release(list[i]);
+    free(list);
+}
+
+void tn_ivalue_release(struct tn_ivalue *v)
+{
+    if (v->tag == TN_IV_TENSOR)
+        tn_release(v->v.t);
+    else if (v->tag == TN_IV_TENSORLIST)
+        tn_release_list((struct tn_tensor **)v->v.tensors.data, v->v.tensors.n);
+    *v = (struct tn_ivalue){.tag = TN_IV_NONE};
+}

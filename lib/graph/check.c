@@ -349,7 +349,10 @@ static void check_args(struct checker *c, struct tn_graph_node *n)
     for (int k = 0; k < op->nargs && k < 256; k++)
         if (!seen[k] && !op->args[k].optional && !op->args[k].def)
             problem(c, n->name, "%s needs argument '%s'", op->qualname, op->args[k].name);
-    if (n->nout > op->nrets)
+    /* a Tensor[] result (split.Tensor: "-> Tensor(a)[]") fills any number */
+    size_t sl = op->schema ? strlen(op->schema) : 0;
+    bool list = sl > 2 && !strcmp(op->schema + sl - 2, "[]");
+    if (n->nout > op->nrets && !list)
         problem(c, n->name, "%s returns %d value%s, the node names %d outputs", op->qualname,
                 op->nrets, op->nrets == 1 ? "" : "s", n->nout);
 }

@@ -186,6 +186,20 @@ int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
         free(st);
         return rc;
     }
+    if (rc == 1 && st[0].tag == TN_IV_TENSORLIST) { /* Tensor[]: a piece per output */
+        int np = st[0].v.tensors.n;
+        for (int k = 0; k < np && k < n->nout; k++)
+            if (n->outs[k] >= 0) {
+                tn_release(slots[n->outs[k]].t);
+                slots[n->outs[k]].t = tn_retain(st[0].v.tensors.data[k]);
+            }
+        tn_ivalue_release(&st[0]);
+        free(st);
+        if (np != n->nout)
+            return tn_set_error(TN_ERUNTIME, "%s: node '%s' (%s) returned %d tensors for %d "
+                                "outputs", g->label, n->name, op->qualname, np, n->nout);
+        return TN_OK;
+    }
     for (int k = 0; k < rc; k++) {
         int v = k < n->nout ? n->outs[k] : -1;
         if (st[k].tag == TN_IV_TENSOR) {

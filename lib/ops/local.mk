@@ -12,6 +12,7 @@ libtensor_la_SOURCES += \
 	lib/ops/nn2.c \
 	lib/ops/shape.c \
 	lib/ops/movement.c \
+	lib/ops/split.c \
 	lib/ops/index.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \

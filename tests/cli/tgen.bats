@@ -63,8 +63,21 @@ assert ops["aten::add_.Tensor"]["kind"] == "inplace"
     printf -- '- func: is_nonzero(Tensor self) -> bool\n  dispatch:\n    CPU: k\n' > scalar.yaml
     run tgen --header s.h --source s.c scalar.yaml
     assert_failure 2
-    assert_output "scalar.yaml:1:9: tn_is_nonzero: only operators returning Tensors (one, or a tuple of them from arguments) can be generated yet (--list shows them all)"
+    assert_output "scalar.yaml:1:9: tn_is_nonzero: only operators returning Tensors (one, a tuple of them from arguments, or a Tensor[]) can be generated yet (--list shows them all)"
     [ ! -e s.h ]
+}
+
+@test "a Tensor[] return is a count and an array of new references" {
+    printf -- '- func: split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]\n  dispatch:\n    CompositeImplicitAutograd: k\n' > list.yaml
+    run tgen --header l.h --source l.c list.yaml
+    assert_success
+    run grep -F 'int tn_split(const struct tn_tensor *self, int64_t split_size, int64_t dim, struct tn_tensor ***result);' l.h
+    assert_success
+    run grep -F '.tag = TN_IV_TENSORLIST' l.c
+    assert_success
+    printf -- '- func: foo_(Tensor(a!) self) -> Tensor[]\n  dispatch:\n    CPU: k\n' > inplace.yaml
+    run tgen --header i.h --source i.c inplace.yaml
+    assert_failure 2
 }
 
 @test "usage errors exit 2 with a hint" {

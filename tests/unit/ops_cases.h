@@ -94,6 +94,27 @@ static int compare(const struct tn_tensor *t, json_t *want, const char *what, bo
     return rc;
 }
 
+/* 0 when a Tensor[] result (one TN_IV_TENSORLIST on the stack, rc 1)
+ * matches the fixture's "list" tensor by tensor; releases the result. */
+static int compare_list(int rc, struct tn_ivalue *st, json_t *want, const char *what, bool sums)
+{
+    int bad = 0;
+    if (rc != 1 || st[0].tag != TN_IV_TENSORLIST) {
+        print_message("# %s: failed (%d results, want one Tensor[]): %s\n", what, rc,
+                      rc < 0 ? tn_last_error() : "");
+        bad = 1;
+    } else if ((size_t)st[0].v.tensors.n != json_array_size(want)) {
+        print_message("# %s: %d tensors, PyTorch gives %zu\n", what, st[0].v.tensors.n,
+                      json_array_size(want));
+        bad = 1;
+    }
+    for (int i = 0; !bad && i < st[0].v.tensors.n; i++)
+        bad = compare(st[0].v.tensors.data[i], json_array_get(want, (size_t)i), what, sums) != 0;
+    for (int i = 0; i < rc; i++)
+        tn_ivalue_release(&st[i]);
+    return bad;
+}
+
 /* Runs every case of fixture `name`; `sums` picks the tolerance table.
  * With `follow2`, where the fixture came from PyTorch 1.x and we follow
  * 2.x (an op 1.13 lacks, reworded errors), a differing error is noted, not
@@ -174,12 +195,14 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                               torch1 ? "1.x (2.x does not)" : "", json_string_value(err));
                 failed += !torch1;
                 for (int i = 0; i < rc; i++)
-                    tn_release(st[i].v.t);
+                    tn_ivalue_release(&st[i]);
             } else if (strcmp(tn_last_error(), json_string_value(err)) != 0) {
                 print_message("# %s: error '%s', PyTorch says '%s'\n", what, tn_last_error(),
                               json_string_value(err));
                 failed += !torch1;
             }
+        } else if (json_object_get(c, "list")) {
+            failed += compare_list(rc, st, json_object_get(c, "list"), what, sums);
         } else {
             /* a tuple return ("outs") is compared result by result */
             json_t *outs = json_object_get(c, "outs");

@@ -55,6 +55,23 @@ static struct tn_tensor *core_call(const char *name, struct tn_tensor *a)
     return NULL;
 }
 
+/* A Tensor[] result as autograd_ops.py records it: its pieces flattened
+ * and concatenated into one tensor (whose backward reaches every piece).
+ * Releases the list. */
+static struct tn_tensor *cat_pieces(struct tn_ivalue *v)
+{
+    int n = v->v.tensors.n;
+    struct tn_tensor *flat[16] = {NULL}, *r = NULL;
+    assert_true(n <= 16);
+    for (int i = 0; i < n; i++)
+        assert_non_null(flat[i] = tn_reshape(v->v.tensors.data[i], TN_SHAPE(-1)));
+    r = tn_cat((const struct tn_tensor *const *)flat, n, 0);
+    for (int i = 0; i < n; i++)
+        tn_release(flat[i]);
+    tn_ivalue_release(v);
+    return r;
+}
+
 /* Calls the case's op on c->t (boxed, by name). */
 static struct tn_tensor *run_call(struct call *c)
 {
@@ -89,6 +106,8 @@ static struct tn_tensor *run_call(struct call *c)
     if (n < 0)
         return NULL;
     assert_int_equal(n, 1);
+    if (st[0].tag == TN_IV_TENSORLIST)
+        return cat_pieces(&st[0]);
     return st[0].v.t;
 }
 

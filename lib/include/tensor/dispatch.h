@@ -91,6 +91,16 @@ struct tn_ivalue {
     } v;
 };
 
+/* A Tensor[] result (split, unbind) is a TN_IV_TENSORLIST that, unlike an
+ * argument, owns its malloc'd array and a reference to each tensor.
+ * tn_ivalue_release frees what a result value holds (a tensor, or such a
+ * list) and leaves it NONE; a value of another tag is only set to NONE. */
+void tn_ivalue_release(struct tn_ivalue *v);
+
+/* Releases list[0..n) and frees list: what an op returning Tensor[]
+ * (tn_split, tn_unbind_int, ...) hands back. NULL is allowed. */
+void tn_release_list(struct tn_tensor **list, int n);
+
 /* One argument of a schema. */
 struct tn_arg_schema {
     const char *name;
