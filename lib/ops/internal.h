@@ -38,4 +38,17 @@ int tn__reduce_mask(const char *op, const struct tn_tensor *self, const int64_t 
 /* A 0-dim wrapped-number tensor holding s. */
 struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s);
 
+/* Kernels for x86-64 CPUs with AVX2 and FMA, picked at run time (the
+ * build targets plain x86-64): TN_AVX2 marks such a function (include
+ * <immintrin.h> for its intrinsics) and tn__have_avx2() says whether this
+ * CPU runs it. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TN_HAVE_AVX2 1
+#define TN_AVX2 __attribute__((target("avx2,fma")))
+static inline bool tn__have_avx2(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
 #endif

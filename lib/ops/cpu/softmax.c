@@ -70,6 +70,110 @@ TN_SOFTMAX(f64, double, double, LD_ID, ST_ID, exp, log)
 TN_SOFTMAX(f16, tn_half, float, LD_H, ST_H, expf, logf)
 TN_SOFTMAX(bf16, tn_bfloat16, float, LD_BF, ST_BF, expf, logf)
 
+#ifdef TN_HAVE_AVX2
+#include <immintrin.h>
+
+/* e^x for eight floats: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts),
+ * e^r by a degree-7 polynomial (Cephes' expf coefficients, within an ulp or
+ * two of the correctly rounded value), times 2^n applied as two halves so
+ * that results down in the subnormals round once and large x overflow to
+ * inf. NaN stays NaN, -inf gives 0. */
+TN_AVX2 static inline __m256 exp8(__m256 x)
+{
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1), bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* The last n % 8 elements of a row, through a padded block (pad: the value
+ * of the unused lanes). */
+TN_AVX2 static inline __m256 tail8(const float *x, int64_t n, float pad)
+{
+    float b[8] = {pad, pad, pad, pad, pad, pad, pad, pad};
+    memcpy(b, x, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(b);
+}
+
+TN_AVX2 static float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* softmax or log_softmax of contiguous float32 rows of D elements (inner
+ * 1): the max, then exp(x - max) with its sum in eight lanes, then a scale
+ * by 1 / sum or a shift by -log(sum), as PyTorch's vectorised last-dim
+ * kernel does. */
+TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
+{
+    const struct sjob *j = ctx;
+    int64_t D = j->D, full = D & ~(int64_t)7, rest = D - full;
+    for (int64_t row = begin; row < end; row++) {
+        const float *x = (const float *)(const void *)j->in + row * D;
+        float *y = (float *)(void *)j->out + row * D;
+        __m256 m = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
+        for (int64_t d = 0; d < D; d += 8) {
+            __m256 v = d < full ? _mm256_loadu_ps(x + d) : tail8(x + d, rest, -INFINITY);
+            m = _mm256_max_ps(m, v);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+        if (_mm256_movemask_ps(nan))
+            mx = NAN;
+        __m256 vm = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
+        for (int64_t d = 0; d < full; d += 8) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm));
+            sum = _mm256_add_ps(sum, e);
+            if (!j->log)
+                _mm256_storeu_ps(y + d, e);
+        }
+        if (rest) {
+            float b[8];
+            __m256 e = exp8(_mm256_sub_ps(tail8(x + full, rest, -INFINITY), vm));
+            /* (the padding lanes give exp(-inf) = 0, or NaN with mx NaN,
+             * which the whole row is then anyway) */
+            sum = _mm256_add_ps(sum, e);
+            _mm256_storeu_ps(b, e);
+            if (!j->log)
+                memcpy(y + full, b, sizeof(float) * (size_t)rest);
+        }
+        float s = hsum8(sum);
+        if (j->log) {
+            float ls = logf(s);
+            __m256 vl = _mm256_set1_ps(ls);
+            for (int64_t d = 0; d < full; d += 8)
+                _mm256_storeu_ps(y + d, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm), vl));
+            for (int64_t d = full; d < D; d++)
+                y[d] = x[d] - mx - ls;
+        } else {
+            float inv = 1.0f / s;
+            __m256 vi = _mm256_set1_ps(inv);
+            for (int64_t d = 0; d < full; d += 8)
+                _mm256_storeu_ps(y + d, _mm256_mul_ps(_mm256_loadu_ps(y + d), vi));
+            for (int64_t d = full; d < D; d++)
+                y[d] *= inv;
+        }
+    }
+}
+#endif
+
 static int softmax(const struct tn_tensor *self, int64_t dim, bool log, struct tn_tensor *out)
 {
     tn_range_fn fn = NULL;
@@ -107,6 +211,10 @@ static int softmax(const struct tn_tensor *self, int64_t dim, bool log, struct t
             j.inner *= self->sizes[i];
     }
     int64_t rows = outer * j.inner;
+#ifdef TN_HAVE_AVX2
+    if (fn == rows_f32 && j.inner == 1 && tn__have_avx2())
+        fn = rows_f32_avx2;
+#endif
     int64_t grain = TN_PARALLEL_GRAIN / (j.D > 0 ? j.D : 1);
     tn_parallel_for(rows, grain > 0 ? grain : 1, fn, &j);
     int rc = target == out ? TN_OK : tn_copy_(out, target);
