@@ -17,6 +17,7 @@ struct call {
     int nargs;
     json_t *args;
     struct tn_tensor *t[MAXA]; /* tensor arguments (NULL for others) */
+    struct tn_tensor *list[MAXA][8]; /* a Tensor?[] argument ("tlist"), NULL for None */
     int64_t ints[MAXA][TN_MAX_DIMS];
 };
 
@@ -98,6 +99,9 @@ static struct tn_tensor *run_call(struct call *c)
         } else if ((v = json_object_get(a, "ints"))) {
             int n = tn_test_ints(v, c->ints[i]);
             st[i] = (struct tn_ivalue){.tag = TN_IV_INTLIST, .v.ints = {c->ints[i], n}};
+        } else if ((v = json_object_get(a, "tlist"))) {
+            st[i] = (struct tn_ivalue){.tag = TN_IV_OPTTENSORLIST,
+                                       .v.tensors = {c->list[i], (int)json_array_size(v)}};
         } else {
             st[i] = (struct tn_ivalue){.tag = TN_IV_NONE};
         }
@@ -170,6 +174,13 @@ static int run_case(json_t *cs, int torch1)
             if (json_is_true(json_object_get(a, "rg")))
                 assert_int_equal(tn_requires_grad_(c.t[i], true), 0);
         }
+        json_t *l = json_object_get(a, "tlist"), *e;
+        size_t k;
+        assert_true(json_array_size(l) <= 8);
+        json_array_foreach(l, k, e) {
+            if (!json_is_null(e))
+                assert_non_null(c.list[i][k] = tn_test_tensor(e));
+        }
     }
     bool f64 = c.t[0] && c.t[0]->dtype == TN_FLOAT64;
     double tol = f64 ? 1e-10 : 2e-5;
@@ -216,8 +227,11 @@ static int run_case(json_t *cs, int torch1)
         }
     }
 done:
-    for (int i = 0; i < c.nargs; i++)
+    for (int i = 0; i < c.nargs; i++) {
         tn_release(c.t[i]);
+        for (int k = 0; k < 8; k++)
+            tn_release(c.list[i][k]);
+    }
     return rc;
 }
 
