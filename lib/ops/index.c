@@ -165,6 +165,8 @@ int tn__index_plan(const struct tn_tensor *self, const struct tn_tensor *const *
         if (t && is_mask(t)) {
             rc = expand_mask(self, t, d, ent, own);
             d += t->ndim;
+        } else if (tn_wrap_dim(d, self->ndim) < 0) { /* after a mask: PyTorch's words */
+            rc = tn_last_status();
         } else {
             ent[d++] = t;
         }
