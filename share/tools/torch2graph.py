@@ -18,7 +18,7 @@ On PyTorch 2.x the module goes through torch.export.export and torch's own
 serializer. On 1.13 (no torch.export) it is traced with torch.fx's
 symbolic_trace and written in the same format by the converter below, which
 maps the modules and functions it knows to the ATen ops torch.export names
-(linear, conv2d, batch_norm, layer_norm, embedding, ...); anything else is
+(linear, conv2d, batch_norm, layer_norm, embedding, cat, stack, ...); anything else is
 refused with its name. --dynamic-batch makes dimension 0 of every input a
 symbol (torch.export.Dim on 2.x; on 1.13 sizes that follow the batch are
 found by tracing shapes at two batch sizes).
@@ -113,12 +113,13 @@ class FxConverter:
         torch.nn.functional.avg_pool2d: "avg_pool2d.default",
         operator.add: "add.Tensor", operator.mul: "mul.Tensor", operator.sub: "sub.Tensor",
         operator.truediv: "div.Tensor", torch.add: "add.Tensor", torch.mul: "mul.Tensor",
+        torch.cat: "cat.default", torch.stack: "stack.default",
     }
     METHODS = {
         "transpose": "transpose.int", "reshape": "reshape.default", "view": "view.default",
         "split": "split.Tensor", "unflatten": "unflatten.int", "flatten": "flatten.using_ints",
         "mean": "mean.dim", "permute": "permute.default", "relu": "relu.default",
-        "softmax": "softmax.int", "contiguous": "clone.default",
+        "softmax": "softmax.int", "contiguous": "clone.default", "sum": "sum.dim_IntList",
     }
 
     def __init__(self, gm, inputs, exprs):
@@ -278,7 +279,8 @@ class FxConverter:
                     raise SystemExit("torch2graph: %s %s is not supported on PyTorch 1.13"
                                      % (n.op, getattr(n.target, "__name__", n.target)))
                 args = list(n.args)
-                if target in ("mean.dim",) and len(args) > 1 and isinstance(args[1], int):
+                if target in ("mean.dim", "sum.dim_IntList") and len(args) > 1 and \
+                        isinstance(args[1], int):
                     args[1] = [args[1]]
                 if target in ("reshape.default", "view.default", "permute.default") and \
                         len(args) > 2:

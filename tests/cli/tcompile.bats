@@ -91,14 +91,17 @@ setup() {
 }
 
 @test "run: lists of tensors (torch.cat, torch.stack): outputs and gradients equal PyTorch's" {
-    local f="$FX/torch2/cat"
-    run tcompile run "$f.json" -w "$f.pt" -i "${f}_inputs.pt" -o "$TMP/cat.pt" --grads "$TMP/g.pt"
-    assert_success
-    run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/cat.pt" "${f}_expected.pt"
-    assert_success
-    run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/g.pt" "${f}_grads.pt"
-    assert_success
-    assert_output --partial "6 tensors match"
+    for t in torch2 torch1; do
+        local f="$FX/$t/cat"
+        run tcompile run "$f.json" -w "$f.pt" -i "${f}_inputs.pt" -o "$TMP/cat.pt" \
+            --grads "$TMP/g.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/cat.pt" "${f}_expected.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/g.pt" "${f}_grads.pt"
+        assert_success
+        assert_output --partial "6 tensors match"
+    done
 }
 
 @test "run: pipes: a .npy input from stdin, .npz outputs to stdout" {
