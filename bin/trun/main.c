@@ -69,7 +69,7 @@ static struct {
     double grace;
     char **argv;
     /* --nnodes MIN:MAX with MIN < MAX: membership by rendezvous */
-    int min_nodes;
+    int min_nodes, max_nodes;
     bool elastic;
     double join_timeout, last_call; /* seconds (--rdzv-conf) */
 } opt;
@@ -680,7 +680,11 @@ static int64_t now_ms(void)
  * the member count to "closed", which every node waits for (the join
  * timeout). A node whose worker fails writes "failed": every node stops
  * its workers and, with restarts left, all meet again in the next round,
- * whose number is the workers' TORCHELASTIC_RESTART_COUNT. */
+ * whose number is the workers' TORCHELASTIC_RESTART_COUNT. A node that
+ * comes after its round closed adds itself to the round's "waiting" and
+ * waits for the next round; the running nodes see it and, while the round
+ * has room, start the next round with it without using a restart. A trun
+ * leaving at the job's end sets "done", which sends waiting nodes home. */
 
 static struct tn_store *rdzv;
 static int rdzv_round;
@@ -696,61 +700,116 @@ static int rdzv_fail(const char *what)
     return -1;
 }
 
-/* Joins round rdzv_round: sets opt.node_rank and opt.nnodes, or -1. */
+static bool rdzv_has(const char *k)
+{
+    const char *keys[1] = {k};
+    return tn_store_check(rdzv, keys, 1) == 1;
+}
+
+/* A node that came after round rdzv_round closed (or filled up): it says
+ * so in the round's "waiting", which the running nodes see (they stop
+ * their workers and meet it in the next round while the round has fewer
+ * than MAX nodes), then waits until a node of the running group starts the
+ * next round, or the job ends. Returns 0 when the next round started, -1
+ * (said why) when the job ended or the join timeout passed. */
+static int rdzv_wait_next(void)
+{
+    char k[300], next[300], done[300];
+    rdzv_key(k, sizeof k, "waiting");
+    if (tn_store_add(rdzv, k, 1, NULL) < 0)
+        return rdzv_fail("waiting for the next round");
+    fprintf(stderr, "trun: rendezvous round %d is closed; waiting for the next round\n",
+            rdzv_round);
+    rdzv_round++;
+    rdzv_key(next, sizeof next, "joined");
+    snprintf(done, sizeof done, "rdzv/%s/done", opt.run_id);
+    for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);;) {
+        if (rdzv_has(next))
+            return 0;
+        if (rdzv_has(done)) {
+            fprintf(stderr, "trun: the job ended before this node could join it\n");
+            return -1;
+        }
+        if (now_ms() >= until) {
+            fprintf(stderr, "trun: rendezvous round %d: no round started within the join "
+                            "timeout (%g s)\n", rdzv_round, opt.join_timeout);
+            return -1;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Joins round rdzv_round, or the next one when it came too late: sets
+ * opt.node_rank and opt.nnodes, or -1. */
 static int rendezvous(void)
 {
-    char joined[300], closed[300];
-    rdzv_key(joined, sizeof joined, "joined");
-    rdzv_key(closed, sizeof closed, "closed");
-    int64_t idx = 0;
-    if (tn_store_add(rdzv, joined, 1, &idx) < 0)
-        return rdzv_fail("join");
-    idx--;
     static bool counted;
-    if (!counted) { /* every trun that ever joined, for the host's last wait */
+    if (!counted) {
+        /* every trun that ever joined, for the host's last wait */
         char k[300];
         snprintf(k, sizeof k, "rdzv/%s/nodes", opt.run_id);
         if (tn_store_add(rdzv, k, 1, NULL) < 0)
             return rdzv_fail("join");
         counted = true;
-    }
-    if (idx >= opt.nnodes) {
-        fprintf(stderr, "trun: rendezvous round %d is full (%d nodes)\n", rdzv_round, opt.nnodes);
-        return -1;
-    }
-    if (idx + 1 == opt.min_nodes) {
-        /* the last call: wait for more nodes, up to MAX */
-        int64_t until = now_ms() + (int64_t)(opt.last_call * 1000), count = 0;
+        /* a node starting late begins at the job's latest round */
         for (;;) {
-            if (tn_store_add(rdzv, joined, 0, &count) < 0)
-                return rdzv_fail("count");
-            if (count >= opt.nnodes || now_ms() >= until)
+            rdzv_round++;
+            rdzv_key(k, sizeof k, "joined");
+            if (!rdzv_has(k)) {
+                rdzv_round--;
                 break;
-            struct timespec ts = {0, 20 * 1000000L};
-            nanosleep(&ts, NULL);
+            }
         }
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)(count < opt.nnodes ? count : opt.nnodes));
-        if (tn_store_set(rdzv, closed, v, strlen(v)) < 0)
-            return rdzv_fail("close");
     }
-    tn_store_set_timeout(rdzv, (int64_t)(opt.join_timeout * 1000));
-    void *v = NULL;
-    size_t vl = 0;
-    if (tn_store_get(rdzv, closed, &v, &vl) < 0)
-        return rdzv_fail("waiting for the other nodes");
-    int n = atoi(v);
-    free(v);
-    if (idx >= n) {
-        fprintf(stderr, "trun: joined rendezvous round %d after it closed with %d nodes\n",
-                rdzv_round, n);
-        return -1;
+    for (;;) {
+        char joined[300], closed[300];
+        rdzv_key(joined, sizeof joined, "joined");
+        rdzv_key(closed, sizeof closed, "closed");
+        int64_t idx = 0;
+        if (tn_store_add(rdzv, joined, 1, &idx) < 0)
+            return rdzv_fail("join");
+        idx--;
+        if (idx >= opt.max_nodes) {
+            if (rdzv_wait_next() < 0)
+                return -1;
+            continue;
+        }
+        if (idx + 1 == opt.min_nodes) {
+            /* the last call: wait for more nodes, up to MAX */
+            int64_t until = now_ms() + (int64_t)(opt.last_call * 1000), count = 0;
+            for (;;) {
+                if (tn_store_add(rdzv, joined, 0, &count) < 0)
+                    return rdzv_fail("count");
+                if (count >= opt.max_nodes || now_ms() >= until)
+                    break;
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            char v[32];
+            snprintf(v, sizeof v, "%lld",
+                     (long long)(count < opt.max_nodes ? count : opt.max_nodes));
+            if (tn_store_set(rdzv, closed, v, strlen(v)) < 0)
+                return rdzv_fail("close");
+        }
+        tn_store_set_timeout(rdzv, (int64_t)(opt.join_timeout * 1000));
+        void *v = NULL;
+        size_t vl = 0;
+        if (tn_store_get(rdzv, closed, &v, &vl) < 0)
+            return rdzv_fail("waiting for the other nodes");
+        int n = atoi(v);
+        free(v);
+        if (idx >= n) {
+            if (rdzv_wait_next() < 0)
+                return -1;
+            continue;
+        }
+        opt.node_rank = (int)idx;
+        opt.nnodes = n;
+        fprintf(stderr, "trun: rendezvous round %d: node %d of %d\n", rdzv_round,
+                opt.node_rank, opt.nnodes);
+        return 0;
     }
-    opt.node_rank = (int)idx;
-    opt.nnodes = n;
-    fprintf(stderr, "trun: rendezvous round %d: node %d of %d\n", rdzv_round, opt.node_rank,
-            opt.nnodes);
-    return 0;
 }
 
 static void rdzv_mark(const char *what)
@@ -764,16 +823,26 @@ static bool rdzv_failed(void)
 {
     char k[300];
     rdzv_key(k, sizeof k, "failed");
-    const char *keys[1] = {k};
-    return tn_store_check(rdzv, keys, 1) == 1;
+    return rdzv_has(k);
+}
+
+/* Whether a node waits to join and the round has room for it: the group
+ * then starts again with it, which is not a restart (torchrun's
+ * num_nodes_waiting). */
+static bool rdzv_joining(void)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "waiting");
+    return opt.nnodes < opt.max_nodes && rdzv_has(k);
 }
 
 /* Runs one attempt. Returns the index of the first failed worker, -1 when
- * all succeeded, -3 when another node's worker failed (elastic); *sig is
+ * all succeeded, -3 when another node's worker failed and -4 when a node
+ * waits to join (elastic); *sig is
  * set when a signal to trun ended the attempt. */
 static int run_attempt(int attempt, int world, int *sig)
 {
-    bool remote = false;
+    bool remote = false, joining = false;
     int running = 0;
     *sig = 0;
     for (int i = 0; i < opt.nproc; i++) {
@@ -856,12 +925,20 @@ static int run_attempt(int attempt, int world, int *sig)
                         first = i;
                 }
             }
-            if (first >= 0) {
+            /* a worker that failed while a node waits to join most likely
+             * lost a peer the join stopped: the new round is no restart */
+            if (first >= 0 && rdzv && rdzv_joining()) {
+                first = -1;
+                joining = remote = true;
+                signal_all(SIGTERM);
+                kill_at = now_ms() + (int64_t)(opt.grace * 1000);
+            } else if (first >= 0) {
                 signal_all(SIGTERM);
                 kill_at = now_ms() + (int64_t)(opt.grace * 1000);
                 if (rdzv)
                     rdzv_mark("failed");
-            } else if (rdzv && !remote && running > 0 && rdzv_failed()) {
+            } else if (rdzv && !remote && running > 0 &&
+                       (rdzv_failed() || (joining = rdzv_joining()))) {
                 remote = true;
                 signal_all(SIGTERM);
                 kill_at = now_ms() + (int64_t)(opt.grace * 1000);
@@ -878,17 +955,18 @@ static int run_attempt(int attempt, int world, int *sig)
             fclose(workers[i].err.log);
         workers[i].out.log = workers[i].err.log = NULL;
     }
-    return first < 0 && remote ? -3 : first;
+    return first < 0 && remote ? (joining ? -4 : -3) : first;
 }
 
-static void summary(int first, int attempt)
+/* attempt: the attempt's number in the logs' paths; restarts: those used */
+static void summary(int first, int attempt, int restarts)
 {
     struct worker *w = &workers[first];
     char when[64];
     struct tm tm;
     localtime_r(&w->ended.tv_sec, &tm);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    fprintf(stderr, "trun: %s failed (attempt %d of %d)\n", opt.argv[0], attempt + 1,
+    fprintf(stderr, "trun: %s failed (attempt %d of %d)\n", opt.argv[0], restarts + 1,
             opt.max_restarts + 1);
     fprintf(stderr, "Root Cause (first observed failure):\n");
     fprintf(stderr, "  time      : %s\n", when);
@@ -1024,16 +1102,21 @@ int main(int argc, char **argv)
     workers = calloc((size_t)opt.nproc, sizeof *workers);
     start_guardian();
     int status = 0;
-    int max_nodes = opt.nnodes;
-    for (int attempt = 0;; attempt++) {
+    bool ended = false; /* the job ran to its end here: success or out of restarts */
+    opt.max_nodes = opt.nnodes;
+    /* attempts number the rounds (TORCHELASTIC_RESTART_COUNT, the logs'
+     * attempt_N); restarts count those a failure started */
+    for (int attempt = 0, restarts = 0;; attempt++) {
         int sig;
         if (rdzv) {
-            rdzv_round = attempt;
-            opt.nnodes = max_nodes;
+            if (attempt > 0)
+                rdzv_round++;
+            opt.nnodes = opt.max_nodes;
             if (rendezvous() < 0) {
                 status = 1;
                 break;
             }
+            attempt = rdzv_round; /* a late node starts at a later round */
             world = opt.nnodes * opt.nproc;
         }
         int first = run_attempt(attempt, world, &sig);
@@ -1046,30 +1129,40 @@ int main(int argc, char **argv)
             status = 2;
             break;
         }
+        if (first == -4) {
+            fprintf(stderr, "trun: a node waits to join; restarting the group with it "
+                            "(a membership change, not a restart)\n");
+            continue;
+        }
         if (first == -3) {
-            if (attempt < opt.max_restarts) {
+            if (restarts < opt.max_restarts) {
+                restarts++;
                 fprintf(stderr, "trun: a worker on another node failed; restarting the group "
-                                "(%d of %d)\n", attempt + 1, opt.max_restarts);
+                                "(%d of %d)\n", restarts, opt.max_restarts);
                 continue;
             }
             fprintf(stderr, "trun: a worker on another node failed; stopped this node's\n");
             status = 1;
+            ended = true;
             break;
         }
         if (first < 0) {
             status = 0;
+            ended = true;
             break;
         }
-        if (attempt < opt.max_restarts) {
+        if (restarts < opt.max_restarts) {
             struct worker *w = &workers[first];
+            restarts++;
             fprintf(stderr, "trun: rank %d failed (%s %d); restarting the group (%d of %d)\n",
                     w->rank, WIFSIGNALED(w->status) ? "signal" : "exit code",
                     WIFSIGNALED(w->status) ? WTERMSIG(w->status) : WEXITSTATUS(w->status),
-                    attempt + 1, opt.max_restarts);
+                    restarts, opt.max_restarts);
             continue;
         }
-        summary(first, attempt);
+        summary(first, attempt, restarts);
         status = exit_code(workers[first].status);
+        ended = true;
         break;
     }
     if (rdzv) {
@@ -1079,6 +1172,11 @@ int main(int argc, char **argv)
         snprintf(ek, sizeof ek, "rdzv/%s/exited", opt.run_id);
         snprintf(nk, sizeof nk, "rdzv/%s/nodes", opt.run_id);
         int64_t exited = 0, nodes = 0;
+        if (ended) { /* no later round: a node waiting to join gives up */
+            char dk[300];
+            snprintf(dk, sizeof dk, "rdzv/%s/done", opt.run_id);
+            tn_store_set(rdzv, dk, "1", 1);
+        }
         tn_store_add(rdzv, ek, 1, &exited);
         for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);
              srv && now_ms() < until;) {

@@ -253,6 +253,52 @@ SH
     [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
 }
 
+@test "--nnodes 1:2: a node that comes after the round closed waits; the group starts again with it" {
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
+        --rdzv-id "late$port" --rdzv-conf last_call_timeout=0.3)
+    # alone, node a's worker waits for company (a world of 1 never ends)
+    (timeout 60 trun "${args[@]}" sh -c 'echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"
+        [ "$WORLD_SIZE" = 2 ] || exec sleep 60' >"$TMP/node_a" 2>&1
+     echo "exit $?" >>"$TMP/node_a") &
+    for _ in $(seq 100); do grep -q 'rank 0 of 1' "$TMP/node_a" 2>/dev/null && break; sleep 0.1; done
+    run timeout 60 trun "${args[@]}" sh -c 'echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"'
+    wait
+    assert_success
+    assert_line "trun: rendezvous round 0 is closed; waiting for the next round"
+    assert_line "trun: rendezvous round 1: node 1 of 2"
+    assert_line "[1]:rank 1 of 2 round 1"
+    run cat "$TMP/node_a"
+    assert_line "[0]:rank 0 of 1 round 0"
+    assert_line "trun: a node waits to join; restarting the group with it (a membership change, not a restart)"
+    assert_line "[0]:rank 0 of 2 round 1"
+    assert_line "exit 0"
+}
+
+@test "--nnodes 1:2: a node that comes while the round is full waits, and gives up when the job ends" {
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
+        --rdzv-id "full$port" --rdzv-conf last_call_timeout=5)
+    touch "$TMP/go"
+    local w='echo "rank $RANK of $WORLD_SIZE"; while [ -e "$1" ]; do sleep 0.1; done'
+    (timeout 60 trun "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
+    (timeout 60 trun "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_b" 2>&1; echo "exit $?" >>"$TMP/node_b") &
+    for _ in $(seq 100); do grep -q ' of 2' "$TMP/node_a" "$TMP/node_b" 2>/dev/null && break; sleep 0.1; done
+    (set +e; timeout 60 trun "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_c" 2>&1; echo "exit $?" >>"$TMP/node_c") &
+    for _ in $(seq 100); do grep -q 'waiting for the next round' "$TMP/node_c" 2>/dev/null && break; sleep 0.1; done
+    # the group of two is not stopped for a third node; it ends its work
+    rm "$TMP/go"
+    wait
+    run cat "$TMP/node_a" "$TMP/node_b" "$TMP/node_c"
+    assert_line "trun: rendezvous round 0 is closed; waiting for the next round"
+    assert_line "trun: the job ended before this node could join it"
+    refute_line --partial "restarting"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    [ "$(grep -c '^exit 1$' <<<"$output")" = 1 ]
+}
+
 @test "--nnodes 2:3 alone: the rendezvous waits for the minimum and says so when it never comes" {
     local port
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
