@@ -273,7 +273,9 @@ static bool fits(const struct tn_graph_arg *a, const struct tn_arg_schema *as)
     case TN_GARG_NONE:
         return as->optional || (as->def && !strcmp(as->def, "None"));
     case TN_GARG_TENSOR: return as->tag == TN_IV_TENSOR;
-    case TN_GARG_TENSORS: /* Tensor[] holds no None (Tensor?[] has no boxed tag yet) */
+    case TN_GARG_TENSORS: /* None entries only where the schema says Tensor?[] (index) */
+        if (as->tag == TN_IV_OPTTENSORLIST)
+            return true;
         for (int k = 0; k < a->n; k++)
             if (a->items[k].value < 0)
                 return false;

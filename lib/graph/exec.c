@@ -107,12 +107,14 @@ static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
             (*ints)[k] = it[k].value >= 0 ? slots[it[k].value].i : it[k].i;
         *ints += a->n;
         return TN_OK;
-    case TN_GARG_TENSORS: /* Tensor[]: checked to hold no None */
-        iv->tag = TN_IV_TENSORLIST;
+    case TN_GARG_TENSORS: /* Tensor[] (checked to hold no None) or Tensor?[] */
+        iv->tag = as->tag == TN_IV_OPTTENSORLIST ? TN_IV_OPTTENSORLIST : TN_IV_TENSORLIST;
         iv->v.tensors.n = a->n;
         iv->v.tensors.data = *tens;
         for (int k = 0; k < a->n; k++)
-            if (!((*tens)[k] = slots[it[k].value].t))
+            if (it[k].value < 0)
+                (*tens)[k] = NULL; /* None */
+            else if (!((*tens)[k] = slots[it[k].value].t))
                 return tn_set_error(TN_ERUNTIME, "'%s' has no value",
                                     g->values[it[k].value].name);
         *tens += a->n;

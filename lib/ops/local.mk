@@ -13,6 +13,7 @@ libtensor_la_SOURCES += \
 	lib/ops/shape.c \
 	lib/ops/movement.c \
 	lib/ops/split.c \
+	lib/ops/pad.c \
 	lib/ops/index.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
@@ -29,4 +30,5 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_dropout.c \
-	lib/ops/cpu/nn_more.c
+	lib/ops/cpu/nn_more.c \
+	lib/ops/cpu/pad.c

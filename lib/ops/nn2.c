@@ -1,7 +1,8 @@
 /*
  * ops/nn2.c: the device-independent half of the nn ops added after
  * lib/ops/nn.c: the reduction every loss applies, and the
- * CompositeImplicitAutograd decompositions PyTorch has (l1_loss, pad), and
+ * CompositeImplicitAutograd decompositions PyTorch has (l1_loss; pad is in
+ * pad.c), and
  * constant_pad_nd with its backward.
  */
 #include <config.h>
@@ -98,20 +99,6 @@ struct tn_tensor *tn__composite_constant_pad_nd_backward(tn_keyset ks,
     for (int i = 0; i < pad_len; i++)
         neg[i] = -pad[i];
     return tn_constant_pad_nd(grad, neg, pad_len, tn_int(0));
-}
-
-/* pad's constant mode (the other modes are not here yet) */
-struct tn_tensor *tn__composite_pad(tn_keyset ks, const struct tn_tensor *self,
-                                    const int64_t *pad, int pad_len, const char *mode,
-                                    const double *value)
-{
-    if (strcmp(mode, "constant") != 0) {
-        if (value)
-            return tn_set_error(TN_EINVAL, "Padding mode \"%s\" doesn't take in value argument",
-                                mode), NULL;
-        return tn_set_error(TN_ERUNTIME, "pad: mode \"%s\" is not implemented", mode), NULL;
-    }
-    return tn_constant_pad_nd(self, pad, pad_len, tn_float(value ? *value : 0.0));
 }
 
 /* PyTorch's group_norm: its checks, then native_group_norm's first result

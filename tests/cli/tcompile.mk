@@ -1,2 +1,3 @@
 # Bats tests of tcompile.
 CLI_TESTS += tests/cli/tcompile.bats
+CLI_TESTS += tests/cli/tcompile_index.bats

@@ -95,6 +95,12 @@ tests_unit_test_ops_split_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_split_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_split_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_pad
+tests_unit_test_ops_pad_SOURCES = tests/unit/test_ops_pad.c tests/unit/ops_cases.h
+tests_unit_test_ops_pad_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_pad_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_pad_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_index
 tests_unit_test_ops_index_SOURCES = tests/unit/test_ops_index.c tests/unit/ops_cases.h
 tests_unit_test_ops_index_CPPFLAGS = $(TN_UNIT_CPP)
