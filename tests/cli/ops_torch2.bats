@@ -33,3 +33,4 @@ check_family() {
 @test "gather, scatter, masked_fill, dot, mv, outer, baddbmm and norms agree with PyTorch 2.x" { check_family shape; }
 @test "split, chunk, unbind and tensor_split agree with PyTorch 2.x" { check_family split; }
 @test "pad's reflect, replicate and circular modes agree with PyTorch 2.x" { check_family pad; }
+@test "index and index_put (advanced indexing) agree with PyTorch 2.x" { check_family index; }
