@@ -49,6 +49,12 @@ static inline bool tn__have_avx2(void)
 {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+
+/* The sum of n contiguous float32, and the sum of their squared distances
+ * from c, in float64 over blocks of float32 lanes (lib/ops/cpu/reduce.c);
+ * only where tn__have_avx2(). */
+TN_AVX2 double tn__sum_f32_avx2(const float *x, int64_t n);
+TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c);
 #endif
 
 #endif

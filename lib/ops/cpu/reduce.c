@@ -137,38 +137,59 @@ TN_RED_FLOAT(bf16, tn_bfloat16, LD_BF, ST_BF)
 #ifdef TN_HAVE_AVX2
 #include <immintrin.h>
 
-/* sum_f32 for a contiguous run, in blocks of 1024: each block sums in
- * 32 float32 lanes (32 elements a lane, so the block's rounding error stays
- * near float32's own, far below what PyTorch's float32 cascade sum allows
- * itself), and the blocks add up in float64 as sum_f32 does. Converting
- * every element to float64 instead costs more than reading it. */
-TN_AVX2 static void sum_f32_avx2(const char *p, int64_t n, int64_t s, union acc *a)
+/* The sum of n contiguous float32 (sq: of their squared distances from c)
+ * in blocks of 1024: each block sums in 32 float32 lanes (32 elements a
+ * lane, so the block's rounding error stays near float32's own, far below
+ * what PyTorch's float32 cascade sum allows itself), and the blocks add up
+ * in float64 as sum_f32 does. Converting every element to float64 instead
+ * costs more than reading it. */
+#define TN_LANE(v) (sq ? _mm256_sub_ps((v), vc) : (v))
+#define TN_ACC(l, v) ((l) = sq ? _mm256_fmadd_ps(TN_LANE(v), TN_LANE(v), (l)) : _mm256_add_ps((l), (v)))
+TN_AVX2 static inline __attribute__((always_inline)) double blocked_sum(const float *x, int64_t n,
+                                                                        bool sq, float c)
 {
-    if (s != sizeof(float) || n < 32) {
-        sum_f32(p, n, s, a);
-        return;
-    }
-    const float *x = (const float *)(const void *)p;
     __m256d tot = _mm256_setzero_pd();
+    __m256 vc = _mm256_set1_ps(c);
     int64_t i = 0, full = n & ~(int64_t)31;
     while (i < full) {
         int64_t end = full - i > 1024 ? i + 1024 : full;
         __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0;
         for (; i < end; i += 32) {
-            l0 = _mm256_add_ps(l0, _mm256_loadu_ps(x + i));
-            l1 = _mm256_add_ps(l1, _mm256_loadu_ps(x + i + 8));
-            l2 = _mm256_add_ps(l2, _mm256_loadu_ps(x + i + 16));
-            l3 = _mm256_add_ps(l3, _mm256_loadu_ps(x + i + 24));
+            TN_ACC(l0, _mm256_loadu_ps(x + i));
+            TN_ACC(l1, _mm256_loadu_ps(x + i + 8));
+            TN_ACC(l2, _mm256_loadu_ps(x + i + 16));
+            TN_ACC(l3, _mm256_loadu_ps(x + i + 24));
         }
         __m256 t = _mm256_add_ps(_mm256_add_ps(l0, l1), _mm256_add_ps(l2, l3));
         tot = _mm256_add_pd(tot, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(t)),
                                                _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1))));
     }
     __m128d h = _mm_add_pd(_mm256_castpd256_pd128(tot), _mm256_extractf128_pd(tot, 1));
-    double acc = a->d + _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    double acc = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
     for (; i < n; i++)
-        acc += x[i];
-    a->d = acc;
+        acc += sq ? ((double)x[i] - c) * ((double)x[i] - c) : x[i];
+    return acc;
+}
+#undef TN_ACC
+#undef TN_LANE
+
+TN_AVX2 double tn__sum_f32_avx2(const float *x, int64_t n)
+{
+    return blocked_sum(x, n, false, 0);
+}
+
+TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c)
+{
+    return blocked_sum(x, n, true, c);
+}
+
+/* sum_f32 for contiguous runs of 32 and more */
+TN_AVX2 static void sum_f32_avx2(const char *p, int64_t n, int64_t s, union acc *a)
+{
+    if (s != sizeof(float) || n < 32)
+        sum_f32(p, n, s, a);
+    else
+        a->d += tn__sum_f32_avx2((const float *)(const void *)p, n);
 }
 #endif
 
