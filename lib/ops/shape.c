@@ -1,7 +1,7 @@
 /*
  * ops/shape.c: decompositions of data-movement and product ops into other
  * ops, with PyTorch's checks and words: masked_fill, dot, mv, outer,
- * baddbmm, linalg_vector_norm, norm, stack and einsum.
+ * baddbmm, linalg_vector_norm, norm, stack and einsum (with "...").
  */
 #include <config.h>
 
@@ -240,13 +240,13 @@ struct tn_tensor *tn__composite_stack(tn_keyset ks, const struct tn_tensor *cons
 
 /* ---------------------------------------------------------------- einsum */
 
-/* einsum over letters (no "..."): every operand is permuted and viewed
- * onto all the equation's letters (the output's first, then the summed
- * ones), the operands multiplied with broadcasting, and the summed letters
- * reduced. */
-struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
-                                       const struct tn_tensor *const *tensors, int tensors_len,
-                                       const int64_t *path, int path_len)
+/* einsum over letters: every operand is permuted and viewed onto all the
+ * equation's letters (the output's first, then the summed ones), the
+ * operands multiplied with broadcasting, and the summed letters reduced.
+ * `ell` holds the letters einsum_ellipsis put in place of "..." ("" when
+ * none), for PyTorch's words about them. */
+static struct tn_tensor *einsum_letters(const char *equation, const struct tn_tensor *const *tensors,
+                                        int tensors_len, const char *ell)
 {
     char terms[TN_MAX_DIMS][TN_MAX_DIMS + 1], out[TN_MAX_DIMS + 1] = "", letters[53] = "";
     int nterms = 0, nout = 0, nl = 0, count[128] = {0};
@@ -257,10 +257,6 @@ struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
         char c = *p;
         if (c == ' ')
             continue;
-        if (c == '.') {
-            tn_set_error(TN_EINVAL, "einsum(): '...' is not supported yet");
-            return NULL;
-        }
         if (c == ',' || c == '-' || c == 0) {
             if (!arrow) {
                 if (nterms == TN_MAX_DIMS) {
@@ -357,6 +353,13 @@ struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
             perm[np++] = at - terms[t];
             sizes[j] = x->sizes[at - terms[t]];
             int64_t *prev = &seen[(int)order[j]];
+            if (*prev > 1 && sizes[j] != 1 && sizes[j] != *prev && strchr(ell, order[j])) {
+                tn_set_error(TN_ESHAPE, "einsum(): dimension %d covered by ellipsis in operand %d"
+                             "has size %lld which does not broadcast with previously seen "
+                             "ellipsis with size %lld for the respective dimension",
+                             (int)(at - terms[t]), t, (long long)sizes[j], (long long)*prev);
+                goto fail;
+            }
             if (*prev > 1 && sizes[j] != 1 && sizes[j] != *prev) {
                 tn_set_error(TN_ESHAPE, "einsum(): subscript %c has size %lld for operand %d which "
                              "does not broadcast with previously seen size %lld", order[j],
@@ -382,10 +385,132 @@ struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
     } else {
         r = acc;
     }
-    (void)path;
-    (void)path_len;
     return tn__keep_out(&k, r);
 fail:
     tn__keep_free(&k);
     return NULL;
+}
+
+/* The equation with "..." written out (PyTorch's rules): each operand's
+ * ellipsis covers the dims its letters leave, the widest one gets one
+ * letter the equation does not use per dim (into ell), and a narrower one
+ * the last of them (operands broadcast right-aligned). The output's "..."
+ * stands for all of them; without "->", the output is made explicit:
+ * "..." first, then the letters seen once in ASCII order. 0 or PyTorch's
+ * error. */
+static int einsum_ellipsis(const char *eq, const struct tn_tensor *const *tensors, int n,
+                           char *buf, size_t len, char *ell)
+{
+    int count[128] = {0}, nell = 0, t = 0;
+    const char *arrow = strstr(eq, "->");
+    const char *end = arrow ? arrow : eq + strlen(eq);
+    /* pass 1: the dots of each operand, its letters and so its ellipsis' width */
+    int width[TN_MAX_DIMS] = {0};
+    bool has[TN_MAX_DIMS] = {false};
+    int letters = 0;
+    for (const char *p = eq; p <= end; p++) {
+        if (p == end || *p == ',') {
+            if (t < n && t < TN_MAX_DIMS && has[t] && tensors[t]) {
+                if (letters > tensors[t]->ndim)
+                    return tn_set_error(TN_EINVAL, "einsum(): the number of subscripts in the "
+                                        "equation (%d) is more than the number of dimensions (%d) "
+                                        "for operand %d", letters, tensors[t]->ndim, t);
+                width[t] = tensors[t]->ndim - letters;
+                nell = width[t] > nell ? width[t] : nell;
+            }
+            t++;
+            letters = 0;
+            continue;
+        }
+        if (*p == '.') {
+            if (t < TN_MAX_DIMS && has[t])
+                return tn_set_error(TN_EINVAL, "einsum(): found '.' for operand %d for which an "
+                                    "ellipsis was already found", t);
+            if (strncmp(p, "...", 3) != 0)
+                return tn_set_error(TN_EINVAL, "einsum(): found '.' for operand %d that is not "
+                                    "part of any ellipsis", t);
+            if (t < TN_MAX_DIMS)
+                has[t] = true;
+            p += 2;
+        } else if (*p != ' ') {
+            letters++;
+            count[(unsigned char)*p & 127]++;
+        }
+    }
+    for (const char *p = arrow ? arrow + 2 : ""; *p; p++)
+        count[(unsigned char)*p & 127] += 0x100; /* used, not counted */
+    int k = 0;
+    for (int c = 'a'; c <= 'z' + 26 && k < nell; c++) {
+        int l = c <= 'z' ? c : 'A' + (c - 'z' - 1);
+        if (!count[l])
+            ell[k++] = (char)l;
+    }
+    if (k < nell || nell > TN_MAX_DIMS)
+        return tn_set_error(TN_EINVAL, "einsum(): too many dimensions under the ellipsis (%d)",
+                            nell);
+    ell[k] = 0;
+    /* pass 2: write the equation out */
+    size_t o = 0;
+#define PUT(ch)                                                                                \
+    do {                                                                                       \
+        if (o + 1 >= len)                                                                      \
+            return tn_set_error(TN_EINVAL, "einsum(): equation too long");                     \
+        buf[o++] = (ch);                                                                       \
+    } while (0)
+    t = 0;
+    for (const char *p = eq; p < end; p++) {
+        if (*p == ',')
+            t++;
+        if (*p != '.') {
+            PUT(*p);
+            continue;
+        }
+        for (int j = nell - (t < TN_MAX_DIMS ? width[t] : 0); j < nell; j++)
+            PUT(ell[j]);
+        p += 2;
+    }
+    PUT('-');
+    PUT('>');
+    if (arrow) {
+        bool seen = false;
+        for (const char *p = arrow + 2; *p; p++) {
+            if (*p != '.') {
+                PUT(*p);
+                continue;
+            }
+            if (seen)
+                return tn_set_error(TN_EINVAL, "einsum(): found '.' for output but an ellipsis "
+                                    "(...) was already found");
+            if (strncmp(p, "...", 3) != 0)
+                return tn_set_error(TN_EINVAL, "einsum(): found '.' for output that is not part "
+                                    "of any ellipsis (...)");
+            seen = true;
+            for (int j = 0; j < nell; j++)
+                PUT(ell[j]);
+            p += 2;
+        }
+    } else {
+        for (int j = 0; j < nell; j++)
+            PUT(ell[j]);
+        for (int c = 'A'; c <= 'z'; c++)
+            if (count[c] == 1)
+                PUT((char)c);
+    }
+#undef PUT
+    buf[o] = 0;
+    return TN_OK;
+}
+
+struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
+                                       const struct tn_tensor *const *tensors, int tensors_len,
+                                       const int64_t *path, int path_len)
+{
+    (void)path; /* the contraction order: one product here, so no order to choose */
+    (void)path_len;
+    if (!strchr(equation, '.'))
+        return einsum_letters(equation, tensors, tensors_len, "");
+    char buf[512], ell[TN_MAX_DIMS + 1];
+    if (einsum_ellipsis(equation, tensors, tensors_len, buf, sizeof buf, ell) < 0)
+        return NULL;
+    return einsum_letters(buf, tensors, tensors_len, ell);
 }
