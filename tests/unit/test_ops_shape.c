@@ -6,15 +6,39 @@
  */
 #include "ops_cases.h"
 
+#include <tensor/autograd.h>
+
 static void test_fixture_cases(void **state)
 {
     run_op_cases("../ops/shape", true, true);
+}
+
+static struct tn_tensor *einsum_batched(struct tn_tensor *const *in, void *ctx)
+{
+    return tn_einsum((const char *)ctx, (const struct tn_tensor *const *)in, 2, NULL, 0);
+}
+
+/* Gradients through an ellipsis that broadcasts (a batch of 2x3 matrices
+ * times one batch dim of size 1), by finite differences. */
+static void test_einsum_ellipsis_gradcheck(void **state)
+{
+    struct tn_tensor *in[2] = {tn_randn(TN_SHAPE(2, 3, 2, 3), TN_FLOAT64, NULL),
+                               tn_randn(TN_SHAPE(1, 3, 4), TN_FLOAT64, NULL)};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tn_requires_grad_(in[i], true), 0);
+    int r = tn_gradcheck(einsum_batched, in, 2, "...ij,...jk->...ik", 1e-6, 1e-8, 1e-6);
+    if (r != 1)
+        print_message("# %s\n", tn_last_error());
+    assert_int_equal(r, 1);
+    tn_release(in[0]);
+    tn_release(in[1]);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_einsum_ellipsis_gradcheck),
     };
     return TN_RUN_TESTS(tests);
 }
