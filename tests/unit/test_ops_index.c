@@ -76,6 +76,21 @@ static void test_meta_shape(void **state)
     assert_int_equal(r->sizes[1], 3);
     assert_int_equal(r->sizes[2], 5);
     tn_release(r);
+    /* index_put_ checks the values' shape against the indexed shape */
+    struct tn_tensor *v = tn_empty_on(TN_SHAPE(3, 1), TN_FLOAT32, meta);
+    assert_int_equal(tn_index_put_(x, idx, 3, v, true), 0);
+    tn_release(v);
+    v = tn_empty_on(TN_SHAPE(4), TN_FLOAT32, meta);
+    assert_true(tn_index_put_(x, idx, 3, v, false) < 0);
+    assert_string_equal(tn_last_error(), "shape mismatch: value tensor of shape [4] cannot be "
+                        "broadcast to indexing result of shape [2, 3, 5]");
+    tn_release(v);
+    /* a mask's nonzero indices need its values, which a Meta tensor has not */
+    struct tn_tensor *mask = tn_empty_on(TN_SHAPE(4), TN_BOOL, meta);
+    const struct tn_tensor *midx[] = {mask};
+    assert_null(tn_index(x, midx, 1));
+    assert_non_null(strstr(tn_last_error(), "Meta"));
+    tn_release(mask);
     tn_release(i);
     tn_release(x);
 }
