@@ -177,6 +177,37 @@ static struct tn_tensor *pad_forward(const struct tn_tensor *self, const int64_t
     return out;
 }
 
+enum add_kind { ADD_F64, ADD_F32, ADD_C64, ADD_F16 };
+
+/* gi[where o was read from] += go[o] over every output element, in output
+ * order; inlined per kind (a constant at each call) so the inner loop has
+ * no branch. ADD_F16 rounds each sum to dt (float16 or bfloat16). */
+static inline __attribute__((always_inline)) void
+add_back(const struct pad_geom *g, int64_t *const map[3], void *gi, const void *go,
+         enum add_kind kind, enum tn_dtype dt)
+{
+    int64_t iplane = g->isz[0] * g->isz[1] * g->isz[2], o = 0;
+    for (int64_t p = 0; p < g->planes; p++)
+        for (int64_t a = 0; a < g->osz[0]; a++)
+            for (int64_t b = 0; b < g->osz[1]; b++) {
+                const int64_t base = p * iplane + map[0][a] + map[1][b];
+                for (int64_t c = 0; c < g->osz[2]; c++, o++) {
+                    int64_t i = base + map[2][c];
+                    if (kind == ADD_F64) {
+                        ((double *)gi)[i] += ((const double *)go)[o];
+                    } else if (kind == ADD_F32) {
+                        ((float *)gi)[i] += ((const float *)go)[o];
+                    } else if (kind == ADD_C64) {
+                        ((float *)gi)[2 * i] += ((const float *)go)[2 * o];
+                        ((float *)gi)[2 * i + 1] += ((const float *)go)[2 * o + 1];
+                    } else {
+                        float *d = (float *)gi + i;
+                        *d = tn__round16(*d + ((const float *)go)[o], dt);
+                    }
+                }
+            }
+}
+
 /* grad_input: each grad_output element added where the forward read it,
  * in float64 (float64 grads) or float32 (the rest; complex as pairs). */
 static struct tn_tensor *pad_backward(const struct tn_tensor *grad_output,
@@ -215,21 +246,14 @@ static struct tn_tensor *pad_backward(const struct tn_tensor *grad_output,
     struct tn_tensor *r = NULL;
     if (!buf)
         goto done;
-    int64_t iplane = g.isz[0] * g.isz[1] * g.isz[2], w = cplx ? 2 : 1; /* floats per element */
-    for (int64_t p = 0; p < g.planes; p++)
-        for (int64_t a = 0, o = p * g.osz[0] * g.osz[1] * g.osz[2]; a < g.osz[0]; a++)
-            for (int64_t b = 0; b < g.osz[1]; b++)
-                for (int64_t c = 0; c < g.osz[2]; c++, o++) {
-                    int64_t i = p * iplane + map[0][a] + map[1][b] + map[2][c];
-                    if (f64) {
-                        ((double *)tn_data(gi))[i] += ((const double *)tn_data(goc))[o];
-                        continue;
-                    }
-                    float *gd = (float *)tn_data(gi) + i * w;
-                    const float *od = (const float *)tn_data(goc) + o * w;
-                    for (int64_t e = 0; e < w; e++)
-                        gd[e] = r16 ? tn__round16(gd[e] + od[e], dt) : gd[e] + od[e];
-                }
+    if (f64)
+        add_back(&g, map, tn_data(gi), tn_data(goc), ADD_F64, dt);
+    else if (cplx)
+        add_back(&g, map, tn_data(gi), tn_data(goc), ADD_C64, dt);
+    else if (r16)
+        add_back(&g, map, tn_data(gi), tn_data(goc), ADD_F16, dt);
+    else
+        add_back(&g, map, tn_data(gi), tn_data(goc), ADD_F32, dt);
     r = tn_to_dtype(gi, dt);
 done:
     free(buf);
