@@ -66,7 +66,7 @@ static void walk(enum walk kind, const struct tn__index_plan *p, struct tn_tenso
     int64_t o_step = last >= 0 ? other->strides[last] : 0;
     int64_t s_step = last >= 0 && src >= 0 ? self->strides[src] : 0;
     int64_t b_step = last >= 0 && src < 0 ? bstride[-1 - src] : 0;
-    size_t es = tn_dtype_size(self->dtype);
+    int64_t es = (int64_t)tn_dtype_size(self->dtype);
     enum tn_dtype dt = self->dtype;
     char *sb = tn_data(self), *ob = tn_data(other);
     for (int64_t r = 0; r < rows; r++) {
@@ -83,9 +83,9 @@ static void walk(enum walk kind, const struct tn__index_plan *p, struct tn_tenso
         else if (kind == W_GATHER && es == 8)
             ROW(memcpy(o, s, 8))
         else if (kind == W_GATHER)
-            ROW(memcpy(o, s, es))
+            ROW(memcpy(o, s, (size_t)es))
         else if (kind == W_PUT)
-            ROW(memcpy(s, o, es))
+            ROW(memcpy(s, o, (size_t)es))
         else if (dt == TN_FLOAT32)
             ROW(*(float *)s += *(const float *)o)
         else if (dt == TN_FLOAT64)
