@@ -9,7 +9,13 @@
  *   postfix := primary ('.' name '(' args ')')*      x.f(a) is f(x, a)
  *   primary := number | 'string' | name | name '(' args ')' | '(' expr ')'
  * Names: grad, result, the op's arguments, true/false; `x.sizes()` of a
- * Tensor argument is its shape (saved instead of the tensor). A call
+ * Tensor argument is its shape (saved instead of the tensor). An op
+ * returning a tuple has its results as result0, result1, ... or by their
+ * schema names, the gradient of result i as grads[i] (zeros where no path
+ * reached it) and grad as that of its first differentiable result; a key
+ * naming several inputs ("input, weight, bias") takes a call of an op
+ * returning a tuple, one result per input, and may pass grad_input_mask
+ * (which of those inputs need a gradient). A call
  * f(...) calls the C function tn_f: an op of the schema (whose parameter
  * types convert numbers and fill defaults), a lib/core function (t,
  * transpose, expand) or a helper of lib/autograd (_sum_backward, ...).
@@ -169,6 +175,17 @@ static struct expr *parse_primary(struct parser *p, int depth)
     struct expr *e = node(E_ID);
     memcpy(e->text, s, n);
     p->i += n;
+    if (s[n] == '[') { /* grads[k] */
+        size_t d = strspn(s + n + 1, "0123456789");
+        if (!d || d > 2 || s[n + 1 + d] != ']' || n + d + 2 >= sizeof e->text) {
+            p_error(p, "expected a number and ']' after '['");
+            expr_free(e);
+            return NULL;
+        }
+        memcpy(e->text + n, s + n, d + 2);
+        p->i += d + 2;
+        return e;
+    }
     if (eat(p, '(')) {
         e->kind = E_CALL;
         if (parse_args(p, e, depth) < 0) {
@@ -252,11 +269,12 @@ static struct expr *parse_expr(struct parser *p, int depth)
 
 /* ------------------------------------------------------------- emitting */
 
-enum vk { V_TENSOR, V_SCALAR, V_NUM, V_RAW, V_INTLIST, V_STR, V_TENSORS };
+enum vk { V_TENSOR, V_SCALAR, V_NUM, V_RAW, V_INTLIST, V_STR, V_TENSORS, V_TUPLE };
 
 struct val {
     enum vk kind;
     char text[512];
+    int base, count;        /* V_TUPLE: t_[base .. base + count) */
 };
 
 /* What one formula's compilation gathers. */
@@ -266,11 +284,13 @@ struct ctx {
     struct parser *p;
     char steps[64][640];    /* "(t_[k] = call) != NULL" */
     int nsteps;
-    unsigned uses;          /* bit i: argument i; bit 31: result */
+    int nt;                 /* t_ slots the steps fill */
+    unsigned uses;          /* bit i: argument i */
     unsigned uses_sizes;    /* bit i: argument i's sizes */
+    unsigned uses_res;      /* bit k: result k */
+    const int *mask_edges;  /* the edges grad_input_mask stands for */
+    int nmask;
 };
-
-#define USES_RESULT (1u << 31)
 
 static int arg_index(const struct tg_func *fn, const char *name)
 {
@@ -291,11 +311,50 @@ static int step(struct ctx *c, struct val *out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(call, sizeof call, fmt, ap);
     va_end(ap);
-    snprintf(c->steps[c->nsteps], sizeof c->steps[0], "(t_[%d] = %s) != NULL", c->nsteps, call);
+    snprintf(c->steps[c->nsteps], sizeof c->steps[0], "(t_[%d] = %s) != NULL", c->nt, call);
     out->kind = V_TENSOR;
-    snprintf(out->text, sizeof out->text, "t_[%d]", c->nsteps);
+    snprintf(out->text, sizeof out->text, "t_[%d]", c->nt);
     c->nsteps++;
+    c->nt++;
     return 0;
+}
+
+/* A call of an op returning `count` tensors into fresh t_ slots. */
+static int step_tuple(struct ctx *c, struct val *out, const char *cname, const char *list,
+                      int count)
+{
+    if (c->nsteps == 64)
+        return p_error(c->p, "formula too long");
+    char *d = c->steps[c->nsteps];
+    size_t len = sizeof c->steps[0];
+    int at = snprintf(d, len, "%s(%s", cname, list);
+    for (int k = 0; k < count && at > 0 && (size_t)at < len; k++)
+        at += snprintf(d + at, len - (size_t)at, ", &t_[%d]", c->nt + k);
+    if (at < 0 || (size_t)at + 8 >= len)
+        return p_error(c->p, "formula too long");
+    strcat(d, ") >= 0");
+    out->kind = V_TUPLE;
+    out->base = c->nt;
+    out->count = count;
+    snprintf(out->text, sizeof out->text, "(a tuple)");
+    c->nsteps++;
+    c->nt += count;
+    return 0;
+}
+
+/* The index of the result named `n` (result, result<k>, or its schema
+ * name), -1 when none. */
+static int result_index(const struct tg_func *fn, const char *n)
+{
+    if (!strcmp(n, "result") && fn->nrets == 1)
+        return 0;
+    for (int k = 0; k < fn->nrets; k++) {
+        char b[16];
+        snprintf(b, sizeof b, "result%d", k);
+        if (!strcmp(n, b) || (fn->rets[k].name && !strcmp(n, fn->rets[k].name)))
+            return k;
+    }
+    return -1;
 }
 
 /* Sets out to a value of `kind` whose C text is printf-formatted; an error
@@ -342,10 +401,29 @@ static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
         strcpy(out->text, "grad");
         return 0;
     }
-    if (!strcmp(n, "result")) {
-        c->uses |= USES_RESULT;
+    if (!strncmp(n, "grads[", 6)) {
+        if (atoi(n + 6) >= c->fn->nrets)
+            return p_error(c->p, "%s: %s has %d results", n, c->fn->name, c->fn->nrets);
         out->kind = V_TENSOR;
-        strcpy(out->text, "v_result");
+        snprintf(out->text, sizeof out->text, "%s", n);
+        return 0;
+    }
+    if (!strcmp(n, "grad_input_mask")) {
+        if (!c->nmask)
+            return p_error(c->p, "grad_input_mask is for keys naming several inputs");
+        int at = snprintf(out->text, sizeof out->text, "(const bool[]){");
+        for (int k = 0; k < c->nmask; k++)
+            at += snprintf(out->text + at, sizeof out->text - (size_t)at, "%stn__ad_edge(n0, %d)",
+                           k ? ", " : "", c->mask_edges[k]);
+        snprintf(out->text + at, sizeof out->text - (size_t)at, "}, %d", c->nmask);
+        out->kind = V_RAW;
+        return 0;
+    }
+    int r = arg_index(c->fn, n) < 0 ? result_index(c->fn, n) : -1;
+    if (r >= 0) {
+        c->uses_res |= 1u << r;
+        out->kind = V_TENSOR;
+        snprintf(out->text, sizeof out->text, "v_res%d", r);
         return 0;
     }
     if (!strcmp(n, "true") || !strcmp(n, "false")) {
@@ -440,6 +518,9 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
     for (int i = 0; i < e->nkid; i++)
         if (emit(c, e->kid[i], &args[i]) < 0)
             return -1;
+    for (int i = 0; i < e->nkid; i++)
+        if (args[i].kind == V_TUPLE)
+            return p_error(c->p, "%s: a tuple cannot be an argument", e->text);
     if (!strcmp(e->text, "scalar_type")) {
         if (e->nkid != 1 || args[0].kind != V_TENSOR || !strcmp(args[0].text, "grad"))
             return p_error(c->p, "scalar_type() applies to result or a Tensor argument");
@@ -500,6 +581,8 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
                 return p_error(c->p, "formula too long");
         }
     }
+    if (op && op->nrets > 1)
+        return step_tuple(c, out, cname, list, op->nrets);
     return step(c, out, "%s(%s)", cname, list);
 }
 
@@ -508,6 +591,8 @@ static int emit_bin(struct ctx *c, const struct expr *e, struct val *out)
     struct val a, b;
     if (emit(c, e->kid[0], &a) < 0 || emit(c, e->kid[1], &b) < 0)
         return -1;
+    if (a.kind == V_TUPLE || b.kind == V_TUPLE)
+        return p_error(c->p, "'%c' on a tuple", e->op);
     char sa[600], sb[600];
     char op = e->op;
     if (a.kind == V_TENSOR && b.kind == V_TENSOR) {
@@ -591,12 +676,15 @@ static int emit(struct ctx *c, const struct expr *e, struct val *out)
 /* ------------------------------------------------------------ the kernel */
 
 struct compiled {
-    int edge;               /* the Tensor argument's edge index */
+    int edge[TG_MAX_RETS];  /* the Tensor arguments' edge indices */
+    int nedge;
     struct val root;
     char (*steps)[640];
-    int nsteps;
-    unsigned uses, uses_sizes;
+    int nsteps, nt;
+    unsigned uses, uses_sizes, uses_res;
 };
+
+enum uses_kind { U_ARG, U_SIZES, U_RES };
 
 /* The edge index of Tensor argument i (Tensor arguments in order). */
 static int edge_of(const struct tg_func *fn, int i)
@@ -610,14 +698,19 @@ static int edge_of(const struct tg_func *fn, int i)
 static int n_edges(const struct tg_func *fn) { return edge_of(fn, fn->nargs); }
 
 /* "tn__ad_edge(&n_->n, 0) || tn__ad_edge(&n_->n, 2)" for the formulas
- * whose `uses` (or uses_sizes) have `bit`. */
-static void cond_of(FILE *f, const struct compiled *cf, int nf, unsigned bit, bool sizes,
-                    const char *node)
+ * whose uses (uses_sizes, uses_res) have `bit`; every formula for bit 0. */
+static void cond_of(FILE *f, const struct compiled *cf, int nf, unsigned bit,
+                    enum uses_kind kind, const char *node)
 {
     int k = 0;
-    for (int i = 0; i < nf; i++)
-        if ((sizes ? cf[i].uses_sizes : cf[i].uses) & bit)
-            fprintf(f, "%stn__ad_edge(%s, %d)", k++ ? " || " : "", node, cf[i].edge);
+    for (int i = 0; i < nf; i++) {
+        unsigned u = kind == U_ARG ? cf[i].uses : kind == U_SIZES ? cf[i].uses_sizes
+                                                                  : cf[i].uses_res;
+        if (bit && !(u & bit))
+            continue;
+        for (int e = 0; e < cf[i].nedge; e++)
+            fprintf(f, "%stn__ad_edge(%s, %d)", k++ ? " || " : "", node, cf[i].edge[e]);
+    }
     if (!k)
         fputs("false", f);
 }
@@ -701,47 +794,53 @@ static void tensor_array(FILE *f, const struct tg_func *fn)
     fprintf(f, "};\n");
 }
 
-static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
-                     const struct tg_deriv *d, FILE *f)
+/* Compiles formula i of d into cf (its steps into `steps`). */
+static int compile_formula(const struct tg_schema *s, const struct tg_derivs *ds,
+                           const struct tg_deriv *d, int i, struct compiled *cf,
+                           char (*steps)[640])
+{
+    const struct tg_func *fn = d->fn;
+    const struct tg_formula *fm = &d->f[i];
+    struct parser p = {fm->expr, 0, ds->path, fm->line, fm->col, false};
+    struct expr *e = parse_expr(&p, 0);
+    ws(&p);
+    if (e && p.s[p.i]) {
+        p_error(&p, "unexpected '%c'", p.s[p.i]);
+        expr_free(e);
+        return -1;
+    }
+    if (!e)
+        return -1;
+    cf->nedge = fm->nin;
+    for (int k = 0; k < fm->nin; k++)
+        cf->edge[k] = edge_of(fn, fm->arg[k]);
+    struct ctx c = {.s = s, .fn = fn, .p = &p, .mask_edges = cf->edge,
+                    .nmask = fm->nin > 1 ? fm->nin : 0};
+    int rc = emit(&c, e, &cf->root);
+    expr_free(e);
+    if (rc < 0)
+        return -1;
+    if (fm->nin == 1 && cf->root.kind != V_TENSOR)
+        return p_error(&p, "the formula does not give a tensor");
+    if (fm->nin > 1 && (cf->root.kind != V_TUPLE || cf->root.count != fm->nin))
+        return p_error(&p, "a formula for %d inputs calls an op returning %d tensors",
+                       fm->nin, fm->nin);
+    memcpy(steps, c.steps, sizeof c.steps[0] * (size_t)c.nsteps);
+    cf->steps = steps;
+    cf->nsteps = c.nsteps;
+    cf->nt = c.nt;
+    cf->uses = c.uses;
+    cf->uses_sizes = c.uses_sizes;
+    cf->uses_res = c.uses_res;
+    return 0;
+}
+
+/* The node's struct and its release_saved. */
+static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct tg_deriv *d,
+                              unsigned uses, unsigned uses_sizes, unsigned uses_res)
 {
     const struct tg_func *fn = d->fn;
     const char *id = fn->ident;
-    struct compiled cf[TG_MAX_ARGS];
-    static char steps[TG_MAX_ARGS][64][640];
-    int nf = d->nf;
-    for (int i = 0; i < nf; i++) {
-        struct parser p = {d->f[i].expr, 0, ds->path, d->f[i].line, d->f[i].col, false};
-        struct expr *e = parse_expr(&p, 0);
-        ws(&p);
-        if (e && p.s[p.i]) {
-            p_error(&p, "unexpected '%c'", p.s[p.i]);
-            expr_free(e);
-            return -1;
-        }
-        if (!e)
-            return -1;
-        struct ctx c = {.s = s, .fn = fn, .p = &p};
-        int rc = emit(&c, e, &cf[i].root);
-        expr_free(e);
-        if (rc < 0)
-            return -1;
-        if (cf[i].root.kind != V_TENSOR)
-            return p_error(&p, "the formula does not give a tensor");
-        cf[i].edge = edge_of(fn, arg_index(fn, d->f[i].input));
-        memcpy(steps[i], c.steps, sizeof c.steps[0] * (size_t)c.nsteps);
-        cf[i].steps = steps[i];
-        cf[i].nsteps = c.nsteps;
-        cf[i].uses = c.uses;
-        cf[i].uses_sizes = c.uses_sizes;
-    }
-    unsigned uses = 0, uses_sizes = 0;
-    for (int i = 0; i < nf; i++) {
-        uses |= cf[i].uses;
-        uses_sizes |= cf[i].uses_sizes;
-    }
-    int ne = n_edges(fn);
-
-    /* the node */
     fprintf(f, "/* %s: %s:%d */\nstruct node_%s {\n    struct tn_node n;\n", d->name, ds->path,
             d->line, id);
     for (int i = 0; i < fn->nargs; i++) {
@@ -754,11 +853,11 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             fprintf(f, "    int64_t %s_sizes_[TN_MAX_DIMS];\n    int %s_ndim_;\n", a->name,
                     a->name);
     }
-    if (uses & USES_RESULT)
-        fputs("    struct tn_saved result_;\n", f);
+    for (int k = 0; k < fn->nrets; k++)
+        if (uses_res & (1u << k))
+            fprintf(f, "    struct tn_saved res%d_;\n", k);
     fputs("};\n\n", f);
 
-    /* release */
     fprintf(f, "static void release_%s(struct tn_node *n0)\n{\n    struct node_%s *n_ = "
                "(struct node_%s *)n0;\n    (void)n_;\n", id, id, id);
     for (int i = 0; i < fn->nargs; i++) {
@@ -773,101 +872,184 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             fprintf(f, "    for (int k_ = 0; k_ < n_->%s_len; k_++)\n        tn_release(n_->%s[k_]);\n"
                        "    n_->%s_len = 0;\n", a->name, a->name, a->name);
     }
-    if (uses & USES_RESULT)
-        fputs("    tn__saved_release(&n_->result_);\n", f);
+    for (int k = 0; k < fn->nrets; k++)
+        if (uses_res & (1u << k))
+            fprintf(f, "    tn__saved_release(&n_->res%d_);\n", k);
     fputs("}\n\n", f);
+}
+
+/* One formula's part of apply: out[edge] for each of its inputs. */
+static void write_formula(FILE *f, const struct tg_formula *fm, const struct compiled *cf)
+{
+    fputs("    if (", f);
+    for (int e = 0; e < cf->nedge; e++)
+        fprintf(f, "%stn__ad_edge(n0, %d)", e ? " || " : "", cf->edge[e]);
+    fprintf(f, ") { /* %s: %s */\n", fm->input, fm->expr);
+    if (cf->nsteps == 0) {
+        fprintf(f, "        out[%d] = tn_retain((struct tn_tensor *)%s);\n    }\n", cf->edge[0],
+                cf->root.text);
+        return;
+    }
+    fprintf(f, "        struct tn_tensor *t_[%d] = {0};\n        bool ok_ = ", cf->nt);
+    for (int k = 0; k < cf->nsteps; k++)
+        fprintf(f, "%s%s", k ? "\n            && " : "", cf->steps[k]);
+    fputs(";\n        if (ok_) {\n", f);
+    if (cf->root.kind == V_TUPLE)
+        for (int e = 0; e < cf->nedge; e++)
+            fprintf(f, "            out[%d] = t_[%d];\n            t_[%d] = NULL;\n", cf->edge[e],
+                    cf->root.base + e, cf->root.base + e);
+    else
+        fprintf(f, "            out[%d] = %s;\n            %s = NULL;\n", cf->edge[0],
+                cf->root.text, cf->root.text);
+    fprintf(f, "        }\n        for (int i_ = 0; i_ < %d; i_++)\n"
+               "            tn_release(t_[i_]);\n        if (!ok_) {\n"
+               "            rc_ = tn_last_status();\n            goto done_;\n        }\n    }\n",
+            cf->nt);
+}
+
+static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
+                     const struct tg_deriv *d, FILE *f)
+{
+    const struct tg_func *fn = d->fn;
+    const char *id = fn->ident;
+    struct compiled cf[TG_MAX_ARGS];
+    static char steps[TG_MAX_ARGS][64][640];
+    int nf = d->nf;
+    for (int i = 0; i < nf; i++)
+        if (compile_formula(s, ds, d, i, &cf[i], steps[i]) < 0)
+            return -1;
+    unsigned uses = 0, uses_sizes = 0, uses_res = 0;
+    for (int i = 0; i < nf; i++) {
+        uses |= cf[i].uses;
+        uses_sizes |= cf[i].uses_sizes;
+        uses_res |= cf[i].uses_res;
+    }
+    int ne = n_edges(fn), nr = fn->nrets;
+    bool multi = nr > 1;
+    int g0 = 0; /* `grad`: the first differentiable result's */
+    while (g0 < nr - 1 && !d->out_diff[g0])
+        g0++;
+    write_node_struct(f, ds, d, uses, uses_sizes, uses_res);
 
     /* apply */
     fprintf(f, "static int apply_%s(struct tn_node *n0, struct tn_tensor *const *grads, "
                "struct tn_tensor **out)\n{\n    struct node_%s *n_ = (struct node_%s *)n0;\n"
-               "    const struct tn_tensor *grad = grads[0];\n    int rc_ = 0;\n    (void)n_;\n"
-               "    (void)grad;\n", id, id, id);
+               "    const struct tn_tensor *grad = grads[%d];\n    int rc_ = 0;\n    (void)n_;\n"
+               "    (void)grad;\n", id, id, id, g0);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
             fprintf(f, "    struct tn_tensor *v_%s = NULL;\n", fn->args[i].name);
-    if (uses & USES_RESULT)
-        fputs("    struct tn_tensor *v_result = NULL;\n", f);
-    for (int i = 0; i <= fn->nargs; i++) {
-        unsigned bit = i == fn->nargs ? USES_RESULT : 1u << i;
-        if (i < fn->nargs && fn->args[i].type != TG_TENSOR)
+    for (int k = 0; k < nr; k++)
+        if (uses_res & (1u << k))
+            fprintf(f, "    struct tn_tensor *v_res%d = NULL;\n", k);
+    for (int i = 0; i < fn->nargs + nr; i++) {
+        bool res = i >= fn->nargs;
+        unsigned bit = 1u << (res ? i - fn->nargs : i);
+        if (!res && fn->args[i].type != TG_TENSOR)
             continue;
-        if (!(uses & bit))
+        if (!((res ? uses_res : uses) & bit))
             continue;
-        const char *nm = i == fn->nargs ? "result" : fn->args[i].name;
+        char nm[80];
+        if (res)
+            snprintf(nm, sizeof nm, "res%d", i - fn->nargs);
+        else
+            snprintf(nm, sizeof nm, "%s", fn->args[i].name);
         fputs("    if (", f);
-        cond_of(f, cf, nf, bit, false, "n0");
+        cond_of(f, cf, nf, bit, res ? U_RES : U_ARG, "n0");
         /* NULL from a saved tensor: freed by an earlier backward, or changed */
         fprintf(f, ") {\n        v_%s = tn__unpack(&n_->%s_, n0);\n        if (!v_%s && "
                    "(n0->released || n_->%s_.t)) {\n            rc_ = tn_last_status();\n"
                    "            goto done_;\n        }\n    }\n", nm, nm, nm, nm);
     }
-    for (int i = 0; i < nf; i++) {
-        fprintf(f, "    if (tn__ad_edge(n0, %d)) { /* %s: %s */\n", cf[i].edge, d->f[i].input,
-                d->f[i].expr);
-        if (cf[i].nsteps == 0) {
-            fprintf(f, "        out[%d] = tn_retain((struct tn_tensor *)%s);\n    }\n", cf[i].edge,
-                    cf[i].root.text);
-            continue;
-        }
-        fprintf(f, "        struct tn_tensor *t_[%d] = {0};\n        bool ok_ = ", cf[i].nsteps);
-        for (int k = 0; k < cf[i].nsteps; k++)
-            fprintf(f, "%s%s", k ? "\n            && " : "", cf[i].steps[k]);
-        fprintf(f, ";\n        if (ok_) {\n            out[%d] = %s;\n            %s = NULL;\n"
-                   "        }\n        for (int i_ = 0; i_ < %d; i_++)\n"
-                   "            tn_release(t_[i_]);\n        if (!ok_) {\n"
-                   "            rc_ = tn_last_status();\n            goto done_;\n        }\n    }\n",
-                cf[i].edge, cf[i].root.text, cf[i].root.text, cf[i].nsteps);
-    }
+    for (int i = 0; i < nf; i++)
+        write_formula(f, &d->f[i], &cf[i]);
     fputs("done_: __attribute__((unused));\n", f);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
             fprintf(f, "    tn_release(v_%s);\n", fn->args[i].name);
-    if (uses & USES_RESULT)
-        fputs("    tn_release(v_result);\n", f);
+    for (int k = 0; k < nr; k++)
+        if (uses_res & (1u << k))
+            fprintf(f, "    tn_release(v_res%d);\n", k);
     fputs("    return rc_;\n}\n\n", f);
 
-    /* the functional kernel */
-    fprintf(f, "struct tn_tensor *%s(tn_keyset ks", fn->autograd);
+    /* the functional kernel: results in r_[], each differentiable one
+     * (output_differentiability, and floating or complex) taking the node */
+    fprintf(f, "%s %s(tn_keyset ks", multi ? "int" : "struct tn_tensor *", fn->autograd);
     for (int i = 0; i < fn->nargs; i++) {
         fputs(", ", f);
         tg_c_param(f, &fn->args[i]);
     }
-    fprintf(f, ")\n{\n    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
-               "tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+    for (int k = 0; multi && k < nr; k++)
+        fprintf(f, ", struct tn_tensor **o%d_", k);
+    fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n    tn_keyset prev_ = "
+               "tn__ad_below_begin();\n", nr);
+    fprintf(f, multi ? "    int rc_ = tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)"
+                     : "    r_[0] = tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
     call_list(f, fn, 0);
-    fputs(");\n    tn__ad_below_end(prev_);\n", f);
+    for (int k = 0; multi && k < nr; k++)
+        fprintf(f, ", &r_[%d]", k);
+    fputs(");\n", f);
+    if (!multi)
+        fputs("    int rc_ = r_[0] ? 0 : tn_last_status();\n", f);
+    fputs("    tn__ad_below_end(prev_);\n", f);
     tensor_array(f, fn);
-    fprintf(f, "    if (!r_ || !tn__ad_needed(ins_, %d))\n        return r_;\n", ne);
-    fprintf(f, "    struct node_%s *n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", "
-               "apply_%s, release_%s, %d, 1);\n    if (!n_)\n        goto fail_;\n", id, id,
-            d->node, id, id, ne);
+    fprintf(f, "    bool diff_[%d] = {", nr);
+    for (int k = 0; k < nr; k++)
+        fprintf(f, "%s%s", k ? ", " : "", multi ? "false" : "true");
+    fputs("};\n", f);
+    for (int k = 0; multi && k < nr; k++)
+        if (d->out_diff[k])
+            fprintf(f, "    diff_[%d] = r_[%d] && float_like(r_[%d]);\n", k, k, k);
+    fprintf(f, "    struct node_%s *n_ = NULL;\n    if (rc_ < 0 || !tn__ad_needed(ins_, %d))\n"
+               "        goto out_;\n", id, ne);
+    fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, release_%s, "
+               "%d, %d);\n    if (!n_)\n        goto fail_;\n", id, d->node, id, id, ne, nr);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR)
             fprintf(f, "    if (tn__ad_set_edge(&n_->n, %d, %s) < 0)\n        goto fail_;\n",
                     edge_of(fn, i), fn->args[i].name);
-    for (int i = 0; i <= fn->nargs; i++) {
-        unsigned bit = i == fn->nargs ? USES_RESULT : 1u << i;
-        if (i < fn->nargs && fn->args[i].type != TG_TENSOR && (uses & bit))
+    for (int i = 0; i < fn->nargs; i++) {
+        unsigned bit = 1u << i;
+        const char *nm = fn->args[i].name;
+        if (fn->args[i].type != TG_TENSOR && (uses & bit))
             c_store(f, &fn->args[i]);
-        if (i < fn->nargs && (uses_sizes & bit)) {
+        if (uses_sizes & bit) {
             fputs("    if (", f);
-            cond_of(f, cf, nf, bit, true, "&n_->n");
+            cond_of(f, cf, nf, bit, U_SIZES, "&n_->n");
             fprintf(f, ") {\n        n_->%s_ndim_ = %s->ndim;\n        memcpy(n_->%s_sizes_, "
                        "%s->sizes, sizeof(int64_t) * (size_t)%s->ndim);\n    }\n",
-                    fn->args[i].name, fn->args[i].name, fn->args[i].name, fn->args[i].name,
-                    fn->args[i].name);
+                    nm, nm, nm, nm, nm);
         }
-        if ((i == fn->nargs || fn->args[i].type == TG_TENSOR) && (uses & bit)) {
-            const char *nm = i == fn->nargs ? "result" : fn->args[i].name;
+        if (fn->args[i].type == TG_TENSOR && (uses & bit)) {
             fputs("    if ((", f);
-            cond_of(f, cf, nf, bit, false, "&n_->n");
-            fprintf(f, ") && tn__save(&n_->%s_, %s, %s, 0) < 0)\n        goto fail_;\n", nm,
-                    i == fn->nargs ? "r_" : nm, i == fn->nargs ? "true" : "false");
+            cond_of(f, cf, nf, bit, U_ARG, "&n_->n");
+            fprintf(f, ") && tn__save(&n_->%s_, %s, false, 0) < 0)\n        goto fail_;\n", nm,
+                    nm);
         }
     }
-    fputs("    tn__ad_set_history(r_, &n_->n, 0);\n    tn__node_release(&n_->n);\n"
-          "    return r_;\nfail_:\n    if (n_)\n        tn__node_release(&n_->n);\n"
-          "    tn_release(r_);\n    return NULL;\n}\n\n", f);
+    for (int k = 0; k < nr; k++) {
+        if (!(uses_res & (1u << k)))
+            continue;
+        /* a result without history is saved as it is (no cycle to break) */
+        fputs("    if ((", f);
+        cond_of(f, cf, nf, 1u << k, U_RES, "&n_->n");
+        fprintf(f, ") && tn__save(&n_->res%d_, r_[%d], diff_[%d], %d) < 0)\n        goto fail_;\n",
+                k, k, k, k);
+    }
+    fprintf(f, "    for (int k_ = 0; k_ < %d; k_++)\n        if (diff_[k_])\n"
+               "            tn__ad_set_history(r_[k_], &n_->n, (uint32_t)k_);\n"
+               "    tn__node_release(&n_->n);\nout_:\n", nr);
+    if (multi) {
+        fputs("    if (rc_ < 0)\n        return rc_;\n", f);
+        for (int k = 0; k < nr; k++)
+            fprintf(f, "    *o%d_ = r_[%d];\n", k, k);
+        fputs("    return 0;\n", f);
+    } else {
+        fputs("    return r_[0];\n", f);
+    }
+    fprintf(f, "fail_:\n    if (n_)\n        tn__node_release(&n_->n);\n    for (int k_ = 0; "
+               "k_ < %d; k_++)\n        tn_release(r_[k_]);\n    return %s;\n}\n\n", nr,
+            multi ? "tn_last_status()" : "NULL");
     return 0;
 }
 
@@ -901,6 +1083,44 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
  * requires grad, gives a floating or complex result a node whose backward
  * fails as PyTorch's does. In place: on a clone of self, whose history
  * self then takes (tn__ad_commit_inplace, views included). */
+/* The same for an op returning a tuple: its floating results take the
+ * node. */
+static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
+{
+    const char *id = fn->ident;
+    int nr = fn->nrets;
+    fprintf(f, "int %s(tn_keyset ks", fn->autograd);
+    for (int i = 0; i < fn->nargs; i++) {
+        fputs(", ", f);
+        tg_c_param(f, &fn->args[i]);
+    }
+    for (int k = 0; k < nr; k++)
+        fprintf(f, ", struct tn_tensor **o%d_", k);
+    fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n", nr);
+    tensor_array(f, fn);
+    fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    int rc_ = tn_redispatch_%s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+    call_list(f, fn, 0);
+    for (int k = 0; k < nr; k++)
+        fprintf(f, ", &r_[%d]", k);
+    fprintf(f, ");\n    tn__ad_below_end(prev_);\n    if (rc_ < 0)\n        return rc_;\n"
+               "    struct tn_node *n_ = NULL;\n    if (tn__ad_needed(ins_, %d)) {\n"
+               "        n_ = tn__node_new(sizeof *n_, \"%s\", apply_%s, NULL, %d, %d);\n"
+               "        if (!n_)\n            goto fail_;\n", n_edges(fn), fn->node, id,
+            n_edges(fn), nr);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR)
+            fprintf(f, "        if (tn__ad_set_edge(n_, %d, %s) < 0)\n            goto fail_;\n",
+                    edge_of(fn, i), fn->args[i].name);
+    fprintf(f, "        for (int k_ = 0; k_ < %d; k_++)\n            if (float_like(r_[k_]) && "
+               "!r_[k_]->requires_grad)\n                tn__ad_set_history(r_[k_], n_, "
+               "(uint32_t)k_);\n        tn__node_release(n_);\n    }\n", nr);
+    for (int k = 0; k < nr; k++)
+        fprintf(f, "    *o%d_ = r_[%d];\n", k, k);
+    fprintf(f, "    return 0;\nfail_:\n    tn__node_release(n_);\n    for (int k_ = 0; k_ < %d; "
+               "k_++)\n        tn_release(r_[k_]);\n    return tn_last_status();\n}\n\n", nr);
+}
+
 static void write_no_derivative(const struct tg_func *fn, FILE *f)
 {
     const char *id = fn->ident;
@@ -909,6 +1129,10 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
                "struct tn_tensor *const *grads, struct tn_tensor **out)\n{\n"
                "    (void)n0;\n    (void)grads;\n    (void)out;\n"
                "    return not_implemented(\"%s\");\n}\n\n", fn->text, id, fn->name);
+    if (fn->nrets > 1) {
+        write_no_derivative_tuple(fn, f);
+        return;
+    }
     fprintf(f, "%s %s(tn_keyset ks", fn->inplace ? "int" : "struct tn_tensor *", fn->autograd);
     for (int i = 0; i < fn->nargs; i++) {
         fputs(", ", f);

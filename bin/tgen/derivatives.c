@@ -7,8 +7,11 @@
  *
  * `name` holds the op's name.overload, optionally followed by its schema
  * (as PyTorch writes it); each other key names one Tensor input and holds
- * its formula (autograd.c compiles it). `result` (a forward-mode formula),
- * `output_differentiability` and `dispatch` are accepted and not used.
+ * its formula (autograd.c compiles it), or names several ("input, weight,
+ * bias") whose gradients one call of an op returning a tuple gives.
+ * `output_differentiability` says which results of an op returning a tuple
+ * get a history; `result` (a forward-mode formula) and `dispatch` are
+ * accepted and not used.
  * The YAML is untrusted: its size is bounded and errors name
  * file:line:column.
  */
@@ -106,12 +109,24 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *
             d->name = dup_or_die(val, strcspn(val, "( "));
             continue;
         }
-        if (!strcmp(key, "result") || !strcmp(key, "output_differentiability") ||
-            !strcmp(key, "dispatch") || !strcmp(key, "manual_cpp_binding"))
+        if (!strcmp(key, "output_differentiability")) {
+            if (v->type != YAML_SEQUENCE_NODE)
+                return d_error(LINE(v), COL(v), "output_differentiability: expected a list");
+            int nd = 0;
+            for (yaml_node_item_t *it = v->data.sequence.items.start;
+                 it < v->data.sequence.items.top; it++, nd++) {
+                const char *b = scalar_of(yaml_document_get_node(doc, *it));
+                if (nd == TG_MAX_RETS || !b || (strcmp(b, "True") && strcmp(b, "False")))
+                    return d_error(LINE(v), COL(v), "output_differentiability: expected at most "
+                                   "%d of True or False", TG_MAX_RETS);
+                d->out_diff[nd] = !strcmp(b, "True");
+            }
+            d->n_out_diff = nd;
             continue;
-        if (strchr(key, ','))
-            return d_error(LINE(k), COL(k), "'%s': one input per key (a formula for several "
-                           "inputs at once is not supported)", key);
+        }
+        if (!strcmp(key, "result") || !strcmp(key, "dispatch") ||
+            !strcmp(key, "manual_cpp_binding"))
+            continue;
         if (!val)
             return d_error(LINE(v), COL(v), "%s: expected a formula", key);
         if (d->nf == TG_MAX_ARGS)
@@ -128,16 +143,42 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *
     if (!d->fn)
         return d_error(d->line, d->col, "name: '%s' is not a functional op of the schema",
                        d->name);
-    if (d->fn->nrets != 1 || d->fn->rets[0].type != TG_TENSOR)
-        return d_error(d->line, d->col, "'%s': only ops returning one Tensor are differentiated "
-                       "so far", d->name);
+    for (int r = 0; r < d->fn->nrets; r++)
+        if (d->fn->rets[r].type != TG_TENSOR)
+            return d_error(d->line, d->col, "'%s': only ops returning Tensors are differentiated "
+                           "so far", d->name);
+    if (d->n_out_diff && d->n_out_diff != d->fn->nrets)
+        return d_error(d->line, d->col, "'%s': output_differentiability has %d entries for %d "
+                       "results", d->name, d->n_out_diff, d->fn->nrets);
+    for (int r = d->n_out_diff; r < d->fn->nrets; r++)
+        d->out_diff[r] = true;
     for (int i = 0; i < d->nf; i++) {
-        int a = 0;
-        while (a < d->fn->nargs && strcmp(d->fn->args[a].name, d->f[i].input))
-            a++;
-        if (a == d->fn->nargs || d->fn->args[a].type != TG_TENSOR)
-            return d_error(d->f[i].line, d->f[i].col, "'%s' is not a Tensor argument of %s",
-                           d->f[i].input, d->name);
+        struct tg_formula *f = &d->f[i];
+        for (const char *p = f->input; *p;) {
+            p += strspn(p, ", ");
+            size_t n = strcspn(p, ", ");
+            if (!n)
+                break;
+            int a = 0;
+            while (a < d->fn->nargs && (strlen(d->fn->args[a].name) != n ||
+                                        strncmp(d->fn->args[a].name, p, n)))
+                a++;
+            if (a == d->fn->nargs || d->fn->args[a].type != TG_TENSOR)
+                return d_error(f->line, f->col, "'%.*s' is not a Tensor argument of %s", (int)n,
+                               p, d->name);
+            if (f->nin == TG_MAX_RETS)
+                return d_error(f->line, f->col, "too many inputs in one key");
+            f->arg[f->nin++] = a;
+            p += n;
+        }
+        if (!f->nin)
+            return d_error(f->line, f->col, "a formula without an input");
+        for (int j = 0; j < i; j++)
+            for (int x = 0; x < d->f[j].nin; x++)
+                for (int y = 0; y < f->nin; y++)
+                    if (d->f[j].arg[x] == f->arg[y])
+                        return d_error(f->line, f->col, "'%s' has a formula already",
+                                       d->fn->args[f->arg[y]].name);
     }
     return 0;
 }
@@ -159,19 +200,21 @@ static void name_kernels(struct tg_schema *s, struct tg_func *fn)
  * argument, one Tensor return that is not a view, and no entry: PyTorch
  * records for them a node whose backward says the derivative is not
  * implemented, rather than a result that silently does not require grad.
- * out= overloads still run below Autograd; ops returning tuples are not
- * covered yet (derivatives.yaml cannot differentiate them either). */
+ * out= overloads still run below Autograd; of an op returning a tuple,
+ * the floating results take the node. */
 static int mark_no_derivative(struct tg_schema *s)
 {
     for (int i = 0; i < s->nfuncs; i++) {
         struct tg_func *f = &s->funcs[i];
         bool own = f->delegate || f->kernel[TG_KEY_CPU] || f->kernel[TG_KEY_CUDA] ||
                    f->kernel[TG_KEY_META] || f->kernel[TG_KEY_EXPLICIT];
-        bool tensor_arg = false;
+        bool tensor_arg = false, tensors = f->nrets >= 1 && (f->nrets == 1 || !f->inplace);
         for (int a = 0; a < f->nargs; a++)
             tensor_arg |= f->args[a].type == TG_TENSOR;
+        for (int r = 0; r < f->nrets; r++)
+            tensors &= f->rets[r].type == TG_TENSOR;
         if (f->autograd[0] || f->is_out || !own || f->kernel[TG_KEY_IMPLICIT] || !tensor_arg ||
-            f->nrets != 1 || f->rets[0].type != TG_TENSOR)
+            !tensors)
             continue;
         /* a view (`Tensor(a)`) shares its input's history; in place needs self first */
         if (f->inplace ? !(f->args[0].type == TG_TENSOR && f->args[0].mutable_)

@@ -240,6 +240,7 @@ int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool 
         if (fn->autograd[0]) { /* from derivatives.yaml (autograd.c) */
             fprintf(f, "%s %s(tn_keyset ks", ret_type(fn), fn->autograd);
             params(f, fn, 0, fn->nargs, true);
+            ret_params(f, fn);
             fputs(");\n", f);
         }
         if (fn->structured) {

@@ -100,7 +100,9 @@ void tg_write_list(const struct tg_schema *s, FILE *f, bool json);
 /* ---- derivatives.yaml (derivatives.c) and the Autograd kernels (autograd.c) */
 
 struct tg_formula {
-    char *input;         /* "self" */
+    char *input;         /* "self", or "input, weight, bias" for a formula giving a tuple */
+    int arg[TG_MAX_RETS]; /* the inputs' argument indices */
+    int nin;
     char *expr;          /* "grad * other" */
     int line, col;
 };
@@ -112,6 +114,9 @@ struct tg_deriv {
     int nf;
     struct tg_func *fn;  /* the op it differentiates */
     char node[96];       /* "MulBackward0" */
+    /* output_differentiability (all true when not given) */
+    bool out_diff[TG_MAX_RETS];
+    int n_out_diff;       /* entries given */
 };
 
 struct tg_derivs {

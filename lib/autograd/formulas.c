@@ -12,16 +12,6 @@
 
 #include "autograd/internal.h"
 
-/* `r = expr` steps: each releases what it consumed and bails out on NULL */
-#define STEP(var, expr)                                                        \
-    do {                                                                       \
-        struct tn_tensor *step_ = (expr);                                      \
-        tn_release(var);                                                       \
-        (var) = step_;                                                         \
-        if (!(var))                                                            \
-            goto fail;                                                         \
-    } while (0)
-
 /* Releases n tensors (NULL is fine): the ends of the helpers below. */
 static void drop(int n, ...)
 {

@@ -129,6 +129,17 @@ struct tn_node *tn__ad_grad_accumulator(const struct tn_tensor *leaf);
 /* grad summed down to (sizes, ndim), as at::sum_to (new reference). */
 struct tn_tensor *tn__sum_to(const struct tn_tensor *grad, const int64_t *sizes, int ndim);
 
+/* `var = expr` steps of the helpers below: each releases var's old value
+ * and jumps to `fail` on NULL */
+#define STEP(var, expr)                                                        \
+    do {                                                                       \
+        struct tn_tensor *step_ = (expr);                                      \
+        tn_release(var);                                                       \
+        (var) = step_;                                                         \
+        if (!(var))                                                            \
+            goto fail;                                                         \
+    } while (0)
+
 /* ----- backward helpers the formulas call (lib/autograd/formulas.c) */
 struct tn_tensor *tn__sum_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
                                    const int64_t *dim, int dim_len, bool keepdim);
@@ -171,5 +182,26 @@ struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_
                                   const struct tn_tensor *exponent);
 struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                  const struct tn_tensor *result);
+
+/* ----- the selecting, moving and multiplying ops (formulas_select.c) */
+struct tn_tensor *tn__value_selecting_bw(const struct tn_tensor *grad, int64_t dim,
+                                         const struct tn_tensor *indices, const int64_t *sizes,
+                                         int ndim, bool keepdim);
+struct tn_tensor *tn__index_select_bw(const struct tn_tensor *grad, const int64_t *sizes,
+                                      int ndim, int64_t dim, const struct tn_tensor *index);
+struct tn_tensor *tn__masked_select_bw(const struct tn_tensor *grad, const int64_t *sizes,
+                                       int ndim, const struct tn_tensor *mask);
+struct tn_tensor *tn__roll_bw(const struct tn_tensor *grad, const int64_t *shifts, int nshifts,
+                              const int64_t *dims, int ndims);
+struct tn_tensor *tn__repeat_bw(const struct tn_tensor *grad, const int64_t *repeats, int nrep,
+                                const int64_t *sizes, int ndim);
+struct tn_tensor *tn__prod_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
+                              const struct tn_tensor *result);
+struct tn_tensor *tn__prod_dim_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
+                                  const struct tn_tensor *result, int64_t dim, bool keepdim);
+struct tn_tensor *tn__cumprod_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
+                                 int64_t dim, const struct tn_tensor *result);
+struct tn_tensor *tn__native_dropout_bw(const struct tn_tensor *grad, const struct tn_tensor *mask,
+                                        double p, const bool *train);
 
 #endif

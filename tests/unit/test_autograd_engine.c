@@ -191,36 +191,77 @@ static void expect_not_implemented(int rc, const char *op)
     assert_string_equal(tn_last_error(), want);
 }
 
-/* An op with a kernel and no derivatives.yaml entry (cumprod here) records
- * a node that fails in backward instead of a result that silently does not
- * require grad; integer results (argmax) get no node. */
+/* An op with a kernel and no derivatives.yaml entry (mse_loss_backward
+ * here) records a node that fails in backward instead of a result that
+ * silently does not require grad; integer results (argmax) get no node. */
 static void test_not_implemented(void **state)
 {
     (void)state;
-    struct tn_tensor *x = leaf("x"), *y = tn_cumprod(x, 0, TN_DTYPE_UNSET);
+    struct tn_tensor *x = leaf("x"), *t = tn_zeros_like(x, TN_DTYPE_UNSET);
+    struct tn_tensor *g = tn_ones(NULL, 0, TN_FLOAT64);
+    struct tn_tensor *y = tn_mse_loss_backward(g, x, t, 1);
     assert_non_null(y);
     assert_true(y->requires_grad);
     const char *node = json_string_value(json_object_get(fx, "not_implemented_node"));
     assert_string_equal(node, "NextafterBackward0"); /* PyTorch's naming, as ours */
-    assert_string_equal(tn_grad_fn_name(y), "CumprodBackward0");
+    assert_string_equal(tn_grad_fn_name(y), "MseLossBackwardBackward0");
     struct tn_tensor *s = sum(y);
-    expect_not_implemented(tn_backward(&s, 1, NULL, false, false), "cumprod");
+    expect_not_implemented(tn_backward(&s, 1, NULL, false, false), "mse_loss_backward");
     assert_null(x->grad);
     tn_release(s);
-    /* in place on a tensor that requires grad: the same node */
-    struct tn_tensor *z = tn_mul_scalar(x, tn_int(2));
-    assert_int_equal(tn_cumprod_(z, 0, TN_DTYPE_UNSET), 0);
-    assert_string_equal(tn_grad_fn_name(z), "CumprodBackward0");
-    s = sum(z);
-    expect_not_implemented(tn_backward(&s, 1, NULL, false, false), "cumprod");
-    tn_release(s);
+    tn_release(g);
+    tn_release(t);
     struct tn_tensor *i = tn_argmax(x, NULL, false);
     assert_non_null(i);
     assert_false(i->requires_grad);
     assert_null(i->grad_fn);
     tn_release(i);
-    tn_release(z);
     tn_release(y);
+    tn_release(x);
+}
+
+/* batch_norm run twice in training before one backward: each run updates
+ * the running statistics in place, and the first graph (which saved them)
+ * stays valid, as in PyTorch, whose kernel writes them without counting a
+ * version. The gradient of sum(y * w) through both runs is twice one's.
+ * float32: the kernel computes in float64 and copies the statistics back. */
+static void test_batch_norm_twice(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = tn_zeros(TN_SHAPE(4, 3), TN_FLOAT32);
+    struct tn_tensor *w = tn_zeros(TN_SHAPE(4, 3), TN_FLOAT32);
+    float *xp = tn_data(x), *wp = tn_data(w);
+    for (int k = 0; k < 12; k++) {
+        xp[k] = (float)sin(k + 1.0);
+        wp[k] = (float)cos(3.0 * k);
+    }
+    assert_int_equal(tn_requires_grad_(x, true), 0);
+    struct tn_tensor *rm = tn_zeros(TN_SHAPE(3), TN_FLOAT32), *rv = tn_ones(TN_SHAPE(3), TN_FLOAT32);
+    struct tn_tensor *g1 = NULL, *s[2];
+    for (int run = 0; run < 2; run++) {
+        struct tn_tensor *y = tn_batch_norm(x, NULL, NULL, rm, rv, true, 0.1, 1e-5, false);
+        assert_non_null(y);
+        assert_string_equal(tn_grad_fn_name(y), "NativeBatchNormBackward0");
+        struct tn_tensor *yw = tn_mul(y, w);
+        s[run] = sum(yw);
+        tn_release(yw);
+        tn_release(y);
+        if (run == 0) {
+            assert_int_equal(tn_backward(&s[0], 1, NULL, true, false), 0);
+            g1 = tn_clone(x->grad);
+            tn_zero_grad(x);
+        }
+    }
+    assert_int_equal(tn_backward(s, 2, NULL, false, false), 0);
+    const float *g = tn_data(x->grad), *e = tn_data(g1);
+    for (int k = 0; k < 12; k++)
+        assert_true(fabsf(g[k] - 2 * e[k]) <= 1e-6f * (1 + fabsf(e[k])));
+    tn_release(s[0]);
+    tn_release(s[1]);
+    tn_release(g1);
+    tn_release(rm);
+    tn_release(rv);
+    tn_release(w);
     tn_release(x);
 }
 
@@ -477,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_convnet_step),
         cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
         cmocka_unit_test(test_copy_slices),     cmocka_unit_test(test_not_implemented),
+        cmocka_unit_test(test_batch_norm_twice),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);

@@ -302,6 +302,16 @@ static int bn_dims(const struct tn_tensor *input, int64_t *nb, int64_t *c, int64
 /* Per-channel value v[ch] of an optional (C) tensor, or `def`. */
 static double chan(const double *v, int64_t ch, double def) { return v ? v[ch] : def; }
 
+/* running statistic `stat` = v, its storage's version left as it was */
+static int update_stat(const struct tn_tensor *stat, const struct tn_tensor *v)
+{
+    struct tn_tensor *t = (struct tn_tensor *)stat;
+    uint64_t version = t->storage->version;
+    int rc = tn_copy_(t, v);
+    t->storage->version = version;
+    return rc;
+}
+
 int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
                               const struct tn_tensor *weight, const struct tn_tensor *bias,
                               const struct tn_tensor *running_mean,
@@ -361,11 +371,14 @@ int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
             for (int64_t k = 0; k < s; k++)
                 yp[(i * c + ch) * s + k] = xp[(i * c + ch) * s + k] * a + sh;
     }
-    /* the running statistics are updated in place, as PyTorch does */
+    /* the running statistics are updated in place, as PyTorch does, and as
+     * its kernel without counting a version: a graph that saved them (for
+     * evaluation mode's backward) stays valid when batch norm runs again
+     * before backward */
     if (training && running_mean)
-        rc = tn_copy_((struct tn_tensor *)running_mean, rm);
+        rc = update_stat(running_mean, rm);
     if (rc >= 0 && training && running_var)
-        rc = tn_copy_((struct tn_tensor *)running_var, rv);
+        rc = update_stat(running_var, rv);
     tn__nn_drop(0, x, w, b, rm);
     tn_release(rv);
     if (rc < 0)

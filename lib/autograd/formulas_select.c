@@ -1,0 +1,335 @@
+/*
+ * autograd/formulas_select.c: the backward helpers of the ops that pick,
+ * move or multiply elements (max.dim/min.dim/sort/topk, index_select,
+ * masked_select, roll, repeat, prod, cumprod), computed as PyTorch's
+ * FunctionsManual.cpp computes them. Written with the public ops, so a
+ * backward under create_graph records its own graph. Each returns a new
+ * tensor or NULL with an error; arguments are borrowed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/internal.h"
+
+/* value_selecting_reduction_backward: grad scattered back to where the
+ * selected values came from (indices along dim), zeros elsewhere. */
+struct tn_tensor *tn__value_selecting_bw(const struct tn_tensor *grad, int64_t dim,
+                                         const struct tn_tensor *indices, const int64_t *sizes,
+                                         int ndim, bool keepdim)
+{
+    if (ndim == 0)
+        return tn_clone(grad);
+    int d = tn_wrap_dim(dim, ndim);
+    if (d < 0)
+        return NULL;
+    struct tn_tensor *g = NULL, *i = NULL, *r = NULL;
+    STEP(g, keepdim ? tn_retain((struct tn_tensor *)grad) : tn_unsqueeze(grad, d));
+    STEP(i, keepdim ? tn_retain((struct tn_tensor *)indices) : tn_unsqueeze(indices, d));
+    STEP(r, tn_zeros(sizes, ndim, grad->dtype));
+    STEP(r, tn_scatter_src(r, d, i, g));
+fail:
+    tn_release(g);
+    tn_release(i);
+    return r;
+}
+
+/* index_select_backward: zeros(sizes).index_add_(dim, index, grad), as a
+ * scatter_add over the index spread along dim. */
+struct tn_tensor *tn__index_select_bw(const struct tn_tensor *grad, const int64_t *sizes,
+                                      int ndim, int64_t dim, const struct tn_tensor *index)
+{
+    if (ndim == 0)
+        return tn_clone(grad);
+    int d = tn_wrap_dim(dim, ndim);
+    if (d < 0)
+        return NULL;
+    int64_t shape[TN_MAX_DIMS];
+    for (int k = 0; k < ndim; k++)
+        shape[k] = k == d ? tn_numel(index) : 1;
+    struct tn_tensor *i = NULL, *r = NULL;
+    STEP(i, tn_to_dtype(index, TN_INT64));
+    STEP(i, tn_reshape(i, shape, ndim));
+    STEP(i, tn_expand(i, grad->sizes, grad->ndim));
+    STEP(r, tn_zeros(sizes, ndim, grad->dtype));
+    STEP(r, tn_scatter_add(r, d, i, grad));
+fail:
+    tn_release(i);
+    return r;
+}
+
+/* masked_select_backward: grad put back where the mask (broadcast with
+ * the input's sizes) holds, zeros elsewhere; the engine sums a broadcast
+ * result down to the input. */
+struct tn_tensor *tn__masked_select_bw(const struct tn_tensor *grad, const int64_t *sizes,
+                                       int ndim, const struct tn_tensor *mask)
+{
+    int64_t shape[TN_MAX_DIMS], numel = 1;
+    int n = ndim > mask->ndim ? ndim : mask->ndim;
+    for (int k = 0; k < n; k++) {
+        int a = k - (n - ndim), b = k - (n - mask->ndim);
+        int64_t x = a >= 0 ? sizes[a] : 1, y = b >= 0 ? mask->sizes[b] : 1;
+        shape[k] = x == 1 ? y : x;
+        numel *= shape[k];
+    }
+    struct tn_tensor *m = NULL, *pos = NULL, *r = NULL;
+    STEP(m, tn_expand(mask, shape, n));
+    STEP(m, tn_reshape(m, (const int64_t[]){numel}, 1));
+    STEP(pos, tn_nonzero(m));
+    STEP(pos, tn_reshape(pos, (const int64_t[]){pos->sizes[0]}, 1));
+    STEP(r, tn_zeros((const int64_t[]){numel}, 1, grad->dtype));
+    STEP(r, tn_scatter_src(r, 0, pos, grad));
+    STEP(r, tn_reshape(r, shape, n));
+fail:
+    tn_release(m);
+    tn_release(pos);
+    return r;
+}
+
+/* roll's backward: grad rolled back by the opposite shifts. */
+struct tn_tensor *tn__roll_bw(const struct tn_tensor *grad, const int64_t *shifts, int nshifts,
+                              const int64_t *dims, int ndims)
+{
+    int64_t neg[TN_MAX_DIMS];
+    if (nshifts > TN_MAX_DIMS) {
+        tn_set_error(TN_EINVAL, "roll: more than %d shifts", TN_MAX_DIMS);
+        return NULL;
+    }
+    for (int k = 0; k < nshifts; k++)
+        neg[k] = -shifts[k];
+    return tn_roll(grad, neg, nshifts, dims, ndims);
+}
+
+/* repeat_backward: each input element's gradient summed over its copies:
+ * grad's leading (added) dims summed, then every repeated dim r*s seen as
+ * (r, s) and the r summed, in one reshape and sum. */
+struct tn_tensor *tn__repeat_bw(const struct tn_tensor *grad, const int64_t *repeats, int nrep,
+                                const int64_t *sizes, int ndim)
+{
+    for (int k = 0; k < nrep; k++)
+        if (repeats[k] == 0)
+            return tn_zeros(sizes, ndim, grad->dtype);
+    int lead = grad->ndim - ndim;
+    struct tn_tensor *g = tn_retain((struct tn_tensor *)grad);
+    for (int k = 0; k < lead; k++)
+        STEP(g, tn_sum_dim_intlist(g, (const int64_t[]){0}, 1, false, TN_DTYPE_UNSET));
+    int64_t gs[2 * TN_MAX_DIMS], sd[TN_MAX_DIMS];
+    int ng = 0, ns = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (repeats[d + lead] != 1) {
+            gs[ng++] = repeats[d + lead];
+            sd[ns++] = ng - 1;
+        }
+        gs[ng++] = sizes[d];
+    }
+    if (ns) {
+        STEP(g, tn_reshape(g, gs, ng));
+        STEP(g, tn_sum_dim_intlist(g, sd, ns, false, TN_DTYPE_UNSET));
+    }
+    return g;
+fail:
+    return NULL;
+}
+
+/* The number of zeros in t (-1 with an error). */
+static int64_t count_zeros(const struct tn_tensor *t)
+{
+    struct tn_tensor *z = NULL, *s = NULL;
+    int64_t n = -1;
+    STEP(z, tn_eq_scalar(t, tn_int(0)));
+    STEP(s, tn_sum(z, TN_INT64));
+    n = tn_item(s).v.i;
+fail:
+    tn_release(z);
+    tn_release(s);
+    return n;
+}
+
+/* prod_safe_zeros_backward: the product of every other element of the
+ * slice along dim, as exclusive cumulative products from both ends (right
+ * with any number of zeros). */
+static struct tn_tensor *prod_safe_zeros(const struct tn_tensor *grad,
+                                         const struct tn_tensor *inp, int dim)
+{
+    if (tn_numel(inp) == 0)
+        return tn_expand(grad, inp->sizes, inp->ndim);
+    int64_t os[TN_MAX_DIMS], n = inp->sizes[dim];
+    memcpy(os, inp->sizes, sizeof(int64_t) * (size_t)inp->ndim);
+    os[dim] = 1;
+    struct tn_tensor *ones = NULL, *a = NULL, *b = NULL, *r = NULL;
+    const int64_t dims[1] = {dim};
+    STEP(ones, tn_ones(os, inp->ndim, grad->dtype));
+    STEP(a, tn_narrow(inp, dim, 0, n - 1));
+    STEP(a, tn_cat((const struct tn_tensor *const[]){ones, a}, 2, dim));
+    STEP(a, tn_cumprod(a, dim, TN_DTYPE_UNSET));
+    STEP(b, tn_narrow(inp, dim, 1, n - 1));
+    STEP(b, tn_flip(b, dims, 1));
+    STEP(b, tn_cat((const struct tn_tensor *const[]){ones, b}, 2, dim));
+    STEP(b, tn_cumprod(b, dim, TN_DTYPE_UNSET));
+    STEP(b, tn_flip(b, dims, 1));
+    STEP(r, tn_mul(a, b));
+    STEP(r, tn_mul(grad, r));
+fail:
+    tn_release(ones);
+    tn_release(a);
+    tn_release(b);
+    return r;
+}
+
+/* grad * result / input: prod's gradient where no input is zero. */
+static struct tn_tensor *prod_no_zeros(const struct tn_tensor *grad, const struct tn_tensor *input,
+                                       const struct tn_tensor *result)
+{
+    struct tn_tensor *q = tn_div(result, input);
+    struct tn_tensor *r = q ? tn_mul(grad, q) : NULL;
+    tn_release(q);
+    return r;
+}
+
+/* prod()'s backward (PyTorch's prod_backward without a dim). */
+struct tn_tensor *tn__prod_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
+                              const struct tn_tensor *result)
+{
+    if (input->ndim == 0)
+        return tn_clone(grad);
+    int64_t zeros = count_zeros(input);
+    if (zeros < 0)
+        return NULL;
+    if (zeros == 0)
+        return prod_no_zeros(grad, input, result);
+    if (!tn_is_grad_enabled() && zeros > 1)
+        return tn_zeros_like(input, TN_DTYPE_UNSET);
+    struct tn_tensor *flat = tn_reshape(input, (const int64_t[]){tn_numel(input)}, 1);
+    struct tn_tensor *g = flat ? prod_safe_zeros(grad, flat, 0) : NULL;
+    struct tn_tensor *r = g ? tn_reshape(g, input->sizes, input->ndim) : NULL;
+    tn_release(flat);
+    tn_release(g);
+    return r;
+}
+
+/* prod.dim_int's backward. */
+struct tn_tensor *tn__prod_dim_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
+                                  const struct tn_tensor *result, int64_t dim, bool keepdim)
+{
+    if (input->ndim == 0)
+        return tn_clone(grad);
+    int d = tn_wrap_dim(dim, input->ndim);
+    if (d < 0)
+        return NULL;
+    struct tn_tensor *g = NULL, *res = NULL, *r = NULL;
+    bool unsq = !keepdim && input->ndim != 1;
+    STEP(g, unsq ? tn_unsqueeze(grad, d) : tn_retain((struct tn_tensor *)grad));
+    STEP(res, unsq ? tn_unsqueeze(result, d) : tn_retain((struct tn_tensor *)result));
+    int64_t zeros = count_zeros(input);
+    if (zeros < 0)
+        goto fail;
+    r = zeros == 0 ? prod_no_zeros(g, input, res) : prod_safe_zeros(g, input, d);
+fail:
+    tn_release(g);
+    tn_release(res);
+    return r;
+}
+
+/* w flipped along dim, summed cumulatively, flipped back. */
+static struct tn_tensor *reversed_cumsum(const struct tn_tensor *w, int dim)
+{
+    const int64_t dims[1] = {dim};
+    struct tn_tensor *r = NULL;
+    STEP(r, tn_flip(w, dims, 1));
+    STEP(r, tn_cumsum(r, dim, TN_DTYPE_UNSET));
+    STEP(r, tn_flip(r, dims, 1));
+fail:
+    return r;
+}
+
+/* The gradient of slice k of cumprod along dim where inputs may be zero:
+ * (grad[k:] * the products of input[:k+1..] without input[k]) summed,
+ * PyTorch's O(n^2) path (which also differentiates twice). */
+static struct tn_tensor *cumprod_slice_bw(const struct tn_tensor *grad,
+                                          const struct tn_tensor *input, int dim, int64_t k)
+{
+    int64_t n = input->sizes[dim];
+    int64_t os[TN_MAX_DIMS];
+    memcpy(os, input->sizes, sizeof(int64_t) * (size_t)input->ndim);
+    os[dim] = 1;
+    struct tn_tensor *until = NULL, *from = NULL, *om = NULL, *g = NULL;
+    if (k > 0) {
+        STEP(until, tn_narrow(input, dim, 0, k));
+        STEP(until, tn_prod_dim_int(until, dim, true, TN_DTYPE_UNSET));
+    } else {
+        STEP(until, tn_ones(os, input->ndim, grad->dtype));
+    }
+    if (k < n - 1) {
+        STEP(from, tn_narrow(input, dim, k + 1, n - k - 1));
+        STEP(from, tn_cumprod(from, dim, TN_DTYPE_UNSET));
+        STEP(om, tn_mul(until, from));
+        STEP(om, tn_cat((const struct tn_tensor *const[]){until, om}, 2, dim));
+    } else {
+        STEP(om, tn_retain(until));
+    }
+    STEP(g, tn_narrow(grad, dim, k, n - k));
+    STEP(g, tn_mul(g, om));
+    STEP(g, tn_sum_dim_intlist(g, (const int64_t[]){dim}, 1, true, TN_DTYPE_UNSET));
+fail:
+    tn_release(until);
+    tn_release(from);
+    tn_release(om);
+    return g;
+}
+
+/* cumprod_backward: reversed_cumsum(result * grad) / input without zeros,
+ * slice by slice with them. */
+struct tn_tensor *tn__cumprod_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
+                                 int64_t dim, const struct tn_tensor *result)
+{
+    if (tn_numel(input) <= 1)
+        return tn_clone(grad);
+    int d = tn_wrap_dim(dim, input->ndim ? input->ndim : 1);
+    if (d < 0)
+        return NULL;
+    int64_t n = input->ndim ? input->sizes[d] : 1;
+    if (n == 1)
+        return tn_clone(grad);
+    int64_t zeros = count_zeros(input);
+    if (zeros < 0)
+        return NULL;
+    struct tn_tensor *r = NULL;
+    if (zeros == 0) {
+        STEP(r, tn_mul(result, grad));
+        STEP(r, reversed_cumsum(r, d));
+        STEP(r, tn_div(r, input));
+        return r;
+    }
+    struct tn_tensor **parts = calloc((size_t)n, sizeof *parts);
+    if (!parts) {
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    int64_t k = 0;
+    while (k < n && (parts[k] = cumprod_slice_bw(grad, input, d, k)))
+        k++;
+    if (k == n)
+        r = tn_cat((const struct tn_tensor *const *)parts, (int)n, d);
+    for (int64_t i = 0; i < k; i++)
+        tn_release(parts[i]);
+    free(parts);
+    return r;
+fail:
+    return NULL;
+}
+
+/* native_dropout's backward: grad * mask * scale, scale 1/(1-p) when
+ * training (0 for p = 1), 1 otherwise; through native_dropout_backward
+ * unless a graph is being recorded, as PyTorch. */
+struct tn_tensor *tn__native_dropout_bw(const struct tn_tensor *grad, const struct tn_tensor *mask,
+                                        double p, const bool *train)
+{
+    double scale = !train || !*train ? 1.0 : p == 1 ? 0.0 : 1.0 / (1.0 - p);
+    if (!tn_is_grad_enabled())
+        return tn_native_dropout_backward(grad, mask, scale);
+    struct tn_tensor *m = tn_to_dtype(mask, grad->dtype), *r = NULL;
+    STEP(r, tn_mul(grad, m));
+    STEP(r, tn_mul_scalar(r, tn_float(scale)));
+fail:
+    tn_release(m);
+    return r;
+}
