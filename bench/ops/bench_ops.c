@@ -111,6 +111,20 @@ static double workload_ms(const char *name)
         TN_BENCH_BEST(5, best, tn_release(tn_sum_dim_intlist(x, (const int64_t[]){-1}, 1, false,
                                                                TN_DTYPE_UNSET)));
         tn_release(x);
+    } else if (!strcmp(name, "index") || !strcmp(name, "index_put")) {
+        /* x[idx] and x.index_put_((idx,), v, accumulate=True): 10000 random
+         * rows of a 1000x1000 float32 tensor */
+        struct tn_tensor *x = tn_randn(TN_SHAPE(1000, 1000), TN_FLOAT32, NULL);
+        struct tn_tensor *i = tn_randint(0, 1000, TN_SHAPE(10000), TN_INT64, NULL);
+        struct tn_tensor *v = tn_randn(TN_SHAPE(10000, 1000), TN_FLOAT32, NULL);
+        const struct tn_tensor *idx[] = {i};
+        if (name[5])
+            TN_BENCH_BEST(5, best, tn_index_put_(x, idx, 1, v, true));
+        else
+            TN_BENCH_BEST(5, best, tn_release(tn_index(x, idx, 1)));
+        tn_release(x);
+        tn_release(i);
+        tn_release(v);
     }
     return best < 0 ? conv_ms(name) : best * 1e3;
 }
