@@ -213,3 +213,41 @@ int tn__composite_tensor_split_indices(tn_keyset ks, const struct tn_tensor *sel
     *result = p;
     return indices_len + 1;
 }
+
+/* tensor_split with the sections or indices in a CPU int64 tensor: 0-dim
+ * for sections, 1-dim (any stride) for indices. */
+int tn__composite_tensor_split_tensor_indices_or_sections(tn_keyset ks,
+                                                          const struct tn_tensor *self,
+                                                          const struct tn_tensor *tios,
+                                                          int64_t dim, struct tn_tensor ***result)
+{
+    if (self->ndim == 0)
+        return tensor_split_dim(self, dim);
+    char dev[64];
+    if (tios->device.type != TN_DEVICE_CPU)
+        return tn_set_error(TN_EDEVICE, "tensor_split expected tensor_indices_or_sections to be "
+                            "on cpu, but it's on %s",
+                            tn_device_format(tios->device, dev, sizeof dev));
+    if (tios->dtype != TN_INT64)
+        return tn_set_error(TN_EDTYPE, "tensor_split expected tensor_indices_or_sections to have "
+                            "dtype of long, but got %s", tn_dtype_info(tios->dtype)->c10_name);
+    if (tios->ndim > 1)
+        return tn_set_error(TN_ESHAPE, "tensor_split expected tensor_indices_or_sections to be a "
+                            "zero-dimensional or one-dimensional tensor, but got a tensor with %d "
+                            "dims", tios->ndim);
+    const int64_t *d = (const int64_t *)tn_data(tios);
+    if (tios->ndim == 0)
+        return tn__composite_tensor_split_sections(ks, self, d[0], dim, result);
+    int64_t n = tios->sizes[0];
+    if (n >= TN_SPLIT_MAX_PIECES)
+        return tn_set_error(TN_EINVAL, "tensor_split: %lld pieces is more than the %lld allowed",
+                            (long long)n + 1, (long long)TN_SPLIT_MAX_PIECES);
+    int64_t *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx);
+    if (!idx)
+        return tn_set_error(TN_ENOMEM, "tensor_split: out of memory");
+    for (int64_t i = 0; i < n; i++)
+        idx[i] = d[i * tios->strides[0]];
+    int rc = tn__composite_tensor_split_indices(ks, self, idx, (int)n, dim, result);
+    free(idx);
+    return rc;
+}
