@@ -73,7 +73,9 @@ struct tn_tensor *tn__composite__pad_circular(tn_keyset ks, const struct tn_tens
         if (!(pl <= size && pr <= size))
             return tn_set_error(TN_EINVAL, "Padding value causes wrapping around more than "
                                 "once."), NULL;
-        if (size + pl + pr < 0)
+        int64_t out;
+        if (__builtin_add_overflow(size, pl, &out) || __builtin_add_overflow(out, pr, &out) ||
+            out < 0)
             return tn_set_error(TN_EINVAL, "Negative padding value is resulting in an empty "
                                 "dimension"), NULL;
     }

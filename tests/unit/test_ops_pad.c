@@ -29,11 +29,22 @@ static void test_reflect_values(void **state)
     tn_release(x);
 }
 
+/* Pads that overflow the output size (a graph may ask for them) are an
+ * error, not a wrapped size. */
+static void test_huge_pads(void **state)
+{
+    struct tn_tensor *x = tn_zeros(TN_SHAPE(2, 3), TN_FLOAT32);
+    assert_null(tn_replication_pad1d(x, (const int64_t[]){INT64_MAX, 1}, 2));
+    assert_null(tn__pad_circular(x, (const int64_t[]){INT64_MIN + 1, INT64_MIN + 1}, 2));
+    tn_release(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_reflect_values),
+        cmocka_unit_test(test_huge_pads),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -64,7 +64,10 @@ static int pad_geometry(const char *name, int mode, int nsp, const struct tn_ten
         g->pl[k] = padding[pi];
         g->pr[k] = padding[pi + 1];
         g->isz[k] = self->sizes[first + sd];
-        g->osz[k] = g->isz[k] + g->pl[k] + g->pr[k];
+        if (__builtin_add_overflow(g->isz[k], g->pl[k], &g->osz[k]) ||
+            __builtin_add_overflow(g->osz[k], g->pr[k], &g->osz[k]))
+            return tn_set_error(TN_EINVAL, "%s: padding (%lld, %lld) is out of range", name,
+                                (long long)g->pl[k], (long long)g->pr[k]);
         small = small || g->osz[k] < 1;
     }
     /* the width first: Argument #4 is its pair, #6 the height's, #8 the depth's */
