@@ -3,7 +3,8 @@
  * (C, H, W): max_pool2d_with_indices (NaN wins, as in PyTorch; indices are
  * h * W + w in each plane), avg_pool2d (count_include_pad,
  * divisor_override, ceil_mode), _adaptive_avg_pool2d, and their backward
- * ops. They compute in float64 and round into the input's dtype.
+ * ops. max_pool2d computes float32 in float32; the rest in float64,
+ * rounded into the input's dtype.
  */
 #include <config.h>
 
@@ -94,6 +95,52 @@ static void out_shape(const struct tn_tensor *self, const struct pool *g, int64_
     s[self->ndim - 1] = g->ow;
 }
 
+/* The max pool of planes [begin, end) in T (float32 and float64 compute in
+ * their own type: a max rounds nothing). */
+struct maxpool_job {
+    const struct pool *g;
+    const void *x;
+    void *y;
+    int64_t *ix;
+};
+
+#define TN_MAXPOOL(SFX, T)                                                                     \
+    static void maxpool_##SFX(int64_t begin, int64_t end, void *ctx)                           \
+    {                                                                                          \
+        const struct maxpool_job *j = ctx;                                                     \
+        const struct pool *g = j->g;                                                           \
+        const T *xp = j->x;                                                                    \
+        T *yp = j->y;                                                                          \
+        for (int64_t p = begin; p < end; p++)                                                  \
+            for (int64_t oy = 0; oy < g->oh; oy++)                                             \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                       \
+                    T best = -INFINITY;                                                        \
+                    int64_t at = -1;                                                           \
+                    for (int64_t i = 0; i < g->kh; i++) {                                      \
+                        int64_t yy = oy * g->sh - g->ph + i * g->dh;                           \
+                        if (yy < 0 || yy >= g->h)                                              \
+                            continue;                                                          \
+                        for (int64_t k = 0; k < g->kw; k++) {                                  \
+                            int64_t xx = ox * g->sw - g->pw + k * g->dw;                       \
+                            if (xx < 0 || xx >= g->w)                                          \
+                                continue;                                                      \
+                            T v = xp[(p * g->h + yy) * g->w + xx];                             \
+                            if (at < 0 || v > best || isnan(v)) {                              \
+                                best = v;                                                      \
+                                at = yy * g->w + xx;                                           \
+                                if (isnan(v))                                                  \
+                                    goto found;                                                \
+                            }                                                                  \
+                        }                                                                      \
+                    }                                                                          \
+                found:                                                                         \
+                    yp[(p * g->oh + oy) * g->ow + ox] = best;                                  \
+                    j->ix[(p * g->oh + oy) * g->ow + ox] = at;                                 \
+                }                                                                              \
+    }
+TN_MAXPOOL(f32, float)
+TN_MAXPOOL(f64, double)
+
 int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                                     const int64_t *kernel_size, int kernel_size_len,
                                     const int64_t *stride, int stride_len, const int64_t *padding,
@@ -108,39 +155,16 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
         return rc;
     int64_t os[4];
     out_shape(self, &g, os);
-    struct tn_tensor *x = tn__nn_f64(self), *y = tn__nn_zeros64(os, self->ndim);
+    bool f32 = self->dtype == TN_FLOAT32;
+    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
+    struct tn_tensor *x = tn__nn_as(self, ct), *y = tn_empty(os, self->ndim, ct);
     struct tn_tensor *ix = tn_empty(os, self->ndim, TN_INT64);
     if (!x || !y || !ix)
         return tn__nn_drop(tn_last_status(), x, y, ix, NULL);
-    const double *xp = tn_data(x);
-    double *yp = tn_data(y);
-    int64_t *ip = tn_data(ix);
-    for (int64_t p = 0; p < g.planes; p++)
-        for (int64_t oy = 0; oy < g.oh; oy++)
-            for (int64_t ox = 0; ox < g.ow; ox++) {
-                double best = -INFINITY;
-                int64_t at = -1;
-                for (int64_t i = 0; i < g.kh; i++) {
-                    int64_t yy = oy * g.sh - g.ph + i * g.dh;
-                    if (yy < 0 || yy >= g.h)
-                        continue;
-                    for (int64_t j = 0; j < g.kw; j++) {
-                        int64_t xx = ox * g.sw - g.pw + j * g.dw;
-                        if (xx < 0 || xx >= g.w)
-                            continue;
-                        double v = xp[(p * g.h + yy) * g.w + xx];
-                        if (at < 0 || v > best || isnan(v)) {
-                            best = v;
-                            at = yy * g.w + xx;
-                            if (isnan(v))
-                                goto found;
-                        }
-                    }
-                }
-            found:
-                yp[(p * g.oh + oy) * g.ow + ox] = best;
-                ip[(p * g.oh + oy) * g.ow + ox] = at;
-            }
+    struct maxpool_job j = {&g, tn_data(x), tn_data(y), tn_data(ix)};
+    int64_t per = g.oh * g.ow * g.kh * g.kw;
+    tn_parallel_for(g.planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
+                    f32 ? maxpool_f32 : maxpool_f64, &j);
     tn_release(x);
     *result0 = tn__nn_to(y, self->dtype);
     *result1 = ix;
@@ -167,22 +191,29 @@ struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
                      "hold %lld values", (long long)(g.planes * g.oh * g.ow));
         return NULL;
     }
-    struct tn_tensor *go = tn__nn_f64(grad_output), *gi = tn__nn_zeros64(self->sizes, self->ndim);
-    struct tn_tensor *i64 = tn_to_dtype(indices, TN_INT64), *ix = i64 ? tn_contiguous(i64) : NULL;
-    tn_release(i64);
+    bool f32 = self->dtype == TN_FLOAT32;
+    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
+    struct tn_tensor *go = tn__nn_as(grad_output, ct), *gi = tn_zeros(self->sizes, self->ndim, ct);
+    struct tn_tensor *ix = tn__nn_as(indices, TN_INT64);
     if (!go || !gi || !ix) {
         tn__nn_drop(0, go, gi, ix, NULL);
         return NULL;
     }
-    const double *gp = tn_data(go);
     const int64_t *ip = tn_data(ix);
-    double *dp = tn_data(gi);
     int64_t ohw = g.oh * g.ow, hw = g.h * g.w;
+    float *d32 = tn_data(gi);
+    double *d64 = tn_data(gi);
+    const float *g32 = tn_data(go);
+    const double *g64 = tn_data(go);
     for (int64_t p = 0; p < g.planes; p++)
         for (int64_t o = 0; o < ohw; o++) {
             int64_t at = ip[p * ohw + o];
-            if (at >= 0 && at < hw)
-                dp[p * hw + at] += gp[p * ohw + o];
+            if (at < 0 || at >= hw)
+                continue;
+            if (f32)
+                d32[p * hw + at] += g32[p * ohw + o];
+            else
+                d64[p * hw + at] += g64[p * ohw + o];
         }
     tn__nn_drop(0, go, ix, NULL, NULL);
     return tn__nn_to(gi, self->dtype);
