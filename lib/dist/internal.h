@@ -157,6 +157,12 @@ enum tn__op {
  * WAIT's and GET's two). No user key starts with NUL. */
 #define TN_STORE_PROBE_KEY "\0tensorkit-server"
 #define TN_STORE_PROBE_KEYLEN (sizeof TN_STORE_PROBE_KEY - 1)
+/* The key whose GET our server answers with the name of its abstract unix
+ * socket (empty without one), for clients on its host. */
+#define TN_STORE_UNIX_KEY "\0tensorkit-unix"
+#define TN_STORE_UNIX_KEYLEN (sizeof TN_STORE_UNIX_KEY - 1)
+/* Whether a TCPStore client moved to its server's unix socket (tests). */
+bool tn__store_tcp_local(const struct tn_store *s);
 
 /* ------------------------------------------------------------ misc */
 

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,11 @@ static int send_all(struct tcp_store *t, const void *p, size_t n)
     return 0;
 }
 
+/* The socket's SO_RCVTIMEO: a blocking recv wakes at least this often to
+ * look at its deadline, so a reply costs one recv and no poll; a deadline
+ * nearer than this is met with poll. */
+#define RECV_SLICE_MS 200
+
 /* Reads n bytes before deadline (ms, monotonic). TN_ETIMEOUT without a
  * message when it passes: the caller knows the keys. */
 static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
@@ -71,19 +77,21 @@ static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
         int64_t left = deadline - tn__now_ms();
         if (left <= 0)
             return TN_ETIMEOUT;
-        struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
-        if (pr < 0 && errno != EINTR)
-            return io_error(t, "poll", errno);
-        if (pr <= 0)
-            continue;
+        if (left < RECV_SLICE_MS) {
+            struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, (int)left);
+            if (pr < 0 && errno != EINTR)
+                return io_error(t, "poll", errno);
+            if (pr <= 0)
+                continue;
+        }
         /* small reads go through the read-ahead buffer, large ones straight
          * to their destination */
         bool direct = n >= sizeof t->rbuf;
         ssize_t r = recv(t->fd, direct ? c : t->rbuf, direct ? n : sizeof t->rbuf, 0);
         if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+                continue; /* EAGAIN: the slice passed */
             return io_error(t, "recv", errno);
         }
         if (r == 0)
@@ -496,6 +504,103 @@ static int try_connect(const char *host, int port, int *err)
     return fd;
 }
 
+static void set_slice(int fd)
+{
+    struct timeval tv = {0, RECV_SLICE_MS * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+/* VALIDATE, AUTH when there is a token, PING, and with probe the CHECK of
+ * the key only our server reports present (t->ours), all in one send;
+ * 0 or < 0. */
+static int handshake(struct tcp_store *t, const char *tok, bool probe, int64_t dl)
+{
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_VALIDATE) | tn__db_u32(&b, TN_STORE_MAGIC);
+    if (tok)
+        rc |= tn__db_u8(&b, TN_OP_AUTH) | tn__db_str(&b, tok, strlen(tok));
+    uint32_t nonce = (uint32_t)getpid();
+    rc |= tn__db_u8(&b, TN_OP_PING) | tn__db_u32(&b, nonce);
+    if (probe)
+        rc |= tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, 1) |
+              tn__db_str(&b, TN_STORE_PROBE_KEY, TN_STORE_PROBE_KEYLEN);
+    rc = send_buf(t, &b, rc);
+    unsigned char r[4];
+    if (rc == 0 && tok) {
+        rc = recv_all(t, r, 1, dl);
+        if (rc == 0 && r[0] != 1)
+            rc = TN_EFORMAT;
+    }
+    if (rc == 0)
+        rc = recv_all(t, r, 4, dl);
+    if (rc == 0 && tn__le32(r) != nonce)
+        rc = TN_EFORMAT;
+    if (rc == 0 && probe) {
+        rc = recv_all(t, r, 1, dl); /* the probe: 0 (present) from our server only */
+        if (rc == 0)
+            t->ours = r[0] == 0;
+    }
+    return rc;
+}
+
+/* Whether the connection's two ends have one address: the server is on
+ * this host. */
+static bool same_host(int fd)
+{
+    struct sockaddr_storage a, b;
+    socklen_t al = sizeof a, bl = sizeof b;
+    if (getsockname(fd, (struct sockaddr *)&a, &al) < 0 ||
+        getpeername(fd, (struct sockaddr *)&b, &bl) < 0 || a.ss_family != b.ss_family)
+        return false;
+    if (a.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&a)->sin_addr.s_addr ==
+               ((struct sockaddr_in *)&b)->sin_addr.s_addr;
+    if (a.ss_family == AF_INET6)
+        return !memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr,
+                       &((struct sockaddr_in6 *)&b)->sin6_addr, 16);
+    return false;
+}
+
+/* Our server also listens on an abstract unix socket and names it to the
+ * GET of TN_STORE_UNIX_KEY. A client on the server's host moves there
+ * (the handshake again, token included): a round trip through it costs the
+ * kernel about a third less than one through loopback TCP. When anything
+ * in that fails the client stays on TCP; < 0 only when TCP itself failed.
+ * TN_STORE_NO_UNIX=1 keeps every client on TCP. */
+static int try_unix(struct tcp_store *t, const char *tok, int64_t dl)
+{
+    const char *off = getenv("TN_STORE_NO_UNIX");
+    if ((off && *off && strcmp(off, "0")) || !same_host(t->fd))
+        return 0;
+    struct tn__dbuf b = {0};
+    int rc = tn__db_u8(&b, TN_OP_GET) | tn__db_str(&b, TN_STORE_UNIX_KEY, TN_STORE_UNIX_KEYLEN);
+    void *name = NULL;
+    size_t nl = 0;
+    if ((rc = send_buf(t, &b, rc)) < 0 || (rc = recv_bytes(t, &name, &nl, dl)) < 0)
+        return rc;
+    struct sockaddr_un ua = {.sun_family = AF_UNIX};
+    int fd = -1;
+    if (nl > 1 && nl <= sizeof ua.sun_path) {
+        memcpy(ua.sun_path, name, nl);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    }
+    free(name);
+    if (fd < 0)
+        return 0;
+    int tcp = t->fd;
+    t->fd = fd;
+    set_slice(fd);
+    if (connect(fd, (struct sockaddr *)&ua, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + nl)) < 0 ||
+        handshake(t, tok, false, dl) < 0) {
+        close(fd);
+        t->fd = tcp;
+        t->rpos = t->rlen = 0;
+        return 0;
+    }
+    close(tcp);
+    return 0;
+}
+
 struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeout_ms)
 {
     if (!host || port <= 0 || port > 65535) {
@@ -535,38 +640,31 @@ struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeou
     }
     int one = 1;
     setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_VALIDATE) | tn__db_u32(&b, TN_STORE_MAGIC);
+    set_slice(t->fd);
     const char *tok = getenv("TN_STORE_TOKEN");
-    if (tok && *tok)
-        rc |= tn__db_u8(&b, TN_OP_AUTH) | tn__db_str(&b, tok, strlen(tok));
-    uint32_t nonce = (uint32_t)getpid();
-    rc |= tn__db_u8(&b, TN_OP_PING) | tn__db_u32(&b, nonce);
-    rc |= tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, 1) |
-          tn__db_str(&b, TN_STORE_PROBE_KEY, TN_STORE_PROBE_KEYLEN);
-    rc = send_buf(t, &b, rc);
-    unsigned char r[4];
+    if (tok && !*tok)
+        tok = NULL;
     int64_t dl = tn__now_ms() + (timeout_ms < 10000 ? 10000 : timeout_ms);
-    if (rc == 0 && tok && *tok) {
-        rc = recv_all(t, r, 1, dl);
-        if (rc == 0 && r[0] != 1)
-            rc = TN_EFORMAT;
-    }
-    if (rc == 0)
-        rc = recv_all(t, r, 4, dl);
-    if (rc == 0 && tn__le32(r) != nonce)
-        rc = TN_EFORMAT;
-    if (rc == 0)
-        rc = recv_all(t, r, 1, dl); /* the probe: 0 (present) from our server only */
-    if (rc == 0)
-        t->ours = r[0] == 0;
+    int rc = handshake(t, tok, true, dl);
+    if (rc == 0 && t->ours)
+        rc = try_unix(t, tok, dl);
     if (rc < 0) {
         tn_set_error(TN_EIO,
                      "TCPStore client: %s:%d refused the handshake%s (not a TCPStore, an older "
                      "PyTorch, or a wrong TN_STORE_TOKEN)",
-                     host, port, tok && *tok ? " with TN_STORE_TOKEN" : "");
+                     host, port, tok ? " with TN_STORE_TOKEN" : "");
         ts_destroy(&t->base);
         return NULL;
     }
     return &t->base;
+}
+
+bool tn__store_tcp_local(const struct tn_store *s)
+{
+    if (!s || s->ops != &tcp_ops)
+        return false;
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    return getsockname(((const struct tcp_store *)s)->fd, (struct sockaddr *)&a, &al) == 0 &&
+           a.ss_family == AF_UNIX;
 }

@@ -20,7 +20,9 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* A request larger than this is refused whatever its parts say. */
@@ -50,6 +52,9 @@ struct conn {
 
 struct tn_store_server {
     int lfd, efd, stopfd;
+    int ufd; /* the abstract unix socket for clients on this host, or -1 */
+    char uname[64];
+    size_t unamelen;
     int port;
     pthread_t thread;
     struct tn__map map;
@@ -347,6 +352,11 @@ static long handle(struct tn_store_server *s, struct conn *c)
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         if (r.err)
             break;
+        if (kl == TN_STORE_UNIX_KEYLEN && k[0] == 0 &&
+            memcmp(k, TN_STORE_UNIX_KEY, kl) == 0) {
+            reply_str(c, s->uname, s->unamelen);
+            break;
+        }
         struct tn__kv *ent = tn__map_find(&s->map, k, kl);
         if (ent && ent->val)
             reply_str(c, ent->val, ent->vlen);
@@ -612,10 +622,10 @@ static void on_readable(struct tn_store_server *s, struct conn *c)
     process(s, c);
 }
 
-static void accept_all(struct tn_store_server *s)
+static void accept_all(struct tn_store_server *s, int lfd)
 {
     for (;;) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN, or EMFILE: the client retries */
         if (s->nconns >= s->max_clients) {
@@ -628,7 +638,8 @@ static void accept_all(struct tn_store_server *s)
             continue;
         }
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (lfd == s->lfd)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
         c->authed = s->token == NULL;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -658,8 +669,8 @@ static void *loop(void *arg)
         }
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &s->lfd) {
-                accept_all(s);
+            if (p == &s->lfd || p == &s->ufd) {
+                accept_all(s, *(int *)p);
                 continue;
             }
             if (p == &s->stopfd)
@@ -729,6 +740,36 @@ static int listen_on(const char *host, int port, int *outport)
     return fd;
 }
 
+/* The abstract unix socket that clients on this host move to (see
+ * tcpclient.c's try_unix): a name no one can guess from the port alone,
+ * NUL first (Linux's abstract namespace: no file, gone with the socket).
+ * Without one (TN_STORE_NO_UNIX=1, or an error) every client stays on TCP. */
+static void listen_unix(struct tn_store_server *s)
+{
+    const char *off = getenv("TN_STORE_NO_UNIX");
+    if (off && *off && strcmp(off, "0"))
+        return;
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
+        nonce = (uint64_t)tn__now_ms() * 2654435761u ^ (uint64_t)getpid();
+    struct sockaddr_un ua = {.sun_family = AF_UNIX};
+    int n = snprintf(ua.sun_path + 1, sizeof ua.sun_path - 1, "tensorkit-store-%d-%016llx",
+                     s->port, (unsigned long long)nonce);
+    size_t len = 1 + (size_t)n;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return;
+    if (len > sizeof s->uname ||
+        bind(fd, (struct sockaddr *)&ua, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0 ||
+        listen(fd, SOMAXCONN) < 0) {
+        close(fd);
+        return;
+    }
+    memcpy(s->uname, ua.sun_path, len);
+    s->unamelen = len;
+    s->ufd = fd;
+}
+
 struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts *opts)
 {
     struct tn_store_server_opts o = {0};
@@ -740,7 +781,7 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
         tn_set_error(TN_ENOMEM, "TCPStore server: out of memory");
         return NULL;
     }
-    s->lfd = s->efd = s->stopfd = -1;
+    s->lfd = s->efd = s->stopfd = s->ufd = -1;
     tn__map_init(&s->map);
     s->max_clients = o.max_clients > 0 ? o.max_clients : 65536;
     const char *tok = o.token ? o.token : getenv("TN_STORE_TOKEN");
@@ -775,6 +816,11 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
     epoll_ctl(s->efd, EPOLL_CTL_ADD, s->lfd, &ev);
+    listen_unix(s);
+    if (s->ufd >= 0) {
+        ev.data.ptr = &s->ufd;
+        epoll_ctl(s->efd, EPOLL_CTL_ADD, s->ufd, &ev);
+    }
     ev.data.ptr = &s->stopfd;
     epoll_ctl(s->efd, EPOLL_CTL_ADD, s->stopfd, &ev);
     if (pthread_create(&s->thread, NULL, loop, s) != 0) {
@@ -787,6 +833,8 @@ oom:
 fail:
     if (s->lfd >= 0)
         close(s->lfd);
+    if (s->ufd >= 0)
+        close(s->ufd);
     if (s->efd >= 0)
         close(s->efd);
     if (s->stopfd >= 0)
@@ -812,6 +860,8 @@ void tn_store_server_stop(struct tn_store_server *s)
     while (s->conns)
         close_conn(s, s->conns);
     close(s->lfd);
+    if (s->ufd >= 0)
+        close(s->ufd);
     close(s->efd);
     close(s->stopfd);
     tn__map_free(&s->map);

@@ -220,6 +220,28 @@ static void test_tcp(void **state)
     tn_store_server_stop(srv);
 }
 
+bool tn__store_tcp_local(const struct tn_store *s); /* lib/dist/internal.h */
+
+/* A client on the server's host moves to its unix socket (test_token: with
+ * the token); TN_STORE_NO_UNIX=1 keeps it on TCP; both serve alike. */
+static void test_tcp_unix(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            setenv("TN_STORE_NO_UNIX", "1", 1);
+        struct tn_store_server *srv = start(NULL);
+        struct tn_store *s = tn_store_tcp_connect("127.0.0.1", tn_store_server_port(srv), 5000);
+        assert_non_null(s);
+        assert_int_equal(tn__store_tcp_local(s), !off);
+        common_ops(s, true);
+        tn_store_release(s);
+        tn_store_server_stop(srv);
+        unsetenv("TN_STORE_NO_UNIX");
+    }
+}
+
 /* Sends bytes on a fresh connection and reports whether the server closed
  * it (reading EOF) within a second. */
 static bool server_drops(int port, const void *bytes, size_t n)
@@ -298,6 +320,7 @@ static void test_token(void **state)
     setenv("TN_STORE_TOKEN", "s3cret", 1);
     struct tn_store *s = tn_store_tcp_connect("127.0.0.1", port, 2000);
     assert_non_null(s);
+    assert_true(tn__store_tcp_local(s)); /* the token asked on the unix socket too */
     assert_int_equal(tn_store_set(s, "k", "v", 1), 0);
     char *v = getstr(s, "k");
     assert_string_equal(v, "v");
@@ -448,6 +471,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash),         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_file),         cmocka_unit_test(test_tcp),
+        cmocka_unit_test(test_tcp_unix),
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),
     };
