@@ -462,7 +462,7 @@ static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
         break;
     case TG_OPT_TENSOR_LIST: /* the index tensors of index/index_put, never differentiated */
         out->kind = V_TENSORS;
-        snprintf(out->text, sizeof out->text, "(const struct tn_tensor *const *)n_->%s, n_->%s_len",
+        snprintf(out->text, sizeof out->text, "(const struct tn_tensor *const *)v_%s, n_->%s_len",
                  n, n);
         break;
     default:
@@ -726,8 +726,8 @@ static void c_member(FILE *f, const struct tg_arg *a)
     case TG_STR: fprintf(f, "    char *%s;\n", n); break;
     case TG_SCALAR_TYPE: fprintf(f, "    enum tn_dtype %s;\n", n); break;
     case TG_INT_LIST: fprintf(f, "    int64_t %s[TN_MAX_DIMS];\n    int %s_len;\n", n, n); break;
-    case TG_OPT_TENSOR_LIST:
-        fprintf(f, "    struct tn_tensor *%s[TN_MAX_DIMS];\n    int %s_len;\n", n, n);
+    case TG_OPT_TENSOR_LIST: /* saved as tensors are (version checked) */
+        fprintf(f, "    struct tn_saved %s_[TN_MAX_DIMS];\n    int %s_len;\n", n, n);
         break;
     default: break;
     }
@@ -752,12 +752,12 @@ static void c_store(FILE *f, const struct tg_arg *a)
         fprintf(f, "    if (%s && %s_len)\n        memcpy(n_->%s, %s, sizeof(int64_t) * "
                    "(size_t)%s_len);\n    n_->%s_len = %s_len;\n", n, n, n, n, n, n, n);
         return;
-    case TG_OPT_TENSOR_LIST: /* references held (the op has checked the length) */
+    case TG_OPT_TENSOR_LIST: /* each saved (None: nothing), the op has checked the length */
         fprintf(f, "    if (%s_len > TN_MAX_DIMS) {\n        tn_set_error(TN_EINVAL, \"%s: more "
                    "than %%d tensors\", TN_MAX_DIMS);\n        goto fail_;\n    }\n"
-                   "    for (int k_ = 0; k_ < %s_len; k_++)\n"
-                   "        n_->%s[k_] = tn_retain((struct tn_tensor *)%s[k_]);\n"
-                   "    n_->%s_len = %s_len;\n", n, n, n, n, n, n, n);
+                   "    n_->%s_len = %s_len;\n    for (int k_ = 0; k_ < %s_len; k_++)\n"
+                   "        if (tn__save(&n_->%s_[k_], %s[k_], false, 0) < 0)\n"
+                   "            goto fail_;\n", n, n, n, n, n, n, n);
         return;
     default:
         if (a->optional && a->type != TG_SCALAR_TYPE) {
@@ -869,8 +869,8 @@ static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct 
         else if (a->type == TG_STR)
             fprintf(f, "    free(n_->%s);\n    n_->%s = NULL;\n", a->name, a->name);
         else if (a->type == TG_OPT_TENSOR_LIST)
-            fprintf(f, "    for (int k_ = 0; k_ < n_->%s_len; k_++)\n        tn_release(n_->%s[k_]);\n"
-                       "    n_->%s_len = 0;\n", a->name, a->name, a->name);
+            fprintf(f, "    for (int k_ = 0; k_ < n_->%s_len; k_++)\n"
+                       "        tn__saved_release(&n_->%s_[k_]);\n", a->name, a->name);
     }
     for (int k = 0; k < fn->nrets; k++)
         if (uses_res & (1u << k))
@@ -942,6 +942,18 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     for (int k = 0; k < nr; k++)
         if (uses_res & (1u << k))
             fprintf(f, "    struct tn_tensor *v_res%d = NULL;\n", k);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i))) {
+            const char *nm = fn->args[i].name;
+            fprintf(f, "    struct tn_tensor *v_%s[TN_MAX_DIMS] = {NULL};\n    if (", nm);
+            cond_of(f, cf, nf, 1u << i, U_ARG, "n0");
+            /* a None entry saved nothing; the others as a Tensor argument */
+            fprintf(f, ")\n        for (int k_ = 0; k_ < n_->%s_len; k_++)\n"
+                       "            if ((n0->released || n_->%s_[k_].t) &&\n"
+                       "                !(v_%s[k_] = tn__unpack(&n_->%s_[k_], n0))) {\n"
+                       "                rc_ = tn_last_status();\n                goto done_;\n"
+                       "            }\n", nm, nm, nm, nm);
+        }
     for (int i = 0; i < fn->nargs + nr; i++) {
         bool res = i >= fn->nargs;
         unsigned bit = 1u << (res ? i - fn->nargs : i);
@@ -970,6 +982,10 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     for (int k = 0; k < nr; k++)
         if (uses_res & (1u << k))
             fprintf(f, "    tn_release(v_res%d);\n", k);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i)))
+            fprintf(f, "    for (int k_ = 0; k_ < TN_MAX_DIMS; k_++)\n        tn_release(v_%s[k_]);\n",
+                    fn->args[i].name);
     fputs("    return rc_;\n}\n\n", f);
 
     /* the functional kernel: results in r_[], each differentiable one

@@ -95,6 +95,29 @@ static void test_meta_shape(void **state)
     tn_release(x);
 }
 
+/* The index tensors are saved as PyTorch saves them: changing one in place
+ * before backward is its version error (words of PyTorch 1.13 and 2.x). */
+static void test_saved_index_version(void **state)
+{
+    struct tn_tensor *x = tn_zeros(TN_SHAPE(3, 4), TN_FLOAT64);
+    assert_int_equal(tn_requires_grad_(x, true), 0);
+    int64_t iv[] = {2, 0};
+    struct tn_tensor *i = tn_from_blob(iv, TN_SHAPE(2), NULL, TN_INT64, NULL, NULL);
+    const struct tn_tensor *idx[] = {i};
+    struct tn_tensor *y = tn_index(x, idx, 1), *s = tn_sum(y, TN_DTYPE_UNSET);
+    assert_int_equal(tn_fill_(i, tn_int(1)), 0);
+    assert_true(tn_backward(&s, 1, NULL, false, false) < 0);
+    assert_string_equal(tn_last_error(), "one of the variables needed for gradient computation "
+                        "has been modified by an inplace operation: [torch.LongTensor [2]] is at "
+                        "version 1; expected version 0 instead. Hint: enable anomaly detection to "
+                        "find the operation that failed to compute its gradient, with "
+                        "torch.autograd.set_detect_anomaly(True).");
+    tn_release(s);
+    tn_release(y);
+    tn_release(i);
+    tn_release(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -102,6 +125,7 @@ int main(void)
         cmocka_unit_test(test_typed_none_entry),
         cmocka_unit_test(test_index_put_in_place),
         cmocka_unit_test(test_meta_shape),
+        cmocka_unit_test(test_saved_index_version),
     };
     return TN_RUN_TESTS(tests);
 }
