@@ -104,6 +104,27 @@ struct maxpool_job {
     int64_t *ix;
 };
 
+/* mask (all ones or zero) ? a : b, without a branch */
+static inline float pick_f32(int64_t mask, float a, float b)
+{
+    uint32_t ua, ub, m = (uint32_t)mask;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, 4);
+    return a;
+}
+
+static inline double pick_f64(int64_t mask, double a, double b)
+{
+    uint64_t ua, ub, m = (uint64_t)mask;
+    memcpy(&ua, &a, 8);
+    memcpy(&ub, &b, 8);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, 8);
+    return a;
+}
+
 #define TN_MAXPOOL(SFX, T)                                                                     \
     static void maxpool_##SFX(int64_t begin, int64_t end, void *ctx)                           \
     {                                                                                          \
@@ -124,16 +145,15 @@ struct maxpool_job {
                             int64_t xx = ox * g->sw - g->pw + k * g->dw;                       \
                             if (xx < 0 || xx >= g->w)                                          \
                                 continue;                                                      \
+                            /* the first NaN wins; selects, not branches, since which   \
+                             * element wins is a coin toss on real data */                     \
                             T v = xp[(p * g->h + yy) * g->w + xx];                             \
-                            if (at < 0 || v > best || isnan(v)) {                              \
-                                best = v;                                                      \
-                                at = yy * g->w + xx;                                           \
-                                if (isnan(v))                                                  \
-                                    goto found;                                                \
-                            }                                                                  \
+                            int64_t take = -(int64_t)((at < 0) | (v > best) |                  \
+                                                      ((v != v) & (best == best)));            \
+                            best = pick_##SFX(take, v, best);                                  \
+                            at = (take & (yy * g->w + xx)) | (~take & at);                     \
                         }                                                                      \
                     }                                                                          \
-                found:                                                                         \
                     yp[(p * g->oh + oy) * g->ow + ox] = best;                                  \
                     j->ix[(p * g->oh + oy) * g->ow + ox] = at;                                 \
                 }                                                                              \
