@@ -75,6 +75,34 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
 #define FN_F(fn) fn##f
 #define FN_D(fn) fn
 TN_FLOAT_ULOOPS(f32, float, float, LD_ID, ST_ID, FN_F)
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+/* relu_f32 over contiguous runs, four at a time and without branches:
+ * max(x, 0) (+0 for -0), x itself where x is NaN. The scalar loop's
+ * NaN test is a branch that random signs mispredict half the time. */
+static void relu_f32_sse2(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+    if (s[0] != sizeof(float) || s[1] != sizeof(float)) {
+        relu_f32(p, s, n, ctx);
+        return;
+    }
+    float *o = (float *)(void *)p[0];
+    const float *a = (const float *)(const void *)p[1];
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m128 x = _mm_loadu_ps(a + i), nan = _mm_cmpunord_ps(x, x);
+        __m128 m = _mm_max_ps(x, _mm_setzero_ps());
+        _mm_storeu_ps(o + i, _mm_or_ps(_mm_and_ps(nan, x), _mm_andnot_ps(nan, m)));
+    }
+    char *q[2] = {(char *)(o + i), (char *)(a + i)};
+    relu_f32(q, s, n - i, ctx);
+}
+#define RELU_F32 relu_f32_sse2
+#else
+#define RELU_F32 relu_f32
+#endif
 TN_FLOAT_ULOOPS(f64, double, double, LD_ID, ST_ID, FN_D)
 TN_FLOAT_ULOOPS(f16, tn_half, float, LD_H, ST_H, FN_F)
 TN_FLOAT_ULOOPS(bf16, tn_bfloat16, float, LD_BF, ST_BF, FN_F)
@@ -304,7 +332,7 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_LOGIT_EPS] = {ROW_R(logit_eps)},
     [U_CLAMP] = {ROW_R(clamp), ROW_I(clamp)},
     [U_NAN_TO_NUM] = {ROW_F(nan_to_num), ROW_I(ident), [TN_BOOL] = sign_b},
-    [U_RELU] = {[TN_FLOAT32] = relu_f32, [TN_FLOAT64] = relu_f64, [TN_FLOAT16] = relu_f16,
+    [U_RELU] = {[TN_FLOAT32] = RELU_F32, [TN_FLOAT64] = relu_f64, [TN_FLOAT16] = relu_f16,
                 [TN_BFLOAT16] = relu_bf16, ROW_I(relu)},
 };
 static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "log_vml_cpu",
