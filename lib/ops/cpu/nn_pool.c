@@ -105,25 +105,18 @@ struct maxpool_job {
 };
 
 /* mask (all ones or zero) ? a : b, without a branch */
-static inline float pick_f32(int64_t mask, float a, float b)
-{
-    uint32_t ua, ub, m = (uint32_t)mask;
-    memcpy(&ua, &a, 4);
-    memcpy(&ub, &b, 4);
-    ua = (ua & m) | (ub & ~m);
-    memcpy(&a, &ua, 4);
-    return a;
-}
-
-static inline double pick_f64(int64_t mask, double a, double b)
-{
-    uint64_t ua, ub, m = (uint64_t)mask;
-    memcpy(&ua, &a, 8);
-    memcpy(&ub, &b, 8);
-    ua = (ua & m) | (ub & ~m);
-    memcpy(&a, &ua, 8);
-    return a;
-}
+#define TN_PICK(SFX, T, U)                                                                     \
+    static inline T pick_##SFX(int64_t mask, T a, T b)                                         \
+    {                                                                                          \
+        U ua, ub, m = (U)mask;                                                                 \
+        memcpy(&ua, &a, sizeof a);                                                             \
+        memcpy(&ub, &b, sizeof b);                                                             \
+        ua = (ua & m) | (ub & ~m);                                                             \
+        memcpy(&a, &ua, sizeof a);                                                             \
+        return a;                                                                              \
+    }
+TN_PICK(f32, float, uint32_t)
+TN_PICK(f64, double, uint64_t)
 
 #define TN_MAXPOOL(SFX, T)                                                                     \
     static void maxpool_##SFX(int64_t begin, int64_t end, void *ctx)                           \
