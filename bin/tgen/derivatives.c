@@ -61,21 +61,48 @@ static const char *scalar_of(yaml_node_t *n)
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-/* CamelCase of an op name without leading underscores: "log_softmax" ->
- * "LogSoftmax". */
+/* PyTorch's CamelCase of an op name (each '_'-separated word title-cased,
+ * so a letter after a digit is upper case too): "log_softmax" ->
+ * "LogSoftmax", "max_pool2d" -> "MaxPool2D", "log1p" -> "Log1P" */
 static void camel(const char *name, char *out, size_t len)
 {
-    size_t k = 0;
+    size_t k = 0, n = strlen(name);
     bool up = true;
-    for (const char *p = name; *p && k + 1 < len; p++) {
+    /* and without a "_forward" suffix: nll_loss_forward -> NllLoss */
+    if (n > 8 && !strcmp(name + n - 8, "_forward"))
+        n -= 8;
+    for (const char *p = name; p < name + n && k + 1 < len; p++) {
         if (*p == '_') {
             up = true;
             continue;
         }
         out[k++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
-        up = false;
+        up = !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'));
     }
     out[k] = 0;
+}
+
+/* PyTorch numbers a node by the entries of ITS derivatives.yaml with the
+ * same op name before it (AddBackward1 is add.Scalar's); where ours holds
+ * fewer of them before an op, the number PyTorch's grad_fn shows. */
+static const struct {
+    const char *op;
+    int nr;
+} torch_node_nr[] = {
+    {"clamp", 1},          {"div.Tensor_mode", 2},  {"fmod.Tensor", 1},  {"remainder.Tensor", 1},
+    {"pow.Tensor_Tensor", 1}, {"mean.dim", 1},     {"sum.dim_IntList", 1}, {"lerp.Tensor", 1},
+    {"sum", 0},            {"mean", 0},             {"div.Scalar", 1},
+};
+
+static int node_number(const struct tg_derivs *ds, int i)
+{
+    for (size_t k = 0; k < sizeof torch_node_nr / sizeof torch_node_nr[0]; k++)
+        if (!strcmp(torch_node_nr[k].op, ds->d[i].name))
+            return torch_node_nr[k].nr;
+    int same = 0;
+    for (int j = 0; j < i; j++)
+        same += !strcmp(ds->d[j].fn->name, ds->d[i].fn->name);
+    return same;
 }
 
 static struct tg_func *find_op(struct tg_schema *s, const char *name)
@@ -287,13 +314,11 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
                 goto done;
             }
         /* PyTorch's node names: the op in CamelCase, "Backward", and the
-         * count of earlier entries of the same op name */
-        int same = 0;
-        for (int j = 0; j < i; j++)
-            same += !strcmp(out->d[j].fn->name, out->d[i].fn->name);
+         * count of earlier entries of the same op name (PyTorch's) */
         char cc[80];
         camel(out->d[i].fn->name, cc, sizeof cc);
-        if (snprintf(out->d[i].node, sizeof out->d[i].node, "%sBackward%d", cc, same) >=
+        if (snprintf(out->d[i].node, sizeof out->d[i].node, "%sBackward%d", cc,
+                     node_number(out, i)) >=
             (int)sizeof out->d[i].node) {
             d_error(out->d[i].line, out->d[i].col, "'%s': name too long", out->d[i].name);
             goto done;

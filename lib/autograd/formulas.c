@@ -104,6 +104,12 @@ struct tn_tensor *tn__mean_backward(const struct tn_tensor *grad, const int64_t 
     return r;
 }
 
+/* mean()'s: grad spread over every element, divided by their count */
+struct tn_tensor *tn__mean_all_bw(const struct tn_tensor *grad, const int64_t *sizes, int ndim)
+{
+    return tn__mean_backward(grad, sizes, ndim, NULL, 0, false);
+}
+
 /* amax/amin: the gradient shared evenly between the elements that tie
  * for the extreme, as PyTorch's scale_grad_by_count. */
 struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,

@@ -145,6 +145,7 @@ struct tn_tensor *tn__sum_backward(const struct tn_tensor *grad, const int64_t *
                                    const int64_t *dim, int dim_len, bool keepdim);
 struct tn_tensor *tn__mean_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
                                     const int64_t *dim, int dim_len, bool keepdim);
+struct tn_tensor *tn__mean_all_bw(const struct tn_tensor *grad, const int64_t *sizes, int ndim);
 struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
                                     const struct tn_tensor *result, const int64_t *dim,
                                     int dim_len, bool keepdim);

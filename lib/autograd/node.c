@@ -52,7 +52,7 @@ bool tn__ad_needed(const struct tn_tensor *const *ts, int n)
 
 /* ------------------------------------------------------------------- hooks */
 
-enum hook_kind { HOOK_TENSOR, HOOK_POST_ACCUMULATE };
+enum hook_kind { HOOK_TENSOR, HOOK_POST_ACCUMULATE, HOOK_RETAIN };
 
 struct tn_hook {
     int64_t id;
@@ -61,6 +61,7 @@ struct tn_hook {
     tn_grad_hook_fn fn;
     tn_post_accumulate_hook_fn post;
     void *ctx;
+    void (*ctx_free)(void *ctx);     /* run when the hook goes; NULL when none */
     struct tn_hook *next;            /* the owner's list */
     struct tn_hook *all_prev, *all_next; /* every live hook, for tn_remove_hook */
 };
@@ -107,6 +108,8 @@ static void hooks_free(struct tn_hook *h)
     pthread_mutex_unlock(&hooks_lock);
     while (h) {
         struct tn_hook *n = h->next;
+        if (h->ctx_free)
+            h->ctx_free(h->ctx);
         free(h);
         h = n;
     }
@@ -129,12 +132,29 @@ bool tn_remove_hook(int64_t handle)
 
 /* --------------------------------------------------------- autograd meta */
 
-/* What a leaf keeps between graphs. */
+/* A non-leaf's retain_grad: the tensor as its grad_fn's hook sees it,
+ * NULL once the tensor is gone (the node may outlive it). Owned by the
+ * tensor's meta and the hook. */
+struct retain_cell {
+    struct tn_tensor *t;
+    int refs;
+    struct tn_hook *hook;          /* the live hook, on t's current grad_fn */
+};
+
+/* What a tensor keeps between graphs. */
 struct tn_autograd_meta {
     struct tn_node *grad_acc;      /* its AccumulateGrad node, not owned */
     struct tn_hook *hooks;         /* tensor hooks */
     struct tn_hook *post_hooks;    /* post-accumulate-grad hooks */
+    struct retain_cell *retain;    /* retain_grad() of a non-leaf */
 };
+
+static void cell_release(void *p)
+{
+    struct retain_cell *c = p;
+    if (c && --c->refs == 0)
+        free(c);
+}
 
 static struct tn_autograd_meta *meta_of(const struct tn_tensor *t)
 {
@@ -152,6 +172,10 @@ void tn__ad_free_meta(struct tn_tensor *t)
     struct tn_autograd_meta *m = t->autograd_meta;
     t->autograd_meta = NULL;
     /* grad_acc cannot be alive here: it owns a reference to t */
+    if (m->retain) {
+        m->retain->t = NULL;
+        cell_release(m->retain);
+    }
     hooks_free(m->hooks);
     hooks_free(m->post_hooks);
     free(m);
@@ -264,6 +288,8 @@ int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t)
     return n->next[i].fn ? TN_OK : tn_last_status();
 }
 
+static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c);
+
 void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)
 {
     struct tn_node *old = t->grad_fn;
@@ -271,6 +297,13 @@ void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)
     t->output_nr = nr;
     t->requires_grad = true;
     meta_fill(&n->meta[nr], t);
+    /* retain_grad follows the tensor to its new grad_fn, as PyTorch's */
+    struct tn_autograd_meta *m = t->autograd_meta;
+    if (m && m->retain && old != n) {
+        m->retain->hook->fn = NULL;
+        if (retain_hook_add(t, m->retain) < 0)
+            tn_clear_error();
+    }
     tn__node_release(old);
 }
 
@@ -414,15 +447,80 @@ int64_t tn_register_post_accumulate_grad_hook(struct tn_tensor *leaf,
     return h->id;
 }
 
+/* The tensor hooks of output output_nr, then its retain_grad (which sees
+ * what the hooks made of the gradient, as PyTorch's). */
 static int run_hooks(struct tn_hook *h, int output_nr, struct tn_tensor **grad)
 {
-    for (; h; h = h->next)
-        if (h->fn && h->output_nr == output_nr) {
-            int rc = h->fn(grad, h->ctx);
-            if (rc < 0)
-                return rc;
-        }
+    for (int pass = 0; pass < 2; pass++)
+        for (struct tn_hook *p = h; p; p = p->next)
+            if (p->fn && p->output_nr == output_nr && (p->kind == HOOK_RETAIN) == (pass == 1)) {
+                int rc = p->fn(grad, p->ctx);
+                if (rc < 0)
+                    return rc;
+            }
     return TN_OK;
+}
+
+/* .grad of a non-leaf that retains it: a copy of the first gradient, the
+ * sum after that. */
+static int retain_hook(struct tn_tensor **grad, void *ctx)
+{
+    struct retain_cell *c = ctx;
+    struct tn_tensor *t = c->t;
+    if (!t || !*grad)
+        return TN_OK;
+    struct tn_tensor *g = t->grad ? tn_add(t->grad, *grad, tn_int(1)) : tn_clone(*grad);
+    if (!g)
+        return tn_last_status();
+    tn_release(t->grad);
+    t->grad = g;
+    return TN_OK;
+}
+
+static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c)
+{
+    struct tn_hook *h = hook_new(HOOK_RETAIN, &t->grad_fn->pre_hooks);
+    if (!h)
+        return TN_ENOMEM;
+    h->fn = retain_hook;
+    h->ctx = c;
+    h->ctx_free = cell_release;
+    h->output_nr = (int)t->output_nr;
+    c->refs++;
+    c->hook = h;
+    return TN_OK;
+}
+
+int tn_retain_grad(struct tn_tensor *t)
+{
+    if (!t->requires_grad)
+        return tn_set_error(TN_ERUNTIME, "can't retain_grad on Tensor that has "
+                            "requires_grad=False");
+    if (!t->grad_fn)
+        return TN_OK; /* a leaf keeps its .grad anyway */
+    struct tn_autograd_meta *m = meta_of(t);
+    if (!m)
+        return TN_ENOMEM;
+    if (m->retain)
+        return TN_OK;
+    struct retain_cell *c = calloc(1, sizeof *c);
+    if (!c)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    c->t = t;
+    c->refs = 1;
+    int rc = retain_hook_add(t, c);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    m->retain = c;
+    return TN_OK;
+}
+
+bool tn_retains_grad(const struct tn_tensor *t)
+{
+    const struct tn_autograd_meta *m = t->autograd_meta;
+    return t->grad_fn && m && m->retain;
 }
 
 int tn__ad_run_pre_hooks(struct tn_node *n, int i, struct tn_tensor **grad)

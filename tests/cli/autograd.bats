@@ -10,6 +10,8 @@ load helper
     mkdir -p "$BATS_TEST_TMPDIR/autograd" "$BATS_TEST_TMPDIR/x"
     run "$TORCH2" -W ignore "$TN_SRCDIR/tests/fixtures/autograd_ops.py" "$BATS_TEST_TMPDIR/autograd"
     assert_success
+    run "$TORCH2" -W ignore "$TN_SRCDIR/tests/fixtures/autograd_ops.py" --names "$BATS_TEST_TMPDIR/autograd"
+    assert_success
     TN_FIXTURES=$BATS_TEST_TMPDIR/x run "$TN_BUILDDIR/tests/unit/test_autograd"
     assert_success
     assert_output --partial "from PyTorch 2."

@@ -327,6 +327,64 @@ static int plus_one_hook(struct tn_tensor **grad, void *ctx)
     return 0;
 }
 
+/* retain_grad: y = 3x (a non-leaf) keeps the gradient reaching it, after
+ * its hooks (double_hook, registered after retain_grad, runs first as in
+ * PyTorch), summed over two backward runs; a leaf's retain_grad changes
+ * nothing; one that does not require grad is refused in PyTorch's words;
+ * an in-place op moves it to y's new grad_fn; freeing y before backward is
+ * safe. */
+static void test_retain_grad(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = tn_ones(TN_SHAPE(3), TN_FLOAT64);
+    assert_int_equal(tn_requires_grad_(x, true), 0);
+    assert_int_equal(tn_retain_grad(x), 0);
+    assert_false(tn_retains_grad(x));
+    struct tn_tensor *plain = tn_ones(TN_SHAPE(3), TN_FLOAT64);
+    assert_true(tn_retain_grad(plain) < 0);
+    assert_string_equal(tn_last_error(),
+                        "can't retain_grad on Tensor that has requires_grad=False");
+    struct tn_tensor *y = tn_mul_scalar(x, tn_int(3));
+    assert_int_equal(tn_retain_grad(y), 0);
+    assert_int_equal(tn_retain_grad(y), 0); /* twice is once */
+    assert_true(tn_retains_grad(y));
+    assert_true(tn_register_hook(y, double_hook, NULL) > 0);
+    for (int run = 1; run <= 2; run++) {
+        struct tn_tensor *yy = tn_mul(y, y), *s = sum(yy);
+        assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+        /* d sum(y^2)/dy = 2y = 6, doubled by the hook: 12 per run */
+        const double *g = tn_data(y->grad);
+        for (int k = 0; k < 3; k++)
+            assert_true(g[k] == 12.0 * run);
+        tn_release(s);
+        tn_release(yy);
+    }
+    assert_true(((const double *)tn_data(x->grad))[0] == 72.0);
+    /* in place: the gradient retained is that of the new y */
+    struct tn_tensor *z = tn_mul_scalar(x, tn_int(2));
+    assert_int_equal(tn_retain_grad(z), 0);
+    assert_int_equal(tn_mul_(z, x), 0); /* z = 2x * x */
+    struct tn_tensor *zz = tn_mul_scalar(z, tn_int(5)), *s = sum(zz);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    assert_non_null(z->grad);
+    assert_true(((const double *)tn_data(z->grad))[0] == 5.0);
+    tn_release(s);
+    tn_release(zz);
+    /* the graph outlives y: its retain_grad hook finds y gone */
+    struct tn_tensor *w = tn_mul_scalar(x, tn_int(4));
+    assert_int_equal(tn_retain_grad(w), 0);
+    struct tn_tensor *ww = tn_mul_scalar(w, tn_int(1));
+    tn_release(w);
+    s = sum(ww);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    tn_release(s);
+    tn_release(ww);
+    tn_release(z);
+    tn_release(y);
+    tn_release(plain);
+    tn_release(x);
+}
+
 static int post_hook(struct tn_tensor *leaf_, void *ctx)
 {
     /* the grad is final when this runs */
@@ -519,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
         cmocka_unit_test(test_copy_slices),     cmocka_unit_test(test_not_implemented),
         cmocka_unit_test(test_batch_norm_twice),
+        cmocka_unit_test(test_retain_grad),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);

@@ -46,6 +46,13 @@ int tn_requires_grad_(struct tn_tensor *t, bool requires_grad);
 bool tn_is_leaf(const struct tn_tensor *t);
 /* The name of t's grad_fn ("MulBackward0"), or NULL for a leaf. */
 const char *tn_grad_fn_name(const struct tn_tensor *t);
+/* tensor.retain_grad(): backward fills t->grad of non-leaf t too (a copy
+ * of the gradient reaching it, summed over backward runs), after t's
+ * hooks ran. A no-op for a leaf. 0, or an error when t does not require
+ * grad. */
+int tn_retain_grad(struct tn_tensor *t);
+/* tensor.retains_grad: true for a non-leaf after tn_retain_grad. */
+bool tn_retains_grad(const struct tn_tensor *t);
 /* Drops t.grad (optimizer.zero_grad(set_to_none=True)). */
 void tn_zero_grad(struct tn_tensor *t);
 
