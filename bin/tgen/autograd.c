@@ -1197,6 +1197,25 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
               "    tn_release(r_);\n    return NULL;\n}\n\n", f);
 }
 
+/* The Autograd kernel of an out= overload (see mark_out_check). */
+static void write_out_check(const struct tg_func *fn, FILE *f)
+{
+    fprintf(f, "/* %s */\nint %s(tn_keyset ks", fn->text, fn->autograd);
+    for (int i = 0; i < fn->nargs; i++) {
+        fputs(", ", f);
+        tg_c_param(f, &fn->args[i]);
+    }
+    fputs(")\n{\n", f);
+    tensor_array(f, fn);
+    fprintf(f, "    if (tn__ad_needed(ins_, %d))\n        return tn_set_error(TN_ERUNTIME, \"%s(): "
+               "functions with out=... arguments don't support automatic differentiation, but "
+               "one of the arguments requires grad.\");\n    tn_keyset prev_ = "
+               "tn__ad_below_begin();\n    int rc_ = tn_redispatch_%s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(fn), fn->name, fn->ident);
+    call_list(f, fn, 0);
+    fputs(");\n    tn__ad_below_end(prev_);\n    return rc_;\n}\n\n", f);
+}
+
 int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f)
 {
     const char *base = strrchr(ds->path, '/') ? strrchr(ds->path, '/') + 1 : ds->path;
@@ -1217,6 +1236,9 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
     for (int i = 0; i < s->nfuncs; i++)
         if (s->funcs[i].no_derivative)
             write_no_derivative(&s->funcs[i], f);
+    for (int i = 0; i < s->nfuncs; i++)
+        if (s->funcs[i].out_check)
+            write_out_check(&s->funcs[i], f);
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *ip = &s->funcs[i];
         if (!ip->inplace || !ip->autograd[0])

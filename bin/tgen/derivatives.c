@@ -211,7 +211,7 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *
 }
 
 /* fn and its in-place overload (same name and overload, same arguments).
- * out= overloads keep no Autograd kernel: they run below it. */
+ * out= overloads get mark_out_check's kernel instead. */
 static void name_kernels(struct tg_schema *s, struct tg_func *fn)
 {
     for (int i = 0; i < s->nfuncs; i++) {
@@ -257,6 +257,23 @@ static int mark_no_derivative(struct tg_schema *s)
         snprintf(f->autograd, sizeof f->autograd, "tn__autograd_%s", f->ident);
     }
     return 0;
+}
+
+/* The out= overloads with a Tensor argument: PyTorch refuses them when an
+ * argument requires grad (grad mode on) rather than writing a result
+ * without history. */
+static void mark_out_check(struct tg_schema *s)
+{
+    for (int i = 0; i < s->nfuncs; i++) {
+        struct tg_func *f = &s->funcs[i];
+        bool tensor_arg = false;
+        for (int a = 0; a < f->nargs; a++)
+            tensor_arg |= f->args[a].type == TG_TENSOR;
+        if (!f->is_out || f->autograd[0] || !tensor_arg)
+            continue;
+        f->out_check = true;
+        snprintf(f->autograd, sizeof f->autograd, "tn__autograd_%s", f->ident);
+    }
 }
 
 int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs *out)
@@ -326,6 +343,7 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
         name_kernels(s, out->d[i].fn);
     }
     rc = mark_no_derivative(s);
+    mark_out_check(s);
 done:
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);

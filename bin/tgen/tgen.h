@@ -66,6 +66,9 @@ struct tg_func {
      * `node`) whose backward fails with PyTorch's "not implemented" */
     bool no_derivative;
     char node[96];
+    /* an out= overload: its Autograd kernel refuses inputs that require
+     * grad, in PyTorch's words */
+    bool out_check;
 };
 
 struct tg_schema {

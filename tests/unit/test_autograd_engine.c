@@ -220,6 +220,27 @@ static void test_not_implemented(void **state)
     tn_release(x);
 }
 
+/* An out= op refuses arguments that require grad (grad mode on), in
+ * PyTorch's words; without grad mode, or without such arguments, it runs. */
+static void test_out_requires_grad(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *out = tn_zeros(TN_SHAPE(3), TN_FLOAT64);
+    assert_true(tn_add_out(x, x, tn_int(1), out) < 0);
+    assert_string_equal(tn_last_error(), msg("out_requires_grad"));
+    assert_int_equal(tn_mul_out(x, x, out), TN_ERUNTIME);
+    assert_non_null(strstr(tn_last_error(), "mul(): functions with out=..."));
+    bool prev = tn_set_grad_enabled(false);
+    assert_int_equal(tn_add_out(x, x, tn_int(1), out), 0);
+    tn_set_grad_enabled(prev);
+    struct tn_tensor *d = tn_detach(x);
+    assert_int_equal(tn_add_out(d, d, tn_int(1), out), 0);
+    assert_false(out->requires_grad);
+    tn_release(d);
+    tn_release(out);
+    tn_release(x);
+}
+
 /* batch_norm run twice in training before one backward: each run updates
  * the running statistics in place, and the first graph (which saved them)
  * stays valid, as in PyTorch, whose kernel writes them without counting a
@@ -578,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_copy_slices),     cmocka_unit_test(test_not_implemented),
         cmocka_unit_test(test_batch_norm_twice),
         cmocka_unit_test(test_retain_grad),
+        cmocka_unit_test(test_out_requires_grad),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);
