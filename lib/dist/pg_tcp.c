@@ -250,9 +250,43 @@ static int check_tensor(struct tn_pg *pg, const struct tn_tensor *t)
 
 /* ------------------------------------------------------------ reductions */
 
+/* d[i] += s[i] in 16-byte vectors (GCC's and Clang's vector extensions:
+ * -O2's cost model leaves the plain loop scalar), four at a time: the same
+ * additions, so the same bits, about 4x faster on data in cache. */
+#define VECTOR_SUM(NAME, T)                                                                   \
+    static void NAME(T *d, const T *s, int64_t n)                                             \
+    {                                                                                         \
+        typedef T vec __attribute__((vector_size(16)));                                       \
+        const int64_t w = 4 * (int64_t)(sizeof(vec) / sizeof(T));                             \
+        int64_t i = 0;                                                                        \
+        for (; i + w <= n; i += w) {                                                          \
+            vec a[4], b[4];                                                                   \
+            memcpy(a, d + i, sizeof a);                                                       \
+            memcpy(b, s + i, sizeof b);                                                       \
+            for (int k = 0; k < 4; k++)                                                       \
+                a[k] += b[k];                                                                 \
+            memcpy(d + i, a, sizeof a);                                                       \
+        }                                                                                     \
+        for (; i < n; i++)                                                                    \
+            d[i] += s[i];                                                                     \
+    }
+VECTOR_SUM(sum_f32, float)
+VECTOR_SUM(sum_f64, double)
+#undef VECTOR_SUM
+
 void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
                         enum tn_reduce_op op)
 {
+    if (op == TN_REDUCE_SUM || op == TN_REDUCE_AVG) {
+        if (dt == TN_FLOAT32) {
+            sum_f32(dst, src, n);
+            return;
+        }
+        if (dt == TN_FLOAT64) {
+            sum_f64(dst, src, n);
+            return;
+        }
+    }
 #define LOOP(T, EXPR)                                                                         \
     do {                                                                                      \
         T *d = dst;                                                                           \
