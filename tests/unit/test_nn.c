@@ -73,6 +73,8 @@ static struct tn_module *build(const char *kind, json_t *a)
     }
     if (!strcmp(kind, "max_pool2d"))
         return (struct tn_module *)tn_nn_max_pool2d_new(I(0), I(1), I(2));
+    if (!strcmp(kind, "dropout"))
+        return (struct tn_module *)tn_nn_dropout_new(json_number_value(json_array_get(a, 0)), NULL);
     static const char *const acts[] = {"relu", "gelu", "tanh", "sigmoid", "silu", "flatten"};
     for (int k = 0; k < 6; k++)
         if (!strcmp(kind, acts[k]))
@@ -309,7 +311,12 @@ static int run_forward(json_t *c, bool torch1)
         /* GELU's 1 + erf(x / sqrt 2) cancels for x < -2: lib/ops' gelu is
          * a few 1e-5 from PyTorch's there, so GELU gets a looser bound */
         double rtol = !strcmp(kind, "gelu") ? 1e-4 : 1e-5;
-        bad = close_to(y, json_object_get(c, "out"), rtol, kind);
+        /* Dropout: PyTorch's mask (bernoulli_ on the default generator) bit
+         * for bit, and so its output */
+        if (!strcmp(kind, "dropout"))
+            bad = tn_test_compare(y, json_object_get(c, "out"), kind, false) != 0;
+        else
+            bad = close_to(y, json_object_get(c, "out"), rtol, kind);
     }
     json_t *bufs = json_object_get(c, "buffers");
     if (bufs) {
