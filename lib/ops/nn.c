@@ -484,7 +484,7 @@ struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *in
  * tensorkit's own ops (namespace tn::) for derivatives.yaml, whose formulas
  * give one tensor per input: each returns one output of a backward op that
  * has several (convolution_backward), or recomputes what a decomposition's
- * forward kept (max_pool2d's indices, nll_loss's total weight).
+ * forward kept (nll_loss's total weight).
  */
 
 static struct tn_tensor *conv_bw_one(int which, const struct tn_tensor *grad_output,
@@ -520,30 +520,6 @@ static struct tn_tensor *conv_bw_one(int which, const struct tn_tensor *grad_out
 TN_CONV_BW(convolution_backward_input, 0)
 TN_CONV_BW(convolution_backward_weight, 1)
 TN_CONV_BW(convolution_backward_bias, 2)
-
-struct tn_tensor *tn__composite_max_pool2d_backward(tn_keyset ks,
-                                                    const struct tn_tensor *grad_output,
-                                                    const struct tn_tensor *self,
-                                                    const int64_t *kernel_size,
-                                                    int kernel_size_len, const int64_t *stride,
-                                                    int stride_len, const int64_t *padding,
-                                                    int padding_len, const int64_t *dilation,
-                                                    int dilation_len, bool ceil_mode)
-{
-    struct tn_tensor *out, *idx, *r = NULL;
-    if (tn_max_pool2d_with_indices(self, kernel_size, kernel_size_len, stride, stride_len,
-                                   padding, padding_len, dilation, dilation_len, ceil_mode, &out,
-                                   &idx) < 0)
-        return NULL;
-    /* (stride [] means the kernel size, as in the forward) */
-    r = tn_max_pool2d_with_indices_backward(grad_output, self, kernel_size, kernel_size_len,
-                                            stride_len ? stride : kernel_size,
-                                            stride_len ? stride_len : kernel_size_len, padding,
-                                            padding_len, dilation, dilation_len, ceil_mode, idx);
-    tn_release(out);
-    tn_release(idx);
-    return r;
-}
 
 struct tn_tensor *tn__composite_nll_loss_backward_recompute(
     tn_keyset ks, const struct tn_tensor *grad_output, const struct tn_tensor *self,
@@ -587,41 +563,6 @@ fail:
     tn__keep_free(&k);
     return NULL;
 }
-
-/* layer_norm's gradients, mean and rstd recomputed (native_layer_norm's
- * other results are not kept by the composite) */
-static struct tn_tensor *ln_bw_one(int which, const struct tn_tensor *grad_out,
-                                   const struct tn_tensor *input, const int64_t *ns, int ns_len,
-                                   const struct tn_tensor *weight, const struct tn_tensor *bias,
-                                   double eps)
-{
-    struct tn_tensor *o, *mean, *rstd, *r[3] = {NULL, NULL, NULL};
-    bool mask[3] = {which == 0, which == 1, which == 2};
-    if (tn_native_layer_norm(input, ns, ns_len, weight, bias, eps, &o, &mean, &rstd) < 0)
-        return NULL;
-    int rc = tn_native_layer_norm_backward(grad_out, input, ns, ns_len, mean, rstd, weight, bias,
-                                           mask, 3, &r[0], &r[1], &r[2]);
-    tn__nn_drop(0, o, mean, rstd, NULL);
-    for (int i = 0; i < 3; i++)
-        if (i != which)
-            tn_release(r[i]);
-    return rc < 0 ? NULL : r[which];
-}
-
-#define TN_LN_BW(NAME, WHICH)                                                                  \
-    struct tn_tensor *tn__composite_##NAME(tn_keyset ks, const struct tn_tensor *grad_out,     \
-                                           const struct tn_tensor *input,                      \
-                                           const int64_t *normalized_shape,                    \
-                                           int normalized_shape_len,                           \
-                                           const struct tn_tensor *weight,                     \
-                                           const struct tn_tensor *bias, double eps)           \
-    {                                                                                          \
-        return ln_bw_one(WHICH, grad_out, input, normalized_shape, normalized_shape_len,       \
-                         weight, bias, eps);                                                   \
-    }
-TN_LN_BW(layer_norm_backward_input, 0)
-TN_LN_BW(layer_norm_backward_weight, 1)
-TN_LN_BW(layer_norm_backward_bias, 2)
 
 /* embedding's weight gradient, num_weights taken from the weight */
 struct tn_tensor *tn__composite_embedding_backward_weight(tn_keyset ks,

@@ -137,42 +137,6 @@ struct tn_tensor *tn__composite_group_norm(tn_keyset ks, const struct tn_tensor 
     return y;
 }
 
-/* group_norm's gradients, mean and rstd recomputed (the composite keeps
- * only native_group_norm's first result) */
-static struct tn_tensor *gn_bw_one(int which, const struct tn_tensor *grad_out,
-                                   const struct tn_tensor *input, int64_t num_groups,
-                                   const struct tn_tensor *weight, const struct tn_tensor *bias,
-                                   double eps)
-{
-    struct tn_tensor *o, *mean, *rstd, *r[3] = {NULL, NULL, NULL};
-    bool mask[3] = {which == 0, which == 1, which == 2};
-    int64_t n = input->sizes[0], c = input->sizes[1], hxw = 1;
-    for (int i = 2; i < input->ndim; i++)
-        hxw *= input->sizes[i];
-    if (tn_native_group_norm(input, weight, bias, n, c, hxw, num_groups, eps, &o, &mean,
-                             &rstd) < 0)
-        return NULL;
-    int rc = tn_native_group_norm_backward(grad_out, input, mean, rstd, weight, n, c, hxw,
-                                           num_groups, mask, 3, &r[0], &r[1], &r[2]);
-    tn__nn_drop(0, o, mean, rstd, NULL);
-    for (int i = 0; i < 3; i++)
-        if (i != which)
-            tn_release(r[i]);
-    return rc < 0 ? NULL : r[which];
-}
-
-#define TN_GN_BW(NAME, WHICH)                                                                  \
-    struct tn_tensor *tn__composite_##NAME(tn_keyset ks, const struct tn_tensor *grad_out,     \
-                                           const struct tn_tensor *input, int64_t num_groups,  \
-                                           const struct tn_tensor *weight,                     \
-                                           const struct tn_tensor *bias, double eps)           \
-    {                                                                                          \
-        return gn_bw_one(WHICH, grad_out, input, num_groups, weight, bias, eps);               \
-    }
-TN_GN_BW(group_norm_backward_input, 0)
-TN_GN_BW(group_norm_backward_weight, 1)
-TN_GN_BW(group_norm_backward_bias, 2)
-
 /* PyTorch's conv_transpose2d: convolution with transposed=True (a 3-D
  * input is one sample, as there) */
 struct tn_tensor *tn__composite_conv_transpose2d_input(
