@@ -19,6 +19,9 @@ struct checker {
     tn_graph_problem_fn fn;
     void *ctx;
     int problems;
+    /* the last few ops' .Scalar overloads (NULL: none) */
+    struct { const struct tn_op *op, *scalar; } scalars[4];
+    unsigned next_scalar;
 };
 
 static void problem(struct checker *c, const char *node, const char *fmt, ...)
@@ -307,7 +310,8 @@ static const char *kind_name(enum tn_garg_kind k)
 /* mul.Tensor(x, 0.5): torch.export writes a Python number for a Tensor
  * argument, which PyTorch wraps in a tensor; the op's .Scalar overload
  * takes it as it is. Returns that overload, or op. */
-static const struct tn_op *scalar_overload(const struct tn_graph_node *n, const struct tn_op *op)
+static const struct tn_op *scalar_overload(struct checker *c, const struct tn_graph_node *n,
+                                           const struct tn_op *op)
 {
     bool number = false;
     for (int i = 0; i < n->nin; i++) {
@@ -319,16 +323,21 @@ static const struct tn_op *scalar_overload(const struct tn_graph_node *n, const 
     }
     if (!number || strcmp(op->overload, "Tensor"))
         return op;
+    for (int k = 0; k < 4; k++)
+        if (c->scalars[k].op == op)
+            return c->scalars[k].scalar ? c->scalars[k].scalar : op;
     char q[256];
     snprintf(q, sizeof q, "%s::%s.Scalar", op->ns, op->name);
     const struct tn_op *s = tn_op_find(q);
     tn_clear_error();
+    c->scalars[c->next_scalar % 4].op = op;
+    c->scalars[c->next_scalar++ % 4].scalar = s;
     return s ? s : op;
 }
 
 static void check_args(struct checker *c, struct tn_graph_node *n)
 {
-    const struct tn_op *op = n->op = scalar_overload(n, n->op);
+    const struct tn_op *op = n->op = scalar_overload(c, n, n->op);
     bool seen[256] = {false};
     for (int i = 0; i < n->nin; i++) {
         const struct tn_graph_input *in = &n->in[i];
@@ -468,9 +477,10 @@ static void compare(struct checker *c, const struct tn_graph_node *n, int vi,
         }
         return;
     }
-    tn__graph_describe(t, got, sizeof got);
-    describe_decl(v, decl, sizeof decl);
+    /* the descriptions only for a problem (formatting them for every
+     * output showed in perf on large graphs) */
     if (declared_sizes(c->g, v, vals, want) < 0) {
+        describe_decl(v, decl, sizeof decl);
         problem(c, n->name, "output '%s': a size expression we cannot evaluate in %s", v->name,
                 decl);
         return;
@@ -478,9 +488,12 @@ static void compare(struct checker *c, const struct tn_graph_node *n, int vi,
     bool same = v->dtype == t->dtype && v->ndim == t->ndim;
     for (int d = 0; same && d < v->ndim; d++)
         same = want[d] == t->sizes[d];
-    if (!same)
+    if (!same) {
+        tn__graph_describe(t, got, sizeof got);
+        describe_decl(v, decl, sizeof decl);
         problem(c, n->name, "output '%s': %s computes %s, but tensor_values declares %s%s",
                 v->name, n->op->qualname, got, decl, first ? "" : " (at a second size)");
+    }
 }
 
 /* Symbol values for pass `second`: the hints, then one more (or less). */
@@ -579,7 +592,7 @@ out:
 
 int tn_graph_check(struct tn_graph *g, tn_graph_problem_fn fn, void *ctx)
 {
-    struct checker c = {g, fn, ctx, 0};
+    struct checker c = {g, fn, ctx, 0, {{0}}, 0};
     unsigned char *mark = malloc((size_t)g->nnodes + 1);
     int *stack = malloc(((size_t)g->nnodes + 1) * sizeof *stack);
     int rc;

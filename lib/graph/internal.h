@@ -6,6 +6,8 @@
 
 #include <config.h>
 
+#include <jansson.h>
+
 #include <tensor/graph.h>
 
 /* The name index: open addressing over value indices. */
@@ -14,6 +16,18 @@ struct tn_graph_index {
     size_t cap;     /* a power of two */
     int vcap;       /* room in g->values */
 };
+
+/* Parses JSON text (flags as json_loadb's) into *root, its tree in an
+ * arena that *arena receives (NULL: the tree is jansson's own, where the
+ * program installed other allocation functions after ours), refusing
+ * text nested deeper than max_depth before jansson sees it. Returns 0, or
+ * TN_EFORMAT (messages "LABEL:LINE:COLUMN: jansson's words", or the
+ * depth) or TN_ENOMEM, holding nothing. tn__graph_json_drop(*root,
+ * *arena) releases the tree at once: keep no pointer into it past that. */
+struct tn__json_arena;
+int tn__graph_json_load(const char *text, size_t len, const char *label, int max_depth,
+                        size_t flags, json_t **root, struct tn__json_arena **arena);
+void tn__graph_json_drop(json_t *root, struct tn__json_arena *arena);
 
 /* The value named `name`, adding it (undefined, no meta) when absent.
  * Returns its index, or a negative tn_status. */

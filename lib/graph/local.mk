@@ -4,6 +4,7 @@ tensorinclude_HEADERS += lib/include/tensor/graph.h
 noinst_HEADERS += lib/graph/internal.h
 libtensor_la_SOURCES += \
 	lib/graph/read.c \
+	lib/graph/arena.c \
 	lib/graph/check.c \
 	lib/graph/builtin.c \
 	lib/graph/exec.c \

@@ -136,9 +136,20 @@ int tn__graph_intern(struct tn_graph *g, const char *name)
 
 struct reader {
     struct tn_graph *g;
-    const char *where; /* the node or section being read, for messages */
-    char buf[MAX_NAME + 32]; /* where `where` points when it is built */
+    /* what is being read, for messages: a section ("signature"), or with
+     * item or idx >= 0 one of its items ("node 'mul'", "node 3") */
+    const char *where;
+    const char *item;
+    int idx;
 };
+
+/* Where r is, without formatting it for every node of a large graph. */
+static void at(struct reader *r, const char *where, const char *item, int idx)
+{
+    r->where = where;
+    r->item = item;
+    r->idx = idx;
+}
 
 static int fail(struct reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct reader *r, const char *fmt, ...)
@@ -148,6 +159,10 @@ static int fail(struct reader *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (r->item)
+        return tn_set_error(TN_EFORMAT, "%s: %s '%s': %s", r->g->label, r->where, r->item, msg);
+    if (r->idx >= 0)
+        return tn_set_error(TN_EFORMAT, "%s: %s %d: %s", r->g->label, r->where, r->idx, msg);
     return tn_set_error(TN_EFORMAT, "%s: %s: %s", r->g->label, r->where, msg);
 }
 
@@ -390,11 +405,10 @@ static int parse_node(struct reader *r, json_t *j, struct tn_graph_node *n, int 
     int rc;
     if (!json_is_object(j))
         return fail(r, "node %d must be an object", idx);
-    snprintf(r->buf, sizeof r->buf, "node %d", idx);
-    r->where = r->buf;
+    at(r, "node", NULL, idx);
     if (json_is_string(name) && json_string_length(name) <= MAX_NAME) {
-        snprintf(r->buf, sizeof r->buf, "node '%s'", json_string_value(name));
         n->name = strdup(json_string_value(name));
+        r->item = n->name;
     }
     if (!json_is_string(target) || json_string_length(target) > MAX_NAME)
         return fail(r, "target must be a string");
@@ -508,8 +522,7 @@ static int parse_sym(struct reader *r, json_t *j, struct tn_graph_value *v, int 
 
 static int parse_tensor_meta(struct reader *r, const char *name, json_t *j)
 {
-    snprintf(r->buf, sizeof r->buf, "tensor_values '%s'", name);
-    r->where = r->buf;
+    at(r, "tensor_values", name, -1);
     int k = tn__graph_intern(r->g, name);
     if (k < 0)
         return k;
@@ -590,7 +603,7 @@ static int parse_specs(struct reader *r, json_t *sig)
     struct tn_graph *g = r->g;
     json_t *ins = json_object_get(sig, "input_specs");
     json_t *outs = json_object_get(sig, "output_specs");
-    r->where = "signature";
+    at(r, "signature", NULL, -1);
     if (!json_is_array(ins) || !json_is_array(outs))
         return fail(r, "input_specs and output_specs must be lists");
     if (json_array_size(ins) != (size_t)g->ninputs || json_array_size(outs) != (size_t)g->noutputs)
@@ -652,7 +665,7 @@ static int parse_ranges(struct reader *r, json_t *rc_obj)
     struct tn_graph *g = r->g;
     const char *k;
     json_t *v;
-    r->where = "range_constraints";
+    at(r, "range_constraints", NULL, -1);
     if (!json_is_object(rc_obj))
         return TN_OK;
     if (json_object_size(rc_obj) > 4096)
@@ -710,31 +723,6 @@ static void set_limits(struct tn_graph_limits *l, const struct tn_graph_limits *
     if (in->max_numel) l->max_numel = in->max_numel;
 }
 
-/* The nesting depth of JSON text, counted on the bytes before jansson
- * parses it (its own limit is 2048, and deep nesting costs stack). */
-static int json_depth(const char *s, size_t len)
-{
-    int depth = 0, max = 0;
-    bool str = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                str = false;
-        } else if (c == '"') {
-            str = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max)
-                max = depth;
-        } else if (c == ']' || c == '}') {
-            depth--;
-        }
-    }
-    return max;
-}
-
 static int parse_graph(struct reader *r, json_t *root)
 {
     struct tn_graph *g = r->g;
@@ -745,7 +733,7 @@ static int parse_graph(struct reader *r, json_t *root)
     json_t *sv = json_object_get(graph, "sym_int_values");
     json_t *ver = json_object_get(root, "schema_version");
     int rc;
-    r->where = "graph";
+    at(r, "graph", NULL, -1);
     if (!json_is_object(graph) || !json_is_array(nodes))
         return fail(r, "not a graph (no graph_module.graph.nodes)");
     if (json_array_size(nodes) > (size_t)g->limits.max_nodes)
@@ -773,7 +761,7 @@ static int parse_graph(struct reader *r, json_t *root)
             g->values[rc].is_sym = true;
         }
     }
-    r->where = "graph inputs";
+    at(r, "graph inputs", NULL, -1);
     if ((rc = parse_io(r, json_object_get(graph, "inputs"), &g->inputs, &g->ninputs)) < 0)
         return rc;
     for (int i = 0; i < g->ninputs; i++) {
@@ -798,7 +786,7 @@ static int parse_graph(struct reader *r, json_t *root)
             v->def = (int)i;
         }
     }
-    r->where = "graph outputs";
+    at(r, "graph outputs", NULL, -1);
     if ((rc = parse_io(r, json_object_get(graph, "outputs"), &g->outputs, &g->noutputs)) < 0)
         return rc;
     json_t *sig = gm ? json_object_get(gm, "signature") : json_object_get(root, "signature");
@@ -823,25 +811,19 @@ struct tn_graph *tn_graph_parse(const char *text, size_t len, const char *label,
     }
     g->priv = ix;
     set_limits(&g->limits, lim);
-    struct reader r = {.g = g, .where = "graph"};
+    struct reader r = {.g = g, .where = "graph", .idx = -1};
     if (len > g->limits.max_bytes) {
         fail(&r, "%zu bytes of JSON (the limit is %zu)", len, g->limits.max_bytes);
         goto bad;
     }
-    int depth = json_depth(text, len);
-    if (depth > g->limits.max_depth) {
-        fail(&r, "JSON nested %d deep (the limit is %d)", depth, g->limits.max_depth);
+    json_t *root;
+    struct tn__json_arena *arena;
+    if (tn__graph_json_load(text, len, g->label, g->limits.max_depth, JSON_REJECT_DUPLICATES,
+                            &root, &arena) < 0)
         goto bad;
-    }
-    json_error_t err;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    if (!root) {
-        tn_set_error(TN_EFORMAT, "%s:%d:%d: %s", g->label, err.line, err.column, err.text);
-        goto bad;
-    }
     int rc = json_is_object(root) ? parse_graph(&r, root)
                                   : fail(&r, "the JSON text is not an object");
-    json_decref(root);
+    tn__graph_json_drop(root, arena);
     if (rc < 0) {
         if (rc == TN_ENOMEM && tn_last_status() != TN_ENOMEM)
             tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);

@@ -80,13 +80,17 @@ setup() {
 }
 
 @test "run --grads: gradients of the outputs' sum equal PyTorch's" {
+    # every parameter of the MLP, the CNN, the transformer block and the
+    # text classifier
     for t in torch1 torch2; do
-        run tcompile run "$FX/$t/mlp.json" -w "$FX/$t/mlp.pt" -i "$FX/$t/mlp_inputs.pt" \
-            --grads "$TMP/g.pt"
-        assert_success
-        run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/g.pt" "$FX/$t/mlp_grads.pt"
-        assert_success
-        assert_output --partial "6 tensors match"
+        for m in mlp:6 cnn:10 block:12 text:5; do
+            run tcompile run "$FX/$t/${m%:*}.json" -w "$FX/$t/${m%:*}.pt" \
+                -i "$FX/$t/${m%:*}_inputs.pt" --grads "$TMP/g.pt"
+            assert_success
+            run tckpt diff --atol 1e-5 --rtol 1e-4 "$TMP/g.pt" "$FX/$t/${m%:*}_grads.pt"
+            assert_success
+            assert_output --partial "${m#*:} tensors match"
+        done
     done
 }
 

@@ -3,7 +3,10 @@
 # fuzz target with clang (libFuzzer, ASan, UBSan): lib/graph's sources
 # instrumented, the rest of libtensor from BUILDDIR's static library
 # (default: the source tree, as CI builds it); seeds the corpus with the
-# committed graphs and fuzzes for SECONDS (default 60).
+# committed graphs and fuzzes for SECONDS (default 60). Built with
+# FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, the reader also parses each
+# input the plain way and aborts unless jansson read the same tree from
+# the text with its blanks squeezed out (lib/graph/arena.c).
 # Exit status: libFuzzer's (non-zero when it found a crash).
 set -eu
 secs=${1:-60}
@@ -17,7 +20,8 @@ cp "$src"/tests/fixtures/graph/torch1/*.json "$out/corpus/"
 for f in "$src"/tests/fixtures/graph/torch2/*.json; do cp "$f" "$out/corpus/t2_$(basename "$f")"; done
 printf '#define TN_PKGLIBDIR "/nonexistent"\n#define PACKAGE_VERSION "fuzz"\n' >"$out/config.h"
 inc="-I$out -I$build -I$build/lib/include -I$src/lib/include -I$src/lib"
-clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+clang -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
+    -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined $inc \
     "$src"/tests/fuzz/fuzz_graph.c "$src"/lib/graph/*.c "$lib" \
     -ljansson -lopenblas -lyaml -lz -lm -lpthread -ldl -o "$out/fuzz_graph"

@@ -519,6 +519,36 @@ static void test_refused(void **state)
 }
 
 /* Every prefix of a real exported graph fails cleanly (or reads). */
+/* The reader drops the blanks between tokens before jansson reads the
+ * text (lib/graph/arena.c): tokens that blanks separate stay apart ("[1 2]"
+ * is refused, not read as [12]), an error names its line and column in
+ * the text as given, and blanks within strings stay. */
+static void test_blanks(void **state)
+{
+    (void)state;
+    const char *want[] = {"bad.json:3:", "expected near '2'"};
+    expect_refused("{\n  \"graph_module\": {\n\t\"graph\": [1 2]\n  }\n}\n", want, 2, NULL);
+    const char *want2[] = {"bad.json:1:", "invalid token near 'tr'"};
+    expect_refused("{\"graph_module\": tr ue}", want2, 2, NULL);
+    char *text = small_graph(ARG("self", "x"), ARG("self", "r"), RELU, SIZES23);
+    const char *from = "{\"name\": \"r\", \"target\"";
+    const char *to = "{ \"name\" :\t\"r  \\\" [1 2] \" ,\n\"target\"";
+    char *p = strstr(text, from);
+    assert_non_null(p);
+    char *text2 = malloc(strlen(text) + strlen(to) + 1);
+    memcpy(text2, text, (size_t)(p - text));
+    strcpy(text2 + (p - text), to);
+    strcat(text2, p + strlen(from));
+    struct tn_graph *g = tn_graph_parse(text2, strlen(text2), "blanks.json", NULL);
+    if (!g)
+        print_message("# %s\n", tn_last_error());
+    assert_non_null(g);
+    assert_string_equal(g->nodes[0].name, "r  \" [1 2] ");
+    tn_graph_free(g);
+    free(text2);
+    free(text);
+}
+
 static void test_truncated(void **state)
 {
     (void)state;
@@ -552,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_wrong_arguments),
         cmocka_unit_test(test_shape_disagrees),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_blanks),
         cmocka_unit_test(test_truncated),
     };
     return TN_RUN_TESTS(tests);
