@@ -8,7 +8,6 @@
  */
 #include "graph/internal.h"
 
-#include <inttypes.h>
 #include <string.h>
 
 #define T(n) {n, "Tensor", TN_IV_TENSOR, false, false, false, NULL}
@@ -173,44 +172,6 @@ static int b_unflatten(const struct tn_op *op, struct tn_ivalue *st, int n)
     return result(op, st, tn_unflatten(self, dim, sizes, len));
 }
 
-/* split.Tensor(self, split_size, dim=0) -> Tensor[]: pieces of split_size
- * along dim (the last one shorter), views of self, left in stack[0..k). */
-static int b_split(const struct tn_op *op, struct tn_ivalue *st, int n)
-{
-    int rc;
-    ARG_T(0, self);
-    ARG_I(1, size);
-    ARG_I(2, dim);
-    int d = tn_wrap_dim(dim, self->ndim);
-    if (d < 0)
-        return tn_error_prefix("%s", op->qualname);
-    int64_t len = self->sizes[d];
-    if (size <= 0 && !(size == 0 && len == 0))
-        return tn_set_error(TN_EINVAL, "%s: split expects split_size be non-negative, but got "
-                            "split_size=%" PRId64, op->qualname, size);
-    int64_t k = size ? (len + size - 1) / size : 1;
-    if (k < 1)
-        k = 1;
-    if (k > op->nrets)
-        return tn_set_error(TN_EINVAL, "%s: %" PRId64 " pieces (at most %d)", op->qualname, k,
-                            op->nrets);
-    struct tn_tensor *self_ref = tn_retain(self); /* stack[0] is overwritten */
-    for (int64_t i = 0; i < k; i++) {
-        int64_t start = i * size, piece = start + size > len ? len - start : size;
-        struct tn_tensor *t = tn_narrow(self_ref, d, start, piece);
-        if (!t) {
-            for (int64_t j = 0; j < i; j++)
-                tn_release(st[j].v.t);
-            tn_release(self_ref);
-            return tn_error_prefix("%s", op->qualname);
-        }
-        st[i].tag = TN_IV_TENSOR;
-        st[i].v.t = t;
-    }
-    tn_release(self_ref);
-    return (int)k;
-}
-
 static int b_sym_size(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -244,7 +205,6 @@ static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
                                                   false, NULL}};
 static const struct tn_arg_schema a_unflatten[] = {T("self"), I("dim", NULL),
                                                    IL("sizes", NULL)};
-static const struct tn_arg_schema a_split[] = {T("self"), I("split_size", NULL), I("dim", "0")};
 static const struct tn_arg_schema a_sym_size[] = {T("self"), I("dim", NULL)};
 
 #define OP(name, ovl, args, fn, nrets)                                                        \
@@ -273,7 +233,6 @@ static const struct tn_op builtins[] = {
     OP("dropout", "", a_dropout, b_dropout, 1),
     OP("sym_size", ".int", a_sym_size, b_sym_size, 1),
     OP("unflatten", ".int", a_unflatten, b_unflatten, 1),
-    OP("split", ".Tensor", a_split, b_split, 64),
 };
 
 const struct tn_op *tn__graph_builtin(const char *qualname)
