@@ -878,6 +878,17 @@ static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct 
     fputs("}\n\n", f);
 }
 
+/* An Autograd kernel's return type, name and parameters, up to (not
+ * including) the closing parenthesis: callers add out-pointers. */
+static void kernel_head(FILE *f, const char *ret, const struct tg_func *fn)
+{
+    fprintf(f, "%s %s(tn_keyset ks", ret, fn->autograd);
+    for (int i = 0; i < fn->nargs; i++) {
+        fputs(", ", f);
+        tg_c_param(f, &fn->args[i]);
+    }
+}
+
 /* One formula's part of apply: out[edge] for each of its inputs. */
 static void write_formula(FILE *f, const struct tg_formula *fm, const struct compiled *cf)
 {
@@ -990,11 +1001,7 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
 
     /* the functional kernel: results in r_[], each differentiable one
      * (output_differentiability, and floating or complex) taking the node */
-    fprintf(f, "%s %s(tn_keyset ks", multi ? "int" : "struct tn_tensor *", fn->autograd);
-    for (int i = 0; i < fn->nargs; i++) {
-        fputs(", ", f);
-        tg_c_param(f, &fn->args[i]);
-    }
+    kernel_head(f, multi ? "int" : "struct tn_tensor *", fn);
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, ", struct tn_tensor **o%d_", k);
     fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n    tn_keyset prev_ = "
@@ -1073,11 +1080,8 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
  * taking the result's history (tn__ad_commit_inplace). */
 static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FILE *f)
 {
-    fprintf(f, "/* %s */\nint %s(tn_keyset ks", ip->text, ip->autograd);
-    for (int i = 0; i < ip->nargs; i++) {
-        fputs(", ", f);
-        tg_c_param(f, &ip->args[i]);
-    }
+    fprintf(f, "/* %s */\n", ip->text);
+    kernel_head(f, "int", ip);
     fputs(")\n{\n", f);
     tensor_array(f, ip);
     fprintf(f, "    if (!tn__ad_needed(ins_, %d)) {\n        tn_keyset prev_ = "
@@ -1105,11 +1109,7 @@ static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
 {
     const char *id = fn->ident;
     int nr = fn->nrets;
-    fprintf(f, "int %s(tn_keyset ks", fn->autograd);
-    for (int i = 0; i < fn->nargs; i++) {
-        fputs(", ", f);
-        tg_c_param(f, &fn->args[i]);
-    }
+    kernel_head(f, "int", fn);
     for (int k = 0; k < nr; k++)
         fprintf(f, ", struct tn_tensor **o%d_", k);
     fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n", nr);
@@ -1149,11 +1149,7 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
         write_no_derivative_tuple(fn, f);
         return;
     }
-    fprintf(f, "%s %s(tn_keyset ks", fn->inplace ? "int" : "struct tn_tensor *", fn->autograd);
-    for (int i = 0; i < fn->nargs; i++) {
-        fputs(", ", f);
-        tg_c_param(f, &fn->args[i]);
-    }
+    kernel_head(f, fn->inplace ? "int" : "struct tn_tensor *", fn);
     fputs(")\n{\n", f);
     tensor_array(f, fn);
     fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
@@ -1200,11 +1196,8 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
 /* The Autograd kernel of an out= overload (see mark_out_check). */
 static void write_out_check(const struct tg_func *fn, FILE *f)
 {
-    fprintf(f, "/* %s */\nint %s(tn_keyset ks", fn->text, fn->autograd);
-    for (int i = 0; i < fn->nargs; i++) {
-        fputs(", ", f);
-        tg_c_param(f, &fn->args[i]);
-    }
+    fprintf(f, "/* %s */\n", fn->text);
+    kernel_head(f, "int", fn);
     fputs(")\n{\n", f);
     tensor_array(f, fn);
     fprintf(f, "    if (tn__ad_needed(ins_, %d))\n        return tn_set_error(TN_ERUNTIME, \"%s(): "
