@@ -1,6 +1,7 @@
 # Kernels: device-independent halves (meta functions, decompositions) in
 # lib/ops, CPU kernels in lib/ops/cpu.
-noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h
+noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
+	lib/ops/cpu/vmath.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \

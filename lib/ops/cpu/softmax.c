@@ -71,33 +71,7 @@ TN_SOFTMAX(f16, tn_half, float, LD_H, ST_H, expf, logf)
 TN_SOFTMAX(bf16, tn_bfloat16, float, LD_BF, ST_BF, expf, logf)
 
 #ifdef TN_HAVE_AVX2
-#include <immintrin.h>
-
-/* e^x for eight floats: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts),
- * e^r by a degree-7 polynomial (Cephes' expf coefficients, within an ulp or
- * two of the correctly rounded value), times 2^n applied as two halves so
- * that results down in the subnormals round once and large x overflow to
- * inf. NaN stays NaN, -inf gives 0. */
-TN_AVX2 static inline __m256 exp8(__m256 x)
-{
-    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1);
-    __m256i n2 = _mm256_sub_epi32(ni, n1), bias = _mm256_set1_epi32(127);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
+#include "ops/cpu/vmath.h"
 
 /* The last n % 8 elements of a row, through a padded block (pad: the value
  * of the unused lanes). */
@@ -139,14 +113,14 @@ TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
             mx = NAN;
         __m256 vm = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
         for (int64_t d = 0; d < full; d += 8) {
-            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm));
+            __m256 e = tn__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm));
             sum = _mm256_add_ps(sum, e);
             if (!j->log)
                 _mm256_storeu_ps(y + d, e);
         }
         if (rest) {
             float b[8];
-            __m256 e = exp8(_mm256_sub_ps(tail8(x + full, rest, -INFINITY), vm));
+            __m256 e = tn__exp8(_mm256_sub_ps(tail8(x + full, rest, -INFINITY), vm));
             /* (the padding lanes give exp(-inf) = 0, or NaN with mx NaN,
              * which the whole row is then anyway) */
             sum = _mm256_add_ps(sum, e);

@@ -239,6 +239,36 @@ static inline int64_t clamp_i(int64_t x, const double *P)
     TN_ULOOP(logical_not_##SFX, IT, bool, CT, LD, ST_ID, x == 0)
 TN_FLOAT_ULOOPS2(f32, float, float, LD_ID, ST_ID, FN_F)
 TN_FLOAT_ULOOPS2(f64, double, double, LD_ID, ST_ID, FN_D)
+#ifdef TN_HAVE_AVX2
+#include "ops/cpu/vmath.h"
+
+TN_AVX2 static void gelu_f32_run(float *o, const float *a, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, tn__gelu8(_mm256_loadu_ps(a + i)));
+    if (i < n) {
+        float b[8] = {0};
+        memcpy(b, a + i, sizeof(float) * (size_t)(n - i));
+        _mm256_storeu_ps(b, tn__gelu8(_mm256_loadu_ps(b)));
+        memcpy(o + i, b, sizeof(float) * (size_t)(n - i));
+    }
+}
+#endif
+
+/* gelu_f32: contiguous runs eight at a time where the CPU has AVX2 (libm's
+ * erff one element at a time was nine tenths of the op). */
+static void gelu_f32_vec(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+#ifdef TN_HAVE_AVX2
+    if (s[0] == sizeof(float) && s[1] == sizeof(float) && tn__have_avx2()) {
+        gelu_f32_run((float *)(void *)p[0], (const float *)(const void *)p[1], n);
+        return;
+    }
+#endif
+    gelu_f32(p, s, n, ctx);
+}
+
 TN_FLOAT_ULOOPS2(f16, tn_half, float, LD_H, ST_H, FN_F)
 TN_FLOAT_ULOOPS2(bf16, tn_bfloat16, float, LD_BF, ST_BF, FN_F)
 
@@ -320,7 +350,8 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
                        [TN_COMPLEX64] = logical_not_c64},
     [U_SILU] = {ROW_F(silu)},
     [U_MISH] = {ROW_R(mish)},
-    [U_GELU] = {ROW_R(gelu)},
+    [U_GELU] = {[TN_FLOAT32] = gelu_f32_vec, [TN_FLOAT64] = gelu_f64, [TN_FLOAT16] = gelu_f16,
+                [TN_BFLOAT16] = gelu_bf16},
     [U_GELU_TANH] = {ROW_R(gelu_tanh)},
     [U_LEAKY_RELU] = {ROW_R(leaky_relu)},
     [U_HARDTANH] = {ROW_R(hardtanh), ROW_I(hardtanh)},
