@@ -18,21 +18,7 @@ static enum tn_dtype tn_or_default(enum tn_dtype dtype)
 struct tn_tensor *tn_empty_on(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                               struct tn_device device)
 {
-    int64_t numel;
-    if (tn__check_sizes(sizes, ndim, &numel) != TN_OK)
-        return NULL;
-    dtype = tn_or_default(dtype);
-    size_t es = tn_dtype_size(dtype);
-    if ((uint64_t)numel > SIZE_MAX / es) {
-        tn_set_error(TN_ENOMEM, "tensor of %lld elements is too large", (long long)numel);
-        return NULL;
-    }
-    struct tn_storage *s = tn_storage_new((size_t)numel * es, device);
-    if (!s)
-        return NULL;
-    struct tn_tensor *t = tn__tensor_make(s, 0, sizes, NULL, ndim, dtype);
-    tn_storage_release(s);
-    return t;
+    return tn__tensor_new(sizes, ndim, tn_or_default(dtype), device);
 }
 
 struct tn_tensor *tn_empty(const int64_t *sizes, int ndim, enum tn_dtype dtype)

@@ -132,4 +132,67 @@ float tn__round16(float x, enum tn_dtype dtype);
 /* Elements above which copies and fills go parallel. */
 #define TN_PARALLEL_GRAIN 32768
 
+/* --- hot paths -----------------------------------------------------------
+ * What a call on small tensors does many times, inline: the public
+ * tn_numel, tn_is_contiguous, tn_data and tn_contiguous_strides are these
+ * (an exported function called inside the library goes through the PLT). */
+
+/* Thread-locals on every op's path use the initial-exec model: an offset
+ * from the thread pointer instead of a __tls_get_addr call. Only a few
+ * bytes each (static TLS is scarce for a library loaded by dlopen). */
+#define TN_TLS_IE __attribute__((tls_model("initial-exec")))
+
+/* Drops one of the references *rc counts; true when it was the last. A
+ * count of 1 is the caller's own reference, which nobody else can copy, so
+ * the last one goes without a locked instruction (acquire: what other
+ * threads wrote before dropping theirs is seen before the object goes). */
+static inline bool tn__unref(long *rc)
+{
+    return __atomic_load_n(rc, __ATOMIC_ACQUIRE) == 1 || TN_ATOMIC_DEC(rc) == 0;
+}
+
+static inline int64_t tn__numel(const struct tn_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->sizes[i];
+    return n;
+}
+
+/* As PyTorch: a tensor without elements is contiguous whatever its strides;
+ * otherwise each dim of size > 1 has the stride of the dims after it. */
+static inline bool tn__is_contiguous(const struct tn_tensor *t)
+{
+    /* unsigned: with a 0 size, the product of the others may overflow */
+    uint64_t expected = 1;
+    bool ok = true;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->sizes[i] != 1 && (uint64_t)t->strides[i] != expected)
+            ok = false;
+        expected *= (uint64_t)t->sizes[i];
+    }
+    return ok || expected == 0;
+}
+
+/* t's first element, for an element size es (tn_dtype_size(t->dtype)). */
+static inline char *tn__data(const struct tn_tensor *t, size_t es)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)es;
+}
+
+static inline void tn__contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= sizes[i] > 1 ? sizes[i] : 1;
+    }
+}
+
+/* A new contiguous tensor of (sizes, ndim) and dtype (not UNSET) over
+ * fresh, uninitialised storage on `device`: tn_empty_on's work after the
+ * default dtype. NULL with an error (a bad size, TN_ENOMEM, no backend). */
+struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype dtype,
+                                 struct tn_device device);
+
 #endif

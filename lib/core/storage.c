@@ -48,54 +48,68 @@ struct tn_block_cache {
     struct tn_tensor *tensors[TN_CACHE_TENSORS];
     int nstorages[TN_CACHE_CLASSES];
     struct tn_storage_block *storages[TN_CACHE_CLASSES][TN_CACHE_STORAGES];
-    bool registered; /* the thread-exit destructor knows this cache */
-    bool closed;     /* the thread is exiting: no more caching */
+    bool closed; /* the thread is exiting, or no cache could be made: keep nothing */
 };
 
-static _Thread_local struct tn_block_cache tn_cache;
+/* This thread's cache, made at its first release of a block; a pointer so
+ * that it takes 8 bytes of static TLS. */
+static _Thread_local struct tn_block_cache *tn_cache TN_TLS_IE;
+/* Where tn_cache points once nothing may be cached on this thread (never
+ * written: every store checks `closed` first). */
+static struct tn_block_cache tn_cache_closed = {.closed = true};
 static pthread_key_t tn_cache_key;
 static pthread_once_t tn_cache_once = PTHREAD_ONCE_INIT;
 static bool tn_cache_key_ok;
 
+/* At thread exit: frees what the cache holds and the cache. */
 static void tn_cache_drain(void *arg)
 {
     struct tn_block_cache *c = arg;
-    c->closed = true;
     for (int i = 0; i < c->ntensors; i++)
         free(c->tensors[i]);
-    c->ntensors = 0;
     for (int k = 0; k < TN_CACHE_CLASSES; k++) {
         for (int i = 0; i < c->nstorages[k]; i++) {
             struct tn_storage_block *b = c->storages[k][i];
             b->alloc.free(b->s.data, 0, b->alloc.ctx);
             free(b);
         }
-        c->nstorages[k] = 0;
     }
+    free(c);
+    tn_cache = &tn_cache_closed;
 }
 
 static void tn_cache_key_init(void) { tn_cache_key_ok = pthread_key_create(&tn_cache_key, tn_cache_drain) == 0; }
 
-/* This thread's cache, registered for release at thread exit; NULL when it
- * cannot be (then nothing is cached). */
-static struct tn_block_cache *tn_cache_get(void)
+/* Makes this thread's cache, registered for release at thread exit. */
+static __attribute__((noinline)) struct tn_block_cache *tn_cache_open(void)
 {
-    struct tn_block_cache *c = &tn_cache;
-    if (c->registered)
-        return c->closed ? NULL : c;
     pthread_once(&tn_cache_once, tn_cache_key_init);
-    if (!tn_cache_key_ok || pthread_setspecific(tn_cache_key, c) != 0)
-        return NULL;
-    c->registered = true;
-    return c;
+    struct tn_block_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL; /* tried again at the next release */
+    if (!tn_cache_key_ok || pthread_setspecific(tn_cache_key, c) != 0) {
+        free(c);
+        c = &tn_cache_closed;
+    }
+    tn_cache = c;
+    return c->closed ? NULL : c;
+}
+
+/* This thread's cache to keep a released block in; NULL when none. */
+static inline struct tn_block_cache *tn_cache_put(void)
+{
+    struct tn_block_cache *c = tn_cache;
+    if (__builtin_expect(c != NULL, 1))
+        return c->closed ? NULL : c;
+    return tn_cache_open();
 }
 #endif
 
 struct tn_tensor *tn__tensor_alloc(void)
 {
 #ifndef TN_SANITIZE
-    struct tn_block_cache *c = &tn_cache;
-    if (c->ntensors > 0) {
+    struct tn_block_cache *c = tn_cache;
+    if (c && c->ntensors > 0) {
         /* not zeroed here: tn__tensor_make sets every field (an inlined
          * memset of the whole struct cost more than the rest of the
          * reuse) */
@@ -108,7 +122,7 @@ struct tn_tensor *tn__tensor_alloc(void)
 void tn__tensor_free(struct tn_tensor *t)
 {
 #ifndef TN_SANITIZE
-    struct tn_block_cache *c = tn_cache_get();
+    struct tn_block_cache *c = tn_cache_put();
     if (c && c->ntensors < TN_CACHE_TENSORS) {
         c->tensors[c->ntensors++] = t;
         return;
@@ -133,10 +147,10 @@ struct tn_storage *tn_storage_new(size_t nbytes, struct tn_device device)
     struct tn_storage_block *b = NULL;
 #ifndef TN_SANITIZE
     if (cls >= 0) {
-        struct tn_block_cache *c = &tn_cache;
+        struct tn_block_cache *c = tn_cache;
         /* a block is reused only if the allocator that made it is still
          * the registered one (tn_register_allocator may replace it) */
-        while (c->nstorages[cls] > 0) {
+        while (c && c->nstorages[cls] > 0) {
             b = c->storages[cls][--c->nstorages[cls]];
             if (b->alloc.alloc == a->alloc && b->alloc.ctx == a->ctx)
                 break;
@@ -213,7 +227,7 @@ struct tn_storage *tn_storage_retain(struct tn_storage *s)
 
 void tn_storage_release(struct tn_storage *s)
 {
-    if (!s || TN_ATOMIC_DEC(&s->refcount) > 0)
+    if (!s || !tn__unref(&s->refcount))
         return;
     struct tn_storage_block *b = (struct tn_storage_block *)s;
     if (s->free_fn) {
@@ -223,7 +237,7 @@ void tn_storage_release(struct tn_storage *s)
     }
 #ifndef TN_SANITIZE
     if (b->cls >= 0) {
-        struct tn_block_cache *c = tn_cache_get();
+        struct tn_block_cache *c = tn_cache_put();
         if (c && c->nstorages[b->cls] < TN_CACHE_STORAGES) {
             c->storages[b->cls][c->nstorages[b->cls]++] = b;
             return;

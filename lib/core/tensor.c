@@ -7,20 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct tn_tensor *tn__tensor_make(struct tn_storage *storage, int64_t offset, const int64_t *sizes,
-                                  const int64_t *strides, int ndim, enum tn_dtype dtype)
+/* Sets up tensor struct t around storage, whose reference t takes over. */
+static struct tn_tensor *tn_tensor_init(struct tn_tensor *t, struct tn_storage *storage,
+                                        int64_t offset, const int64_t *sizes,
+                                        const int64_t *strides, int ndim, enum tn_dtype dtype)
 {
-    TN_ASSERT(ndim >= 0 && ndim <= TN_MAX_DIMS);
-    struct tn_tensor *t = tn__tensor_alloc();
-    if (!t) {
-        tn_set_error(TN_ENOMEM, "out of memory allocating a tensor");
-        return NULL;
-    }
     /* Every field is set: the struct may come from the cache holding an
      * older tensor (sizes and strides past ndim keep whatever they held:
      * zeroing them cost a tenth of a small op's time). */
     t->refcount = 1;
-    t->storage = tn_storage_retain(storage);
+    t->storage = storage;
     t->offset = offset;
     t->ndim = ndim;
     if (ndim)
@@ -29,7 +25,7 @@ struct tn_tensor *tn__tensor_make(struct tn_storage *storage, int64_t offset, co
         if (ndim)
             memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
     } else {
-        tn_contiguous_strides(sizes, ndim, t->strides);
+        tn__contiguous_strides(sizes, ndim, t->strides);
     }
     t->dtype = dtype;
     t->device = storage->device;
@@ -41,6 +37,45 @@ struct tn_tensor *tn__tensor_make(struct tn_storage *storage, int64_t offset, co
     t->base = NULL;
     t->autograd_meta = NULL;
     return t;
+}
+
+static struct tn_tensor *tn_tensor_struct(void)
+{
+    struct tn_tensor *t = tn__tensor_alloc();
+    if (!t)
+        tn_set_error(TN_ENOMEM, "out of memory allocating a tensor");
+    return t;
+}
+
+struct tn_tensor *tn__tensor_make(struct tn_storage *storage, int64_t offset, const int64_t *sizes,
+                                  const int64_t *strides, int ndim, enum tn_dtype dtype)
+{
+    TN_ASSERT(ndim >= 0 && ndim <= TN_MAX_DIMS);
+    struct tn_tensor *t = tn_tensor_struct();
+    return t ? tn_tensor_init(t, tn_storage_retain(storage), offset, sizes, strides, ndim, dtype)
+             : NULL;
+}
+
+struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype dtype,
+                                 struct tn_device device)
+{
+    int64_t numel;
+    if (tn__check_sizes(sizes, ndim, &numel) != TN_OK)
+        return NULL;
+    size_t es = tn_dtype_size(dtype);
+    if ((uint64_t)numel > SIZE_MAX / es) {
+        tn_set_error(TN_ENOMEM, "tensor of %lld elements is too large", (long long)numel);
+        return NULL;
+    }
+    struct tn_storage *s = tn_storage_new((size_t)numel * es, device);
+    if (!s)
+        return NULL;
+    struct tn_tensor *t = tn_tensor_struct();
+    if (!t) {
+        tn_storage_release(s);
+        return NULL;
+    }
+    return tn_tensor_init(t, s, 0, sizes, NULL, ndim, dtype);
 }
 
 struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, const int64_t *sizes,
@@ -78,24 +113,21 @@ static void tn_node_release(struct tn_node *n)
 
 void tn_release(struct tn_tensor *t)
 {
-    if (!t || TN_ATOMIC_DEC(&t->refcount) > 0)
+    if (!t || !tn__unref(&t->refcount))
         return;
     tn_storage_release(t->storage);
-    tn_release(t->grad);
-    tn_release(t->base);
-    tn_node_release(t->grad_fn);
+    if (t->grad)
+        tn_release(t->grad);
+    if (t->base)
+        tn_release(t->base);
+    if (t->grad_fn)
+        tn_node_release(t->grad_fn);
     if (t->autograd_meta)
         tn__autograd_hooks->free_meta(t);
     tn__tensor_free(t);
 }
 
-int64_t tn_numel(const struct tn_tensor *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= t->sizes[i];
-    return n;
-}
+int64_t tn_numel(const struct tn_tensor *t) { return tn__numel(t); }
 
 int tn_dim(const struct tn_tensor *t) { return t->ndim; }
 
@@ -125,10 +157,7 @@ int64_t tn_stride(const struct tn_tensor *t, int dim)
     return t->strides[d];
 }
 
-void *tn_data(const struct tn_tensor *t)
-{
-    return (char *)t->storage->data + t->offset * (int64_t)tn_dtype_size(t->dtype);
-}
+void *tn_data(const struct tn_tensor *t) { return tn__data(t, tn_dtype_size(t->dtype)); }
 
 size_t tn_nbytes(const struct tn_tensor *t)
 {
@@ -137,28 +166,10 @@ size_t tn_nbytes(const struct tn_tensor *t)
 
 void tn_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides)
 {
-    int64_t s = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= sizes[i] > 1 ? sizes[i] : 1;
-    }
+    tn__contiguous_strides(sizes, ndim, strides);
 }
 
-bool tn_is_contiguous(const struct tn_tensor *t)
-{
-    /* As PyTorch: a tensor without elements is contiguous whatever its
-     * strides (checked before the loop: a stride can break before the
-     * size-0 dim is reached). */
-    if (tn_numel(t) == 0)
-        return true;
-    int64_t expected = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->sizes[i] != 1 && t->strides[i] != expected)
-            return false;
-        expected *= t->sizes[i];
-    }
-    return true;
-}
+bool tn_is_contiguous(const struct tn_tensor *t) { return tn__is_contiguous(t); }
 
 bool tn_is_non_overlapping_and_dense(const struct tn_tensor *t)
 {

@@ -18,8 +18,9 @@
 
 /* ------------------------------------------------------------- key sets */
 
-static _Thread_local tn_keyset tls_included;
-static _Thread_local tn_keyset tls_excluded;
+/* read by every call: initial-exec (core/internal.h) */
+static _Thread_local tn_keyset tls_included TN_TLS_IE;
+static _Thread_local tn_keyset tls_excluded TN_TLS_IE;
 
 const char *tn_dispatch_key_name(enum tn_dispatch_key key)
 {
@@ -28,16 +29,13 @@ const char *tn_dispatch_key_name(enum tn_dispatch_key key)
     return names[key];
 }
 
-tn_keyset tn_tensor_keyset(const struct tn_tensor *t)
+static inline tn_keyset keyset_of(const struct tn_tensor *t)
 {
-    if (!t)
-        return 0;
     /* device types and backend keys share their numbers (CPU 0, CUDA 1, Meta 2) */
-    tn_keyset ks = TN_KEYSET(t->device.type);
-    if (t->requires_grad)
-        ks |= TN_KEYSET(TN_KEY_AUTOGRAD);
-    return ks;
+    return TN_KEYSET(t->device.type) | (tn_keyset)t->requires_grad << TN_KEY_AUTOGRAD;
 }
+
+tn_keyset tn_tensor_keyset(const struct tn_tensor *t) { return t ? keyset_of(t) : 0; }
 
 tn_keyset tn_dispatch_set_included(tn_keyset keys)
 {
@@ -57,15 +55,18 @@ tn_keyset tn_dispatch_included(void) { return tls_included; }
 tn_keyset tn_dispatch_excluded(void) { return tls_excluded; }
 
 /* The storage-only dtype behind the last TN_KEYSET_STORAGE_ONLY mark. */
-static _Thread_local enum tn_dtype tls_storage_only;
+static _Thread_local enum tn_dtype tls_storage_only TN_TLS_IE;
 
 tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)
 {
     tn_keyset ks = 0, mark = 0;
     for (int i = 0; i < n; i++) {
-        ks |= tn_tensor_keyset(tensors[i]);
-        if (tensors[i] && tn_dtype_is_storage_only(tensors[i]->dtype)) {
-            tls_storage_only = tensors[i]->dtype;
+        const struct tn_tensor *t = tensors[i];
+        if (!t)
+            continue;
+        ks |= keyset_of(t);
+        if (__builtin_expect(tn_dtype_is_storage_only(t->dtype), 0)) {
+            tls_storage_only = t->dtype;
             mark = TN_KEYSET_STORAGE_ONLY;
         }
     }
@@ -221,7 +222,9 @@ __attribute__((constructor)) static void register_meta_allocator(void)
 
 struct tn_tensor *tn_dispatch_meta_alloc(const struct tn_meta *m, struct tn_device device)
 {
-    return tn_empty_on(m->sizes, m->ndim, m->dtype, device);
+    if (m->dtype == TN_DTYPE_UNSET)
+        return tn_empty_on(m->sizes, m->ndim, m->dtype, device);
+    return tn__tensor_new(m->sizes, m->ndim, m->dtype, device);
 }
 
 /* c10::canCast: no complex to real, float to integer, or number to bool. */

@@ -38,10 +38,20 @@ struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s)
 /* The broadcast shape and the common dtype into m. */
 static int binary_meta(const struct tn_tensor *a, const struct tn_tensor *b, struct tn_meta *m)
 {
-    int nd = tn_broadcast_shapes(a->sizes, a->ndim, b->sizes, b->ndim, m->sizes);
-    if (nd < 0)
-        return tn_last_status();
-    m->ndim = nd;
+    if (a->ndim == b->ndim && !memcmp(a->sizes, b->sizes, sizeof *a->sizes * (size_t)a->ndim)) {
+        m->ndim = a->ndim; /* the common case: nothing to broadcast */
+        memcpy(m->sizes, a->sizes, sizeof *a->sizes * (size_t)a->ndim);
+    } else {
+        int nd = tn_broadcast_shapes(a->sizes, a->ndim, b->sizes, b->ndim, m->sizes);
+        if (nd < 0)
+            return tn_last_status();
+        m->ndim = nd;
+    }
+    /* two tensors of one dtype promote to it (neither a wrapped number) */
+    if (a->dtype == b->dtype && !((a->flags | b->flags) & TN_TENSOR_WRAPPED_NUMBER)) {
+        m->dtype = a->dtype;
+        return TN_OK;
+    }
     m->dtype = tn__binary_dtype(a, b);
     return m->dtype == TN_DTYPE_UNSET ? tn_last_status() : TN_OK;
 }
@@ -49,6 +59,8 @@ static int binary_meta(const struct tn_tensor *a, const struct tn_tensor *b, str
 /* PyTorch's alpha_check. */
 static int alpha_check(enum tn_dtype dt, struct tn_scalar alpha)
 {
+    if (alpha.kind == TN_SCALAR_INT) /* the checks below pass an integer alpha */
+        return TN_OK;
     if (alpha.kind == TN_SCALAR_BOOL && dt != TN_BOOL)
         return tn_set_error(TN_EINVAL, "Boolean alpha only supported for Boolean results.");
     if (!tn_dtype_is_floating(dt) && !tn_dtype_is_complex(dt) &&

@@ -294,54 +294,82 @@ static void broadcast_strides(const struct tn_tensor *t, int ndim, int64_t *out)
     }
 }
 
+/* alpha as add's and sub's loops read it */
+static void alpha_ctx(struct bctx *ctx, struct tn_scalar alpha)
+{
+    if (alpha.kind == TN_SCALAR_INT) { /* the usual alpha: no conversion calls */
+        ctx->af = (double)alpha.v.i;
+        ctx->ai = (uint64_t)alpha.v.i;
+    } else {
+        ctx->af = tn_scalar_to_double(alpha);
+        ctx->ai = (uint64_t)tn_scalar_to_int64(alpha);
+    }
+    ctx->ab = ctx->af != 0;
+    ctx->ac = alpha.kind == TN_SCALAR_COMPLEX ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I
+                                              : (float)ctx->af;
+}
+
+/* Runs fn in one inner run when out, a and b (in the compute dtype, of
+ * element size es) are small, contiguous and of out's element count (a
+ * broadcast that only adds dims of size 1): no iterator set-up. False when
+ * they are not. */
+static bool run_dense(tn_iter_fn fn, struct tn_tensor *out, const struct tn_tensor *a,
+                      const struct tn_tensor *b, int64_t n, size_t es, struct bctx *ctx)
+{
+    if (n >= TN_PARALLEL_GRAIN || !tn__is_contiguous(out) || !tn__is_contiguous(a) ||
+        !tn__is_contiguous(b) || tn__numel(a) != n || tn__numel(b) != n)
+        return false;
+    size_t oes = out->dtype == a->dtype ? es : tn_dtype_size(out->dtype);
+    char *p[3] = {tn__data(out, oes), tn__data(a, es), tn__data(b, es)};
+    int64_t st[3] = {(int64_t)oes, (int64_t)es, (int64_t)es};
+    fn(p, st, n, ctx);
+    return true;
+}
+
 int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_tensor *b,
                    struct tn_scalar alpha, enum tn_dtype compute, struct tn_tensor *out)
 {
-    /* fmaf is a libm call unless the target has FMA: alpha 1 needs none
-     * (fma(y, 1, x) and x + y round the same) */
-    if ((op == TN_BINOP_ADD || op == TN_BINOP_SUB) && alpha.kind != TN_SCALAR_COMPLEX &&
-        tn_scalar_to_double(alpha) == 1.0)
-        op = op == TN_BINOP_ADD ? TN_BINOP_ADD1 : TN_BINOP_SUB1;
+    struct bctx ctx = {.zero_div = 0};
+    if (op == TN_BINOP_ADD || op == TN_BINOP_SUB) {
+        alpha_ctx(&ctx, alpha);
+        /* fmaf is a libm call unless the target has FMA: alpha 1 needs none
+         * (fma(y, 1, x) and x + y round the same) */
+        if (alpha.kind != TN_SCALAR_COMPLEX && ctx.af == 1.0)
+            op = op == TN_BINOP_ADD ? TN_BINOP_ADD1 : TN_BINOP_SUB1;
+    }
     tn_iter_fn fn = loops[op][compute];
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel_names[op],
                             tn_dtype_info(compute)->c10_name);
-    struct bctx ctx = {.af = tn_scalar_to_double(alpha), .ai = (uint64_t)tn_scalar_to_int64(alpha),
-                       .ab = tn_scalar_to_double(alpha) != 0};
-    ctx.ac = alpha.kind == TN_SCALAR_COMPLEX ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I
-                                             : (float)ctx.af;
-    if (tn_numel(out) == 0)
+    int64_t n = tn__numel(out);
+    if (n == 0)
         return TN_OK;
-    /* operands in the compute dtype (no copy when they have it already) */
-    struct tn_tensor *ca = tn_to_dtype(a, compute), *cb = ca ? tn_to_dtype(b, compute) : NULL;
+    size_t es = tn_dtype_size(compute);
     int rc = TN_OK;
-    if (!cb) {
+    struct tn_tensor *ca = NULL, *cb = NULL;
+    /* operands already in the compute dtype are used as they are */
+    if (a->dtype == compute && b->dtype == compute && run_dense(fn, out, a, b, n, es, &ctx))
+        goto done;
+    if (!(ca = tn_to_dtype(a, compute)) || !(cb = tn_to_dtype(b, compute))) {
         rc = tn_last_status();
-    } else {
-        int64_t n = tn_numel(out);
-        if (n < TN_PARALLEL_GRAIN && tn_is_contiguous(out) && tn_is_contiguous(ca) &&
-            tn_is_contiguous(cb) && tn_numel(ca) == n && tn_numel(cb) == n) {
-            /* small and dense: one inner run, no iterator set-up */
-            char *p[3] = {tn_data(out), tn_data(ca), tn_data(cb)};
-            int64_t st[3] = {(int64_t)tn_dtype_size(out->dtype), (int64_t)tn_dtype_size(compute),
-                             (int64_t)tn_dtype_size(compute)};
-            fn(p, st, n, &ctx);
-            goto done;
-        }
+        goto done;
+    }
+    if (!run_dense(fn, out, ca, cb, n, es, &ctx)) {
         /* broadcast by stride 0, without allocating views */
         int64_t sa[TN_MAX_DIMS], sb[TN_MAX_DIMS];
         broadcast_strides(ca, out->ndim, sa);
         broadcast_strides(cb, out->ndim, sb);
         struct tn_iter it;
-        char *base[3] = {tn_data(out), tn_data(ca), tn_data(cb)};
+        size_t oes = tn_dtype_size(out->dtype);
+        char *base[3] = {tn__data(out, oes), tn__data(ca, es), tn__data(cb, es)};
         const int64_t *strides[3] = {out->strides, sa, sb};
-        size_t el[3] = {tn_dtype_size(out->dtype), tn_dtype_size(compute), tn_dtype_size(compute)};
+        size_t el[3] = {oes, es, es};
         tn__iter_init(&it, 3, out->sizes, out->ndim, base, strides, el);
         tn__iter_run(&it, fn, &ctx, TN_PARALLEL_GRAIN);
-    done:
-        if (ctx.zero_div)
-            rc = tn_set_error(TN_ERUNTIME, "ZeroDivisionError");
     }
+done:
+    if (rc == TN_OK && ctx.zero_div)
+        rc = tn_set_error(TN_ERUNTIME, "ZeroDivisionError");
     tn_release(ca);
     tn_release(cb);
     return rc;
