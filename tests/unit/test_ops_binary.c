@@ -99,6 +99,110 @@ static void test_parallel(void **state)
     tn_release(a);
 }
 
+/* --- the dense run and the strided iterator agree ------------------------
+ * Small operands that are contiguous, of the output's element count and
+ * already in the compute dtype run in one inner loop; others go through
+ * the strided iterator, or a conversion first. */
+
+typedef struct tn_tensor *(*binary_fn)(const struct tn_tensor *, const struct tn_tensor *);
+static struct tn_tensor *add_1(const struct tn_tensor *a, const struct tn_tensor *b) { return tn_add(a, b, tn_int(1)); }
+static struct tn_tensor *add_2(const struct tn_tensor *a, const struct tn_tensor *b) { return tn_add(a, b, tn_int(2)); }
+static struct tn_tensor *add_f(const struct tn_tensor *a, const struct tn_tensor *b) { return tn_add(a, b, tn_float(2.5)); }
+static struct tn_tensor *add_b(const struct tn_tensor *a, const struct tn_tensor *b) { return tn_add(a, b, tn_bool(true)); }
+static struct tn_tensor *sub_3(const struct tn_tensor *a, const struct tn_tensor *b) { return tn_sub(a, b, tn_int(3)); }
+static struct tn_tensor *div_floor(const struct tn_tensor *a, const struct tn_tensor *b) { return tn_div_mode(a, b, "floor"); }
+
+/* The values of t laid out transposed: not contiguous. */
+static struct tn_tensor *strided(const struct tn_tensor *t)
+{
+    struct tn_tensor *tt = tn_transpose(t, 0, 1), *c = tn_contiguous(tt);
+    struct tn_tensor *r = tn_transpose(c, 0, 1);
+    tn_release(tt);
+    tn_release(c);
+    return r;
+}
+
+/* got and want both failed with one message, or hold the same bytes in
+ * want's dtype (got with `ndim` dims: a broadcast may add dims of size 1). */
+static void assert_agree(struct tn_tensor *got, char *want_error, struct tn_tensor *want, int ndim)
+{
+    if (!want) {
+        assert_null(got);
+        assert_string_equal(tn_last_error(), want_error);
+        return;
+    }
+    assert_non_null(got);
+    assert_int_equal(got->dtype, want->dtype);
+    assert_int_equal(got->ndim, ndim);
+    struct tn_tensor *g = tn_contiguous(got), *w = tn_contiguous(want);
+    assert_int_equal(tn_numel(g), tn_numel(w));
+    assert_memory_equal(tn_data(g), tn_data(w), tn_nbytes(w));
+    tn_release(g);
+    tn_release(w);
+    tn_release(got);
+}
+
+static struct tn_tensor *values(const double *v, enum tn_dtype dt)
+{
+    struct tn_tensor *d = tn_from_data(v, TN_SHAPE(2, 3), TN_FLOAT64);
+    struct tn_tensor *r = tn_to_dtype(d, dt);
+    tn_release(d);
+    return r;
+}
+
+static void test_dense_and_strided_agree(void **state)
+{
+    static const double av[6] = {1, -2, 3, 4, 5, -6}, bv[6] = {2, 3, -1, 7, -4, 2};
+    static const binary_fn fns[] = {add_1, add_2, add_f, add_b, sub_3, tn_mul, tn_div, div_floor,
+                                    tn_eq, tn_lt, tn_maximum, tn_remainder, tn_pow,
+                                    tn_logical_xor, tn_bitwise_and};
+    static const enum tn_dtype dts[] = {TN_FLOAT32, TN_FLOAT64, TN_FLOAT16, TN_INT64, TN_INT32,
+                                        TN_UINT8, TN_BOOL, TN_COMPLEX64};
+    struct tn_tensor *bf = values(bv, TN_FLOAT32), *sbf = strided(bf);
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+        struct tn_tensor *a = values(av, dts[d]), *b = values(bv, dts[d]);
+        struct tn_tensor *sa = strided(a), *sb = strided(b), *b3 = tn_view(b, TN_SHAPE(1, 2, 3));
+        for (size_t f = 0; f < sizeof fns / sizeof *fns; f++) {
+            char err[256] = "";
+            struct tn_tensor *want = fns[f](sa, sb);
+            if (!want)
+                snprintf(err, sizeof err, "%s", tn_last_error());
+            assert_agree(fns[f](a, b), err, want, 2);
+            /* a broadcast that only adds a leading dim of size 1 */
+            assert_agree(fns[f](a, b3), err, want, 3);
+            tn_release(want);
+            /* a conversion first (the dtype with float32) */
+            err[0] = '\0';
+            want = fns[f](sa, sbf);
+            if (!want)
+                snprintf(err, sizeof err, "%s", tn_last_error());
+            assert_agree(fns[f](a, bf), err, want, 2);
+            tn_release(want);
+        }
+        /* in place, self the dense output */
+        struct tn_tensor *want = tn_add(sa, sb, tn_int(2)), *x = tn_clone(a);
+        if (want) {
+            assert_int_equal(tn_add_(x, b, tn_int(2)), 0);
+            assert_agree(tn_retain(x), NULL, want, 2);
+        }
+        tn_release(x);
+        tn_release(want);
+        tn_release(b3);
+        tn_release(sb);
+        tn_release(sa);
+        tn_release(b);
+        tn_release(a);
+    }
+    tn_release(sbf);
+    tn_release(bf);
+    /* an integer division by zero in the dense run is still an error */
+    struct tn_tensor *i = tn_full(TN_SHAPE(3), tn_int(7), TN_INT64), *z = tn_zeros(TN_SHAPE(3), TN_INT64);
+    assert_null(tn_div_mode(i, z, "floor"));
+    assert_string_equal(tn_last_error(), "ZeroDivisionError");
+    tn_release(z);
+    tn_release(i);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -106,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_inplace_and_out),
         cmocka_unit_test(test_meta_and_keys),
         cmocka_unit_test(test_parallel),
+        cmocka_unit_test(test_dense_and_strided_agree),
     };
     return TN_RUN_TESTS(tests);
 }
