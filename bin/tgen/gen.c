@@ -447,8 +447,9 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
 static void write_entry(FILE *f, const struct tg_func *fn)
 {
     const bool ret_int = returns_int(fn);
-    /* the redispatch entry: pick the kernel for ks and call it */
-    fprintf(f, "%s tn_redispatch_%s(tn_keyset ks", ret_type(fn), fn->ident);
+    /* pick the kernel for ks and call it: inline in the public entry, and
+     * the exported redispatch entry */
+    fprintf(f, "static inline %s redispatch_%s(tn_keyset ks", ret_type(fn), fn->ident);
     params(f, fn, 0, fn->nargs, true);
     ret_params(f, fn);
     fprintf(f, ")\n{\n    typedef %s (*fn_t)(tn_keyset", ret_type(fn));
@@ -456,6 +457,13 @@ static void write_entry(FILE *f, const struct tg_func *fn)
     ret_params(f, fn);
     fprintf(f, ");\n    fn_t fn_ = (fn_t)tn_dispatch_kernel(&op_%s, ks);\n", fn->ident);
     fprintf(f, "    if (!fn_)\n        return %s;\n    return fn_(ks", ret_int ? "tn_last_status()" : "NULL");
+    call_args(f, fn, 0, fn->nargs, true);
+    ret_call(f, fn);
+    fputs(");\n}\n\n", f);
+    fprintf(f, "%s tn_redispatch_%s(tn_keyset ks", ret_type(fn), fn->ident);
+    params(f, fn, 0, fn->nargs, true);
+    ret_params(f, fn);
+    fprintf(f, ")\n{\n    return redispatch_%s(ks", fn->ident);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
     fputs(");\n}\n\n", f);
@@ -493,9 +501,9 @@ static void write_entry(FILE *f, const struct tg_func *fn)
         for (int i = 0; i < fn->nargs; i++)
             if (fn->args[i].type == TG_TENSOR)
                 fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
-        fprintf(f, "};\n    return tn_redispatch_%s(tn_dispatch_keyset(ts_, %d)", fn->ident, nt);
+        fprintf(f, "};\n    return redispatch_%s(tn_dispatch_keyset(ts_, %d)", fn->ident, nt);
     } else {
-        fprintf(f, "    return tn_redispatch_%s(", fn->ident);
+        fprintf(f, "    return redispatch_%s(", fn->ident);
     }
     /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
     bool first = nt == 0;

@@ -60,9 +60,9 @@ struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype d
                                  struct tn_device device)
 {
     int64_t numel;
-    if (tn__check_sizes(sizes, ndim, &numel) != TN_OK)
+    if (tn__sizes_numel(sizes, ndim, &numel) != TN_OK)
         return NULL;
-    size_t es = tn_dtype_size(dtype);
+    size_t es = tn__dtype_size(dtype);
     if ((uint64_t)numel > SIZE_MAX / es) {
         tn_set_error(TN_ENOMEM, "tensor of %lld elements is too large", (long long)numel);
         return NULL;
@@ -157,7 +157,7 @@ int64_t tn_stride(const struct tn_tensor *t, int dim)
     return t->strides[d];
 }
 
-void *tn_data(const struct tn_tensor *t) { return tn__data(t, tn_dtype_size(t->dtype)); }
+void *tn_data(const struct tn_tensor *t) { return tn__data(t, tn__dtype_size(t->dtype)); }
 
 size_t tn_nbytes(const struct tn_tensor *t)
 {

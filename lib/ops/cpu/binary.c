@@ -316,10 +316,10 @@ static void alpha_ctx(struct bctx *ctx, struct tn_scalar alpha)
 static bool run_dense(tn_iter_fn fn, struct tn_tensor *out, const struct tn_tensor *a,
                       const struct tn_tensor *b, int64_t n, size_t es, struct bctx *ctx)
 {
-    if (n >= TN_PARALLEL_GRAIN || !tn__is_contiguous(out) || !tn__is_contiguous(a) ||
-        !tn__is_contiguous(b) || tn__numel(a) != n || tn__numel(b) != n)
+    if (n >= TN_PARALLEL_GRAIN || tn__contiguous_numel(a) != n || tn__contiguous_numel(b) != n ||
+        !tn__is_contiguous(out))
         return false;
-    size_t oes = out->dtype == a->dtype ? es : tn_dtype_size(out->dtype);
+    size_t oes = out->dtype == a->dtype ? es : tn__dtype_size(out->dtype);
     char *p[3] = {tn__data(out, oes), tn__data(a, es), tn__data(b, es)};
     int64_t st[3] = {(int64_t)oes, (int64_t)es, (int64_t)es};
     fn(p, st, n, ctx);
@@ -344,7 +344,7 @@ int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_
     int64_t n = tn__numel(out);
     if (n == 0)
         return TN_OK;
-    size_t es = tn_dtype_size(compute);
+    size_t es = tn__dtype_size(compute);
     int rc = TN_OK;
     struct tn_tensor *ca = NULL, *cb = NULL;
     /* operands already in the compute dtype are used as they are */
