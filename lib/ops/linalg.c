@@ -197,6 +197,22 @@ struct tn_tensor *tn__composite_linear(tn_keyset ks, const struct tn_tensor *inp
     struct tn_tensor *r;
     if (input->ndim == 2 && bias) {
         r = tn_addmm(bias, input, wt, tn_int(1), tn_int(1));
+    } else if (input->ndim > 2 && bias && bias->ndim <= 1) {
+        /* the batch dims folded into the rows of one addmm, as PyTorch
+         * does: the bias goes in as the product's start (beta 1), not as
+         * a second pass over the output */
+        int nd = input->ndim;
+        struct tn_tensor *x = tn_reshape(input, TN_SHAPE(-1, input->sizes[nd - 1]));
+        struct tn_tensor *p = x ? tn_addmm(bias, x, wt, tn_int(1), tn_int(1)) : NULL;
+        r = NULL;
+        if (p) {
+            int64_t shape[TN_MAX_DIMS];
+            memcpy(shape, input->sizes, sizeof(int64_t) * (size_t)(nd - 1));
+            shape[nd - 1] = p->sizes[1];
+            r = tn_view(p, shape, nd);
+        }
+        tn_release(x);
+        tn_release(p);
     } else {
         r = tn_matmul(input, wt);
         if (r && bias) {
