@@ -42,11 +42,100 @@ static void test_strided_operands(void **state)
     tn_release(a);
 }
 
+/* out = beta*c + alpha*a@b by a plain loop over float64 tensors of any
+ * strides (2-D, or 3-D batches); c may be NULL. */
+static double *plain_product(const struct tn_tensor *a, const struct tn_tensor *b,
+                             const struct tn_tensor *c, double beta, double alpha)
+{
+    int nd = a->ndim;
+    int64_t B = nd == 3 ? a->sizes[0] : 1, M = a->sizes[nd - 2], K = a->sizes[nd - 1];
+    int64_t N = b->sizes[nd - 1];
+    const double *pa = tn_data(a), *pb = tn_data(b), *pc = c ? tn_data(c) : NULL;
+    double *r = calloc((size_t)(B * M * N), sizeof *r);
+    for (int64_t q = 0; q < B; q++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += pa[(nd == 3 ? q * a->strides[0] : 0) + i * a->strides[nd - 2] +
+                              k * a->strides[nd - 1]] *
+                           pb[(nd == 3 ? q * b->strides[0] : 0) + k * b->strides[nd - 2] +
+                              j * b->strides[nd - 1]];
+                /* c: a bias of N values, broadcast over the rows */
+                r[(q * M + i) * N + j] = (pc ? beta * pc[j * c->strides[0]] : 0) + alpha * acc;
+            }
+    return r;
+}
+
+static void assert_product(const struct tn_tensor *got, const double *want)
+{
+    assert_non_null(got);
+    struct tn_tensor *g = tn_contiguous(got);
+    const double *p = tn_data(g);
+    for (int64_t i = 0; i < tn_numel(g); i++)
+        if (fabs(p[i] - want[i]) > 1e-10 * (1 + fabs(want[i])))
+            fail_msg("element %lld is %.17g, a plain loop gives %.17g", (long long)i, p[i],
+                     want[i]);
+    tn_release(g);
+}
+
+/* On three threads the products split over the pool: the matrices of a
+ * batch, the rows of a tall product, the columns of a wide one (blocks of
+ * 16 with a ragged last one), addmm's bias and scalars included. */
+static void test_threads(void **state)
+{
+    int prev = tn_get_num_threads();
+    tn_set_num_threads(3);
+    struct tn_tensor *a = tn_randn(TN_SHAPE(200, 80), TN_FLOAT64, NULL);
+    struct tn_tensor *b = tn_randn(TN_SHAPE(80, 90), TN_FLOAT64, NULL);
+    struct tn_tensor *r = tn_mm(a, b); /* rows: 80, 80, 40 */
+    double *want = plain_product(a, b, NULL, 0, 1);
+    assert_product(r, want);
+    free(want);
+    tn_release(r);
+    struct tn_tensor *bias = tn_randn(TN_SHAPE(90), TN_FLOAT64, NULL);
+    r = tn_addmm(bias, a, b, tn_float(0.5), tn_float(2.0));
+    want = plain_product(a, b, bias, 0.5, 2.0);
+    assert_product(r, want);
+    free(want);
+    tn_release(r);
+    /* wide, with a transposed operand: columns 208, 208, 185 */
+    struct tn_tensor *w = tn_randn(TN_SHAPE(5, 300), TN_FLOAT64, NULL);
+    struct tn_tensor *v = tn_randn(TN_SHAPE(601, 300), TN_FLOAT64, NULL);
+    struct tn_tensor *vt = tn_t(v);
+    r = tn_mm(w, vt);
+    want = plain_product(w, vt, NULL, 0, 1);
+    assert_product(r, want);
+    free(want);
+    tn_release(r);
+    /* a batch of 4 over the threads, and a batch of 2 split by rows (160, 140) */
+    struct tn_tensor *x = tn_randn(TN_SHAPE(4, 100, 64), TN_FLOAT64, NULL);
+    struct tn_tensor *y = tn_randn(TN_SHAPE(4, 70, 64), TN_FLOAT64, NULL);
+    struct tn_tensor *yt = tn_transpose(y, 1, 2);
+    r = tn_bmm(x, yt);
+    want = plain_product(x, yt, NULL, 0, 1);
+    assert_product(r, want);
+    free(want);
+    tn_release(r);
+    struct tn_tensor *x2 = tn_randn(TN_SHAPE(2, 300, 64), TN_FLOAT64, NULL);
+    struct tn_tensor *y2 = tn_randn(TN_SHAPE(2, 64, 70), TN_FLOAT64, NULL);
+    r = tn_bmm(x2, y2);
+    want = plain_product(x2, y2, NULL, 0, 1);
+    assert_product(r, want);
+    free(want);
+    tn_release(r);
+    struct tn_tensor *all[] = {a, b, bias, w, v, vt, x, y, yt, x2, y2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+    tn_set_num_threads(prev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_strided_operands),
+        cmocka_unit_test(test_threads),
     };
     return TN_RUN_TESTS(tests);
 }

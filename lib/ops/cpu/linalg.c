@@ -78,6 +78,12 @@ TN_GEMM_LOOP(i16, int16_t, uint64_t, LD_ID, ST_I16)
 TN_GEMM_LOOP(i8, int8_t, uint64_t, LD_ID, ST_I8)
 TN_GEMM_LOOP(u8, uint8_t, uint64_t, LD_ID, ST_U8)
 
+static int no_kernel(enum tn_dtype dt)
+{
+    return tn_set_error(TN_EDTYPE, "\"addmm_impl_cpu_\" not implemented for '%s'",
+                        tn_dtype_info(dt)->c10_name);
+}
+
 /* One product: c (M x N, row-major, leading dim ldc) = beta*c + alpha*a@b,
  * with a (M x K) and b (K x N) given by data pointer and element strides.
  * beta is ignored (c's old values are not read) when use_c is false, as
@@ -135,8 +141,7 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
     TN_INT_CASE(TN_INT8, i8)
     TN_INT_CASE(TN_UINT8, u8)
     default:
-        return tn_set_error(TN_EDTYPE, "\"addmm_impl_cpu_\" not implemented for '%s'",
-                            tn_dtype_info(dt)->c10_name);
+        return no_kernel(dt);
     }
 }
 
@@ -161,6 +166,80 @@ static bool out_rowmajor(const struct tn_tensor *out)
     return nd == 2 || out->sizes[0] <= 1 || out->strides[0] >= rows * cols;
 }
 
+/* Threads: OpenBLAS has a pool of its own whose idle workers spin for a
+ * while after each call; beside ours, on a machine with as many cores as
+ * threads, they took the cores the elementwise kernels between the
+ * products wanted (on 2 cores gelu and softmax ran at one-thread speed).
+ * So the products here run OpenBLAS single-threaded inside our pool: the
+ * matrices of a batch split over the tasks, or one large product's rows
+ * (or columns) in blocks of 16. Afterwards OpenBLAS gets back
+ * tn_get_num_threads() threads for its other callers (the convolutions). */
+#define TN_GEMM_BLOCK 16
+#define TN_GEMM_TASK_MIN ((int64_t)1 << 18) /* multiply-adds worth a task */
+
+struct gemm_job {
+    enum tn_dtype dt;
+    int64_t M, N, K, rb, cb, nr, nc; /* row/column block sizes and counts */
+    const char *a, *b;
+    char *c;
+    int64_t as0, as1, bs0, bs1, ldc, sa, sb, sc; /* element strides; batch strides in bytes */
+    size_t es;
+    struct tn_scalar alpha, beta;
+    bool use_c;
+    int rc;
+};
+
+static void gemm_tasks(int64_t begin, int64_t end, void *ctx)
+{
+    struct gemm_job *j = ctx;
+    int64_t es = (int64_t)j->es;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t bi = t / (j->nr * j->nc), blk = t % (j->nr * j->nc);
+        int64_t r0 = blk / j->nc * j->rb, c0 = blk % j->nc * j->cb;
+        int64_t m = j->M - r0 < j->rb ? j->M - r0 : j->rb, n = j->N - c0 < j->cb ? j->N - c0 : j->cb;
+        int rc = gemm(j->dt, m, n, j->K, j->a + bi * j->sa + r0 * j->as0 * es, j->as0, j->as1,
+                      j->b + bi * j->sb + c0 * j->bs1 * es, j->bs0, j->bs1,
+                      j->c + bi * j->sc + (r0 * j->ldc + c0) * es, j->ldc, j->alpha, j->beta,
+                      j->use_c);
+        if (rc < 0)
+            __atomic_store_n(&j->rc, rc, __ATOMIC_RELAXED);
+    }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* The batch's products on the pool (each task a matrix, or a block of
+ * one when the batch is smaller than the thread count). */
+static int gemm_batch(struct gemm_job *j, int64_t batch)
+{
+    int64_t nt = tn_get_num_threads(), work = j->M * j->N * (j->K > 0 ? j->K : 1);
+    j->rb = j->M, j->cb = j->N, j->nr = j->nc = 1;
+    if (batch < nt && work >= nt * TN_GEMM_TASK_MIN) {
+        int64_t parts = ceil_div(nt, batch);
+        if (j->M >= j->N)
+            j->rb = ceil_div(ceil_div(j->M, parts), TN_GEMM_BLOCK) * TN_GEMM_BLOCK;
+        else
+            j->cb = ceil_div(ceil_div(j->N, parts), TN_GEMM_BLOCK) * TN_GEMM_BLOCK;
+        j->nr = ceil_div(j->M, j->rb), j->nc = ceil_div(j->N, j->cb);
+    }
+    switch (j->dt) { /* the error on this thread, not a worker's */
+    case TN_FLOAT32: case TN_FLOAT64: case TN_COMPLEX64: case TN_FLOAT16: case TN_BFLOAT16:
+    case TN_INT64: case TN_INT32: case TN_INT16: case TN_INT8: case TN_UINT8:
+        break;
+    default:
+        return no_kernel(j->dt);
+    }
+    int64_t tasks = batch * j->nr * j->nc, per = work / (j->nr * j->nc);
+    int64_t grain = per >= TN_GEMM_TASK_MIN ? 1 : ceil_div(TN_GEMM_TASK_MIN, per > 0 ? per : 1);
+    openblas_set_num_threads(1);
+    tn_parallel_for(tasks, grain, gemm_tasks, j);
+    openblas_set_num_threads((int)nt);
+    return j->rc;
+}
+
 /* out (B x M x N or M x N) = beta*out + alpha * a @ b over the batch. */
 static int batched(const struct tn_tensor *a, const struct tn_tensor *b, struct tn_tensor *out,
                    struct tn_scalar alpha, struct tn_scalar beta, bool use_c)
@@ -175,15 +254,18 @@ static int batched(const struct tn_tensor *a, const struct tn_tensor *b, struct 
     int rc = cb ? TN_OK : tn_last_status();
     if (cb && K == 0 && !use_c)
         rc = tn_fill_(target, tn_int(0)); /* an empty sum, and BLAS may skip the write */
-    size_t es = tn_dtype_size(out->dtype);
-    for (int64_t i = 0; rc == 0 && i < batch && !(K == 0 && !use_c); i++) {
-        const char *pa = (const char *)tn_data(ca) + (nd == 3 ? i * ca->strides[0] * (int64_t)es : 0);
-        const char *pb = (const char *)tn_data(cb) + (nd == 3 ? i * cb->strides[0] * (int64_t)es : 0);
-        char *pc = (char *)tn_data(target) + (nd == 3 ? i * target->strides[0] * (int64_t)es : 0);
-        int64_t ldc = M <= 1 ? (N > 1 ? N : 1) : target->strides[nd - 2];
-        rc = gemm(out->dtype, M, N, K, pa, ca->strides[ca->ndim - 2], ca->strides[ca->ndim - 1],
-                  pb, cb->strides[cb->ndim - 2], cb->strides[cb->ndim - 1], pc, ldc, alpha, beta,
-                  use_c);
+    if (rc == 0 && !(K == 0 && !use_c)) {
+        size_t es = tn_dtype_size(out->dtype);
+        struct gemm_job j = {
+            .dt = out->dtype, .M = M, .N = N, .K = K, .a = tn_data(ca), .b = tn_data(cb),
+            .c = tn_data(target), .as0 = ca->strides[ca->ndim - 2],
+            .as1 = ca->strides[ca->ndim - 1], .bs0 = cb->strides[cb->ndim - 2],
+            .bs1 = cb->strides[cb->ndim - 1], .ldc = M <= 1 ? (N > 1 ? N : 1) : target->strides[nd - 2],
+            .sa = nd == 3 ? ca->strides[0] * (int64_t)es : 0,
+            .sb = nd == 3 ? cb->strides[0] * (int64_t)es : 0,
+            .sc = nd == 3 ? target->strides[0] * (int64_t)es : 0, .es = es, .alpha = alpha,
+            .beta = beta, .use_c = use_c};
+        rc = gemm_batch(&j, batch);
     }
     if (rc == 0 && target != out)
         rc = tn_copy_(out, target);
