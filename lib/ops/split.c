@@ -109,6 +109,14 @@ int tn__composite_split_with_sizes(tn_keyset ks, const struct tn_tensor *self,
     return narrow_pieces(self, d, split_sizes, split_sizes_len, 0, result, "split_with_sizes");
 }
 
+/* torch.split with a list: split_with_sizes, through the dispatcher as
+ * PyTorch's split.sizes calls it */
+int tn__composite_split_sizes(tn_keyset ks, const struct tn_tensor *self, const int64_t *split_size,
+                              int split_size_len, int64_t dim, struct tn_tensor ***result)
+{
+    return tn_split_with_sizes(self, split_size, split_size_len, dim, result);
+}
+
 int tn__composite_chunk(tn_keyset ks, const struct tn_tensor *self, int64_t chunks, int64_t dim,
                         struct tn_tensor ***result)
 {
