@@ -3,7 +3,7 @@
  * checking a graph (tn_graph_parse + tn_graph_check, the Meta pass
  * included), against jansson parsing the same text the plain way
  * (json_loadb and json_decref, every value malloc'd and freed; our reader
- * squeezes the blanks out first and keeps the tree in an arena). Prints
+ * parses with lib/graph/json.c into jansson's tree, kept in an arena). Prints
  * milliseconds and the ratio; graph.sh compares with PyTorch's own
  * deserializer.
  *

@@ -16,14 +16,17 @@ static void *tn_cpu_alloc(size_t nbytes, int device_index, void *ctx)
     /* aligned_alloc wants a multiple of the alignment; zero-size storages
      * still get a unique pointer. */
     size_t n = (nbytes + TN_ALIGNMENT - 1) / TN_ALIGNMENT * TN_ALIGNMENT;
-    return aligned_alloc(TN_ALIGNMENT, n ? n : TN_ALIGNMENT);
+    /* large blocks come from the cache (core/cpu_cache.c) */
+    void *p = tn__cpu_cache_alloc(nbytes);
+    return p ? p : aligned_alloc(TN_ALIGNMENT, n ? n : TN_ALIGNMENT);
 }
 
 static void tn_cpu_free(void *ptr, int device_index, void *ctx)
 {
     (void)device_index;
     (void)ctx;
-    free(ptr);
+    if (!tn__cpu_cache_free(ptr))
+        free(ptr);
 }
 
 static struct tn_allocator tn_allocators[3] = {

@@ -5,6 +5,7 @@ libtensor_la_SOURCES += \
 	lib/core/dtype.c \
 	lib/core/promote.c \
 	lib/core/device.c \
+	lib/core/cpu_cache.c \
 	lib/core/storage.c \
 	lib/core/tensor.c \
 	lib/core/factory.c \

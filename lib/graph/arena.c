@@ -2,9 +2,10 @@
  * graph/arena.c: jansson's tree in one arena. A 5,000-node graph is about
  * 300,000 JSON values; allocating and freeing them one by one through
  * malloc was half of reading the graph (perf). While tn__graph_json_load
- * parses, the calling thread's jansson allocations come from a bump
- * arena, its frees are no-ops, and tn__graph_json_drop releases the arena
- * in a few calls instead of walking the tree.
+ * parses (lib/graph/json.c, with jansson's constructors), the calling
+ * thread's jansson allocations come from a bump arena, its frees are
+ * no-ops, and tn__graph_json_drop releases the arena in a few calls
+ * instead of walking the tree.
  *
  * jansson's allocation functions are process-wide, and other parts of the
  * library and the program use jansson from other threads: the functions
@@ -149,59 +150,30 @@ __attribute__((destructor)) static void uninstall(void)
         json_set_alloc_funcs(prev_malloc, prev_free);
 }
 
-/* What squeeze does with each byte outside strings. */
-enum { KEEP, BLANK, DELIM, OPEN, CLOSE, QUOTE };
-static const unsigned char kind[256] = {
-    [' '] = BLANK, ['\n'] = BLANK, ['\r'] = BLANK, ['\t'] = BLANK,
-    [','] = DELIM, [':'] = DELIM, ['{'] = OPEN, ['['] = OPEN, ['}'] = CLOSE, [']'] = CLOSE,
-    ['"'] = QUOTE,
-};
-
-/* text without the blanks between tokens, into out (len bytes); returns
- * the new length, and the nesting depth in *depth. A blank run between
- * two characters that are not delimiters ("1 2", "true false") stays one
- * space, so that jansson reads the same tokens, errors included.
- * torch.export writes indented JSON, 40% blanks, which jansson's lexer
- * would read a byte at a time through a callback. */
-static size_t squeeze(const char *text, size_t len, char *out, int *depth)
+/* How deep text nests: its brackets counted outside strings, whether or
+ * not it is JSON (for the message that refuses it). */
+static int nesting(const char *text, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t n = 0, i = 0;
     int d = 0, max = 0;
-    while (i < len) {
-        unsigned char c = s[i++];
-        switch (kind[c]) {
-        case BLANK:
-            while (i < len && kind[s[i]] == BLANK)
-                i++;
-            /* a space where both neighbours would run together */
-            if (n && i < len && kind[(unsigned char)out[n - 1]] == KEEP && kind[s[i]] == KEEP)
-                out[n++] = ' ';
-            continue;
-        case OPEN:
+    for (size_t i = 0; i < len; i++) {
+        switch (text[i]) {
+        case '{':
+        case '[':
             if (++d > max)
                 max = d;
             break;
-        case CLOSE:
+        case '}':
+        case ']':
             d--;
             break;
-        case QUOTE:
-            /* a string, copied whole (an unterminated one to the end) */
-            out[n++] = (char)c;
-            while (i < len && s[i] != '"') {
-                if (s[i] == '\\' && i + 1 < len)
-                    out[n++] = (char)s[i++];
-                out[n++] = (char)s[i++];
-            }
-            if (i == len)
-                continue;
-            c = s[i++];
+        case '"': /* a string, to its end (an unterminated one to the text's) */
+            for (i++; i < len && text[i] != '"'; i++)
+                if (text[i] == '\\')
+                    i++;
             break;
         }
-        out[n++] = (char)c;
     }
-    *depth = max;
-    return n;
+    return max;
 }
 
 int tn__graph_json_load(const char *text, size_t len, const char *label, int max_depth,
@@ -210,54 +182,41 @@ int tn__graph_json_load(const char *text, size_t len, const char *label, int max
     json_error_t err;
     json_malloc_t m;
     json_free_t f;
-    int depth;
+    bool deep;
     *root = NULL;
     *arena = NULL;
     pthread_once(&installed, install);
     struct tn__json_arena *a = malloc(sizeof *a);
     if (!a)
         return tn_set_error(TN_ENOMEM, "%s: out of memory", label);
-    /* the squeezed text, and the tree: 7 to 12 bytes per byte of text */
+    /* the tree: 5 to 10 bytes per byte of text */
     a->head = NULL;
-    a->next_size = len < MAX_CHUNK / 10 ? 10 * len : MAX_CHUNK;
+    a->next_size = len < MAX_CHUNK / 8 ? 8 * len : MAX_CHUNK;
     if (a->next_size < ((size_t)64 << 10))
         a->next_size = (size_t)64 << 10;
-    char *tight = bump(a, len);
-    if (!tight) {
-        tn__graph_json_drop(NULL, a);
-        return tn_set_error(TN_ENOMEM, "%s: out of memory", label);
-    }
-    size_t tlen = squeeze(text, len, tight, &depth);
-    if (depth > max_depth) {
-        tn__graph_json_drop(NULL, a);
-        /* before jansson, whose parser recurses (its own limit is 2048) */
-        return tn_set_error(TN_EFORMAT, "%s: graph: JSON nested %d deep (the limit is %d)",
-                            label, depth, max_depth);
-    }
     json_get_alloc_funcs(&m, &f);
     bool ours = m == arena_malloc; /* else the program installed its own after ours */
     active = ours ? a : NULL;
-    *root = json_loadb(tight, tlen, flags, &err);
+    *root = tn__graph_json_parse(text, len, flags, max_depth, &deep);
     active = NULL;
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-    /* the fuzz target checks that squeezing changes nothing jansson reads */
-    json_t *plain = json_loadb(text, len, flags, &err);
-    if (!plain != !*root || (plain && !json_equal(plain, *root)))
-        abort();
-    json_decref(plain);
-#endif
-    if (*root && ours) {
-        *arena = a;
+    if (*root) {
+        if (ours)
+            *arena = a;
+        else
+            tn__graph_json_drop(NULL, a);
         return TN_OK;
     }
     tn__graph_json_drop(NULL, a);
-    if (*root)
-        return TN_OK;
-    /* the error at its line and column in the text as given (or the tree,
-     * where the arena ran out of memory and malloc does not) */
+    /* refused (or out of memory): the reason in jansson's words, at its
+     * line and column in the text, unless the text nests too deep for
+     * jansson's recursive parser to be let at it (its own limit is 2048) */
+    int depth = nesting(text, len);
+    if (depth > max_depth)
+        return tn_set_error(TN_EFORMAT, "%s: graph: JSON nested %d deep (the limit is %d)",
+                            label, depth, max_depth);
     if (!(*root = json_loadb(text, len, flags, &err)))
         return tn_set_error(TN_EFORMAT, "%s:%d:%d: %s", label, err.line, err.column, err.text);
-    return TN_OK;
+    return TN_OK; /* memory ran out in the arena but not in malloc */
 }
 
 void tn__graph_json_drop(json_t *root, struct tn__json_arena *arena)

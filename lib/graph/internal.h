@@ -20,7 +20,7 @@ struct tn_graph_index {
 /* Parses JSON text (flags as json_loadb's) into *root, its tree in an
  * arena that *arena receives (NULL: the tree is jansson's own, where the
  * program installed other allocation functions after ours), refusing
- * text nested deeper than max_depth before jansson sees it. Returns 0, or
+ * text nested deeper than max_depth. Returns 0, or
  * TN_EFORMAT (messages "LABEL:LINE:COLUMN: jansson's words", or the
  * depth) or TN_ENOMEM, holding nothing. tn__graph_json_drop(*root,
  * *arena) releases the tree at once: keep no pointer into it past that. */
@@ -28,6 +28,14 @@ struct tn__json_arena;
 int tn__graph_json_load(const char *text, size_t len, const char *label, int max_depth,
                         size_t flags, json_t **root, struct tn__json_arena **arena);
 void tn__graph_json_drop(json_t *root, struct tn__json_arena *arena);
+
+/* lib/graph/json.c: len bytes of JSON text -> a new tree built with
+ * jansson's constructors, where json_loadb(text, len, flags) reads one
+ * (the same tree); NULL where it refuses the text (or memory ran out, or
+ * flags hold more than JSON_REJECT_DUPLICATES), and also where the text
+ * nests deeper than max_depth: *deep then says so. No error message. */
+json_t *tn__graph_json_parse(const char *text, size_t len, size_t flags, int max_depth,
+                             bool *deep);
 
 /* The value named `name`, adding it (undefined, no meta) when absent.
  * Returns its index, or a negative tn_status. */

@@ -5,6 +5,7 @@ noinst_HEADERS += lib/graph/internal.h
 libtensor_la_SOURCES += \
 	lib/graph/read.c \
 	lib/graph/arena.c \
+	lib/graph/json.c \
 	lib/graph/check.c \
 	lib/graph/builtin.c \
 	lib/graph/exec.c \

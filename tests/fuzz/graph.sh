@@ -3,10 +3,9 @@
 # fuzz target with clang (libFuzzer, ASan, UBSan): lib/graph's sources
 # instrumented, the rest of libtensor from BUILDDIR's static library
 # (default: the source tree, as CI builds it); seeds the corpus with the
-# committed graphs and fuzzes for SECONDS (default 60). Built with
-# FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, the reader also parses each
-# input the plain way and aborts unless jansson read the same tree from
-# the text with its blanks squeezed out (lib/graph/arena.c).
+# committed graphs and fuzzes for SECONDS (default 60). The target also
+# aborts unless lib/graph/json.c and jansson's json_loadb read each input
+# alike (both refuse it, or both read equal trees).
 # Exit status: libFuzzer's (non-zero when it found a crash).
 set -eu
 secs=${1:-60}
@@ -26,4 +25,4 @@ clang -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
     "$src"/tests/fuzz/fuzz_graph.c "$src"/lib/graph/*.c "$lib" \
     -ljansson -lopenblas -lyaml -lz -lm -lpthread -ldl -o "$out/fuzz_graph"
 exec "$out/fuzz_graph" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=1024 \
-    -artifact_prefix="$out/" "$out/corpus"
+    -dict="$src/tests/fuzz/json.dict" -artifact_prefix="$out/" "$out/corpus"

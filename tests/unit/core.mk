@@ -10,3 +10,9 @@ tests_unit_test_core_SOURCES = tests/unit/test_core.c
 tests_unit_test_core_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_core_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_core_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_cpu_cache
+tests_unit_test_cpu_cache_SOURCES = tests/unit/test_cpu_cache.c
+tests_unit_test_cpu_cache_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_cpu_cache_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_cpu_cache_LDFLAGS = $(TN_UNIT_LINK)

@@ -258,6 +258,13 @@ void tn_register_allocator(enum tn_device_type type, const struct tn_allocator *
 /* Byte alignment of every CPU allocation, as PyTorch's allocator uses. */
 #define TN_ALIGNMENT 64
 
+/* CPU blocks from 64 KiB up are kept when freed, for reuse by the next
+ * request of about the same size, up to TN_CPU_CACHE_BYTES idle bytes
+ * (default: an eighth of the RAM, at most 1 GiB; 0 turns the cache off).
+ * tn_cpu_empty_cache() gives every idle block back to the system, as
+ * torch.cuda.empty_cache() does for CUDA memory. Thread-safe. */
+void tn_cpu_empty_cache(void);
+
 /* ---------------------------------------------------------------- storages */
 
 /* What frees an external storage's memory (munmap, a caller's buffer). */
