@@ -172,9 +172,10 @@ static inline int64_t tn__numel(const struct tn_tensor *t)
     return n;
 }
 
-/* As PyTorch: a tensor without elements is contiguous whatever its strides;
- * otherwise each dim of size > 1 has the stride of the dims after it. */
-static inline bool tn__is_contiguous(const struct tn_tensor *t)
+/* t's element count when it is contiguous, else -1. As PyTorch: a tensor
+ * without elements is contiguous whatever its strides; otherwise each dim
+ * of size > 1 has the stride of the dims after it. */
+static inline int64_t tn__contiguous_numel(const struct tn_tensor *t)
 {
     /* unsigned: with a 0 size, the product of the others may overflow */
     uint64_t expected = 1;
@@ -184,13 +185,44 @@ static inline bool tn__is_contiguous(const struct tn_tensor *t)
             ok = false;
         expected *= (uint64_t)t->sizes[i];
     }
-    return ok || expected == 0;
+    return ok || expected == 0 ? (int64_t)expected : -1;
+}
+
+static inline bool tn__is_contiguous(const struct tn_tensor *t)
+{
+    return tn__contiguous_numel(t) >= 0;
 }
 
 /* t's first element, for an element size es (tn_dtype_size(t->dtype)). */
 static inline char *tn__data(const struct tn_tensor *t, size_t es)
 {
     return (char *)t->storage->data + t->offset * (int64_t)es;
+}
+
+/* tn_dtype_size without a call: a switch over the dtype table's X-macro
+ * (an unknown dtype goes to tn_dtype_size, which asserts). */
+static inline size_t tn__dtype_size(enum tn_dtype dtype)
+{
+    switch (dtype) {
+#define TN_X_SIZE(E, n, T, s, ...) case TN_##E: return s;
+        TN_FOR_EACH_ANY_DTYPE(TN_X_SIZE)
+#undef TN_X_SIZE
+    default: return tn_dtype_size(dtype);
+    }
+}
+
+/* tn__check_sizes's verdict without the call when the sizes are good (its
+ * message otherwise): no negative size, numel in int64. */
+static inline int tn__sizes_numel(const int64_t *sizes, int ndim, int64_t *numel)
+{
+    int64_t n = 1;
+    bool bad = ndim < 0 || ndim > TN_MAX_DIMS;
+    for (int i = 0; i < ndim && !bad; i++)
+        bad = sizes[i] < 0 || __builtin_mul_overflow(n, sizes[i], &n);
+    if (bad)
+        return tn__check_sizes(sizes, ndim, numel);
+    *numel = n;
+    return TN_OK;
 }
 
 static inline void tn__contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides)
