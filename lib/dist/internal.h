@@ -232,5 +232,23 @@ void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
 bool tn__pg_uses_shm(const struct tn_pg *pg);
 /* buf /= by elementwise (AVG's division; floating dtypes only). */
 void tn__pg_divide(void *buf, int64_t n, enum tn_dtype dt, int by);
+/* Every rank's 8-byte value in vals[rank] (a collective over the sockets). */
+int tn__pg_share(struct tn_pg *pg, uint64_t mine, uint64_t *vals);
+/* A tcp group's socket to peer and the peer's pid (0 without shared memory). */
+int tn__pg_peer_fd(const struct tn_pg *pg, int peer);
+int tn__pg_peer_pid(const struct tn_pg *pg, int peer);
+/* The running collective failed waiting for peer (errno 0: it timed out):
+ * the error naming it, agreed with the other ranks (tn__pg_fail). */
+int tn__pg_peer_error(struct tn_pg *pg, int peer, const char *what);
+
+/* A tcp group's shared segments for large allreduces on one host (pg_shm.c). */
+struct tn__pgshm;
+/* Allreduce (without AVG's division) through the segments, made at the
+ * first call (*sp, a collective); 1 when they could not be made on every
+ * rank (the caller takes another path, and so does every rank), else 0 or
+ * < 0 with the group's failure agreed. */
+int tn__pgshm_allreduce(struct tn_pg *pg, struct tn__pgshm **sp, char *buf, int64_t n,
+                        enum tn_dtype dt, enum tn_reduce_op op);
+void tn__pgshm_free(struct tn__pgshm *s);
 
 #endif

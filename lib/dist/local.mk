@@ -9,6 +9,7 @@ libtensor_la_SOURCES += \
 	lib/dist/tcpclient.c \
 	lib/dist/init.c \
 	lib/dist/pg_tcp.c \
+	lib/dist/pg_shm.c \
 	lib/dist/pg_async.c \
 	lib/dist/pg_mpi.c \
 	lib/dist/pg_nccl.c \

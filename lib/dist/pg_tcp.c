@@ -10,11 +10,13 @@
  *
  * Allreduce picks its algorithm by size: recursive doubling (lg P exchanges
  * of the whole buffer) for small buffers when P is a power of two; for large
- * ones a ring whose data moves through shared memory when every rank can
- * read its peers' memory (Linux's cross-memory attach, process_vm_readv:
- * one copy instead of TCP's two, and no socket buffers), checked at
- * creation with a nonce each rank publishes, else through the sockets in
- * segments of 1 MiB. TN_PG_NO_SHM=1 turns the shared-memory path off.
+ * ones, when every rank can read its peers' memory (Linux's cross-memory
+ * attach, process_vm_readv, checked at creation with a nonce each rank
+ * publishes), a pipelined reduce-scatter + allgather through a shared
+ * segment per rank (pg_shm.c), else a ring through the sockets in segments
+ * of 1 MiB. Broadcast, allgather and reduce_scatter read the peers' buffers
+ * with process_vm_readv (one copy instead of TCP's two, and no socket
+ * buffers). TN_PG_NO_SHM=1 turns both shared-memory paths off.
  */
 #include "dist/internal.h"
 
@@ -51,6 +53,7 @@ struct tn_pg {
     char *verdict;           /* the agreed failure; the group is broken */
     int verdict_status;
     struct tn__pgq *queue; /* async work (pg_async.c), made on first use */
+    struct tn__pgshm *seg; /* allreduce's shared segments (pg_shm.c), made on first use */
     const struct tn__pg_backend *be; /* NULL: this file's tcp backend */
     void *impl;                      /* the backend's state */
 };
@@ -387,7 +390,7 @@ static int check_op(struct tn_pg *pg, enum tn_dtype dt, enum tn_reduce_op op)
 }
 
 /* Every rank's 8-byte value (a buffer's address) in vals[rank]. */
-static int share_addresses(struct tn_pg *pg, uint64_t mine, uint64_t *vals)
+int tn__pg_share(struct tn_pg *pg, uint64_t mine, uint64_t *vals)
 {
     int P = pg->size, r = pg->rank;
     vals[r] = mine;
@@ -447,7 +450,7 @@ static int allgather_shm(struct tn_pg *pg, char *out, const char *in, size_t nb)
     uint64_t *addrs = malloc(sizeof *addrs * (size_t)pg->size);
     if (!addrs)
         return tn_set_error(TN_ENOMEM, "allgather: out of memory");
-    int rc = share_addresses(pg, (uintptr_t)in, addrs);
+    int rc = tn__pg_share(pg, (uintptr_t)in, addrs);
     memmove(out + (size_t)pg->rank * nb, in, nb);
     for (int p = 0; rc == 0 && p < pg->size; p++)
         if (p != pg->rank)
@@ -472,7 +475,7 @@ static int reduce_scatter_shm(struct tn_pg *pg, struct tn_tensor *out,
         return tn_set_error(TN_ENOMEM, "reduce_scatter: out of memory");
     }
     char *o = tn_data(out);
-    int rc = share_addresses(pg, (uintptr_t)tn_data(in), addrs);
+    int rc = tn__pg_share(pg, (uintptr_t)tn_data(in), addrs);
     memmove(o, (const char *)tn_data(in) + (size_t)r * nb, nb);
     for (int s = 1; rc == 0 && s < P; s++) {
         int p = (r + s) % P;
@@ -623,8 +626,13 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
     int64_t n = tn_numel(t);
     size_t nb = tn_nbytes(t);
     char *buf = tn_data(t);
-    if (P > 1 && n > 0) {
-        bool small = nb <= SMALL_BYTES && (P & (P - 1)) == 0;
+    bool small = nb <= SMALL_BYTES && (P & (P - 1)) == 0;
+    int rc = 1; /* 1: not done yet */
+    if (P == 1 || n == 0)
+        rc = 0;
+    else if (pg->shm && nb >= SHM_BYTES)
+        rc = tn__pgshm_allreduce(pg, &pg->seg, buf, n, t->dtype, op);
+    if (rc > 0) {
         char *tmp = malloc(small ? nb : SEGMENT);
         int64_t *off = malloc(sizeof *off * (size_t)(P + 1));
         if (!tmp || !off) {
@@ -632,14 +640,13 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
             free(off);
             return tn_set_error(TN_ENOMEM, "allreduce: out of memory");
         }
-        int rc = small ? allreduce_doubling(pg, buf, n, t->dtype, op, tmp)
-                       : allreduce_ring(pg, buf, n, t->dtype, op, tmp, off,
-                                        pg->shm && nb >= SHM_BYTES);
+        rc = small ? allreduce_doubling(pg, buf, n, t->dtype, op, tmp)
+                   : allreduce_ring(pg, buf, n, t->dtype, op, tmp, off, pg->shm && nb >= SHM_BYTES);
         free(tmp);
         free(off);
-        if (rc < 0)
-            return rc;
     }
+    if (rc < 0)
+        return rc;
     if (op == TN_REDUCE_AVG)
         tn__pg_divide(buf, n, t->dtype, P);
     return 0;
@@ -902,6 +909,7 @@ void tn_pg_free(struct tn_pg *pg)
     if (!pg)
         return;
     tn__pgq_free(pg->queue);
+    tn__pgshm_free(pg->seg);
     if (pg->be)
         pg->be->destroy(pg->impl, pg->verdict != NULL);
     for (int i = 0; pg->fds && i < pg->size; i++)
@@ -1168,6 +1176,21 @@ const char *tn__pg_op(const struct tn_pg *pg)
 uint64_t tn__pg_seq(const struct tn_pg *pg)
 {
     return pg->seq;
+}
+
+int tn__pg_peer_fd(const struct tn_pg *pg, int peer)
+{
+    return pg->fds ? pg->fds[peer] : -1;
+}
+
+int tn__pg_peer_pid(const struct tn_pg *pg, int peer)
+{
+    return pg->pids ? (int)pg->pids[peer] : 0;
+}
+
+int tn__pg_peer_error(struct tn_pg *pg, int peer, const char *what)
+{
+    return peer_error(pg, peer, what);
 }
 
 bool tn__pg_uses_shm(const struct tn_pg *pg)

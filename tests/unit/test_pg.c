@@ -359,6 +359,7 @@ struct lonely {
     int rank;
     int rc, rc2;
     char msg[512];
+    int64_t n; /* elements; a large n first runs one allreduce all join */
 };
 
 /* Ranks 0 and 1 of 3 start an allreduce that rank 2 never joins. */
@@ -368,8 +369,10 @@ static void *lonely_main(void *p)
     struct tn_pg *pg = tn_pg_new_tcp(l->store, l->rank, 3, "127.0.0.1", 300);
     if (!pg)
         return NULL;
-    struct tn_tensor *t = tn_zeros(TN_SHAPE(4), TN_FLOAT32);
-    if (l->rank < 2) {
+    struct tn_tensor *t = tn_zeros(TN_SHAPE(l->n), TN_FLOAT32);
+    if (l->n > 4 && tn_pg_allreduce(pg, t, TN_REDUCE_SUM) < 0)
+        l->rc = 1000;
+    else if (l->rank < 2) {
         l->rc = tn_pg_allreduce(pg, t, TN_REDUCE_SUM);
         snprintf(l->msg, sizeof l->msg, "%s", tn_last_error());
         l->rc2 = tn_pg_barrier(pg); /* the group is broken now */
@@ -382,11 +385,10 @@ static void *lonely_main(void *p)
     return NULL;
 }
 
-static void test_timeout(void **state)
+static void lonely_run(int64_t n, const char *want)
 {
-    (void)state;
     struct tn_store *store = tn_store_hash_new();
-    struct lonely l[3] = {{store, 0, 0, 0, ""}, {store, 1, 0, 0, ""}, {store, 2, 0, 0, ""}};
+    struct lonely l[3] = {{store, 0, 0, 0, "", n}, {store, 1, 0, 0, "", n}, {store, 2, 0, 0, "", n}};
     pthread_t th[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&th[i], NULL, lonely_main, &l[i]);
@@ -398,10 +400,26 @@ static void test_timeout(void **state)
     assert_int_equal(l[0].rc, TN_ETIMEOUT);
     assert_int_equal(l[1].rc, TN_ETIMEOUT);
     assert_string_equal(l[0].msg, l[1].msg);
-    assert_non_null(strstr(l[0].msg, "allreduce #1 failed: rank 2 never arrived"));
+    assert_non_null(strstr(l[0].msg, want));
     assert_int_equal(l[0].rc2, TN_ETIMEOUT);
     assert_int_equal(l[1].rc2, TN_ETIMEOUT);
+    assert_int_equal(l[2].rc, 0);
     tn_store_release(store);
+}
+
+static void test_timeout(void **state)
+{
+    (void)state;
+    lonely_run(4, "allreduce #1 failed: rank 2 never arrived");
+}
+
+/* The same on the shared-memory allreduce, after one call all ranks joined
+ * (which made the segments): ranks 0 and 1 wait on rank 2's counters until
+ * their deadline, then agree as over the sockets. */
+static void test_timeout_shm(void **state)
+{
+    (void)state;
+    lonely_run(100000, "allreduce #2 failed: rank 2 never arrived");
 }
 
 /* ------------------------------------------------ shared-memory collectives */
@@ -526,6 +544,32 @@ static void *shm_main(void *p)
     for (size_t k = 0; k < sizeof done / sizeof done[0]; k++)
         tn_release(done[k]);
     a->res[5] = iout;
+    /* allreduce of 280 KiB of float32: min over +0 and -0 (the sign of the
+     * result depends on the operands' order) and a sum of fractions (its
+     * bits on the order of the additions), so the shared segments must
+     * reduce in the socket ring's order */
+    for (int k = 0; k < 2; k++) {
+        struct tn_tensor *ar = tn_empty(TN_SHAPE(n), TN_FLOAT32);
+        float *v = tn_data(ar);
+        for (int i = 0; i < n; i++)
+            v[i] = k == 0 ? (i % 5 == 0 ? ((i + me) % 2 ? 0.0f : -0.0f) : (float)((i * 7 + me * 3) % 11) - 5)
+                          : (float)(i % 1000) * 0.013f + (float)me * 0.37f + 1e-3f * (float)(i % 7);
+        a->failures += tn_pg_allreduce(pg, ar, k == 0 ? TN_REDUCE_MIN : TN_REDUCE_SUM) < 0;
+        for (int i = 0; i < n; i++) {
+            double want = k == 0 ? 99 : 0;
+            for (int r = 0; r < P; r++) {
+                double xr = k == 0 ? (i % 5 == 0 ? 0 : (double)((i * 7 + r * 3) % 11) - 5)
+                                  : (i % 1000) * 0.013 + r * 0.37 + 1e-3 * (i % 7);
+                want = k == 0 ? fmin(want, xr) : want + xr;
+            }
+            if (fabs(v[i] - want) > 1e-4 * (1 + fabs(want))) {
+                print_message("allreduce %d [%d]: %g != %g\n", k, i, v[i], want);
+                a->failures++;
+                break;
+            }
+        }
+        a->res[6 + k] = ar;
+    }
     tn_pg_free(pg);
     return NULL;
 }
@@ -548,9 +592,9 @@ static void shm_run(int P, bool shm, struct shm_rank *a)
     unsetenv("TN_PG_NO_SHM");
 }
 
-/* Broadcast, allgather and reduce_scatter large enough for the shared-memory
- * path, then the same through the sockets (TN_PG_NO_SHM=1): both right, and
- * the same bits; and the async forms of reduce, gather, scatter,
+/* Broadcast, allgather, reduce_scatter and allreduce large enough for the
+ * shared-memory paths, then the same through the sockets (TN_PG_NO_SHM=1):
+ * both right, and the same bits; and the async forms of reduce, gather, scatter,
  * reduce_scatter, all_to_all, send and recv, queued in order. */
 static void test_shm_collectives(void **state)
 {
@@ -581,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_async),
         cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_timeout_shm),
         cmocka_unit_test(test_shm_collectives),
     };
     return TN_RUN_TESTS(tests);
