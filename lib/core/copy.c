@@ -124,21 +124,41 @@ static bool tn_has_internal_overlap(const struct tn_tensor *t)
     return false;
 }
 
-/* PyTorch's partial overlap: both tensors dense in one storage, their byte
- * ranges meeting without being the same elements in the same order.  Where
- * either is not dense PyTorch cannot tell and lets the copy run (we copy
- * through a temporary then). */
-static bool tn_partial_overlap(const struct tn_tensor *a, const struct tn_tensor *b)
+/* PyTorch's overlap status: full when a and b are the same elements in the
+ * same order (the same tensor, or dense in one storage over the same bytes
+ * with the same strides), partial when dense in one storage with byte
+ * ranges that otherwise meet; where either is not dense PyTorch cannot tell
+ * (copy_ then goes through a temporary). */
+static enum { TN_OVERLAP_NO, TN_OVERLAP_PARTIAL, TN_OVERLAP_FULL, TN_OVERLAP_TOO_HARD }
+tn_overlap_status(const struct tn_tensor *a, const struct tn_tensor *b)
 {
-    if (a->storage != b->storage || tn_numel(a) == 0 || tn_numel(b) == 0 ||
-        !tn_is_non_overlapping_and_dense(a) || !tn_is_non_overlapping_and_dense(b))
-        return false;
+    if (a == b)
+        return TN_OVERLAP_FULL;
+    if (tn_numel(a) == 0 || tn_numel(b) == 0)
+        return TN_OVERLAP_NO;
+    if (!tn_is_non_overlapping_and_dense(a) || !tn_is_non_overlapping_and_dense(b))
+        return TN_OVERLAP_TOO_HARD;
+    if (a->storage != b->storage)
+        return TN_OVERLAP_NO;
     int64_t ab = a->offset * (int64_t)tn_dtype_size(a->dtype), ae = ab + (int64_t)tn_nbytes(a);
     int64_t bb = b->offset * (int64_t)tn_dtype_size(b->dtype), be = bb + (int64_t)tn_nbytes(b);
     if (ab == bb && ae == be)
-        return a->ndim != b->ndim ||
-               memcmp(a->strides, b->strides, sizeof a->strides[0] * (size_t)a->ndim) != 0;
-    return ab < be && bb < ae;
+        return a->ndim == b->ndim &&
+                       !memcmp(a->strides, b->strides, sizeof a->strides[0] * (size_t)a->ndim)
+                   ? TN_OVERLAP_FULL
+                   : TN_OVERLAP_PARTIAL;
+    return ab < be && bb < ae ? TN_OVERLAP_PARTIAL : TN_OVERLAP_NO;
+}
+
+int tn__check_overlap(const struct tn_tensor *written, const struct tn_tensor *input, bool full)
+{
+    int st = tn_overlap_status(written, input);
+    if (st == TN_OVERLAP_PARTIAL || (full && st == TN_OVERLAP_FULL))
+        return tn_set_error(TN_EINVAL,
+                            "unsupported operation: some elements of the input tensor and the "
+                            "written-to tensor refer to a single memory location. Please clone() "
+                            "the tensor before performing the operation.");
+    return TN_OK;
 }
 
 /* Copies between devices through the device backend: the core moves whole
@@ -175,11 +195,8 @@ int tn_copy_(struct tn_tensor *dst, const struct tn_tensor *src)
                             "unsupported operation: more than one element of the written-to tensor "
                             "refers to a single memory location. Please clone() the tensor before "
                             "performing the operation.");
-    if (tn_partial_overlap(dst, src))
-        return tn_set_error(TN_EINVAL,
-                            "unsupported operation: some elements of the input tensor and the "
-                            "written-to tensor refer to a single memory location. Please clone() "
-                            "the tensor before performing the operation.");
+    if (tn__check_overlap(dst, src, false) < 0)
+        return tn_last_status();
     int64_t shape[TN_MAX_DIMS];
     int nd = tn_broadcast_shapes(dst->sizes, dst->ndim, src->sizes, src->ndim, shape);
     if (nd < 0)

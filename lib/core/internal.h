@@ -75,6 +75,14 @@ struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, co
  * an error naming `what`. Writes numel to *numel when not NULL. */
 int tn__check_sizes(const int64_t *sizes, int ndim, int64_t *numel);
 
+/* PyTorch's assert_no_partial_overlap (full false) and assert_no_overlap
+ * (full true) of a tensor an op writes and one it reads: 0, or TN_EINVAL
+ * "unsupported operation: some elements of the input tensor and the
+ * written-to tensor refer to a single memory location. ..." when both are
+ * dense in one storage and their bytes meet (partly, or, with full, also
+ * wholly). */
+int tn__check_overlap(const struct tn_tensor *written, const struct tn_tensor *input, bool full);
+
 /* Computes strides for `newshape` viewing a tensor of (oldshape, oldstride)
  * without copying (PyTorch's computeStride). Returns false when impossible. */
 bool tn__compute_view_strides(const int64_t *oldshape, const int64_t *oldstride, int oldndim,

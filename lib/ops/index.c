@@ -40,9 +40,8 @@ static int expand_mask(const struct tn_tensor *self, const struct tn_tensor *t, 
                                 tn_shape_format(self->sizes, self->ndim, b, sizeof b), d + j);
         }
     }
-    if (t->device.type == TN_DEVICE_META)
-        return tn_set_error(TN_EINVAL, "index: a bool mask on the Meta device has no values to "
-                            "index with");
+    /* (on Meta: nonzero's "Could not run 'aten::nonzero' with arguments
+     * from the 'Meta' backend.", as PyTorch 1.13) */
     struct tn_tensor *nz = tn_nonzero(t);
     if (!nz)
         return tn_last_status();
@@ -194,6 +193,26 @@ int tn__index_plan(const struct tn_tensor *self, const struct tn_tensor *const *
     return rc;
 }
 
+int tn__index_put_overlap(const struct tn_tensor *self, const struct tn_tensor *const *indices,
+                          int n, const struct tn_tensor *values, bool accumulate)
+{
+    int given = 0, masks = 0;
+    for (int k = 0; k < n; k++)
+        if (indices[k]) {
+            given++;
+            masks += is_mask(indices[k]) && indices[k]->device.type == self->device.type;
+        }
+    if (!accumulate && given == 1 && masks == 1 && tn_numel(values) == 1 &&
+        values->device.type == TN_DEVICE_CPU)
+        return TN_OK; /* PyTorch's masked_fill_ dispatch */
+    if (tn__check_overlap(self, values, true) < 0)
+        return tn_last_status();
+    for (int k = 0; k < n; k++)
+        if (indices[k] && tn__check_overlap(self, indices[k], true) < 0)
+            return tn_last_status();
+    return TN_OK;
+}
+
 struct tn_tensor *tn__index_put_values(const struct tn_tensor *self, const struct tn_tensor *values,
                                        const struct tn__index_plan *p)
 {
@@ -235,11 +254,16 @@ int tn__meta_index_out(const struct tn_tensor *self, const struct tn_tensor *con
     return TN_OK;
 }
 
-/* index_put_ on the Meta device: the checks, and self left as it is. */
+/* index_put_ on the Meta device: the checks, and self left as it is. A
+ * mask's count is its data's, so with one PyTorch checks nothing and
+ * neither do we. */
 int tn__meta_index_put_(tn_keyset ks, struct tn_tensor *self,
                         const struct tn_tensor *const *indices, int indices_len,
                         const struct tn_tensor *values, bool accumulate)
 {
+    for (int k = 0; k < indices_len; k++)
+        if (indices[k] && is_mask(indices[k]) && indices[k]->device.type == TN_DEVICE_META)
+            return TN_OK;
     struct tn__index_plan p;
     int rc = tn__index_plan(self, indices, indices_len, false, true, &p);
     if (rc < 0)

@@ -29,7 +29,7 @@ struct tn__index_plan {
 /* Resolves self[indices] into p (zeroed first). With `need_index`, the
  * index tensors are converted, wrapped and checked against self's sizes
  * with PyTorch's words; without it only the shape is worked out (a mask
- * still needs its values: a Meta mask is an error). `none_ok`: an
+ * still needs its values: a Meta mask is nonzero's error on Meta). `none_ok`: an
  * expression of None only (index_put's) is self's whole shape instead of
  * PyTorch's "at least one index must be provided". 0 or an error; on error
  * p holds nothing to free. */
@@ -41,6 +41,13 @@ void tn__index_plan_free(struct tn__index_plan *p);
  * same dtype as self, broadcastable). A new reference or NULL. */
 struct tn_tensor *tn__index_put_values(const struct tn_tensor *self, const struct tn_tensor *values,
                                        const struct tn__index_plan *p);
+
+/* PyTorch's overlap checks of index_put_ (on a CPU self): values and each
+ * index must not share elements with self, unless the write is a
+ * masked_fill (no accumulate, one mask, a value of one CPU element), which
+ * PyTorch runs without them. 0 or the error. */
+int tn__index_put_overlap(const struct tn_tensor *self, const struct tn_tensor *const *indices,
+                          int n, const struct tn_tensor *values, bool accumulate);
 
 /* *dst += *from for one element of dtype (or for bool; wrapping for
  * integers): what accumulating index_put and scatter_add do per element. */

@@ -116,6 +116,9 @@ int tn__cpu_index_put_(tn_keyset ks, struct tn_tensor *self,
                        const struct tn_tensor *const *indices, int indices_len,
                        const struct tn_tensor *values, bool accumulate)
 {
+    if (indices_len <= self->ndim && /* else plan's "too many indices" first */
+        tn__index_put_overlap(self, indices, indices_len, values, accumulate) < 0)
+        return tn_last_status();
     struct tn__index_plan p;
     int rc = tn__index_plan(self, indices, indices_len, true, true, &p);
     if (rc < 0)
