@@ -138,11 +138,10 @@ TN_PICK(f64, double, uint64_t)
                             int64_t xx = ox * g->sw - g->pw + k * g->dw;                       \
                             if (xx < 0 || xx >= g->w)                                          \
                                 continue;                                                      \
-                            /* the first NaN wins; selects, not branches, since which   \
-                             * element wins is a coin toss on real data */                     \
+                            /* a NaN wins (the last, as in PyTorch); selects, not              \
+                             * branches: which element wins is a coin toss on real data */     \
                             T v = xp[(p * g->h + yy) * g->w + xx];                             \
-                            int64_t take = -(int64_t)((at < 0) | (v > best) |                  \
-                                                      ((v != v) & (best == best)));            \
+                            int64_t take = -(int64_t)((at < 0) | (v > best) | (v != v));       \
                             best = pick_##SFX(take, v, best);                                  \
                             at = (take & (yy * g->w + xx)) | (~take & at);                     \
                         }                                                                      \
@@ -153,6 +152,110 @@ TN_PICK(f64, double, uint64_t)
     }
 TN_MAXPOOL(f32, float)
 TN_MAXPOOL(f64, double)
+
+/* The same where every window lies inside its plane (no padding, dilation
+ * 1, no ceil_mode overhang): no bounds checks, and the first element
+ * starts the scan. */
+#define TN_MAXPOOL_INSIDE(SFX, T)                                                              \
+    static void maxpool_inside_##SFX(int64_t begin, int64_t end, void *ctx)                    \
+    {                                                                                          \
+        const struct maxpool_job *j = ctx;                                                     \
+        const struct pool *g = j->g;                                                           \
+        const int64_t w = g->w, kh = g->kh, kw = g->kw, ow = g->ow, sw = g->sw;                \
+        for (int64_t p = begin; p < end; p++)                                                  \
+            for (int64_t oy = 0; oy < g->oh; oy++) {                                           \
+                const T *x = (const T *)j->x + p * g->h * w;                                   \
+                T *y = (T *)j->y + (p * g->oh + oy) * ow;                                      \
+                int64_t *ix = j->ix + (p * g->oh + oy) * ow, y0 = oy * g->sh;                  \
+                for (int64_t ox = 0; ox < ow; ox++) {                                          \
+                    int64_t at = y0 * w + ox * sw;                                             \
+                    T best = x[at];                                                            \
+                    for (int64_t i = 0; i < kh; i++)                                           \
+                        for (int64_t k = 0; k < kw; k++) {                                     \
+                            int64_t o = (y0 + i) * w + ox * sw + k;                            \
+                            T v = x[o];                                                        \
+                            int64_t take = -(int64_t)((v > best) | (v != v));                  \
+                            best = pick_##SFX(take, v, best);                                  \
+                            at = (take & o) | (~take & at);                                    \
+                        }                                                                      \
+                    y[ox] = best;                                                              \
+                    ix[ox] = at;                                                               \
+                }                                                                              \
+            }                                                                                  \
+    }
+TN_MAXPOOL_INSIDE(f32, float)
+TN_MAXPOOL_INSIDE(f64, double)
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+/* Four outputs of maxpool_inside_f32 for windows two wide at stride 2:
+ * window row i's 8 inputs at src + i * ld split into the left (even) and
+ * right (odd) columns, scanned in the scalar order with the same take rule.
+ * at0 holds the plane indices of the four windows' first elements. */
+static inline void max4_f32(const float *src, int64_t ld, int64_t kh, int64_t w, __m128i at0,
+                            __m128 *best, __m128i *at)
+{
+    for (int64_t i = 0; i < kh; i++) {
+        __m128 a = _mm_loadu_ps(src + i * ld), b = _mm_loadu_ps(src + i * ld + 4);
+        __m128 v[2] = {_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))};
+        __m128i o = _mm_add_epi32(at0, _mm_set1_epi32((int)(i * w)));
+        for (int k = 0; k < 2; k++) {
+            __m128 take = _mm_or_ps(_mm_cmpgt_ps(v[k], *best), _mm_cmpunord_ps(v[k], v[k]));
+            if (i == 0 && k == 0)
+                take = _mm_castsi128_ps(_mm_set1_epi32(-1));
+            __m128i t = _mm_castps_si128(take), ok = _mm_add_epi32(o, _mm_set1_epi32(k));
+            *best = _mm_or_ps(_mm_and_ps(take, v[k]), _mm_andnot_ps(take, *best));
+            *at = _mm_or_si128(_mm_and_si128(t, ok), _mm_andnot_si128(t, *at));
+        }
+    }
+}
+
+/* maxpool_inside_f32 for windows two wide at stride 2 and at most 8 high
+ * (MaxPool2d(2)), four outputs at a time; the last one to three of a row
+ * from a copy of their windows. Indices in int32: planes under 2^31. */
+static void maxpool2w_f32(int64_t begin, int64_t end, void *ctx)
+{
+    const struct maxpool_job *j = ctx;
+    const struct pool *g = j->g;
+    const int64_t w = g->w, ow = g->ow, kh = g->kh;
+    for (int64_t p = begin; p < end; p++)
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            const float *x = (const float *)j->x + (p * g->h + oy * g->sh) * w;
+            float *y = (float *)j->y + (p * g->oh + oy) * ow;
+            int64_t *ix = j->ix + (p * g->oh + oy) * ow;
+            for (int64_t ox = 0; ox < ow; ox += 4) {
+                __m128 best = _mm_setzero_ps();
+                __m128i at = _mm_setzero_si128();
+                __m128i at0 = _mm_add_epi32(_mm_set1_epi32((int)(oy * g->sh * w + 2 * ox)),
+                                            _mm_setr_epi32(0, 2, 4, 6));
+                int64_t n = ow - ox < 4 ? ow - ox : 4;
+                if (n == 4) {
+                    max4_f32(x + 2 * ox, w, kh, w, at0, &best, &at);
+                    _mm_storeu_ps(y + ox, best);
+                    _mm_storeu_si128((__m128i *)(void *)(ix + ox), _mm_unpacklo_epi32(at, _mm_setzero_si128()));
+                    _mm_storeu_si128((__m128i *)(void *)(ix + ox + 2),
+                                     _mm_unpackhi_epi32(at, _mm_setzero_si128()));
+                    continue;
+                }
+                float tail[8 * 8], yv[4];
+                int32_t iv[4];
+                for (int64_t i = 0; i < kh; i++) {
+                    memcpy(tail + 8 * i, x + i * w + 2 * ox, sizeof(float) * (size_t)(2 * n));
+                    memset(tail + 8 * i + 2 * n, 0, sizeof(float) * (size_t)(8 - 2 * n));
+                }
+                max4_f32(tail, 8, kh, w, at0, &best, &at);
+                _mm_storeu_ps(yv, best);
+                _mm_storeu_si128((__m128i *)(void *)iv, at);
+                for (int64_t i = 0; i < n; i++) {
+                    y[ox + i] = yv[i];
+                    ix[ox + i] = iv[i];
+                }
+            }
+        }
+}
+#endif
 
 int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                                     const int64_t *kernel_size, int kernel_size_len,
@@ -176,8 +279,16 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
         return tn__nn_drop(tn_last_status(), x, y, ix, NULL);
     struct maxpool_job j = {&g, tn_data(x), tn_data(y), tn_data(ix)};
     int64_t per = g.oh * g.ow * g.kh * g.kw;
-    tn_parallel_for(g.planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
-                    f32 ? maxpool_f32 : maxpool_f64, &j);
+    bool inside = !g.ph && !g.pw && g.dh == 1 && g.dw == 1 && (g.oh - 1) * g.sh + g.kh <= g.h &&
+                  (g.ow - 1) * g.sw + g.kw <= g.w;
+    tn_range_fn fn = inside ? (f32 ? maxpool_inside_f32 : maxpool_inside_f64)
+                            : (f32 ? maxpool_f32 : maxpool_f64);
+#ifdef __SSE2__
+    if (inside && f32 && g.kw == 2 && g.sw == 2 && g.kh <= 8 && g.h * g.w < INT32_MAX)
+        fn = maxpool2w_f32;
+#endif
+    tn_parallel_for(g.planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1, fn,
+                    &j);
     tn_release(x);
     *result0 = tn__nn_to(y, self->dtype);
     *result1 = ix;
