@@ -3,7 +3,9 @@
  * stride, padding, dilation, bias) and convolution_backward, by im2col and
  * OpenBLAS: per sample and group, the input's patches are laid out as a
  * (C/g * kh * kw, Ho * Wo) matrix that one gemm with the weight turns into
- * the output; backward runs the transposed products and col2im. float32
+ * the output; backward runs the transposed products and col2im. The
+ * batch splits into one range of samples per thread on the pool, each
+ * range with its own one-sample patch matrix (it stays in cache). float32
  * and float64 (others are computed in float64 and rounded).
  */
 #include <config.h>
@@ -112,14 +114,35 @@ static void valid_cols(const struct conv *g, int64_t x0, int64_t *lo, int64_t *h
 }
 
 /* im2col and col2im (accumulating) for one sample's group of channels; the
- * patch matrix's rows are ld elements apart (several samples side by side
- * make one wide matrix). Each patch row copies (or adds) the run of the
- * image row it covers and zeroes the padding around it. */
+ * patch matrix's rows are ld elements apart. Each patch row copies (or
+ * adds) the run of the image row it covers and zeroes the padding around
+ * it; the runs are short (an image row), so they move in 16-byte vectors
+ * inline rather than through memcpy calls. */
 #define TN_CONV_COLS(SFX, T)                                                                   \
-    static void add_run_##SFX(T *restrict d, const T *restrict v, int64_t n)                   \
+    typedef T vec_##SFX __attribute__((vector_size(16)));                                      \
+    static inline void run_##SFX(T *restrict d, const T *restrict v, int64_t n, bool add)      \
     {                                                                                          \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            d[i] += v[i];                                                                      \
+        const int64_t L = 16 / sizeof(T);                                                      \
+        int64_t i = 0;                                                                         \
+        for (; i + L <= n; i += L) {                                                           \
+            vec_##SFX a, b;                                                                    \
+            memcpy(&b, v + i, 16);                                                             \
+            if (add) {                                                                         \
+                memcpy(&a, d + i, 16);                                                         \
+                b += a;                                                                        \
+            }                                                                                  \
+            memcpy(d + i, &b, 16);                                                             \
+        }                                                                                      \
+        for (; i < n; i++)                                                                     \
+            d[i] = add ? d[i] + v[i] : v[i];                                                   \
+    }                                                                                          \
+    static inline void zeros_##SFX(T *d, int64_t n)                                            \
+    {                                                                                          \
+        if (n > 8)                                                                             \
+            memset(d, 0, sizeof(T) * (size_t)n);                                               \
+        else                                                                                   \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                d[i] = 0;                                                                      \
     }                                                                                          \
     static void im2col_##SFX(const struct conv *g, const T *x, T *cols, int64_t ld)            \
     {                                                                                          \
@@ -133,17 +156,17 @@ static void valid_cols(const struct conv *g, int64_t x0, int64_t *lo, int64_t *h
                         int64_t y = oy * g->sh - g->ph + i * g->dh;                            \
                         T *r = row + oy * g->ow;                                               \
                         if (y < 0 || y >= g->h) {                                              \
-                            memset(r, 0, sizeof(T) * (size_t)g->ow);                           \
+                            zeros_##SFX(r, g->ow);                                             \
                             continue;                                                          \
                         }                                                                      \
                         const T *xr = x + (c * g->h + y) * g->w;                               \
-                        memset(r, 0, sizeof(T) * (size_t)lo);                                  \
+                        zeros_##SFX(r, lo);                                                    \
                         if (g->sw == 1)                                                        \
-                            memcpy(r + lo, xr + x0 + lo, sizeof(T) * (size_t)(hi - lo));       \
+                            run_##SFX(r + lo, xr + x0 + lo, hi - lo, false);                   \
                         else                                                                   \
                             for (int64_t ox = lo; ox < hi; ox++)                               \
                                 r[ox] = xr[x0 + ox * g->sw];                                   \
-                        memset(r + hi, 0, sizeof(T) * (size_t)(g->ow - hi));                   \
+                        zeros_##SFX(r + hi, g->ow - hi);                                       \
                     }                                                                          \
                 }                                                                              \
     }                                                                                          \
@@ -162,7 +185,7 @@ static void valid_cols(const struct conv *g, int64_t x0, int64_t *lo, int64_t *h
                         T *xr = x + (c * g->h + y) * g->w;                                     \
                         const T *r = row + oy * g->ow;                                         \
                         if (g->sw == 1)                                                        \
-                            add_run_##SFX(xr + x0 + lo, r + lo, hi - lo);                      \
+                            run_##SFX(xr + x0 + lo, r + lo, hi - lo, true);                    \
                         else                                                                   \
                             for (int64_t ox = lo; ox < hi; ox++)                               \
                                 xr[x0 + ox * g->sw] += r[ox];                                  \
@@ -193,69 +216,148 @@ static bool conv_direct(const struct conv *g)
     return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
-/* How many samples share one patch matrix, side by side: small images
- * (under 8192 output positions) make one product about 8192 wide, which
- * OpenBLAS splits over its threads better than many narrow ones, with the
- * matrix under 4M values. Large images go one at a time, with no copies. */
-static int64_t conv_batch(const struct conv *g)
+/* The batch is cut into R fixed ranges of samples, R = min(N, threads)
+ * (1 for convolutions under about 64k multiply-adds): range r is
+ * [r N / R, (r + 1) N / R), run as one task on the thread pool with its
+ * own patch matrix (one sample's, k x hw, small enough to stay in cache)
+ * and its own partial weight gradient, which are summed in range order
+ * afterwards, so that results do not depend on which thread ran what. */
+static int64_t conv_ranges(const struct conv *g)
 {
-    int64_t hw = g->oh * g->ow, per = g->k * hw;
-    if (conv_direct(g) || per <= 0)
+    int64_t t = tn_get_num_threads(), macs = g->n * g->oc * g->k * g->oh * g->ow;
+    if (g->n <= 1 || t <= 1 || macs < ((int64_t)1 << 16))
         return 1;
-    int64_t b = 8192 / hw, cap = ((int64_t)1 << 22) / per;
-    b = b < cap ? b : cap;
-    return b < 1 ? 1 : b > g->n ? g->n : b;
+    return g->n < t ? g->n : t;
 }
 
-/* im2col (or col2im, back) of samples n0.. of group gr into (out of) the
- * patch matrix of rows ld apart, one sample per task on the thread pool. */
-struct cols_job {
+/* What the ranges of one forward or backward share; scratch holds, per
+ * range, a patch matrix then (backward) a partial weight gradient. */
+struct conv_job {
     const struct conv *g;
-    bool f32, back;
+    bool f32;
     size_t es;
-    char *img, *cols;
-    int64_t n0, gr, ld;
+    int64_t ranges, per; /* scratch values per range */
+    const char *x, *w, *b, *go;
+    char *out, *gi, *gw, *scratch;
 };
 
-static void cols_range(int64_t begin, int64_t end, void *ctx)
+/* im2col (or, back, col2im) of sample s's group gr to or from cols */
+static void conv_cols(const struct conv_job *j, bool back, char *img, int64_t s, int64_t gr,
+                      char *cols)
 {
-    const struct cols_job *j = ctx;
     const struct conv *g = j->g;
-    for (int64_t s = begin; s < end; s++) {
-        char *img = j->img + j->es * (size_t)(((j->n0 + s) * g->c + j->gr * g->cg) * g->h * g->w);
-        char *cols = j->cols + j->es * (size_t)(s * g->oh * g->ow);
-        if (j->back && j->f32)
-            col2im_f32(g, (const float *)cols, j->ld, (float *)img);
-        else if (j->back)
-            col2im_f64(g, (const double *)cols, j->ld, (double *)img);
-        else if (j->f32)
-            im2col_f32(g, (const float *)img, (float *)cols, j->ld);
-        else
-            im2col_f64(g, (const double *)img, (double *)cols, j->ld);
+    img += j->es * (size_t)((s * g->c + gr * g->cg) * g->h * g->w);
+    int64_t hw = g->oh * g->ow;
+    if (back && j->f32)
+        col2im_f32(g, (const float *)(void *)cols, hw, (float *)(void *)img);
+    else if (back)
+        col2im_f64(g, (const double *)(void *)cols, hw, (double *)(void *)img);
+    else if (j->f32)
+        im2col_f32(g, (const float *)(void *)img, (float *)(void *)cols, hw);
+    else
+        im2col_f64(g, (const double *)(void *)img, (double *)(void *)cols, hw);
+}
+
+/* rows x n values at d, each row its bias value */
+static void fill_rows(bool f32, char *d, const char *b, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            if (f32)
+                ((float *)(void *)d)[r * n + i] = ((const float *)(const void *)b)[r];
+            else
+                ((double *)(void *)d)[r * n + i] = ((const double *)(const void *)b)[r];
+}
+
+/* The samples of range r: [*s0, *s1) */
+static void range_of(const struct conv_job *j, int64_t r, int64_t *s0, int64_t *s1)
+{
+    *s0 = r * j->g->n / j->ranges;
+    *s1 = (r + 1) * j->g->n / j->ranges;
+}
+
+/* Forward: per sample and group, out = W (ocg, k) @ cols (k, hw) (+ bias,
+ * written first so that the product adds to it). */
+static void conv_forward_range(int64_t begin, int64_t end, void *ctx)
+{
+    const struct conv_job *j = ctx;
+    const struct conv *g = j->g;
+    int64_t hw = g->oh * g->ow, s0, s1;
+    size_t es = j->es;
+    for (int64_t r = begin; r < end; r++) {
+        char *cols = j->scratch + es * (size_t)(r * j->per);
+        range_of(j, r, &s0, &s1);
+        for (int64_t s = s0; s < s1; s++)
+            for (int64_t gr = 0; gr < g->groups; gr++) {
+                const char *src = cols;
+                char *dst = j->out + es * (size_t)((s * g->oc + gr * g->ocg) * hw);
+                if (conv_direct(g))
+                    src = j->x + es * (size_t)((s * g->c + gr * g->cg) * hw);
+                else
+                    conv_cols(j, false, (char *)j->x, s, gr, cols);
+                if (j->b)
+                    fill_rows(j->f32, dst, j->b + es * (size_t)(gr * g->ocg), g->ocg, hw);
+                gemm(j->f32, false, false, g->ocg, hw, g->k, j->w + es * (size_t)(gr * g->ocg * g->k),
+                     g->k, src, hw, j->b ? 1.0 : 0.0, dst, hw);
+            }
     }
 }
 
-static void cols_run(const struct conv *g, bool f32, bool back, char *img, char *cols, int64_t n0,
-                     int64_t nb, int64_t gr)
+/* Backward: per sample and group, dW += gout (ocg, hw) @ cols^T (hw, k)
+ * into the range's own weight gradient (range 0: the result itself, the
+ * others: scratch), and cols = W^T (k, ocg) @ gout (ocg, hw) scattered
+ * into the input's gradient by col2im over zeroed channels. */
+static void conv_backward_range(int64_t begin, int64_t end, void *ctx)
 {
-    struct cols_job j = {g, f32, back, f32 ? 4 : 8, img, cols, n0, gr, nb * g->oh * g->ow};
-    int64_t per = g->k * g->oh * g->ow;
-    tn_parallel_for(nb, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
-                    cols_range, &j);
+    const struct conv_job *j = ctx;
+    const struct conv *g = j->g;
+    int64_t hw = g->oh * g->ow, s0, s1;
+    size_t es = j->es;
+    bool direct = conv_direct(g);
+    for (int64_t r = begin; r < end; r++) {
+        char *cols = j->scratch + es * (size_t)(r * j->per);
+        char *dw = r == 0 ? j->gw : cols + es * (size_t)(direct ? 0 : g->k * hw);
+        if (j->gw && r > 0)
+            memset(dw, 0, es * (size_t)(g->oc * g->k));
+        range_of(j, r, &s0, &s1);
+        for (int64_t s = s0; s < s1; s++)
+            for (int64_t gr = 0; gr < g->groups; gr++) {
+                const char *gs = j->go + es * (size_t)((s * g->oc + gr * g->ocg) * hw);
+                const char *ws = j->w + es * (size_t)(gr * g->ocg * g->k);
+                size_t xo = es * (size_t)((s * g->c + gr * g->cg) * g->h * g->w);
+                if (j->gw) {
+                    const char *src = direct ? j->x + xo : cols;
+                    if (!direct)
+                        conv_cols(j, false, (char *)j->x, s, gr, cols);
+                    gemm(j->f32, false, true, g->ocg, g->k, hw, gs, hw, src, hw, 1.0,
+                         dw + es * (size_t)(gr * g->ocg * g->k), g->k);
+                }
+                if (j->gi && direct) {
+                    gemm(j->f32, true, false, g->k, hw, g->ocg, ws, g->k, gs, hw, 0.0, j->gi + xo, hw);
+                } else if (j->gi) {
+                    gemm(j->f32, true, false, g->k, hw, g->ocg, ws, g->k, gs, hw, 0.0, cols, hw);
+                    memset(j->gi + xo, 0, es * (size_t)(g->cg * g->h * g->w));
+                    conv_cols(j, true, j->gi, s, gr, cols);
+                }
+            }
+    }
 }
 
-/* Moves the (ocg, hw) blocks of samples n0..n0+nb-1, group gr, between a
- * (N, oc, hw) tensor and an (ocg, nb * hw) matrix (to_wide: into it). */
-static void regroup(const struct conv *g, size_t es, char *t, char *wide, int64_t n0, int64_t nb,
-                    int64_t gr, bool to_wide)
+/* Runs fn over the job's ranges: on the pool with OpenBLAS single-threaded
+ * inside it (its own workers, which spin after each call, would take the
+ * cores our tasks want), then OpenBLAS gets tn_get_num_threads() threads
+ * back, as lib/ops/cpu/linalg.c leaves it; one range runs here, the
+ * products threaded by OpenBLAS. */
+static void conv_run(struct conv_job *j, tn_range_fn fn)
 {
-    int64_t hw = g->oh * g->ow;
-    for (int64_t s = 0; s < nb; s++)
-        for (int64_t o = 0; o < g->ocg; o++) {
-            char *a = t + es * (size_t)(((n0 + s) * g->oc + gr * g->ocg + o) * hw);
-            char *m = wide + es * (size_t)((o * nb + s) * hw);
-            memcpy(to_wide ? m : a, to_wide ? a : m, es * (size_t)hw);
-        }
+    int nt = tn_get_num_threads();
+    openblas_set_num_threads(j->ranges > 1 ? 1 : nt);
+    if (j->ranges > 1)
+        tn_parallel_for(j->ranges, 1, fn, j);
+    else
+        fn(0, 1, j);
+    if (j->ranges > 1)
+        openblas_set_num_threads(nt);
 }
 
 /* The sum of n contiguous values, in float64. */
@@ -294,59 +396,23 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
         return NULL;
     bool f32 = input->dtype == TN_FLOAT32, direct = conv_direct(&g);
     enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
-    size_t es = f32 ? 4 : 8;
-    int64_t hw = g.oh * g.ow, osz[4] = {g.n, g.oc, g.oh, g.ow}, B = conv_batch(&g);
+    int64_t hw = g.oh * g.ow, osz[4] = {g.n, g.oc, g.oh, g.ow}, R = conv_ranges(&g);
+    int64_t per = direct ? 0 : g.k * hw, nscratch = R * per > 0 ? R * per : 1;
     if (input->ndim == 3)
         osz[2] = g.ow;
     struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
     struct tn_tensor *b = tn__nn_as(bias, ct);
     struct tn_tensor *out = tn_empty(osz, input->ndim, ct);
-    char *cols = direct ? NULL : malloc(es * (size_t)(g.k * hw * B > 0 ? g.k * hw * B : 1));
-    char *wide = B > 1 ? malloc(es * (size_t)(g.ocg * hw * B > 0 ? g.ocg * hw * B : 1)) : NULL;
-    if (!x || !w || (bias && !b) || !out || (!direct && !cols) || (B > 1 && !wide)) {
-        if ((!direct && !cols) || (B > 1 && !wide))
-            tn_set_error(TN_ENOMEM, "convolution: out of memory for %lld patch values",
-                         (long long)(g.k * hw * B));
-        free(cols);
-        free(wide);
+    struct tn_tensor *scratch = tn_empty(&nscratch, 1, ct);
+    if (!x || !w || (bias && !b) || !out || !scratch) {
         tn__nn_drop(0, x, w, b, out);
+        tn_release(scratch);
         return NULL;
     }
-    char *xp = tn_data(x), *wp = tn_data(w), *op = tn_data(out);
-    for (int64_t n0 = 0; n0 < g.n; n0 += B) {
-        int64_t nb = g.n - n0 < B ? g.n - n0 : B;
-        for (int64_t gr = 0; gr < g.groups; gr++) {
-            const char *src = cols, *wg = wp + es * (size_t)(gr * g.ocg * g.k);
-            if (direct)
-                src = xp + es * (size_t)((n0 * g.c + gr * g.cg) * hw);
-            else
-                cols_run(&g, f32, false, xp, cols, n0, nb, gr);
-            if (nb == 1) {
-                gemm(f32, false, false, g.ocg, hw, g.k, wg, g.k, src, hw, 0.0,
-                     op + es * (size_t)((n0 * g.oc + gr * g.ocg) * hw), hw);
-            } else {
-                gemm(f32, false, false, g.ocg, nb * hw, g.k, wg, g.k, src, nb * hw, 0.0, wide,
-                     nb * hw);
-                regroup(&g, es, op, wide, n0, nb, gr, false);
-            }
-        }
-    }
-    free(cols);
-    free(wide);
-    if (b) {
-        const char *bp = tn_data(b);
-        for (int64_t r = 0; r < g.n * g.oc; r++) {
-            if (f32) {
-                float *d = (float *)(void *)op + r * hw, v = ((const float *)bp)[r % g.oc];
-                for (int64_t i = 0; i < hw; i++)
-                    d[i] += v;
-            } else {
-                double *d = (double *)(void *)op + r * hw, v = ((const double *)bp)[r % g.oc];
-                for (int64_t i = 0; i < hw; i++)
-                    d[i] += v;
-            }
-        }
-    }
+    struct conv_job j = {&g, f32, f32 ? 4 : 8, R, per, tn_data(x), tn_data(w),
+                         b ? tn_data(b) : NULL, NULL, tn_data(out), NULL, NULL, tn_data(scratch)};
+    conv_run(&j, conv_forward_range);
+    tn_release(scratch);
     tn__nn_drop(0, x, w, b, NULL);
     return tn__nn_to(out, input->dtype);
 }
@@ -374,7 +440,7 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
                            dilation_len, groups, &g);
     if (rc < 0)
         return rc;
-    int64_t hw = g.oh * g.ow, B = conv_batch(&g);
+    int64_t hw = g.oh * g.ow;
     if (tn_numel(grad_output) != g.n * g.oc * hw)
         return tn_set_error(TN_ESHAPE, "convolution_backward: grad_output holds %lld values, the "
                             "convolution gives %lld", (long long)tn_numel(grad_output),
@@ -382,50 +448,34 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     bool f32 = input->dtype == TN_FLOAT32, direct = conv_direct(&g);
     enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
     size_t es = f32 ? 4 : 8;
+    int64_t R = conv_ranges(&g), per = (direct ? 0 : g.k * hw) + (R > 1 ? g.oc * g.k : 0);
+    int64_t nscratch = R * per > 0 ? R * per : 1;
     struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
     struct tn_tensor *go = tn__nn_as(grad_output, ct);
-    struct tn_tensor *gi = output_mask[0] ? tn_zeros(input->sizes, input->ndim, ct) : NULL;
+    struct tn_tensor *gi = output_mask[0] ? tn_empty(input->sizes, input->ndim, ct) : NULL;
     struct tn_tensor *gw = output_mask[1] ? tn_zeros(weight->sizes, weight->ndim, ct) : NULL;
     struct tn_tensor *gb = output_mask[2] ? tn_zeros(&g.oc, 1, ct) : NULL;
-    char *cols = direct ? NULL : malloc(es * (size_t)(g.k * hw * B > 0 ? g.k * hw * B : 1));
-    char *wide = B > 1 ? malloc(es * (size_t)(g.ocg * hw * B > 0 ? g.ocg * hw * B : 1)) : NULL;
+    struct tn_tensor *scratch = tn_empty(&nscratch, 1, ct);
     if (!x || !w || !go || (output_mask[0] && !gi) || (output_mask[1] && !gw) ||
-        (output_mask[2] && !gb) || (!direct && !cols) || (B > 1 && !wide)) {
-        if ((!direct && !cols) || (B > 1 && !wide))
-            tn_set_error(TN_ENOMEM, "convolution_backward: out of memory");
-        free(cols);
-        free(wide);
+        (output_mask[2] && !gb) || !scratch) {
         tn__nn_drop(0, x, w, go, gi);
+        tn_release(scratch);
         return tn__nn_drop(tn_last_status(), gw, gb, NULL, NULL);
     }
-    char *xp = tn_data(x), *wp = tn_data(w), *gp = tn_data(go);
-    for (int64_t n0 = 0; n0 < g.n && (gi || gw); n0 += B) {
-        int64_t nb = g.n - n0 < B ? g.n - n0 : B, ld = nb * hw;
-        for (int64_t gr = 0; gr < g.groups; gr++) {
-            size_t xo = (size_t)((n0 * g.c + gr * g.cg) * g.h * g.w);
-            const char *gs = wide, *ws = wp + es * (size_t)(gr * g.ocg * g.k);
-            if (nb == 1)
-                gs = gp + es * (size_t)((n0 * g.oc + gr * g.ocg) * hw);
+    char *gp = tn_data(go);
+    struct conv_job j = {&g, f32, es, R, per, tn_data(x), tn_data(w), NULL, gp, NULL,
+                         gi ? tn_data(gi) : NULL, gw ? tn_data(gw) : NULL, tn_data(scratch)};
+    if (gi || gw)
+        conv_run(&j, conv_backward_range);
+    for (int64_t r = 1; gw && r < R; r++) { /* the ranges' partial weight gradients, in order */
+        const char *part = j.scratch + es * (size_t)(r * per + (direct ? 0 : g.k * hw));
+        for (int64_t i = 0; i < g.oc * g.k; i++)
+            if (f32)
+                ((float *)tn_data(gw))[i] += ((const float *)(const void *)part)[i];
             else
-                regroup(&g, es, gp, wide, n0, nb, gr, true);
-            if (gw) { /* dW += gout (ocg, nb hw) @ cols^T (nb hw, k) */
-                const char *src = direct ? xp + es * xo : cols;
-                if (!direct)
-                    cols_run(&g, f32, false, xp, cols, n0, nb, gr);
-                gemm(f32, false, true, g.ocg, g.k, ld, gs, ld, src, ld, 1.0,
-                     (char *)tn_data(gw) + es * (size_t)(gr * g.ocg * g.k), g.k);
-            }
-            if (gi && direct) { /* the input's channels of this group: W^T @ gout */
-                gemm(f32, true, false, g.k, hw, g.ocg, ws, g.k, gs, hw, 0.0,
-                     (char *)tn_data(gi) + es * xo, hw);
-            } else if (gi) { /* cols = W^T (k, ocg) @ gout (ocg, nb hw), then col2im */
-                gemm(f32, true, false, g.k, ld, g.ocg, ws, g.k, gs, ld, 0.0, cols, ld);
-                cols_run(&g, f32, true, tn_data(gi), cols, n0, nb, gr);
-            }
-        }
+                ((double *)tn_data(gw))[i] += ((const double *)(const void *)part)[i];
     }
-    free(cols);
-    free(wide);
+    tn_release(scratch);
     if (gb)
         for (int64_t o = 0; o < g.oc; o++) {
             double t = 0;
