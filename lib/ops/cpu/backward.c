@@ -17,12 +17,36 @@ struct bw_ctx {
     double threshold;
 };
 
+/* relu's backward over contiguous runs goes 16 bytes at a time: the
+ * gradient where x > threshold or x is NaN, else 0 (a mask, no branch). */
 #define TN_BW_LOOP(SFX, T)                                                                         \
+    typedef T bw_vec_##SFX __attribute__((vector_size(16)));                                       \
+    static int64_t threshold_run_##SFX(char *o, const char *g, const char *x, int64_t n, T thr)    \
+    {                                                                                              \
+        const int64_t L = 16 / sizeof(T);                                                          \
+        bw_vec_##SFX t = {0}, gv, xv;                                                              \
+        t += thr;                                                                                  \
+        int64_t i = 0;                                                                             \
+        for (; i + L <= n; i += L) {                                                               \
+            memcpy(&gv, g + i * (int64_t)sizeof(T), 16);                                           \
+            memcpy(&xv, x + i * (int64_t)sizeof(T), 16);                                           \
+            __typeof__(xv <= t) keep = ~(xv <= t);                                                 \
+            gv = (bw_vec_##SFX)((__typeof__(keep))gv & keep);                                      \
+            memcpy(o + i * (int64_t)sizeof(T), &gv, 16);                                           \
+        }                                                                                          \
+        return i;                                                                                  \
+    }                                                                                              \
     static void bw_loop_##SFX(char **p, const int64_t *st, int64_t n, void *arg)                   \
     {                                                                                              \
         const struct bw_ctx *c = arg;                                                              \
         char *o = p[0], *g = p[1], *x = p[2];                                                      \
-        for (int64_t i = 0; i < n; i++, o += st[0], g += st[1], x += st[2]) {                      \
+        int64_t i = 0;                                                                             \
+        if (c->op == BW_THRESHOLD && st[0] == sizeof(T) && st[1] == sizeof(T) &&                   \
+            st[2] == sizeof(T)) {                                                                  \
+            i = threshold_run_##SFX(o, g, x, n, (T)c->threshold);                                  \
+            o += i * st[0], g += i * st[1], x += i * st[2];                                        \
+        }                                                                                          \
+        for (; i < n; i++, o += st[0], g += st[1], x += st[2]) {                                   \
             T gv = *(const T *)g, xv = *(const T *)x;                                              \
             T r;                                                                                   \
             switch (c->op) {                                                                       \
