@@ -11,7 +11,11 @@
  * the RAM, at most 1 GiB; 0 turns the cache off), the least recently freed
  * going first; tn_cpu_empty_cache() unmaps them all. Blocks of 2 MiB and
  * more are 2 MiB aligned and advised as transparent huge pages, so that a
- * first touch faults 2 MiB at a time where the kernel allows it.
+ * first touch faults 2 MiB at a time where the kernel allows it. (On one
+ * thread, each layer_norm of 8192x1024 float32 faulted its 32 MiB output in
+ * again, 8,192 faults, and took 26 ms; with the cache only the first call
+ * faults and the others take 3.7 ms. Huge pages make a sum over a 64 MiB
+ * input a fifth faster.)
  *
  * One mutex guards the cache: the thread pool's workers and the process
  * group backends free blocks on threads of their own. Fork handlers hold
