@@ -338,16 +338,14 @@ static int add_member(struct parser *ps, json_t *o)
     ps->p++;
     if (!scan_string(ps, &key, &klen))
         return -1;
-    /* the key's bytes may be in ps->buf, which the value reuses */
-    char small[64], *copy = NULL;
-    if (key == ps->buf) {
-        if (klen < sizeof small)
-            key = memcpy(small, key, klen);
-        else if (!(copy = malloc(klen)))
-            return -1;
-        else
-            key = memcpy(copy, key, klen);
-    }
+    /* the key NUL-terminated (it holds no NUL: \u0000 is refused), out of
+     * ps->buf, which the value reuses; json_object_setn_nocheck would take
+     * it as it is, but is new in jansson 2.14 */
+    char small[64], *copy = small;
+    if (klen >= sizeof small && !(copy = malloc(klen + 1)))
+        return -1;
+    memcpy(copy, key, klen);
+    copy[klen] = 0;
     skip_blanks(ps);
     json_t *v = NULL;
     if (ps->p < ps->end && *ps->p == ':') {
@@ -356,8 +354,9 @@ static int add_member(struct parser *ps, json_t *o)
         v = parse_value(ps);
     }
     size_t size = json_object_size(o);
-    int rc = v ? json_object_setn_new_nocheck(o, key, klen, v) : -1;
-    free(copy);
+    int rc = v ? json_object_set_new_nocheck(o, copy, v) : -1;
+    if (copy != small)
+        free(copy);
     /* a key seen before replaced its value: jansson refuses that with
      * JSON_REJECT_DUPLICATES */
     return rc < 0 || (ps->unique && json_object_size(o) == size) ? -1 : 0;

@@ -518,11 +518,10 @@ static void test_refused(void **state)
     free(text);
 }
 
-/* Every prefix of a real exported graph fails cleanly (or reads). */
-/* The reader drops the blanks between tokens before jansson reads the
- * text (lib/graph/arena.c): tokens that blanks separate stay apart ("[1 2]"
- * is refused, not read as [12]), an error names its line and column in
- * the text as given, and blanks within strings stay. */
+/* The reader's JSON parser (lib/graph/json.c) skips the blanks between
+ * tokens itself: tokens that blanks separate stay apart ("[1 2]" is
+ * refused, not read as [12]), an error names its line and column in the
+ * text as given, and blanks within strings stay. */
 static void test_blanks(void **state)
 {
     (void)state;
@@ -549,6 +548,7 @@ static void test_blanks(void **state)
     free(text);
 }
 
+/* Every prefix of a real exported graph fails cleanly (or reads). */
 static void test_truncated(void **state)
 {
     (void)state;
