@@ -3,14 +3,17 @@
  * 1->16, ReLU, max_pool 2, conv2d 16->32, ReLU, max_pool 2, linear to 10;
  * batch 32 of 28x28) through lib/nn: a training step (forward, cross
  * entropy, backward, SGD) where autograd has conv2d's derivative, else the
- * forward alone, which it says.  Prints "<mode> <steps/s>"; convnet.sh
- * runs the same in PyTorch and prints the ratio.
+ * forward alone, which it says.  Prints "<mode> <steps/s> <CPU ms per
+ * step>" (process CPU time over the timed steps, all threads: on a loaded
+ * machine the steadier figure); convnet.sh runs the same in PyTorch and
+ * prints the ratios.
  */
 #include <tensor/tensor.h>
 #include <tensor/autograd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "bench/bench.h"
 #include "bench/nn/convnet.h"
@@ -53,13 +56,14 @@ int main(int argc, char **argv)
         }
     }
     double t0 = tn_bench_now();
+    clock_t c0 = clock();
     for (int i = 0; i < steps; i++)
         if (step(m, o, x, y, train) != 0) {
             fprintf(stderr, "bench_convnet: %s\n", tn_last_error());
             return 2;
         }
-    double dt = tn_bench_now() - t0;
-    printf("%s %.2f\n", train ? "train" : "forward", steps / dt);
+    double dt = tn_bench_now() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    printf("%s %.2f %.3f\n", train ? "train" : "forward", steps / dt, cpu * 1e3 / steps);
     tn_optim_free(o);
     tn_module_free(m);
     tn_release(x);
