@@ -79,6 +79,17 @@ static void assert_product(const struct tn_tensor *got, const double *want)
     tn_release(g);
 }
 
+/* got (released here) against the plain loop's beta*c + alpha*a@b */
+static void check_product(struct tn_tensor *got, const struct tn_tensor *a,
+                          const struct tn_tensor *b, const struct tn_tensor *c, double beta,
+                          double alpha)
+{
+    double *want = plain_product(a, b, c, beta, alpha);
+    assert_product(got, want);
+    free(want);
+    tn_release(got);
+}
+
 /* On three threads the products split over the pool: the matrices of a
  * batch, the rows of a tall product, the columns of a wide one (blocks of
  * 16 with a ragged last one), addmm's bias and scalars included. */
@@ -88,42 +99,22 @@ static void test_threads(void **state)
     tn_set_num_threads(3);
     struct tn_tensor *a = tn_randn(TN_SHAPE(200, 80), TN_FLOAT64, NULL);
     struct tn_tensor *b = tn_randn(TN_SHAPE(80, 90), TN_FLOAT64, NULL);
-    struct tn_tensor *r = tn_mm(a, b); /* rows: 80, 80, 40 */
-    double *want = plain_product(a, b, NULL, 0, 1);
-    assert_product(r, want);
-    free(want);
-    tn_release(r);
+    check_product(tn_mm(a, b), a, b, NULL, 0, 1); /* rows: 80, 80, 40 */
     struct tn_tensor *bias = tn_randn(TN_SHAPE(90), TN_FLOAT64, NULL);
-    r = tn_addmm(bias, a, b, tn_float(0.5), tn_float(2.0));
-    want = plain_product(a, b, bias, 0.5, 2.0);
-    assert_product(r, want);
-    free(want);
-    tn_release(r);
+    check_product(tn_addmm(bias, a, b, tn_float(0.5), tn_float(2.0)), a, b, bias, 0.5, 2.0);
     /* wide, with a transposed operand: columns 208, 208, 185 */
     struct tn_tensor *w = tn_randn(TN_SHAPE(5, 300), TN_FLOAT64, NULL);
     struct tn_tensor *v = tn_randn(TN_SHAPE(601, 300), TN_FLOAT64, NULL);
     struct tn_tensor *vt = tn_t(v);
-    r = tn_mm(w, vt);
-    want = plain_product(w, vt, NULL, 0, 1);
-    assert_product(r, want);
-    free(want);
-    tn_release(r);
+    check_product(tn_mm(w, vt), w, vt, NULL, 0, 1);
     /* a batch of 4 over the threads, and a batch of 2 split by rows (160, 140) */
     struct tn_tensor *x = tn_randn(TN_SHAPE(4, 100, 64), TN_FLOAT64, NULL);
     struct tn_tensor *y = tn_randn(TN_SHAPE(4, 70, 64), TN_FLOAT64, NULL);
     struct tn_tensor *yt = tn_transpose(y, 1, 2);
-    r = tn_bmm(x, yt);
-    want = plain_product(x, yt, NULL, 0, 1);
-    assert_product(r, want);
-    free(want);
-    tn_release(r);
+    check_product(tn_bmm(x, yt), x, yt, NULL, 0, 1);
     struct tn_tensor *x2 = tn_randn(TN_SHAPE(2, 300, 64), TN_FLOAT64, NULL);
     struct tn_tensor *y2 = tn_randn(TN_SHAPE(2, 64, 70), TN_FLOAT64, NULL);
-    r = tn_bmm(x2, y2);
-    want = plain_product(x2, y2, NULL, 0, 1);
-    assert_product(r, want);
-    free(want);
-    tn_release(r);
+    check_product(tn_bmm(x2, y2), x2, y2, NULL, 0, 1);
     struct tn_tensor *all[] = {a, b, bias, w, v, vt, x, y, yt, x2, y2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tn_release(all[i]);
