@@ -19,11 +19,12 @@ static struct tn_tensor *tn_tensor_init(struct tn_tensor *t, struct tn_storage *
     t->storage = storage;
     t->offset = offset;
     t->ndim = ndim;
-    if (ndim)
-        memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+    /* loops, not memcpy: a library call costs more than a few dims */
+    for (int i = 0; i < ndim; i++)
+        t->sizes[i] = sizes[i];
     if (strides) {
-        if (ndim)
-            memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+        for (int i = 0; i < ndim; i++)
+            t->strides[i] = strides[i];
     } else {
         tn__contiguous_strides(sizes, ndim, t->strides);
     }

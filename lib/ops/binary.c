@@ -38,9 +38,13 @@ struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s)
 /* The broadcast shape and the common dtype into m. */
 static int binary_meta(const struct tn_tensor *a, const struct tn_tensor *b, struct tn_meta *m)
 {
-    if (a->ndim == b->ndim && !memcmp(a->sizes, b->sizes, sizeof *a->sizes * (size_t)a->ndim)) {
-        m->ndim = a->ndim; /* the common case: nothing to broadcast */
-        memcpy(m->sizes, a->sizes, sizeof *a->sizes * (size_t)a->ndim);
+    int same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++)
+        same = a->sizes[i] == b->sizes[i];
+    if (same) { /* the common case: nothing to broadcast */
+        m->ndim = a->ndim;
+        for (int i = 0; i < a->ndim; i++)
+            m->sizes[i] = a->sizes[i];
     } else {
         int nd = tn_broadcast_shapes(a->sizes, a->ndim, b->sizes, b->ndim, m->sizes);
         if (nd < 0)

@@ -370,8 +370,10 @@ int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_
 done:
     if (rc == TN_OK && ctx.zero_div)
         rc = tn_set_error(TN_ERUNTIME, "ZeroDivisionError");
-    tn_release(ca);
-    tn_release(cb);
+    if (ca) {
+        tn_release(ca);
+        tn_release(cb);
+    }
     return rc;
 }
 
