@@ -300,6 +300,44 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
     return TN_OK;
 }
 
+/* max_pool2d's backward over planes [begin, end): each plane zeroed, then
+ * each output's gradient added at its index (planes are disjoint, so they
+ * run on the pool and each is zeroed while it is in cache). */
+struct maxpool_bw_job {
+    const struct pool *g;
+    bool f32;
+    const void *go;
+    const int64_t *ix;
+    void *gi;
+};
+
+#define TN_MAXPOOL_BW(SFX, T)                                                                  \
+    static void maxpool_bw_plane_##SFX(const struct maxpool_bw_job *j, int64_t p)              \
+    {                                                                                          \
+        const struct pool *g = j->g;                                                           \
+        int64_t ohw = g->oh * g->ow, hw = g->h * g->w;                                         \
+        const T *go = (const T *)j->go + p * ohw;                                              \
+        const int64_t *ix = j->ix + p * ohw;                                                   \
+        T *gi = (T *)j->gi + p * hw;                                                           \
+        memset(gi, 0, sizeof(T) * (size_t)hw);                                                 \
+        for (int64_t o = 0; o < ohw; o++)                                                      \
+            if (ix[o] >= 0 && ix[o] < hw)                                                      \
+                gi[ix[o]] += go[o];                                                            \
+    }
+TN_MAXPOOL_BW(f32, float)
+TN_MAXPOOL_BW(f64, double)
+
+static void maxpool_bw_planes(int64_t begin, int64_t end, void *ctx)
+{
+    const struct maxpool_bw_job *j = ctx;
+    for (int64_t p = begin; p < end; p++) {
+        if (j->f32)
+            maxpool_bw_plane_f32(j, p);
+        else
+            maxpool_bw_plane_f64(j, p);
+    }
+}
+
 struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
     tn_keyset ks, const struct tn_tensor *grad_output, const struct tn_tensor *self,
     const int64_t *kernel_size, int kernel_size_len, const int64_t *stride, int stride_len,
@@ -317,28 +355,16 @@ struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
     }
     bool f32 = self->dtype == TN_FLOAT32;
     enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
-    struct tn_tensor *go = tn__nn_as(grad_output, ct), *gi = tn_zeros(self->sizes, self->ndim, ct);
+    struct tn_tensor *go = tn__nn_as(grad_output, ct), *gi = tn_empty(self->sizes, self->ndim, ct);
     struct tn_tensor *ix = tn__nn_as(indices, TN_INT64);
     if (!go || !gi || !ix) {
         tn__nn_drop(0, go, gi, ix, NULL);
         return NULL;
     }
-    const int64_t *ip = tn_data(ix);
-    int64_t ohw = g.oh * g.ow, hw = g.h * g.w;
-    float *d32 = tn_data(gi);
-    double *d64 = tn_data(gi);
-    const float *g32 = tn_data(go);
-    const double *g64 = tn_data(go);
-    for (int64_t p = 0; p < g.planes; p++)
-        for (int64_t o = 0; o < ohw; o++) {
-            int64_t at = ip[p * ohw + o];
-            if (at < 0 || at >= hw)
-                continue;
-            if (f32)
-                d32[p * hw + at] += g32[p * ohw + o];
-            else
-                d64[p * hw + at] += g64[p * ohw + o];
-        }
+    struct maxpool_bw_job j = {&g, f32, tn_data(go), tn_data(ix), tn_data(gi)};
+    int64_t per = g.h * g.w;
+    tn_parallel_for(g.planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
+                    maxpool_bw_planes, &j);
     tn__nn_drop(0, go, ix, NULL, NULL);
     return tn__nn_to(gi, self->dtype);
 }
