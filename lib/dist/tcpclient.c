@@ -60,6 +60,25 @@ static int send_all(struct tcp_store *t, const void *p, size_t n)
  * nearer than this is met with poll. */
 #define RECV_SLICE_MS 200
 
+/* A reply to a small request comes within microseconds, sooner than a
+ * sleeping thread wakes: look for it without sleeping for up to
+ * RECV_SPIN_NS, then block. */
+#define RECV_SPIN_NS 20000
+
+static ssize_t recv_soon(int fd, void *p, size_t n)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return r;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > RECV_SPIN_NS)
+            return recv(fd, p, n, 0);
+    }
+}
+
 /* Reads n bytes before deadline (ms, monotonic). TN_ETIMEOUT without a
  * message when it passes: the caller knows the keys. */
 static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
@@ -88,7 +107,7 @@ static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
         /* small reads go through the read-ahead buffer, large ones straight
          * to their destination */
         bool direct = n >= sizeof t->rbuf;
-        ssize_t r = recv(t->fd, direct ? c : t->rbuf, direct ? n : sizeof t->rbuf, 0);
+        ssize_t r = recv_soon(t->fd, direct ? c : t->rbuf, direct ? n : sizeof t->rbuf);
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
                 continue; /* EAGAIN: the slice passed */
