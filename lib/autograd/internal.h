@@ -205,4 +205,16 @@ struct tn_tensor *tn__cumprod_bw(const struct tn_tensor *grad, const struct tn_t
 struct tn_tensor *tn__native_dropout_bw(const struct tn_tensor *grad, const struct tn_tensor *mask,
                                         double p, const bool *train);
 
+/* ----- the nn backward ops' own gradients (formulas_nn.c) */
+struct tn_tensor *tn__mse_loss_double_bw(const struct tn_tensor *grad, const int64_t *sizes,
+                                         int ndim, int64_t reduction);
+struct tn_tensor *tn__smooth_l1_double_bw(const struct tn_tensor *grad,
+                                          const struct tn_tensor *self,
+                                          const struct tn_tensor *target, int64_t reduction,
+                                          double beta);
+struct tn_tensor *tn__adaptive_avg_pool2d_double_bw(const struct tn_tensor *grad,
+                                                    const int64_t *sizes, int ndim);
+struct tn_tensor *tn__max_pool_double_bw(const struct tn_tensor *grad,
+                                         const struct tn_tensor *indices);
+
 #endif

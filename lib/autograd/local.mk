@@ -9,6 +9,7 @@ libtensor_la_SOURCES += \
 	lib/autograd/engine.c \
 	lib/autograd/formulas.c \
 	lib/autograd/formulas_select.c \
+	lib/autograd/formulas_nn.c \
 	lib/autograd/gradcheck.c
 nodist_libtensor_la_SOURCES += lib/autograd/autograd_gen.c
 EXTRA_DIST += schemas/derivatives.yaml
