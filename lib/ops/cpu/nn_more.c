@@ -310,7 +310,8 @@ static struct tn_tensor *upsample(bool bilinear, bool bw, const struct tn_tensor
         return NULL;
     const char *kernel = bilinear ? "upsample_bilinear2d_out_frame"
                                   : "upsample_nearest2d_out_frame";
-    if (in->dtype != TN_FLOAT32 && in->dtype != TN_FLOAT64) {
+    bool half = in->dtype == TN_FLOAT16 || in->dtype == TN_BFLOAT16;
+    if (in->dtype != TN_FLOAT32 && in->dtype != TN_FLOAT64 && !half) {
         tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
                      tn_dtype_info(in->dtype)->c10_name);
         return NULL;
@@ -332,21 +333,24 @@ static struct tn_tensor *upsample(bool bilinear, bool bw, const struct tn_tensor
             }
     }
     int64_t out_sizes[4] = {isz[0], isz[1], bw ? isz[2] : osz[0], bw ? isz[3] : osz[1]};
-    struct tn_tensor *c = tn__nn_as(in, in->dtype), *r = c ? tn_empty(out_sizes, 4, in->dtype) : NULL;
+    /* float16 and bfloat16 compute in float32 and round once at the end,
+     * as PyTorch 2.x's kernels (1.13 rounded every step of bfloat16) */
+    enum tn_dtype ct = half ? TN_FLOAT32 : in->dtype;
+    struct tn_tensor *c = tn__nn_as(in, ct), *r = c ? tn_empty(out_sizes, 4, ct) : NULL;
     if (!r) {
         tn_release(c);
         return NULL;
     }
     if (bw)
         tn_fill_(r, tn_int(0));
-    if (in->dtype == TN_FLOAT32)
+    if (ct == TN_FLOAT32)
         up_float(bilinear, bw, tn_data(c), tn_data(r), planes, isz[2], isz[3], osz[0], osz[1],
                  align, sh, sw);
     else
         up_double(bilinear, bw, tn_data(c), tn_data(r), planes, isz[2], isz[3], osz[0], osz[1],
                   align, sh, sw);
     tn_release(c);
-    return r;
+    return tn__nn_to(r, in->dtype);
 }
 
 struct tn_tensor *tn__cpu_upsample_nearest2d(tn_keyset ks, const struct tn_tensor *self,
