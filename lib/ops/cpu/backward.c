@@ -3,7 +3,8 @@
  * loop each where the formula would take several ops: threshold_backward
  * (relu), tanh_backward, sigmoid_backward (elementwise over two inputs of
  * one shape) and _softmax_backward_data, _log_softmax_backward_data (along
- * a dim). float32 and float64, as the nodes that call them see.
+ * a dim). float32 and float64, as the nodes that call them see; the
+ * softmax ones float16 and bfloat16 too, through float32.
  */
 #include <math.h>
 #include <string.h>
@@ -153,28 +154,41 @@ static struct tn_tensor *softmax_backward(const struct tn_tensor *grad,
         tn_set_error(TN_ESHAPE, "%s: grad_output and output differ in shape", name);
         return NULL;
     }
+    bool half = output->dtype == TN_FLOAT16 || output->dtype == TN_BFLOAT16;
     if (grad->dtype != output->dtype ||
-        (output->dtype != TN_FLOAT32 && output->dtype != TN_FLOAT64)) {
+        (output->dtype != TN_FLOAT32 && output->dtype != TN_FLOAT64 && !half)) {
         tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", name,
                      tn_dtype_info(output->dtype)->c10_name);
         return NULL;
     }
     (void)input_dtype; /* half_to_float is not supported: input_dtype is the output's */
-    struct tn_tensor *g = tn_contiguous(grad), *y = tn_contiguous(output);
-    struct tn_tensor *out = g && y ? tn_empty(output->sizes, output->ndim, output->dtype) : NULL;
+    /* float16 and bfloat16 compute in float32 and round once, as PyTorch */
+    enum tn_dtype ct = half ? TN_FLOAT32 : output->dtype;
+    struct tn_tensor *g = tn_to_dtype(grad, ct), *y = tn_to_dtype(output, ct);
+    struct tn_tensor *gc = g ? tn_contiguous(g) : NULL, *yc = y ? tn_contiguous(y) : NULL;
+    tn_release(g);
+    tn_release(y);
+    g = gc;
+    y = yc;
+    struct tn_tensor *out = g && y ? tn_empty(output->sizes, output->ndim, ct) : NULL;
     if (out) {
         int64_t outer = 1, inner = 1, n = output->ndim ? output->sizes[d] : 1;
         for (int i = 0; i < d; i++)
             outer *= output->sizes[i];
         for (int i = d + 1; i < output->ndim; i++)
             inner *= output->sizes[i];
-        if (output->dtype == TN_FLOAT32)
+        if (ct == TN_FLOAT32)
             softmax_bw_f32(tn_data(out), tn_data(g), tn_data(y), outer, n, inner, log);
         else
             softmax_bw_f64(tn_data(out), tn_data(g), tn_data(y), outer, n, inner, log);
     }
     tn_release(g);
     tn_release(y);
+    if (out && ct != output->dtype) {
+        struct tn_tensor *r = tn_to_dtype(out, output->dtype);
+        tn_release(out);
+        out = r;
+    }
     return out;
 }
 
