@@ -297,17 +297,32 @@ fail:
     return NULL;
 }
 
+/* grad, tied to self in the graph while one is recorded (create_graph):
+ * threshold_backward(grad, self, -inf) is grad wherever self > -inf, and
+ * its derivative for self is zeros. PyTorch's leaky_relu_backward and
+ * hardtanh_backward are ops whose derivative for self is zeros, so their
+ * first gradient requires grad and a second one through it is zeros; the
+ * masks and where of the helpers below alone would leave no path to self
+ * (the second grad would fail). Nothing extra without a graph. */
+static struct tn_tensor *linked(const struct tn_tensor *grad, const struct tn_tensor *self)
+{
+    if (!tn_is_grad_enabled() || !self->requires_grad)
+        return tn_retain((struct tn_tensor *)grad);
+    return tn_threshold_backward(grad, self, tn_float(-INFINITY));
+}
+
 struct tn_tensor *tn__leaky_relu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                     struct tn_scalar slope)
 {
-    struct tn_tensor *m = NULL, *g2 = NULL;
+    struct tn_tensor *m = NULL, *g2 = NULL, *g1 = NULL;
     STEP(m, tn_gt_scalar(self, tn_int(0)));
     STEP(g2, tn_mul_scalar(grad, slope));
-    STEP(g2, tn_where_self(m, grad, g2));
-    tn_release(m);
+    STEP(g1, linked(grad, self));
+    STEP(g2, tn_where_self(m, g1, g2));
+    drop(2, m, g1);
     return g2;
 fail:
-    drop(2, m, g2);
+    drop(3, m, g2, g1);
     return NULL;
 }
 
@@ -318,8 +333,10 @@ struct tn_tensor *tn__hardtanh_bw(const struct tn_tensor *grad, const struct tn_
     STEP(a, tn_gt_scalar(self, lo));
     STEP(b, tn_lt_scalar(self, hi));
     STEP(a, tn_logical_and(a, b));
+    STEP(b, linked(grad, self));
+    struct tn_tensor *r = masked(b, a);
     tn_release(b);
-    return masked(grad, a);
+    return r;
 fail:
     drop(2, a, b);
     return NULL;

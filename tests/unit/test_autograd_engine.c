@@ -498,18 +498,15 @@ static struct tn_tensor *dd_f(const char *name, const struct tn_tensor *x, const
 }
 
 /* Second derivatives through the losses and activations (their backward
- * ops' own formulas): d/dx sum(v d/dx sum(w f(x))) against PyTorch's.
- * Not yet leaky_relu and hardtanh (in the fixture): their backward is a
- * helper whose result does not depend on x through the graph (where and
- * masks), so the first gradient does not require grad and the second
- * fails, where PyTorch's leaky_relu_backward and hardtanh_backward ops
- * give zeros. */
+ * ops' own formulas): d/dx sum(v d/dx sum(w f(x))) against PyTorch's
+ * (zeros for the piecewise linear ones, which must not fail). */
 static void test_nn_double_backward(void **state)
 {
     (void)state;
     static const char *const names[] = {
         "mse_loss", "mse_loss_sum", "smooth_l1_loss", "relu", "gelu", "gelu_tanh",
-        "silu", "mish", "elu", "softplus", "sigmoid", "tanh", "softmax", "log_softmax",
+        "silu", "mish", "elu", "softplus", "leaky_relu", "hardtanh", "sigmoid", "tanh",
+        "softmax", "log_softmax",
     };
     struct tn_tensor *t = get("dd_t"), *w = get("dd_w"), *v = get("dd_v");
     int bad = 0;
