@@ -493,6 +493,13 @@ static struct tn_tensor *dd_f(const char *name, const struct tn_tensor *x, const
         return tn_softmax_int(x, 1, TN_DTYPE_UNSET);
     if (!strcmp(name, "log_softmax"))
         return tn_log_softmax_int(x, 1, TN_DTYPE_UNSET);
+    if (!strcmp(name, "cross_entropy")) {
+        struct tn_tensor *target = tn_from_data((const int64_t[]){1, 0, 3},
+                                                TN_SHAPE(3), TN_INT64);
+        struct tn_tensor *r = tn_cross_entropy_loss(x, target, NULL, 1, -100, 0.0);
+        tn_release(target);
+        return r;
+    }
     fail_msg("unknown dd case %s", name);
     return NULL;
 }
@@ -506,7 +513,7 @@ static void test_nn_double_backward(void **state)
     static const char *const names[] = {
         "mse_loss", "mse_loss_sum", "smooth_l1_loss", "relu", "gelu", "gelu_tanh",
         "silu", "mish", "elu", "softplus", "leaky_relu", "hardtanh", "sigmoid", "tanh",
-        "softmax", "log_softmax",
+        "softmax", "log_softmax", "cross_entropy",
     };
     struct tn_tensor *t = get("dd_t"), *w = get("dd_w"), *v = get("dd_v");
     int bad = 0;
