@@ -3,8 +3,7 @@
  * loop each where the formula would take several ops: threshold_backward
  * (relu), tanh_backward, sigmoid_backward (elementwise over two inputs of
  * one shape) and _softmax_backward_data, _log_softmax_backward_data (along
- * a dim). float32 and float64, as the nodes that call them see; the
- * softmax ones float16 and bfloat16 too, through float32.
+ * a dim). float32 and float64; float16 and bfloat16 through float32.
  */
 #include <math.h>
 #include <string.h>
@@ -79,10 +78,20 @@ static struct tn_tensor *elementwise(enum bw_op op, const struct tn_tensor *grad
                      tn_shape_format(x->sizes, x->ndim, b, sizeof b));
         return NULL;
     }
-    if (grad->dtype != x->dtype || (x->dtype != TN_FLOAT32 && x->dtype != TN_FLOAT64)) {
+    bool half = x->dtype == TN_FLOAT16 || x->dtype == TN_BFLOAT16;
+    if (grad->dtype != x->dtype || (x->dtype != TN_FLOAT32 && x->dtype != TN_FLOAT64 && !half)) {
         tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", bw_names[op],
                      tn_dtype_info(grad->dtype != x->dtype ? grad->dtype : x->dtype)->c10_name);
         return NULL;
+    }
+    if (half) { /* in float32, rounded once, as PyTorch */
+        struct tn_tensor *g32 = tn_to_dtype(grad, TN_FLOAT32), *x32 = tn_to_dtype(x, TN_FLOAT32);
+        struct tn_tensor *r = g32 && x32 ? elementwise(op, g32, x32, threshold) : NULL;
+        struct tn_tensor *o = r ? tn_to_dtype(r, x->dtype) : NULL;
+        tn_release(g32);
+        tn_release(x32);
+        tn_release(r);
+        return o;
     }
     struct tn_tensor *out = tn_empty_like(x, TN_DTYPE_UNSET);
     if (!out)
