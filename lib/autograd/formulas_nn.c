@@ -87,3 +87,32 @@ fail:
     tn_release(i);
     return NULL;
 }
+
+/* d(embedding's weight gradient)/d(grad): the rows of grad at the indices,
+ * zeros at padding_idx (PyTorch's embedding_dense_double_backward, which
+ * leaves scale_grad_by_freq to the first backward) */
+struct tn_tensor *tn__embedding_double_bw(const struct tn_tensor *grad,
+                                          const struct tn_tensor *indices, int64_t padding_idx)
+{
+    int64_t shape[TN_MAX_DIMS + 1];
+    for (int d = 0; d < indices->ndim; d++)
+        shape[d] = indices->sizes[d];
+    shape[indices->ndim] = -1;
+    struct tn_tensor *i = NULL, *r = NULL, *m = NULL;
+    STEP(i, tn_reshape(indices, (const int64_t[]){-1}, 1));
+    STEP(r, tn_index_select(grad, 0, i));
+    if (padding_idx >= 0) {
+        STEP(i, tn_reshape(i, (const int64_t[]){-1, 1}, 2));
+        STEP(m, tn_eq_scalar(i, tn_int(padding_idx)));
+        STEP(r, tn_masked_fill_scalar(r, m, tn_int(0)));
+    }
+    STEP(r, tn_reshape(r, shape, indices->ndim + 1));
+    tn_release(i);
+    tn_release(m);
+    return r;
+fail:
+    tn_release(i);
+    tn_release(m);
+    tn_release(r);
+    return NULL;
+}

@@ -458,6 +458,29 @@ static void test_double_backward(void **state)
         tn_release(all[i]);
 }
 
+/* g = d/dx y (grad_outputs go, or ones) with create_graph, then d/dwrt
+ * sum(w g) against the fixture's `key`; 1 (with a message) where a grad
+ * fails. */
+static int check_second(struct tn_tensor *y, struct tn_tensor *go, struct tn_tensor *x,
+                        const struct tn_tensor *w, struct tn_tensor *wrt, const char *key)
+{
+    struct tn_tensor *g = NULL, *gw = NULL, *s = NULL, *d = NULL;
+    int rc = tn_grad(&y, 1, go ? &go : NULL, &x, 1, -1, true, false, &g);
+    if (rc == 0) {
+        gw = tn_mul(g, w);
+        s = sum(gw);
+        rc = tn_grad(&s, 1, NULL, &wrt, 1, -1, false, false, &d);
+    }
+    if (rc < 0)
+        print_message("# %s: %s\n", key, tn_last_error());
+    else
+        expect_close(d, key, 1e-12);
+    struct tn_tensor *all[] = {g, gw, s, d};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        tn_release(all[k]);
+    return rc < 0;
+}
+
 /* f of autograd_engine.py's DD table (t: the loss target) */
 static struct tn_tensor *dd_f(const char *name, const struct tn_tensor *x, const struct tn_tensor *t)
 {
@@ -518,8 +541,7 @@ static void test_nn_double_backward(void **state)
     struct tn_tensor *t = get("dd_t"), *w = get("dd_w"), *v = get("dd_v");
     int bad = 0;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        struct tn_tensor *x = leaf("dd_x"), *f = dd_f(names[i], x, t), *y = NULL, *g = NULL;
-        struct tn_tensor *gv = NULL, *s = NULL, *g2 = NULL;
+        struct tn_tensor *x = leaf("dd_x"), *f = dd_f(names[i], x, t), *y = NULL;
         assert_non_null(f);
         if (f->ndim) {
             struct tn_tensor *fw = tn_mul(f, w);
@@ -528,27 +550,49 @@ static void test_nn_double_backward(void **state)
         } else {
             y = tn_retain(f);
         }
-        int rc = tn_grad(&y, 1, NULL, &x, 1, -1, true, false, &g);
-        if (rc == 0) {
-            gv = tn_mul(g, v);
-            s = sum(gv);
-            rc = tn_grad(&s, 1, NULL, &x, 1, -1, false, false, &g2);
-        }
         char key[32];
         snprintf(key, sizeof key, "dd_%s", names[i]);
-        if (rc < 0) {
-            print_message("# %s: %s\n", names[i], tn_last_error());
-            bad++;
-        } else {
-            expect_close(g2, key, 1e-12);
-        }
-        struct tn_tensor *all[] = {x, f, y, g, gv, s, g2};
+        bad += check_second(y, NULL, x, v, x, key);
+        struct tn_tensor *all[] = {x, f, y};
         for (size_t k = 0; k < sizeof all / sizeof *all; k++)
             tn_release(all[k]);
     }
     tn_release(t);
     tn_release(w);
     tn_release(v);
+    assert_int_equal(bad, 0);
+}
+
+/* The derivative of a first gradient for its grad_outputs (v), through
+ * the backward ops whose only differentiable input is the gradient
+ * (embedding's, constant_pad_nd's): d/dv sum(u d/dx sum(v f(x))). */
+static void test_grad_outputs_double_backward(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"embedding", "embedding_nopad", "constant_pad_nd"};
+    struct tn_tensor *idx = tn_from_data((const int64_t[]){0, 5, 2, 2, 2, 1}, TN_SHAPE(2, 3),
+                                         TN_INT64);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "dgo_%s_x", names[i]);
+        struct tn_tensor *x = leaf(key), *y;
+        snprintf(key, sizeof key, "dgo_%s_v", names[i]);
+        struct tn_tensor *v = leaf(key);
+        snprintf(key, sizeof key, "dgo_%s_u", names[i]);
+        struct tn_tensor *u = get(key);
+        if (i < 2)
+            y = tn_embedding(x, idx, i == 0 ? 2 : -1, false, false);
+        else
+            y = tn_constant_pad_nd(x, (const int64_t[]){1, 2, -1, 1}, 4, tn_float(0.5));
+        assert_non_null(y);
+        snprintf(key, sizeof key, "dgo_%s", names[i]);
+        bad += check_second(y, v, x, u, v, key);
+        struct tn_tensor *all[] = {x, v, u, y};
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+            tn_release(all[k]);
+    }
+    tn_release(idx);
     assert_int_equal(bad, 0);
 }
 
@@ -693,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_retain_grad),
         cmocka_unit_test(test_out_requires_grad),
         cmocka_unit_test(test_nn_double_backward),
+        cmocka_unit_test(test_grad_outputs_double_backward),
     };
     setup(NULL);
     int rc = TN_RUN_TESTS(tests);
