@@ -543,7 +543,8 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
             if (i >= e->nkid) {
                 if (!a->def)
                     return p_error(c->p, "%s: argument '%s' has no default", e->text, a->name);
-                snprintf(piece, sizeof piece, "%s", default_c(a, piece, sizeof piece));
+                char def[sizeof piece]; /* default_c may write its text here */
+                snprintf(piece, sizeof piece, "%s", default_c(a, def, sizeof def));
             } else {
                 const struct val *v = &args[i];
                 bool ok = true;
