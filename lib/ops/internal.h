@@ -53,6 +53,9 @@ static inline bool tn__have_avx2(void)
 /* The sum of n contiguous float32, and the sum of their squared distances
  * from c, in float64 over blocks of float32 lanes (lib/ops/cpu/reduce.c);
  * only where tn__have_avx2(). */
+/* fn over [0, n) on the thread pool with OpenBLAS single-threaded inside
+ * (lib/ops/cpu/linalg.c) */
+void tn__blas_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx);
 TN_AVX2 double tn__sum_f32_avx2(const float *x, int64_t n);
 TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c);
 #endif

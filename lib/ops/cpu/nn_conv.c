@@ -344,20 +344,16 @@ static void conv_backward_range(int64_t begin, int64_t end, void *ctx)
 }
 
 /* Runs fn over the job's ranges: on the pool with OpenBLAS single-threaded
- * inside it (its own workers, which spin after each call, would take the
- * cores our tasks want), then OpenBLAS gets tn_get_num_threads() threads
- * back, as lib/ops/cpu/linalg.c leaves it; one range runs here, the
- * products threaded by OpenBLAS. */
+ * inside it (tn__blas_parallel_for); one range runs here, the products
+ * threaded by OpenBLAS. */
 static void conv_run(struct conv_job *j, tn_range_fn fn)
 {
-    int nt = tn_get_num_threads();
-    openblas_set_num_threads(j->ranges > 1 ? 1 : nt);
-    if (j->ranges > 1)
-        tn_parallel_for(j->ranges, 1, fn, j);
-    else
+    if (j->ranges > 1) {
+        tn__blas_parallel_for(j->ranges, 1, fn, j);
+    } else {
+        openblas_set_num_threads(tn_get_num_threads());
         fn(0, 1, j);
-    if (j->ranges > 1)
-        openblas_set_num_threads(nt);
+    }
 }
 
 /* The sum of n contiguous values, in float64. */
