@@ -34,3 +34,5 @@ check_family() {
 @test "split, chunk, unbind and tensor_split agree with PyTorch 2.x" { check_family split; }
 @test "pad's reflect, replicate and circular modes agree with PyTorch 2.x" { check_family pad; }
 @test "index and index_put (advanced indexing) agree with PyTorch 2.x" { check_family index; }
+@test "tril, triu, flip, roll, repeat, tile, argsort, nonzero, masked_select and one_hot agree with PyTorch 2.x" { check_family movement; }
+@test "l1 and smooth l1 losses, constant pad, group norm, upsampling and transposed convolution agree with PyTorch 2.x" { check_family nn3; }

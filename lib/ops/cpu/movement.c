@@ -333,7 +333,8 @@ struct tn_tensor *tn__cpu_masked_select(tn_keyset ks, const struct tn_tensor *se
         return NULL;
     }
     int64_t shape[TN_MAX_DIMS];
-    int nd = tn_broadcast_shapes(self->sizes, self->ndim, mask->sizes, mask->ndim, shape);
+    /* mask first: PyTorch's message names the mask as tensor a */
+    int nd = tn_broadcast_shapes(mask->sizes, mask->ndim, self->sizes, self->ndim, shape);
     if (nd < 0)
         return NULL;
     struct tn_tensor *v = tn_broadcast_to(self, shape, nd);
@@ -380,7 +381,7 @@ struct tn_tensor *tn__cpu_one_hot(tn_keyset ks, const struct tn_tensor *self, in
 {
     (void)ks;
     if (self->dtype != TN_INT64) {
-        tn_set_error(TN_EDTYPE, "one_hot is only applicable to index tensor.");
+        tn_set_error(TN_EDTYPE, "one_hot is only applicable to index tensor of type LongTensor.");
         return NULL;
     }
     struct one_hot_walk w = {0, 0, num_classes, NULL, 0};
