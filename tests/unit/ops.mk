@@ -106,3 +106,9 @@ tests_unit_test_ops_index_SOURCES = tests/unit/test_ops_index.c tests/unit/ops_c
 tests_unit_test_ops_index_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_index_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_index_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_conv2x
+tests_unit_test_ops_conv2x_SOURCES = tests/unit/test_ops_conv2x.c tests/unit/ops_cases.h
+tests_unit_test_ops_conv2x_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_conv2x_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_conv2x_LDFLAGS = $(TN_UNIT_LINK)

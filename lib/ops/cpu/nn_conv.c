@@ -39,6 +39,10 @@ static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *
                          int64_t groups, struct conv *g)
 {
     char a[128], b[128];
+    if (weight->dtype != input->dtype)
+        return tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
+                            tn_dtype_info(input->dtype)->c10_name,
+                            tn_dtype_info(weight->dtype)->c10_name);
     if (weight->ndim != 3 && weight->ndim != 4)
         return tn_set_error(TN_ESHAPE, "convolution: expected a 3-D or 4-D weight, got %s",
                             tn_shape_format(weight->sizes, weight->ndim, a, sizeof a));
