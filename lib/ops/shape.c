@@ -49,6 +49,14 @@ static int same_dtype(const char *op, const struct tn_tensor *a, const struct tn
                         tn_dtype_info(b->dtype)->c10_name);
 }
 
+/* PyTorch's kernels of dot, addmv, bmm and baddbmm have no Bool case. */
+static int not_bool(const char *kernel, const struct tn_tensor *t)
+{
+    if (t->dtype != TN_BOOL)
+        return TN_OK;
+    return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for 'Bool'", kernel);
+}
+
 struct tn_tensor *tn__composite_dot(tn_keyset ks, const struct tn_tensor *self,
                                     const struct tn_tensor *tensor)
 {
@@ -57,7 +65,7 @@ struct tn_tensor *tn__composite_dot(tn_keyset ks, const struct tn_tensor *self,
                      tensor->ndim);
         return NULL;
     }
-    if (same_dtype("dot :", self, tensor) < 0)
+    if (same_dtype("dot :", self, tensor) < 0 || not_bool("dot", self) < 0)
         return NULL;
     if (self->sizes[0] != tensor->sizes[0]) {
         tn_set_error(TN_ESHAPE, "inconsistent tensor size, expected tensor [%lld] and src [%lld] "
@@ -66,11 +74,12 @@ struct tn_tensor *tn__composite_dot(tn_keyset ks, const struct tn_tensor *self,
                      (long long)self->sizes[0], (long long)tensor->sizes[0]);
         return NULL;
     }
-    /* (no conjugation: vdot's job) */
+    /* (no conjugation: vdot's job); an integer dot keeps its dtype and
+     * wraps, as PyTorch's */
     struct tn_keep k = {0};
     struct tn_tensor *p, *r;
     TN_KEEP(&k, p, tn_mul(self, tensor));
-    TN_KEEP(&k, r, tn_sum(p, TN_DTYPE_UNSET));
+    TN_KEEP(&k, r, tn_sum(p, self->dtype));
     return tn__keep_out(&k, r);
 fail:
     tn__keep_free(&k);
@@ -85,6 +94,8 @@ struct tn_tensor *tn__composite_mv(tn_keyset ks, const struct tn_tensor *self,
                      vec->ndim);
         return NULL;
     }
+    if (not_bool("addmv_impl_cpu", self) < 0)
+        return NULL;
     struct tn_keep k = {0};
     struct tn_tensor *b, *p, *r;
     TN_KEEP(&k, b, tn_unsqueeze(vec, 1));
@@ -121,6 +132,8 @@ struct tn_tensor *tn__composite_baddbmm(tn_keyset ks, const struct tn_tensor *se
                                         const struct tn_tensor *batch2, struct tn_scalar beta,
                                         struct tn_scalar alpha)
 {
+    if (not_bool("baddbmm", self) < 0)
+        return NULL;
     struct tn_keep k = {0};
     struct tn_tensor *p, *s, *r;
     TN_KEEP(&k, p, tn_bmm(batch1, batch2));
@@ -193,6 +206,10 @@ struct tn_tensor *tn__composite_norm_scalaropt_dim(tn_keyset ks, const struct tn
                                                    const struct tn_scalar *p, const int64_t *dim,
                                                    int dim_len, bool keepdim)
 {
+    if (!tn_dtype_is_floating(self->dtype) && !tn_dtype_is_complex(self->dtype))
+        return tn_set_error(TN_EDTYPE, "norm(): input dtype should be either floating point or "
+                            "complex. Got %s instead.", tn_dtype_info(self->dtype)->c10_name),
+               NULL;
     return tn__composite_linalg_vector_norm(ks, self, p ? *p : tn_int(2), dim, dim_len, keepdim,
                                             TN_DTYPE_UNSET);
 }

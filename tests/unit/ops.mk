@@ -107,8 +107,8 @@ tests_unit_test_ops_index_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_index_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_index_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_conv2x
-tests_unit_test_ops_conv2x_SOURCES = tests/unit/test_ops_conv2x.c tests/unit/ops_cases.h
-tests_unit_test_ops_conv2x_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_conv2x_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_conv2x_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_v2
+tests_unit_test_ops_v2_SOURCES = tests/unit/test_ops_v2.c tests/unit/ops_cases.h
+tests_unit_test_ops_v2_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_v2_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_v2_LDFLAGS = $(TN_UNIT_LINK)

@@ -239,6 +239,9 @@ TN_LOOP(mul_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x * y)
 TN_LOOP(div_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cdiv(x, y))
 TN_LOOP(eq_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == y)
 TN_LOOP(ne_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != y)
+/* in double, as c10's complex pow (exp(y * log(x))) */
+TN_LOOP(pow_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
+        (tn_complex64)cpow((double _Complex)x, (double _Complex)y))
 
 /* [op][dtype]; NULL: PyTorch has no such kernel either */
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
@@ -262,7 +265,7 @@ static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
     [TN_BINOP_MINIMUM] = {ROW_F(min), ROW_I(min), [TN_BOOL] = min_b},
     [TN_BINOP_REMAINDER] = {ROW_F(rem), ROW_I(rem)},
     [TN_BINOP_FMOD] = {ROW_F(fmod), ROW_I(fmod)},
-    [TN_BINOP_POW] = {ROW_F(pow), ROW_I(pow)},
+    [TN_BINOP_POW] = {ROW_F(pow), ROW_I(pow), [TN_COMPLEX64] = pow_c64},
     [TN_BINOP_ATAN2] = {ROW_F(atan2)},
     [TN_BINOP_LAND] = {ROW_F(land), ROW_I(land), [TN_BOOL] = land_b, [TN_COMPLEX64] = land_c64},
     [TN_BINOP_LOR] = {ROW_F(lor), ROW_I(lor), [TN_BOOL] = lor_b, [TN_COMPLEX64] = lor_c64},

@@ -293,6 +293,8 @@ int tn__cpu_mm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_t
 int tn__cpu_bmm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *mat2,
                     struct tn_tensor *out)
 {
+    if (out->dtype == TN_BOOL)
+        return tn_set_error(TN_EDTYPE, "\"bmm\" not implemented for 'Bool'");
     return batched(self, mat2, out, tn_int(1), tn_int(0), false);
 }
 

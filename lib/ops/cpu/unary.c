@@ -140,6 +140,33 @@ TN_ULOOP(sinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csinh
 TN_ULOOP(cosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ccoshf(x))
 TN_ULOOP(reciprocal_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, 1.0f / x)
 
+/* exp2, expm1, log2, log10, log1p and rsqrt of complex64, in double: expm1
+ * and log1p by their real and imaginary parts, so that a small z keeps its
+ * digits (cexp(z) - 1 would lose them). */
+static inline tn_complex64 expm1_z(double _Complex z)
+{
+    double x = creal(z), y = cimag(z), s = sin(y / 2);
+    return (tn_complex64)CMPLX(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+}
+
+static inline tn_complex64 log1p_z(double _Complex z)
+{
+    double x = creal(z), y = cimag(z);
+    if (fabs(x) >= 0.5 || fabs(y) >= 0.5)
+        return (tn_complex64)clog(1 + z);
+    return (tn_complex64)CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
+}
+TN_ULOOP(exp2_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
+         (tn_complex64)cexp((double _Complex)x * M_LN2))
+TN_ULOOP(expm1_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, expm1_z(x))
+TN_ULOOP(log2_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
+         (tn_complex64)(clog((double _Complex)x) / M_LN2))
+TN_ULOOP(log10_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
+         (tn_complex64)(clog((double _Complex)x) / M_LN10))
+TN_ULOOP(log1p_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, log1p_z(x))
+TN_ULOOP(rsqrt_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
+         (tn_complex64)(1 / csqrt((double _Complex)x)))
+
 /* erfinv has no C library function: a polynomial first guess (after Giles,
  * "Approximating the erfinv function") refined by two Newton steps on erf
  * in double. */
@@ -277,8 +304,8 @@ TN_FLOAT_ULOOPS2(bf16, tn_bfloat16, float, LD_BF, ST_BF, FN_F)
     TN_ULOOP(sign_##SFX, T, T, T, LD_ID, ST_ID, (T)((x > 0) - (x < 0)))                       \
     TN_ULOOP(ident_##SFX, T, T, T, LD_ID, ST_ID, x)                                            \
     TN_ULOOP(bitwise_not_##SFX, T, T, T, LD_ID, ST_ID, (T)~x)                                  \
-    TN_ULOOP(hardtanh_##SFX, T, T, T, LD_ID, ST_ID,                                            \
-             x < (T)P[0] ? (T)P[0] : (x > (T)P[1] ? (T)P[1] : x))                              \
+    TN_ULOOP(hardtanh_##SFX, T, T, T, LD_ID, ST_ID, /* bounds as int64: uint8 and -1 */       \
+             (int64_t)x < (int64_t)P[0] ? (T)P[0] : ((int64_t)x > (int64_t)P[1] ? (T)P[1] : x)) \
     TN_ULOOP(clamp_##SFX, T, T, T, LD_ID, ST_ID, (T)clamp_i(x, P))                              \
     TN_ULOOP(isnan_##SFX, T, bool, T, LD_ID, ST_ID, x != x)                                     \
     TN_ULOOP(logical_not_##SFX, T, bool, T, LD_ID, ST_ID, x == 0)
@@ -324,12 +351,12 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_COS] = {ROW_F(cos)},
     [U_TANH] = {ROW_F(tanh)},
     [U_SIGMOID] = {ROW_F(sigmoid)},
-    [U_EXP2] = {ROW_R(exp2)},
-    [U_EXPM1] = {ROW_R(expm1)},
-    [U_LOG2] = {ROW_R(log2)},
-    [U_LOG10] = {ROW_R(log10)},
-    [U_LOG1P] = {ROW_R(log1p)},
-    [U_RSQRT] = {ROW_R(rsqrt)},
+    [U_EXP2] = {ROW_F(exp2)},
+    [U_EXPM1] = {ROW_F(expm1)},
+    [U_LOG2] = {ROW_F(log2)},
+    [U_LOG10] = {ROW_F(log10)},
+    [U_LOG1P] = {ROW_F(log1p)},
+    [U_RSQRT] = {ROW_F(rsqrt)},
     [U_TAN] = {ROW_F(tan)},
     [U_ASIN] = {ROW_F(asin)},
     [U_ACOS] = {ROW_F(acos)},
@@ -369,7 +396,7 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
 static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "log_vml_cpu",
                                           "sqrt_vml_cpu", "sin_vml_cpu", "cos_vml_cpu",
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
-                                          "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_cpu", "reciprocal_cpu",
+                                          "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_vml_cpu", "reciprocal_cpu",
                                           "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
