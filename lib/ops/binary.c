@@ -325,7 +325,7 @@ struct tn_tensor *tn__composite_addcdiv(tn_keyset ks, const struct tn_tensor *se
 }
 
 /* The C++ type name PyTorch's lerp prints for a dtype (caffe2::TypeMeta). */
-static const char *type_meta_name(enum tn_dtype dt)
+const char *tn__dtype_meta_name(enum tn_dtype dt)
 {
     static const char *const names[TN_NUM_DTYPES] = {
         [TN_FLOAT32] = "float", [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half",
@@ -340,7 +340,8 @@ static int lerp_check(const struct tn_tensor *self, const struct tn_tensor *othe
 {
     if (other && other->dtype != self->dtype)
         return tn_set_error(TN_EDTYPE, "expected dtype %s for `%s` but got dtype %s",
-                            type_meta_name(self->dtype), what, type_meta_name(other->dtype));
+                            tn__dtype_meta_name(self->dtype), what,
+                            tn__dtype_meta_name(other->dtype));
     if (!other && !tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
                             tn_dtype_info(self->dtype)->c10_name);

@@ -38,6 +38,10 @@ int tn__reduce_mask(const char *op, const struct tn_tensor *self, const int64_t 
 /* A 0-dim wrapped-number tensor holding s. */
 struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s);
 
+/* The C++ type name PyTorch prints for a dtype in some checks
+ * (caffe2::TypeMeta: "float", "c10::Half"), lib/ops/binary.c. */
+const char *tn__dtype_meta_name(enum tn_dtype dt);
+
 /* Kernels for x86-64 CPUs with AVX2 and FMA, picked at run time (the
  * build targets plain x86-64): TN_AVX2 marks such a function (include
  * <immintrin.h> for its intrinsics) and tn__have_avx2() says whether this

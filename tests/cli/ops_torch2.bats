@@ -30,6 +30,7 @@ check_family() {
 @test "max.dim, min.dim, sort and topk agree with PyTorch 2.x" { check_family sort; }
 @test "nn ops (losses, embedding, layer and batch norm, their backward ops) agree with PyTorch 2.x" { check_family nn; }
 @test "convolution, pooling and dropout agree with PyTorch 2.x" { check_family nn2; }
+@test "binary_cross_entropy and adaptive_max_pool2d (and their backward ops) agree with PyTorch 2.x" { check_family nn4; }
 @test "gather, scatter, masked_fill, dot, mv, outer, baddbmm and norms agree with PyTorch 2.x" { check_family shape; }
 @test "split, chunk, unbind and tensor_split agree with PyTorch 2.x" { check_family split; }
 @test "pad's reflect, replicate and circular modes agree with PyTorch 2.x" { check_family pad; }

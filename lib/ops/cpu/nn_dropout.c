@@ -16,12 +16,16 @@ int tn__cpu_native_dropout(tn_keyset ks, const struct tn_tensor *input, double p
         return tn_set_error(TN_EINVAL, "dropout probability has to be between 0 and 1, but got %g",
                             p);
     if (tn_numel(input) == 0 || (train && !*train)) {
+        /* (an empty input's mask has the input's dtype, as in PyTorch) */
         *output = tn_clone(input);
-        *mask = tn_ones(input->sizes, input->ndim, TN_BOOL);
+        *mask = tn_ones(input->sizes, input->ndim, tn_numel(input) ? TN_BOOL : input->dtype);
         if (!*output || !*mask)
             return tn__nn_drop(tn_last_status(), *output, *mask, NULL, NULL);
         return TN_OK;
     }
+    if (!tn_dtype_is_floating(input->dtype) && !tn_dtype_is_complex(input->dtype))
+        return tn_set_error(TN_EDTYPE, "result type Float can't be cast to the desired output "
+                            "type %s", tn_dtype_info(input->dtype)->c10_name);
     double p1m = 1. - p, scale = p1m == 0 ? 0. : 1. / p1m;
     struct tn_tensor *m = tn_empty(input->sizes, input->ndim, TN_BOOL), *a = NULL, *o = NULL;
     if (!m || tn_bernoulli_(m, p1m, NULL) < 0 || !(a = tn_mul(input, m)) ||

@@ -1,11 +1,13 @@
 /*
  * ops/cpu/nn_loss.c: CPU kernels of nll_loss_forward and nll_loss_backward
  * (class indices over (N, C) or (C) log-probabilities, class weights,
- * ignore_index, PyTorch's checks and words), mse_loss and its backward.
- * Sums run in float64 and round once into the input's dtype.
+ * ignore_index, PyTorch's checks and words), mse_loss and its backward,
+ * binary_cross_entropy and its backward. Sums run in float64 and round
+ * once into the input's dtype.
  */
 #include <config.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "ops/nn_internal.h"
@@ -158,4 +160,137 @@ struct tn_tensor *tn__cpu_mse_loss_backward(tn_keyset ks, const struct tn_tensor
     struct tn_tensor *r = s ? tn_mul(s, grad_output) : NULL;
     tn__nn_drop(0, d, s, NULL, NULL);
     return r;
+}
+
+/* ------------------------------------------------- binary_cross_entropy */
+
+/* A float64 contiguous copy of `t` (squeezed first with `squeeze`)
+ * broadcast to (sizes, nd), with the checks of PyTorch's TensorIterator
+ * (shapes, then t's dtype against `dtype`: the BCE kernels take no
+ * promotion). */
+static struct tn_tensor *bce_operand(const struct tn_tensor *t, bool squeeze, const int64_t *sizes,
+                                     int nd, enum tn_dtype dtype)
+{
+    int64_t b[TN_MAX_DIMS];
+    char x[128], y[128];
+    struct tn_tensor *s = squeeze ? tn_squeeze(t) : tn_retain((struct tn_tensor *)t), *e = NULL;
+    if (!s)
+        return NULL;
+    int n = tn_broadcast_shapes(sizes, nd, s->sizes, s->ndim, b);
+    if (n >= 0 && (n != nd || memcmp(b, sizes, sizeof(int64_t) * (size_t)nd) != 0))
+        n = tn_set_error(TN_ESHAPE, "output with shape %s doesn't match the broadcast shape %s",
+                         tn_shape_format(sizes, nd, x, sizeof x),
+                         tn_shape_format(b, n, y, sizeof y));
+    if (n >= 0 && t->dtype != dtype)
+        n = tn_set_error(TN_EDTYPE, "Found dtype %s but expected %s",
+                         tn_dtype_info(t->dtype)->c10_name, tn_dtype_info(dtype)->c10_name);
+    struct tn_tensor *f = n >= 0 ? tn__nn_f64(s) : NULL;
+    if (f)
+        e = tn_expand(f, sizes, nd);
+    struct tn_tensor *r = e ? tn_contiguous(e) : NULL;
+    tn__nn_drop(0, s, e, f, NULL);
+    return r;
+}
+
+/* self's sizes without its ones: PyTorch runs both kernels over squeezed
+ * operands, so that an input (3, 1) pairs with a target (3) or (1, 3). */
+static int bce_squeezed(const struct tn_tensor *self, int64_t *sizes)
+{
+    int n = 0;
+    for (int d = 0; d < self->ndim; d++)
+        if (self->sizes[d] != 1)
+            sizes[n++] = self->sizes[d];
+    return n;
+}
+
+/* The loss before its reduction, elementwise in float64 (log1p(-x), as
+ * 2.x writes it; 1.13's log(1 - x) differs in the last digits), each
+ * logarithm clamped at -100, times the weight broadcast to the input;
+ * NULL with PyTorch's errors. */
+static struct tn_tensor *bce_elementwise(const struct tn_tensor *self,
+                                         const struct tn_tensor *target,
+                                         const struct tn_tensor *weight)
+{
+    int64_t sq[TN_MAX_DIMS];
+    int nsq = bce_squeezed(self, sq);
+    struct tn_tensor *t = bce_operand(target, true, sq, nsq, self->dtype);
+    struct tn_tensor *w = t && weight ? bce_operand(weight, false, self->sizes, self->ndim,
+                                                    weight->dtype)
+                                      : NULL;
+    struct tn_tensor *x = t && (!weight || w) &&
+                          tn__nn_check_float("binary_cross_entropy", self) == 0
+                              ? tn__nn_f64(self) : NULL;
+    /* (x may be self itself: the loss goes to a tensor of its own) */
+    struct tn_tensor *l = x ? tn_empty(self->sizes, self->ndim, TN_FLOAT64) : NULL;
+    if (!l)
+        return tn__nn_drop(0, t, w, x, NULL), NULL;
+    const double *xp = tn_data(x), *tp = tn_data(t), *wp = w ? tn_data(w) : NULL;
+    double *lp = tn_data(l);
+    for (int64_t i = 0; i < tn_numel(x); i++) {
+        double v = xp[i], y = tp[i];
+        if (!(v >= 0 && v <= 1) || !(y >= 0 && y <= 1)) {
+            tn_set_error(TN_EINVAL, "all elements of %s should be between 0 and 1",
+                         !(v >= 0 && v <= 1) ? "input" : "target");
+            tn_release(l);
+            return tn__nn_drop(0, t, w, x, NULL), NULL;
+        }
+        lp[i] = ((y - 1) * fmax(log1p(-v), -100) - y * fmax(log(v), -100)) * (wp ? wp[i] : 1);
+    }
+    tn__nn_drop(0, t, w, x, NULL);
+    return l;
+}
+
+struct tn_tensor *tn__cpu_binary_cross_entropy(tn_keyset ks, const struct tn_tensor *self,
+                                               const struct tn_tensor *target,
+                                               const struct tn_tensor *weight, int64_t reduction)
+{
+    struct tn_tensor *l = bce_elementwise(self, target, weight);
+    struct tn_tensor *r = l ? tn__nn_reduce_loss(l, reduction) : NULL;
+    tn_release(l);
+    return tn__nn_to(r, self->dtype);
+}
+
+/* grad * (x - t) / max((1 - x) * x, EPSILON) times the weight, over the
+ * element count for the mean; EPSILON is PyTorch's float 1e-12 rounded to
+ * the input's dtype (0 in float16, where x = 0 or 1 then gives NaN or
+ * infinity as there). No range check, as in PyTorch; grad_output's dtype
+ * is the one expected of the others, as in its TensorIterator. */
+struct tn_tensor *tn__cpu_binary_cross_entropy_backward(tn_keyset ks,
+                                                        const struct tn_tensor *grad_output,
+                                                        const struct tn_tensor *self,
+                                                        const struct tn_tensor *target,
+                                                        const struct tn_tensor *weight,
+                                                        int64_t reduction)
+{
+    int64_t sq[TN_MAX_DIMS];
+    int nsq = bce_squeezed(self, sq);
+    if (self->dtype != grad_output->dtype) {
+        tn_set_error(TN_EDTYPE, "Found dtype %s but expected %s",
+                     tn_dtype_info(self->dtype)->c10_name,
+                     tn_dtype_info(grad_output->dtype)->c10_name);
+        return NULL;
+    }
+    if (tn__nn_check_float("binary_cross_entropy_backward", self) < 0)
+        return NULL;
+    struct tn_tensor *g = bce_operand(grad_output, true, sq, nsq, self->dtype);
+    struct tn_tensor *t = g ? bce_operand(target, true, sq, nsq, self->dtype) : NULL;
+    struct tn_tensor *w = t && weight ? bce_operand(weight, false, self->sizes, self->ndim,
+                                                    weight->dtype)
+                                      : NULL;
+    struct tn_tensor *x = t && (!weight || w) ? tn__nn_f64(self) : NULL;
+    struct tn_tensor *gi = x ? tn_empty(self->sizes, self->ndim, TN_FLOAT64) : NULL;
+    struct tn_tensor *e = gi ? tn_full(NULL, 0, tn_float((float)1e-12), self->dtype) : NULL;
+    if (!e) {
+        tn_release(gi);
+        tn__nn_drop(0, g, t, w, x);
+        return NULL;
+    }
+    double eps = tn_item_double(e), n = reduction == TN_REDUCTION_MEAN ? (double)tn_numel(x) : 1;
+    const double *gp = tn_data(g), *tp = tn_data(t), *wp = w ? tn_data(w) : NULL, *xp = tn_data(x);
+    double *ip = tn_data(gi);
+    for (int64_t i = 0; i < tn_numel(x); i++)
+        ip[i] = gp[i] * (xp[i] - tp[i]) / fmax((1 - xp[i]) * xp[i], eps) * (wp ? wp[i] : 1) / n;
+    tn__nn_drop(0, g, t, w, e);
+    tn_release(x);
+    return tn__nn_to(gi, self->dtype);
 }

@@ -296,7 +296,7 @@ static int bn_dims(const struct tn_tensor *input, int64_t *nb, int64_t *c, int64
     *s = 1;
     for (int i = 2; i < input->ndim; i++)
         *s *= input->sizes[i];
-    return tn__nn_check_float("batch_norm_cpu", input);
+    return tn__nn_check_float("batch_norm", input);
 }
 
 /* Per-channel value v[ch] of an optional (C) tensor, or `def`. */

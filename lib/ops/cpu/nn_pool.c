@@ -2,9 +2,9 @@
  * ops/cpu/nn_pool.c: CPU kernels of 2-D pooling over (N, C, H, W) or
  * (C, H, W): max_pool2d_with_indices (NaN wins, as in PyTorch; indices are
  * h * W + w in each plane), avg_pool2d (count_include_pad,
- * divisor_override, ceil_mode), _adaptive_avg_pool2d, and their backward
- * ops. max_pool2d computes float32 in float32; the rest in float64,
- * rounded into the input's dtype.
+ * divisor_override, ceil_mode), _adaptive_avg_pool2d,
+ * adaptive_max_pool2d, and their backward ops. The max pools compute
+ * float32 in float32; the rest in float64, rounded into the input's dtype.
  */
 #include <config.h>
 
@@ -257,6 +257,36 @@ static void maxpool2w_f32(int64_t begin, int64_t end, void *ctx)
 }
 #endif
 
+/* Runs the max pool kernel of self's dtype (fn32 for float32 in float32,
+ * fn64 for the rest in float64, planes on the thread pool, `per`
+ * comparisons a plane) into new values and int64 indices of self's shape
+ * with the last two dims g->oh, g->ow. */
+static int maxpool_run(const struct tn_tensor *self, const struct pool *g, tn_range_fn fn32,
+                       tn_range_fn fn64, int64_t per, struct tn_tensor **result0,
+                       struct tn_tensor **result1)
+{
+    int64_t os[4];
+    out_shape(self, g, os);
+    bool f32 = self->dtype == TN_FLOAT32;
+    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
+    struct tn_tensor *x = tn__nn_as(self, ct), *y = tn_empty(os, self->ndim, ct);
+    struct tn_tensor *ix = tn_empty(os, self->ndim, TN_INT64);
+    if (!x || !y || !ix)
+        return tn__nn_drop(tn_last_status(), x, y, ix, NULL);
+    struct maxpool_job j = {g, tn_data(x), tn_data(y), tn_data(ix)};
+    tn_parallel_for(g->planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
+                    f32 ? fn32 : fn64, &j);
+    tn_release(x);
+    *result0 = tn__nn_to(y, self->dtype);
+    *result1 = ix;
+    if (!*result0) {
+        tn_release(ix);
+        *result1 = NULL;
+        return tn_last_status();
+    }
+    return TN_OK;
+}
+
 int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                                     const int64_t *kernel_size, int kernel_size_len,
                                     const int64_t *stride, int stride_len, const int64_t *padding,
@@ -269,35 +299,15 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                            padding, padding_len, dilation, dilation_len, ceil_mode, &g);
     if (rc < 0)
         return rc;
-    int64_t os[4];
-    out_shape(self, &g, os);
-    bool f32 = self->dtype == TN_FLOAT32;
-    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
-    struct tn_tensor *x = tn__nn_as(self, ct), *y = tn_empty(os, self->ndim, ct);
-    struct tn_tensor *ix = tn_empty(os, self->ndim, TN_INT64);
-    if (!x || !y || !ix)
-        return tn__nn_drop(tn_last_status(), x, y, ix, NULL);
-    struct maxpool_job j = {&g, tn_data(x), tn_data(y), tn_data(ix)};
-    int64_t per = g.oh * g.ow * g.kh * g.kw;
     bool inside = !g.ph && !g.pw && g.dh == 1 && g.dw == 1 && (g.oh - 1) * g.sh + g.kh <= g.h &&
                   (g.ow - 1) * g.sw + g.kw <= g.w;
-    tn_range_fn fn = inside ? (f32 ? maxpool_inside_f32 : maxpool_inside_f64)
-                            : (f32 ? maxpool_f32 : maxpool_f64);
+    tn_range_fn fn32 = inside ? maxpool_inside_f32 : maxpool_f32;
 #ifdef __SSE2__
-    if (inside && f32 && g.kw == 2 && g.sw == 2 && g.kh <= 8 && g.h * g.w < INT32_MAX)
-        fn = maxpool2w_f32;
+    if (inside && g.kw == 2 && g.sw == 2 && g.kh <= 8 && g.h * g.w < INT32_MAX)
+        fn32 = maxpool2w_f32;
 #endif
-    tn_parallel_for(g.planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1, fn,
-                    &j);
-    tn_release(x);
-    *result0 = tn__nn_to(y, self->dtype);
-    *result1 = ix;
-    if (!*result0) {
-        tn_release(ix);
-        *result1 = NULL;
-        return tn_last_status();
-    }
-    return TN_OK;
+    return maxpool_run(self, &g, fn32, inside ? maxpool_inside_f64 : maxpool_f64,
+                       g.oh * g.ow * g.kh * g.kw, result0, result1);
 }
 
 /* max_pool2d's backward over planes [begin, end): each plane zeroed, then
@@ -338,6 +348,29 @@ static void maxpool_bw_planes(int64_t begin, int64_t end, void *ctx)
     }
 }
 
+/* The gradient of a max pool of self: grad_output added at the indices of
+ * each plane, planes on the thread pool; in float32 for float32, else in
+ * float64 rounded into self's dtype. */
+static struct tn_tensor *maxpool_backward(const struct tn_tensor *grad_output,
+                                          const struct tn_tensor *self,
+                                          const struct tn_tensor *indices, const struct pool *g)
+{
+    bool f32 = self->dtype == TN_FLOAT32;
+    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
+    struct tn_tensor *go = tn__nn_as(grad_output, ct), *gi = tn_empty(self->sizes, self->ndim, ct);
+    struct tn_tensor *ix = tn__nn_as(indices, TN_INT64);
+    if (!go || !gi || !ix) {
+        tn__nn_drop(0, go, gi, ix, NULL);
+        return NULL;
+    }
+    struct maxpool_bw_job j = {g, f32, tn_data(go), tn_data(ix), tn_data(gi)};
+    int64_t per = g->h * g->w;
+    tn_parallel_for(g->planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
+                    maxpool_bw_planes, &j);
+    tn__nn_drop(0, go, ix, NULL, NULL);
+    return tn__nn_to(gi, self->dtype);
+}
+
 struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
     tn_keyset ks, const struct tn_tensor *grad_output, const struct tn_tensor *self,
     const int64_t *kernel_size, int kernel_size_len, const int64_t *stride, int stride_len,
@@ -353,20 +386,7 @@ struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
                      "hold %lld values", (long long)(g.planes * g.oh * g.ow));
         return NULL;
     }
-    bool f32 = self->dtype == TN_FLOAT32;
-    enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
-    struct tn_tensor *go = tn__nn_as(grad_output, ct), *gi = tn_empty(self->sizes, self->ndim, ct);
-    struct tn_tensor *ix = tn__nn_as(indices, TN_INT64);
-    if (!go || !gi || !ix) {
-        tn__nn_drop(0, go, gi, ix, NULL);
-        return NULL;
-    }
-    struct maxpool_bw_job j = {&g, f32, tn_data(go), tn_data(ix), tn_data(gi)};
-    int64_t per = g.h * g.w;
-    tn_parallel_for(g.planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
-                    maxpool_bw_planes, &j);
-    tn__nn_drop(0, go, ix, NULL, NULL);
-    return tn__nn_to(gi, self->dtype);
+    return maxpool_backward(grad_output, self, indices, &g);
 }
 
 /* The window of output (oy, ox) of an average pool and its divisor. */
@@ -563,4 +583,127 @@ struct tn_tensor *tn__cpu__adaptive_avg_pool2d_backward(tn_keyset ks,
     adaptive(true, tn_data(go), tn_data(gi), planes, h, w, oh, ow);
     tn_release(go);
     return tn__nn_to(gi, self->dtype);
+}
+
+/* adaptive_max_pool2d over planes [begin, end): the adaptive windows of
+ * _adaptive_avg_pool2d, maxpool_inside's rule (a NaN wins, the last; else
+ * the first of the greatest, so a window of -inf gives its first index) */
+#define TN_AMAXPOOL(SFX, T)                                                                    \
+    static void amaxpool_##SFX(int64_t begin, int64_t end, void *ctx)                          \
+    {                                                                                          \
+        const struct maxpool_job *j = ctx;                                                     \
+        const struct pool *g = j->g;                                                           \
+        for (int64_t p = begin; p < end; p++)                                                  \
+            for (int64_t oy = 0; oy < g->oh; oy++) {                                           \
+                const T *x = (const T *)j->x + p * g->h * g->w;                                \
+                int64_t y0 = a_start(oy, g->h, g->oh), y1 = a_end(oy, g->h, g->oh);           \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                       \
+                    int64_t x0 = a_start(ox, g->w, g->ow), x1 = a_end(ox, g->w, g->ow);        \
+                    int64_t at = y0 * g->w + x0;                                               \
+                    T best = x[at];                                                            \
+                    for (int64_t yy = y0; yy < y1; yy++)                                       \
+                        for (int64_t xx = x0; xx < x1; xx++) {                                 \
+                            int64_t o = yy * g->w + xx;                                        \
+                            T v = x[o];                                                        \
+                            int64_t take = -(int64_t)((v > best) | (v != v));                  \
+                            best = pick_##SFX(take, v, best);                                  \
+                            at = (take & o) | (~take & at);                                    \
+                        }                                                                      \
+                    ((T *)j->y)[(p * g->oh + oy) * g->ow + ox] = best;                         \
+                    j->ix[(p * g->oh + oy) * g->ow + ox] = at;                                 \
+                }                                                                              \
+            }                                                                                  \
+    }
+TN_AMAXPOOL(f32, float)
+TN_AMAXPOOL(f64, double)
+
+/* The planes and sizes of an adaptive max pool of self (3-D or 4-D) to
+ * (oh, ow), with PyTorch's checks and words (2.x's for the backward). */
+static int amax_geometry(const char *op, const struct tn_tensor *self, int64_t oh, int64_t ow,
+                         struct pool *g)
+{
+    char a[128];
+    if (self->ndim != 3 && self->ndim != 4)
+        return tn_set_error(TN_ESHAPE, "%s(): Expected 3D or 4D tensor, but got: %s", op,
+                            tn_shape_format(self->sizes, self->ndim, a, sizeof a));
+    for (int i = 1; i < self->ndim; i++)
+        if (self->sizes[i] == 0)
+            return tn_set_error(TN_ESHAPE, "%s(): Expected input to have non-zero size for "
+                                "non-batch dimensions, but input has sizes %s with dimension %d "
+                                "being empty", op,
+                                tn_shape_format(self->sizes, self->ndim, a, sizeof a), i);
+    *g = (struct pool){.h = self->sizes[self->ndim - 2], .w = self->sizes[self->ndim - 1],
+                       .oh = oh, .ow = ow};
+    g->planes = tn_numel(self) / (g->h * g->w);
+    return TN_OK;
+}
+
+int tn__cpu_adaptive_max_pool2d(tn_keyset ks, const struct tn_tensor *self,
+                                const int64_t *output_size, int output_size_len,
+                                struct tn_tensor **result0, struct tn_tensor **result1)
+{
+    struct pool g;
+    int rc = amax_geometry("adaptive_max_pool2d", self, 0, 0, &g);
+    if (rc < 0)
+        return rc;
+    if (output_size_len != 2)
+        return tn_set_error(TN_EINVAL, "adaptive_max_pool2d(): internal error: "
+                            "output_size.size() must be 2");
+    int64_t os[4];
+    g.oh = output_size[0];
+    g.ow = output_size[1];
+    out_shape(self, &g, os);
+    if (g.oh < 0 || g.ow < 0) {
+        char a[128];
+        return tn_set_error(TN_ESHAPE, "Trying to create tensor with negative dimension %lld: %s",
+                            (long long)(g.oh < 0 ? g.oh : g.ow),
+                            tn_shape_format(os, self->ndim, a, sizeof a));
+    }
+    if ((rc = tn__nn_check_float("adaptive_max_pool2d", self)) < 0)
+        return rc;
+    /* the windows of a dim overlap by at most one element: about
+     * (h / oh + 1) * (w / ow + 1) comparisons an output */
+    int64_t per = g.oh * g.ow * (g.h / (g.oh ? g.oh : 1) + 1) * (g.w / (g.ow ? g.ow : 1) + 1);
+    return maxpool_run(self, &g, amaxpool_f32, amaxpool_f64, per, result0, result1);
+}
+
+struct tn_tensor *tn__cpu_adaptive_max_pool2d_backward(tn_keyset ks,
+                                                       const struct tn_tensor *grad_output,
+                                                       const struct tn_tensor *self,
+                                                       const struct tn_tensor *indices)
+{
+    char a[128], b[128];
+    struct pool g;
+    int nd = grad_output->ndim;
+    if (nd != 3 && nd != 4) {
+        tn_set_error(TN_ESHAPE, "adaptive_max_pooling2d_backward(): Expected 3D or 4D "
+                     "grad_output, but got: %s",
+                     tn_shape_format(grad_output->sizes, nd, a, sizeof a));
+        return NULL;
+    }
+    if (amax_geometry("adaptive_max_pool2d_backward", self, grad_output->sizes[nd - 2],
+                      grad_output->sizes[nd - 1], &g) < 0)
+        return NULL;
+    if (grad_output->dtype != self->dtype) {
+        tn_set_error(TN_EDTYPE, "expected dtype %s for `grad_output` but got dtype %s",
+                     tn__dtype_meta_name(self->dtype), tn__dtype_meta_name(grad_output->dtype));
+        return NULL;
+    }
+    if (indices->ndim != nd || memcmp(indices->sizes, grad_output->sizes,
+                                      sizeof(int64_t) * (size_t)nd) != 0 ||
+        self->ndim != nd || tn_numel(self) != g.planes * g.h * g.w ||
+        tn_numel(grad_output) != g.planes * g.oh * g.ow) {
+        tn_set_error(TN_ESHAPE, "expected sizes %s for `grad_output` but got sizes %s",
+                     tn_shape_format(indices->sizes, indices->ndim, a, sizeof a),
+                     tn_shape_format(grad_output->sizes, nd, b, sizeof b));
+        return NULL;
+    }
+    if (indices->dtype != TN_INT64) {
+        tn_set_error(TN_EDTYPE, "expected scalar type Long but found %s",
+                     tn_dtype_info(indices->dtype)->c10_name);
+        return NULL;
+    }
+    if (tn__nn_check_float("adaptive_max_pool2d_backward", self) < 0)
+        return NULL;
+    return maxpool_backward(grad_output, self, indices, &g);
 }
