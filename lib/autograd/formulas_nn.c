@@ -1,7 +1,9 @@
 /*
  * autograd/formulas_nn.c: the helpers of the formulas of the nn backward
  * ops themselves (mse_loss_backward, smooth_l1_loss_backward,
- * _adaptive_avg_pool2d_backward, max_pool2d_with_indices_backward), whose
+ * binary_cross_entropy_backward, _adaptive_avg_pool2d_backward,
+ * max_pool2d_with_indices_backward), and binary_cross_entropy's target
+ * gradient, whose
  * gradients are the second derivatives of the losses and pools, as
  * PyTorch's derivatives.yaml gives them. Written with the public ops like
  * those of formulas.c; arguments are borrowed, the result is new or NULL.
@@ -113,6 +115,130 @@ struct tn_tensor *tn__embedding_double_bw(const struct tn_tensor *grad,
 fail:
     tn_release(i);
     tn_release(m);
+    tn_release(r);
+    return NULL;
+}
+
+/* r (taken) times weight where one is given, over n for the mean: the tail
+ * of every binary_cross_entropy formula */
+static struct tn_tensor *bce_scale(struct tn_tensor *r, const struct tn_tensor *weight,
+                                   int64_t reduction, int64_t n)
+{
+    if (r && weight)
+        STEP(r, tn_mul(r, weight));
+    if (r && reduction == TN_REDUCTION_MEAN)
+        STEP(r, tn_div_scalar(r, tn_int(n)));
+    return r;
+fail:
+    return NULL;
+}
+
+/* 1 - x + eps */
+static struct tn_tensor *one_minus(const struct tn_tensor *x, double eps)
+{
+    struct tn_tensor *r = tn_neg(x);
+    if (r)
+        STEP(r, tn_add_scalar(r, tn_float(1 + eps), tn_int(1)));
+    return r;
+fail:
+    return NULL;
+}
+
+/* num * grad / ((x + eps) (1 - x + eps))^power, eps 1e-12, power 1 or 2;
+ * takes num */
+static struct tn_tensor *bce_over(struct tn_tensor *num, const struct tn_tensor *grad,
+                                  const struct tn_tensor *x, int power)
+{
+    struct tn_tensor *a = NULL, *b = NULL, *r = num;
+    if (!r)
+        return NULL;
+    STEP(a, tn_add_scalar(x, tn_float(1e-12), tn_int(1)));
+    STEP(b, one_minus(x, 1e-12));
+    STEP(a, tn_mul(a, b));
+    if (power == 2)
+        STEP(a, tn_mul(a, a));
+    STEP(r, tn_div(r, a));
+    STEP(r, tn_mul(r, grad));
+    tn_release(a);
+    tn_release(b);
+    return r;
+fail:
+    tn_release(a);
+    tn_release(b);
+    tn_release(r);
+    return NULL;
+}
+
+/* d(binary_cross_entropy)/d(target): -logit(self) grad (PyTorch's
+ * binary_cross_entropy_target_backward) */
+struct tn_tensor *tn__bce_target_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    const struct tn_tensor *target,
+                                    const struct tn_tensor *weight, int64_t reduction)
+{
+    struct tn_tensor *r = tn_logit(self, NULL);
+    if (r)
+        STEP(r, tn_mul(r, grad));
+    if (r)
+        STEP(r, tn_neg(r));
+    return bce_scale(r, weight, reduction, tn_numel(target));
+fail:
+    return NULL;
+}
+
+/* d(binary_cross_entropy_backward)/d(self) for g = grad * grad_output:
+ * g (x^2 - 2 x t + t) / ((x + eps)^2 (1 - x + eps)^2) (PyTorch's
+ * binary_cross_entropy_double_backward) */
+struct tn_tensor *tn__bce_double_bw(const struct tn_tensor *g, const struct tn_tensor *self,
+                                    const struct tn_tensor *target,
+                                    const struct tn_tensor *weight, int64_t reduction)
+{
+    struct tn_tensor *a = NULL, *b = NULL, *r = NULL;
+    STEP(a, tn_mul(self, self));
+    STEP(b, tn_mul(self, target));
+    STEP(r, tn_sub(a, b, tn_int(2)));
+    STEP(r, tn_add(r, target, tn_int(1)));
+    tn_release(a);
+    tn_release(b);
+    return bce_scale(bce_over(r, g, self, 2), weight, reduction, tn_numel(self));
+fail:
+    tn_release(a);
+    tn_release(b);
+    tn_release(r);
+    return NULL;
+}
+
+/* d(binary_cross_entropy_backward)/d(grad_output): grad (x - t) / ((x +
+ * eps) (1 - x + eps)), summed to grad_output's shape by the engine
+ * (PyTorch's binary_cross_entropy_double_backward_grad_output) */
+struct tn_tensor *tn__bce_double_bw_grad_output(const struct tn_tensor *grad,
+                                                const struct tn_tensor *self,
+                                                const struct tn_tensor *target,
+                                                const struct tn_tensor *weight,
+                                                int64_t reduction)
+{
+    return bce_scale(bce_over(tn_sub(self, target, tn_int(1)), grad, self, 1), weight, reduction,
+                     tn_numel(self));
+}
+
+/* d(binary_cross_entropy_backward)/d(target) for g = grad * grad_output:
+ * -g / max((1 - x) x, 1e-12) (PyTorch's
+ * binary_cross_entropy_double_backward_target) */
+struct tn_tensor *tn__bce_double_bw_target(const struct tn_tensor *g,
+                                           const struct tn_tensor *self,
+                                           const struct tn_tensor *target,
+                                           const struct tn_tensor *weight, int64_t reduction)
+{
+    struct tn_scalar eps = tn_float(1e-12);
+    struct tn_tensor *a = NULL, *r = NULL;
+    STEP(a, one_minus(self, 0));
+    STEP(a, tn_mul(a, self));
+    STEP(a, tn_clamp(a, &eps, NULL));
+    STEP(r, tn_div(g, a));
+    STEP(r, tn_neg(r));
+    tn_release(a);
+    return bce_scale(r, weight, reduction, tn_numel(target));
+fail:
+    tn_release(a);
     tn_release(r);
     return NULL;
 }

@@ -218,5 +218,20 @@ struct tn_tensor *tn__max_pool_double_bw(const struct tn_tensor *grad,
                                          const struct tn_tensor *indices);
 struct tn_tensor *tn__embedding_double_bw(const struct tn_tensor *grad,
                                           const struct tn_tensor *indices, int64_t padding_idx);
+struct tn_tensor *tn__bce_target_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    const struct tn_tensor *target,
+                                    const struct tn_tensor *weight, int64_t reduction);
+struct tn_tensor *tn__bce_double_bw(const struct tn_tensor *g, const struct tn_tensor *self,
+                                    const struct tn_tensor *target,
+                                    const struct tn_tensor *weight, int64_t reduction);
+struct tn_tensor *tn__bce_double_bw_grad_output(const struct tn_tensor *grad,
+                                                const struct tn_tensor *self,
+                                                const struct tn_tensor *target,
+                                                const struct tn_tensor *weight,
+                                                int64_t reduction);
+struct tn_tensor *tn__bce_double_bw_target(const struct tn_tensor *g,
+                                           const struct tn_tensor *self,
+                                           const struct tn_tensor *target,
+                                           const struct tn_tensor *weight, int64_t reduction);
 
 #endif
