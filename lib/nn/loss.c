@@ -178,3 +178,11 @@ struct tn_tensor *tn_nn_bce_with_logits(const struct tn_tensor *input,
     tn_release(sp);
     return reduce(loss, reduction);
 }
+
+struct tn_tensor *tn_nn_bce(const struct tn_tensor *input, const struct tn_tensor *target,
+                            const struct tn_tensor *weight, enum tn_reduction reduction)
+{
+    if (same_shape(input, target, "binary_cross_entropy"))
+        return NULL;
+    return tn_binary_cross_entropy(input, target, weight, reduction);
+}

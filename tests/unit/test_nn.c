@@ -374,6 +374,8 @@ static int run_loss(json_t *c, bool torch1)
         out = tn_nn_nll_loss(x, t, w, r, ignore);
     else if (!strcmp(loss, "mse"))
         out = tn_nn_mse_loss(x, t, r);
+    else if (!strcmp(loss, "bce"))
+        out = tn_nn_bce(x, t, w, r);
     else
         out = tn_nn_bce_with_logits(x, t, r);
     char what[96];

@@ -178,6 +178,12 @@ struct tn_tensor *tn_nn_mse_loss(const struct tn_tensor *input, const struct tn_
 struct tn_tensor *tn_nn_bce_with_logits(const struct tn_tensor *input,
                                         const struct tn_tensor *target,
                                         enum tn_reduction reduction);
+/* F.binary_cross_entropy(input, target, weight) (same shapes; weight NULL
+ * or broadcast to the input): -weight (target log(input) + (1 - target)
+ * log(1 - input)), each log clamped at -100; inputs and targets outside
+ * [0, 1] are errors. */
+struct tn_tensor *tn_nn_bce(const struct tn_tensor *input, const struct tn_tensor *target,
+                            const struct tn_tensor *weight, enum tn_reduction reduction);
 
 /* ----------------------------------------------- state_dict (lib/io) */
 
