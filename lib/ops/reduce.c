@@ -226,6 +226,62 @@ struct tn_tensor *tn__composite_std(tn_keyset ks, const struct tn_tensor *self, 
     return r;
 }
 
+/* The older overloads: unbiased picks a correction of 1 or 0. */
+struct tn_tensor *tn__composite_var_unbiased(tn_keyset ks, const struct tn_tensor *self,
+                                             bool unbiased)
+{
+    struct tn_scalar c = tn_int(unbiased);
+    return tn__composite_var(ks, self, NULL, 0, &c, false);
+}
+
+struct tn_tensor *tn__composite_var_dim(tn_keyset ks, const struct tn_tensor *self,
+                                        const int64_t *dim, int dim_len, bool unbiased,
+                                        bool keepdim)
+{
+    struct tn_scalar c = tn_int(unbiased);
+    return tn__composite_var(ks, self, dim, dim_len, &c, keepdim);
+}
+
+struct tn_tensor *tn__composite_std_unbiased(tn_keyset ks, const struct tn_tensor *self,
+                                             bool unbiased)
+{
+    struct tn_scalar c = tn_int(unbiased);
+    return tn__composite_std(ks, self, NULL, 0, &c, false);
+}
+
+struct tn_tensor *tn__composite_std_dim(tn_keyset ks, const struct tn_tensor *self,
+                                        const int64_t *dim, int dim_len, bool unbiased,
+                                        bool keepdim)
+{
+    struct tn_scalar c = tn_int(unbiased);
+    return tn__composite_std(ks, self, dim, dim_len, &c, keepdim);
+}
+
+/* max() and min() of every element: amax/amin over all dims (NaN wins, the
+ * gradient spread evenly over ties, as PyTorch's max() does), with
+ * PyTorch's own words for what they refuse. */
+static struct tn_tensor *max_all(const char *op, const struct tn_tensor *self, bool is_max)
+{
+    if (self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "\"%s_all\" not implemented for 'ComplexFloat'", op),
+               NULL;
+    if (tn_numel(self) == 0)
+        return tn_set_error(TN_EINVAL, "%s(): Expected reduction dim to be specified for "
+                            "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                            "argument.", op), NULL;
+    return is_max ? tn_amax(self, NULL, 0, false) : tn_amin(self, NULL, 0, false);
+}
+
+struct tn_tensor *tn__composite_max(tn_keyset ks, const struct tn_tensor *self)
+{
+    return max_all("max", self, true);
+}
+
+struct tn_tensor *tn__composite_min(tn_keyset ks, const struct tn_tensor *self)
+{
+    return max_all("min", self, false);
+}
+
 /* argmax/argmin: int64 indices over one dim, or over everything (a 0-dim
  * result, all ones with keepdim). */
 static int arg_meta(const char *op, const struct tn_tensor *self, const int64_t *dim,
