@@ -775,8 +775,7 @@ static void call_list(FILE *f, const struct tg_func *fn, int first)
     for (int i = first; i < fn->nargs; i++) {
         const struct tg_arg *a = &fn->args[i];
         fputs(", ", f);
-        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST ||
-            a->type == TG_OPT_TENSOR_LIST)
+        if (tg_is_list(a->type))
             fprintf(f, "%s, %s_len", a->name, a->name);
         else
             fputs(a->name, f);
@@ -1077,6 +1076,21 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     return 0;
 }
 
+/* The in-place overloads PyTorch's derivatives.yaml lists apart from their
+ * functional op, so that their nodes are named on (x.fill_(1).grad_fn is
+ * FillBackward2, A.fill(x, 1)'s FillBackward0). */
+static const char *inplace_node(const struct tg_func *ip)
+{
+    static const char *const names[][2] = {{"fill_.Scalar", "FillBackward2"},
+                                           {"fill_.Tensor", "FillBackward3"}};
+    char full[256];
+    snprintf(full, sizeof full, "%s_.%s", ip->name, ip->overload);
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (!strcmp(names[k][0], full))
+            return names[k][1];
+    return NULL;
+}
+
 /* In-place overload: out of place on a clone, then copied back, self
  * taking the result's history (tn__ad_commit_inplace). */
 static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FILE *f)
@@ -1095,8 +1109,11 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
           "        return tn_last_status();\n", f);
     fprintf(f, "    struct tn_tensor *o_ = %s(c_", fn->cname);
     call_list(f, ip, 1);
-    fputs(");\n    tn_release(c_);\n    if (!o_)\n        return tn_last_status();\n"
-          "    return tn__ad_commit_inplace(self, o_);\n}\n\n", f);
+    fputs(");\n    tn_release(c_);\n    if (!o_)\n        return tn_last_status();\n", f);
+    if (inplace_node(ip)) /* the node o_'s op has just made for it alone */
+        fprintf(f, "    if (o_->grad_fn)\n        o_->grad_fn->h.name = \"%s\";\n",
+                inplace_node(ip));
+    fputs("    return tn__ad_commit_inplace(self, o_);\n}\n\n", f);
 }
 
 /* The Autograd kernel of an op without a derivatives.yaml entry (see

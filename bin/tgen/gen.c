@@ -34,6 +34,10 @@ static const char *iv_tag(enum tg_type t)
     case TG_SCALAR_TYPE: return "TN_IV_DTYPE";
     case TG_BOOL_LIST: return "TN_IV_INTLIST"; /* boxed as 0/1 ints */
     case TG_OPT_TENSOR_LIST: return "TN_IV_OPTTENSORLIST";
+    case TG_FLOAT_LIST: return "TN_IV_DOUBLELIST";
+    case TG_LAYOUT: /* PyTorch's c10 enum values, as its IValues hold them */
+    case TG_MEMORY_FORMAT: return "TN_IV_INT";
+    case TG_DEVICE: return "TN_IV_STR"; /* "cpu", "cuda:1" */
     }
     return "TN_IV_NONE";
 }
@@ -73,6 +77,16 @@ void tg_c_param(FILE *f, const struct tg_arg *a)
     case TG_BOOL_LIST:
         fprintf(f, "const bool *%s, int %s_len", n, n);
         break;
+    case TG_FLOAT_LIST: /* NULL for None */
+        fprintf(f, "const double *%s, int %s_len", n, n);
+        break;
+    case TG_LAYOUT:
+    case TG_MEMORY_FORMAT: /* optional only: NULL for None */
+        fprintf(f, "const int64_t *%s", n);
+        break;
+    case TG_DEVICE:
+        fprintf(f, "const struct tn_device *%s", n);
+        break;
     }
 }
 
@@ -92,8 +106,7 @@ static void call_args(FILE *f, const struct tg_func *fn, int from, int to, bool 
         const struct tg_arg *a = &fn->args[i];
         if (comma || i > from)
             fputs(", ", f);
-        if (a->type == TG_INT_LIST || a->type == TG_TENSOR_LIST || a->type == TG_BOOL_LIST ||
-            a->type == TG_OPT_TENSOR_LIST)
+        if (tg_is_list(a->type))
             fprintf(f, "%s, %s_len", a->name, a->name);
         else
             fputs(a->name, f);
@@ -361,11 +374,16 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
                        "(const struct tn_tensor *const *)st[%d].v.tensors.data;\n"
                        "    int %s_len = st[%d].v.tensors.n;\n", i, i, i, nm, i + 1, nm, i, nm, i);
             break;
-        case TG_OPT_TENSOR_LIST:
-            fprintf(f, "    const struct tn_tensor *const *%s;\n    int %s_len;\n"
-                       "    if (tn_ivalue_opt_tensors(op, st, n, %d, &%s, &%s_len) < 0)\n"
-                       "        return tn_last_status();\n", nm, nm, i, nm, nm);
+        case TG_OPT_TENSOR_LIST: /* a pointer and a length, from the stack */
+        case TG_FLOAT_LIST: {
+            bool fl = a->type == TG_FLOAT_LIST;
+            fprintf(f, "    %s%s;\n    int %s_len;\n"
+                       "    if (tn_ivalue_%s(op, st, n, %d, &%s, &%s_len) < 0)\n"
+                       "        return tn_last_status();\n",
+                    fl ? "const double *" : "const struct tn_tensor *const *", nm, nm,
+                    fl ? "doubles" : "opt_tensors", i, nm, nm);
             break;
+        }
         case TG_INT_LIST:
             fprintf(f, "    int64_t %s_buf[TN_MAX_DIMS];\n    const int64_t *%s;\n    int %s_len;\n"
                        "    if (tn_ivalue_ints(op, st, n, %d, %s_buf, &%s, &%s_len) < 0)\n"
@@ -391,12 +409,21 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
             fprintf(f, "    enum tn_dtype %s;\n    if (tn_ivalue_dtype(op, st, n, %d, &%s) < 0)\n"
                        "        return tn_last_status();\n", nm, i, nm);
             break;
+        case TG_DEVICE:
+            fprintf(f, "    struct tn_device %s_v;\n    const struct tn_device *%s = NULL;\n"
+                       "    if (%d < n && st[%d].tag != TN_IV_NONE) {\n"
+                       "        if (tn_ivalue_device(op, st, n, %d, &%s_v) < 0)\n"
+                       "            return tn_last_status();\n        %s = &%s_v;\n    }\n",
+                    nm, nm, i, i, i, nm, nm, nm);
+            break;
         default: {
+            /* Layout and MemoryFormat: optional ints */
+            bool is_int = a->type == TG_INT || a->type == TG_LAYOUT || a->type == TG_MEMORY_FORMAT;
             const char *ct = a->type == TG_SCALAR ? "struct tn_scalar"
-                             : a->type == TG_INT  ? "int64_t"
+                             : is_int  ? "int64_t"
                              : a->type == TG_FLOAT ? "double" : "bool";
             const char *getter = a->type == TG_SCALAR ? "scalar"
-                                 : a->type == TG_INT  ? "int"
+                                 : is_int  ? "int"
                                  : a->type == TG_FLOAT ? "double" : "bool";
             if (a->optional) {
                 fprintf(f, "    %s %s_v;\n    const %s *%s = NULL;\n"

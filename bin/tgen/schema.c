@@ -48,7 +48,8 @@ static char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 const char *tg_type_name(enum tg_type t)
 {
     static const char *names[] = {"Tensor", "Tensor[]", "Scalar", "int", "int[]", "float",
-                                  "bool", "str", "ScalarType", "bool[]", "Tensor?[]"};
+                                  "bool", "str", "ScalarType", "bool[]", "Tensor?[]", "float[]",
+                                  "Layout", "Device", "MemoryFormat"};
     return names[t];
 }
 
@@ -149,8 +150,11 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
         *type = list ? TG_INT_LIST : TG_INT;
     else if (list && strcmp(word, "bool") == 0)
         *type = TG_BOOL_LIST; /* output_mask of the backward ops */
+    else if (list && strcmp(word, "float") == 0)
+        *type = TG_FLOAT_LIST;
     else if (list)
-        return cur_error(c, start, "lists are supported for Tensor, int, SymInt and bool only", word);
+        return cur_error(c, start, "lists are supported for Tensor, int, SymInt, bool and float "
+                         "only", word);
     else if (strcmp(word, "Scalar") == 0)
         *type = TG_SCALAR;
     else if (strcmp(word, "float") == 0)
@@ -161,8 +165,17 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
         *type = TG_STR;
     else if (strcmp(word, "ScalarType") == 0)
         *type = TG_SCALAR_TYPE;
+    else if (strcmp(word, "Layout") == 0)
+        *type = TG_LAYOUT;
+    else if (strcmp(word, "Device") == 0)
+        *type = TG_DEVICE;
+    else if (strcmp(word, "MemoryFormat") == 0)
+        *type = TG_MEMORY_FORMAT;
     else
         return cur_error(c, start, "unknown type", word);
+    if ((*type == TG_LAYOUT || *type == TG_DEVICE || *type == TG_MEMORY_FORMAT) && !*optional)
+        return cur_error(c, start, "Layout, Device and MemoryFormat are supported as optional "
+                         "(?) arguments only", word);
     return 0;
 }
 
@@ -233,6 +246,11 @@ static int check_default(struct cursor *c, size_t at, const struct tg_arg *a)
         return cur_error(c, at, "a ScalarType default can only be None", a->name);
     case TG_BOOL_LIST:
         return cur_error(c, at, "a bool[] default can only be None", a->name);
+    case TG_FLOAT_LIST:
+    case TG_LAYOUT:
+    case TG_DEVICE:
+    case TG_MEMORY_FORMAT:
+        return cur_error(c, at, "the default can only be None", a->name);
     }
     return 0;
 }
@@ -535,6 +553,10 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_func *f)
             if (!val || (strcmp(val, "True") && strcmp(val, "False")))
                 return tg_error(LINE(v), COL(v), "structured: expected True or False");
             f->structured = !strcmp(val, "True");
+        } else if (!strcmp(key, "manual_cpp_binding")) {
+            if (!val || (strcmp(val, "True") && strcmp(val, "False")))
+                return tg_error(LINE(v), COL(v), "manual_cpp_binding: expected True or False");
+            f->manual_binding = !strcmp(val, "True");
         } else if (!strcmp(key, "structured_delegate")) {
             if (!val)
                 return tg_error(LINE(v), COL(v), "structured_delegate: expected name.overload");
@@ -574,7 +596,7 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_func *f)
             } else
                 return tg_error(LINE(v), COL(v), "tags: expected a tag or a list of tags");
         } else if (!strcmp(key, "device_check") || !strcmp(key, "device_guard") ||
-                   !strcmp(key, "python_module") || !strcmp(key, "manual_cpp_binding") ||
+                   !strcmp(key, "python_module") ||
                    !strcmp(key, "category_override") || !strcmp(key, "autogen") ||
                    !strcmp(key, "cpp_no_default_args") || !strcmp(key, "precomputed")) {
             /* PyTorch fields with no meaning for C: accepted, ignored */
@@ -593,7 +615,11 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_func *f)
         f->col++;
     if (!f->variant_function && !f->variant_method)
         f->variant_function = true;
-    return parse_func(f);
+    if (parse_func(f) < 0)
+        return -1;
+    if (f->manual_binding) /* the public name is lib/core's */
+        snprintf(f->cname, sizeof f->cname, "tn__op_%s", f->ident);
+    return 0;
 }
 
 int tg_check_generatable(const struct tg_schema *s)

@@ -16,8 +16,18 @@
 enum tg_type {
     TG_TENSOR, TG_TENSOR_LIST, TG_SCALAR, TG_INT, TG_INT_LIST, TG_FLOAT, TG_BOOL, TG_STR,
     TG_SCALAR_TYPE, TG_BOOL_LIST,
-    TG_OPT_TENSOR_LIST /* Tensor?[]: a list whose entries may be None (index) */
+    TG_OPT_TENSOR_LIST, /* Tensor?[]: a list whose entries may be None (index) */
+    TG_FLOAT_LIST,      /* float[]: the scale_factors of upsample_*.vec */
+    /* optional (?) only, default None: what _to_copy and to take */
+    TG_LAYOUT, TG_DEVICE, TG_MEMORY_FORMAT
 };
+
+/* Whether arguments of type t pass in C as a pointer and a length. */
+static inline bool tg_is_list(enum tg_type t)
+{
+    return t == TG_INT_LIST || t == TG_TENSOR_LIST || t == TG_BOOL_LIST ||
+           t == TG_OPT_TENSOR_LIST || t == TG_FLOAT_LIST;
+}
 
 struct tg_arg {
     char *name;
@@ -57,6 +67,10 @@ struct tg_func {
     char *delegate;      /* structured_delegate */
     char *inherits;      /* structured_inherits */
     bool variant_function, variant_method;
+    /* manual_cpp_binding: True: the C binding is a lib/core function of
+     * the same name (tn_to_dtype, tn_fill_), so the generated entry is the
+     * internal tn__op_<ident> and the op is reached boxed or through it */
+    bool manual_binding;
     char *tags[TG_MAX_TAGS];
     int ntags;
     char cname[160];     /* tn_add_out */

@@ -237,6 +237,32 @@ int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, in
     return TN_OK;
 }
 
+int tn_ivalue_doubles(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                      const double **data, int *len)
+{
+    const struct tn_ivalue *v = get(st, n, i);
+    *data = NULL;
+    *len = 0;
+    if (!v)
+        return op->args[i].optional ? TN_OK : missing(op, i);
+    if (v->tag != TN_IV_DOUBLELIST || v->v.doubles.n < 0 || (v->v.doubles.n && !v->v.doubles.data))
+        return bad(op, i, "tuple of floats");
+    *data = v->v.doubles.data;
+    *len = v->v.doubles.n;
+    return TN_OK;
+}
+
+int tn_ivalue_device(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                     struct tn_device *out)
+{
+    const char *s;
+    if (tn_ivalue_str(op, st, n, i, &s) < 0)
+        return bad(op, i, "torch.device");
+    if (!s)
+        return missing(op, i);
+    return tn_device_parse(s, out) < 0 ? bad(op, i, "torch.device") : TN_OK;
+}
+
 void tn_release_list(struct tn_tensor **list, int n)
 {
     for (int i = 0; list && i < n; i++)

@@ -291,10 +291,11 @@ static bool fits(const struct tn_graph_arg *a, const struct tn_arg_schema *as)
     case TN_GARG_STRING: return as->tag == TN_IV_STR;
     case TN_GARG_DTYPE: return as->tag == TN_IV_DTYPE;
     case TN_GARG_INTS: return as->tag == TN_IV_INTLIST;
+    case TN_GARG_FLOATS: return as->tag == TN_IV_DOUBLELIST;
     case TN_GARG_LAYOUT: return strstr(as->type, "Layout") != NULL;
     case TN_GARG_MEMORY_FORMAT: return strstr(as->type, "MemoryFormat") != NULL;
     case TN_GARG_DEVICE: return strstr(as->type, "Device") != NULL;
-    default: return false; /* lists of floats, bools: no boxed tag yet */
+    default: return false; /* lists of bools: no boxed tag yet */
     }
 }
 

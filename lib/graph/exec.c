@@ -39,7 +39,8 @@ static int64_t *scratch_ints(struct tn__graph_scratch *s, size_t n)
 /* The ivalue for one graph argument, for the schema argument `as`. */
 static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
                      const struct tn_arg_schema *as, const struct tn__graph_slot *slots,
-                     int64_t **ints, struct tn_tensor ***tens, struct tn_ivalue *iv)
+                     int64_t **ints, struct tn_tensor ***tens, double **dbls,
+                     struct tn_ivalue *iv)
 {
     const struct tn_graph_arg *a = &in->arg;
     const struct tn_graph_item *it = a->items;
@@ -107,6 +108,14 @@ static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
             (*ints)[k] = it[k].value >= 0 ? slots[it[k].value].i : it[k].i;
         *ints += a->n;
         return TN_OK;
+    case TN_GARG_FLOATS: /* float[] (the scale_factors of upsample_*.vec) */
+        iv->tag = TN_IV_DOUBLELIST;
+        iv->v.doubles.n = a->n;
+        iv->v.doubles.data = *dbls;
+        for (int k = 0; k < a->n; k++)
+            (*dbls)[k] = it[k].f;
+        *dbls += a->n;
+        return TN_OK;
     case TN_GARG_TENSORS: /* Tensor[] (checked to hold no None) or Tensor?[] */
         iv->tag = as->tag == TN_IV_OPTTENSORLIST ? TN_IV_OPTTENSORLIST : TN_IV_TENSORLIST;
         iv->v.tensors.n = a->n;
@@ -156,16 +165,20 @@ int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
     int nst = op->nargs > op->nrets ? op->nargs : op->nrets;
     if (n->nout > nst)
         nst = n->nout;
-    size_t nints = 0, ntens = 0;
+    size_t nints = 0, ntens = 0, ndbls = 0;
     for (int i = 0; i < n->nin; i++) {
         if (n->in[i].arg.kind == TN_GARG_INTS)
             nints += (size_t)n->in[i].arg.n;
         else if (n->in[i].arg.kind == TN_GARG_TENSORS)
             ntens += (size_t)n->in[i].arg.n;
+        else if (n->in[i].arg.kind == TN_GARG_FLOATS)
+            ndbls += (size_t)n->in[i].arg.n;
     }
-    /* the stack, then the items of its tensor lists, in one block */
-    struct tn_ivalue *st = calloc(1, ((size_t)nst + 1) * sizeof *st + ntens * sizeof(void *));
-    struct tn_tensor **tens = st ? (struct tn_tensor **)(st + nst + 1) : NULL;
+    /* the stack, then the items of its float lists and tensor lists, in one block */
+    struct tn_ivalue *st = calloc(1, ((size_t)nst + 1) * sizeof *st + ndbls * sizeof(double) +
+                                         ntens * sizeof(void *));
+    double *dbls = st ? (double *)(st + nst + 1) : NULL;
+    struct tn_tensor **tens = st ? (struct tn_tensor **)(dbls + ndbls) : NULL;
     int64_t *ints = scratch_ints(s, nints + 1);
     if (!st || !ints) {
         free(st);
@@ -175,7 +188,7 @@ int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
     for (int i = 0; i < n->nin && rc == TN_OK; i++) {
         int k = tn_op_arg_index(op, n->in[i].name);
         TN_ASSERT(k >= 0); /* tn_graph_check saw to it */
-        rc = to_ivalue(g, &n->in[i], &op->args[k], slots, &ints, &tens, &st[k]);
+        rc = to_ivalue(g, &n->in[i], &op->args[k], slots, &ints, &tens, &dbls, &st[k]);
         if (k + 1 > nargs)
             nargs = k + 1;
     }

@@ -70,7 +70,8 @@ enum tn_ivalue_tag {
     TN_IV_INTLIST,
     TN_IV_DTYPE,
     TN_IV_TENSORLIST, /* Tensor[]: v.tensors, borrowed like a tensor argument */
-    TN_IV_OPTTENSORLIST /* Tensor?[]: v.tensors, whose NULL entries are None */
+    TN_IV_OPTTENSORLIST, /* Tensor?[]: v.tensors, whose NULL entries are None */
+    TN_IV_DOUBLELIST /* float[]: v.doubles */
 };
 
 /* One value on a boxed call's stack. Arguments are borrowed: the stack does
@@ -88,6 +89,7 @@ struct tn_ivalue {
         struct { const int64_t *data; int n; } ints;
         enum tn_dtype dtype;
         struct { struct tn_tensor *const *data; int n; } tensors;
+        struct { const double *data; int n; } doubles;
     } v;
 };
 
@@ -241,6 +243,13 @@ int tn_ivalue_opt_tensors(const struct tn_op *op, const struct tn_ivalue *st, in
  * holding the default; data NULL for an absent optional list. */
 int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                    int64_t *buf, const int64_t **data, int *len);
+/* float[]?: data and len point into the stack; data NULL for None (the
+ * only default a float[] takes). */
+int tn_ivalue_doubles(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                      const double **data, int *len);
+/* Device: a TN_IV_STR such as "cpu" or "cuda:1" (tn_device_parse). */
+int tn_ivalue_device(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
+                     struct tn_device *out);
 
 #ifdef __cplusplus
 }
