@@ -337,7 +337,7 @@ int tn__ad_after_inplace(struct tn_tensor *dst, const struct tn_tensor *src)
     if (dst->base && (src_grad || dst->base->requires_grad))
         return tn__ad_copy_slices(dst, src);
     struct tn_node *n = src ? tn__node_new(sizeof *n, "CopyBackwards", copy_apply, NULL, 2, 1)
-                            : tn__node_new(sizeof *n, "FillBackward0", fill_apply, NULL, 1, 1);
+                            : tn__node_new(sizeof *n, "FillBackward2", fill_apply, NULL, 1, 1);
     if (!n)
         return tn_last_status();
     int rc = tn__ad_set_edge(n, 0, dst);

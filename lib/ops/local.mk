@@ -16,6 +16,8 @@ libtensor_la_SOURCES += \
 	lib/ops/split.c \
 	lib/ops/pad.c \
 	lib/ops/index.c \
+	lib/ops/conv.c \
+	lib/ops/fill.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \

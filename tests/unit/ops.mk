@@ -83,6 +83,12 @@ tests_unit_test_ops_nn4_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_nn4_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_nn4_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_misc
+tests_unit_test_ops_misc_SOURCES = tests/unit/test_ops_misc.c tests/unit/ops_cases.h
+tests_unit_test_ops_misc_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_misc_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_misc_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_shape
 tests_unit_test_ops_shape_SOURCES = tests/unit/test_ops_shape.c tests/unit/ops_cases.h
 tests_unit_test_ops_shape_CPPFLAGS = $(TN_UNIT_CPP)

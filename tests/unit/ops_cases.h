@@ -136,6 +136,7 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
         struct tn_ivalue st[16];
         struct tn_tensor *owned[16] = {0}, *lists[16][8] = {{0}};
         int64_t ints[16][TN_MAX_DIMS];
+        double dbls[16][TN_MAX_DIMS];
         json_t *args = json_object_get(c, "args");
         int n = (int)json_array_size(args);
         assert_true(n <= 16);
@@ -176,6 +177,12 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
             } else if ((v = json_object_get(a, "ints"))) {
                 int k = tn_test_ints(v, ints[i]);
                 st[i] = (struct tn_ivalue){.tag = TN_IV_INTLIST, .v.ints = {ints[i], k}};
+            } else if ((v = json_object_get(a, "floats"))) {
+                int k = (int)json_array_size(v);
+                assert_true(k <= TN_MAX_DIMS);
+                for (int j = 0; j < k; j++)
+                    dbls[i][j] = json_number_value(json_array_get(v, (size_t)j));
+                st[i] = (struct tn_ivalue){.tag = TN_IV_DOUBLELIST, .v.doubles = {dbls[i], k}};
             } else if ((v = json_object_get(a, "dtype"))) {
                 st[i] = (struct tn_ivalue){.tag = TN_IV_DTYPE,
                                            .v.dtype = tn_test_dtype(json_string_value(v))};

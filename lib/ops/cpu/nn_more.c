@@ -308,6 +308,12 @@ static struct tn_tensor *upsample(bool bilinear, bool bw, const struct tn_tensor
 {
     if (up_check(isz, ilen, osz, olen) < 0)
         return NULL;
+    if (!bw && isz[1] * isz[2] * isz[3] == 0) { /* an empty batch only */
+        char a[128];
+        tn_set_error(TN_ESHAPE, "Non-empty 4D data tensor expected but got a tensor with sizes "
+                     "%s", tn_shape_format(isz, 4, a, sizeof a));
+        return NULL;
+    }
     const char *kernel = bilinear ? "upsample_bilinear2d_out_frame"
                                   : "upsample_nearest2d_out_frame";
     bool half = in->dtype == TN_FLOAT16 || in->dtype == TN_BFLOAT16;

@@ -1,0 +1,210 @@
+/*
+ * ops/conv.c: the CompositeImplicitAutograd front ends PyTorch puts over
+ * convolution and the upsample kernels: conv1d, conv_transpose1d, the
+ * padding="same"/"valid" overloads of conv1d and conv2d (with an unbatched
+ * input as one sample), and the .vec overloads of upsample_nearest2d and
+ * upsample_bilinear2d that F.interpolate calls.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/nn_internal.h"
+
+/* One convolution call but for its input; `mode` ("same"/"valid") replaces
+ * padding when set. */
+struct conv_call {
+    const struct tn_tensor *weight, *bias;
+    const int64_t *stride, *padding, *dilation, *output_padding;
+    int stride_len, padding_len, dilation_len, output_padding_len;
+    const char *mode;
+    bool transposed;
+    int64_t groups;
+};
+
+static const int64_t zeros[TN_MAX_DIMS];
+
+/* PyTorch's convolution_same: stride 1 only; the padding dilation * (k -
+ * 1) split with the smaller half on the left, an odd remainder added to
+ * the input by constant_pad_nd first. */
+static struct tn_tensor *conv_same(const struct tn_tensor *x, const struct conv_call *c)
+{
+    const struct tn_tensor *w = c->weight;
+    int k = w->ndim, dims = k - 2;
+    char a[128], b[128];
+    if (k <= 2)
+        return tn_set_error(TN_ESHAPE, "weight should have at least three dimensions"), NULL;
+    if (c->groups <= 0)
+        return tn_set_error(TN_EINVAL, "non-positive groups is not supported"), NULL;
+    if (k != x->ndim)
+        return tn_set_error(TN_ESHAPE, "Expected %d-dimensional input for %d-dimensional "
+                            "weight%s, but got %d-dimensional input of size %s instead", k, k,
+                            tn_shape_format(w->sizes, k, b, sizeof b), x->ndim,
+                            tn_shape_format(x->sizes, x->ndim, a, sizeof a)), NULL;
+    if (c->stride_len != dims && c->stride_len != 1)
+        return tn_set_error(TN_EINVAL, "stride cannot broadcast to %d dimensions", dims), NULL;
+    if (c->dilation_len != dims && c->dilation_len != 1)
+        return tn_set_error(TN_EINVAL, "dilation cannot broadcast to %d dimensions", dims), NULL;
+    for (int i = 0; i < c->stride_len; i++)
+        if (c->stride[i] != 1)
+            return tn_set_error(TN_EINVAL, "padding='same' is not supported for strided "
+                                "convolutions"), NULL;
+    int64_t left[TN_MAX_DIMS], pad_nd[2 * TN_MAX_DIMS] = {0};
+    bool asym = false;
+    for (int i = 0; i < dims; i++) {
+        int64_t d = c->dilation[c->dilation_len == 1 ? 0 : i];
+        int64_t total = d * (w->sizes[i + 2] - 1), l = total / 2, delta = total - 2 * l;
+        left[i] = l; /* the right side is l + delta: pad the input by delta there */
+        pad_nd[2 * (dims - 1 - i) + 1] = delta;
+        asym |= delta != 0;
+    }
+    struct tn_tensor *xp = asym ? tn_constant_pad_nd(x, pad_nd, 2 * dims, tn_int(0))
+                                : tn_retain((struct tn_tensor *)x);
+    struct tn_tensor *r = xp ? tn_convolution(xp, w, c->bias, c->stride, c->stride_len, left,
+                                              dims, c->dilation, c->dilation_len, false, zeros,
+                                              dims, c->groups)
+                             : NULL;
+    tn_release(xp);
+    return r;
+}
+
+static struct tn_tensor *conv_run(const struct tn_tensor *x, const struct conv_call *c)
+{
+    if (!c->mode)
+        return tn_convolution(x, c->weight, c->bias, c->stride, c->stride_len, c->padding,
+                              c->padding_len, c->dilation, c->dilation_len, c->transposed,
+                              c->output_padding ? c->output_padding : zeros,
+                              c->output_padding ? c->output_padding_len : 1, c->groups);
+    if (!strcmp(c->mode, "same"))
+        return conv_same(x, c);
+    if (!strcmp(c->mode, "valid"))
+        return tn_convolution(x, c->weight, c->bias, c->stride, c->stride_len, zeros, 1,
+                              c->dilation, c->dilation_len, false, zeros, 1, c->groups);
+    return tn_set_error(TN_EINVAL, "Invalid padding string: '%s'", c->mode), NULL;
+}
+
+/* PyTorch's batchify: a (C, L...) input is a batch of one. */
+static struct tn_tensor *conv_batchify(const char *name, int dims, const struct tn_tensor *input,
+                                       const struct conv_call *c)
+{
+    if (input->ndim != dims + 1 && input->ndim != dims + 2) {
+        char a[128];
+        tn_set_error(TN_ESHAPE, "Expected %dD (unbatched) or %dD (batched) input to %s, but got "
+                     "input of size: %s", dims + 1, dims + 2, name,
+                     tn_shape_format(input->sizes, input->ndim, a, sizeof a));
+        return NULL;
+    }
+    if (input->ndim == dims + 2)
+        return conv_run(input, c);
+    struct tn_tensor *x = tn_unsqueeze(input, 0), *r = x ? conv_run(x, c) : NULL;
+    struct tn_tensor *s = r ? tn_squeeze_dims(r, zeros, 1) : NULL;
+    tn__nn_drop(0, x, r, NULL, NULL);
+    return s;
+}
+
+struct tn_tensor *tn__composite_conv1d(tn_keyset ks, const struct tn_tensor *input,
+                                       const struct tn_tensor *weight,
+                                       const struct tn_tensor *bias, const int64_t *stride,
+                                       int stride_len, const int64_t *padding, int padding_len,
+                                       const int64_t *dilation, int dilation_len, int64_t groups)
+{
+    struct conv_call c = {.weight = weight, .bias = bias, .stride = stride, .padding = padding,
+                          .dilation = dilation, .stride_len = stride_len,
+                          .padding_len = padding_len, .dilation_len = dilation_len,
+                          .groups = groups};
+    return conv_batchify("conv1d", 1, input, &c);
+}
+
+struct tn_tensor *tn__composite_conv_transpose1d(
+    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
+    const struct tn_tensor *bias, const int64_t *stride, int stride_len, const int64_t *padding,
+    int padding_len, const int64_t *output_padding, int output_padding_len, int64_t groups,
+    const int64_t *dilation, int dilation_len)
+{
+    struct conv_call c = {.weight = weight, .bias = bias, .stride = stride, .padding = padding,
+                          .dilation = dilation, .output_padding = output_padding,
+                          .stride_len = stride_len, .padding_len = padding_len,
+                          .dilation_len = dilation_len, .output_padding_len = output_padding_len,
+                          .transposed = true, .groups = groups};
+    return conv_batchify("conv_transpose1d", 1, input, &c);
+}
+
+/* conv1d.padding and conv2d.padding: a padding string for the sizes */
+#define CONV_PADDING(NAME, DIMS)                                                                  \
+    struct tn_tensor *tn__composite_##NAME##_padding(                                             \
+        tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,              \
+        const struct tn_tensor *bias, const int64_t *stride, int stride_len, const char *padding, \
+        const int64_t *dilation, int dilation_len, int64_t groups)                                \
+    {                                                                                             \
+        struct conv_call c = {.weight = weight, .bias = bias, .stride = stride,                   \
+                              .dilation = dilation, .stride_len = stride_len,                     \
+                              .dilation_len = dilation_len, .mode = padding, .groups = groups};   \
+        return conv_batchify(#NAME, DIMS, input, &c);                                             \
+    }
+CONV_PADDING(conv1d, 1)
+CONV_PADDING(conv2d, 2)
+
+/* ------------------------------------------------------------ upsample */
+
+/* PyTorch's compute_output_size and get_scale_value for a 4-D input: the
+ * output size given, or floor(size * scale) with the scales passed on. */
+static int upsample_size(const struct tn_tensor *input, const int64_t *output_size, int osz_len,
+                         const double *scales, int scales_len, int64_t *osize,
+                         const double **sh, const double **sw)
+{
+    int spatial = input->ndim - 2;
+    *sh = *sw = NULL;
+    if (!output_size == !scales)
+        return tn_set_error(TN_EINVAL, "Must specify exactly one of output_size and "
+                            "scale_factors");
+    int len = output_size ? osz_len : scales_len;
+    if (len != spatial || spatial != 2)
+        return tn_set_error(TN_EINVAL, "Expected static_cast<int64_t>(%s->size()) == "
+                            "spatial_dimensions to be true, but got false.  (Could this error "
+                            "message be improved?  If so, please report an enhancement request "
+                            "to PyTorch.)", output_size ? "output_size" : "scale_factors");
+    for (int i = 0; i < 2; i++)
+        osize[i] = output_size ? output_size[i]
+                               : (int64_t)((double)input->sizes[i + 2] * scales[i]);
+    if (scales) {
+        *sh = &scales[0];
+        *sw = &scales[1];
+    }
+    return TN_OK;
+}
+
+static struct tn_tensor *upsample_vec(bool bilinear, const struct tn_tensor *input,
+                                      const int64_t *output_size, int output_size_len,
+                                      bool align_corners, const double *scale_factors,
+                                      int scale_factors_len)
+{
+    int64_t osize[2];
+    const double *sh, *sw;
+    if (upsample_size(input, output_size, output_size_len, scale_factors, scale_factors_len,
+                      osize, &sh, &sw) < 0)
+        return NULL;
+    return bilinear ? tn_upsample_bilinear2d(input, osize, 2, align_corners, sh, sw)
+                    : tn_upsample_nearest2d(input, osize, 2, sh, sw);
+}
+
+struct tn_tensor *tn__composite_upsample_nearest2d_vec(tn_keyset ks,
+                                                       const struct tn_tensor *input,
+                                                       const int64_t *output_size,
+                                                       int output_size_len,
+                                                       const double *scale_factors,
+                                                       int scale_factors_len)
+{
+    return upsample_vec(false, input, output_size, output_size_len, false, scale_factors,
+                        scale_factors_len);
+}
+
+struct tn_tensor *tn__composite_upsample_bilinear2d_vec(tn_keyset ks,
+                                                        const struct tn_tensor *input,
+                                                        const int64_t *output_size,
+                                                        int output_size_len, bool align_corners,
+                                                        const double *scale_factors,
+                                                        int scale_factors_len)
+{
+    return upsample_vec(true, input, output_size, output_size_len, align_corners, scale_factors,
+                        scale_factors_len);
+}

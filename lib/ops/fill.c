@@ -1,0 +1,111 @@
+/*
+ * ops/fill.c: fill, zero and dtype conversion through the dispatcher, over
+ * lib/core's tn_fill_ and tn_copy_: fill/fill_ (a Scalar, or a 0-dim
+ * tensor), zero/zero_, _to_copy (what torch.export graphs hold) and
+ * to.dtype (self itself when nothing changes). Their Autograd kernels come
+ * from derivatives.yaml; these run below it.
+ */
+#include <config.h>
+
+#include "ops/internal.h"
+
+/* PyTorch's c10::MemoryFormat and c10::Layout values. */
+enum { MF_CONTIGUOUS = 0, MF_PRESERVE = 1, LAYOUT_STRIDED = 0 };
+
+int tn__composite_fill_scalar_(tn_keyset ks, struct tn_tensor *self, struct tn_scalar value)
+{
+    return tn_fill_(self, value);
+}
+
+/* As PyTorch 2.x: a copy of the 0-dim value (converted without an
+ * overflow check; 1.13 took its item() as fill_.Scalar does) */
+int tn__composite_fill_(tn_keyset ks, struct tn_tensor *self, const struct tn_tensor *value)
+{
+    if (value->ndim != 0)
+        return tn_set_error(TN_ESHAPE, "fill_ only supports 0-dimension value tensor but got "
+                            "tensor with %d dimensions.", value->ndim);
+    return tn_copy_(self, value);
+}
+
+int tn__composite_zero_(tn_keyset ks, struct tn_tensor *self)
+{
+    return tn_fill_(self, tn_int(0));
+}
+
+/* at::fill: empty_like(self) (strides kept) filled */
+static struct tn_tensor *filled_like(const struct tn_tensor *self, struct tn_scalar v)
+{
+    struct tn_tensor *r = tn_empty_like(self, TN_DTYPE_UNSET);
+    if (r && tn_fill_(r, v) < 0) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+struct tn_tensor *tn__composite_fill_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                            struct tn_scalar value)
+{
+    return filled_like(self, value);
+}
+
+struct tn_tensor *tn__composite_fill(tn_keyset ks, const struct tn_tensor *self,
+                                     const struct tn_tensor *value)
+{
+    struct tn_tensor *r = tn_empty_like(self, TN_DTYPE_UNSET);
+    if (r && tn__composite_fill_(ks, r, value) < 0) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+struct tn_tensor *tn__composite_zero(tn_keyset ks, const struct tn_tensor *self)
+{
+    return filled_like(self, tn_int(0));
+}
+
+/* A new tensor of self's values in `dtype` (UNSET: self's) on CPU, strided:
+ * self's strides kept where it is dense (memory_format None or preserve),
+ * contiguous for contiguous_format. */
+struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *self,
+                                         enum tn_dtype dtype, const int64_t *layout,
+                                         const struct tn_device *device, const bool *pin_memory,
+                                         bool non_blocking, const int64_t *memory_format)
+{
+    if (layout && *layout != LAYOUT_STRIDED)
+        return tn_set_error(TN_EINVAL, "_to_copy: only the strided layout is supported"), NULL;
+    if (device && !tn_device_equal(*device, self->device)) {
+        char a[32], b[32];
+        return tn_set_error(TN_EDEVICE, "_to_copy: copies from %s to %s are not supported",
+                            tn_device_format(self->device, a, sizeof a),
+                            tn_device_format(*device, b, sizeof b)), NULL;
+    }
+    if (pin_memory && *pin_memory)
+        return tn_set_error(TN_EINVAL, "_to_copy: pin_memory is not supported"), NULL;
+    int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
+    if (mf != MF_PRESERVE && mf != MF_CONTIGUOUS)
+        return tn_set_error(TN_EINVAL, "_to_copy: only the contiguous and preserve memory "
+                            "formats are supported"), NULL;
+    enum tn_dtype dt = dtype == TN_DTYPE_UNSET ? self->dtype : dtype;
+    struct tn_tensor *r = mf == MF_PRESERVE ? tn_empty_like(self, dt)
+                                            : tn_empty(self->sizes, self->ndim, dt);
+    if (r && tn_copy_(r, self) < 0) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* PyTorch's to_will_alias: self itself when the dtype matches, no copy is
+ * asked for and the memory format is preserve or contiguous (what a strided
+ * tensor here suggests); otherwise _to_copy, whose node autograd records. */
+struct tn_tensor *tn__composite_to_dtype(tn_keyset ks, const struct tn_tensor *self,
+                                         enum tn_dtype dtype, bool non_blocking, bool copy,
+                                         const int64_t *memory_format)
+{
+    int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
+    if (dtype == self->dtype && !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS))
+        return tn_retain((struct tn_tensor *)self);
+    return tn__to_copy(self, dtype, NULL, NULL, NULL, non_blocking, memory_format);
+}
