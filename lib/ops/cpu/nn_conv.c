@@ -394,7 +394,8 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
     if (conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
                       dilation_len, groups, &g) < 0)
         return NULL;
-    bool f32 = input->dtype == TN_FLOAT32, direct = conv_direct(&g);
+    /* float16 and bfloat16 compute in float32 and round once, as 2.x */
+    bool f32 = input->dtype != TN_FLOAT64, direct = conv_direct(&g);
     enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
     int64_t hw = g.oh * g.ow, osz[4] = {g.n, g.oc, g.oh, g.ow}, R = conv_ranges(&g);
     int64_t per = direct ? 0 : g.k * hw, nscratch = R * per > 0 ? R * per : 1;
@@ -445,7 +446,8 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
         return tn_set_error(TN_ESHAPE, "convolution_backward: grad_output holds %lld values, the "
                             "convolution gives %lld", (long long)tn_numel(grad_output),
                             (long long)(g.n * g.oc * hw));
-    bool f32 = input->dtype == TN_FLOAT32, direct = conv_direct(&g);
+    /* float16 and bfloat16 compute in float32 and round once, as 2.x */
+    bool f32 = input->dtype != TN_FLOAT64, direct = conv_direct(&g);
     enum tn_dtype ct = f32 ? TN_FLOAT32 : TN_FLOAT64;
     size_t es = f32 ? 4 : 8;
     int64_t R = conv_ranges(&g), per = (direct ? 0 : g.k * hw) + (R > 1 ? g.oc * g.k : 0);
