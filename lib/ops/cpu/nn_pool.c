@@ -587,7 +587,10 @@ struct tn_tensor *tn__cpu__adaptive_avg_pool2d_backward(tn_keyset ks,
 
 /* adaptive_max_pool2d over planes [begin, end): the adaptive windows of
  * _adaptive_avg_pool2d, maxpool_inside's rule (a NaN wins, the last; else
- * the first of the greatest, so a window of -inf gives its first index) */
+ * the first of the greatest, so a window of -inf gives its first index).
+ * A branch, not maxpool's select: in the large windows adaptive pools
+ * mostly have, the greatest so far seldom changes and the branch predicts
+ * (3.6x faster than the select at 8x8 windows, as fast at 2x2) */
 #define TN_AMAXPOOL(SFX, T)                                                                    \
     static void amaxpool_##SFX(int64_t begin, int64_t end, void *ctx)                          \
     {                                                                                          \
@@ -605,9 +608,10 @@ struct tn_tensor *tn__cpu__adaptive_avg_pool2d_backward(tn_keyset ks,
                         for (int64_t xx = x0; xx < x1; xx++) {                                 \
                             int64_t o = yy * g->w + xx;                                        \
                             T v = x[o];                                                        \
-                            int64_t take = -(int64_t)((v > best) | (v != v));                  \
-                            best = pick_##SFX(take, v, best);                                  \
-                            at = (take & o) | (~take & at);                                    \
+                            if (v > best || v != v) {                                          \
+                                best = v;                                                      \
+                                at = o;                                                        \
+                            }                                                                  \
                         }                                                                      \
                     ((T *)j->y)[(p * g->oh + oy) * g->ow + ox] = best;                         \
                     j->ix[(p * g->oh + oy) * g->ow + ox] = at;                                 \
