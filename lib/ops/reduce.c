@@ -139,13 +139,11 @@ int tn__meta_all_out(const struct tn_tensor *self, int64_t dim, bool keepdim, st
 
 /* log(sum(exp(x - m))) + m with m the max over dim, made 0 where it is
  * infinite (so a row of -inf gives -inf and one with +inf gives +inf, not
- * NaN). Integer inputs become the default float dtype. */
+ * NaN). Integer inputs become the default float dtype; complex inputs
+ * (PyTorch 2.x; 1.13 refuses them) shift by the max of their real parts. */
 struct tn_tensor *tn__composite_logsumexp(tn_keyset ks, const struct tn_tensor *self,
                                           const int64_t *dim, int dim_len, bool keepdim)
 {
-    if (self->dtype == TN_COMPLEX64)
-        return tn_set_error(TN_EDTYPE, "logsumexp(): Expected floating point type for result "
-                            "tensor, but got: ComplexFloat"), NULL;
     struct tn_tensor *x = tn_dtype_is_integral(self->dtype, true)
                               ? tn_to_dtype(self, tn_get_default_dtype())
                               : tn_retain((struct tn_tensor *)self);
@@ -161,13 +159,19 @@ struct tn_tensor *tn__composite_logsumexp(tn_keyset ks, const struct tn_tensor *
         tn_release(x);
         return r;
     }
+    /* complex (2.x): the shift is the max of the real parts */
+    struct tn_tensor *xr = x->dtype == TN_COMPLEX64 ? tn_to_dtype(x, TN_FLOAT32) : tn_retain(x);
+    if (!xr) {
+        tn_release(x);
+        return NULL;
+    }
     double zero = 0.0;
     struct tn_tensor *r = NULL, *mk = NULL, *mkf = NULL, *d = NULL, *e = NULL, *s = NULL,
                      *l = NULL, *m = NULL, *mf = NULL;
-    if (!(mk = tn_amax(x, dim, dim_len, true)) || !(mkf = tn_nan_to_num(mk, NULL, &zero, &zero)) ||
+    if (!(mk = tn_amax(xr, dim, dim_len, true)) || !(mkf = tn_nan_to_num(mk, NULL, &zero, &zero)) ||
         !(d = tn_sub(x, mkf, tn_int(1))) || !(e = tn_exp(d)) ||
         !(s = tn_sum_dim_intlist(e, dim, dim_len, keepdim, TN_DTYPE_UNSET)) || !(l = tn_log(s)) ||
-        !(m = tn_amax(x, dim, dim_len, keepdim)) || !(mf = tn_nan_to_num(m, NULL, &zero, &zero)))
+        !(m = tn_amax(xr, dim, dim_len, keepdim)) || !(mf = tn_nan_to_num(m, NULL, &zero, &zero)))
         goto done;
     r = tn_add(l, mf, tn_int(1));
 done:
@@ -179,6 +183,7 @@ done:
     tn_release(l);
     tn_release(m);
     tn_release(mf);
+    tn_release(xr);
     tn_release(x);
     return r;
 }

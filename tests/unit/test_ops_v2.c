@@ -2,7 +2,8 @@
  * Unit tests of the cases whose reference is PyTorch 2.x alone
  * through the dispatcher: every case of tests/fixtures/ops/v2.json (real
  * PyTorch 2.x): half-precision convolution (1.13 rounds each partial sum;
- * 2.x and we round once) and complex exp2, expm1 and log1p (1.13 has none).
+ * 2.x and we round once) and complex exp2, expm1, log1p and logsumexp (1.13
+ * has none).
  */
 #include "ops_cases.h"
 
