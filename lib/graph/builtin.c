@@ -172,6 +172,27 @@ static int b_unflatten(const struct tn_op *op, struct tn_ivalue *st, int n)
     return result(op, st, tn_unflatten(self, dim, sizes, len));
 }
 
+/* What torch.export (2.x) puts after a .to(dtype): the tensor's sizes and
+ * dtype as traced (strides are not compared: ours may differ). No result. */
+static int b_assert_metadata(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, a);
+    ARG_L(1, size, len);
+    enum tn_dtype dt;
+    if ((rc = tn_ivalue_dtype(op, st, n, 3, &dt)) < 0)
+        return rc;
+    char x[128], y[128];
+    if (size && (len != a->ndim || memcmp(size, a->sizes, sizeof *size * (size_t)len)))
+        return tn_set_error(TN_ESHAPE, "%s: the tensor's sizes are %s, the graph says %s",
+                            op->qualname, tn_shape_format(a->sizes, a->ndim, x, sizeof x),
+                            tn_shape_format(size, len, y, sizeof y));
+    if (dt != TN_DTYPE_UNSET && dt != a->dtype)
+        return tn_set_error(TN_EDTYPE, "%s: the tensor's dtype is %s, the graph says %s",
+                            op->qualname, tn_dtype_name(a->dtype), tn_dtype_name(dt));
+    return 0;
+}
+
 static int b_sym_size(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -206,6 +227,12 @@ static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
 static const struct tn_arg_schema a_unflatten[] = {T("self"), I("dim", NULL),
                                                    IL("sizes", NULL)};
 static const struct tn_arg_schema a_sym_size[] = {T("self"), I("dim", NULL)};
+static const struct tn_arg_schema a_assert_metadata[] = {
+    T("a"), {"size", "SymInt[]?", TN_IV_INTLIST, true, false, false, "None"},
+    {"stride", "SymInt[]?", TN_IV_INTLIST, true, false, false, "None"},
+    {"dtype", "ScalarType?", TN_IV_DTYPE, true, false, false, "None"},
+    {"device", "Device?", TN_IV_STR, true, false, true, "None"},
+    {"layout", "Layout?", TN_IV_INT, true, false, true, "None"}};
 
 #define OP(name, ovl, args, fn, nrets)                                                        \
     {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, nrets,   \
@@ -233,6 +260,7 @@ static const struct tn_op builtins[] = {
     OP("dropout", "", a_dropout, b_dropout, 1),
     OP("sym_size", ".int", a_sym_size, b_sym_size, 1),
     OP("unflatten", ".int", a_unflatten, b_unflatten, 1),
+    OP("_assert_tensor_metadata", "", a_assert_metadata, b_assert_metadata, 0),
 };
 
 const struct tn_op *tn__graph_builtin(const char *qualname)

@@ -41,3 +41,19 @@ same_losses_as() {
     echo "$output"
     assert_success
 }
+
+# graph_matches PREFIX NOUT NGRADS: `tcompile run` of the fixture graph
+# PREFIX.json (weights PREFIX.pt, inputs PREFIX_inputs.pt) gives the NOUT
+# outputs of PREFIX_expected.pt and the NGRADS parameter gradients of
+# PREFIX_grads.pt (torch2graph.py's files, from PyTorch).
+graph_matches() {
+    run tcompile run "$1.json" -w "$1.pt" -i "${1}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.pt" \
+        --grads "$BATS_TEST_TMPDIR/g.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.pt" "${1}_expected.pt"
+    assert_success
+    assert_output --partial "$2 tensors match"
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/g.pt" "${1}_grads.pt"
+    assert_success
+    assert_output --partial "$3 tensors match"
+}

@@ -1,3 +1,4 @@
 # Bats tests of tcompile.
 CLI_TESTS += tests/cli/tcompile.bats
 CLI_TESTS += tests/cli/tcompile_index.bats
+CLI_TESTS += tests/cli/tcompile_misc.bats
