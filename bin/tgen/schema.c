@@ -333,14 +333,16 @@ static int parse_returns(struct cursor *c, struct tg_func *f)
     return 0;
 }
 
-static void make_names(struct tg_func *f)
+static void make_names(struct tg_func *f, bool keep_tensor)
 {
-    /* overload tokens "Tensor" and "out" carry no meaning in C */
+    /* overload tokens "Tensor" and "out" carry no meaning in C (unless
+     * dropping "Tensor" would give another op's name: clamp.Tensor) */
     char suffix[128] = "";
     const char *p = f->overload;
     while (*p) {
         size_t n = strcspn(p, "_");
-        if (!((n == 6 && !strncmp(p, "Tensor", 6)) || (n == 3 && !strncmp(p, "out", 3)))) {
+        if (!((n == 6 && !strncmp(p, "Tensor", 6) && !keep_tensor) ||
+              (n == 3 && !strncmp(p, "out", 3)))) {
             size_t l = strlen(suffix);
             if (l + n + 2 < sizeof suffix) {
                 suffix[l] = '_';
@@ -463,7 +465,7 @@ static int parse_func(struct tg_func *f)
         return cur_error(&c, 0, "an in-place or out= operator returns its Tensor(a!)", NULL);
     if (f->is_out && nout != f->nrets)
         return cur_error(&c, 0, "an out= operator returns each out= argument", NULL);
-    make_names(f);
+    make_names(f, false);
     return 0;
 }
 
@@ -654,9 +656,32 @@ const struct tg_func *tg_find(const struct tg_schema *s, const char *name)
     return NULL;
 }
 
-/* Cross-entry checks: unique names, delegates that exist and fit. */
+static bool has_tensor_token(const char *overload)
+{
+    for (const char *p = overload; *p;) {
+        size_t n = strcspn(p, "_");
+        if (n == 6 && !strncmp(p, "Tensor", 6))
+            return true;
+        p += n + (p[n] == '_');
+    }
+    return false;
+}
+
+/* Cross-entry checks: unique names, delegates that exist and fit. First,
+ * an overload whose C name without its "Tensor" token is another op's
+ * keeps the token (clamp.Tensor: tn_clamp_tensor beside clamp's tn_clamp),
+ * whichever is declared first. */
 static int check_schema(struct tg_schema *s)
 {
+    for (int i = 0; i < s->nfuncs; i++) {
+        struct tg_func *f = &s->funcs[i];
+        for (int j = 0; j < s->nfuncs && has_tensor_token(f->overload); j++)
+            if (j != i && !strcmp(s->funcs[j].cname, f->cname) &&
+                !has_tensor_token(s->funcs[j].overload)) {
+                make_names(f, true);
+                break;
+            }
+    }
     for (int i = 0; i < s->nfuncs; i++) {
         struct tg_func *f = &s->funcs[i];
         for (int j = 0; j < i; j++) {

@@ -175,3 +175,24 @@ int tn__meta_clamp_out(const struct tn_tensor *self, const struct tn_scalar *min
         return tn_last_status();
     return unary_meta(self, dt, m);
 }
+
+/* clamp.Tensor: min(max(self, min), max) with tensor bounds, broadcast and
+ * promoted together (maximum and minimum do both, and propagate NaN as
+ * PyTorch's clamp does). */
+struct tn_tensor *tn__composite_clamp_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                             const struct tn_tensor *min,
+                                             const struct tn_tensor *max)
+{
+    if (!min && !max)
+        return tn_set_error(TN_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not "
+                            "be None"), NULL;
+    if (self->dtype == TN_COMPLEX64 || (min && min->dtype == TN_COMPLEX64) ||
+        (max && max->dtype == TN_COMPLEX64))
+        return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types"), NULL;
+    struct tn_tensor *lo = min ? tn_maximum(self, min) : tn_retain((struct tn_tensor *)self);
+    if (!lo || !max)
+        return lo;
+    struct tn_tensor *r = tn_minimum(lo, max);
+    tn_release(lo);
+    return r;
+}

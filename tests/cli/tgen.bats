@@ -17,6 +17,23 @@ setup() {
     assert_line --partial $'aten::add_.Scalar\ttn_add_scalar_\t'
 }
 
+@test "an overload whose name without its Tensor token is taken keeps the token" {
+    run tgen --list "$YAML"
+    assert_success
+    assert_line --partial $'aten::clamp\ttn_clamp\t'
+    assert_line --partial $'aten::clamp.Tensor\ttn_clamp_tensor\t'
+    # whichever comes first; a name still taken is refused
+    printf -- '- func: foo.Tensor(Tensor self) -> Tensor\n  dispatch:\n    CPU: k\n- func: foo(Tensor self) -> Tensor\n  dispatch:\n    CPU: k\n' > first.yaml
+    run tgen --list first.yaml
+    assert_success
+    assert_line --partial $'aten::foo.Tensor\ttn_foo_tensor\t'
+    assert_line --partial $'aten::foo\ttn_foo\t'
+    printf -- '- func: foo(Tensor self) -> Tensor\n  dispatch:\n    CPU: k\n- func: foo_tensor(Tensor self) -> Tensor\n  dispatch:\n    CPU: k\n- func: foo.Tensor(Tensor self) -> Tensor\n  dispatch:\n    CPU: k\n' > taken.yaml
+    run tgen --list taken.yaml
+    assert_failure 2
+    assert_output "taken.yaml:7:9: C name tn_foo_tensor is taken by line 4"
+}
+
 @test "--list --json is one JSON object with the documented fields" {
     run tgen --list --json "$YAML"
     assert_success
