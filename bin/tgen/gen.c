@@ -409,7 +409,13 @@ static void write_boxed(FILE *f, const struct tg_func *fn)
             fprintf(f, "    enum tn_dtype %s;\n    if (tn_ivalue_dtype(op, st, n, %d, &%s) < 0)\n"
                        "        return tn_last_status();\n", nm, i, nm);
             break;
-        case TG_DEVICE:
+        case TG_DEVICE: /* a pointer, NULL for an absent optional one */
+            if (!a->optional) {
+                fprintf(f, "    struct tn_device %s_v;\n    const struct tn_device *%s = &%s_v;\n"
+                           "    if (tn_ivalue_device(op, st, n, %d, &%s_v) < 0)\n"
+                           "        return tn_last_status();\n", nm, nm, nm, i, nm);
+                break;
+            }
             fprintf(f, "    struct tn_device %s_v;\n    const struct tn_device *%s = NULL;\n"
                        "    if (%d < n && st[%d].tag != TN_IV_NONE) {\n"
                        "        if (tn_ivalue_device(op, st, n, %d, &%s_v) < 0)\n"

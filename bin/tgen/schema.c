@@ -173,9 +173,9 @@ static int parse_type(struct cursor *c, enum tg_type *type, bool *optional, bool
         *type = TG_MEMORY_FORMAT;
     else
         return cur_error(c, start, "unknown type", word);
-    if ((*type == TG_LAYOUT || *type == TG_DEVICE || *type == TG_MEMORY_FORMAT) && !*optional)
-        return cur_error(c, start, "Layout, Device and MemoryFormat are supported as optional "
-                         "(?) arguments only", word);
+    if ((*type == TG_LAYOUT || *type == TG_MEMORY_FORMAT) && !*optional)
+        return cur_error(c, start, "Layout and MemoryFormat are supported as optional (?) "
+                         "arguments only", word);
     return 0;
 }
 
@@ -620,7 +620,7 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_func *f)
     if (parse_func(f) < 0)
         return -1;
     if (f->manual_binding) /* the public name is lib/core's */
-        snprintf(f->cname, sizeof f->cname, "tn__op_%s", f->ident);
+        snprintf(f->cname, sizeof f->cname, "tn__op_%.150s", f->ident);
     return 0;
 }
 

@@ -65,9 +65,10 @@ struct tn_tensor *tn__composite_zero(tn_keyset ks, const struct tn_tensor *self)
     return filled_like(self, tn_int(0));
 }
 
-/* A new tensor of self's values in `dtype` (UNSET: self's) on CPU, strided:
- * self's strides kept where it is dense (memory_format None or preserve),
- * contiguous for contiguous_format. */
+/* A new tensor of self's values in `dtype` (UNSET: self's) on `device`
+ * (NULL: self's), strided: self's strides kept where it is dense
+ * (memory_format None or preserve) and stays on its device, contiguous
+ * otherwise. */
 struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *self,
                                          enum tn_dtype dtype, const int64_t *layout,
                                          const struct tn_device *device, const bool *pin_memory,
@@ -75,12 +76,6 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
 {
     if (layout && *layout != LAYOUT_STRIDED)
         return tn_set_error(TN_EINVAL, "_to_copy: only the strided layout is supported"), NULL;
-    if (device && !tn_device_equal(*device, self->device)) {
-        char a[32], b[32];
-        return tn_set_error(TN_EDEVICE, "_to_copy: copies from %s to %s are not supported",
-                            tn_device_format(self->device, a, sizeof a),
-                            tn_device_format(*device, b, sizeof b)), NULL;
-    }
     if (pin_memory && *pin_memory)
         return tn_set_error(TN_EINVAL, "_to_copy: pin_memory is not supported"), NULL;
     int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
@@ -88,8 +83,11 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
         return tn_set_error(TN_EINVAL, "_to_copy: only the contiguous and preserve memory "
                             "formats are supported"), NULL;
     enum tn_dtype dt = dtype == TN_DTYPE_UNSET ? self->dtype : dtype;
-    struct tn_tensor *r = mf == MF_PRESERVE ? tn_empty_like(self, dt)
-                                            : tn_empty(self->sizes, self->ndim, dt);
+    bool moves = device && !tn_device_equal(*device, self->device);
+    struct tn_tensor *r = mf == MF_PRESERVE && !moves
+                              ? tn_empty_like(self, dt)
+                              : tn_empty_on(self->sizes, self->ndim, dt,
+                                            moves ? *device : self->device);
     if (r && tn_copy_(r, self) < 0) {
         tn_release(r);
         return NULL;
@@ -97,15 +95,43 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
     return r;
 }
 
-/* PyTorch's to_will_alias: self itself when the dtype matches, no copy is
- * asked for and the memory format is preserve or contiguous (what a strided
- * tensor here suggests); otherwise _to_copy, whose node autograd records. */
+/* PyTorch's to_impl: self itself when to_will_alias (dtype, layout and
+ * device unchanged, no copy asked for, the memory format preserve or
+ * contiguous, which a strided tensor here suggests); otherwise _to_copy,
+ * whose node autograd records. */
+static struct tn_tensor *to_impl(const struct tn_tensor *self, enum tn_dtype dtype,
+                                 const int64_t *layout, const struct tn_device *device,
+                                 const bool *pin_memory, bool non_blocking, bool copy,
+                                 const int64_t *memory_format)
+{
+    int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
+    if ((dtype == TN_DTYPE_UNSET || dtype == self->dtype) &&
+        (!layout || *layout == LAYOUT_STRIDED) && (!device || tn_device_equal(*device, self->device)) &&
+        !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS))
+        return tn_retain((struct tn_tensor *)self);
+    return tn__to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+}
+
 struct tn_tensor *tn__composite_to_dtype(tn_keyset ks, const struct tn_tensor *self,
                                          enum tn_dtype dtype, bool non_blocking, bool copy,
                                          const int64_t *memory_format)
 {
-    int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
-    if (dtype == self->dtype && !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS))
-        return tn_retain((struct tn_tensor *)self);
-    return tn__to_copy(self, dtype, NULL, NULL, NULL, non_blocking, memory_format);
+    return to_impl(self, dtype, NULL, NULL, NULL, non_blocking, copy, memory_format);
+}
+
+struct tn_tensor *tn__composite_to_device(tn_keyset ks, const struct tn_tensor *self,
+                                          const struct tn_device *device, enum tn_dtype dtype,
+                                          bool non_blocking, bool copy,
+                                          const int64_t *memory_format)
+{
+    return to_impl(self, dtype, NULL, device, NULL, non_blocking, copy, memory_format);
+}
+
+struct tn_tensor *tn__composite_to_dtype_layout(tn_keyset ks, const struct tn_tensor *self,
+                                                enum tn_dtype dtype, const int64_t *layout,
+                                                const struct tn_device *device,
+                                                const bool *pin_memory, bool non_blocking,
+                                                bool copy, const int64_t *memory_format)
+{
+    return to_impl(self, dtype, layout, device, pin_memory, non_blocking, copy, memory_format);
 }

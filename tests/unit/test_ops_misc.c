@@ -41,8 +41,9 @@ static double sum_of(const struct tn_tensor *t)
 #define BV(b_) ((struct tn_ivalue){.tag = TN_IV_BOOL, .v.b = (b_)})
 #define NV ((struct tn_ivalue){.tag = TN_IV_NONE})
 
-/* to.dtype hands back self itself (the same object, as PyTorch's `x.to(x.dtype)
- * is x`) unless the dtype changes or copy=True; in-place ops return self. */
+/* to.dtype, to.device and to.dtype_layout hand back self itself (the same
+ * object, as PyTorch's `x.to(x.dtype) is x`) unless the dtype or device
+ * changes or copy=True; in-place ops return self. */
 static void test_aliasing(void **state)
 {
     struct tn_tensor *x = tn_arange(tn_int(0), tn_int(6), tn_int(1), TN_FLOAT32), *r;
@@ -53,6 +54,13 @@ static void test_aliasing(void **state)
     assert_non_null(r = call1("aten::to.dtype", st, 4));
     assert_ptr_not_equal(r, x);
     assert_ptr_not_equal(r->storage, x->storage);
+    tn_release(r);
+    st[0] = TV(x), st[1] = (struct tn_ivalue){.tag = TN_IV_STR, .v.str = "cpu"};
+    st[2] = DT(TN_FLOAT32);
+    assert_ptr_equal(r = call1("aten::to.device", st, 3), x);
+    tn_release(r);
+    st[0] = TV(x), st[1] = NV;
+    assert_ptr_equal(r = call1("aten::to.dtype_layout", st, 2), x);
     tn_release(r);
     st[0] = TV(x), st[1] = DT(TN_FLOAT64);
     assert_non_null(r = call1("aten::to.dtype", st, 2));
