@@ -164,12 +164,18 @@ struct tn_tensor *tn__cpu_mse_loss_backward(tn_keyset ks, const struct tn_tensor
 
 /* ------------------------------------------------- binary_cross_entropy */
 
-/* A float64 contiguous copy of `t` (squeezed first with `squeeze`)
- * broadcast to (sizes, nd), with the checks of PyTorch's TensorIterator
- * (shapes, then t's dtype against `dtype`: the BCE kernels take no
- * promotion). */
+/* float32 in float32 (PyTorch's own arithmetic, and 4x faster than
+ * through float64), the other dtypes in float64, rounded once */
+static enum tn_dtype bce_ctype(const struct tn_tensor *self)
+{
+    return self->dtype == TN_FLOAT32 ? TN_FLOAT32 : TN_FLOAT64;
+}
+
+/* A contiguous copy of `t` in ct (squeezed first with `squeeze`) broadcast
+ * to (sizes, nd), with the checks of PyTorch's TensorIterator (shapes, then
+ * t's dtype against `dtype`: the BCE kernels take no promotion). */
 static struct tn_tensor *bce_operand(const struct tn_tensor *t, bool squeeze, const int64_t *sizes,
-                                     int nd, enum tn_dtype dtype)
+                                     int nd, enum tn_dtype dtype, enum tn_dtype ct)
 {
     int64_t b[TN_MAX_DIMS];
     char x[128], y[128];
@@ -184,7 +190,7 @@ static struct tn_tensor *bce_operand(const struct tn_tensor *t, bool squeeze, co
     if (n >= 0 && t->dtype != dtype)
         n = tn_set_error(TN_EDTYPE, "Found dtype %s but expected %s",
                          tn_dtype_info(t->dtype)->c10_name, tn_dtype_info(dtype)->c10_name);
-    struct tn_tensor *f = n >= 0 ? tn__nn_f64(s) : NULL;
+    struct tn_tensor *f = n >= 0 ? tn__nn_as(s, ct) : NULL;
     if (f)
         e = tn_expand(f, sizes, nd);
     struct tn_tensor *r = e ? tn_contiguous(e) : NULL;
@@ -203,40 +209,65 @@ static int bce_squeezed(const struct tn_tensor *self, int64_t *sizes)
     return n;
 }
 
-/* The loss before its reduction, elementwise in float64 (log1p(-x), as
- * 2.x writes it; 1.13's log(1 - x) differs in the last digits), each
- * logarithm clamped at -100, times the weight broadcast to the input;
- * NULL with PyTorch's errors. */
+/* The loss elementwise (log1p(-x), as 2.x writes it; 1.13's log(1 - x)
+ * differs in the last digits), each logarithm clamped at -100, times the
+ * weight w (or NULL); a negative status with PyTorch's words for an input
+ * or target outside [0, 1]. And the gradient: g (x - t) / max((1 - x) x,
+ * eps) times the weight, over norm. */
+#define TN_BCE(SFX, T, LOG, LOG1P, MAX)                                                        \
+    static int bce_loss_##SFX(int64_t n, const T *x, const T *t, const T *w, T *l)            \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            T v = x[i], y = t[i];                                                              \
+            if (!(v >= 0 && v <= 1) || !(y >= 0 && y <= 1))                                    \
+                return tn_set_error(TN_EINVAL, "all elements of %s should be between 0 and 1", \
+                                    !(v >= 0 && v <= 1) ? "input" : "target");                 \
+            l[i] = (y - 1) * MAX(LOG1P(-v), (T)-100) - y * MAX(LOG(v), (T)-100);               \
+            if (w)                                                                             \
+                l[i] *= w[i];                                                                  \
+        }                                                                                      \
+        return TN_OK;                                                                          \
+    }                                                                                          \
+    static void bce_grad_##SFX(int64_t n, const T *g, const T *x, const T *t, const T *w,      \
+                               T eps, T norm, T *gi)                                           \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            gi[i] = g[i] * (x[i] - t[i]) / MAX((1 - x[i]) * x[i], eps);                        \
+            if (w)                                                                             \
+                gi[i] *= w[i];                                                                 \
+            gi[i] /= norm;                                                                     \
+        }                                                                                      \
+    }
+TN_BCE(f32, float, logf, log1pf, fmaxf)
+TN_BCE(f64, double, log, log1p, fmax)
+
+/* The loss before its reduction, in bce_ctype; NULL with PyTorch's errors. */
 static struct tn_tensor *bce_elementwise(const struct tn_tensor *self,
                                          const struct tn_tensor *target,
                                          const struct tn_tensor *weight)
 {
     int64_t sq[TN_MAX_DIMS];
     int nsq = bce_squeezed(self, sq);
-    struct tn_tensor *t = bce_operand(target, true, sq, nsq, self->dtype);
+    enum tn_dtype ct = bce_ctype(self);
+    struct tn_tensor *t = bce_operand(target, true, sq, nsq, self->dtype, ct);
     struct tn_tensor *w = t && weight ? bce_operand(weight, false, self->sizes, self->ndim,
-                                                    weight->dtype)
+                                                    weight->dtype, ct)
                                       : NULL;
     struct tn_tensor *x = t && (!weight || w) &&
                           tn__nn_check_float("binary_cross_entropy", self) == 0
-                              ? tn__nn_f64(self) : NULL;
+                              ? tn__nn_as(self, ct) : NULL;
     /* (x may be self itself: the loss goes to a tensor of its own) */
-    struct tn_tensor *l = x ? tn_empty(self->sizes, self->ndim, TN_FLOAT64) : NULL;
+    struct tn_tensor *l = x ? tn_empty(self->sizes, self->ndim, ct) : NULL;
     if (!l)
         return tn__nn_drop(0, t, w, x, NULL), NULL;
-    const double *xp = tn_data(x), *tp = tn_data(t), *wp = w ? tn_data(w) : NULL;
-    double *lp = tn_data(l);
-    for (int64_t i = 0; i < tn_numel(x); i++) {
-        double v = xp[i], y = tp[i];
-        if (!(v >= 0 && v <= 1) || !(y >= 0 && y <= 1)) {
-            tn_set_error(TN_EINVAL, "all elements of %s should be between 0 and 1",
-                         !(v >= 0 && v <= 1) ? "input" : "target");
-            tn_release(l);
-            return tn__nn_drop(0, t, w, x, NULL), NULL;
-        }
-        lp[i] = ((y - 1) * fmax(log1p(-v), -100) - y * fmax(log(v), -100)) * (wp ? wp[i] : 1);
-    }
+    const void *wp = w ? tn_data(w) : NULL;
+    int rc = ct == TN_FLOAT32 ? bce_loss_f32(tn_numel(x), tn_data(x), tn_data(t), wp, tn_data(l))
+                              : bce_loss_f64(tn_numel(x), tn_data(x), tn_data(t), wp, tn_data(l));
     tn__nn_drop(0, t, w, x, NULL);
+    if (rc < 0) {
+        tn_release(l);
+        return NULL;
+    }
     return l;
 }
 
@@ -264,6 +295,7 @@ struct tn_tensor *tn__cpu_binary_cross_entropy_backward(tn_keyset ks,
 {
     int64_t sq[TN_MAX_DIMS];
     int nsq = bce_squeezed(self, sq);
+    enum tn_dtype ct = bce_ctype(self);
     if (self->dtype != grad_output->dtype) {
         tn_set_error(TN_EDTYPE, "Found dtype %s but expected %s",
                      tn_dtype_info(self->dtype)->c10_name,
@@ -272,13 +304,13 @@ struct tn_tensor *tn__cpu_binary_cross_entropy_backward(tn_keyset ks,
     }
     if (tn__nn_check_float("binary_cross_entropy_backward", self) < 0)
         return NULL;
-    struct tn_tensor *g = bce_operand(grad_output, true, sq, nsq, self->dtype);
-    struct tn_tensor *t = g ? bce_operand(target, true, sq, nsq, self->dtype) : NULL;
+    struct tn_tensor *g = bce_operand(grad_output, true, sq, nsq, self->dtype, ct);
+    struct tn_tensor *t = g ? bce_operand(target, true, sq, nsq, self->dtype, ct) : NULL;
     struct tn_tensor *w = t && weight ? bce_operand(weight, false, self->sizes, self->ndim,
-                                                    weight->dtype)
+                                                    weight->dtype, ct)
                                       : NULL;
-    struct tn_tensor *x = t && (!weight || w) ? tn__nn_f64(self) : NULL;
-    struct tn_tensor *gi = x ? tn_empty(self->sizes, self->ndim, TN_FLOAT64) : NULL;
+    struct tn_tensor *x = t && (!weight || w) ? tn__nn_as(self, ct) : NULL;
+    struct tn_tensor *gi = x ? tn_empty(self->sizes, self->ndim, ct) : NULL;
     struct tn_tensor *e = gi ? tn_full(NULL, 0, tn_float((float)1e-12), self->dtype) : NULL;
     if (!e) {
         tn_release(gi);
@@ -286,10 +318,12 @@ struct tn_tensor *tn__cpu_binary_cross_entropy_backward(tn_keyset ks,
         return NULL;
     }
     double eps = tn_item_double(e), n = reduction == TN_REDUCTION_MEAN ? (double)tn_numel(x) : 1;
-    const double *gp = tn_data(g), *tp = tn_data(t), *wp = w ? tn_data(w) : NULL, *xp = tn_data(x);
-    double *ip = tn_data(gi);
-    for (int64_t i = 0; i < tn_numel(x); i++)
-        ip[i] = gp[i] * (xp[i] - tp[i]) / fmax((1 - xp[i]) * xp[i], eps) * (wp ? wp[i] : 1) / n;
+    const void *wp = w ? tn_data(w) : NULL;
+    if (ct == TN_FLOAT32)
+        bce_grad_f32(tn_numel(x), tn_data(g), tn_data(x), tn_data(t), wp, (float)eps, (float)n,
+                     tn_data(gi));
+    else
+        bce_grad_f64(tn_numel(x), tn_data(g), tn_data(x), tn_data(t), wp, eps, n, tn_data(gi));
     tn__nn_drop(0, g, t, w, e);
     tn_release(x);
     return tn__nn_to(gi, self->dtype);
