@@ -135,6 +135,59 @@ fail:
     return NULL;
 }
 
+/* max() and min(): amax's rule over every element (PyTorch's
+ * evenly_distribute_backward) */
+struct tn_tensor *tn__evenly_distribute_bw(const struct tn_tensor *grad,
+                                           const struct tn_tensor *self,
+                                           const struct tn_tensor *result)
+{
+    return tn__amax_backward(grad, self, result, NULL, 0, false);
+}
+
+/* var.correction: 2 (self - mean) / (N - correction) times grad (restored
+ * to self's dims), N the count of elements reduced into each result */
+struct tn_tensor *tn__var_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                   const int64_t *dim, int dim_len,
+                                   const struct tn_scalar *correction, bool keepdim)
+{
+    int64_t n = 1;
+    for (int d = 0; d < self->ndim; d++) {
+        bool in = all_dims(dim, dim_len);
+        for (int i = 0; i < dim_len && !in; i++)
+            in = tn_wrap_dim(dim[i], self->ndim) == d;
+        n *= in ? self->sizes[d] : 1;
+    }
+    double c = correction ? tn_scalar_to_double(*correction) : 1.0;
+    struct tn_tensor *g = NULL, *mean = NULL, *d = NULL;
+    STEP(g, restore_dims(grad, self->ndim, dim, dim_len, keepdim));
+    STEP(mean, all_dims(dim, dim_len) ? tn_mean(self, TN_DTYPE_UNSET)
+                                      : tn_mean_dim(self, dim, dim_len, true, TN_DTYPE_UNSET));
+    STEP(d, tn_sub(self, mean, tn_int(1)));
+    STEP(d, tn_mul_scalar(d, tn_float(2.0 / (double)(n - c))));
+    STEP(g, tn_mul(g, d));
+    drop(2, mean, d);
+    return g;
+fail:
+    drop(3, g, mean, d);
+    return NULL;
+}
+
+/* std.correction: var's gradient of grad / (2 result) */
+struct tn_tensor *tn__std_backward(const struct tn_tensor *result, const struct tn_tensor *grad,
+                                   const struct tn_tensor *self, const int64_t *dim,
+                                   int dim_len, const struct tn_scalar *correction, bool keepdim)
+{
+    struct tn_tensor *h = NULL, *g = NULL;
+    STEP(h, tn_mul_scalar(result, tn_int(2)));
+    STEP(h, tn_div(grad, h));
+    STEP(g, tn__var_backward(h, self, dim, dim_len, correction, keepdim));
+    drop(1, h);
+    return g;
+fail:
+    drop(2, h, g);
+    return NULL;
+}
+
 /* the second derivative of softmax, for `output` of _softmax_backward_data:
  * grad (grad_output - sum(grad_output output)) - grad_output sum(grad output) */
 struct tn_tensor *tn__softmax_double_bw(const struct tn_tensor *grad,

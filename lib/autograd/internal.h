@@ -112,7 +112,7 @@ int tn__ad_check_inplace(const struct tn_tensor *self);
 int tn__ad_commit_inplace(struct tn_tensor *self, struct tn_tensor *out);
 
 /* The core's hooks (views.c, node.c). */
-int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view);
+int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view, const char *grad_fn);
 int tn__ad_after_inplace(struct tn_tensor *dst, const struct tn_tensor *src);
 /* view (of a base) was written in place with `value` (NULL for fill_):
  * the base takes a CopySlices node, the view a view of it. */
@@ -149,6 +149,15 @@ struct tn_tensor *tn__mean_all_bw(const struct tn_tensor *grad, const int64_t *s
 struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
                                     const struct tn_tensor *result, const int64_t *dim,
                                     int dim_len, bool keepdim);
+struct tn_tensor *tn__evenly_distribute_bw(const struct tn_tensor *grad,
+                                           const struct tn_tensor *self,
+                                           const struct tn_tensor *result);
+struct tn_tensor *tn__var_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                   const int64_t *dim, int dim_len,
+                                   const struct tn_scalar *correction, bool keepdim);
+struct tn_tensor *tn__std_backward(const struct tn_tensor *result, const struct tn_tensor *grad,
+                                   const struct tn_tensor *self, const int64_t *dim,
+                                   int dim_len, const struct tn_scalar *correction, bool keepdim);
 struct tn_tensor *tn__zeros(const struct tn_tensor *like);
 struct tn_tensor *tn__softmax_double_bw(const struct tn_tensor *grad,
                                         const struct tn_tensor *grad_output,

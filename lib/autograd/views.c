@@ -253,7 +253,7 @@ static void geom_of(struct geom *g, const struct tn_tensor *in, const struct tn_
     memcpy(g->v_strides, view->strides, sizeof(int64_t) * (size_t)view->ndim);
 }
 
-int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view)
+int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view, const char *grad_fn)
 {
     if (!tn_is_grad_enabled()) {
         view->requires_grad = false;
@@ -261,7 +261,7 @@ int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view)
     }
     struct geom g;
     geom_of(&g, in, view);
-    return record(view, in, &g, "ViewBackward0", scatter_apply);
+    return record(view, in, &g, grad_fn ? grad_fn : "ViewBackward0", scatter_apply);
 }
 
 /* PyTorch's CopySlices: after an in-place write into a view, the base's
@@ -306,7 +306,7 @@ int tn__ad_copy_slices(struct tn_tensor *view, const struct tn_tensor *value)
     if (rc == TN_OK) {
         tn__ad_set_history(base, &n->n, 0);
         /* the view now reads the base's new history */
-        rc = tn__ad_on_view(base, view);
+        rc = tn__ad_on_view(base, view, "AsStridedBackward0");
     }
     tn__node_release(&n->n);
     return rc;

@@ -67,9 +67,10 @@ struct tn_tensor *tn__tensor_alloc(void);
 void tn__tensor_free(struct tn_tensor *t);
 
 /* A view of `base` with new geometry (the view keeps base's storage, dtype,
- * device and requires_grad, and records base). */
+ * device and requires_grad, and records base); grad_fn: the name of the
+ * node autograd records for it, PyTorch's (TransposeBackward0). */
 struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, const int64_t *sizes,
-                                const int64_t *strides, int ndim);
+                                const int64_t *strides, int ndim, const char *grad_fn);
 
 /* Checks a sizes array (no negative size, numel fits in int64). Returns 0 or
  * an error naming `what`. Writes numel to *numel when not NULL. */
@@ -103,8 +104,9 @@ int tn__scalar_check(struct tn_scalar s, enum tn_dtype dtype);
  * until lib/autograd loads; each is called only for tensors that require
  * grad). Each returns 0 or a negative tn_status. */
 struct tn_autograd_hooks {
-    /* `view` (sharing in's storage) was made from `in` */
-    int (*on_view)(const struct tn_tensor *in, struct tn_tensor *view);
+    /* `view` (sharing in's storage) was made from `in` by the op whose
+     * node PyTorch names grad_fn */
+    int (*on_view)(const struct tn_tensor *in, struct tn_tensor *view, const char *grad_fn);
     /* dst is about to be written in place: PyTorch's leaf checks */
     int (*check_inplace)(const struct tn_tensor *dst);
     /* dst was written in place from src (NULL for fill_) */

@@ -80,7 +80,7 @@ struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype d
 }
 
 struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, const int64_t *sizes,
-                                const int64_t *strides, int ndim)
+                                const int64_t *strides, int ndim, const char *grad_fn)
 {
     struct tn_tensor *v = tn__tensor_make(base->storage, offset, sizes, strides, ndim, base->dtype);
     if (!v)
@@ -88,7 +88,7 @@ struct tn_tensor *tn__view_make(const struct tn_tensor *base, int64_t offset, co
     v->requires_grad = base->requires_grad;
     /* Record the root of the view chain, as PyTorch's _base does. */
     v->base = tn_retain((struct tn_tensor *)(base->base ? base->base : base));
-    if (v->requires_grad && tn__autograd_hooks && tn__autograd_hooks->on_view(base, v) < 0) {
+    if (v->requires_grad && tn__autograd_hooks && tn__autograd_hooks->on_view(base, v, grad_fn) < 0) {
         tn_release(v);
         return NULL;
     }

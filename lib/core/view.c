@@ -172,7 +172,7 @@ struct tn_tensor *tn_view(const struct tn_tensor *t, const int64_t *sizes, int n
                                 "Use .reshape(...) instead.");
         return NULL;
     }
-    return tn__view_make(t, t->offset, shape, strides, ndim);
+    return tn__view_make(t, t->offset, shape, strides, ndim, "ViewBackward0");
 }
 
 struct tn_tensor *tn_reshape(const struct tn_tensor *t, const int64_t *sizes, int ndim)
@@ -182,7 +182,7 @@ struct tn_tensor *tn_reshape(const struct tn_tensor *t, const int64_t *sizes, in
         tn_check_numel(shape, ndim) != TN_OK)
         return NULL;
     if (tn__compute_view_strides(t->sizes, t->strides, t->ndim, shape, ndim, strides))
-        return tn__view_make(t, t->offset, shape, strides, ndim);
+        return tn__view_make(t, t->offset, shape, strides, ndim, "ViewBackward0");
     /* No view exists: reshape a contiguous copy (not a view of t). */
     struct tn_tensor *c = tn_contiguous(t);
     if (!c)
@@ -191,7 +191,7 @@ struct tn_tensor *tn_reshape(const struct tn_tensor *t, const int64_t *sizes, in
     if (r && c->requires_grad && tn__autograd_hooks) {
         /* a view of the copy, for autograd (which made c's history) */
         r->requires_grad = true;
-        if (tn__autograd_hooks->on_view(c, r) < 0) {
+        if (tn__autograd_hooks->on_view(c, r, "UnsafeViewBackward0") < 0) {
             tn_release(r);
             r = NULL;
         }
@@ -225,10 +225,11 @@ struct tn_tensor *tn_permute(const struct tn_tensor *t, const int64_t *dims, int
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
-    return tn__view_make(t, t->offset, sizes, strides, ndim);
+    return tn__view_make(t, t->offset, sizes, strides, ndim, "PermuteBackward0");
 }
 
-struct tn_tensor *tn_transpose(const struct tn_tensor *t, int64_t dim0, int64_t dim1)
+static struct tn_tensor *transpose_as(const struct tn_tensor *t, int64_t dim0, int64_t dim1,
+                                      const char *grad_fn)
 {
     int d0 = tn_wrap_dim(dim0, t->ndim);
     int d1 = d0 < 0 ? -1 : tn_wrap_dim(dim1, t->ndim);
@@ -243,7 +244,12 @@ struct tn_tensor *tn_transpose(const struct tn_tensor *t, int64_t dim0, int64_t 
         strides[d0] = t->strides[d1];
         strides[d1] = t->strides[d0];
     }
-    return tn__view_make(t, t->offset, sizes, strides, t->ndim);
+    return tn__view_make(t, t->offset, sizes, strides, t->ndim, grad_fn);
+}
+
+struct tn_tensor *tn_transpose(const struct tn_tensor *t, int64_t dim0, int64_t dim1)
+{
+    return transpose_as(t, dim0, dim1, "TransposeBackward0");
 }
 
 struct tn_tensor *tn_t(const struct tn_tensor *t)
@@ -253,7 +259,7 @@ struct tn_tensor *tn_t(const struct tn_tensor *t)
                      t->ndim);
         return NULL;
     }
-    return tn_transpose(t, 0, t->ndim < 2 ? 0 : 1);
+    return transpose_as(t, 0, t->ndim < 2 ? 0 : 1, "TBackward0");
 }
 
 /* "torch.FloatTensor": the legacy type name PyTorch's expand error prints. */
@@ -325,7 +331,7 @@ struct tn_tensor *tn_expand(const struct tn_tensor *t, const int64_t *sizes, int
      * size it builds the tensor anyway, which tensorkit never does. */
     if (tn_check_numel(rs, ndim) != TN_OK)
         return NULL;
-    return tn__view_make(t, t->offset, rs, rst, ndim);
+    return tn__view_make(t, t->offset, rs, rst, ndim, "ExpandBackward0");
 }
 
 struct tn_tensor *tn_broadcast_to(const struct tn_tensor *t, const int64_t *sizes, int ndim)
@@ -370,7 +376,8 @@ struct tn_tensor *tn_slice(const struct tn_tensor *t, int64_t dim, int64_t start
                      tn_shape_format(strides, t->ndim, b, sizeof b));
         return NULL;
     }
-    return tn__view_make(t, t->offset + start * t->strides[d], sizes, strides, t->ndim);
+    return tn__view_make(t, t->offset + start * t->strides[d], sizes, strides, t->ndim,
+                         "SliceBackward0");
 }
 
 /* narrow follows PyTorch 2.x, which checks the length first and names a
@@ -433,11 +440,13 @@ struct tn_tensor *tn_select(const struct tn_tensor *t, int64_t dim, int64_t inde
         sizes[k] = t->sizes[i];
         strides[k++] = t->strides[i];
     }
-    return tn__view_make(t, t->offset + index * t->strides[d], sizes, strides, k);
+    return tn__view_make(t, t->offset + index * t->strides[d], sizes, strides, k,
+                         "SelectBackward0");
 }
 
 /* A view of t without the dims marked in `drop`. */
-static struct tn_tensor *tn_drop_dims(const struct tn_tensor *t, const bool *drop)
+static struct tn_tensor *tn_drop_dims(const struct tn_tensor *t, const bool *drop,
+                                      const char *grad_fn)
 {
     int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
     int k = 0;
@@ -447,7 +456,7 @@ static struct tn_tensor *tn_drop_dims(const struct tn_tensor *t, const bool *dro
         sizes[k] = t->sizes[i];
         strides[k++] = t->strides[i];
     }
-    return tn__view_make(t, t->offset, sizes, strides, k);
+    return tn__view_make(t, t->offset, sizes, strides, k, grad_fn);
 }
 
 struct tn_tensor *tn_squeeze(const struct tn_tensor *t)
@@ -455,7 +464,7 @@ struct tn_tensor *tn_squeeze(const struct tn_tensor *t)
     bool drop[TN_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++)
         drop[i] = t->sizes[i] == 1;
-    return tn_drop_dims(t, drop);
+    return tn_drop_dims(t, drop, "SqueezeBackward0");
 }
 
 /* squeeze(dims) as PyTorch 2.x has it (1.13 takes a single dim only): every
@@ -475,7 +484,8 @@ struct tn_tensor *tn_squeeze_dims(const struct tn_tensor *t, const int64_t *dims
         if (t->ndim)
             drop[d] = t->sizes[d] == 1;
     }
-    return tn_drop_dims(t, drop);
+    /* squeeze.dim's node, or 2.x's squeeze.dims' */
+    return tn_drop_dims(t, drop, ndims == 1 ? "SqueezeBackward1" : "SqueezeBackward2");
 }
 
 struct tn_tensor *tn_unsqueeze(const struct tn_tensor *t, int64_t dim)
@@ -493,7 +503,7 @@ struct tn_tensor *tn_unsqueeze(const struct tn_tensor *t, int64_t dim)
             strides[i] = t->strides[k++];
         }
     }
-    return tn__view_make(t, t->offset, sizes, strides, t->ndim + 1);
+    return tn__view_make(t, t->offset, sizes, strides, t->ndim + 1, "UnsqueezeBackward0");
 }
 
 struct tn_tensor *tn_flatten(const struct tn_tensor *t, int64_t start_dim, int64_t end_dim)
@@ -508,8 +518,8 @@ struct tn_tensor *tn_flatten(const struct tn_tensor *t, int64_t start_dim, int64
     }
     if (t->ndim == 0)
         return tn_reshape(t, TN_SHAPE(1));
-    if (s == e)
-        return tn__view_make(t, t->offset, t->sizes, t->strides, t->ndim);
+    if (s == e) /* self itself, as PyTorch's */
+        return tn_retain((struct tn_tensor *)t);
     /* The flattened size is the product itself, not a -1: with a size-0 dim
      * elsewhere a -1 could take any value. */
     int64_t shape[TN_MAX_DIMS], n = 1;
@@ -630,7 +640,7 @@ struct tn_tensor *tn_as_strided(const struct tn_tensor *t, const int64_t *sizes,
         tn_set_error(TN_ESHAPE, "Tensor: invalid storage offset %lld", (long long)storage_offset);
         return NULL;
     }
-    return tn__view_make(t, storage_offset, sizes, strides, ndim);
+    return tn__view_make(t, storage_offset, sizes, strides, ndim, "AsStridedBackward0");
 }
 
 struct tn_tensor *tn_diagonal(const struct tn_tensor *t, int64_t offset, int64_t dim1,
@@ -666,7 +676,7 @@ struct tn_tensor *tn_diagonal(const struct tn_tensor *t, int64_t offset, int64_t
     }
     sizes[k] = size;
     strides[k++] = t->strides[d1] + t->strides[d2];
-    return tn__view_make(t, off, sizes, strides, k);
+    return tn__view_make(t, off, sizes, strides, k, "DiagonalBackward0");
 }
 
 /* unfold follows PyTorch 2.x, which refuses a negative size in its own words
@@ -697,5 +707,5 @@ struct tn_tensor *tn_unfold(const struct tn_tensor *t, int64_t dim, int64_t size
     }
     sizes[t->ndim] = size;
     strides[t->ndim] = t->ndim == 0 ? 1 : t->strides[d];
-    return tn__view_make(t, t->offset, sizes, strides, t->ndim + 1);
+    return tn__view_make(t, t->offset, sizes, strides, t->ndim + 1, "UnfoldBackward0");
 }

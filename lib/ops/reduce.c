@@ -231,12 +231,13 @@ struct tn_tensor *tn__composite_std(tn_keyset ks, const struct tn_tensor *self, 
     return r;
 }
 
-/* The older overloads: unbiased picks a correction of 1 or 0. */
+/* The older overloads: unbiased picks a correction of 1 or 0 (through the
+ * dispatcher, so that autograd records var.correction's node). */
 struct tn_tensor *tn__composite_var_unbiased(tn_keyset ks, const struct tn_tensor *self,
                                              bool unbiased)
 {
     struct tn_scalar c = tn_int(unbiased);
-    return tn__composite_var(ks, self, NULL, 0, &c, false);
+    return tn_var_correction(self, NULL, 0, &c, false);
 }
 
 struct tn_tensor *tn__composite_var_dim(tn_keyset ks, const struct tn_tensor *self,
@@ -244,14 +245,14 @@ struct tn_tensor *tn__composite_var_dim(tn_keyset ks, const struct tn_tensor *se
                                         bool keepdim)
 {
     struct tn_scalar c = tn_int(unbiased);
-    return tn__composite_var(ks, self, dim, dim_len, &c, keepdim);
+    return tn_var_correction(self, dim, dim_len, &c, keepdim);
 }
 
 struct tn_tensor *tn__composite_std_unbiased(tn_keyset ks, const struct tn_tensor *self,
                                              bool unbiased)
 {
     struct tn_scalar c = tn_int(unbiased);
-    return tn__composite_std(ks, self, NULL, 0, &c, false);
+    return tn_std_correction(self, NULL, 0, &c, false);
 }
 
 struct tn_tensor *tn__composite_std_dim(tn_keyset ks, const struct tn_tensor *self,
@@ -259,7 +260,7 @@ struct tn_tensor *tn__composite_std_dim(tn_keyset ks, const struct tn_tensor *se
                                         bool keepdim)
 {
     struct tn_scalar c = tn_int(unbiased);
-    return tn__composite_std(ks, self, dim, dim_len, &c, keepdim);
+    return tn_std_correction(self, dim, dim_len, &c, keepdim);
 }
 
 /* max() and min() of every element: amax/amin over all dims (NaN wins, the
