@@ -224,12 +224,14 @@ int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool 
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *fn = &s->funcs[i];
         comment(f, fn);
+        if (fn->manual_binding) /* lib/core's function is the public one */
+            fputs("#ifdef TN_OPS_NATIVE\n", f);
         fprintf(f, "%s %s(", ret_type(fn), fn->cname);
         if (!fn->nargs)
             fputs("void", f);
         params(f, fn, 0, fn->nargs, false);
         ret_params(f, fn); /* (tg_check_generatable: never without arguments) */
-        fputs(");\n", f);
+        fputs(fn->manual_binding ? ");\n#endif\n" : ");\n", f);
         /* below a key: an Autograd kernel calls this with its key removed */
         fprintf(f, "%s tn_redispatch_%s(tn_keyset ks", ret_type(fn), fn->ident);
         params(f, fn, 0, fn->nargs, true);
