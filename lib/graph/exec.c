@@ -47,11 +47,28 @@ static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
     memset(iv, 0, sizeof *iv);
     switch (a->kind) {
     case TN_GARG_NONE:
-    case TN_GARG_LAYOUT:
-    case TN_GARG_MEMORY_FORMAT:
-    case TN_GARG_DEVICE:
         iv->tag = TN_IV_NONE; /* checked: only optional arguments take these */
         return TN_OK;
+    case TN_GARG_DEVICE: /* as text ("cuda:1"), where the schema boxes it so */
+        iv->tag = as->tag == TN_IV_STR ? TN_IV_STR : TN_IV_NONE;
+        iv->v.str = a->s;
+        return TN_OK;
+    case TN_GARG_LAYOUT:
+    case TN_GARG_MEMORY_FORMAT: {
+        /* torch.export's enum values to PyTorch's c10 ones (what our ops
+         * take): Layout Strided 7 -> 0; MemoryFormat Contiguous 1 -> 0,
+         * Preserve 4 -> 1, ChannelsLast(3d) 2, 3 kept; Unknown 0 -> None,
+         * as for an argument the schema boxes as None (clone's) */
+        static const int64_t mf[] = {-1, 0, 2, 3, 1};
+        int64_t x = it->i;
+        if (a->kind == TN_GARG_LAYOUT)
+            x = x == 7 ? 0 : x == 0 ? -1 : x;
+        else
+            x = x >= 0 && x <= 4 ? mf[x] : x;
+        iv->tag = as->tag == TN_IV_INT && x >= 0 ? TN_IV_INT : TN_IV_NONE;
+        iv->v.i = x;
+        return TN_OK;
+    }
     case TN_GARG_TENSOR:
         iv->tag = TN_IV_TENSOR;
         iv->v.t = slots[it->value].t;

@@ -2,8 +2,9 @@
 # tcompile on the ops F.interpolate, Conv1d(padding="same"), .to(dtype) and
 # torch.fill export to: a torch.export graph (PyTorch 2.x,
 # tests/fixtures/graph_misc.py) with conv1d.padding, upsample_nearest2d.vec
-# (as_floats scale factors), upsample_bilinear2d.vec, to.dtype with the
-# _assert_tensor_metadata nodes 2.x adds after it, and fill.Scalar.
+# (as_floats scale factors), upsample_bilinear2d.vec, to.dtype and
+# to.device (as_device, as_memory_format) with the _assert_tensor_metadata
+# nodes 2.x adds after them, and fill.Scalar.
 
 load helper
 
@@ -11,7 +12,7 @@ setup() {
     F="$TN_SRCDIR/tests/fixtures/graph/torch2/misc"
 }
 
-@test "check: conv1d.padding, upsample .vec (float[] scale factors), to.dtype, fill.Scalar are accepted" {
+@test "check: conv1d.padding, upsample .vec (float[] scale factors), to.dtype, to.device, fill.Scalar are accepted" {
     run tcompile check "$F.json"
     assert_success
     assert_output --partial "ok (11 nodes, 3 inputs, 4 outputs)"
