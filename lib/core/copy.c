@@ -344,6 +344,8 @@ struct tn_tensor *tn_to_dtype(const struct tn_tensor *t, enum tn_dtype dtype)
         tn_release(r);
         return NULL;
     }
+    if (r && r->grad_fn) /* the copy's node, r's alone: PyTorch's name for it */
+        ((struct tn_node_header *)r->grad_fn)->name = "ToCopyBackward0";
     return r;
 }
 
