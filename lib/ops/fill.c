@@ -12,9 +12,17 @@
 /* PyTorch's c10::MemoryFormat and c10::Layout values. */
 enum { MF_CONTIGUOUS = 0, MF_PRESERVE = 1, LAYOUT_STRIDED = 0 };
 
+/* A meta tensor (tcompile check's shape pass) has no data to write. */
+static bool no_data(const struct tn_tensor *t) { return t->device.type == TN_DEVICE_META; }
+
+static int fill_data(struct tn_tensor *t, struct tn_scalar value)
+{
+    return no_data(t) ? TN_OK : tn_fill_(t, value);
+}
+
 int tn__composite_fill_scalar_(tn_keyset ks, struct tn_tensor *self, struct tn_scalar value)
 {
-    return tn_fill_(self, value);
+    return fill_data(self, value);
 }
 
 /* As PyTorch 2.x: a copy of the 0-dim value (converted without an
@@ -24,19 +32,19 @@ int tn__composite_fill_(tn_keyset ks, struct tn_tensor *self, const struct tn_te
     if (value->ndim != 0)
         return tn_set_error(TN_ESHAPE, "fill_ only supports 0-dimension value tensor but got "
                             "tensor with %d dimensions.", value->ndim);
-    return tn_copy_(self, value);
+    return no_data(self) ? TN_OK : tn_copy_(self, value);
 }
 
 int tn__composite_zero_(tn_keyset ks, struct tn_tensor *self)
 {
-    return tn_fill_(self, tn_int(0));
+    return fill_data(self, tn_int(0));
 }
 
 /* at::fill: empty_like(self) (strides kept) filled */
 static struct tn_tensor *filled_like(const struct tn_tensor *self, struct tn_scalar v)
 {
     struct tn_tensor *r = tn_empty_like(self, TN_DTYPE_UNSET);
-    if (r && tn_fill_(r, v) < 0) {
+    if (r && fill_data(r, v) < 0) {
         tn_release(r);
         return NULL;
     }
@@ -88,7 +96,7 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
                               ? tn_empty_like(self, dt)
                               : tn_empty_on(self->sizes, self->ndim, dt,
                                             moves ? *device : self->device);
-    if (r && tn_copy_(r, self) < 0) {
+    if (r && !no_data(r) && tn_copy_(r, self) < 0) {
         tn_release(r);
         return NULL;
     }

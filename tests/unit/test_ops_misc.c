@@ -131,12 +131,34 @@ static void test_autograd(void **state)
     tn_release(x);
 }
 
+/* On the meta device (tcompile check's shape pass) fill, zero and the
+ * conversions give results of the right shape and dtype, as PyTorch's meta
+ * kernels, instead of failing for want of data. */
+static void test_meta(void **state)
+{
+    const struct tn_device meta = {TN_DEVICE_META, -1};
+    struct tn_tensor *x = tn_empty_on(TN_SHAPE(2, 3), TN_FLOAT32, meta), *r[3];
+    assert_non_null(r[0] = tn_fill_scalar(x, tn_float(1.5)));
+    assert_non_null(r[1] = tn_zero(x));
+    assert_non_null(r[2] = tn_to_device(x, &meta, TN_FLOAT64, false, false, NULL));
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(r[k]->device.type, TN_DEVICE_META);
+        assert_int_equal(r[k]->ndim, 2);
+        assert_int_equal(r[k]->dtype, k == 2 ? TN_FLOAT64 : TN_FLOAT32);
+        tn_release(r[k]);
+    }
+    assert_int_equal(tn_zero_(x), 0);
+    assert_int_equal(tn_fill_scalar_(x, tn_int(2)), 0);
+    tn_release(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_aliasing),
         cmocka_unit_test(test_autograd),
+        cmocka_unit_test(test_meta),
     };
     return TN_RUN_TESTS(tests);
 }
