@@ -146,8 +146,9 @@ CONV_PADDING(conv2d, 2)
 
 /* ------------------------------------------------------------ upsample */
 
-/* PyTorch's compute_output_size and get_scale_value for a 4-D input: the
- * output size given, or floor(size * scale) with the scales passed on. */
+/* PyTorch's compute_output_size and get_scale_value: the output size given,
+ * or floor(size * scale) with the first two scales passed on; the kernel
+ * checks the lengths it needs. Returns the size's length. */
 static int upsample_size(const struct tn_tensor *input, const int64_t *output_size, int osz_len,
                          const double *scales, int scales_len, int64_t *osize,
                          const double **sh, const double **sw)
@@ -158,19 +159,21 @@ static int upsample_size(const struct tn_tensor *input, const int64_t *output_si
         return tn_set_error(TN_EINVAL, "Must specify exactly one of output_size and "
                             "scale_factors");
     int len = output_size ? osz_len : scales_len;
-    if (len != spatial || spatial != 2)
+    if (len != spatial)
         return tn_set_error(TN_EINVAL, "Expected static_cast<int64_t>(%s->size()) == "
                             "spatial_dimensions to be true, but got false.  (Could this error "
                             "message be improved?  If so, please report an enhancement request "
                             "to PyTorch.)", output_size ? "output_size" : "scale_factors");
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < len; i++)
         osize[i] = output_size ? output_size[i]
                                : (int64_t)((double)input->sizes[i + 2] * scales[i]);
+    if (scales && len < 2)
+        return tn_set_error(TN_EINVAL, "ArrayRef: invalid index Index = 1; Length = %d", len);
     if (scales) {
         *sh = &scales[0];
         *sw = &scales[1];
     }
-    return TN_OK;
+    return len;
 }
 
 static struct tn_tensor *upsample_vec(bool bilinear, const struct tn_tensor *input,
@@ -178,13 +181,14 @@ static struct tn_tensor *upsample_vec(bool bilinear, const struct tn_tensor *inp
                                       bool align_corners, const double *scale_factors,
                                       int scale_factors_len)
 {
-    int64_t osize[2];
+    int64_t osize[TN_MAX_DIMS];
     const double *sh, *sw;
-    if (upsample_size(input, output_size, output_size_len, scale_factors, scale_factors_len,
-                      osize, &sh, &sw) < 0)
+    int n = upsample_size(input, output_size, output_size_len, scale_factors, scale_factors_len,
+                          osize, &sh, &sw);
+    if (n < 0)
         return NULL;
-    return bilinear ? tn_upsample_bilinear2d(input, osize, 2, align_corners, sh, sw)
-                    : tn_upsample_nearest2d(input, osize, 2, sh, sw);
+    return bilinear ? tn_upsample_bilinear2d(input, osize, n, align_corners, sh, sw)
+                    : tn_upsample_nearest2d(input, osize, n, sh, sw);
 }
 
 struct tn_tensor *tn__composite_upsample_nearest2d_vec(tn_keyset ks,
