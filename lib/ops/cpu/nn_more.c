@@ -8,6 +8,7 @@
 #include <config.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/nn_internal.h"
@@ -261,42 +262,83 @@ UP_LINEAR(double)
 
 /* forward (bw false: src planes ih x iw -> dst oh x ow) or backward (bw:
  * the gradient of the output scattered back onto the input) of one mode,
- * over the dtype T. */
+ * over the dtype T: the source rows and columns of each output row and
+ * column (and their weights) computed once, then the planes on the thread
+ * pool, each independent of the others. */
 #define UP_KERNEL(T)                                                                           \
-    static void up_##T(bool bilinear, bool bw, const T *src, T *dst, int64_t planes,           \
-                       int64_t ih, int64_t iw, int64_t oh, int64_t ow, bool align,             \
-                       const double *sh, const double *sw)                                     \
+    struct up_job_##T {                                                                        \
+        bool bilinear, bw;                                                                     \
+        const T *src;                                                                          \
+        T *dst;                                                                                \
+        int64_t ih, iw, oh, ow;                                                                \
+        const int64_t *yi, *xi; /* y0, y1 of row y at 2y, 2y + 1; x0, x1 likewise */           \
+        const T *yl, *xl;       /* their weights */                                            \
+    };                                                                                         \
+    static void up_planes_##T(int64_t pb, int64_t pe, void *arg)                               \
     {                                                                                          \
-        for (int64_t y = 0; y < oh; y++)                                                       \
-            for (int64_t x = 0; x < ow; x++) {                                                 \
-                int64_t y0, y1, x0, x1;                                                        \
-                T a0 = 1, a1 = 0, b0 = 1, b1 = 0;                                              \
-                if (bilinear) {                                                                \
-                    linear_src_##T(y, ih, oh, align, sh, &y0, &y1, &a0, &a1);                  \
-                    linear_src_##T(x, iw, ow, align, sw, &x0, &x1, &b0, &b1);                  \
-                } else {                                                                       \
-                    y0 = y1 = nearest_src(y, ih, oh, sh);                                      \
-                    x0 = x1 = nearest_src(x, iw, ow, sw);                                      \
-                }                                                                              \
-                for (int64_t p = 0; p < planes; p++) {                                         \
+        const struct up_job_##T *j = arg;                                                      \
+        int64_t ih = j->ih, iw = j->iw, oh = j->oh, ow = j->ow;                                \
+        for (int64_t p = pb; p < pe; p++)                                                      \
+            for (int64_t y = 0; y < oh; y++) {                                                 \
+                int64_t y0 = j->yi[2 * y], y1 = j->yi[2 * y + 1];                              \
+                T a0 = j->yl[2 * y], a1 = j->yl[2 * y + 1];                                    \
+                for (int64_t x = 0; x < ow; x++) {                                             \
+                    int64_t x0 = j->xi[2 * x], x1 = j->xi[2 * x + 1];                          \
+                    T b0 = j->xl[2 * x], b1 = j->xl[2 * x + 1];                                \
                     int64_t ip = p * ih * iw, op = p * oh * ow + y * ow + x;                   \
-                    if (!bw) {                                                                 \
-                        const T *s = src + ip;                                                 \
-                        dst[op] = bilinear ? a0 * (b0 * s[y0 * iw + x0] + b1 * s[y0 * iw + x1]) \
-                                                 + a1 * (b0 * s[y1 * iw + x0] +                \
-                                                         b1 * s[y1 * iw + x1])                 \
-                                           : s[y0 * iw + x0];                                  \
-                    } else if (bilinear) {                                                     \
-                        T g = src[op], *d = dst + ip;                                          \
+                    if (!j->bw) {                                                              \
+                        const T *s = j->src + ip;                                              \
+                        j->dst[op] = j->bilinear                                               \
+                                         ? a0 * (b0 * s[y0 * iw + x0] + b1 * s[y0 * iw + x1])  \
+                                               + a1 * (b0 * s[y1 * iw + x0] +                  \
+                                                       b1 * s[y1 * iw + x1])                   \
+                                         : s[y0 * iw + x0];                                    \
+                    } else if (j->bilinear) {                                                  \
+                        T g = j->src[op], *d = j->dst + ip;                                    \
                         d[y0 * iw + x0] += a0 * b0 * g;                                        \
                         d[y0 * iw + x1] += a0 * b1 * g;                                        \
                         d[y1 * iw + x0] += a1 * b0 * g;                                        \
                         d[y1 * iw + x1] += a1 * b1 * g;                                        \
                     } else {                                                                   \
-                        dst[ip + y0 * iw + x0] += src[op];                                     \
+                        j->dst[ip + y0 * iw + x0] += j->src[op];                               \
                     }                                                                          \
                 }                                                                              \
             }                                                                                  \
+    }                                                                                          \
+    /* the source index pair and weights of each of the n output positions */                 \
+    static void up_table_##T(bool bilinear, int64_t in, int64_t n, bool align,                 \
+                             const double *scale, int64_t *idx, T *w)                          \
+    {                                                                                          \
+        for (int64_t k = 0; k < n; k++) {                                                      \
+            w[2 * k] = 1, w[2 * k + 1] = 0;                                                    \
+            if (bilinear)                                                                      \
+                linear_src_##T(k, in, n, align, scale, &idx[2 * k], &idx[2 * k + 1],           \
+                               &w[2 * k], &w[2 * k + 1]);                                      \
+            else                                                                               \
+                idx[2 * k] = idx[2 * k + 1] = nearest_src(k, in, n, scale);                    \
+        }                                                                                      \
+    }                                                                                          \
+    static int up_##T(bool bilinear, bool bw, const T *src, T *dst, int64_t planes,            \
+                      int64_t ih, int64_t iw, int64_t oh, int64_t ow, bool align,              \
+                      const double *sh, const double *sw)                                      \
+    {                                                                                          \
+        int64_t *idx = malloc(sizeof *idx * (size_t)(2 * (oh + ow)) + 1);                      \
+        T *w = malloc(sizeof *w * (size_t)(2 * (oh + ow)) + 1);                                \
+        if (!idx || !w) {                                                                      \
+            free(idx);                                                                         \
+            free(w);                                                                           \
+            return tn_set_error(TN_ENOMEM, "upsample: out of memory");                         \
+        }                                                                                      \
+        up_table_##T(bilinear, ih, oh, align, sh, idx, w);                                     \
+        up_table_##T(bilinear, iw, ow, align, sw, idx + 2 * oh, w + 2 * oh);                   \
+        struct up_job_##T j = {bilinear, bw, src, dst, ih, iw, oh, ow,                         \
+                               idx, idx + 2 * oh, w, w + 2 * oh};                              \
+        int64_t per = oh * ow;                                                                 \
+        tn_parallel_for(planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1, \
+                        up_planes_##T, &j);                                                    \
+        free(idx);                                                                             \
+        free(w);                                                                               \
+        return TN_OK;                                                                          \
     }
 UP_KERNEL(float)
 UP_KERNEL(double)
@@ -349,13 +391,15 @@ static struct tn_tensor *upsample(bool bilinear, bool bw, const struct tn_tensor
     }
     if (bw)
         tn_fill_(r, tn_int(0));
-    if (ct == TN_FLOAT32)
-        up_float(bilinear, bw, tn_data(c), tn_data(r), planes, isz[2], isz[3], osz[0], osz[1],
-                 align, sh, sw);
-    else
-        up_double(bilinear, bw, tn_data(c), tn_data(r), planes, isz[2], isz[3], osz[0], osz[1],
-                  align, sh, sw);
+    int rc = ct == TN_FLOAT32 ? up_float(bilinear, bw, tn_data(c), tn_data(r), planes, isz[2],
+                                         isz[3], osz[0], osz[1], align, sh, sw)
+                              : up_double(bilinear, bw, tn_data(c), tn_data(r), planes, isz[2],
+                                          isz[3], osz[0], osz[1], align, sh, sw);
     tn_release(c);
+    if (rc < 0) {
+        tn_release(r);
+        return NULL;
+    }
     return tn__nn_to(r, in->dtype);
 }
 
