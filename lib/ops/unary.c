@@ -189,6 +189,8 @@ struct tn_tensor *tn__composite_clamp_tensor(tn_keyset ks, const struct tn_tenso
     if (self->dtype == TN_COMPLEX64 || (min && min->dtype == TN_COMPLEX64) ||
         (max && max->dtype == TN_COMPLEX64))
         return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types"), NULL;
+    if (min && max && self->dtype == TN_BOOL && min->dtype == TN_BOOL && max->dtype == TN_BOOL)
+        return tn_set_error(TN_EDTYPE, "\"clamp_cpu\" not implemented for 'Bool'"), NULL;
     struct tn_tensor *lo = min ? tn_maximum(self, min) : tn_retain((struct tn_tensor *)self);
     if (!lo || !max)
         return lo;
