@@ -8,7 +8,7 @@
  *   - mm 1024x1024x1024 float32 against cblas_sgemm called directly
  * `bench_ops --dispatch-us` prints only the first number (wall, then CPU
  * time per call) and `bench_ops --ms
- * softmax|sum|conv2d|conv2d_train|conv64|layer_norm` one workload's
+ * softmax|sum|conv2d|conv2d_train|conv64|layer_norm|interpolate` one workload's
  * milliseconds (for the scripts).
  */
 #include <cblas.h>
@@ -140,6 +140,12 @@ static double workload_ms(const char *name)
         tn_release(x);
         tn_release(i);
         tn_release(v);
+    } else if (!strcmp(name, "interpolate")) {
+        /* F.interpolate(x, scale_factor=2, mode="bilinear") of 8x16x64x64 float32 */
+        struct tn_tensor *x = tn_randn(TN_SHAPE(8, 16, 64, 64), TN_FLOAT32, NULL);
+        TN_BENCH_BEST(5, best, tn_release(tn_upsample_bilinear2d_vec(x, NULL, 0, false,
+                                                                      (const double[]){2, 2}, 2)));
+        tn_release(x);
     }
     return best < 0 ? conv_ms(name) : best * 1e3;
 }

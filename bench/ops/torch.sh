@@ -4,6 +4,7 @@
 # images through 1->16->32 channels 3x3 (forward, and forward plus
 # convolution_backward: conv2d_train) and of 32x64x56x56 to 64 channels,
 # x[idx] and an accumulating index_put_ of 10000 rows of 1000x1000 float32,
+# F.interpolate(scale_factor=2, bilinear) of 8x16x64x64 float32,
 # ours against PyTorch (2.x when `python3` has it,
 # else Debian's 1.13) with the same thread count (the machine's cores).
 # Prints milliseconds and the ratio. Run from the build folder.
@@ -12,7 +13,7 @@ n=$(nproc)
 export TN_NUM_THREADS=$n
 py=python3
 python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
-for w in softmax sum layer_norm conv2d conv2d_train conv64 index index_put; do
+for w in softmax sum layer_norm conv2d conv2d_train conv64 index index_put interpolate; do
     ours=$(bench/ops/bench_ops --ms $w)
     theirs=$("$py" - "$w" "$n" <<'PY'
 import sys, time, torch
@@ -30,6 +31,9 @@ elif w == "layer_norm":
 elif w in ("index", "index_put"):
     x, i, v = torch.randn(1000, 1000), torch.randint(0, 1000, (10000,)), torch.randn(10000, 1000)
     f = (lambda: x[i]) if w == "index" else (lambda: x.index_put_((i,), v, accumulate=True))
+elif w == "interpolate":
+    x = torch.randn(8, 16, 64, 64)
+    f = lambda: torch.nn.functional.interpolate(x, scale_factor=2.0, mode="bilinear")
 elif w == "conv64":
     x, w1, b1 = torch.randn(32, 64, 56, 56), torch.randn(64, 64, 3, 3), torch.randn(64)
     f = lambda: torch.conv2d(x, w1, b1, 1, 1)
