@@ -81,10 +81,27 @@ int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tens
 
 int tn__nn_check_float(const char *kernel, const struct tn_tensor *t)
 {
-    if (tn_dtype_is_floating(t->dtype))
+    return tn__nn_check_dtype(kernel, t->dtype, tn_dtype_is_floating(t->dtype));
+}
+
+int tn__nn_check_dtype(const char *kernel, enum tn_dtype dtype, bool ok)
+{
+    if (ok)
         return TN_OK;
     return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
-                        tn_dtype_info(t->dtype)->c10_name);
+                        tn_dtype_info(dtype)->c10_name);
+}
+
+/* The floating dtype self and target compute in (PyTorch's common dtype of
+ * its elementwise losses), or an error naming the kernel. */
+int tn__nn_check_loss_dtype(const char *kernel, const struct tn_tensor *self,
+                            const struct tn_tensor *target)
+{
+    const struct tn_tensor *both[2] = {self, target};
+    enum tn_dtype dt = tn_result_type(both, 2, NULL, 0);
+    if (dt == TN_DTYPE_UNSET)
+        return tn_last_status();
+    return tn__nn_check_dtype(kernel, dt, tn_dtype_is_floating(dt));
 }
 
 /* ---------------------------------------------------------------- losses */

@@ -60,6 +60,10 @@ int tn__nn_conv_transposed_backward(const struct tn_tensor *grad_output,
 
 /* Floating dtypes only: PyTorch's "\"name\" not implemented for 'Long'". */
 int tn__nn_check_float(const char *kernel, const struct tn_tensor *t);
+/* 0, or PyTorch's '"kernel" not implemented for 'Int'' unless ok */
+int tn__nn_check_dtype(const char *kernel, enum tn_dtype dtype, bool ok);
+int tn__nn_check_loss_dtype(const char *kernel, const struct tn_tensor *self,
+                            const struct tn_tensor *target);
 
 /* Intermediate tensors of a decomposition, released together at the end:
  * TN_KEEP(k, x, tn_mul(a, b)) leaves x owned by k or jumps to `fail`. */

@@ -144,6 +144,8 @@ struct tn_tensor *tn__cpu_nll_loss_backward(tn_keyset ks, const struct tn_tensor
 struct tn_tensor *tn__cpu_mse_loss(tn_keyset ks, const struct tn_tensor *self,
                                    const struct tn_tensor *target, int64_t reduction)
 {
+    if (tn__nn_check_loss_dtype("mse_cpu", self, target) < 0)
+        return NULL;
     struct tn_tensor *d = tn_sub(self, target, tn_int(1)), *sq = d ? tn_mul(d, d) : NULL;
     struct tn_tensor *r = sq ? tn__nn_reduce_loss(sq, reduction) : NULL;
     tn__nn_drop(0, d, sq, NULL, NULL);

@@ -27,7 +27,7 @@ struct tn_tensor *tn__cpu_smooth_l1_loss(tn_keyset ks, const struct tn_tensor *s
                                          const struct tn_tensor *target, int64_t reduction,
                                          double beta)
 {
-    if (check_beta(beta) < 0)
+    if (check_beta(beta) < 0 || tn__nn_check_loss_dtype("smooth_l1_cpu", self, target) < 0)
         return NULL;
     if (beta == 0)
         return tn_l1_loss(self, target, reduction);
@@ -91,7 +91,7 @@ int tn__cpu_native_group_norm(tn_keyset ks, const struct tn_tensor *input,
         return tn_set_error(TN_ESHAPE, "Expected number of channels in input to be divisible "
                             "by num_groups, but got C=%lld and num_groups=%lld",
                             (long long)C, (long long)group);
-    int rc = tn__nn_check_float("native_group_norm", input);
+    int rc = tn__nn_check_float("GroupNormKernelImpl", input);
     if (rc < 0)
         return rc;
     int64_t ng[2] = {N, group}, m = C / group * HxW;

@@ -294,9 +294,12 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                                     bool ceil_mode, struct tn_tensor **result0,
                                     struct tn_tensor **result1)
 {
-    struct pool g;
+    struct pool g; /* (integers too, as 2.x: 1.13 refuses them) */
     int rc = pool_geometry("max_pool2d", self, kernel_size, kernel_size_len, stride, stride_len,
                            padding, padding_len, dilation, dilation_len, ceil_mode, &g);
+    if (rc == TN_OK)
+        rc = tn__nn_check_dtype("max_pool2d", self->dtype,
+                                self->dtype != TN_BOOL && self->dtype != TN_COMPLEX64);
     if (rc < 0)
         return rc;
     bool inside = !g.ph && !g.pw && g.dh == 1 && g.dw == 1 && (g.oh - 1) * g.sh + g.kh <= g.h &&
@@ -425,9 +428,11 @@ struct tn_tensor *tn__cpu_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
                                      int padding_len, bool ceil_mode, bool count_include_pad,
                                      const int64_t *divisor_override)
 {
-    struct pool g;
+    struct pool g; /* floating and Long only, as PyTorch's kernel */
     if (avg_geometry(self, kernel_size, kernel_size_len, stride, stride_len, padding, padding_len,
-                     ceil_mode, divisor_override, &g) < 0)
+                     ceil_mode, divisor_override, &g) < 0 ||
+        tn__nn_check_dtype("avg_pool2d", self->dtype,
+                           tn_dtype_is_floating(self->dtype) || self->dtype == TN_INT64) < 0)
         return NULL;
     int64_t os[4];
     out_shape(self, &g, os);
@@ -538,7 +543,7 @@ static int adaptive_check(const struct tn_tensor *self, const int64_t *os, int o
         return tn_set_error(TN_EINVAL, "adaptive_avg_pool2d: elements of output_size must be "
                             "greater than or equal to 0 but received {%lld, %lld}",
                             (long long)os[0], (long long)os[1]);
-    return tn__nn_check_float("adaptive_avg_pool2d_cpu", self);
+    return tn__nn_check_float("adaptive_avg_pool2d", self);
 }
 
 struct tn_tensor *tn__cpu__adaptive_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
