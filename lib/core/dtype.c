@@ -9,9 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
 
 static const struct tn_dtype_info tn_dtype_table[TN_NUM_ALL_DTYPES] = {
 #define TN_X_ROW(E, n, T, s, st, sf, np, sc, k, c10) {TN_##E, #n, s, st, sf, np, sc, (#k)[0], c10},
@@ -519,77 +516,11 @@ static const tn_conv_fn tn_conv_table[][TN_NUM_ALL_DTYPES] = {TN_FOR_EACH_ANY_DT
 _Static_assert(sizeof tn_conv_table / sizeof tn_conv_table[0] == TN_NUM_ALL_DTYPES,
                "TN_SRC_LIST must list every dtype");
 
-/* float32 <-> float16 eight at a time with F16C (round to nearest even,
- * exact the other way), bit for bit what tn_half_from_float and
- * tn_half_to_float give; a block holding a NaN (or, from half, an
- * infinity) takes those functions, for PyTorch's NaN bits. Each returns
- * how many elements it converted. */
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx,f16c"))) static int64_t tn_half_from_f32_f16c(uint16_t *o,
-                                                                       const float *in, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(in + i);
-        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
-            for (int k = 0; k < 8; k++)
-                o[i + k] = tn_half_from_float(in[i + k]).bits;
-        } else {
-            _mm_storeu_si128((__m128i *)(void *)(o + i),
-                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        }
-    }
-    return i;
-}
-
-__attribute__((target("avx,f16c"))) static int64_t tn_f32_from_half_f16c(float *o,
-                                                                       const uint16_t *in,
-                                                                       int64_t n)
-{
-    const __m128i e = _mm_set1_epi16(0x7C00);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(in + i));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, e), e))) {
-            for (int k = 0; k < 8; k++)
-                o[i + k] = tn_half_to_float((tn_half){in[i + k]});
-        } else {
-            _mm256_storeu_ps(o + i, _mm256_cvtph_ps(h));
-        }
-    }
-    return i;
-}
-#endif
-
-static void tn_conv_half_from_f32(char *d, int64_t dstep, const char *s, int64_t sstep, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (dstep == 2 && sstep == 4 && __builtin_cpu_supports("f16c"))
-        i = tn_half_from_f32_f16c((uint16_t *)(void *)d, (const float *)(const void *)s, n);
-#endif
-    tn_conv_table[TN_FLOAT16][TN_FLOAT32](d + i * dstep, dstep, s + i * sstep, sstep, n - i);
-}
-
-static void tn_conv_f32_from_half(char *d, int64_t dstep, const char *s, int64_t sstep, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (dstep == 4 && sstep == 2 && __builtin_cpu_supports("f16c"))
-        i = tn_f32_from_half_f16c((float *)(void *)d, (const uint16_t *)(const void *)s, n);
-#endif
-    tn_conv_table[TN_FLOAT32][TN_FLOAT16](d + i * dstep, dstep, s + i * sstep, sstep, n - i);
-}
-
 /* The strided conversion loop from `src` to `dst` elements (library-internal). */
 static tn_conv_fn tn_conv_lookup(enum tn_dtype ddt, enum tn_dtype sdt)
 {
     if (ddt == TN_BFLOAT16 && sdt == TN_FLOAT32)
         return tn_conv_bf16_from_f32;
-    if (ddt == TN_FLOAT16 && sdt == TN_FLOAT32)
-        return tn_conv_half_from_f32;
-    if (ddt == TN_FLOAT32 && sdt == TN_FLOAT16)
-        return tn_conv_f32_from_half;
     if (ddt == TN_FLOAT16) {
         switch (sdt) {
         case TN_FLOAT8_E5M2: return tn_conv_half_from_float8_e5m2;
