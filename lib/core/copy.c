@@ -332,6 +332,8 @@ struct tn_tensor *tn_clone(const struct tn_tensor *t)
         tn_release(r);
         return NULL;
     }
+    if (r && r->grad_fn) /* the copy's node, r's alone: PyTorch's name for it */
+        ((struct tn_node_header *)r->grad_fn)->name = "CloneBackward0";
     return r;
 }
 
