@@ -356,9 +356,12 @@ static struct tn_tensor *upsample(bool bilinear, bool bw, const struct tn_tensor
                      "%s", tn_shape_format(isz, 4, a, sizeof a));
         return NULL;
     }
-    const char *kernel = bilinear ? "upsample_bilinear2d_out_frame"
-                                  : "upsample_nearest2d_out_frame";
-    bool half = in->dtype == TN_FLOAT16 || in->dtype == TN_BFLOAT16;
+    /* (2.x's kernel names; nearest also copies uint8 images, exactly,
+     * through float32; 2.x's fixed-point uint8 bilinear is not ours) */
+    const char *kernel = bilinear ? "upsample_bilinear2d_channels_last"
+                                  : "upsample_nearest2d_channels_last";
+    bool half = in->dtype == TN_FLOAT16 || in->dtype == TN_BFLOAT16 ||
+                (in->dtype == TN_UINT8 && !bilinear && !bw);
     if (in->dtype != TN_FLOAT32 && in->dtype != TN_FLOAT64 && !half) {
         tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
                      tn_dtype_info(in->dtype)->c10_name);
