@@ -155,6 +155,14 @@ float tn__round16(float x, enum tn_dtype dtype);
 /* Elements above which copies and fills go parallel. */
 #define TN_PARALLEL_GRAIN 32768
 
+/* The grain of tn_parallel_for over items of `work` elements each (planes
+ * of a pool): one item a task once an item is TN_PARALLEL_GRAIN, else
+ * enough items to make that much. */
+static inline int64_t tn__grain_of(int64_t work)
+{
+    return work >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (work + 1) + 1;
+}
+
 /* --- hot paths -----------------------------------------------------------
  * What a call on small tensors does many times, inline: the public
  * tn_numel, tn_is_contiguous, tn_data and tn_contiguous_strides are these

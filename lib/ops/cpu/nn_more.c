@@ -333,9 +333,7 @@ UP_LINEAR(double)
         up_table_##T(bilinear, iw, ow, align, sw, idx + 2 * oh, w + 2 * oh);                   \
         struct up_job_##T j = {bilinear, bw, src, dst, ih, iw, oh, ow,                         \
                                idx, idx + 2 * oh, w, w + 2 * oh};                              \
-        int64_t per = oh * ow;                                                                 \
-        tn_parallel_for(planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1, \
-                        up_planes_##T, &j);                                                    \
+        tn_parallel_for(planes, tn__grain_of(oh * ow), up_planes_##T, &j);                     \
         free(idx);                                                                             \
         free(w);                                                                               \
         return TN_OK;                                                                          \

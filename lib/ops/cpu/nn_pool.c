@@ -274,8 +274,7 @@ static int maxpool_run(const struct tn_tensor *self, const struct pool *g, tn_ra
     if (!x || !y || !ix)
         return tn__nn_drop(tn_last_status(), x, y, ix, NULL);
     struct maxpool_job j = {g, tn_data(x), tn_data(y), tn_data(ix)};
-    tn_parallel_for(g->planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
-                    f32 ? fn32 : fn64, &j);
+    tn_parallel_for(g->planes, tn__grain_of(per), f32 ? fn32 : fn64, &j);
     tn_release(x);
     *result0 = tn__nn_to(y, self->dtype);
     *result1 = ix;
@@ -367,9 +366,7 @@ static struct tn_tensor *maxpool_backward(const struct tn_tensor *grad_output,
         return NULL;
     }
     struct maxpool_bw_job j = {g, f32, tn_data(go), tn_data(ix), tn_data(gi)};
-    int64_t per = g->h * g->w;
-    tn_parallel_for(g->planes, per >= TN_PARALLEL_GRAIN ? 1 : TN_PARALLEL_GRAIN / (per + 1) + 1,
-                    maxpool_bw_planes, &j);
+    tn_parallel_for(g->planes, tn__grain_of(g->h * g->w), maxpool_bw_planes, &j);
     tn__nn_drop(0, go, ix, NULL, NULL);
     return tn__nn_to(gi, self->dtype);
 }
