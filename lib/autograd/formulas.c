@@ -42,6 +42,20 @@ static int reduced_dims(const int64_t *dim, int dim_len, int ndim, bool *mask)
     return TN_OK;
 }
 
+/* How many elements of `sizes` a reduction over dim folds into each
+ * result, or -1 with the error of a bad dim. */
+static int64_t reduced_count(const int64_t *sizes, int ndim, const int64_t *dim, int dim_len)
+{
+    bool mask[TN_MAX_DIMS];
+    if (reduced_dims(dim, dim_len, ndim, mask) < 0)
+        return -1;
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        if (mask[d])
+            count *= sizes[d];
+    return count;
+}
+
 /* grad of a reduction's result, with the reduced dims back as size 1. */
 static struct tn_tensor *restore_dims(const struct tn_tensor *grad, int ndim, const int64_t *dim,
                                       int dim_len, bool keepdim)
@@ -89,13 +103,9 @@ struct tn_tensor *tn__sum_backward(const struct tn_tensor *grad, const int64_t *
 struct tn_tensor *tn__mean_backward(const struct tn_tensor *grad, const int64_t *sizes, int ndim,
                                     const int64_t *dim, int dim_len, bool keepdim)
 {
-    bool mask[TN_MAX_DIMS];
-    if (reduced_dims(dim, dim_len, ndim, mask) < 0)
+    int64_t count = reduced_count(sizes, ndim, dim, dim_len);
+    if (count < 0)
         return NULL;
-    int64_t count = 1;
-    for (int d = 0; d < ndim; d++)
-        if (mask[d])
-            count *= sizes[d];
     struct tn_tensor *s = tn__sum_backward(grad, sizes, ndim, dim, dim_len, keepdim);
     if (!s)
         return NULL;
@@ -150,18 +160,13 @@ struct tn_tensor *tn__var_backward(const struct tn_tensor *grad, const struct tn
                                    const int64_t *dim, int dim_len,
                                    const struct tn_scalar *correction, bool keepdim)
 {
-    int64_t n = 1;
-    for (int d = 0; d < self->ndim; d++) {
-        bool in = all_dims(dim, dim_len);
-        for (int i = 0; i < dim_len && !in; i++)
-            in = tn_wrap_dim(dim[i], self->ndim) == d;
-        n *= in ? self->sizes[d] : 1;
-    }
+    int64_t n = reduced_count(self->sizes, self->ndim, dim, dim_len);
+    if (n < 0)
+        return NULL;
     double c = correction ? tn_scalar_to_double(*correction) : 1.0;
     struct tn_tensor *g = NULL, *mean = NULL, *d = NULL;
     STEP(g, restore_dims(grad, self->ndim, dim, dim_len, keepdim));
-    STEP(mean, all_dims(dim, dim_len) ? tn_mean(self, TN_DTYPE_UNSET)
-                                      : tn_mean_dim(self, dim, dim_len, true, TN_DTYPE_UNSET));
+    STEP(mean, tn_mean_dim(self, dim, dim_len, true, TN_DTYPE_UNSET));
     STEP(d, tn_sub(self, mean, tn_int(1)));
     STEP(d, tn_mul_scalar(d, tn_float(2.0 / (double)(n - c))));
     STEP(g, tn_mul(g, d));
