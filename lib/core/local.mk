@@ -2,6 +2,7 @@ tensorinclude_HEADERS += lib/include/tensor/core.h
 noinst_HEADERS += lib/core/internal.h
 libtensor_la_SOURCES += \
 	lib/core/error.c \
+	lib/core/file.c \
 	lib/core/dtype.c \
 	lib/core/promote.c \
 	lib/core/device.c \

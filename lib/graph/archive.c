@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_CONFIG (64u << 20)
 
@@ -252,7 +253,15 @@ struct tn_graph *tn_graph_load(const char *path, const struct tn_graph_limits *l
         tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
         return NULL;
     }
-    if (!std) { /* a file's archive is mapped, and its weights map into it */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        tn_set_error(TN_EIO, "%s: %s", path, strerror(EISDIR));
+        if (!std)
+            fclose(f);
+        return NULL;
+    }
+    bool regular = !std && S_ISREG(st.st_mode);
+    if (regular) { /* a file's archive is mapped, and its weights map into it */
         char magic[4] = {0};
         size_t k = fread(magic, 1, 4, f);
         if (k == 4 && !memcmp(magic, "PK\3\4", 4)) {

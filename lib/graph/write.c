@@ -232,35 +232,8 @@ int tn_graph_write(const struct tn_graph *g, const char *path)
     if (!s)
         return TN_ENOMEM;
     size_t len = strlen(s);
-    int rc = TN_OK;
-    if (!strcmp(path, "-")) {
-        if (fwrite(s, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout))
-            rc = tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno));
-        free(s);
-        return rc;
-    }
-    /* atomic: a temporary beside the target, synced, renamed over it */
-    size_t plen = strlen(path) + 16;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        free(s);
-        return tn_set_error(TN_ENOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, plen, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f || fwrite(s, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) ||
-        fsync(fileno(f)))
-        rc = tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-    if (f && fclose(f) && rc == TN_OK)
-        rc = tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-    if (!f && fd >= 0)
-        close(fd);
-    if (rc == TN_OK && rename(tmp, path))
-        rc = tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-    if (rc < 0 && fd >= 0)
-        unlink(tmp);
-    free(tmp);
+    s[len] = '\n'; /* one line's end in place of the terminator */
+    int rc = tn_write_file(path, s, len + 1, true);
     free(s);
     return rc;
 }

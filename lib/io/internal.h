@@ -29,21 +29,8 @@ void tn__io_progress(uint64_t written);
  * len) after each.  Returns 0, or -1 with errno as fwrite leaves it. */
 int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *written);
 
-/* Writes `len` bytes to a temporary file next to `path`, flushes and
- * renames it over `path`.  Returns 0 or TN_EIO naming `path`. */
-int tn__io_write_atomic(const char *path, const void *data, size_t len);
-
-/* A temporary file next to `path` ("path.tmpXXXXXX"), opened for writing;
- * *tmp receives its malloc'd name.  NULL with an error. */
-FILE *tn__io_tmpfile_for(const char *path, char **tmp);
-/* Flushes, fsyncs and closes f, then renames tmp over path; on any failure
- * removes tmp.  Frees tmp.  Returns 0 or TN_EIO. */
-int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path);
-/* The same, fsyncing only when `sync` (tn_save_options.no_fsync). */
-int tn__io_tmpfile_commit_sync(FILE *f, char *tmp, const char *path, bool sync);
 /* A zip writer that skips its fsync and the writeback it starts early. */
 void tn__zip_writer_no_fsync(struct tn_zip_writer *w);
-void tn__io_tmpfile_abort(FILE *f, char *tmp);
 
 /* A file mapped private and writable (copy on write), shared by whatever
  * reads it and the storages made over it. */
@@ -52,8 +39,11 @@ struct tn_io_map {
     unsigned char *addr;
     size_t len;
     bool mapped; /* munmap on release; else borrowed caller memory */
+    bool owned;  /* a stream read into malloc'd memory: freed on release */
 };
-/* Maps `path` whole (an empty file gives len 0).  NULL with an error. */
+/* Maps `path` whole (an empty file gives len 0); "-" (stdin), a pipe or a
+ * device is read to its end into memory instead.  A folder is refused ("Is a
+ * directory").  NULL with an error naming `path`. */
 struct tn_io_map *tn__io_map_open(const char *path);
 /* Wraps caller memory that outlives the map (no copy, never freed). */
 struct tn_io_map *tn__io_map_memory(const void *data, size_t len);

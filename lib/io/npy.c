@@ -218,7 +218,7 @@ int tn_npy_save(const char *path, const struct tn_tensor *t)
     int rc = tn_npy_encode(t, &d, &n);
     if (rc < 0)
         return tn_error_prefix("%s", path);
-    rc = tn__io_write_atomic(path, d, n);
+    rc = tn_write_file(path, d, n, true);
     free(d);
     return rc;
 }

@@ -227,8 +227,7 @@ int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn
     struct st_item *items = calloc(n ? n : 1, sizeof *items);
     json_t *hdr = json_object();
     char *text = NULL;
-    FILE *f = NULL;
-    char *tmp = NULL;
+    struct tn_out *out = NULL;
     int rc = 0;
     if (!items || !hdr) {
         rc = tn_set_error(TN_ENOMEM, "out of memory");
@@ -293,11 +292,12 @@ int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn
         goto out;
     }
     size_t hl = strlen(text), padded = (hl + 7) / 8 * 8;
-    f = tn__io_tmpfile_for(path, &tmp);
-    if (!f) {
+    out = tn_out_open(path);
+    if (!out) {
         rc = tn_last_status();
         goto out;
     }
+    FILE *f = tn_out_file(out);
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)padded >> (8 * i));
@@ -309,11 +309,10 @@ int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn
     for (size_t i = 0; i < n; i++)
         if (tn__io_write_progress(f, tn_data(items[i].t), tn_nbytes(items[i].t), &written) < 0)
             break; /* the error stays in f: the commit reports it */
-    rc = tn__io_tmpfile_commit(f, tmp, path);
-    f = NULL;
-    tmp = NULL;
+    rc = tn_out_commit(out, true);
+    out = NULL;
 out:
-    tn__io_tmpfile_abort(f, tmp);
+    tn_out_abort(out);
     for (size_t i = 0; items && i < n; i++)
         tn_release(items[i].t);
     free(items);

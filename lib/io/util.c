@@ -132,99 +132,76 @@ void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...)
     free(big);
 }
 
-FILE *tn__io_tmpfile_for(const char *path, char **tmp)
+/* The whole of a stream (stdin, a pipe, a device) in memory, for readers
+ * that need random access: a map whose release frees it. */
+static struct tn_io_map *map_stream(int fd, const char *path)
 {
-    size_t n = strlen(path);
-    char *name = malloc(n + 16);
-    if (!name) {
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+            return NULL;
+        }
+        if (len == cap) {
+            unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+            free(buf);
+            return NULL;
+        }
+        len += (size_t)n;
+    }
+    struct tn_io_map *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(buf);
         tn_set_error(TN_ENOMEM, "%s: out of memory", path);
         return NULL;
     }
-    memcpy(name, path, n);
-    memcpy(name + n, ".tmpXXXXXX", 11);
-    int fd = mkstemp(name);
-    if (fd < 0) {
-        tn_set_error(TN_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-        free(name);
-        return NULL;
-    }
-    /* mkstemp makes 0600; a checkpoint gets the usual umask-governed mode. */
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-        close(fd);
-        unlink(name);
-        free(name);
-        return NULL;
-    }
-    *tmp = name;
-    return f;
-}
-
-int tn__io_tmpfile_commit(FILE *f, char *tmp, const char *path)
-{
-    return tn__io_tmpfile_commit_sync(f, tmp, path, true);
-}
-
-int tn__io_tmpfile_commit_sync(FILE *f, char *tmp, const char *path, bool sync)
-{
-    int bad = ferror(f);
-    int err = bad ? EIO : 0;
-    if (fflush(f) != 0 && !err)
-        err = errno;
-    if (!err && sync && fsync(fileno(f)) != 0)
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
-        free(tmp);
-        return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(err));
-    }
-    free(tmp);
-    return 0;
-}
-
-void tn__io_tmpfile_abort(FILE *f, char *tmp)
-{
-    if (f)
-        fclose(f);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
-}
-
-int tn__io_write_atomic(const char *path, const void *data, size_t len)
-{
-    char *tmp;
-    FILE *f = tn__io_tmpfile_for(path, &tmp);
-    if (!f)
-        return tn_last_status();
-    if (len && fwrite(data, 1, len, f) != len) {
-        tn__io_tmpfile_abort(f, tmp);
-        return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(errno));
-    }
-    return tn__io_tmpfile_commit(f, tmp, path);
+    m->refcount = 1;
+    m->addr = buf;
+    m->len = len;
+    m->owned = true;
+    return m;
 }
 
 struct tn_io_map *tn__io_map_open(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool std = !strcmp(path, "-");
+    const char *name = std ? "<stdin>" : path;
+    int fd = std ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+        tn_set_error(TN_EIO, "%s: %s", name, strerror(errno));
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tn_set_error(TN_EIO, "%s: not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        tn_set_error(TN_EIO, "%s: %s", name, strerror(errno));
         close(fd);
         return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        tn_set_error(TN_EIO, "%s: %s", name, strerror(EISDIR));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        struct tn_io_map *m = map_stream(fd, name);
+        close(fd);
+        return m;
     }
     struct tn_io_map *m = calloc(1, sizeof *m);
     if (!m) {
@@ -237,10 +214,11 @@ struct tn_io_map *tn__io_map_open(const char *path)
     m->mapped = true;
     if (m->len) {
         /* Private and writable: tensors over the mapping may be written in
-         * place without touching the file. */
+         * place without touching the file.  The offset is the descriptor's
+         * start, which for stdin redirected from a file is the file's. */
         void *a = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
         if (a == MAP_FAILED) {
-            tn_set_error(TN_EIO, "%s: cannot map: %s", path, strerror(errno));
+            tn_set_error(TN_EIO, "%s: cannot map: %s", name, strerror(errno));
             close(fd);
             free(m);
             return NULL;
@@ -269,6 +247,8 @@ void tn__io_map_release(struct tn_io_map *m)
     if (m && TN_ATOMIC_DEC(&m->refcount) == 0) {
         if (m->mapped && m->len)
             munmap(m->addr, m->len);
+        else if (m->owned)
+            free(m->addr);
         free(m);
     }
 }

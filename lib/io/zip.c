@@ -376,7 +376,7 @@ struct wentry {
 
 struct tn_zip_writer {
     FILE *f;
-    char *tmp;
+    struct tn_out *out;
     char *path;
     unsigned alignment;
     uint64_t off;
@@ -400,12 +400,13 @@ struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
         return NULL;
     }
     w->alignment = alignment;
-    w->f = tn__io_tmpfile_for(path, &w->tmp);
-    if (!w->f) {
+    w->out = tn_out_open(path);
+    if (!w->out) {
         free(w->path);
         free(w);
         return NULL;
     }
+    w->f = tn_out_file(w->out);
     return w;
 }
 
@@ -564,7 +565,7 @@ void tn_zip_writer_abort(struct tn_zip_writer *w)
 {
     if (!w)
         return;
-    tn__io_tmpfile_abort(w->f, w->tmp);
+    tn_out_abort(w->out);
     w_free(w);
 }
 
@@ -640,7 +641,7 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
         tn_zip_writer_abort(w);
         return tn_last_status();
     }
-    int rc = tn__io_tmpfile_commit_sync(w->f, w->tmp, w->path, !w->no_fsync);
+    int rc = tn_out_commit(w->out, !w->no_fsync);
     w_free(w);
     return rc;
 }

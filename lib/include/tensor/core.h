@@ -550,6 +550,40 @@ void tn_set_num_threads(int n);
 typedef void (*tn_range_fn)(int64_t begin, int64_t end, void *ctx);
 void tn_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx);
 
+/* ----------------------------------------------------------- output files */
+
+/* An output file as a command-line user expects it.  "-" is standard
+ * output.  A regular file, or a path with nothing there yet, is written to
+ * a hidden temporary in the same folder (".NAME.tmp-XXXXXX") and renamed
+ * over it by tn_out_commit, so a failure or a crash leaves the old file
+ * whole; through a symlink, the link's target is replaced and the link
+ * stays.  A device, a pipe, a socket and the names of a descriptor
+ * (/dev/stdout, /dev/fd/N) are written directly.  A new file gets 0666
+ * less the umask, a replaced one keeps its mode.  A folder is refused ("Is
+ * a directory").  NULL on failure with tn_last_error() naming `path`. */
+struct tn_out;
+struct tn_out *tn_out_open(const char *path);
+/* The stream to write to; it belongs to the tn_out. */
+FILE *tn_out_file(const struct tn_out *o);
+/* `path` as given, or "<stdout>" for "-": for messages. */
+const char *tn_out_name(const struct tn_out *o);
+/* Flushes (and with `sync`, fsyncs a file before renaming it into place),
+ * reporting any write that failed, even an earlier one: TN_EIO with the
+ * reason.  Releases `o` either way. */
+enum tn_status tn_out_commit(struct tn_out *o, bool sync);
+/* Gives up: a temporary is removed and the target left as it was (what was
+ * written to a device or a pipe stays written). Releases `o`; NULL is a
+ * no-op. */
+void tn_out_abort(struct tn_out *o);
+/* `len` bytes as the whole of `path`, through tn_out_open. */
+enum tn_status tn_write_file(const char *path, const void *data, size_t len, bool sync);
+/* Removes the temporaries that killed writers left beside `path` (through
+ * its symlinks); returns how many, or a negative status. */
+int tn_out_clean(const char *path);
+/* Flushes stdout; TN_EIO naming "<stdout>" when any write to it failed
+ * (a full disk, a closed pipe): for a tool's exit status. */
+enum tn_status tn_stdout_flush(void);
+
 /* ---------------------------------------------------------------- version */
 
 const char *tn_version(void); /* "0.1.0" */

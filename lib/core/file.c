@@ -1,0 +1,320 @@
+/*
+ * core/file.c: output files as a command-line user expects them, shared by
+ * the library's writers and every tool.
+ *
+ * A regular file (or a path with nothing there yet) is written to a hidden
+ * temporary beside it, `.<name>.tmp-XXXXXX`, and renamed over it on commit,
+ * so a crash leaves the old file whole.  A symlink is followed: its target
+ * is what gets replaced, and the link stays a link.  A device, a pipe, a
+ * socket, `-` and the descriptor names (/dev/stdout, /dev/fd/N,
+ * /proc/self/fd/N) are written directly: replacing /dev/stdout with a
+ * regular file is what a rename would do there.
+ *
+ * The writer holds an exclusive flock on its temporary until it is renamed
+ * or removed.  A temporary left by a killed writer is therefore one nobody
+ * holds a lock on; the next write to the same target (or tn_out_clean) finds
+ * and removes those that are also older than a few seconds (a writer takes
+ * its lock within microseconds of creating the file).
+ *
+ * This file needs only libc and core/error.c: tgen, which runs before
+ * libtensor exists, compiles both in.
+ */
+#include <config.h>
+#include <tensor/core.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TN_OUT_TMP_TAG ".tmp-"
+#define TN_OUT_STALE_SECONDS 5
+#define TN_OUT_MAX_LINKS 40
+
+struct tn_out {
+    FILE *f;
+    char *path;   /* as the caller named it, for messages */
+    char *target; /* the regular file a commit renames over */
+    char *tmp;    /* the temporary, or NULL when written directly */
+    bool is_stdout;
+};
+
+/* The descriptor that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N,
+ * /proc/self/fd/N), or -1: writing there means that open descriptor, at
+ * its own offset (so `>>` still appends). */
+static int named_descriptor(const char *path)
+{
+    if (!strcmp(path, "/dev/stdout"))
+        return 1;
+    if (!strcmp(path, "/dev/stderr"))
+        return 2;
+    const char *num = !strncmp(path, "/dev/fd/", 8)         ? path + 8
+                      : !strncmp(path, "/proc/self/fd/", 14) ? path + 14
+                                                             : NULL;
+    if (!num || *num < '0' || *num > '9')
+        return -1;
+    char *end;
+    long fd = strtol(num, &end, 10);
+    return *end || fd > INT_MAX ? -1 : (int)fd;
+}
+
+/* The regular file that writing `path` means: `path` itself, or the end of
+ * its chain of symlinks (which may not exist yet). A new string, or NULL
+ * with errno set (ELOOP for a chain that does not end). */
+static char *resolve_links(const char *path)
+{
+    char *cur = strdup(path);
+    for (int i = 0; cur && i < TN_OUT_MAX_LINKS; i++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            return cur;
+        char link[PATH_MAX];
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0) {
+            free(cur);
+            return NULL;
+        }
+        link[n] = '\0';
+        char *next;
+        const char *slash = strrchr(cur, '/');
+        if (link[0] == '/' || !slash) {
+            next = strdup(link);
+        } else {
+            size_t dlen = (size_t)(slash - cur) + 1;
+            next = malloc(dlen + (size_t)n + 1);
+            if (next) {
+                memcpy(next, cur, dlen);
+                memcpy(next + dlen, link, (size_t)n + 1);
+            }
+        }
+        free(cur);
+        cur = next;
+    }
+    if (cur) {
+        free(cur);
+        errno = ELOOP;
+    }
+    return NULL;
+}
+
+/* The folder part of `target` ("." when none) and its last component. */
+static void split_path(const char *target, char *dir, size_t dlen, const char **base)
+{
+    const char *slash = strrchr(target, '/');
+    if (!slash) {
+        snprintf(dir, dlen, ".");
+        *base = target;
+    } else if (slash == target) {
+        snprintf(dir, dlen, "/");
+        *base = slash + 1;
+    } else {
+        snprintf(dir, dlen, "%.*s", (int)(slash - target), target);
+        *base = slash + 1;
+    }
+}
+
+int tn_out_clean(const char *path)
+{
+    char *target = resolve_links(path);
+    if (!target)
+        return tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+    char dir[PATH_MAX];
+    const char *base;
+    split_path(target, dir, sizeof dir, &base);
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) {
+        free(target);
+        return 0; /* no folder, no temporaries */
+    }
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        size_t tag = sizeof TN_OUT_TMP_TAG - 1;
+        if (n[0] != '.' || strncmp(n + 1, base, blen) || strncmp(n + 1 + blen, TN_OUT_TMP_TAG, tag) ||
+            strlen(n + 1 + blen + tag) != 6)
+            continue;
+        int fd = openat(dirfd(d), n, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime >= TN_OUT_STALE_SECONDS &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dirfd(d), n, 0) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    free(target);
+    return removed;
+}
+
+/* Opens `path` for writing as it is: a device, a pipe, a socket, or a
+ * copy of the descriptor it names. */
+static FILE *open_direct(const char *path)
+{
+    int named = named_descriptor(path);
+    int fd = named >= 0 ? fcntl(named, F_DUPFD_CLOEXEC, 3) : open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+static struct tn_out *out_fail(struct tn_out *o, const char *what, int err)
+{
+    tn_set_error(TN_EIO, "%s: %s%s", o->path, what, strerror(err));
+    if (o->f)
+        fclose(o->f);
+    if (o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->target);
+    free(o->path);
+    free(o);
+    return NULL;
+}
+
+struct tn_out *tn_out_open(const char *path)
+{
+    struct tn_out *o = calloc(1, sizeof *o);
+    if (!o || !(o->path = strdup(path))) {
+        free(o);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    if (!strcmp(path, "-")) {
+        o->f = stdout;
+        o->is_stdout = true;
+        return o;
+    }
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
+        return out_fail(o, "", EISDIR);
+    if (named_descriptor(path) >= 0 || (exists && !S_ISREG(st.st_mode))) {
+        if (!(o->f = open_direct(path)))
+            return out_fail(o, "", errno);
+        return o;
+    }
+    if (!(o->target = resolve_links(path)))
+        return out_fail(o, "", errno);
+    tn_out_clean(o->target);
+    char dir[PATH_MAX];
+    const char *base;
+    split_path(o->target, dir, sizeof dir, &base);
+    size_t need = strlen(dir) + strlen(base) + sizeof TN_OUT_TMP_TAG + 10;
+    if (!(o->tmp = malloc(need)))
+        return out_fail(o, "", ENOMEM);
+    snprintf(o->tmp, need, "%s/.%s%sXXXXXX", dir, base, TN_OUT_TMP_TAG);
+    int fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        free(o->tmp);
+        o->tmp = NULL;
+        return out_fail(o, "cannot create a file beside it: ", err);
+    }
+    (void)flock(fd, LOCK_EX);
+    /* mkstemp makes 0600: a replaced file keeps its mode, a new one gets
+     * what the umask leaves of 0666, as open(O_CREAT) would give it. */
+    mode_t mode;
+    if (exists) {
+        mode = st.st_mode & 07777;
+    } else {
+        mode_t um = umask(0);
+        umask(um);
+        mode = 0666 & ~um;
+    }
+    if (fchmod(fd, mode) != 0 || !(o->f = fdopen(fd, "wb"))) {
+        int err = errno;
+        close(fd);
+        return out_fail(o, "", err);
+    }
+    return o;
+}
+
+FILE *tn_out_file(const struct tn_out *o) { return o->f; }
+
+const char *tn_out_name(const struct tn_out *o) { return o->is_stdout ? "<stdout>" : o->path; }
+
+enum tn_status tn_out_commit(struct tn_out *o, bool sync)
+{
+    int err = ferror(o->f) ? EIO : 0;
+    if (fflush(o->f) != 0 && !err)
+        err = errno;
+    /* fsync is for the durability of a file; on a pipe or terminal it fails
+     * with EINVAL, which is no failure of the write. */
+    if (!err && sync && o->tmp && fsync(fileno(o->f)) != 0)
+        err = errno;
+    if (o->is_stdout) {
+        if (!err && ferror(o->f))
+            err = EIO;
+        clearerr(o->f);
+    } else if (fclose(o->f) != 0 && !err) {
+        err = errno;
+    }
+    o->f = NULL;
+    if (!err && o->tmp && rename(o->tmp, o->target) != 0)
+        err = errno;
+    if (err) {
+        const char *name = tn_out_name(o);
+        tn_set_error(TN_EIO, "%s: cannot write: %s", name, strerror(err));
+        if (o->tmp)
+            unlink(o->tmp);
+    }
+    free(o->tmp);
+    free(o->target);
+    free(o->path);
+    free(o);
+    return err ? TN_EIO : TN_OK;
+}
+
+void tn_out_abort(struct tn_out *o)
+{
+    if (!o)
+        return;
+    if (o->is_stdout)
+        fflush(o->f);
+    else if (o->f)
+        fclose(o->f);
+    if (o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    free(o->target);
+    free(o->path);
+    free(o);
+}
+
+enum tn_status tn_write_file(const char *path, const void *data, size_t len, bool sync)
+{
+    struct tn_out *o = tn_out_open(path);
+    if (!o)
+        return tn_last_status();
+    if (len && fwrite(data, 1, len, o->f) != len) {
+        int err = errno;
+        tn_out_abort(o);
+        return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(err));
+    }
+    return tn_out_commit(o, sync);
+}
+
+enum tn_status tn_stdout_flush(void)
+{
+    int err = 0;
+    if (fflush(stdout) != 0)
+        err = errno;
+    else if (ferror(stdout))
+        err = EIO;
+    if (err)
+        return tn_set_error(TN_EIO, "<stdout>: cannot write: %s", strerror(err));
+    return TN_OK;
+}
