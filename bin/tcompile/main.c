@@ -102,7 +102,39 @@ static int cmd_check(const char *path)
     tc_problems_print(&p, g, tc.json);
     tc_problems_free(&p);
     tn_graph_free(g);
+    if (tn_stdout_flush() < 0)
+        return tc_fail();
     return rc ? 1 : 0;
+}
+
+/* An option given to a command it means nothing to is a usage error, not
+ * silently ignored. */
+static void check_options(const char *cmd)
+{
+    bool check = !strcmp(cmd, "check"), show = !strcmp(cmd, "show"), run = !strcmp(cmd, "run");
+    if (!check && !show && !run)
+        tc_usage_error("unknown command '%s'", cmd);
+    const struct {
+        bool given, applies;
+        const char *name;
+    } o[] = {
+        {tc.json, check || show, "--json"},
+        {tc.dot, show, "--dot"},
+        {tc.weights != NULL, run, "--weights"},
+        {tc.ninputs > 0, run, "--input"},
+        {tc.output != NULL, run, "--output"},
+        {tc.grads != NULL, run, "--grads"},
+        {tc.time, run, "--time"},
+        {tc.repeat > 1, run, "--repeat"},
+    };
+    for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+        if (o[i].given && !o[i].applies) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s does not apply to '%s'", o[i].name, cmd);
+            tc_usage_error("%s", msg);
+        }
+    if (tc.json && tc.dot)
+        tc_usage_error("%s", "show: --json and --dot are two formats; give one");
 }
 
 /* ------------------------------------------------------------ main */
@@ -151,6 +183,7 @@ int main(int argc, char **argv)
     if (optind != argc - 1)
         tc_usage_error("%s: needs exactly one GRAPH", cmd);
     const char *graph = argv[optind];
+    check_options(cmd);
     if (!strcmp(cmd, "check"))
         return cmd_check(graph);
     if (!strcmp(cmd, "show"))

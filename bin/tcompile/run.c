@@ -84,7 +84,41 @@ static int put(struct tn_value *d, const char *name, struct tn_value *t)
     return tn_value_set(d, tn_value_str(name), tn_value_retain(t));
 }
 
-/* Every --input into one dict of placeholder name -> tensor. */
+/* The graph's user input called `name`, or the only one when `name` is NULL
+ * (NULL when there are several or none). */
+static const char *user_input(const struct tn_graph *g, const char *name)
+{
+    const char *only = NULL;
+    int n = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        if (g->inputs[i].kind != TN_GIN_USER_INPUT)
+            continue;
+        const char *v = g->values[g->inputs[i].value].name;
+        if (name && !strcmp(v, name))
+            return v;
+        only = v;
+        n++;
+    }
+    return !name && n == 1 ? only : NULL;
+}
+
+/* The user inputs' names, comma-separated, for messages (a static buffer). */
+static const char *user_inputs_list(const struct tn_graph *g)
+{
+    static char buf[512];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < g->ninputs && len < sizeof buf; i++)
+        if (g->inputs[i].kind == TN_GIN_USER_INPUT)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", len ? ", " : "",
+                                    g->values[g->inputs[i].value].name);
+    return buf[0] ? buf : "none";
+}
+
+/* Every --input into one dict of placeholder name -> tensor: NAME=FILE binds
+ * FILE's only tensor (or its member NAME) to the input NAME; FILE alone
+ * binds each tensor named as an input, or its only tensor to the only
+ * input. */
 static struct tn_value *load_inputs(const struct tn_graph *g)
 {
     struct tn_value *d = tn_value_dict();
@@ -94,6 +128,12 @@ static struct tn_value *load_inputs(const struct tn_graph *g)
         if (eq && (size_t)(eq - arg) < sizeof name)
             snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
         const char *file = eq ? eq + 1 : arg;
+        if (*name && !user_input(g, name)) {
+            tn_set_error(TN_EINVAL, "--input %s: %s has no input '%s' (its inputs: %s)", arg,
+                         g->label, name, user_inputs_list(g));
+            tn_value_release(d);
+            return NULL;
+        }
         struct tn_value *f = load_tensors(file);
         int rc = f ? TN_OK : TN_EINVAL;
         if (f && *name) {
@@ -105,10 +145,20 @@ static struct tn_value *load_inputs(const struct tn_graph *g)
                    : tn_set_error(TN_EINVAL, "%s: no tensor '%s' (and more than one)", file, name);
         } else if (f) {
             /* every tensor whose name is a user input */
+            int bound = 0;
             for (size_t k = 0; k < f->v.dict.n && rc == TN_OK; k++)
                 if (f->v.dict.keys[k]->kind == TN_VALUE_STR &&
-                    tn_graph_find_value(g, f->v.dict.keys[k]->v.str.s) >= 0)
+                    user_input(g, f->v.dict.keys[k]->v.str.s)) {
                     rc = put(d, f->v.dict.keys[k]->v.str.s, f->v.dict.vals[k]);
+                    bound++;
+                }
+            const char *only = user_input(g, NULL);
+            if (rc == TN_OK && !bound && f->v.dict.n == 1 && only)
+                rc = put(d, only, f->v.dict.vals[0]);
+            else if (rc == TN_OK && !bound)
+                rc = tn_set_error(TN_EINVAL, "--input %s: no tensor in it is named as an input of "
+                                  "%s (its inputs: %s); give NAME=FILE", arg, g->label,
+                                  user_inputs_list(g));
         }
         tn_value_release(f);
         if (rc < 0) {
@@ -142,31 +192,7 @@ static int write_tensors(const struct tn_value *out, const char *o)
                 return tn_last_status();
             putchar('\n');
         }
-        return fflush(stdout) ? tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno)) : TN_OK;
-    }
-    if (!strcmp(o, "-")) { /* .npz bytes through a temporary file */
-        char tmp[4096];
-        const char *dir = getenv("TMPDIR");
-        snprintf(tmp, sizeof tmp, "%s/tcompile.XXXXXX.npz", dir && *dir ? dir : "/tmp");
-        int fd = mkstemps(tmp, 4);
-        if (fd < 0)
-            return tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
-        close(fd);
-        int rc = tn_npz_save(tmp, out);
-        FILE *f = rc == TN_OK ? fopen(tmp, "rb") : NULL;
-        if (rc == TN_OK && !f)
-            rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
-        char buf[65536];
-        size_t n;
-        while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
-            if (fwrite(buf, 1, n, stdout) != n)
-                rc = tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno));
-        if (f)
-            fclose(f);
-        unlink(tmp);
-        if (rc == TN_OK && fflush(stdout))
-            rc = tn_set_error(TN_EIO, "<stdout>: %s", strerror(errno));
-        return rc;
+        return tn_stdout_flush();
     }
     if (has_ext(o, ".npy")) {
         if (out->v.dict.n != 1)

@@ -64,8 +64,9 @@ void tc_problems_print(const struct tc_problems *p, const struct tn_graph *g, bo
             printf("%s: %s\n", g->label, p->msg[i] ? p->msg[i] : "");
     }
     if (!p->n)
-        printf("%s: ok (%d nodes, %d inputs, %d outputs)\n", g->label, g->nnodes, g->ninputs,
-               g->noutputs);
+        printf("%s: ok (%d node%s, %d input%s, %d output%s)\n", g->label, g->nnodes,
+               g->nnodes == 1 ? "" : "s", g->ninputs, g->ninputs == 1 ? "" : "s", g->noutputs,
+               g->noutputs == 1 ? "" : "s");
 }
 
 void tc_problems_free(struct tc_problems *p)
@@ -175,11 +176,16 @@ static void show_text(const struct tn_graph *g)
 
 /* Graphviz: one box per node, one ellipse per input, edges labelled with
  * the value's type. Names are quoted; JSON names may hold anything, so
- * quotes and backslashes are escaped. */
+ * quotes and backslashes are escaped, a line break becomes dot's \\n and
+ * other control characters are dropped. */
 static void dot_name(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
+        if (*s == '\n') {
+            fputs("\\n", stdout);
+            continue;
+        }
         if (*s == '"' || *s == '\\')
             putchar('\\');
         if ((unsigned char)*s >= 32)
@@ -267,5 +273,5 @@ int tc_show(const char *path)
         fprintf(stderr, "tcompile: %s: %d problem%s (see tcompile check)\n", g->label, nproblems,
                 nproblems == 1 ? "" : "s");
     tn_graph_free(g);
-    return fflush(stdout) ? 2 : 0;
+    return tn_stdout_flush() < 0 ? tc_fail() : 0;
 }

@@ -289,6 +289,11 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
             fclose(fp);
         return -1;
     }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tgen: %s: %s\n", path, strerror(EISDIR));
+        fclose(fp);
+        return -1;
+    }
     if ((uint64_t)st.st_size > TG_MAX_DERIV_FILE) {
         fprintf(stderr, "tgen: %s: larger than %u bytes\n", path, TG_MAX_DERIV_FILE);
         fclose(fp);

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <tensor/core.h>
+
 #include "tgen.h"
 
 static void usage(FILE *f)
@@ -38,35 +40,24 @@ static void usage(FILE *f)
           "schema (reported as file:line:column: message).\n", f);
 }
 
-/* Writes through a temporary in the same folder renamed over path, so a
- * failed run never leaves a half-written file for make to trust. */
-static int write_atomic(const char *path, int (*fn)(FILE *, void *), void *ctx)
+/* Writes through tn_out: a file is replaced whole or not at all, so a failed
+ * run never leaves a half-written file for make to trust. */
+static int write_out(const char *path, int (*fn)(FILE *, void *), void *ctx)
 {
-    if (!strcmp(path, "-"))
-        return fn(stdout, ctx) < 0 || fflush(stdout) ? -1 : 0;
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return -1;
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "tgen: %s: %s\n", path, strerror(errno));
-        free(tmp);
+    struct tn_out *o = tn_out_open(path);
+    if (!o) {
+        fprintf(stderr, "tgen: %s\n", tn_last_error());
         return -1;
     }
-    FILE *f = fdopen(fd, "w");
-    int rc = f ? fn(f, ctx) : -1;
-    if (f && fclose(f) != 0)
-        rc = -1;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -1;
-    if (rc != 0) {
-        fprintf(stderr, "tgen: %s: write failed: %s\n", path, strerror(errno));
-        unlink(tmp);
+    if (fn(tn_out_file(o), ctx) < 0) {
+        tn_out_abort(o);
+        return -1;
     }
-    free(tmp);
-    return rc;
+    if (tn_out_commit(o, false) < 0) {
+        fprintf(stderr, "tgen: %s\n", tn_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 struct job {
@@ -203,15 +194,15 @@ int main(int argc, char **argv)
     struct job j = {&s, guard, include, plugin, NULL};
     if ((header || source) && tg_check_generatable(&s) < 0)
         rc = 2;
-    if (!rc && header && write_atomic(header, do_header, &j) < 0)
+    if (!rc && header && write_out(header, do_header, &j) < 0)
         rc = 2;
-    if (!rc && source && write_atomic(source, do_source, &j) < 0)
+    if (!rc && source && write_out(source, do_source, &j) < 0)
         rc = 2;
     j.derivs = &ds;
-    if (!rc && autograd && write_atomic(autograd, do_autograd, &j) < 0)
+    if (!rc && autograd && write_out(autograd, do_autograd, &j) < 0)
         rc = 2;
-    if (list && (fflush(stdout) || ferror(stdout))) {
-        fprintf(stderr, "tgen: write error: %s\n", strerror(errno));
+    if (tn_stdout_flush() < 0) {
+        fprintf(stderr, "tgen: %s\n", tn_last_error());
         rc = 2;
     }
     free(hbuf);

@@ -759,12 +759,12 @@ int tg_load(const char *path, struct tg_schema *out)
             cap *= 2;
         }
     }
-    int rerr = ferror(fp);
+    int rerr = ferror(fp) ? (errno ? errno : EIO) : 0;
     if (fp != stdin)
         fclose(fp);
     if (!buf || rerr) {
         if (rerr)
-            fprintf(stderr, "tgen: %s: read error\n", path);
+            fprintf(stderr, "tgen: %s: %s\n", path, strerror(rerr));
         free(buf);
         return -1;
     }

@@ -12,4 +12,3 @@ libtensor_la_SOURCES += \
 	lib/autograd/formulas_nn.c \
 	lib/autograd/gradcheck.c
 nodist_libtensor_la_SOURCES += lib/autograd/autograd_gen.c
-EXTRA_DIST += schemas/derivatives.yaml

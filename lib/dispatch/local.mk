@@ -5,7 +5,6 @@ tensorinclude_HEADERS += lib/include/tensor/dispatch.h
 nodist_tensorinclude_HEADERS = lib/include/tensor/ops.h
 libtensor_la_SOURCES += lib/dispatch/dispatch.c lib/dispatch/boxed.c
 nodist_libtensor_la_SOURCES = lib/dispatch/ops_gen.c
-EXTRA_DIST += schemas/native_functions.yaml
 
 TN_OPS_GEN = lib/include/tensor/ops.h lib/dispatch/ops_gen.c lib/autograd/autograd_gen.c
 BUILT_SOURCES += $(TN_OPS_GEN)

@@ -12,4 +12,3 @@ libtensor_la_SOURCES += \
 	lib/graph/run.c \
 	lib/graph/archive.c \
 	lib/graph/write.c
-EXTRA_DIST += schemas/graph.schema.json

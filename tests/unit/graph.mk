@@ -5,7 +5,6 @@ tests_unit_test_graph_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"
 tests_unit_test_graph_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_graph_LDFLAGS = $(TN_UNIT_LINK)
 # (tests/fixtures is distributed whole by tests/local.mk)
-EXTRA_DIST += share/tools/torch2graph.py
 # The libFuzzer target is built by its own script (clang), not by make.
 EXTRA_DIST += tests/fuzz/fuzz_graph.c tests/fuzz/graph.sh tests/fuzz/json.dict
 UNIT_TESTS += tests/unit/test_graph_json

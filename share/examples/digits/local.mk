@@ -2,10 +2,9 @@
 noinst_PROGRAMS += share/examples/digits/train
 share_examples_digits_train_SOURCES = share/examples/digits/train.c
 share_examples_digits_train_LDADD = $(TN_LIB) -lz
-EXTRA_DIST += share/examples/digits/train_torch.py share/datasets/digits.csv.gz \
-	share/datasets/README.md
 
-demo: share/examples/digits/train$(EXEEXT)
+# Everything is built first (the README's promise), then the MLP trains.
+demo: all
 	./share/examples/digits/train$(EXEEXT) --data $(srcdir)/share/datasets/digits.csv.gz \
 		--output digits_mlp.pt
 CLEANFILES += digits_mlp.pt

@@ -4,6 +4,6 @@ noinst_PROGRAMS += share/examples/showcase/showcase
 share_examples_showcase_showcase_SOURCES = share/examples/showcase/showcase.c
 share_examples_showcase_showcase_LDADD = $(TN_LIB)
 
-showcase: share/examples/showcase/showcase$(EXEEXT)
+showcase: all
 	./share/examples/showcase/showcase$(EXEEXT)
 .PHONY: showcase
