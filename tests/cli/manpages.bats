@@ -41,3 +41,20 @@ tools() {
     done
     [ "$n" -gt 0 ] || skip "no tool is built yet"
 }
+
+@test "every man page's footer carries the package's version" {
+    local version page
+    version=$(tckpt --version | awk '{ print $NF }')
+    [ -n "$version" ] || fail "tckpt --version printed no version"
+    for page in "$TN_SRCDIR"/man/man*/*.[135]; do
+        grep -q "^\.TH .*\"tensorkit $version\"" "$page" ||
+            fail "$(basename "$page"): .TH does not name tensorkit $version"
+    done
+}
+
+@test "quotes inside macro arguments are escaped, so JSON keys render with them" {
+    # groff takes a bare " inside .B/.I arguments as an argument delimiter:
+    # {"a", "b"} renders as {a, b}. They must be written \(dq.
+    run grep -nE '^\.(B|I|BR|IR|RB|RI|BI|IB) .*(\{"|\["|[a-z]", ")' "$TN_SRCDIR"/man/man*/*.[135]
+    assert_output ""
+}

@@ -16,3 +16,9 @@ tests_unit_test_cpu_cache_SOURCES = tests/unit/test_cpu_cache.c
 tests_unit_test_cpu_cache_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_cpu_cache_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_cpu_cache_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_file
+tests_unit_test_file_SOURCES = tests/unit/test_file.c
+tests_unit_test_file_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_file_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_file_LDFLAGS = $(TN_UNIT_LINK)
