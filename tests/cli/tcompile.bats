@@ -13,7 +13,7 @@ setup() {
 @test "check: an exported graph is ok (exit 0)" {
     run tcompile check "$FX/torch2/mlp.json"
     assert_success
-    assert_output --partial "ok (6 nodes, 7 inputs, 1 outputs)"
+    assert_output --partial "ok (6 nodes, 7 inputs, 1 output)"
     run tcompile check "$FX/torch2/mlp.pt2"
     assert_success
 }

@@ -1,3 +1,4 @@
 # Bats tests of tgen.
 CLI_TESTS += tests/cli/tgen.bats
 CLI_TESTS += tests/cli/ops_torch2.bats
+CLI_TESTS += tests/cli/tgen_out.bats
