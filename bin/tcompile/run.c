@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,23 +16,34 @@
 
 #include "tcompile.h"
 
-/* stdin into a temporary file, for the readers that take paths; the
- * caller unlinks *tmp. */
-static int stdin_to_file(char *tmp, size_t len)
+/* A stream (stdin for "-", a pipe, a device) into a temporary file, for
+ * the readers that take paths and read them more than once (detection,
+ * then loading); the caller unlinks *tmp. */
+static int stream_to_file(const char *path, char *tmp, size_t len)
 {
+    bool std = !strcmp(path, "-");
+    const char *name = std ? "<stdin>" : path;
+    FILE *in = std ? stdin : fopen(path, "rb");
+    if (!in)
+        return tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
     const char *dir = getenv("TMPDIR");
     snprintf(tmp, len, "%s/tcompile.XXXXXX", dir && *dir ? dir : "/tmp");
     int fd = mkstemp(tmp);
-    if (fd < 0)
+    if (fd < 0) {
+        if (!std)
+            fclose(in);
         return tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+    }
     char buf[65536];
     size_t n;
     int rc = TN_OK;
-    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
         if (write(fd, buf, n) != (ssize_t)n)
             rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
-    if (ferror(stdin))
-        rc = tn_set_error(TN_EIO, "<stdin>: %s", strerror(errno));
+    if (ferror(in))
+        rc = tn_set_error(TN_EIO, "%s: %s", name, strerror(errno));
+    if (!std)
+        fclose(in);
     close(fd);
     if (rc < 0)
         unlink(tmp);
@@ -42,10 +54,15 @@ static int stdin_to_file(char *tmp, size_t len)
 static struct tn_value *load_tensors(const char *path)
 {
     char tmp[4096];
-    bool std = !strcmp(path, "-");
-    if (std && stdin_to_file(tmp, sizeof tmp) < 0)
+    struct stat st;
+    if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        tn_set_error(TN_EIO, "%s: %s", path, strerror(EISDIR));
         return NULL;
-    const char *p = std ? tmp : path;
+    }
+    bool stream = !strcmp(path, "-") || (stat(path, &st) == 0 && !S_ISREG(st.st_mode));
+    if (stream && stream_to_file(path, tmp, sizeof tmp) < 0)
+        return NULL;
+    const char *p = stream ? tmp : path;
     const char *fmt = tn_io_detect(p);
     struct tn_value *v = NULL;
     if (!fmt) {
@@ -68,7 +85,7 @@ static struct tn_value *load_tensors(const char *path)
     } else {
         tn_set_error(TN_EFORMAT, "%s: a %s file holds no tensors we read", path, fmt);
     }
-    if (std)
+    if (stream)
         unlink(tmp); /* mapped storages keep their pages */
     if (v && v->kind != TN_VALUE_DICT && v->kind != TN_VALUE_ODICT) {
         tn_set_error(TN_EFORMAT, "%s: holds a %s, not a dict of tensors", path,

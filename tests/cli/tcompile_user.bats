@@ -92,3 +92,20 @@ setup() {
     assert_failure 2
     assert_output --partial "Is a directory"
 }
+
+@test "weights and inputs from pipes, /dev/stdin and '-'; a folder is refused" {
+    run tcompile run "$FX/mlp.json" -w <(cat "$FX/mlp.pt") -i "x=$TMP/x.npy" -o "$TMP/a.npz"
+    assert_success
+    run bash -c "tcompile run '$FX/mlp.json' -w '$FX/mlp.pt' -i x=<(cat '$TMP/x.npy') -o '$TMP/b.npz'"
+    assert_success
+    run bash -c "cat '$TMP/x.npy' | tcompile run '$FX/mlp.json' -w '$FX/mlp.pt' -i x=/dev/stdin -o '$TMP/c.npz'"
+    assert_success
+    run bash -c "cat '$TMP/x.npy' | tcompile run '$FX/mlp.json' -w '$FX/mlp.pt' -i x=- -o '$TMP/d.npz'"
+    assert_success
+    cmp "$TMP/a.npz" "$TMP/b.npz"
+    cmp "$TMP/a.npz" "$TMP/c.npz"
+    cmp "$TMP/a.npz" "$TMP/d.npz"
+    run tcompile run "$FX/mlp.json" -w "$TMP" -i "x=$TMP/x.npy"
+    assert_failure 2
+    assert_output "tcompile: $TMP: Is a directory"
+}
