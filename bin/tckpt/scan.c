@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <tensor/core.h>
 #include <tensor/io.h>
@@ -25,9 +26,11 @@ static const char scan_usage[] =
     "Audit checkpoints and pickles without running them: every global outside\n"
     "torch.load(weights_only=True)'s allowlist is reported, with anomalies.\n"
     "\n"
-    "  -r, --recursive          scan every file under folders\n"
+    "  -r, --recursive          scan every file under folders (a folder without\n"
+    "                           -r is an error)\n"
     "      --json               print one JSON object\n"
-    "      --sarif=FILE         also write SARIF 2.1.0 to FILE\n"
+    "      --sarif=FILE         also write SARIF 2.1.0 to FILE (- for standard\n"
+    "                           output, then instead of the report)\n"
     "      --policy=P           torch2 (default) or torch1.13\n"
     "      --allow=MODULE.NAME  also allow this global (never os, posix, nt, sys,\n"
     "                           subprocess, builtins.eval/exec)\n"
@@ -41,6 +44,7 @@ static const char scan_usage[] =
 struct file {
     char *path;
     struct tn_scan_report r;
+    bool done; /* reported before the scan (a folder that -r could not open) */
 };
 
 static struct {
@@ -104,7 +108,8 @@ static void add_allow(const char *g)
 
 static void read_allowlist(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    bool std = !strcmp(path, "-");
+    FILE *f = std ? stdin : fopen(path, "r");
     if (!f) {
         fprintf(stderr, "tckpt: %s: %s\n", path, strerror(errno));
         exit(2);
@@ -122,7 +127,8 @@ static void read_allowlist(const char *path)
         if (*s)
             add_allow(s);
     }
-    fclose(f);
+    if (!std)
+        fclose(f);
 }
 
 /* Folders with -r: every regular file below, in name order; symbolic links
@@ -136,9 +142,15 @@ static void walk(const char *dir, int depth)
 {
     DIR *d = opendir(dir);
     if (!d || depth > 64) {
+        const char *why = d ? "folders nested deeper than 64" : strerror(errno);
         if (d)
             closedir(d);
         add_file(dir); /* reported as unreadable */
+        struct file *f = &S.f[S.n - 1];
+        size_t l = strlen(dir) + strlen(why) + 32;
+        f->r.error = xrealloc(NULL, l);
+        snprintf(f->r.error, l, "%s: cannot open folder: %s", dir, why);
+        f->r.incomplete = f->done = true;
         return;
     }
     char **names = NULL;
@@ -192,6 +204,8 @@ static void scan_stdin(struct file *f)
 
 static void scan_one(struct file *f)
 {
+    if (f->done)
+        return;
     if (!strcmp(f->path, "-")) {
         scan_stdin(f);
         return;
@@ -201,7 +215,7 @@ static void scan_one(struct file *f)
         f->r.incomplete = true;
         size_t l = strlen(f->path) + 64;
         f->r.error = xrealloc(NULL, l);
-        snprintf(f->r.error, l, "%s: is a folder (use -r)", f->path);
+        snprintf(f->r.error, l, "%s: Is a directory (use -r to scan the files under it)", f->path);
         return;
     }
     if (tn_scan_file(f->path, &S.o, &f->r) < 0 && !f->r.error) {
@@ -265,7 +279,8 @@ static void print_text(void)
                 fputs(": ", stdout);
                 tstr(stdout, f->entry);
             }
-            printf("@%llu: %s", (unsigned long long)f->offset, tn_scan_severity_name(f->severity));
+            printf("%s%llu: %s", f->offset_in_parent ? " (header)@" : "@",
+                   (unsigned long long)f->offset, tn_scan_severity_name(f->severity));
             if (*f->module || *f->name) {
                 fputc(' ', stdout);
                 tstr(stdout, f->module);
@@ -273,7 +288,12 @@ static void print_text(void)
                 tstr(stdout, f->name);
                 printf(" (%s)", tn_scan_use_name(f->use));
             }
-            printf(" [%s]\n", f->reason);
+            printf(" [%s]", f->reason);
+            if (f->detail) {
+                fputs(": ", stdout);
+                tstr(stdout, f->detail);
+            }
+            fputc('\n', stdout);
         }
         if (r->incomplete) {
             tstr(stdout, S.f[i].path);
@@ -293,6 +313,14 @@ static void print_text(void)
            sev[TN_SCAN_DANGEROUS], sev[TN_SCAN_UNKNOWN], sev[TN_SCAN_SUSPICIOUS], inc);
 }
 
+static void jstr_or_null(FILE *o, const char *s)
+{
+    if (s)
+        jstr(o, s);
+    else
+        fputs("null", o);
+}
+
 static void print_json(void)
 {
     size_t clean = 0, bad = 0, inc = 0;
@@ -302,22 +330,17 @@ static void print_json(void)
         fputs(i ? ",{\"path\":" : "{\"path\":", stdout);
         jstr(stdout, S.f[i].path);
         fputs(",\"format\":", stdout);
-        if (r->format)
-            jstr(stdout, r->format);
-        else
-            fputs("null", stdout);
+        jstr_or_null(stdout, r->format);
         printf(",\"status\":\"%s\",\"incomplete\":%s,\"error\":", status_of(r),
                r->incomplete ? "true" : "false");
-        if (r->error)
-            jstr(stdout, r->error);
-        else
-            fputs("null", stdout);
+        jstr_or_null(stdout, r->error);
         fputs(",\"findings\":[", stdout);
         for (size_t k = 0; k < r->n; k++) {
             const struct tn_scan_finding *f = &r->f[k];
             fputs(k ? ",{\"entry\":" : "{\"entry\":", stdout);
             jstr(stdout, f->entry);
-            printf(",\"offset\":%llu,\"module\":", (unsigned long long)f->offset);
+            printf(",\"offset\":%llu,\"offset_in_parent\":%s,\"module\":",
+                   (unsigned long long)f->offset, f->offset_in_parent ? "true" : "false");
             jstr(stdout, f->module);
             fputs(",\"name\":", stdout);
             jstr(stdout, f->name);
@@ -330,8 +353,10 @@ static void print_json(void)
                 free(g);
             } else
                 fputs("null", stdout);
-            printf(",\"use\":\"%s\",\"severity\":\"%s\",\"reason\":\"%s\"}",
+            printf(",\"use\":\"%s\",\"severity\":\"%s\",\"reason\":\"%s\",\"detail\":",
                    tn_scan_use_name(f->use), tn_scan_severity_name(f->severity), f->reason);
+            jstr_or_null(stdout, f->detail);
+            fputc('}', stdout);
         }
         fputs("]}", stdout);
         if (r->n)
@@ -345,61 +370,194 @@ static void print_json(void)
            S.n, clean, bad, inc);
 }
 
-static int write_sarif(const char *path)
+/* ----------------------------------------------------------------- SARIF */
+
+/* A URI's path, percent-encoded (RFC 3986: unreserved characters and '/'
+ * stay). */
+static void uri_path(FILE *o, const char *s, size_t n)
 {
-    FILE *o = fopen(path, "w");
-    if (!o) {
-        fprintf(stderr, "tckpt: %s: %s\n", path, strerror(errno));
-        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '/')
+            fputc(ch, o);
+        else
+            fprintf(o, "%%%02X", ch);
     }
+}
+
+/* SARIF's artifacts: each file given, and each archive member a finding is
+ * in, nested under its archive by parentIndex; a member's URI is its path
+ * in its parent ("/archive/data.pkl"), and a region's byteOffset counts
+ * in the artifact the location names. */
+struct artifact {
+    size_t file;      /* index in S.f */
+    size_t entry_len; /* the prefix of the entry it is ("" for the file) */
+    const char *entry;
+    long parent;
+};
+
+static struct {
+    struct artifact *a;
+    size_t n, cap;
+} A;
+
+static long artifact_of(size_t file, const char *entry, size_t len)
+{
+    for (size_t i = A.n; i-- > 0;)
+        if (A.a[i].file == file && A.a[i].entry_len == len && !memcmp(A.a[i].entry, entry, len))
+            return (long)i;
+    long parent = -1;
+    if (len) {
+        size_t p = len;
+        while (p > 0 && entry[p - 1] != '!')
+            p--;
+        parent = artifact_of(file, entry, p ? p - 1 : 0);
+    }
+    if (A.n == A.cap) {
+        A.cap = A.cap ? A.cap * 2 : 64;
+        A.a = xrealloc(A.a, A.cap * sizeof *A.a);
+    }
+    A.a[A.n] = (struct artifact){file, len, entry, parent};
+    return (long)A.n++;
+}
+
+/* The artifact a finding's offset counts in: its entry, or the archive
+ * that holds it for a member's header. */
+static long artifact_of_finding(size_t file, const struct tn_scan_finding *f)
+{
+    size_t len = strlen(f->entry);
+    if (f->offset_in_parent) {
+        while (len > 0 && f->entry[len - 1] != '!')
+            len--;
+        len = len ? len - 1 : 0;
+    }
+    return artifact_of(file, f->entry, len);
+}
+
+static void artifact_location(FILE *o, long i, bool with_index)
+{
+    const struct artifact *a = &A.a[i];
+    const char *path = S.f[a->file].path;
+    fputc('{', o);
+    if (a->entry_len) {
+        size_t p = a->entry_len;
+        while (p > 0 && a->entry[p - 1] != '!')
+            p--;
+        fputs("\"uri\":\"/", o);
+        uri_path(o, a->entry + p, a->entry_len - p);
+        fputc('"', o);
+    } else if (!strcmp(path, "-")) {
+        fputs("\"description\":{\"text\":\"standard input\"}", o);
+    } else if (path[0] == '/') {
+        fputs("\"uri\":\"file://", o);
+        uri_path(o, path, strlen(path));
+        fputc('"', o);
+    } else {
+        fputs("\"uri\":\"", o);
+        uri_path(o, path, strlen(path));
+        fputs("\",\"uriBaseId\":\"CWD\"", o);
+    }
+    if (with_index)
+        fprintf(o, ",\"index\":%ld", i);
+    fputc('}', o);
+}
+
+static long rule_index(const char *id)
+{
+    size_t n;
+    const struct tn_scan_rule *r = tn_scan_rules(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(r[i].id, id))
+            return (long)i;
+    return (long)n; /* scan-incomplete */
+}
+
+static void sarif_result(FILE *o, size_t file, const struct tn_scan_finding *f, bool *first)
+{
+    const struct tn_scan_report *r = &S.f[file].r;
+    fputs(*first ? "{" : ",{", o);
+    *first = false;
+    const char *id = f ? f->reason : "scan-incomplete";
+    fputs("\"ruleId\":", o);
+    jstr(o, id);
+    fprintf(o, ",\"ruleIndex\":%ld,\"level\":\"%s\",\"message\":{\"text\":", rule_index(id),
+            !f || f->severity != TN_SCAN_SUSPICIOUS ? "error" : "warning");
+    char msg[2048];
+    if (!f)
+        snprintf(msg, sizeof msg, "incomplete: %s", r->error ? r->error : "the scan could not finish");
+    else if (*f->module || *f->name)
+        snprintf(msg, sizeof msg, "%s global %s.%s (%s) in %s", tn_scan_severity_name(f->severity),
+                 f->module, f->name, tn_scan_use_name(f->use), *f->entry ? f->entry : "the file");
+    else
+        snprintf(msg, sizeof msg, "suspicious: %s %s %s%s%s", f->reason,
+                 f->offset_in_parent ? "in the header of" : "in", *f->entry ? f->entry : "the file",
+                 f->detail ? ": " : "", f->detail ? f->detail : "");
+    jstr(o, msg);
+    fputs("},\"locations\":[{\"physicalLocation\":{\"artifactLocation\":", o);
+    long a = f ? artifact_of_finding(file, f) : artifact_of(file, "", 0);
+    artifact_location(o, a, true);
+    if (f)
+        fprintf(o, ",\"region\":{\"byteOffset\":%llu}", (unsigned long long)f->offset);
+    fputs("}}]", o);
+    if (f) {
+        fputs(",\"properties\":{\"entry\":", o);
+        jstr(o, f->entry);
+        fprintf(o, ",\"severity\":\"%s\"}", tn_scan_severity_name(f->severity));
+    }
+    fputc('}', o);
+}
+
+static void write_sarif(FILE *o, int exit_code)
+{
     fprintf(o, "{\"$schema\":\"https://json.schemastore.org/sarif-2.1.0.json\",\"version\":"
                "\"2.1.0\",\"runs\":[{\"tool\":{\"driver\":{\"name\":\"tckpt scan\","
                "\"version\":");
     jstr(o, tn_version());
-    fputs(",\"informationUri\":\"https://github.com/tensorkit/tensorkit\"}},\"results\":[", o);
+    fputs(",\"informationUri\":\"https://github.com/tensorkit/tensorkit\",\"rules\":[", o);
+    size_t nr;
+    const struct tn_scan_rule *rules = tn_scan_rules(&nr);
+    for (size_t i = 0; i <= nr; i++) {
+        fputs(i ? ",{\"id\":" : "{\"id\":", o);
+        jstr(o, i < nr ? rules[i].id : "scan-incomplete");
+        fputs(",\"shortDescription\":{\"text\":", o);
+        jstr(o, i < nr ? rules[i].description
+                       : "a file that could not be read or fully analysed: never clean");
+        fputs("}}", o);
+    }
+    fputs("]}},\"results\":[", o);
     bool first = true;
+    A.n = 0;
     for (size_t i = 0; i < S.n; i++) {
+        artifact_of(i, "", 0);
         const struct tn_scan_report *r = &S.f[i].r;
-        for (size_t k = 0; k <= r->n; k++) {
-            const struct tn_scan_finding *f = k < r->n ? &r->f[k] : NULL;
-            if (!f && !r->incomplete)
-                break;
-            fputs(first ? "{" : ",{", o);
-            first = false;
-            fputs("\"ruleId\":", o);
-            jstr(o, f ? f->reason : "scan-incomplete");
-            fprintf(o, ",\"level\":\"%s\",\"message\":{\"text\":",
-                    !f || f->severity != TN_SCAN_SUSPICIOUS ? "error" : "warning");
-            char msg[1024];
-            if (!f)
-                snprintf(msg, sizeof msg, "incomplete: %s", r->error ? r->error : "?");
-            else if (*f->module || *f->name)
-                snprintf(msg, sizeof msg, "%s global %s.%s (%s) in %s", tn_scan_severity_name(f->severity),
-                         f->module, f->name, tn_scan_use_name(f->use), *f->entry ? f->entry : "the file");
-            else
-                snprintf(msg, sizeof msg, "suspicious: %s in %s", f->reason,
-                         *f->entry ? f->entry : "the file");
-            jstr(o, msg);
-            fputs("},\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":", o);
-            jstr(o, S.f[i].path);
-            fputs("}", o);
-            if (f)
-                fprintf(o, ",\"region\":{\"byteOffset\":%llu}", (unsigned long long)f->offset);
-            fputs("}}]", o);
-            if (f) {
-                fputs(",\"properties\":{\"entry\":", o);
-                jstr(o, f->entry);
-                fprintf(o, ",\"severity\":\"%s\"}", tn_scan_severity_name(f->severity));
-            }
-            fputs("}", o);
-        }
+        for (size_t k = 0; k < r->n; k++)
+            sarif_result(o, i, &r->f[k], &first);
+        if (r->incomplete)
+            sarif_result(o, i, NULL, &first);
     }
-    fputs("]}]}\n", o);
-    if (fclose(o) != 0) {
-        fprintf(stderr, "tckpt: %s: %s\n", path, strerror(errno));
-        return -1;
+    fputs("],\"artifacts\":[", o);
+    for (size_t i = 0; i < A.n; i++) {
+        fputs(i ? ",{\"location\":" : "{\"location\":", o);
+        artifact_location(o, (long)i, false);
+        if (A.a[i].parent >= 0)
+            fprintf(o, ",\"parentIndex\":%ld", A.a[i].parent);
+        else
+            fputs(",\"roles\":[\"analysisTarget\"]", o);
+        fputc('}', o);
     }
-    return 0;
+    fputs("]", o);
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) {
+        fputs(",\"originalUriBaseIds\":{\"CWD\":{\"uri\":\"file://", o);
+        uri_path(o, cwd, strlen(cwd));
+        fputs(cwd[1] ? "/\"}}" : "\"}}", o);
+    }
+    fprintf(o, ",\"invocations\":[{\"executionSuccessful\":%s,\"exitCode\":%d}]}]}\n",
+            exit_code == 2 ? "false" : "true", exit_code);
+    free(A.a);
+    A.a = NULL;
+    A.cap = A.n = 0;
 }
 
 int tckpt_scan_main(int argc, char **argv)
@@ -413,7 +571,7 @@ int tckpt_scan_main(int argc, char **argv)
         {"jobs", required_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool rec = false, json = false;
+    bool rec = false, json = false, policy_set = false, stdin_used = false;
     const char *sarif = NULL;
     long jobs = 1;
     int c;
@@ -422,8 +580,15 @@ int tckpt_scan_main(int argc, char **argv)
         switch (c) {
         case 'r': rec = true; break;
         case O_JSON: json = true; break;
-        case O_SARIF: sarif = optarg; break;
+        case O_SARIF:
+            if (sarif)
+                scan_usage_error("--sarif: given twice ('%s' the second time)", optarg);
+            sarif = optarg;
+            break;
         case O_POLICY:
+            if (policy_set)
+                scan_usage_error("--policy: given twice ('%s' the second time)", optarg);
+            policy_set = true;
             if (!strcmp(optarg, "torch2"))
                 S.o.policy = TN_ALLOW_CURRENT;
             else if (!strcmp(optarg, "torch1.13") || !strcmp(optarg, "torch1"))
@@ -432,7 +597,11 @@ int tckpt_scan_main(int argc, char **argv)
                 scan_usage_error("--policy: '%s' is not torch1.13 or torch2", optarg);
             break;
         case O_ALLOW: add_allow(optarg); break;
-        case O_ALLOWLIST: read_allowlist(optarg); break;
+        case O_ALLOWLIST:
+            if (!strcmp(optarg, "-"))
+                stdin_used = true;
+            read_allowlist(optarg);
+            break;
         case 'j': {
             char *end;
             jobs = strtol(optarg, &end, 10);
@@ -446,6 +615,9 @@ int tckpt_scan_main(int argc, char **argv)
             return 2;
         }
     }
+    bool sarif_stdout = sarif && !strcmp(sarif, "-");
+    if (json && sarif_stdout)
+        scan_usage_error("%s", "--json and --sarif - both write to standard output");
     S.o.allow = S.allow;
     S.o.nallow = S.nallow;
     bool seen_cmd = false;
@@ -455,13 +627,29 @@ int tckpt_scan_main(int argc, char **argv)
             continue;
         }
         struct stat st;
+        if (!strcmp(argv[i], "-")) {
+            if (stdin_used)
+                scan_usage_error("%s", "standard input (-) given twice");
+            stdin_used = true;
+        }
         if (rec && strcmp(argv[i], "-") && stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
             walk(argv[i], 0);
         else
             add_file(argv[i]);
     }
-    if (!S.n)
+    if (!S.n && !rec)
         scan_usage_error("%s", "no FILE given (use - for standard input)");
+    if (!S.n) { /* folders given to -r, and nothing in them */
+        fputs("tckpt: scan: no file found under the folders given\n", stderr);
+        return 2;
+    }
+    /* The SARIF file is opened first: an unwritable path is an error
+     * before any scan. */
+    struct tn_out *so = NULL;
+    if (sarif && !(so = tn_out_open(sarif))) {
+        fprintf(stderr, "tckpt: %s\n", tn_last_error());
+        return 2;
+    }
     if (jobs > (long)S.n)
         jobs = (long)S.n;
     pthread_t th[256];
@@ -474,7 +662,7 @@ int tckpt_scan_main(int argc, char **argv)
         pthread_join(th[i], NULL);
     if (json)
         print_json();
-    else
+    else if (!sarif_stdout)
         print_text();
     int rc = 0;
     bool any = false, inc = false;
@@ -483,8 +671,17 @@ int tckpt_scan_main(int argc, char **argv)
         inc |= S.f[i].r.incomplete;
     }
     rc = any ? 1 : inc ? 2 : 0;
-    if (sarif && write_sarif(sarif) < 0 && rc == 0)
+    if (so) {
+        write_sarif(tn_out_file(so), rc);
+        if (tn_out_commit(so, false) < 0) {
+            fprintf(stderr, "tckpt: %s\n", tn_last_error());
+            rc = 2;
+        }
+    }
+    if (tn_stdout_flush() < 0) {
+        fprintf(stderr, "tckpt: %s\n", tn_last_error());
         rc = 2;
+    }
     for (size_t i = 0; i < S.n; i++) {
         tn_scan_report_free(&S.f[i].r);
         free(S.f[i].path);

@@ -44,6 +44,12 @@ struct tn_io_map {
 /* Maps `path` whole (an empty file gives len 0); "-" (stdin), a pipe or a
  * device is read to its end into memory instead.  A folder is refused ("Is a
  * directory").  NULL with an error naming `path`. */
+/* The header checks tn_st_load and tn_npy_parse make, for the scanner: 0,
+ * or the loader's error (TN_EDTYPE for a dtype tensorkit lacks); *what gets
+ * the scanner's reason code ("safetensors-offsets", ...). */
+int tn__st_check(const void *data, size_t len, const char *label, const char **what);
+int tn__npy_check(const void *data, size_t len, const char *label);
+
 struct tn_io_map *tn__io_map_open(const char *path);
 /* Wraps caller memory that outlives the map (no copy, never freed). */
 struct tn_io_map *tn__io_map_memory(const void *data, size_t len);

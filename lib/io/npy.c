@@ -48,41 +48,48 @@ static const char *dict_value(const char *h, const char *key)
     return p;
 }
 
-struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
+/* What a .npy header says (tn__npy_header). */
+struct npy_header {
+    enum tn_dtype dtype;
+    bool fortran;
+    int ndim;
+    int64_t sizes[TN_MAX_DIMS];
+    int64_t numel;
+    size_t data; /* where the array's bytes start */
+};
+
+/*
+ * The header of a .npy of len bytes, checked as tn_npy_parse needs it: a
+ * dtype tensorkit has (TN_EDTYPE otherwise), a shape of non-negative sizes
+ * whose byte count fits int64 ("overflow computing the size of the
+ * array"), and data bytes enough.  The scanner (tn__npy_check) and the
+ * loader share it, so scan flags what ls refuses.
+ */
+static int npy_header(const unsigned char *b, size_t len, const char *label, struct npy_header *o)
 {
-    const unsigned char *b = data;
-    if (len < 10 || memcmp(b, "\x93NUMPY", 6)) {
-        tn_set_error(TN_EFORMAT, "%s: not a .npy file (no \\x93NUMPY magic)", label);
-        return NULL;
-    }
+    if (len < 10 || memcmp(b, "\x93NUMPY", 6))
+        return tn_set_error(TN_EFORMAT, "%s: not a .npy file (no \\x93NUMPY magic)", label);
     int major = b[6];
     size_t hl, at;
     if (major == 1) {
         hl = (size_t)b[8] | (size_t)b[9] << 8;
         at = 10;
     } else if (major == 2 || major == 3) {
-        if (len < 12) {
-            tn_set_error(TN_EFORMAT, "%s: truncated .npy header", label);
-            return NULL;
-        }
+        if (len < 12)
+            return tn_set_error(TN_EFORMAT, "%s: truncated .npy header", label);
         hl = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
         at = 12;
     } else {
-        tn_set_error(TN_EFORMAT, "%s: .npy format version %d is not supported", label, major);
-        return NULL;
+        return tn_set_error(TN_EFORMAT, "%s: .npy format version %d is not supported", label, major);
     }
-    if (hl > NPY_MAX_HEADER || hl > len - at) {
-        tn_set_error(TN_EFORMAT, "%s: .npy header of %zu bytes runs past the file", label, hl);
-        return NULL;
-    }
+    if (hl > NPY_MAX_HEADER || hl > len - at)
+        return tn_set_error(TN_EFORMAT, "%s: .npy header of %zu bytes runs past the file", label, hl);
     char *h = malloc(hl + 1);
-    if (!h) {
-        tn_set_error(TN_ENOMEM, "%s: out of memory", label);
-        return NULL;
-    }
+    if (!h)
+        return tn_set_error(TN_ENOMEM, "%s: out of memory", label);
     memcpy(h, b + at, hl);
     h[hl] = 0;
-    struct tn_tensor *t = NULL;
+    int rc = TN_OK;
     const char *p = dict_value(h, "descr");
     char descr[16] = "";
     if (p && *p == '\'') {
@@ -92,61 +99,96 @@ struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
             descr[q - p - 1] = 0;
         }
     }
-    enum tn_dtype dt = npy_dtype(descr);
-    if (dt == TN_DTYPE_UNSET) {
-        tn_set_error(TN_EDTYPE, "%s: .npy dtype '%s' is not supported by tensorkit", label,
-                     p ? descr : "?");
+    o->dtype = npy_dtype(descr);
+    if (o->dtype == TN_DTYPE_UNSET) {
+        rc = tn_set_error(TN_EDTYPE, "%s: .npy dtype '%s' is not supported by tensorkit", label,
+                          p ? descr : "?");
         goto out;
     }
     p = dict_value(h, "fortran_order");
-    bool fortran;
     if (p && !strncmp(p, "False", 5))
-        fortran = false;
+        o->fortran = false;
     else if (p && !strncmp(p, "True", 4))
-        fortran = true;
+        o->fortran = true;
     else {
-        tn_set_error(TN_EFORMAT, "%s: .npy header has no fortran_order", label);
+        rc = tn_set_error(TN_EFORMAT, "%s: .npy header has no fortran_order", label);
         goto out;
     }
     p = dict_value(h, "shape");
     if (!p || *p != '(') {
-        tn_set_error(TN_EFORMAT, "%s: .npy header has no shape", label);
+        rc = tn_set_error(TN_EFORMAT, "%s: .npy header has no shape", label);
         goto out;
     }
-    int64_t sizes[TN_MAX_DIMS];
-    int nd = 0;
+    o->ndim = 0;
     p++;
     for (;;) {
         while (*p == ' ' || *p == ',')
             p++;
         if (*p == ')')
             break;
-        if (*p < '0' || *p > '9' || nd == TN_MAX_DIMS) {
-            tn_set_error(TN_EFORMAT, "%s: bad .npy shape", label);
+        if (*p == '-') {
+            rc = tn_set_error(TN_EFORMAT, "%s: .npy shape holds a negative size", label);
+            goto out;
+        }
+        if (*p < '0' || *p > '9' || o->ndim == TN_MAX_DIMS) {
+            rc = tn_set_error(TN_EFORMAT, "%s: bad .npy shape", label);
             goto out;
         }
         errno = 0;
         char *end;
         long long v = strtoll(p, &end, 10);
-        if (errno) {
-            tn_set_error(TN_EFORMAT, "%s: bad .npy shape", label);
+        if (errno == ERANGE) {
+            rc = tn_set_error(TN_EFORMAT, "%s: overflow computing the size of the array", label);
             goto out;
         }
-        sizes[nd++] = v;
+        o->sizes[o->ndim++] = v;
         p = end;
         if (*p == 'L')
             p++;
     }
-    int64_t numel;
-    if (tn__check_sizes(sizes, nd, &numel) != TN_OK)
-        goto out;
-    size_t es = tn_dtype_size(dt);
+    /* Element and byte counts in int64, as a tensor holds them. */
+    size_t es = tn_dtype_size(o->dtype);
+    uint64_t nbytes = es;
+    o->numel = 1;
+    for (int d = 0; d < o->ndim; d++) {
+        uint64_t s = (uint64_t)o->sizes[d];
+        if (s && nbytes > (uint64_t)INT64_MAX / s) {
+            rc = tn_set_error(TN_EFORMAT, "%s: overflow computing the size of the array", label);
+            goto out;
+        }
+        nbytes *= s;
+        o->numel *= o->sizes[d];
+    }
     size_t body = len - at - hl;
-    if ((uint64_t)numel > body / es) {
-        tn_set_error(TN_EFORMAT, "%s: .npy data holds %zu bytes but the shape needs %llu", label,
-                     body, (unsigned long long)numel * es);
+    if (nbytes > body) {
+        rc = tn_set_error(TN_EFORMAT, "%s: .npy data holds %zu bytes but the shape needs %llu",
+                          label, body, (unsigned long long)nbytes);
         goto out;
     }
+    o->data = at + hl;
+out:
+    free(h);
+    return rc;
+}
+
+int tn__npy_check(const void *data, size_t len, const char *label)
+{
+    struct npy_header h;
+    return npy_header(data, len, label, &h);
+}
+
+struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
+{
+    const unsigned char *b = data;
+    struct npy_header hd;
+    if (npy_header(b, len, label, &hd) < 0)
+        return NULL;
+    bool fortran = hd.fortran;
+    int nd = hd.ndim;
+    int64_t *sizes = hd.sizes, numel = hd.numel;
+    enum tn_dtype dt = hd.dtype;
+    size_t es = tn_dtype_size(dt);
+    struct tn_tensor *t = NULL;
     int64_t strides[TN_MAX_DIMS];
     if (fortran) {
         int64_t s = 1;
@@ -159,9 +201,7 @@ struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
     }
     t = tn_empty_strided(sizes, nd, strides, dt);
     if (t && numel)
-        memcpy(t->storage->data, b + at + hl, (size_t)numel * es);
-out:
-    free(h);
+        memcpy(t->storage->data, b + hd.data, (size_t)numel * es);
     return t;
 }
 

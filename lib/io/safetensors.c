@@ -36,6 +36,193 @@ static int by_begin(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
+/*
+ * The header of b (len bytes, named label) checked as tn_st_load needs it:
+ * the entries (sorted by offset, their names pointing into *hdr), the
+ * header's length and the metadata (when meta is not NULL).  0, or an error
+ * naming label: shapes with negative sizes or an element count that
+ * overflows int64 ("overflow computing the size of 'w'"), unknown dtypes
+ * (TN_EDTYPE), offsets outside the data, gaps and overlaps.  The scanner
+ * (tn__st_check) and the loader share it, so scan flags what ls refuses.
+ */
+static int st_parse(const unsigned char *b, size_t len, const char *label, json_t **hdrp,
+                    struct st_entry **entsp, size_t *nep, uint64_t *hlen, struct tn_value **meta,
+                    const char **what)
+{
+    *what = "safetensors-header";
+    json_t *hdr = NULL;
+    struct st_entry *ents = NULL;
+    int rc = TN_OK;
+    *hdrp = NULL;
+    *entsp = NULL;
+    *nep = 0;
+    if (len < 8)
+        return tn_set_error(TN_EFORMAT, "%s: not a safetensors file (shorter than 8 bytes)", label);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | b[i];
+    if (n > ST_MAX_HEADER || n > len - 8) {
+        *what = "safetensors-header-length";
+        return tn_set_error(TN_EFORMAT, "%s: safetensors header of %llu bytes is too large", label,
+                            (unsigned long long)n);
+    }
+    if (n < 2 || b[8] != '{')
+        return tn_set_error(TN_EFORMAT, "%s: safetensors header does not start with '{'", label);
+    json_error_t err;
+    hdr = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &err);
+    if (!hdr || !json_is_object(hdr)) {
+        rc = tn_set_error(TN_EFORMAT, "%s: invalid safetensors header: %s", label,
+                          hdr ? "not an object" : err.text);
+        goto out;
+    }
+    size_t count = json_object_size(hdr);
+    ents = calloc(count ? count : 1, sizeof *ents);
+    if (!ents) {
+        rc = tn_set_error(TN_ENOMEM, "%s: out of memory", label);
+        goto out;
+    }
+    size_t ne = 0;
+    const char *key;
+    json_t *val;
+    uint64_t data_len = len - 8 - n;
+    json_object_foreach(hdr, key, val) {
+        if (!strcmp(key, "__metadata__")) {
+            if (!json_is_object(val)) {
+                rc = tn_set_error(TN_EFORMAT, "%s: __metadata__ must be an object", label);
+                goto out;
+            }
+            if (meta && !(*meta = tn_value_dict())) {
+                rc = tn_last_status();
+                goto out;
+            }
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(val, mk, mv) {
+                if (!json_is_string(mv)) {
+                    rc = tn_set_error(TN_EFORMAT, "%s: __metadata__ value of %s is not a string",
+                                      label, mk);
+                    goto out;
+                }
+                if (meta && tn_value_set(*meta, tn_value_str(mk),
+                                         tn_value_str(json_string_value(mv))) < 0) {
+                    rc = tn_last_status();
+                    goto out;
+                }
+            }
+            continue;
+        }
+        struct st_entry *e = &ents[ne];
+        json_t *dt = json_object_get(val, "dtype"), *sh = json_object_get(val, "shape"),
+               *off = json_object_get(val, "data_offsets");
+        if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) ||
+            json_array_size(off) != 2 || !json_is_integer(json_array_get(off, 0)) ||
+            !json_is_integer(json_array_get(off, 1))) {
+            rc = tn_set_error(TN_EFORMAT, "%s: %s: needs dtype, shape and data_offsets", label, key);
+            goto out;
+        }
+        e->name = key;
+        e->dtype = st_dtype(json_string_value(dt));
+        if (e->dtype == TN_DTYPE_UNSET) {
+            rc = tn_set_error(TN_EDTYPE, "%s: %s: dtype %s is not supported by tensorkit", label,
+                              key, json_string_value(dt));
+            goto out;
+        }
+        if (json_array_size(sh) > TN_MAX_DIMS) {
+            rc = tn_set_error(TN_EFORMAT, "%s: %s has more than %d dimensions", label, key,
+                              TN_MAX_DIMS);
+            goto out;
+        }
+        e->ndim = (int)json_array_size(sh);
+        for (int d = 0; d < e->ndim; d++) {
+            json_t *x = json_array_get(sh, (size_t)d);
+            if (!json_is_integer(x) || json_integer_value(x) < 0) {
+                *what = "safetensors-shape";
+                rc = tn_set_error(TN_EFORMAT, "%s: %s: shape must hold non-negative integers",
+                                  label, key);
+                goto out;
+            }
+            e->sizes[d] = json_integer_value(x);
+        }
+        /* Element count and byte count in int64, as a tensor holds them. */
+        uint64_t nbytes = tn_dtype_size(e->dtype);
+        bool over = false;
+        for (int d = 0; d < e->ndim; d++) {
+            uint64_t s = (uint64_t)e->sizes[d];
+            if (s && nbytes > (uint64_t)INT64_MAX / s)
+                over = true;
+            nbytes *= s;
+        }
+        if (over) {
+            *what = "safetensors-shape";
+            rc = tn_set_error(TN_EFORMAT, "%s: overflow computing the size of '%s'", label, key);
+            goto out;
+        }
+        json_int_t b0 = json_integer_value(json_array_get(off, 0));
+        json_int_t b1 = json_integer_value(json_array_get(off, 1));
+        if (b0 < 0 || b1 < b0 || (uint64_t)b1 > data_len) {
+            *what = "safetensors-offsets";
+            rc = tn_set_error(TN_EFORMAT, "%s: %s: data_offsets [%lld, %lld] outside the %llu data bytes",
+                              label, key, (long long)b0, (long long)b1, (unsigned long long)data_len);
+            goto out;
+        }
+        e->begin = (uint64_t)b0;
+        e->end = (uint64_t)b1;
+        if (nbytes != e->end - e->begin) {
+            *what = "safetensors-offsets";
+            rc = tn_set_error(TN_EFORMAT, "%s: %s: %llu bytes in data_offsets but the shape needs %llu",
+                              label, key, (unsigned long long)(e->end - e->begin),
+                              (unsigned long long)nbytes);
+            goto out;
+        }
+        ne++;
+    }
+    qsort(ents, ne, sizeof *ents, by_begin);
+    uint64_t at = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (ents[i].begin != at) {
+            *what = "safetensors-offsets";
+            rc = tn_set_error(TN_EFORMAT, "%s: %s starts at %llu, not at %llu: tensors must be contiguous",
+                              label, ents[i].name, (unsigned long long)ents[i].begin,
+                              (unsigned long long)at);
+            goto out;
+        }
+        at = ents[i].end;
+    }
+    if (at != data_len) {
+        *what = "safetensors-offsets";
+        rc = tn_set_error(TN_EFORMAT, "%s: %llu data bytes but the tensors cover %llu", label,
+                          (unsigned long long)data_len, (unsigned long long)at);
+        goto out;
+    }
+    *hdrp = hdr;
+    *entsp = ents;
+    *nep = ne;
+    *hlen = n;
+    return TN_OK;
+out:
+    if (meta) {
+        tn_value_release(*meta);
+        *meta = NULL;
+    }
+    free(ents);
+    json_decref(hdr);
+    return rc;
+}
+
+int tn__st_check(const void *data, size_t len, const char *label, const char **what)
+{
+    json_t *hdr;
+    struct st_entry *ents;
+    size_t ne;
+    uint64_t n;
+    int rc = st_parse(data, len, label, &hdr, &ents, &ne, &n, NULL, what);
+    if (rc == TN_OK) {
+        free(ents);
+        json_decref(hdr);
+    }
+    return rc;
+}
+
 struct tn_value *tn_st_load(const char *path, struct tn_value **metadata)
 {
     if (metadata)
@@ -46,129 +233,11 @@ struct tn_value *tn_st_load(const char *path, struct tn_value **metadata)
     struct tn_value *out = NULL, *meta = NULL;
     struct st_entry *ents = NULL;
     json_t *hdr = NULL;
-    const unsigned char *b = m->addr;
-    if (m->len < 8) {
-        tn_set_error(TN_EFORMAT, "%s: not a safetensors file (shorter than 8 bytes)", path);
+    size_t ne;
+    uint64_t n;
+    const char *what;
+    if (st_parse(m->addr, m->len, path, &hdr, &ents, &ne, &n, &meta, &what) < 0)
         goto out;
-    }
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = n << 8 | b[i];
-    if (n > ST_MAX_HEADER || n > m->len - 8) {
-        tn_set_error(TN_EFORMAT, "%s: safetensors header of %llu bytes is too large", path,
-                     (unsigned long long)n);
-        goto out;
-    }
-    if (n < 2 || b[8] != '{') {
-        tn_set_error(TN_EFORMAT, "%s: safetensors header does not start with '{'", path);
-        goto out;
-    }
-    json_error_t err;
-    hdr = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &err);
-    if (!hdr || !json_is_object(hdr)) {
-        tn_set_error(TN_EFORMAT, "%s: invalid safetensors header: %s", path,
-                     hdr ? "not an object" : err.text);
-        goto out;
-    }
-    size_t count = json_object_size(hdr);
-    ents = calloc(count ? count : 1, sizeof *ents);
-    if (!ents) {
-        tn_set_error(TN_ENOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    size_t ne = 0;
-    const char *key;
-    json_t *val;
-    uint64_t data_len = m->len - 8 - n;
-    json_object_foreach(hdr, key, val) {
-        if (!strcmp(key, "__metadata__")) {
-            if (!json_is_object(val)) {
-                tn_set_error(TN_EFORMAT, "%s: __metadata__ must be an object", path);
-                goto out;
-            }
-            meta = tn_value_dict();
-            const char *mk;
-            json_t *mv;
-            json_object_foreach(val, mk, mv) {
-                if (!json_is_string(mv)) {
-                    tn_set_error(TN_EFORMAT, "%s: __metadata__ value of %s is not a string", path,
-                                 mk);
-                    goto out;
-                }
-                if (!meta || tn_value_set(meta, tn_value_str(mk), tn_value_str(json_string_value(mv))) < 0)
-                    goto out;
-            }
-            continue;
-        }
-        struct st_entry *e = &ents[ne];
-        json_t *dt = json_object_get(val, "dtype"), *sh = json_object_get(val, "shape"),
-               *off = json_object_get(val, "data_offsets");
-        if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) ||
-            json_array_size(off) != 2 || !json_is_integer(json_array_get(off, 0)) ||
-            !json_is_integer(json_array_get(off, 1))) {
-            tn_set_error(TN_EFORMAT, "%s: %s: needs dtype, shape and data_offsets", path, key);
-            goto out;
-        }
-        e->name = key;
-        e->dtype = st_dtype(json_string_value(dt));
-        if (e->dtype == TN_DTYPE_UNSET) {
-            tn_set_error(TN_EDTYPE, "%s: %s: dtype %s is not supported by tensorkit", path, key,
-                         json_string_value(dt));
-            goto out;
-        }
-        if (json_array_size(sh) > TN_MAX_DIMS) {
-            tn_set_error(TN_EFORMAT, "%s: %s has more than %d dimensions", path, key, TN_MAX_DIMS);
-            goto out;
-        }
-        e->ndim = (int)json_array_size(sh);
-        uint64_t numel = 1;
-        bool over = false;
-        for (int d = 0; d < e->ndim; d++) {
-            json_t *x = json_array_get(sh, (size_t)d);
-            if (!json_is_integer(x) || json_integer_value(x) < 0) {
-                tn_set_error(TN_EFORMAT, "%s: %s: shape must hold non-negative integers", path, key);
-                goto out;
-            }
-            e->sizes[d] = json_integer_value(x);
-            uint64_t s = (uint64_t)e->sizes[d];
-            if (s && numel > UINT64_MAX / s)
-                over = true;
-            numel *= s;
-        }
-        json_int_t b0 = json_integer_value(json_array_get(off, 0));
-        json_int_t b1 = json_integer_value(json_array_get(off, 1));
-        if (b0 < 0 || b1 < b0 || (uint64_t)b1 > data_len) {
-            tn_set_error(TN_EFORMAT, "%s: %s: data_offsets [%lld, %lld] outside the %llu data bytes",
-                         path, key, (long long)b0, (long long)b1, (unsigned long long)data_len);
-            goto out;
-        }
-        e->begin = (uint64_t)b0;
-        e->end = (uint64_t)b1;
-        size_t es = tn_dtype_size(e->dtype);
-        if (over || (numel && numel > UINT64_MAX / es) || numel * es != e->end - e->begin) {
-            tn_set_error(TN_EFORMAT, "%s: %s: %llu bytes in data_offsets but the shape needs %llu",
-                         path, key, (unsigned long long)(e->end - e->begin),
-                         (unsigned long long)(numel * es));
-            goto out;
-        }
-        ne++;
-    }
-    qsort(ents, ne, sizeof *ents, by_begin);
-    uint64_t at = 0;
-    for (size_t i = 0; i < ne; i++) {
-        if (ents[i].begin != at) {
-            tn_set_error(TN_EFORMAT, "%s: %s starts at %llu, not at %llu: tensors must be contiguous",
-                         path, ents[i].name, (unsigned long long)ents[i].begin,
-                         (unsigned long long)at);
-            goto out;
-        }
-        at = ents[i].end;
-    }
-    if (at != data_len) {
-        tn_set_error(TN_EFORMAT, "%s: %llu data bytes but the tensors cover %llu", path,
-                     (unsigned long long)data_len, (unsigned long long)at);
-        goto out;
-    }
     out = tn_value_odict();
     if (!out)
         goto out;

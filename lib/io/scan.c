@@ -61,6 +61,8 @@ void tn__scan_add(struct tn__scan_ctx *c, const char *entry, uint64_t off, const
         r->incomplete = true;
         return;
     }
+    f->detail = NULL;
+    f->offset_in_parent = false;
     f->offset = off;
     f->use = use;
     f->severity = (enum tn_scan_severity)sev;
@@ -71,6 +73,27 @@ void tn__scan_add(struct tn__scan_ctx *c, const char *entry, uint64_t off, const
 void tn__scan_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t off, const char *reason)
 {
     tn__scan_add(c, entry, off, "", "", TN_SCAN_NONE, TN_SCAN_SUSPICIOUS, reason);
+}
+
+/* An anomaly of a member's header: its offset counts in the archive that
+ * holds the member. */
+static void member_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t off,
+                           const char *reason)
+{
+    size_t n = c->r->n;
+    tn__scan_anomaly(c, entry, off, reason);
+    if (c->r->n > n)
+        c->r->f[n].offset_in_parent = true;
+}
+
+/* An anomaly with words: the loader's refusal of what the scanner read. */
+static void anomaly_detail(struct tn__scan_ctx *c, const char *entry, uint64_t off,
+                           const char *reason, const char *detail)
+{
+    size_t n = c->r->n;
+    tn__scan_anomaly(c, entry, off, reason);
+    if (c->r->n > n && !(c->r->f[n].detail = tn__scan_dupn(detail, strlen(detail))))
+        c->oom = true;
 }
 
 void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why)
@@ -88,6 +111,7 @@ void tn_scan_report_free(struct tn_scan_report *r)
         free(r->f[i].entry);
         free(r->f[i].module);
         free(r->f[i].name);
+        free(r->f[i].detail);
     }
     free(r->f);
     free(r->error);
@@ -229,7 +253,7 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
                 c->oom = true;
                 break;
             }
-            tn__scan_anomaly(c, sub, p, "zip-unindexed-entry");
+            member_anomaly(c, sub, p, "zip-unindexed-entry");
             uint64_t cs = rd32(b + p + 18), data = p + 30 + nl + xl;
             if (rd16(b + p + 8) == 0 && data <= len && cs <= len - data)
                 scan_member(c, b + data, (size_t)cs, sub, nm);
@@ -274,15 +298,15 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
             break;
         }
         if (tn_zip_find(z, nm) != (long)i)
-            tn__scan_anomaly(c, sub, e->header_offset, "zip-duplicate-name");
+            member_anomaly(c, sub, e->header_offset, "zip-duplicate-name");
         /* The local header must agree with the central directory. */
         const unsigned char *lh = b + e->header_offset;
         size_t lnl = rd16(lh + 26);
         if (lnl != strlen(nm) || e->header_offset + 30 + lnl > len ||
             memcmp(lh + 30, nm, lnl))
-            tn__scan_anomaly(c, sub, e->header_offset, "zip-name-mismatch");
+            member_anomaly(c, sub, e->header_offset, "zip-name-mismatch");
         else if (rd16(lh + 8) != e->method || ((rd16(lh + 6) ^ e->flags) & ~8u & 0xff))
-            tn__scan_anomaly(c, sub, e->header_offset, "zip-header-mismatch");
+            member_anomaly(c, sub, e->header_offset, "zip-header-mismatch");
         const char *slash = strchr(nm, '/');
         if (torch && slash) {
             if (!root) {
@@ -290,7 +314,7 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                 rootlen = (size_t)(slash - nm);
             } else if (!roots_reported &&
                        ((size_t)(slash - nm) != rootlen || memcmp(nm, root, rootlen))) {
-                tn__scan_anomaly(c, sub, e->header_offset, "zip-several-roots");
+                member_anomaly(c, sub, e->header_offset, "zip-several-roots");
                 roots_reported = true;
             }
         }
@@ -309,13 +333,13 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
             void *data = NULL;
             size_t dl = 0;
             if (!budget(c, e->size)) {
-                tn__scan_anomaly(c, sub, e->header_offset, "expanded-size-limit");
+                member_anomaly(c, sub, e->header_offset, "expanded-size-limit");
                 tn__scan_incomplete(c, "archive members larger than the expanded-size limit");
             } else if (tn_zip_read(z, i, 0, &data, &dl) < 0) {
-                tn__scan_anomaly(c, sub, e->header_offset, "zip-member-unreadable");
+                member_anomaly(c, sub, e->header_offset, "zip-member-unreadable");
             } else {
                 if (tn_zip_crc32(0, data, dl) != e->crc)
-                    tn__scan_anomaly(c, sub, e->header_offset, "zip-crc-mismatch");
+                    member_anomaly(c, sub, e->header_offset, "zip-crc-mismatch");
                 scan_member(c, data, dl, sub, nm);
                 free(data);
             }
@@ -470,7 +494,7 @@ static void scan_tar(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
             return;
         }
         if (!ok || sz > len - p - 512) {
-            tn__scan_anomaly(c, sub, p, "tar-size");
+            member_anomaly(c, sub, p, "tar-size");
             tn__scan_incomplete(c, "a tar member runs past the end of the archive");
             free(sub);
             return;
@@ -485,6 +509,21 @@ static void scan_tar(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
         if (c->oom || c->r->n >= TN__SCAN_MAX_FINDINGS)
             return;
     }
+}
+
+/* What the loader refuses is never clean: a dtype tensorkit lacks leaves the
+ * file unchecked (incomplete), any other refusal is an anomaly with the
+ * loader's words (negative or overflowing shapes, offsets, overlaps). */
+static void loader_check(struct tn__scan_ctx *c, int rc, const char *entry, const char *reason)
+{
+    if (rc == TN_OK)
+        return;
+    if (rc == TN_ENOMEM)
+        c->oom = true;
+    else if (rc == TN_EDTYPE)
+        tn__scan_incomplete(c, tn_last_error());
+    else
+        anomaly_detail(c, entry, 0, reason, tn_last_error());
 }
 
 static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry)
@@ -535,45 +574,17 @@ static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
     if (object) {
         tn__scan_anomaly(c, entry, 0, "npy-object-array");
         tn__scan_pickles(c, b + at + hl, len - at - hl, entry, 1, false);
+        return;
     }
+    loader_check(c, tn__npy_check(b, len, *entry ? entry : c->label), entry, "npy-header");
 }
 
 static void scan_safetensors(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                              const char *entry)
 {
-    uint64_t hl = rd64(b);
-    if (hl > len - 8) {
-        tn__scan_anomaly(c, entry, 0, "safetensors-header-length");
-        return;
-    }
-    json_error_t err;
-    json_t *j = json_loadb((const char *)b + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &err);
-    if (!j || !json_is_object(j)) {
-        tn__scan_anomaly(c, entry, 8, "safetensors-header");
-        json_decref(j);
-        return;
-    }
-    uint64_t data = len - 8 - hl;
-    const char *k;
-    json_t *v;
-    json_object_foreach(j, k, v) {
-        if (!strcmp(k, "__metadata__"))
-            continue;
-        json_t *o = json_object_get(v, "data_offsets");
-        json_t *dt = json_object_get(v, "dtype");
-        if (!json_is_string(dt) || !json_is_array(o) || json_array_size(o) != 2 ||
-            !json_is_integer(json_array_get(o, 0)) || !json_is_integer(json_array_get(o, 1))) {
-            tn__scan_anomaly(c, entry, 8, "safetensors-header");
-            break;
-        }
-        json_int_t a = json_integer_value(json_array_get(o, 0));
-        json_int_t e = json_integer_value(json_array_get(o, 1));
-        if (a < 0 || e < a || (uint64_t)e > data) {
-            tn__scan_anomaly(c, entry, 8, "safetensors-offsets");
-            break;
-        }
-    }
-    json_decref(j);
+    const char *what = "safetensors-header";
+    int rc = tn__st_check(b, len, *entry ? entry : c->label, &what);
+    loader_check(c, rc, entry, what);
 }
 
 static bool is_zip(const unsigned char *b, size_t len)
@@ -670,8 +681,8 @@ int tn_scan_memory(const void *data, size_t len, const char *label,
 {
     if (!r || (!data && len))
         return tn_set_error(TN_EINVAL, "tn_scan_memory: NULL argument");
-    (void)label;
-    struct tn__scan_ctx c = {.o = opts ? opts : &default_opts, .r = r};
+    struct tn__scan_ctx c = {.o = opts ? opts : &default_opts, .r = r,
+                             .label = label ? label : "-"};
     scan_blob(&c, data, len, "", NULL, true);
     if (c.oom) {
         tn__scan_incomplete(&c, "out of memory");

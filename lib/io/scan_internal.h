@@ -14,6 +14,7 @@
 struct tn__scan_ctx {
     const struct tn_scan_options *o;
     struct tn_scan_report *r;
+    const char *label; /* the file's name, for messages */
     unsigned depth;
     size_t entries;
     uint64_t expanded;

@@ -278,3 +278,61 @@ const char *tn_scan_use_name(enum tn_scan_use u)
     default: return "none";
     }
 }
+
+/* Every reason code a finding can carry, in words (SARIF's rules). */
+static const struct tn_scan_rule rules[] = {
+    {"dangerous-global", "a global known to run code or touch files, processes or the network"},
+    {"global-not-allowed", "a global outside torch.load(weights_only=True)'s allowlist"},
+    {"global-nul", "a global whose module or name holds a NUL byte"},
+    {"callable-unresolved", "a call of something that does not resolve to a constant global"},
+    {"stack-global-unresolved", "STACK_GLOBAL of a module or name that is no constant string"},
+    {"extension-code", "a global taken from copyreg's extension registry (EXT1, EXT2, EXT4)"},
+    {"torchscript-code", "TorchScript code, compiled and run by torch.jit.load"},
+    {"build-on-global", "BUILD on a global: sets attributes of a class or module"},
+    {"stack-limit", "the pickle's stack grows past the scanner's limit"},
+    {"stack-underflow", "an opcode pops more than the stack holds"},
+    {"mark-missing", "an opcode needs a MARK that is not there"},
+    {"mark-limit", "more nested MARKs than the scanner's limit"},
+    {"globals-limit", "more globals than the scanner's limit"},
+    {"memo-limit", "more memo entries than the scanner's limit"},
+    {"memo-negative", "a memo index below zero"},
+    {"memo-missing", "a GET of a memo entry never PUT"},
+    {"protocol-unsupported", "a PROTO above 5"},
+    {"proto-misplaced", "a PROTO that is not the first opcode"},
+    {"frame-nested", "a FRAME inside a frame"},
+    {"frame-length", "a FRAME longer than the bytes that follow"},
+    {"frame-boundary", "an opcode crosses the end of its frame"},
+    {"out-of-band-buffer", "NEXT_BUFFER or READONLY_BUFFER: data from outside the pickle"},
+    {"opcode-unknown", "an opcode the scanner does not know"},
+    {"opcode-invalid", "an opcode whose operand does not decode"},
+    {"truncated", "the pickle ends before its STOP"},
+    {"stop-stack", "STOP with more or less than one item on the stack, or a MARK left"},
+    {"trailing-data", "bytes after the last pickle that no loader reads"},
+    {"zip-unreadable", "a zip archive whose directory cannot be read"},
+    {"zip-unindexed-entry", "a zip member the central directory does not list"},
+    {"zip-duplicate-name", "two zip members of the same name"},
+    {"zip-name-mismatch", "a local header's name differs from the central directory's"},
+    {"zip-header-mismatch", "a local header's method or flags differ from the central directory's"},
+    {"zip-several-roots", "a torch zip with members under more than one top folder"},
+    {"zip-member-unreadable", "a zip member that cannot be inflated"},
+    {"zip-crc-mismatch", "a zip member whose CRC-32 is wrong"},
+    {"zip-prefix", "a zip archive after bytes of something else"},
+    {"tar-size", "a tar member that runs past the end of the archive"},
+    {"legacy-tar-layout", "a pre-0.4 tar checkpoint member that does not follow torch's layout"},
+    {"archive-unsupported", "an archive or stream format the scanner does not read (7z, gzip)"},
+    {"depth-limit", "archives nested deeper than the scanner's limit"},
+    {"entry-limit", "more archive members than the scanner's limit"},
+    {"expanded-size-limit", "archive members larger than the scanner's limit"},
+    {"npy-header", "a .npy header the loader refuses (negative or overflowing shape, bad layout)"},
+    {"npy-object-array", "a .npy object array: a pickle loaded with allow_pickle=True"},
+    {"safetensors-header", "a safetensors header the loader refuses (not JSON, fields missing)"},
+    {"safetensors-header-length", "a safetensors header length past the end of the file"},
+    {"safetensors-shape", "a safetensors shape with a negative size or an overflowing size"},
+    {"safetensors-offsets", "safetensors data offsets outside the data, overlapping or with gaps"},
+};
+
+const struct tn_scan_rule *tn_scan_rules(size_t *n)
+{
+    *n = sizeof rules / sizeof *rules;
+    return rules;
+}

@@ -1,3 +1,5 @@
 # Bats tests of tckpt.
 CLI_TESTS += tests/cli/tckpt.bats
 CLI_TESTS += tests/cli/tckpt_scan.bats
+CLI_TESTS += tests/cli/tckpt_scan_headers.bats
+CLI_TESTS += tests/cli/tckpt_scan_output.bats

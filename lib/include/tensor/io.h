@@ -273,6 +273,8 @@ struct tn_scan_finding {
     enum tn_scan_use use;
     enum tn_scan_severity severity;
     const char *reason; /* a static short code: "dangerous-global", "frame-boundary", ... */
+    char *detail;       /* what is wrong, in words (a loader's refusal), or NULL */
+    bool offset_in_parent; /* a member's header: offset counts in the archive holding entry */
 };
 
 struct tn_scan_options {
@@ -312,6 +314,14 @@ int tn_scan_global_severity(const char *module, const char *name, int proto,
 /* Whether "module.name" may be added with --allow: never anything in os,
  * posix, nt, sys, subprocess or builtins.eval/exec (or dangerous paths). */
 bool tn_scan_allow_ok(const char *module_dot_name);
+
+/* Every reason code a finding can carry (tn_scan_finding.reason), with a
+ * description: n gets the count. */
+struct tn_scan_rule {
+    const char *id;
+    const char *description;
+};
+const struct tn_scan_rule *tn_scan_rules(size_t *n);
 
 const char *tn_scan_severity_name(enum tn_scan_severity s);
 const char *tn_scan_use_name(enum tn_scan_use u);
