@@ -97,6 +97,9 @@ enum tn_pickle_opcode {
 
 /* The name of an opcode ("BINFLOAT"), or NULL for a byte that is none. */
 const char *tn__pickle_op_name(int code);
+/* Whether torch.load(weights_only=True) of that allowlist's PyTorch
+ * executes the opcode (unpickle.c). */
+bool tn__pickle_op_allowed(int code, enum tn_ckpt_allowlist allow);
 
 /* One decoded opcode and its argument. */
 struct tn_pickle_op {

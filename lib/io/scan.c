@@ -86,14 +86,20 @@ static void member_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t o
         c->r->f[n].offset_in_parent = true;
 }
 
+void tn__scan_set_detail(struct tn__scan_ctx *c, size_t n, const char *detail)
+{
+    if (c->r->n > n && !c->r->f[n].detail &&
+        !(c->r->f[n].detail = tn__scan_dupn(detail, strlen(detail))))
+        c->oom = true;
+}
+
 /* An anomaly with words: the loader's refusal of what the scanner read. */
 static void anomaly_detail(struct tn__scan_ctx *c, const char *entry, uint64_t off,
                            const char *reason, const char *detail)
 {
     size_t n = c->r->n;
     tn__scan_anomaly(c, entry, off, reason);
-    if (c->r->n > n && !(c->r->f[n].detail = tn__scan_dupn(detail, strlen(detail))))
-        c->oom = true;
+    tn__scan_set_detail(c, n, detail);
 }
 
 void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why)

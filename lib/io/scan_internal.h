@@ -27,6 +27,8 @@ void tn__scan_add(struct tn__scan_ctx *c, const char *entry, uint64_t off, const
                   const char *name, enum tn_scan_use use, int sev, const char *reason);
 void tn__scan_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t off, const char *reason);
 void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why);
+/* Gives finding n (when it was added) its words. */
+void tn__scan_set_detail(struct tn__scan_ctx *c, size_t n, const char *detail);
 
 /* Severity of a resolved module.name under c's options (scan_policy.c). */
 int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_options *o);

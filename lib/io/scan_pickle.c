@@ -63,7 +63,27 @@ struct pm {
     uint64_t start; /* offset of the pickle's first opcode */
     uint64_t frame_end; /* 0: not in a frame */
     uint32_t seen; /* anomaly reasons already reported (bit per reason) */
+    uint8_t opseen[32]; /* opcodes reported outside the policy's unpickler */
+    bool newobj_seen;
 };
+
+/* --policy torch1.13: what PyTorch 1.13's weights_only unpickler refuses
+ * beyond globals: any opcode it lacks (BINFLOAT, STACK_GLOBAL, FRAME,
+ * MEMOIZE, SHORT_BINUNICODE, ...), once per opcode and pickle. */
+static void torch1_op(struct pm *m, const struct tn_pickle_op *op)
+{
+    if (m->c->o->policy != TN_ALLOW_TORCH1 || tn__pickle_op_allowed(op->code, TN_ALLOW_TORCH1) ||
+        (m->opseen[op->code >> 3] >> (op->code & 7) & 1))
+        return;
+    m->opseen[op->code >> 3] |= (uint8_t)(1u << (op->code & 7));
+    size_t n = m->c->r->n;
+    tn__scan_add(m->c, m->entry, op->pos, "", "", TN_SCAN_NONE, TN_SCAN_UNKNOWN,
+                 "opcode-not-allowed");
+    char d[128];
+    snprintf(d, sizeof d, "opcode %s is outside PyTorch 1.13's weights_only unpickler",
+             tn__pickle_op_name(op->code));
+    tn__scan_set_detail(m->c, n, d);
+}
 
 /* Reports an anomaly once per stream. */
 static void pm_anomaly(struct pm *m, unsigned bit, uint64_t off, const char *reason)
@@ -500,6 +520,17 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         pop(m, off);
         struct sv f = pop(m, off);
         use(m, f, TN_SCAN_BUILT, off);
+        /* 1.13 builds only torch.nn.Parameter with NEWOBJ */
+        if (m->c->o->policy == TN_ALLOW_TORCH1 && op->code == TN_OP_NEWOBJ && !m->newobj_seen &&
+            !(f.k == V_GLOBAL && !strcmp(m->g[f.g].mod, "torch.nn.parameter") &&
+              !strcmp(m->g[f.g].name, "Parameter"))) {
+            m->newobj_seen = true;
+            size_t n = m->c->r->n;
+            tn__scan_add(m->c, m->entry, off, "", "", TN_SCAN_NONE, TN_SCAN_UNKNOWN,
+                         "newobj-not-allowed");
+            tn__scan_set_detail(m->c, n, "PyTorch 1.13's weights_only unpickler builds only "
+                                "torch.nn.Parameter with NEWOBJ");
+        }
         push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
         return;
     }
@@ -586,6 +617,7 @@ int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t l
             rc = 0;
             break;
         }
+        torch1_op(&m, &op);
         step(&m, &op);
         if (m.fatal)
             break;

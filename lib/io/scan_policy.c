@@ -308,6 +308,8 @@ static const struct tn_scan_rule rules[] = {
     {"truncated", "the pickle ends before its STOP"},
     {"stop-stack", "STOP with more or less than one item on the stack, or a MARK left"},
     {"trailing-data", "bytes after the last pickle that no loader reads"},
+    {"opcode-not-allowed", "--policy torch1.13: an opcode PyTorch 1.13's weights_only unpickler lacks"},
+    {"newobj-not-allowed", "--policy torch1.13: NEWOBJ of anything but torch.nn.Parameter"},
     {"zip-unreadable", "a zip archive whose directory cannot be read"},
     {"zip-unindexed-entry", "a zip member the central directory does not list"},
     {"zip-duplicate-name", "two zip members of the same name"},

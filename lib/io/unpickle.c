@@ -47,8 +47,10 @@ enum tn_dtype tn__storage_class_dtype(const char *name, size_t len)
     return TN_DTYPE_UNSET;
 }
 
-/* The opcodes weights_only accepts; BINFLOAT only in the current list. */
-static bool op_allowed(int c, enum tn_ckpt_allowlist allow)
+/* The opcodes weights_only accepts; BINFLOAT only in the current list
+ * (1.13's unpickler has EMPTY_SET but no BINFLOAT).  The scanner's
+ * --policy torch1.13 flags the same. */
+bool tn__pickle_op_allowed(int c, enum tn_ckpt_allowlist allow)
 {
     switch (c) {
     case TN_OP_PROTO: case TN_OP_STOP: case TN_OP_GLOBAL: case TN_OP_REDUCE: case TN_OP_BUILD:
@@ -58,9 +60,9 @@ static bool op_allowed(int c, enum tn_ckpt_allowlist allow)
     case TN_OP_NONE: case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_BININT:
     case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG1: case TN_OP_BINUNICODE:
     case TN_OP_SHORT_BINSTRING: case TN_OP_BINPERSID: case TN_OP_BINGET: case TN_OP_LONG_BINGET:
-    case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
+    case TN_OP_BINPUT: case TN_OP_LONG_BINPUT: case TN_OP_EMPTY_SET:
         return true;
-    case TN_OP_BINFLOAT: case TN_OP_EMPTY_SET:
+    case TN_OP_BINFLOAT:
         return allow == TN_ALLOW_CURRENT;
     default:
         return false;
@@ -774,7 +776,7 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
             break;
         m.pos = op.pos;
         m.opname = tn__pickle_op_name(op.code);
-        if (!op_allowed(op.code, allow)) {
+        if (!tn__pickle_op_allowed(op.code, allow)) {
             fail(&m, TN_EFORMAT, "Unsupported operand %d", op.code);
             break;
         }

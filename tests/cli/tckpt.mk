@@ -3,3 +3,4 @@ CLI_TESTS += tests/cli/tckpt.bats
 CLI_TESTS += tests/cli/tckpt_scan.bats
 CLI_TESTS += tests/cli/tckpt_scan_headers.bats
 CLI_TESTS += tests/cli/tckpt_scan_output.bats
+CLI_TESTS += tests/cli/tckpt_scan_policy.bats

@@ -109,6 +109,7 @@ torch.save({"w%d" % i: torch.zeros(2) for i in range(20000)}, sys.argv[1])' \
 
 @test "scan: --policy torch1.13 refuses what only PyTorch 2 allows" {
     run tckpt scan --policy torch1.13 "$FX/optim_2.pt"
+    [ "$status" -eq 1 ]
     run tckpt scan --policy torch2 "$FX/module_1.pt"
     assert_success
     run tckpt scan --policy torch3 "$FX/module_1.pt"

@@ -134,8 +134,12 @@ static void test_benign(void **state)
     int bad = 0;
     for (int pol = 0; pol < 2; pol++)
         for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-            /* PyTorch 2's files may use what only 2.x allows */
-            if (pol == 1 && strstr(files[i], "_2."))
+            /* PyTorch 2's files may use what only 2.x allows; 1.13's own
+             * weights_only refuses its nested_1.pt and optim_1.pt (their
+             * floats are BINFLOAT): tckpt_scan_policy.bats checks those
+             * against 1.13 live */
+            if (pol == 1 && (strstr(files[i], "_2.") || !strcmp(files[i], "nested_1.pt") ||
+                             !strcmp(files[i], "optim_1.pt")))
                 continue;
             struct tn_scan_options o = {.policy = (enum tn_ckpt_allowlist)pol};
             struct tn_scan_report r = {0};
