@@ -14,7 +14,8 @@
 #define MAX_MEMO (1u << 20)
 #define MAX_GLOBALS 65536u
 
-enum { V_OTHER, V_STR, V_BYTES, V_GLOBAL, V_RESULT };
+/* V_TUPLE keeps its first item's text in s, n when that is a string. */
+enum { V_OTHER, V_STR, V_BYTES, V_GLOBAL, V_RESULT, V_LIST, V_TUPLE };
 
 struct sv {
     uint8_t k;
@@ -64,8 +65,21 @@ struct pm {
     uint64_t frame_end; /* 0: not in a frame */
     uint32_t seen; /* anomaly reasons already reported (bit per reason) */
     uint8_t opseen[32]; /* opcodes reported outside the policy's unpickler */
-    bool newobj_seen;
+    unsigned torch1_seen; /* torch1_refuse's kinds already reported */
 };
+
+/* --policy torch1.13: what 1.13's unpickler refuses by the type of what it
+ * acts on (a bit per kind: reported once per pickle). */
+static void torch1_refuse(struct pm *m, unsigned bit, uint64_t off, const char *reason,
+                          const char *detail)
+{
+    if (m->c->o->policy != TN_ALLOW_TORCH1 || (m->torch1_seen & 1u << bit))
+        return;
+    m->torch1_seen |= 1u << bit;
+    size_t n = m->c->r->n;
+    tn__scan_add(m->c, m->entry, off, "", "", TN_SCAN_NONE, TN_SCAN_UNKNOWN, reason);
+    tn__scan_set_detail(m->c, n, detail);
+}
 
 /* --policy torch1.13: what PyTorch 1.13's weights_only unpickler refuses
  * beyond globals: any opcode it lacks (BINFLOAT, STACK_GLOBAL, FRAME,
@@ -265,6 +279,13 @@ static void push_global(struct pm *m, const char *mod, size_t ml, const char *na
         push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
 }
 
+/* A tuple whose first item is first. */
+static struct sv tuple_of(struct sv first)
+{
+    return first.k == V_STR ? (struct sv){V_TUPLE, 0, first.s, first.n}
+                            : (struct sv){V_TUPLE, 0, NULL, 0};
+}
+
 /* A callable (or class) was used: record how, or flag it as unresolved. */
 static void use(struct pm *m, struct sv f, enum tn_scan_use u, uint64_t off)
 {
@@ -452,9 +473,12 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         return;
     case TN_OP_INT: case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG:
     case TN_OP_LONG1: case TN_OP_LONG4: case TN_OP_FLOAT: case TN_OP_BINFLOAT: case TN_OP_NONE:
-    case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_EMPTY_TUPLE: case TN_OP_EMPTY_LIST:
+    case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_EMPTY_TUPLE:
     case TN_OP_EMPTY_DICT: case TN_OP_EMPTY_SET: case TN_OP_BYTEARRAY8:
         push(m, other, off);
+        return;
+    case TN_OP_EMPTY_LIST:
+        push(m, (struct sv){V_LIST, 0, NULL, 0}, off);
         return;
     case TN_OP_NEXT_BUFFER:
         pm_anomaly(m, 12, off, "out-of-band-buffer");
@@ -463,18 +487,35 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_READONLY_BUFFER:
         top(m, off);
         return;
-    case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET:
-        m->n = pop_mark(m, off);
-        push(m, other, off);
+    case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET: {
+        size_t b = pop_mark(m, off);
+        struct sv first = b < m->n ? m->st[b] : other;
+        m->n = b;
+        push(m, op->code == TN_OP_LIST ? (struct sv){V_LIST, 0, NULL, 0}
+                : op->code == TN_OP_TUPLE ? tuple_of(first) : other, off);
         return;
-    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3:
-        for (int k = op->code - TN_OP_TUPLE1 + 1; k > 0; k--)
+    }
+    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
+        int k = op->code - TN_OP_TUPLE1 + 1;
+        struct sv first = m->n >= floor_of(m) + (size_t)k ? m->st[m->n - (size_t)k] : other;
+        for (; k > 0; k--)
             pop(m, off);
-        push(m, other, off);
+        push(m, tuple_of(first), off);
         return;
-    case TN_OP_APPEND: pop(m, off); top(m, off); return;
+    }
+    case TN_OP_APPEND: case TN_OP_APPENDS: {
+        if (op->code == TN_OP_APPEND)
+            pop(m, off);
+        else
+            m->n = pop_mark(m, off);
+        struct sv *t = top(m, off);
+        if (t && t->k != V_LIST) /* 1.13 appends to lists only */
+            torch1_refuse(m, 1, off, "append-not-allowed", "PyTorch 1.13's weights_only "
+                          "unpickler appends to lists only");
+        return;
+    }
     case TN_OP_SETITEM: pop(m, off); pop(m, off); top(m, off); return;
-    case TN_OP_APPENDS: case TN_OP_SETITEMS: case TN_OP_ADDITEMS:
+    case TN_OP_SETITEMS: case TN_OP_ADDITEMS:
         m->n = pop_mark(m, off);
         top(m, off);
         return;
@@ -520,17 +561,11 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         pop(m, off);
         struct sv f = pop(m, off);
         use(m, f, TN_SCAN_BUILT, off);
-        /* 1.13 builds only torch.nn.Parameter with NEWOBJ */
-        if (m->c->o->policy == TN_ALLOW_TORCH1 && op->code == TN_OP_NEWOBJ && !m->newobj_seen &&
+        if (op->code == TN_OP_NEWOBJ &&
             !(f.k == V_GLOBAL && !strcmp(m->g[f.g].mod, "torch.nn.parameter") &&
-              !strcmp(m->g[f.g].name, "Parameter"))) {
-            m->newobj_seen = true;
-            size_t n = m->c->r->n;
-            tn__scan_add(m->c, m->entry, off, "", "", TN_SCAN_NONE, TN_SCAN_UNKNOWN,
-                         "newobj-not-allowed");
-            tn__scan_set_detail(m->c, n, "PyTorch 1.13's weights_only unpickler builds only "
-                                "torch.nn.Parameter with NEWOBJ");
-        }
+              !strcmp(m->g[f.g].name, "Parameter")))
+            torch1_refuse(m, 0, off, "newobj-not-allowed", "PyTorch 1.13's weights_only "
+                          "unpickler builds only torch.nn.Parameter with NEWOBJ");
         push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
         return;
     }
@@ -544,6 +579,11 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_BUILD: {
         pop(m, off);
         struct sv *t = top(m, off);
+        /* 1.13 builds a Tensor, a Parameter or an OrderedDict: an object
+         * some call made, never a literal */
+        if (t && t->k != V_RESULT && t->k != V_GLOBAL)
+            torch1_refuse(m, 2, off, "build-not-allowed", "PyTorch 1.13's weights_only "
+                          "unpickler builds only tensors, parameters and OrderedDicts");
         if (t && t->k == V_GLOBAL) {
             /* setattr on a class or module object: a monkey patch */
             pm_anomaly(m, 13, off, "build-on-global");
@@ -563,10 +603,16 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_PERSID:
         push(m, other, off);
         return;
-    case TN_OP_BINPERSID:
-        pop(m, off);
+    case TN_OP_BINPERSID: {
+        /* 1.13 loads ('storage', ...) tuples only: a tuple is built from
+         * MARK or TUPLE1-3, never a string, list or call */
+        struct sv pid = pop(m, off);
+        if (pid.k != V_TUPLE || !pid.s || pid.n != 7 || memcmp(pid.s, "storage", 7))
+            torch1_refuse(m, 3, off, "persid-not-allowed", "PyTorch 1.13's weights_only "
+                          "unpickler loads only ('storage', ...) persistent ids");
         push(m, other, off);
         return;
+    }
     case TN_OP_GET: case TN_OP_BINGET: case TN_OP_LONG_BINGET:
         if (op->code == TN_OP_GET && op->big)
             pm_anomaly(m, 6, off, "memo-missing");

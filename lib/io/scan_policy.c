@@ -310,6 +310,10 @@ static const struct tn_scan_rule rules[] = {
     {"trailing-data", "bytes after the last pickle that no loader reads"},
     {"opcode-not-allowed", "--policy torch1.13: an opcode PyTorch 1.13's weights_only unpickler lacks"},
     {"newobj-not-allowed", "--policy torch1.13: NEWOBJ of anything but torch.nn.Parameter"},
+    {"persid-not-allowed", "--policy torch1.13: a persistent id that is no tuple"},
+    {"append-not-allowed", "--policy torch1.13: APPEND or APPENDS to anything but a list"},
+    {"build-not-allowed", "--policy torch1.13: BUILD of a literal (1.13 builds tensors, "
+                          "parameters and OrderedDicts only)"},
     {"zip-unreadable", "a zip archive whose directory cannot be read"},
     {"zip-unindexed-entry", "a zip member the central directory does not list"},
     {"zip-duplicate-name", "two zip members of the same name"},
