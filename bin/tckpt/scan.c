@@ -671,6 +671,11 @@ int tckpt_scan_main(int argc, char **argv)
         inc |= S.f[i].r.incomplete;
     }
     rc = any ? 1 : inc ? 2 : 0;
+    /* The report first, so that SARIF's exit code counts its failure. */
+    if (!sarif_stdout && tn_stdout_flush() < 0) {
+        fprintf(stderr, "tckpt: %s\n", tn_last_error());
+        rc = 2;
+    }
     if (so) {
         write_sarif(tn_out_file(so), rc);
         if (tn_out_commit(so, false) < 0) {
@@ -678,7 +683,7 @@ int tckpt_scan_main(int argc, char **argv)
             rc = 2;
         }
     }
-    if (tn_stdout_flush() < 0) {
+    if (sarif_stdout && tn_stdout_flush() < 0) {
         fprintf(stderr, "tckpt: %s\n", tn_last_error());
         rc = 2;
     }
