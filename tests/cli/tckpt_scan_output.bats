@@ -127,6 +127,12 @@ PY
         [ "$status" -eq 2 ]
         assert_output --partial "<stdout>"
     done
+    # the SARIF written beside says so
+    run bash -c "tckpt scan --sarif '$BATS_TEST_TMPDIR/f.sarif' '$FX/module_1.pt' >/dev/full"
+    [ "$status" -eq 2 ]
+    run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["runs"][0]["invocations"])' \
+        "$BATS_TEST_TMPDIR/f.sarif"
+    assert_output "[{'executionSuccessful': False, 'exitCode': 2}]"
 }
 
 @test "scan: a folder without -r is 'Is a directory'; -r scans what is under it" {
