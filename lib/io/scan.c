@@ -81,7 +81,7 @@ static void member_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t o
                            const char *reason)
 {
     size_t n = c->r->n;
-    tn__scan_anomaly(c, entry, off, reason);
+    tn__scan_anomaly(c, entry, c->base + off, reason);
     if (c->r->n > n)
         c->r->f[n].offset_in_parent = true;
 }
@@ -194,9 +194,12 @@ static void scan_member(struct tn__scan_ctx *c, const unsigned char *b, size_t l
         tn__scan_incomplete(c, "archives nested deeper than the depth limit");
         return;
     }
+    uint64_t base = c->base;
+    c->base = 0;
     c->depth++;
     scan_blob(c, b, len, entry, name, false);
     c->depth--;
+    c->base = base;
 }
 
 static bool budget(struct tn__scan_ctx *c, uint64_t n)
@@ -674,7 +677,10 @@ static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len
     if (zip_shift(b, len, &shift)) {
         FMT("zip");
         tn__scan_anomaly(c, entry, 0, "zip-prefix");
+        uint64_t base = c->base;
+        c->base += shift;
         scan_zip(c, b + shift, len - shift, entry);
+        c->base = base;
         return;
     }
     if (top)

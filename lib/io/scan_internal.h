@@ -15,6 +15,8 @@ struct tn__scan_ctx {
     const struct tn_scan_options *o;
     struct tn_scan_report *r;
     const char *label; /* the file's name, for messages */
+    uint64_t base;     /* where the archive being walked starts in its entry (a zip after
+                        * other bytes): added to offsets of members' headers */
     unsigned depth;
     size_t entries;
     uint64_t expanded;

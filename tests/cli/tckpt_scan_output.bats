@@ -82,9 +82,13 @@ PY
 }
 
 @test "scan --sarif: a member's header finding is located in the archive that holds it" {
-    run tckpt scan --sarif "$BATS_TEST_TMPDIR/c.sarif" "$SC/zip_crc.pt"
-    [ "$status" -eq 1 ]
-    run python3 - "$BATS_TEST_TMPDIR/c.sarif" "$SC/zip_crc.pt" <<'PY'
+    # and a zip after other bytes counts from the file's start
+    python3 -c 'import sys; open(sys.argv[2], "wb").write(b"\xff" * 16 + open(sys.argv[1], "rb").read())' \
+        "$SC/zip_crc.pt" "$BATS_TEST_TMPDIR/prefixed.pt"
+    for f in "$SC/zip_crc.pt" "$BATS_TEST_TMPDIR/prefixed.pt"; do
+        run tckpt scan --sarif "$BATS_TEST_TMPDIR/c.sarif" "$f"
+        [ "$status" -eq 1 ]
+        run python3 - "$BATS_TEST_TMPDIR/c.sarif" "$f" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
 r = [r for r in run["results"] if r["ruleId"] == "zip-crc-mismatch"][0]
@@ -94,7 +98,8 @@ assert "parentIndex" not in art, art   # the file itself
 off = loc["region"]["byteOffset"]
 assert open(sys.argv[2], "rb").read()[off:off + 4] == b"PK\x03\x04", off
 PY
-    assert_success
+        assert_success
+    done
 }
 
 @test "scan --sarif -: SARIF on standard output instead of the report" {
