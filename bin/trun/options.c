@@ -1,0 +1,357 @@
+/* bin/trun/options.c: trun's command line, and the defaults PET_ variables
+ * and the schedulers (Slurm, Open MPI) give. */
+#include "trun.h"
+
+struct trun_opts opt;
+
+void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: trun [OPTIONS] PROGRAM [ARGS...]\n"
+            "Start PROGRAM as N workers with torchrun's environment, host their store,\n"
+            "prefix their output with the rank, and stop, restart or report them on failure.\n"
+            "\n"
+            "  --nproc-per-node N|auto|cpu  workers on this node (default 1; auto: CPUs)\n"
+            "  --nnodes N|MIN:MAX        nodes in the job (default 1)\n"
+            "  --node-rank R             this node's rank (default 0)\n"
+            "  --master-addr HOST        the store's host (default 127.0.0.1)\n"
+            "  --master-port PORT        the store's port (default 29500; 0: a free port)\n"
+            "  --rdzv-endpoint HOST[:PORT]  the same as --master-addr/--master-port\n"
+            "  --rdzv-id ID              the job id (TORCHELASTIC_RUN_ID)\n"
+            "  --rdzv-backend NAME       static or c10d (both mean trun's store)\n"
+            "  --rdzv-conf K=V,...       join_timeout, last_call_timeout (seconds) of\n"
+            "                            elastic jobs (--nnodes MIN:MAX)\n"
+            "  --standalone              one node, a free port, a random id\n"
+            "  --max-restarts N          restarts of the worker group (default 0)\n"
+            "  --monitor-interval SECS   how often to check the workers (default 0.1)\n"
+            "  --log-dir DIR             per-rank logs under DIR/ID/attempt_K/LOCAL_RANK/\n"
+            "  -r, --redirects 0|1|2|3   send stdout (1), stderr (2), both (3) to the logs only\n"
+            "  -t, --tee 0|1|2|3         write stdout/stderr to the logs and the console\n"
+            "  --local-ranks-filter LIST  show only these local ranks on the console\n"
+            "  --role NAME               the workers' role (default \"default\")\n"
+            "  --run-path                PROGRAM is a Python script: run it with python3\n"
+            "  -m, --module              PROGRAM is a Python module: python3 -m PROGRAM\n"
+            "  --no-python               run PROGRAM directly (the default)\n"
+            "  --grace SECS              SIGTERM to SIGKILL delay when stopping (default 5)\n"
+            "  -h, --help                print this help and exit\n"
+            "  -V, --version             print the version and exit\n"
+            "\n"
+            "Options also come from PET_<OPTION> variables, as torchrun's do.\n");
+}
+
+_Noreturn void die_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "trun: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'trun --help' for more information.\n");
+    exit(2);
+}
+
+int parse_count(const char *s, const char *what, int min)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < min || v > 1 << 20)
+        die_usage(what, s);
+    return (int)v;
+}
+
+static double parse_secs(const char *s, const char *what)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || end == s || !(v >= 0) || v > 1e6)
+        die_usage(what, s);
+    return v;
+}
+
+static int parse_streams(const char *s, const char *what)
+{
+    if (strlen(s) != 1 || s[0] < '0' || s[0] > '3')
+        die_usage(what, s);
+    return s[0] - '0';
+}
+
+static void parse_nproc(const char *s)
+{
+    if (!strcmp(s, "auto") || !strcmp(s, "cpu")) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        opt.nproc = n > 0 ? (int)n : 1;
+    } else {
+        opt.nproc = parse_count(s, "--nproc-per-node: '%s' is not a count, auto or cpu", 1);
+    }
+}
+
+static void parse_nnodes(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon) {
+        opt.nnodes = parse_count(s, "--nnodes: '%s' is not a count", 1);
+        return;
+    }
+    char lo[32];
+    size_t n = (size_t)(colon - s);
+    if (n >= sizeof lo)
+        die_usage("--nnodes: bad value '%s'", s);
+    memcpy(lo, s, n);
+    lo[n] = 0;
+    int mn = parse_count(lo, "--nnodes: bad minimum in '%s'", 1);
+    int mx = parse_count(colon + 1, "--nnodes: bad maximum in '%s'", 1);
+    if (mn > mx)
+        die_usage("--nnodes: MIN is above MAX in '%s'", s);
+    opt.nnodes = mx;
+    opt.min_nodes = mn;
+    opt.elastic = mn != mx;
+}
+
+static void parse_endpoint(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (s[0] == '[') { /* [::1]:port */
+        const char *close = strchr(s, ']');
+        if (!close)
+            die_usage("--rdzv-endpoint: bad address '%s'", s);
+        colon = close[1] == ':' ? close + 1 : NULL;
+    }
+    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    if (n >= sizeof opt.master_addr || n == 0)
+        die_usage("--rdzv-endpoint: bad address '%s'", s);
+    memcpy(opt.master_addr, s, n);
+    opt.master_addr[n] = 0;
+    if (colon)
+        opt.master_port = parse_count(colon + 1, "--rdzv-endpoint: bad port in '%s'", 0);
+}
+
+/* --rdzv-conf k=v,k=v: join_timeout and last_call_timeout (seconds);
+ * torchrun's other keys are accepted and ignored. */
+static void parse_rdzv_conf(const char *s)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            die_usage("--rdzv-conf: '%s' is not KEY=VALUE", kv);
+        *eq = 0;
+        if (!strcmp(kv, "join_timeout"))
+            opt.join_timeout = parse_secs(eq + 1, "--rdzv-conf: bad join_timeout '%s'");
+        else if (!strcmp(kv, "last_call_timeout"))
+            opt.last_call = parse_secs(eq + 1, "--rdzv-conf: bad last_call_timeout '%s'");
+    }
+}
+
+enum {
+    O_NPROC = 256, O_NNODES, O_NODE_RANK, O_MADDR, O_MPORT, O_ENDPOINT, O_RDZV_ID,
+    O_RDZV_BACKEND, O_STANDALONE, O_RESTARTS, O_MONITOR, O_LOGDIR, O_FILTER, O_ROLE,
+    O_RUNPATH, O_NOPY, O_GRACE, O_RDZV_CONF
+};
+
+static const struct option longopts[] = {
+    {"nproc-per-node", required_argument, NULL, O_NPROC},
+    {"nproc_per_node", required_argument, NULL, O_NPROC},
+    {"nnodes", required_argument, NULL, O_NNODES},
+    {"node-rank", required_argument, NULL, O_NODE_RANK},
+    {"node_rank", required_argument, NULL, O_NODE_RANK},
+    {"master-addr", required_argument, NULL, O_MADDR},
+    {"master_addr", required_argument, NULL, O_MADDR},
+    {"master-port", required_argument, NULL, O_MPORT},
+    {"master_port", required_argument, NULL, O_MPORT},
+    {"rdzv-endpoint", required_argument, NULL, O_ENDPOINT},
+    {"rdzv_endpoint", required_argument, NULL, O_ENDPOINT},
+    {"rdzv-id", required_argument, NULL, O_RDZV_ID},
+    {"rdzv_id", required_argument, NULL, O_RDZV_ID},
+    {"rdzv-backend", required_argument, NULL, O_RDZV_BACKEND},
+    {"rdzv_backend", required_argument, NULL, O_RDZV_BACKEND},
+    {"standalone", no_argument, NULL, O_STANDALONE},
+    {"max-restarts", required_argument, NULL, O_RESTARTS},
+    {"max_restarts", required_argument, NULL, O_RESTARTS},
+    {"monitor-interval", required_argument, NULL, O_MONITOR},
+    {"monitor_interval", required_argument, NULL, O_MONITOR},
+    {"log-dir", required_argument, NULL, O_LOGDIR},
+    {"log_dir", required_argument, NULL, O_LOGDIR},
+    {"redirects", required_argument, NULL, 'r'},
+    {"tee", required_argument, NULL, 't'},
+    {"local-ranks-filter", required_argument, NULL, O_FILTER},
+    {"local_ranks_filter", required_argument, NULL, O_FILTER},
+    {"role", required_argument, NULL, O_ROLE},
+    {"run-path", no_argument, NULL, O_RUNPATH},
+    {"run_path", no_argument, NULL, O_RUNPATH},
+    {"module", no_argument, NULL, 'm'},
+    {"no-python", no_argument, NULL, O_NOPY},
+    {"no_python", no_argument, NULL, O_NOPY},
+    {"grace", required_argument, NULL, O_GRACE},
+    {"rdzv-conf", required_argument, NULL, O_RDZV_CONF},
+    {"rdzv_conf", required_argument, NULL, O_RDZV_CONF},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+void apply(int c, const char *arg)
+{
+    switch (c) {
+    case O_NPROC: parse_nproc(arg); break;
+    case O_NNODES: parse_nnodes(arg); break;
+    case O_NODE_RANK: opt.node_rank = parse_count(arg, "--node-rank: '%s' is not a rank", 0); break;
+    case O_MADDR:
+        if (strlen(arg) >= sizeof opt.master_addr || !*arg)
+            die_usage("--master-addr: bad address '%s'", arg);
+        strcpy(opt.master_addr, arg);
+        break;
+    case O_MPORT:
+        opt.master_port = parse_count(arg, "--master-port: '%s' is not a port", 0);
+        if (opt.master_port > 65535)
+            die_usage("--master-port: '%s' is not a port", arg);
+        break;
+    case O_ENDPOINT: parse_endpoint(arg); break;
+    case O_RDZV_ID: snprintf(opt.run_id, sizeof opt.run_id, "%s", arg); break;
+    case O_RDZV_BACKEND:
+        if (strcmp(arg, "static") && strcmp(arg, "c10d"))
+            die_usage("--rdzv-backend: '%s' is not supported (static, c10d)", arg);
+        break;
+    case O_STANDALONE:
+        opt.nnodes = 1;
+        opt.node_rank = 0;
+        strcpy(opt.master_addr, "127.0.0.1");
+        opt.master_port = 0;
+        break;
+    case O_RESTARTS: opt.max_restarts = parse_count(arg, "--max-restarts: '%s' is not a count", 0); break;
+    case O_MONITOR: opt.monitor_interval = parse_secs(arg, "--monitor-interval: bad seconds '%s'"); break;
+    case O_LOGDIR: opt.log_dir = arg; break;
+    case 'r': opt.redirects = parse_streams(arg, "--redirects: '%s' is not 0, 1, 2 or 3"); break;
+    case 't': opt.tee = parse_streams(arg, "--tee: '%s' is not 0, 1, 2 or 3"); break;
+    case O_FILTER: opt.ranks_filter = arg; break;
+    case O_ROLE: snprintf(opt.role, sizeof opt.role, "%s", arg); break;
+    case O_RUNPATH: opt.run_path = true; break;
+    case 'm': opt.module = true; break;
+    case O_NOPY: break;
+    case O_GRACE: opt.grace = parse_secs(arg, "--grace: bad seconds '%s'"); break;
+    case O_RDZV_CONF: parse_rdzv_conf(arg); break;
+    default: break;
+    }
+}
+
+/* The first host of a Slurm hostlist: "gpu[01-04,10],cpu1" -> "gpu01". */
+static void first_host(const char *list, char *out, size_t cap)
+{
+    size_t o = 0;
+    const char *p = list;
+    while (*p && *p != ',' && *p != '[' && o + 1 < cap)
+        out[o++] = *p++;
+    if (*p == '[')
+        for (p++; *p && *p != '-' && *p != ',' && *p != ']' && o + 1 < cap; p++)
+            out[o++] = *p;
+    out[o] = 0;
+}
+
+/* Under Slurm's srun or Open MPI's mpirun (one trun per node), the node's
+ * rank and the node count come from their variables, and under Slurm the
+ * master is the step's first host; PET_ variables and options override. */
+void scheduler_defaults(void)
+{
+    const char *v;
+    if ((v = getenv("SLURM_NODEID")) && *v) {
+        const char *nn = getenv("SLURM_NNODES");
+        if (nn && *nn)
+            opt.nnodes = parse_count(nn, "SLURM_NNODES: '%s' is not a count", 1);
+        opt.node_rank = parse_count(v, "SLURM_NODEID: '%s' is not a rank", 0);
+        const char *list = getenv("SLURM_STEP_NODELIST");
+        if (!list || !*list)
+            list = getenv("SLURM_JOB_NODELIST");
+        if (list && *list)
+            first_host(list, opt.master_addr, sizeof opt.master_addr);
+    } else if ((v = getenv("OMPI_COMM_WORLD_RANK")) && *v) {
+        const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+        if (n && *n)
+            opt.nnodes = parse_count(n, "OMPI_COMM_WORLD_SIZE: '%s' is not a count", 1);
+        opt.node_rank = parse_count(v, "OMPI_COMM_WORLD_RANK: '%s' is not a rank", 0);
+    }
+}
+
+/* torchrun reads every option from PET_<NAME> when it is not given. */
+void env_defaults(void)
+{
+    static const struct { const char *env; int code; } pet[] = {
+        {"PET_NPROC_PER_NODE", O_NPROC}, {"PET_NNODES", O_NNODES},
+        {"PET_NODE_RANK", O_NODE_RANK}, {"PET_MASTER_ADDR", O_MADDR},
+        {"PET_MASTER_PORT", O_MPORT}, {"PET_RDZV_ENDPOINT", O_ENDPOINT},
+        {"PET_RDZV_ID", O_RDZV_ID}, {"PET_MAX_RESTARTS", O_RESTARTS},
+        {"PET_MONITOR_INTERVAL", O_MONITOR}, {"PET_LOG_DIR", O_LOGDIR},
+        {"PET_REDIRECTS", 'r'}, {"PET_TEE", 't'}, {"PET_LOCAL_RANKS_FILTER", O_FILTER},
+        {"PET_ROLE", O_ROLE},
+    };
+    for (size_t i = 0; i < sizeof pet / sizeof pet[0]; i++) {
+        const char *v = getenv(pet[i].env);
+        if (v && *v)
+            apply(pet[i].code, v);
+    }
+    const char *s = getenv("PET_STANDALONE");
+    if (s && !strcmp(s, "1"))
+        apply(O_STANDALONE, NULL);
+}
+
+bool shown_on_console(int local_rank)
+{
+    if (!opt.ranks_filter)
+        return true;
+    const char *p = opt.ranks_filter;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (v == local_rank)
+            return true;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            break;
+    }
+    return false;
+}
+
+
+/* Sets opt from the schedulers' variables, PET_ variables and the command
+ * line; exits on --help, --version and usage errors. */
+void parse_args(int argc, char **argv)
+{
+    opt.nproc = 1;
+    opt.nnodes = 1;
+    strcpy(opt.master_addr, "127.0.0.1");
+    opt.master_port = 29500;
+    strcpy(opt.run_id, "none");
+    strcpy(opt.role, "default");
+    opt.monitor_interval = 0.1;
+    opt.grace = 5;
+    opt.join_timeout = 600;
+    opt.last_call = 30;
+    scheduler_defaults();
+    env_defaults();
+    int c;
+    /* "+": options end at the program, whose own options are its own */
+    while ((c = getopt_long(argc, argv, "+r:t:mhV", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            exit(0);
+        }
+        if (c == 'V') {
+            printf("trun (tensorkit) %s\n", tn_version());
+            exit(0);
+        }
+        if (c == '?')
+            die_usage("%s", "unknown option or missing argument");
+        apply(c, optarg);
+    }
+    if (optind >= argc)
+        die_usage("%s", "no program to run");
+    opt.argv = argv + optind;
+    if (!opt.elastic && opt.node_rank >= opt.nnodes) {
+        char m[64];
+        snprintf(m, sizeof m, "%d", opt.node_rank);
+        die_usage("--node-rank %s is not below --nnodes", m);
+    }
+    if (!strcmp(opt.run_id, "none") && opt.master_port == 0) {
+        /* --standalone: a random id, as torchrun's uuid */
+        snprintf(opt.run_id, sizeof opt.run_id, "%08lx", (unsigned long)(now_ms() ^ getpid()));
+    }
+}

@@ -1,0 +1,166 @@
+/* bin/trun/rendezvous.c: the elastic rendezvous.
+ *
+ * With --nnodes MIN:MAX every trun of the job meets in the store at the
+ * rendezvous endpoint (hosted by the trun that can bind it on this host),
+ * round by round, under "rdzv/<run id>/<round>/": each adds itself to
+ * "joined" (its arrival order is its node rank); the MIN-th to arrive
+ * gives the others until the last-call timeout (or MAX nodes) and writes
+ * the member count to "closed", which every node waits for (the join
+ * timeout). A node whose worker fails writes "failed": every node stops
+ * its workers and, with restarts left, all meet again in the next round,
+ * whose number is the workers' TORCHELASTIC_RESTART_COUNT. A node that
+ * comes after its round closed adds itself to the round's "waiting" and
+ * waits for the next round; the running nodes see it and, while the round
+ * has room, start the next round with it without using a restart. A trun
+ * leaving at the job's end sets "done", which sends waiting nodes home. */
+#include "trun.h"
+
+struct tn_store *rdzv;
+int rdzv_round;
+
+static void rdzv_key(char *k, size_t n, const char *what)
+{
+    snprintf(k, n, "rdzv/%s/%d/%s", opt.run_id, rdzv_round, what);
+}
+
+static int rdzv_fail(const char *what)
+{
+    fprintf(stderr, "trun: rendezvous round %d: %s: %s\n", rdzv_round, what, tn_last_error());
+    return -1;
+}
+
+static bool rdzv_has(const char *k)
+{
+    const char *keys[1] = {k};
+    return tn_store_check(rdzv, keys, 1) == 1;
+}
+
+/* A node that came after round rdzv_round closed (or filled up): it says
+ * so in the round's "waiting", which the running nodes see (they stop
+ * their workers and meet it in the next round while the round has fewer
+ * than MAX nodes), then waits until a node of the running group starts the
+ * next round, or the job ends. Returns 0 when the next round started, -1
+ * (said why) when the job ended or the join timeout passed. */
+static int rdzv_wait_next(void)
+{
+    char k[300], next[300], done[300];
+    rdzv_key(k, sizeof k, "waiting");
+    if (tn_store_add(rdzv, k, 1, NULL) < 0)
+        return rdzv_fail("waiting for the next round");
+    fprintf(stderr, "trun: rendezvous round %d is closed; waiting for the next round\n",
+            rdzv_round);
+    rdzv_round++;
+    rdzv_key(next, sizeof next, "joined");
+    snprintf(done, sizeof done, "rdzv/%s/done", opt.run_id);
+    for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);;) {
+        if (rdzv_has(next))
+            return 0;
+        if (rdzv_has(done)) {
+            fprintf(stderr, "trun: the job ended before this node could join it\n");
+            return -1;
+        }
+        if (now_ms() >= until) {
+            fprintf(stderr, "trun: rendezvous round %d: no round started within the join "
+                            "timeout (%g s)\n", rdzv_round, opt.join_timeout);
+            return -1;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Joins round rdzv_round, or the next one when it came too late: sets
+ * opt.node_rank and opt.nnodes, or -1. */
+int rendezvous(void)
+{
+    static bool counted;
+    if (!counted) {
+        /* every trun that ever joined, for the host's last wait */
+        char k[300];
+        snprintf(k, sizeof k, "rdzv/%s/nodes", opt.run_id);
+        if (tn_store_add(rdzv, k, 1, NULL) < 0)
+            return rdzv_fail("join");
+        counted = true;
+        /* a node starting late begins at the job's latest round */
+        for (;;) {
+            rdzv_round++;
+            rdzv_key(k, sizeof k, "joined");
+            if (!rdzv_has(k)) {
+                rdzv_round--;
+                break;
+            }
+        }
+    }
+    for (;;) {
+        char joined[300], closed[300];
+        rdzv_key(joined, sizeof joined, "joined");
+        rdzv_key(closed, sizeof closed, "closed");
+        int64_t idx = 0;
+        if (tn_store_add(rdzv, joined, 1, &idx) < 0)
+            return rdzv_fail("join");
+        idx--;
+        if (idx >= opt.max_nodes) {
+            if (rdzv_wait_next() < 0)
+                return -1;
+            continue;
+        }
+        if (idx + 1 == opt.min_nodes) {
+            /* the last call: wait for more nodes, up to MAX */
+            int64_t until = now_ms() + (int64_t)(opt.last_call * 1000), count = 0;
+            for (;;) {
+                if (tn_store_add(rdzv, joined, 0, &count) < 0)
+                    return rdzv_fail("count");
+                if (count >= opt.max_nodes || now_ms() >= until)
+                    break;
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            char v[32];
+            snprintf(v, sizeof v, "%lld",
+                     (long long)(count < opt.max_nodes ? count : opt.max_nodes));
+            if (tn_store_set(rdzv, closed, v, strlen(v)) < 0)
+                return rdzv_fail("close");
+        }
+        tn_store_set_timeout(rdzv, (int64_t)(opt.join_timeout * 1000));
+        void *v = NULL;
+        size_t vl = 0;
+        if (tn_store_get(rdzv, closed, &v, &vl) < 0)
+            return rdzv_fail("waiting for the other nodes");
+        int n = atoi(v);
+        free(v);
+        if (idx >= n) {
+            if (rdzv_wait_next() < 0)
+                return -1;
+            continue;
+        }
+        opt.node_rank = (int)idx;
+        opt.nnodes = n;
+        fprintf(stderr, "trun: rendezvous round %d: node %d of %d\n", rdzv_round,
+                opt.node_rank, opt.nnodes);
+        return 0;
+    }
+}
+
+void rdzv_mark(const char *what)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, what);
+    tn_store_add(rdzv, k, 1, NULL);
+}
+
+bool rdzv_failed(void)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "failed");
+    return rdzv_has(k);
+}
+
+/* Whether a node waits to join and the round has room for it: the group
+ * then starts again with it, which is not a restart (torchrun's
+ * num_nodes_waiting). */
+bool rdzv_joining(void)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "waiting");
+    return opt.nnodes < opt.max_nodes && rdzv_has(k);
+}
