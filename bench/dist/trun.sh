@@ -1,5 +1,5 @@
 #!/bin/sh
-# Launch overhead: `trun --nproc-per-node 2 true` against torchrun doing the
+# Launch overhead: `trun --nproc-per-node 2 --no-python true` against torchrun doing the
 # same (`torchrun --no-python true`, python3's PyTorch when it has torch, else
 # python3 -m torch.distributed.run from Debian's 1.13). Best of 3 each (torchrun takes seconds), with
 # the ratio. Run from the build folder.
@@ -17,7 +17,7 @@ for _ in range(3):
 print("%.4f" % best)
 PY
 }
-ours=$(best bin/trun/trun --nproc-per-node 2 --master-port 0 true)
+ours=$(best bin/trun/trun --nproc-per-node 2 --master-port 0 --no-python true)
 theirs=$(best "$py" -m torch.distributed.run --nproc-per-node 2 --master-port 0 --no-python true)
 v=$("$py" -c 'import torch; print(torch.__version__)')
 awk -v o="$ours" -v t="$theirs" -v v="$v" 'BEGIN {

@@ -14,9 +14,56 @@
  */
 #include "trun.h"
 
+/* Starts the store of a static job at --master-addr:--master-port (0: a
+ * free port), on loopback only when the job is this one node and its
+ * address is a loopback one (the default); NULL when it cannot (said why). */
+static struct tn_store_server *host_store(void)
+{
+    bool loopback = opt.nnodes == 1 && (!strncmp(opt.master_addr, "127.", 4) ||
+                                        !strcmp(opt.master_addr, "localhost"));
+    struct tn_store_server_opts so = {
+        .host = loopback ? opt.master_addr : NULL, .port = opt.master_port, .listen_fd = -1};
+    struct tn_store_server *srv = tn_store_server_start(&so);
+    if (!srv)
+        fprintf(stderr, "trun: cannot host the store: %s\n", tn_last_error());
+    return srv;
+}
+
+/* Whether this many workers fit the process's limits: trun holds two pipes
+ * (and with --log-dir two files) per worker. Raises the soft limit of open
+ * files to the hard one when it must; -1 (said why) when they do not fit,
+ * before any worker starts. */
+static int check_limits(void)
+{
+    struct rlimit rl;
+    rlim_t files = 64 + (rlim_t)opt.nproc * (opt.log_dir ? 4 : 2);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < files) {
+        if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= files) {
+            rl.rlim_cur = files;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        getrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < files) {
+            fprintf(stderr, "trun: --nproc-per-node %d: %d workers need %llu open files; the "
+                            "limit is %llu (ulimit -n)\n", opt.nproc, opt.nproc,
+                    (unsigned long long)files, (unsigned long long)rl.rlim_cur);
+            return -1;
+        }
+    }
+    if (getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)opt.nproc + 2) {
+        fprintf(stderr, "trun: --nproc-per-node %d: more workers than the limit of %llu "
+                        "processes (ulimit -u)\n", opt.nproc, (unsigned long long)rl.rlim_cur);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
+    if (check_limits() < 0 || (opt.log_dir && make_run_log_dir() < 0))
+        return 2;
     gethostname(hostname, sizeof hostname);
     int world = opt.nnodes * opt.nproc;
 
@@ -47,12 +94,8 @@ int main(int argc, char **argv)
             return 2;
         }
     } else if (opt.node_rank == 0) {
-        struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1};
-        srv = tn_store_server_start(&so);
-        if (!srv) {
-            fprintf(stderr, "trun: cannot host the store: %s\n", tn_last_error());
+        if (!(srv = host_store()))
             return 2;
-        }
         opt.master_port = tn_store_server_port(srv);
     } else if (opt.master_port == 0) {
         die_usage("%s", "--master-port 0 needs --node-rank 0 (other nodes must know the port)");
@@ -69,6 +112,16 @@ int main(int argc, char **argv)
      * attempt_N); restarts count those a failure started */
     for (int attempt = 0, restarts = 0;; attempt++) {
         int sig;
+        if (attempt > 0 && srv && !rdzv && opt.nnodes == 1) {
+            /* a new store per attempt: PyTorch 2.x workers use the agent's
+             * store without 1.13's /worker/attempt_K prefix, so attempt 0's
+             * keys (gloo's addresses among them) would answer attempt 1 */
+            tn_store_server_stop(srv);
+            if (!(srv = host_store())) {
+                status = 2;
+                break;
+            }
+        }
         if (rdzv) {
             if (attempt > 0)
                 rdzv_round++;
@@ -152,6 +205,11 @@ int main(int argc, char **argv)
     tn_store_server_stop(srv);
     if (guard_fd >= 0)
         close(guard_fd);
+    if (tn_stdout_flush() != TN_OK) { /* the workers' console lines were lost */
+        fprintf(stderr, "trun: %s\n", tn_last_error());
+        if (status == 0)
+            status = 2;
+    }
     return status;
 }
 

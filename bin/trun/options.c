@@ -7,15 +7,20 @@ struct trun_opts opt;
 void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: trun [OPTIONS] PROGRAM [ARGS...]\n"
-            "Start PROGRAM as N workers with torchrun's environment, host their store,\n"
-            "prefix their output with the rank, and stop, restart or report them on failure.\n"
+            "Usage: trun [OPTIONS] SCRIPT.py [ARGS...]\n"
+            "       trun [OPTIONS] -m MODULE [ARGS...]\n"
+            "       trun [OPTIONS] --no-python PROGRAM [ARGS...]\n"
+            "Start N workers of a Python script (as torchrun does; $PYTHON_EXEC or python3)\n"
+            "or of any program, with torchrun's environment; host their store, prefix their\n"
+            "output with the rank, and stop, restart or report them on failure.\n"
             "\n"
-            "  --nproc-per-node N|auto|cpu  workers on this node (default 1; auto: CPUs)\n"
+            "  --nproc-per-node N|gpu|cpu|auto  workers on this node (default 1; gpu: the\n"
+            "                            GPUs, cpu: the CPUs, auto: the GPUs or else the CPUs)\n"
             "  --nnodes N|MIN:MAX        nodes in the job (default 1)\n"
             "  --node-rank R             this node's rank (default 0)\n"
             "  --master-addr HOST        the store's host (default 127.0.0.1)\n"
-            "  --master-port PORT        the store's port (default 29500; 0: a free port)\n"
+            "  --master-port PORT        the store's port (default: a free port on one node,\n"
+            "                            29500 on several; 0: a free port)\n"
             "  --rdzv-endpoint HOST[:PORT]  the same as --master-addr/--master-port\n"
             "  --rdzv-id ID              the job id (TORCHELASTIC_RUN_ID)\n"
             "  --rdzv-backend NAME       static or c10d (both mean trun's store)\n"
@@ -24,14 +29,17 @@ void usage(FILE *f)
             "  --standalone              one node, a free port, a random id\n"
             "  --max-restarts N          restarts of the worker group (default 0)\n"
             "  --monitor-interval SECS   how often to check the workers (default 0.1)\n"
-            "  --log-dir DIR             per-rank logs under DIR/ID/attempt_K/LOCAL_RANK/\n"
+            "  --log-dir DIR             per-rank logs under a new DIR/ID_XXXXXXXX/ per run\n"
             "  -r, --redirects 0|1|2|3   send stdout (1), stderr (2), both (3) to the logs only\n"
             "  -t, --tee 0|1|2|3         write stdout/stderr to the logs and the console\n"
             "  --local-ranks-filter LIST  show only these local ranks on the console\n"
+            "  --no-prefix               no \"[RANK]:\" before the workers' console lines\n"
             "  --role NAME               the workers' role (default \"default\")\n"
-            "  --run-path                PROGRAM is a Python script: run it with python3\n"
-            "  -m, --module              PROGRAM is a Python module: python3 -m PROGRAM\n"
-            "  --no-python               run PROGRAM directly (the default)\n"
+            "  --no-python               run PROGRAM itself, not with Python\n"
+            "  -m, --module              run the Python module MODULE (python3 -m MODULE)\n"
+            "  --run-path                accepted: SCRIPT runs with Python (the default)\n"
+            "  --start-method M          accepted (spawn, fork, forkserver): trun execs its\n"
+            "                            workers, so it means nothing here\n"
             "  --grace SECS              SIGTERM to SIGKILL delay when stopping (default 5)\n"
             "  -h, --help                print this help and exit\n"
             "  -V, --version             print the version and exit\n"
@@ -73,13 +81,34 @@ static int parse_streams(const char *s, const char *what)
     return s[0] - '0';
 }
 
+/* The GPUs NVIDIA's driver shows (torch.cuda.device_count() for torchrun). */
+static int count_gpus(void)
+{
+    int n = 0;
+    char path[64];
+    for (int i = 0; i < 1024; i++) {
+        snprintf(path, sizeof path, "/dev/nvidia%d", i);
+        if (access(path, F_OK) < 0)
+            break;
+        n++;
+    }
+    return n;
+}
+
 static void parse_nproc(const char *s)
 {
-    if (!strcmp(s, "auto") || !strcmp(s, "cpu")) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        opt.nproc = n > 0 ? (int)n : 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1)
+        cpus = 1;
+    if (!strcmp(s, "cpu")) {
+        opt.nproc = (int)cpus;
+    } else if (!strcmp(s, "gpu") || !strcmp(s, "auto")) {
+        int g = count_gpus();
+        if (!g && !strcmp(s, "gpu"))
+            die_usage("--nproc-per-node %s: no GPU found (/dev/nvidia0)", s);
+        opt.nproc = g ? g : (int)cpus;
     } else {
-        opt.nproc = parse_count(s, "--nproc-per-node: '%s' is not a count, auto or cpu", 1);
+        opt.nproc = parse_count(s, "--nproc-per-node: '%s' is not a count, gpu, cpu or auto", 1);
     }
 }
 
@@ -144,7 +173,7 @@ static void parse_rdzv_conf(const char *s)
 enum {
     O_NPROC = 256, O_NNODES, O_NODE_RANK, O_MADDR, O_MPORT, O_ENDPOINT, O_RDZV_ID,
     O_RDZV_BACKEND, O_STANDALONE, O_RESTARTS, O_MONITOR, O_LOGDIR, O_FILTER, O_ROLE,
-    O_RUNPATH, O_NOPY, O_GRACE, O_RDZV_CONF
+    O_RUNPATH, O_NOPY, O_GRACE, O_RDZV_CONF, O_START_METHOD, O_NO_PREFIX
 };
 
 static const struct option longopts[] = {
@@ -181,6 +210,10 @@ static const struct option longopts[] = {
     {"no-python", no_argument, NULL, O_NOPY},
     {"no_python", no_argument, NULL, O_NOPY},
     {"grace", required_argument, NULL, O_GRACE},
+    {"start-method", required_argument, NULL, O_START_METHOD},
+    {"start_method", required_argument, NULL, O_START_METHOD},
+    {"no-prefix", no_argument, NULL, O_NO_PREFIX},
+    {"no_prefix", no_argument, NULL, O_NO_PREFIX},
     {"rdzv-conf", required_argument, NULL, O_RDZV_CONF},
     {"rdzv_conf", required_argument, NULL, O_RDZV_CONF},
     {"help", no_argument, NULL, 'h'},
@@ -223,9 +256,14 @@ void apply(int c, const char *arg)
     case 't': opt.tee = parse_streams(arg, "--tee: '%s' is not 0, 1, 2 or 3"); break;
     case O_FILTER: opt.ranks_filter = arg; break;
     case O_ROLE: snprintf(opt.role, sizeof opt.role, "%s", arg); break;
-    case O_RUNPATH: opt.run_path = true; break;
+    case O_RUNPATH: opt.no_python = false; break;
     case 'm': opt.module = true; break;
-    case O_NOPY: break;
+    case O_NOPY: opt.no_python = true; break;
+    case O_NO_PREFIX: opt.no_prefix = true; break;
+    case O_START_METHOD:
+        if (strcmp(arg, "spawn") && strcmp(arg, "fork") && strcmp(arg, "forkserver"))
+            die_usage("--start-method: '%s' is not spawn, fork or forkserver", arg);
+        break;
     case O_GRACE: opt.grace = parse_secs(arg, "--grace: bad seconds '%s'"); break;
     case O_RDZV_CONF: parse_rdzv_conf(arg); break;
     default: break;
@@ -279,16 +317,22 @@ void env_defaults(void)
         {"PET_RDZV_ID", O_RDZV_ID}, {"PET_MAX_RESTARTS", O_RESTARTS},
         {"PET_MONITOR_INTERVAL", O_MONITOR}, {"PET_LOG_DIR", O_LOGDIR},
         {"PET_REDIRECTS", 'r'}, {"PET_TEE", 't'}, {"PET_LOCAL_RANKS_FILTER", O_FILTER},
-        {"PET_ROLE", O_ROLE},
+        {"PET_ROLE", O_ROLE}, {"PET_START_METHOD", O_START_METHOD},
     };
     for (size_t i = 0; i < sizeof pet / sizeof pet[0]; i++) {
         const char *v = getenv(pet[i].env);
         if (v && *v)
             apply(pet[i].code, v);
     }
-    const char *s = getenv("PET_STANDALONE");
-    if (s && !strcmp(s, "1"))
-        apply(O_STANDALONE, NULL);
+    /* torchrun's flags: PET_<FLAG>=1 */
+    static const struct { const char *env; int code; } flags[] = {
+        {"PET_STANDALONE", O_STANDALONE}, {"PET_NO_PYTHON", O_NOPY}, {"PET_MODULE", 'm'},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const char *s = getenv(flags[i].env);
+        if (s && !strcmp(s, "1"))
+            apply(flags[i].code, NULL);
+    }
 }
 
 bool shown_on_console(int local_rank)
@@ -311,6 +355,16 @@ bool shown_on_console(int local_rank)
 }
 
 
+/* Exits 0 after --help or --version, or 2 when stdout took no write. */
+static _Noreturn void exit_flushed(void)
+{
+    if (tn_stdout_flush() != TN_OK) {
+        fprintf(stderr, "trun: %s\n", tn_last_error());
+        exit(2);
+    }
+    exit(0);
+}
+
 /* Sets opt from the schedulers' variables, PET_ variables and the command
  * line; exits on --help, --version and usage errors. */
 void parse_args(int argc, char **argv)
@@ -318,7 +372,7 @@ void parse_args(int argc, char **argv)
     opt.nproc = 1;
     opt.nnodes = 1;
     strcpy(opt.master_addr, "127.0.0.1");
-    opt.master_port = 29500;
+    opt.master_port = -1; /* not given */
     strcpy(opt.run_id, "none");
     strcpy(opt.role, "default");
     opt.monitor_interval = 0.1;
@@ -329,27 +383,40 @@ void parse_args(int argc, char **argv)
     env_defaults();
     int c;
     /* "+": options end at the program, whose own options are its own */
-    while ((c = getopt_long(argc, argv, "+r:t:mhV", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:r:t:mhV", longopts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
-            exit(0);
+            exit_flushed();
         }
         if (c == 'V') {
             printf("trun (tensorkit) %s\n", tn_version());
-            exit(0);
+            exit_flushed();
         }
-        if (c == '?')
-            die_usage("%s", "unknown option or missing argument");
+        if (c == '?' || c == ':') {
+            /* getopt's own messages are off (opterr): one line, ours */
+            char name[64];
+            const char *a = argv[optind - 1];
+            if (!strncmp(a, "--", 2))
+                snprintf(name, sizeof name, "%.*s", (int)strcspn(a, "="), a);
+            else
+                snprintf(name, sizeof name, "-%c", optopt);
+            die_usage(c == ':' ? "option '%s' needs a value" : "unknown option '%s'", name);
+        }
         apply(c, optarg);
     }
     if (optind >= argc)
         die_usage("%s", "no program to run");
     opt.argv = argv + optind;
+    if (opt.no_python && opt.module)
+        die_usage("%s", "--no-python and --module do not go together");
     if (!opt.elastic && opt.node_rank >= opt.nnodes) {
         char m[64];
         snprintf(m, sizeof m, "%d", opt.node_rank);
         die_usage("--node-rank %s is not below --nnodes", m);
     }
+    if (opt.master_port < 0) /* torchrun 2.x: one node picks a free port */
+        opt.master_port = opt.nnodes == 1 && !opt.elastic ? 0 : 29500;
     if (!strcmp(opt.run_id, "none") && opt.master_port == 0) {
         /* --standalone: a random id, as torchrun's uuid */
         snprintf(opt.run_id, sizeof opt.run_id, "%08lx", (unsigned long)(now_ms() ^ getpid()));

@@ -17,7 +17,10 @@ static void remember(struct worker *w, const char *line, size_t n)
 static void emit(struct worker *w, struct stream *s, const char *line, size_t n)
 {
     if (s->console) {
-        fprintf(s->console, "[%d]:%.*s\n", w->rank, (int)n, line);
+        if (opt.no_prefix)
+            fprintf(s->console, "%.*s\n", (int)n, line);
+        else
+            fprintf(s->console, "[%d]:%.*s\n", w->rank, (int)n, line);
         fflush(s->console);
     }
     if (s->log) {
@@ -73,10 +76,31 @@ int mkdirs(char *path)
     return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* torchrun's: a new folder DIR/ID_XXXXXXXX per run (mkdtemp), so that no
+ * run overwrites the logs of the last; -1 (said why) when it cannot. */
+int make_run_log_dir(void)
+{
+    static char dir[PATH_MAX];
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s", opt.log_dir);
+    if (mkdirs(base) < 0) {
+        fprintf(stderr, "trun: --log-dir %s: cannot create it: %s\n", opt.log_dir, strerror(errno));
+        return -1;
+    }
+    if (snprintf(dir, sizeof dir, "%s/%s_XXXXXXXX", opt.log_dir, opt.run_id) >= (int)sizeof dir ||
+        !mkdtemp(dir)) {
+        fprintf(stderr, "trun: --log-dir %s: cannot create a folder in it: %s\n", opt.log_dir,
+                strerror(errno));
+        return -1;
+    }
+    opt.run_log_dir = dir;
+    return 0;
+}
+
 static FILE *open_log(int attempt, int local_rank, const char *name)
 {
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/%s/attempt_%d/%d", opt.log_dir, opt.run_id, attempt, local_rank);
+    snprintf(dir, sizeof dir, "%s/attempt_%d/%d", opt.run_log_dir, attempt, local_rank);
     if (mkdirs(dir) < 0) {
         fprintf(stderr, "trun: cannot create %s: %s\n", dir, strerror(errno));
         return NULL;
@@ -124,13 +148,13 @@ void summary(int first, int attempt, int restarts)
         fprintf(stderr, "  exitcode  : %d\n", WEXITSTATUS(w->status));
     }
     if (opt.log_dir) {
-        fprintf(stderr, "  logs      : %s/%s/attempt_%d/%d/\n", opt.log_dir, opt.run_id, attempt,
+        fprintf(stderr, "  logs      : %s/attempt_%d/%d/\n", opt.run_log_dir, attempt,
                 w->local_rank);
         /* what PyTorch's @record wrote: {"message": {"message": ...,
          * "extraInfo": {"py_callstack": ...}}} */
         char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s/attempt_%d/%d/error.json", opt.log_dir, opt.run_id,
-                 attempt, w->local_rank);
+        snprintf(path, sizeof path, "%s/attempt_%d/%d/error.json", opt.run_log_dir, attempt,
+                 w->local_rank);
         json_t *j = json_load_file(path, 0, NULL);
         json_t *m = j ? json_object_get(json_object_get(j, "message"), "message") : NULL;
         if (json_is_string(m))

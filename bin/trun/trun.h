@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -62,9 +63,10 @@ struct trun_opts {
     int max_restarts;
     double monitor_interval;
     const char *log_dir;
+    const char *run_log_dir; /* this run's DIR/ID_XXXXXXXX */
     int redirects, tee; /* bit 1: stdout, bit 2: stderr */
     const char *ranks_filter;
-    bool run_path, module;
+    bool module, no_python, no_prefix;
     double grace;
     char **argv;
     /* --nnodes MIN:MAX with MIN < MAX: membership by rendezvous */
@@ -93,6 +95,7 @@ void parse_args(int argc, char **argv);
 
 /* output.c */
 int mkdirs(char *path);
+int make_run_log_dir(void);
 bool pump(struct worker *w, struct stream *s);
 void setup_stream(struct stream *s, int fd, int bit, FILE *console, int attempt, int local_rank,
                   const char *name);

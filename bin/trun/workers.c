@@ -61,17 +61,18 @@ pid_t start_worker(struct worker *w, int attempt, int world)
         if (opt.nproc > 1)
             setenv("OMP_NUM_THREADS", "1", 0);
         if (opt.log_dir)
-            setenvf("TORCHELASTIC_ERROR_FILE", "%s/%s/attempt_%d/%d/error.json", opt.log_dir,
-                    opt.run_id, attempt, w->local_rank);
+            setenvf("TORCHELASTIC_ERROR_FILE", "%s/attempt_%d/%d/error.json", opt.run_log_dir,
+                    attempt, w->local_rank);
         char **argv = opt.argv;
         int argc = 0;
         while (argv[argc])
             argc++;
-        if (opt.run_path || opt.module) {
-            char **a = calloc((size_t)argc + 3, sizeof *a);
+        if (!opt.no_python) { /* torchrun's: $PYTHON_EXEC -u [-m] SCRIPT ARGS */
+            char **a = calloc((size_t)argc + 4, sizeof *a);
             const char *py = getenv("PYTHON_EXEC");
             int k = 0;
             a[k++] = (char *)(py && *py ? py : "python3");
+            a[k++] = "-u";
             if (opt.module)
                 a[k++] = "-m";
             for (int i = 0; i < argc; i++)

@@ -39,7 +39,7 @@ alive() {
 }
 
 @test "workers get torchrun's environment and rank-prefixed output" {
-    run trun --nproc-per-node 2 --master-port 0 --rdzv-id job7 --role trainer sh -c \
+    run trun --no-python --nproc-per-node 2 --master-port 0 --rdzv-id job7 --role trainer sh -c \
         'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $ROLE_RANK $ROLE_NAME $TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_USE_AGENT_STORE $MASTER_ADDR"; [ "$MASTER_PORT" -gt 0 ]'
     assert_success
     assert_line "[0]:0 0 2 2 0 0 trainer job7 0 True 127.0.0.1"
@@ -47,7 +47,7 @@ alive() {
 }
 
 @test "PET_ variables give defaults; --local-ranks-filter hides ranks" {
-    PET_NPROC_PER_NODE=3 run trun --master-port 0 --local-ranks-filter 0,2 sh -c 'echo r$RANK'
+    PET_NPROC_PER_NODE=3 run trun --no-python --master-port 0 --local-ranks-filter 0,2 sh -c 'echo r$RANK'
     assert_success
     assert_line "[0]:r0"
     assert_line "[2]:r2"
@@ -55,18 +55,18 @@ alive() {
 }
 
 @test "--log-dir keeps per-rank logs; --redirects keeps them off the console" {
-    run trun --nproc-per-node 2 --master-port 0 --rdzv-id j --log-dir "$TMP/logs" -r 1 \
+    run trun --no-python --nproc-per-node 2 --master-port 0 --rdzv-id j --log-dir "$TMP/logs" -r 1 \
         sh -c 'echo out$RANK; echo err$RANK >&2'
     assert_success
     refute_line "[0]:out0"
     assert_line "[0]:err0"
-    [ "$(cat "$TMP/logs/j/attempt_0/1/stdout.log")" = out1 ]
-    [ "$(cat "$TMP/logs/j/attempt_0/1/stderr.log")" = err1 ]
+    [ "$(cat "$TMP"/logs/j_*/attempt_0/1/stdout.log)" = out1 ]
+    [ "$(cat "$TMP"/logs/j_*/attempt_0/1/stderr.log)" = err1 ]
 }
 
 @test "a worker that exits 3: the others are stopped, trun exits 3 naming it" {
     SECONDS=0
-    run trun --nproc-per-node 3 --master-port 0 sh -c \
+    run trun --no-python --nproc-per-node 3 --master-port 0 sh -c \
         'if [ "$RANK" = 1 ]; then echo "about to fail"; exit 3; fi; sleep 60'
     assert_failure 3
     [ "$SECONDS" -lt 30 ]
@@ -76,30 +76,30 @@ alive() {
 }
 
 @test "a worker killed by a signal: 128+N and the signal's name" {
-    run trun --nproc-per-node 2 --master-port 0 sh -c \
+    run trun --no-python --nproc-per-node 2 --master-port 0 sh -c \
         'if [ "$RANK" = 0 ]; then kill -9 $$; fi; sleep 60'
     assert_failure 137
     assert_output --partial "SIGKILL"
-    run trun --nproc-per-node 1 --master-port 0 sh -c 'kill -SEGV $$'
+    run trun --no-python --nproc-per-node 1 --master-port 0 sh -c 'kill -SEGV $$'
     assert_failure 139
     assert_output --partial "SIGSEGV"
 }
 
 @test "restarts that eventually succeed" {
-    run trun --nproc-per-node 2 --master-port 0 --max-restarts 3 sh -c \
+    run trun --no-python --nproc-per-node 2 --master-port 0 --max-restarts 3 sh -c \
         'if [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then exit 1; fi; echo "done $TORCHELASTIC_RESTART_COUNT"'
     assert_success
     assert_line "[0]:done 2"
     assert_line "[1]:done 2"
     assert_output --partial "restarting the group (2 of 3)"
     # and restarts that run out
-    run trun --nproc-per-node 1 --master-port 0 --max-restarts 1 sh -c 'exit 5'
+    run trun --no-python --nproc-per-node 1 --master-port 0 --max-restarts 1 sh -c 'exit 5'
     assert_failure 5
     assert_output --partial "attempt 2 of 2"
 }
 
 @test "SIGTERM to trun reaches the workers" {
-    trun --nproc-per-node 2 --master-port 0 sh -c \
+    trun --no-python --nproc-per-node 2 --master-port 0 sh -c \
         'trap "echo got-term; exit 0" TERM; echo ready; while :; do sleep 0.1; done' \
         >"$TMP/out" 2>&1 &
     local t=$!
@@ -113,7 +113,7 @@ alive() {
 }
 
 @test "trun killed with SIGKILL leaves no process after a second" {
-    trun --nproc-per-node 2 --master-port 0 sh -c \
+    trun --no-python --nproc-per-node 2 --master-port 0 sh -c \
         "sleep 300 & echo \$! >>'$TMP/pids'; echo \$\$ >>'$TMP/pids'; wait" \
         >/dev/null 2>&1 &
     local t=$!
@@ -129,7 +129,7 @@ alive() {
 
 @test "PyTorch 2.x under trun: init_process_group(gloo) and an allreduce" {
     require_torch2
-    run timeout 300 trun --nproc-per-node 2 --master-port 0 "$TORCH2" \
+    run timeout 300 trun --no-python --nproc-per-node 2 --master-port 0 "$TORCH2" \
         "$TN_SRCDIR/tests/cli/trun/allreduce.py"
     assert_success
     assert_line "[0]:allreduce 3 torch 2"
@@ -138,7 +138,7 @@ alive() {
 
 @test "PyTorch 1.13 under trun: init_process_group(gloo) and an allreduce" {
     require_torch1
-    run timeout 300 trun --nproc-per-node 2 --master-port 0 /usr/bin/python3 \
+    run timeout 300 trun --no-python --nproc-per-node 2 --master-port 0 /usr/bin/python3 \
         "$TN_SRCDIR/tests/cli/trun/allreduce.py"
     assert_success
     assert_line "[0]:allreduce 3 torch 1"
@@ -147,13 +147,13 @@ alive() {
 
 @test "under Slurm, the node's rank, the node count and the master come from its variables" {
     SLURM_NODEID=1 SLURM_NNODES=2 SLURM_STEP_NODELIST='node[07-08],x' \
-        run trun --nproc-per-node 2 --master-port 5 sh -c 'echo "$RANK $WORLD_SIZE $GROUP_RANK $MASTER_ADDR"'
+        run trun --no-python --nproc-per-node 2 --master-port 5 sh -c 'echo "$RANK $WORLD_SIZE $GROUP_RANK $MASTER_ADDR"'
     assert_success
     assert_line "[2]:2 4 1 node07"
     assert_line "[3]:3 4 1 node07"
     # options still win
     OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=3 \
-        run trun --nproc-per-node 1 --nnodes 1 --master-port 0 sh -c 'echo "$RANK $WORLD_SIZE"'
+        run trun --no-python --nproc-per-node 1 --nnodes 1 --master-port 0 sh -c 'echo "$RANK $WORLD_SIZE"'
     assert_success
     assert_line "[0]:0 1"
 }
@@ -161,11 +161,11 @@ alive() {
 @test "tensorkit workers under trun: tn_dist_init(env://) and allreduce of every dtype, 2 and 4 ranks" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
     [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
-    run timeout 120 trun --nproc-per-node 2 --master-port 0 "$w"
+    run timeout 120 trun --no-python --nproc-per-node 2 --master-port 0 "$w"
     assert_success
     assert_line "[0]:rank 0 of 2 ok"
     assert_line "[1]:rank 1 of 2 ok"
-    run timeout 120 trun --nproc-per-node 4 --master-port 0 --max-restarts 1 "$w"
+    run timeout 120 trun --no-python --nproc-per-node 4 --master-port 0 --max-restarts 1 "$w"
     assert_success
     assert_line "[3]:rank 3 of 4 ok"
 }
@@ -175,7 +175,7 @@ alive() {
 every_rank_prints() {
     local w="$TN_BUILDDIR/tests/cli/trun/$1"
     [ -x "$w" ] || skip "$1 is not built (make check builds it)"
-    run timeout 120 trun --nproc-per-node "$2" --master-port 0 "$w"
+    run timeout 120 trun --no-python --nproc-per-node "$2" --master-port 0 "$w"
     assert_success
     local r
     for r in $(seq 0 $(($2 - 1))); do
@@ -190,18 +190,18 @@ every_rank_prints() {
 
 @test "the summary shows the error file PyTorch's @record wrote" {
     require_torch2
-    run timeout 120 trun --nproc-per-node 2 --master-port 0 --rdzv-id rec --log-dir "$TMP/logs" \
+    run timeout 120 trun --no-python --nproc-per-node 2 --master-port 0 --rdzv-id rec --log-dir "$TMP/logs" \
         "$TORCH2" "$TN_SRCDIR/tests/cli/trun/record_fail.py"
     assert_failure 1
     assert_output --partial "rank      : 1 (local_rank: 1)"
     assert_output --partial "error     : ValueError: boom from rank 1"
-    [ -f "$TMP/logs/rec/attempt_0/1/error.json" ]
+    [ -f "$TMP"/logs/rec_*/attempt_0/1/error.json ]
 }
 
 @test "a hung collective: every rank that joined fails with the same message naming the missing rank" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
     [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
-    run timeout 60 trun --nproc-per-node 3 --master-port 0 "$w" hang
+    run timeout 60 trun --no-python --nproc-per-node 3 --master-port 0 "$w" hang
     assert_failure 1
     assert_line --partial "[0]:rank 0: allreduce #1 failed: rank 2 never arrived (rank "
     # the same verdict on rank 1, whatever rank 1 itself saw
@@ -217,8 +217,8 @@ elastic_pair() {
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
         --rdzv-id "job$port" --rdzv-conf last_call_timeout=5 "$@")
-    (timeout 60 trun "${args[@]}" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
-    timeout 60 trun "${args[@]}" >"$TMP/node_b" 2>&1
+    (timeout 60 trun --no-python "${args[@]}" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
+    timeout 60 trun --no-python "${args[@]}" >"$TMP/node_b" 2>&1
     echo "exit $?" >>"$TMP/node_b"
     wait
     cat "$TMP/node_a" "$TMP/node_b"
@@ -259,11 +259,11 @@ SH
     local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
         --rdzv-id "late$port" --rdzv-conf last_call_timeout=0.3)
     # alone, node a's worker waits for company (a world of 1 never ends)
-    (timeout 60 trun "${args[@]}" sh -c 'echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"
+    (timeout 60 trun --no-python "${args[@]}" sh -c 'echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"
         [ "$WORLD_SIZE" = 2 ] || exec sleep 60' >"$TMP/node_a" 2>&1
      echo "exit $?" >>"$TMP/node_a") &
     for _ in $(seq 100); do grep -q 'rank 0 of 1' "$TMP/node_a" 2>/dev/null && break; sleep 0.1; done
-    run timeout 60 trun "${args[@]}" sh -c 'echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"'
+    run timeout 60 trun --no-python "${args[@]}" sh -c 'echo "rank $RANK of $WORLD_SIZE round $TORCHELASTIC_RESTART_COUNT"'
     wait
     assert_success
     assert_line "trun: rendezvous round 0 is closed; waiting for the next round"
@@ -283,10 +283,10 @@ SH
         --rdzv-id "full$port" --rdzv-conf last_call_timeout=5)
     touch "$TMP/go"
     local w='echo "rank $RANK of $WORLD_SIZE"; while [ -e "$1" ]; do sleep 0.1; done'
-    (timeout 60 trun "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
-    (timeout 60 trun "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_b" 2>&1; echo "exit $?" >>"$TMP/node_b") &
+    (timeout 60 trun --no-python "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
+    (timeout 60 trun --no-python "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_b" 2>&1; echo "exit $?" >>"$TMP/node_b") &
     for _ in $(seq 100); do grep -q ' of 2' "$TMP/node_a" "$TMP/node_b" 2>/dev/null && break; sleep 0.1; done
-    (set +e; timeout 60 trun "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_c" 2>&1; echo "exit $?" >>"$TMP/node_c") &
+    (set +e; timeout 60 trun --no-python "${args[@]}" sh -c "$w" sh "$TMP/go" >"$TMP/node_c" 2>&1; echo "exit $?" >>"$TMP/node_c") &
     for _ in $(seq 100); do grep -q 'waiting for the next round' "$TMP/node_c" 2>/dev/null && break; sleep 0.1; done
     # the group of two is not stopped for a third node; it ends its work
     rm "$TMP/go"
@@ -302,11 +302,11 @@ SH
 @test "--nnodes 2:3 alone: the rendezvous waits for the minimum and says so when it never comes" {
     local port
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    run timeout 30 trun --nnodes 2:3 --rdzv-endpoint "127.0.0.1:$port" --rdzv-conf join_timeout=1 true
+    run timeout 30 trun --no-python --nnodes 2:3 --rdzv-endpoint "127.0.0.1:$port" --rdzv-conf join_timeout=1 true
     assert_failure 1
     assert_output --partial "trun: rendezvous round 0: waiting for the other nodes: wait timeout after 1000ms"
     # one node is enough for 1:2 once the last call is over
-    run timeout 30 trun --nnodes 1:2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id solo \
+    run timeout 30 trun --no-python --nnodes 1:2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id solo \
         --rdzv-conf last_call_timeout=0.2 sh -c 'echo "$RANK of $WORLD_SIZE"'
     assert_success
     assert_line "[0]:0 of 1"
