@@ -29,14 +29,14 @@ static struct tn_store_server *host_store(void)
     return srv;
 }
 
-/* Whether this many workers fit the process's limits: trun holds two pipes
- * (and with --log-dir two files) per worker. Raises the soft limit of open
+/* Whether this many workers fit the process's limits: trun holds two pipes,
+ * about two store connections (and with --log-dir two files) per worker. Raises the soft limit of open
  * files to the hard one when it must; -1 (said why) when they do not fit,
  * before any worker starts. */
 static int check_limits(void)
 {
     struct rlimit rl;
-    rlim_t files = 64 + (rlim_t)opt.nproc * (opt.log_dir ? 4 : 2);
+    rlim_t files = 16 + (rlim_t)opt.nproc * (opt.log_dir ? 6 : 4);
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < files) {
         if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= files) {
             rl.rlim_cur = files;
@@ -44,8 +44,9 @@ static int check_limits(void)
         }
         getrlimit(RLIMIT_NOFILE, &rl);
         if (rl.rlim_cur < files) {
-            fprintf(stderr, "trun: --nproc-per-node %d: %d workers need %llu open files; the "
+            fprintf(stderr, "trun: --nproc-per-node %d: %d worker%s need%s %llu open files; the "
                             "limit is %llu (ulimit -n)\n", opt.nproc, opt.nproc,
+                    opt.nproc == 1 ? "" : "s", opt.nproc == 1 ? "s" : "",
                     (unsigned long long)files, (unsigned long long)rl.rlim_cur);
             return -1;
         }
@@ -205,8 +206,11 @@ int main(int argc, char **argv)
     tn_store_server_stop(srv);
     if (guard_fd >= 0)
         close(guard_fd);
-    if (tn_stdout_flush() != TN_OK) { /* the workers' console lines were lost */
-        fprintf(stderr, "trun: %s\n", tn_last_error());
+    if (tn_stdout_flush() != TN_OK || stdout_errno) { /* console lines were lost */
+        if (stdout_errno)
+            fprintf(stderr, "trun: <stdout>: cannot write: %s\n", strerror(stdout_errno));
+        else
+            fprintf(stderr, "trun: %s\n", tn_last_error());
         if (status == 0)
             status = 2;
     }

@@ -14,6 +14,8 @@ static void remember(struct worker *w, const char *line, size_t n)
         w->tail[w->ntail++] = c;
 }
 
+int stdout_errno;
+
 static void emit(struct worker *w, struct stream *s, const char *line, size_t n)
 {
     if (s->console) {
@@ -21,7 +23,8 @@ static void emit(struct worker *w, struct stream *s, const char *line, size_t n)
             fprintf(s->console, "%.*s\n", (int)n, line);
         else
             fprintf(s->console, "[%d]:%.*s\n", w->rank, (int)n, line);
-        fflush(s->console);
+        if (fflush(s->console) != 0 && s->console == stdout && !stdout_errno)
+            stdout_errno = errno; /* the job goes on; main reports it */
     }
     if (s->log) {
         fwrite(line, 1, n, s->log);

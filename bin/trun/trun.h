@@ -94,6 +94,7 @@ bool shown_on_console(int local_rank);
 void parse_args(int argc, char **argv);
 
 /* output.c */
+extern int stdout_errno; /* the first failed write of a console line to stdout */
 int mkdirs(char *path);
 int make_run_log_dir(void);
 bool pump(struct worker *w, struct stream *s);

@@ -145,7 +145,10 @@ Try 'trun --help' for more information."
 @test "more workers than the open-file limit allows: exit 2 before any starts" {
     run timeout 60 bash -c "ulimit -n 256; trun --no-python --nproc-per-node 1000 sh -c 'echo ran'"
     assert_failure 2
-    assert_output "trun: --nproc-per-node 1000: 1000 workers need 2064 open files; the limit is 256 (ulimit -n)"
+    assert_output "trun: --nproc-per-node 1000: 1000 workers need 4016 open files; the limit is 256 (ulimit -n)"
+    run timeout 60 bash -c "ulimit -n 12; trun --no-python sh -c 'echo ran'"
+    assert_failure 2
+    assert_output "trun: --nproc-per-node 1: 1 worker needs 20 open files; the limit is 12 (ulimit -n)"
 }
 
 @test "a failed write to stdout is exit 2 with a message" {
@@ -154,5 +157,9 @@ Try 'trun --help' for more information."
     assert_output "trun: <stdout>: cannot write: No space left on device"
     run bash -c "trun --no-python sh -c 'echo hi' >/dev/full"
     assert_failure 2
-    assert_output --partial "trun: <stdout>: cannot write"
+    assert_output "trun: <stdout>: cannot write: No space left on device"
+    # a worker's own failure keeps its status
+    run bash -c "trun --no-python sh -c 'echo hi; exit 3' >/dev/full"
+    assert_failure 3
+    assert_line "trun: <stdout>: cannot write: No space left on device"
 }
