@@ -78,7 +78,10 @@ int main(int argc, char **argv)
     sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     signal(SIGPIPE, SIG_IGN);
 
-    struct tn_store_server *srv = NULL;
+    /* before the store: a guardian that had not yet closed its copy of the
+     * listening socket would keep the port from the next attempt's store */
+    start_guardian();
+    struct tn_store_server *srv = NULL, *wsrv = NULL; /* wsrv: the round's workers' store */
     if (opt.elastic) {
         if (opt.master_port == 0)
             die_usage("%s", "--nnodes MIN:MAX needs the rendezvous port (--rdzv-endpoint HOST:PORT)");
@@ -105,7 +108,6 @@ int main(int argc, char **argv)
     setenvf("MASTER_PORT", "%d", opt.master_port);
 
     workers = calloc((size_t)opt.nproc, sizeof *workers);
-    start_guardian();
     int status = 0;
     bool ended = false; /* the job ran to its end here: success or out of restarts */
     opt.max_nodes = opt.nnodes;
@@ -133,6 +135,10 @@ int main(int argc, char **argv)
             }
             attempt = rdzv_round; /* a late node starts at a later round */
             world = opt.nnodes * opt.nproc;
+            if (rdzv_workers_store(&wsrv, srv != NULL) < 0) {
+                status = 1;
+                break;
+            }
         }
         int first = run_attempt(attempt, world, &sig);
         if (sig) {
@@ -203,6 +209,7 @@ int main(int argc, char **argv)
         }
         tn_store_release(rdzv);
     }
+    tn_store_server_stop(wsrv);
     tn_store_server_stop(srv);
     if (guard_fd >= 0)
         close(guard_fd);

@@ -164,3 +164,50 @@ bool rdzv_joining(void)
     rdzv_key(k, sizeof k, "waiting");
     return opt.nnodes < opt.max_nodes && rdzv_has(k);
 }
+
+/* The workers' store of the round: PyTorch 2.x workers use the store at
+ * MASTER_ADDR:MASTER_PORT with no per-attempt prefix (1.13 added
+ * /worker/attempt_K), so every round gets a new one, as torchrun's
+ * RendezvousStoreInfo.build gives: node 0 of the round hosts it on a free
+ * port and publishes "PORT ADDR" in the round's "store" (ADDR: the
+ * rendezvous endpoint's when this trun hosts it or it is a loopback one,
+ * else this host's name);
+ * every node reads it into MASTER_ADDR and MASTER_PORT. *own is the store
+ * this trun hosted for the last round (stopped here: that round is over).
+ * host: this trun hosts the rendezvous store. 0, or -1 (said why). */
+int rdzv_workers_store(struct tn_store_server **own, bool host)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "store");
+    tn_store_server_stop(*own);
+    *own = NULL;
+    if (opt.node_rank == 0) {
+        struct tn_store_server_opts so = {.port = 0, .listen_fd = -1};
+        if (!(*own = tn_store_server_start(&so)))
+            return rdzv_fail("hosting the workers' store");
+        char v[300];
+        bool loopback = !strncmp(opt.master_addr, "127.", 4) ||
+                        !strcmp(opt.master_addr, "localhost"); /* all nodes on this host */
+        snprintf(v, sizeof v, "%d %s", tn_store_server_port(*own),
+                 host || loopback ? opt.master_addr : hostname);
+        if (tn_store_set(rdzv, k, v, strlen(v)) < 0)
+            return rdzv_fail("publishing the workers' store");
+    }
+    void *v = NULL;
+    size_t n = 0;
+    if (tn_store_get(rdzv, k, &v, &n) < 0)
+        return rdzv_fail("waiting for the workers' store");
+    char addr[256];
+    int port = 0;
+    char *s = strndup(v, n);
+    free(v);
+    int ok = s && sscanf(s, "%d %255s", &port, addr) == 2;
+    free(s);
+    if (!ok) {
+        fprintf(stderr, "trun: rendezvous round %d: bad workers' store address\n", rdzv_round);
+        return -1;
+    }
+    setenv("MASTER_ADDR", addr, 1);
+    setenvf("MASTER_PORT", "%d", port);
+    return 0;
+}

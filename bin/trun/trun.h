@@ -119,5 +119,6 @@ int rendezvous(void);
 void rdzv_mark(const char *what);
 bool rdzv_failed(void);
 bool rdzv_joining(void);
+int rdzv_workers_store(struct tn_store_server **own, bool host);
 
 #endif

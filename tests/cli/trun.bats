@@ -92,10 +92,11 @@ alive() {
     assert_line "[0]:done 2"
     assert_line "[1]:done 2"
     assert_output --partial "restarting the group (2 of 3)"
-    # and restarts that run out
-    run trun --no-python --nproc-per-node 1 --master-port 0 --max-restarts 1 sh -c 'exit 5'
+    # and restarts that run out, each attempt with a new store on the same port
+    run trun --no-python --nproc-per-node 1 --max-restarts 10 sh -c 'exit 5'
     assert_failure 5
-    assert_output --partial "attempt 2 of 2"
+    assert_output --partial "attempt 11 of 11"
+    refute_output --partial "cannot host the store"
 }
 
 @test "SIGTERM to trun reaches the workers" {
@@ -251,6 +252,27 @@ SH
     assert_line "trun: a worker on another node failed; restarting the group (1 of 1)"
     assert_line "trun: rendezvous round 1: node 1 of 2"
     [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+}
+
+# elastic_restart PYTHON MAJOR: gloo workers of PYTHON's PyTorch on two
+# elastic nodes; node 1's fails after round 0's allreduce, and round 1 (a new
+# workers' store) must complete its own.
+elastic_restart() {
+    run elastic_pair --max-restarts 1 --grace 1 "$1" "$TN_SRCDIR/tests/cli/trun/fail_once.py"
+    assert_line "[0]:attempt 1 allreduce 3 torch $2"
+    assert_line "[1]:attempt 1 allreduce 3 torch $2"
+    assert_line "trun: a worker on another node failed; restarting the group (1 of 1)"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+}
+
+@test "--nnodes 1:2: PyTorch 2.x gloo workers that fail once restart on both nodes" {
+    require_torch2
+    elastic_restart "$TORCH2" 2
+}
+
+@test "--nnodes 1:2: PyTorch 1.13 gloo workers that fail once restart on both nodes" {
+    require_torch1
+    elastic_restart /usr/bin/python3 1
 }
 
 @test "--nnodes 1:2: a node that comes after the round closed waits; the group starts again with it" {
