@@ -105,6 +105,13 @@ second"
     assert_failure 2
     assert_output "trun: --log-dir $TMP/file: cannot create a folder in it: Not a directory"
     [ ! -e "$TMP/ran" ]
+    if [ "$(id -u)" != 0 ]; then # root writes anywhere
+        mkdir "$TMP/ro" && chmod 555 "$TMP/ro"
+        run trun --no-python --log-dir "$TMP/ro" sh -c "touch '$TMP/ran'"
+        assert_failure 2
+        assert_output "trun: --log-dir $TMP/ro: cannot create a folder in it: Permission denied"
+        [ ! -e "$TMP/ran" ]
+    fi
 }
 
 @test "torchrun's flags: --start-method, --nproc-per-node cpu|auto|gpu, --no-prefix; one line for an unknown option" {
