@@ -81,7 +81,9 @@ static int parse_streams(const char *s, const char *what)
     return s[0] - '0';
 }
 
-/* The GPUs NVIDIA's driver shows (torch.cuda.device_count() for torchrun). */
+/* The GPUs a CUDA program would see (torch.cuda.device_count() for
+ * torchrun): NVIDIA's devices, no more than CUDA_VISIBLE_DEVICES lists (up
+ * to its first entry that names none, as CUDA reads it). */
 static int count_gpus(void)
 {
     int n = 0;
@@ -91,6 +93,23 @@ static int count_gpus(void)
         if (access(path, F_OK) < 0)
             break;
         n++;
+    }
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v) {
+        int listed = 0;
+        for (const char *p = v; *p;) {
+            char *end;
+            long d = strtol(p, &end, 10);
+            bool uuid = !strncmp(p, "GPU-", 4) || !strncmp(p, "MIG-", 4);
+            if (!uuid && (end == p || d < 0 || d >= n))
+                break;
+            listed++;
+            p += strcspn(p, ",");
+            if (*p == ',')
+                p++;
+        }
+        if (listed < n)
+            n = listed;
     }
     return n;
 }

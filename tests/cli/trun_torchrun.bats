@@ -121,12 +121,17 @@ second"
     assert_failure 2
     assert_line --index 0 "trun: --start-method: 'thread' is not spawn, fork or forkserver"
     local cpus
-    cpus=$(nproc)
+    cpus=$(getconf _NPROCESSORS_ONLN) # os.cpu_count(), as torchrun; nproc would heed OMP_NUM_THREADS
     run trun --no-python --nproc-per-node cpu sh -c 'echo $LOCAL_WORLD_SIZE'
     assert_line "[0]:$cpus"
     if ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
         run trun --no-python --nproc-per-node gpu true
         assert_success
+        # as torch.cuda.device_count(): CUDA_VISIBLE_DEVICES narrows them
+        CUDA_VISIBLE_DEVICES=0 run trun --no-python --nproc-per-node gpu sh -c 'echo $LOCAL_WORLD_SIZE'
+        assert_line "[0]:1"
+        CUDA_VISIBLE_DEVICES= run trun --no-python --nproc-per-node gpu true
+        assert_failure 2
     else
         run trun --no-python --nproc-per-node auto sh -c 'echo $LOCAL_WORLD_SIZE'
         assert_line "[0]:$cpus"
