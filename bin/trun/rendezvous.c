@@ -169,7 +169,7 @@ bool rdzv_joining(void)
  * MASTER_ADDR:MASTER_PORT with no per-attempt prefix (1.13 added
  * /worker/attempt_K), so every round gets a new one, as torchrun's
  * RendezvousStoreInfo.build gives: node 0 of the round hosts it on a free
- * port and publishes "PORT ADDR" in the round's "store" (ADDR: the
+ * port (on loopback when the endpoint is) and publishes "PORT ADDR" in the round's "store" (ADDR: the
  * rendezvous endpoint's when this trun hosts it or it is a loopback one,
  * else this host's name);
  * every node reads it into MASTER_ADDR and MASTER_PORT. *own is the store
@@ -182,12 +182,13 @@ int rdzv_workers_store(struct tn_store_server **own, bool host)
     tn_store_server_stop(*own);
     *own = NULL;
     if (opt.node_rank == 0) {
-        struct tn_store_server_opts so = {.port = 0, .listen_fd = -1};
+        bool loopback = !strncmp(opt.master_addr, "127.", 4) ||
+                        !strcmp(opt.master_addr, "localhost"); /* all nodes on this host */
+        struct tn_store_server_opts so = {
+            .host = loopback ? opt.master_addr : NULL, .port = 0, .listen_fd = -1};
         if (!(*own = tn_store_server_start(&so)))
             return rdzv_fail("hosting the workers' store");
         char v[300];
-        bool loopback = !strncmp(opt.master_addr, "127.", 4) ||
-                        !strcmp(opt.master_addr, "localhost"); /* all nodes on this host */
         snprintf(v, sizeof v, "%d %s", tn_store_server_port(*own),
                  host || loopback ? opt.master_addr : hostname);
         if (tn_store_set(rdzv, k, v, strlen(v)) < 0)

@@ -265,6 +265,15 @@ elastic_restart() {
     [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
 }
 
+@test "--nnodes 1:2 on loopback: the round's workers' store listens on 127.0.0.1" {
+    command -v ss >/dev/null || skip "ss (iproute2) is not installed"
+    run elastic_pair sh -c 'echo "store $MASTER_ADDR"; ss -ltnH "sport = :$MASTER_PORT" | awk "{print \"listen \" \$4}"'
+    assert_line "[0]:store 127.0.0.1"
+    assert_line "[1]:store 127.0.0.1"
+    assert_line --regexp '^\[[01]\]:listen 127\.0\.0\.1:[0-9]+$'
+    refute_line --regexp '^\[[01]\]:listen (0\.0\.0\.0|\*|\[::\]):'
+}
+
 @test "--nnodes 1:2: PyTorch 2.x gloo workers that fail once restart on both nodes" {
     require_torch2
     elastic_restart "$TORCH2" 2
