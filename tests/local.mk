@@ -39,11 +39,16 @@ TTEST = bin/ttest/ttest$(EXEEXT)
 TTEST_JOBS = 2
 TTEST_DURATIONS = tests/ttest-durations
 TTEST_FLAGS =
+# ttest retries nothing by default; the suite keeps one retry, so a test
+# that fails once by chance is reported flaky rather than failing the build
+# (TTEST_RETRIES=0 to see every failure).
+TTEST_RETRIES = 1
 EXTRA_DIST += tests/durations
 DISTCLEANFILES += $(TTEST_DURATIONS)
 # A test is in the build folder (programs) or the source folder (scripts).
 tn_ttest_paths = for t in $(TESTS); do if test -f "$$t"; then echo "$$t"; else echo "$(srcdir)/$$t"; fi; done
-tn_ttest_args = --durations '$(TTEST_DURATIONS)' --strip-prefix '$(srcdir)' --bats '$(BATS)'
+tn_ttest_args = --durations '$(TTEST_DURATIONS)' --strip-prefix '$(srcdir)' --bats '$(BATS)' \
+	--retries '$(TTEST_RETRIES)'
 
 check-TESTS: $(TTEST)
 	@test -f '$(TTEST_DURATIONS)' || { $(MKDIR_P) tests && \

@@ -1,11 +1,14 @@
 /*
  * bin/ttest/discover.c: turning the paths on the command line into tests.
  *
- * A path names a Bats file (*.bats, run as `bats --tap FILE`), a JSON
- * manifest (*.json), an executable that prints TAP, or a folder.  A folder
- * is searched recursively, in name order, for *.bats files, manifests named
- * *.ttest.json and executable files; hidden entries and libtool's and
- * Automake's folders (.libs, .deps) are left out.
+ * A path names a Bats file (*.bats, run as `bats --tap FILE`), a pytest
+ * file (test_*.py or *_test.py, pytest's own default names), a JSON manifest
+ * (*.json), an executable that prints TAP, or a folder.  A folder is
+ * searched in name order for *.bats files, pytest files, manifests named
+ * *.ttest.json and executable files; its subfolders only with -r (as prove
+ * and ctest do; pytest's recursion by default would take a build tree's
+ * every program for a test).  Hidden entries and libtool's and Automake's
+ * folders (.libs, .deps) are left out.
  */
 #include "ttest.h"
 
@@ -46,13 +49,21 @@ static char *test_name(const char *path, const struct tt_opts *o)
     return tt_xstrdup(path);
 }
 
-static void add(struct tt_test **tests, size_t *n, char *name, char **argv)
+static void add(struct tt_test **tests, size_t *n, char *name, char **argv, enum tt_kind kind)
 {
     *tests = tt_xrealloc(*tests, (*n + 1) * sizeof(**tests));
     struct tt_test *t = &(*tests)[(*n)++];
     memset(t, 0, sizeof(*t));
     t->name = name;
     t->argv = argv;
+    t->kind = kind;
+}
+
+static bool is_pytest_file(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return ends_with(base, ".py") && (strncmp(base, "test_", 5) == 0 || ends_with(base, "_test.py"));
 }
 
 static int add_file(const char *path, const struct tt_opts *o, struct tt_test **tests, size_t *n,
@@ -64,7 +75,11 @@ static int add_file(const char *path, const struct tt_opts *o, struct tt_test **
         argv[1] = tt_xstrdup("--tap");
         argv[2] = tt_xstrdup(path);
         argv[3] = NULL;
-        add(tests, n, test_name(path, o), argv);
+        add(tests, n, test_name(path, o), argv, TT_KIND_BATS);
+        return 0;
+    }
+    if (is_pytest_file(path)) {
+        add(tests, n, test_name(path, o), tt_pytest_argv(path, o), TT_KIND_PYTEST);
         return 0;
     }
     if (explicit ? ends_with(path, ".json") : ends_with(path, ".ttest.json"))
@@ -74,11 +89,11 @@ static int add_file(const char *path, const struct tt_opts *o, struct tt_test **
         /* A bare name would be searched for on PATH by execvp. */
         argv[0] = strchr(path, '/') ? tt_xstrdup(path) : tt_xasprintf("./%s", path);
         argv[1] = NULL;
-        add(tests, n, test_name(path, o), argv);
+        add(tests, n, test_name(path, o), argv, TT_KIND_PROGRAM);
         return 0;
     }
     if (explicit) {
-        tt_warn("%s: not a Bats file, a manifest or an executable", path);
+        tt_warn("%s: not a Bats file, a pytest file, a manifest or an executable", path);
         return -1;
     }
     return 0;
@@ -99,12 +114,16 @@ static int walk(const char *dir, const struct tt_opts *o, struct tt_test **tests
             char *p = ends_with(dir, "/") ? tt_xasprintf("%s%s", dir, e) : tt_xasprintf("%s/%s", dir, e);
             struct stat st;
             if (stat(p, &st) == 0) {
-                if (S_ISDIR(st.st_mode))
-                    rc = walk(p, o, tests, n);
-                else if (S_ISREG(st.st_mode) && fnmatch("*.[oa]", e, 0) != 0 && !ends_with(e, ".la") &&
-                         !ends_with(e, ".lo") && !ends_with(e, ".so") && !ends_with(e, ".log") &&
-                         !ends_with(e, ".trs"))
+                if (S_ISDIR(st.st_mode)) {
+                    if (o->recurse)
+                        rc = walk(p, o, tests, n);
+                } else if (S_ISREG(st.st_mode) && ends_with(e, ".py") && !is_pytest_file(e)) {
+                    /* conftest.py, helpers: pytest's, not tests */
+                } else if (S_ISREG(st.st_mode) && fnmatch("*.[oa]", e, 0) != 0 && !ends_with(e, ".la") &&
+                           !ends_with(e, ".lo") && !ends_with(e, ".so") && !ends_with(e, ".log") &&
+                           !ends_with(e, ".trs")) {
                     rc = add_file(p, o, tests, n, false);
+                }
             }
             free(p);
         }

@@ -9,6 +9,7 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <limits.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,9 +18,9 @@
 
 static const char usage_text[] =
     "Usage: ttest [OPTION]... PATH...\n"
-    "Run tests (Bats files, executables that print TAP, commands listed in JSON\n"
-    "manifests, or folders holding these) in a pool of processes, each test in its\n"
-    "own process group with a timeout, and report per case.\n"
+    "Run tests (Bats files, pytest files, executables that print TAP, commands\n"
+    "listed in JSON manifests, or folders holding these) in a pool of processes,\n"
+    "each test in its own process group with a timeout, and report per case.\n"
     "\n"
     "Scheduling:\n"
     "  -j, --jobs=N            run N tests at once (default: the number of cores)\n"
@@ -29,18 +30,27 @@ static const char usage_text[] =
     "      --serial=GLOB       run tests whose name matches GLOB alone\n"
     "      --serial-first      run the serial tests before the pool, not after\n"
     "      --failed-first      start the tests that failed last time first\n"
+    "      --shuffle[=SEED]    run in a random order (printed seed; same seed, same order)\n"
     "      --timeout=SECONDS   time limit per test (default 900; 0: none)\n"
     "      --grace=SECONDS     wait after SIGTERM before SIGKILL (default 5)\n"
-    "      --retries=N         run a failed test again up to N times (default 1)\n"
+    "      --retries=N         run a failed test again up to N times (default 0)\n"
     "      --repeat=N          run every test N times\n"
     "  -x, --exitfirst         start no more tests after the first failure\n"
+    "      --maxfail=N         start no more tests after N failed tests\n"
     "\n"
     "Selection:\n"
     "  -f, --filter=GLOB       run only tests whose name matches GLOB\n"
     "  -e, --exclude=GLOB      leave out tests whose name matches GLOB\n"
+    "  -k EXPR                 run only tests whose name matches EXPR: words matched as\n"
+    "                          substrings (case ignored) with and, or, not, ( )\n"
     "  -l, --label=LABEL       run only tests with LABEL (from a manifest)\n"
+    "      --lf, --last-failed run only the tests that failed last time (--durations)\n"
+    "  -r, --recursive         search folders' subfolders too\n"
+    "      --allow-no-tests    exit 0 when no test is selected (default: exit 5)\n"
     "      --strip-prefix=DIR  name tests by their path without DIR/\n"
     "      --bats=PROGRAM      run Bats files with PROGRAM (default: $BATS or bats)\n"
+    "      --python=PROGRAM    run pytest files with PROGRAM -m pytest (default: python3)\n"
+    "  -m MARKEXPR             pass -m MARKEXPR to pytest (select cases by marker)\n"
     "      --list              print the plan (shard, expected seconds, name); run nothing\n"
     "\n"
     "Output:\n"
@@ -55,7 +65,8 @@ static const char usage_text[] =
     "  -V, --version           print the version and exit\n"
     "\n"
     "Exit status: 0 all passed (flaky tests count as passed), 1 a test failed or\n"
-    "timed out, 2 a usage error or a test that could not be started.\n"
+    "timed out, 2 a usage error or a test that could not be started, 5 no tests\n"
+    "selected.\n"
     "See ttest(1) for more.\n";
 
 enum {
@@ -76,6 +87,11 @@ enum {
     OPT_JUNIT,
     OPT_TAP,
     OPT_JSON,
+    OPT_MAXFAIL,
+    OPT_LAST_FAILED,
+    OPT_SHUFFLE,
+    OPT_ALLOW_NO_TESTS,
+    OPT_PYTHON,
 };
 
 static const struct option longopts[] = {
@@ -90,6 +106,13 @@ static const struct option longopts[] = {
     {"retries", required_argument, NULL, OPT_RETRIES},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"exitfirst", no_argument, NULL, 'x'},
+    {"maxfail", required_argument, NULL, OPT_MAXFAIL},
+    {"last-failed", no_argument, NULL, OPT_LAST_FAILED},
+    {"lf", no_argument, NULL, OPT_LAST_FAILED},
+    {"shuffle", optional_argument, NULL, OPT_SHUFFLE},
+    {"recursive", no_argument, NULL, 'r'},
+    {"allow-no-tests", no_argument, NULL, OPT_ALLOW_NO_TESTS},
+    {"python", required_argument, NULL, OPT_PYTHON},
     {"filter", required_argument, NULL, 'f'},
     {"exclude", required_argument, NULL, 'e'},
     {"label", required_argument, NULL, 'l'},
@@ -171,6 +194,39 @@ static bool any_match(char **globs, size_t n, const char *name)
     return false;
 }
 
+static unsigned long long parse_seed(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-')
+        usage_error("--shuffle: '%s' is not a whole number (a seed)", s);
+    return v;
+}
+
+/* A seed short enough to type back. */
+static unsigned long long random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long z = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20) ^
+                           ((unsigned long long)getpid() << 40);
+    z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+    return (z ^ (z >> 29)) % 1000000000ull;
+}
+
+/* Opens an output named on the command line before anything runs, so an
+ * unwritable path is refused up front rather than after a long run. */
+static struct tn_out *open_output(const char *opt, const char *path)
+{
+    struct tn_out *out = tn_out_open(path);
+    if (!out) {
+        fprintf(stderr, "ttest: %s: %s\n", opt, tn_last_error());
+        exit(2);
+    }
+    return out;
+}
+
 static bool has_label(const struct tt_test *t, char **labels, size_t n)
 {
     for (char **l = t->labels; l && *l; l++)
@@ -213,16 +269,17 @@ int main(int argc, char **argv)
     o.shard = o.shards = 1;
     o.timeout = 900;
     o.grace = 5;
-    o.retries = 1;
+    o.retries = 0;
     o.repeat = 1;
     const char *env_bats = getenv("BATS");
     o.bats = env_bats && *env_bats ? env_bats : "bats";
+    o.python = "python3";
     int progress = -1;
     bool shard_given = false;
 
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "j:xf:e:l:vqhV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "j:xf:e:k:l:m:rvqhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': o.jobs = (int)parse_long("--jobs", optarg, 1, 4096); break;
         case OPT_SHARD: parse_shard(optarg, &o); shard_given = true; break;
@@ -234,7 +291,22 @@ int main(int argc, char **argv)
         case OPT_GRACE: o.grace = parse_seconds("--grace", optarg); break;
         case OPT_RETRIES: o.retries = (int)parse_long("--retries", optarg, 0, 100); break;
         case OPT_REPEAT: o.repeat = (int)parse_long("--repeat", optarg, 1, 100000); break;
-        case 'x': o.exitfirst = true; break;
+        case 'x': o.maxfail = 1; break;
+        case OPT_MAXFAIL: o.maxfail = (int)parse_long("--maxfail", optarg, 1, INT_MAX); break;
+        case OPT_LAST_FAILED: o.last_failed = true; break;
+        case OPT_SHUFFLE:
+            o.shuffle = true;
+            o.seed = optarg ? parse_seed(optarg) : random_seed();
+            break;
+        case 'r': o.recurse = true; break;
+        case OPT_ALLOW_NO_TESTS: o.allow_no_tests = true; break;
+        case OPT_PYTHON: o.python = optarg; break;
+        case 'k':
+            if (tt_kexpr_check(optarg))
+                usage_error(tt_xasprintf("-k: '%%s': %s", tt_kexpr_check(optarg)), optarg);
+            o.kexpr = optarg;
+            break;
+        case 'm': o.marks = optarg; break;
         case 'f': push(&o.filters, &o.nfilters, optarg); break;
         case 'e': push(&o.excludes, &o.nexcludes, optarg); break;
         case 'l': push(&o.labels, &o.nlabels, optarg); break;
@@ -275,12 +347,17 @@ int main(int argc, char **argv)
     const char *ci = getenv("CI");
     o.progress = progress >= 0 ? progress : (isatty(2) && !o.quiet && !o.list && !(ci && *ci));
 
+    if (o.last_failed && !o.durations)
+        usage_error("%s", "--last-failed needs --durations FILE (where the last results are)");
+    if (o.durations && tt_durations_read(o.durations, &d) < 0)
+        return 2;
+
     /* Discover and select. */
     size_t nfound = 0;
     for (int i = optind; i < argc; i++)
         if (tt_discover(argv[i], &o, &found, &nfound) < 0)
             return 2;
-    size_t n = 0;
+    size_t n = 0, nfailed_last = 0;
     for (size_t i = 0; i < nfound; i++) {
         struct tt_test *t = &found[i];
         if (o.nfilters && !any_match(o.filters, o.nfilters, t->name))
@@ -289,14 +366,33 @@ int main(int argc, char **argv)
             continue;
         if (o.nlabels && !has_label(t, o.labels, o.nlabels))
             continue;
+        if (o.kexpr && !tt_kexpr_match(o.kexpr, t->name))
+            continue;
         if (any_match(o.serial_globs, o.nserial_globs, t->name))
             t->serial = true;
+        nfailed_last += tt_durations_failed(&d, t->name);
         found[n++] = *t;
     }
     for (size_t i = 0; i < n; i++)
         for (size_t k = i + 1; k < n; k++)
             if (strcmp(found[i].name, found[k].name) == 0)
                 usage_error("two tests are named '%s': each name must be unique", found[i].name);
+    /* pytest's --lf: only last time's failures; all when none failed. */
+    if (o.last_failed && nfailed_last) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (tt_durations_failed(&d, found[i].name))
+                found[k++] = found[i];
+        n = k;
+    } else if (o.last_failed && n) {
+        tt_warn("--last-failed: no test failed last time (%s); running all %zu selected", o.durations, n);
+    }
+    if (n == 0 && !o.allow_no_tests) {
+        tt_warn("no tests selected (of %zu found); --allow-no-tests makes that a success", nfound);
+        return 5;
+    }
+    if (!o.list && tt_runners_check(found, n, &o) < 0)
+        return 2;
 
     /* --repeat: every run is a test of its own in the plan. */
     tests = tt_xmalloc((n * (size_t)o.repeat + 1) * sizeof(*tests));
@@ -310,23 +406,27 @@ int main(int argc, char **argv)
             ntests++;
         }
 
-    if (o.durations && tt_durations_read(o.durations, &d) < 0)
-        return 2;
     tt_plan(tests, ntests, &d, &o);
-    if (o.list) {
-        tt_list(tests, ntests, &o);
-        return 0;
-    }
+    if (o.shuffle)
+        tt_shuffle(tests, ntests, &o);
+    if (o.list)
+        return tt_list(tests, ntests, &o);
 
     mine = tt_xmalloc((ntests + 1) * sizeof(*mine));
     size_t nmine = 0;
     for (size_t i = 0; i < ntests; i++)
         if (tests[i].shard == o.shard)
             mine[nmine++] = &tests[i];
+    if (o.junit)
+        o.junit_out = open_output("--junit", o.junit);
+    if (o.durations && nmine)
+        o.durations_out = open_output("--durations", o.durations);
     double t0 = tt_now();
     struct tt_report *r = tt_report_open(&o, nmine);
     int start_errors = tt_run(mine, nmine, &o, r);
-    if (o.durations && nmine)
-        tt_durations_update(o.durations, &d, tests, ntests);
-    return tt_report_close(r, mine, nmine, tt_now() - t0, start_errors);
+    int status = 0;
+    if (o.durations_out && tt_durations_update(o.durations_out, &d, tests, ntests) < 0)
+        status = 2;
+    int rstatus = tt_report_close(r, mine, nmine, tt_now() - t0, start_errors);
+    return rstatus > status ? rstatus : status;
 }

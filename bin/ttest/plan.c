@@ -4,8 +4,9 @@
  * The durations file holds one line per test, tab-separated: name, runs,
  * mean seconds, last result; lines starting with '#' are comments.  Every
  * run merges its results in (a running mean that weighs the last ten runs)
- * and rewrites the file through a temporary file and a rename, so a crash
- * leaves the old file whole.
+ * and rewrites the file through tn_out (a temporary file renamed over the
+ * target, through a symlink; written directly when it is a device or "-"),
+ * so a crash leaves the old file whole.
  *
  * Sharding is greedy longest-processing-time first: tests sorted by expected
  * time (longest first, ties by name), each given to the shard whose expected
@@ -19,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <tensor/core.h>
 
 static int rec_cmp(const void *a, const void *b)
 {
@@ -81,7 +84,7 @@ int tt_durations_read(const char *path, struct tt_durations *d)
     return rc;
 }
 
-int tt_durations_update(const char *path, struct tt_durations *d, struct tt_test *tests, size_t n)
+int tt_durations_update(struct tn_out *out, struct tt_durations *d, struct tt_test *tests, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         struct tt_test *t = &tests[i];
@@ -101,28 +104,22 @@ int tt_durations_update(const char *path, struct tt_durations *d, struct tt_test
         r->last = tt_xstrdup(tt_status_name(t->final));
     }
 
-    char *tmp = tt_xasprintf("%s.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        tt_warn("%s: cannot write the durations: %m", path);
-        free(tmp);
-        return -1;
-    }
-    FILE *f = fdopen(fd, "w");
+    FILE *f = tn_out_file(out);
     fprintf(f, "# ttest durations: name, runs, mean seconds, last result (tab-separated)\n");
     for (size_t i = 0; i < d->n; i++)
         fprintf(f, "%s\t%ld\t%.3f\t%s\n", d->rec[i].name, d->rec[i].runs, d->rec[i].mean,
                 d->rec[i].last ? d->rec[i].last : "-");
-    int bad = fflush(f) != 0 || fsync(fd) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        tt_warn("%s: cannot write the durations: %m", path);
-        unlink(tmp);
-        free(tmp);
+    if (tn_out_commit(out, true) != TN_OK) {
+        tt_warn("cannot write the durations: %s", tn_last_error());
         return -1;
     }
-    free(tmp);
     return 0;
+}
+
+bool tt_durations_failed(const struct tt_durations *d, const char *name)
+{
+    const struct tt_record *r = find(d, name);
+    return r && r->last && (!strcmp(r->last, "fail") || !strcmp(r->last, "timeout") || !strcmp(r->last, "error"));
 }
 
 static int by_length(const void *a, const void *b)
@@ -156,8 +153,7 @@ void tt_plan(struct tt_test *tests, size_t n, const struct tt_durations *d, cons
         const struct tt_record *r = find(d, tests[i].name);
         tests[i].known = r && r->runs > 0;
         tests[i].expected = tests[i].known ? r->mean : 0;
-        tests[i].failed_last = r && r->last &&
-                               (!strcmp(r->last, "fail") || !strcmp(r->last, "timeout") || !strcmp(r->last, "error"));
+        tests[i].failed_last = tt_durations_failed(d, tests[i].name);
         if (tests[i].known) {
             known_sum += r->mean;
             known_n++;
@@ -183,4 +179,30 @@ void tt_plan(struct tt_test *tests, size_t n, const struct tt_durations *d, cons
     free(load);
     sort_opts = o;
     qsort(tests, n, sizeof(*tests), by_run_order);
+}
+
+/* splitmix64: small, and the same sequence on every machine for a seed. */
+static unsigned long long next_random(unsigned long long *state)
+{
+    unsigned long long z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void tt_shuffle(struct tt_test *tests, size_t n, const struct tt_opts *o)
+{
+    unsigned long long state = o->seed;
+    /* Fisher-Yates within each run of the same shard and kind (serial or
+     * not), so shards stay what the plan made them. */
+    for (size_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && tests[hi].shard == tests[lo].shard && tests[hi].serial == tests[lo].serial; hi++)
+            ;
+        for (size_t i = hi - 1; i > lo; i--) {
+            size_t j = lo + (size_t)(next_random(&state) % (unsigned long long)(i - lo + 1));
+            struct tt_test tmp = tests[i];
+            tests[i] = tests[j];
+            tests[j] = tmp;
+        }
+    }
 }

@@ -14,6 +14,7 @@
 #include "ttest.h"
 
 #include <jansson.h>
+#include <tensor/core.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -82,6 +83,16 @@ void tt_count_cases(const struct tt_test *t, struct tt_counts *c)
         c->failed++;
     else if (a->tap.ncases == 0 && !failed(a->status))
         c->passed++;
+}
+
+/* Why a test never ran: only --maxfail (and -x, its 1) stops a run. */
+static const char *notrun_reason(const struct tt_opts *o)
+{
+    static char buf[96];
+    if (o->maxfail <= 1)
+        return "not run: the run stopped at the first failure";
+    snprintf(buf, sizeof(buf), "not run: the run stopped after %d failed tests (--maxfail)", o->maxfail);
+    return buf;
 }
 
 static char *display_name(const struct tt_test *t)
@@ -188,8 +199,7 @@ static void tap_test(struct tt_report *r, const struct tt_test *t, const char *n
     tap_escape(f, name);
     if (t->final == TT_SKIP || t->final == TT_NOTRUN) {
         fprintf(f, " # SKIP ");
-        tap_escape(f, t->final == TT_NOTRUN ? "not run: the run stopped at the first failure"
-                                            : (a && a->message ? a->message : "skipped"));
+        tap_escape(f, t->final == TT_NOTRUN ? notrun_reason(r->o) : (a && a->message ? a->message : "skipped"));
     }
     fputc('\n', f);
     if (!ok || t->final == TT_FLAKY) {
@@ -387,7 +397,7 @@ static void junit_suite(FILE *f, const struct tt_test *t, const struct tt_opts *
 
     bool first = true;
     if (t->final == TT_NOTRUN || !a) {
-        junit_case(f, t, name, name, 0, "skipped", NULL, "not run: the run stopped at the first failure", NULL, true);
+        junit_case(f, t, name, name, 0, "skipped", NULL, notrun_reason(o), NULL, true);
     } else if (t->final == TT_ERROR) {
         junit_case(f, t, name, name, 0, "error", "error", a->message, NULL, true);
     } else if (a->status == TT_SKIP && a->tap.ncases == 0) {
@@ -429,7 +439,7 @@ static void junit_suite(FILE *f, const struct tt_test *t, const struct tt_opts *
     free(name);
 }
 
-static int write_junit(const char *path, struct tt_test **tests, size_t n, const struct tt_opts *o,
+static int write_junit(struct tn_out *out, struct tt_test **tests, size_t n, const struct tt_opts *o,
                        const char *stamp, double elapsed)
 {
     struct tt_counts all = {0};
@@ -440,19 +450,7 @@ static int write_junit(const char *path, struct tt_test **tests, size_t n, const
         if (tests[i]->final == TT_ERROR || (a && synthetic_failure(a) && (a->status != TT_FAIL || a->signal)))
             errors++;
     }
-    char *tmp = NULL;
-    FILE *f;
-    if (strcmp(path, "-") == 0) {
-        f = stdout;
-    } else {
-        tmp = tt_xasprintf("%s.XXXXXX", path);
-        int fd = mkstemp(tmp);
-        if (fd < 0 || !(f = fdopen(fd, "w"))) {
-            tt_warn("%s: %m", path);
-            free(tmp);
-            return -1;
-        }
-    }
+    FILE *f = tn_out_file(out);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f, "<testsuites name=\"ttest\" tests=\"%ld\" failures=\"%ld\" errors=\"%ld\" skipped=\"%ld\" "
                "time=\"%.3f\" timestamp=\"%s\">\n",
@@ -460,18 +458,10 @@ static int write_junit(const char *path, struct tt_test **tests, size_t n, const
     for (size_t i = 0; i < n; i++)
         junit_suite(f, tests[i], o, stamp);
     fprintf(f, "</testsuites>\n");
-    if (f == stdout) {
-        fflush(f);
-        return 0;
-    }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        tt_warn("%s: %m", path);
-        unlink(tmp);
-        free(tmp);
+    if (tn_out_commit(out, false) != TN_OK) {
+        tt_warn("cannot write the JUnit XML: %s", tn_last_error());
         return -1;
     }
-    chmod(path, 0644);
-    free(tmp);
     return 0;
 }
 
@@ -503,6 +493,11 @@ struct tt_report *tt_report_open(const struct tt_opts *o, size_t total)
     strftime(r->stamp, sizeof(r->stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     if (r->tap)
         fprintf(r->tap, "TAP version 14\n1..%zu\n", total);
+    /* Always, -q too: a failure in a random order is reproduced by its seed. */
+    if (o->shuffle) {
+        fprintf(r->human, "Random order: --shuffle=%llu\n", o->seed);
+        fflush(r->human);
+    }
     return r;
 }
 
@@ -555,7 +550,7 @@ int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, doubl
     if (n == 0)
         tt_warn("no tests selected%s", r->o->shards > 1 ? " in this shard" : "");
     if (!r->o->quiet) {
-        fprintf(f, "\nRan %zu test%s", n, n == 1 ? "" : "s");
+        fprintf(f, "\nRan %zu test%s", n, tt_s((long)n));
         if (r->o->shards > 1)
             fprintf(f, " (shard %d/%d)", r->o->shard, r->o->shards);
         fprintf(f, " in %.1f s\n", elapsed);
@@ -569,19 +564,32 @@ int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, doubl
     fflush(f);
 
     int status = nstart_errors ? 2 : (nfailed || c.failed) ? 1 : 0;
-    if (r->o->junit && write_junit(r->o->junit, tests, n, r->o, r->stamp, elapsed) < 0)
+    if (r->o->junit_out && write_junit(r->o->junit_out, tests, n, r->o, r->stamp, elapsed) < 0)
         status = 2;
-    if (r->tap && r->tap != stdout)
-        fclose(r->tap);
-    if (r->json && r->json != stdout)
-        fclose(r->json);
+    if (r->tap && r->tap != stdout && fclose(r->tap) != 0) {
+        tt_warn("%s: cannot write: %m", r->o->tap);
+        status = 2;
+    }
+    if (r->json && r->json != stdout && fclose(r->json) != 0) {
+        tt_warn("%s: cannot write: %m", r->o->json);
+        status = 2;
+    }
+    if (tn_stdout_flush() != TN_OK) {
+        tt_warn("%s", tn_last_error());
+        status = 2;
+    }
     free(r);
     return status;
 }
 
 /* -------------------------------------------------------------- --list */
 
-void tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o)
+const char *tt_s(long n)
+{
+    return n == 1 ? "" : "s";
+}
+
+int tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o)
 {
     double *load = calloc((size_t)o->shards, sizeof(double));
     size_t *count = calloc((size_t)o->shards, sizeof(size_t));
@@ -592,7 +600,9 @@ void tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o)
     if (!o->json)
         for (int s = 0; s < o->shards; s++)
             printf("# shard %d/%d: %zu test%s, %.1f s expected\n", s + 1, o->shards, count[s],
-                   count[s] == 1 ? "" : "s", load[s]);
+                   tt_s((long)count[s]), load[s]);
+    if (!o->json && o->shuffle)
+        printf("# in random order: --shuffle=%llu\n", o->seed);
     for (size_t i = 0; i < n; i++) {
         const struct tt_test *t = &tests[i];
         if (o->json) {
@@ -617,4 +627,9 @@ void tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o)
     }
     free(load);
     free(count);
+    if (tn_stdout_flush() != TN_OK) {
+        tt_warn("%s", tn_last_error());
+        return 2;
+    }
+    return 0;
 }

@@ -13,7 +13,8 @@
  * One loop does everything: poll() on the pipes and on a self-pipe written
  * by the SIGCHLD handler, with a timeout set by the nearest deadline.
  * Tests marked serial run alone: nothing starts beside them.  A failed
- * attempt is retried at once (in a fresh process) up to --retries times.
+ * attempt is retried at once (in a fresh process) up to --retries times
+ * (none by default).  After --maxfail failed tests nothing more starts.
  */
 #include "ttest.h"
 
@@ -26,6 +27,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <tensor/core.h>
 
 #define LOG_CAP (16u << 20)
 #define DRAIN_SECONDS 2.0
@@ -228,7 +231,7 @@ static void judge(struct slot *s)
                                   tap->plan_reason ? tap->plan_reason : "");
     } else if (nfail) {
         a->status = TT_FAIL;
-        a->message = tt_xasprintf("%zu of %zu cases failed", nfail, tap->ncases);
+        a->message = tt_xasprintf("%zu of %zu case%s failed", nfail, tap->ncases, tt_s((long)tap->ncases));
     } else if (tap->errors.len) {
         a->status = TT_FAIL;
         size_t n = strcspn(tap->errors.data, "\n");
@@ -319,7 +322,7 @@ int tt_run(struct tt_test **queue, size_t n, const struct tt_opts *o, struct tt_
                 nfailed++;
                 tt_report_test(r, t);
                 s->t = NULL;
-                if (o->exitfirst)
+                if (o->maxfail && nfailed >= (size_t)o->maxfail)
                     stop = true;
                 continue;
             }
@@ -366,6 +369,10 @@ int tt_run(struct tt_test **queue, size_t n, const struct tt_opts *o, struct tt_
                         waitpid(slots[w].pid, NULL, 0);
                     tt_rmtree(slots[w].tmpdir);
                 }
+            if (o->junit_out)
+                tn_out_abort(o->junit_out);
+            if (o->durations_out)
+                tn_out_abort(o->durations_out);
             tt_die(130, "interrupted by %s; the tests that were running were killed",
                    signame(interrupted));
         }
@@ -432,7 +439,7 @@ int tt_run(struct tt_test **queue, size_t n, const struct tt_opts *o, struct tt_
             done++;
             if (failed(t->final)) {
                 nfailed++;
-                if (o->exitfirst)
+                if (o->maxfail && nfailed >= (size_t)o->maxfail)
                     stop = true;
             }
             tt_report_test(r, t);

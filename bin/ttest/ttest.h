@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+struct tn_out;
+
 /* ----------------------------------------------------------------- helpers */
 
 /* A growable byte buffer; `data` is always NUL-terminated. */
@@ -101,8 +103,16 @@ struct tt_attempt {
     struct tt_tap tap;
 };
 
+/* What a test is: how it is run and what its output means. */
+enum tt_kind {
+    TT_KIND_PROGRAM, /* an executable that prints TAP, or a manifest's command */
+    TT_KIND_BATS,    /* a .bats file, run by Bats */
+    TT_KIND_PYTEST   /* a test_*.py or *_test.py file, run by pytest */
+};
+
 struct tt_test {
     char *name;      /* the key in the durations file and in reports */
+    enum tt_kind kind;
     char **argv;     /* NULL-terminated */
     char *cwd;       /* NULL: ttest's own */
     char **env;      /* "NAME=VALUE", NULL-terminated, or NULL */
@@ -130,13 +140,19 @@ struct tt_opts {
     int shard, shards;         /* 1-based shard of shards */
     double timeout, grace;
     int retries, repeat;
-    bool failed_first, exitfirst, serial_first;
+    int maxfail;               /* start no test after this many failed; 0: no limit */
+    bool failed_first, serial_first, last_failed, allow_no_tests, recurse;
+    bool shuffle;
+    unsigned long long seed;   /* of --shuffle */
     bool list, verbose, quiet, progress;
     char **filters, **excludes, **labels, **serial_globs, **strip;
     size_t nfilters, nexcludes, nlabels, nserial_globs, nstrip;
     const char *durations;
     const char *junit, *tap, *json; /* "-" is stdout */
-    const char *bats;
+    const char *bats, *python;
+    const char *kexpr;         /* -k: over test names */
+    const char *marks;         /* -m: passed to pytest */
+    struct tn_out *junit_out, *durations_out; /* opened before the run */
 };
 
 /* ----------------------------------------------------------------- parts */
@@ -149,6 +165,19 @@ int tt_discover(const char *path, const struct tt_opts *o, struct tt_test **test
 /* manifest.c: appends the tests a JSON manifest lists. Returns 0 or -1
  * after printing why. */
 int tt_manifest_load(const char *path, struct tt_test **tests, size_t *n);
+
+/* select.c: -k expressions (pytest's): words matched as case-insensitive
+ * substrings of the name, with and, or, not and parentheses.  tt_kexpr_check
+ * returns NULL or why EXPR is malformed (a static string). */
+const char *tt_kexpr_check(const char *expr);
+bool tt_kexpr_match(const char *expr, const char *name);
+
+/* pytest.c: the command that runs a pytest file and prints its JUnit XML
+ * back as TAP, one point per case; and the check, before the run, that the
+ * programs the selected tests need (Bats, pytest) are there.  Returns 0, or
+ * -1 after printing why. */
+char **tt_pytest_argv(const char *path, const struct tt_opts *o);
+int tt_runners_check(const struct tt_test *tests, size_t n, const struct tt_opts *o);
 
 /* plan.c: durations file and the plan. */
 struct tt_record {
@@ -163,11 +192,17 @@ struct tt_durations {
 };
 /* Reads FILE; a missing file is empty. Returns 0 or -1 after printing why. */
 int tt_durations_read(const char *path, struct tt_durations *d);
-/* Merges this run's results and writes FILE atomically. Returns 0 or -1. */
-int tt_durations_update(const char *path, struct tt_durations *d, struct tt_test *tests, size_t n);
+/* Whether the record of `name` says it failed last time. */
+bool tt_durations_failed(const struct tt_durations *d, const char *name);
+/* Merges this run's results and writes them to `out` (tn_out_open'd before
+ * the run) and commits it. Returns 0 or -1 after printing why. */
+int tt_durations_update(struct tn_out *out, struct tt_durations *d, struct tt_test *tests, size_t n);
 /* Sets expected/known/failed_last/shard for every test and sorts `tests` into
  * run order: the same inputs give the same plan on every machine. */
 void tt_plan(struct tt_test *tests, size_t n, const struct tt_durations *d, const struct tt_opts *o);
+/* --shuffle: the run order of each shard (serial tests still apart) in a
+ * random order drawn from o->seed: the same seed gives the same order. */
+void tt_shuffle(struct tt_test *tests, size_t n, const struct tt_opts *o);
 
 /* run.c: runs the tests of this shard (tests[i].shard == o->shard) in a
  * pool; fills attempts and final. Returns the number of tests that could
@@ -181,7 +216,10 @@ void tt_report_progress(struct tt_report *r, size_t done, size_t failed, double 
 void tt_report_test(struct tt_report *r, const struct tt_test *t);
 /* Writes the summary, JUnit, closing line. Returns the exit status. */
 int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, double elapsed, int nstart_errors);
-void tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o);
+/* Prints the plan. Returns 0, or 2 when stdout could not be written. */
+int tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o);
+/* "1 case", "2 cases": the noun with an s unless n is 1. */
+const char *tt_s(long n);
 
 /* Counts the cases of a test's final attempt. */
 struct tt_counts {

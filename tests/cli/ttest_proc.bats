@@ -63,19 +63,42 @@ EOF2
 echo 1..1
 if [ "$TTEST_ATTEMPT" -ge 2 ]; then echo 'ok 1 - works'; else echo 'not ok 1 - works'; exit 1; fi
 EOF2
-    run ttest --json=o --junit=j.xml flaky
+    run ttest --retries 1 --json=o --junit=j.xml flaky
     assert_success
-    assert_line --partial "FLAKY flaky: 1 of 1 cases failed, then passed on attempt 2"
+    assert_line --partial "FLAKY flaky: 1 of 1 case failed, then passed on attempt 2"
     assert_line "1 passed, 0 failed, 1 flaky"
     run jsummary o
     assert_output "flaky flaky 2 1 0 0"
-    grep -q '<flakyFailure message="1 of 1 cases failed" type="failure">' j.xml
+    grep -q '<flakyFailure message="1 of 1 case failed" type="failure">' j.xml
     xmllint --noout --schema "$TN_SRCDIR/tests/cli/ttest-junit.xsd" j.xml
-    run ttest --tap=o.tap flaky
+    run ttest --retries 1 --tap=o.tap flaky
     grep -q '^  result: flaky$' o.tap
     run ttest --retries 0 flaky
     assert_failure 1
     assert_line "0 passed, 1 failed"
+}
+
+@test "no retries by default: a failing test runs once, a hung test costs one timeout" {
+    mk flaky <<'EOF2'
+echo 1..1
+if [ "$TTEST_ATTEMPT" -ge 2 ]; then echo 'ok 1 - works'; else echo 'not ok 1 - works'; exit 1; fi
+EOF2
+    printf 'echo started >>"$1"
+sleep 30
+' | mk hang
+    run ttest --json=o flaky
+    assert_failure 1
+    assert_line "0 passed, 1 failed"
+    run jsummary o
+    assert_output "flaky fail 1 0 1 0"
+    echo '[{"name": "hang", "command": ["./hang", "'"$W"'/starts"]}]' >m.json
+    run ttest --timeout 0.5 --grace 0.2 --json=o m.json
+    assert_failure 1
+    assert_line --partial "FAIL hang: timed out after 0.5 s (0."
+    run jsummary o
+    assert_output "hang timeout 1 0 1 0"
+    run wc -l <starts
+    assert_output 1
 }
 
 @test "--retries N runs a failing test N+1 times, each in a fresh process and folder" {

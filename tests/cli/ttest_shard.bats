@@ -96,7 +96,7 @@ EOF2
     printf 'echo "no TAP"\n' | mk plain
     printf 'kill -SEGV $$\n' | mk crash
     printf '[ "$TTEST_ATTEMPT" -ge 2 ]\n' | mk flaky
-    run ttest --timeout 0.5 --grace 0.2 --junit j.xml fails slow todo skipped plain crash flaky
+    run ttest --retries 1 --timeout 0.5 --grace 0.2 --junit j.xml fails slow todo skipped plain crash flaky
     assert_failure 1
     run xmllint --noout --schema "$TN_SRCDIR/tests/cli/ttest-junit.xsd" j.xml
     assert_success

@@ -33,7 +33,7 @@ EOF2
     assert_success
     assert_line "4 passed, 0 failed, 2 skipped"
     run python3 -c 'import json; c = json.load(open("o"))["cases"]; print([(k["id"], k["name"], k["result"], k["reason"]) for k in c])'
-    assert_output "[(1, '', 'pass', None), (2, '', 'todo', 'not yet'), (3, 'a # hash and a \\\\ backslash', 'pass', None), (4, '', 'skip', ': nothing to do'), (5, 'inner', 'pass', None), (6, 'crlf', 'pass', None)]"
+    assert_output "[(1, 'test 1', 'pass', None), (2, 'test 2', 'todo', 'not yet'), (3, 'a # hash and a \\\\ backslash', 'pass', None), (4, 'test 4', 'skip', ': nothing to do'), (5, 'inner', 'pass', None), (6, 'crlf', 'pass', None)]"
 }
 
 @test "a plan at the end and TAP 12 without a version line are fine" {
@@ -125,4 +125,38 @@ EOF2
     assert_line "1 passed, 1 failed, 1 skipped"
     run python3 -c 'import json; print([k["result"] for k in json.load(open("o"))["cases"]])'
     assert_output "['pass', 'skip', 'fail']"
+}
+
+@test "a point without a description is 'test N' in JUnit, its retries matched to it" {
+    mk bare <<'EOF2'
+echo 1..3
+echo ok
+echo 'not ok'
+echo 'ok 3'
+EOF2
+    run ttest --retries 1 --junit j.xml bare
+    assert_failure 1
+    for k in 1 2 3; do
+        run xmllint --xpath "count(//testcase[@name='test $k'])" j.xml
+        assert_output 1
+    done
+    run xmllint --xpath 'count(//testcase[@name="test 2"]/rerunFailure)' j.xml
+    assert_output 1
+    xmllint --noout --schema "$TN_SRCDIR/tests/cli/ttest-junit.xsd" j.xml
+}
+
+@test "a missing bats is an error before the run (exit 2), not a failed test" {
+    t=@test
+    printf '%s "passes" { true; }\n' "$t" >b.bats
+    echo 'echo ok 1; echo 1..1' | mk prog
+    run ttest --bats "$W/no/bats" prog b.bats
+    assert_failure 2
+    assert_output "ttest: b.bats: cannot run Bats files: '$W/no/bats' is not found (install bats, or name it with --bats or \$BATS)"
+    mkdir empty
+    run env -u BATS PATH="$W/empty" "$(command -v ttest)" b.bats
+    assert_failure 2
+    assert_output --partial "cannot run Bats files: 'bats' is not found"
+    # Without a Bats file, no Bats is needed.
+    run ttest --bats "$W/no/bats" prog
+    assert_success
 }
