@@ -16,7 +16,7 @@ PACKAGES="
 build-essential autoconf automake libtool pkg-config
 libopenblas-dev libzip-dev libjansson-dev libyaml-dev
 libcmocka-dev bats bats-support bats-assert
-python3 python3-numpy python3-torch python3-venv python3-jsonschema
+python3 python3-numpy python3-torch python3-venv python3-jsonschema python3-pytest
 libxml2-utils zip unzip parallel
 clang libclang-rt-14-dev
 libopenmpi-dev openmpi-bin
