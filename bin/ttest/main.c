@@ -30,7 +30,7 @@ static const char usage_text[] =
     "      --serial=GLOB       run tests whose name matches GLOB alone\n"
     "      --serial-first      run the serial tests before the pool, not after\n"
     "      --failed-first      start the tests that failed last time first\n"
-    "      --shuffle[=SEED]    run in a random order (printed seed; same seed, same order)\n"
+    "      --shuffle[=SEED]    run in a random order, from a printed seed\n"
     "      --timeout=SECONDS   time limit per test (default 900; 0: none)\n"
     "      --grace=SECONDS     wait after SIGTERM before SIGKILL (default 5)\n"
     "      --retries=N         run a failed test again up to N times (default 0)\n"
@@ -41,15 +41,16 @@ static const char usage_text[] =
     "Selection:\n"
     "  -f, --filter=GLOB       run only tests whose name matches GLOB\n"
     "  -e, --exclude=GLOB      leave out tests whose name matches GLOB\n"
-    "  -k EXPR                 run only tests whose name matches EXPR: words matched as\n"
-    "                          substrings (case ignored) with and, or, not, ( )\n"
+    "  -k EXPR                 run only tests whose name matches EXPR: words\n"
+    "                          (substrings, case ignored), and, or, not, ( )\n"
     "  -l, --label=LABEL       run only tests with LABEL (from a manifest)\n"
-    "      --lf, --last-failed run only the tests that failed last time (--durations)\n"
+    "      --lf, --last-failed  run only the tests that failed last time\n"
     "  -r, --recursive         search folders' subfolders too\n"
     "      --allow-no-tests    exit 0 when no test is selected (default: exit 5)\n"
     "      --strip-prefix=DIR  name tests by their path without DIR/\n"
     "      --bats=PROGRAM      run Bats files with PROGRAM (default: $BATS or bats)\n"
-    "      --python=PROGRAM    run pytest files with PROGRAM -m pytest (default: python3)\n"
+    "      --python=PROGRAM    run pytest files with PROGRAM -m pytest\n"
+    "                          (default: python3)\n"
     "  -m MARKEXPR             pass -m MARKEXPR to pytest (select cases by marker)\n"
     "      --list              print the plan (shard, expected seconds, name); run nothing\n"
     "\n"
@@ -417,12 +418,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ntests; i++)
         if (tests[i].shard == o.shard)
             mine[nmine++] = &tests[i];
+    double t0 = tt_now();
+    /* --tap and --json files first: an unwritable one ends ttest there. */
+    struct tt_report *r = tt_report_open(&o, nmine);
     if (o.junit)
         o.junit_out = open_output("--junit", o.junit);
     if (o.durations && nmine)
         o.durations_out = open_output("--durations", o.durations);
-    double t0 = tt_now();
-    struct tt_report *r = tt_report_open(&o, nmine);
     int start_errors = tt_run(mine, nmine, &o, r);
     int status = 0;
     if (o.durations_out && tt_durations_update(o.durations_out, &d, tests, ntests) < 0)
