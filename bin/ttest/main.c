@@ -345,6 +345,10 @@ int main(int argc, char **argv)
                          (o.junit && !strcmp(o.junit, "-"));
     if (outs_on_stdout > 1)
         usage_error("%s", "only one of --tap, --json and --junit can write to standard output");
+    /* --list runs nothing: a report of a run would be silently not written. */
+    if (o.list && (o.junit || o.tap))
+        usage_error("%s", o.junit ? "--list runs nothing: --junit has nothing to write"
+                                  : "--list runs nothing: --tap has nothing to write (--json lists the plan)");
     const char *ci = getenv("CI");
     o.progress = progress >= 0 ? progress : (isatty(2) && !o.quiet && !o.list && !(ci && *ci));
 
@@ -394,6 +398,13 @@ int main(int argc, char **argv)
     }
     if (!o.list && tt_runners_check(found, n, &o) < 0)
         return 2;
+    if (o.marks) {
+        size_t k = 0;
+        while (k < n && found[k].kind != TT_KIND_PYTEST)
+            k++;
+        if (k == n && n)
+            usage_error("-m '%s': no pytest file is selected (-m selects the cases of pytest files)", o.marks);
+    }
 
     /* --repeat: every run is a test of its own in the plan. */
     tests = tt_xmalloc((n * (size_t)o.repeat + 1) * sizeof(*tests));

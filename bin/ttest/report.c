@@ -13,13 +13,15 @@
  */
 #include "ttest.h"
 
+#include <errno.h>
 #include <jansson.h>
-#include <tensor/core.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <tensor/core.h>
 
 struct tt_report {
     const struct tt_opts *o;
@@ -467,7 +469,10 @@ static int write_junit(struct tn_out *out, struct tt_test **tests, size_t n, con
 
 /* -------------------------------------------------------------- the run */
 
-static FILE *open_out(const char *path)
+/* --tap and --json files are written as the run goes, so not through
+ * tn_out's temporary: fopen writes through a symlink, to a device or pipe
+ * directly, and makes a new file with the umask's mode. */
+static FILE *open_out(const char *opt, const char *path)
 {
     if (!path)
         return NULL;
@@ -475,7 +480,7 @@ static FILE *open_out(const char *path)
         return stdout;
     FILE *f = fopen(path, "w");
     if (!f)
-        tt_die(2, "%s: %m", path);
+        tt_die(2, "%s: %s: %m", opt, path);
     return f;
 }
 
@@ -485,8 +490,8 @@ struct tt_report *tt_report_open(const struct tt_opts *o, size_t total)
     memset(r, 0, sizeof(*r));
     r->o = o;
     r->total = total;
-    r->tap = open_out(o->tap);
-    r->json = open_out(o->json);
+    r->tap = open_out("--tap", o->tap);
+    r->json = open_out("--json", o->json);
     /* stdout belongs to a machine format when one goes there. */
     r->human = r->tap == stdout || r->json == stdout || (o->junit && !strcmp(o->junit, "-")) ? stderr : stdout;
     time_t now = time(NULL);
@@ -561,7 +566,8 @@ int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, doubl
     if (nflaky)
         fprintf(f, ", %zu flaky", nflaky);
     fputc('\n', f);
-    fflush(f);
+    /* Its errno names the failure (ENOSPC); a later flush would say EIO. */
+    int human_errno = fflush(f) != 0 ? errno : 0;
 
     int status = nstart_errors ? 2 : (nfailed || c.failed) ? 1 : 0;
     if (r->o->junit_out && write_junit(r->o->junit_out, tests, n, r->o, r->stamp, elapsed) < 0)
@@ -575,7 +581,10 @@ int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, doubl
         status = 2;
     }
     if (tn_stdout_flush() != TN_OK) {
-        tt_warn("%s", tn_last_error());
+        if (f == stdout && human_errno)
+            tt_warn("<stdout>: cannot write: %s", strerror(human_errno));
+        else
+            tt_warn("%s", tn_last_error());
         status = 2;
     }
     free(r);

@@ -27,7 +27,8 @@ load ttest-helper
 @test "usage errors exit 2 with a hint" {
     echo 'echo ok' | mk t
     for args in "--bogus t" "-j 0 t" "--jobs x t" "--shard 0/2 t" "--shard 3/2 t" "--shard 1 t" \
-        "--timeout -1 t" "--retries many t" "--repeat 0 t" "" "-v -q t" "--tap --json t"; do
+        "--timeout -1 t" "--retries many t" "--repeat 0 t" "" "-v -q t" "--tap --json t" \
+        "--list --junit j.xml t" "--list --tap t"; do
         run ttest $args
         [ "$status" -eq 2 ] || fail "ttest $args exited $status"
         assert_output --partial "Try 'ttest --help'"

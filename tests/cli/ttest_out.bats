@@ -70,6 +70,10 @@ mkpass() {
     run ttest --junit folder pass
     assert_failure 2
     [ ! -e ran ]
+    run ttest --tap="$W/no/such/t.tap" pass
+    assert_failure 2
+    assert_output "ttest: --tap: $W/no/such/t.tap: No such file or directory"
+    [ ! -e ran ]
 }
 
 @test "a failed write to stdout is exit 2 with a message" {
@@ -79,7 +83,7 @@ mkpass() {
     assert_output --partial "ttest: <stdout>: cannot write"
     run sh -c 'ttest pass >/dev/full'
     assert_failure 2
-    assert_output --partial "ttest: <stdout>: cannot write"
+    assert_output --partial "ttest: <stdout>: cannot write: No space left on device"
     run sh -c 'ttest --junit - pass >/dev/full 2>/dev/null'
     assert_failure 2
     run sh -c 'ttest --list --json pass >/dev/full'

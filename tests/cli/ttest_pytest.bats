@@ -86,6 +86,14 @@ EOF2
     assert_output "$(printf '%s\n' 'fine_test.py skip 1 0 0 1' 'test_mix.py pass 1 2 0 0')"
 }
 
+@test "-m without a pytest file selected is a usage error, not ignored" {
+    echo 'echo 1..1; echo ok 1' | mk prog
+    run ttest -m slow prog
+    assert_failure 2
+    assert_line --index 0 "ttest: -m 'slow': no pytest file is selected (-m selects the cases of pytest files)"
+    assert_line --index 1 "Try 'ttest --help' for more information."
+}
+
 @test "a Python without pytest is an error before the run (exit 2)" {
     printf 'def test_a():\n    pass\n' >test_a.py
     mkdir bin
