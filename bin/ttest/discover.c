@@ -5,9 +5,9 @@
  * file (test_*.py or *_test.py, pytest's own default names), a JSON manifest
  * (*.json), an executable that prints TAP, or a folder.  A folder is
  * searched in name order for *.bats files, pytest files, manifests named
- * *.ttest.json and executable files; its subfolders only with -r (as prove
- * and ctest do; pytest's recursion by default would take a build tree's
- * every program for a test).  Hidden entries and libtool's and Automake's
+ * *.ttest.json and executable files; its subfolders only with -r, as prove
+ * does (recursing by default, as pytest does, would take every program of
+ * a build tree for a test).  Hidden entries and libtool's and Automake's
  * folders (.libs, .deps) are left out.
  */
 #include "ttest.h"
