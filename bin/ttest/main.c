@@ -341,8 +341,7 @@ int main(int argc, char **argv)
         shard_from_env(&o);
     if (o.verbose && o.quiet)
         usage_error("%s", "--verbose and --quiet exclude each other");
-    int outs_on_stdout = (o.tap && !strcmp(o.tap, "-")) + (o.json && !strcmp(o.json, "-")) +
-                         (o.junit && !strcmp(o.junit, "-"));
+    int outs_on_stdout = tt_names_stdout(o.tap) + tt_names_stdout(o.json) + tt_names_stdout(o.junit);
     if (outs_on_stdout > 1)
         usage_error("%s", "only one of --tap, --json and --junit can write to standard output");
     /* --list runs nothing: a report of a run would be silently not written. */

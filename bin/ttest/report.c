@@ -493,7 +493,7 @@ struct tt_report *tt_report_open(const struct tt_opts *o, size_t total)
     r->tap = open_out("--tap", o->tap);
     r->json = open_out("--json", o->json);
     /* stdout belongs to a machine format when one goes there. */
-    r->human = r->tap == stdout || r->json == stdout || (o->junit && !strcmp(o->junit, "-")) ? stderr : stdout;
+    r->human = tt_names_stdout(o->tap) || tt_names_stdout(o->json) || tt_names_stdout(o->junit) ? stderr : stdout;
     time_t now = time(NULL);
     strftime(r->stamp, sizeof(r->stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     if (r->tap)
@@ -592,6 +592,12 @@ int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, doubl
 }
 
 /* -------------------------------------------------------------- --list */
+
+bool tt_names_stdout(const char *path)
+{
+    return path && (!strcmp(path, "-") || !strcmp(path, "/dev/stdout") || !strcmp(path, "/dev/fd/1") ||
+                    !strcmp(path, "/proc/self/fd/1"));
+}
 
 const char *tt_s(long n)
 {

@@ -218,6 +218,9 @@ void tt_report_test(struct tt_report *r, const struct tt_test *t);
 int tt_report_close(struct tt_report *r, struct tt_test **tests, size_t n, double elapsed, int nstart_errors);
 /* Prints the plan. Returns 0, or 2 when stdout could not be written. */
 int tt_list(struct tt_test *tests, size_t n, const struct tt_opts *o);
+/* Whether an output path is standard output: "-", or a name of descriptor 1
+ * (/dev/stdout, /dev/fd/1); the human report then goes to standard error. */
+bool tt_names_stdout(const char *path);
 /* "1 case", "2 cases": the noun with an s unless n is 1. */
 const char *tt_s(long n);
 
