@@ -376,3 +376,13 @@ struct tn_value *tn_load(const char *path, const struct tn_load_options *opts)
     tn_zip_close(z);
     return v;
 }
+
+struct tn_value *tn__legacy_load(struct tn_io_map *m, const char *label,
+                                 const struct tn_load_options *opts)
+{
+    (void)m;
+    (void)opts;
+    tn_set_error(TN_EFORMAT, "%s: a legacy (pre-1.6, non-zip) torch checkpoint: not "
+                 "supported; re-save it with torch.save in PyTorch 1.6 or later", label);
+    return NULL;
+}

@@ -57,6 +57,16 @@ void tn__io_map_release(struct tn_io_map *m);
 /* A storage over [off, off+nbytes) of the map, which it keeps alive. */
 struct tn_storage *tn__io_map_storage(struct tn_io_map *m, size_t off, size_t nbytes);
 
+/* A zip archive over a map (which it takes its own reference to). */
+struct tn_zip *tn__zip_open_map(struct tn_io_map *m, const char *label);
+/* tn_st_load over a map (borrowed; storages keep it alive); `path` labels. */
+struct tn_value *tn__st_load_map(struct tn_io_map *m, const char *path, struct tn_value **metadata);
+
+/* A legacy (pre-1.6, non-zip) torch.save file over a map (borrowed;
+ * storages keep it alive), under the same restricted unpickler. */
+struct tn_value *tn__legacy_load(struct tn_io_map *m, const char *label,
+                                 const struct tn_load_options *opts);
+
 /* A growable byte buffer. */
 struct tn_io_buf {
     unsigned char *data;

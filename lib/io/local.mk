@@ -10,6 +10,7 @@ libtensor_la_SOURCES += \
 	lib/io/ckpt.c \
 	lib/io/safetensors.c \
 	lib/io/npy.c \
+	lib/io/load.c \
 	lib/io/scan.c \
 	lib/io/scan_pickle.c \
 	lib/io/scan_policy.c

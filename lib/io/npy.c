@@ -268,6 +268,14 @@ struct tn_value *tn_npz_load(const char *path)
     struct tn_zip *z = tn_zip_open(path);
     if (!z)
         return NULL;
+    struct tn_value *v = tn_npz_load_zip(z);
+    tn_zip_close(z);
+    return v;
+}
+
+struct tn_value *tn_npz_load_zip(struct tn_zip *z)
+{
+    const char *path = tn_zip_label(z);
     struct tn_value *out = tn_value_odict();
     for (size_t i = 0; out && i < tn_zip_count(z); i++) {
         const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
@@ -293,11 +301,9 @@ struct tn_value *tn_npz_load(const char *path)
         }
         tn_release(t);
     }
-    tn_zip_close(z);
     return out;
 fail:
     tn_value_release(out);
-    tn_zip_close(z);
     return NULL;
 }
 
@@ -340,39 +346,8 @@ int tn_npz_save(const char *path, const struct tn_value *tensors)
 
 const char *tn_io_detect(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    unsigned char h[16] = {0};
-    size_t n = fread(h, 1, sizeof h, f);
-    fclose(f);
-    if (n >= 4 && !memcmp(h, "PK\3\4", 4)) {
-        struct tn_zip *z = tn_zip_open(path);
-        if (!z)
-            return NULL;
-        bool npz = tn_zip_count(z) > 0;
-        for (size_t i = 0; i < tn_zip_count(z); i++) {
-            const char *nm = tn_zip_entry_at(z, i)->name;
-            size_t l = strlen(nm);
-            if (l < 4 || strcmp(nm + l - 4, ".npy"))
-                npz = false;
-        }
-        tn_zip_close(z);
-        return npz ? "npz" : "torch";
-    }
-    if (n >= 6 && !memcmp(h, "\x93NUMPY", 6))
-        return "npy";
-    if (n >= 10 && h[8] == '{') {
-        uint64_t hl = 0;
-        for (int i = 7; i >= 0; i--)
-            hl = hl << 8 | h[i];
-        if (hl >= 2 && hl <= 100000000ull)
-            return "safetensors";
-    }
-    if (n >= 3 && h[0] == 0x80 && h[2] == 0x8a)
-        return "legacy";
-    tn_set_error(TN_EFORMAT, "%s: not a checkpoint, safetensors, .npy or .npz file", path);
-    return NULL;
+    struct tn_io_file *f = tn_io_file_open(path);
+    const char *fmt = f ? tn_io_file_format(f) : NULL; /* a static string */
+    tn_io_file_close(f);
+    return fmt;
 }

@@ -586,6 +586,24 @@ static int save(struct writer *w, const struct tn_value *v)
     case TN_VALUE_TENSOR:
         rc = save_tensor(w, v->v.tensor);
         break;
+    case TN_VALUE_GLOBAL: {
+        /* a global loaded as a value (torch.float16) is "module.name": the
+         * name is what follows the last dot, as for every global the
+         * allowlist lets a value be */
+        const char *nl = strrchr(v->v.str.s, '.');
+        if (!nl || nl == v->v.str.s || !nl[1] || strchr(v->v.str.s, '\n')) {
+            rc = tn_set_error(TN_EINVAL, "cannot pickle the global '%s'", v->v.str.s);
+            break;
+        }
+        char *module = strndup(v->v.str.s, (size_t)(nl - v->v.str.s));
+        if (!module) {
+            rc = tn_set_error(TN_ENOMEM, "out of memory");
+            break;
+        }
+        rc = save_global(w, v, module, nl + 1);
+        free(module);
+        break;
+    }
     default:
         rc = tn_set_error(TN_EINVAL, "cannot pickle a %s value", tn_value_kind_name(v->kind));
     }

@@ -230,6 +230,15 @@ struct tn_value *tn_st_load(const char *path, struct tn_value **metadata)
     struct tn_io_map *m = tn__io_map_open(path);
     if (!m)
         return NULL;
+    struct tn_value *v = tn__st_load_map(m, path, metadata);
+    tn__io_map_release(m);
+    return v;
+}
+
+struct tn_value *tn__st_load_map(struct tn_io_map *m, const char *path, struct tn_value **metadata)
+{
+    if (metadata)
+        *metadata = NULL;
     struct tn_value *out = NULL, *meta = NULL;
     struct st_entry *ents = NULL;
     json_t *hdr = NULL;
@@ -270,7 +279,6 @@ out:
     tn_value_release(meta);
     free(ents);
     json_decref(hdr);
-    tn__io_map_release(m);
     return out;
 }
 

@@ -418,22 +418,25 @@ static void path_key(struct tn_io_buf *p, const struct tn_value *k)
     }
 }
 
-static int walk(const struct tn_value *v, struct tn_io_buf *path, tn_value_tensor_fn fn, void *ctx,
+/* Calls fn on every leaf under v: a tensor, a scalar, a string, an empty
+ * container (the containers themselves are gone through). */
+static int walk(const struct tn_value *v, struct tn_io_buf *path, tn_value_leaf_fn fn, void *ctx,
                 int depth)
 {
     if (depth > 1000)
         return tn_set_error(TN_EFORMAT, "value nested more than 1000 deep");
     size_t mark = path->len;
     int rc = 0;
-    switch (v->kind) {
-    case TN_VALUE_TENSOR:
+    bool seq = v->kind == TN_VALUE_TUPLE || v->kind == TN_VALUE_LIST;
+    bool dict = v->kind == TN_VALUE_DICT || v->kind == TN_VALUE_ODICT;
+    if ((!seq && !dict) || (seq ? v->v.seq.n : v->v.dict.n) == 0) {
         tn__io_buf_byte(path, 0);
         if (path->failed)
             return tn_set_error(TN_ENOMEM, "out of memory");
         path->len--;
-        return fn((const char *)path->data, v->v.tensor, ctx);
-    case TN_VALUE_TUPLE:
-    case TN_VALUE_LIST:
+        return fn((const char *)path->data, v, ctx);
+    }
+    if (seq) {
         for (size_t i = 0; i < v->v.seq.n && !rc; i++) {
             if (path->len)
                 tn__io_buf_byte(path, '.');
@@ -442,20 +445,16 @@ static int walk(const struct tn_value *v, struct tn_io_buf *path, tn_value_tenso
             path->len = mark;
         }
         return rc;
-    case TN_VALUE_DICT:
-    case TN_VALUE_ODICT:
-        for (size_t i = 0; i < v->v.dict.n && !rc; i++) {
-            path_key(path, v->v.dict.keys[i]);
-            rc = walk(v->v.dict.vals[i], path, fn, ctx, depth + 1);
-            path->len = mark;
-        }
-        return rc;
-    default:
-        return 0;
     }
+    for (size_t i = 0; i < v->v.dict.n && !rc; i++) {
+        path_key(path, v->v.dict.keys[i]);
+        rc = walk(v->v.dict.vals[i], path, fn, ctx, depth + 1);
+        path->len = mark;
+    }
+    return rc;
 }
 
-int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx)
+int tn_value_walk(const struct tn_value *v, tn_value_leaf_fn fn, void *ctx)
 {
     struct tn_io_buf path = {0};
     tn__io_buf_byte(&path, 0);
@@ -463,4 +462,21 @@ int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void 
     int rc = walk(v, &path, fn, ctx, 0);
     free(path.data);
     return rc;
+}
+
+struct tensor_walk {
+    tn_value_tensor_fn fn;
+    void *ctx;
+};
+
+static int tensor_leaf(const char *path, const struct tn_value *v, void *ctx)
+{
+    const struct tensor_walk *w = ctx;
+    return v->kind == TN_VALUE_TENSOR ? w->fn(path, v->v.tensor, w->ctx) : 0;
+}
+
+int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx)
+{
+    struct tensor_walk w = {fn, ctx};
+    return tn_value_walk(v, tensor_leaf, &w);
 }

@@ -220,6 +220,12 @@ struct tn_zip *tn_zip_open(const char *path)
     return m ? zip_new(m, path) : NULL;
 }
 
+struct tn_zip *tn__zip_open_map(struct tn_io_map *m, const char *label)
+{
+    TN_ATOMIC_INC(&m->refcount);
+    return zip_new(m, label);
+}
+
 struct tn_zip *tn_zip_open_memory(const void *data, size_t len, const char *label)
 {
     struct tn_io_map *m = tn__io_map_memory(data, len);

@@ -116,7 +116,7 @@ struct tn_value {
         bool b;
         int64_t i;
         double f;
-        struct { char *s; size_t len; } str;                 /* STR, GLOBAL ("module\nname") */
+        struct { char *s; size_t len; } str;                 /* STR, GLOBAL ("module.name") */
         struct { struct tn_value **items; size_t n, cap; } seq; /* TUPLE, LIST */
         struct {
             struct tn_value **keys, **vals;
@@ -164,6 +164,11 @@ const char *tn_value_kind_name(enum tn_value_kind kind);
  * Stops and returns fn's value when it is non-zero. */
 typedef int (*tn_value_tensor_fn)(const char *path, struct tn_tensor *t, void *ctx);
 int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx);
+/* The same over every leaf: tensors, scalars, strings, globals and empty
+ * containers (a non-empty container is gone through, not visited; an
+ * OrderedDict's attributes are not visited). */
+typedef int (*tn_value_leaf_fn)(const char *path, const struct tn_value *v, void *ctx);
+int tn_value_walk(const struct tn_value *v, tn_value_leaf_fn fn, void *ctx);
 
 /* ---------------------------------------------------------- checkpoints */
 
@@ -234,6 +239,8 @@ int tn_npy_save(const char *path, const struct tn_tensor *t);
 int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len);
 /* .npz: an ODICT of name -> tensor (".npy" dropped from member names). */
 struct tn_value *tn_npz_load(const char *path);
+/* The same over an archive already open. */
+struct tn_value *tn_npz_load_zip(struct tn_zip *z);
 int tn_npz_save(const char *path, const struct tn_value *tensors);
 
 /* ------------------------------------------------------------- progress */
@@ -251,6 +258,32 @@ void tn_io_set_progress(tn_io_progress_fn fn, void *ctx);
  * pickle) or NULL with an error. */
 const char *tn_io_detect(const char *path);
 
+/* ------------------------------------------------------- any input file */
+
+/* An input of any supported format, read once: "-" is standard input, a
+ * pipe (<(...)) or a device is read to its end into memory, a regular file
+ * is mapped; a folder is refused ("Is a directory").  The format comes
+ * from the content.  A Hugging Face sharded index (a JSON object with a
+ * "weight_map", such as model.safetensors.index.json) stands for its
+ * shards, named relative to the index's folder, read as one checkpoint. */
+struct tn_io_file;
+/* NULL with an error naming `path`. */
+struct tn_io_file *tn_io_file_open(const char *path);
+/* "torch", "safetensors", "npz", "npy", "legacy" or "sharded". */
+const char *tn_io_file_format(const struct tn_io_file *f);
+/* torch and npz: the archive, borrowed (for checks of its members); else NULL. */
+struct tn_zip *tn_io_file_zip(const struct tn_io_file *f);
+/* sharded: the number of shards and the i-th one's path (borrowed). */
+size_t tn_io_file_shards(const struct tn_io_file *f);
+const char *tn_io_file_shard(const struct tn_io_file *f, size_t i);
+/* The content as a value (a new reference): a checkpoint's object, an ODICT
+ * of name -> tensor for safetensors, npz and sharded files, {"<stem>": t}
+ * for a .npy.  `metadata` (may be NULL) receives safetensors' __metadata__
+ * (a DICT of strings; a sharded index's "metadata" object likewise) or NULL.
+ * opts NULL means the defaults.  NULL with an error. */
+struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_options *opts,
+                                 struct tn_value **metadata);
+void tn_io_file_close(struct tn_io_file *f); /* NULL is fine */
 
 /* ---------------------------------------------------------------- scan */
 

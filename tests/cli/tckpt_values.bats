@@ -1,0 +1,180 @@
+#!/usr/bin/env bats
+# tckpt over whole training checkpoints (tests/fixtures/io/tckpt, written by
+# PyTorch 2.x: io_tckpt.py): diff of every value, show and get of values
+# other than tensors, convert --dtype and --keys, and Hugging Face sharded
+# checkpoints read as one.
+
+load helper
+
+setup() {
+    FX="$TN_SRCDIR/tests/fixtures/io/tckpt"
+    T="$BATS_TEST_TMPDIR"
+}
+
+@test "diff compares every value: epoch, lr and an extra key differ, exit 1" {
+    run tckpt diff "$FX/train_a.pt" "$FX/train_b.pt"
+    assert_failure 1
+    assert_line "only in $FX/train_b.pt: best"
+    assert_line "epoch: 3 -> 4"
+    assert_line "lr: 0.01 -> 0.005"
+    [ "${#lines[@]}" -eq 3 ]
+    run tckpt diff --json "$FX/train_a.pt" "$FX/train_b.pt"
+    assert_failure 1
+    run python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+print(d["differ"], [(x["kind"], x["name"], x.get("a"), x.get("b")) for x in d["differences"]])' "$output"
+    assert_output "True [('only_in_b', 'best', None, None), ('value', 'epoch', 3, 4), ('value', 'lr', 0.01, 0.005)]"
+    # the same file: every value equal
+    run tckpt diff "$FX/train_a.pt" "$FX/train_a.pt"
+    assert_success
+    assert_output --regexp "27 tensors match; [0-9]+ other values equal$"
+}
+
+@test "diff --only-tensors compares the tensors alone; --atol applies to floats" {
+    run tckpt diff --only-tensors "$FX/train_a.pt" "$FX/train_b.pt"
+    assert_success
+    assert_output "$FX/train_a.pt and $FX/train_b.pt: 27 tensors match"
+    python3 -c '
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True); d["lr"] += 1e-9
+torch.save(d, sys.argv[2])' "$FX/train_a.pt" "$T/near.pt"
+    run tckpt diff "$FX/train_a.pt" "$T/near.pt"
+    assert_failure 1
+    assert_output --partial "lr: 0.01 -> 0.010000001"
+    run tckpt diff --atol 1e-6 "$FX/train_a.pt" "$T/near.pt"
+    assert_success
+}
+
+@test "diff --prefix compares a subtree with a bare state dict" {
+    run tckpt diff "$FX/train_a.pt" "$FX/model.pt"
+    assert_failure 1
+    run tckpt diff --prefix model. "$FX/train_a.pt" "$FX/model.pt"
+    assert_success
+    assert_output "$FX/train_a.pt and $FX/model.pt: 9 tensors match"
+    run tckpt diff --prefix model. "$FX/model.pt" "$FX/train_b.pt"
+    assert_success
+    python3 -c '
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True); d["0.bias"][1] += 1
+torch.save(d, sys.argv[2])' "$FX/model.pt" "$T/m.pt"
+    run tckpt diff --prefix model. "$FX/train_a.pt" "$T/m.pt"
+    assert_failure 1
+    assert_output --partial "0.bias: 1 of 4 elements differ"
+}
+
+@test "show prints every value as Python does, dtypes by name; KEY may name any value" {
+    require_torch2
+    run tckpt show "$FX/train_a.pt"
+    assert_success
+    # PyTorch's own repr of each top-level value that is no container
+    want=$("$TORCH2" -c '
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True)
+for k in ("epoch", "lr", "dtype", "name"): print("  %r: %r" % (k, d[k]))' "$FX/train_a.pt")
+    while IFS= read -r l; do assert_line "$l"; done <<<"$want"
+    refute_output --partial "<global>"
+    run tckpt show "$FX/train_a.pt" dtype
+    assert_output "torch.float16"
+    run tckpt show "$FX/train_a.pt" optimizer.param_groups.0.betas
+    assert_line --index 0 "tuple (2 items)"
+    run tckpt show "$FX/train_a.pt" optimizer.state.0.step
+    assert_success
+    assert_line --regexp '^numel=1 '
+    run tckpt show "$FX/train_a.pt" nothing.here
+    assert_failure 2
+    assert_output "tckpt: $FX/train_a.pt: no key 'nothing.here'"
+    run tckpt show --json "$FX/train_a.pt"
+    assert_success
+    run python3 -c 'import json, sys; v = json.loads(sys.argv[1])["value"]; print(v["epoch"], v["dtype"], v["optimizer"]["param_groups"][0]["betas"])' "$output"
+    assert_output "3 torch.float16 [0.9, 0.999]"
+}
+
+@test "show and ls --json give safetensors' __metadata__" {
+    run tckpt show "$FX/model.safetensors"
+    assert_success
+    assert_line "__metadata__: dict (1 item)"
+    assert_line "  'format': 'pt'"
+    run tckpt ls --json "$FX/model.safetensors"
+    run python3 -c 'import json, sys; print(json.loads(sys.argv[1])["metadata"])' "$output"
+    assert_output "{'format': 'pt'}"
+    run tckpt ls --json "$TN_SRCDIR/tests/fixtures/io/module_2.pt"
+    refute_output --partial '"metadata"'
+}
+
+@test "get writes a value other than a tensor as text, and refuses a dict" {
+    run tckpt get "$FX/train_a.pt" epoch
+    assert_output "3"
+    run tckpt get "$FX/train_a.pt" name
+    assert_output "run1"
+    tckpt get "$FX/train_a.pt" lr -o "$T/lr"
+    [ "$(cat "$T/lr")" = 0.01 ]
+    run tckpt get "$FX/train_a.pt" model
+    assert_failure 2
+    assert_output "tckpt: $FX/train_a.pt: 'model' is a OrderedDict: name a tensor or a value inside it (tckpt show lists them)"
+}
+
+@test "convert --dtype casts the model's floating tensors, not optimizer state" {
+    require_torch2
+    tckpt convert --dtype bf16 "$FX/train_a.pt" "$T/b.pt"
+    run "$TORCH2" -c '
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True)
+print(sorted({str(v.dtype) for v in d["model"].values()}))
+print(sorted({str(v.dtype) for s in d["optimizer"]["state"].values() for v in s.values()}))
+print(d["epoch"], d["dtype"])' "$T/b.pt"
+    assert_line --index 0 "['torch.bfloat16', 'torch.int64']"
+    assert_line --index 1 "['torch.float32']"
+    assert_line --index 2 "3 torch.float16"
+}
+
+@test "convert --keys writes only the keys that match the glob" {
+    require_torch2
+    tckpt convert --keys 'model.*' "$FX/train_a.pt" "$T/m.pt"
+    run "$TORCH2" -c '
+import sys, torch
+a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)
+print(list(b), list(b["model"]) == list(a["model"]["model"] if False else a["model"]))' "$FX/train_a.pt" "$T/m.pt"
+    assert_output "['model'] True"
+    tckpt convert --keys '*.weight' "$FX/model.pt" "$T/w.safetensors"
+    run tckpt ls "$T/w.safetensors"
+    assert_line --regexp '^0.weight '
+    refute_line --regexp '^0.bias '
+    run tckpt convert --keys 'nope*' "$FX/model.pt" "$T/x.pt"
+    assert_failure 2
+    assert_output "tckpt: $FX/model.pt: no key matches --keys 'nope*'"
+    [ ! -e "$T/x.pt" ]
+}
+
+@test "a sharded Hugging Face checkpoint reads as one in every subcommand" {
+    I="$FX/sharded/model.safetensors.index.json"
+    run tckpt ls "$I"
+    assert_success
+    assert_line "9 tensors, 176 bytes; 9 storages, 176 bytes stored"
+    run tckpt diff "$I" "$FX/model.pt"
+    assert_success
+    run tckpt verify "$I"
+    assert_output "$I: ok (sharded, 9 tensors)"
+    run tckpt show "$I" 2.weight
+    assert_success
+    assert_line --regexp '^numel=8 '
+    run tckpt ls --json "$I"
+    run python3 -c 'import json, sys; print(json.loads(sys.argv[1])["metadata"])' "$output"
+    assert_output "{'total_size': 176}"
+    tckpt get "$I" 0.weight -o "$T/w.npy"
+    cmp "$T/w.npy" <(tckpt get "$FX/model.pt" 0.weight)
+    tckpt convert "$I" "$T/one.safetensors"
+    run tckpt diff "$T/one.safetensors" "$FX/model.safetensors"
+    assert_success
+    # a shard that lacks what the index puts in it; a shard outside the folder
+    mkdir "$T/s"
+    cp "$FX"/sharded/* "$T/s"
+    cp "$FX/sharded/model-00001-of-00003.safetensors" "$T/s/model-00002-of-00003.safetensors"
+    run tckpt ls "$T/s/model.safetensors.index.json"
+    assert_failure 2
+    assert_output --partial "weight_map puts 1.bias in $T/s/model-00002-of-00003.safetensors, which does not hold it"
+    printf '{"weight_map": {"a": "../x.safetensors"}}' >"$T/s/evil.index.json"
+    run tckpt ls "$T/s/evil.index.json"
+    assert_failure 2
+    assert_output --partial "the shard must be a file name beside the index"
+}
