@@ -230,6 +230,7 @@ const char *value_repr(const struct tn_value *v, char *buf, size_t cap)
     case TN_VALUE_INT: snprintf(buf, cap, "%lld", (long long)v->v.i); return buf;
     case TN_VALUE_FLOAT: return float_repr(v->v.f, buf, cap);
     case TN_VALUE_STR: snprintf(buf, cap, "'%s'", v->v.str.s); return buf;
+    case TN_VALUE_OPAQUE: /* what tensorkit cannot rebuild, as Python shows it */
     case TN_VALUE_GLOBAL: /* "torch.float16", as Python prints a dtype */
         snprintf(buf, cap, "%s", v->v.str.s);
         return buf;

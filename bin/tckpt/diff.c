@@ -106,7 +106,8 @@ static bool values_equal(const struct tn_value *x, const struct tn_value *y)
             return isnan(x->v.f) && isnan(y->v.f);
         return fabs(x->v.f - y->v.f) <= opt.atol + opt.rtol * fabs(y->v.f);
     }
-    if (x->kind == TN_VALUE_GLOBAL || y->kind == TN_VALUE_GLOBAL)
+    if (x->kind == TN_VALUE_GLOBAL || y->kind == TN_VALUE_GLOBAL || x->kind == TN_VALUE_OPAQUE ||
+        y->kind == TN_VALUE_OPAQUE)
         return x->kind == y->kind && !strcmp(x->v.str.s, y->v.str.s);
     if (x->kind == TN_VALUE_TUPLE || x->kind == TN_VALUE_LIST || x->kind == TN_VALUE_DICT ||
         x->kind == TN_VALUE_ODICT || x->kind == TN_VALUE_STORAGE)

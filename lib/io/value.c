@@ -120,6 +120,7 @@ static void free_node(struct tn_value *v, struct tn_value ***work, size_t *n, si
     switch (v->kind) {
     case TN_VALUE_STR:
     case TN_VALUE_GLOBAL:
+    case TN_VALUE_OPAQUE:
         free(v->v.str.s);
         break;
     case TN_VALUE_TUPLE:
@@ -398,7 +399,7 @@ const char *tn_value_kind_name(enum tn_value_kind kind)
 {
     static const char *const names[] = {"NoneType", "bool", "int", "float", "str", "tuple",
                                         "list", "dict", "OrderedDict", "Tensor", "global",
-                                        "storage"};
+                                        "storage", "object"};
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 

@@ -178,3 +178,31 @@ print(list(b), list(b["model"]) == list(a["model"]["model"] if False else a["mod
     assert_failure 2
     assert_output --partial "the shard must be a file name beside the index"
 }
+
+@test "values weights_only allows but tensorkit cannot rebuild are shown, not refused" {
+    require_torch2
+    O="$FX/opaque.pt"
+    run tckpt ls "$O"
+    assert_success
+    assert_line --regexp '^w +float32 +\[4\] '
+    assert_line "2 tensors, 32 bytes; 2 storages, 32 bytes stored"
+    run tckpt show "$O"
+    assert_success
+    # as PyTorch 2.x's own repr of what torch.load gives
+    want=$("$TORCH2" -c '
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True)
+for k in ("device", "cuda", "set", "bytes", "bytearray", "complex"): print("  %r: %r" % (k, d[k]))' "$O")
+    while IFS= read -r l; do assert_line "$l"; done <<<"$want"
+    assert_line --regexp "^  'sparse': torch._utils._rebuild_sparse_tensor\(.*\(3, 3\)"
+    run tckpt get "$O" device
+    assert_output "device(type='cpu')"
+    run tckpt diff "$O" "$O"
+    assert_success
+    run tckpt convert "$O" "$T/o.safetensors"
+    assert_success
+    assert_output --partial "7 other values dropped"
+    run tckpt convert "$O" "$T/o.pt"
+    assert_failure 2
+    assert_output --partial "cannot pickle"
+}

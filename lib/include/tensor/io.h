@@ -103,7 +103,14 @@ enum tn_value_kind {
     TN_VALUE_ODICT, /* collections.OrderedDict, with an optional attribute dict */
     TN_VALUE_TENSOR,/* a tensor; an nn.Parameter has TN_TENSOR_PARAMETER in its flags */
     TN_VALUE_GLOBAL,
-    TN_VALUE_STORAGE
+    TN_VALUE_STORAGE,
+    /* A value torch.load(weights_only=True) allows but tensorkit cannot
+     * rebuild (torch.device, set, bytes, complex, a sparse or quantized
+     * tensor): str holds its text as Python shows it ("device(type='cpu')",
+     * "{1, 2}", "b'ab'") or, for the rest, the call the pickle makes
+     * ("torch._utils._rebuild_sparse_tensor(...)").  Shown and compared,
+     * never written back. */
+    TN_VALUE_OPAQUE
 };
 
 /* Values are reference counted; a node shared by two parents is one Python
@@ -116,7 +123,7 @@ struct tn_value {
         bool b;
         int64_t i;
         double f;
-        struct { char *s; size_t len; } str;                 /* STR, GLOBAL ("module.name") */
+        struct { char *s; size_t len; } str;                 /* STR, GLOBAL ("module.name"), OPAQUE */
         struct { struct tn_value **items; size_t n, cap; } seq; /* TUPLE, LIST */
         struct {
             struct tn_value **keys, **vals;
@@ -211,7 +218,9 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
  * Storages are mapped from the file where their record is 64-byte aligned
  * and stored, copied otherwise.  Refuses, with a message naming the file,
  * record, byte offset and opcode or global, anything outside the allowlist,
- * legacy (pre-1.6) and TorchScript archives.  NULL with an error. */
+ * legacy (pre-1.6) and TorchScript archives.  A call to an allowed global
+ * tensorkit cannot rebuild (torch.device, set, bytes, complex, a sparse
+ * tensor) gives a TN_VALUE_OPAQUE in its place.  NULL with an error. */
 struct tn_value *tn_load(const char *path, const struct tn_load_options *opts);
 
 /* The same over an archive already open. */
