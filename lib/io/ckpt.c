@@ -338,7 +338,7 @@ struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options
         tn_set_error(TN_ENOMEM, "%s: out of memory", L);
         return NULL;
     }
-    struct tn_pickle_reader_hooks hooks = {load_storage, &c};
+    struct tn_pickle_reader_hooks hooks = {load_storage, &c, false};
     char label[600];
     snprintf(label, sizeof label, "%s: %s", L, full);
     struct tn_value *v = tn__pickle_load(pkl, plen, label, opts->allowlist, &hooks);
@@ -352,37 +352,16 @@ struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options
 
 struct tn_value *tn_load(const char *path, const struct tn_load_options *opts)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tn_set_error(TN_EIO, "%s: %m", path);
+    struct tn_io_file *f = tn_io_file_open(path);
+    if (!f)
         return NULL;
-    }
-    unsigned char head[16] = {0};
-    size_t got = fread(head, 1, sizeof head, f);
-    fclose(f);
-    if (got >= 4 && memcmp(head, "PK\3\4", 4) && head[0] == 0x80 && got >= 3 && head[2] == 0x8a) {
-        tn_set_error(TN_EFORMAT, "%s: a legacy (pre-1.6, non-zip) torch checkpoint: not "
-                     "supported; re-save it with torch.save in PyTorch 1.6 or later", path);
-        return NULL;
-    }
-    if (got < 4 || memcmp(head, "PK\3\4", 4)) {
-        tn_set_error(TN_EFORMAT, "%s: not a PyTorch checkpoint (no zip header)", path);
-        return NULL;
-    }
-    struct tn_zip *z = tn_zip_open(path);
-    if (!z)
-        return NULL;
-    struct tn_value *v = tn_ckpt_load_zip(z, opts);
-    tn_zip_close(z);
+    const char *fmt = tn_io_file_format(f);
+    struct tn_value *v = NULL;
+    if (!strcmp(fmt, "torch") || !strcmp(fmt, "legacy"))
+        v = tn_io_file_load(f, opts, NULL);
+    else
+        tn_set_error(TN_EFORMAT, "%s: not a PyTorch checkpoint (no zip header)",
+                     strcmp(path, "-") ? path : "<stdin>");
+    tn_io_file_close(f);
     return v;
-}
-
-struct tn_value *tn__legacy_load(struct tn_io_map *m, const char *label,
-                                 const struct tn_load_options *opts)
-{
-    (void)m;
-    (void)opts;
-    tn_set_error(TN_EFORMAT, "%s: a legacy (pre-1.6, non-zip) torch checkpoint: not "
-                 "supported; re-save it with torch.save in PyTorch 1.6 or later", label);
-    return NULL;
 }

@@ -155,6 +155,7 @@ int tn__pickle_dump(const struct tn_value *v, struct tn_io_buf *out, struct tn_p
 struct tn_pickle_reader_hooks {
     struct tn_storage *(*storage)(const char *key, enum tn_dtype dtype, int64_t numel, void *ctx);
     void *ctx;
+    bool legacy; /* pre-1.6 ids: a sixth item, the view (None) */
 };
 
 /* Runs the restricted machine over a data.pkl stream: exactly the opcodes

@@ -11,6 +11,7 @@ libtensor_la_SOURCES += \
 	lib/io/safetensors.c \
 	lib/io/npy.c \
 	lib/io/load.c \
+	lib/io/legacy.c \
 	lib/io/scan.c \
 	lib/io/scan_pickle.c \
 	lib/io/scan_policy.c

@@ -620,8 +620,14 @@ static int do_persid(struct machine *m)
     struct tn_value **a = pid->v.seq.items;
     if (pid->v.seq.n < 1 || a[0]->kind != TN_VALUE_STR || strcmp(a[0]->v.str.s, "storage"))
         return fail(m, TN_EFORMAT, "Only persistent_load of storage is allowed");
-    if (pid->v.seq.n != 5 || a[1]->kind != TN_VALUE_GLOBAL || a[2]->kind != TN_VALUE_STR ||
-        a[3]->kind != TN_VALUE_STR || a[4]->kind != TN_VALUE_INT || a[4]->v.i < 0)
+    /* a legacy (pre-1.6) file's ids have a sixth item: a view's
+     * (key, offset, size), None for a whole storage */
+    bool legacy = m->hooks && m->hooks->legacy;
+    if (legacy && pid->v.seq.n == 6 && a[5]->kind != TN_VALUE_NONE)
+        return fail(m, TN_EFORMAT, "storage views of pre-0.4 files are not supported");
+    if (pid->v.seq.n != (legacy ? 6u : 5u) || a[1]->kind != TN_VALUE_GLOBAL ||
+        a[2]->kind != TN_VALUE_STR || a[3]->kind != TN_VALUE_STR || a[4]->kind != TN_VALUE_INT ||
+        a[4]->v.i < 0)
         return fail(m, TN_EFORMAT, "a storage id must be ('storage', class, key, location, numel)");
     const char *cls = a[1]->v.str.s;
     enum tn_dtype dt = TN_DTYPE_UNSET;

@@ -206,3 +206,49 @@ for k in ("device", "cuda", "set", "bytes", "bytearray", "complex"): print("  %r
     assert_failure 2
     assert_output --partial "cannot pickle"
 }
+
+@test "legacy (pre-1.6) files of 1.13 and 2.x: ls, show, get and convert read them" {
+    require_torch2
+    for v in 1 2; do
+        L="$FX/legacy_$v.pt"
+        run tckpt ls --json "$L"
+        assert_success
+        # names, shapes, strides, offsets and shared storages as torch.load sees them
+        run "$TORCH2" -c '
+import json, sys, torch
+ours = json.loads(sys.argv[1]); d = torch.load(sys.argv[2], weights_only=True)
+flat = {}
+def walk(p, v):
+    if isinstance(v, dict):
+        for k, x in v.items(): walk(p + [str(k)], x)
+    elif isinstance(v, torch.Tensor): flat[".".join(p)] = v
+walk([], d)
+got = [(t["name"], t["shape"], t["stride"], t["offset"], t["parameter"]) for t in ours["tensors"]]
+want = [(k, list(t.shape), list(t.stride()), t.storage_offset(), isinstance(t, torch.nn.Parameter)) for k, t in flat.items()]
+assert got == want, (got, want)
+assert ours["format"] == "legacy" and ours["storages"] == len({t.untyped_storage().data_ptr() for t in flat.values()})
+print("same")' "$output" "$L"
+        assert_output "same"
+        run tckpt show "$L" epoch
+        assert_output "7"
+        tckpt get "$L" col -o "$T/col.npy"
+        tckpt convert "$L" "$T/z.pt"
+        run "$TORCH2" -c '
+import sys, numpy as np, torch
+a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)
+same = all(torch.equal(a[k], b[k]) for k in ("base", "col", "p", "ints"))
+same &= all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+print(same, b["epoch"], b["col"].untyped_storage().data_ptr() == b["base"].untyped_storage().data_ptr(),
+      np.array_equal(np.load(sys.argv[3]), a["col"].numpy()))' "$L" "$T/z.pt" "$T/col.npy"
+        assert_output "True 7 True True"
+    done
+    run tckpt diff "$FX/legacy_1.pt" "$FX/legacy_2.pt"
+    assert_success
+    run tckpt verify "$FX/legacy_2.pt"
+    assert_output "$FX/legacy_2.pt: ok (legacy, 11 tensors)"
+    head -c 700 "$FX/legacy_2.pt" >"$T/cut.pt"
+    run tckpt ls "$T/cut.pt"
+    assert_failure 2
+    assert_output --regexp "^tckpt: $T/cut.pt: "
+    [ "${#lines[@]}" -eq 1 ]
+}

@@ -86,15 +86,15 @@ static void test_messages(void **state)
     assert_non_null(strstr(tn_last_error(), "REDUCE at byte"));
 }
 
-/* Legacy (pre-1.6) files, TorchScript archives and dtypes tensorkit lacks
- * are refused with a message saying why; float8, once refused, loads. */
+/* TorchScript archives and dtypes tensorkit lacks are refused with a
+ * message saying why; float8 and legacy (pre-1.6) files, once refused,
+ * load. */
 static void test_refusals(void **state)
 {
     (void)state;
     static const struct {
         const char *file, *why;
     } cases[] = {
-        {"refuse_legacy.pt", "a legacy (pre-1.6, non-zip) torch checkpoint"},
         {"refuse_torchscript.pt", "a TorchScript archive (it holds constants.pkl)"},
         {"dtypes_refuse_complex32.pt", "_rebuild_tensor_v3: dtype torch.complex32 is not "
                                        "supported by tensorkit"},
@@ -108,6 +108,16 @@ static void test_refusals(void **state)
     struct tn_value *v = tn_load(fixture_path("refuse_float8.pt"), NULL);
     assert_non_null(v);
     assert_int_equal(tn_value_get(v, "a")->v.tensor->dtype, TN_FLOAT8_E4M3FN);
+    tn_value_release(v);
+    /* torch.save({"a": torch.ones(2)}, _use_new_zipfile_serialization=False) */
+    v = tn_load(fixture_path("refuse_legacy.pt"), NULL);
+    if (!v)
+        print_message("# refuse_legacy.pt: %s\n", tn_last_error());
+    assert_non_null(v);
+    struct tn_tensor *a = tn_value_get(v, "a")->v.tensor;
+    assert_int_equal(a->dtype, TN_FLOAT32);
+    assert_int_equal(tn_numel(a), 2);
+    assert_true(((const float *)tn_data(a))[0] == 1.0f && ((const float *)tn_data(a))[1] == 1.0f);
     tn_value_release(v);
 }
 
@@ -171,7 +181,7 @@ static void test_roundtrip(void **state)
     struct tn_pickle_storages st = {0};
     assert_int_equal(tn__pickle_dump(d, &out, &st), 0);
     assert_int_equal(st.n, 0);
-    struct tn_pickle_reader_hooks h = {no_storage, NULL};
+    struct tn_pickle_reader_hooks h = {no_storage, NULL, false};
     struct tn_value *back = tn__pickle_load(out.data, out.len, "rt", TN_ALLOW_CURRENT, &h);
     assert_non_null(back);
     assert_int_equal(back->kind, TN_VALUE_DICT);

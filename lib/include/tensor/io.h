@@ -214,11 +214,13 @@ struct tn_load_options {
 int tn_save(const char *path, const struct tn_value *value, const struct tn_save_options *opts);
 
 /* torch.load(path, weights_only=True): reads a zip checkpoint written by
- * PyTorch 1.6+ (any archive folder name, stored or deflated members).
+ * PyTorch 1.6+ (any archive folder name, stored or deflated members), or a
+ * legacy one (torch.save(..., _use_new_zipfile_serialization=False): its
+ * storages are copied into memory); "-" and pipes are read whole.
  * Storages are mapped from the file where their record is 64-byte aligned
  * and stored, copied otherwise.  Refuses, with a message naming the file,
  * record, byte offset and opcode or global, anything outside the allowlist,
- * legacy (pre-1.6) and TorchScript archives.  A call to an allowed global
+ * pre-0.4 tar files and TorchScript archives.  A call to an allowed global
  * tensorkit cannot rebuild (torch.device, set, bytes, complex, a sparse
  * tensor) gives a TN_VALUE_OPAQUE in its place.  NULL with an error. */
 struct tn_value *tn_load(const char *path, const struct tn_load_options *opts);
