@@ -210,3 +210,13 @@ print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "
             echo "missing from tckpt.1: $o"; return 1; }
     done
 }
+
+@test "tckpt(1) renders the --json keys of ls, show and diff with their quotes" {
+    command -v groff >/dev/null || skip "groff is not installed"
+    run sh -c "groff -man -Tutf8 -rLL=200n '$TN_SRCDIR/man/man1/tckpt.1' 2>/dev/null | col -b"
+    assert_success
+    for k in '"format"' '"total_tensors"' '"storage_bytes"' '"metadata"' '"value"' '"tensors_b"' \
+             '"values_b"' '"differ"'; do
+        assert_output --partial "$k"
+    done
+}
