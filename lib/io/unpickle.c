@@ -319,6 +319,11 @@ static struct tn_value *rebuild_tensor(struct machine *m, const struct tn_value 
              tn_value_kind_name(a[0]->kind));
         return NULL;
     }
+    if (a[0]->v.storage.quantized) {
+        fail(m, TN_EFORMAT, "_rebuild_tensor_v2: a %s storage outside _rebuild_qtensor",
+             a[0]->v.storage.quantized);
+        return NULL;
+    }
     if (a[1]->kind != TN_VALUE_INT || a[1]->v.i < 0) {
         fail(m, TN_EFORMAT, "_rebuild_tensor_v2: storage_offset must be a non-negative int");
         return NULL;
@@ -526,6 +531,19 @@ static struct tn_value *opaque(const struct tn_value *fn, const struct tn_value 
         tn__io_buf_printf(&b, "(%.17g%s%.17gj)", re, im < 0 || signbit(im) ? "" : "+", im);
     } else if (global_is(fn, "_codecs.encode") && n == 2 && a0->kind == TN_VALUE_STR) {
         repr_latin1(&b, a0);
+    } else if (global_is(fn, "torch._utils._rebuild_qtensor") && n >= 5 &&
+               a0->kind == TN_VALUE_STORAGE && a0->v.storage.quantized &&
+               args->v.seq.items[2]->kind == TN_VALUE_TUPLE) {
+        /* (storage, offset, size, stride, quantizer params, ...) */
+        tn__io_buf_printf(&b, "tensor(%s ", a0->v.storage.quantized);
+        const struct tn_value *size = args->v.seq.items[2];
+        for (size_t i = 0; i < size->v.seq.n; i++) {
+            tn__io_buf_printf(&b, i ? ", " : "[");
+            repr(&b, size->v.seq.items[i], 1);
+        }
+        tn__io_buf_printf(&b, size->v.seq.n ? "], quantizer=" : "[], quantizer=");
+        repr(&b, args->v.seq.items[4], 1);
+        tn__io_buf_byte(&b, ')');
     } else if (global_is(fn, "builtins.bytearray") && n >= 1 &&
                (a0->kind == TN_VALUE_STR || (a0->kind == TN_VALUE_OPAQUE && a0->v.str.s[0] == 'b'))) {
         tn__io_buf_printf(&b, "bytearray(");
@@ -638,6 +656,17 @@ static int do_persid(struct machine *m)
     bool untyped = dt == TN_DTYPE_UNSET && !strcmp(cls, "torch.storage.UntypedStorage");
     if (untyped)
         dt = TN_UINT8;
+    /* a quantized tensor's storage: its raw integers, for an opaque value */
+    static const struct { const char *cls, *name; enum tn_dtype raw; } quant[] = {
+        {"torch.QUInt8Storage", "quint8", TN_UINT8}, {"torch.QInt8Storage", "qint8", TN_INT8},
+        {"torch.QInt32Storage", "qint32", TN_INT32}, {"torch.QUInt4x2Storage", "quint4x2", TN_UINT8},
+        {"torch.QUInt2x4Storage", "quint2x4", TN_UINT8}};
+    const char *quantized = NULL;
+    for (size_t i = 0; dt == TN_DTYPE_UNSET && i < sizeof quant / sizeof quant[0]; i++)
+        if (!strcmp(cls, quant[i].cls)) {
+            dt = quant[i].raw;
+            quantized = quant[i].name;
+        }
     if (dt == TN_DTYPE_UNSET)
         return fail(m, TN_EDTYPE, "storage class %s is not supported by tensorkit", cls);
     if (!m->hooks || !m->hooks->storage)
@@ -655,6 +684,7 @@ static int do_persid(struct machine *m)
     v->v.storage.storage = s;
     v->v.storage.dtype = dt;
     v->v.storage.untyped = untyped;
+    v->v.storage.quantized = quantized;
     m->n--;
     tn_value_release(pid);
     return push(m, v);

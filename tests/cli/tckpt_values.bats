@@ -195,13 +195,18 @@ d = torch.load(sys.argv[1], weights_only=True)
 for k in ("device", "cuda", "set", "bytes", "bytearray", "complex"): print("  %r: %r" % (k, d[k]))' "$O")
     while IFS= read -r l; do assert_line "$l"; done <<<"$want"
     assert_line --regexp "^  'sparse': torch._utils._rebuild_sparse_tensor\(.*\(3, 3\)"
+    want=$("$TORCH2" -c '
+import sys, torch
+q = torch.load(sys.argv[1], weights_only=True)["q"]
+print("  %r: tensor(%s %s, quantizer=(%s, %r, %d))" % ("q", str(q.dtype)[6:], list(q.shape), q.qscheme(), q.q_scale(), q.q_zero_point()))' "$O")
+    assert_line "$want"
     run tckpt get "$O" device
     assert_output "device(type='cpu')"
     run tckpt diff "$O" "$O"
     assert_success
     run tckpt convert "$O" "$T/o.safetensors"
     assert_success
-    assert_output --partial "7 other values dropped"
+    assert_output --partial "8 other values dropped"
     run tckpt convert "$O" "$T/o.pt"
     assert_failure 2
     assert_output --partial "cannot pickle"

@@ -133,7 +133,12 @@ struct tn_value {
             size_t index_cap;
         } dict;
         struct tn_tensor *tensor;                             /* owned reference */
-        struct { struct tn_storage *storage; enum tn_dtype dtype; bool untyped; } storage;
+        struct {
+            struct tn_storage *storage;
+            enum tn_dtype dtype;
+            bool untyped;
+            const char *quantized; /* "quint8", ... for a quantized class, else NULL */
+        } storage;
     } v;
 };
 
@@ -222,7 +227,7 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
  * record, byte offset and opcode or global, anything outside the allowlist,
  * pre-0.4 tar files and TorchScript archives.  A call to an allowed global
  * tensorkit cannot rebuild (torch.device, set, bytes, complex, a sparse
- * tensor) gives a TN_VALUE_OPAQUE in its place.  NULL with an error. */
+ * or quantized tensor) gives a TN_VALUE_OPAQUE in its place.  NULL with an error. */
 struct tn_value *tn_load(const char *path, const struct tn_load_options *opts);
 
 /* The same over an archive already open. */
