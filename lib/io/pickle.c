@@ -604,6 +604,10 @@ static int save(struct writer *w, const struct tn_value *v)
         free(module);
         break;
     }
+    case TN_VALUE_OPAQUE:
+        rc = tn_set_error(TN_EINVAL, "cannot write %s: tensorkit loaded it without rebuilding it",
+                          v->v.str.s);
+        break;
     default:
         rc = tn_set_error(TN_EINVAL, "cannot pickle a %s value", tn_value_kind_name(v->kind));
     }
