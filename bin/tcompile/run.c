@@ -7,86 +7,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <tensor/core.h>
 #include <tensor/io.h>
 
 #include "tcompile.h"
 
-/* A stream (stdin for "-", a pipe, a device) into a temporary file, for
- * the readers that take paths and read them more than once (detection,
- * then loading); the caller unlinks *tmp. */
-static int stream_to_file(const char *path, char *tmp, size_t len)
-{
-    bool std = !strcmp(path, "-");
-    const char *name = std ? "<stdin>" : path;
-    FILE *in = std ? stdin : fopen(path, "rb");
-    if (!in)
-        return tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-    const char *dir = getenv("TMPDIR");
-    snprintf(tmp, len, "%s/tcompile.XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        if (!std)
-            fclose(in);
-        return tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
-    }
-    char buf[65536];
-    size_t n;
-    int rc = TN_OK;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (write(fd, buf, n) != (ssize_t)n)
-            rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
-    if (ferror(in))
-        rc = tn_set_error(TN_EIO, "%s: %s", name, strerror(errno));
-    if (!std)
-        fclose(in);
-    close(fd);
-    if (rc < 0)
-        unlink(tmp);
-    return rc;
-}
-
-/* Any tensor file as a dict of name -> tensor (a .npy as {"": t}). */
+/* Any tensor file as a dict of name -> tensor (a .npy as {"<stem>": t}),
+ * through lib/io's one loader, as tckpt reads them: '-', pipes and
+ * sharded safetensors included. */
 static struct tn_value *load_tensors(const char *path)
 {
-    char tmp[4096];
-    struct stat st;
-    if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        tn_set_error(TN_EIO, "%s: %s", path, strerror(EISDIR));
-        return NULL;
-    }
-    bool stream = !strcmp(path, "-") || (stat(path, &st) == 0 && !S_ISREG(st.st_mode));
-    if (stream && stream_to_file(path, tmp, sizeof tmp) < 0)
-        return NULL;
-    const char *p = stream ? tmp : path;
-    const char *fmt = tn_io_detect(p);
-    struct tn_value *v = NULL;
-    if (!fmt) {
-        /* keep detect's message */
-    } else if (!strcmp(fmt, "npy")) {
-        struct tn_tensor *t = tn_npy_load(p);
-        if (t && (v = tn_value_dict())) {
-            if (tn_value_set(v, tn_value_str(""), tn_value_tensor(t)) < 0) {
-                tn_value_release(v);
-                v = NULL;
-            }
-        }
-        tn_release(t);
-    } else if (!strcmp(fmt, "npz")) {
-        v = tn_npz_load(p);
-    } else if (!strcmp(fmt, "safetensors")) {
-        v = tn_st_load(p, NULL);
-    } else if (!strcmp(fmt, "torch")) {
-        v = tn_load(p, NULL);
-    } else {
-        tn_set_error(TN_EFORMAT, "%s: a %s file holds no tensors we read", path, fmt);
-    }
-    if (stream)
-        unlink(tmp); /* mapped storages keep their pages */
+    struct tn_io_file *f = tn_io_file_open(path);
+    struct tn_value *v = f ? tn_io_file_load(f, NULL, NULL) : NULL;
+    tn_io_file_close(f);
     if (v && v->kind != TN_VALUE_DICT && v->kind != TN_VALUE_ODICT) {
         tn_set_error(TN_EFORMAT, "%s: holds a %s, not a dict of tensors", path,
                      tn_value_kind_name(v->kind));
