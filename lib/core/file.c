@@ -170,17 +170,18 @@ static FILE *open_direct(const char *path)
     return f;
 }
 
-static struct tn_out *out_fail(struct tn_out *o, const char *what, int err)
+static void out_free(struct tn_out *o)
 {
-    tn_set_error(TN_EIO, "%s: %s%s", o->path, what, strerror(err));
-    if (o->f)
-        fclose(o->f);
-    if (o->tmp)
-        unlink(o->tmp);
     free(o->tmp);
     free(o->target);
     free(o->path);
     free(o);
+}
+
+static struct tn_out *out_fail(struct tn_out *o, const char *what, int err)
+{
+    tn_set_error(TN_EIO, "%s: %s%s", o->path, what, strerror(err));
+    tn_out_abort(o);
     return NULL;
 }
 
@@ -271,10 +272,7 @@ enum tn_status tn_out_commit(struct tn_out *o, bool sync)
         if (o->tmp)
             unlink(o->tmp);
     }
-    free(o->tmp);
-    free(o->target);
-    free(o->path);
-    free(o);
+    out_free(o);
     return err ? TN_EIO : TN_OK;
 }
 
@@ -288,10 +286,7 @@ void tn_out_abort(struct tn_out *o)
         fclose(o->f);
     if (o->tmp)
         unlink(o->tmp);
-    free(o->tmp);
-    free(o->target);
-    free(o->path);
-    free(o);
+    out_free(o);
 }
 
 enum tn_status tn_write_file(const char *path, const void *data, size_t len, bool sync)
