@@ -526,13 +526,19 @@ static int emit_call(struct ctx *c, const struct expr *e, struct val *out)
             return p_error(c->p, "scalar_type() applies to result or a Tensor argument");
         return setv(c, out, V_RAW, "%s->dtype", args[0].text);
     }
-    char cname[128];
+    /* an op (ATen's _softmax is tn_underscore_softmax), else a helper of
+     * lib/autograd (_scale is tn__scale) */
+    char cname[192], uname[192];
     snprintf(cname, sizeof cname, "tn_%s", e->text);
+    snprintf(uname, sizeof uname, "tn_underscore_%s", e->text + (e->text[0] == '_'));
     const struct tg_func *op = NULL;
     for (int i = 0; i < c->s->nfuncs; i++)
-        if (!strcmp(c->s->funcs[i].cname, cname) && !c->s->funcs[i].inplace &&
-            !c->s->funcs[i].is_out)
+        if ((!strcmp(c->s->funcs[i].cname, cname) ||
+             (e->text[0] == '_' && !strcmp(c->s->funcs[i].cname, uname))) &&
+            !c->s->funcs[i].inplace && !c->s->funcs[i].is_out)
             op = &c->s->funcs[i];
+    if (op)
+        snprintf(cname, sizeof cname, "%s", op->cname);
     char list[600] = "", piece[520];
     size_t at = 0;
     if (op) {
@@ -1006,8 +1012,8 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         fprintf(f, ", struct tn_tensor **o%d_", k);
     fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n    tn_keyset prev_ = "
                "tn__ad_below_begin();\n", nr);
-    fprintf(f, multi ? "    int rc_ = tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)"
-                     : "    r_[0] = tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+    fprintf(f, multi ? "    int rc_ = %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)"
+                     : "    r_[0] = %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
     call_list(f, fn, 0);
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, ", &r_[%d]", k);
@@ -1100,8 +1106,8 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
     fputs(")\n{\n", f);
     tensor_array(f, ip);
     fprintf(f, "    if (!tn__ad_needed(ins_, %d)) {\n        tn_keyset prev_ = "
-               "tn__ad_below_begin();\n        int rc_ = tn_redispatch_%s(ks & "
-               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(ip), ip->ident);
+               "tn__ad_below_begin();\n        int rc_ = %s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(ip), ip->rdname);
     call_list(f, ip, 0);
     fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
           "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
@@ -1132,8 +1138,8 @@ static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
         fprintf(f, ", struct tn_tensor **o%d_", k);
     fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n", nr);
     tensor_array(f, fn);
-    fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    int rc_ = tn_redispatch_%s(ks & "
-               "~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+    fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    int rc_ = %s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
     call_list(f, fn, 0);
     for (int k = 0; k < nr; k++)
         fprintf(f, ", &r_[%d]", k);
@@ -1174,21 +1180,21 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
     const char *r = fn->inplace ? "c_" : "r_";
     if (fn->inplace) {
         fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
-                   "tn__ad_below_begin();\n        int rc_ = tn_redispatch_%s(ks & "
-                   "~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+                   "tn__ad_below_begin();\n        int rc_ = %s(ks & "
+                   "~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
         call_list(f, fn, 0);
         fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
               "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
               "    tn_keyset prev_ = tn__ad_below_begin();\n"
               "    struct tn_tensor *c_ = tn_clone(self);\n"
-              "    int rc_ = c_ ? tn_redispatch_", f);
-        fprintf(f, "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD), c_", id);
+              "    int rc_ = c_ ? ", f);
+        fprintf(f, "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD), c_", fn->rdname);
         call_list(f, fn, 1);
         fputs(") : tn_last_status();\n    tn__ad_below_end(prev_);\n    if (rc_ < 0) {\n"
               "        tn_release(c_);\n        return rc_;\n    }\n", f);
     } else {
         fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
-                   "tn_redispatch_%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", id);
+                   "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
         call_list(f, fn, 0);
         /* integer and bool results are never differentiable; a result that
          * requires grad already is an input handed back */
@@ -1221,21 +1227,26 @@ static void write_out_check(const struct tg_func *fn, FILE *f)
     fprintf(f, "    if (tn__ad_needed(ins_, %d))\n        return tn_set_error(TN_ERUNTIME, \"%s(): "
                "functions with out=... arguments don't support automatic differentiation, but "
                "one of the arguments requires grad.\");\n    tn_keyset prev_ = "
-               "tn__ad_below_begin();\n    int rc_ = tn_redispatch_%s(ks & "
-               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(fn), fn->name, fn->ident);
+               "tn__ad_below_begin();\n    int rc_ = %s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(fn), fn->name, fn->rdname);
     call_list(f, fn, 0);
     fputs(");\n    tn__ad_below_end(prev_);\n    return rc_;\n}\n\n", f);
 }
 
-int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f)
+int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f,
+                      const char *header, const char *private)
 {
     const char *base = strrchr(ds->path, '/') ? strrchr(ds->path, '/') + 1 : ds->path;
     fprintf(f, "/* Generated by tgen from %s: do not edit. */\n", base);
     fputs("/* The Autograd kernels: each runs its op below the Autograd key and, when\n"
           " * grad mode is on and an input requires grad, records the node whose\n"
           " * apply computes the formulas of derivatives.yaml. */\n"
-          "#define TN_OPS_NATIVE\n#include <stdlib.h>\n#include <string.h>\n"
-          "#include <tensor/ops.h>\n\n#include \"autograd/internal.h\"\n\n", f);
+          "#include <stdlib.h>\n#include <string.h>\n", f);
+    if (private)
+        fprintf(f, "#include \"%s\"\n", private);
+    else
+        fprintf(f, "#define TN_OPS_NATIVE\n#include <%s>\n", header);
+    fputs("\n#include \"autograd/internal.h\"\n\n", f);
     fputs("/* PyTorch's words for backward through an op without a derivative. */\n"
           "static __attribute__((unused)) int not_implemented(const char *op)\n{\n    return tn_set_error(TN_ERUNTIME, "
           "\"the derivative for '%s' is not implemented.\", op);\n}\n\n"

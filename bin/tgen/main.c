@@ -29,6 +29,12 @@ static void usage(FILE *f)
           "  -i, --include=NAME    the name the source #includes the header by\n"
           "                        (default: tensor/ops.h, or the header's file name\n"
           "                        with --plugin)\n"
+          "  -P, --private-header=PATH  write what is below the public API (redispatch\n"
+          "                        entries, kernel prototypes, the op table) to PATH,\n"
+          "                        leaving the public header only the entry points\n"
+          "  -I, --private-include=NAME  the name the source and the Autograd kernels\n"
+          "                        #include the private header by (default: its file\n"
+          "                        name)\n"
           "  -p, --plugin          generate a plugin for tn_library_load()\n"
           "  -o, --output=PREFIX   with --plugin: write PREFIX.h and PREFIX.c\n"
           "  -d, --derivatives=FILE  the backward formulas (derivatives.yaml): the op\n"
@@ -62,7 +68,7 @@ static int write_out(const char *path, int (*fn)(FILE *, void *), void *ctx)
 
 struct job {
     const struct tg_schema *s;
-    const char *guard, *include;
+    const char *guard, *include, *private; /* private: the private header's include name */
     bool plugin;
     const struct tg_derivs *derivs;
 };
@@ -70,19 +76,25 @@ struct job {
 static int do_autograd(FILE *f, void *ctx)
 {
     struct job *j = ctx;
-    return tg_write_autograd(j->s, j->derivs, f);
+    return tg_write_autograd(j->s, j->derivs, f, j->include, j->private);
 }
 
 static int do_header(FILE *f, void *ctx)
 {
     struct job *j = ctx;
-    return tg_write_header(j->s, f, j->guard, j->plugin);
+    return tg_write_header(j->s, f, j->guard, j->plugin, j->private != NULL);
 }
 
 static int do_source(FILE *f, void *ctx)
 {
     struct job *j = ctx;
-    return tg_write_source(j->s, f, j->include, j->plugin);
+    return tg_write_source(j->s, f, j->include, j->private, j->plugin);
+}
+
+static int do_private(FILE *f, void *ctx)
+{
+    struct job *j = ctx;
+    return tg_write_private(j->s, f, j->guard, j->include);
 }
 
 static char *guard_of(const char *path)
@@ -107,12 +119,14 @@ int main(int argc, char **argv)
         {"include", required_argument, NULL, 'i'}, {"plugin", no_argument, NULL, 'p'},
         {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
         {"derivatives", required_argument, NULL, 'd'}, {"autograd", required_argument, NULL, 'a'},
+        {"private-header", required_argument, NULL, 'P'},
+        {"private-include", required_argument, NULL, 'I'},
         {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0}};
     bool list = false, json = false, plugin = false;
     const char *header = NULL, *source = NULL, *include = NULL, *output = NULL;
-    const char *derivs = NULL, *autograd = NULL;
+    const char *derivs = NULL, *autograd = NULL, *priv = NULL, *priv_inc = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "ljH:c:i:po:d:a:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ljH:c:i:po:d:a:P:I:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'l': list = true; break;
         case 'j': json = true; break;
@@ -123,6 +137,8 @@ int main(int argc, char **argv)
         case 'o': output = optarg; break;
         case 'd': derivs = optarg; break;
         case 'a': autograd = optarg; break;
+        case 'P': priv = optarg; break;
+        case 'I': priv_inc = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("tgen (tensorkit) %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -146,6 +162,11 @@ int main(int argc, char **argv)
     }
     if (!list && !header && !source && !output) {
         fputs("tgen: nothing to do: give --list, --header, --source or --plugin --output\n"
+              "Try 'tgen --help' for more information.\n", stderr);
+        return 2;
+    }
+    if (plugin && (priv || priv_inc)) {
+        fputs("tgen: --private-header goes without --plugin (a plugin's header is its own)\n"
               "Try 'tgen --help' for more information.\n", stderr);
         return 2;
     }
@@ -190,14 +211,21 @@ int main(int argc, char **argv)
             include = "tensor/ops.h";
         }
     }
+    if (priv && !priv_inc)
+        priv_inc = strrchr(priv, '/') ? strrchr(priv, '/') + 1 : priv;
     guard = guard_of(header ? header : "ops.h");
-    struct job j = {&s, guard, include, plugin, NULL};
+    struct job j = {&s, guard, include, priv_inc, plugin, NULL};
     if ((header || source) && tg_check_generatable(&s) < 0)
         rc = 2;
     if (!rc && header && write_out(header, do_header, &j) < 0)
         rc = 2;
     if (!rc && source && write_out(source, do_source, &j) < 0)
         rc = 2;
+    char *pguard = priv ? guard_of(priv) : NULL;
+    j.guard = pguard;
+    if (!rc && priv && (!pguard || write_out(priv, do_private, &j) < 0))
+        rc = 2;
+    free(pguard);
     j.derivs = &ds;
     if (!rc && autograd && write_out(autograd, do_autograd, &j) < 0)
         rc = 2;

@@ -355,15 +355,24 @@ static void make_names(struct tg_func *f, bool keep_tensor)
         if (*p == '_')
             p++;
     }
-    /* aten ops are tn_add; a plugin's ns::op is ns_op */
-    snprintf(f->cname, sizeof f->cname, "%s_%s%s%s%s", strcmp(f->ns, "aten") ? f->ns : "tn",
-             f->name, suffix, f->inplace ? "_" : "", f->is_out ? "_out" : "");
+    /* aten ops are tn_add; a plugin's ns::op is ns_op. ATen's underscore
+     * ops (_softmax) are tn_underscore_softmax: tn__ names are the
+     * library's private ones, which it does not export. */
+    bool aten = !strcmp(f->ns, "aten");
+    snprintf(f->cname, sizeof f->cname, "%s_%s%s%s%s%s", aten ? "tn" : f->ns,
+             aten && f->name[0] == '_' ? "underscore_" : "", aten && f->name[0] == '_' ?
+             f->name + 1 : f->name, suffix, f->inplace ? "_" : "", f->is_out ? "_out" : "");
     snprintf(f->ident, sizeof f->ident, "%s_%s%s%s", strcmp(f->ns, "aten") ? f->ns : "",
              f->name, f->inplace ? "_" : "", f->overload[0] ? "_" : "");
     size_t l = strlen(f->ident);
     snprintf(f->ident + l, sizeof f->ident - l, "%s", f->overload);
     if (f->ident[0] == '_')
         memmove(f->ident, f->ident + 1, strlen(f->ident));
+    /* the redispatch entry: the public name with its prefix made private
+     * (tn_fill_scalar_ -> tn__redispatch_fill_scalar_) */
+    size_t pre = strcspn(f->cname, "_");
+    snprintf(f->rdname, sizeof f->rdname, "%.*s__redispatch%.150s", (int)pre, f->cname,
+             f->cname + pre);
 }
 
 /* Parses f->text (at line, col in the file). */

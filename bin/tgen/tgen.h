@@ -75,6 +75,7 @@ struct tg_func {
     int ntags;
     char cname[160];     /* tn_add_out */
     char ident[160];     /* add_out: name.overload made an identifier (unique) */
+    char rdname[192];    /* tn__redispatch_add_out: the entry below a key */
     char autograd[176];  /* its Autograd kernel (from derivatives.yaml), "" when none */
     /* no derivatives.yaml entry: the Autograd kernel records a node (named
      * `node`) whose backward fails with PyTorch's "not implemented" */
@@ -110,8 +111,16 @@ void tg_c_param(FILE *f, const struct tg_arg *a);
 
 /* Writers: return 0, or -1 after printing why. `base` is the YAML's file
  * name for the "generated from" comment. */
-int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool plugin);
-int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, bool plugin);
+/* The public header; with split, the declarations below the public API
+ * (manual_cpp_binding entries, redispatch entries, kernels, meta
+ * functions, the op table) are left to tg_write_private, which writes them
+ * into a header of their own that #includes the public one by `include`. */
+int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool plugin,
+                    bool split);
+int tg_write_private(const struct tg_schema *s, FILE *f, const char *guard, const char *include);
+/* The source #includes `private` ("...") when given, else `header` <...>. */
+int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, const char *private,
+                    bool plugin);
 void tg_write_list(const struct tg_schema *s, FILE *f, bool json);
 
 /* ---- derivatives.yaml (derivatives.c) and the Autograd kernels (autograd.c) */
@@ -149,6 +158,7 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
 void tg_free_derivatives(struct tg_derivs *d);
 /* Writes the C of every Autograd kernel and node. 0, or -1 after printing
  * file:line:column: message for a formula it cannot compile. */
-int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *d, FILE *f);
+int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *d, FILE *f,
+                      const char *header, const char *private);
 
 #endif

@@ -64,7 +64,7 @@ fail:
 struct tn_tensor *tn__adaptive_avg_pool2d_double_bw(const struct tn_tensor *grad,
                                                     const int64_t *sizes, int ndim)
 {
-    return tn__adaptive_avg_pool2d(grad, sizes + ndim - 2, 2);
+    return tn_underscore_adaptive_avg_pool2d(grad, sizes + ndim - 2, 2);
 }
 
 /* d(max_pool2d_with_indices_backward)/d(grad_output): grad picked at the

@@ -1,6 +1,6 @@
 # Autograd: nodes, the engine, grad mode, hooks, gradcheck, and the
 # Autograd kernels tgen generates from schemas/derivatives.yaml into the
-# build tree (lib/autograd/autograd_gen.c, made by lib/dispatch's rule).
+# build tree (lib/autograd/autograd_gen.c, made by lib/ops's rule).
 tensorinclude_HEADERS += lib/include/tensor/autograd.h
 noinst_HEADERS += lib/autograd/internal.h
 libtensor_la_SOURCES += \

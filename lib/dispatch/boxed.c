@@ -278,3 +278,146 @@ void tn_ivalue_release(struct tn_ivalue *v)
         tn_release_list((struct tn_tensor **)v->v.tensors.data, v->v.tensors.n);
     *v = (struct tn_ivalue){.tag = TN_IV_NONE};
 }
+
+/* ------------------------------------------------ boxed trampolines */
+
+/* An optional value: NULL for None, else read into buf. */
+#define TN_UNBOX_OPT(getter, field)                                                \
+    do {                                                                            \
+        if (i < n && st[i].tag != TN_IV_NONE) {                                     \
+            if (getter(op, st, n, i, &x->buf.field) < 0)                            \
+                return tn_last_status();                                            \
+            x->v.p = &x->buf.field;                                                 \
+        }                                                                           \
+    } while (0)
+
+/* A number or a bool: a pointer to it when optional, else the value. */
+#define TN_UNBOX_VALUE(getter, field)                                              \
+    do {                                                                            \
+        if (s->optional)                                                            \
+            TN_UNBOX_OPT(getter, field);                                            \
+        else                                                                        \
+            rc = getter(op, st, n, i, &x->v.field);                                 \
+    } while (0)
+
+int tn_dispatch_unbox(const struct tn_op *op, const struct tn_ivalue *st, int n,
+                      struct tn_dispatch_arg *a)
+{
+    for (int i = 0; i < op->nargs; i++) {
+        const struct tn_arg_schema *s = &op->args[i];
+        struct tn_dispatch_arg *x = &a[i];
+        x->v.p = NULL;
+        x->len = 0;
+        int rc = TN_OK;
+        switch (s->tag) {
+        case TN_IV_TENSOR: {
+            struct tn_tensor *t;
+            rc = tn_ivalue_tensor(op, st, n, i, &t);
+            x->v.p = t;
+            break;
+        }
+        case TN_IV_TENSORLIST:
+            if (i >= n || st[i].tag != TN_IV_TENSORLIST || st[i].v.tensors.n < 0)
+                return tn_set_error(TN_EINVAL, "%s: argument '%s' (position %d) must be a list "
+                                    "of tensors", op->qualname, s->name, i + 1);
+            x->v.p = (void *)st[i].v.tensors.data;
+            x->len = st[i].v.tensors.n;
+            break;
+        case TN_IV_OPTTENSORLIST: {
+            const struct tn_tensor *const *d;
+            rc = tn_ivalue_opt_tensors(op, st, n, i, &d, &x->len);
+            x->v.p = (void *)d;
+            break;
+        }
+        case TN_IV_DOUBLELIST: {
+            const double *d;
+            rc = tn_ivalue_doubles(op, st, n, i, &d, &x->len);
+            x->v.p = (void *)d;
+            break;
+        }
+        case TN_IV_INTLIST: {
+            const int64_t *d;
+            if (tn_ivalue_ints(op, st, n, i, x->buf.ints, &d, &x->len) < 0)
+                return tn_last_status();
+            x->v.p = (void *)d;
+            if (strncmp(s->type, "bool", 4))
+                break;
+            /* bool[]: boxed as 0/1 ints */
+            if (x->len > TN_MAX_DIMS)
+                return tn_set_error(TN_EINVAL, "%s: too many bools for %s", op->qualname, s->name);
+            bool b[TN_MAX_DIMS];
+            for (int k = 0; k < x->len; k++)
+                b[k] = d[k] != 0;
+            memcpy(x->buf.bools, b, sizeof b);
+            x->v.p = x->buf.bools;
+            break;
+        }
+        case TN_IV_SCALAR:
+            TN_UNBOX_VALUE(tn_ivalue_scalar, s);
+            break;
+        case TN_IV_INT: /* Layout? and MemoryFormat? too */
+            TN_UNBOX_VALUE(tn_ivalue_int, i);
+            break;
+        case TN_IV_DOUBLE:
+            TN_UNBOX_VALUE(tn_ivalue_double, d);
+            break;
+        case TN_IV_BOOL:
+            TN_UNBOX_VALUE(tn_ivalue_bool, b);
+            break;
+        case TN_IV_STR:
+            if (!strncmp(s->type, "Device", 6)) { /* a pointer, NULL for an absent optional one */
+                if (s->optional) {
+                    TN_UNBOX_OPT(tn_ivalue_device, dev);
+                    break;
+                }
+                rc = tn_ivalue_device(op, st, n, i, &x->buf.dev);
+                x->v.p = &x->buf.dev;
+                break;
+            }
+            const char *str;
+            rc = tn_ivalue_str(op, st, n, i, &str);
+            x->v.p = (void *)str;
+            break;
+        case TN_IV_DTYPE:
+            rc = tn_ivalue_dtype(op, st, n, i, &x->v.dt);
+            break;
+        default:
+            return tn_set_error(TN_EINVAL, "%s: argument '%s' has no boxed form", op->qualname,
+                                s->name);
+        }
+        if (rc < 0)
+            return tn_last_status();
+    }
+    return TN_OK;
+}
+
+int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct tn_dispatch_arg *a,
+                    int rc, struct tn_tensor **r, enum tn_box_form form)
+{
+    if (rc < 0)
+        return rc;
+    switch (form) {
+    case TN_BOX_TENSOR:
+        st[0] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = r[0]};
+        return 1;
+    case TN_BOX_LIST: /* the result owns the array and its references */
+        st[0] = (struct tn_ivalue){.tag = TN_IV_TENSORLIST, .v.tensors = {r, rc}};
+        return 1;
+    case TN_BOX_TUPLE:
+        for (int i = 0; i < op->nrets; i++) /* an output not asked for is None */
+            st[i] = (struct tn_ivalue){.tag = r[i] ? TN_IV_TENSOR : TN_IV_NONE, .v.t = r[i]};
+        return op->nrets;
+    case TN_BOX_STATUS:
+        break;
+    }
+    /* in-place: self; out=: the arguments from the first mutable keyword-only one */
+    int first = 0;
+    if (!(op->nargs && op->args[0].mutable_ && !op->args[0].kwonly))
+        while (first < op->nargs && !(op->args[first].mutable_ && op->args[first].kwonly))
+            first++;
+    for (int i = 0; i < op->nrets; i++) {
+        int k = op->args[0].mutable_ && !op->args[0].kwonly ? 0 : first + i;
+        st[i] = (struct tn_ivalue){.tag = TN_IV_TENSOR, .v.t = tn_retain(a[k].v.p)};
+    }
+    return op->nrets;
+}

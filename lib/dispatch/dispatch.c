@@ -9,10 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* for tn__builtin_ops */
-#define TN_OPS_NATIVE
 #include <tensor/dispatch.h>
-#include <tensor/ops.h>
 
 #include "core/internal.h"
 
@@ -136,6 +133,10 @@ static int register_locked(struct tn_op *op)
     buckets[h] = op;
     return TN_OK;
 }
+
+/* Every built-in op, NULL-terminated: the table tgen generates with the ops
+ * (lib/ops/ops_gen.c), registered on first use. */
+extern struct tn_op *const tn__builtin_ops[];
 
 static void register_builtins(void)
 {

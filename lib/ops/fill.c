@@ -117,7 +117,7 @@ static struct tn_tensor *to_impl(const struct tn_tensor *self, enum tn_dtype dty
         (!layout || *layout == LAYOUT_STRIDED) && (!device || tn_device_equal(*device, self->device)) &&
         !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS))
         return tn_retain((struct tn_tensor *)self);
-    return tn__to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+    return tn_underscore_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
 }
 
 struct tn_tensor *tn__composite_to_dtype(tn_keyset ks, const struct tn_tensor *self,

@@ -35,3 +35,30 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_dropout.c \
 	lib/ops/cpu/nn_more.c \
 	lib/ops/cpu/pad.c
+
+# The operator API that tgen generates from schemas/native_functions.yaml
+# into the build tree (never committed, not distributed: every build makes
+# it again from the YAML): the installed tensor/ops.h (the typed entry
+# points, exactly what libtensor exports), the private ops/ops_gen.h
+# (redispatch entries, kernel and meta prototypes, the op table), the op
+# table with its trampolines and structured engines, and the Autograd kernels.
+nodist_tensorinclude_HEADERS = lib/include/tensor/ops.h
+nodist_libtensor_la_SOURCES = lib/ops/ops_gen.c
+
+TN_OPS_GEN = lib/include/tensor/ops.h lib/ops/ops_gen.h lib/ops/ops_gen.c \
+	lib/autograd/autograd_gen.c
+BUILT_SOURCES += $(TN_OPS_GEN)
+CLEANFILES += $(TN_OPS_GEN) lib/ops/ops-gen.stamp
+
+# One tgen run writes them all; the stamp stands for the set.
+lib/ops/ops-gen.stamp: $(srcdir)/schemas/native_functions.yaml \
+		$(srcdir)/schemas/derivatives.yaml bin/tgen/tgen$(EXEEXT)
+	@$(MKDIR_P) lib/include/tensor lib/ops lib/autograd
+	$(AM_V_GEN)bin/tgen/tgen$(EXEEXT) --header lib/include/tensor/ops.h \
+		--private-header lib/ops/ops_gen.h --private-include ops/ops_gen.h \
+		--source lib/ops/ops_gen.c --derivatives $(srcdir)/schemas/derivatives.yaml \
+		--autograd lib/autograd/autograd_gen.c \
+		$(srcdir)/schemas/native_functions.yaml && touch $@
+$(TN_OPS_GEN): lib/ops/ops-gen.stamp
+	@test -f $@ || rm -f lib/ops/ops-gen.stamp
+	@test -f $@ || $(MAKE) $(AM_MAKEFLAGS) lib/ops/ops-gen.stamp

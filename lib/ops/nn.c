@@ -141,7 +141,7 @@ struct tn_tensor *tn__composite_nll_loss_nd(tn_keyset ks, const struct tn_tensor
         TN_KEEP(&k, x, tn_reshape(p, TN_SHAPE(-1, self->sizes[1])));
         TN_KEEP(&k, t, tn_reshape(target, TN_SHAPE(-1)));
     }
-    if (tn_redispatch_nll_loss_forward(ks, x, t, weight, reduction, ignore_index, &out, &tw) < 0)
+    if (tn__redispatch_nll_loss_forward(ks, x, t, weight, reduction, ignore_index, &out, &tw) < 0)
         goto fail;
     tn__keep(&k, out);
     tn__keep(&k, tw);
@@ -161,7 +161,7 @@ struct tn_tensor *tn__composite_nll_loss(tn_keyset ks, const struct tn_tensor *s
                                          int64_t ignore_index)
 {
     struct tn_tensor *out, *tw;
-    if (tn_redispatch_nll_loss_forward(ks, self, target, weight, reduction, ignore_index, &out,
+    if (tn__redispatch_nll_loss_forward(ks, self, target, weight, reduction, ignore_index, &out,
                                        &tw) < 0)
         return NULL;
     tn_release(tw);
@@ -236,7 +236,7 @@ static struct tn_tensor *ce_smooth(tn_keyset ks, struct tn_keep *k, const struct
     int cd = logp->ndim == 1 ? 0 : 1;
     int64_t c = logp->sizes[cd], d = cd;
     struct tn_tensor *nll, *p = (struct tn_tensor *)logp, *s, *keep, *keepf, *sm, *ret, *a, *b;
-    TN_KEEP(k, nll, tn_redispatch_nll_loss_nd(ks, logp, target, weight, reduction, ignore));
+    TN_KEEP(k, nll, tn__redispatch_nll_loss_nd(ks, logp, target, weight, reduction, ignore));
     if (weight) {
         struct tn_tensor *wv;
         TN_KEEP(k, wv, class_view(weight, logp->ndim));
@@ -295,7 +295,7 @@ struct tn_tensor *tn__composite_cross_entropy_loss(tn_keyset ks, const struct tn
     else if (label_smoothing > 0)
         r = ce_smooth(ks, &k, logp, target, weight, reduction, ignore_index, label_smoothing);
     else
-        r = tn__keep(&k, tn_redispatch_nll_loss_nd(ks, logp, target, weight, reduction,
+        r = tn__keep(&k, tn__redispatch_nll_loss_nd(ks, logp, target, weight, reduction,
                                                    ignore_index));
     if (!r)
         goto fail;
@@ -369,7 +369,7 @@ struct tn_tensor *tn__composite_embedding(tn_keyset ks, const struct tn_tensor *
     memcpy(sizes, indices->sizes, sizeof(int64_t) * (size_t)indices->ndim);
     sizes[indices->ndim] = weight->sizes[1];
     TN_KEEP(&k, flat, tn_reshape(indices, TN_SHAPE(-1)));
-    TN_KEEP(&k, rows, tn_redispatch_index_select(ks, weight, 0, flat));
+    TN_KEEP(&k, rows, tn__redispatch_index_select(ks, weight, 0, flat));
     TN_KEEP(&k, r, tn_reshape(rows, sizes, indices->ndim + 1));
     return tn__keep_out(&k, r);
 fail:
@@ -387,7 +387,7 @@ struct tn_tensor *tn__composite_layer_norm(tn_keyset ks, const struct tn_tensor 
                                            bool cudnn_enable)
 {
     struct tn_tensor *out, *mean, *rstd;
-    if (tn_redispatch_native_layer_norm(ks, input, normalized_shape, normalized_shape_len, weight,
+    if (tn__redispatch_native_layer_norm(ks, input, normalized_shape, normalized_shape_len, weight,
                                         bias, eps, &out, &mean, &rstd) < 0)
         return NULL;
     tn_release(mean);
@@ -403,7 +403,7 @@ struct tn_tensor *tn__composite_batch_norm(tn_keyset ks, const struct tn_tensor 
                                            double momentum, double eps, bool cudnn_enabled)
 {
     struct tn_tensor *out, *a, *b;
-    if (tn_redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
+    if (tn__redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
                                         training, momentum, eps, &out, &a, &b) < 0)
         return NULL;
     tn_release(a);
@@ -417,7 +417,7 @@ int tn__composite__native_batch_norm_legit_no_training(
     const struct tn_tensor *running_var, double momentum, double eps, struct tn_tensor **result0,
     struct tn_tensor **result1, struct tn_tensor **result2)
 {
-    return tn_redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
+    return tn__redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
                                            false, momentum, eps, result0, result1, result2);
 }
 
@@ -439,7 +439,7 @@ struct tn_tensor *tn__composite_conv2d(tn_keyset ks, const struct tn_tensor *inp
         return NULL;
     }
     struct tn_tensor *x = input->ndim == 3 ? tn_unsqueeze(input, 0) : tn_retain((struct tn_tensor *)input);
-    struct tn_tensor *r = x ? tn_redispatch_convolution(ks, x, weight, bias, stride, stride_len,
+    struct tn_tensor *r = x ? tn__redispatch_convolution(ks, x, weight, bias, stride, stride_len,
                                                         padding, padding_len, dilation,
                                                         dilation_len, false, zero, 2, groups)
                             : NULL;
@@ -460,7 +460,7 @@ struct tn_tensor *tn__composite_max_pool2d(tn_keyset ks, const struct tn_tensor 
                                            bool ceil_mode)
 {
     struct tn_tensor *out, *idx;
-    if (tn_redispatch_max_pool2d_with_indices(ks, self, kernel_size, kernel_size_len, stride,
+    if (tn__redispatch_max_pool2d_with_indices(ks, self, kernel_size, kernel_size_len, stride,
                                               stride_len, padding, padding_len, dilation,
                                               dilation_len, ceil_mode, &out, &idx) < 0)
         return NULL;
@@ -472,7 +472,7 @@ struct tn_tensor *tn__composite_adaptive_avg_pool2d(tn_keyset ks, const struct t
                                                     const int64_t *output_size,
                                                     int output_size_len)
 {
-    return tn_redispatch__adaptive_avg_pool2d(ks, self, output_size, output_size_len);
+    return tn__redispatch_underscore_adaptive_avg_pool2d(ks, self, output_size, output_size_len);
 }
 
 /* PyTorch's dropout on the CPU: input * (bernoulli_(1 - p) / (1 - p)) with

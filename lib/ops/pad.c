@@ -37,7 +37,7 @@ struct tn_tensor *tn__composite_pad(tn_keyset ks, const struct tn_tensor *self,
     int nsp = pad_len / 2, nd = self->ndim;
     if (nsp >= 1 && (nd == nsp + 1 || nd == nsp + 2)) {
         if (m == 3)
-            return tn__pad_circular(self, pad, pad_len);
+            return tn_underscore_pad_circular(self, pad, pad_len);
         bool refl = m == 1;
         switch (nsp) {
         case 1:

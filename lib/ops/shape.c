@@ -246,7 +246,7 @@ struct tn_tensor *tn__composite_stack(tn_keyset ks, const struct tn_tensor *cons
         if (!tensors[i] || !(u[i] = tn_unsqueeze(tensors[i], d)))
             break;
     if (i == tensors_len)
-        r = tn_redispatch_cat(ks, (const struct tn_tensor *const *)u, tensors_len, d);
+        r = tn__redispatch_cat(ks, (const struct tn_tensor *const *)u, tensors_len, d);
     else if (!tensors[i])
         tn_set_error(TN_EINVAL, "stack: tensor %d of the list is None", i);
     for (int k = 0; k < tensors_len; k++)

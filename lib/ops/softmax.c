@@ -23,13 +23,13 @@ static int softmax_meta(const struct tn_tensor *self, int64_t dim,
     return TN_OK;
 }
 
-int tn__meta__softmax_out(const struct tn_tensor *self, int64_t dim, bool half_to_float,
+int tn__meta_underscore_softmax_out(const struct tn_tensor *self, int64_t dim, bool half_to_float,
                           struct tn_meta *m)
 {
     return softmax_meta(self, dim, half_to_float, m);
 }
 
-int tn__meta__log_softmax_out(const struct tn_tensor *self, int64_t dim, bool half_to_float,
+int tn__meta_underscore_log_softmax_out(const struct tn_tensor *self, int64_t dim, bool half_to_float,
                               struct tn_meta *m)
 {
     return softmax_meta(self, dim, half_to_float, m);
@@ -39,9 +39,9 @@ struct tn_tensor *tn__composite_softmax(tn_keyset ks, const struct tn_tensor *se
                                         enum tn_dtype dtype)
 {
     if (dtype == TN_DTYPE_UNSET)
-        return tn__softmax(self, dim, false);
+        return tn_underscore_softmax(self, dim, false);
     struct tn_tensor *c = tn_to_dtype(self, dtype);
-    struct tn_tensor *r = c ? tn__softmax(c, dim, false) : NULL;
+    struct tn_tensor *r = c ? tn_underscore_softmax(c, dim, false) : NULL;
     tn_release(c);
     return r;
 }
@@ -50,9 +50,9 @@ struct tn_tensor *tn__composite_log_softmax(tn_keyset ks, const struct tn_tensor
                                             int64_t dim, enum tn_dtype dtype)
 {
     if (dtype == TN_DTYPE_UNSET)
-        return tn__log_softmax(self, dim, false);
+        return tn_underscore_log_softmax(self, dim, false);
     struct tn_tensor *c = tn_to_dtype(self, dtype);
-    struct tn_tensor *r = c ? tn__log_softmax(c, dim, false) : NULL;
+    struct tn_tensor *r = c ? tn_underscore_log_softmax(c, dim, false) : NULL;
     tn_release(c);
     return r;
 }

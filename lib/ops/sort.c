@@ -83,12 +83,12 @@ int tn__meta_topk_values_out(const struct tn_tensor *self, int64_t k, int64_t di
 int tn__composite_sort(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool descending,
                        struct tn_tensor **values, struct tn_tensor **indices)
 {
-    return tn_redispatch_sort_stable(ks, self, NULL, dim, descending, values, indices);
+    return tn__redispatch_sort_stable(ks, self, NULL, dim, descending, values, indices);
 }
 
 int tn__composite_sort_values_out(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
                                   bool descending, struct tn_tensor *values,
                                   struct tn_tensor *indices)
 {
-    return tn_redispatch_sort_values_stable(ks, self, NULL, dim, descending, values, indices);
+    return tn__redispatch_sort_values_stable_out(ks, self, NULL, dim, descending, values, indices);
 }

@@ -57,3 +57,13 @@ graph_matches() {
     assert_success
     assert_output --regexp "[^0-9]$3 tensors? match"
 }
+
+# Installs the build into $BATS_FILE_TMPDIR/dest (for setup_file): sets DEST,
+# and PREFIX to the configured prefix, as the installed pkg-config file says.
+install_to_dest() {
+    export DEST=$BATS_FILE_TMPDIR/dest
+    make -s -C "$TN_BUILDDIR" install DESTDIR="$DEST" >"$BATS_FILE_TMPDIR/install.log" 2>&1 ||
+        { cat "$BATS_FILE_TMPDIR/install.log" >&2; return 1; }
+    PREFIX=$(sed -n 's/^prefix=//p' "$TN_BUILDDIR/tensor.pc")
+    export PREFIX
+}

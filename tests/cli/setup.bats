@@ -6,13 +6,8 @@
 load helper
 
 setup_file() {
-    export DEST=$BATS_FILE_TMPDIR/dest
-    make -s -C "$TN_BUILDDIR" install DESTDIR="$DEST" >"$BATS_FILE_TMPDIR/install.log" 2>&1 ||
-        { cat "$BATS_FILE_TMPDIR/install.log" >&2; return 1; }
-    # the configured prefix, as the installed pkg-config file says
-    PREFIX=$(sed -n 's/^prefix=//p' "$TN_BUILDDIR/tensor.pc")
-    PKGDATA=$DEST$PREFIX/share/tensorkit
-    export PREFIX PKGDATA
+    install_to_dest || return 1
+    export PKGDATA=$DEST$PREFIX/share/tensorkit
 }
 
 @test "make install puts what the man pages point to under pkgdatadir" {

@@ -90,7 +90,7 @@ assert ops["aten::add_.Tensor"]["kind"] == "inplace"
     assert_success
     run grep -F 'int tn_split(const struct tn_tensor *self, int64_t split_size, int64_t dim, struct tn_tensor ***result);' l.h
     assert_success
-    run grep -F '.tag = TN_IV_TENSORLIST' l.c
+    run grep -F 'TN_BOX_LIST' l.c
     assert_success
     printf -- '- func: foo_(Tensor(a!) self) -> Tensor[]\n  dispatch:\n    CPU: k\n' > inplace.yaml
     run tgen --header i.h --source i.c inplace.yaml

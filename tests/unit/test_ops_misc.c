@@ -117,7 +117,7 @@ static void test_autograd(void **state)
     struct tn_tensor *y = tn_to_dtype(x, TN_FLOAT16); /* lib/core's: the same node */
     assert_string_equal(tn_grad_fn_name(y), "ToCopyBackward0");
     tn_release(y);
-    y = tn__to_copy(x, TN_FLOAT64, NULL, NULL, NULL, false, NULL);
+    y = tn_underscore_to_copy(x, TN_FLOAT64, NULL, NULL, NULL, false, NULL);
     assert_string_equal(tn_grad_fn_name(y), "ToCopyBackward0");
     struct tn_tensor *g64 = tn_full(TN_SHAPE(6), tn_float(0.25), TN_FLOAT64);
     tn_zero_grad(x);

@@ -35,7 +35,7 @@ static void test_huge_pads(void **state)
 {
     struct tn_tensor *x = tn_zeros(TN_SHAPE(2, 3), TN_FLOAT32);
     assert_null(tn_replication_pad1d(x, (const int64_t[]){INT64_MAX, 1}, 2));
-    assert_null(tn__pad_circular(x, (const int64_t[]){INT64_MIN + 1, INT64_MIN + 1}, 2));
+    assert_null(tn_underscore_pad_circular(x, (const int64_t[]){INT64_MIN + 1, INT64_MIN + 1}, 2));
     tn_release(x);
 }
 

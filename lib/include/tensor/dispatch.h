@@ -135,6 +135,7 @@ struct tn_op {
      * none. Composite kernels are copied into the keys they serve. */
     void (*kernels[TN_NUM_KEYS])(void);
     tn_boxed_fn boxed;     /* unpacks the stack and calls the typed entry */
+    void (*entry)(void);   /* the typed entry (tn_add), cast: what boxed calls */
     struct tn_op *next;    /* the registry's chain */
 };
 
@@ -176,8 +177,8 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key);
 int tn_dispatch_storage_only(const struct tn_op *op);
 
 /* The kernel for the highest key of ks, Autograd falling through; NULL with
- * an error when none. */
-static inline void (*tn_dispatch_kernel(const struct tn_op *op, tn_keyset ks))(void)
+ * an error when none. Inlined into every entry: it is the dispatch. */
+__attribute__((always_inline)) static inline void (*tn_dispatch_kernel(const struct tn_op *op, tn_keyset ks))(void)
 {
     if (ks & TN_KEYSET_STORAGE_ONLY) {
         tn_dispatch_storage_only(op);
@@ -220,6 +221,96 @@ int tn_dispatch_null_arg(const char *op, const char *arg, int position);
 /* The error for a Tensor?[] argument with a negative length, or NULL with a
  * positive one. Returns TN_EINVAL. */
 int tn_dispatch_bad_list(const char *op, const char *arg, int position);
+
+/* Structured engines (generated, one per C signature) call these around
+ * the meta function and the out= kernel. Functional: out[0..n) start NULL;
+ * tn_dispatch_alloc_outs allocates one tensor per meta on `device` (0, or
+ * the error with those allocated so far left in out), and
+ * tn_dispatch_release_outs releases them all when rc < 0 and returns rc.
+ * In-place and out=: tn_dispatch_prepare_outs readies out[i] into target[i]
+ * in turn while rc >= 0 (tn_dispatch_prepare_out), counting those readied in
+ * *k; tn_dispatch_finish_outs finishes those k whatever rc, and returns rc or
+ * the first finishing error. */
+static inline int tn_dispatch_alloc_outs(const struct tn_meta *m, int n, struct tn_device device,
+                                         struct tn_tensor **out)
+{
+    for (int i = 0; i < n; i++)
+        if (!(out[i] = tn_dispatch_meta_alloc(&m[i], device)))
+            return tn_last_status();
+    return TN_OK;
+}
+
+static inline int tn_dispatch_release_outs(int rc, struct tn_tensor **out, int n)
+{
+    for (int i = 0; rc < 0 && i < n; i++) {
+        tn_release(out[i]);
+        out[i] = NULL;
+    }
+    return rc;
+}
+
+static inline int tn_dispatch_prepare_outs(int rc, const struct tn_meta *m, int n,
+                                           struct tn_tensor *const *out, bool inplace,
+                                           struct tn_tensor **target, int *k)
+{
+    for (int i = 0; i < n && rc >= 0; i++)
+        if ((rc = tn_dispatch_prepare_out(&m[i], out[i], inplace, &target[i])) >= 0)
+            (*k)++;
+    return rc;
+}
+
+static inline int tn_dispatch_finish_outs(int rc, struct tn_tensor *const *out,
+                                          struct tn_tensor **target, int k)
+{
+    for (int i = 0; i < k; i++)
+        rc = tn_dispatch_finish_out(rc, out[i], target[i]);
+    return rc;
+}
+
+/* One unpacked argument of a boxed call, in the shape of its C parameter:
+ * v.p for pointers (tensors, lists with len, optional values, strings,
+ * devices), else the value itself. Optional values, defaults and bool[]
+ * conversions live in buf, which v.p then points at. */
+struct tn_dispatch_arg {
+    union {
+        void *p;
+        int64_t i;
+        double d;
+        bool b;
+        struct tn_scalar s;
+        enum tn_dtype dt;
+    } v;
+    int len;
+    union {
+        int64_t ints[TN_MAX_DIMS];
+        bool bools[TN_MAX_DIMS];
+        struct tn_scalar s;
+        int64_t i;
+        double d;
+        bool b;
+        struct tn_device dev;
+    } buf;
+};
+
+/* Reads stack[0..n) into a[0..op->nargs) by op's argument table (the
+ * tn_ivalue_* helpers below: defaults, None for optional ones). 0, or
+ * TN_EINVAL naming the op and the argument. */
+int tn_dispatch_unbox(const struct tn_op *op, const struct tn_ivalue *st, int n,
+                      struct tn_dispatch_arg *a);
+
+/* How a typed entry returned its results (see tensor/ops.h). */
+enum tn_box_form {
+    TN_BOX_TENSOR, /* one new tensor, r[0] */
+    TN_BOX_STATUS, /* in-place or out=: the results are the mutated arguments */
+    TN_BOX_TUPLE,  /* op->nrets tensors in r[], NULL ones are None */
+    TN_BOX_LIST    /* Tensor[]: r is the malloc'd array of rc tensors */
+};
+
+/* Leaves a boxed call's results on the stack from stack[0]: returns rc when
+ * negative, else the number of results. The stack takes the references in
+ * r (and a LIST's array); mutated arguments are retained. */
+int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct tn_dispatch_arg *a,
+                    int rc, struct tn_tensor **r, enum tn_box_form form);
 
 /* Boxed helpers: read argument i of the stack as the schema's type, or take
  * its default; 0 or TN_EINVAL naming the op and the argument. */
