@@ -910,7 +910,14 @@ static void write_formula(FILE *f, const struct tg_formula *fm, const struct com
     fprintf(f, "        struct tn_tensor *t_[%d] = {0};\n        bool ok_ = ", cf->nt);
     for (int k = 0; k < cf->nsteps; k++)
         fprintf(f, "%s%s", k ? "\n            && " : "", cf->steps[k]);
-    fputs(";\n        if (ok_) {\n", f);
+    fputs(";\n", f);
+    int k;
+    if (cf->root.kind != V_TUPLE && sscanf(cf->root.text, "t_[%d]", &k) == 1) {
+        fprintf(f, "        if ((rc_ = tn__ad_take(&out[%d], t_, %d, %d, ok_)) < 0)\n"
+                   "            goto done_;\n    }\n", cf->edge[0], cf->nt, k);
+        return;
+    }
+    fputs("        if (ok_) {\n", f);
     if (cf->root.kind == V_TUPLE)
         for (int e = 0; e < cf->nedge; e++)
             fprintf(f, "            out[%d] = t_[%d];\n            t_[%d] = NULL;\n", cf->edge[e],
@@ -986,9 +993,8 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         fputs("    if (", f);
         cond_of(f, cf, nf, bit, res ? U_RES : U_ARG, "n0");
         /* NULL from a saved tensor: freed by an earlier backward, or changed */
-        fprintf(f, ") {\n        v_%s = tn__unpack(&n_->%s_, n0);\n        if (!v_%s && "
-                   "(n0->released || n_->%s_.t)) {\n            rc_ = tn_last_status();\n"
-                   "            goto done_;\n        }\n    }\n", nm, nm, nm, nm);
+        fprintf(f, ")\n        if ((rc_ = tn__ad_unpack_into(&v_%s, &n_->%s_, n0)) < 0)\n"
+                   "            goto done_;\n", nm, nm);
     }
     for (int i = 0; i < nf; i++)
         write_formula(f, &d->f[i], &cf[i]);
@@ -1065,20 +1071,13 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         fprintf(f, ") && tn__save(&n_->res%d_, r_[%d], diff_[%d], %d) < 0)\n        goto fail_;\n",
                 k, k, k, k);
     }
-    fprintf(f, "    for (int k_ = 0; k_ < %d; k_++)\n        if (diff_[k_])\n"
-               "            tn__ad_set_history(r_[k_], &n_->n, (uint32_t)k_);\n"
-               "    tn__node_release(&n_->n);\nout_:\n", nr);
-    if (multi) {
-        fputs("    if (rc_ < 0)\n        return rc_;\n", f);
-        for (int k = 0; k < nr; k++)
-            fprintf(f, "    *o%d_ = r_[%d];\n", k, k);
-        fputs("    return 0;\n", f);
-    } else {
-        fputs("    return r_[0];\n", f);
-    }
-    fprintf(f, "fail_:\n    if (n_)\n        tn__node_release(&n_->n);\n    for (int k_ = 0; "
-               "k_ < %d; k_++)\n        tn_release(r_[k_]);\n    return %s;\n}\n\n", nr,
-            multi ? "tn_last_status()" : "NULL");
+    /* history for the differentiable results, or (rc_ < 0) none of them */
+    fprintf(f, "out_:\n    %stn__ad_finish(n_ ? &n_->n : NULL, r_, diff_, %d, rc_)%s;\n",
+            multi ? "if ((rc_ = " : "", nr, multi ? ") < 0)\n        return rc_" : "");
+    for (int k = 0; multi && k < nr; k++)
+        fprintf(f, "    *o%d_ = r_[%d];\n", k, k);
+    fprintf(f, "    return %s;\nfail_:\n    rc_ = tn_last_status();\n    goto out_;\n}\n\n",
+            multi ? "0" : "r_[0]");
     return 0;
 }
 

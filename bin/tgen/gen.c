@@ -12,7 +12,6 @@
 
 static const char *const key_enum[] = {"TN_KEY_CPU", "TN_KEY_CUDA", "TN_KEY_META"};
 
-static bool is_kernel_key(int k) { return k == TG_KEY_CPU || k == TG_KEY_CUDA || k == TG_KEY_META; }
 
 /* "int[]" etc. for the argument table, with the schema's spelling. */
 static void type_text(const struct tg_arg *a, char *buf, size_t len)
@@ -503,6 +502,8 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
             fprintf(f, "%s%s", i ? ", " : "", out_arg(fn, i));
         fprintf(f, "}, *t_[%d];\n    int k_ = 0;\n", nr);
     }
+    /* the backend key the dispatcher chose (Meta has no kernel) */
+    fputs("    void (*kern_)(void) = d_->kernel[tn_keyset_highest(ks & TN_KEYSET_BACKENDS)];\n", f);
     fputs("    int rc_ = ((meta_t)d_->meta)(", f);
     call_args(f, fn, 0, nin, false);
     fprintf(f, "%sm_);\n", nin ? ", " : "");
@@ -512,7 +513,7 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     else
         fprintf(f, "    rc_ = tn_dispatch_prepare_outs(rc_, m_, %d, o_, %s, t_, &k_);\n", nr,
                 fn->inplace ? "true" : "false");
-    fputs("    if (rc_ >= 0 && d_->kernel)\n        rc_ = ((kern_t)d_->kernel)(ks", f);
+    fputs("    if (rc_ >= 0 && kern_)\n        rc_ = ((kern_t)kern_)(ks", f);
     call_args(f, fn, 0, nin, true);
     for (int i = 0; i < nr; i++)
         fprintf(f, ", t_[%d]", i);
@@ -533,28 +534,24 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     fputs("    return 0;\n}\n\n", f);
 }
 
-/* The kernel of one key of a structured op: its engine, given the op's
- * meta function and out= kernel. */
-static void write_structured(FILE *f, const struct tg_func *fn, const struct tg_func *d, int key,
-                             int k)
+/* A structured op's descriptor, which its redispatch entry hands the
+ * engine (the engine is the op's kernel for every backend key). */
+static void write_structured(FILE *f, const struct tg_func *fn, const struct tg_func *d)
 {
-    const char *kn = key == TG_KEY_META ? "meta" : key == TG_KEY_CPU ? "cpu" : "cuda";
-    fprintf(f, "static %s gen_%s_%s(tn_keyset ks", ret_type(fn), kn, fn->ident);
-    params(f, fn, 0, fn->nargs, true);
-    ret_params(f, fn);
-    fputs(")\n{\n    static const struct gen_structured d_ = {(void (*)(void))", f);
+    fprintf(f, "static const struct gen_structured sd_%s = {(void (*)(void))", fn->ident);
     meta_name(f, d);
-    if (key == TG_KEY_META)
-        fputs(", NULL};\n", f);
-    else
-        fprintf(f, ", (void (*)(void))%s};\n", d->kernel[key]);
-    fprintf(f, "    return st_%d(&d_, ks", k);
-    call_args(f, fn, 0, fn->nargs, true);
-    ret_call(f, fn);
-    fputs(");\n}\n\n", f);
+    fputs(", {", f);
+    for (int k = 0; k < 3; k++) {
+        fputs(k ? ", " : "", f);
+        if (d->kernel[k] && k != TG_KEY_META)
+            fprintf(f, "(void (*)(void))%s", d->kernel[k]);
+        else
+            fputs("NULL", f);
+    }
+    fputs("}};\n", f);
 }
 
-static void write_entry(FILE *f, const struct tg_func *fn)
+static void write_entry(FILE *f, const struct tg_func *fn, bool structured)
 {
     const bool ret_int = returns_int(fn);
     /* below a key: pick the kernel for ks and call it */
@@ -562,8 +559,18 @@ static void write_entry(FILE *f, const struct tg_func *fn)
     fprintf(f, "\n{\n    typedef %s (*fn_t)(tn_keyset", ret_type(fn));
     params(f, fn, 0, fn->nargs, true);
     ret_params(f, fn);
-    fprintf(f, ");\n    fn_t fn_ = (fn_t)tn_dispatch_kernel(&op_%s, ks);\n", fn->ident);
-    fprintf(f, "    return fn_ ? fn_(ks");
+    fprintf(f, ");\n    void (*k_)(void) = tn_dispatch_kernel(&op_%s, ks);\n", fn->ident);
+    if (structured) { /* a backend key's kernel is the engine: it takes the descriptor */
+        fprintf(f, "    typedef %s (*st_t)(const struct gen_structured *, tn_keyset", ret_type(fn));
+        params(f, fn, 0, fn->nargs, true);
+        ret_params(f, fn);
+        fprintf(f, ");\n    if (k_ && k_ != op_%s.kernels[TN_KEY_AUTOGRAD])\n"
+                   "        return ((st_t)k_)(&sd_%s, ks", fn->ident, fn->ident);
+        call_args(f, fn, 0, fn->nargs, true);
+        ret_call(f, fn);
+        fputs(");\n", f);
+    }
+    fprintf(f, "    return k_ ? ((fn_t)k_)(ks");
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
     fprintf(f, ") : %s;\n}\n", ret_int ? "tn_last_status()" : "NULL");
@@ -648,7 +655,7 @@ static void write_args(FILE *f, const struct tg_func *fn)
 
 /* The table row of fn: names, schema, arguments, the kernel of each key,
  * the boxed trampoline and the typed entry it calls. */
-static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *fn, int bx)
+static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *fn, int bx, int st)
 {
     const struct tg_func *d = structured_of(s, fn);
     fprintf(f, "static struct tn_op op_%s = {\"%s\", \"%s%s\", \"%s\", \"%s::%s%s%s%s\",\n    ",
@@ -663,8 +670,7 @@ static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *f
         if (k == 3 && fn->autograd[0]) {
             kern = fn->autograd; /* derivatives.yaml's, before a decomposition */
         } else if (d && k < 3 && (d->kernel[k] || k == TG_KEY_META)) {
-            snprintf(gen, sizeof gen, "gen_%s_%s", k == 0 ? "cpu" : k == 1 ? "cuda" : "meta",
-                     fn->ident);
+            snprintf(gen, sizeof gen, "st_%d", st); /* the engine, for every backend key */
             kern = gen;
         } else if (!d && k < 3 && fn->kernel[k]) {
             kern = fn->kernel[k];
@@ -690,14 +696,16 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
         fprintf(f, "#include \"%s\"\n\n", private);
     else
         fprintf(f, "#define TN_OPS_NATIVE\n#include <%s>\n\n", header);
-    fputs("/* What a structured op's kernels share: its meta function and the out=\n"
-          " * kernel of one key (none under Meta). */\n"
-          "struct gen_structured {\n    void (*meta)(void);\n    void (*kernel)(void);\n};\n\n", f);
+    fputs("/* A structured op: its meta function and its out= kernel per backend key\n"
+          " * (none under Meta), for the engine of its signature. */\n"
+          "struct gen_structured {\n    void (*meta)(void);\n    void (*kernel[TN_KEY_AUTOGRAD])(void);\n};\n\n", f);
     char (*keys)[96] = calloc((size_t)s->nfuncs * (TG_NKEYS + 1) + 1, sizeof *keys);
     int *bx = calloc((size_t)s->nfuncs + 1, sizeof *bx), nk = 0;
-    if (!keys || !bx) {
+    int *st = calloc((size_t)s->nfuncs + 1, sizeof *st);
+    if (!keys || !bx || !st) {
         free(keys);
         free(bx);
+        free(st);
         fputs("tgen: out of memory\n", stderr);
         return -1;
     }
@@ -710,8 +718,7 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
         if (nk > n0)
             write_boxed(f, &s->funcs[i], bx[i]);
     }
-    /* the structured engines, one per signature, and each op's wrappers:
-     * one per backend key of the out= kernel, plus Meta */
+    /* the structured engines, one per signature, and each op's descriptor */
     nk = 0;
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *fn = &s->funcs[i];
@@ -722,21 +729,21 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
         int n0 = nk, k = intern(keys, &nk, key);
         if (nk > n0)
             write_structured_engine(f, fn, d, k);
-        for (int kk = 0; kk < TG_NKEYS; kk++)
-            if (is_kernel_key(kk) && (d->kernel[kk] || kk == TG_KEY_META))
-                write_structured(f, fn, d, kk, k);
+        write_structured(f, fn, d);
+        st[i] = k;
     }
     /* the table */
     for (int i = 0; i < s->nfuncs; i++) {
         write_args(f, &s->funcs[i]);
-        write_op(f, s, &s->funcs[i], bx[i]);
+        write_op(f, s, &s->funcs[i], bx[i], st[i]);
     }
-    free(keys);
-    free(bx);
     fputc('\n', f);
     /* the typed entry points */
     for (int i = 0; i < s->nfuncs; i++)
-        write_entry(f, &s->funcs[i]);
+        write_entry(f, &s->funcs[i], structured_of(s, &s->funcs[i]) != NULL);
+    free(keys);
+    free(bx);
+    free(st);
     if (plugin) {
         fputs("int tn_plugin_init(void)\n{\n    int rc;\n", f);
         for (int i = 0; i < s->nfuncs; i++)

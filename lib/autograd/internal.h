@@ -97,6 +97,22 @@ int tn__save(struct tn_saved *s, const struct tn_tensor *t, bool is_output, uint
  * output. NULL with PyTorch's error after backward freed it or after an
  * in-place op changed it. */
 struct tn_tensor *tn__unpack(const struct tn_saved *s, struct tn_node *n);
+
+/* What every generated Autograd kernel and apply function shares
+ * (tgen's autograd_gen.c):
+ * - tn__ad_unpack_into: *v = tn__unpack(s, n); 0, or the status when
+ *   something was saved and cannot be unpacked (freed, or changed).
+ * - tn__ad_take: the end of one formula of an apply. When ok, *out takes
+ *   t[k], the formula's value; the other temporaries t[0..nt) are released.
+ *   0, or the status of the failed step.
+ * - tn__ad_finish: the end of a functional kernel that ran its op (rc) and
+ *   may have built node n (NULL when none was needed). With rc >= 0, each
+ *   result r[k] with diff[k] takes n as its history; the kernel's reference
+ *   to n is dropped; with rc < 0 the results r[0..nr) are released and set
+ *   NULL. Returns rc. */
+int tn__ad_unpack_into(struct tn_tensor **v, const struct tn_saved *s, struct tn_node *n);
+int tn__ad_take(struct tn_tensor **out, struct tn_tensor **t, int nt, int k, bool ok);
+int tn__ad_finish(struct tn_node *n, struct tn_tensor **r, const bool *diff, int nr, int rc);
 void tn__saved_release(struct tn_saved *s);
 
 /* Runs fn's forward call below the Autograd key: excludes Autograd in this

@@ -608,3 +608,36 @@ static const struct tn_autograd_hooks hooks = {tn__ad_on_view, check_inplace_hoo
 /* Here rather than in views.c: every program that records a node links
  * this file, static links included. */
 __attribute__((constructor)) static void install_hooks(void) { tn__autograd_hooks = &hooks; }
+
+/* ------------------------------------- what generated kernels share */
+
+int tn__ad_unpack_into(struct tn_tensor **v, const struct tn_saved *s, struct tn_node *n)
+{
+    *v = tn__unpack(s, n);
+    return !*v && (n->released || s->t) ? tn_last_status() : TN_OK;
+}
+
+int tn__ad_take(struct tn_tensor **out, struct tn_tensor **t, int nt, int k, bool ok)
+{
+    if (ok) {
+        *out = t[k];
+        t[k] = NULL;
+    }
+    for (int i = 0; i < nt; i++)
+        tn_release(t[i]);
+    return ok ? TN_OK : tn_last_status();
+}
+
+int tn__ad_finish(struct tn_node *n, struct tn_tensor **r, const bool *diff, int nr, int rc)
+{
+    for (int k = 0; n && rc >= 0 && k < nr; k++)
+        if (diff[k])
+            tn__ad_set_history(r[k], n, (uint32_t)k);
+    if (n)
+        tn__node_release(n);
+    for (int k = 0; rc < 0 && k < nr; k++) {
+        tn_release(r[k]);
+        r[k] = NULL;
+    }
+    return rc;
+}

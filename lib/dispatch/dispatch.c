@@ -67,7 +67,7 @@ tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)
             mark = TN_KEYSET_STORAGE_ONLY;
         }
     }
-    if (!(ks & (TN_KEYSET(TN_KEY_CPU) | TN_KEYSET(TN_KEY_CUDA) | TN_KEYSET(TN_KEY_META))))
+    if (!(ks & TN_KEYSET_BACKENDS))
         ks |= TN_KEYSET(TN_KEY_CPU);
     return ((ks | tls_included) & ~tls_excluded) | mark;
 }

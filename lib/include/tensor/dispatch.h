@@ -30,6 +30,8 @@ enum tn_dispatch_key {
 /* A set of keys: bit k is key k. */
 typedef uint32_t tn_keyset;
 #define TN_KEYSET(k) ((tn_keyset)1u << (k))
+/* The backend keys (those of a device). */
+#define TN_KEYSET_BACKENDS (TN_KEYSET(TN_KEY_CPU) | TN_KEYSET(TN_KEY_CUDA) | TN_KEYSET(TN_KEY_META))
 
 const char *tn_dispatch_key_name(enum tn_dispatch_key key); /* "CPU", "Autograd" */
 
@@ -132,7 +134,10 @@ struct tn_op {
     int ntags;
     /* The typed kernel per key (cast to the op's own kernel type, which
      * takes a tn_keyset first and then the schema's arguments), NULL when
-     * none. Composite kernels are copied into the keys they serve. */
+     * none. Composite kernels are copied into the keys they serve. A
+     * structured op's backend keys hold the engine of its C signature,
+     * which takes the op's generated descriptor (meta function, out=
+     * kernels) before the key set: only its generated entry calls it. */
     void (*kernels[TN_NUM_KEYS])(void);
     tn_boxed_fn boxed;     /* unpacks the stack and calls the typed entry */
     void (*entry)(void);   /* the typed entry (tn_add), cast: what boxed calls */
