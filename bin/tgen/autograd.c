@@ -842,6 +842,17 @@ static int compile_formula(const struct tg_schema *s, const struct tg_derivs *ds
 }
 
 /* The node's struct and its release_saved. */
+/* Whether a node keeps more than saved tensors (a string, a Tensor?[]), so
+ * that it needs a release function of its own. */
+static bool own_release(const struct tg_func *fn, unsigned uses)
+{
+    for (int i = 0; i < fn->nargs; i++)
+        if ((uses & (1u << i)) && (fn->args[i].type == TG_STR ||
+                                   fn->args[i].type == TG_OPT_TENSOR_LIST))
+            return true;
+    return false;
+}
+
 static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct tg_deriv *d,
                               unsigned uses, unsigned uses_sizes, unsigned uses_res)
 {
@@ -864,6 +875,18 @@ static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct 
             fprintf(f, "    struct tn_saved res%d_;\n", k);
     fputs("};\n\n", f);
 
+    /* saved tensors only: a table of their offsets for tn__release_saved_at */
+    if (!own_release(fn, uses)) {
+        fprintf(f, "static const uint16_t saved_%s[] = {", id);
+        for (int i = 0; i < fn->nargs; i++)
+            if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
+                fprintf(f, "offsetof(struct node_%s, %s_), ", id, fn->args[i].name);
+        for (int k = 0; k < fn->nrets; k++)
+            if (uses_res & (1u << k))
+                fprintf(f, "offsetof(struct node_%s, res%d_), ", id, k);
+        fputs("0};\n\n", f);
+        return;
+    }
     fprintf(f, "static void release_%s(struct tn_node *n0)\n{\n    struct node_%s *n_ = "
                "(struct node_%s *)n0;\n    (void)n_;\n", id, id, id);
     for (int i = 0; i < fn->nargs; i++) {
@@ -1037,8 +1060,14 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             fprintf(f, "    diff_[%d] = r_[%d] && float_like(r_[%d]);\n", k, k, k);
     fprintf(f, "    struct node_%s *n_ = NULL;\n    if (rc_ < 0 || !tn__ad_needed(ins_, %d))\n"
                "        goto out_;\n", id, ne);
-    fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, release_%s, "
-               "%d, %d);\n    if (!n_)\n        goto fail_;\n", id, d->node, id, id, ne, nr);
+    if (!own_release(fn, uses))
+        fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, "
+                   "tn__release_saved_at, %d, %d);\n    if (!n_)\n        goto fail_;\n"
+                   "    n_->n.saved = saved_%s;\n", id, d->node, id, ne, nr, id);
+    else
+        fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, "
+                   "release_%s, %d, %d);\n    if (!n_)\n        goto fail_;\n", id, d->node,
+                id, id, ne, nr);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR)
             fprintf(f, "    if (tn__ad_set_edge(&n_->n, %d, %s) < 0)\n        goto fail_;\n",
@@ -1109,16 +1138,15 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
                "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(ip), ip->rdname);
     call_list(f, ip, 0);
     fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
-          "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
-          "    struct tn_tensor *c_ = tn_clone(self);\n    if (!c_)\n"
+          "    struct tn_tensor *c_ = tn__ad_inplace_clone(self);\n    if (!c_)\n"
           "        return tn_last_status();\n", f);
-    fprintf(f, "    struct tn_tensor *o_ = %s(c_", fn->cname);
+    fprintf(f, "    return tn__ad_inplace_end(self, c_, %s(c_", fn->cname);
     call_list(f, ip, 1);
-    fputs(");\n    tn_release(c_);\n    if (!o_)\n        return tn_last_status();\n", f);
-    if (inplace_node(ip)) /* the node o_'s op has just made for it alone */
-        fprintf(f, "    if (o_->grad_fn)\n        o_->grad_fn->h.name = \"%s\";\n",
-                inplace_node(ip));
-    fputs("    return tn__ad_commit_inplace(self, o_);\n}\n\n", f);
+    /* the node the op has just made for o_ alone takes the in-place name */
+    if (inplace_node(ip))
+        fprintf(f, "), \"%s\");\n}\n\n", inplace_node(ip));
+    else
+        fputs("), NULL);\n}\n\n", f);
 }
 
 /* The Autograd kernel of an op without a derivatives.yaml entry (see
@@ -1240,7 +1268,7 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
     fputs("/* The Autograd kernels: each runs its op below the Autograd key and, when\n"
           " * grad mode is on and an input requires grad, records the node whose\n"
           " * apply computes the formulas of derivatives.yaml. */\n"
-          "#include <stdlib.h>\n#include <string.h>\n", f);
+          "#include <stddef.h>\n#include <stdlib.h>\n#include <string.h>\n", f);
     if (private)
         fprintf(f, "#include \"%s\"\n", private);
     else

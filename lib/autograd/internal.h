@@ -43,6 +43,9 @@ struct tn_node {
     struct tn_node_header h;
     tn_node_apply_fn apply;
     void (*release_saved)(struct tn_node *n); /* drops saved values; NULL when none */
+    /* for release_saved == tn__release_saved_at: the offsets of the node's
+     * struct tn_saved members, 0-ended (tgen's nodes) */
+    const uint16_t *saved;
     int nnext;
     struct tn_edge *next;                     /* nnext edges (inputs of the forward op) */
     int nout;
@@ -111,6 +114,18 @@ struct tn_tensor *tn__unpack(const struct tn_saved *s, struct tn_node *n);
  *   to n is dropped; with rc < 0 the results r[0..nr) are released and set
  *   NULL. Returns rc. */
 int tn__ad_unpack_into(struct tn_tensor **v, const struct tn_saved *s, struct tn_node *n);
+/* An in-place Autograd kernel runs its op out of place on a clone of self:
+ * tn__ad_inplace_clone checks that self may be changed in place
+ * (tn__ad_check_inplace) and clones it (NULL with the error);
+ * tn__ad_inplace_end releases the clone c, and with the op's result o (NULL
+ * when it failed: its status is returned) names o's node `node` when
+ * given, and commits o into self (tn__ad_commit_inplace). */
+struct tn_tensor *tn__ad_inplace_clone(struct tn_tensor *self);
+int tn__ad_inplace_end(struct tn_tensor *self, struct tn_tensor *c, struct tn_tensor *o,
+                       const char *node);
+/* A release_saved for a node whose saved values are the struct tn_saved
+ * members n->saved lists. */
+void tn__release_saved_at(struct tn_node *n);
 int tn__ad_take(struct tn_tensor **out, struct tn_tensor **t, int nt, int k, bool ok);
 int tn__ad_finish(struct tn_node *n, struct tn_tensor **r, const bool *diff, int nr, int rc);
 void tn__saved_release(struct tn_saved *s);

@@ -617,6 +617,28 @@ int tn__ad_unpack_into(struct tn_tensor **v, const struct tn_saved *s, struct tn
     return !*v && (n->released || s->t) ? tn_last_status() : TN_OK;
 }
 
+struct tn_tensor *tn__ad_inplace_clone(struct tn_tensor *self)
+{
+    return tn__ad_check_inplace(self) < 0 ? NULL : tn_clone(self);
+}
+
+int tn__ad_inplace_end(struct tn_tensor *self, struct tn_tensor *c, struct tn_tensor *o,
+                       const char *node)
+{
+    tn_release(c);
+    if (!o)
+        return tn_last_status();
+    if (node && o->grad_fn)
+        o->grad_fn->h.name = node;
+    return tn__ad_commit_inplace(self, o);
+}
+
+void tn__release_saved_at(struct tn_node *n)
+{
+    for (const uint16_t *at = n->saved; at && *at; at++)
+        tn__saved_release((struct tn_saved *)((char *)n + *at));
+}
+
 int tn__ad_take(struct tn_tensor **out, struct tn_tensor **t, int nt, int k, bool ok)
 {
     if (ok) {
