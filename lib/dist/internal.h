@@ -126,27 +126,27 @@ static inline uint32_t tn__le32(const unsigned char *p)
 
 /* ------------------------------------------------------------ protocol */
 
-enum tn__op {
-    TN_OP_VALIDATE = 0,
-    TN_OP_SET = 1,
-    TN_OP_COMPARE_SET = 2,
-    TN_OP_GET = 3,
-    TN_OP_ADD = 4,
-    TN_OP_CHECK = 5,
-    TN_OP_WAIT = 6,
-    TN_OP_GETNUMKEYS = 7,
-    TN_OP_DELETE_KEY = 8,
-    TN_OP_APPEND = 9,
-    TN_OP_MULTI_GET = 10,
-    TN_OP_MULTI_SET = 11,
-    TN_OP_CANCEL_WAIT = 12,
-    TN_OP_PING = 13,
-    TN_OP_QUEUE_PUSH = 14,
-    TN_OP_QUEUE_POP = 15,
-    TN_OP_QUEUE_LEN = 16,
+enum tn__store_cmd {
+    TN_STORE_CMD_VALIDATE = 0,
+    TN_STORE_CMD_SET = 1,
+    TN_STORE_CMD_COMPARE_SET = 2,
+    TN_STORE_CMD_GET = 3,
+    TN_STORE_CMD_ADD = 4,
+    TN_STORE_CMD_CHECK = 5,
+    TN_STORE_CMD_WAIT = 6,
+    TN_STORE_CMD_GETNUMKEYS = 7,
+    TN_STORE_CMD_DELETE_KEY = 8,
+    TN_STORE_CMD_APPEND = 9,
+    TN_STORE_CMD_MULTI_GET = 10,
+    TN_STORE_CMD_MULTI_SET = 11,
+    TN_STORE_CMD_CANCEL_WAIT = 12,
+    TN_STORE_CMD_PING = 13,
+    TN_STORE_CMD_QUEUE_PUSH = 14,
+    TN_STORE_CMD_QUEUE_POP = 15,
+    TN_STORE_CMD_QUEUE_LEN = 16,
     /* Ours, far from PyTorch's table so its future opcodes never collide:
      * u64 length + token; reply u8 1. */
-    TN_OP_AUTH = 0x7A
+    TN_STORE_CMD_AUTH = 0x7A
 };
 
 #define TN_STORE_MAGIC 0x3C85F7CEu

@@ -197,7 +197,7 @@ static int timeout_error(struct tn_store *s, int rc, const char *k)
 static int do_wait(struct tcp_store *t, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_WAIT) | tn__db_u64(&b, n);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_WAIT) | tn__db_u64(&b, n);
     for (size_t i = 0; i < n; i++)
         rc |= put_key(&b, keys[i], strlen(keys[i]));
     if ((rc = send_buf(t, &b, rc)) < 0)
@@ -210,7 +210,7 @@ static int do_wait(struct tcp_store *t, const char *const *keys, size_t n, int64
                                      t->host, t->port, r);
     if (rc != TN_ETIMEOUT)
         return rc;
-    unsigned char cancel = TN_OP_CANCEL_WAIT;
+    unsigned char cancel = TN_STORE_CMD_CANCEL_WAIT;
     if (send_all(t, &cancel, 1) == 0) {
         int64_t dl = tn__now_ms() + 5000;
         /* A late STOP_WAITING (0) may come before WAIT_CANCELED (1). */
@@ -224,7 +224,7 @@ static int ts_set(struct tn_store *s, const char *k, size_t kl, const void *v, s
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_SET) | put_key(&b, k, kl) | tn__db_str(&b, v, vl);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_SET) | put_key(&b, k, kl) | tn__db_str(&b, v, vl);
     pthread_mutex_lock(&t->mu);
     rc = send_buf(t, &b, rc);
     pthread_mutex_unlock(&t->mu);
@@ -242,8 +242,8 @@ static int ts_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t
         /* CHECK and GET in one round trip; the value counts when the key
          * was there (our server answers a missing key's GET with nothing) */
         struct tn__dbuf b = {0};
-        rc = tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, 1) | put_key(&b, k, kl) |
-             tn__db_u8(&b, TN_OP_GET) | put_key(&b, k, kl);
+        rc = tn__db_u8(&b, TN_STORE_CMD_CHECK) | tn__db_u64(&b, 1) | put_key(&b, k, kl) |
+             tn__db_u8(&b, TN_STORE_CMD_GET) | put_key(&b, k, kl);
         rc = send_buf(t, &b, rc);
         unsigned char ready = 1;
         int64_t dl = reply_deadline(s);
@@ -263,7 +263,7 @@ static int ts_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t
         rc = do_wait(t, keys, 1, tn_store_timeout(s));
     if (rc == 0) {
         struct tn__dbuf b = {0};
-        rc = tn__db_u8(&b, TN_OP_GET) | put_key(&b, k, kl);
+        rc = tn__db_u8(&b, TN_STORE_CMD_GET) | put_key(&b, k, kl);
         rc = send_buf(t, &b, rc);
         if (rc == 0)
             rc = timeout_error(s, recv_bytes(t, v, vl, reply_deadline(s)), k);
@@ -276,7 +276,7 @@ static int ts_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_ADD) | put_key(&b, k, kl) | tn__db_u64(&b, (uint64_t)d);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_ADD) | put_key(&b, k, kl) | tn__db_u64(&b, (uint64_t)d);
     pthread_mutex_lock(&t->mu);
     rc = send_buf(t, &b, rc);
     if (rc == 0)
@@ -290,7 +290,7 @@ static int ts_compare_set(struct tn_store *s, const char *k, size_t kl, const vo
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_COMPARE_SET) | put_key(&b, k, kl) | tn__db_str(&b, ev, el) |
+    int rc = tn__db_u8(&b, TN_STORE_CMD_COMPARE_SET) | put_key(&b, k, kl) | tn__db_str(&b, ev, el) |
              tn__db_str(&b, dv, dl);
     pthread_mutex_lock(&t->mu);
     rc = send_buf(t, &b, rc);
@@ -313,7 +313,7 @@ static int ts_check(struct tn_store *s, const char *const *keys, size_t n)
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, n);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_CHECK) | tn__db_u64(&b, n);
     for (size_t i = 0; i < n; i++)
         rc |= put_key(&b, keys[i], strlen(keys[i]));
     pthread_mutex_lock(&t->mu);
@@ -331,7 +331,7 @@ static int ts_del(struct tn_store *s, const char *k, size_t kl)
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_DELETE_KEY) | put_key(&b, k, kl);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_DELETE_KEY) | put_key(&b, k, kl);
     int64_t r = 0;
     pthread_mutex_lock(&t->mu);
     rc = send_buf(t, &b, rc);
@@ -344,7 +344,7 @@ static int ts_del(struct tn_store *s, const char *k, size_t kl)
 static int ts_num_keys(struct tn_store *s, int64_t *out)
 {
     struct tcp_store *t = TS(s);
-    unsigned char op = TN_OP_GETNUMKEYS;
+    unsigned char op = TN_STORE_CMD_GETNUMKEYS;
     pthread_mutex_lock(&t->mu);
     int rc = send_all(t, &op, 1);
     if (rc == 0)
@@ -369,12 +369,12 @@ static int push_like(struct tn_store *s, int op, const char *k, size_t kl, const
 
 static int ts_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
-    return push_like(s, TN_OP_APPEND, k, kl, v, vl);
+    return push_like(s, TN_STORE_CMD_APPEND, k, kl, v, vl);
 }
 
 static int ts_queue_push(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
-    return push_like(s, TN_OP_QUEUE_PUSH, k, kl, v, vl);
+    return push_like(s, TN_STORE_CMD_QUEUE_PUSH, k, kl, v, vl);
 }
 
 static int ts_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **v,
@@ -385,7 +385,7 @@ static int ts_multi_get(struct tn_store *s, const char *const *keys, size_t n, v
     int rc = do_wait(t, keys, n, tn_store_timeout(s));
     if (rc == 0) {
         struct tn__dbuf b = {0};
-        rc = tn__db_u8(&b, TN_OP_MULTI_GET) | tn__db_u64(&b, n);
+        rc = tn__db_u8(&b, TN_STORE_CMD_MULTI_GET) | tn__db_u64(&b, n);
         for (size_t i = 0; i < n; i++)
             rc |= put_key(&b, keys[i], strlen(keys[i]));
         rc = send_buf(t, &b, rc);
@@ -408,7 +408,7 @@ static int ts_multi_set(struct tn_store *s, const char *const *keys, size_t n,
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_MULTI_SET) | tn__db_u64(&b, n);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_MULTI_SET) | tn__db_u64(&b, n);
     for (size_t i = 0; i < n; i++)
         rc |= put_key(&b, keys[i], strlen(keys[i])) | tn__db_str(&b, v[i], vl[i]);
     pthread_mutex_lock(&t->mu);
@@ -433,7 +433,7 @@ static int ts_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block
                 break;
         }
         struct tn__dbuf b = {0};
-        rc = tn__db_u8(&b, TN_OP_QUEUE_POP) | put_key(&b, k, kl);
+        rc = tn__db_u8(&b, TN_STORE_CMD_QUEUE_POP) | put_key(&b, k, kl);
         rc = send_buf(t, &b, rc);
         int64_t len = 0;
         if (rc == 0)
@@ -457,7 +457,7 @@ static int ts_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *o
 {
     struct tcp_store *t = TS(s);
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_QUEUE_LEN) | put_key(&b, k, kl);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_QUEUE_LEN) | put_key(&b, k, kl);
     pthread_mutex_lock(&t->mu);
     rc = send_buf(t, &b, rc);
     if (rc == 0)
@@ -535,13 +535,13 @@ static void set_slice(int fd)
 static int handshake(struct tcp_store *t, const char *tok, bool probe, int64_t dl)
 {
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_VALIDATE) | tn__db_u32(&b, TN_STORE_MAGIC);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_VALIDATE) | tn__db_u32(&b, TN_STORE_MAGIC);
     if (tok)
-        rc |= tn__db_u8(&b, TN_OP_AUTH) | tn__db_str(&b, tok, strlen(tok));
+        rc |= tn__db_u8(&b, TN_STORE_CMD_AUTH) | tn__db_str(&b, tok, strlen(tok));
     uint32_t nonce = (uint32_t)getpid();
-    rc |= tn__db_u8(&b, TN_OP_PING) | tn__db_u32(&b, nonce);
+    rc |= tn__db_u8(&b, TN_STORE_CMD_PING) | tn__db_u32(&b, nonce);
     if (probe)
-        rc |= tn__db_u8(&b, TN_OP_CHECK) | tn__db_u64(&b, 1) |
+        rc |= tn__db_u8(&b, TN_STORE_CMD_CHECK) | tn__db_u64(&b, 1) |
               tn__db_str(&b, TN_STORE_PROBE_KEY, TN_STORE_PROBE_KEYLEN);
     rc = send_buf(t, &b, rc);
     unsigned char r[4];
@@ -592,7 +592,7 @@ static int try_unix(struct tcp_store *t, const char *tok, int64_t dl)
     if ((off && *off && strcmp(off, "0")) || !same_host(t->fd))
         return 0;
     struct tn__dbuf b = {0};
-    int rc = tn__db_u8(&b, TN_OP_GET) | tn__db_str(&b, TN_STORE_UNIX_KEY, TN_STORE_UNIX_KEYLEN);
+    int rc = tn__db_u8(&b, TN_STORE_CMD_GET) | tn__db_str(&b, TN_STORE_UNIX_KEY, TN_STORE_UNIX_KEYLEN);
     void *name = NULL;
     size_t nl = 0;
     if ((rc = send_buf(t, &b, rc)) < 0 || (rc = recv_bytes(t, &name, &nl, dl)) < 0)

@@ -261,23 +261,23 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         else if (op != 8)
             return -1;
     }
-    if (s->token && !c->authed && op != TN_OP_VALIDATE && op != TN_OP_AUTH)
+    if (s->token && !c->authed && op != TN_STORE_CMD_VALIDATE && op != TN_STORE_CMD_AUTH)
         return -1;
     /* A connection has one pending WAIT at a time; a second one queues
      * behind it. Other requests are served meanwhile, as PyTorch's servers
      * do (a 1.x client whose wait timed out goes on using its socket). */
-    if (c->waiting && op == TN_OP_WAIT)
+    if (c->waiting && op == TN_STORE_CMD_WAIT)
         return 0;
 
     size_t kl, vl, el;
     const char *k, *v, *e;
     uint64_t n;
     switch (op) {
-    case TN_OP_VALIDATE:
+    case TN_STORE_CMD_VALIDATE:
         if (rd_u32(&r) != TN_STORE_MAGIC)
             return r.err == 1 ? 0 : -1;
         break;
-    case TN_OP_AUTH:
+    case TN_STORE_CMD_AUTH:
         v = rd_str(&r, TOKEN_MAX, &vl);
         if (r.err)
             break;
@@ -292,17 +292,17 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         c->authed = true;
         reply_u8(c, 1);
         break;
-    case TN_OP_SET:
-    case TN_OP_APPEND:
-    case TN_OP_QUEUE_PUSH:
+    case TN_STORE_CMD_SET:
+    case TN_STORE_CMD_APPEND:
+    case TN_STORE_CMD_QUEUE_PUSH:
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
         if (r.err)
             break;
-        if (op == TN_OP_SET) {
+        if (op == TN_STORE_CMD_SET) {
             if (!set_value(s, k, kl, v, vl))
                 return -1;
-        } else if (op == TN_OP_APPEND) {
+        } else if (op == TN_STORE_CMD_APPEND) {
             struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
             if (!ent)
                 return -1;
@@ -327,7 +327,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
             notify(s, k, kl);
         }
         break;
-    case TN_OP_COMPARE_SET: {
+    case TN_STORE_CMD_COMPARE_SET: {
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         e = rd_str(&r, TN_STORE_MAX_VALUE, &el);
         v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
@@ -351,7 +351,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         }
         break;
     }
-    case TN_OP_GET: {
+    case TN_STORE_CMD_GET: {
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         if (r.err)
             break;
@@ -367,7 +367,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
             reply_str(c, "", 0);
         break;
     }
-    case TN_OP_ADD: {
+    case TN_STORE_CMD_ADD: {
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         int64_t d = (int64_t)rd_u64(&r);
         if (r.err)
@@ -384,9 +384,9 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         reply_i64(c, out);
         break;
     }
-    case TN_OP_CHECK:
-    case TN_OP_WAIT:
-    case TN_OP_MULTI_GET: {
+    case TN_STORE_CMD_CHECK:
+    case TN_STORE_CMD_WAIT:
+    case TN_STORE_CMD_MULTI_GET: {
         n = rd_u64(&r);
         if (r.err)
             break;
@@ -404,7 +404,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
             return -1;
         }
         rd_keys(&r, n, ks, kls);
-        if (op == TN_OP_MULTI_GET) {
+        if (op == TN_STORE_CMD_MULTI_GET) {
             for (uint64_t i = 0; i < n; i++) {
                 struct tn__kv *ent = tn__map_find(&s->map, ks[i], kls[i]);
                 if (ent && ent->val)
@@ -416,10 +416,10 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
             size_t missing = 0;
             for (uint64_t i = 0; i < n; i++)
                 if (!exists(s, ks[i], kls[i]) &&
-                    !(op == TN_OP_CHECK && kls[i] == TN_STORE_PROBE_KEYLEN &&
+                    !(op == TN_STORE_CMD_CHECK && kls[i] == TN_STORE_PROBE_KEYLEN &&
                       memcmp(ks[i], TN_STORE_PROBE_KEY, kls[i]) == 0))
                     missing++;
-            if (op == TN_OP_CHECK || missing == 0) {
+            if (op == TN_STORE_CMD_CHECK || missing == 0) {
                 reply_u8(c, missing ? 1 : 0);
             } else {
                 c->wkeys = calloc(missing, sizeof *c->wkeys);
@@ -453,7 +453,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         free(kls);
         break;
     }
-    case TN_OP_MULTI_SET: {
+    case TN_STORE_CMD_MULTI_SET: {
         n = rd_u64(&r);
         if (r.err)
             break;
@@ -475,10 +475,10 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         }
         break;
     }
-    case TN_OP_GETNUMKEYS:
+    case TN_STORE_CMD_GETNUMKEYS:
         reply_i64(c, (int64_t)s->map.count);
         break;
-    case TN_OP_DELETE_KEY: {
+    case TN_STORE_CMD_DELETE_KEY: {
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         if (r.err)
             break;
@@ -486,11 +486,11 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         reply_i64(c, ent && tn__map_delval(&s->map, ent) ? 1 : 0);
         break;
     }
-    case TN_OP_CANCEL_WAIT:
+    case TN_STORE_CMD_CANCEL_WAIT:
         waiter_clear(s, c);
         reply_u8(c, 1);
         break;
-    case TN_OP_PING: {
+    case TN_STORE_CMD_PING: {
         uint32_t nonce = rd_u32(&r);
         if (r.err)
             break;
@@ -498,7 +498,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
             return -1;
         break;
     }
-    case TN_OP_QUEUE_POP: {
+    case TN_STORE_CMD_QUEUE_POP: {
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         if (r.err)
             break;
@@ -512,7 +512,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
         }
         break;
     }
-    case TN_OP_QUEUE_LEN: {
+    case TN_STORE_CMD_QUEUE_LEN: {
         k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
         if (r.err)
             break;

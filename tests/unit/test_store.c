@@ -6,6 +6,11 @@
  */
 #include "tn_test.h"
 
+/* Both private headers at once: the store's commands and the pickle
+ * opcodes used to share the TN_OP_ prefix and could not. */
+#include "dist/internal.h"
+#include "io/internal.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -466,10 +471,24 @@ static void test_dist_init(void **state)
     unlink(path);
 }
 
+/* The command codes are PyTorch's TCPStore QueryType, in its order. */
+static void test_command_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(TN_STORE_CMD_VALIDATE, 0);
+    assert_int_equal(TN_STORE_CMD_SET, 1);
+    assert_int_equal(TN_STORE_CMD_GET, 3);
+    assert_int_equal(TN_STORE_CMD_WAIT, 6);
+    assert_int_equal(TN_STORE_CMD_APPEND, 9);
+    assert_int_equal(TN_STORE_CMD_PING, 13);
+    assert_int_equal(TN_STORE_CMD_QUEUE_LEN, 16);
+    assert_int_equal(TN_OP_STOP, '.'); /* and the pickle opcodes beside them */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hash),         cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_command_codes), cmocka_unit_test(test_hash),         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_file),         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_tcp_unix),
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
