@@ -16,5 +16,3 @@ libtensor_la_SOURCES += \
 	lib/io/scan_pickle.c \
 	lib/io/scan_policy.c
 EXTRA_DIST += lib/io/allowlist.inc
-# Deflated zip members are inflated with zlib (libzip's own dependency).
-libtensor_la_LIBADD += -lz
