@@ -119,20 +119,14 @@ static void split_path(const char *target, char *dir, size_t dlen, const char **
     }
 }
 
-int tn_out_clean(const char *path)
+/* Removes the stale temporaries of `base` in folder `dir`; returns how
+ * many. */
+static int clean_beside(const char *dir, const char *base)
 {
-    char *target = resolve_links(path);
-    if (!target)
-        return tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
-    char dir[PATH_MAX];
-    const char *base;
-    split_path(target, dir, sizeof dir, &base);
     size_t blen = strlen(base);
     DIR *d = opendir(dir);
-    if (!d) {
-        free(target);
+    if (!d)
         return 0; /* no folder, no temporaries */
-    }
     int removed = 0;
     time_t now = time(NULL);
     struct dirent *e;
@@ -152,6 +146,18 @@ int tn_out_clean(const char *path)
         close(fd);
     }
     closedir(d);
+    return removed;
+}
+
+int tn_out_clean(const char *path)
+{
+    char *target = resolve_links(path);
+    if (!target)
+        return tn_set_error(TN_EIO, "%s: %s", path, strerror(errno));
+    char dir[PATH_MAX];
+    const char *base;
+    split_path(target, dir, sizeof dir, &base);
+    int removed = clean_beside(dir, base);
     free(target);
     return removed;
 }
@@ -209,10 +215,10 @@ struct tn_out *tn_out_open(const char *path)
     }
     if (!(o->target = resolve_links(path)))
         return out_fail(o, "", errno);
-    tn_out_clean(o->target);
     char dir[PATH_MAX];
     const char *base;
     split_path(o->target, dir, sizeof dir, &base);
+    clean_beside(dir, base);
     size_t need = strlen(dir) + strlen(base) + sizeof TN_OUT_TMP_TAG + 10;
     if (!(o->tmp = malloc(need)))
         return out_fail(o, "", ENOMEM);
