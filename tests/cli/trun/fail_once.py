@@ -15,7 +15,10 @@ t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 assert t.item() == world * (world + 1) / 2, t.item()
 if attempt == 0 and rank == 1:
-    sys.exit(3)
+    # os._exit, not sys.exit: at interpreter exit 2.x's gloo threads may
+    # still run, and its destructors then abort (SIGABRT instead of 3)
+    sys.stdout.flush()
+    os._exit(3)
 dist.barrier()
 major = torch.__version__.split(".")[0]
 print(f"attempt {attempt} allreduce {t.item():g} torch {major}", flush=True)
