@@ -9,5 +9,6 @@ include lib/nn/local.mk
 include lib/optim/local.mk
 include lib/io/local.mk
 include lib/graph/local.mk
+include lib/compile/local.mk
 include lib/dist/local.mk
 include lib/ops/cuda/local.mk

@@ -1,8 +1,8 @@
 /*
  * bin/tcompile/main.c: tcompile's command line: check, show and run JSON
  * graphs (torch.export's serialized format, or a .pt2 archive) through
- * libtensor's graph module. Compilation proper comes later; today every
- * graph runs in the interpreter.
+ * libtensor's graph module; compile them to C through lib/compile
+ * (tensor/compile.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,7 +29,12 @@ static const char usage_text[] =
     "                           uses, shapes and dtypes through the Meta kernels;\n"
     "                           one line per problem, naming the node\n"
     "  show GRAPH               one line per node with its shapes and dtypes\n"
-    "  run GRAPH                run it: --weights, --input, --output\n"
+    "  run GRAPH                compile it (or take it from the cache) and run it:\n"
+    "                           --weights, --input, --output\n"
+    "  compile GRAPH            compile it into the cache without running (for the\n"
+    "                           inputs given, else those tensor_values declares);\n"
+    "                           with -o DIR also write kernel.c, kernel.so and\n"
+    "                           manifest.json into DIR\n"
     "\n"
     "Options:\n"
     "      --json               check: one JSON object; show: the graph as JSON\n"
@@ -44,8 +49,18 @@ static const char usage_text[] =
     "      --grads=FILE         run: with autograd, write d(loss)/d(parameter) for\n"
     "                           every parameter (the loss output, else the sum of\n"
     "                           every output), in --output's formats\n"
-    "      --time               run: print the time the run took to stderr\n"
+    "      --time               run: print the compile time and the time the run\n"
+    "                           took to stderr\n"
     "      --repeat=N           run: run N times (the time is the fastest)\n"
+    "      --interpret          run: run node by node in the interpreter, without\n"
+    "                           compiling (for comparison)\n"
+    "      --explain            run, compile: print the fused kernels, the nodes left\n"
+    "                           to libtensor and why, and where the generated C is\n"
+    "      --strict             run, compile: a graph that does not compile is an\n"
+    "                           error (exit 2), not a warning and the interpreter\n"
+    "      --recompile-limit=N  run: compile at most N input specialisations (8)\n"
+    "      --cache-dir=DIR      the compile cache (default $TN_COMPILE_CACHE, else\n"
+    "                           $XDG_CACHE_HOME/tensorkit)\n"
     "  -h, --help               print this help and exit\n"
     "  -V, --version            print the version and exit\n"
     "\n"
@@ -53,7 +68,10 @@ static const char usage_text[] =
     "unreadable or invalid graph or input, or a failed run.\n"
     "See tcompile(1) and tensorkit-graph(5) for more.\n";
 
-enum { OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS };
+enum {
+    OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
+    OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR
+};
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -64,6 +82,11 @@ static const struct option long_opts[] = {
     {"time", no_argument, NULL, OPT_TIME},
     {"grads", required_argument, NULL, OPT_GRADS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"interpret", no_argument, NULL, OPT_INTERPRET},
+    {"explain", no_argument, NULL, OPT_EXPLAIN},
+    {"strict", no_argument, NULL, OPT_STRICT},
+    {"recompile-limit", required_argument, NULL, OPT_RECOMPILE_LIMIT},
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -112,7 +135,8 @@ static int cmd_check(const char *path)
 static void check_options(const char *cmd)
 {
     bool check = !strcmp(cmd, "check"), show = !strcmp(cmd, "show"), run = !strcmp(cmd, "run");
-    if (!check && !show && !run)
+    bool comp = !strcmp(cmd, "compile");
+    if (!check && !show && !run && !comp)
         tc_usage_error("unknown command '%s'", cmd);
     const struct {
         bool given, applies;
@@ -120,12 +144,17 @@ static void check_options(const char *cmd)
     } o[] = {
         {tc.json, check || show, "--json"},
         {tc.dot, show, "--dot"},
-        {tc.weights != NULL, run, "--weights"},
-        {tc.ninputs > 0, run, "--input"},
-        {tc.output != NULL, run, "--output"},
+        {tc.weights != NULL, run || comp, "--weights"},
+        {tc.ninputs > 0, run || comp, "--input"},
+        {tc.output != NULL, run || comp, "--output"},
         {tc.grads != NULL, run, "--grads"},
-        {tc.time, run, "--time"},
+        {tc.time, run || comp, "--time"},
         {tc.repeat > 1, run, "--repeat"},
+        {tc.interpret, run, "--interpret"},
+        {tc.explain, run || comp, "--explain"},
+        {tc.strict, run || comp, "--strict"},
+        {tc.recompile_limit > 0, run, "--recompile-limit"},
+        {tc.cache_dir != NULL, run || comp, "--cache-dir"},
     };
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (o[i].given && !o[i].applies) {
@@ -133,6 +162,8 @@ static void check_options(const char *cmd)
             snprintf(msg, sizeof msg, "%s does not apply to '%s'", o[i].name, cmd);
             tc_usage_error("%s", msg);
         }
+    if (tc.interpret && (tc.strict || tc.explain))
+        tc_usage_error("%s", "--interpret runs no compiler: --strict and --explain do not apply");
     if (tc.json && tc.dot)
         tc_usage_error("%s", "show: --json and --dot are two formats; give one");
 }
@@ -160,6 +191,18 @@ int main(int argc, char **argv)
         case OPT_DOT: tc.dot = true; break;
         case OPT_TIME: tc.time = true; break;
         case OPT_GRADS: tc.grads = optarg; break;
+        case OPT_INTERPRET: tc.interpret = true; break;
+        case OPT_EXPLAIN: tc.explain = true; break;
+        case OPT_STRICT: tc.strict = true; break;
+        case OPT_CACHE_DIR: tc.cache_dir = optarg; break;
+        case OPT_RECOMPILE_LIMIT: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 1000)
+                tc_usage_error("--recompile-limit: '%s' is not a count from 1 to 1000", optarg);
+            tc.recompile_limit = (int)n;
+            break;
+        }
         case OPT_REPEAT: {
             char *end;
             long n = strtol(optarg, &end, 10);
@@ -190,5 +233,7 @@ int main(int argc, char **argv)
         return tc_show(graph);
     if (!strcmp(cmd, "run"))
         return tc_run(graph);
+    if (!strcmp(cmd, "compile"))
+        return tc_compile(graph);
     tc_usage_error("unknown command '%s'", cmd);
 }

@@ -1,7 +1,8 @@
 /*
- * bin/tcompile/run.c: tcompile run: reads the graph, its weights and
- * inputs (.npy, .npz, torch checkpoints, safetensors; '-' for stdin), runs
- * it in the interpreter, and writes or prints the outputs.
+ * bin/tcompile/run.c: tcompile run and compile: reads the graph, its
+ * weights and inputs (.npy, .npz, torch checkpoints, safetensors; '-' for
+ * stdin), compiles it through lib/compile (or runs it in the interpreter),
+ * and writes or prints the outputs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <tensor/compile.h>
 #include <tensor/core.h>
 #include <tensor/io.h>
 
@@ -159,53 +161,118 @@ static int write_tensors(const struct tn_value *out, const char *o)
     return tn_npz_save(o, out);
 }
 
-int tc_run(const char *path)
+static void print_warning(const char *msg, void *ctx)
 {
-    struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
-    struct tn_graph *g = tn_graph_load(path, NULL, &weights);
-    int rc = 2;
-    if (!g)
+    (void)ctx;
+    fprintf(stderr, "tcompile: warning: %s\n", msg);
+}
+
+static struct tn_compiled *compiler(const struct tn_graph *g)
+{
+    struct tn_compile_options o = {
+        .cache_dir = tc.cache_dir,
+        .recompile_limit = tc.recompile_limit,
+        .strict = tc.strict,
+        .interpret = tc.interpret,
+        .warn = print_warning,
+    };
+    return tn_compile_new(g, &o);
+}
+
+/* The graph, checked (problems printed), its weights (the .pt2's or
+ * --weights) and its inputs; 0, or 2 after printing why. */
+static int load_all(const char *path, struct tn_graph **g, struct tn_value **weights,
+                    struct tn_value **inputs)
+{
+    *weights = *inputs = NULL;
+    if (!(*g = tn_graph_load(path, NULL, weights)))
         return tc_fail();
     struct tc_problems p = {0};
-    int np = tn_graph_check(g, tc_problems_add_cb, &p);
+    int np = tn_graph_check(*g, tc_problems_add_cb, &p);
     if (np != 0) {
         if (np < 0)
             tc_fail();
         else
             for (int i = 0; i < p.n; i++)
-                fprintf(stderr, "tcompile: %s: node '%s': %s\n", g->label, p.node[i], p.msg[i]);
-        goto done;
+                fprintf(stderr, "tcompile: %s: node '%s': %s\n", (*g)->label, p.node[i],
+                        p.msg[i]);
+        tc_problems_free(&p);
+        return 2;
     }
+    tc_problems_free(&p);
     if (tc.weights) {
-        tn_value_release(weights);
-        if (!(weights = load_tensors(tc.weights))) {
-            tc_fail();
-            goto done;
-        }
+        tn_value_release(*weights);
+        if (!(*weights = load_tensors(tc.weights)))
+            return tc_fail();
     }
-    if (!(inputs = load_inputs(g))) {
+    if (!(*inputs = load_inputs(*g)))
+        return tc_fail();
+    return 0;
+}
+
+static void print_explain(const struct tn_compiled *c)
+{
+    char *s = tn_compile_explain(c);
+    if (s)
+        fputs(s, stderr);
+    free(s);
+}
+
+static void print_compile_time(const struct tn_graph *g, const struct tn_compiled *c)
+{
+    struct tn_compile_stats st;
+    tn_compile_get_stats(c, &st);
+    if (st.entries)
+        fprintf(stderr, "tcompile: %s: compile took %.3f ms (%s)\n", g->label,
+                st.compile_s * 1e3, st.compiles ? "the C compiler ran" : "from the cache");
+}
+
+int tc_run(const char *path)
+{
+    struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
+    struct tn_graph *g = NULL;
+    struct tn_compiled *c = NULL;
+    int rc = load_all(path, &g, &weights, &inputs);
+    if (rc)
+        goto done;
+    rc = 2;
+    if (!tc.grads && !(c = compiler(g))) {
         tc_fail();
         goto done;
     }
-    double best = 0;
+    double best = 0, compile_s = 0;
     for (int r = 0; r < tc.repeat; r++) {
         tn_value_release(out);
         out = NULL;
         tn_value_release(grads);
         grads = NULL;
         double t0 = now();
+        /* --grads: autograd through the interpreter (the compiler does
+         * forward graphs) */
         if ((tc.grads ? tn_graph_grad(g, weights, inputs, &out, &grads)
-                      : tn_graph_run(g, weights, inputs, &out, NULL)) < 0) {
+                      : tn_compile_run(c, weights, inputs, &out)) < 0) {
             tc_fail();
             goto done;
         }
         double dt = now() - t0;
+        if (c && r == 0) {
+            struct tn_compile_stats st;
+            tn_compile_get_stats(c, &st);
+            compile_s = st.compile_s;
+            dt -= compile_s;
+        }
         if (r == 0 || dt < best)
             best = dt;
     }
+    if (tc.explain)
+        print_explain(c);
+    if (tc.time && c)
+        print_compile_time(g, c);
+    (void)compile_s;
     if (tc.time)
-        fprintf(stderr, "tcompile: %s: run took %.3f ms%s\n", g->label, best * 1e3,
-                tc.repeat > 1 ? " (the fastest of --repeat)" : "");
+        fprintf(stderr, "tcompile: %s: run took %.3f ms%s%s\n", g->label, best * 1e3,
+                tc.repeat > 1 ? " (the fastest of --repeat)" : "",
+                tc.interpret || tc.grads ? " in the interpreter" : "");
     if ((tc.output || !tc.grads) && write_tensors(out, tc.output) < 0) {
         tc_fail();
         goto done;
@@ -216,9 +283,65 @@ int tc_run(const char *path)
     }
     rc = 0;
 done:
-    tc_problems_free(&p);
+    tn_compile_free(c);
     tn_value_release(out);
     tn_value_release(grads);
+    tn_value_release(inputs);
+    tn_value_release(weights);
+    tn_graph_free(g);
+    return rc;
+}
+
+/* Zeros for every graph input that weights and inputs leave out, of its
+ * declared dtype and sizes (a symbol at its hint), for compiling without
+ * values. */
+static int declared(const struct tn_graph *g, struct tn_value *weights, struct tn_value *inputs)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        const struct tn_graph_spec *s = &g->inputs[i];
+        const struct tn_graph_value *v = &g->values[s->value];
+        struct tn_value *d = s->kind == TN_GIN_USER_INPUT ? inputs : weights;
+        const char *key = s->kind == TN_GIN_USER_INPUT || !s->target ? v->name : s->target;
+        if (tn_value_get(d, key) || (s->target && tn_value_get(d, v->name)))
+            continue;
+        int64_t sz[TN_MAX_DIMS];
+        for (int k = 0; k < v->ndim; k++)
+            sz[k] = v->sizes[k];
+        struct tn_tensor *t = tn_zeros(sz, v->ndim, v->dtype);
+        struct tn_value *tv = t ? tn_value_tensor(t) : NULL;
+        tn_release(t);
+        if (!tv || tn_value_set(d, tn_value_str(key), tv) < 0)
+            return tn_last_status();
+    }
+    return 0;
+}
+
+int tc_compile(const char *path)
+{
+    struct tn_value *weights = NULL, *inputs = NULL;
+    struct tn_graph *g = NULL;
+    struct tn_compiled *c = NULL;
+    int rc = load_all(path, &g, &weights, &inputs);
+    if (rc)
+        goto done;
+    rc = 2;
+    if (!weights && !(weights = tn_value_dict())) {
+        tc_fail();
+        goto done;
+    }
+    tc.strict = true; /* compile says whether it compiled */
+    if (declared(g, weights, inputs) < 0 || !(c = compiler(g)) ||
+        tn_compile_build(c, weights, inputs, tc.output) < 0) {
+        tc_fail();
+        goto done;
+    }
+    if (tc.explain)
+        print_explain(c);
+    if (tc.time)
+        print_compile_time(g, c);
+    rc = 0;
+done:
+    tn_compile_free(c);
     tn_value_release(inputs);
     tn_value_release(weights);
     tn_graph_free(g);

@@ -12,8 +12,9 @@
 
 struct tc_opts {
     bool json, dot, time;
-    int repeat;
-    const char *weights, *output, *grads;
+    bool interpret, strict, explain;
+    int repeat, recompile_limit;
+    const char *weights, *output, *grads, *cache_dir;
     const char *inputs[TC_MAX_INPUTS];
     int ninputs;
 };
@@ -36,5 +37,6 @@ void tc_problems_free(struct tc_problems *p);
 
 int tc_show(const char *path); /* show.c */
 int tc_run(const char *path);  /* run.c */
+int tc_compile(const char *path); /* run.c: tcompile compile */
 
 #endif

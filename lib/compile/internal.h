@@ -60,3 +60,227 @@ void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *
 int tn__cc_export(const struct tn__cc_info *info, const char *dir);
 
 #endif
+
+/* ------------------------------------------------------ the loop-level IR */
+
+#include <tensor/graph.h>
+
+/* Expression operators: a tree (a DAG, hash-consed) evaluated at one point
+ * of a loop space.  Loads read a buffer at an affine index of the loop
+ * variables; every other operator computes in its result dtype (float for
+ * float16/bfloat16), its operands already converted by the lowering. */
+enum tn__xop {
+    TN_X_LOAD, TN_X_CONST, TN_X_CAST,
+    /* unary */
+    TN_X_NEG, TN_X_ABS, TN_X_EXP, TN_X_LOG, TN_X_SQRT, TN_X_RSQRT, TN_X_TANH, TN_X_SIGMOID,
+    TN_X_ERF, TN_X_SIN, TN_X_COS, TN_X_LOG1P, TN_X_EXPM1, TN_X_RECIP, TN_X_FLOOR, TN_X_CEIL,
+    TN_X_NOT,
+    /* binary */
+    TN_X_ADD, TN_X_SUB, TN_X_MUL, TN_X_DIV, TN_X_MAX, TN_X_MIN, TN_X_POW,
+    TN_X_EQ, TN_X_NE, TN_X_LT, TN_X_LE, TN_X_GT, TN_X_GE, TN_X_AND, TN_X_OR,
+    /* ternary: a ? b : c */
+    TN_X_WHERE,
+    TN_X_NOPS
+};
+#define TN_X_FIRST_BINARY TN_X_ADD
+
+struct tn__x {
+    uint8_t op;                   /* enum tn__xop */
+    int8_t dt;                    /* the result's enum tn_dtype */
+    int a, b, c;                  /* operands, -1 for none */
+    double k;                     /* CONST of a floating dtype */
+    int64_t ki;                   /* CONST of an integral dtype */
+    int buf;                      /* LOAD: the buffer, -1 otherwise */
+    int nd;                       /* LOAD: the loop space's rank */
+    int64_t off;                  /* LOAD: element offset */
+    int64_t coef[TN_MAX_DIMS];    /* LOAD: stride per loop variable */
+};
+
+enum tn__buf_kind { TN_BUF_INPUT, TN_BUF_TEMP, TN_BUF_EXTERN };
+
+struct tn__buf {
+    int kind;                     /* enum tn__buf_kind */
+    enum tn_dtype dt;
+    int64_t numel;
+    int input;                    /* INPUT: the graph input's index */
+    int last;                     /* the last step reading it (-1: none, or an output) */
+    bool output;                  /* a graph output views it: kept to the end */
+    bool private_;                /* only its kernel reads it: never in memory */
+};
+
+enum tn__red { TN_RED_NONE = -1, TN_RED_SUM, TN_RED_MAX, TN_RED_MIN };
+
+/* One loop nest writing one buffer: sizes[nd] is its loop space, of which
+ * the last nred dimensions are reduced (nred 0: pointwise, the buffer is
+ * the whole space, contiguous). */
+struct tn__stage {
+    int red;                      /* enum tn__red */
+    int buf, x;
+    int nd, nred;
+    int64_t sizes[TN_MAX_DIMS];
+    enum tn_dtype acc;            /* the accumulator's dtype (reductions) */
+};
+
+/* A value as a view of a buffer (what extern steps and outputs take). */
+struct tn__view {
+    int buf;
+    int nd;
+    int64_t off;
+    int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
+};
+
+enum tn__step_kind { TN_STEP_KERNEL, TN_STEP_NODE, TN_STEP_MATMUL };
+
+struct tn__step {
+    int kind;                     /* enum tn__step_kind */
+    int stage0, nstages;          /* KERNEL: its stages */
+    int64_t nouter, grain;        /* KERNEL: the parallel loop */
+    int node;                     /* NODE: the graph node */
+    int nargs;                    /* NODE: tensor values it reads; MATMUL: 2 */
+    int *argv;                    /* NODE: their graph values */
+    struct tn__view *args;        /* their views */
+    int nouts;
+    int *outbuf;                  /* per output (NODE: the node's outputs), -1 unused */
+    char *why;                    /* NODE: why it stayed extern */
+    char *label;                  /* the graph nodes it stands for */
+};
+
+/* A lowered graph: buffers, stages and steps in order, and the graph's
+ * outputs as views. */
+struct tn__cprog {
+    const struct tn_graph *g;
+    struct tn__x *xs;
+    int nx, capx;
+    int *xhash;                   /* open addressing over xs, index + 1 */
+    int hcap;
+    struct tn__buf *bufs;
+    int nbufs, capbufs;
+    struct tn__stage *stages;
+    int nstages, capstages;
+    struct tn__step *steps;
+    int nsteps, capsteps;
+    struct tn__view *outs;        /* per graph output */
+    int64_t *ints;                /* per graph value: its SymInt's value */
+    int nfused;                   /* graph nodes lowered into kernels */
+};
+
+/* lib/compile/ir.c */
+int tn__x_add(struct tn__cprog *P, const struct tn__x *x); /* hash-consed; -1 on ENOMEM */
+int tn__x_const(struct tn__cprog *P, enum tn_dtype dt, double k);
+int tn__x_un(struct tn__cprog *P, int op, enum tn_dtype dt, int a);
+int tn__x_bin(struct tn__cprog *P, int op, enum tn_dtype dt, int a, int b);
+int tn__x_where(struct tn__cprog *P, int c, int a, int b);
+int tn__x_cast(struct tn__cprog *P, enum tn_dtype dt, int a);
+int tn__x_load(struct tn__cprog *P, int buf, int nd, int64_t off, const int64_t *coef);
+/* Rewrites expression x over an old loop space of rank m->nold into the
+ * new one: old index d = mul[d] * new index src[d] + add[d] (src -1: add
+ * only). */
+struct tn__vmap {
+    int nold;
+    int src[TN_MAX_DIMS];
+    int64_t mul[TN_MAX_DIMS], add[TN_MAX_DIMS];
+};
+int tn__x_remap(struct tn__cprog *P, int x, const struct tn__vmap *m);
+int tn__buf_new(struct tn__cprog *P, int kind, enum tn_dtype dt, int64_t numel);
+int tn__stage_new(struct tn__cprog *P, const struct tn__stage *s);
+struct tn__step *tn__step_new(struct tn__cprog *P, int kind);
+void tn__cprog_free(struct tn__cprog *P);
+
+/* lib/compile/lower.c: g (checked) with the inputs' tensors (by graph
+ * input, borrowed) into a new program; NULL with an error. */
+struct tn__cprog *tn__lower(const struct tn_graph *g, struct tn_tensor *const *inputs);
+
+/* lib/compile/sched.c: fuses consecutive kernels over one loop space
+ * (reductions with their prologues and epilogues) and marks the buffers
+ * only their kernel reads; then each buffer's last reader. */
+void tn__schedule(struct tn__cprog *P);
+void tn__schedule_private(struct tn__cprog *P);
+
+/* lib/compile/codegen.c: the program's kernels as C (a new string). */
+char *tn__codegen(struct tn__cprog *P);
+
+/* lib/compile/exec.c: runs the program with the kernels resolved from
+ * the library `lib` (dlopen's handle) by tn__exec_bind. */
+int tn__exec_bind(struct tn__cprog *P, void *lib, void ***fns);
+/* lib/compile/explain.c: the program in words (a new string). */
+char *tn__explain(const struct tn__cprog *P, const struct tn__cc_info *info);
+
+int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *const *inputs,
+             struct tn_value **outputs);
+
+/* ------------------------------------------------------ lowering (lower.c) */
+
+/* A graph value while lowering: an expression over its own index space. */
+struct tn__lv {
+    int x;                        /* -1: not lowered (a SymInt, or unset) */
+    int nd;
+    int64_t sizes[TN_MAX_DIMS];
+    enum tn_dtype dt;
+};
+
+struct tn__lctx {
+    struct tn__cprog *P;
+    const struct tn_graph *g;
+    struct tn__lv *v;             /* per graph value */
+    struct tn_tensor **meta;      /* per graph value: its Meta tensor */
+    int *uses;                    /* per graph value: the nodes and outputs reading it */
+    const struct tn_graph_node *n;/* the node being lowered */
+    char why[200];                /* why it stays extern */
+    char pend[1024];              /* nodes lowered into no kernel yet */
+    bool cur_used;                /* the node being lowered made a kernel */
+};
+
+/* A lowering: 0 lowered, 1 left to the dispatcher (why in L->why), or a
+ * negative tn_status. */
+typedef int (*tn__lower_fn)(struct tn__lctx *L, const struct tn_graph_node *n);
+
+/* lib/compile/decomp.c: the lowering of "aten::NAME.OVERLOAD", or NULL. */
+tn__lower_fn tn__decomp_find(const char *qualname);
+/* The number of ops in the table (for tests and --explain). */
+int tn__decomp_count(void);
+const char *tn__decomp_name(int i);
+
+/* lower.c's helpers for the lowerings */
+const struct tn_graph_arg *tn__arg(const struct tn_graph_node *n, const char *name);
+int tn__arg_tensor(const struct tn_graph_node *n, const char *name);    /* value, -1 */
+double tn__arg_float(const struct tn_graph_node *n, const char *name, double dflt);
+int64_t tn__arg_int(const struct tn__lctx *L, const struct tn_graph_node *n, const char *name,
+                    int64_t dflt);
+/* int list into out (max TN_MAX_DIMS); returns its length, -1 when absent
+ * or None */
+int tn__arg_ints(const struct tn__lctx *L, const struct tn_graph_node *n, const char *name,
+                 int64_t *out);
+const struct tn_tensor *tn__out_meta(const struct tn__lctx *L, int k);
+/* value vi's expression in the space sizes[nd] (numpy broadcasting) */
+int tn__bcast(struct tn__lctx *L, int vi, int nd, const int64_t *sizes);
+int tn__bcast_lv(struct tn__lctx *L, const struct tn__lv *v, int nd, const int64_t *sizes);
+/* An operand: the tensor argument `name` broadcast to output k's space and
+ * cast to dt, or its scalar as a constant of dt; -1 with why when absent. */
+int tn__operand(struct tn__lctx *L, const struct tn_graph_node *n, const char *name, int k,
+                enum tn_dtype dt);
+/* Sets output k of the node to expression x over its meta sizes. */
+int tn__set_out(struct tn__lctx *L, int k, int x, enum tn_dtype dt);
+/* Sets output k to value vi's expression viewed through map m (the
+ * output's sizes from its meta). */
+int tn__set_view(struct tn__lctx *L, int k, int vi, const struct tn__vmap *m);
+/* Makes value vi a load of a buffer (realizing it in a kernel unless it
+ * already is one); with contiguous, a contiguous one. */
+int tn__realize(struct tn__lctx *L, int vi, bool contiguous);
+/* The work of computing x once (transcendentals count 8). */
+int tn__x_cost(const struct tn__cprog *P, int x);
+/* Realizes v (contiguous) when recomputing it costs more than a load. */
+int tn__realize_costly(struct tn__lctx *L, struct tn__lv *v);
+/* A reduction of vi over the dims in mask (bit d): a new value (not a
+ * graph value: returned as an lv) of the kept dims (keepdim: size 1 kept). */
+int tn__reduce(struct tn__lctx *L, const struct tn__lv *in, unsigned mask, int red,
+               enum tn_dtype acc, bool keepdim, struct tn__lv *out);
+/* The dtype to compute dt in: float for float16 and bfloat16. */
+enum tn_dtype tn__compute_dtype(enum tn_dtype dt);
+int tn__lv_remap(struct tn__lctx *L, const struct tn__lv *in, const struct tn__vmap *m,
+                 int nd, const int64_t *sizes, struct tn__lv *out);
+/* A matrix product step: a [M,K] x b [K,N] views of two loads. Returns
+ * the output buffer's value as an lv [M,N], or a negative status. */
+int tn__matmul(struct tn__lctx *L, const struct tn__lv *a, const struct tn__lv *b,
+               struct tn__lv *out);
+/* Reshapes an lv to sizes (realizing it when no view can); lv in place. */
+int tn__reshape(struct tn__lctx *L, struct tn__lv *lv, int nd, const int64_t *sizes);

@@ -82,4 +82,10 @@ struct tn__graph_scratch {
 int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
                    struct tn__graph_slot *slots, struct tn__graph_scratch *s);
 
+/* The tensors for g's inputs (by graph input; borrowed from weights and
+ * inputs) into out, checked against tensor_values with the symbols'
+ * ranges, as the interpreter binds them. Returns 0 or an error. */
+int tn__graph_bind(const struct tn_graph *g, const struct tn_value *weights,
+                   const struct tn_value *inputs, struct tn_tensor **out);
+
 #endif

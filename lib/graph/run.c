@@ -86,6 +86,23 @@ static struct tn_tensor *input_tensor(const struct tn_graph *g, int i,
     return x->v.tensor;
 }
 
+int tn__graph_bind(const struct tn_graph *g, const struct tn_value *weights,
+                   const struct tn_value *inputs, struct tn_tensor **out)
+{
+    int64_t *vals = calloc((size_t)g->nsymbols + 1, sizeof *vals);
+    bool *bound = calloc((size_t)g->nsymbols + 1, sizeof *bound);
+    int rc = vals && bound ? TN_OK : tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+    for (int i = 0; i < g->ninputs && rc == TN_OK; i++) {
+        struct tn_tensor *t = input_tensor(g, i, weights, inputs);
+        rc = t ? check_input(g, &g->values[g->inputs[i].value], t, vals, bound)
+               : tn_last_status();
+        out[i] = t;
+    }
+    free(vals);
+    free(bound);
+    return rc;
+}
+
 /* With autograd: an op without a derivative lets its outputs drop out of
  * the graph, and the parameters before it would silently get no gradient;
  * that is an error naming the node. */

@@ -13,6 +13,7 @@
 #include <tensor/optim.h>
 #include <tensor/io.h>
 #include <tensor/graph.h>
+#include <tensor/compile.h>
 #include <tensor/dist.h>
 
 #endif

@@ -1,0 +1,600 @@
+/*
+ * compile/codegen.c: the program's kernels as C. A kernel is one
+ * function tn_kN(begin, end, ctx) over a range of its outer loop, the
+ * signature of libtensor's tn_parallel_for, so the executor splits it over
+ * the thread pool. Its loop space is collapsed where every access is
+ * contiguous across two dimensions (a pointwise chain over contiguous
+ * tensors is one loop), the inner loop carries `omp simd` (the file is
+ * compiled with -fopenmp-simd: vector code, the same on every run), a
+ * reduction accumulates one output element in a fixed order per element
+ * (deterministic whatever the thread count).
+ */
+#include "compile/internal.h"
+#include "compile/prelude.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct out {
+    char *s;
+    size_t len, cap;
+    bool oom;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(o->s ? o->s + o->len : NULL, o->s ? o->cap - o->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->oom = true;
+            return;
+        }
+        if (o->s && o->len + (size_t)n < o->cap) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = (o->cap + (size_t)n + 1) * 2;
+        char *p = realloc(o->s, cap);
+        if (!p) {
+            o->oom = true;
+            return;
+        }
+        o->s = p;
+        o->cap = cap;
+    }
+}
+
+/* The C type a buffer of dt holds, and the type its values compute in. */
+static const char *store_type(enum tn_dtype dt)
+{
+    switch (dt) {
+    case TN_FLOAT32: return "float";
+    case TN_FLOAT64: return "double";
+    case TN_FLOAT16: return "tn_f16";
+    case TN_BFLOAT16: return "uint16_t";
+    case TN_INT64: return "int64_t";
+    case TN_INT32: return "int32_t";
+    case TN_INT16: return "int16_t";
+    case TN_INT8: return "int8_t";
+    case TN_UINT8: return "uint8_t";
+    default: return "bool";
+    }
+}
+
+static const char *calc_type(enum tn_dtype dt)
+{
+    return dt == TN_FLOAT16 || dt == TN_BFLOAT16 ? "float" : store_type(dt);
+}
+
+/* The loop space of a stage after collapsing: per dimension its size, and
+ * per load its coefficients. */
+struct space {
+    int nd, nred;                 /* nred: the last ones reduced */
+    int64_t sizes[TN_MAX_DIMS];
+    int map[TN_MAX_DIMS];         /* old dim -> new dim, -1 dropped (size 1) */
+    int64_t mulk[TN_MAX_DIMS];    /* old dim's index = new index / ... (collapsed: stride in new) */
+};
+
+/* The loads of expression x (each once) into list; returns the count. */
+static int loads_of(const struct tn__cprog *P, int x, int *list, int n, int cap,
+                    unsigned char *seen)
+{
+    if (x < 0 || seen[x])
+        return n;
+    seen[x] = 1;
+    const struct tn__x *e = &P->xs[x];
+    if (e->op == TN_X_LOAD) {
+        if (n < cap)
+            list[n++] = x;
+        return n;
+    }
+    n = loads_of(P, e->a, list, n, cap, seen);
+    n = loads_of(P, e->b, list, n, cap, seen);
+    return loads_of(P, e->c, list, n, cap, seen);
+}
+
+static int64_t coef_of(const struct tn__x *e, int d)
+{
+    return d < e->nd ? e->coef[d] : 0;
+}
+
+/* Collapses the stage's space: size-1 dimensions go; dimension d merges
+ * into d+1 (same group: outer or reduced) when every load and the output
+ * step over them as over one. new coefficient of a load for a merged run
+ * = its coefficient for the run's last dimension. */
+static void collapse(const struct tn__cprog *P, const struct tn__stage *s, const int *loads,
+                     int nl, struct space *sp, int *keep)
+{
+    int nouter = s->nd - s->nred;
+    /* keep[d]: d starts a new dimension (1) or merges into the one after (0) */
+    for (int d = 0; d < s->nd; d++)
+        keep[d] = s->sizes[d] != 1 ? 1 : -1; /* -1: dropped */
+    /* the output's strides (contiguous over the outer dims; reductions
+     * write one element per outer index) */
+    int64_t ost[TN_MAX_DIMS];
+    tn_contiguous_strides(s->sizes, nouter, ost);
+    for (int d = 0; d < s->nd; d++) {
+        if (keep[d] < 0)
+            continue;
+        int e = d + 1; /* the next kept dim in the same group */
+        while (e < s->nd && keep[e] < 0)
+            e++;
+        if (e >= s->nd || (d < nouter) != (e < nouter))
+            continue;
+        bool ok = true;
+        for (int i = 0; i < nl && ok; i++) {
+            const struct tn__x *x = &P->xs[loads[i]];
+            ok = coef_of(x, d) == coef_of(x, e) * s->sizes[e];
+        }
+        if (ok && d < nouter)
+            ok = ost[d] == ost[e] * s->sizes[e];
+        if (ok)
+            keep[d] = 0;
+    }
+    /* new dims: runs ending at a kept (1) dim */
+    sp->nd = 0;
+    sp->nred = 0;
+    int64_t run = 1;
+    for (int d = 0; d < s->nd; d++) {
+        if (keep[d] < 0) {
+            sp->map[d] = -1;
+            continue;
+        }
+        run *= s->sizes[d];
+        sp->map[d] = sp->nd;
+        if (keep[d] == 1) {
+            sp->sizes[sp->nd++] = run;
+            if (d >= nouter)
+                sp->nred++;
+            run = 1;
+        }
+    }
+}
+
+/* A load's coefficient for new dim j: that of the last old dim in j. */
+static int64_t new_coef(const struct tn__x *x, const struct tn__stage *s, const struct space *sp,
+                        int j)
+{
+    int64_t c = 0;
+    for (int d = 0; d < s->nd; d++)
+        if (sp->map[d] == j)
+            c = coef_of(x, d); /* the run's last dim */
+    return c;
+}
+
+static void literal(struct out *o, enum tn_dtype dt, const struct tn__x *e)
+{
+    if (tn_dtype_is_floating(dt)) {
+        const char *t = dt == TN_FLOAT64 ? "" : "f";
+        if (isnan(e->k))
+            put(o, "(%s)NAN", calc_type(dt));
+        else if (isinf(e->k))
+            put(o, "(%s)%sINFINITY", calc_type(dt), e->k < 0 ? "-" : "");
+        else
+            put(o, "%a%s", dt == TN_FLOAT64 ? e->k : (double)(float)e->k, t);
+    } else if (dt == TN_BOOL) {
+        put(o, "%d", e->ki != 0);
+    } else {
+        put(o, "((%s)INT64_C(%" PRId64 "))", calc_type(dt), e->ki);
+    }
+}
+
+/* libm's name for a float op in dt ("expf" / "exp") or ours */
+static const char *fn(enum tn_dtype dt, const char *f32, const char *f64)
+{
+    return dt == TN_FLOAT64 ? f64 : f32;
+}
+
+/* Emits "const T tX = ...;" for x and what it needs, once each. idx is the
+ * inner index expression per load ("a3 + r*4"). */
+static void emit_x(struct out *o, const struct tn__cprog *P, int x, unsigned char *done,
+                   const char *const *addr)
+{
+    if (x < 0 || done[x])
+        return;
+    done[x] = 1;
+    const struct tn__x *e = &P->xs[x];
+    emit_x(o, P, e->a, done, addr);
+    emit_x(o, P, e->b, done, addr);
+    emit_x(o, P, e->c, done, addr);
+    enum tn_dtype dt = (enum tn_dtype)e->dt;
+    bool fl = tn_dtype_is_floating(dt);
+    put(o, "            const %s t%d = ", calc_type(dt), x);
+    int a = e->a, b = e->b, c = e->c;
+    switch (e->op) {
+    case TN_X_LOAD:
+        if (addr[x][0] == '=') /* a value the kernel keeps: a local, a row */
+            put(o, "%s", addr[x] + 1);
+        else if (dt == TN_BFLOAT16)
+            put(o, "tn_bf2f(b%d[%s])", e->buf, addr[x]);
+        else
+            put(o, "(%s)b%d[%s]", calc_type(dt), e->buf, addr[x]);
+        break;
+    case TN_X_CONST: literal(o, dt, e); break;
+    case TN_X_CAST:
+        if (dt == TN_BOOL)
+            put(o, "t%d != 0", a);
+        else if (dt == TN_FLOAT16)
+            put(o, "(float)(tn_f16)t%d", a);
+        else if (dt == TN_BFLOAT16)
+            put(o, "tn_bfr((float)t%d)", a);
+        else
+            put(o, "(%s)t%d", calc_type(dt), a);
+        break;
+    case TN_X_NEG: put(o, "-t%d", a); break;
+    case TN_X_ABS:
+        if (fl)
+            put(o, "%s(t%d)", fn(dt, "fabsf", "fabs"), a);
+        else
+            put(o, "(t%1$d < 0 ? -t%1$d : t%1$d)", a);
+        break;
+    case TN_X_EXP: put(o, "%s(t%d)", fn(dt, "tn_expf", "exp"), a); break;
+    case TN_X_LOG: put(o, "%s(t%d)", fn(dt, "logf", "log"), a); break;
+    case TN_X_SQRT: put(o, "%s(t%d)", fn(dt, "sqrtf", "sqrt"), a); break;
+    case TN_X_RSQRT: put(o, "1 / %s(t%d)", fn(dt, "sqrtf", "sqrt"), a); break;
+    case TN_X_TANH: put(o, "%s(t%d)", fn(dt, "tn_tanhf", "tanh"), a); break;
+    case TN_X_SIGMOID: put(o, "%s(t%d)", fn(dt, "tn_sigmoidf", "tn_sigmoid"), a); break;
+    case TN_X_ERF: put(o, "%s(t%d)", fn(dt, "tn_erff", "erf"), a); break;
+    case TN_X_SIN: put(o, "%s(t%d)", fn(dt, "sinf", "sin"), a); break;
+    case TN_X_COS: put(o, "%s(t%d)", fn(dt, "cosf", "cos"), a); break;
+    case TN_X_LOG1P: put(o, "%s(t%d)", fn(dt, "log1pf", "log1p"), a); break;
+    case TN_X_EXPM1: put(o, "%s(t%d)", fn(dt, "expm1f", "expm1"), a); break;
+    case TN_X_RECIP: put(o, "1 / t%d", a); break;
+    case TN_X_FLOOR: put(o, "%s(t%d)", fl ? fn(dt, "floorf", "floor") : "", a); break;
+    case TN_X_CEIL: put(o, "%s(t%d)", fl ? fn(dt, "ceilf", "ceil") : "", a); break;
+    case TN_X_NOT: put(o, "!t%d", a); break;
+    case TN_X_ADD: put(o, "t%d + t%d", a, b); break;
+    case TN_X_SUB: put(o, "t%d - t%d", a, b); break;
+    case TN_X_MUL: put(o, "t%d * t%d", a, b); break;
+    case TN_X_DIV: put(o, "t%d / t%d", a, b); break;
+    case TN_X_POW: put(o, "%s(t%d, t%d)", fn(dt, "powf", "pow"), a, b); break;
+    /* max and min propagate NaN, as PyTorch's do */
+    case TN_X_MAX:
+        put(o, fl ? "(t%1$d > t%2$d || t%1$d != t%1$d) ? t%1$d : t%2$d" : "t%1$d > t%2$d ? t%1$d : t%2$d",
+            a, b);
+        break;
+    case TN_X_MIN:
+        put(o, fl ? "(t%1$d < t%2$d || t%1$d != t%1$d) ? t%1$d : t%2$d" : "t%1$d < t%2$d ? t%1$d : t%2$d",
+            a, b);
+        break;
+    case TN_X_EQ: put(o, "t%d == t%d", a, b); break;
+    case TN_X_NE: put(o, "t%d != t%d", a, b); break;
+    case TN_X_LT: put(o, "t%d < t%d", a, b); break;
+    case TN_X_LE: put(o, "t%d <= t%d", a, b); break;
+    case TN_X_GT: put(o, "t%d > t%d", a, b); break;
+    case TN_X_GE: put(o, "t%d >= t%d", a, b); break;
+    case TN_X_AND: put(o, "t%d && t%d", a, b); break;
+    case TN_X_OR: put(o, "t%d || t%d", a, b); break;
+    case TN_X_WHERE: put(o, "t%d ? t%d : t%d", a, b, c); break;
+    default: put(o, "0 /* ? */"); break;
+    }
+    put(o, ";\n");
+}
+
+/* The value v (of dt) converted for a store into a buffer of bt. */
+static void store(struct out *o, int buf, enum tn_dtype bt, const char *at, const char *v)
+{
+    if (bt == TN_BFLOAT16)
+        put(o, "b%d[%s] = tn_f2bf((float)%s);\n", buf, at, v);
+    else if (bt == TN_BOOL)
+        put(o, "b%d[%s] = %s != 0;\n", buf, at, v);
+    else
+        put(o, "b%d[%s] = (%s)%s;\n", buf, at, store_type(bt), v);
+}
+
+#define BLOCK 4096
+
+/* One stage as the body of kernel k. Fills the step's outer count and
+ * grain. */
+static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__step *st,
+                       const struct tn__stage *s)
+{
+    int loads[512], keep[TN_MAX_DIMS];
+    unsigned char *seen = calloc((size_t)P->nx + 1, 1), *done = calloc((size_t)P->nx + 1, 1);
+    char **addr = calloc((size_t)P->nx + 1, sizeof *addr);
+    if (!seen || !done || !addr) {
+        o->oom = true;
+        goto out;
+    }
+    int nl = loads_of(P, s->x, loads, 0, 512, seen);
+    struct space sp;
+    collapse(P, s, loads, nl, &sp, keep);
+    int nouter = sp.nd - sp.nred;
+    /* pointwise: the last dimension is the inner loop; blocked when the
+     * outer loop alone is too short to share among threads */
+    bool pw = s->red == TN_RED_NONE;
+    int64_t inner = pw && sp.nd ? sp.sizes[sp.nd - 1] : 1, outer = 1, nblk = 1;
+    int nod = pw ? (sp.nd ? sp.nd - 1 : 0) : nouter; /* outer dims */
+    for (int j = 0; j < nod; j++)
+        outer *= sp.sizes[j];
+    if (pw && inner > 2 * BLOCK && outer < 64)
+        nblk = (inner + BLOCK - 1) / BLOCK;
+    int64_t work = inner;
+    for (int j = nouter; j < sp.nd; j++)
+        work *= pw ? 1 : sp.sizes[j];
+    st->nouter = outer * nblk;
+    int64_t per = nblk > 1 ? BLOCK : work;
+    st->grain = per >= 32768 ? 1 : 32768 / (per ? per : 1);
+
+    put(o, "\n/* %s: %s, %d loads */\n", st->label ? st->label : "",
+        pw ? "pointwise" : s->red == TN_RED_SUM ? "sum" : s->red == TN_RED_MAX ? "max" : "min", nl);
+    put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
+    put(o, "    char *const *B = (char *const *)ctx;\n");
+    /* the buffers: the output, then each loaded one */
+    put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(P->bufs[s->buf].dt), s->buf,
+        store_type(P->bufs[s->buf].dt), s->buf);
+    for (int i = 0; i < nl; i++) {
+        int b = P->xs[loads[i]].buf;
+        bool dup = b == s->buf;
+        for (int j = 0; j < i && !dup; j++)
+            dup = P->xs[loads[j]].buf == b;
+        if (!dup)
+            put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
+                store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
+    }
+    put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n");
+    put(o, "        int64_t q = o;\n");
+    if (nblk > 1) {
+        put(o, "        const int64_t blk = q %% %" PRId64 ";\n        q /= %" PRId64 ";\n", nblk,
+            nblk);
+    }
+    for (int j = nod - 1; j >= 0; j--) {
+        put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+        if (j)
+            put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
+    }
+    /* each load's base at this outer index */
+    for (int i = 0; i < nl; i++) {
+        const struct tn__x *x = &P->xs[loads[i]];
+        put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
+        for (int j = 0; j < nod; j++) {
+            int64_t c = new_coef(x, s, &sp, j);
+            if (c)
+                put(o, " + i%d * %" PRId64, j, c);
+        }
+        put(o, ";\n");
+    }
+    /* the output's base: row-major over the outer dims */
+    put(o, "        const int64_t ob = 0");
+    {
+        int64_t m = pw ? inner : 1;
+        for (int j = nod - 1; j >= 0; j--) {
+            put(o, " + i%d * %" PRId64, j, m);
+            m *= sp.sizes[j];
+        }
+    }
+    put(o, ";\n");
+    char buf[96];
+    if (pw) {
+        if (nblk > 1)
+            put(o, "        const int64_t lo = blk * %d, hi = lo + %d < %" PRId64 " ? lo + %d : %" PRId64
+                ";\n", BLOCK, BLOCK, inner, BLOCK, inner);
+        else
+            put(o, "        const int64_t lo = 0, hi = %" PRId64 ";\n", inner);
+        for (int i = 0; i < nl; i++) {
+            const struct tn__x *x = &P->xs[loads[i]];
+            int64_t c = sp.nd ? new_coef(x, s, &sp, sp.nd - 1) : 0;
+            snprintf(buf, sizeof buf, c == 0 ? "a%d" : c == 1 ? "a%d + r" : "a%d + r * %" PRId64,
+                     loads[i], c);
+            addr[loads[i]] = strdup(buf);
+        }
+        put(o, "        #pragma omp simd\n");
+        put(o, "        for (int64_t r = lo; r < hi; r++) {\n");
+        emit_x(o, P, s->x, done, (const char *const *)addr);
+        snprintf(buf, sizeof buf, "t%d", s->x);
+        put(o, "            ");
+        store(o, s->buf, P->bufs[s->buf].dt, "ob + r", buf);
+        put(o, "        }\n");
+    }
+    put(o, "    }\n}\n");
+out:
+    for (int i = 0; addr && i <= P->nx; i++)
+        free(addr[i]);
+    free(addr);
+    free(seen);
+    free(done);
+}
+
+/* The initial value of a reduction's accumulator. */
+static const char *red_init(int red, enum tn_dtype acc)
+{
+    static const char *const mx[] = {[TN_INT64] = "INT64_MIN", [TN_INT32] = "INT32_MIN",
+                                     [TN_INT16] = "INT16_MIN", [TN_INT8] = "INT8_MIN",
+                                     [TN_UINT8] = "0", [TN_BOOL] = "0"};
+    static const char *const mn[] = {[TN_INT64] = "INT64_MAX", [TN_INT32] = "INT32_MAX",
+                                     [TN_INT16] = "INT16_MAX", [TN_INT8] = "INT8_MAX",
+                                     [TN_UINT8] = "UINT8_MAX", [TN_BOOL] = "1"};
+    if (red == TN_RED_SUM)
+        return "0";
+    if (tn_dtype_is_floating(acc))
+        return red == TN_RED_MAX ? "-INFINITY" : "INFINITY";
+    return red == TN_RED_MAX ? mx[acc] : mn[acc];
+}
+
+/* The producer stage (in the kernel) of buffer b, or -1. */
+static int producer(const struct tn__cprog *P, const struct tn__step *st, int b)
+{
+    for (int i = st->stage0; i < st->stage0 + st->nstages; i++)
+        if (P->stages[i].buf == b)
+            return i;
+    return -1;
+}
+
+/* A kernel of reductions and pointwise stages over one loop space: the
+ * outer loop is shared, each stage runs its inner (row) loops in turn; a
+ * reduction's result that only the kernel reads is a local, a pointwise
+ * result that only the kernel reads is a row on the stack. */
+static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__step *st)
+{
+    const struct tn__stage *s0 = &P->stages[st->stage0];
+    int loads[1024], keep[TN_MAX_DIMS], nl = 0;
+    unsigned char *seen = calloc((size_t)P->nx + 1, 1), *done = calloc((size_t)P->nx + 1, 1);
+    char **addr = calloc((size_t)P->nx + 1, sizeof *addr);
+    if (!seen || !done || !addr) {
+        o->oom = true;
+        goto out;
+    }
+    for (int i = st->stage0; i < st->stage0 + st->nstages; i++)
+        nl = loads_of(P, P->stages[i].x, loads, nl, 1024, seen);
+    /* the space: collapsed over the loads of every stage, with the
+     * reduced (row) dims of its reductions */
+    struct tn__stage shape = *s0;
+    for (int i = st->stage0; i < st->stage0 + st->nstages; i++)
+        if (P->stages[i].red != TN_RED_NONE)
+            shape.nred = P->stages[i].nred;
+    struct space sp;
+    collapse(P, &shape, loads, nl, &sp, keep);
+    int nouter = sp.nd - sp.nred;
+    int64_t outer = 1, row = 1;
+    for (int j = 0; j < sp.nd; j++)
+        *(j < nouter ? &outer : &row) *= sp.sizes[j];
+    st->nouter = outer;
+    int64_t work = row * st->nstages;
+    st->grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+
+    put(o, "\n/* %s: %d stage%s, %d loads */\n", st->label ? st->label : "", st->nstages,
+        st->nstages == 1 ? "" : "s", nl);
+    put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
+    put(o, "    char *const *B = (char *const *)ctx;\n");
+    /* the buffers the kernel writes, those it reads, and its rows */
+    for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
+        const struct tn__stage *s = &P->stages[i];
+        const struct tn__buf *b = &P->bufs[s->buf];
+        if (!b->private_)
+            put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(b->dt), s->buf,
+                store_type(b->dt), s->buf);
+        else if (s->red == TN_RED_NONE)
+            put(o, "    %s row%d[%" PRId64 "];\n", calc_type(b->dt), s->buf, row);
+    }
+    for (int i = 0; i < nl; i++) {
+        int b = P->xs[loads[i]].buf;
+        bool dup = producer(P, st, b) >= 0;
+        for (int j = 0; j < i && !dup; j++)
+            dup = P->xs[loads[j]].buf == b;
+        if (!dup)
+            put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
+                store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
+    }
+    put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n        int64_t q = o;\n");
+    for (int j = nouter - 1; j >= 0; j--) {
+        put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+        if (j)
+            put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
+    }
+    char buf[160];
+    for (int i = 0; i < nl; i++) {
+        const struct tn__x *x = &P->xs[loads[i]];
+        int p = producer(P, st, x->buf);
+        if (p >= 0 && P->bufs[x->buf].private_) {
+            /* a value of this kernel: its local, or its row at this index */
+            snprintf(buf, sizeof buf, P->stages[p].red != TN_RED_NONE ? "=v%d" : "=row%d[rl]",
+                     x->buf);
+            addr[loads[i]] = strdup(buf);
+            continue;
+        }
+        put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
+        for (int j = 0; j < nouter; j++) {
+            int64_t c = new_coef(x, &shape, &sp, j);
+            if (c)
+                put(o, " + i%d * %" PRId64, j, c);
+        }
+        put(o, ";\n");
+        size_t len = (size_t)snprintf(buf, sizeof buf, "a%d", loads[i]);
+        for (int j = nouter; j < sp.nd && len < sizeof buf; j++) {
+            int64_t c = new_coef(x, &shape, &sp, j);
+            if (c)
+                len += (size_t)snprintf(buf + len, sizeof buf - len,
+                                        c == 1 ? " + r%d" : " + r%d * %" PRId64, j, c);
+        }
+        addr[loads[i]] = strdup(buf);
+    }
+    for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
+        const struct tn__stage *s = &P->stages[i];
+        const struct tn__buf *b = &P->bufs[s->buf];
+        bool red = s->red != TN_RED_NONE, fl = tn_dtype_is_floating(s->acc);
+        if (red && b->private_)
+            put(o, "        %s v%d;\n", calc_type(b->dt), s->buf);
+        put(o, "        {\n");
+        if (red)
+            put(o, "        %s acc = %s;\n", calc_type(s->acc), red_init(s->red, s->acc));
+        for (int j = nouter; j < sp.nd; j++) {
+            if (j == sp.nd - 1)
+                put(o, red && s->red == TN_RED_SUM ? "        #pragma omp simd reduction(+:acc)\n"
+                       : red ? "" : "        #pragma omp simd\n");
+            put(o, "        for (int64_t r%d = 0; r%d < %" PRId64 "; r%d++) {\n", j, j,
+                sp.sizes[j], j);
+        }
+        /* the row index: row-major over the row dims */
+        put(o, "            const int64_t rl = 0");
+        int64_t m = 1;
+        for (int j = sp.nd - 1; j >= nouter; j--) {
+            put(o, " + r%d * %" PRId64, j, m);
+            m *= sp.sizes[j];
+        }
+        put(o, ";\n            (void)rl;\n");
+        memset(done, 0, (size_t)P->nx + 1);
+        emit_x(o, P, s->x, done, (const char *const *)addr);
+        if (!red) {
+            snprintf(buf, sizeof buf, "t%d", s->x);
+            put(o, "            ");
+            if (b->private_)
+                put(o, "row%d[rl] = %s;\n", s->buf, buf);
+            else {
+                char at[64];
+                snprintf(at, sizeof at, "o * %" PRId64 " + rl", row);
+                store(o, s->buf, b->dt, at, buf);
+            }
+        } else if (s->red == TN_RED_SUM) {
+            put(o, "            acc += t%d;\n", s->x);
+        } else if (fl) {
+            put(o, "            acc = (t%1$d %2$s acc || t%1$d != t%1$d) ? t%1$d : acc;\n", s->x,
+                s->red == TN_RED_MAX ? ">" : "<");
+        } else {
+            put(o, "            acc = t%1$d %2$s acc ? t%1$d : acc;\n", s->x,
+                s->red == TN_RED_MAX ? ">" : "<");
+        }
+        for (int j = nouter; j < sp.nd; j++)
+            put(o, "        }\n");
+        if (red && b->private_) {
+            put(o, "        v%d = acc;\n", s->buf);
+        } else if (red) {
+            put(o, "        ");
+            store(o, s->buf, b->dt, "o", "acc");
+        }
+        put(o, "        }\n");
+    }
+    put(o, "    }\n}\n");
+out:
+    for (int i = 0; addr && i <= P->nx; i++)
+        free(addr[i]);
+    free(addr);
+    free(seen);
+    free(done);
+}
+
+char *tn__codegen(struct tn__cprog *P)
+{
+    struct out o = {0};
+    put(&o, "/* generated by tensorkit %s for %s: do not edit */\n", tn_version(), P->g->label);
+    put(&o, "%s", TN__PRELUDE);
+    put(&o, "int tn_kernel_abi = 1;\n");
+    for (int i = 0; i < P->nsteps; i++)
+        if (P->steps[i].kind != TN_STEP_KERNEL)
+            continue;
+        else if (P->steps[i].nstages == 1 && P->stages[P->steps[i].stage0].red == TN_RED_NONE)
+            emit_stage(&o, P, i, &P->steps[i], &P->stages[P->steps[i].stage0]);
+        else
+            emit_group(&o, P, i, &P->steps[i]);
+    if (o.oom) {
+        free(o.s);
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return o.s;
+}

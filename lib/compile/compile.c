@@ -1,0 +1,264 @@
+/*
+ * compile/compile.c: compiled entries behind guards. An entry is
+ * specialised on every input's dtype, sizes and strides; a run looks for
+ * the entry its inputs match, compiles a new one when none does (up to the
+ * recompile limit), and otherwise runs the interpreter, saying why once
+ * through the warning callback.
+ */
+#include "compile/internal.h"
+#include "graph/internal.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct tn__input_meta {
+    enum tn_dtype dt;
+    int nd;
+    int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
+};
+
+struct entry {
+    struct tn__input_meta *m;     /* per graph input */
+    struct tn__cprog *P;          /* NULL: this specialisation runs in the interpreter */
+    void *lib;
+    void **fns;
+    struct tn__cc_info info;
+};
+
+struct tn_compiled {
+    const struct tn_graph *g;
+    struct tn_compile_options o;
+    struct entry *e;
+    int n, cap;
+    int last;                     /* the entry of the last run or build */
+    bool warned_limit;
+    struct tn_compile_stats st;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void warn(struct tn_compiled *c, const char *fmt, ...)
+{
+    if (!c->o.warn)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->o.warn(msg, c->o.warn_ctx);
+}
+
+struct tn_compiled *tn_compile_new(const struct tn_graph *g, const struct tn_compile_options *opts)
+{
+    struct tn_compiled *c = calloc(1, sizeof *c);
+    if (!c) {
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->g = g;
+    if (opts)
+        c->o = *opts;
+    if (c->o.recompile_limit <= 0)
+        c->o.recompile_limit = 8;
+    if (c->o.cc_timeout <= 0)
+        c->o.cc_timeout = 300;
+    c->last = -1;
+    return c;
+}
+
+void tn_compile_free(struct tn_compiled *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        free(c->e[i].m);
+        tn__cprog_free(c->e[i].P);
+        free(c->e[i].fns);
+        /* the library stays loaded: a kernel pointer may still be in use
+         * by a caller's thread pool; dlclose would unmap it */
+    }
+    free(c->e);
+    free(c);
+}
+
+static bool matches(const struct tn_graph *g, const struct entry *e, struct tn_tensor *const *in)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        const struct tn__input_meta *m = &e->m[i];
+        const struct tn_tensor *t = in[i];
+        if (t->dtype != m->dt || t->ndim != m->nd)
+            return false;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->sizes[d] != m->sizes[d] || (t->sizes[d] != 1 && t->strides[d] != m->strides[d]))
+                return false;
+    }
+    return true;
+}
+
+/* Lowers, generates, compiles and loads entry e for these inputs. */
+static int build(struct tn_compiled *c, struct entry *e, struct tn_tensor *const *in)
+{
+    double t0 = now();
+    struct tn__cprog *P = tn__lower(c->g, in);
+    if (!P)
+        return tn_last_status();
+    char *src = tn__codegen(P);
+    int rc = src ? TN_OK : tn_last_status();
+    void *lib = NULL;
+    if (rc == TN_OK && !(lib = tn__cc_load(src, strlen(src), &c->o, &e->info)))
+        rc = tn_last_status();
+    free(src);
+    if (rc == TN_OK && (rc = tn__exec_bind(P, lib, &e->fns)) < 0)
+        dlclose(lib);
+    if (rc < 0) {
+        tn__cprog_free(P);
+        return rc;
+    }
+    e->P = P;
+    e->lib = lib;
+    c->st.compile_s += now() - t0;
+    c->st.cc_s += e->info.cc_s;
+    c->st.entries++;
+    if (e->info.hit)
+        c->st.hits++;
+    else
+        c->st.compiles++;
+    return TN_OK;
+}
+
+/* The entry for these inputs: found, or built; NULL with *fallback when
+ * they run in the interpreter; NULL without it on an error. */
+static struct entry *entry_for(struct tn_compiled *c, struct tn_tensor *const *in, bool *fallback)
+{
+    const struct tn_graph *g = c->g;
+    *fallback = false;
+    for (int i = 0; i < c->n; i++)
+        if (matches(g, &c->e[i], in)) {
+            c->last = i;
+            *fallback = !c->e[i].P;
+            return c->e[i].P ? &c->e[i] : NULL;
+        }
+    if (c->n >= c->o.recompile_limit) {
+        if (c->o.strict) {
+            tn_set_error(TN_EINVAL, "%s: the recompile limit (%d) is reached", g->label,
+                         c->o.recompile_limit);
+            return NULL;
+        }
+        if (!c->warned_limit)
+            warn(c, "%s: the recompile limit (%d) is reached: new input shapes run in the "
+                 "interpreter", g->label, c->o.recompile_limit);
+        c->warned_limit = true;
+        *fallback = true;
+        return NULL;
+    }
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 4;
+        struct entry *p = realloc(c->e, (size_t)cap * sizeof *p);
+        if (!p) {
+            tn_set_error(TN_ENOMEM, "out of memory");
+            return NULL;
+        }
+        c->e = p;
+        c->cap = cap;
+    }
+    struct entry *e = &c->e[c->n];
+    memset(e, 0, sizeof *e);
+    if (!(e->m = calloc((size_t)g->ninputs + 1, sizeof *e->m))) {
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        e->m[i].dt = in[i]->dtype;
+        e->m[i].nd = in[i]->ndim;
+        memcpy(e->m[i].sizes, in[i]->sizes, sizeof e->m[i].sizes);
+        memcpy(e->m[i].strides, in[i]->strides, sizeof e->m[i].strides);
+    }
+    c->last = c->n++;
+    if (build(c, e, in) == TN_OK)
+        return e;
+    if (c->o.strict || tn_last_status() == TN_ENOMEM)
+        return NULL;
+    /* the interpreter runs these inputs from now on, said once */
+    warn(c, "%s: not compiled, running in the interpreter: %s", g->label, tn_last_error());
+    tn_clear_error();
+    *fallback = true;
+    return NULL;
+}
+
+static int with_inputs(struct tn_compiled *c, const struct tn_value *weights,
+                       const struct tn_value *inputs, struct tn_tensor ***in)
+{
+    *in = calloc((size_t)c->g->ninputs + 1, sizeof **in);
+    if (!*in)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    int rc = tn__graph_bind(c->g, weights, inputs, *in);
+    if (rc < 0) {
+        free(*in);
+        *in = NULL;
+    }
+    return rc;
+}
+
+int tn_compile_run(struct tn_compiled *c, const struct tn_value *weights,
+                   const struct tn_value *inputs, struct tn_value **outputs)
+{
+    *outputs = NULL;
+    if (c->o.interpret) {
+        c->st.fallbacks++;
+        return tn_graph_run(c->g, weights, inputs, outputs, NULL);
+    }
+    struct tn_tensor **in;
+    int rc = with_inputs(c, weights, inputs, &in);
+    if (rc < 0)
+        return rc;
+    bool fallback;
+    struct entry *e = entry_for(c, in, &fallback);
+    if (e)
+        rc = tn__exec(e->P, e->fns, in, outputs);
+    else if (fallback) {
+        c->st.fallbacks++;
+        rc = tn_graph_run(c->g, weights, inputs, outputs, NULL);
+    } else
+        rc = tn_last_status();
+    free(in);
+    return rc;
+}
+
+int tn_compile_build(struct tn_compiled *c, const struct tn_value *weights,
+                     const struct tn_value *inputs, const char *dir)
+{
+    struct tn_tensor **in;
+    int rc = with_inputs(c, weights, inputs, &in);
+    if (rc < 0)
+        return rc;
+    bool fallback;
+    struct entry *e = entry_for(c, in, &fallback);
+    free(in);
+    if (!e)
+        return fallback ? tn_set_error(TN_EINVAL, "%s: not compiled (see the warning)",
+                                       c->g->label)
+                        : tn_last_status();
+    return dir ? tn__cc_export(&e->info, dir) : TN_OK;
+}
+
+void tn_compile_get_stats(const struct tn_compiled *c, struct tn_compile_stats *s)
+{
+    *s = c->st;
+}
+
+char *tn_compile_explain(const struct tn_compiled *c)
+{
+    if (c->last < 0 || !c->e[c->last].P)
+        return NULL;
+    return tn__explain(c->e[c->last].P, &c->e[c->last].info);
+}

@@ -1,0 +1,195 @@
+/*
+ * compile/exec.c: runs a lowered program: kernels from the loaded
+ * library over libtensor's thread pool, matrix products and the nodes
+ * left extern through libtensor, buffers allocated at their first write
+ * and released after their last read.
+ */
+#include "compile/internal.h"
+#include "graph/internal.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensor/autograd.h>
+#include <tensor/ops.h>
+
+int tn__exec_bind(struct tn__cprog *P, void *lib, void ***fns)
+{
+    void **f = calloc((size_t)P->nsteps + 1, sizeof *f);
+    if (!f)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    for (int i = 0; i < P->nsteps; i++) {
+        if (P->steps[i].kind != TN_STEP_KERNEL)
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "tn_k%d", i);
+        if (!(f[i] = dlsym(lib, name))) {
+            free(f);
+            return tn_set_error(TN_EFORMAT, "the compiled library lacks %s", name);
+        }
+    }
+    *fns = f;
+    return TN_OK;
+}
+
+/* A tensor viewing buffer w->buf of T as w says. */
+static struct tn_tensor *view(struct tn_tensor *const *T, const struct tn__view *w)
+{
+    const struct tn_tensor *b = T[w->buf];
+    return tn_as_strided(b, w->sizes, w->nd, w->strides, b->offset + w->off);
+}
+
+/* t as buffer b (contiguous, of the size planned); takes t. */
+static int set_buf(const struct tn__cprog *P, struct tn_tensor **T, char **B, int b,
+                   struct tn_tensor *t, const char *what)
+{
+    if (tn_numel(t) != P->bufs[b].numel || t->dtype != P->bufs[b].dt) {
+        char got[128];
+        tn__graph_describe(t, got, sizeof got);
+        tn_release(t);
+        return tn_set_error(TN_ERUNTIME, "%s: %s gave %s, not the %s of %lld elements the "
+                            "compiled plan expects", P->g->label, what, got,
+                            tn_dtype_name(P->bufs[b].dt), (long long)P->bufs[b].numel);
+    }
+    if (!tn_is_contiguous(t)) {
+        struct tn_tensor *c = tn_contiguous(t);
+        tn_release(t);
+        if (!(t = c))
+            return tn_last_status();
+    }
+    T[b] = t;
+    B[b] = tn_data(t);
+    return TN_OK;
+}
+
+static int run_node(const struct tn__cprog *P, const struct tn__step *st, struct tn_tensor **T,
+                    char **B, struct tn__graph_slot *slots, struct tn__graph_scratch *sc)
+{
+    const struct tn_graph *g = P->g;
+    const struct tn_graph_node *n = &g->nodes[st->node];
+    int rc = TN_OK;
+    for (int k = 0; k < st->nargs && rc == TN_OK; k++)
+        if (!(slots[st->argv[k]].t = view(T, &st->args[k])))
+            rc = tn_last_status();
+    if (rc == TN_OK)
+        rc = tn__graph_call(g, n, slots, sc);
+    for (int o = 0; o < n->nout && rc == TN_OK; o++) {
+        int v = n->outs[o];
+        if (v >= 0 && st->outbuf[o] >= 0) {
+            char what[300];
+            snprintf(what, sizeof what, "node '%s'", n->name);
+            rc = set_buf(P, T, B, st->outbuf[o], slots[v].t, what);
+            slots[v].t = NULL;
+        }
+    }
+    for (int k = 0; k < st->nargs; k++) {
+        tn_release(slots[st->argv[k]].t);
+        slots[st->argv[k]].t = NULL;
+    }
+    for (int o = 0; o < n->nout; o++)
+        if (n->outs[o] >= 0) {
+            tn_release(slots[n->outs[o]].t);
+            slots[n->outs[o]].t = NULL;
+        }
+    return rc;
+}
+
+static int run_matmul(const struct tn__cprog *P, const struct tn__step *st, struct tn_tensor **T,
+                      char **B)
+{
+    struct tn_tensor *a = view(T, &st->args[0]), *b = a ? view(T, &st->args[1]) : NULL;
+    struct tn_tensor *r = a && b ? tn_mm(a, b) : NULL;
+    tn_release(a);
+    tn_release(b);
+    if (!r)
+        return tn_error_prefix("%s: %s: mm", P->g->label, st->label);
+    return set_buf(P, T, B, st->outbuf[0], r, st->label);
+}
+
+int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *const *inputs,
+             struct tn_value **outputs)
+{
+    const struct tn_graph *g = P->g;
+    struct tn_tensor **T = calloc((size_t)P->nbufs + 1, sizeof *T);
+    char **B = calloc((size_t)P->nbufs + 1, sizeof *B);
+    struct tn__graph_slot *slots = calloc((size_t)g->nvalues + 1, sizeof *slots);
+    struct tn__graph_scratch sc = {0};
+    struct tn_value *out = NULL;
+    int rc = TN_OK;
+    *outputs = NULL;
+    if (!T || !B || !slots) {
+        rc = tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+        goto done;
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        slots[v].i = P->ints[v];
+        slots[v].set = g->values[v].is_sym;
+    }
+    for (int b = 0; b < P->nbufs; b++)
+        if (P->bufs[b].kind == TN_BUF_INPUT) {
+            T[b] = tn_retain(inputs[P->bufs[b].input]);
+            B[b] = tn_data(T[b]);
+        }
+    bool grad = tn_set_grad_enabled(false);
+    for (int s = 0; s < P->nsteps && rc == TN_OK; s++) {
+        const struct tn__step *st = &P->steps[s];
+        if (st->kind == TN_STEP_KERNEL) {
+            for (int i = st->stage0; i < st->stage0 + st->nstages && rc == TN_OK; i++) {
+                int b = P->stages[i].buf;
+                if (T[b] || P->bufs[b].private_)
+                    continue;
+                if (!(T[b] = tn_empty((int64_t[]){P->bufs[b].numel}, 1, P->bufs[b].dt)))
+                    rc = tn_last_status();
+                else
+                    B[b] = tn_data(T[b]);
+            }
+            if (rc == TN_OK && st->nouter > 0)
+                tn_parallel_for(st->nouter, st->grain, (tn_range_fn)fns[s], B);
+        } else if (st->kind == TN_STEP_MATMUL) {
+            rc = run_matmul(P, st, T, B);
+        } else {
+            rc = run_node(P, st, T, B, slots, &sc);
+        }
+        for (int b = 0; b < P->nbufs; b++)
+            if (P->bufs[b].last == s && P->bufs[b].kind != TN_BUF_INPUT) {
+                tn_release(T[b]);
+                T[b] = NULL;
+                B[b] = NULL;
+            }
+    }
+    tn_set_grad_enabled(grad);
+    if (rc < 0)
+        goto done;
+    if (!(out = tn_value_dict())) {
+        rc = tn_last_status();
+        goto done;
+    }
+    for (int i = 0; i < g->noutputs && rc == TN_OK; i++) {
+        struct tn_tensor *t = T[P->outs[i].buf] ? view(T, &P->outs[i]) : NULL;
+        struct tn_value *k = tn_value_str(g->values[g->outputs[i].value].name);
+        struct tn_value *tv = t ? tn_value_tensor(t) : NULL;
+        tn_release(t);
+        if (!k || !tv) {
+            tn_value_release(k);
+            tn_value_release(tv);
+            rc = tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
+        } else {
+            rc = tn_value_set(out, k, tv);
+        }
+    }
+    if (rc == TN_OK) {
+        *outputs = out;
+        out = NULL;
+    }
+done:
+    for (int b = 0; T && b < P->nbufs; b++)
+        tn_release(T[b]);
+    tn_value_release(out);
+    free(T);
+    free(B);
+    free(slots);
+    free(sc.ints);
+    return rc;
+}

@@ -1,0 +1,13 @@
+# lib/compile: the graph compiler: lowering to loop-level IR, fusion, C
+# code generation, compiling and loading, the on-disk cache, guards.
+tensorinclude_HEADERS += lib/include/tensor/compile.h
+noinst_HEADERS += lib/compile/internal.h lib/compile/prelude.h
+libtensor_la_SOURCES += \
+	lib/compile/ir.c \
+	lib/compile/lower.c \
+	lib/compile/decomp.c \
+	lib/compile/sched.c \
+	lib/compile/codegen.c \
+	lib/compile/exec.c \
+	lib/compile/explain.c \
+	lib/compile/compile.c

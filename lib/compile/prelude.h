@@ -1,0 +1,62 @@
+/*
+ * compile/prelude.h: the start of every generated C file, as a string:
+ * the conversions of the half types and branch-free float versions of
+ * exp, tanh, erf and sigmoid that the C compiler vectorises (libm's are
+ * calls, one element at a time). Accurate to a few units in the last
+ * place: tests/unit/test_compile_math.c measures them against libm.
+ */
+#ifndef TN_COMPILE_PRELUDE_H
+#define TN_COMPILE_PRELUDE_H
+
+#define TN__PRELUDE                                                                           \
+    "#include <math.h>\n"                                                                     \
+    "#include <stdbool.h>\n"                                                                  \
+    "#include <stdint.h>\n"                                                                   \
+    "#include <string.h>\n"                                                                   \
+    "typedef _Float16 tn_f16;\n"                                                              \
+    "static inline float tn_bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f;\n"    \
+    "    memcpy(&f, &u, 4); return f; }\n"                                                    \
+    "static inline uint16_t tn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);\n"              \
+    "    if (f != f) return 0x7fc0;\n"                                                        \
+    "    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"                      \
+    "static inline float tn_bfr(float f) { return tn_bf2f(tn_f2bf(f)); }\n"                   \
+    "static inline float tn_expf(float x) {\n"                                                \
+    "    float xc = x > 88.7228394f ? 88.7228394f : x < -103.972084f ? -103.972084f : x;\n"      \
+    "    float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;\n"                     \
+    "    float r = xc - n * 0.693145751953125f - n * 1.428606765330187e-06f;\n"                \
+    "    float p = 1.f + r * (1.f + r * (0.5f + r * (0.166666667f + r * (0.0416666667f +\n"   \
+    "        r * (0.00833333333f + r * (0.00138888889f + r * 0.000198412698f))))));\n"         \
+    "    int32_t ni = (int32_t)n, h = ni >> 1;\n"                                             \
+    "    int32_t e1 = (h + 127) << 23, e2 = (ni - h + 127) << 23; float s1, s2;\n"           \
+    "    memcpy(&s1, &e1, 4); memcpy(&s2, &e2, 4);\n"                                        \
+    "    float y = p * s1 * s2;\n"                                                            \
+    "    y = x > 88.7228394f ? INFINITY : y;\n"                                              \
+    "    y = x < -103.972084f ? 0.f : y;\n"                                                  \
+    "    return x != x ? x : y; }\n"                                                          \
+    "static inline float tn_tanhf(float x) {\n"                                               \
+    "    float a = fabsf(x), x2 = x * x;\n"                                                   \
+    "    float s = x + x * x2 * (-0.333333333333f + x2 * (0.133333333333f + x2 *\n"           \
+    "        (-0.0539682539683f + x2 * (0.0218694885362f + x2 * (-0.00886323552990f +\n"      \
+    "        x2 * 0.00359212803657f)))));\n"                                                  \
+    "    float e = tn_expf(2.f * (a < 20.f ? a : 20.f));\n"                                    \
+    "    float b = 1.f - 2.f / (e + 1.f);\n"                                                  \
+    "    b = x < 0.f ? -b : b;\n"                                                             \
+    "    return a < 0.4f ? s : (x != x ? x : b); }\n"                                          \
+    "static inline float tn_erff(float x) {\n"                                                \
+    "    float a = fabsf(x), x2 = x * x;\n"                                                   \
+    "    float s = x * (1.12837916709551f + x2 * (-0.376126389031838f + x2 *\n"               \
+    "        (0.112837916709551f + x2 * (-0.0268661706451312f + x2 *\n"                       \
+    "        (0.00522397762544218f + x2 * (-0.000854832702345085f + x2 *\n"                   \
+    "        (0.000120553329817896f + x2 * (-0.0000149256239129896f + x2 *\n"                 \
+    "        (1.64607679927577e-06f + x2 * (-1.63240347274893e-07f))))))))));\n"              \
+    "    float t = 1.f / (1.f + 0.3275911f * a);\n"                                           \
+    "    float q = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t *\n"        \
+    "        (-1.453152027f + t * 1.061405429f))));\n"                                        \
+    "    float b = 1.f - q * tn_expf(-x2);\n"                                                 \
+    "    b = a > 4.f ? 1.f : b;\n"                                                            \
+    "    b = x < 0.f ? -b : b;\n"                                                             \
+    "    return a < 1.f ? s : (x != x ? x : b); }\n"                                          \
+    "static inline float tn_sigmoidf(float x) { return 1.f / (1.f + tn_expf(-x)); }\n"       \
+    "static inline double tn_sigmoid(double x) { return 1. / (1. + exp(-x)); }\n"
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * compile/sched.c: fusion of kernels. Lowering made one kernel per
+ * realized value, each a loop nest that a reduction or a store ends. Here
+ * consecutive kernels over the same loop space become one kernel when
+ * each reads what the ones before it wrote only at its own point (a
+ * pointwise value at the same index, a reduction's result at the same
+ * outer index): layer norm (mean, variance, normalise) and softmax (max,
+ * exp-sum, normalise) become one pass over each row, in cache. A value
+ * that only its kernel reads then never goes to memory: a reduction's
+ * result is a local, a pointwise row is a stack array (up to ROW_MAX
+ * elements).
+ */
+#include "compile/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ROW_MAX 16384  /* elements of a row kept on the stack */
+#define GROUP_MAX 16   /* stages in one kernel */
+
+static int64_t outer_of(const struct tn__stage *s, int nred)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s->nd - nred; d++)
+        n *= s->sizes[d];
+    return n;
+}
+
+/* Whether stage b's space equals a's (with the group's row dims nred). */
+static bool same_space(const struct tn__stage *a, const struct tn__stage *b, int nred)
+{
+    if (a->nd != b->nd || memcmp(a->sizes, b->sizes, (size_t)a->nd * sizeof a->sizes[0]))
+        return false;
+    return (a->red == TN_RED_NONE || a->nred == nred) && (b->red == TN_RED_NONE || b->nred == nred);
+}
+
+/* Whether every load in x of a buffer written by stages [g0, g1) reads it
+ * at the point being computed. */
+static bool local_reads(const struct tn__cprog *P, int x, int g0, int g1, int nred,
+                        unsigned char *seen)
+{
+    if (x < 0 || seen[x])
+        return true;
+    seen[x] = 1;
+    const struct tn__x *e = &P->xs[x];
+    if (e->op != TN_X_LOAD)
+        return local_reads(P, e->a, g0, g1, nred, seen) &&
+               local_reads(P, e->b, g0, g1, nred, seen) && local_reads(P, e->c, g0, g1, nred, seen);
+    for (int i = g0; i < g1; i++) {
+        const struct tn__stage *s = &P->stages[i];
+        if (s->buf != e->buf)
+            continue;
+        /* pointwise: contiguous over the whole space; reduction:
+         * contiguous over the outer dims, 0 over the row */
+        int nout = s->nd - (s->red == TN_RED_NONE ? 0 : nred);
+        int64_t st[TN_MAX_DIMS];
+        tn_contiguous_strides(s->sizes, nout, st);
+        if (e->off)
+            return false;
+        for (int d = 0; d < s->nd; d++) {
+            int64_t c = d < e->nd ? e->coef[d] : 0, want = d < nout ? st[d] : 0;
+            if (s->sizes[d] != 1 && c != want)
+                return false;
+        }
+    }
+    return true;
+}
+
+void tn__schedule(struct tn__cprog *P)
+{
+    unsigned char *seen = calloc((size_t)P->nx + 1, 1);
+    if (!seen)
+        return; /* no fusion: still correct */
+    int w = 0;
+    for (int i = 0; i < P->nsteps;) {
+        struct tn__step st = P->steps[i];
+        int j = i + 1;
+        if (st.kind == TN_STEP_KERNEL) {
+            const struct tn__stage *s0 = &P->stages[st.stage0];
+            int nred = s0->red == TN_RED_NONE ? -1 : s0->nred;
+            for (; j < P->nsteps && j - i < GROUP_MAX; j++) {
+                const struct tn__step *n = &P->steps[j];
+                if (n->kind != TN_STEP_KERNEL)
+                    break;
+                const struct tn__stage *s = &P->stages[n->stage0];
+                int r = nred >= 0 ? nred : s->red == TN_RED_NONE ? -1 : s->nred;
+                if (r < 0 || !same_space(s0, s, r) || (s->red != TN_RED_NONE && s->nred != r))
+                    break;
+                memset(seen, 0, (size_t)P->nx + 1);
+                if (!local_reads(P, s->x, st.stage0, n->stage0, r, seen))
+                    break;
+                nred = r;
+            }
+            if (j - i > 1 && outer_of(s0, nred) > 0) {
+                st.nstages = j - i;
+                size_t len = 0;
+                for (int k = i; k < j; k++)
+                    len += strlen(P->steps[k].label ? P->steps[k].label : "") + 2;
+                char *label = malloc(len + 1);
+                if (label) {
+                    label[0] = '\0';
+                    for (int k = i; k < j; k++)
+                        if (P->steps[k].label && P->steps[k].label[0] &&
+                            !strstr(label, P->steps[k].label)) {
+                            if (label[0])
+                                strcat(label, ", ");
+                            strcat(label, P->steps[k].label);
+                        }
+                }
+                for (int k = i; k < j; k++)
+                    free(P->steps[k].label);
+                st.label = label;
+            } else {
+                j = i + 1;
+            }
+        }
+        P->steps[w++] = st;
+        i = j;
+    }
+    P->nsteps = w;
+    free(seen);
+}
+
+void tn__schedule_private(struct tn__cprog *P)
+{
+    for (int i = 0; i < P->nsteps; i++) {
+        const struct tn__step *st = &P->steps[i];
+        if (st->kind != TN_STEP_KERNEL || st->nstages < 2)
+            continue;
+        for (int k = st->stage0; k < st->stage0 + st->nstages; k++) {
+            const struct tn__stage *s = &P->stages[k];
+            struct tn__buf *b = &P->bufs[s->buf];
+            int nred = 0;
+            for (int m = st->stage0; m < st->stage0 + st->nstages; m++)
+                if (P->stages[m].red != TN_RED_NONE)
+                    nred = P->stages[m].nred;
+            int64_t row = 1;
+            for (int d = s->nd - nred; d < s->nd; d++)
+                row *= s->sizes[d];
+            if (!b->output && b->last == i && (s->red != TN_RED_NONE || row <= ROW_MAX))
+                b->private_ = true;
+        }
+    }
+}
