@@ -104,6 +104,14 @@ static int64_t coef_of(const struct tn__x *e, int d)
     return d < e->nd ? e->coef[d] : 0;
 }
 
+static int first_kept(const int *keep, int nd)
+{
+    for (int d = 0; d < nd; d++)
+        if (keep[d] >= 0)
+            return d;
+    return -1;
+}
+
 /* Collapses the stage's space: size-1 dimensions go; dimension d merges
  * into d+1 (same group: outer or reduced) when every load and the output
  * step over them as over one. new coefficient of a load for a merged run
@@ -126,6 +134,10 @@ static void collapse(const struct tn__cprog *P, const struct tn__stage *s, const
         while (e < s->nd && keep[e] < 0)
             e++;
         if (e >= s->nd || (d < nouter) != (e < nouter))
+            continue;
+        /* a pointwise stage keeps its first dimension (a batch) out of its
+         * inner loop: the code then does not depend on its size */
+        if (s->nred == 0 && first_kept(keep, s->nd) == d)
             continue;
         bool ok = true;
         for (int i = 0; i < nl && ok; i++) {
@@ -313,7 +325,7 @@ static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__ste
     int nod = pw ? (sp.nd ? sp.nd - 1 : 0) : nouter; /* outer dims */
     for (int j = 0; j < nod; j++)
         outer *= sp.sizes[j];
-    if (pw && inner > 2 * BLOCK && outer < 64)
+    if (pw && inner > 2 * BLOCK) /* rows long enough to share among threads */
         nblk = (inner + BLOCK - 1) / BLOCK;
     int64_t work = inner;
     for (int j = nouter; j < sp.nd; j++)
@@ -345,7 +357,12 @@ static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__ste
             nblk);
     }
     for (int j = nod - 1; j >= 0; j--) {
-        put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+        /* the outermost index is what is left: no size of it in the
+         * code, so one kernel serves every batch size */
+        if (j)
+            put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+        else
+            put(o, "        const int64_t i0 = q;\n");
         if (j)
             put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
     }
@@ -483,7 +500,12 @@ static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__ste
     }
     put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n        int64_t q = o;\n");
     for (int j = nouter - 1; j >= 0; j--) {
-        put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+        /* the outermost index is what is left: no size of it in the
+         * code, so one kernel serves every batch size */
+        if (j)
+            put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+        else
+            put(o, "        const int64_t i0 = q;\n");
         if (j)
             put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
     }

@@ -21,12 +21,21 @@ struct tn__input_meta {
     int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
 };
 
+/* A loaded library: the kernels of one generated source. Input shapes
+ * whose programs generate the same source share it (a batch size, where
+ * no kernel depends on it), so only a new source counts against the
+ * recompile limit. */
+struct lib {
+    char *src;
+    void *handle;
+    struct tn__cc_info info;
+};
+
 struct entry {
     struct tn__input_meta *m;     /* per graph input */
     struct tn__cprog *P;          /* NULL: this specialisation runs in the interpreter */
-    void *lib;
+    int lib;
     void **fns;
-    struct tn__cc_info info;
 };
 
 struct tn_compiled {
@@ -34,6 +43,8 @@ struct tn_compiled {
     struct tn_compile_options o;
     struct entry *e;
     int n, cap;
+    struct lib *libs;
+    int nlibs;
     int last;                     /* the entry of the last run or build */
     bool warned_limit;
     struct tn_compile_stats st;
@@ -84,9 +95,12 @@ void tn_compile_free(struct tn_compiled *c)
         free(c->e[i].m);
         tn__cprog_free(c->e[i].P);
         free(c->e[i].fns);
-        /* the library stays loaded: a kernel pointer may still be in use
-         * by a caller's thread pool; dlclose would unmap it */
     }
+    /* the libraries stay loaded: dlclose would unmap code that another
+     * compiled graph of the process may share (the same cache entry) */
+    for (int i = 0; i < c->nlibs; i++)
+        free(c->libs[i].src);
+    free(c->libs);
     free(c->e);
     free(c);
 }
@@ -105,34 +119,60 @@ static bool matches(const struct tn_graph *g, const struct entry *e, struct tn_t
     return true;
 }
 
-/* Lowers, generates, compiles and loads entry e for these inputs. */
-static int build(struct tn_compiled *c, struct entry *e, struct tn_tensor *const *in)
+/* Lowers and generates entry e for these inputs, and loads its kernels:
+ * a library of the same source already loaded, or one from tn__cc_load
+ * (the on-disk cache, or the C compiler) when under the recompile limit.
+ * *limit is set when the limit stopped it. */
+static int build(struct tn_compiled *c, struct entry *e, struct tn_tensor *const *in, bool *limit)
 {
     double t0 = now();
+    *limit = false;
     struct tn__cprog *P = tn__lower(c->g, in);
     if (!P)
         return tn_last_status();
     char *src = tn__codegen(P);
-    int rc = src ? TN_OK : tn_last_status();
-    void *lib = NULL;
-    if (rc == TN_OK && !(lib = tn__cc_load(src, strlen(src), &c->o, &e->info)))
-        rc = tn_last_status();
+    int rc = src ? TN_OK : tn_last_status(), li = -1;
+    for (int i = 0; rc == TN_OK && i < c->nlibs && li < 0; i++)
+        if (!strcmp(c->libs[i].src, src))
+            li = i;
+    if (rc == TN_OK && li < 0 && c->nlibs >= c->o.recompile_limit) {
+        *limit = true;
+        rc = tn_set_error(TN_EINVAL, "%s: the recompile limit (%d) is reached", c->g->label,
+                          c->o.recompile_limit);
+    }
+    if (rc == TN_OK && li < 0) {
+        struct lib *p = realloc(c->libs, (size_t)(c->nlibs + 1) * sizeof *p);
+        if (!p) {
+            rc = tn_set_error(TN_ENOMEM, "out of memory");
+        } else {
+            c->libs = p;
+            struct lib *l = &p[c->nlibs];
+            memset(l, 0, sizeof *l);
+            if (!(l->handle = tn__cc_load(src, strlen(src), &c->o, &l->info))) {
+                rc = tn_last_status();
+            } else {
+                l->src = src;
+                src = NULL;
+                li = c->nlibs++;
+                c->st.cc_s += l->info.cc_s;
+                c->st.entries++;
+                if (l->info.hit)
+                    c->st.hits++;
+                else
+                    c->st.compiles++;
+            }
+        }
+    }
     free(src);
-    if (rc == TN_OK && (rc = tn__exec_bind(P, lib, &e->fns)) < 0)
-        dlclose(lib);
+    if (rc == TN_OK)
+        rc = tn__exec_bind(P, c->libs[li].handle, &e->fns);
     if (rc < 0) {
         tn__cprog_free(P);
         return rc;
     }
     e->P = P;
-    e->lib = lib;
+    e->lib = li;
     c->st.compile_s += now() - t0;
-    c->st.cc_s += e->info.cc_s;
-    c->st.entries++;
-    if (e->info.hit)
-        c->st.hits++;
-    else
-        c->st.compiles++;
     return TN_OK;
 }
 
@@ -148,19 +188,6 @@ static struct entry *entry_for(struct tn_compiled *c, struct tn_tensor *const *i
             *fallback = !c->e[i].P;
             return c->e[i].P ? &c->e[i] : NULL;
         }
-    if (c->n >= c->o.recompile_limit) {
-        if (c->o.strict) {
-            tn_set_error(TN_EINVAL, "%s: the recompile limit (%d) is reached", g->label,
-                         c->o.recompile_limit);
-            return NULL;
-        }
-        if (!c->warned_limit)
-            warn(c, "%s: the recompile limit (%d) is reached: new input shapes run in the "
-                 "interpreter", g->label, c->o.recompile_limit);
-        c->warned_limit = true;
-        *fallback = true;
-        return NULL;
-    }
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 4;
         struct entry *p = realloc(c->e, (size_t)cap * sizeof *p);
@@ -184,10 +211,20 @@ static struct entry *entry_for(struct tn_compiled *c, struct tn_tensor *const *i
         memcpy(e->m[i].strides, in[i]->strides, sizeof e->m[i].strides);
     }
     c->last = c->n++;
-    if (build(c, e, in) == TN_OK)
+    bool limit;
+    if (build(c, e, in, &limit) == TN_OK)
         return e;
     if (c->o.strict || tn_last_status() == TN_ENOMEM)
         return NULL;
+    if (limit) {
+        if (!c->warned_limit)
+            warn(c, "%s: the recompile limit (%d) is reached: new input shapes run in the "
+                 "interpreter", g->label, c->o.recompile_limit);
+        c->warned_limit = true;
+        tn_clear_error();
+        *fallback = true;
+        return NULL;
+    }
     /* the interpreter runs these inputs from now on, said once */
     warn(c, "%s: not compiled, running in the interpreter: %s", g->label, tn_last_error());
     tn_clear_error();
@@ -248,7 +285,7 @@ int tn_compile_build(struct tn_compiled *c, const struct tn_value *weights,
         return fallback ? tn_set_error(TN_EINVAL, "%s: not compiled (see the warning)",
                                        c->g->label)
                         : tn_last_status();
-    return dir ? tn__cc_export(&e->info, dir) : TN_OK;
+    return dir ? tn__cc_export(&c->libs[e->lib].info, dir) : TN_OK;
 }
 
 void tn_compile_get_stats(const struct tn_compiled *c, struct tn_compile_stats *s)
@@ -260,5 +297,5 @@ char *tn_compile_explain(const struct tn_compiled *c)
 {
     if (c->last < 0 || !c->e[c->last].P)
         return NULL;
-    return tn__explain(c->e[c->last].P, &c->e[c->last].info);
+    return tn__explain(c->e[c->last].P, &c->libs[c->e[c->last].lib].info);
 }

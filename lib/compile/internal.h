@@ -228,6 +228,7 @@ struct tn__lctx {
     char why[200];                /* why it stays extern */
     char pend[1024];              /* nodes lowered into no kernel yet */
     bool cur_used;                /* the node being lowered made a kernel */
+    const char *ext;              /* the extern node whose arguments are realized */
 };
 
 /* A lowering: 0 lowered, 1 left to the dispatcher (why in L->why), or a

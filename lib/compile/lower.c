@@ -214,7 +214,7 @@ static int add_kernel(struct tn__lctx *L, const struct tn__stage *s)
     size_t len = strlen(L->pend);
     if (L->n)
         snprintf(L->pend + len, sizeof L->pend - len, "%s%s", len ? ", " : "", L->n->name);
-    st->label = strdup(L->pend[0] ? L->pend : "output");
+    st->label = strdup(L->pend[0] ? L->pend : L->ext ? L->ext : "output");
     L->pend[0] = '\0';
     L->cur_used = true;
     return st->label ? TN_OK : tn_set_error(TN_ENOMEM, "out of memory");
@@ -612,6 +612,7 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         tn__lower_fn fn = tn__decomp_find(n->op->qualname);
         const char *why = blocked(L, n);
         L->n = n;
+        L->ext = NULL;
         L->why[0] = '\0';
         L->cur_used = false;
         rc = 1;
@@ -638,6 +639,7 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
             continue;
         }
         L->n = NULL;
+        L->ext = n->name;
         if ((rc = lower_extern(L, ni, L->why)) < 0)
             return rc;
     }

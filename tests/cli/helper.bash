@@ -10,6 +10,10 @@ for d in "$TN_BUILDDIR"/bin/*/; do
 done
 export PATH TN_SRCDIR TN_BUILDDIR
 
+# tcompile's cache: one per test file, never the user's own
+: "${TN_COMPILE_CACHE:=${BATS_FILE_TMPDIR:-${TMPDIR:-/tmp}}/tn-compile-cache}"
+export TN_COMPILE_CACHE
+
 # PyTorch picks kernels by the CPU (AVX-512, AVX2 or plain), and some of
 # their roundings (float32 randn, arange) differ between them; tensorkit
 # follows the AVX2 ones, so every live oracle is pinned to those.

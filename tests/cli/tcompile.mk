@@ -3,3 +3,4 @@ CLI_TESTS += tests/cli/tcompile.bats
 CLI_TESTS += tests/cli/tcompile_index.bats
 CLI_TESTS += tests/cli/tcompile_misc.bats
 CLI_TESTS += tests/cli/tcompile_user.bats
+CLI_TESTS += tests/cli/tcompile_compile.bats

@@ -22,6 +22,7 @@ include tests/unit/autograd.mk
 include tests/unit/dist.mk
 include tests/unit/nn.mk
 include tests/unit/graph.mk
+include tests/unit/compile.mk
 
 check_PROGRAMS += $(UNIT_TESTS)
 endif

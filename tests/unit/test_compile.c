@@ -1,0 +1,395 @@
+/*
+ * test_compile: lib/compile on the models of tests/fixtures/graph_models.py
+ * as PyTorch exported them: compiled outputs equal PyTorch's and the
+ * interpreter's; the fusion the plan promises (layer norm, softmax and a
+ * pointwise chain each one kernel, linear's bias fused after the product);
+ * guards (a new shape, new strides compile again; past the recompile
+ * limit the interpreter runs, warned once); a missing C compiler falls back
+ * to the interpreter with a warning, or fails under strict.
+ */
+#include "tn_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tensor/compile.h>
+
+#include "compile/internal.h"
+
+static const char *fixture(const char *torch, const char *name)
+{
+    static char buf[4][4096];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/tests/fixtures/graph/%s/%s", TN_SRCDIR, torch, name);
+    return buf[k];
+}
+
+static char cache[64];
+
+/* a private cache for the whole test, removed at the end */
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(cache, sizeof cache, "/tmp/tn-test-compile-XXXXXX");
+    if (!mkdtemp(cache))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* |a - b| <= atol + rtol |b| everywhere, same shape and dtype */
+static int close_enough(const struct tn_tensor *a, const struct tn_tensor *b, double atol,
+                        double rtol, const char *what)
+{
+    if (a->ndim != b->ndim || tn_numel(a) != tn_numel(b) || a->dtype != b->dtype) {
+        print_message("# %s: %s[%d dims, %lld] against %s[%d dims, %lld]\n", what,
+                      tn_dtype_name(a->dtype), a->ndim, (long long)tn_numel(a),
+                      tn_dtype_name(b->dtype), b->ndim, (long long)tn_numel(b));
+        return -1;
+    }
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d])
+            return -1;
+    struct tn_tensor *x = tn_to_dtype(a, TN_FLOAT64), *y = tn_to_dtype(b, TN_FLOAT64);
+    struct tn_tensor *xc = tn_contiguous(x), *yc = tn_contiguous(y);
+    const double *p = tn_data(xc), *q = tn_data(yc);
+    int rc = 0;
+    for (int64_t i = 0; i < tn_numel(xc); i++)
+        if (!(fabs(p[i] - q[i]) <= atol + rtol * fabs(q[i])) && !(isnan(p[i]) && isnan(q[i]))) {
+            print_message("# %s: element %lld is %.9g, want %.9g\n", what, (long long)i, p[i],
+                          q[i]);
+            rc = -1;
+            break;
+        }
+    tn_release(x);
+    tn_release(y);
+    tn_release(xc);
+    tn_release(yc);
+    return rc;
+}
+
+static void same_tensors(const struct tn_value *got, const struct tn_value *want, double tol)
+{
+    assert_int_equal(got->v.dict.n, want->v.dict.n);
+    for (size_t i = 0; i < want->v.dict.n; i++) {
+        const char *name = want->v.dict.keys[i]->v.str.s;
+        struct tn_value *x = tn_value_get(got, name);
+        assert_non_null(x);
+        assert_int_equal(close_enough(x->v.tensor, want->v.dict.vals[i]->v.tensor, tol, tol * 10,
+                                      name), 0);
+    }
+}
+
+struct warnings {
+    int n;
+    char last[1024];
+};
+
+static void count_warning(const char *msg, void *ctx)
+{
+    struct warnings *w = ctx;
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", msg);
+    print_message("# warning: %s\n", msg);
+}
+
+static void ignore(const char *node, const char *msg, void *ctx)
+{
+    (void)node, (void)msg, (void)ctx;
+}
+
+struct model {
+    struct tn_graph *g;
+    struct tn_value *w, *in, *want;
+};
+
+static void load_model(const char *torch, const char *name, struct model *m)
+{
+    char f[4][64];
+    snprintf(f[0], 64, "%s.json", name);
+    snprintf(f[1], 64, "%s.pt", name);
+    snprintf(f[2], 64, "%s_inputs.pt", name);
+    snprintf(f[3], 64, "%s_expected.pt", name);
+    m->g = tn_graph_load(fixture(torch, f[0]), NULL, NULL);
+    assert_non_null(m->g);
+    assert_int_equal(tn_graph_check(m->g, ignore, NULL), 0);
+    m->w = tn_load(fixture(torch, f[1]), NULL);
+    m->in = tn_load(fixture(torch, f[2]), NULL);
+    m->want = tn_load(fixture(torch, f[3]), NULL);
+    assert_non_null(m->w);
+    assert_non_null(m->in);
+    assert_non_null(m->want);
+}
+
+static void free_model(struct model *m)
+{
+    tn_value_release(m->w);
+    tn_value_release(m->in);
+    tn_value_release(m->want);
+    tn_graph_free(m->g);
+}
+
+static struct tn_compile_options opts(struct warnings *w)
+{
+    struct tn_compile_options o = {.cache_dir = cache, .warn = count_warning, .warn_ctx = w};
+    return o;
+}
+
+static const char *const names[] = {"mlp", "cnn", "block", "text", "cat", "index", "misc"};
+
+/* Every model, compiled: PyTorch's outputs, the interpreter's, no
+ * fallback, and something fused. */
+static void models(const char *torch)
+{
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        if (access(fixture(torch, "index.json"), F_OK) && k >= 5)
+            continue; /* torch.fx has no index and misc models */
+        struct model m;
+        load_model(torch, names[k], &m);
+        struct warnings w = {0};
+        struct tn_compile_options o = opts(&w);
+        o.strict = true;
+        struct tn_compiled *c = tn_compile_new(m.g, &o);
+        struct tn_value *out = NULL, *ref = NULL;
+        int rc = tn_compile_run(c, m.w, m.in, &out);
+        if (rc < 0)
+            print_message("# %s/%s: %s\n", torch, names[k], tn_last_error());
+        assert_int_equal(rc, 0);
+        same_tensors(out, m.want, 1e-5);
+        assert_int_equal(tn_graph_run(m.g, m.w, m.in, &ref, NULL), 0);
+        same_tensors(out, ref, 1e-6);
+        struct tn_compile_stats st;
+        tn_compile_get_stats(c, &st);
+        assert_int_equal(st.entries, 1);
+        assert_int_equal(st.fallbacks, 0);
+        assert_int_equal(w.n, 0);
+        char *ex = tn_compile_explain(c);
+        assert_non_null(ex);
+        assert_non_null(strstr(ex, "kernel tn_k"));
+        free(ex);
+        tn_value_release(out);
+        tn_value_release(ref);
+        tn_compile_free(c);
+        free_model(&m);
+    }
+}
+
+static void test_models_torch2(void **state)
+{
+    (void)state;
+    models("torch2");
+}
+
+static void test_models_torch1(void **state)
+{
+    (void)state;
+    models("torch1");
+}
+
+/* The transformer block's plan: each layer norm and the softmax one kernel
+ * with its reductions kept inside, every linear an extern product. */
+static void test_block_fusion(void **state)
+{
+    (void)state;
+    struct model m;
+    load_model("torch2", "block", &m);
+    struct warnings w = {0};
+    struct tn_compile_options o = opts(&w);
+    struct tn_compiled *c = tn_compile_new(m.g, &o);
+    struct tn_value *out = NULL;
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    char *ex = tn_compile_explain(c);
+    assert_non_null(ex);
+    int kept = 0, mm = 0;
+    for (const char *p = ex; (p = strstr(p, "sum (kept in the kernel)")); p++)
+        kept++;
+    for (const char *p = ex; (p = strstr(p, "extern mm")); p++)
+        mm++;
+    assert_true(kept >= 4); /* two layer norms, two sums each */
+    assert_non_null(strstr(ex, "max (kept in the kernel)")); /* softmax */
+    assert_int_equal(mm, 4);
+    assert_null(strstr(ex, "aten::layer_norm"));
+    assert_null(strstr(ex, "aten::softmax"));
+    free(ex);
+    tn_value_release(out);
+    tn_compile_free(c);
+    free_model(&m);
+}
+
+/* A new batch size of the symbolic batch reuses the entry (no kernel
+ * depends on it); new strides compile again; a repeat of the first is
+ * found. */
+static void test_guards(void **state)
+{
+    (void)state;
+    struct model m;
+    load_model("torch2", "block", &m);
+    struct warnings w = {0};
+    struct tn_compile_options o = opts(&w);
+    struct tn_compiled *c = tn_compile_new(m.g, &o);
+    struct tn_value *out = NULL;
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    tn_value_release(out);
+    /* batch 3 (the graph's batch is symbolic) */
+    struct tn_value *in3 = tn_load(fixture("torch2", "block_b3_inputs.pt"), NULL);
+    struct tn_value *want3 = tn_load(fixture("torch2", "block_b3_expected.pt"), NULL);
+    assert_non_null(in3);
+    assert_int_equal(tn_compile_run(c, m.w, in3, &out), 0);
+    same_tensors(out, want3, 1e-5);
+    tn_value_release(out);
+    struct tn_compile_stats st;
+    tn_compile_get_stats(c, &st);
+    assert_int_equal(st.entries, 1);
+    /* the same values in a transposed layout: other strides */
+    struct tn_tensor *x = m.in->v.dict.vals[0]->v.tensor;
+    struct tn_tensor *t = tn_transpose(x, 0, 1), *tc = tn_contiguous(t);
+    struct tn_tensor *back = tn_transpose(tc, 0, 1);
+    struct tn_value *inT = tn_value_dict();
+    assert_int_equal(tn_value_set(inT, tn_value_str(m.in->v.dict.keys[0]->v.str.s),
+                                  tn_value_tensor(back)), 0);
+    assert_int_equal(tn_compile_run(c, m.w, inT, &out), 0);
+    same_tensors(out, m.want, 1e-5);
+    tn_value_release(out);
+    tn_compile_get_stats(c, &st);
+    assert_int_equal(st.entries, 2);
+    /* the first again: no new entry */
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    tn_value_release(out);
+    tn_compile_get_stats(c, &st);
+    assert_int_equal(st.entries, 2);
+    assert_int_equal(w.n, 0);
+    tn_release(t);
+    tn_release(tc);
+    tn_release(back);
+    tn_value_release(inT);
+    tn_value_release(in3);
+    tn_value_release(want3);
+    tn_compile_free(c);
+    free_model(&m);
+}
+
+/* The block's input in a transposed layout (other strides, same values). */
+static struct tn_value *transposed(const struct tn_value *in)
+{
+    struct tn_tensor *t = tn_transpose(in->v.dict.vals[0]->v.tensor, 0, 1);
+    struct tn_tensor *tc = tn_contiguous(t), *back = tn_transpose(tc, 0, 1);
+    struct tn_value *d = tn_value_dict();
+    assert_int_equal(tn_value_set(d, tn_value_str(in->v.dict.keys[0]->v.str.s),
+                                  tn_value_tensor(back)), 0);
+    tn_release(t);
+    tn_release(tc);
+    tn_release(back);
+    return d;
+}
+
+/* Past the recompile limit: the interpreter, with one warning however
+ * many runs. */
+static void test_recompile_limit(void **state)
+{
+    (void)state;
+    struct model m;
+    load_model("torch2", "block", &m);
+    struct warnings w = {0};
+    struct tn_compile_options o = opts(&w);
+    o.recompile_limit = 1;
+    struct tn_compiled *c = tn_compile_new(m.g, &o);
+    struct tn_value *out = NULL;
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    tn_value_release(out);
+    struct tn_value *in3 = transposed(m.in);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tn_compile_run(c, m.w, in3, &out), 0);
+        same_tensors(out, m.want, 1e-5);
+        tn_value_release(out);
+    }
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, "recompile limit (1)"));
+    struct tn_compile_stats st;
+    tn_compile_get_stats(c, &st);
+    assert_int_equal(st.entries, 1);
+    assert_int_equal(st.fallbacks, 3);
+    /* under strict, the limit is an error */
+    tn_compile_free(c);
+    o.strict = true;
+    c = tn_compile_new(m.g, &o);
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    tn_value_release(out);
+    assert_true(tn_compile_run(c, m.w, in3, &out) < 0);
+    assert_non_null(strstr(tn_last_error(), "recompile limit"));
+    tn_value_release(in3);
+    tn_compile_free(c);
+    free_model(&m);
+}
+
+/* No C compiler: the interpreter with a warning naming why; strict: an
+ * error. */
+static void test_no_compiler(void **state)
+{
+    (void)state;
+    struct model m;
+    load_model("torch2", "mlp", &m);
+    struct warnings w = {0};
+    struct tn_compile_options o = opts(&w);
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/empty", cache); /* a cache with nothing in it */
+    o.cache_dir = dir;
+    o.cc = "/nonexistent/cc";
+    struct tn_compiled *c = tn_compile_new(m.g, &o);
+    struct tn_value *out = NULL;
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    same_tensors(out, m.want, 1e-5);
+    tn_value_release(out);
+    assert_int_equal(tn_compile_run(c, m.w, m.in, &out), 0);
+    tn_value_release(out);
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, "interpreter"));
+    struct tn_compile_stats st;
+    tn_compile_get_stats(c, &st);
+    assert_int_equal(st.fallbacks, 2);
+    tn_compile_free(c);
+    o.strict = true;
+    c = tn_compile_new(m.g, &o);
+    assert_true(tn_compile_run(c, m.w, m.in, &out) < 0);
+    print_message("# strict: %s\n", tn_last_error());
+    tn_compile_free(c);
+    free_model(&m);
+}
+
+/* The decomposition table is sorted (it is searched by bisection) and
+ * each of its ops is one the registry knows. */
+static void test_decomp_table(void **state)
+{
+    (void)state;
+    int n = tn__decomp_count();
+    assert_true(n > 50);
+    for (int i = 1; i < n; i++)
+        assert_true(strcmp(tn__decomp_name(i - 1), tn__decomp_name(i)) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_models_torch2),
+        cmocka_unit_test(test_models_torch1),
+        cmocka_unit_test(test_block_fusion),
+        cmocka_unit_test(test_guards),
+        cmocka_unit_test(test_recompile_limit),
+        cmocka_unit_test(test_no_compiler),
+        cmocka_unit_test(test_decomp_table),
+    };
+    if (setup(NULL) < 0)
+        return 1;
+    int rc = TN_RUN_TESTS(tests);
+    return teardown(NULL) < 0 ? 1 : rc;
+}
