@@ -10,6 +10,7 @@ include bench/autograd/local.mk
 include bench/dist/local.mk
 include bench/nn/local.mk
 include bench/graph/local.mk
+include bench/compile/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)
 CLEANFILES += $(TN_BENCH_BIN)

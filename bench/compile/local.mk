@@ -1,0 +1,8 @@
+# Compiler benchmarks (issue 16's figures): tcompile against its interpreter,
+# PyTorch 2.x eager and torch.compile. `make bench-compile` runs it alone.
+TN_BENCH_SH += bench/compile/compile.sh
+EXTRA_DIST += bench/compile/compile.py bench/compile/models.py
+
+bench-compile: bin/tcompile/tcompile$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/compile/compile.sh
+.PHONY: bench-compile
