@@ -117,6 +117,7 @@ int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *cons
     struct tn__graph_slot *slots = calloc((size_t)g->nvalues + 1, sizeof *slots);
     struct tn__graph_scratch sc = {0};
     struct tn_value *out = NULL;
+    struct tn_tensor *arena = NULL;
     int rc = TN_OK;
     *outputs = NULL;
     if (!T || !B || !slots) {
@@ -132,15 +133,28 @@ int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *cons
             T[b] = tn_retain(inputs[P->bufs[b].input]);
             B[b] = tn_data(T[b]);
         }
+    /* one arena for the temporaries (tn__plan_memory placed them) */
+    if (P->arena_bytes > 0 &&
+        !(arena = tn_empty((int64_t[]){P->arena_bytes}, 1, TN_UINT8))) {
+        rc = tn_last_status();
+        goto done;
+    }
     bool grad = tn_set_grad_enabled(false);
     for (int s = 0; s < P->nsteps && rc == TN_OK; s++) {
         const struct tn__step *st = &P->steps[s];
         if (st->kind == TN_STEP_KERNEL) {
             for (int i = st->stage0; i < st->stage0 + st->nstages && rc == TN_OK; i++) {
                 int b = P->stages[i].buf;
-                if (T[b] || P->bufs[b].private_)
+                const struct tn__buf *pb = &P->bufs[b];
+                if (T[b] || pb->private_)
                     continue;
-                if (!(T[b] = tn_empty((int64_t[]){P->bufs[b].numel}, 1, P->bufs[b].dt)))
+                if (pb->arena >= 0)
+                    T[b] = tn_tensor_from_storage(arena->storage,
+                                                  pb->arena / (int64_t)tn_dtype_size(pb->dt),
+                                                  (int64_t[]){pb->numel}, 1, NULL, pb->dt);
+                else
+                    T[b] = tn_empty((int64_t[]){pb->numel}, 1, pb->dt);
+                if (!T[b])
                     rc = tn_last_status();
                 else
                     B[b] = tn_data(T[b]);
@@ -187,6 +201,7 @@ done:
     for (int b = 0; T && b < P->nbufs; b++)
         tn_release(T[b]);
     tn_value_release(out);
+    tn_release(arena);
     free(T);
     free(B);
     free(slots);

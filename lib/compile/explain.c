@@ -53,6 +53,9 @@ char *tn__explain(const struct tn__cprog *P, const struct tn__cc_info *info)
                     st->why);
         }
     }
+    if (P->temp_bytes)
+        fprintf(f, "  memory: %lld bytes of temporaries in an arena of %lld (reused by "
+                "liveness)\n", (long long)P->temp_bytes, (long long)P->arena_bytes);
     if (info && info->c_path[0])
         fprintf(f, "  generated C: %s\n  library: %s%s\n", info->c_path, info->so_path,
                 info->hit ? " (from the cache)" : "");

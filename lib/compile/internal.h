@@ -106,6 +106,7 @@ struct tn__buf {
     int last;                     /* the last step reading it (-1: none, or an output) */
     bool output;                  /* a graph output views it: kept to the end */
     bool private_;                /* only its kernel reads it: never in memory */
+    int64_t arena;                /* TEMP: byte offset in the run's arena; -1 none */
 };
 
 enum tn__red { TN_RED_NONE = -1, TN_RED_SUM, TN_RED_MAX, TN_RED_MIN };
@@ -162,6 +163,8 @@ struct tn__cprog {
     struct tn__view *outs;        /* per graph output */
     int64_t *ints;                /* per graph value: its SymInt's value */
     int nfused;                   /* graph nodes lowered into kernels */
+    int64_t arena_bytes;          /* the TEMP buffers' arena, reused by liveness */
+    int64_t temp_bytes;           /* what they would take one by one */
 };
 
 /* lib/compile/ir.c */
@@ -195,6 +198,9 @@ struct tn__cprog *tn__lower(const struct tn_graph *g, struct tn_tensor *const *i
  * only their kernel reads; then each buffer's last reader. */
 void tn__schedule(struct tn__cprog *P);
 void tn__schedule_private(struct tn__cprog *P);
+/* Places the temporary buffers in one arena by liveness: a buffer takes
+ * the lowest offset no buffer alive at the same steps holds. */
+int tn__plan_memory(struct tn__cprog *P);
 
 /* lib/compile/codegen.c: the program's kernels as C (a new string). */
 char *tn__codegen(struct tn__cprog *P);

@@ -248,6 +248,7 @@ int tn__buf_new(struct tn__cprog *P, int kind, enum tn_dtype dt, int64_t numel)
     b->numel = numel;
     b->input = -1;
     b->last = -1;
+    b->arena = -1;
     return P->nbufs++;
 }
 

@@ -736,6 +736,8 @@ struct tn__cprog *tn__lower(const struct tn_graph *g, struct tn_tensor *const *i
         if (P->bufs[i].output)
             P->bufs[i].last = P->nsteps;
     tn__schedule_private(P);
+    if (tn__plan_memory(P) < 0)
+        goto fail;
     goto done;
 fail:
     tn__cprog_free(P);

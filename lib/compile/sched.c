@@ -142,3 +142,67 @@ void tn__schedule_private(struct tn__cprog *P)
         }
     }
 }
+
+/* ------------------------------------------------------ memory planning */
+
+struct block {
+    int64_t off, bytes;
+    int last;
+};
+
+int tn__plan_memory(struct tn__cprog *P)
+{
+    int *def = malloc(((size_t)P->nbufs + 1) * sizeof *def);
+    struct block *live = malloc(((size_t)P->nbufs + 1) * sizeof *live);
+    if (!def || !live) {
+        free(def);
+        free(live);
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    }
+    for (int b = 0; b < P->nbufs; b++)
+        def[b] = -1;
+    for (int s = 0; s < P->nsteps; s++) {
+        const struct tn__step *st = &P->steps[s];
+        if (st->kind == TN_STEP_KERNEL)
+            for (int k = st->stage0; k < st->stage0 + st->nstages; k++)
+                if (def[P->stages[k].buf] < 0)
+                    def[P->stages[k].buf] = s;
+    }
+    int nlive = 0;
+    P->arena_bytes = P->temp_bytes = 0;
+    for (int s = 0; s < P->nsteps; s++) {
+        /* what died before this step leaves room */
+        int w = 0;
+        for (int i = 0; i < nlive; i++)
+            if (live[i].last >= s)
+                live[w++] = live[i];
+        nlive = w;
+        for (int b = 0; b < P->nbufs; b++) {
+            struct tn__buf *x = &P->bufs[b];
+            if (def[b] != s || x->kind != TN_BUF_TEMP || x->private_ || x->output)
+                continue;
+            int64_t bytes = (x->numel * (int64_t)tn_dtype_size(x->dt) + 63) / 64 * 64;
+            if (!bytes)
+                continue;
+            /* the lowest gap between live blocks (kept sorted by offset) */
+            int64_t off = 0;
+            int at = 0;
+            for (; at < nlive; at++) {
+                if (live[at].off - off >= bytes)
+                    break;
+                if (live[at].off + live[at].bytes > off)
+                    off = live[at].off + live[at].bytes;
+            }
+            memmove(&live[at + 1], &live[at], (size_t)(nlive - at) * sizeof *live);
+            live[at] = (struct block){off, bytes, x->last < s ? s : x->last};
+            nlive++;
+            x->arena = off;
+            P->temp_bytes += bytes;
+            if (off + bytes > P->arena_bytes)
+                P->arena_bytes = off + bytes;
+        }
+    }
+    free(def);
+    free(live);
+    return TN_OK;
+}
