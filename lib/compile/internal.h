@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include <tensor/compile.h>
 
@@ -30,6 +31,11 @@ void tn__sha256_update(struct tn__sha256 *s, const void *p, size_t n);
 void tn__sha256_final(struct tn__sha256 *s, unsigned char out[32]);
 /* hex of SHA-256(p, n) into hex (65 bytes with the NUL) */
 void tn__sha256_hex(const void *p, size_t n, char hex[65]);
+/* the 32 bytes of a digest as hex */
+void tn__sha256_tohex(const unsigned char d[32], char hex[65]);
+/* hex of SHA-256 of what fd holds from its offset to its end, *n the
+ * bytes read; false on a read error (errno set). */
+bool tn__sha256_fd(int fd, char hex[65], int64_t *n);
 
 /* ------------------------------------------------ compiling and the cache */
 
@@ -58,6 +64,48 @@ void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *
 /* Copies the entry's kernel.c, kernel.so and manifest.json into dir
  * (created when missing). */
 int tn__cc_export(const struct tn__cc_info *info, const char *dir);
+
+/* ------------------------------------------- helpers of cc.c and cache.c */
+
+/* The cache format's version: a change of layout or manifest bumps it, so
+ * older entries are never read as new ones. */
+#define TN__CACHE_FORMAT 1
+/* A manifest is read as untrusted input: larger than this is corrupt. */
+#define TN__CACHE_MANIFEST_MAX 65536
+
+/* Runs argv (argv[0] looked up on PATH) in its own process group, with
+ * stdin from /dev/null and stdout and stderr together into out (at most
+ * cap - 1 bytes kept, NUL-terminated; the rest is read and dropped); the
+ * group is killed past timeout seconds. Returns 0 with *status its wait
+ * status, or TN_ETIMEOUT, or TN_EIO with an error ("NAME: not found" when
+ * argv[0] cannot be run). */
+int tn__spawn(char *const argv[], double timeout, char *out, size_t cap, int *status);
+/* Seconds on the monotonic clock. */
+double tn__cc_now(void);
+
+/* The cache folder for override (tn_compile_cache_dir) into dir, checked:
+ * a folder, ours, not writable by group or others, and with `write`,
+ * writable by us (created, mode 0700 with its parents, when missing).
+ * Returns 0, 1 when !write and it does not exist, or an error naming the
+ * folder and the reason. */
+int tn__cache_open(const char *override, bool write, char *dir, size_t len);
+
+/* printf into a path buffer of n bytes; TN_EINVAL naming the start of
+ * the path when it does not fit. */
+int tn__path(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* mkdir -p: what it creates gets mode (less the umask). */
+int tn__make_folders(const char *dir, mode_t mode);
+
+/* The same checks on a folder of the cache (dir itself or a subfolder). */
+int tn__cache_check_folder(const char *dir, bool write);
+
+/* Checks entry `key` in subfolder `sub` (dir/<first 2 hex>): its .so and
+ * .json are regular files owned by us, not writable by group or others,
+ * the manifest names `key` and the .so's size and SHA-256, the .c has the
+ * size the manifest says. Returns true when whole and ours; otherwise
+ * false with why (a short phrase) set. *so_st gets the .so's stat. */
+bool tn__cache_entry_ok(const char *sub, const char *key, char *why, size_t whylen, struct stat *so_st);
 
 #endif
 

@@ -1,5 +1,6 @@
 # lib/compile: the graph compiler: lowering to loop-level IR, fusion, C
-# code generation, compiling and loading, the on-disk cache, guards.
+# code generation, compiling with the system C compiler, loading, the
+# on-disk cache, guards.
 tensorinclude_HEADERS += lib/include/tensor/compile.h
 noinst_HEADERS += lib/compile/internal.h lib/compile/prelude.h
 libtensor_la_SOURCES += \
@@ -10,4 +11,8 @@ libtensor_la_SOURCES += \
 	lib/compile/codegen.c \
 	lib/compile/exec.c \
 	lib/compile/explain.c \
-	lib/compile/compile.c
+	lib/compile/compile.c \
+	lib/compile/sha256.c \
+	lib/compile/spawn.c \
+	lib/compile/cache.c \
+	lib/compile/cc.c

@@ -1,6 +1,12 @@
-# Unit tests of lib/compile (the graph compiler).
+# Unit tests of lib/compile (the graph compiler, the C compiler and the
+# on-disk cache).
 UNIT_TESTS += tests/unit/test_compile
 tests_unit_test_compile_SOURCES = tests/unit/test_compile.c
 tests_unit_test_compile_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_compile_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_compile_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_compile_cc
+tests_unit_test_compile_cc_SOURCES = tests/unit/test_compile_cc.c
+tests_unit_test_compile_cc_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_compile_cc_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_compile_cc_LDFLAGS = $(TN_UNIT_LINK)

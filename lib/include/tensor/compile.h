@@ -81,6 +81,7 @@ struct tn_compile_cache_entry {
     int64_t bytes;           /* the entry's files together */
     int64_t mtime;           /* seconds since the epoch, of its library */
     bool valid;              /* owned by us, not writable by others, whole */
+    char why[80];            /* when !valid, why not in a few words ("no manifest") */
 };
 
 typedef int (*tn_compile_cache_fn)(const struct tn_compile_cache_entry *e, void *ctx);

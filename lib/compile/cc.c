@@ -1,0 +1,505 @@
+/*
+ * compile/cc.c: generated C to a loaded library, through the system C
+ * compiler and the on-disk cache (cache.c).
+ *
+ * The key is SHA-256 over everything that decides the library's bytes:
+ * the cache format, tensorkit's version, the compiler (its command, the
+ * path it resolves to and its `--version` text), the flags, the CPU they
+ * tune for (-march=native) and the source. The compiler's identity and
+ * the CPU's are found once per process: `cc --version` costs milliseconds
+ * and a warm start is a hash, a few stats and a dlopen.
+ */
+#include "compile/internal.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CC_FLAGS "-std=c11 -w -O3 -march=native -fPIC -shared -fopenmp-simd -fno-math-errno -fno-trapping-math"
+#define CC_MAX_WORDS 32
+#define CC_OUTPUT_MAX 65536
+#define CC_TIMEOUT_DEFAULT 300.0
+#define CC_STALE_SECONDS 3600
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ------------------------------------------------ the compiler's identity */
+
+/* The command split on spaces: words point into buf. */
+struct cc_cmd {
+    char buf[1024];
+    char *words[CC_MAX_WORDS + 1];
+    int n;
+};
+
+static int split_cmd(const char *cmd, struct cc_cmd *c)
+{
+    if (snprintf(c->buf, sizeof c->buf, "%s", cmd) >= (int)sizeof c->buf)
+        return tn_set_error(TN_EINVAL, "CC: the command is too long");
+    c->n = 0;
+    for (char *s = strtok(c->buf, " \t"); s; s = strtok(NULL, " \t")) {
+        if (c->n == CC_MAX_WORDS)
+            return tn_set_error(TN_EINVAL, "CC: more than %d words", CC_MAX_WORDS);
+        c->words[c->n++] = s;
+    }
+    c->words[c->n] = NULL;
+    if (!c->n)
+        return tn_set_error(TN_EINVAL, "CC: an empty command");
+    return 0;
+}
+
+/* name as the shell would find it on PATH, with links resolved, into
+ * out; false when there is no such program. */
+static bool resolve_program(const char *name, char *out)
+{
+    if (strchr(name, '/'))
+        return realpath(name, out) != NULL && access(out, X_OK) == 0;
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char cand[PATH_MAX];
+        snprintf(cand, sizeof cand, "%.*s/%s", (int)n, n ? p : ".", name);
+        if (access(cand, X_OK) == 0 && realpath(cand, out))
+            return true;
+        p += n + (end != NULL);
+    }
+    return false;
+}
+
+struct cc_id {
+    char *cmd;          /* the command as given */
+    char path[PATH_MAX]; /* its first word, resolved */
+    char *version;      /* its `--version` text */
+    struct cc_id *next;
+};
+static struct cc_id *ids; /* under lock */
+
+/* The error for a run of the compiler that went wrong; out is its
+ * output, rc and status what tn__spawn gave. */
+static int cc_error(const char *name, const char *what, int rc, int status, const char *out, double timeout)
+{
+    if (rc == TN_ETIMEOUT)
+        return tn_set_error(TN_ETIMEOUT, "%s: timed out after %g s", name, timeout);
+    if (rc < 0)
+        return rc;
+    /* the first line naming an error, else the first line */
+    const char *line = NULL;
+    for (const char *s = out; *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : s + strlen(s)) {
+        size_t n = strcspn(s, "\n");
+        if (!line && n)
+            line = s;
+        const char *e = strstr(s, "error");
+        if (e && (size_t)(e - s) < n) {
+            line = s;
+            break;
+        }
+    }
+    if (line)
+        return tn_set_error(TN_ERUNTIME, "%s%s failed: %.*s", name, what, (int)strcspn(line, "\n"), line);
+    if (WIFSIGNALED(status))
+        return tn_set_error(TN_ERUNTIME, "%s%s failed: killed by signal %d", name, what, WTERMSIG(status));
+    return tn_set_error(TN_ERUNTIME, "%s%s failed with exit status %d", name, what, WEXITSTATUS(status));
+}
+
+/* The identity of command cmd, found on first use (under lock). */
+static const struct cc_id *cc_identity(const char *cmd, const struct cc_cmd *c, double timeout)
+{
+    for (struct cc_id *i = ids; i; i = i->next)
+        if (!strcmp(i->cmd, cmd))
+            return i;
+    struct cc_id *id = calloc(1, sizeof *id);
+    char *out = malloc(CC_OUTPUT_MAX);
+    if (!id || !out || !(id->cmd = strdup(cmd))) {
+        free(id);
+        free(out);
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!resolve_program(c->words[0], id->path)) {
+        tn_set_error(TN_EIO, "%s: not found", c->words[0]);
+        goto fail;
+    }
+    char *argv[CC_MAX_WORDS + 2];
+    memcpy(argv, c->words, (size_t)c->n * sizeof *argv);
+    argv[c->n] = "--version";
+    argv[c->n + 1] = NULL;
+    int status = 0, rc = tn__spawn(argv, timeout, out, CC_OUTPUT_MAX, &status);
+    if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        cc_error(c->words[0], " --version", rc, status, out, timeout);
+        goto fail;
+    }
+    id->version = out;
+    id->next = ids;
+    ids = id;
+    return id;
+fail:
+    free(out);
+    free(id->cmd);
+    free(id);
+    return NULL;
+}
+
+/* ------------------------------------------------------ the CPU's identity */
+
+static char cpu_model[256];
+static char cpu_hash[65]; /* of the lines that name the CPU and its features */
+
+/* Reads the first processor's block of /proc/cpuinfo (x86: model name and
+ * flags; Arm: implementer, part and Features); elsewhere the hash is of
+ * nothing and the flags' -march=native is all the key says. Under lock. */
+static void cpu_identity(void)
+{
+    if (cpu_hash[0])
+        return;
+    static const char *const keys[] = {"vendor_id", "model name", "flags", "CPU implementer",
+                                       "CPU architecture", "CPU variant", "CPU part", "Features"};
+    struct tn__sha256 s;
+    tn__sha256_init(&s);
+    FILE *f = fopen("/proc/cpuinfo", "re");
+    char line[8192];
+    while (f && fgets(line, sizeof line, f) && line[0] != '\n') {
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            size_t n = strlen(keys[k]);
+            if (strncmp(line, keys[k], n) || (line[n] != ' ' && line[n] != '\t' && line[n] != ':'))
+                continue;
+            tn__sha256_update(&s, line, strlen(line));
+            if (k == 1) {
+                const char *v = strchr(line, ':');
+                snprintf(cpu_model, sizeof cpu_model, "%.*s", (int)strcspn(v ? v + 2 : line, "\n"),
+                         v ? v + 2 : line);
+            }
+        }
+    }
+    if (f)
+        fclose(f);
+    unsigned char d[32];
+    tn__sha256_final(&s, d);
+    tn__sha256_tohex(d, cpu_hash);
+}
+
+/* ------------------------------------------------------------- the key */
+
+static void hash_field(struct tn__sha256 *s, const char *name, const char *value, size_t n)
+{
+    char head[96];
+    int h = snprintf(head, sizeof head, "%s %zu\n", name, n);
+    tn__sha256_update(s, head, (size_t)h);
+    tn__sha256_update(s, value, n);
+    tn__sha256_update(s, "\n", 1);
+}
+
+static void make_key(const struct cc_id *id, const char *src, size_t len, char key[65])
+{
+    struct tn__sha256 s;
+    unsigned char d[32];
+    char fmt[16];
+    snprintf(fmt, sizeof fmt, "%d", TN__CACHE_FORMAT);
+    tn__sha256_init(&s);
+    hash_field(&s, "tensorkit-compile-cache", fmt, strlen(fmt));
+    hash_field(&s, "tensorkit", tn_version(), strlen(tn_version()));
+    hash_field(&s, "cc", id->cmd, strlen(id->cmd));
+    hash_field(&s, "cc-path", id->path, strlen(id->path));
+    hash_field(&s, "cc-version", id->version, strlen(id->version));
+    hash_field(&s, "flags", CC_FLAGS, strlen(CC_FLAGS));
+    hash_field(&s, "cpu", cpu_hash, 64);
+    hash_field(&s, "source", src, len);
+    tn__sha256_final(&s, d);
+    tn__sha256_tohex(d, key);
+}
+
+/* ------------------------------------------------------------- loading */
+
+/* The libraries this process loaded by their cache path, and the file
+ * (device, inode) each was then: dlopen of a path already loaded returns
+ * the loaded object, so after an entry is rebuilt the new file is loaded
+ * under another name. Under lock. */
+struct loaded {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    struct loaded *next;
+};
+static struct loaded *loaded;
+static unsigned load_seq;
+
+static void *load_so(const char *path, const struct stat *st, const char *sub, const char *key)
+{
+    struct loaded *l = loaded;
+    while (l && strcmp(l->path, path))
+        l = l->next;
+    void *h;
+    void *old = l && (l->dev != st->st_dev || l->ino != st->st_ino)
+                    ? dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)
+                    : NULL;
+    if (old) {
+        dlclose(old);
+        char alias[PATH_MAX];
+        tn__path(alias, sizeof alias, "%s/.%s.load-%ld-%u.so", sub, key, (long)getpid(), load_seq++);
+        if (link(path, alias) != 0) {
+            tn_set_error(TN_EIO, "%s: cannot link it to load it again: %s", path, strerror(errno));
+            return NULL;
+        }
+        h = dlopen(alias, RTLD_NOW | RTLD_LOCAL);
+        unlink(alias);
+    } else {
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (h && !l && (l = calloc(1, sizeof *l)) && (l->path = strdup(path))) {
+            l->next = loaded;
+            loaded = l;
+        } else if (l && !l->path) {
+            free(l);
+            l = NULL;
+        }
+        if (h && l) {
+            l->dev = st->st_dev;
+            l->ino = st->st_ino;
+        }
+    }
+    if (!h)
+        tn_set_error(TN_EIO, "%s: cannot load: %s", path, dlerror());
+    return h;
+}
+
+/* ----------------------------------------------------------- compiling */
+
+/* Writes len bytes as path (atomically), mode `mode`: a file that is not
+ * a regular one (a link, say) is removed first, not written through. */
+static int write_private(const char *path, const void *data, size_t len, mode_t mode)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && unlink(path) != 0)
+        return tn_set_error(TN_EIO, "%s: cannot replace: %s", path, strerror(errno));
+    struct tn_out *o = tn_out_open(path);
+    if (!o)
+        return tn_last_status();
+    FILE *f = tn_out_file(o);
+    if (fchmod(fileno(f), mode) != 0 || (len && fwrite(data, 1, len, f) != len)) {
+        int err = errno;
+        tn_out_abort(o);
+        return tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(err));
+    }
+    return tn_out_commit(o, false);
+}
+
+/* Removes the temporaries that killed compiles left in sub long ago. */
+static void clean_stale(const char *sub)
+{
+    DIR *d = opendir(sub);
+    struct dirent *e;
+    time_t now = time(NULL);
+    while (d && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (e->d_name[0] == '.' && (strstr(e->d_name, ".tmp-") || strstr(e->d_name, ".load-")) &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtime > CC_STALE_SECONDS)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+}
+
+static char *manifest_text(const struct cc_id *id, const char *key, int64_t so_size, const char *so_hex,
+                           size_t c_size, double cc_s)
+{
+    const char *v = id->version;
+    json_t *m = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s#, s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:f}",
+                          "format", TN__CACHE_FORMAT, "key", key, "tensorkit", tn_version(), "cc",
+                          id->cmd, "cc_path", id->path, "cc_version", v, (int)strcspn(v, "\n"),
+                          "flags", CC_FLAGS, "cpu", cpu_model, "cpu_sha256", cpu_hash, "so_size",
+                          (json_int_t)so_size, "so_sha256", so_hex, "c_size", (json_int_t)c_size,
+                          "created", (json_int_t)time(NULL), "cc_seconds", cc_s);
+    char *text = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
+    json_decref(m);
+    return text;
+}
+
+/* SHA-256 and size of the file at path. */
+static int hash_file(const char *path, char hex[65], int64_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && tn__sha256_fd(fd, hex, size);
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    return ok ? 0 : tn_set_error(TN_EIO, "%s: %s", path, strerror(err));
+}
+
+/* Compiles src into the entry: the source, the library through a
+ * temporary renamed in, then the manifest, the last two under the
+ * subfolder's lock so that readers see them agree. */
+static int compile_entry(const struct cc_id *id, const struct cc_cmd *c, const char *src, size_t len,
+                         double timeout, int subfd, const char *sub, struct tn__cc_info *info)
+{
+    clean_stale(sub);
+    int rc = write_private(info->c_path, src, len, 0600);
+    if (rc < 0)
+        return rc;
+    char tmp[PATH_MAX];
+    tn__path(tmp, sizeof tmp, "%s/.%s.so.tmp-XXXXXX", sub, info->key);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return tn_set_error(TN_EIO, "%s: cannot create a temporary: %s", sub, strerror(errno));
+    close(fd);
+    char *argv[CC_MAX_WORDS + 24], flags[] = CC_FLAGS;
+    int n = 0;
+    for (int i = 0; i < c->n; i++)
+        argv[n++] = c->words[i];
+    for (char *f = strtok(flags, " "); f; f = strtok(NULL, " "))
+        argv[n++] = f;
+    argv[n++] = "-o";
+    argv[n++] = tmp;
+    argv[n++] = info->c_path;
+    argv[n] = NULL;
+    char *out = malloc(CC_OUTPUT_MAX);
+    if (!out) {
+        unlink(tmp);
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    }
+    double t0 = tn__cc_now();
+    int status = 0;
+    rc = tn__spawn(argv, timeout, out, CC_OUTPUT_MAX, &status);
+    info->cc_s = tn__cc_now() - t0;
+    if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+        rc = cc_error(c->words[0], "", rc, status, out, timeout);
+    free(out);
+    char hex[65];
+    int64_t size = 0;
+    if (rc == 0 && (chmod(tmp, 0700) != 0 || hash_file(tmp, hex, &size) < 0))
+        rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+    if (rc < 0) {
+        unlink(tmp);
+        return rc;
+    }
+    char *m = manifest_text(id, info->key, size, hex, len, info->cc_s);
+    char mpath[PATH_MAX];
+    tn__path(mpath, sizeof mpath, "%s/%s.json", sub, info->key);
+    flock(subfd, LOCK_EX);
+    if (!m)
+        rc = tn_set_error(TN_ENOMEM, "out of memory");
+    else if (rename(tmp, info->so_path) != 0)
+        rc = tn_set_error(TN_EIO, "%s: cannot rename into place: %s", info->so_path, strerror(errno));
+    else
+        rc = write_private(mpath, m, strlen(m), 0600);
+    flock(subfd, LOCK_UN);
+    free(m);
+    unlink(tmp);
+    return rc;
+}
+
+void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *opts,
+                  struct tn__cc_info *info)
+{
+    const char *env = getenv("CC");
+    const char *cmd = opts && opts->cc ? opts->cc : env && *env ? env : "cc";
+    double timeout = opts && opts->cc_timeout > 0 ? opts->cc_timeout : CC_TIMEOUT_DEFAULT;
+    memset(info, 0, sizeof *info);
+    struct cc_cmd c;
+    char dir[PATH_MAX], sub[PATH_MAX];
+    if (split_cmd(cmd, &c) < 0 || tn__cache_open(opts ? opts->cache_dir : NULL, true, dir, sizeof dir) < 0)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    void *h = NULL;
+    int subfd = -1;
+    const struct cc_id *id = cc_identity(cmd, &c, timeout);
+    if (!id)
+        goto out;
+    cpu_identity();
+    make_key(id, src, len, info->key);
+    tn__path(sub, sizeof sub, "%s/%.2s", dir, info->key);
+    tn__path(info->c_path, sizeof info->c_path, "%s/%s.c", sub, info->key);
+    tn__path(info->so_path, sizeof info->so_path, "%s/%s.so", sub, info->key);
+    if (mkdir(sub, 0700) != 0 && errno != EEXIST) {
+        tn_set_error(TN_EIO, "%s: cannot create the folder: %s", sub, strerror(errno));
+        goto out;
+    }
+    if (tn__cache_check_folder(sub, true) < 0 ||
+        (subfd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        if (subfd < 0 && tn_last_status() >= 0)
+            tn_set_error(TN_EIO, "%s: %s", sub, strerror(errno));
+        goto out;
+    }
+    char why[80];
+    struct stat st;
+    flock(subfd, LOCK_SH);
+    info->hit = tn__cache_entry_ok(sub, info->key, why, sizeof why, &st);
+    flock(subfd, LOCK_UN);
+    if (!info->hit) {
+        if (compile_entry(id, &c, src, len, timeout, subfd, sub, info) < 0)
+            goto out;
+        if (stat(info->so_path, &st) != 0) {
+            tn_set_error(TN_EIO, "%s: %s", info->so_path, strerror(errno));
+            goto out;
+        }
+    }
+    h = load_so(info->so_path, &st, sub, info->key);
+out:
+    pthread_mutex_unlock(&lock);
+    if (subfd >= 0)
+        close(subfd);
+    return h;
+}
+
+/* ------------------------------------------------------------- export */
+
+static int copy_file(const char *from, const char *to, mode_t mode)
+{
+    int fd = open(from, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return tn_set_error(TN_EIO, "%s: %s", from, strerror(err));
+    }
+    char *b = malloc((size_t)st.st_size + 1);
+    ssize_t got = b ? read(fd, b, (size_t)st.st_size) : -1;
+    int err = errno;
+    close(fd);
+    if (got != st.st_size) {
+        free(b);
+        return tn_set_error(TN_EIO, "%s: cannot read: %s", from, got < 0 ? strerror(err) : "short read");
+    }
+    struct tn_out *o = tn_out_open(to);
+    int rc;
+    if (!o) {
+        rc = tn_last_status();
+    } else if (fchmod(fileno(tn_out_file(o)), mode) != 0 ||
+               fwrite(b, 1, (size_t)got, tn_out_file(o)) != (size_t)got) {
+        err = errno;
+        tn_out_abort(o);
+        rc = tn_set_error(TN_EIO, "%s: cannot write: %s", to, strerror(err));
+    } else {
+        rc = tn_out_commit(o, false);
+    }
+    free(b);
+    return rc;
+}
+
+int tn__cc_export(const struct tn__cc_info *info, const char *dir)
+{
+    int rc = tn__make_folders(dir, 0777);
+    if (rc < 0)
+        return rc;
+    mode_t um = umask(0);
+    umask(um);
+    char json[4096], to[PATH_MAX];
+    size_t n = strlen(info->so_path);
+    tn__path(json, sizeof json, "%.*s.json", (int)(n > 3 ? n - 3 : 0), info->so_path);
+    static const char *const names[] = {"kernel.c", "kernel.so", "manifest.json"};
+    const char *from[] = {info->c_path, info->so_path, json};
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if ((rc = tn__path(to, sizeof to, "%s/%s", dir, names[i])) == 0)
+            rc = copy_file(from[i], to, (i == 1 ? 0777 : 0666) & ~um);
+    }
+    return rc;
+}
