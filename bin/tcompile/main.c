@@ -2,7 +2,7 @@
  * bin/tcompile/main.c: tcompile's command line: check, show and run JSON
  * graphs (torch.export's serialized format, or a .pt2 archive) through
  * libtensor's graph module; compile them to C through lib/compile
- * (tensor/compile.h).
+ * (tensor/compile.h), and manage the compile cache (cache.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,9 +35,14 @@ static const char usage_text[] =
     "                           inputs given, else those tensor_values declares);\n"
     "                           with -o DIR also write kernel.c, kernel.so and\n"
     "                           manifest.json into DIR\n"
+    "  cache ls                 the compile cache's entries: key, bytes, time,\n"
+    "                           valid or why not\n"
+    "  cache stats              its folder, entries and bytes\n"
+    "  cache clear              remove its entries\n"
     "\n"
     "Options:\n"
-    "      --json               check: one JSON object; show: the graph as JSON\n"
+    "      --json               check: one JSON object; show: the graph as JSON;\n"
+    "                           cache ls, cache stats: one JSON object\n"
     "      --dot                show: a Graphviz digraph\n"
     "  -w, --weights=FILE       run: parameters and buffers by name (torch\n"
     "                           checkpoint, safetensors or .npz); a .pt2 brings its own\n"
@@ -59,8 +64,9 @@ static const char usage_text[] =
     "      --strict             run, compile: a graph that does not compile is an\n"
     "                           error (exit 2), not a warning and the interpreter\n"
     "      --recompile-limit=N  run: compile at most N input specialisations (8)\n"
-    "      --cache-dir=DIR      the compile cache (default $TN_COMPILE_CACHE, else\n"
-    "                           $XDG_CACHE_HOME/tensorkit)\n"
+    "      --cache-dir=DIR      run, compile, cache: the compile cache's folder\n"
+    "                           (default $TN_COMPILE_CACHE, else\n"
+    "                           $XDG_CACHE_HOME/tensorkit, else ~/.cache/tensorkit)\n"
     "  -h, --help               print this help and exit\n"
     "  -V, --version            print the version and exit\n"
     "\n"
@@ -135,14 +141,14 @@ static int cmd_check(const char *path)
 static void check_options(const char *cmd)
 {
     bool check = !strcmp(cmd, "check"), show = !strcmp(cmd, "show"), run = !strcmp(cmd, "run");
-    bool comp = !strcmp(cmd, "compile");
-    if (!check && !show && !run && !comp)
+    bool comp = !strcmp(cmd, "compile"), cache = !strcmp(cmd, "cache");
+    if (!check && !show && !run && !comp && !cache)
         tc_usage_error("unknown command '%s'", cmd);
     const struct {
         bool given, applies;
         const char *name;
     } o[] = {
-        {tc.json, check || show, "--json"},
+        {tc.json, check || show || cache, "--json"},
         {tc.dot, show, "--dot"},
         {tc.weights != NULL, run || comp, "--weights"},
         {tc.ninputs > 0, run || comp, "--input"},
@@ -154,7 +160,7 @@ static void check_options(const char *cmd)
         {tc.explain, run || comp, "--explain"},
         {tc.strict, run || comp, "--strict"},
         {tc.recompile_limit > 0, run, "--recompile-limit"},
-        {tc.cache_dir != NULL, run || comp, "--cache-dir"},
+        {tc.cache_dir != NULL, run || comp || cache, "--cache-dir"},
     };
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (o[i].given && !o[i].applies) {
@@ -224,7 +230,9 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc - 1)
-        tc_usage_error("%s: needs exactly one GRAPH", cmd);
+        tc_usage_error(!strcmp(cmd, "cache") ? "%s: needs one of ls, stats or clear"
+                                             : "%s: needs exactly one GRAPH",
+                       cmd);
     const char *graph = argv[optind];
     check_options(cmd);
     if (!strcmp(cmd, "check"))
@@ -235,5 +243,7 @@ int main(int argc, char **argv)
         return tc_run(graph);
     if (!strcmp(cmd, "compile"))
         return tc_compile(graph);
+    if (!strcmp(cmd, "cache"))
+        return tc_cache(graph);
     tc_usage_error("unknown command '%s'", cmd);
 }

@@ -38,5 +38,6 @@ void tc_problems_free(struct tc_problems *p);
 int tc_show(const char *path); /* show.c */
 int tc_run(const char *path);  /* run.c */
 int tc_compile(const char *path); /* run.c: tcompile compile */
+int tc_cache(const char *action);  /* cache.c: ls, stats or clear */
 
 #endif

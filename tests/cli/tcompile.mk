@@ -6,3 +6,10 @@ CLI_TESTS += tests/cli/tcompile_user.bats
 CLI_TESTS += tests/cli/tcompile_compile.bats
 # bench/compile/compile.py in its quick form: outputs compared, rows.
 CLI_TESTS += tests/cli/tcompile_bench.bats
+CLI_TESTS += tests/cli/tcompile_cache.bats
+# Fills a compile cache for tcompile_cache.bats (libtensor linked
+# statically, for tn__cc_load).
+check_PROGRAMS += tests/cli/tcompile/cache_fill
+tests_cli_tcompile_cache_fill_SOURCES = tests/cli/tcompile/cache_fill.c
+tests_cli_tcompile_cache_fill_LDADD = $(TN_LIB)
+tests_cli_tcompile_cache_fill_LDFLAGS = -static
