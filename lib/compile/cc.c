@@ -407,45 +407,46 @@ void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *
     char dir[PATH_MAX], sub[PATH_MAX];
     if (split_cmd(cmd, &c) < 0 || tn__cache_open(opts ? opts->cache_dir : NULL, true, dir, sizeof dir) < 0)
         return NULL;
+    /* the lock covers what this process learns once and the loaded
+     * libraries, not the compile: threads compile side by side as
+     * processes do */
     pthread_mutex_lock(&lock);
-    void *h = NULL;
-    int subfd = -1;
     const struct cc_id *id = cc_identity(cmd, &c, timeout);
+    if (id)
+        cpu_identity();
+    pthread_mutex_unlock(&lock);
     if (!id)
-        goto out;
-    cpu_identity();
+        return NULL;
     make_key(id, src, len, info->key);
     tn__path(sub, sizeof sub, "%s/%.2s", dir, info->key);
     tn__path(info->c_path, sizeof info->c_path, "%s/%s.c", sub, info->key);
     tn__path(info->so_path, sizeof info->so_path, "%s/%s.so", sub, info->key);
     if (mkdir(sub, 0700) != 0 && errno != EEXIST) {
         tn_set_error(TN_EIO, "%s: cannot create the folder: %s", sub, strerror(errno));
-        goto out;
+        return NULL;
     }
-    if (tn__cache_check_folder(sub, true) < 0 ||
-        (subfd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        if (subfd < 0 && tn_last_status() >= 0)
-            tn_set_error(TN_EIO, "%s: %s", sub, strerror(errno));
-        goto out;
+    if (tn__cache_check_folder(sub, true) < 0)
+        return NULL;
+    int subfd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (subfd < 0) {
+        tn_set_error(TN_EIO, "%s: %s", sub, strerror(errno));
+        return NULL;
     }
     char why[80];
     struct stat st;
     flock(subfd, LOCK_SH);
     info->hit = tn__cache_entry_ok(sub, info->key, why, sizeof why, &st);
     flock(subfd, LOCK_UN);
-    if (!info->hit) {
-        if (compile_entry(id, &c, src, len, timeout, subfd, sub, info) < 0)
-            goto out;
-        if (stat(info->so_path, &st) != 0) {
-            tn_set_error(TN_EIO, "%s: %s", info->so_path, strerror(errno));
-            goto out;
-        }
-    }
-    h = load_so(info->so_path, &st, sub, info->key);
-out:
+    int rc = 0;
+    if (!info->hit && (rc = compile_entry(id, &c, src, len, timeout, subfd, sub, info)) == 0 &&
+        stat(info->so_path, &st) != 0)
+        rc = tn_set_error(TN_EIO, "%s: %s", info->so_path, strerror(errno));
+    close(subfd);
+    if (rc < 0)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    void *h = load_so(info->so_path, &st, sub, info->key);
     pthread_mutex_unlock(&lock);
-    if (subfd >= 0)
-        close(subfd);
     return h;
 }
 

@@ -11,6 +11,7 @@
 #include "compile/internal.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +434,41 @@ static void two_processes_compile_one_key(void **state)
     dlclose(h);
 }
 
+/* Threads of one process: two sources, each loaded by two threads at once. */
+struct job {
+    int value;
+    bool ok;
+};
+
+static void *thread_load(void *arg)
+{
+    struct job *j = arg;
+    char src[96];
+    snprintf(src, sizeof src, "int th(void) { return %d; }\n", j->value);
+    struct tn__cc_info info;
+    struct tn_compile_options o = {.cc = "cc", .cache_dir = cache};
+    void *h = tn__cc_load(src, strlen(src), &o, &info);
+    int (*fn)(void) = h ? (int (*)(void))dlsym(h, "th") : NULL;
+    j->ok = fn && fn() == j->value;
+    if (h)
+        dlclose(h);
+    return NULL;
+}
+
+static void threads_compile_side_by_side(void **state)
+{
+    (void)state;
+    pthread_t t[4];
+    struct job jobs[4] = {{11, false}, {11, false}, {12, false}, {12, false}};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, thread_load, &jobs[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_true(jobs[i].ok);
+    }
+    assert_int_equal(tn_compile_cache_list(cache, NULL, NULL), 2);
+}
+
 /* ------------------------------------------------- export, list, clear */
 
 static void export_copies_the_entry(void **state)
@@ -536,6 +572,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(compiler_errors_are_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(slow_compiler_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(two_processes_compile_one_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(threads_compile_side_by_side, setup, teardown),
         cmocka_unit_test_setup_teardown(export_copies_the_entry, setup, teardown),
         cmocka_unit_test_setup_teardown(list_and_clear, setup, teardown),
         cmocka_unit_test(cache_dir_resolution),
