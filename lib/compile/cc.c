@@ -396,6 +396,14 @@ static int compile_entry(const struct cc_id *id, const struct cc_cmd *c, const c
     return rc;
 }
 
+static void *load_locked(const struct tn__cc_info *info, const struct stat *st, const char *sub)
+{
+    pthread_mutex_lock(&lock);
+    void *h = load_so(info->so_path, st, sub, info->key);
+    pthread_mutex_unlock(&lock);
+    return h;
+}
+
 void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *opts,
                   struct tn__cc_info *info)
 {
@@ -432,21 +440,26 @@ void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *
         tn_set_error(TN_EIO, "%s: %s", sub, strerror(errno));
         return NULL;
     }
+    /* an entry is checked and loaded under the subfolder's shared lock,
+     * so the library loaded is the one checked: writers rename a library
+     * in and write its manifest under the exclusive lock */
     char why[80];
     struct stat st;
+    void *h = NULL;
     flock(subfd, LOCK_SH);
     info->hit = tn__cache_entry_ok(sub, info->key, why, sizeof why, &st);
+    if (info->hit)
+        h = load_locked(info, &st, sub);
     flock(subfd, LOCK_UN);
-    int rc = 0;
-    if (!info->hit && (rc = compile_entry(id, &c, src, len, timeout, subfd, sub, info)) == 0 &&
-        stat(info->so_path, &st) != 0)
-        rc = tn_set_error(TN_EIO, "%s: %s", info->so_path, strerror(errno));
+    if (!info->hit && compile_entry(id, &c, src, len, timeout, subfd, sub, info) == 0) {
+        flock(subfd, LOCK_SH);
+        if (stat(info->so_path, &st) != 0)
+            tn_set_error(TN_EIO, "%s: %s", info->so_path, strerror(errno));
+        else
+            h = load_locked(info, &st, sub);
+        flock(subfd, LOCK_UN);
+    }
     close(subfd);
-    if (rc < 0)
-        return NULL;
-    pthread_mutex_lock(&lock);
-    void *h = load_so(info->so_path, &st, sub, info->key);
-    pthread_mutex_unlock(&lock);
     return h;
 }
 
