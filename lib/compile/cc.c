@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CC_FLAGS "-std=c11 -w -O3 -march=native -fPIC -shared -fopenmp-simd -fno-math-errno -fno-trapping-math"
+#define CC_FLAGS "-std=c11 -w -O3 -march=native -fPIC -shared -fopenmp-simd -fno-math-errno -fno-trapping-math -fwrapv"
 #define CC_MAX_WORDS 32
 #define CC_OUTPUT_MAX 65536
 #define CC_TIMEOUT_DEFAULT 300.0

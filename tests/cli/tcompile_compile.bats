@@ -50,6 +50,7 @@ compiled_as_interpreted() {
 }
 
 @test "--time says compile time and run time apart; a second process finds the cache" {
+    export TN_COMPILE_CACHE=$TMP/cache
     run tcompile run --time "$FX/mlp.json" -w "$FX/mlp.pt" -i "$FX/mlp_inputs.pt" -o "$TMP/o.npz"
     assert_success
     assert_output --regexp 'compile took [0-9.]+ ms \(the C compiler ran\)'
