@@ -462,9 +462,7 @@ static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__ste
     /* the space: collapsed over the loads of every stage, with the
      * reduced (row) dims of its reductions */
     struct tn__stage shape = *s0;
-    for (int i = st->stage0; i < st->stage0 + st->nstages; i++)
-        if (P->stages[i].red != TN_RED_NONE)
-            shape.nred = P->stages[i].nred;
+    shape.nred = st->nstages > 1 ? st->nrow : s0->nred;
     struct space sp;
     collapse(P, &shape, loads, nl, &sp, keep);
     int nouter = sp.nd - sp.nred;

@@ -183,6 +183,7 @@ enum tn__step_kind { TN_STEP_KERNEL, TN_STEP_NODE, TN_STEP_MATMUL };
 struct tn__step {
     int kind;                     /* enum tn__step_kind */
     int stage0, nstages;          /* KERNEL: its stages */
+    int nrow;                     /* KERNEL of several stages: its row (inner) dims */
     int64_t nouter, grain;        /* KERNEL: the parallel loop */
     int node;                     /* NODE: the graph node */
     int nargs;                    /* NODE: tensor values it reads; MATMUL: 2 */

@@ -77,20 +77,28 @@ void tn__schedule(struct tn__cprog *P)
         int j = i + 1;
         if (st.kind == TN_STEP_KERNEL) {
             const struct tn__stage *s0 = &P->stages[st.stage0];
+            /* the group's row dims: a reduction's reduced dims; -1 while
+             * the group is pointwise only (horizontal fusion: the last
+             * dim is the row then) */
             int nred = s0->red == TN_RED_NONE ? -1 : s0->nred;
             for (; j < P->nsteps && j - i < GROUP_MAX; j++) {
                 const struct tn__step *n = &P->steps[j];
                 if (n->kind != TN_STEP_KERNEL)
                     break;
                 const struct tn__stage *s = &P->stages[n->stage0];
-                int r = nred >= 0 ? nred : s->red == TN_RED_NONE ? -1 : s->nred;
-                if (r < 0 || !same_space(s0, s, r) || (s->red != TN_RED_NONE && s->nred != r))
+                int r = nred >= 0 ? nred : s->red != TN_RED_NONE ? s->nred : -1;
+                if (r < 0 && (s0->nd < 1 || outer_of(s0, 1) < 16))
+                    break; /* rows too few to share among threads */
+                if (!same_space(s0, s, r < 0 ? 0 : r) || (s->red != TN_RED_NONE && s->nred != r))
                     break;
                 memset(seen, 0, (size_t)P->nx + 1);
-                if (!local_reads(P, s->x, st.stage0, n->stage0, r, seen))
+                if (!local_reads(P, s->x, st.stage0, n->stage0, r < 0 ? 0 : r, seen))
                     break;
                 nred = r;
             }
+            if (nred < 0)
+                nred = 1;
+            st.nrow = nred;
             if (j - i > 1 && outer_of(s0, nred) > 0) {
                 st.nstages = j - i;
                 size_t len = 0;
@@ -130,10 +138,7 @@ void tn__schedule_private(struct tn__cprog *P)
         for (int k = st->stage0; k < st->stage0 + st->nstages; k++) {
             const struct tn__stage *s = &P->stages[k];
             struct tn__buf *b = &P->bufs[s->buf];
-            int nred = 0;
-            for (int m = st->stage0; m < st->stage0 + st->nstages; m++)
-                if (P->stages[m].red != TN_RED_NONE)
-                    nred = P->stages[m].nred;
+            int nred = st->nrow;
             int64_t row = 1;
             for (int d = s->nd - nred; d < s->nd; d++)
                 row *= s->sizes[d];
