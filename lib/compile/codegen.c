@@ -253,6 +253,7 @@ static void emit_x(struct out *o, const struct tn__cprog *P, int x, unsigned cha
     case TN_X_TANH: put(o, "%s(t%d)", fn(dt, "tn_tanhf", "tanh"), a); break;
     case TN_X_SIGMOID: put(o, "%s(t%d)", fn(dt, "tn_sigmoidf", "tn_sigmoid"), a); break;
     case TN_X_ERF: put(o, "%s(t%d)", fn(dt, "tn_erff", "erf"), a); break;
+    case TN_X_ERF1P: put(o, "%s(t%d)", fn(dt, "tn_erf1pf", "tn_erf1p"), a); break;
     case TN_X_SIN: put(o, "%s(t%d)", fn(dt, "sinf", "sin"), a); break;
     case TN_X_COS: put(o, "%s(t%d)", fn(dt, "cosf", "cos"), a); break;
     case TN_X_LOG1P: put(o, "%s(t%d)", fn(dt, "log1pf", "log1p"), a); break;

@@ -121,7 +121,7 @@ enum tn__xop {
     TN_X_LOAD, TN_X_CONST, TN_X_CAST,
     /* unary */
     TN_X_NEG, TN_X_ABS, TN_X_EXP, TN_X_LOG, TN_X_SQRT, TN_X_RSQRT, TN_X_TANH, TN_X_SIGMOID,
-    TN_X_ERF, TN_X_SIN, TN_X_COS, TN_X_LOG1P, TN_X_EXPM1, TN_X_RECIP, TN_X_FLOOR, TN_X_CEIL,
+    TN_X_ERF, TN_X_ERF1P /* 1 + erf(a), without erf's two branches */, TN_X_SIN, TN_X_COS, TN_X_LOG1P, TN_X_EXPM1, TN_X_RECIP, TN_X_FLOOR, TN_X_CEIL,
     TN_X_NOT,
     /* binary */
     TN_X_ADD, TN_X_SUB, TN_X_MUL, TN_X_DIV, TN_X_MAX, TN_X_MIN, TN_X_POW,
