@@ -10,3 +10,8 @@ tests_unit_test_compile_cc_SOURCES = tests/unit/test_compile_cc.c
 tests_unit_test_compile_cc_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_compile_cc_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_compile_cc_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_compile_decomp
+tests_unit_test_compile_decomp_SOURCES = tests/unit/test_compile_decomp.c
+tests_unit_test_compile_decomp_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_compile_decomp_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_compile_decomp_LDFLAGS = $(TN_UNIT_LINK)
