@@ -298,6 +298,7 @@ static void free_names(char **v)
 }
 
 static bool is_subfolder(const char *name) { return strlen(name) == 2 && is_hex(name, 2); }
+static bool is_cleared(const char *name) { return is_subfolder(name) || !strcmp(name, "compilers"); }
 static bool is_any(const char *name) { return strcmp(name, ".") && strcmp(name, ".."); }
 
 /* Calls fn(sub, key, ctx) for each key under dir, in key order (a key's
@@ -369,8 +370,12 @@ int tn_compile_cache_list(const char *dir, tn_compile_cache_fn fn, void *ctx)
     return each_entry(d, list_one, &lc);
 }
 
-/* Removes what subfolder sub holds of ours: entries' files and
- * temporaries (dot files); returns the number of keys, or an error. */
+/* A compiler's memo (ccid.c): <64 hex>.txt. */
+static bool memo_file(const char *name) { return strlen(name) == 68 && is_hex(name, 64) && !strcmp(name + 64, ".txt"); }
+
+/* Removes what subfolder sub holds of ours: entries' files, compilers'
+ * memos and temporaries (dot files); returns the number of keys, or an
+ * error. */
 static int clear_sub(const char *sub)
 {
     char **names = sorted_names(sub, is_any);
@@ -380,7 +385,7 @@ static int clear_sub(const char *sub)
     char last[65] = "", key[65];
     for (size_t i = 0; names[i]; i++) {
         bool entry = entry_file(names[i], key);
-        if (!entry && names[i][0] != '.')
+        if (!entry && names[i][0] != '.' && !memo_file(names[i]))
             continue; /* not ours to remove */
         char path[PATH_MAX];
         tn__path(path, sizeof path, "%s/%s", sub, names[i]);
@@ -407,7 +412,7 @@ int tn_compile_cache_clear(const char *dir)
         return rc < 0 ? rc : 0;
     if ((rc = tn__cache_check_folder(d, true)) < 0)
         return rc;
-    char **subs = sorted_names(d, is_subfolder);
+    char **subs = sorted_names(d, is_cleared);
     if (!subs)
         return tn_set_error(TN_ENOMEM, "%s: out of memory", d);
     int count = 0;

@@ -5,9 +5,8 @@
  * The key is SHA-256 over everything that decides the library's bytes:
  * the cache format, tensorkit's version, the compiler (its command, the
  * path it resolves to and its `--version` text), the flags, the CPU they
- * tune for (-march=native) and the source. The compiler's identity and
- * the CPU's are found once per process: `cc --version` costs milliseconds
- * and a warm start is a hash, a few stats and a dlopen.
+ * tune for (-march=native) and the source (ccid.c finds the compiler's
+ * and the CPU's identity).
  */
 #include "compile/internal.h"
 
@@ -26,167 +25,10 @@
 #include <unistd.h>
 
 #define CC_FLAGS "-std=c11 -w -O3 -march=native -fPIC -shared -fopenmp-simd -fno-math-errno -fno-trapping-math -fwrapv"
-#define CC_MAX_WORDS 32
-#define CC_OUTPUT_MAX 65536
 #define CC_TIMEOUT_DEFAULT 300.0
 #define CC_STALE_SECONDS 3600
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* ------------------------------------------------ the compiler's identity */
-
-/* The command split on spaces: words point into buf. */
-struct cc_cmd {
-    char buf[1024];
-    char *words[CC_MAX_WORDS + 1];
-    int n;
-};
-
-static int split_cmd(const char *cmd, struct cc_cmd *c)
-{
-    if (snprintf(c->buf, sizeof c->buf, "%s", cmd) >= (int)sizeof c->buf)
-        return tn_set_error(TN_EINVAL, "CC: the command is too long");
-    c->n = 0;
-    for (char *s = strtok(c->buf, " \t"); s; s = strtok(NULL, " \t")) {
-        if (c->n == CC_MAX_WORDS)
-            return tn_set_error(TN_EINVAL, "CC: more than %d words", CC_MAX_WORDS);
-        c->words[c->n++] = s;
-    }
-    c->words[c->n] = NULL;
-    if (!c->n)
-        return tn_set_error(TN_EINVAL, "CC: an empty command");
-    return 0;
-}
-
-/* name as the shell would find it on PATH, with links resolved, into
- * out; false when there is no such program. */
-static bool resolve_program(const char *name, char *out)
-{
-    if (strchr(name, '/'))
-        return realpath(name, out) != NULL && access(out, X_OK) == 0;
-    const char *path = getenv("PATH");
-    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
-        const char *end = strchr(p, ':');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char cand[PATH_MAX];
-        snprintf(cand, sizeof cand, "%.*s/%s", (int)n, n ? p : ".", name);
-        if (access(cand, X_OK) == 0 && realpath(cand, out))
-            return true;
-        p += n + (end != NULL);
-    }
-    return false;
-}
-
-struct cc_id {
-    char *cmd;          /* the command as given */
-    char path[PATH_MAX]; /* its first word, resolved */
-    char *version;      /* its `--version` text */
-    struct cc_id *next;
-};
-static struct cc_id *ids; /* under lock */
-
-/* The error for a run of the compiler that went wrong; out is its
- * output, rc and status what tn__spawn gave. */
-static int cc_error(const char *name, const char *what, int rc, int status, const char *out, double timeout)
-{
-    if (rc == TN_ETIMEOUT)
-        return tn_set_error(TN_ETIMEOUT, "%s: timed out after %g s", name, timeout);
-    if (rc < 0)
-        return rc;
-    /* the first line naming an error, else the first line */
-    const char *line = NULL;
-    for (const char *s = out; *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : s + strlen(s)) {
-        size_t n = strcspn(s, "\n");
-        if (!line && n)
-            line = s;
-        const char *e = strstr(s, "error");
-        if (e && (size_t)(e - s) < n) {
-            line = s;
-            break;
-        }
-    }
-    if (line)
-        return tn_set_error(TN_ERUNTIME, "%s%s failed: %.*s", name, what, (int)strcspn(line, "\n"), line);
-    if (WIFSIGNALED(status))
-        return tn_set_error(TN_ERUNTIME, "%s%s failed: killed by signal %d", name, what, WTERMSIG(status));
-    return tn_set_error(TN_ERUNTIME, "%s%s failed with exit status %d", name, what, WEXITSTATUS(status));
-}
-
-/* The identity of command cmd, found on first use (under lock). */
-static const struct cc_id *cc_identity(const char *cmd, const struct cc_cmd *c, double timeout)
-{
-    for (struct cc_id *i = ids; i; i = i->next)
-        if (!strcmp(i->cmd, cmd))
-            return i;
-    struct cc_id *id = calloc(1, sizeof *id);
-    char *out = malloc(CC_OUTPUT_MAX);
-    if (!id || !out || !(id->cmd = strdup(cmd))) {
-        free(id);
-        free(out);
-        tn_set_error(TN_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if (!resolve_program(c->words[0], id->path)) {
-        tn_set_error(TN_EIO, "%s: not found", c->words[0]);
-        goto fail;
-    }
-    char *argv[CC_MAX_WORDS + 2];
-    memcpy(argv, c->words, (size_t)c->n * sizeof *argv);
-    argv[c->n] = "--version";
-    argv[c->n + 1] = NULL;
-    int status = 0, rc = tn__spawn(argv, timeout, out, CC_OUTPUT_MAX, &status);
-    if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        cc_error(c->words[0], " --version", rc, status, out, timeout);
-        goto fail;
-    }
-    id->version = out;
-    id->next = ids;
-    ids = id;
-    return id;
-fail:
-    free(out);
-    free(id->cmd);
-    free(id);
-    return NULL;
-}
-
-/* ------------------------------------------------------ the CPU's identity */
-
-static char cpu_model[256];
-static char cpu_hash[65]; /* of the lines that name the CPU and its features */
-
-/* Reads the first processor's block of /proc/cpuinfo (x86: model name and
- * flags; Arm: implementer, part and Features); elsewhere the hash is of
- * nothing and the flags' -march=native is all the key says. Under lock. */
-static void cpu_identity(void)
-{
-    if (cpu_hash[0])
-        return;
-    static const char *const keys[] = {"vendor_id", "model name", "flags", "CPU implementer",
-                                       "CPU architecture", "CPU variant", "CPU part", "Features"};
-    struct tn__sha256 s;
-    tn__sha256_init(&s);
-    FILE *f = fopen("/proc/cpuinfo", "re");
-    char line[8192];
-    while (f && fgets(line, sizeof line, f) && line[0] != '\n') {
-        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-            size_t n = strlen(keys[k]);
-            if (strncmp(line, keys[k], n) || (line[n] != ' ' && line[n] != '\t' && line[n] != ':'))
-                continue;
-            tn__sha256_update(&s, line, strlen(line));
-            if (k == 1) {
-                const char *v = strchr(line, ':');
-                snprintf(cpu_model, sizeof cpu_model, "%.*s", (int)strcspn(v ? v + 2 : line, "\n"),
-                         v ? v + 2 : line);
-            }
-        }
-    }
-    if (f)
-        fclose(f);
-    unsigned char d[32];
-    tn__sha256_final(&s, d);
-    tn__sha256_tohex(d, cpu_hash);
-}
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the loaded libraries */
 
 /* ------------------------------------------------------------- the key */
 
@@ -199,7 +41,7 @@ static void hash_field(struct tn__sha256 *s, const char *name, const char *value
     tn__sha256_update(s, "\n", 1);
 }
 
-static void make_key(const struct cc_id *id, const char *src, size_t len, char key[65])
+static void make_key(const struct tn__cc_id *id, const char *src, size_t len, char key[65])
 {
     struct tn__sha256 s;
     unsigned char d[32];
@@ -212,7 +54,7 @@ static void make_key(const struct cc_id *id, const char *src, size_t len, char k
     hash_field(&s, "cc-path", id->path, strlen(id->path));
     hash_field(&s, "cc-version", id->version, strlen(id->version));
     hash_field(&s, "flags", CC_FLAGS, strlen(CC_FLAGS));
-    hash_field(&s, "cpu", cpu_hash, 64);
+    hash_field(&s, "cpu", id->cpu_hash, 64);
     hash_field(&s, "source", src, len);
     tn__sha256_final(&s, d);
     tn__sha256_tohex(d, key);
@@ -273,9 +115,7 @@ static void *load_so(const char *path, const struct stat *st, const char *sub, c
 
 /* ----------------------------------------------------------- compiling */
 
-/* Writes len bytes as path (atomically), mode `mode`: a file that is not
- * a regular one (a link, say) is removed first, not written through. */
-static int write_private(const char *path, const void *data, size_t len, mode_t mode)
+int tn__write_private(const char *path, const void *data, size_t len, mode_t mode)
 {
     struct stat st;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && unlink(path) != 0)
@@ -308,14 +148,14 @@ static void clean_stale(const char *sub)
         closedir(d);
 }
 
-static char *manifest_text(const struct cc_id *id, const char *key, int64_t so_size, const char *so_hex,
+static char *manifest_text(const struct tn__cc_id *id, const char *key, int64_t so_size, const char *so_hex,
                            size_t c_size, double cc_s)
 {
     const char *v = id->version;
     json_t *m = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s#, s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:f}",
                           "format", TN__CACHE_FORMAT, "key", key, "tensorkit", tn_version(), "cc",
                           id->cmd, "cc_path", id->path, "cc_version", v, (int)strcspn(v, "\n"),
-                          "flags", CC_FLAGS, "cpu", cpu_model, "cpu_sha256", cpu_hash, "so_size",
+                          "flags", CC_FLAGS, "cpu", id->cpu_model, "cpu_sha256", id->cpu_hash, "so_size",
                           (json_int_t)so_size, "so_sha256", so_hex, "c_size", (json_int_t)c_size,
                           "created", (json_int_t)time(NULL), "cc_seconds", cc_s);
     char *text = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
@@ -337,11 +177,11 @@ static int hash_file(const char *path, char hex[65], int64_t *size)
 /* Compiles src into the entry: the source, the library through a
  * temporary renamed in, then the manifest, the last two under the
  * subfolder's lock so that readers see them agree. */
-static int compile_entry(const struct cc_id *id, const struct cc_cmd *c, const char *src, size_t len,
+static int compile_entry(const struct tn__cc_id *id, const struct tn__cc_cmd *c, const char *src, size_t len,
                          double timeout, int subfd, const char *sub, struct tn__cc_info *info)
 {
     clean_stale(sub);
-    int rc = write_private(info->c_path, src, len, 0600);
+    int rc = tn__write_private(info->c_path, src, len, 0600);
     if (rc < 0)
         return rc;
     char tmp[PATH_MAX];
@@ -350,27 +190,27 @@ static int compile_entry(const struct cc_id *id, const struct cc_cmd *c, const c
     if (fd < 0)
         return tn_set_error(TN_EIO, "%s: cannot create a temporary: %s", sub, strerror(errno));
     close(fd);
-    char *argv[CC_MAX_WORDS + 24], flags[] = CC_FLAGS;
+    char *argv[TN__CC_MAX_WORDS + 24], flags[] = CC_FLAGS, *save;
     int n = 0;
     for (int i = 0; i < c->n; i++)
         argv[n++] = c->words[i];
-    for (char *f = strtok(flags, " "); f; f = strtok(NULL, " "))
+    for (char *f = strtok_r(flags, " ", &save); f; f = strtok_r(NULL, " ", &save))
         argv[n++] = f;
     argv[n++] = "-o";
     argv[n++] = tmp;
     argv[n++] = info->c_path;
     argv[n] = NULL;
-    char *out = malloc(CC_OUTPUT_MAX);
+    char *out = malloc(TN__CC_OUTPUT_MAX);
     if (!out) {
         unlink(tmp);
         return tn_set_error(TN_ENOMEM, "out of memory");
     }
     double t0 = tn__cc_now();
     int status = 0;
-    rc = tn__spawn(argv, timeout, out, CC_OUTPUT_MAX, &status);
+    rc = tn__spawn(argv, timeout, out, TN__CC_OUTPUT_MAX, &status);
     info->cc_s = tn__cc_now() - t0;
     if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
-        rc = cc_error(c->words[0], "", rc, status, out, timeout);
+        rc = tn__cc_error(c->words[0], "", rc, status, out, timeout);
     free(out);
     char hex[65];
     int64_t size = 0;
@@ -389,7 +229,7 @@ static int compile_entry(const struct cc_id *id, const struct cc_cmd *c, const c
     else if (rename(tmp, info->so_path) != 0)
         rc = tn_set_error(TN_EIO, "%s: cannot rename into place: %s", info->so_path, strerror(errno));
     else
-        rc = write_private(mpath, m, strlen(m), 0600);
+        rc = tn__write_private(mpath, m, strlen(m), 0600);
     flock(subfd, LOCK_UN);
     free(m);
     unlink(tmp);
@@ -411,18 +251,13 @@ void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *
     const char *cmd = opts && opts->cc ? opts->cc : env && *env ? env : "cc";
     double timeout = opts && opts->cc_timeout > 0 ? opts->cc_timeout : CC_TIMEOUT_DEFAULT;
     memset(info, 0, sizeof *info);
-    struct cc_cmd c;
+    struct tn__cc_cmd c;
     char dir[PATH_MAX], sub[PATH_MAX];
-    if (split_cmd(cmd, &c) < 0 || tn__cache_open(opts ? opts->cache_dir : NULL, true, dir, sizeof dir) < 0)
+    if (tn__cc_split(cmd, &c) < 0 || tn__cache_open(opts ? opts->cache_dir : NULL, true, dir, sizeof dir) < 0)
         return NULL;
-    /* the lock covers what this process learns once and the loaded
-     * libraries, not the compile: threads compile side by side as
-     * processes do */
-    pthread_mutex_lock(&lock);
-    const struct cc_id *id = cc_identity(cmd, &c, timeout);
-    if (id)
-        cpu_identity();
-    pthread_mutex_unlock(&lock);
+    /* threads compile side by side as processes do: the lock is held
+     * only while loading */
+    const struct tn__cc_id *id = tn__cc_identity(cmd, &c, timeout, dir);
     if (!id)
         return NULL;
     make_key(id, src, len, info->key);

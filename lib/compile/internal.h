@@ -83,6 +83,41 @@ int tn__spawn(char *const argv[], double timeout, char *out, size_t cap, int *st
 /* Seconds on the monotonic clock. */
 double tn__cc_now(void);
 
+/* The C compiler's command split on spaces and tabs ("ccache gcc"):
+ * words point into buf. */
+#define TN__CC_MAX_WORDS 32
+#define TN__CC_OUTPUT_MAX 65536 /* of the compiler's output, what is kept */
+struct tn__cc_cmd {
+    char buf[1024];
+    char *words[TN__CC_MAX_WORDS + 1];
+    int n;
+};
+int tn__cc_split(const char *cmd, struct tn__cc_cmd *c);
+
+/* Who compiles: what the key says of the compiler and the CPU. */
+struct tn__cc_id {
+    const char *cmd;       /* the command as given */
+    char path[4096];       /* its first word, resolved on PATH */
+    const char *version;   /* its `--version` text */
+    const char *cpu_model; /* "AMD EPYC", or "" */
+    const char *cpu_hash;  /* hex SHA-256 of the CPU's model and features */
+    struct tn__cc_id *next;
+};
+/* The identity of cmd (split in c), learnt once per process and kept in
+ * dir/compilers (dir may be NULL); NULL with an error ("NAME: not found",
+ * its --version failing). Thread-safe; the result lives as long as the
+ * process. */
+const struct tn__cc_id *tn__cc_identity(const char *cmd, const struct tn__cc_cmd *c, double timeout,
+                                        const char *dir);
+/* The error for a run of the compiler (named name, what: "" or
+ * " --version") that failed: a timeout, its first line naming an error
+ * ("NAME failed: LINE"), or how it ended. rc and status as tn__spawn gave
+ * them, out its output. Returns the status. */
+int tn__cc_error(const char *name, const char *what, int rc, int status, const char *out, double timeout);
+/* Writes len bytes as path atomically with mode `mode`; a path that is not
+ * a regular file (a link) is removed first rather than written through. */
+int tn__write_private(const char *path, const void *data, size_t len, mode_t mode);
+
 /* The cache folder for override (tn_compile_cache_dir) into dir, checked:
  * a folder, ours, not writable by group or others, and with `write`,
  * writable by us (created, mode 0700 with its parents, when missing).

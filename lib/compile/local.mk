@@ -15,4 +15,5 @@ libtensor_la_SOURCES += \
 	lib/compile/sha256.c \
 	lib/compile/spawn.c \
 	lib/compile/cache.c \
+	lib/compile/ccid.c \
 	lib/compile/cc.c

@@ -53,7 +53,7 @@ fill() {
 @test "stats: the folder, the entries and their bytes; --json says the same" {
     fill 2
     rm "${SO[0]%.so}.json"
-    bytes=$(find "$C" -type f -name '[0-9a-f]*' -printf '%s\n' | awk '{ s += $1 } END { print s }')
+    bytes=$(find "$C" -type f -path "$C/[0-9a-f][0-9a-f]/*" -printf '%s\n' | awk '{ s += $1 } END { print s }')
     run tcompile cache stats --cache-dir="$C"
     assert_success
     assert_output "folder: $C
@@ -81,6 +81,30 @@ bytes: $bytes"
     assert_output ""
     run tcompile cache clear --cache-dir="$C"
     assert_output "removed 0 entries from $C"
+}
+
+@test "a compiler's --version is remembered in the cache: a warm start runs no process; a new compiler is asked" {
+    log=$BATS_TEST_TMPDIR/calls
+    printf '#!/bin/sh\necho "$1" >>"%s"\nexec cc "$@"\n' "$log" >"$BATS_TEST_TMPDIR/countcc"
+    chmod +x "$BATS_TEST_TMPDIR/countcc"
+    export CC=$BATS_TEST_TMPDIR/countcc
+    fill 1
+    assert_equal "$(grep -c -- --version "$log")" 1
+    assert_equal "$(wc -l <"$log")" 2
+    fill 1 # another process, the same entry: nothing runs
+    assert_equal "$(wc -l <"$log")" 2
+    memo=$(ls "$C"/compilers/*.txt)
+    assert_equal "$(head -1 "$memo")" "$(cc --version | head -1)"
+    chmod g+w "$memo" # not trusted: asked again
+    fill 1
+    assert_equal "$(grep -c -- --version "$log")" 2
+    touch -d '2001-01-01' "$CC" # another compiler file: asked again, a new memo
+    fill 1
+    assert_equal "$(grep -c -- --version "$log")" 3
+    assert_equal "$(ls "$C"/compilers | wc -l)" 2
+    run tcompile cache clear --cache-dir="$C"
+    assert_output "removed 1 entry from $C"
+    [ ! -e "$C/compilers" ]
 }
 
 @test "the folder: --cache-dir, else TN_COMPILE_CACHE, else XDG_CACHE_HOME/tensorkit, else ~/.cache/tensorkit" {

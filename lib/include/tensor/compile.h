@@ -91,7 +91,9 @@ typedef int (*tn_compile_cache_fn)(const struct tn_compile_cache_entry *e, void 
  * by others). */
 int tn_compile_cache_list(const char *dir, tn_compile_cache_fn fn, void *ctx);
 
-/* Removes every entry (and temporaries) under dir; returns the count. */
+/* Removes every entry under dir, with the temporaries of killed compiles
+ * and the compilers' remembered --version texts; returns the count of
+ * entries. */
 int tn_compile_cache_clear(const char *dir);
 
 #ifdef __cplusplus
