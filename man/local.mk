@@ -6,3 +6,4 @@ dist_man_MANS += man/man3/tn_nn.3 man/man3/tn_optim.3
 dist_man_MANS += man/man3/tn_dist.3
 dist_man_MANS += man/man3/tn_io.3
 dist_man_MANS += man/man3/tn_compile.3
+dist_man_MANS += man/man3/tn_compile_cache.3
