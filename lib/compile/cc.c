@@ -25,6 +25,9 @@
 #include <unistd.h>
 
 #define CC_FLAGS "-std=c11 -w -O3 -march=native -fPIC -shared -fopenmp-simd -fno-math-errno -fno-trapping-math -fwrapv"
+/* after the source, so that a linker with --as-needed keeps it: the
+ * library names libm itself rather than relying on the process's */
+#define CC_LIBS "-lm"
 #define CC_TIMEOUT_DEFAULT 300.0
 #define CC_STALE_SECONDS 3600
 
@@ -53,7 +56,7 @@ static void make_key(const struct tn__cc_id *id, const char *src, size_t len, ch
     hash_field(&s, "cc", id->cmd, strlen(id->cmd));
     hash_field(&s, "cc-path", id->path, strlen(id->path));
     hash_field(&s, "cc-version", id->version, strlen(id->version));
-    hash_field(&s, "flags", CC_FLAGS, strlen(CC_FLAGS));
+    hash_field(&s, "flags", CC_FLAGS " " CC_LIBS, strlen(CC_FLAGS " " CC_LIBS));
     hash_field(&s, "cpu", id->cpu_hash, 64);
     hash_field(&s, "source", src, len);
     tn__sha256_final(&s, d);
@@ -155,7 +158,7 @@ static char *manifest_text(const struct tn__cc_id *id, const char *key, int64_t 
     json_t *m = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s#, s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:f}",
                           "format", TN__CACHE_FORMAT, "key", key, "tensorkit", tn_version(), "cc",
                           id->cmd, "cc_path", id->path, "cc_version", v, (int)strcspn(v, "\n"),
-                          "flags", CC_FLAGS, "cpu", id->cpu_model, "cpu_sha256", id->cpu_hash, "so_size",
+                          "flags", CC_FLAGS " " CC_LIBS, "cpu", id->cpu_model, "cpu_sha256", id->cpu_hash, "so_size",
                           (json_int_t)so_size, "so_sha256", so_hex, "c_size", (json_int_t)c_size,
                           "created", (json_int_t)time(NULL), "cc_seconds", cc_s);
     char *text = m ? json_dumps(m, JSON_INDENT(2)) : NULL;
@@ -199,6 +202,7 @@ static int compile_entry(const struct tn__cc_id *id, const struct tn__cc_cmd *c,
     argv[n++] = "-o";
     argv[n++] = tmp;
     argv[n++] = info->c_path;
+    argv[n++] = CC_LIBS;
     argv[n] = NULL;
     char *out = malloc(TN__CC_OUTPUT_MAX);
     if (!out) {

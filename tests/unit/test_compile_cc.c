@@ -11,6 +11,7 @@
 #include "compile/internal.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,36 @@ static void compiles_then_hits_without_the_compiler(void **state)
     dlclose(h);
     dlclose(h2);
     dlclose(h3);
+}
+
+/* Code as the code generator writes it: the C headers it may include,
+ * libm, restrict pointers and simd loops; the library needs libm itself. */
+static void generated_style_code_loads(void **state)
+{
+    (void)state;
+    const char *src = "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <string.h>\n"
+                      "void k(const float *restrict a, float *restrict out, int64_t n) {\n"
+                      "#pragma omp simd\n"
+                      "    for (int64_t i = 0; i < n; i++) out[i] = expf(a[i]) + tanhf(a[i]);\n}\n";
+    struct tn__cc_info info;
+    struct tn_compile_options o = {.cache_dir = cache};
+    void *h = tn__cc_load(src, strlen(src), &o, &info);
+    if (!h)
+        print_message("# %s\n", tn_last_error());
+    assert_non_null(h);
+    void (*k)(const float *, float *, int64_t) = (void (*)(const float *, float *, int64_t))dlsym(h, "k");
+    assert_non_null(k);
+    float a[19], out[19];
+    for (int i = 0; i < 19; i++)
+        a[i] = (float)i / 7.0f - 1.0f;
+    k(a, out, 19);
+    for (int i = 0; i < 19; i++)
+        assert_true(fabsf(out[i] - (expf(a[i]) + tanhf(a[i]))) <= 1e-5f * fabsf(out[i]) + 1e-6f);
+    dlclose(h);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "readelf -d '%s' | grep -q 'NEEDED.*libm'", info.so_path);
+    if (system("command -v readelf >/dev/null 2>&1") == 0)
+        assert_int_equal(system(cmd), 0);
 }
 
 /* A file of the entry spoilt by spoil(path) is rebuilt on the next load. */
@@ -566,6 +597,7 @@ int main(void)
         cmocka_unit_test(sha256_vectors),
         cmocka_unit_test_setup_teardown(sha256_against_sha256sum, setup, teardown),
         cmocka_unit_test_setup_teardown(compiles_then_hits_without_the_compiler, setup, teardown),
+        cmocka_unit_test_setup_teardown(generated_style_code_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(broken_entries_are_rebuilt, setup, teardown),
         cmocka_unit_test_setup_teardown(rebuilt_while_loaded_is_loaded_anew, setup, teardown),
         cmocka_unit_test_setup_teardown(foreign_folders_are_refused, setup, teardown),
