@@ -430,6 +430,15 @@ static void slow_compiler_times_out(void **state)
 static void two_processes_compile_one_key(void **state)
 {
     (void)state;
+    /* a compiler that waits (up to 10 s) until both compiles have begun,
+     * so that neither can find the other's entry */
+    char barrier[128], script[512];
+    snprintf(barrier, sizeof barrier, "%s/barriercc", dir);
+    snprintf(script, sizeof script,
+             "#!/bin/sh\n[ \"$1\" = --version ] && exec cc \"$@\"\ntouch '%s/started.'$$\nn=0\n"
+             "while [ $(ls '%s' | grep -c '^started') -lt 2 ] && [ $n -lt 500 ]; do sleep 0.02; n=$((n+1)); done\n"
+             "exec cc \"$@\"\n", dir, dir);
+    put(barrier, script, 0755);
     int go[2];
     assert_int_equal(pipe(go), 0);
     char src[128];
@@ -441,7 +450,7 @@ static void two_processes_compile_one_key(void **state)
             char c;
             (void)!read(go[0], &c, 1); /* both start when the pipe closes */
             struct tn__cc_info info;
-            struct tn_compile_options o = {.cc = countcc, .cache_dir = cache};
+            struct tn_compile_options o = {.cc = barrier, .cache_dir = cache};
             void *h = tn__cc_load(src, strlen(src), &o, &info);
             if (!h)
                 fprintf(stderr, "# child: %s\n", tn_last_error());
@@ -456,8 +465,11 @@ static void two_processes_compile_one_key(void **state)
         assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "test $(ls '%s' | grep -c '^started') = 2", dir);
+    assert_int_equal(system(cmd), 0);
     struct tn__cc_info info;
-    struct tn_compile_options o = {.cc = countcc, .cache_dir = cache};
+    struct tn_compile_options o = {.cc = barrier, .cache_dir = cache};
     void *h = tn__cc_load(src, strlen(src), &o, &info);
     assert_non_null(h);
     assert_true(info.hit);
