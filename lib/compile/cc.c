@@ -99,12 +99,14 @@ static void *load_so(const char *path, const struct stat *st, const char *sub, c
         unlink(alias);
     } else {
         h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (h && !l && (l = calloc(1, sizeof *l)) && (l->path = strdup(path))) {
-            l->next = loaded;
-            loaded = l;
-        } else if (l && !l->path) {
-            free(l);
-            l = NULL;
+        if (h && !l && (l = calloc(1, sizeof *l)) != NULL) {
+            if ((l->path = strdup(path)) != NULL) {
+                l->next = loaded;
+                loaded = l;
+            } else {
+                free(l); /* unrecorded: a later rebuild may reload the old object */
+                l = NULL;
+            }
         }
         if (h && l) {
             l->dev = st->st_dev;
@@ -218,8 +220,10 @@ static int compile_entry(const struct tn__cc_id *id, const struct tn__cc_cmd *c,
     free(out);
     char hex[65];
     int64_t size = 0;
-    if (rc == 0 && (chmod(tmp, 0700) != 0 || hash_file(tmp, hex, &size) < 0))
+    if (rc == 0 && chmod(tmp, 0700) != 0) /* the linker's mode follows the umask */
         rc = tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+    if (rc == 0)
+        rc = hash_file(tmp, hex, &size);
     if (rc < 0) {
         unlink(tmp);
         return rc;
@@ -228,15 +232,17 @@ static int compile_entry(const struct tn__cc_id *id, const struct tn__cc_cmd *c,
     char mpath[PATH_MAX];
     tn__path(mpath, sizeof mpath, "%s/%s.json", sub, info->key);
     flock(subfd, LOCK_EX);
+    bool renamed = m && rename(tmp, info->so_path) == 0;
     if (!m)
         rc = tn_set_error(TN_ENOMEM, "out of memory");
-    else if (rename(tmp, info->so_path) != 0)
+    else if (!renamed)
         rc = tn_set_error(TN_EIO, "%s: cannot rename into place: %s", info->so_path, strerror(errno));
     else
         rc = tn__write_private(mpath, m, strlen(m), 0600);
     flock(subfd, LOCK_UN);
     free(m);
-    unlink(tmp);
+    if (!renamed)
+        unlink(tmp);
     return rc;
 }
 

@@ -259,6 +259,15 @@ static void other_key(const char *path)
 }
 
 static void group_writable(const char *path) { assert_int_equal(chmod(path, 0775), 0); }
+/* someone else's file (as root; otherwise one anyone can write) */
+static void foreign(const char *path)
+{
+    if (geteuid() == 0)
+        assert_int_equal(chown(path, 65534, 65534), 0);
+    else
+        assert_int_equal(chmod(path, 0666), 0);
+}
+
 static void removed(const char *path) { assert_int_equal(unlink(path), 0); }
 
 static void flipped_byte(const char *path)
@@ -281,6 +290,8 @@ static void broken_entries_are_rebuilt(void **state)
     expect_rebuilt("t5", 5, "so", flipped_byte);
     expect_rebuilt("t6", 6, "json", truncate_half);
     expect_rebuilt("t7", 7, "c", removed);
+    expect_rebuilt("t8", 8, "so", foreign);
+    expect_rebuilt("t9", 9, "json", foreign);
 }
 
 /* An entry rebuilt while this process still holds the old library open
