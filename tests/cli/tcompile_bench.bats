@@ -56,7 +56,9 @@ PY
     assert_line --regexp '^tcompile check: .*/cnn.json: ok '
     assert_line --regexp '^PyTorch eager +[0-9.]+ +- +1\.000$'
     assert_line --regexp '^tcompile run +[0-9.]+ +- +[0-9.]+$'
-    assert_line --regexp '^max abs diff against PyTorch eager \(atol 1e-05, rtol 0.0001\): tcompile run 1 thread [0-9.e-]+$'
+    assert_line --regexp '^tcompile --interpret +[0-9.]+ +- +[0-9.]+$'
+    assert_line --regexp '^max abs diff against PyTorch eager \(atol 1e-05, rtol 0.0001\): tcompile run 1 thread [0-9.e-]+, tcompile --interpret 1 thread [0-9.e-]+$'
+    assert_line --regexp '^cold compile \(1 thread\): torch.compile -, tcompile [0-9.]+ ms$'
     assert [ ! -e "$BATS_TEST_TMPDIR/work" ]
 }
 
