@@ -15,3 +15,11 @@ tests_unit_test_compile_decomp_SOURCES = tests/unit/test_compile_decomp.c
 tests_unit_test_compile_decomp_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_compile_decomp_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_compile_decomp_LDFLAGS = $(TN_UNIT_LINK)
+# Differential tests on random graphs; randgraph.c is the generator, which
+# the fuzz target tests/fuzz/fuzz_compile.c shares.
+UNIT_TESTS += tests/unit/test_compile_random
+tests_unit_test_compile_random_SOURCES = tests/unit/test_compile_random.c \
+	tests/unit/randgraph.c tests/unit/randgraph.h
+tests_unit_test_compile_random_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_compile_random_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_compile_random_LDFLAGS = $(TN_UNIT_LINK)
