@@ -23,3 +23,5 @@ tests_unit_test_compile_random_SOURCES = tests/unit/test_compile_random.c \
 tests_unit_test_compile_random_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_compile_random_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_compile_random_LDFLAGS = $(TN_UNIT_LINK)
+# The libFuzzer target is built by its own script (clang), not by make.
+EXTRA_DIST += tests/fuzz/fuzz_compile.c tests/fuzz/compile.sh
