@@ -252,7 +252,8 @@ static enum tn_dtype common(struct tn__lctx *L, const struct tn_graph_node *n)
     if (b < 0) {
         const struct tn_graph_arg *o = tn__arg(n, "other");
         bool fl = o && o->kind == TN_GARG_FLOAT;
-        return fl && !tn_dtype_is_floating(da) ? TN_FLOAT64 : da;
+        return fl && !tn_dtype_is_floating(da) ? TN_FLOAT64
+               : da == TN_BOOL && o && o->kind == TN_GARG_INT ? TN_INT64 : da;
     }
     return tn_promote_types(da, L->v[b].dt);
 }

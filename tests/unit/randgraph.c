@@ -835,8 +835,6 @@ static int op_compare(struct gen *G, int a)
     int k = (int)P(6);
     bool scalar = P(3) == 0;
     struct num s = rand_num(G, x->dt, false);
-    if (scalar && x->dt == TN_BOOL && !s.is_float && (G->o.avoid & RG_AVOID_BOOL_CMP_INT))
-        return -1;
     int b = scalar ? -1 : other_tensor(G, a, true, 0);
     if (!scalar && b < 0)
         return -1;
