@@ -10,6 +10,8 @@
  * TN_RANDGRAPH_N=N runs seeds 1..N (default 150, each graph one C compile).
  * TN_RANDGRAPH_AVOID=MASK sets the cases left out (randgraph.h's
  * RG_AVOID_* bits; default all of them, 0 includes the known bugs).
+ * TN_RANDGRAPH_DUMP=DIR writes a failing (or the one) seed's graph and
+ * inputs there, for tcompile.
  * A failure prints the seed, the graph and the first differing element.
  */
 #include "tn_test.h"
@@ -58,6 +60,23 @@ static void comment(const char *text)
     fflush(stdout);
 }
 
+/* With TN_RANDGRAPH_DUMP=DIR: the graph and its inputs as DIR/seed-S.json
+ * and DIR/seed-S.pt, for `tcompile run -i DIR/seed-S.pt DIR/seed-S.json`
+ * (add --interpret or --explain). */
+static void dump(uint64_t seed, const struct rg_graph *rg)
+{
+    const char *dir = getenv("TN_RANDGRAPH_DUMP");
+    if (!dir || !*dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/seed-%llu.json", dir, (unsigned long long)seed);
+    int rc = tn_write_file(path, rg->json, strlen(rg->json), false);
+    snprintf(path, sizeof path, "%s/seed-%llu.pt", dir, (unsigned long long)seed);
+    if (rc == 0)
+        rc = tn_save(path, rg->inputs, NULL);
+    print_message("# %s: %s\n", path, rc == 0 ? "written, with its .json" : tn_last_error());
+}
+
 /* Runs one seed; 0 when compiled and interpreted agree. */
 static int run_seed(uint64_t seed, bool show)
 {
@@ -77,6 +96,7 @@ static int run_seed(uint64_t seed, bool show)
         print_message("# seed %llu: %d nodes, %d outputs\n", (unsigned long long)seed, rg.nnodes,
                       rg.noutputs);
         comment(rg.json);
+        dump(seed, &rg);
     }
     char *why = NULL;
     rc = rg_compare(&rg, cache, &why);
@@ -84,8 +104,10 @@ static int run_seed(uint64_t seed, bool show)
         print_message("# seed %llu (rerun: TN_RANDGRAPH_SEED=%llu):\n", (unsigned long long)seed,
                       (unsigned long long)seed);
         comment(why);
-        if (!show)
+        if (!show) {
             comment(rg.json);
+            dump(seed, &rg);
+        }
     }
     free(why);
     rg_graph_free(&rg);
