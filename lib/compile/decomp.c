@@ -205,7 +205,8 @@ static int binary(struct tn__lctx *L, const struct tn_graph_node *n, int op)
     const struct tn_graph_arg *rm = tn__arg(n, "rounding_mode");
     if (rm && rm->kind == TN_GARG_STRING)
         return extern_because(L, "a rounding mode");
-    int a = tn__operand(L, n, "self", 0, dt), b = tn__operand(L, n, "other", 0, dt);
+    int a = tn__operand(L, n, "self", 0, dt);
+    int b = tn__operand(L, n, op == TN_X_POW ? "exponent" : "other", 0, dt);
     if (a < 0 || b < 0)
         return extern_because(L, "an argument it does not take");
     const struct tn_graph_arg *al = tn__arg(n, "alpha");
@@ -888,7 +889,7 @@ static const struct {
     {"aten::lt.Scalar", lower_lt},
     {"aten::lt.Tensor", lower_lt},
     {"aten::maximum", lower_maximum},
-    {"aten::mean.default", lower_mean},
+    {"aten::mean", lower_mean},
     {"aten::mean.dim", lower_mean},
     {"aten::minimum", lower_minimum},
     {"aten::mm", lower_mm},
@@ -922,7 +923,7 @@ static const struct {
     {"aten::std.correction", lower_std},
     {"aten::sub.Scalar", lower_sub},
     {"aten::sub.Tensor", lower_sub},
-    {"aten::sum.default", lower_sum},
+    {"aten::sum", lower_sum},
     {"aten::sum.dim_IntList", lower_sum},
     {"aten::t", lower_transpose},
     {"aten::tanh", lower_tanh},
