@@ -1643,7 +1643,15 @@ int rg_compare_outputs(const struct rg_graph *rg, const struct tn_value *got,
 
 int rg_compare(const struct rg_graph *rg, const char *cache_dir, char **why)
 {
+    return rg_compare_explain(rg, cache_dir, why, NULL);
+}
+
+int rg_compare_explain(const struct rg_graph *rg, const char *cache_dir, char **why,
+                       char **explain)
+{
     *why = NULL;
+    if (explain)
+        *explain = NULL;
     struct problems p = {0};
     struct tn_graph *g = tn_graph_parse(rg->json, strlen(rg->json), "random.json", NULL);
     if (!g) {
@@ -1675,6 +1683,8 @@ int rg_compare(const struct rg_graph *rg, const char *cache_dir, char **why)
         *why = msg("compiled run warned: %s", w.text);
     if (!*why)
         rg_compare_outputs(rg, got, want, why);
+    if (explain && c)
+        *explain = tn_compile_explain(c);
     free(w.text);
     tn_compile_free(c);
     tn_value_release(want);

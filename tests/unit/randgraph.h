@@ -93,6 +93,11 @@ void rg_graph_free(struct rg_graph *g);
  * (a new string: the check's problem, the failing step's error, or the
  * output, element and both values). */
 int rg_compare(const struct rg_graph *rg, const char *cache_dir, char **why);
+/* rg_compare, and with explain (not NULL) the compiler's plan in words
+ * (tn_compile_explain: its kernels, and the nodes left to libtensor and
+ * why), a new string or NULL. */
+int rg_compare_explain(const struct rg_graph *rg, const char *cache_dir, char **why,
+                       char **explain);
 /* The comparison of outputs alone: got (compiled) against want. */
 int rg_compare_outputs(const struct rg_graph *rg, const struct tn_value *got,
                        const struct tn_value *want, char **why);
