@@ -10,7 +10,9 @@
  * dims (sum, mean, amax, amin, var, softmax, log_softmax, layer_norm) and a
  * few ops the compiler leaves to libtensor (cumsum, cat), over float32,
  * float64, float16, bfloat16, int64, int32, uint8 and bool, with
- * non-contiguous, broadcast (stride 0) and zero-size inputs.
+ * non-contiguous, broadcast (stride 0) and zero-size inputs; sizes 0..6,
+ * and now and then a long last dim (8 to 9000: past a SIMD vector, the
+ * generated code's blocks and the thread pool's grain).
  *
  * Every choice comes from a source: a seed (splitmix64), or the bytes of a
  * fuzz input (a choice past their end is 0, which ends what is open). The
@@ -49,7 +51,8 @@ enum rg_avoid {
     /* libtensor (the interpreter's side): clone and to(dtype) of a
      * zero-size tensor with a stride 0 (zeros(1, 0).expand(2, 0)) refuse
      * it ("more than one element of the written-to tensor refers to a
-     * single memory location"): no zero-size broadcast inputs or expands */
+     * single memory location"): no zero-size broadcast inputs, expands,
+     * or zero-size views (slices) of broadcast values */
     RG_AVOID_EMPTY_BROADCAST = 1 << 0,
     /* lib/compile: var and std whose count is at most the correction
      * (std(gelu(x: float32[]), correction=1)) give inf where eager gives
