@@ -529,6 +529,19 @@ static void node_end_n(struct gen *G, int n, const int *out)
     G->node_done = G->nodes.n;
 }
 
+/* Ends a node returning Tensor[] (split, unbind): outputs out[0..n). */
+static void node_end_list(struct gen *G, int n, const int *out)
+{
+    sb_add(&G->nodes, "], \"outputs\": [{\"as_tensors\": [");
+    for (int k = 0; k < n; k++) {
+        sb_add(&G->nodes, "%s{\"name\": \"%s\"}", k ? ", " : "", V(out[k]).name);
+        declare(G, out[k]);
+    }
+    sb_add(&G->nodes, "]}], \"name\": \"%s\"}", V(out[0]).name);
+    G->nnodes++;
+    G->node_done = G->nodes.n;
+}
+
 /* Ends the node with one output: a new value. */
 static int node_end(struct gen *G, enum tn_dtype dt, int nd, const int64_t *sz, double mag,
                     double err)
@@ -1398,6 +1411,141 @@ static int op_layer_norm(struct gen *G, int a)
     return out[0];
 }
 
+/* alias, detach, dropout in eval: the value itself */
+static int op_identity(struct gen *G, int a)
+{
+    uint32_t k = P(3);
+    if (k < 2) {
+        int r = unop(G, k ? "detach.default" : "alias.default", a, V(a).dt, V(a).mag, V(a).err);
+        if (r >= 0)
+            V(r).stride0 = V(a).stride0;
+        return r;
+    }
+    if (!is_float(V(a).dt))
+        return -1;
+    node_begin(G, "dropout.default");
+    arg_t(G, "input", a);
+    arg_f(G, "p", 0.5);
+    arg_b(G, "train", false);
+    return node_end(G, V(a).dt, V(a).nd, V(a).sz, V(a).mag, V(a).err);
+}
+
+/* split.Tensor, split_with_sizes, unbind.int along a dim: views; the
+ * chain goes on with one piece, the others stay for operands and outputs */
+static int op_split(struct gen *G, int a)
+{
+    const struct val *x = &V(a);
+    if (x->nd == 0)
+        return -1;
+    int d = (int)P(x->nd);
+    int64_t n = x->sz[d], pieces[MAXS + 1];
+    int np = 0;
+    uint32_t k = P(3);
+    if (k == 2 && (n == 0 || n > MAXS))
+        k = 0;
+    int64_t step = n > 0 ? (int64_t)P(n) + 1 : 1;
+    if (k == 0) { /* split_size step */
+        for (int64_t at = 0; at < n && np < MAXS + 1; at += step)
+            pieces[np++] = n - at < step ? n - at : step;
+        if (n == 0)
+            pieces[np++] = 0;
+        if (np > MAXS)
+            return -1;
+    } else if (k == 1) { /* two sizes */
+        int64_t cut = (int64_t)P(n + 1);
+        pieces[np++] = cut;
+        pieces[np++] = n - cut;
+    } else { /* unbind */
+        for (int64_t i = 0; i < n; i++)
+            pieces[np++] = 1;
+    }
+    int64_t sz[MAXD];
+    memcpy(sz, x->sz, sizeof sz);
+    if (k == 2)
+        for (int j = d; j + 1 < x->nd; j++)
+            sz[j] = sz[j + 1];
+    bool s0 = x->stride0;
+    for (int i = 0; i < np; i++)
+        if (s0 && pieces[i] == 0 && (G->o.avoid & RG_AVOID_EMPTY_BROADCAST))
+            return -1;
+    node_begin(G, k == 0 ? "split.Tensor" : k == 1 ? "split_with_sizes.default" : "unbind.int");
+    arg_t(G, "self", a);
+    if (k == 0)
+        arg_i(G, "split_size", step);
+    else if (k == 1)
+        arg_ints(G, "split_sizes", np, pieces);
+    arg_i(G, "dim", P(2) ? d : d - V(a).nd);
+    int out[MAXS + 1];
+    for (int i = 0; i < np; i++) {
+        if (k != 2)
+            sz[d] = pieces[i];
+        out[i] = newval(G, V(a).dt, k == 2 ? V(a).nd - 1 : V(a).nd, sz, V(a).mag, V(a).err);
+        if (out[i] < 0)
+            return -1;
+        V(out[i]).stride0 = s0;
+    }
+    node_end_list(G, np, out);
+    return out[P(np)];
+}
+
+/* linear, mm, addmm (float32, float64): a product left to libtensor's
+ * kernel, with its bias, alpha and beta fused after it */
+static int op_matmul(struct gen *G, int a)
+{
+    const struct val *x = &V(a);
+    enum tn_dtype dt = x->dt;
+    if ((dt != TN_FLOAT32 && dt != TN_FLOAT64) || x->nd == 0)
+        return -1;
+    uint32_t k = P(3); /* linear, mm, addmm */
+    if (k && x->nd != 2)
+        return -1;
+    int64_t K = x->sz[x->nd - 1], N = (int64_t)P(MAXS) + (P(8) ? 1 : 0);
+    if (K == 0 && x->nd > 2 && (G->o.avoid & RG_AVOID_LINEAR_EMPTY_K))
+        return -1;
+    int w = new_input(G, dt, 2, k == 0 ? (int64_t[]){N, K} : (int64_t[]){K, N});
+    int bias = -1;
+    if (w >= 0 && (k == 2 || P(2))) {
+        bool row = k != 2 || P(2); /* [N], or addmm's [M, N] */
+        int64_t bs[2] = {row ? N : V(a).sz[0], N};
+        bias = new_input(G, dt, row ? 1 : 2, bs);
+    }
+    if (w < 0 || (k == 2 && bias < 0))
+        return -1;
+    x = &V(a);
+    double alpha = k == 2 ? (double[]){1, 0.5, 2}[P(3)] : 1, beta = k == 2 ? (double[]){1, 0, 2}[P(3)] : 1;
+    double Kd = (double)K, mw = V(w).mag, mb = bias >= 0 ? V(bias).mag : 0;
+    double mag = result_mag(dt, fabs(alpha) * Kd * x->mag * mw + fabs(beta) * mb);
+    if (mag < 0)
+        return -1;
+    double err = fabs(alpha) * Kd * x->err * mw + rnd(dt, 1) * Kd * Kd * x->mag * mw * 2 +
+                 rnd(dt, mag);
+    int64_t sz[MAXD];
+    memcpy(sz, x->sz, sizeof sz);
+    sz[x->nd - 1] = N;
+    if (k == 0) {
+        node_begin(G, "linear.default");
+        arg_t(G, "input", a);
+        arg_t(G, "weight", w);
+        if (bias >= 0)
+            arg_t(G, "bias", bias);
+        else
+            arg_none(G, "bias");
+    } else if (k == 1) {
+        node_begin(G, "mm.default");
+        arg_t(G, "self", a);
+        arg_t(G, "mat2", w);
+    } else {
+        node_begin(G, "addmm.default");
+        arg_t(G, "self", bias);
+        arg_t(G, "mat1", a);
+        arg_t(G, "mat2", w);
+        G->kind = 2;
+        arg_f(G, "beta", beta);
+        arg_f(G, "alpha", alpha);
+    }
+    return node_end(G, dt, x->nd, sz, mag, err);
+}
+
 /* ------------------------------------------------ ops left to libtensor */
 
 static int op_cumsum(struct gen *G, int a)
@@ -1451,7 +1599,7 @@ static const op_fn ops[] = {
     op_logical_not, op_binary,  op_binary,      op_binary,      op_pow,    op_compare,
     op_where,   op_cast,        op_permute,     op_unsqueeze,   op_squeeze, op_expand,
     op_slice,   op_slice,       op_reshape,     op_reduce,      op_reduce, op_softmax,
-    op_layer_norm, op_cumsum,   op_cat};
+    op_layer_norm, op_cumsum,   op_cat,         op_identity,    op_split,  op_matmul};
 #define NOPS ((int)(sizeof ops / sizeof *ops))
 
 static void add_output(struct gen *G, int v)
