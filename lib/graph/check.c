@@ -594,9 +594,11 @@ out:
 int tn_graph_check(struct tn_graph *g, tn_graph_problem_fn fn, void *ctx)
 {
     struct checker c = {g, fn, ctx, 0, {{0}}, 0};
+    int rc = tn__graph_functionalize(g, fn, ctx);
+    if (rc != 0) /* an error, or nodes it cannot rewrite */
+        return rc;
     unsigned char *mark = malloc((size_t)g->nnodes + 1);
     int *stack = malloc(((size_t)g->nnodes + 1) * sizeof *stack);
-    int rc;
     if (!mark || !stack) {
         free(mark);
         free(stack);

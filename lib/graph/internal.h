@@ -41,6 +41,19 @@ json_t *tn__graph_json_parse(const char *text, size_t len, size_t flags, int max
  * Returns its index, or a negative tn_status. */
 int tn__graph_intern(struct tn_graph *g, const char *name);
 
+/* Frees what node n holds, and zeroes it. */
+void tn__graph_free_node(struct tn_graph_node *n);
+
+/* Rebuilds the name index after values were renamed. */
+int tn__graph_reindex(struct tn_graph *g);
+
+/* lib/graph/functionalize.c: rewrites g's in-place and out= ops (the
+ * training IR torch.export writes by default) to functional ops, mutated
+ * graph inputs to outputs with mutation specs (called by tn_graph_check
+ * first). A functional graph is left as it is. Returns the number of
+ * problems given to fn (nodes it cannot rewrite), or a negative tn_status. */
+int tn__graph_functionalize(struct tn_graph *g, tn_graph_problem_fn fn, void *ctx);
+
 /* Evaluates a size expression ("s0", "2*s0 + 1", "s0//2") with the
  * symbols' values in vals (nsymbols long). Returns 0 and *out, or -1 for
  * an expression we do not read (an unknown symbol, an operator, overflow). */

@@ -7,6 +7,7 @@ libtensor_la_SOURCES += \
 	lib/graph/arena.c \
 	lib/graph/json.c \
 	lib/graph/check.c \
+	lib/graph/functionalize.c \
 	lib/graph/builtin.c \
 	lib/graph/exec.c \
 	lib/graph/run.c \

@@ -97,6 +97,19 @@ int tn_graph_find_value(const struct tn_graph *g, const char *name)
     return -1;
 }
 
+int tn__graph_reindex(struct tn_graph *g)
+{
+    struct tn_graph_index *ix = g->priv;
+    memset(ix->slots, 0, ix->cap * sizeof *ix->slots);
+    for (int v = 0; v < g->nvalues; v++) {
+        size_t h = hash_name(g->values[v].name) & (ix->cap - 1);
+        while (ix->slots[h])
+            h = (h + 1) & (ix->cap - 1);
+        ix->slots[h] = v + 1;
+    }
+    return TN_OK;
+}
+
 int tn__graph_intern(struct tn_graph *g, const char *name)
 {
     int v = tn_graph_find_value(g, name);
@@ -841,6 +854,24 @@ static void free_arg(struct tn_graph_arg *a)
     free(a->s);
 }
 
+void tn__graph_free_node(struct tn_graph_node *n)
+{
+    for (int k = 0; k < n->nin; k++) {
+        free(n->in[k].name);
+        free_arg(&n->in[k].arg);
+    }
+    for (int k = 0; k < n->nmeta; k++) {
+        free(n->meta[k].key);
+        free(n->meta[k].val);
+    }
+    free(n->name);
+    free(n->target);
+    free(n->in);
+    free(n->outs);
+    free(n->meta);
+    memset(n, 0, sizeof *n);
+}
+
 void tn_graph_free(struct tn_graph *g)
 {
     if (!g)
@@ -850,22 +881,8 @@ void tn_graph_free(struct tn_graph *g)
         for (int d = 0; d < TN_MAX_DIMS; d++)
             free(g->values[i].exprs[d]);
     }
-    for (int i = 0; i < g->nnodes; i++) {
-        struct tn_graph_node *n = &g->nodes[i];
-        for (int k = 0; k < n->nin; k++) {
-            free(n->in[k].name);
-            free_arg(&n->in[k].arg);
-        }
-        for (int k = 0; k < n->nmeta; k++) {
-            free(n->meta[k].key);
-            free(n->meta[k].val);
-        }
-        free(n->name);
-        free(n->target);
-        free(n->in);
-        free(n->outs);
-        free(n->meta);
-    }
+    for (int i = 0; i < g->nnodes; i++)
+        tn__graph_free_node(&g->nodes[i]);
     for (int i = 0; i < g->ninputs; i++)
         free(g->inputs[i].target);
     for (int i = 0; i < g->noutputs; i++)

@@ -173,7 +173,13 @@ int tn_graph_find_value(const struct tn_graph *g, const char *name);
  * name ("" for the graph as a whole), `msg` says what is wrong. */
 typedef void (*tn_graph_problem_fn)(const char *node, const char *msg, void *ctx);
 
-/* Checks g: every target is a known op, arguments match its schema (names
+/* Checks g: first rewrites a graph with in-place or out= ops (the training
+ * IR torch.export writes by default) to its functional form, as
+ * ExportedProgram.run_decompositions does: `y = relu_(x)` becomes
+ * `y = relu(x)` and later reads of x (and of views of x) read y; a mutated
+ * graph input becomes an output named INPUT_mutated with a
+ * BUFFER_MUTATION, USER_INPUT_MUTATION or PARAMETER_MUTATION spec, before
+ * the user outputs, which tn_graph_run returns like the others. Then: every target is a known op, arguments match its schema (names
  * and types), values are defined before use (a cycle is named as one),
  * outputs exist, and the shapes and dtypes that the Meta kernels compute
  * agree with tensor_values, for symbolic sizes at two points of their
@@ -216,6 +222,12 @@ int tn_graph_grad(const struct tn_graph *g, const struct tn_value *weights,
 /* "torch.ops.aten.addmm.default" -> the op (the registry's, or one of the
  * graph's own view ops); NULL with an error when unknown. */
 const struct tn_op *tn_graph_op(const char *target);
+
+/* The op that runs `target` once the graph is functional: tn_graph_op's,
+ * or for an in-place op ("torch.ops.aten.relu_.default") the functional op
+ * it is rewritten to (aten::relu), for an out= overload its functional
+ * overload. NULL with an error naming what is missing. */
+const struct tn_op *tn_graph_functional_op(const char *target);
 
 /* The dtype of torch.export's ScalarType number, TN_DTYPE_UNSET if none. */
 enum tn_dtype tn_graph_dtype(int scalar_type);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bats
+# tcompile on graphs as torch.export (PyTorch 2.x) writes them by default:
+# the training IR, with in-place ops (relu_, add_, mul_, silu_, fill_,
+# zero_, sub_), writes through views (slice, select, t, view), a buffer
+# counter, BatchNorm1d in training mode and a mutated user input
+# (tests/fixtures/graph_inplace.py). check rewrites them to their
+# functional form; run returns the user outputs and each mutated input as
+# INPUT_mutated, equal to PyTorch's.
+
+load helper
+
+setup() {
+    D="$TN_SRCDIR/tests/fixtures/graph/torch2"
+}
+
+# matches NAME MODE...: `tcompile run MODE` of inplace NAME gives every
+# tensor of NAME_expected.pt (user outputs and mutated inputs).
+matches() {
+    local f=$D/$1
+    shift
+    run tcompile run "$@" "$f.json" -w "$f.pt" -i "${f}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.pt" "${f}_expected.pt"
+    assert_success
+}
+
+@test "check: in-place ops on intermediates and through views are rewritten, and pass" {
+    run tcompile check "$D/inplace.json"
+    assert_success
+    assert_output --regexp "ok \([0-9]+ nodes, 3 inputs, 2 outputs\)"
+}
+
+@test "check: the mutations of a buffer, of BatchNorm's running statistics and of a user input become outputs" {
+    run tcompile check "$D/inplace_buffer.json"
+    assert_success
+    assert_output --partial "9 inputs, 5 outputs"
+    run tcompile check "$D/inplace_userin.json"
+    assert_success
+    assert_output --partial "2 inputs, 2 outputs"
+}
+
+@test "run --interpret: in-place ops and writes through views as PyTorch computes them" {
+    matches inplace --interpret
+    assert_output --partial "2 tensors match"
+}
+
+@test "run (compiled): the same values" {
+    matches inplace
+    assert_output --partial "2 tensors match"
+}
+
+@test "run: the buffer counter, BatchNorm's running_mean, running_var and num_batches_tracked as PyTorch updates them" {
+    matches inplace_buffer --interpret
+    assert_output --partial "5 tensors match"
+    matches inplace_buffer
+    assert_output --partial "5 tensors match"
+    run tckpt ls "$BATS_TEST_TMPDIR/out.pt"
+    assert_output --partial "b_bn_running_var_mutated"
+    assert_output --partial "b_n_mutated"
+}
+
+@test "run: a mutated user input comes back as y_mutated" {
+    matches inplace_userin --interpret
+    assert_output --partial "2 tensors match"
+    matches inplace_userin
+    assert_output --partial "2 tensors match"
+    run tckpt ls "$BATS_TEST_TMPDIR/out.pt"
+    assert_output --partial "y_mutated"
+}
+
+@test "check: an in-place op without a functional form is named" {
+    sed 's/aten\.relu_\.default/aten.frobnicate_.default/' "$D/inplace.json" >"$BATS_TEST_TMPDIR/g.json"
+    run tcompile check "$BATS_TEST_TMPDIR/g.json"
+    assert_failure 1
+    assert_output --partial "node 'relu_': unknown target 'torch.ops.aten.frobnicate_.default' (an in-place op, and tensorkit has no functional torch.ops.aten.frobnicate.default)"
+}
+
+@test "fixtures: the graphs are the training IR (in-place ops as written, no mutation outputs)" {
+    run grep -c '"torch.ops.aten.relu_.default"' "$D/inplace.json"
+    assert_output 1
+    run grep -c 'buffer_mutation' "$D/inplace_buffer.json"
+    assert_output 0
+}
