@@ -20,14 +20,16 @@
 
 static const char usage_text[] =
     "Usage: tcompile COMMAND [OPTION]... GRAPH\n"
+    "  or:  tcompile check [--missing] [--json] GRAPH...\n"
     "Check, show and run graphs exported from PyTorch: torch.export's JSON\n"
     "(ExportedProgram) or a .pt2 archive from torch.export.save; '-' reads\n"
     "standard input.\n"
     "\n"
     "Commands:\n"
-    "  check GRAPH              validate: targets, arguments, definitions before\n"
+    "  check GRAPH...           validate: targets, arguments, definitions before\n"
     "                           uses, shapes and dtypes through the Meta kernels;\n"
-    "                           one line per problem, naming the node\n"
+    "                           one line per problem, naming the node (in-place\n"
+    "                           ops are first rewritten to functional ones)\n"
     "  show GRAPH               one line per node with its shapes and dtypes\n"
     "  run GRAPH                compile it (or take it from the cache) and run it:\n"
     "                           --weights, --input, --output\n"
@@ -43,6 +45,10 @@ static const char usage_text[] =
     "Options:\n"
     "      --json               check: one JSON object; show: the graph as JSON;\n"
     "                           cache ls, cache stats: one JSON object\n"
+    "      --missing            check: list the targets the graphs name that\n"
+    "                           tensorkit lacks, with how many graphs need each and\n"
+    "                           how many nodes use it, most needed first (exit 1\n"
+    "                           when any)\n"
     "      --dot                show: a Graphviz digraph\n"
     "  -w, --weights=FILE       run: parameters and buffers by name (torch\n"
     "                           checkpoint, safetensors or .npz); a .pt2 brings its own\n"
@@ -76,12 +82,13 @@ static const char usage_text[] =
 
 enum {
     OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
-    OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR
+    OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING
 };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"dot", no_argument, NULL, OPT_DOT},
+    {"missing", no_argument, NULL, OPT_MISSING},
     {"weights", required_argument, NULL, 'w'},
     {"input", required_argument, NULL, 'i'},
     {"output", required_argument, NULL, 'o'},
@@ -150,6 +157,7 @@ static void check_options(const char *cmd)
     } o[] = {
         {tc.json, check || show || cache, "--json"},
         {tc.dot, show, "--dot"},
+        {tc.missing, check, "--missing"},
         {tc.weights != NULL, run || comp, "--weights"},
         {tc.ninputs > 0, run || comp, "--input"},
         {tc.output != NULL, run || comp, "--output"},
@@ -195,6 +203,7 @@ int main(int argc, char **argv)
         switch (c) {
         case OPT_JSON: tc.json = true; break;
         case OPT_DOT: tc.dot = true; break;
+        case OPT_MISSING: tc.missing = true; break;
         case OPT_TIME: tc.time = true; break;
         case OPT_GRADS: tc.grads = optarg; break;
         case OPT_INTERPRET: tc.interpret = true; break;
@@ -229,14 +238,24 @@ int main(int argc, char **argv)
         default: tc_usage_error("%s", "unknown option");
         }
     }
+    check_options(cmd);
+    if (!strcmp(cmd, "check") && optind < argc) {
+        if (tc.missing)
+            return tc_missing(argv + optind, argc - optind);
+        int worst = 0;
+        for (int i = optind; i < argc; i++) {
+            int rc = cmd_check(argv[i]);
+            worst = rc > worst ? rc : worst;
+        }
+        return worst;
+    }
+    if (optind == argc && !strcmp(cmd, "check"))
+        tc_usage_error("%s", "check: needs a GRAPH");
     if (optind != argc - 1)
         tc_usage_error(!strcmp(cmd, "cache") ? "%s: needs one of ls, stats or clear"
                                              : "%s: needs exactly one GRAPH",
                        cmd);
     const char *graph = argv[optind];
-    check_options(cmd);
-    if (!strcmp(cmd, "check"))
-        return cmd_check(graph);
     if (!strcmp(cmd, "show"))
         return tc_show(graph);
     if (!strcmp(cmd, "run"))

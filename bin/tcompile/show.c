@@ -36,6 +36,15 @@ void tc_problems_add_cb(const char *node, const char *msg, void *ctx)
     tc_problems_add(ctx, node, msg);
 }
 
+void tc_json_print(json_t *o)
+{
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+    if (s)
+        puts(s);
+    free(s);
+    json_decref(o);
+}
+
 void tc_problems_print(const struct tc_problems *p, const struct tn_graph *g, bool json)
 {
     if (json) {
@@ -50,11 +59,7 @@ void tc_problems_print(const struct tc_problems *p, const struct tn_graph *g, bo
         json_object_set_new(o, "ok", json_boolean(p->n == 0));
         json_object_set_new(o, "nodes", json_integer(g->nnodes));
         json_object_set_new(o, "problems", l);
-        char *s = json_dumps(o, JSON_PRESERVE_ORDER);
-        if (s)
-            puts(s);
-        free(s);
-        json_decref(o);
+        tc_json_print(o);
         return;
     }
     for (int i = 0; i < p->n; i++) {

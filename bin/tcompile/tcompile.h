@@ -4,6 +4,7 @@
 #ifndef TCOMPILE_H
 #define TCOMPILE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include <tensor/graph.h>
@@ -12,7 +13,7 @@
 
 struct tc_opts {
     bool json, dot, time;
-    bool interpret, strict, explain;
+    bool interpret, strict, explain, missing;
     int repeat, recompile_limit;
     const char *weights, *output, *grads, *cache_dir;
     const char *inputs[TC_MAX_INPUTS];
@@ -34,8 +35,12 @@ void tc_problems_add(struct tc_problems *p, const char *node, const char *msg);
 void tc_problems_add_cb(const char *node, const char *msg, void *ctx);
 void tc_problems_print(const struct tc_problems *p, const struct tn_graph *g, bool json);
 void tc_problems_free(struct tc_problems *p);
+/* Prints o as one line of JSON (its keys in order) and releases it. */
+void tc_json_print(json_t *o);
 
 int tc_show(const char *path); /* show.c */
+/* check --missing over n graphs: 0 nothing missing, 1 some, 2 an error. */
+int tc_missing(char *const *paths, int n); /* missing.c */
 int tc_run(const char *path);  /* run.c */
 int tc_compile(const char *path); /* run.c: tcompile compile */
 int tc_cache(const char *action);  /* cache.c: ls, stats or clear */

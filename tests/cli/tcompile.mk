@@ -5,6 +5,7 @@ CLI_TESTS += tests/cli/tcompile_misc.bats
 CLI_TESTS += tests/cli/tcompile_user.bats
 CLI_TESTS += tests/cli/tcompile_compile.bats
 CLI_TESTS += tests/cli/tcompile_inplace.bats
+CLI_TESTS += tests/cli/tcompile_missing.bats
 # bench/compile/compile.py in its quick form: outputs compared, rows.
 CLI_TESTS += tests/cli/tcompile_bench.bats
 CLI_TESTS += tests/cli/tcompile_cache.bats
