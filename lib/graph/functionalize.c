@@ -4,7 +4,8 @@
  * out= overloads; tn__graph_functionalize rewrites such a graph to its
  * functional form, as ExportedProgram.run_decompositions does:
  *
- * - `y = relu_(x)` becomes `y = relu(x)`, and every later read of x (or of
+ * - `y = relu_(x)` becomes `y = relu(x)` (copy_(x, src): _to_copy of src
+ *   to x's dtype, expanded to its sizes), and every later read of x (or of
  *   y) reads y: each alias root (a value no view op made) has a current
  *   value, replaced at each mutation;
  * - views (view, slice, select, permute, ...) are tracked as aliases of
@@ -170,6 +171,10 @@ const struct tn_op *tn_graph_functional_op(const char *target)
     case INPLACE:
         if (!strcmp(target, PREFIX "aten.detach_.default"))
             return tn_graph_op(PREFIX "aten.alias.default");
+        if (!strcmp(target, PREFIX "aten.copy_.default") && !tn_graph_op(func)) {
+            tn_clear_error(); /* copy_rewrite: _to_copy and expand */
+            return tn_graph_op(PREFIX "aten._to_copy.default");
+        }
         if ((op = tn_graph_op(func)))
             return op;
         tn_set_error(TN_EINVAL, "unknown target '%s' (an in-place op, and tensorkit has no "
@@ -1008,6 +1013,52 @@ static bool needs_pass(const struct tn_graph *g)
     return false;
 }
 
+/* copy_(self, src): self's new value is src in self's dtype, broadcast to
+ * its sizes (_to_copy, then expand when the sizes differ), the node's own
+ * output that value. For a registry without aten::copy. */
+static int copy_rewrite(struct fz *z, struct tn_graph_node *o)
+{
+    const struct tn_graph_input *si = find_in(o, "self", 0), *ri = find_in(o, "src", 1);
+    int out = o->nout == 1 ? o->outs[0] : -1;
+    if (!si || !ri || si->arg.kind != TN_GARG_TENSOR || ri->arg.kind != TN_GARG_TENSOR ||
+        out < 0) {
+        problem(z, o->name, "copy_: arguments we do not read");
+        return TN_OK;
+    }
+    int self = si->arg.items[0].value, src = ri->arg.items[0].value;
+    const struct tn_graph_value a = z->g->values[self], b = z->g->values[src];
+    if (!a.has_meta || !b.has_meta) {
+        problem(z, o->name, "copy_: '%s' or '%s' has no tensor_values entry", a.name, b.name);
+        return TN_OK;
+    }
+    bool same = a.ndim == b.ndim;
+    for (int d = 0; same && d < a.ndim; d++)
+        same = a.sizes[d] == b.sizes[d] && !a.exprs[d] == !b.exprs[d] &&
+               (!a.exprs[d] || !strcmp(a.exprs[d], b.exprs[d]));
+    int from = read_value(z, src), cur = read_value(z, self);
+    int y = same ? out : new_value(z, a.name, false);
+    if (from < 0 || cur < 0 || y < 0)
+        return from < 0 ? from : cur < 0 ? cur : y;
+    int64_t dt = a.dtype;
+    struct tn_graph_node *n = make_node(z, PREFIX "aten._to_copy.default", 2, y);
+    if (!n || add_tensor(n, "self", from) < 0 ||
+        add_in(n, "dtype", TN_GARG_DTYPE, &dt, NULL, 1) < 0)
+        return TN_ENOMEM;
+    if (!same) {
+        int64_t ints[TN_MAX_DIMS];
+        int vals[TN_MAX_DIMS];
+        if (sizes_of(z, self, cur, ints, vals) < 0 ||
+            !(n = make_node(z, PREFIX "aten.expand.default", 2, out)) ||
+            add_tensor(n, "self", y) < 0 ||
+            add_in(n, "size", TN_GARG_INTS, ints, vals, a.ndim) < 0)
+            return TN_ENOMEM;
+    }
+    int rc = assign(z, o->name, self, out);
+    z->canon[out] = z->canon[self];
+    tn__graph_free_node(o);
+    return rc;
+}
+
 static int one_node(struct fz *z, int i)
 {
     struct tn_graph_node *o = &z->old[i];
@@ -1055,6 +1106,10 @@ static int one_node(struct fz *z, int i)
         }
     const struct tn_op *op = tn_graph_op(o->target);
     tn_clear_error();
+    if (!strcmp(o->target, PREFIX "aten.copy_.default") && !tn_graph_op(PREFIX "aten.copy.default")) {
+        tn_clear_error();
+        return copy_rewrite(z, o);
+    }
     const struct tn_op *fop = tn_graph_functional_op(o->target);
     if (!fop) {
         problem(z, o->name, "%s", tn_last_error());

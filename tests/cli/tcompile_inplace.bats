@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # tcompile on graphs as torch.export (PyTorch 2.x) writes them by default:
 # the training IR, with in-place ops (relu_, add_, mul_, silu_, fill_,
-# zero_, sub_), writes through views (slice, select, t, view), a buffer
+# zero_, sub_, copy_ with a broadcast), writes through views (slice, select, t, view), a buffer
 # counter, BatchNorm1d in training mode and a mutated user input
 # (tests/fixtures/graph_inplace.py). check rewrites them to their
 # functional form; run returns the user outputs and each mutated input as
