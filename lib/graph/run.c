@@ -239,15 +239,19 @@ int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
 }
 
 /* The loss: the loss output when the signature names one, else the sum of
- * the sums of every output. A new reference, or NULL. */
+ * the sums of every user output. A new reference, or NULL. */
 static struct tn_tensor *loss_of(const struct tn_graph *g, const struct tn_value *out)
 {
     struct tn_tensor *loss = NULL;
     for (int i = 0; i < g->noutputs; i++)
         if (g->outputs[i].kind == TN_GOUT_LOSS_OUTPUT)
             return tn_retain(tn_value_get(out, g->values[g->outputs[i].value].name)->v.tensor);
-    for (size_t i = 0; i < out->v.dict.n; i++) {
-        struct tn_tensor *s = tn_sum(out->v.dict.vals[i]->v.tensor, TN_DTYPE_UNSET);
+    for (int i = 0; i < g->noutputs; i++) {
+        /* the user outputs: not the new values of mutated buffers and inputs */
+        if (g->outputs[i].kind != TN_GOUT_USER_OUTPUT)
+            continue;
+        struct tn_tensor *s = tn_sum(tn_value_get(out, g->values[g->outputs[i].value].name)
+                                         ->v.tensor, TN_DTYPE_UNSET);
         struct tn_tensor *sum = s && loss ? tn_add(loss, s, tn_int(1)) : tn_retain(s);
         tn_release(s);
         tn_release(loss);

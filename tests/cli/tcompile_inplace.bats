@@ -59,6 +59,18 @@ matches() {
     assert_output --partial "b_n_mutated"
 }
 
+@test "run --grads: the loss is the user outputs' (not the updated running statistics'), gradients equal PyTorch's" {
+    local f=$D/inplace_buffer
+    for mode in --interpret ""; do
+        run tcompile run $mode "$f.json" -w "$f.pt" -i "${f}_inputs.pt" -o "$BATS_TEST_TMPDIR/o.pt" \
+            --grads "$BATS_TEST_TMPDIR/g.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/g.pt" "${f}_grads.pt"
+        assert_success
+        assert_output --partial "4 tensors match"
+    done
+}
+
 @test "run: a mutated user input comes back as y_mutated" {
     matches inplace_userin --interpret
     assert_output --partial "2 tensors match"

@@ -211,7 +211,7 @@ int tn_graph_run(const struct tn_graph *g, const struct tn_value *weights,
 
 /* Runs g with autograd, as tn_graph_run with requires_grad, and
  * differentiates the loss (the signature's loss output, else the sum of
- * every output's elements) with respect to each parameter: *grads receives
+ * every user output's elements: not the mutation outputs) with respect to each parameter: *grads receives
  * a new dict of parameter name -> gradient (parameters the loss does not
  * reach are left out, as PyTorch leaves their .grad None), *outputs the
  * outputs. Returns 0 or an error. */
