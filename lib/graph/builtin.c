@@ -257,6 +257,8 @@ static const struct tn_op builtins[] = {
     OP("contiguous", "", a_clone, b_clone, 1),
     OP("detach", "", a_self, b_clone, 1),
     OP("alias", "", a_self, b_clone, 1),
+    /* torch.tensor([...]) in a forward: a constant lifted, then copied */
+    OP("lift_fresh_copy", "", a_self, b_clone, 1),
     OP("dropout", "", a_dropout, b_dropout, 1),
     OP("sym_size", ".int", a_sym_size, b_sym_size, 1),
     OP("unflatten", ".int", a_unflatten, b_unflatten, 1),

@@ -943,6 +943,32 @@ static int mutation_value(struct fz *z, int v, const char *input, bool *renamed)
     return u;
 }
 
+/* A user output that named value orig now reads v (orig was written after
+ * it was made): v takes orig's name, which callers key the output by, and
+ * orig a new one; not where either is a graph input or v was named
+ * already. */
+static int keep_output_name(struct fz *z, int orig, int v, bool *renamed)
+{
+    struct tn_graph_value *vals = z->g->values;
+    if (v == orig || renamed[v] || vals[v].def == TN_GRAPH_INPUT ||
+        vals[orig].def == TN_GRAPH_INPUT)
+        return TN_OK;
+    char fresh[300];
+    for (int k = 1;; k++) {
+        snprintf(fresh, sizeof fresh, "%.200s_%d", vals[orig].name, k);
+        if (tn_graph_find_value(z->g, fresh) < 0)
+            break;
+    }
+    char *nm = strdup(fresh);
+    if (!nm)
+        return TN_ENOMEM;
+    free(vals[v].name);
+    vals[v].name = vals[orig].name;
+    vals[orig].name = nm;
+    renamed[v] = renamed[orig] = true;
+    return tn__graph_reindex(z->g);
+}
+
 static int finish_outputs(struct fz *z)
 {
     struct tn_graph *g = z->g;
@@ -950,13 +976,19 @@ static int finish_outputs(struct fz *z)
     for (int i = 0; i < g->ninputs; i++)
         nmut += z->ver[g->inputs[i].value] > 0;
     struct tn_graph_spec *outs = calloc((size_t)(g->noutputs + nmut) + 1, sizeof *outs);
-    bool *renamed = calloc((size_t)g->nvalues + (size_t)nmut + 1, sizeof *renamed);
-    if (!outs || !renamed) {
+    int *reads = calloc((size_t)g->noutputs + 1, sizeof *reads);
+    int no = 0, rc = outs && reads ? TN_OK : TN_ENOMEM;
+    /* the user outputs' values now (views taken again add values) */
+    for (int i = 0; i < g->noutputs && rc == TN_OK; i++)
+        rc = (reads[i] = read_value(z, g->outputs[i].value)) < 0 ? reads[i] : TN_OK;
+    /* the values made below (clones for mutation outputs) are never looked up */
+    bool *renamed = calloc((size_t)g->nvalues + 1, sizeof *renamed);
+    if (rc < 0 || !renamed) {
         free(outs);
+        free(reads);
         free(renamed);
-        return TN_ENOMEM;
+        return rc < 0 ? rc : TN_ENOMEM;
     }
-    int no = 0, rc = TN_OK;
     for (int i = 0; i < g->ninputs && rc == TN_OK; i++) {
         const struct tn_graph_spec *in = &g->inputs[i];
         if (!z->ver[in->value])
@@ -981,13 +1013,14 @@ static int finish_outputs(struct fz *z)
         no++;
     }
     for (int i = 0; i < g->noutputs && rc == TN_OK; i++) {
-        int v = read_value(z, g->outputs[i].value);
+        int orig = g->outputs[i].value, v = reads[i];
         outs[no] = g->outputs[i];
-        outs[no++].value = v < 0 ? g->outputs[i].value : v;
+        outs[no++].value = v;
         g->outputs[i].target = NULL;
-        rc = v < 0 ? v : rc;
+        rc = keep_output_name(z, orig, v, renamed);
     }
     free(renamed);
+    free(reads);
     if (rc < 0) {
         for (int i = 0; i < no; i++)
             if (i < nmut)

@@ -2,7 +2,8 @@
 # tcompile on graphs as torch.export (PyTorch 2.x) writes them by default:
 # the training IR, with in-place ops (relu_, add_, mul_, silu_, fill_,
 # zero_, sub_, copy_ with a broadcast), writes through views (slice, select, t, view), a buffer
-# counter, BatchNorm1d in training mode and a mutated user input
+# counter, BatchNorm1d in training mode, a mutated user input and Python's
+# h[...] = ... syntax
 # (tests/fixtures/graph_inplace.py). check rewrites them to their
 # functional form; run returns the user outputs and each mutated input as
 # INPUT_mutated, equal to PyTorch's.
@@ -78,6 +79,15 @@ matches() {
     assert_output --partial "2 tensors match"
     run tckpt ls "$BATS_TEST_TMPDIR/out.pt"
     assert_output --partial "y_mutated"
+}
+
+@test "run: Python's in-place syntax (h[:, 0] = x, h[mask] = 0, h[index] = rows with a lifted constant, +=, *=, clamp_)" {
+    run tcompile check "$D/inplace_setitem.json"
+    assert_success
+    matches inplace_setitem --interpret
+    assert_output --partial "1 tensor matches"
+    matches inplace_setitem
+    assert_output --partial "1 tensor matches"
 }
 
 @test "check: an in-place op without a functional form is named" {

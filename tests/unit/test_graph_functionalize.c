@@ -107,7 +107,7 @@ static void test_rewrite(void **state)
         ", \"a\": " F32(N(2) ", " N(3)) ", \"r\": " F32(N(2) ", " N(3)) ", \"s\": " F32(N(2) ", " N(2))
         ", \"v\": " F32(N(2) ", " N(2)) ", \"m\": " F32(N(2) ", " N(2)) ", \"ad\": " F32(N(2) ", " N(3))
         ", \"o\": " F32(N(2) ", " N(3)) ", \"w\": " F32(N(2) ", " N(2)),
-        T("o") ", " T("w"), USER_OUT("o") ", " USER_OUT("w"));
+        T("o") ", " T("w") ", " T("a"), USER_OUT("o") ", " USER_OUT("w") ", " USER_OUT("a"));
     assert_non_null(g);
     char before[4096], after[4096];
     describe(g, before, sizeof before);
@@ -123,13 +123,15 @@ static void test_rewrite(void **state)
     print_message("# after: %s\n", after);
     /* relu_ is relu; the mul through the slice is written back into r by
      * a cat with the rest of r; the buffer's add becomes its mutation
-     * output; o reads r as it is after both writes; v is taken again */
+     * output; o reads r as it is after both writes; v is taken again; the
+     * output a, written after neg made it, keeps its name on the last value */
     assert_string_equal(after,
-        "a=neg.default(x,);r=relu.default(a,);v=slice.Tensor(r,);s=slice.Tensor(r,);"
-        "m=mul.Tensor(s,);a_1=slice.Tensor(r,);a_2=cat.default(m,a_1,);"
-        "b_buf_mutated=add.Tensor(b_buf,);o=add.Tensor(a_2,b_buf_mutated,);"
-        "v_1=slice.Tensor(a_2,);w=mul.Tensor(v_1,);");
-    assert_int_equal(g->noutputs, 3);
+        "a_3=neg.default(x,);r=relu.default(a_3,);v=slice.Tensor(r,);s=slice.Tensor(r,);"
+        "m=mul.Tensor(s,);a_1=slice.Tensor(r,);a=cat.default(m,a_1,);"
+        "b_buf_mutated=add.Tensor(b_buf,);o=add.Tensor(a,b_buf_mutated,);"
+        "v_1=slice.Tensor(a,);w=mul.Tensor(v_1,);");
+    assert_int_equal(g->noutputs, 4);
+    assert_string_equal(g->values[g->outputs[3].value].name, "a");
     assert_int_equal(g->outputs[0].kind, TN_GOUT_BUFFER_MUTATION);
     assert_string_equal(g->outputs[0].target, "buf");
     assert_string_equal(g->values[g->outputs[0].value].name, "b_buf_mutated");
@@ -159,6 +161,11 @@ static void test_rewrite(void **state)
     }
     for (int i = 0; i < 4; i++)
         assert_true(pw[i] == want_w[i]);
+    /* a: neg(x) with relu_ and the doubled columns */
+    static const float want_a[] = {6, 4, 1, 0, 0, 0};
+    const float *pa = tn_data(tn_value_get(out, "a")->v.tensor);
+    for (int i = 0; i < 6; i++)
+        assert_true(pa[i] == want_a[i]);
     /* the caller's buffer is not written */
     assert_true(((const float *)tn_data(b))[0] == 10);
     tn_release(wc);
