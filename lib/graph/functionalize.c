@@ -12,7 +12,8 @@
  *   their base: a view read after its base changed is made again from the
  *   base's current value, and a mutation through a view writes the new
  *   view back into its base (cat around a slice or select, the inverse
- *   permutation, a reshape to the base's sizes);
+ *   permutation, a reshape to the base's sizes, the cat of the pieces of a
+ *   split, chunk or unbind);
  * - a mutated graph input (buffer, user input, parameter) becomes an
  *   output named INPUT_mutated, with a BUFFER_MUTATION,
  *   USER_INPUT_MUTATION or PARAMETER_MUTATION spec, before the user
@@ -383,15 +384,14 @@ static int read_value(struct fz *z, int v);
 
 /* Makes view value v again from its parent's current value: a copy of the
  * view node with new outputs. Returns the new value. */
-static int remake_view(struct fz *z, int v)
+/* A copy of view node `ni` (of the new list) over base p, with new
+ * outputs (into all when not NULL). Returns its output k. */
+static int remake(struct fz *z, int ni, int p, int k_want, int *all)
 {
-    int p = read_value(z, z->parent[v]);
-    if (p < 0)
-        return p;
     struct tn_graph_node *n = push_node(z);
     if (!n)
         return TN_ENOMEM;
-    const struct tn_graph_node *o = &z->nodes[z->vnode[v]]; /* after the push moved them */
+    const struct tn_graph_node *o = &z->nodes[ni]; /* after the push moved them */
     n->target = strdup(o->target);
     n->in = calloc((size_t)o->nin + 1, sizeof *n->in);
     n->outs = calloc((size_t)o->nout + 1, sizeof *n->outs);
@@ -411,11 +411,21 @@ static int remake_view(struct fz *z, int v)
         if (o->outs[k] >= 0 && (w = new_value(z, z->g->values[o->outs[k]].name, false)) < 0)
             return w;
         n->outs[n->nout++] = w;
-        if (k == z->vout[v])
+        if (all)
+            all[k] = w;
+        if (k == k_want)
             result = w;
     }
     n->name = strdup(result >= 0 ? z->g->values[result].name : o->name);
-    return n->name && view_to_reshape(n) == TN_OK ? result : TN_ENOMEM;
+    if (!n->name || view_to_reshape(n) < 0)
+        return TN_ENOMEM;
+    return k_want >= 0 ? result : TN_OK;
+}
+
+static int remake_view(struct fz *z, int v)
+{
+    int p = read_value(z, z->parent[v]);
+    return p < 0 ? p : remake(z, z->vnode[v], p, z->vout[v], NULL);
 }
 
 /* The value standing for v now: its root's current value, or its view
@@ -603,6 +613,57 @@ static int cat_around(struct fz *z, const struct tn_graph_node *vn, int base, in
     return u;
 }
 
+/* base with piece k of a split, chunk or unbind (node ni) replaced by y:
+ * the pieces taken again from base, y in place of piece k, concatenated
+ * along the node's dim (unbind's pieces unsqueezed first). Returns the
+ * new base, or 1 when not supported. */
+static int cat_pieces(struct fz *z, int ni, int base, int base_orig, int k, int y, int ndim,
+                      bool unbind)
+{
+    const struct tn_graph_node vn = z->nodes[ni];
+    bool sym = false;
+    int64_t dim = int_in(&vn, "dim", unbind ? 1 : 2, 0, &sym);
+    if (dim < 0)
+        dim += ndim;
+    if (sym || dim < 0 || dim >= ndim || vn.nout < 1 || vn.nout > z->g->limits.max_args)
+        return 1;
+    int *pieces = calloc((size_t)vn.nout + 1, sizeof *pieces);
+    if (!pieces)
+        return TN_ENOMEM;
+    int rc = remake(z, ni, base, -1, pieces), u = TN_OK;
+    char name[300];
+    snprintf(name, sizeof name, "%s", z->g->values[base_orig].name);
+    for (int i = 0; i < vn.nout && rc >= 0; i++) {
+        if (i == k)
+            pieces[i] = y;
+        if (pieces[i] < 0) {
+            rc = 1; /* an output left unnamed */
+            break;
+        }
+        if (!unbind)
+            continue;
+        struct tn_graph_node *n;
+        if ((u = new_value(z, name, false)) < 0 ||
+            !(n = make_node(z, PREFIX "aten.unsqueeze.default", 2, u)) ||
+            add_tensor(n, "self", pieces[i]) < 0 || add_int(n, "dim", dim) < 0)
+            rc = u < 0 ? u : TN_ENOMEM;
+        else
+            pieces[i] = u;
+    }
+    if (rc >= 0 && rc != 1) {
+        struct tn_graph_node *n;
+        if ((u = new_value(z, name, false)) < 0 ||
+            !(n = make_node(z, PREFIX "aten.cat.default", 2, u)) || copy_meta(z, u, base_orig) < 0 ||
+            add_in(n, "tensors", TN_GARG_TENSORS, NULL, pieces, vn.nout) < 0 ||
+            add_int(n, "dim", dim) < 0)
+            rc = u < 0 ? u : TN_ENOMEM;
+        else
+            rc = u;
+    }
+    free(pieces);
+    return rc;
+}
+
 /* The new value of v's parent when view v (made by node vn) now holds y.
  * Returns it, 1 where the view cannot be written back, or an error. */
 static int write_back(struct fz *z, int v, int y)
@@ -622,6 +683,9 @@ static int write_back(struct fz *z, int v, int y)
     int u;
     if (!strcmp(nm, "alias") || !strcmp(nm, "detach") || !strcmp(nm, "lift_fresh"))
         return y;
+    if (!strcmp(nm, "split") || !strcmp(nm, "split_with_sizes") || !strcmp(nm, "chunk") ||
+        !strcmp(nm, "unbind"))
+        return cat_pieces(z, z->vnode[v], base, p, z->vout[v], y, pv->ndim, nm[0] == 'u');
     if (vn->nout != 1)
         return 1;
     if (!strcmp(nm, "slice") || !strcmp(nm, "select"))
