@@ -90,6 +90,21 @@ matches() {
     assert_output --partial "1 tensor matches"
 }
 
+@test "run: writes through views with a symbolic batch, at the traced batch and at another" {
+    run tcompile check "$D/inplace_dynamic.json"
+    assert_success
+    for mode in --interpret ""; do
+        matches inplace_dynamic $mode
+        assert_output --partial "2 tensors match"
+        local f=$D/inplace_dynamic
+        run tcompile run $mode "$f.json" -w "$f.pt" -i "${f}_b5_inputs.pt" -o "$BATS_TEST_TMPDIR/o5.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/o5.pt" "${f}_b5_expected.pt"
+        assert_success
+        assert_output --partial "2 tensors match"
+    done
+}
+
 @test "check: an in-place op without a functional form is named" {
     sed 's/aten\.relu_\.default/aten.frobnicate_.default/' "$D/inplace.json" >"$BATS_TEST_TMPDIR/g.json"
     run tcompile check "$BATS_TEST_TMPDIR/g.json"
