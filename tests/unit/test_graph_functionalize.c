@@ -80,6 +80,18 @@ static void describe(const struct tn_graph *g, char *buf, size_t len)
     }
 }
 
+/* g written as JSON and read back, checked: no problem. */
+static struct tn_graph *reread(const struct tn_graph *g)
+{
+    struct seen s = {0};
+    char *json = tn_graph_to_json(g);
+    struct tn_graph *g2 = json ? tn_graph_parse(json, strlen(json), "t2.json", NULL) : NULL;
+    free(json);
+    assert_non_null(g2);
+    assert_int_equal(tn_graph_check(g2, collect, &s), 0);
+    return g2;
+}
+
 static struct tn_tensor *ramp(double from)
 {
     struct tn_tensor *a = tn_arange(tn_float(from), tn_float(from + 6), tn_float(1), TN_FLOAT32);
@@ -141,6 +153,14 @@ static void test_rewrite(void **state)
     assert_int_equal(tn_graph_check(g, collect, &s), 0);
     describe(g, before, sizeof before);
     assert_string_equal(before, after);
+    /* written and read back: the same functional graph and signature */
+    struct tn_graph *g2 = reread(g);
+    describe(g2, before, sizeof before);
+    assert_string_equal(before, after);
+    assert_int_equal(g2->noutputs, 4);
+    assert_int_equal(g2->outputs[0].kind, TN_GOUT_BUFFER_MUTATION);
+    assert_string_equal(g2->outputs[0].target, "buf");
+    tn_graph_free(g2);
 
     /* the values: x = [[0 1 2] [3 4 5]] - 3, buf = [[10 ..]] */
     struct tn_tensor *x = ramp(-3), *b = ramp(10);
@@ -212,6 +232,11 @@ static void test_user_input_and_out(void **state)
     assert_int_equal(g->outputs[0].kind, TN_GOUT_USER_INPUT_MUTATION);
     assert_string_equal(g->outputs[0].target, "x");
     assert_int_equal(g->outputs[1].value, g->outputs[0].value);
+    /* user_input_mutation {arg, user_input_name} written and read back */
+    struct tn_graph *g2 = reread(g);
+    assert_int_equal(g2->outputs[0].kind, TN_GOUT_USER_INPUT_MUTATION);
+    assert_string_equal(g2->outputs[0].target, "x");
+    tn_graph_free(g2);
     tn_graph_free(g);
 }
 
