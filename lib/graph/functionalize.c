@@ -825,6 +825,34 @@ static void free_input(struct tn_graph_input *in)
     free(in->arg.s);
 }
 
+/* bool < integers < floating < complex */
+static int category(enum tn_dtype d)
+{
+    return tn_dtype_is_complex(d) ? 3 : tn_dtype_is_floating(d) ? 2
+                                      : tn_dtype_is_integral(d, false) ? 1 : 0;
+}
+
+/* Whether the functional form of in-place node o, which writes `self`,
+ * may compute another dtype than self's: a tensor argument of another
+ * dtype of self's category or a higher one (PyTorch's in-place op casts
+ * its result back to self's; a bool mask or int64 indices do not count). */
+static bool promotes(const struct fz *z, const struct tn_graph_node *o, int self)
+{
+    const struct tn_graph_value *sv = &z->g->values[self];
+    if (!sv->has_meta)
+        return false;
+    for (int i = 0; i < o->nin; i++)
+        for (int k = 0; k < o->in[i].arg.n; k++) {
+            int v = o->in[i].arg.items[k].value;
+            const struct tn_graph_value *a = v >= 0 ? &z->g->values[v] : NULL;
+            if ((o->in[i].arg.kind == TN_GARG_TENSOR || o->in[i].arg.kind == TN_GARG_TENSORS) &&
+                a && a->has_meta && !a->is_sym && a->dtype != sv->dtype &&
+                category(a->dtype) >= category(sv->dtype))
+                return true;
+        }
+    return false;
+}
+
 /* Rewrites node o (an in-place or out= op) as the functional op `fop`
  * (target ftarget) and records what it wrote. */
 static int rewrite(struct fz *z, struct tn_graph_node *o, const struct tn_op *fop,
@@ -862,12 +890,26 @@ static int rewrite(struct fz *z, struct tn_graph_node *o, const struct tn_op *fo
     free(o->target);
     o->target = t;
     o->op = NULL;
+    bool cast = kind == INPLACE && promotes(z, o, targets[0]);
     struct tn_graph_node *n = take_node(z, o);
     if (!n)
         return TN_ENOMEM;
     /* n moves as nodes are added: its index */
     int ni = (int)(n - z->nodes);
     const char *where = n->name;
+    if (cast && n->nout == 1 && n->outs[0] >= 0) {
+        /* x.add_(y) keeps x's dtype where add(x, y) promotes: the result
+         * goes through _to_copy to it */
+        int out = n->outs[0], f = new_value(z, z->g->values[out].name, false);
+        int64_t dt = z->g->values[targets[0]].dtype;
+        if (f < 0)
+            return f;
+        z->nodes[ni].outs[0] = f;
+        struct tn_graph_node *c = make_node(z, PREFIX "aten._to_copy.default", 2, out);
+        if (!c || add_tensor(c, "self", f) < 0 ||
+            add_in(c, "dtype", TN_GARG_DTYPE, &dt, NULL, 1) < 0)
+            return TN_ENOMEM;
+    }
     /* result k is the new value of the k-th written argument; the node's
      * outputs stay the same tensors as those arguments */
     for (int k = 0; k < nwhich && k < 8; k++) {

@@ -105,6 +105,15 @@ matches() {
     done
 }
 
+@test "run: float32 h.add_(float64 y) keeps h's dtype, as PyTorch's in-place op does" {
+    run tcompile check "$D/inplace_mixed.json"
+    assert_success
+    matches inplace_mixed --interpret
+    assert_output --partial "1 tensor matches"
+    matches inplace_mixed
+    assert_output --partial "1 tensor matches"
+}
+
 @test "check: an in-place op without a functional form is named" {
     sed 's/aten\.relu_\.default/aten.frobnicate_.default/' "$D/inplace.json" >"$BATS_TEST_TMPDIR/g.json"
     run tcompile check "$BATS_TEST_TMPDIR/g.json"
