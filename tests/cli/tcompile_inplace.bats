@@ -114,6 +114,17 @@ matches() {
     assert_output --partial "1 tensor matches"
 }
 
+@test "run: out= overloads into a user input (add.out, mul.out) come back as o_mutated" {
+    run tcompile check "$D/inplace_outvar.json"
+    assert_success
+    matches inplace_outvar --interpret
+    assert_output --partial "2 tensors match"
+    matches inplace_outvar
+    assert_output --partial "2 tensors match"
+    run tckpt ls "$BATS_TEST_TMPDIR/out.pt"
+    assert_output --partial "o_mutated"
+}
+
 @test "check: an in-place op without a functional form is named" {
     sed 's/aten\.relu_\.default/aten.frobnicate_.default/' "$D/inplace.json" >"$BATS_TEST_TMPDIR/g.json"
     run tcompile check "$BATS_TEST_TMPDIR/g.json"
