@@ -800,8 +800,9 @@ static struct tn_graph_node *take_node(struct fz *z, struct tn_graph_node *o)
     return n;
 }
 
-/* The inputs of node n that it writes: by the op's schema, else `self`
- * (or the first) for an in-place op, `out` for an out= one. */
+/* The inputs of node n that it writes (into which, 8 at most; returns how
+ * many): by the op's schema, else `self` (or the first) for an in-place
+ * op, `out` for an out= one. */
 static int mutated_args(const struct tn_graph_node *n, const struct tn_op *op, enum mkind kind,
                         int *which)
 {
@@ -812,8 +813,8 @@ static int mutated_args(const struct tn_graph_node *n, const struct tn_op *op, e
                         : kind == OUTVAR ? !strcmp(n->in[i].name, "out")
                         : kind == INPLACE && (!strcmp(n->in[i].name, "self") ||
                                               (i == 0 && !find_in(n, "self", -1)));
-        if (m && n->in[i].arg.kind == TN_GARG_TENSOR)
-            which[count++] = i;
+        if (m && n->in[i].arg.kind == TN_GARG_TENSOR && count++ < 8)
+            which[count - 1] = i; /* more than 8: counted, refused by the caller */
     }
     return count;
 }
