@@ -1,7 +1,7 @@
 # Kernels: device-independent halves (meta functions, decompositions) in
 # lib/ops, CPU kernels in lib/ops/cpu.
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
-	lib/ops/cpu/vmath.h
+	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -18,6 +18,7 @@ libtensor_la_SOURCES += \
 	lib/ops/index.c \
 	lib/ops/conv.c \
 	lib/ops/fill.c \
+	lib/ops/attention.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/unary.c \
@@ -34,6 +35,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_dropout.c \
 	lib/ops/cpu/nn_more.c \
+	lib/ops/cpu/attention.c \
 	lib/ops/cpu/pad.c
 
 # The operator API that tgen generates from schemas/native_functions.yaml

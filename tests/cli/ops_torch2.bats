@@ -38,3 +38,4 @@ check_family() {
 @test "tril, triu, flip, roll, repeat, tile, argsort, nonzero, masked_select and one_hot agree with PyTorch 2.x" { check_family movement; }
 @test "l1 and smooth l1 losses, constant pad, group norm, upsampling and transposed convolution agree with PyTorch 2.x" { check_family nn3; }
 @test "conv1d, the padding=same/valid convolutions, upsample .vec, fill, zero, _to_copy and to.dtype agree with PyTorch 2.x" { check_family misc; }
+@test "scaled_dot_product_attention (masks, causal, GQA, the CPU flash pair, gradients) agrees with PyTorch 2.x" { check_family sdpa; }

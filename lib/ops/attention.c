@@ -1,0 +1,284 @@
+/*
+ * ops/attention.c: scaled_dot_product_attention as PyTorch 2.x defines it
+ * (masks, is_causal, scale, dropout, enable_gqa), the CPU flash-attention
+ * pair a decomposed graph names, and the argument checks and Meta
+ * functions of _tn_attention, the blocked kernel all of them run
+ * (lib/ops/cpu/attention.c).
+ */
+#include <config.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ops/attention_internal.h"
+
+/* Broadcasts one batch dim of three operands; -1 when they do not fit. */
+static int64_t bcast3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t r = 1;
+    const int64_t s[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        if (s[i] == 1 || s[i] == r)
+            continue;
+        if (r != 1)
+            return -1;
+        r = s[i];
+    }
+    return r;
+}
+
+/* t's size at batch dim d of nb (right-aligned), 1 where t has none */
+static int64_t bdim(const struct tn_tensor *t, int nb, int d)
+{
+    int i = d - (nb - (t->ndim - 2));
+    return i < 0 ? 1 : t->sizes[i];
+}
+
+static int check_mask(const struct tn_tensor *q, const struct tn_tensor *mask,
+                      const struct tn__attn_shape *sh, bool is_causal)
+{
+    if (!mask)
+        return TN_OK;
+    if (is_causal)
+        return tn_set_error(TN_EINVAL, "_scaled_dot_product_attention: Explicit attn_mask should "
+                            "not be set when is_causal=True");
+    if (mask->dtype != TN_BOOL && !tn_dtype_is_floating(mask->dtype) && mask->dtype != q->dtype)
+        return tn_set_error(TN_EDTYPE, "Expected attn_mask dtype to be bool or float or to match "
+                            "query dtype, but got attn_mask.dtype: %s and  query.dtype: %s "
+                            "instead.", tn__dtype_meta_name(mask->dtype),
+                            tn__dtype_meta_name(q->dtype));
+    int64_t want[TN_MAX_DIMS + 2];
+    tn__attn_sizes(sh->bsz, sh->nb, sh->L, sh->S, want);
+    bool ok = mask->ndim <= sh->nb + 2;
+    for (int i = 0; ok && i < mask->ndim; i++) {
+        int64_t m = mask->sizes[mask->ndim - 1 - i], w = want[sh->nb + 1 - i];
+        ok = m == 1 || m == w;
+    }
+    if (!ok) {
+        char a[128], b[128];
+        return tn_set_error(TN_ESHAPE, "scaled_dot_product_attention: attn_mask of shape %s does "
+                            "not broadcast to the attention's %s",
+                            tn_shape_format(mask->sizes, mask->ndim, a, sizeof a),
+                            tn_shape_format(want, sh->nb + 2, b, sizeof b));
+    }
+    return TN_OK;
+}
+
+int tn__attn_shape(const struct tn_tensor *q, const struct tn_tensor *k,
+                   const struct tn_tensor *v, const struct tn_tensor *mask, double dropout_p,
+                   bool is_causal, const double *scale, bool enable_gqa,
+                   struct tn__attn_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    if (q->dtype != k->dtype || q->dtype != v->dtype)
+        return tn_set_error(TN_EDTYPE, "Expected query, key, and value to have the same dtype, "
+                            "but got query.dtype: %s key.dtype: %s and value.dtype: %s instead.",
+                            tn__dtype_meta_name(q->dtype), tn__dtype_meta_name(k->dtype),
+                            tn__dtype_meta_name(v->dtype));
+    int rc = tn__nn_check_float("scaled_dot_product_attention", q);
+    if (rc < 0)
+        return rc;
+    int need = enable_gqa ? 3 : 2;
+    if (q->ndim < need || k->ndim < need || v->ndim < need)
+        return tn_set_error(TN_ESHAPE, "scaled_dot_product_attention: query, key and value need "
+                            "at least %d dims%s, got %d, %d and %d", need,
+                            enable_gqa ? " with enable_gqa" : "", q->ndim, k->ndim, v->ndim);
+    if (dropout_p < 0 || dropout_p > 1)
+        return tn_set_error(TN_EINVAL, "dropout probability has to be between 0 and 1, but got %g",
+                            dropout_p);
+    sh->L = q->sizes[q->ndim - 2], sh->E = q->sizes[q->ndim - 1];
+    sh->S = k->sizes[k->ndim - 2], sh->Ev = v->sizes[v->ndim - 1];
+    if (k->sizes[k->ndim - 1] != sh->E || v->sizes[v->ndim - 2] != sh->S)
+        return tn_set_error(TN_ESHAPE, "scaled_dot_product_attention: key must be [..., S, %lld] "
+                            "and value [..., S, Ev] for a query [..., L, %lld], got key [..., "
+                            "%lld, %lld] and value [..., %lld, %lld]", (long long)sh->E,
+                            (long long)sh->E, (long long)sh->S,
+                            (long long)k->sizes[k->ndim - 1], (long long)v->sizes[v->ndim - 2],
+                            (long long)sh->Ev);
+    int nb = q->ndim > k->ndim ? q->ndim : k->ndim;
+    nb = (v->ndim > nb ? v->ndim : nb) - 2;
+    sh->nb = nb, sh->Hq = sh->Hk = 1;
+    if (enable_gqa) {
+        int64_t hq = q->sizes[q->ndim - 3], hk = k->sizes[k->ndim - 3];
+        if (hk == 0 || hq % hk != 0 || v->sizes[v->ndim - 3] != hk)
+            return tn_set_error(TN_ESHAPE, "Number of heads in key and value must divide the "
+                                "number of heads in query");
+        if (hk != hq)
+            sh->Hq = hq, sh->Hk = hk;
+    }
+    sh->B = sh->Bkv = 1;
+    for (int d = 0; d < nb; d++) {
+        bool head = d == nb - 1 && sh->Hq != sh->Hk;
+        int64_t s = head ? sh->Hq : bcast3(bdim(q, nb, d), bdim(k, nb, d), bdim(v, nb, d));
+        if (s < 0) {
+            char a[128], b[128], c[128];
+            return tn_set_error(TN_ESHAPE, "scaled_dot_product_attention: the batch dims of query "
+                                "%s, key %s and value %s do not broadcast",
+                                tn_shape_format(q->sizes, q->ndim, a, sizeof a),
+                                tn_shape_format(k->sizes, k->ndim, b, sizeof b),
+                                tn_shape_format(v->sizes, v->ndim, c, sizeof c));
+        }
+        sh->bsz[d] = s, sh->kvsz[d] = head ? sh->Hk : s;
+        sh->B *= s, sh->Bkv *= sh->kvsz[d];
+    }
+    sh->scale = scale ? *scale : 1. / sqrt((double)sh->E);
+    return check_mask(q, mask, sh, is_causal);
+}
+
+static bool has_shape(const struct tn_tensor *t, const struct tn__attn_shape *sh, int tail,
+                      int64_t a, int64_t b)
+{
+    if (t->ndim != sh->nb + tail ||
+        memcmp(t->sizes, sh->bsz, sizeof(int64_t) * (size_t)sh->nb) != 0)
+        return false;
+    return t->sizes[sh->nb] == a && (tail == 1 || t->sizes[sh->nb + 1] == b);
+}
+
+int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_tensor *q,
+                            const struct tn_tensor *k, const struct tn_tensor *v,
+                            const struct tn_tensor *mask, const struct tn_tensor *out,
+                            const struct tn_tensor *lse, double dropout_p, bool is_causal,
+                            const double *scale, bool enable_gqa, const bool *output_mask,
+                            int output_mask_len, struct tn__attn_shape *sh)
+{
+    int rc = tn__attn_shape(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, sh);
+    if (rc < 0)
+        return rc;
+    if (output_mask_len != 3)
+        return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", output_mask_len);
+    if (!has_shape(grad_out, sh, 2, sh->L, sh->Ev) || !has_shape(out, sh, 2, sh->L, sh->Ev) ||
+        !has_shape(lse, sh, 1, sh->L, 0))
+        return tn_set_error(TN_ESHAPE, "scaled_dot_product_attention backward: grad_out, out or "
+                            "logsumexp does not fit the query, key and value");
+    return TN_OK;
+}
+
+/* ------------------------------------------------------------ decompositions */
+
+/* A seed for the dropout mask, drawn from the default generator (none is
+ * drawn without dropout, so p=0 leaves the generator as it was). */
+static int draw_seed(double dropout_p, int64_t *seed)
+{
+    *seed = 0;
+    if (dropout_p <= 0)
+        return TN_OK;
+    struct tn_tensor *r = tn_randint(0, INT64_MAX, TN_SHAPE(1), TN_INT64, NULL);
+    if (!r)
+        return tn_last_status();
+    *seed = *(const int64_t *)tn_data(r);
+    tn_release(r);
+    return TN_OK;
+}
+
+struct tn_tensor *tn__composite_scaled_dot_product_attention(
+    tn_keyset ks, const struct tn_tensor *query, const struct tn_tensor *key,
+    const struct tn_tensor *value, const struct tn_tensor *attn_mask, double dropout_p,
+    bool is_causal, const double *scale, bool enable_gqa)
+{
+    struct tn_tensor *out, *lse;
+    int64_t seed;
+    if (draw_seed(dropout_p, &seed) < 0 ||
+        tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
+                                               is_causal, scale, enable_gqa, seed, &out,
+                                               &lse) < 0)
+        return NULL;
+    tn_release(lse);
+    return out;
+}
+
+int tn__composite__scaled_dot_product_flash_attention_for_cpu(
+    tn_keyset ks, const struct tn_tensor *query, const struct tn_tensor *key,
+    const struct tn_tensor *value, double dropout_p, bool is_causal,
+    const struct tn_tensor *attn_mask, const double *scale, struct tn_tensor **output,
+    struct tn_tensor **logsumexp)
+{
+    int64_t seed;
+    *output = *logsumexp = NULL;
+    int rc = draw_seed(dropout_p, &seed);
+    if (rc < 0)
+        return rc;
+    return tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
+                                                  is_causal, scale, false, seed, output,
+                                                  logsumexp);
+}
+
+int tn__composite__scaled_dot_product_flash_attention_for_cpu_backward(
+    tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *query,
+    const struct tn_tensor *key, const struct tn_tensor *value, const struct tn_tensor *out,
+    const struct tn_tensor *logsumexp, double dropout_p, bool is_causal,
+    const struct tn_tensor *attn_mask, const double *scale, struct tn_tensor **grad_query,
+    struct tn_tensor **grad_key, struct tn_tensor **grad_value)
+{
+    /* (PyTorch's CPU flash kernel has no dropout: p > 0 would need the
+     * forward's seed, which its schema does not carry) */
+    if (dropout_p > 0)
+        return tn_set_error(TN_EINVAL, "_scaled_dot_product_flash_attention_for_cpu_backward: "
+                            "dropout_p > 0 is not supported (the forward's mask is unknown)");
+    static const bool all[3] = {true, true, true};
+    return tn__redispatch_underscore_tn_attention_backward(
+        ks, grad_out, query, key, value, attn_mask, out, logsumexp, dropout_p, is_causal, scale,
+        false, 0, all, 3, grad_query, grad_key, grad_value);
+}
+
+/* ------------------------------------------------------------------- Meta */
+
+struct tn_tensor *tn__attn_empty(const int64_t *batch, int nb, int64_t a, int64_t b, int tail,
+                                enum tn_dtype dt, struct tn_device dev)
+{
+    int64_t sz[TN_MAX_DIMS];
+    tn__attn_sizes(batch, nb, a, b, sz);
+    return tn_empty_on(sz, nb + tail, dt, dev);
+}
+
+static struct tn_tensor *meta_empty(const int64_t *batch, int nb, int64_t a, int64_t b,
+                                    int tail, enum tn_dtype dt)
+{
+    return tn__attn_empty(batch, nb, a, b, tail, dt, (struct tn_device){TN_DEVICE_META, -1});
+}
+
+int tn__meta__tn_attention(tn_keyset ks, const struct tn_tensor *query,
+                           const struct tn_tensor *key, const struct tn_tensor *value,
+                           const struct tn_tensor *attn_mask, double dropout_p, bool is_causal,
+                           const double *scale, bool enable_gqa, int64_t seed,
+                           struct tn_tensor **output, struct tn_tensor **logsumexp)
+{
+    struct tn__attn_shape sh;
+    *output = *logsumexp = NULL;
+    int rc = tn__attn_shape(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                            enable_gqa, &sh);
+    if (rc < 0)
+        return rc;
+    *output = meta_empty(sh.bsz, sh.nb, sh.L, sh.Ev, 2, query->dtype);
+    *logsumexp = meta_empty(sh.bsz, sh.nb, sh.L, 0, 1, tn__attn_compute(query->dtype));
+    if (!*output || !*logsumexp)
+        return tn__nn_drop(tn_last_status(), *output, *logsumexp, NULL, NULL);
+    return TN_OK;
+}
+
+int tn__meta__tn_attention_backward(
+    tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *query,
+    const struct tn_tensor *key, const struct tn_tensor *value, const struct tn_tensor *attn_mask,
+    const struct tn_tensor *out, const struct tn_tensor *logsumexp, double dropout_p,
+    bool is_causal, const double *scale, bool enable_gqa, int64_t seed, const bool *output_mask,
+    int output_mask_len, struct tn_tensor **grad_query, struct tn_tensor **grad_key,
+    struct tn_tensor **grad_value)
+{
+    struct tn__attn_shape sh;
+    *grad_query = *grad_key = *grad_value = NULL;
+    int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
+                                     dropout_p, is_causal, scale, enable_gqa, output_mask,
+                                     output_mask_len, &sh);
+    if (rc < 0)
+        return rc;
+    enum tn_dtype dt = query->dtype;
+    struct tn_tensor *r[3] = {
+        output_mask[0] ? meta_empty(sh.bsz, sh.nb, sh.L, sh.E, 2, dt) : NULL,
+        output_mask[1] ? meta_empty(sh.kvsz, sh.nb, sh.S, sh.E, 2, dt) : NULL,
+        output_mask[2] ? meta_empty(sh.kvsz, sh.nb, sh.S, sh.Ev, 2, dt) : NULL};
+    for (int i = 0; i < 3; i++)
+        if (output_mask[i] && !r[i])
+            return tn__nn_drop(tn_last_status(), r[0], r[1], r[2], NULL);
+    *grad_query = r[0], *grad_key = r[1], *grad_value = r[2];
+    return TN_OK;
+}

@@ -1,0 +1,66 @@
+/*
+ * ops/attention_internal.h: what scaled_dot_product_attention's halves
+ * share (lib/ops/attention.c checks and decomposes, lib/ops/cpu/attention.c
+ * computes).
+ */
+#ifndef TN_OPS_ATTENTION_INTERNAL_H
+#define TN_OPS_ATTENTION_INTERNAL_H
+
+#include "ops/nn_internal.h"
+
+/* The shapes of one attention call: query [bsz..., L, E] after
+ * broadcasting, key [kvsz..., S, E], value [kvsz..., S, Ev], the result
+ * [bsz..., L, Ev]. kvsz equals bsz except, under grouped-query attention,
+ * its head dim (the last batch dim), Hk where the query has Hq; query head
+ * h then reads key/value head h / (Hq / Hk). Hq = Hk = 1 otherwise. */
+struct tn__attn_shape {
+    int nb;
+    int64_t bsz[TN_MAX_DIMS], kvsz[TN_MAX_DIMS];
+    int64_t B, Bkv, L, S, E, Ev, Hq, Hk;
+    double scale;
+};
+
+/* Checks query, key, value and attn_mask as PyTorch does and fills sh;
+ * 0 or an error naming what does not fit. */
+int tn__attn_shape(const struct tn_tensor *q, const struct tn_tensor *k,
+                   const struct tn_tensor *v, const struct tn_tensor *mask, double dropout_p,
+                   bool is_causal, const double *scale, bool enable_gqa,
+                   struct tn__attn_shape *sh);
+
+/* tn__attn_shape for the backward, and that grad_out and out are
+ * [bsz..., L, Ev], logsumexp [bsz..., L] and output_mask three bools. */
+int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_tensor *q,
+                            const struct tn_tensor *k, const struct tn_tensor *v,
+                            const struct tn_tensor *mask, const struct tn_tensor *out,
+                            const struct tn_tensor *lse, double dropout_p, bool is_causal,
+                            const double *scale, bool enable_gqa, const bool *output_mask,
+                            int output_mask_len, struct tn__attn_shape *sh);
+
+/* sz = [batch (nb dims)..., a, b]; returns nb + 2 */
+static inline int tn__attn_sizes(const int64_t *batch, int nb, int64_t a, int64_t b, int64_t *sz)
+{
+    for (int i = 0; i < nb; i++)
+        sz[i] = batch[i];
+    sz[nb] = a, sz[nb + 1] = b;
+    return nb + 2;
+}
+
+/* A new uninitialised tensor [batch (nb dims)..., a, b] (tail 2) or
+ * [batch..., a] (tail 1) on dev. */
+struct tn_tensor *tn__attn_empty(const int64_t *batch, int nb, int64_t a, int64_t b, int tail,
+                                 enum tn_dtype dt, struct tn_device dev);
+
+/* The dtype the kernel computes in (float32 for float16 and bfloat16), and
+ * that of logsumexp. */
+static inline enum tn_dtype tn__attn_compute(enum tn_dtype dt)
+{
+    return dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
+}
+
+/* The key/value batch index that query batch index b reads. */
+static inline int64_t tn__attn_kv(const struct tn__attn_shape *sh, int64_t b)
+{
+    return b / sh->Hq * sh->Hk + b % sh->Hq / (sh->Hq / sh->Hk);
+}
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * ops/cpu/attention_kernel.h: the blocked attention kernels for one real
+ * type, included by lib/ops/cpu/attention.c once per type with
+ *   R        float or double
+ *   F(name)  name with the type's suffix
+ *   GEMM     cblas_sgemm or cblas_dgemm
+ *   EXP, LOG expf/exp, logf/log
+ * A query block of BQ rows meets the keys BK at a time: scores of the
+ * block come from one GEMM, the running max and sum of each row rescale
+ * the accumulated output (online softmax), so memory stays O(BQ x BK) per
+ * task whatever L and S are.
+ */
+
+/* sc[nq x nk] = scale * Q[i0..] K[j0..]^T plus the mask; -inf where the
+ * mask or causality hides a key. */
+static void F(scores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
+                      int64_t nk, R *sc)
+{
+    const R *q = (const R *)j->q + (b * j->sh.L + i0) * j->sh.E;
+    const R *k = (const R *)j->k + (tn__attn_kv(&j->sh, b) * j->sh.S + j0) * j->sh.E;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)j->sh.E,
+         (R)j->sh.scale, q, (int)j->sh.E, k, (int)j->sh.E, 0, sc, (int)nk);
+    for (int64_t r = 0; r < nq; r++) {
+        R *s = sc + r * nk;
+        if (j->mask) {
+            const char *m = (const char *)j->mask + j->moff[b] + (i0 + r) * j->msl + j0 * j->mss;
+            if (j->mbool) {
+                for (int64_t c = 0; c < nk; c++)
+                    if (!*(const bool *)(m + c * j->mss))
+                        s[c] = -INFINITY;
+            } else {
+                for (int64_t c = 0; c < nk; c++)
+                    s[c] += *(const R *)(m + c * j->mss);
+            }
+        }
+        if (j->causal)
+            for (int64_t c = i0 + r + 1 - j0 < 0 ? 0 : i0 + r + 1 - j0; c < nk; c++)
+                s[c] = -INFINITY;
+    }
+}
+
+/* p[c] *= the dropout mask of row i, columns j0.. (kept: 1/(1-p)) */
+static void F(drop)(const struct attn_job *j, int64_t b, int64_t i, int64_t j0, int64_t nk, R *p)
+{
+    uint64_t base = ((uint64_t)b * (uint64_t)j->sh.L + (uint64_t)i) * (uint64_t)j->sh.S + (uint64_t)j0;
+    for (int64_t c = 0; c < nk; c++)
+        p[c] = attn_keep(j, base + (uint64_t)c) ? p[c] * (R)j->dscale : 0;
+}
+
+/* the keys row i may see: all, or 0..i under is_causal */
+static int64_t F(kend)(const struct attn_job *j, int64_t last_row)
+{
+    return j->causal && last_row + 1 < j->sh.S ? last_row + 1 : j->sh.S;
+}
+
+static void F(fwd)(int64_t begin, int64_t end, void *ctx)
+{
+    struct attn_job *j = ctx;
+    const int64_t L = j->sh.L, Ev = j->sh.Ev, nqb = (L + BQ - 1) / BQ;
+    R *sc = malloc(sizeof(R) * BQ * BK), *acc = malloc(sizeof(R) * BQ * (size_t)Ev);
+    R m[BQ], l[BQ];
+    if (!sc || !acc) {
+        j->failed = true;
+        goto done;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        int64_t b = t / nqb, i0 = t % nqb * BQ, nq = L - i0 < BQ ? L - i0 : BQ;
+        const R *v = (const R *)j->v + tn__attn_kv(&j->sh, b) * j->sh.S * Ev;
+        for (int64_t r = 0; r < nq; r++)
+            m[r] = -INFINITY, l[r] = 0;
+        memset(acc, 0, sizeof(R) * (size_t)(nq * Ev));
+        int64_t kend = F(kend)(j, i0 + nq - 1);
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            int64_t nk = kend - j0 < BK ? kend - j0 : BK;
+            F(scores)(j, b, i0, nq, j0, nk, sc);
+            for (int64_t r = 0; r < nq; r++) {
+                R *s = sc + r * nk, mx = -INFINITY, sum = 0;
+                for (int64_t c = 0; c < nk; c++)
+                    mx = s[c] > mx ? s[c] : mx;
+                R mnew = mx > m[r] ? mx : m[r];
+                if (mnew == -INFINITY) { /* nothing seen yet in this row */
+                    memset(s, 0, sizeof(R) * (size_t)nk);
+                    continue;
+                }
+                for (int64_t c = 0; c < nk; c++)
+                    sum += (s[c] = EXP(s[c] - mnew));
+                R alpha = EXP(m[r] - mnew);
+                l[r] = l[r] * alpha + sum, m[r] = mnew;
+                if (alpha != 1)
+                    for (int64_t c = 0; c < Ev; c++)
+                        acc[r * Ev + c] *= alpha;
+                if (j->dropout)
+                    F(drop)(j, b, i0 + r, j0, nk, s);
+            }
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1, sc,
+                 (int)nk, v + j0 * Ev, (int)Ev, 1, acc, (int)Ev);
+        }
+        R *o = (R *)j->o + (b * L + i0) * Ev, *lse = (R *)j->lse + b * L + i0;
+        for (int64_t r = 0; r < nq; r++) {
+            /* a row that sees no key gives zeros, and logsumexp +inf so
+             * that the backward's probabilities exp(s - lse) are zeros */
+            R inv = l[r] > 0 ? 1 / l[r] : 0;
+            for (int64_t c = 0; c < Ev; c++)
+                o[r * Ev + c] = acc[r * Ev + c] * inv;
+            lse[r] = l[r] > 0 ? m[r] + LOG(l[r]) : INFINITY;
+        }
+    }
+done:
+    free(sc);
+    free(acc);
+}
+
+/* sc (the scores of rows i0.. against keys j0..) becomes the
+ * probabilities exp(s - lse) */
+static void F(probs)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t nk,
+                     R *sc)
+{
+    const R *lse = (const R *)j->lse + b * j->sh.L + i0;
+    for (int64_t r = 0; r < nq; r++)
+        for (int64_t c = 0; c < nk; c++)
+            sc[r * nk + c] = EXP(sc[r * nk + c] - lse[r]);
+}
+
+/* dp (dO V^T of the block) becomes dS = P * (dropout(dp) - D) */
+static void F(dscores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
+                       int64_t nk, const R *p, R *dp)
+{
+    const R *D = (const R *)j->D + b * j->sh.L + i0;
+    for (int64_t r = 0; r < nq; r++) {
+        R *d = dp + r * nk;
+        if (j->dropout)
+            F(drop)(j, b, i0 + r, j0, nk, d);
+        for (int64_t c = 0; c < nk; c++)
+            d[c] = p[r * nk + c] * (d[c] - D[r]);
+    }
+}
+
+/* backward, first pass, over query blocks: D = rowsum(dO * O) and dQ */
+static void F(bwd_q)(int64_t begin, int64_t end, void *ctx)
+{
+    struct attn_job *j = ctx;
+    const int64_t L = j->sh.L, E = j->sh.E, Ev = j->sh.Ev, nqb = (L + BQ - 1) / BQ;
+    R *sc = malloc(sizeof(R) * BQ * BK), *dp = malloc(sizeof(R) * BQ * BK);
+    if (!sc || !dp) {
+        j->failed = true;
+        goto done;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        int64_t b = t / nqb, i0 = t % nqb * BQ, nq = L - i0 < BQ ? L - i0 : BQ;
+        const R *go = (const R *)j->go + (b * L + i0) * Ev, *o = (const R *)j->o + (b * L + i0) * Ev;
+        R *D = (R *)j->D + b * L + i0;
+        for (int64_t r = 0; r < nq; r++) {
+            R s = 0;
+            for (int64_t c = 0; c < Ev; c++)
+                s += go[r * Ev + c] * o[r * Ev + c];
+            D[r] = s;
+        }
+        if (!j->dq)
+            continue;
+        int64_t kv = tn__attn_kv(&j->sh, b);
+        const R *k = (const R *)j->k + kv * j->sh.S * E, *v = (const R *)j->v + kv * j->sh.S * Ev;
+        R *dq = (R *)j->dq + (b * L + i0) * E;
+        memset(dq, 0, sizeof(R) * (size_t)(nq * E));
+        int64_t kend = F(kend)(j, i0 + nq - 1);
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            int64_t nk = kend - j0 < BK ? kend - j0 : BK;
+            F(scores)(j, b, i0, nq, j0, nk, sc);
+            F(probs)(j, b, i0, nq, nk, sc);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go,
+                 (int)Ev, v + j0 * Ev, (int)Ev, 0, dp, (int)nk);
+            F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk,
+                 (R)j->sh.scale, dp, (int)nk, k + j0 * E, (int)E, 1, dq, (int)E);
+        }
+    }
+done:
+    free(sc);
+    free(dp);
+}
+
+/* backward, second pass, over key blocks of each key/value head: dK and dV
+ * summed over the query heads that read it, in a fixed order */
+static void F(bwd_kv)(int64_t begin, int64_t end, void *ctx)
+{
+    struct attn_job *j = ctx;
+    const int64_t L = j->sh.L, S = j->sh.S, E = j->sh.E, Ev = j->sh.Ev;
+    const int64_t nkb = (S + BK - 1) / BK, g = j->sh.Hq / j->sh.Hk;
+    R *sc = malloc(sizeof(R) * BQ * BK), *dp = malloc(sizeof(R) * BQ * BK);
+    R *pd = malloc(sizeof(R) * BQ * BK);
+    if (!sc || !dp || !pd) {
+        j->failed = true;
+        goto done;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        int64_t kv = t / nkb, j0 = t % nkb * BK, nk = S - j0 < BK ? S - j0 : BK;
+        const R *v = (const R *)j->v + kv * S * Ev;
+        R *dk = (R *)j->dk + (kv * S + j0) * E, *dv = (R *)j->dv + (kv * S + j0) * Ev;
+        memset(dk, 0, sizeof(R) * (size_t)(nk * E));
+        memset(dv, 0, sizeof(R) * (size_t)(nk * Ev));
+        for (int64_t h = 0; h < g; h++) {
+            int64_t b = kv / j->sh.Hk * j->sh.Hq + kv % j->sh.Hk * g + h;
+            for (int64_t i0 = j->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {
+                int64_t nq = L - i0 < BQ ? L - i0 : BQ;
+                const R *q = (const R *)j->q + (b * L + i0) * E;
+                const R *go = (const R *)j->go + (b * L + i0) * Ev;
+                F(scores)(j, b, i0, nq, j0, nk, sc);
+                F(probs)(j, b, i0, nq, nk, sc);
+                const R *pv = sc;
+                if (j->dropout) {
+                    memcpy(pd, sc, sizeof(R) * (size_t)(nq * nk));
+                    for (int64_t r = 0; r < nq; r++)
+                        F(drop)(j, b, i0 + r, j0, nk, pd + r * nk);
+                    pv = pd;
+                }
+                if (j->dv)
+                    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1,
+                         pv, (int)nk, go, (int)Ev, 1, dv, (int)Ev);
+                if (!j->dk)
+                    continue;
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go,
+                     (int)Ev, v + j0 * Ev, (int)Ev, 0, dp, (int)nk);
+                F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq,
+                     (R)j->sh.scale, dp, (int)nk, q, (int)E, 1, dk, (int)E);
+            }
+        }
+    }
+done:
+    free(sc);
+    free(dp);
+    free(pd);
+}
