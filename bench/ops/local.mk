@@ -3,3 +3,14 @@ TN_BENCH_BIN += bench/ops/bench_ops
 bench_ops_bench_ops_SOURCES = bench/ops/bench_ops.c bench/bench.h
 bench_ops_bench_ops_LDADD = $(TN_LIB) $(OPENBLAS_LIBS)
 TN_BENCH_SH += bench/ops/dispatch.sh bench/ops/torch.sh
+
+# scaled_dot_product_attention against PyTorch's at L = 128..4096 (time and
+# peak memory); `make bench-sdpa` runs it alone.
+TN_BENCH_BIN += bench/ops/bench_sdpa
+bench_ops_bench_sdpa_SOURCES = bench/ops/bench_sdpa.c bench/bench.h
+bench_ops_bench_sdpa_LDADD = $(TN_LIB)
+TN_BENCH_SH += bench/ops/sdpa.sh
+
+bench-sdpa: bench/ops/bench_sdpa$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/ops/sdpa.sh
+.PHONY: bench-sdpa
