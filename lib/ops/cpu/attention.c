@@ -29,7 +29,7 @@ struct attn_job {
     void *o, *lse, *D, *dq, *dk, *dv;
     const int64_t *moff; /* byte offset of each batch's mask */
     int64_t msl, mss;    /* the mask's byte strides over L and S */
-    bool mbool, causal, dropout;
+    bool mbool, causal, dropout, avx2;
     uint64_t seed, thresh; /* keep when hash >= thresh */
     double dscale;
     bool failed;
@@ -46,6 +46,31 @@ static inline bool attn_keep(const struct attn_job *j, uint64_t n)
     return z >= j->thresh;
 }
 
+/* s[c] = e^(s[c] - m) for c < n; returns their sum. Eight lanes at a time
+ * on AVX2 (float32), as softmax does. */
+#if TN_HAVE_AVX2
+#include "ops/cpu/vmath.h"
+
+TN_AVX2 static float expsum_avx2(float *s, int64_t n, float m)
+{
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 e = tn__exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), vm));
+        _mm256_storeu_ps(s + c, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float lanes[8], sum = 0;
+    _mm256_storeu_ps(lanes, acc);
+    for (int i = 0; i < 8; i++)
+        sum += lanes[i];
+    for (; c < n; c++)
+        sum += (s[c] = expf(s[c] - m));
+    return sum;
+}
+#endif
+
+#define VEC_EXP 1
 #define R float
 #define F(name) name##_f32
 #define GEMM cblas_sgemm
@@ -57,6 +82,8 @@ static inline bool attn_keep(const struct attn_job *j, uint64_t n)
 #undef GEMM
 #undef EXP
 #undef LOG
+#undef VEC_EXP
+#define VEC_EXP 0
 #define R double
 #define F(name) name##_f64
 #define GEMM cblas_dgemm
@@ -120,6 +147,9 @@ static int mask_setup(struct attn_job *j, const struct tn_tensor *mask, enum tn_
 static void job_init(struct attn_job *j, double dropout_p, bool is_causal, int64_t seed)
 {
     j->causal = is_causal;
+#if TN_HAVE_AVX2
+    j->avx2 = tn__have_avx2();
+#endif
     j->dropout = dropout_p > 0;
     j->seed = (uint64_t)seed;
     /* keep with probability 1 - p: hash >= p * 2^64 */

@@ -5,6 +5,7 @@
  *   F(name)  name with the type's suffix
  *   GEMM     cblas_sgemm or cblas_dgemm
  *   EXP, LOG expf/exp, logf/log
+ *   VEC_EXP  1 where expsum_avx2 serves the type
  * A query block of BQ rows meets the keys BK at a time: scores of the
  * block come from one GEMM, the running max and sum of each row rescale
  * the accumulated output (online softmax), so memory stays O(BQ x BK) per
@@ -37,6 +38,19 @@ static void F(scores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t n
             for (int64_t c = i0 + r + 1 - j0 < 0 ? 0 : i0 + r + 1 - j0; c < nk; c++)
                 s[c] = -INFINITY;
     }
+}
+
+/* s[c] = e^(s[c] - m); returns the sum */
+static R F(expsum)(const struct attn_job *j, R *s, int64_t n, R m)
+{
+#if TN_HAVE_AVX2
+    if (VEC_EXP && j->avx2)
+        return (R)expsum_avx2((float *)s, n, (float)m);
+#endif
+    R sum = 0;
+    for (int64_t c = 0; c < n; c++)
+        sum += (s[c] = EXP(s[c] - m));
+    return sum;
 }
 
 /* p[c] *= the dropout mask of row i, columns j0.. (kept: 1/(1-p)) */
@@ -74,7 +88,7 @@ static void F(fwd)(int64_t begin, int64_t end, void *ctx)
             int64_t nk = kend - j0 < BK ? kend - j0 : BK;
             F(scores)(j, b, i0, nq, j0, nk, sc);
             for (int64_t r = 0; r < nq; r++) {
-                R *s = sc + r * nk, mx = -INFINITY, sum = 0;
+                R *s = sc + r * nk, mx = -INFINITY;
                 for (int64_t c = 0; c < nk; c++)
                     mx = s[c] > mx ? s[c] : mx;
                 R mnew = mx > m[r] ? mx : m[r];
@@ -82,8 +96,7 @@ static void F(fwd)(int64_t begin, int64_t end, void *ctx)
                     memset(s, 0, sizeof(R) * (size_t)nk);
                     continue;
                 }
-                for (int64_t c = 0; c < nk; c++)
-                    sum += (s[c] = EXP(s[c] - mnew));
+                R sum = F(expsum)(j, s, nk, mnew);
                 R alpha = EXP(m[r] - mnew);
                 l[r] = l[r] * alpha + sum, m[r] = mnew;
                 if (alpha != 1)
@@ -117,8 +130,7 @@ static void F(probs)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq
 {
     const R *lse = (const R *)j->lse + b * j->sh.L + i0;
     for (int64_t r = 0; r < nq; r++)
-        for (int64_t c = 0; c < nk; c++)
-            sc[r * nk + c] = EXP(sc[r * nk + c] - lse[r]);
+        F(expsum)(j, sc + r * nk, nk, lse[r]);
 }
 
 /* dp (dO V^T of the block) becomes dS = P * (dropout(dp) - D) */
