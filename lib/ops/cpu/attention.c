@@ -6,8 +6,10 @@
  * the L x S attention matrix never exists; memory is linear in L and S.
  * The backward recomputes the probabilities of each block from the
  * saved logsumexp: a pass over query blocks (dQ, and D = rowsum(dO * O)),
- * then one over key blocks (dK, dV), each task owning what it writes, so
- * results do not depend on the thread count. Dropout keeps element
+ * then one over key blocks (dK, dV), each task owning what it writes; with
+ * key/value heads enough for the pool (two a thread), one pass a head
+ * instead. Both sum in the same order, so results do not depend on the
+ * thread count. Dropout keeps element
  * (b, i, j) when a hash of (seed, b, i, j) says so, the same in both
  * directions. float16 and bfloat16 compute in float32.
  */
@@ -256,9 +258,13 @@ int tn__cpu__tn_attention_backward(
     j.dq = dq ? tn_data(dq) : NULL;
     j.dk = dk ? tn_data(dk) : NULL, j.dv = dv ? tn_data(dv) : NULL;
     bool is64 = ct == TN_FLOAT64;
-    rc = run(&j, sh->B * ((sh->L + BQ - 1) / BQ), bwd_q_f32, bwd_q_f64, is64);
-    if (rc == 0 && kvgrad)
-        rc = run(&j, sh->Bkv * ((sh->S + BK - 1) / BK), bwd_kv_f32, bwd_kv_f64, is64);
+    if (kvgrad && sh->Bkv >= 2 * tn_get_num_threads()) {
+        rc = run(&j, sh->Bkv, bwd_fused_f32, bwd_fused_f64, is64);
+    } else {
+        rc = run(&j, sh->B * ((sh->L + BQ - 1) / BQ), bwd_q_f32, bwd_q_f64, is64);
+        if (rc == 0 && kvgrad)
+            rc = run(&j, sh->Bkv * ((sh->S + BK - 1) / BK), bwd_kv_f32, bwd_kv_f64, is64);
+    }
     free(moff);
     moff = NULL;
     if (rc < 0)

@@ -147,47 +147,103 @@ static void F(dscores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t 
     }
 }
 
+/* D = rowsum(dO * O) of rows i0.. of batch b */
+static void F(rowdots)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq)
+{
+    const int64_t Ev = j->sh.Ev, at = b * j->sh.L + i0;
+    const R *go = (const R *)j->go + at * Ev, *o = (const R *)j->o + at * Ev;
+    R *D = (R *)j->D + at;
+    for (int64_t r = 0; r < nq; r++) {
+        R s = 0;
+        for (int64_t c = 0; c < Ev; c++)
+            s += go[r * Ev + c] * o[r * Ev + c];
+        D[r] = s;
+    }
+}
+
+/* One block of the backward: rows i0.. of batch b against keys j0..
+ * (probabilities recomputed) add to dq (rows i0..), dk and dv (rows j0..),
+ * each NULL where not wanted. sc, dp and pd hold BQ x BK each. */
+static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
+                         int64_t nk, R *dq, R *dk, R *dv, R *sc, R *dp, R *pd)
+{
+    const int64_t E = j->sh.E, Ev = j->sh.Ev, kv = tn__attn_kv(&j->sh, b);
+    const R *q = (const R *)j->q + (b * j->sh.L + i0) * E;
+    const R *go = (const R *)j->go + (b * j->sh.L + i0) * Ev;
+    const R *k = (const R *)j->k + (kv * j->sh.S + j0) * E;
+    const R *v = (const R *)j->v + (kv * j->sh.S + j0) * Ev;
+    F(scores)(j, b, i0, nq, j0, nk, sc);
+    F(probs)(j, b, i0, nq, nk, sc);
+    if (dv) {
+        const R *pv = sc;
+        if (j->dropout) {
+            memcpy(pd, sc, sizeof(R) * (size_t)(nq * nk));
+            for (int64_t r = 0; r < nq; r++)
+                F(drop)(j, b, i0 + r, j0, nk, pd + r * nk);
+            pv = pd;
+        }
+        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, (int)nk,
+             go, (int)Ev, 1, dv, (int)Ev);
+    }
+    if (!dq && !dk)
+        return;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go, (int)Ev, v,
+         (int)Ev, 0, dp, (int)nk);
+    F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
+    if (dq)
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk,
+             (R)j->sh.scale, dp, (int)nk, k, (int)E, 1, dq, (int)E);
+    if (dk)
+        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq, (R)j->sh.scale,
+             dp, (int)nk, q, (int)E, 1, dk, (int)E);
+}
+
+/* rows i0.. of batch b against every key they see: D, and dq (zeroed
+ * first), dk and dv (rows of key/value head kv) added to, NULL where not
+ * wanted */
+static void F(rows_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, R *dq,
+                        R *dk, R *dv, R *sc, R *dp, R *pd)
+{
+    const int64_t E = j->sh.E, Ev = j->sh.Ev, kend = F(kend)(j, i0 + nq - 1);
+    F(rowdots)(j, b, i0, nq);
+    if (dq)
+        memset(dq, 0, sizeof(R) * (size_t)(nq * E));
+    if (!dq && !dk && !dv)
+        return;
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        int64_t nk = kend - j0 < BK ? kend - j0 : BK;
+        F(block_bwd)(j, b, i0, nq, j0, nk, dq, dk ? dk + j0 * E : NULL, dv ? dv + j0 * Ev : NULL,
+                     sc, dp, pd);
+    }
+}
+
+/* three BQ x BK scratch blocks a task */
+static R *F(scratch)(struct attn_job *j)
+{
+    R *s = malloc(sizeof(R) * 3 * BQ * BK);
+    if (!s)
+        j->failed = true;
+    return s;
+}
+
 /* backward, first pass, over query blocks: D = rowsum(dO * O) and dQ */
 static void F(bwd_q)(int64_t begin, int64_t end, void *ctx)
 {
     struct attn_job *j = ctx;
-    const int64_t L = j->sh.L, E = j->sh.E, Ev = j->sh.Ev, nqb = (L + BQ - 1) / BQ;
-    R *sc = malloc(sizeof(R) * BQ * BK), *dp = malloc(sizeof(R) * BQ * BK);
-    if (!sc || !dp) {
-        j->failed = true;
-        goto done;
-    }
-    for (int64_t t = begin; t < end; t++) {
+    const int64_t L = j->sh.L, nqb = (L + BQ - 1) / BQ;
+    R *sc = F(scratch)(j);
+    for (int64_t t = begin; sc && t < end; t++) {
         int64_t b = t / nqb, i0 = t % nqb * BQ, nq = L - i0 < BQ ? L - i0 : BQ;
-        const R *go = (const R *)j->go + (b * L + i0) * Ev, *o = (const R *)j->o + (b * L + i0) * Ev;
-        R *D = (R *)j->D + b * L + i0;
-        for (int64_t r = 0; r < nq; r++) {
-            R s = 0;
-            for (int64_t c = 0; c < Ev; c++)
-                s += go[r * Ev + c] * o[r * Ev + c];
-            D[r] = s;
-        }
-        if (!j->dq)
-            continue;
-        int64_t kv = tn__attn_kv(&j->sh, b);
-        const R *k = (const R *)j->k + kv * j->sh.S * E, *v = (const R *)j->v + kv * j->sh.S * Ev;
-        R *dq = (R *)j->dq + (b * L + i0) * E;
-        memset(dq, 0, sizeof(R) * (size_t)(nq * E));
-        int64_t kend = F(kend)(j, i0 + nq - 1);
-        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-            int64_t nk = kend - j0 < BK ? kend - j0 : BK;
-            F(scores)(j, b, i0, nq, j0, nk, sc);
-            F(probs)(j, b, i0, nq, nk, sc);
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go,
-                 (int)Ev, v + j0 * Ev, (int)Ev, 0, dp, (int)nk);
-            F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk,
-                 (R)j->sh.scale, dp, (int)nk, k + j0 * E, (int)E, 1, dq, (int)E);
-        }
+        R *dq = j->dq ? (R *)j->dq + (b * L + i0) * j->sh.E : NULL;
+        F(rows_bwd)(j, b, i0, nq, dq, NULL, NULL, sc, sc + BQ * BK, sc + 2 * BQ * BK);
     }
-done:
     free(sc);
-    free(dp);
+}
+
+/* the query heads that read key/value head kv: h = 0..g-1 gives b */
+static int64_t F(group_b)(const struct attn_job *j, int64_t kv, int64_t h)
+{
+    return kv / j->sh.Hk * j->sh.Hq + kv % j->sh.Hk * (j->sh.Hq / j->sh.Hk) + h;
 }
 
 /* backward, second pass, over key blocks of each key/value head: dK and dV
@@ -197,48 +253,42 @@ static void F(bwd_kv)(int64_t begin, int64_t end, void *ctx)
     struct attn_job *j = ctx;
     const int64_t L = j->sh.L, S = j->sh.S, E = j->sh.E, Ev = j->sh.Ev;
     const int64_t nkb = (S + BK - 1) / BK, g = j->sh.Hq / j->sh.Hk;
-    R *sc = malloc(sizeof(R) * BQ * BK), *dp = malloc(sizeof(R) * BQ * BK);
-    R *pd = malloc(sizeof(R) * BQ * BK);
-    if (!sc || !dp || !pd) {
-        j->failed = true;
-        goto done;
-    }
-    for (int64_t t = begin; t < end; t++) {
+    R *sc = F(scratch)(j);
+    for (int64_t t = begin; sc && t < end; t++) {
         int64_t kv = t / nkb, j0 = t % nkb * BK, nk = S - j0 < BK ? S - j0 : BK;
-        const R *v = (const R *)j->v + kv * S * Ev;
         R *dk = (R *)j->dk + (kv * S + j0) * E, *dv = (R *)j->dv + (kv * S + j0) * Ev;
         memset(dk, 0, sizeof(R) * (size_t)(nk * E));
         memset(dv, 0, sizeof(R) * (size_t)(nk * Ev));
+        for (int64_t h = 0; h < g; h++)
+            for (int64_t i0 = j->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ)
+                F(block_bwd)(j, F(group_b)(j, kv, h), i0, L - i0 < BQ ? L - i0 : BQ, j0, nk,
+                             NULL, dk, dv, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+    }
+    free(sc);
+}
+
+/* backward in one pass where there are key/value heads enough to keep the
+ * pool busy: a task per key/value head walks its query heads and blocks
+ * once, computing the probabilities once for dQ, dK and dV (the two-pass
+ * form computes them twice). The sums run in the two-pass form's order
+ * and through the same GEMM calls, so both give the same bits. */
+static void F(bwd_fused)(int64_t begin, int64_t end, void *ctx)
+{
+    struct attn_job *j = ctx;
+    const int64_t L = j->sh.L, S = j->sh.S, E = j->sh.E, Ev = j->sh.Ev;
+    const int64_t g = j->sh.Hq / j->sh.Hk;
+    R *sc = F(scratch)(j);
+    for (int64_t kv = begin; sc && kv < end; kv++) {
+        R *dk = (R *)j->dk + kv * S * E, *dv = (R *)j->dv + kv * S * Ev;
+        memset(dk, 0, sizeof(R) * (size_t)(S * E));
+        memset(dv, 0, sizeof(R) * (size_t)(S * Ev));
         for (int64_t h = 0; h < g; h++) {
-            int64_t b = kv / j->sh.Hk * j->sh.Hq + kv % j->sh.Hk * g + h;
-            for (int64_t i0 = j->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {
-                int64_t nq = L - i0 < BQ ? L - i0 : BQ;
-                const R *q = (const R *)j->q + (b * L + i0) * E;
-                const R *go = (const R *)j->go + (b * L + i0) * Ev;
-                F(scores)(j, b, i0, nq, j0, nk, sc);
-                F(probs)(j, b, i0, nq, nk, sc);
-                const R *pv = sc;
-                if (j->dropout) {
-                    memcpy(pd, sc, sizeof(R) * (size_t)(nq * nk));
-                    for (int64_t r = 0; r < nq; r++)
-                        F(drop)(j, b, i0 + r, j0, nk, pd + r * nk);
-                    pv = pd;
-                }
-                if (j->dv)
-                    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1,
-                         pv, (int)nk, go, (int)Ev, 1, dv, (int)Ev);
-                if (!j->dk)
-                    continue;
-                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go,
-                     (int)Ev, v + j0 * Ev, (int)Ev, 0, dp, (int)nk);
-                F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
-                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq,
-                     (R)j->sh.scale, dp, (int)nk, q, (int)E, 1, dk, (int)E);
-            }
+            int64_t b = F(group_b)(j, kv, h);
+            for (int64_t i0 = 0; i0 < L; i0 += BQ)
+                F(rows_bwd)(j, b, i0, L - i0 < BQ ? L - i0 : BQ,
+                            j->dq ? (R *)j->dq + (b * L + i0) * E : NULL, dk, dv, sc,
+                            sc + BQ * BK, sc + 2 * BQ * BK);
         }
     }
-done:
     free(sc);
-    free(dp);
-    free(pd);
 }
