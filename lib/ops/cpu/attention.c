@@ -23,6 +23,10 @@
 
 #include "ops/attention_internal.h"
 
+/* Measured at one thread, L = S = 2048, 8 heads of 64 (forward): 64 x 128
+ * blocks beat 32 x 256, 128 x 128, 64 x 256, 128 x 256 and 64 x 512 by 5
+ * to 30%, and the scores through sgemm beat an AVX2 loop of dot products
+ * (4 keys at a time) by 1.6x. */
 enum { BQ = 64, BK = 128 };
 
 struct attn_job {
