@@ -260,9 +260,14 @@ static void F(bwd_kv)(int64_t begin, int64_t end, void *ctx)
         memset(dk, 0, sizeof(R) * (size_t)(nk * E));
         memset(dv, 0, sizeof(R) * (size_t)(nk * Ev));
         for (int64_t h = 0; h < g; h++)
-            for (int64_t i0 = j->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ)
-                F(block_bwd)(j, F(group_b)(j, kv, h), i0, L - i0 < BQ ? L - i0 : BQ, j0, nk,
-                             NULL, dk, dv, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+            for (int64_t i0 = j->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {
+                /* the keys rows_bwd gives this block: the same GEMM shapes,
+                 * so the same bits as the one-pass form */
+                int64_t nq = L - i0 < BQ ? L - i0 : BQ, kn = F(kend)(j, i0 + nq - 1) - j0;
+                if (kn > 0)
+                    F(block_bwd)(j, F(group_b)(j, kv, h), i0, nq, j0, kn < nk ? kn : nk, NULL,
+                                 dk, dv, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+            }
     }
     free(sc);
 }
