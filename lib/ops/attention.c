@@ -154,6 +154,20 @@ int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_te
     return TN_OK;
 }
 
+bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
+                           const struct tn_tensor *v, const struct tn__attn_shape *sh,
+                           double dropout_p)
+{
+    if (dropout_p > 0 || sh->Ev != sh->E || q->ndim != sh->nb + 2 ||
+        memcmp(q->sizes, sh->bsz, sizeof(int64_t) * (size_t)sh->nb) != 0)
+        return false;
+    const struct tn_tensor *t[3] = {q, k, v};
+    for (int i = 0; i < 3; i++)
+        if (t[i]->strides[t[i]->ndim - 1] != 1 && t[i]->sizes[t[i]->ndim - 1] != 1)
+            return false;
+    return !tn_is_contiguous(q) && tn_is_non_overlapping_and_dense(q);
+}
+
 /* ------------------------------------------------------------ decompositions */
 
 /* A seed for the dropout mask, drawn from the default generator (none is
@@ -249,7 +263,9 @@ int tn__meta__tn_attention(tn_keyset ks, const struct tn_tensor *query,
                             enable_gqa, &sh);
     if (rc < 0)
         return rc;
-    *output = meta_empty(sh.bsz, sh.nb, sh.L, sh.Ev, 2, query->dtype);
+    *output = tn__attn_query_layout(query, key, value, &sh, dropout_p)
+                  ? tn_empty_like(query, query->dtype)
+                  : meta_empty(sh.bsz, sh.nb, sh.L, sh.Ev, 2, query->dtype);
     *logsumexp = meta_empty(sh.bsz, sh.nb, sh.L, 0, 1, tn__attn_compute(query->dtype));
     if (!*output || !*logsumexp)
         return tn__nn_drop(tn_last_status(), *output, *logsumexp, NULL, NULL);

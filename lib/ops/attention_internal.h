@@ -50,6 +50,15 @@ static inline int tn__attn_sizes(const int64_t *batch, int nb, int64_t a, int64_
 struct tn_tensor *tn__attn_empty(const int64_t *batch, int nb, int64_t a, int64_t b, int tail,
                                  enum tn_dtype dt, struct tn_device dev);
 
+/* Whether the result takes the query's layout (strides in the query's
+ * order, as empty_like(query)) rather than a contiguous one: PyTorch's CPU
+ * flash kernel lays it out so, and PyTorch picks that kernel without
+ * dropout, for Ev = E and unit last strides; its math path (otherwise)
+ * gives a contiguous result. */
+bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
+                           const struct tn_tensor *v, const struct tn__attn_shape *sh,
+                           double dropout_p);
+
 /* The dtype the kernel computes in (float32 for float16 and bfloat16), and
  * that of logsumexp. */
 static inline enum tn_dtype tn__attn_compute(enum tn_dtype dt)

@@ -3,7 +3,8 @@
  * cpu/attention.c): every case of tests/fixtures/ops/sdpa.json (PyTorch
  * 2.x: values, the flash pair, errors), gradients against PyTorch's
  * autograd, gradcheck in float64 (masks, causal, GQA, dropout with a fixed
- * seed, lengths that cross the kernel's blocks), dropout's statistics,
+ * seed, lengths that cross the kernel's blocks), the result's strides,
+ * dropout's statistics,
  * determinism across thread counts and the Meta shapes.
  */
 #include "ops_cases.h"
@@ -64,6 +65,59 @@ static void test_grads_against_pytorch(void **state)
         tn_release(out);
         tn_release(go);
         tn_release(mask);
+    }
+    json_decref(fx);
+    assert_int_equal(failed, 0);
+}
+
+/* a fixture base tensor permuted by its "NAME_perm" (null: as it is) */
+static struct tn_tensor *permuted(json_t *c, const char *name)
+{
+    char key[16];
+    snprintf(key, sizeof key, "%s_perm", name);
+    struct tn_tensor *b = tn_test_tensor(json_object_get(c, name));
+    json_t *p = json_object_get(c, key);
+    assert_non_null(b);
+    if (json_is_null(p))
+        return b;
+    int64_t dims[TN_MAX_DIMS];
+    int n = tn_test_ints(p, dims);
+    struct tn_tensor *t = tn_permute(b, dims, n);
+    tn_release(b);
+    return t;
+}
+
+/* The result's strides are PyTorch's: the query's layout where PyTorch
+ * runs its CPU flash kernel, contiguous where it runs the math path. */
+static void test_layouts(void **state)
+{
+    json_t *fx = tn_test_fixture("../ops/sdpa");
+    json_t *cases = json_object_get(fx, "layouts"), *c;
+    size_t ci;
+    int failed = 0;
+    assert_true(json_array_size(cases) >= 8);
+    json_array_foreach(cases, ci, c) {
+        struct tn_tensor *q = permuted(c, "q"), *k = permuted(c, "k"), *v = permuted(c, "v");
+        struct tn_tensor *mask = opt_tensor(json_object_get(c, "mask"));
+        double p = json_number_value(json_object_get(c, "dropout_p"));
+        struct tn_tensor *out = tn_scaled_dot_product_attention(
+            q, k, v, mask, p, json_is_true(json_object_get(c, "is_causal")), NULL,
+            json_is_true(json_object_get(c, "enable_gqa")));
+        assert_non_null(out);
+        int64_t want[TN_MAX_DIMS];
+        int n = tn_test_ints(json_object_get(c, "stride"), want);
+        char what[64], a[128], b[128];
+        snprintf(what, sizeof what, "layout case %zu", ci);
+        if (n != out->ndim || memcmp(want, out->strides, sizeof(int64_t) * (size_t)n) != 0) {
+            print_message("# %s: strides %s, PyTorch's %s\n", what,
+                          tn_shape_format(out->strides, out->ndim, a, sizeof a),
+                          tn_shape_format(want, n, b, sizeof b));
+            failed++;
+        } else if (p == 0) {
+            failed += compare(out, json_object_get(c, "out"), what, true) != 0;
+        }
+        drop4(q, k, v, mask);
+        tn_release(out);
     }
     json_decref(fx);
     assert_int_equal(failed, 0);
@@ -239,6 +293,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_grads_against_pytorch),
+        cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_deterministic),

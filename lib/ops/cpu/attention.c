@@ -209,7 +209,17 @@ int tn__cpu__tn_attention(tn_keyset ks, const struct tn_tensor *query,
     tn__nn_drop(0, q, k, v, m);
     if (rc < 0)
         return tn__nn_drop(rc, o, lse, NULL, NULL);
-    *output = tn__nn_to(o, query->dtype);
+    if (tn__attn_query_layout(query, key, value, sh, dropout_p)) {
+        struct tn_tensor *r = tn_empty_like(query, query->dtype);
+        if (r && tn_copy_(r, o) < 0) {
+            tn_release(r);
+            r = NULL;
+        }
+        tn_release(o);
+        *output = r;
+    } else {
+        *output = tn__nn_to(o, query->dtype);
+    }
     *logsumexp = lse;
     if (!*output) {
         tn_release(lse);
