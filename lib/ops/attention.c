@@ -145,8 +145,11 @@ int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_te
     int rc = tn__attn_shape(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, sh);
     if (rc < 0)
         return rc;
-    if (output_mask_len != 3)
-        return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", output_mask_len);
+    if (output_mask_len != 4)
+        return tn_set_error(TN_EINVAL, "output_mask must hold 4 bools, not %d", output_mask_len);
+    if (output_mask[3] && (!mask || !tn_dtype_is_floating(mask->dtype)))
+        return tn_set_error(TN_EINVAL, "scaled_dot_product_attention backward: only a float "
+                            "attn_mask has a gradient");
     if (!has_shape(grad_out, sh, 2, sh->L, sh->Ev) || !has_shape(out, sh, 2, sh->L, sh->Ev) ||
         !has_shape(lse, sh, 1, sh->L, 0))
         return tn_set_error(TN_ESHAPE, "scaled_dot_product_attention backward: grad_out, out or "
@@ -229,10 +232,11 @@ int tn__composite__scaled_dot_product_flash_attention_for_cpu_backward(
     if (dropout_p > 0)
         return tn_set_error(TN_EINVAL, "_scaled_dot_product_flash_attention_for_cpu_backward: "
                             "dropout_p > 0 is not supported (the forward's mask is unknown)");
-    static const bool all[3] = {true, true, true};
+    static const bool qkv[4] = {true, true, true, false};
+    struct tn_tensor *gm;
     return tn__redispatch_underscore_tn_attention_backward(
         ks, grad_out, query, key, value, attn_mask, out, logsumexp, dropout_p, is_causal, scale,
-        false, 0, all, 3, grad_query, grad_key, grad_value);
+        false, 0, qkv, 4, grad_query, grad_key, grad_value, &gm);
 }
 
 /* ------------------------------------------------------------------- Meta */
@@ -278,23 +282,26 @@ int tn__meta__tn_attention_backward(
     const struct tn_tensor *out, const struct tn_tensor *logsumexp, double dropout_p,
     bool is_causal, const double *scale, bool enable_gqa, int64_t seed, const bool *output_mask,
     int output_mask_len, struct tn_tensor **grad_query, struct tn_tensor **grad_key,
-    struct tn_tensor **grad_value)
+    struct tn_tensor **grad_value, struct tn_tensor **grad_attn_mask)
 {
     struct tn__attn_shape sh;
-    *grad_query = *grad_key = *grad_value = NULL;
+    *grad_query = *grad_key = *grad_value = *grad_attn_mask = NULL;
     int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
                                      dropout_p, is_causal, scale, enable_gqa, output_mask,
                                      output_mask_len, &sh);
     if (rc < 0)
         return rc;
     enum tn_dtype dt = query->dtype;
-    struct tn_tensor *r[3] = {
+    struct tn_tensor *r[4] = {
         output_mask[0] ? meta_empty(sh.bsz, sh.nb, sh.L, sh.E, 2, dt) : NULL,
         output_mask[1] ? meta_empty(sh.kvsz, sh.nb, sh.S, sh.E, 2, dt) : NULL,
-        output_mask[2] ? meta_empty(sh.kvsz, sh.nb, sh.S, sh.Ev, 2, dt) : NULL};
-    for (int i = 0; i < 3; i++)
-        if (output_mask[i] && !r[i])
+        output_mask[2] ? meta_empty(sh.kvsz, sh.nb, sh.S, sh.Ev, 2, dt) : NULL,
+        output_mask[3] ? meta_empty(sh.bsz, sh.nb, sh.L, sh.S, 2, dt) : NULL};
+    for (int i = 0; i < 4; i++)
+        if (output_mask[i] && !r[i]) {
+            tn_release(r[3]);
             return tn__nn_drop(tn_last_status(), r[0], r[1], r[2], NULL);
-    *grad_query = r[0], *grad_key = r[1], *grad_value = r[2];
+        }
+    *grad_query = r[0], *grad_key = r[1], *grad_value = r[2], *grad_attn_mask = r[3];
     return TN_OK;
 }

@@ -28,7 +28,8 @@ int tn__attn_shape(const struct tn_tensor *q, const struct tn_tensor *k,
                    struct tn__attn_shape *sh);
 
 /* tn__attn_shape for the backward, and that grad_out and out are
- * [bsz..., L, Ev], logsumexp [bsz..., L] and output_mask three bools. */
+ * [bsz..., L, Ev], logsumexp [bsz..., L] and output_mask four bools (the
+ * last only with a float mask). */
 int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_tensor *q,
                             const struct tn_tensor *k, const struct tn_tensor *v,
                             const struct tn_tensor *mask, const struct tn_tensor *out,

@@ -45,8 +45,11 @@ static void test_grads_against_pytorch(void **state)
         struct tn_tensor *go = tn_test_tensor(json_object_get(c, "grad_out"));
         json_t *js = json_object_get(c, "scale");
         double scale = json_is_null(js) ? 0 : json_number_value(js);
+        json_t *gm = json_array_get(json_object_get(c, "grads"), 3);
         for (int i = 0; i < 3; i++)
             assert_int_equal(tn_requires_grad_(in[i], true), 0);
+        if (!json_is_null(gm))
+            assert_int_equal(tn_requires_grad_(mask, true), 0);
         struct tn_tensor *out = tn_scaled_dot_product_attention(
             in[0], in[1], in[2], mask, 0, json_is_true(json_object_get(c, "is_causal")),
             json_is_null(js) ? NULL : &scale, json_is_true(json_object_get(c, "enable_gqa")));
@@ -61,6 +64,11 @@ static void test_grads_against_pytorch(void **state)
             failed += compare(in[i]->grad, json_array_get(json_object_get(c, "grads"), (size_t)i),
                               what, true) != 0;
             tn_release(in[i]);
+        }
+        if (!json_is_null(gm)) {
+            snprintf(what, sizeof what, "gradient case %zu, grad of the mask", ci);
+            assert_non_null(mask->grad);
+            failed += compare(mask->grad, gm, what, true) != 0;
         }
         tn_release(out);
         tn_release(go);
@@ -126,7 +134,7 @@ static void test_layouts(void **state)
 struct gc {
     const struct tn_tensor *mask;
     double p, scale;
-    bool causal, gqa, has_scale;
+    bool causal, gqa, has_scale, mask_in; /* mask_in: the mask is input 3 */
     int64_t seed;
 };
 
@@ -134,7 +142,8 @@ static struct tn_tensor *attn_fn(struct tn_tensor *const *in, void *ctx)
 {
     const struct gc *g = ctx;
     struct tn_tensor *out, *lse;
-    if (tn_underscore_tn_attention(in[0], in[1], in[2], g->mask, g->p, g->causal,
+    if (tn_underscore_tn_attention(in[0], in[1], in[2], g->mask_in ? in[3] : g->mask, g->p,
+                                   g->causal,
                                    g->has_scale ? &g->scale : NULL, g->gqa, g->seed, &out,
                                    &lse) < 0)
         return NULL;
@@ -145,15 +154,17 @@ static struct tn_tensor *attn_fn(struct tn_tensor *const *in, void *ctx)
 static void gradcheck_case(const int64_t *qs, const int64_t *ks, const int64_t *vs, int nd,
                            struct gc *g)
 {
-    struct tn_tensor *in[3] = {tn_randn(qs, nd, TN_FLOAT64, NULL), tn_randn(ks, nd, TN_FLOAT64, NULL),
-                               tn_randn(vs, nd, TN_FLOAT64, NULL)};
-    for (int i = 0; i < 3; i++)
+    int n = g->mask_in ? 4 : 3;
+    struct tn_tensor *in[4] = {tn_randn(qs, nd, TN_FLOAT64, NULL), tn_randn(ks, nd, TN_FLOAT64, NULL),
+                               tn_randn(vs, nd, TN_FLOAT64, NULL),
+                               g->mask_in ? tn_detach(g->mask) : NULL};
+    for (int i = 0; i < n; i++)
         assert_int_equal(tn_requires_grad_(in[i], true), 0);
-    int r = tn_gradcheck(attn_fn, in, 3, g, 1e-6, 1e-6, 1e-4);
+    int r = tn_gradcheck(attn_fn, in, n, g, 1e-6, 1e-6, 1e-4);
     if (r != 1)
         print_message("# gradcheck: %s\n", tn_last_error());
     assert_int_equal(r, 1);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n; i++)
         tn_release(in[i]);
 }
 
@@ -165,8 +176,9 @@ static void test_gradcheck(void **state)
     gradcheck_case(q, k, v, 4, &causal);
     /* a float mask and a bool mask with a row that attends nothing */
     struct tn_tensor *fm = tn_randn(TN_SHAPE(2, 1, 5, 7), TN_FLOAT64, NULL);
-    struct gc fmask = {.mask = fm};
+    struct gc fmask = {.mask = fm}, fmask_in = {.mask = fm, .mask_in = true, .p = 0.2, .seed = 3};
     gradcheck_case(q, k, v, 4, &fmask);
+    gradcheck_case(q, k, v, 4, &fmask_in); /* the mask's gradient, under dropout too */
     struct tn_tensor *bm = tn_rand(TN_SHAPE(5, 7), TN_FLOAT32, NULL), *bmb = tn_gt_scalar(bm, tn_float(0.4));
     struct tn_tensor *row = tn_select(bmb, 0, 2);
     assert_int_equal(tn_fill_(row, tn_int(0)), 0);
@@ -230,40 +242,49 @@ static void test_dropout_statistics(void **state)
 }
 
 /* Blocks on the thread pool: the same bits at 1 and 3 threads, forward and
- * backward. */
-static void test_deterministic(void **state)
+ * backward (at 2 heads, one backward pass a head at 1 thread, two passes at
+ * 3), causal, or with a float mask that takes a gradient. */
+static void deterministic(bool causal)
 {
-    struct tn_tensor *r[2][4];
+    struct tn_tensor *r[2][5];
     struct tn_tensor *q = tn_randn(TN_SHAPE(2, 2, 150, 16), TN_FLOAT32, NULL);
     struct tn_tensor *k = tn_randn(TN_SHAPE(2, 1, 300, 16), TN_FLOAT32, NULL);
     struct tn_tensor *v = tn_randn(TN_SHAPE(2, 1, 300, 16), TN_FLOAT32, NULL);
-    int nt = tn_get_num_threads();
+    struct tn_tensor *m = causal ? NULL : tn_randn(TN_SHAPE(2, 1, 150, 300), TN_FLOAT32, NULL);
+    int nt = tn_get_num_threads(), n = causal ? 4 : 5;
     for (int t = 0; t < 2; t++) {
         tn_set_num_threads(t ? 3 : 1);
         tn_manual_seed(1); /* the same dropout mask in both runs */
-        struct tn_tensor *in[3] = {tn_detach(q), tn_detach(k), tn_detach(v)};
-        for (int i = 0; i < 3; i++)
+        struct tn_tensor *in[4] = {tn_detach(q), tn_detach(k), tn_detach(v),
+                                   m ? tn_detach(m) : NULL};
+        for (int i = 0; i < n - 1; i++)
             assert_int_equal(tn_requires_grad_(in[i], true), 0);
-        r[t][0] = tn_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.1, true, NULL,
+        r[t][0] = tn_scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.1, causal, NULL,
                                                   true);
         assert_non_null(r[t][0]);
         struct tn_tensor *s = tn_sum(r[t][0], TN_DTYPE_UNSET);
         assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < n - 1; i++) {
             r[t][i + 1] = tn_retain(in[i]->grad);
             tn_release(in[i]);
         }
         tn_release(s);
     }
     tn_set_num_threads(nt);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < n; i++) {
         assert_int_equal(tn_numel(r[0][i]), tn_numel(r[1][i]));
         assert_memory_equal(tn_data(r[0][i]), tn_data(r[1][i]),
                             (size_t)tn_numel(r[0][i]) * sizeof(float));
         tn_release(r[0][i]);
         tn_release(r[1][i]);
     }
-    drop4(q, k, v, NULL);
+    drop4(q, k, v, m);
+}
+
+static void test_deterministic(void **state)
+{
+    deterministic(true);
+    deterministic(false);
 }
 
 /* Meta tensors: the shapes alone, for tcompile check. */

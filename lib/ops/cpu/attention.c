@@ -32,7 +32,7 @@ enum { BQ = 64, BK = 128 };
 struct attn_job {
     struct tn__attn_shape sh;
     const void *q, *k, *v, *go, *mask;
-    void *o, *lse, *D, *dq, *dk, *dv;
+    void *o, *lse, *D, *dq, *dk, *dv, *dm; /* dm: the mask's gradient, [B, L, S] */
     const int64_t *moff; /* byte offset of each batch's mask */
     int64_t msl, mss;    /* the mask's byte strides over L and S */
     bool mbool, causal, dropout, avx2;
@@ -235,10 +235,10 @@ int tn__cpu__tn_attention_backward(
     const struct tn_tensor *out, const struct tn_tensor *logsumexp, double dropout_p,
     bool is_causal, const double *scale, bool enable_gqa, int64_t seed, const bool *output_mask,
     int output_mask_len, struct tn_tensor **grad_query, struct tn_tensor **grad_key,
-    struct tn_tensor **grad_value)
+    struct tn_tensor **grad_value, struct tn_tensor **grad_attn_mask)
 {
     struct attn_job j = {0};
-    *grad_query = *grad_key = *grad_value = NULL;
+    *grad_query = *grad_key = *grad_value = *grad_attn_mask = NULL;
     int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
                                      dropout_p, is_causal, scale, enable_gqa, output_mask,
                                      output_mask_len, &j.sh);
@@ -249,7 +249,8 @@ int tn__cpu__tn_attention_backward(
     bool kvgrad = output_mask[1] || output_mask[2];
     job_init(&j, dropout_p, is_causal, seed);
     struct tn_keep kp = {0};
-    struct tn_tensor *m = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *q, *k, *v, *go, *o, *lse, *D;
+    struct tn_tensor *m = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dm = NULL, *q, *k, *v, *go,
+                     *o, *lse, *D;
     int64_t *moff = NULL;
     TN_KEEP(&kp, q, operand(query, sh->bsz, sh->nb, sh->L, sh->E, ct));
     TN_KEEP(&kp, k, operand(key, sh->kvsz, sh->nb, sh->S, sh->E, ct));
@@ -264,12 +265,14 @@ int tn__cpu__tn_attention_backward(
         TN_KEEP(&kp, dk, batched(sh->kvsz, sh->nb, sh->S, sh->E, 2, ct));
         TN_KEEP(&kp, dv, batched(sh->kvsz, sh->nb, sh->S, sh->Ev, 2, ct));
     }
+    if (output_mask[3])
+        TN_KEEP(&kp, dm, batched(sh->bsz, sh->nb, sh->L, sh->S, 2, ct));
     if ((rc = mask_setup(&j, attn_mask, ct, &m, &moff)) < 0)
         goto fail;
     tn__keep(&kp, m);
     j.q = tn_data(q), j.k = tn_data(k), j.v = tn_data(v), j.go = tn_data(go);
     j.o = tn_data(o), j.lse = tn_data(lse), j.D = tn_data(D);
-    j.dq = dq ? tn_data(dq) : NULL;
+    j.dq = dq ? tn_data(dq) : NULL, j.dm = dm ? tn_data(dm) : NULL;
     j.dk = dk ? tn_data(dk) : NULL, j.dv = dv ? tn_data(dv) : NULL;
     bool is64 = ct == TN_FLOAT64;
     if (kvgrad && sh->Bkv >= 2 * tn_get_num_threads()) {
@@ -283,12 +286,13 @@ int tn__cpu__tn_attention_backward(
     moff = NULL;
     if (rc < 0)
         goto fail;
-    struct tn_tensor *r[3] = {dq, output_mask[1] ? dk : NULL, output_mask[2] ? dv : NULL};
-    struct tn_tensor **res[3] = {grad_query, grad_key, grad_value};
-    for (int i = 0; i < 3; i++)
-        if (r[i] && !(*res[i] = tn_to_dtype(r[i], query->dtype))) {
-            rc = tn__nn_drop(tn_last_status(), *grad_query, *grad_key, *grad_value, NULL);
-            *grad_query = *grad_key = *grad_value = NULL;
+    struct tn_tensor *r[4] = {dq, output_mask[1] ? dk : NULL, output_mask[2] ? dv : NULL, dm};
+    struct tn_tensor **res[4] = {grad_query, grad_key, grad_value, grad_attn_mask};
+    for (int i = 0; i < 4; i++)
+        if (r[i] && !(*res[i] = tn_to_dtype(r[i], i == 3 ? attn_mask->dtype : query->dtype))) {
+            rc = tn__nn_drop(tn_last_status(), *grad_query, *grad_key, *grad_value,
+                             *grad_attn_mask);
+            *grad_query = *grad_key = *grad_value = *grad_attn_mask = NULL;
             goto fail;
         }
     tn__keep_free(&kp);

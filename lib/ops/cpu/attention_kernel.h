@@ -163,9 +163,10 @@ static void F(rowdots)(const struct attn_job *j, int64_t b, int64_t i0, int64_t 
 
 /* One block of the backward: rows i0.. of batch b against keys j0..
  * (probabilities recomputed) add to dq (rows i0..), dk and dv (rows j0..),
- * each NULL where not wanted. sc, dp and pd hold BQ x BK each. */
+ * each NULL where not wanted, and write the mask's gradient (dm: the
+ * job's, or NULL). sc, dp and pd hold BQ x BK each. */
 static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
-                         int64_t nk, R *dq, R *dk, R *dv, R *sc, R *dp, R *pd)
+                         int64_t nk, R *dq, R *dk, R *dv, R *dm, R *sc, R *dp, R *pd)
 {
     const int64_t E = j->sh.E, Ev = j->sh.Ev, kv = tn__attn_kv(&j->sh, b);
     const R *q = (const R *)j->q + (b * j->sh.L + i0) * E;
@@ -185,11 +186,13 @@ static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_
         GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, (int)nk,
              go, (int)Ev, 1, dv, (int)Ev);
     }
-    if (!dq && !dk)
+    if (!dq && !dk && !dm)
         return;
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go, (int)Ev, v,
          (int)Ev, 0, dp, (int)nk);
     F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
+    for (int64_t r = 0; dm && r < nq; r++) /* d score / d mask = 1 */
+        memcpy(dm + ((b * j->sh.L + i0 + r) * j->sh.S + j0), dp + r * nk, sizeof(R) * (size_t)nk);
     if (dq)
         GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk,
              (R)j->sh.scale, dp, (int)nk, k, (int)E, 1, dq, (int)E);
@@ -202,18 +205,18 @@ static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_
  * first), dk and dv (rows of key/value head kv) added to, NULL where not
  * wanted */
 static void F(rows_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, R *dq,
-                        R *dk, R *dv, R *sc, R *dp, R *pd)
+                        R *dk, R *dv, R *dm, R *sc, R *dp, R *pd)
 {
     const int64_t E = j->sh.E, Ev = j->sh.Ev, kend = F(kend)(j, i0 + nq - 1);
     F(rowdots)(j, b, i0, nq);
     if (dq)
         memset(dq, 0, sizeof(R) * (size_t)(nq * E));
-    if (!dq && !dk && !dv)
+    if (!dq && !dk && !dv && !dm)
         return;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         int64_t nk = kend - j0 < BK ? kend - j0 : BK;
         F(block_bwd)(j, b, i0, nq, j0, nk, dq, dk ? dk + j0 * E : NULL, dv ? dv + j0 * Ev : NULL,
-                     sc, dp, pd);
+                     dm, sc, dp, pd);
     }
 }
 
@@ -226,7 +229,8 @@ static R *F(scratch)(struct attn_job *j)
     return s;
 }
 
-/* backward, first pass, over query blocks: D = rowsum(dO * O) and dQ */
+/* backward, first pass, over query blocks: D = rowsum(dO * O), dQ and the
+ * mask's gradient */
 static void F(bwd_q)(int64_t begin, int64_t end, void *ctx)
 {
     struct attn_job *j = ctx;
@@ -235,7 +239,7 @@ static void F(bwd_q)(int64_t begin, int64_t end, void *ctx)
     for (int64_t t = begin; sc && t < end; t++) {
         int64_t b = t / nqb, i0 = t % nqb * BQ, nq = L - i0 < BQ ? L - i0 : BQ;
         R *dq = j->dq ? (R *)j->dq + (b * L + i0) * j->sh.E : NULL;
-        F(rows_bwd)(j, b, i0, nq, dq, NULL, NULL, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+        F(rows_bwd)(j, b, i0, nq, dq, NULL, NULL, j->dm, sc, sc + BQ * BK, sc + 2 * BQ * BK);
     }
     free(sc);
 }
@@ -266,7 +270,7 @@ static void F(bwd_kv)(int64_t begin, int64_t end, void *ctx)
                 int64_t nq = L - i0 < BQ ? L - i0 : BQ, kn = F(kend)(j, i0 + nq - 1) - j0;
                 if (kn > 0)
                     F(block_bwd)(j, F(group_b)(j, kv, h), i0, nq, j0, kn < nk ? kn : nk, NULL,
-                                 dk, dv, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+                                 dk, dv, NULL, sc, sc + BQ * BK, sc + 2 * BQ * BK);
             }
     }
     free(sc);
@@ -291,7 +295,7 @@ static void F(bwd_fused)(int64_t begin, int64_t end, void *ctx)
             int64_t b = F(group_b)(j, kv, h);
             for (int64_t i0 = 0; i0 < L; i0 += BQ)
                 F(rows_bwd)(j, b, i0, L - i0 < BQ ? L - i0 : BQ,
-                            j->dq ? (R *)j->dq + (b * L + i0) * E : NULL, dk, dv, sc,
+                            j->dq ? (R *)j->dq + (b * L + i0) * E : NULL, dk, dv, j->dm, sc,
                             sc + BQ * BK, sc + 2 * BQ * BK);
         }
     }
