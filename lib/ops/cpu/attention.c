@@ -17,6 +17,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ struct attn_job {
     bool mbool, causal, dropout, avx2;
     uint64_t seed, thresh; /* keep when hash >= thresh */
     double dscale;
-    bool failed;
+    atomic_bool failed; /* a task could not allocate its scratch */
 };
 
 /* splitmix64's finaliser of seed + n: a counter-based stream, so any block
@@ -171,11 +172,12 @@ static struct tn_tensor *batched(const int64_t *batch, int nb, int64_t a, int64_
 
 static int run(struct attn_job *j, int64_t n, tn_range_fn f32, tn_range_fn f64, bool is64)
 {
-    j->failed = false;
+    atomic_store(&j->failed, false);
     if (n > 0)
         tn__blas_parallel_for(n, 1, is64 ? f64 : f32, j);
-    return j->failed ? tn_set_error(TN_ENOMEM, "scaled_dot_product_attention: out of memory")
-                     : TN_OK;
+    if (atomic_load(&j->failed))
+        return tn_set_error(TN_ENOMEM, "scaled_dot_product_attention: out of memory");
+    return TN_OK;
 }
 
 int tn__cpu__tn_attention(tn_keyset ks, const struct tn_tensor *query,

@@ -74,7 +74,7 @@ static void F(fwd)(int64_t begin, int64_t end, void *ctx)
     R *sc = malloc(sizeof(R) * BQ * BK), *acc = malloc(sizeof(R) * BQ * (size_t)Ev);
     R m[BQ], l[BQ];
     if (!sc || !acc) {
-        j->failed = true;
+        atomic_store(&j->failed, true);
         goto done;
     }
     for (int64_t t = begin; t < end; t++) {
@@ -225,7 +225,7 @@ static R *F(scratch)(struct attn_job *j)
 {
     R *s = malloc(sizeof(R) * 3 * BQ * BK);
     if (!s)
-        j->failed = true;
+        atomic_store(&j->failed, true);
     return s;
 }
 
