@@ -75,6 +75,22 @@ TN_AVX2 static float expsum_avx2(float *s, int64_t n, float m)
         sum += (s[c] = expf(s[c] - m));
     return sum;
 }
+
+/* the largest of s[0..n) (-inf for none) */
+TN_AVX2 static float rowmax_avx2(const float *s, int64_t n)
+{
+    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        m8 = _mm256_max_ps(m8, _mm256_loadu_ps(s + c));
+    float lanes[8], m = -INFINITY;
+    _mm256_storeu_ps(lanes, m8);
+    for (int i = 0; i < 8; i++)
+        m = lanes[i] > m ? lanes[i] : m;
+    for (; c < n; c++)
+        m = s[c] > m ? s[c] : m;
+    return m;
+}
 #endif
 
 #define VEC_EXP 1

@@ -5,7 +5,7 @@
  *   F(name)  name with the type's suffix
  *   GEMM     cblas_sgemm or cblas_dgemm
  *   EXP, LOG expf/exp, logf/log
- *   VEC_EXP  1 where expsum_avx2 serves the type
+ *   VEC_EXP  1 where expsum_avx2 and rowmax_avx2 serve the type
  * A query block of BQ rows meets the keys BK at a time: scores of the
  * block come from one GEMM, the running max and sum of each row rescale
  * the accumulated output (online softmax), so memory stays O(BQ x BK) per
@@ -53,6 +53,19 @@ static R F(expsum)(const struct attn_job *j, R *s, int64_t n, R m)
     return sum;
 }
 
+/* the largest of s[0..n), -inf for none */
+static R F(rowmax)(const struct attn_job *j, const R *s, int64_t n)
+{
+#if TN_HAVE_AVX2
+    if (VEC_EXP && j->avx2)
+        return (R)rowmax_avx2((const float *)s, n);
+#endif
+    R m = -INFINITY;
+    for (int64_t c = 0; c < n; c++)
+        m = s[c] > m ? s[c] : m;
+    return m;
+}
+
 /* p[c] *= the dropout mask of row i, columns j0.. (kept: 1/(1-p)) */
 static void F(drop)(const struct attn_job *j, int64_t b, int64_t i, int64_t j0, int64_t nk, R *p)
 {
@@ -88,9 +101,7 @@ static void F(fwd)(int64_t begin, int64_t end, void *ctx)
             int64_t nk = kend - j0 < BK ? kend - j0 : BK;
             F(scores)(j, b, i0, nq, j0, nk, sc);
             for (int64_t r = 0; r < nq; r++) {
-                R *s = sc + r * nk, mx = -INFINITY;
-                for (int64_t c = 0; c < nk; c++)
-                    mx = s[c] > mx ? s[c] : mx;
+                R *s = sc + r * nk, mx = F(rowmax)(j, s, nk);
                 R mnew = mx > m[r] ? mx : m[r];
                 if (mnew == -INFINITY) { /* nothing seen yet in this row */
                     memset(s, 0, sizeof(R) * (size_t)nk);
