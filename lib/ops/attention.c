@@ -204,20 +204,34 @@ struct tn_tensor *tn__composite_scaled_dot_product_attention(
     return out;
 }
 
+/* What PyTorch's CPU flash kernel refuses, in its words. */
+static int flash_check(const struct tn_tensor *q, const struct tn_tensor *k,
+                       const struct tn_tensor *v, const struct tn_tensor *mask, double dropout_p)
+{
+    const char *p = "scaled_dot_product_attention_flash_attention: ";
+    if (dropout_p > 0)
+        return tn_set_error(TN_EINVAL, "%sCurrently do not support dropout > 0", p);
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return tn_set_error(TN_ESHAPE, "%sAccept only 4 dims inputs shape of {B, H, T, K}", p);
+    if (k->sizes[3] != q->sizes[3] || v->sizes[3] != q->sizes[3])
+        return tn_set_error(TN_ESHAPE, "%sQ/K/V should have the same head size", p);
+    if (mask && mask->dtype != q->dtype)
+        return tn_set_error(TN_EDTYPE, "%sAttention mask is the same data type as query", p);
+    return TN_OK;
+}
+
 int tn__composite__scaled_dot_product_flash_attention_for_cpu(
     tn_keyset ks, const struct tn_tensor *query, const struct tn_tensor *key,
     const struct tn_tensor *value, double dropout_p, bool is_causal,
     const struct tn_tensor *attn_mask, const double *scale, struct tn_tensor **output,
     struct tn_tensor **logsumexp)
 {
-    int64_t seed;
     *output = *logsumexp = NULL;
-    int rc = draw_seed(dropout_p, &seed);
+    int rc = flash_check(query, key, value, attn_mask, dropout_p);
     if (rc < 0)
         return rc;
     return tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
-                                                  is_causal, scale, false, seed, output,
-                                                  logsumexp);
+                                                  is_causal, scale, false, 0, output, logsumexp);
 }
 
 int tn__composite__scaled_dot_product_flash_attention_for_cpu_backward(
@@ -227,11 +241,10 @@ int tn__composite__scaled_dot_product_flash_attention_for_cpu_backward(
     const struct tn_tensor *attn_mask, const double *scale, struct tn_tensor **grad_query,
     struct tn_tensor **grad_key, struct tn_tensor **grad_value)
 {
-    /* (PyTorch's CPU flash kernel has no dropout: p > 0 would need the
-     * forward's seed, which its schema does not carry) */
-    if (dropout_p > 0)
-        return tn_set_error(TN_EINVAL, "_scaled_dot_product_flash_attention_for_cpu_backward: "
-                            "dropout_p > 0 is not supported (the forward's mask is unknown)");
+    *grad_query = *grad_key = *grad_value = NULL;
+    int rc = flash_check(query, key, value, attn_mask, dropout_p);
+    if (rc < 0)
+        return rc;
     static const bool qkv[4] = {true, true, true, false};
     struct tn_tensor *gm;
     return tn__redispatch_underscore_tn_attention_backward(
