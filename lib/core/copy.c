@@ -115,9 +115,13 @@ static bool tn_may_overlap(const struct tn_tensor *a, const struct tn_tensor *b)
     return alo < bhi && blo < ahi;
 }
 
-/* True when some element of t is written through more than one index. */
+/* True when some element of t is written through more than one index
+ * (PyTorch's has_internal_overlap: a non-overlapping and dense tensor, which
+ * takes in every empty one, has none). */
 static bool tn_has_internal_overlap(const struct tn_tensor *t)
 {
+    if (tn_is_non_overlapping_and_dense(t))
+        return false;
     for (int d = 0; d < t->ndim; d++)
         if (t->sizes[d] > 1 && t->strides[d] == 0)
             return true;

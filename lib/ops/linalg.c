@@ -100,6 +100,16 @@ int tn__meta_addmm_out(const struct tn_tensor *self, const struct tn_tensor *mat
 
 /* --------------------------------------------------------------- matmul */
 
+/* The rows of t folded to a matrix over its last dim: the product of the
+ * other sizes (not -1, which a size-0 last dim makes ambiguous). */
+static int64_t tn_rows(const struct tn_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim - 1; d++)
+        n *= t->sizes[d];
+    return n;
+}
+
 static struct tn_tensor *squeeze_dim(struct tn_tensor *t, int64_t dim)
 {
     if (!t)
@@ -130,7 +140,7 @@ struct tn_tensor *tn__composite_matmul(tn_keyset ks, const struct tn_tensor *a,
     } else if (da >= 3 && db <= 2) {
         /* fold a's batch dims into the rows of one mm */
         int64_t k = a->sizes[da - 1];
-        x = tn_reshape(a, TN_SHAPE(-1, k));
+        x = tn_reshape(a, TN_SHAPE(tn_rows(a), k));
         y = db == 1 ? tn_unsqueeze(b, 1) : tn_retain((struct tn_tensor *)b);
         struct tn_tensor *p = x && y ? tn_mm(x, y) : NULL;
         if (p) {
@@ -202,7 +212,7 @@ struct tn_tensor *tn__composite_linear(tn_keyset ks, const struct tn_tensor *inp
          * does: the bias goes in as the product's start (beta 1), not as
          * a second pass over the output */
         int nd = input->ndim;
-        struct tn_tensor *x = tn_reshape(input, TN_SHAPE(-1, input->sizes[nd - 1]));
+        struct tn_tensor *x = tn_reshape(input, TN_SHAPE(tn_rows(input), input->sizes[nd - 1]));
         struct tn_tensor *p = x ? tn_addmm(bias, x, wt, tn_int(1), tn_int(1)) : NULL;
         r = NULL;
         if (p) {

@@ -42,6 +42,43 @@ static void test_strided_operands(void **state)
     tn_release(a);
 }
 
+/* Empty operands as PyTorch takes them: linear and matmul of a 3-D input
+ * whose last dim is 0 (the rows are folded by their product, which -1
+ * cannot infer from 0 elements) give the bias, or zeros; a clone of an
+ * expanded empty tensor (a stride 0 over a size 2) is an empty tensor. */
+static void test_empty_operands(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = tn_zeros(TN_SHAPE(2, 3, 0), TN_FLOAT32);
+    struct tn_tensor *w = tn_zeros(TN_SHAPE(4, 0), TN_FLOAT32);
+    struct tn_tensor *b = tn_ones(TN_SHAPE(4), TN_FLOAT32);
+    struct tn_tensor *y = tn_linear(x, w, b), *wt = tn_t(w), *m = tn_matmul(x, wt);
+    assert_non_null(y);
+    assert_non_null(m);
+    assert_int_equal(y->ndim, 3);
+    assert_int_equal(y->sizes[2], 4);
+    assert_int_equal(m->sizes[2], 4);
+    for (int i = 0; i < 24; i++) {
+        assert_true(((float *)tn_data(y))[i] == 1.0f);
+        assert_true(((float *)tn_data(m))[i] == 0.0f);
+    }
+    struct tn_tensor *e = tn_zeros(TN_SHAPE(1, 0), TN_FLOAT32);
+    struct tn_tensor *ex = tn_expand(e, TN_SHAPE(2, 0));
+    struct tn_tensor *c = tn_clone(ex);
+    assert_non_null(c);
+    assert_int_equal(c->sizes[0], 2);
+    assert_int_equal(tn_numel(c), 0);
+    tn_release(c);
+    tn_release(ex);
+    tn_release(e);
+    tn_release(m);
+    tn_release(wt);
+    tn_release(y);
+    tn_release(b);
+    tn_release(w);
+    tn_release(x);
+}
+
 /* out = beta*c + alpha*a@b by a plain loop over float64 tensors of any
  * strides (2-D, or 3-D batches); c may be NULL. */
 static double *plain_product(const struct tn_tensor *a, const struct tn_tensor *b,
@@ -126,6 +163,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_strided_operands),
+        cmocka_unit_test(test_empty_operands),
         cmocka_unit_test(test_threads),
     };
     return TN_RUN_TESTS(tests);
