@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     struct rg_src src;
     rg_src_bytes(&src, data, size);
-    struct rg_options o = {.chains = 1, .max_ops = 6, .avoid = RG_AVOID_KNOWN};
+    struct rg_options o = {.chains = 1, .max_ops = 6};
     struct rg_graph rg;
     if (rg_generate(&src, &o, &rg) < 0)
         return 0;

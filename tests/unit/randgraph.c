@@ -301,8 +301,6 @@ static struct tn_tensor *make_tensor(struct gen *G, enum tn_dtype dt, int nd, co
                                      bool ints, bool *contig)
 {
     int layout = nd ? (int)P(6) : 0;
-    if (layout == 4 && prod(sz, nd) == 0 && (G->o.avoid & RG_AVOID_EMPTY_BROADCAST))
-        layout = 0;
     int64_t bs[MAXD], perm[MAXD];
     int d = nd ? (int)P(nd) : 0;
     for (int i = 0; i < nd; i++)
@@ -959,8 +957,6 @@ static int op_cast_to(struct gen *G, int a, enum tn_dtype dt)
 static int view_like(struct gen *G, int a, int nd, const int64_t *sz)
 {
     bool s0 = V(a).stride0;
-    if (s0 && prod(sz, nd) == 0 && (G->o.avoid & RG_AVOID_EMPTY_BROADCAST))
-        return -1;
     int r = node_end(G, V(a).dt, nd, sz, V(a).mag, V(a).err);
     if (r >= 0)
         V(r).stride0 = s0;
@@ -1075,8 +1071,6 @@ static int op_expand(struct gen *G, int a)
             arg[j] = P(2) ? -1 : sz[j];
         }
     }
-    if (prod(sz, nd) == 0 && (G->o.avoid & RG_AVOID_EMPTY_BROADCAST))
-        return -1;
     node_begin(G, "expand.default");
     arg_t(G, "self", a);
     arg_ints(G, "size", nd, arg);
@@ -1325,8 +1319,6 @@ static int op_reduce(struct gen *G, int a)
         if (k >= VAR) {
             G->kind = 2;
             int64_t corr = P(3) == 0 ? -1 : (int64_t)P(2); /* -1: None, which is 1 */
-            if ((G->o.avoid & RG_AVOID_VAR_NO_DOF) && count <= (corr ? 1 : 0))
-                return -1; /* the caller drops the node begun */
             if (corr < 0)
                 arg_none(G, "correction");
             else
@@ -1465,9 +1457,6 @@ static int op_split(struct gen *G, int a)
         for (int j = d; j + 1 < x->nd; j++)
             sz[j] = sz[j + 1];
     bool s0 = x->stride0;
-    for (int i = 0; i < np; i++)
-        if (s0 && pieces[i] == 0 && (G->o.avoid & RG_AVOID_EMPTY_BROADCAST))
-            return -1;
     node_begin(G, k == 0 ? "split.Tensor" : k == 1 ? "split_with_sizes.default" : "unbind.int");
     arg_t(G, "self", a);
     if (k == 0)
@@ -1500,8 +1489,6 @@ static int op_matmul(struct gen *G, int a)
     if (k && x->nd != 2)
         return -1;
     int64_t K = x->sz[x->nd - 1], N = (int64_t)P(MAXS) + (P(8) ? 1 : 0);
-    if (K == 0 && x->nd > 2 && (G->o.avoid & RG_AVOID_LINEAR_EMPTY_K))
-        return -1;
     int w = new_input(G, dt, 2, k == 0 ? (int64_t[]){N, K} : (int64_t[]){K, N});
     int bias = -1;
     if (w >= 0 && (k == 2 || P(2))) {
@@ -1664,7 +1651,6 @@ int rg_generate(struct rg_src *src, const struct rg_options *opts, struct rg_gra
     G->src = src;
     G->o.chains = opts && opts->chains > 0 ? opts->chains : 4;
     G->o.max_ops = opts && opts->max_ops > 0 ? opts->max_ops : 8;
-    G->o.avoid = opts ? opts->avoid : RG_AVOID_KNOWN;
     G->dict = tn_value_dict();
     uint64_t seed = (uint64_t)P(1u << 16) << 16 | P(1u << 16);
     G->tg = tn_generator_new(seed);

@@ -46,35 +46,9 @@ void rg_src_bytes(struct rg_src *s, const unsigned char *data, size_t len);
 /* A choice in [0, n) (0 when n <= 1). */
 uint32_t rg_pick(struct rg_src *s, uint32_t n);
 
-/* Cases left out of the generator, each for a known compiler bug (see
- * the report in the commit that added the flag). */
-enum rg_avoid {
-    RG_AVOID_NONE = 0,
-    /* libtensor (the interpreter's side): clone and to(dtype) of a
-     * zero-size tensor with a stride 0 (zeros(1, 0).expand(2, 0)) refuse
-     * it ("more than one element of the written-to tensor refers to a
-     * single memory location"): no zero-size broadcast inputs, expands,
-     * or zero-size views (slices) of broadcast values */
-    RG_AVOID_EMPTY_BROADCAST = 1 << 0,
-    /* lib/compile: var and std whose count is at most the correction
-     * (std(gelu(x: float32[]), correction=1)) give inf where eager gives
-     * NaN: the fused prologue evaluates gelu(x) once for the mean and
-     * again for the squared deviations, and the two differ in the last
-     * bit, so x - mean is not 0 and 0 < ss / 0: no such var or std */
-    RG_AVOID_VAR_NO_DOF = 1 << 1,
-    /* libtensor: linear of an input of 3 dims or more with K = 0
-     * (linear(zeros(2, 3, 0), zeros(4, 0))) fails reshaping to [-1, 0]
-     * ("the unspecified dimension size -1 can be any value"), even in the
-     * Meta pass: no such linear */
-    RG_AVOID_LINEAR_EMPTY_K = 1 << 2
-};
-/* every case above: what the tests generate */
-#define RG_AVOID_KNOWN (RG_AVOID_EMPTY_BROADCAST | RG_AVOID_VAR_NO_DOF | RG_AVOID_LINEAR_EMPTY_K)
-
 struct rg_options {
     int chains;                     /* independent chains in one graph (default 4) */
     int max_ops;                    /* ops per chain at most (default 8) */
-    unsigned avoid;                 /* enum rg_avoid bits (NULL options: RG_AVOID_KNOWN) */
 };
 
 struct rg_output {

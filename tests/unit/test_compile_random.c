@@ -8,8 +8,6 @@
  *
  * TN_RANDGRAPH_SEED=S runs seed S alone and prints its graph;
  * TN_RANDGRAPH_N=N runs seeds 1..N (default 150, each graph one C compile).
- * TN_RANDGRAPH_AVOID=MASK sets the cases left out (randgraph.h's
- * RG_AVOID_* bits; default all of them, 0 includes the known bugs).
  * TN_RANDGRAPH_DUMP=DIR writes a failing (or the one) seed's graph and
  * inputs there, for tcompile.
  * A failure prints the seed, the graph and the first differing element.
@@ -118,11 +116,8 @@ static int run_seed(uint64_t seed, bool show)
 {
     struct rg_src src;
     rg_src_seed(&src, seed);
-    const char *avoid = getenv("TN_RANDGRAPH_AVOID");
-    struct rg_options o = {.avoid = avoid && *avoid ? (unsigned)strtoul(avoid, NULL, 0)
-                                                    : RG_AVOID_KNOWN};
     struct rg_graph rg;
-    int rc = rg_generate(&src, &o, &rg);
+    int rc = rg_generate(&src, NULL, &rg);
     if (rc < 0) {
         print_message("# seed %llu: the generator failed: %s\n", (unsigned long long)seed,
                       tn_last_error());
