@@ -18,13 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct out {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-
-static void put(struct out *o, const char *fmt, ...)
+void tn__put(struct tn__out *o, const char *fmt, ...)
 {
     va_list ap;
     for (;;) {
@@ -180,20 +174,20 @@ static int64_t new_coef(const struct tn__x *x, const struct tn__stage *s, const 
     return c;
 }
 
-static void literal(struct out *o, enum tn_dtype dt, const struct tn__x *e)
+static void literal(struct tn__out *o, enum tn_dtype dt, const struct tn__x *e)
 {
     if (tn_dtype_is_floating(dt)) {
         const char *t = dt == TN_FLOAT64 ? "" : "f";
         if (isnan(e->k))
-            put(o, "(%s)NAN", calc_type(dt));
+            tn__put(o, "(%s)NAN", calc_type(dt));
         else if (isinf(e->k))
-            put(o, "(%s)%sINFINITY", calc_type(dt), e->k < 0 ? "-" : "");
+            tn__put(o, "(%s)%sINFINITY", calc_type(dt), e->k < 0 ? "-" : "");
         else
-            put(o, "%a%s", dt == TN_FLOAT64 ? e->k : (double)(float)e->k, t);
+            tn__put(o, "%a%s", dt == TN_FLOAT64 ? e->k : (double)(float)e->k, t);
     } else if (dt == TN_BOOL) {
-        put(o, "%d", e->ki != 0);
+        tn__put(o, "%d", e->ki != 0);
     } else {
-        put(o, "((%s)INT64_C(%" PRId64 "))", calc_type(dt), e->ki);
+        tn__put(o, "((%s)INT64_C(%" PRId64 "))", calc_type(dt), e->ki);
     }
 }
 
@@ -205,7 +199,7 @@ static const char *fn(enum tn_dtype dt, const char *f32, const char *f64)
 
 /* Emits "const T tX = ...;" for x and what it needs, once each. idx is the
  * inner index expression per load ("a3 + r*4"). */
-static void emit_x(struct out *o, const struct tn__cprog *P, int x, unsigned char *done,
+static void emit_x(struct tn__out *o, const struct tn__cprog *P, int x, unsigned char *done,
                    const char *const *addr)
 {
     if (x < 0 || done[x])
@@ -217,95 +211,95 @@ static void emit_x(struct out *o, const struct tn__cprog *P, int x, unsigned cha
     emit_x(o, P, e->c, done, addr);
     enum tn_dtype dt = (enum tn_dtype)e->dt;
     bool fl = tn_dtype_is_floating(dt);
-    put(o, "            const %s t%d = ", calc_type(dt), x);
+    tn__put(o, "            const %s t%d = ", calc_type(dt), x);
     int a = e->a, b = e->b, c = e->c;
     switch (e->op) {
     case TN_X_LOAD:
         if (addr[x][0] == '=') /* a value the kernel keeps: a local, a row */
-            put(o, "%s", addr[x] + 1);
+            tn__put(o, "%s", addr[x] + 1);
         else if (dt == TN_BFLOAT16)
-            put(o, "tn_bf2f(b%d[%s])", e->buf, addr[x]);
+            tn__put(o, "tn_bf2f(b%d[%s])", e->buf, addr[x]);
         else
-            put(o, "(%s)b%d[%s]", calc_type(dt), e->buf, addr[x]);
+            tn__put(o, "(%s)b%d[%s]", calc_type(dt), e->buf, addr[x]);
         break;
     case TN_X_CONST: literal(o, dt, e); break;
     case TN_X_CAST:
         if (dt == TN_BOOL)
-            put(o, "t%d != 0", a);
+            tn__put(o, "t%d != 0", a);
         else if (dt == TN_FLOAT16)
-            put(o, "(float)(tn_f16)t%d", a);
+            tn__put(o, "(float)(tn_f16)t%d", a);
         else if (dt == TN_BFLOAT16)
-            put(o, "tn_bfr((float)t%d)", a);
+            tn__put(o, "tn_bfr((float)t%d)", a);
         else
-            put(o, "(%s)t%d", calc_type(dt), a);
+            tn__put(o, "(%s)t%d", calc_type(dt), a);
         break;
-    case TN_X_NEG: put(o, "-t%d", a); break;
+    case TN_X_NEG: tn__put(o, "-t%d", a); break;
     case TN_X_ABS:
         if (fl)
-            put(o, "%s(t%d)", fn(dt, "fabsf", "fabs"), a);
+            tn__put(o, "%s(t%d)", fn(dt, "fabsf", "fabs"), a);
         else
-            put(o, "(t%1$d < 0 ? -t%1$d : t%1$d)", a);
+            tn__put(o, "(t%1$d < 0 ? -t%1$d : t%1$d)", a);
         break;
-    case TN_X_EXP: put(o, "%s(t%d)", fn(dt, "tn_expf", "exp"), a); break;
-    case TN_X_LOG: put(o, "%s(t%d)", fn(dt, "logf", "log"), a); break;
-    case TN_X_SQRT: put(o, "%s(t%d)", fn(dt, "sqrtf", "sqrt"), a); break;
-    case TN_X_RSQRT: put(o, "1 / %s(t%d)", fn(dt, "sqrtf", "sqrt"), a); break;
-    case TN_X_TANH: put(o, "%s(t%d)", fn(dt, "tn_tanhf", "tanh"), a); break;
-    case TN_X_SIGMOID: put(o, "%s(t%d)", fn(dt, "tn_sigmoidf", "tn_sigmoid"), a); break;
-    case TN_X_ERF: put(o, "%s(t%d)", fn(dt, "tn_erff", "erf"), a); break;
-    case TN_X_ERF1P: put(o, "%s(t%d)", fn(dt, "tn_erf1pf", "tn_erf1p"), a); break;
-    case TN_X_SIN: put(o, "%s(t%d)", fn(dt, "sinf", "sin"), a); break;
-    case TN_X_COS: put(o, "%s(t%d)", fn(dt, "cosf", "cos"), a); break;
-    case TN_X_LOG1P: put(o, "%s(t%d)", fn(dt, "log1pf", "log1p"), a); break;
-    case TN_X_EXPM1: put(o, "%s(t%d)", fn(dt, "expm1f", "expm1"), a); break;
-    case TN_X_RECIP: put(o, "1 / t%d", a); break;
-    case TN_X_FLOOR: put(o, "%s(t%d)", fl ? fn(dt, "floorf", "floor") : "", a); break;
-    case TN_X_CEIL: put(o, "%s(t%d)", fl ? fn(dt, "ceilf", "ceil") : "", a); break;
-    case TN_X_NOT: put(o, "!t%d", a); break;
-    case TN_X_ADD: put(o, "t%d + t%d", a, b); break;
-    case TN_X_SUB: put(o, "t%d - t%d", a, b); break;
-    case TN_X_MUL: put(o, "t%d * t%d", a, b); break;
-    case TN_X_DIV: put(o, "t%d / t%d", a, b); break;
-    case TN_X_POW: put(o, "%s(t%d, t%d)", fn(dt, "powf", "pow"), a, b); break;
+    case TN_X_EXP: tn__put(o, "%s(t%d)", fn(dt, "tn_expf", "exp"), a); break;
+    case TN_X_LOG: tn__put(o, "%s(t%d)", fn(dt, "logf", "log"), a); break;
+    case TN_X_SQRT: tn__put(o, "%s(t%d)", fn(dt, "sqrtf", "sqrt"), a); break;
+    case TN_X_RSQRT: tn__put(o, "1 / %s(t%d)", fn(dt, "sqrtf", "sqrt"), a); break;
+    case TN_X_TANH: tn__put(o, "%s(t%d)", fn(dt, "tn_tanhf", "tanh"), a); break;
+    case TN_X_SIGMOID: tn__put(o, "%s(t%d)", fn(dt, "tn_sigmoidf", "tn_sigmoid"), a); break;
+    case TN_X_ERF: tn__put(o, "%s(t%d)", fn(dt, "tn_erff", "erf"), a); break;
+    case TN_X_ERF1P: tn__put(o, "%s(t%d)", fn(dt, "tn_erf1pf", "tn_erf1p"), a); break;
+    case TN_X_SIN: tn__put(o, "%s(t%d)", fn(dt, "sinf", "sin"), a); break;
+    case TN_X_COS: tn__put(o, "%s(t%d)", fn(dt, "cosf", "cos"), a); break;
+    case TN_X_LOG1P: tn__put(o, "%s(t%d)", fn(dt, "log1pf", "log1p"), a); break;
+    case TN_X_EXPM1: tn__put(o, "%s(t%d)", fn(dt, "expm1f", "expm1"), a); break;
+    case TN_X_RECIP: tn__put(o, "1 / t%d", a); break;
+    case TN_X_FLOOR: tn__put(o, "%s(t%d)", fl ? fn(dt, "floorf", "floor") : "", a); break;
+    case TN_X_CEIL: tn__put(o, "%s(t%d)", fl ? fn(dt, "ceilf", "ceil") : "", a); break;
+    case TN_X_NOT: tn__put(o, "!t%d", a); break;
+    case TN_X_ADD: tn__put(o, "t%d + t%d", a, b); break;
+    case TN_X_SUB: tn__put(o, "t%d - t%d", a, b); break;
+    case TN_X_MUL: tn__put(o, "t%d * t%d", a, b); break;
+    case TN_X_DIV: tn__put(o, "t%d / t%d", a, b); break;
+    case TN_X_POW: tn__put(o, "%s(t%d, t%d)", fn(dt, "powf", "pow"), a, b); break;
     /* max and min propagate NaN, as PyTorch's do */
     case TN_X_MAX:
-        put(o, fl ? "(t%1$d > t%2$d || t%1$d != t%1$d) ? t%1$d : t%2$d" : "t%1$d > t%2$d ? t%1$d : t%2$d",
+        tn__put(o, fl ? "(t%1$d > t%2$d || t%1$d != t%1$d) ? t%1$d : t%2$d" : "t%1$d > t%2$d ? t%1$d : t%2$d",
             a, b);
         break;
     case TN_X_MIN:
-        put(o, fl ? "(t%1$d < t%2$d || t%1$d != t%1$d) ? t%1$d : t%2$d" : "t%1$d < t%2$d ? t%1$d : t%2$d",
+        tn__put(o, fl ? "(t%1$d < t%2$d || t%1$d != t%1$d) ? t%1$d : t%2$d" : "t%1$d < t%2$d ? t%1$d : t%2$d",
             a, b);
         break;
-    case TN_X_EQ: put(o, "t%d == t%d", a, b); break;
-    case TN_X_NE: put(o, "t%d != t%d", a, b); break;
-    case TN_X_LT: put(o, "t%d < t%d", a, b); break;
-    case TN_X_LE: put(o, "t%d <= t%d", a, b); break;
-    case TN_X_GT: put(o, "t%d > t%d", a, b); break;
-    case TN_X_GE: put(o, "t%d >= t%d", a, b); break;
-    case TN_X_AND: put(o, "t%d && t%d", a, b); break;
-    case TN_X_OR: put(o, "t%d || t%d", a, b); break;
-    case TN_X_WHERE: put(o, "t%d ? t%d : t%d", a, b, c); break;
-    default: put(o, "0 /* ? */"); break;
+    case TN_X_EQ: tn__put(o, "t%d == t%d", a, b); break;
+    case TN_X_NE: tn__put(o, "t%d != t%d", a, b); break;
+    case TN_X_LT: tn__put(o, "t%d < t%d", a, b); break;
+    case TN_X_LE: tn__put(o, "t%d <= t%d", a, b); break;
+    case TN_X_GT: tn__put(o, "t%d > t%d", a, b); break;
+    case TN_X_GE: tn__put(o, "t%d >= t%d", a, b); break;
+    case TN_X_AND: tn__put(o, "t%d && t%d", a, b); break;
+    case TN_X_OR: tn__put(o, "t%d || t%d", a, b); break;
+    case TN_X_WHERE: tn__put(o, "t%d ? t%d : t%d", a, b, c); break;
+    default: tn__put(o, "0 /* ? */"); break;
     }
-    put(o, ";\n");
+    tn__put(o, ";\n");
 }
 
 /* The value v (of dt) converted for a store into a buffer of bt. */
-static void store(struct out *o, int buf, enum tn_dtype bt, const char *at, const char *v)
+static void store(struct tn__out *o, int buf, enum tn_dtype bt, const char *at, const char *v)
 {
     if (bt == TN_BFLOAT16)
-        put(o, "b%d[%s] = tn_f2bf((float)%s);\n", buf, at, v);
+        tn__put(o, "b%d[%s] = tn_f2bf((float)%s);\n", buf, at, v);
     else if (bt == TN_BOOL)
-        put(o, "b%d[%s] = %s != 0;\n", buf, at, v);
+        tn__put(o, "b%d[%s] = %s != 0;\n", buf, at, v);
     else
-        put(o, "b%d[%s] = (%s)%s;\n", buf, at, store_type(bt), v);
+        tn__put(o, "b%d[%s] = (%s)%s;\n", buf, at, store_type(bt), v);
 }
 
 #define BLOCK 4096
 
 /* One stage as the body of kernel k. Fills the step's outer count and
  * grain. */
-static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__step *st,
+static void emit_stage(struct tn__out *o, struct tn__cprog *P, int k, struct tn__step *st,
                        const struct tn__stage *s)
 {
     int loads[512], keep[TN_MAX_DIMS];
@@ -335,12 +329,12 @@ static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__ste
     int64_t per = nblk > 1 ? BLOCK : work;
     st->grain = per >= 32768 ? 1 : 32768 / (per ? per : 1);
 
-    put(o, "\n/* %s: %s, %d loads */\n", st->label ? st->label : "",
+    tn__put(o, "\n/* %s: %s, %d loads */\n", st->label ? st->label : "",
         pw ? "pointwise" : s->red == TN_RED_SUM ? "sum" : s->red == TN_RED_MAX ? "max" : "min", nl);
-    put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
-    put(o, "    char *const *B = (char *const *)ctx;\n");
+    tn__put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
+    tn__put(o, "    char *const *B = (char *const *)ctx;\n");
     /* the buffers: the output, then each loaded one */
-    put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(P->bufs[s->buf].dt), s->buf,
+    tn__put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(P->bufs[s->buf].dt), s->buf,
         store_type(P->bufs[s->buf].dt), s->buf);
     for (int i = 0; i < nl; i++) {
         int b = P->xs[loads[i]].buf;
@@ -348,53 +342,53 @@ static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__ste
         for (int j = 0; j < i && !dup; j++)
             dup = P->xs[loads[j]].buf == b;
         if (!dup)
-            put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
+            tn__put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
                 store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
     }
-    put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n");
-    put(o, "        int64_t q = o;\n");
+    tn__put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n");
+    tn__put(o, "        int64_t q = o;\n");
     if (nblk > 1) {
-        put(o, "        const int64_t blk = q %% %" PRId64 ";\n        q /= %" PRId64 ";\n", nblk,
+        tn__put(o, "        const int64_t blk = q %% %" PRId64 ";\n        q /= %" PRId64 ";\n", nblk,
             nblk);
     }
     for (int j = nod - 1; j >= 0; j--) {
         /* the outermost index is what is left: no size of it in the
          * code, so one kernel serves every batch size */
         if (j)
-            put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+            tn__put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
         else
-            put(o, "        const int64_t i0 = q;\n");
+            tn__put(o, "        const int64_t i0 = q;\n");
         if (j)
-            put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
+            tn__put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
     }
     /* each load's base at this outer index */
     for (int i = 0; i < nl; i++) {
         const struct tn__x *x = &P->xs[loads[i]];
-        put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
+        tn__put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
         for (int j = 0; j < nod; j++) {
             int64_t c = new_coef(x, s, &sp, j);
             if (c)
-                put(o, " + i%d * %" PRId64, j, c);
+                tn__put(o, " + i%d * %" PRId64, j, c);
         }
-        put(o, ";\n");
+        tn__put(o, ";\n");
     }
     /* the output's base: row-major over the outer dims */
-    put(o, "        const int64_t ob = 0");
+    tn__put(o, "        const int64_t ob = 0");
     {
         int64_t m = pw ? inner : 1;
         for (int j = nod - 1; j >= 0; j--) {
-            put(o, " + i%d * %" PRId64, j, m);
+            tn__put(o, " + i%d * %" PRId64, j, m);
             m *= sp.sizes[j];
         }
     }
-    put(o, ";\n");
+    tn__put(o, ";\n");
     char buf[96];
     if (pw) {
         if (nblk > 1)
-            put(o, "        const int64_t lo = blk * %d, hi = lo + %d < %" PRId64 " ? lo + %d : %" PRId64
+            tn__put(o, "        const int64_t lo = blk * %d, hi = lo + %d < %" PRId64 " ? lo + %d : %" PRId64
                 ";\n", BLOCK, BLOCK, inner, BLOCK, inner);
         else
-            put(o, "        const int64_t lo = 0, hi = %" PRId64 ";\n", inner);
+            tn__put(o, "        const int64_t lo = 0, hi = %" PRId64 ";\n", inner);
         for (int i = 0; i < nl; i++) {
             const struct tn__x *x = &P->xs[loads[i]];
             int64_t c = sp.nd ? new_coef(x, s, &sp, sp.nd - 1) : 0;
@@ -402,15 +396,15 @@ static void emit_stage(struct out *o, struct tn__cprog *P, int k, struct tn__ste
                      loads[i], c);
             addr[loads[i]] = strdup(buf);
         }
-        put(o, "        #pragma omp simd\n");
-        put(o, "        for (int64_t r = lo; r < hi; r++) {\n");
+        tn__put(o, "        #pragma omp simd\n");
+        tn__put(o, "        for (int64_t r = lo; r < hi; r++) {\n");
         emit_x(o, P, s->x, done, (const char *const *)addr);
         snprintf(buf, sizeof buf, "t%d", s->x);
-        put(o, "            ");
+        tn__put(o, "            ");
         store(o, s->buf, P->bufs[s->buf].dt, "ob + r", buf);
-        put(o, "        }\n");
+        tn__put(o, "        }\n");
     }
-    put(o, "    }\n}\n");
+    tn__put(o, "    }\n}\n");
 out:
     for (int i = 0; addr && i <= P->nx; i++)
         free(addr[i]);
@@ -448,7 +442,7 @@ static int producer(const struct tn__cprog *P, const struct tn__step *st, int b)
  * outer loop is shared, each stage runs its inner (row) loops in turn; a
  * reduction's result that only the kernel reads is a local, a pointwise
  * result that only the kernel reads is a row on the stack. */
-static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__step *st)
+static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn__step *st)
 {
     const struct tn__stage *s0 = &P->stages[st->stage0];
     int loads[1024], keep[TN_MAX_DIMS], nl = 0;
@@ -474,19 +468,19 @@ static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__ste
     int64_t work = row * st->nstages;
     st->grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
 
-    put(o, "\n/* %s: %d stage%s, %d loads */\n", st->label ? st->label : "", st->nstages,
+    tn__put(o, "\n/* %s: %d stage%s, %d loads */\n", st->label ? st->label : "", st->nstages,
         st->nstages == 1 ? "" : "s", nl);
-    put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
-    put(o, "    char *const *B = (char *const *)ctx;\n");
+    tn__put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
+    tn__put(o, "    char *const *B = (char *const *)ctx;\n");
     /* the buffers the kernel writes, those it reads, and its rows */
     for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
         const struct tn__stage *s = &P->stages[i];
         const struct tn__buf *b = &P->bufs[s->buf];
         if (!b->private_)
-            put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(b->dt), s->buf,
+            tn__put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(b->dt), s->buf,
                 store_type(b->dt), s->buf);
         else if (s->red == TN_RED_NONE)
-            put(o, "    %s row%d[%" PRId64 "];\n", calc_type(b->dt), s->buf, row);
+            tn__put(o, "    %s row%d[%" PRId64 "];\n", calc_type(b->dt), s->buf, row);
     }
     for (int i = 0; i < nl; i++) {
         int b = P->xs[loads[i]].buf;
@@ -494,19 +488,19 @@ static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__ste
         for (int j = 0; j < i && !dup; j++)
             dup = P->xs[loads[j]].buf == b;
         if (!dup)
-            put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
+            tn__put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
                 store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
     }
-    put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n        int64_t q = o;\n");
+    tn__put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n        int64_t q = o;\n");
     for (int j = nouter - 1; j >= 0; j--) {
         /* the outermost index is what is left: no size of it in the
          * code, so one kernel serves every batch size */
         if (j)
-            put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
+            tn__put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
         else
-            put(o, "        const int64_t i0 = q;\n");
+            tn__put(o, "        const int64_t i0 = q;\n");
         if (j)
-            put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
+            tn__put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
     }
     char buf[160];
     for (int i = 0; i < nl; i++) {
@@ -519,13 +513,13 @@ static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__ste
             addr[loads[i]] = strdup(buf);
             continue;
         }
-        put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
+        tn__put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
         for (int j = 0; j < nouter; j++) {
             int64_t c = new_coef(x, &shape, &sp, j);
             if (c)
-                put(o, " + i%d * %" PRId64, j, c);
+                tn__put(o, " + i%d * %" PRId64, j, c);
         }
-        put(o, ";\n");
+        tn__put(o, ";\n");
         size_t len = (size_t)snprintf(buf, sizeof buf, "a%d", loads[i]);
         for (int j = nouter; j < sp.nd && len < sizeof buf; j++) {
             int64_t c = new_coef(x, &shape, &sp, j);
@@ -540,57 +534,57 @@ static void emit_group(struct out *o, struct tn__cprog *P, int k, struct tn__ste
         const struct tn__buf *b = &P->bufs[s->buf];
         bool red = s->red != TN_RED_NONE, fl = tn_dtype_is_floating(s->acc);
         if (red && b->private_)
-            put(o, "        %s v%d;\n", calc_type(b->dt), s->buf);
-        put(o, "        {\n");
+            tn__put(o, "        %s v%d;\n", calc_type(b->dt), s->buf);
+        tn__put(o, "        {\n");
         if (red)
-            put(o, "        %s acc = %s;\n", calc_type(s->acc), red_init(s->red, s->acc));
+            tn__put(o, "        %s acc = %s;\n", calc_type(s->acc), red_init(s->red, s->acc));
         for (int j = nouter; j < sp.nd; j++) {
             if (j == sp.nd - 1)
-                put(o, red && s->red == TN_RED_SUM ? "        #pragma omp simd reduction(+:acc)\n"
+                tn__put(o, red && s->red == TN_RED_SUM ? "        #pragma omp simd reduction(+:acc)\n"
                        : red ? "" : "        #pragma omp simd\n");
-            put(o, "        for (int64_t r%d = 0; r%d < %" PRId64 "; r%d++) {\n", j, j,
+            tn__put(o, "        for (int64_t r%d = 0; r%d < %" PRId64 "; r%d++) {\n", j, j,
                 sp.sizes[j], j);
         }
         /* the row index: row-major over the row dims */
-        put(o, "            const int64_t rl = 0");
+        tn__put(o, "            const int64_t rl = 0");
         int64_t m = 1;
         for (int j = sp.nd - 1; j >= nouter; j--) {
-            put(o, " + r%d * %" PRId64, j, m);
+            tn__put(o, " + r%d * %" PRId64, j, m);
             m *= sp.sizes[j];
         }
-        put(o, ";\n            (void)rl;\n");
+        tn__put(o, ";\n            (void)rl;\n");
         memset(done, 0, (size_t)P->nx + 1);
         emit_x(o, P, s->x, done, (const char *const *)addr);
         if (!red) {
             snprintf(buf, sizeof buf, "t%d", s->x);
-            put(o, "            ");
+            tn__put(o, "            ");
             if (b->private_)
-                put(o, "row%d[rl] = %s;\n", s->buf, buf);
+                tn__put(o, "row%d[rl] = %s;\n", s->buf, buf);
             else {
                 char at[64];
                 snprintf(at, sizeof at, "o * %" PRId64 " + rl", row);
                 store(o, s->buf, b->dt, at, buf);
             }
         } else if (s->red == TN_RED_SUM) {
-            put(o, "            acc += t%d;\n", s->x);
+            tn__put(o, "            acc += t%d;\n", s->x);
         } else if (fl) {
-            put(o, "            acc = (t%1$d %2$s acc || t%1$d != t%1$d) ? t%1$d : acc;\n", s->x,
+            tn__put(o, "            acc = (t%1$d %2$s acc || t%1$d != t%1$d) ? t%1$d : acc;\n", s->x,
                 s->red == TN_RED_MAX ? ">" : "<");
         } else {
-            put(o, "            acc = t%1$d %2$s acc ? t%1$d : acc;\n", s->x,
+            tn__put(o, "            acc = t%1$d %2$s acc ? t%1$d : acc;\n", s->x,
                 s->red == TN_RED_MAX ? ">" : "<");
         }
         for (int j = nouter; j < sp.nd; j++)
-            put(o, "        }\n");
+            tn__put(o, "        }\n");
         if (red && b->private_) {
-            put(o, "        v%d = acc;\n", s->buf);
+            tn__put(o, "        v%d = acc;\n", s->buf);
         } else if (red) {
-            put(o, "        ");
+            tn__put(o, "        ");
             store(o, s->buf, b->dt, "o", "acc");
         }
-        put(o, "        }\n");
+        tn__put(o, "        }\n");
     }
-    put(o, "    }\n}\n");
+    tn__put(o, "    }\n}\n");
 out:
     for (int i = 0; addr && i <= P->nx; i++)
         free(addr[i]);
@@ -601,10 +595,11 @@ out:
 
 char *tn__codegen(struct tn__cprog *P)
 {
-    struct out o = {0};
-    put(&o, "/* generated by tensorkit %s for %s: do not edit */\n", tn_version(), P->g->label);
-    put(&o, "%s", TN__PRELUDE);
-    put(&o, "int tn_kernel_abi = 1;\n");
+    struct tn__out o = {0};
+    /* no label: the same graph read from another path shares the entry */
+    tn__put(&o, "/* generated by tensorkit %s: do not edit */\n", tn_version());
+    tn__put(&o, "%s", TN__PRELUDE);
+    tn__put(&o, "int tn_kernel_abi = 1;\n");
     for (int i = 0; i < P->nsteps; i++)
         if (P->steps[i].kind != TN_STEP_KERNEL)
             continue;

@@ -65,6 +65,27 @@ void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *
  * (created when missing). */
 int tn__cc_export(const struct tn__cc_info *info, const char *dir);
 
+/* A growing string: tn__put appends printf-style; oom is set (and the
+ * text stays as it was) when memory runs out. */
+struct tn__out {
+    char *s;
+    size_t len, cap;
+    bool oom;
+};
+void tn__put(struct tn__out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The generated C of the last entry built or run (borrowed), or NULL. */
+const char *tn__compile_source(const struct tn_compiled *c);
+const struct tn_graph *tn__compile_graph(const struct tn_compiled *c);
+struct tn_compile_options tn__compile_options(const struct tn_compiled *c);
+
+/* Compiles src_path into the shared library out_path with the cache's
+ * flags, extra words after the source (libraries, -Wl options; at most
+ * 8), the compiler's command and timeout from opts; *secs the seconds it
+ * ran. Returns 0 or the compiler's error. */
+int tn__cc_build(const struct tn_compile_options *opts, const char *src_path, const char *out_path,
+                 const char *const *extra, int nextra, double *secs);
+
 /* ------------------------------------------- helpers of cc.c and cache.c */
 
 /* The cache format's version: a change of layout or manifest bumps it, so

@@ -87,8 +87,10 @@ void tn__schedule(struct tn__cprog *P)
                     break;
                 const struct tn__stage *s = &P->stages[n->stage0];
                 int r = nred >= 0 ? nred : s->red != TN_RED_NONE ? s->nred : -1;
-                if (r < 0 && (s0->nd < 1 || outer_of(s0, 1) < 16))
-                    break; /* rows too few to share among threads */
+                /* no threshold on the rows' count: it would make the
+                 * plan depend on a symbolic batch's size */
+                if (r < 0 && s0->nd < 1)
+                    break;
                 if (!same_space(s0, s, r < 0 ? 0 : r) || (s->red != TN_RED_NONE && s->nred != r))
                     break;
                 memset(seen, 0, (size_t)P->nx + 1);
