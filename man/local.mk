@@ -7,3 +7,4 @@ dist_man_MANS += man/man3/tn_dist.3
 dist_man_MANS += man/man3/tn_io.3
 dist_man_MANS += man/man3/tn_compile.3
 dist_man_MANS += man/man3/tn_compile_cache.3
+dist_man_MANS += man/man3/tn_package.3

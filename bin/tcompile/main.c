@@ -33,6 +33,9 @@ static const char usage_text[] =
     "  show GRAPH               one line per node with its shapes and dtypes\n"
     "  run GRAPH                compile it (or take it from the cache) and run it:\n"
     "                           --weights, --input, --output\n"
+    "  build GRAPH -o LIB.so    a shared library of the compiled graph and its\n"
+    "                           weights with a C API (NAME_create, NAME_run,\n"
+    "                           NAME_destroy: man 3 tn_package); run LIB.so runs it\n"
     "  compile GRAPH            compile it into the cache without running (for the\n"
     "                           inputs given, else those tensor_values declares);\n"
     "                           with -o DIR also write kernel.c, kernel.so and\n"
@@ -50,13 +53,19 @@ static const char usage_text[] =
     "                           how many nodes use it, most needed first (exit 1\n"
     "                           when any)\n"
     "      --dot                show: a Graphviz digraph\n"
-    "  -w, --weights=FILE       run: parameters and buffers by name (torch\n"
-    "                           checkpoint, safetensors or .npz); a .pt2 brings its own\n"
+    "  -w, --weights=FILE       run, compile, build: parameters and buffers by\n"
+    "                           name (torch checkpoint, safetensors or .npz); a .pt2\n"
+    "                           brings its own\n"
     "  -i, --input=NAME=FILE    run: a user input (.npy, or NAME from a .npz or\n"
     "                           checkpoint); FILE alone gives every input it holds\n"
     "  -o, --output=FILE        run: write the outputs (.npz, a torch checkpoint for\n"
     "                           .pt/.pth, .npy for one output; '-' is .npz on stdout);\n"
     "                           without it they are printed\n"
+    "      --header=FILE        build: also write a C header declaring the API,\n"
+    "                           the inputs and outputs in its comment\n"
+    "      --name=NAME          build: the API's prefix (default model)\n"
+    "      --weights-file       build: leave the weights out: NAME_create takes a\n"
+    "                           weights file\n"
     "      --grads=FILE         run: with autograd, write d(loss)/d(parameter) for\n"
     "                           every parameter (the loss output, else the sum of\n"
     "                           every output), in --output's formats\n"
@@ -82,7 +91,8 @@ static const char usage_text[] =
 
 enum {
     OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
-    OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING
+    OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
+    OPT_WEIGHTS_FILE
 };
 
 static const struct option long_opts[] = {
@@ -100,6 +110,9 @@ static const struct option long_opts[] = {
     {"strict", no_argument, NULL, OPT_STRICT},
     {"recompile-limit", required_argument, NULL, OPT_RECOMPILE_LIMIT},
     {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"header", required_argument, NULL, OPT_HEADER},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"weights-file", no_argument, NULL, OPT_WEIGHTS_FILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -149,7 +162,8 @@ static void check_options(const char *cmd)
 {
     bool check = !strcmp(cmd, "check"), show = !strcmp(cmd, "show"), run = !strcmp(cmd, "run");
     bool comp = !strcmp(cmd, "compile"), cache = !strcmp(cmd, "cache");
-    if (!check && !show && !run && !comp && !cache)
+    bool build = !strcmp(cmd, "build");
+    if (!check && !show && !run && !comp && !cache && !build)
         tc_usage_error("unknown command '%s'", cmd);
     const struct {
         bool given, applies;
@@ -158,17 +172,20 @@ static void check_options(const char *cmd)
         {tc.json, check || show || cache, "--json"},
         {tc.dot, show, "--dot"},
         {tc.missing, check, "--missing"},
-        {tc.weights != NULL, run || comp, "--weights"},
-        {tc.ninputs > 0, run || comp, "--input"},
-        {tc.output != NULL, run || comp, "--output"},
+        {tc.weights != NULL, run || comp || build, "--weights"},
+        {tc.ninputs > 0, run || comp || build, "--input"},
+        {tc.output != NULL, run || comp || build, "--output"},
         {tc.grads != NULL, run, "--grads"},
-        {tc.time, run || comp, "--time"},
+        {tc.time, run || comp || build, "--time"},
         {tc.repeat > 1, run, "--repeat"},
         {tc.interpret, run, "--interpret"},
-        {tc.explain, run || comp, "--explain"},
+        {tc.explain, run || comp || build, "--explain"},
         {tc.strict, run || comp, "--strict"},
         {tc.recompile_limit > 0, run, "--recompile-limit"},
-        {tc.cache_dir != NULL, run || comp || cache, "--cache-dir"},
+        {tc.cache_dir != NULL, run || comp || cache || build, "--cache-dir"},
+        {tc.header != NULL, build, "--header"},
+        {tc.name != NULL, build, "--name"},
+        {tc.weights_file, build, "--weights-file"},
     };
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (o[i].given && !o[i].applies) {
@@ -210,6 +227,9 @@ int main(int argc, char **argv)
         case OPT_EXPLAIN: tc.explain = true; break;
         case OPT_STRICT: tc.strict = true; break;
         case OPT_CACHE_DIR: tc.cache_dir = optarg; break;
+        case OPT_HEADER: tc.header = optarg; break;
+        case OPT_NAME: tc.name = optarg; break;
+        case OPT_WEIGHTS_FILE: tc.weights_file = true; break;
         case OPT_RECOMPILE_LIMIT: {
             char *end;
             long n = strtol(optarg, &end, 10);
@@ -262,6 +282,8 @@ int main(int argc, char **argv)
         return tc_run(graph);
     if (!strcmp(cmd, "compile"))
         return tc_compile(graph);
+    if (!strcmp(cmd, "build"))
+        return tc_build(graph);
     if (!strcmp(cmd, "cache"))
         return tc_cache(graph);
     tc_usage_error("unknown command '%s'", cmd);

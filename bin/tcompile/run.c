@@ -16,23 +16,6 @@
 
 #include "tcompile.h"
 
-/* Any tensor file as a dict of name -> tensor (a .npy as {"<stem>": t}),
- * through lib/io's one loader, as tckpt reads them: '-', pipes and
- * sharded safetensors included. */
-static struct tn_value *load_tensors(const char *path)
-{
-    struct tn_io_file *f = tn_io_file_open(path);
-    struct tn_value *v = f ? tn_io_file_load(f, NULL, NULL) : NULL;
-    tn_io_file_close(f);
-    if (v && v->kind != TN_VALUE_DICT && v->kind != TN_VALUE_ODICT) {
-        tn_set_error(TN_EFORMAT, "%s: holds a %s, not a dict of tensors", path,
-                     tn_value_kind_name(v->kind));
-        tn_value_release(v);
-        v = NULL;
-    }
-    return v;
-}
-
 static int put(struct tn_value *d, const char *name, struct tn_value *t)
 {
     return tn_value_set(d, tn_value_str(name), tn_value_retain(t));
@@ -73,7 +56,7 @@ static const char *user_inputs_list(const struct tn_graph *g)
  * FILE's only tensor (or its member NAME) to the input NAME; FILE alone
  * binds each tensor named as an input, or its only tensor to the only
  * input. */
-static struct tn_value *load_inputs(const struct tn_graph *g)
+struct tn_value *tc_load_inputs(const struct tn_graph *g)
 {
     struct tn_value *d = tn_value_dict();
     for (int i = 0; d && i < tc.ninputs; i++) {
@@ -88,7 +71,7 @@ static struct tn_value *load_inputs(const struct tn_graph *g)
             tn_value_release(d);
             return NULL;
         }
-        struct tn_value *f = load_tensors(file);
+        struct tn_value *f = tn_io_load_dict(file);
         int rc = f ? TN_OK : TN_EINVAL;
         if (f && *name) {
             /* one tensor: the file's only one, or its member NAME */
@@ -123,7 +106,7 @@ static struct tn_value *load_inputs(const struct tn_graph *g)
     return d;
 }
 
-static double now(void)
+double tc_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -137,7 +120,7 @@ static bool has_ext(const char *p, const char *ext)
 }
 
 /* Writes a dict of tensors to path o (or prints it when o is NULL). */
-static int write_tensors(const struct tn_value *out, const char *o)
+int tc_write_tensors(const struct tn_value *out, const char *o)
 {
     if (!o) {
         for (size_t i = 0; i < out->v.dict.n; i++) {
@@ -161,21 +144,27 @@ static int write_tensors(const struct tn_value *out, const char *o)
     return tn_npz_save(o, out);
 }
 
-static void print_warning(const char *msg, void *ctx)
+static void tc_print_warning(const char *msg, void *ctx)
 {
     (void)ctx;
     fprintf(stderr, "tcompile: warning: %s\n", msg);
 }
 
-static struct tn_compiled *compiler(const struct tn_graph *g)
+struct tn_compile_options tc_compile_options(void)
 {
     struct tn_compile_options o = {
         .cache_dir = tc.cache_dir,
         .recompile_limit = tc.recompile_limit,
         .strict = tc.strict,
         .interpret = tc.interpret,
-        .warn = print_warning,
+        .warn = tc_print_warning,
     };
+    return o;
+}
+
+static struct tn_compiled *compiler(const struct tn_graph *g)
+{
+    struct tn_compile_options o = tc_compile_options();
     return tn_compile_new(g, &o);
 }
 
@@ -202,10 +191,10 @@ static int load_all(const char *path, struct tn_graph **g, struct tn_value **wei
     tc_problems_free(&p);
     if (tc.weights) {
         tn_value_release(*weights);
-        if (!(*weights = load_tensors(tc.weights)))
+        if (!(*weights = tn_io_load_dict(tc.weights)))
             return tc_fail();
     }
-    if (!(*inputs = load_inputs(*g)))
+    if (!(*inputs = tc_load_inputs(*g)))
         return tc_fail();
     return 0;
 }
@@ -229,6 +218,8 @@ static void print_compile_time(const struct tn_graph *g, const struct tn_compile
 
 int tc_run(const char *path)
 {
+    if (tc_is_package(path))
+        return tc_run_package(path);
     struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
     struct tn_graph *g = NULL;
     struct tn_compiled *c = NULL;
@@ -246,7 +237,7 @@ int tc_run(const char *path)
         out = NULL;
         tn_value_release(grads);
         grads = NULL;
-        double t0 = now();
+        double t0 = tc_now();
         /* --grads: autograd through the interpreter (the compiler does
          * forward graphs) */
         if ((tc.grads ? tn_graph_grad(g, weights, inputs, &out, &grads)
@@ -254,7 +245,7 @@ int tc_run(const char *path)
             tc_fail();
             goto done;
         }
-        double dt = now() - t0;
+        double dt = tc_now() - t0;
         if (c && r == 0) {
             struct tn_compile_stats st;
             tn_compile_get_stats(c, &st);
@@ -273,11 +264,11 @@ int tc_run(const char *path)
         fprintf(stderr, "tcompile: %s: run took %.3f ms%s%s\n", g->label, best * 1e3,
                 tc.repeat > 1 ? " (the fastest of --repeat)" : "",
                 tc.interpret || tc.grads ? " in the interpreter" : "");
-    if ((tc.output || !tc.grads) && write_tensors(out, tc.output) < 0) {
+    if ((tc.output || !tc.grads) && tc_write_tensors(out, tc.output) < 0) {
         tc_fail();
         goto done;
     }
-    if (tc.grads && write_tensors(grads, tc.grads) < 0) {
+    if (tc.grads && tc_write_tensors(grads, tc.grads) < 0) {
         tc_fail();
         goto done;
     }
@@ -316,7 +307,25 @@ static int declared(const struct tn_graph *g, struct tn_value *weights, struct t
     return 0;
 }
 
-int tc_compile(const char *path)
+/* True, with an error, when a parameter, buffer or constant of g has no
+ * tensor in weights. */
+static bool missing_weight(const struct tn_graph *g, const struct tn_value *weights)
+{
+    for (int i = 0; i < g->ninputs; i++) {
+        const struct tn_graph_spec *s = &g->inputs[i];
+        const char *name = g->values[s->value].name;
+        if (s->kind == TN_GIN_USER_INPUT || (s->target && tn_value_get(weights, s->target)) ||
+            tn_value_get(weights, name))
+            continue;
+        tn_set_error(TN_EINVAL, "%s: no weight '%s' to embed (give --weights, or build with "
+                     "--weights-file)", g->label, s->target ? s->target : name);
+        return true;
+    }
+    return false;
+}
+
+/* compile (so NULL: into the cache, and -o DIR) or build (a package at so) */
+static int compile_or_build(const char *path, const char *so)
 {
     struct tn_value *weights = NULL, *inputs = NULL;
     struct tn_graph *g = NULL;
@@ -330,8 +339,27 @@ int tc_compile(const char *path)
         goto done;
     }
     tc.strict = true; /* compile says whether it compiled */
-    if (declared(g, weights, inputs) < 0 || !(c = compiler(g)) ||
-        tn_compile_build(c, weights, inputs, tc.output) < 0) {
+    /* compile zero-fills what is not given; a package embeds only what
+     * was given, so builds from a copy */
+    struct tn_value *w = so ? tn_value_dict() : tn_value_retain(weights);
+    for (size_t i = 0; so && w && i < weights->v.dict.n; i++)
+        tn_value_set(w, tn_value_retain(weights->v.dict.keys[i]),
+                     tn_value_retain(weights->v.dict.vals[i]));
+    if (so && !tc.weights_file && missing_weight(g, weights)) {
+        tn_value_release(w);
+        w = NULL;
+    }
+    if (w && declared(g, w, inputs) < 0) {
+        tn_value_release(w);
+        w = NULL;
+    }
+    struct tn_package_options po = {.name = tc.name, .weights_file = tc.weights_file,
+                                    .header = tc.header};
+    int brc = w && (c = compiler(g)) ? so ? tn_compile_package(c, w, inputs, so, &po)
+                                          : tn_compile_build(c, w, inputs, tc.output)
+                                     : -1;
+    tn_value_release(w);
+    if (brc < 0) {
         tc_fail();
         goto done;
     }
@@ -346,4 +374,13 @@ done:
     tn_value_release(weights);
     tn_graph_free(g);
     return rc;
+}
+
+int tc_compile(const char *path) { return compile_or_build(path, NULL); }
+
+int tc_build(const char *path)
+{
+    if (!tc.output)
+        tc_usage_error("%s", "build: needs -o LIB.so");
+    return compile_or_build(path, tc.output);
 }

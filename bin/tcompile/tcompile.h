@@ -7,15 +7,16 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include <tensor/compile.h>
 #include <tensor/graph.h>
 
 #define TC_MAX_INPUTS 256
 
 struct tc_opts {
     bool json, dot, time;
-    bool interpret, strict, explain, missing;
+    bool interpret, strict, explain, missing, weights_file;
     int repeat, recompile_limit;
-    const char *weights, *output, *grads, *cache_dir;
+    const char *weights, *output, *grads, *cache_dir, *header, *name;
     const char *inputs[TC_MAX_INPUTS];
     int ninputs;
 };
@@ -38,11 +39,21 @@ void tc_problems_free(struct tc_problems *p);
 /* Prints o as one line of JSON (its keys in order) and releases it. */
 void tc_json_print(json_t *o);
 
+/* run.c, shared with package.c */
+struct tn_value *tc_load_inputs(const struct tn_graph *g);
+int tc_write_tensors(const struct tn_value *out, const char *o);
+double tc_now(void);
+struct tn_compile_options tc_compile_options(void);
+
 int tc_show(const char *path); /* show.c */
 /* check --missing over n graphs: 0 nothing missing, 1 some, 2 an error. */
 int tc_missing(char *const *paths, int n); /* missing.c */
 int tc_run(const char *path);  /* run.c */
 int tc_compile(const char *path); /* run.c: tcompile compile */
+int tc_build(const char *path);   /* run.c: tcompile build */
+/* run.c: tcompile run of a library tcompile build made (package.c) */
+int tc_run_package(const char *path);
+bool tc_is_package(const char *path);
 int tc_cache(const char *action);  /* cache.c: ls, stats or clear */
 
 #endif

@@ -182,6 +182,56 @@ static int hash_file(const char *path, char hex[65], int64_t *size)
 /* Compiles src into the entry: the source, the library through a
  * temporary renamed in, then the manifest, the last two under the
  * subfolder's lock so that readers see them agree. */
+/* Runs the compiler c on src into the library out with CC_FLAGS, extra
+ * after the source, then CC_LIBS. */
+static int run_cc(const struct tn__cc_cmd *c, double timeout, const char *src, const char *out_path,
+                  const char *const *extra, int nextra, double *secs)
+{
+    char *argv[TN__CC_MAX_WORDS + 32], flags[] = CC_FLAGS, libs[] = CC_LIBS, *save;
+    int n = 0;
+    if (nextra > 8)
+        return tn_set_error(TN_EINVAL, "too many compiler arguments");
+    for (int i = 0; i < c->n; i++)
+        argv[n++] = c->words[i];
+    for (char *f = strtok_r(flags, " ", &save); f; f = strtok_r(NULL, " ", &save))
+        argv[n++] = f;
+    argv[n++] = "-o";
+    argv[n++] = (char *)out_path;
+    argv[n++] = (char *)src;
+    for (int i = 0; i < nextra; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n++] = libs;
+    argv[n] = NULL;
+    char *out = malloc(TN__CC_OUTPUT_MAX);
+    if (!out)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    double t0 = tn__cc_now();
+    int status = 0;
+    int rc = tn__spawn(argv, timeout, out, TN__CC_OUTPUT_MAX, &status);
+    *secs = tn__cc_now() - t0;
+    if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+        rc = tn__cc_error(c->words[0], "", rc, status, out, timeout);
+    free(out);
+    return rc;
+}
+
+static const char *cc_command(const struct tn_compile_options *opts)
+{
+    const char *env = getenv("CC");
+    return opts && opts->cc ? opts->cc : env && *env ? env : "cc";
+}
+
+int tn__cc_build(const struct tn_compile_options *opts, const char *src_path, const char *out_path,
+                 const char *const *extra, int nextra, double *secs)
+{
+    struct tn__cc_cmd c;
+    int rc = tn__cc_split(cc_command(opts), &c);
+    if (rc < 0)
+        return rc;
+    return run_cc(&c, opts && opts->cc_timeout > 0 ? opts->cc_timeout : CC_TIMEOUT_DEFAULT,
+                  src_path, out_path, extra, nextra, secs);
+}
+
 static int compile_entry(const struct tn__cc_id *id, const struct tn__cc_cmd *c, const char *src, size_t len,
                          double timeout, int subfd, const char *sub, struct tn__cc_info *info)
 {
@@ -195,29 +245,7 @@ static int compile_entry(const struct tn__cc_id *id, const struct tn__cc_cmd *c,
     if (fd < 0)
         return tn_set_error(TN_EIO, "%s: cannot create a temporary: %s", sub, strerror(errno));
     close(fd);
-    char *argv[TN__CC_MAX_WORDS + 24], flags[] = CC_FLAGS, *save;
-    int n = 0;
-    for (int i = 0; i < c->n; i++)
-        argv[n++] = c->words[i];
-    for (char *f = strtok_r(flags, " ", &save); f; f = strtok_r(NULL, " ", &save))
-        argv[n++] = f;
-    argv[n++] = "-o";
-    argv[n++] = tmp;
-    argv[n++] = info->c_path;
-    argv[n++] = CC_LIBS;
-    argv[n] = NULL;
-    char *out = malloc(TN__CC_OUTPUT_MAX);
-    if (!out) {
-        unlink(tmp);
-        return tn_set_error(TN_ENOMEM, "out of memory");
-    }
-    double t0 = tn__cc_now();
-    int status = 0;
-    rc = tn__spawn(argv, timeout, out, TN__CC_OUTPUT_MAX, &status);
-    info->cc_s = tn__cc_now() - t0;
-    if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
-        rc = tn__cc_error(c->words[0], "", rc, status, out, timeout);
-    free(out);
+    rc = run_cc(c, timeout, info->c_path, tmp, NULL, 0, &info->cc_s);
     char hex[65];
     int64_t size = 0;
     if (rc == 0 && chmod(tmp, 0700) != 0) /* the linker's mode follows the umask */
@@ -257,8 +285,7 @@ static void *load_locked(const struct tn__cc_info *info, const struct stat *st, 
 void *tn__cc_load(const char *src, size_t len, const struct tn_compile_options *opts,
                   struct tn__cc_info *info)
 {
-    const char *env = getenv("CC");
-    const char *cmd = opts && opts->cc ? opts->cc : env && *env ? env : "cc";
+    const char *cmd = cc_command(opts);
     double timeout = opts && opts->cc_timeout > 0 ? opts->cc_timeout : CC_TIMEOUT_DEFAULT;
     memset(info, 0, sizeof *info);
     struct tn__cc_cmd c;

@@ -135,6 +135,29 @@ static int build(struct tn_compiled *c, struct entry *e, struct tn_tensor *const
     for (int i = 0; rc == TN_OK && i < c->nlibs && li < 0; i++)
         if (!strcmp(c->libs[i].src, src))
             li = i;
+    if (rc == TN_OK && li < 0 && c->o.kernels_lib && c->o.kernels_sha) {
+        /* the package's own kernels: no compiler, and no count against
+         * the limit */
+        char hex[65];
+        tn__sha256_hex(src, strlen(src), hex);
+        if (!strcmp(hex, c->o.kernels_sha)) {
+            struct lib *p = realloc(c->libs, (size_t)(c->nlibs + 1) * sizeof *p);
+            if (!p) {
+                rc = tn_set_error(TN_ENOMEM, "out of memory");
+            } else {
+                c->libs = p;
+                memset(&p[c->nlibs], 0, sizeof *p);
+                p[c->nlibs].handle = c->o.kernels_lib;
+                p[c->nlibs].src = src;
+                p[c->nlibs].info.hit = true;
+                memcpy(p[c->nlibs].info.key, hex, sizeof hex);
+                src = NULL;
+                li = c->nlibs++;
+                c->st.entries++;
+                c->st.hits++;
+            }
+        }
+    }
     if (rc == TN_OK && li < 0 && c->nlibs >= c->o.recompile_limit) {
         *limit = true;
         rc = tn_set_error(TN_EINVAL, "%s: the recompile limit (%d) is reached", c->g->label,
@@ -287,6 +310,17 @@ int tn_compile_build(struct tn_compiled *c, const struct tn_value *weights,
                         : tn_last_status();
     return dir ? tn__cc_export(&c->libs[e->lib].info, dir) : TN_OK;
 }
+
+const char *tn__compile_source(const struct tn_compiled *c)
+{
+    if (c->last < 0 || !c->e[c->last].P)
+        return NULL;
+    return c->libs[c->e[c->last].lib].src;
+}
+
+const struct tn_graph *tn__compile_graph(const struct tn_compiled *c) { return c->g; }
+
+struct tn_compile_options tn__compile_options(const struct tn_compiled *c) { return c->o; }
 
 void tn_compile_get_stats(const struct tn_compiled *c, struct tn_compile_stats *s)
 {

@@ -16,4 +16,6 @@ libtensor_la_SOURCES += \
 	lib/compile/spawn.c \
 	lib/compile/cache.c \
 	lib/compile/ccid.c \
-	lib/compile/cc.c
+	lib/compile/cc.c \
+	lib/compile/model.c \
+	lib/compile/package.c

@@ -271,3 +271,17 @@ void tn_io_file_close(struct tn_io_file *f)
     free(f->path);
     free(f);
 }
+
+struct tn_value *tn_io_load_dict(const char *path)
+{
+    struct tn_io_file *f = tn_io_file_open(path);
+    struct tn_value *v = f ? tn_io_file_load(f, NULL, NULL) : NULL;
+    tn_io_file_close(f);
+    if (v && v->kind != TN_VALUE_DICT && v->kind != TN_VALUE_ODICT) {
+        tn_set_error(TN_EFORMAT, "%s: holds a %s, not a dict of tensors", path,
+                     tn_value_kind_name(v->kind));
+        tn_value_release(v);
+        v = NULL;
+    }
+    return v;
+}

@@ -16,3 +16,9 @@ check_PROGRAMS += tests/cli/tcompile/cache_fill
 tests_cli_tcompile_cache_fill_SOURCES = tests/cli/tcompile/cache_fill.c
 tests_cli_tcompile_cache_fill_LDADD = $(TN_LIB)
 tests_cli_tcompile_cache_fill_LDFLAGS = -static
+CLI_TESTS += tests/cli/tcompile_build.bats
+# Runs a library tcompile build made through its C API, with dlopen (linked
+# to the shared libtensor the library itself links).
+check_PROGRAMS += tests/cli/tcompile/model_main
+tests_cli_tcompile_model_main_SOURCES = tests/cli/tcompile/model_main.c
+tests_cli_tcompile_model_main_LDADD = $(TN_LIB)

@@ -34,6 +34,12 @@ struct tn_compile_options {
     bool interpret;          /* never compile: the interpreter, for comparison */
     tn_compile_warn_fn warn; /* NULL: warnings are dropped */
     void *warn_ctx;
+    /* A library already loaded (a dlopen handle) that holds the kernels
+     * of the generated source whose hex SHA-256 is kernels_sha: an entry
+     * generating that source uses it and runs no compiler (a package's
+     * own kernels, tn_model_open). NULL: none. */
+    void *kernels_lib;
+    const char *kernels_sha;
 };
 
 /* What the last run did, for --time and --explain. */
@@ -70,6 +76,58 @@ int tn_compile_build(struct tn_compiled *c, const struct tn_value *weights,
 char *tn_compile_explain(const struct tn_compiled *c);
 
 void tn_compile_get_stats(const struct tn_compiled *c, struct tn_compile_stats *s);
+
+/* --------------------------------------------- packages (tcompile build) */
+
+struct tn_package_options {
+    const char *name;        /* the prefix of the library's functions; NULL: "model" */
+    bool weights_file;       /* weights come from a file given to NAME_create, not
+                                embedded in the library */
+    const char *header;      /* also write a C header declaring the functions; NULL: none */
+};
+
+/* Builds the shared library so_path (atomic: a temporary folder beside it,
+ * removed whatever happens, and a rename): the kernels of c's entry for
+ * these inputs (as tn_compile_build), the checked graph and, unless
+ * o->weights_file, the weights. A C program links or dlopens it and runs
+ * the graph through NAME_create, NAME_run and NAME_destroy (man 3
+ * tn_package), with no graph file and no C compiler. opts may be NULL. */
+int tn_compile_package(struct tn_compiled *c, const struct tn_value *weights,
+                       const struct tn_value *inputs, const char *so_path,
+                       const struct tn_package_options *opts);
+
+/* The runtime of a package, in libtensor: what its NAME_ functions call,
+ * and what tcompile run calls on a library. */
+struct tn_model;
+/* The model of the package loaded in this process that holds the address
+ * self (any symbol of it); weights: a tensor file for a package built
+ * with weights_file, else NULL for the embedded ones (a file given
+ * anyway replaces them). opts may be NULL. NULL with an error. */
+struct tn_model *tn_model_open(const void *self, const char *weights,
+                               const struct tn_compile_options *opts);
+void tn_model_free(struct tn_model *m); /* NULL is fine */
+const struct tn_graph *tn_model_graph(const struct tn_model *m);
+/* The weights bound at open (borrowed). */
+const struct tn_value *tn_model_weights(const struct tn_model *m);
+/* Runs with inputs a dict of user input name -> tensor; *outputs a new
+ * dict of output name -> tensor, as tn_graph_run gives them. */
+int tn_model_run(struct tn_model *m, const struct tn_value *inputs, struct tn_value **outputs);
+/* The same over arrays in the order of the functions below: inputs[i]
+ * borrowed, outputs[i] new references (tn_release). */
+int tn_model_run_tensors(struct tn_model *m, struct tn_tensor *const *inputs,
+                         struct tn_tensor **outputs);
+int tn_model_num_inputs(const struct tn_model *m);
+int tn_model_num_outputs(const struct tn_model *m);
+/* Name, dtype (enum tn_dtype), dims and size of dim d (-1 for a symbolic
+ * size: any value its range allows) of user input i; NULL / -1 past the end. */
+const char *tn_model_input_name(const struct tn_model *m, int i);
+int tn_model_input_dtype(const struct tn_model *m, int i);
+int tn_model_input_ndim(const struct tn_model *m, int i);
+int64_t tn_model_input_size(const struct tn_model *m, int i, int d);
+const char *tn_model_output_name(const struct tn_model *m, int i);
+int tn_model_output_dtype(const struct tn_model *m, int i);
+int tn_model_output_ndim(const struct tn_model *m, int i);
+int64_t tn_model_output_size(const struct tn_model *m, int i, int d);
 
 /* ------------------------------------------------------------ the cache */
 

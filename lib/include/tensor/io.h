@@ -300,6 +300,10 @@ const char *tn_io_file_shard(const struct tn_io_file *f, size_t i);
 struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_options *opts,
                                  struct tn_value **metadata);
 void tn_io_file_close(struct tn_io_file *f); /* NULL is fine */
+/* Open, load with the defaults and close: the content, which must be a
+ * dict (of name -> tensor, for weights and inputs); NULL with an error
+ * naming path otherwise. */
+struct tn_value *tn_io_load_dict(const char *path);
 
 /* ---------------------------------------------------------------- scan */
 
