@@ -6,3 +6,9 @@ EXTRA_DIST += bench/compile/compile.py bench/compile/models.py
 bench-compile: bin/tcompile/tcompile$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/compile/compile.sh
 .PHONY: bench-compile
+# tcompile build's figures (issue 18): a built library's cold start against
+# `import torch`, and what a deployment needs on disk.
+TN_BENCH_SH += bench/compile/package.sh
+bench-package: bin/tcompile/tcompile$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/compile/package.sh
+.PHONY: bench-package
