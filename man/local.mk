@@ -8,3 +8,4 @@ dist_man_MANS += man/man3/tn_io.3
 dist_man_MANS += man/man3/tn_compile.3
 dist_man_MANS += man/man3/tn_compile_cache.3
 dist_man_MANS += man/man3/tn_package.3
+dist_man_MANS += man/man3/tn_dcp.3

@@ -18,6 +18,7 @@
 
 #include <tensor/core.h>
 #include <tensor/io.h>
+#include <tensor/dcp.h>
 
 int tckpt_scan_main(int argc, char **argv);
 
@@ -25,6 +26,8 @@ static const char scan_usage[] =
     "Usage: tckpt scan [OPTION]... FILE...|-\n"
     "Audit checkpoints and pickles without running them: every global outside\n"
     "torch.load(weights_only=True)'s allowlist is reported, with anomalies.\n"
+    "A distributed checkpoint folder (with .metadata) is one input: its\n"
+    ".metadata against the DCP metadata classes, and each of its items.\n"
     "\n"
     "  -r, --recursive          scan every file under folders (a folder without\n"
     "                           -r is an error)\n"
@@ -172,7 +175,9 @@ static void walk(const char *dir, int depth)
     qsort(names, n, sizeof *names, by_str);
     for (size_t i = 0; i < n; i++) {
         struct stat st;
-        if (lstat(names[i], &st) == 0 && S_ISDIR(st.st_mode))
+        if (lstat(names[i], &st) == 0 && S_ISDIR(st.st_mode) && tn_dcp_is_dir(names[i]))
+            add_file(names[i]); /* a distributed checkpoint is one input */
+        else if (lstat(names[i], &st) == 0 && S_ISDIR(st.st_mode))
             walk(names[i], depth + 1);
         else if (lstat(names[i], &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
             if (!S_ISLNK(st.st_mode) || (stat(names[i], &st) == 0 && S_ISREG(st.st_mode)))
@@ -211,7 +216,7 @@ static void scan_one(struct file *f)
         return;
     }
     struct stat st;
-    if (stat(f->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (stat(f->path, &st) == 0 && S_ISDIR(st.st_mode) && !tn_dcp_is_dir(f->path)) {
         f->r.incomplete = true;
         size_t l = strlen(f->path) + 64;
         f->r.error = xrealloc(NULL, l);
@@ -632,7 +637,8 @@ int tckpt_scan_main(int argc, char **argv)
                 scan_usage_error("%s", "standard input (-) given twice");
             stdin_used = true;
         }
-        if (rec && strcmp(argv[i], "-") && stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
+        if (rec && strcmp(argv[i], "-") && stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) &&
+            !tn_dcp_is_dir(argv[i]))
             walk(argv[i], 0);
         else
             add_file(argv[i]);

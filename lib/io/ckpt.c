@@ -204,7 +204,11 @@ static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int
         return NULL;
     }
     struct tn_storage *s = NULL;
-    if (e->method == 0 && nbytes && e->data_offset % TN_ALIGNMENT == 0 && !c->opts->no_mmap) {
+    /* The address, not the offset, decides: an archive inside a larger
+     * file (a DCP item) may start anywhere. */
+    size_t zlen;
+    uintptr_t at = (uintptr_t)tn_zip_bytes(c->z, &zlen) + (uintptr_t)e->data_offset;
+    if (e->method == 0 && nbytes && at % TN_ALIGNMENT == 0 && !c->opts->no_mmap) {
         s = tn_zip_storage(c->z, (size_t)idx, nbytes);
     } else {
         s = tn_storage_new(nbytes, TN_CPU);
@@ -338,7 +342,7 @@ struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options
         tn_set_error(TN_ENOMEM, "%s: out of memory", L);
         return NULL;
     }
-    struct tn_pickle_reader_hooks hooks = {load_storage, &c, false};
+    struct tn_pickle_reader_hooks hooks = {load_storage, &c, false, false};
     char label[600];
     snprintf(label, sizeof label, "%s: %s", L, full);
     struct tn_value *v = tn__pickle_load(pkl, plen, label, opts->allowlist, &hooks);

@@ -156,7 +156,27 @@ struct tn_pickle_reader_hooks {
     struct tn_storage *(*storage)(const char *key, enum tn_dtype dtype, int64_t numel, void *ctx);
     void *ctx;
     bool legacy; /* pre-1.6 ids: a sixth item, the view (None) */
+    /* A distributed checkpoint's .metadata (dcp.c): protocol 4's opcodes,
+     * instances (NEWOBJ, BUILD) of exactly the classes of
+     * torch.distributed.checkpoint.metadata and .filesystem that PyTorch
+     * writes there, and no persistent ids.  An instance is an ODICT of its
+     * attributes whose attrs dict holds "__class__" (the class's name) and,
+     * for a __setstate__ tuple, "__state__". */
+    bool dcp;
 };
+
+/* Is "module.name" one of the globals a DCP .metadata may name (the
+ * classes above, torch.Size, dtypes, _get_layout, pathlib.PosixPath)? */
+bool tn__dcp_global_allowed(const char *module, const char *name);
+/* Those globals by name, dtypes aside (the scanner allows them in a DCP
+ * folder's .metadata). */
+extern const char *const tn__dcp_globals[];
+extern const size_t tn__dcp_nglobals;
+/* dcp.c: tn_dcp_open over .metadata's bytes in memory; the files it names
+ * are looked for in `dir`.  For the fuzz target. */
+struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char *dir);
+/* The mapped bytes of the folder's i-th file (borrowed). */
+const unsigned char *tn__dcp_file_bytes(const struct tn_dcp *d, size_t i, size_t *len);
 
 /* Runs the restricted machine over a data.pkl stream: exactly the opcodes
  * and globals of torch.load(weights_only=True) per `allow`, every container

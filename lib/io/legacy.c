@@ -181,7 +181,7 @@ struct tn_value *tn__legacy_load(struct tn_io_map *m, const char *label,
     /* the object, with its storages */
     if (pickle_end(b, len, pos, &end, label) < 0)
         goto out;
-    struct tn_pickle_reader_hooks hooks = {legacy_storage, &c, true};
+    struct tn_pickle_reader_hooks hooks = {legacy_storage, &c, true, false};
     snprintf(where, sizeof where, "%s: object at byte %zu", label, pos);
     if (!(v = tn__pickle_load(b + pos, end - pos, where, opts->allowlist, &hooks)))
         goto out;

@@ -6,6 +6,8 @@
  */
 #include "io/internal.h"
 
+#include <tensor/dcp.h>
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@ struct tn_io_file {
     json_t *index;         /* sharded: the index object */
     char **shards;         /* sharded: paths, in order of first use */
     size_t nshards;
+    struct tn_dcp *dcp;    /* dcp: the folder, checked */
 };
 
 /* Is the zip an .npz (every member a .npy)? */
@@ -84,6 +87,12 @@ struct tn_io_file *tn_io_file_open(const char *path)
         return NULL;
     }
     const char *label = strcmp(path, "-") ? path : "<stdin>";
+    if (strcmp(path, "-") && tn_dcp_is_dir(path)) {
+        if (!(f->dcp = tn_dcp_open(path)))
+            goto fail;
+        f->format = "dcp";
+        return f;
+    }
     f->map = tn__io_map_open(path);
     if (!f->map)
         goto fail;
@@ -121,6 +130,7 @@ fail:
 }
 
 const char *tn_io_file_format(const struct tn_io_file *f) { return f->format; }
+struct tn_dcp *tn_io_file_dcp(const struct tn_io_file *f) { return f->dcp; }
 struct tn_zip *tn_io_file_zip(const struct tn_io_file *f) { return f->zip; }
 size_t tn_io_file_shards(const struct tn_io_file *f) { return f->nshards; }
 const char *tn_io_file_shard(const struct tn_io_file *f, size_t i)
@@ -255,6 +265,8 @@ struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_opti
         return load_npy(f);
     if (!strcmp(f->format, "sharded"))
         return load_sharded(f, opts, metadata);
+    if (!strcmp(f->format, "dcp"))
+        return tn_dcp_load_all(f->dcp, false);
     return tn__legacy_load(f->map, label, opts);
 }
 
@@ -263,6 +275,7 @@ void tn_io_file_close(struct tn_io_file *f)
     if (!f)
         return;
     tn_zip_close(f->zip);
+    tn_dcp_close(f->dcp);
     tn__io_map_release(f->map);
     json_decref(f->index);
     for (size_t i = 0; i < f->nshards; i++)

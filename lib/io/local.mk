@@ -1,5 +1,5 @@
 # lib/io: zip, pickle, torch checkpoints, safetensors, npy/npz.
-tensorinclude_HEADERS += lib/include/tensor/io.h
+tensorinclude_HEADERS += lib/include/tensor/io.h lib/include/tensor/dcp.h
 noinst_HEADERS += lib/io/internal.h lib/io/scan_internal.h
 libtensor_la_SOURCES += \
 	lib/io/util.c \
@@ -14,5 +14,7 @@ libtensor_la_SOURCES += \
 	lib/io/legacy.c \
 	lib/io/scan.c \
 	lib/io/scan_pickle.c \
-	lib/io/scan_policy.c
+	lib/io/scan_policy.c \
+	lib/io/dcp.c \
+	lib/io/scan_dcp.c
 EXTRA_DIST += lib/io/allowlist.inc

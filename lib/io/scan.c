@@ -11,6 +11,8 @@
  */
 #include "io/scan_internal.h"
 
+#include <tensor/dcp.h>
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -707,6 +709,8 @@ int tn_scan_file(const char *path, const struct tn_scan_options *opts, struct tn
 {
     if (!path || !r)
         return tn_set_error(TN_EINVAL, "tn_scan_file: NULL argument");
+    if (strcmp(path, "-") && tn_dcp_is_dir(path))
+        return tn__scan_dcp(path, opts, r);
     struct tn_io_map *m = tn__io_map_open(path);
     if (!m) {
         r->incomplete = true;

@@ -42,4 +42,8 @@ int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t l
 void tn__scan_pickles(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry,
                       int expect, bool tail_ok);
 
+/* A distributed checkpoint folder (scan_dcp.c): .metadata with the DCP
+ * classes allowed, then each item of its .distcp files. */
+int tn__scan_dcp(const char *dir, const struct tn_scan_options *opts, struct tn_scan_report *r);
+
 #endif

@@ -70,6 +70,55 @@ bool tn__pickle_op_allowed(int c, enum tn_ckpt_allowlist allow)
     }
 }
 
+/* What a DCP .metadata holds: the dataclasses PyTorch 2.x pickles there
+ * (checked against torch 2.15's files) and the few callables their
+ * reductions name. */
+const char *const tn__dcp_globals[] = {
+    "torch.distributed.checkpoint.metadata.Metadata",
+    "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+    "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata.StorageMeta",
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+    "torch.distributed.checkpoint.filesystem._StorageInfo",
+    "torch.Size",
+    "torch.serialization._get_layout",
+    "pathlib.PosixPath",
+    "pathlib._local.PosixPath",
+};
+const size_t tn__dcp_nglobals = sizeof tn__dcp_globals / sizeof tn__dcp_globals[0];
+
+bool tn__dcp_global_allowed(const char *module, const char *name)
+{
+    size_t ml = strlen(module);
+    for (size_t i = 0; i < tn__dcp_nglobals; i++)
+        if (!strncmp(tn__dcp_globals[i], module, ml) && tn__dcp_globals[i][ml] == '.' &&
+            !strcmp(tn__dcp_globals[i] + ml + 1, name))
+            return true;
+    /* a dtype, as TensorProperties names it (torch.float32) */
+    if (!strcmp(module, "torch") && !strchr(name, '.')) {
+        enum tn_dtype dt = tn_dtype_from_name(name);
+        return dt != TN_DTYPE_UNSET && !strcmp(tn_dtype_name(dt), name);
+    }
+    return false;
+}
+
+/* The opcodes a DCP .metadata uses (protocol 4, as pickle.dumps writes it):
+ * weights_only's set less persistent ids, plus the protocol 4 forms. */
+static bool dcp_op_allowed(int c)
+{
+    switch (c) {
+    case TN_OP_BINPERSID:
+        return false;
+    case TN_OP_SHORT_BINUNICODE: case TN_OP_MEMOIZE: case TN_OP_STACK_GLOBAL: case TN_OP_FRAME:
+        return true;
+    default:
+        return tn__pickle_op_allowed(c, TN_ALLOW_CURRENT);
+    }
+}
+
 struct machine {
     const char *label;
     enum tn_ckpt_allowlist allow;
@@ -84,6 +133,8 @@ struct machine {
     size_t pos; /* the current opcode's offset, for messages */
     const char *opname;
     int proto; /* of the PROTO opcode: Py2 names are mapped below 3, as in CPython */
+    bool dcp;  /* a DCP .metadata (hooks->dcp) */
+    size_t memo_count; /* memo entries set: MEMOIZE's index, as len(memo) in CPython */
 };
 
 static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
@@ -163,6 +214,16 @@ static int depth_of(struct machine *m, const struct tn_value *v, const struct tn
                                        ? v->v.seq.items[i]
                                        : v->v.dict.vals[i];
         int d = depth_of(m, c, target, level + 1);
+        if (d < 0 || d > MAX_DEPTH)
+            return d;
+        if (d > best)
+            best = d;
+    }
+    /* keys are containers only in a DCP .metadata (instances as keys) */
+    for (size_t i = 0; (v->kind == TN_VALUE_DICT || v->kind == TN_VALUE_ODICT) && i < n; i++) {
+        if (!is_container(v->v.dict.keys[i]))
+            continue;
+        int d = depth_of(m, v->v.dict.keys[i], target, level + 1);
         if (d < 0 || d > MAX_DEPTH)
             return d;
         if (d > best)
@@ -571,6 +632,100 @@ static struct tn_value *opaque(const struct tn_value *fn, const struct tn_value 
     return r;
 }
 
+/* A DCP instance: an ODICT whose attrs hold "__class__" (see internal.h). */
+static bool dcp_object(const struct tn_value *v)
+{
+    return v->kind == TN_VALUE_ODICT && v->v.dict.attrs && tn_value_get(v->v.dict.attrs, "__class__");
+}
+
+/* cls.__new__(cls): only the dataclasses of torch.distributed.checkpoint. */
+static int dcp_newobj(struct machine *m)
+{
+    if (need(m, 2) < 0)
+        return tn_last_status();
+    struct tn_value *args = m->stack[m->n - 1], *cls = m->stack[m->n - 2];
+    if (cls->kind != TN_VALUE_GLOBAL || strncmp(cls->v.str.s, "torch.distributed.checkpoint.", 29))
+        return fail(m, TN_EFORMAT, "NEWOBJ of %s: only DCP metadata classes are built",
+                    cls->kind == TN_VALUE_GLOBAL ? cls->v.str.s : tn_value_kind_name(cls->kind));
+    if (args->kind != TN_VALUE_TUPLE || args->v.seq.n)
+        return fail(m, TN_EFORMAT, "NEWOBJ of %s: arguments are not supported", cls->v.str.s);
+    struct tn_value *o = tn_value_odict(), *a = tn_value_dict();
+    if (!o || !a || tn_value_set(a, tn_value_str("__class__"), tn_value_str(cls->v.str.s)) < 0) {
+        tn_value_release(o);
+        tn_value_release(a);
+        return tn_last_status();
+    }
+    o->v.dict.attrs = a;
+    m->n -= 2;
+    tn_value_release(args);
+    tn_value_release(cls);
+    return push(m, o);
+}
+
+/* BUILD on a DCP instance: a dict state sets attributes, a tuple one
+ * (TensorProperties' __setstate__) is kept as "__state__". */
+static int dcp_build(struct machine *m, struct tn_value *obj, struct tn_value *state)
+{
+    if (check_insert(m, obj, state) < 0)
+        return tn_last_status();
+    if (state->kind == TN_VALUE_TUPLE) {
+        if (tn_value_set(obj->v.dict.attrs, tn_value_str("__state__"), state) < 0)
+            return tn_last_status();
+        m->n--;
+        return 0;
+    }
+    if (state->kind != TN_VALUE_DICT)
+        return fail(m, TN_EFORMAT, "the state of a %s must be a dict or a tuple, not %s",
+                    tn_value_get(obj->v.dict.attrs, "__class__")->v.str.s,
+                    tn_value_kind_name(state->kind));
+    for (size_t i = 0; i < state->v.dict.n; i++)
+        if (tn_value_set(obj, tn_value_retain(state->v.dict.keys[i]),
+                         tn_value_retain(state->v.dict.vals[i])) < 0)
+            return tn_last_status();
+    m->n--;
+    tn_value_release(state);
+    return 0;
+}
+
+/* The calls a DCP .metadata makes: torch.Size(tuple), _get_layout(name),
+ * _MEM_FORMAT_ENCODING(int) and PosixPath(str...), kept as the tuple, the
+ * name, the int and the path's text.  NULL with an error. */
+static struct tn_value *dcp_reduce(struct machine *m, const struct tn_value *fn,
+                                   const struct tn_value *args)
+{
+    const char *f = fn->v.str.s;
+    size_t n = args->v.seq.n;
+    struct tn_value *const *a = args->v.seq.items;
+    if (!strcmp(f, "torch.Size") && n == 1 && a[0]->kind == TN_VALUE_TUPLE)
+        return tn_value_retain(a[0]);
+    if (!strcmp(f, "torch.serialization._get_layout") && n == 1 && a[0]->kind == TN_VALUE_STR)
+        return tn_value_retain(a[0]);
+    if (!strcmp(f, "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING") && n == 1 &&
+        a[0]->kind == TN_VALUE_INT)
+        return tn_value_retain(a[0]);
+    if (!strncmp(f, "pathlib.", 8)) {
+        struct tn_io_buf b = {0};
+        for (size_t i = 0; i < n; i++) {
+            if (a[i]->kind != TN_VALUE_STR) {
+                free(b.data);
+                break;
+            }
+            if (i)
+                tn__io_buf_byte(&b, '/');
+            tn__io_buf_put(&b, a[i]->v.str.s, a[i]->v.str.len);
+            if (i + 1 == n) {
+                struct tn_value *r = b.failed ? NULL : tn_value_str_n((const char *)b.data, b.len);
+                free(b.data);
+                if (!r)
+                    fail(m, TN_ENOMEM, "out of memory");
+                return r;
+            }
+        }
+    }
+    fail(m, TN_EFORMAT, "%s: arguments a DCP .metadata does not give", f);
+    return NULL;
+}
+
 static int do_reduce(struct machine *m)
 {
     if (need(m, 2) < 0)
@@ -583,7 +738,9 @@ static int do_reduce(struct machine *m)
         return fail(m, TN_EFORMAT, "REDUCE arguments must be a tuple, not %s",
                     tn_value_kind_name(args->kind));
     struct tn_value *r = NULL;
-    if (global_is(fn, "collections.OrderedDict")) {
+    if (m->dcp) {
+        r = dcp_reduce(m, fn, args);
+    } else if (global_is(fn, "collections.OrderedDict")) {
         /* OrderedDict() or OrderedDict(iterable of pairs). */
         const struct tn_value *src = args->v.seq.n == 1 ? args->v.seq.items[0] : NULL;
         if (args->v.seq.n > 1 || (src && src->kind != TN_VALUE_LIST && src->kind != TN_VALUE_TUPLE))
@@ -708,6 +865,8 @@ static int memo_set(struct machine *m, int64_t idx)
         m->memo = p;
         m->memocap = cap;
     }
+    if (!m->memo[idx])
+        m->memo_count++;
     tn_value_release(m->memo[idx]);
     m->memo[idx] = tn_value_retain(m->stack[m->n - 1]);
     return 0;
@@ -749,7 +908,7 @@ static int do_setitems(struct machine *m, size_t base)
     if ((m->n - base) % 2)
         return fail(m, TN_EFORMAT, "odd number of items for SETITEMS");
     for (size_t i = base; i < m->n; i += 2) {
-        if (!hashable(m->stack[i]))
+        if (!hashable(m->stack[i]) && !(m->dcp && dcp_object(m->stack[i])))
             return fail(m, TN_EFORMAT, "unhashable type: '%s'", tn_value_kind_name(m->stack[i]->kind));
         if (check_insert(m, d, m->stack[i]) < 0 || check_insert(m, d, m->stack[i + 1]) < 0)
             return tn_last_status();
@@ -794,6 +953,8 @@ static int do_build(struct machine *m)
     if (need(m, 2) < 0)
         return tn_last_status();
     struct tn_value *state = m->stack[m->n - 1], *obj = m->stack[m->n - 2];
+    if (m->dcp && dcp_object(obj))
+        return dcp_build(m, obj, state);
     if (obj->kind == TN_VALUE_ODICT) {
         if (state->kind != TN_VALUE_DICT)
             return fail(m, TN_EFORMAT, "OrderedDict state must be a dict, not %s",
@@ -822,6 +983,73 @@ static int do_build(struct machine *m)
                 pytype(obj->kind));
 }
 
+/* A GLOBAL value naming module.name; NULL with an error. */
+static struct tn_value *global_value(struct machine *m, const char *mod, const char *name)
+{
+    size_t ml = strlen(mod), nl = strlen(name);
+    struct tn_value *g = tn_value_str(mod);
+    char *s = malloc(ml + nl + 2);
+    if (!g || !s) {
+        free(s);
+        tn_value_release(g);
+        fail(m, TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(s, mod, ml);
+    s[ml] = '.';
+    memcpy(s + ml + 1, name, nl + 1);
+    free(g->v.str.s);
+    g->kind = TN_VALUE_GLOBAL;
+    g->v.str.s = s;
+    g->v.str.len = ml + nl + 1;
+    return g;
+}
+
+static int push_global(struct machine *m, const char *ms, size_t mslen, const char *ns,
+                       size_t nslen)
+{
+    char mod[256], name[256];
+    if (mslen >= sizeof mod || nslen >= sizeof name)
+        return fail(m, TN_EFORMAT, "a global name longer than 255 bytes");
+    memcpy(mod, ms, mslen);
+    mod[mslen] = 0;
+    memcpy(name, ns, nslen);
+    name[nslen] = 0;
+    if (memchr(ms, 0, mslen) || memchr(ns, 0, nslen))
+        return fail(m, TN_EFORMAT, "a global name with a NUL byte");
+    if (m->dcp) {
+        if (!tn__dcp_global_allowed(mod, name))
+            return fail(m, TN_EFORMAT, "Unsupported global: GLOBAL %s.%s is not a class a DCP "
+                        ".metadata holds", mod, name);
+        return push(m, global_value(m, mod, name));
+    }
+    /* The scanner's resolution and verdict (scan.c), so that tn_load
+     * refuses exactly the globals `tckpt scan` flags. */
+    struct tn_scan_options so = {.policy = m->allow};
+    bool refused = tn_scan_global_severity(mod, name, m->proto, &so) != 0;
+    if (m->allow == TN_ALLOW_CURRENT &&
+        (!strcmp(mod, "sys") || !strcmp(mod, "os") || !strcmp(mod, "posix") ||
+         !strcmp(mod, "nt")))
+        return fail(m, TN_EFORMAT, "Trying to load unsupported GLOBAL %s.%s whose module %s "
+                    "is blocked.", mod, name, mod);
+    if (refused) {
+        if (m->allow == TN_ALLOW_TORCH1)
+            return fail(m, TN_EFORMAT, "Unsupported class %s.%s", mod, name);
+        return fail(m, TN_EFORMAT,
+                    "Unsupported global: GLOBAL %s.%s was not an allowed global by default",
+                    mod, name);
+    }
+    /* The value names the global as the Python 3 loader resolves it
+     * (the messages above keep the file's own names, as PyTorch). */
+    const char *rm, *rn;
+    tn__scan_resolve(mod, name, m->allow == TN_ALLOW_TORCH1 ? 3 : m->proto, &rm, &rn);
+    if (rm != mod) /* a static string of the Py2 tables */
+        snprintf(mod, sizeof mod, "%s", rm);
+    if (rn != name)
+        snprintf(name, sizeof name, "%s", rn);
+    return push(m, global_value(m, mod, name));
+}
+
 static int step(struct machine *m, const struct tn_pickle_op *op)
 {
     size_t base = 0;
@@ -831,63 +1059,41 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
             return fail(m, TN_EFORMAT, "unsupported pickle protocol: %lld", (long long)op->i);
         m->proto = (int)op->i;
         return 0;
-    case TN_OP_GLOBAL: {
-        char mod[256], name[256];
-        if (op->slen >= sizeof mod || op->s2len >= sizeof name)
-            return fail(m, TN_EFORMAT, "a global name longer than 255 bytes");
-        memcpy(mod, op->s, op->slen);
-        mod[op->slen] = 0;
-        memcpy(name, op->s2, op->s2len);
-        name[op->s2len] = 0;
-        if (memchr(op->s, 0, op->slen) || memchr(op->s2, 0, op->s2len))
-            return fail(m, TN_EFORMAT, "a global name with a NUL byte");
-        /* The scanner's resolution and verdict (scan.c), so that tn_load
-         * refuses exactly the globals `tckpt scan` flags. */
-        struct tn_scan_options so = {.policy = m->allow};
-        bool refused = tn_scan_global_severity(mod, name, m->proto, &so) != 0;
-        if (m->allow == TN_ALLOW_CURRENT &&
-            (!strcmp(mod, "sys") || !strcmp(mod, "os") || !strcmp(mod, "posix") ||
-             !strcmp(mod, "nt")))
-            return fail(m, TN_EFORMAT, "Trying to load unsupported GLOBAL %s.%s whose module %s "
-                        "is blocked.", mod, name, mod);
-        if (refused) {
-            if (m->allow == TN_ALLOW_TORCH1)
-                return fail(m, TN_EFORMAT, "Unsupported class %s.%s", mod, name);
-            return fail(m, TN_EFORMAT,
-                        "Unsupported global: GLOBAL %s.%s was not an allowed global by default",
-                        mod, name);
-        }
-        /* The value names the global as the Python 3 loader resolves it
-         * (the messages above keep the file's own names, as PyTorch). */
-        const char *rm, *rn;
-        tn__scan_resolve(mod, name, m->allow == TN_ALLOW_TORCH1 ? 3 : m->proto, &rm, &rn);
-        if (rm != mod) /* a static string of the Py2 tables */
-            snprintf(mod, sizeof mod, "%s", rm);
-        if (rn != name)
-            snprintf(name, sizeof name, "%s", rn);
-        struct tn_value *g = tn_value_str(mod);
-        if (!g)
+    case TN_OP_GLOBAL:
+        return push_global(m, op->s, op->slen, op->s2, op->s2len);
+    case TN_OP_STACK_GLOBAL: {
+        /* only a DCP .metadata gets here (dcp_op_allowed) */
+        if (need(m, 2) < 0)
             return tn_last_status();
-        g->kind = TN_VALUE_GLOBAL;
-        free(g->v.str.s);
-        size_t ml = strlen(mod), nl = strlen(name);
-        g->v.str.s = malloc(ml + nl + 2);
-        if (!g->v.str.s) {
-            g->kind = TN_VALUE_NONE;
-            tn_value_release(g);
-            return fail(m, TN_ENOMEM, "out of memory");
-        }
-        memcpy(g->v.str.s, mod, ml);
-        g->v.str.s[ml] = '.';
-        memcpy(g->v.str.s + ml + 1, name, nl + 1);
-        g->v.str.len = ml + nl + 1;
-        return push(m, g);
+        struct tn_value *nm = m->stack[m->n - 1], *md = m->stack[m->n - 2];
+        if (md->kind != TN_VALUE_STR || nm->kind != TN_VALUE_STR)
+            return fail(m, TN_EFORMAT, "STACK_GLOBAL requires str");
+        int rc = push_global(m, md->v.str.s, md->v.str.len, nm->v.str.s, nm->v.str.len);
+        if (rc < 0)
+            return rc;
+        m->stack[m->n - 3] = m->stack[m->n - 1];
+        m->n -= 2;
+        tn_value_release(md);
+        tn_value_release(nm);
+        return 0;
     }
+    case TN_OP_SHORT_BINUNICODE:
+    case TN_OP_MEMOIZE:
+    case TN_OP_FRAME:
+        if (op->code == TN_OP_MEMOIZE)
+            return memo_set(m, (int64_t)m->memo_count);
+        if (op->code == TN_OP_FRAME)
+            return 0;
+        if (!utf8_ok((const unsigned char *)op->s, op->slen))
+            return fail(m, TN_EFORMAT, "'utf-8' codec can't decode the string");
+        return push(m, tn_value_str_n(op->s, op->slen));
     case TN_OP_REDUCE:
         return do_reduce(m);
     case TN_OP_BUILD:
         return do_build(m);
     case TN_OP_NEWOBJ:
+        if (m->dcp)
+            return dcp_newobj(m);
         return fail(m, TN_EFORMAT, "NEWOBJ (a class instance) is not supported by tensorkit");
     case TN_OP_MARK:
         if (m->nmarks == MAX_MARKS)
@@ -961,6 +1167,7 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
                                  const struct tn_pickle_reader_hooks *hooks)
 {
     struct machine m = {.label = label, .allow = allow, .hooks = hooks, .visits = MAX_VISITS};
+    m.dcp = hooks && hooks->dcp;
     struct tn_value *result = NULL;
     size_t pos = 0;
     for (;;) {
@@ -969,7 +1176,7 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
             break;
         m.pos = op.pos;
         m.opname = tn__pickle_op_name(op.code);
-        if (!tn__pickle_op_allowed(op.code, allow)) {
+        if (!(m.dcp ? dcp_op_allowed(op.code) : tn__pickle_op_allowed(op.code, allow))) {
             fail(&m, TN_EFORMAT, "Unsupported operand %d", op.code);
             break;
         }

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         tn_value_release(v);
         tn_zip_close(z);
     }
-    struct tn_pickle_reader_hooks h = {fake_storage, NULL, false};
+    struct tn_pickle_reader_hooks h = {fake_storage, NULL, false, false};
     for (int a = 0; a < 2; a++) {
         struct tn_value *v = tn__pickle_load(data, size, "fuzz.pkl", (enum tn_ckpt_allowlist)a, &h);
         if (v) {

@@ -31,3 +31,8 @@ tests_unit_test_dtypes_io_SOURCES = tests/unit/test_dtypes_io.c
 tests_unit_test_dtypes_io_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_dtypes_io_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_dtypes_io_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_dcp
+tests_unit_test_dcp_SOURCES = tests/unit/test_dcp.c
+tests_unit_test_dcp_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_dcp_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_dcp_LDFLAGS = $(TN_UNIT_LINK)

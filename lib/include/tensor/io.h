@@ -278,15 +278,19 @@ const char *tn_io_detect(const char *path);
 
 /* An input of any supported format, read once: "-" is standard input, a
  * pipe (<(...)) or a device is read to its end into memory, a regular file
- * is mapped; a folder is refused ("Is a directory").  The format comes
- * from the content.  A Hugging Face sharded index (a JSON object with a
+ * is mapped; a folder holding `.metadata` is a distributed checkpoint
+ * (tensor/dcp.h), any other folder is refused ("Is a directory").  The
+ * format comes from the content.  A Hugging Face sharded index (a JSON object with a
  * "weight_map", such as model.safetensors.index.json) stands for its
  * shards, named relative to the index's folder, read as one checkpoint. */
 struct tn_io_file;
 /* NULL with an error naming `path`. */
 struct tn_io_file *tn_io_file_open(const char *path);
-/* "torch", "safetensors", "npz", "npy", "legacy" or "sharded". */
+/* "torch", "safetensors", "npz", "npy", "legacy", "sharded" or "dcp". */
 const char *tn_io_file_format(const struct tn_io_file *f);
+/* dcp: the folder, opened and checked (borrowed); else NULL. */
+struct tn_dcp;
+struct tn_dcp *tn_io_file_dcp(const struct tn_io_file *f);
 /* torch and npz: the archive, borrowed (for checks of its members); else NULL. */
 struct tn_zip *tn_io_file_zip(const struct tn_io_file *f);
 /* sharded: the number of shards and the i-th one's path (borrowed). */
@@ -294,7 +298,8 @@ size_t tn_io_file_shards(const struct tn_io_file *f);
 const char *tn_io_file_shard(const struct tn_io_file *f, size_t i);
 /* The content as a value (a new reference): a checkpoint's object, an ODICT
  * of name -> tensor for safetensors, npz and sharded files, {"<stem>": t}
- * for a .npy.  `metadata` (may be NULL) receives safetensors' __metadata__
+ * for a .npy, for a DCP folder the nested dict dcp_to_torch_save makes of
+ * it.  `metadata` (may be NULL) receives safetensors' __metadata__
  * (a DICT of strings; a sharded index's "metadata" object likewise) or NULL.
  * opts NULL means the defaults.  NULL with an error. */
 struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_options *opts,

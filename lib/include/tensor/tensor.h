@@ -12,6 +12,7 @@
 #include <tensor/nn.h>
 #include <tensor/optim.h>
 #include <tensor/io.h>
+#include <tensor/dcp.h>
 #include <tensor/graph.h>
 #include <tensor/compile.h>
 #include <tensor/dist.h>
