@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tensor/dcp.h>
+
 #include "tckpt.h"
 
 /* Tensors cast once each: tensors shared in the input stay shared in the
@@ -122,16 +124,19 @@ static struct tn_value *transform(struct castmap *m, struct tn_value *v, char *p
 
 static const char *format_of_name(const char *path)
 {
+    size_t n = strlen(path);
+    if ((n && path[n - 1] == '/') || tn_dcp_is_dir(path))
+        return "dcp";
     const char *dot = strrchr(path, '.');
-    if (!dot)
-        return NULL;
+    if (!dot || strchr(dot, '/'))
+        return opt.shards ? "dcp" : NULL;
     if (!strcmp(dot, ".pt") || !strcmp(dot, ".pth") || !strcmp(dot, ".bin") || !strcmp(dot, ".ckpt"))
         return "torch";
     if (!strcmp(dot, ".safetensors"))
         return "safetensors";
     if (!strcmp(dot, ".npz"))
         return "npz";
-    return NULL;
+    return opt.shards ? "dcp" : NULL;
 }
 
 static size_t count_values(const struct tn_value *v)
@@ -190,8 +195,10 @@ int cmd_convert(const char *in, const char *out)
     const char *to = opt.to ? opt.to : format_of_name(out);
     if (!to)
         usage_error("convert: cannot tell the format of '%s' from its name: use --to", out);
-    if (strcmp(to, "torch") && strcmp(to, "safetensors") && strcmp(to, "npz"))
-        usage_error("--to: '%s' is not torch, safetensors or npz", to);
+    if (strcmp(to, "torch") && strcmp(to, "safetensors") && strcmp(to, "npz") && strcmp(to, "dcp"))
+        usage_error("--to: '%s' is not torch, safetensors, npz or dcp", to);
+    if (opt.shards && strcmp(to, "dcp"))
+        usage_error("--shards: '%s' is written as one file (--shards is for DCP folders)", out);
     struct input inp;
     input_load_or_die(&inp, in);
     struct tn_value *v = tn_value_retain(inp.v);
@@ -232,6 +239,8 @@ int cmd_convert(const char *in, const char *out)
     if (!strcmp(to, "torch")) {
         struct tn_save_options so = {.layout = opt.layout};
         rc = tn_save(out, v, &so);
+    } else if (!strcmp(to, "dcp")) {
+        rc = tn_dcp_write(out, v, opt.shards ? opt.shards : 1);
     } else {
         /* Flat name -> tensor: what these formats can hold. */
         struct entries l = {0};

@@ -28,7 +28,7 @@ static const char usage_text[] =
     "  get FILE KEY [-o OUT]    write one tensor as .npy, or one value as text, to\n"
     "                           OUT or standard output\n"
     "  verify FILE...           full structural check; lists each problem\n"
-    "  convert IN OUT           between torch zip, safetensors and npz\n"
+    "  convert IN OUT           between torch zip, safetensors, npz and DCP folders\n"
     "  diff A B                 compare every value: names, dtypes, shapes, elements\n"
     "  scan [-r] FILE...|-      audit files for globals outside weights_only's\n"
     "                           allowlist and anomalies (see tckpt scan --help)\n"
@@ -36,8 +36,11 @@ static const char usage_text[] =
     "Options:\n"
     "      --json               ls, show, diff: print JSON (ls: one object a file)\n"
     "  -o, --output=FILE        get: where to write (default: standard output)\n"
-    "      --to=FORMAT          convert: torch, safetensors or npz (default: from\n"
-    "                           OUT's extension)\n"
+    "      --to=FORMAT          convert: torch, safetensors, npz or dcp (default:\n"
+    "                           from OUT's extension; dcp for a DCP folder or a\n"
+    "                           name ending in /)\n"
+    "      --shards=N           convert: write a DCP folder as N ranks would\n"
+    "                           (tensors split by rows; default 1)\n"
     "      --dtype=DTYPE        convert: cast the model's floating tensors to bf16,\n"
     "                           f16, f32 or f64 (not an optimizer's state)\n"
     "      --keys=PATTERN       convert: only the keys matching the glob PATTERN\n"
@@ -68,6 +71,7 @@ static const struct option long_opts[] = {
     {"only-tensors", no_argument, NULL, O_ONLY_TENSORS},
     {"prefix", required_argument, NULL, O_PREFIX},
     {"keys", required_argument, NULL, O_KEYS},
+    {"shards", required_argument, NULL, O_SHARDS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -135,6 +139,14 @@ int main(int argc, char **argv)
                 usage_error("--layout: '%s' is not torch1 or torch2", optarg);
             break;
         case O_TORCH1: opt.torch1 = true; break;
+        case O_SHARDS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (end == optarg || *end || n < 1 || n > 4096)
+                usage_error("--shards: '%s' is not a number of ranks from 1 to 4096", optarg);
+            opt.shards = (int)n;
+            break;
+        }
         case O_ATOL: opt.atol = parse_double(optarg, "--atol: '%s' is not a non-negative number"); break;
         case O_RTOL: opt.rtol = parse_double(optarg, "--rtol: '%s' is not a non-negative number"); break;
         case O_ONLY_TENSORS: opt.only_tensors = true; break;
@@ -167,7 +179,7 @@ int main(int argc, char **argv)
         {"show", 1, 2, O_JSON | O_TORCH1},
         {"get", 2, 2, O_OUTPUT | O_TORCH1},
         {"verify", 1, INT_MAX, O_TORCH1},
-        {"convert", 2, 2, O_TO | O_DTYPE | O_LAYOUT | O_TORCH1 | O_KEYS},
+        {"convert", 2, 2, O_TO | O_DTYPE | O_LAYOUT | O_TORCH1 | O_KEYS | O_SHARDS},
         {"diff", 2, 2, O_JSON | O_TORCH1 | O_ATOL | O_RTOL | O_ONLY_TENSORS | O_PREFIX},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {

@@ -18,7 +18,7 @@
 enum {
     O_JSON = 1 << 0, O_OUTPUT = 1 << 1, O_TO = 1 << 2, O_DTYPE = 1 << 3, O_LAYOUT = 1 << 4,
     O_TORCH1 = 1 << 5, O_ATOL = 1 << 6, O_RTOL = 1 << 7, O_ONLY_TENSORS = 1 << 8,
-    O_PREFIX = 1 << 9, O_KEYS = 1 << 10,
+    O_PREFIX = 1 << 9, O_KEYS = 1 << 10, O_SHARDS = 1 << 11,
 };
 
 struct tckpt_opts {
@@ -28,6 +28,7 @@ struct tckpt_opts {
     enum tn_dtype dtype;
     enum tn_ckpt_layout layout;
     double atol, rtol;
+    int shards; /* convert to a DCP folder: as this many ranks (0: not given) */
 };
 extern struct tckpt_opts opt;
 

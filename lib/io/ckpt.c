@@ -60,30 +60,24 @@ static int add_record(struct tn_zip_writer *w, const char *prefix, const char *n
     return rc;
 }
 
-int tn_save(const char *path, const struct tn_value *value, const struct tn_save_options *opts)
+/* Writes `value` as torch.save's archive `prefix` into the writer `w`,
+ * which it finishes (or aborts on failure).  `label` names the output. */
+static int write_archive(struct tn_zip_writer *w, const char *label, const char *prefix,
+                         const struct tn_value *value, enum tn_ckpt_layout layout)
 {
-    enum tn_ckpt_layout layout = opts ? opts->layout : TN_CKPT_TORCH2;
-    char *prefix = archive_name(path, opts);
-    if (!prefix)
-        return tn_set_error(TN_ENOMEM, "out of memory");
-    if (!*prefix) {
-        free(prefix);
-        return tn_set_error(TN_EINVAL, "%s: the file name gives an empty archive name", path);
-    }
     struct tn_io_buf pkl = {0};
     struct tn_pickle_storages st = {0};
     size_t *order = NULL;
-    struct tn_zip_writer *w = NULL;
     int rc = tn__pickle_dump(value, &pkl, &st);
     if (rc < 0) {
-        tn_error_prefix("%s", path);
+        tn_error_prefix("%s", label);
         goto out;
     }
     /* 1.13 has no float8 or uint16..64: it could not load such a file */
     for (size_t i = 0; layout == TN_CKPT_TORCH1 && i < st.n; i++)
         if (!tn_dtype_info(st.dtype[i])->storage_class) {
             rc = tn_set_error(TN_EDTYPE, "%s: %s tensors cannot be saved in PyTorch 1.13's layout "
-                              "(1.13 has no such dtype)", path, tn_dtype_name(st.dtype[i]));
+                              "(1.13 has no such dtype)", label, tn_dtype_name(st.dtype[i]));
             goto out;
         }
     order = malloc((st.n ? st.n : 1) * sizeof *order);
@@ -95,13 +89,6 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
         order[i] = i;
     if (layout == TN_CKPT_TORCH1)
         qsort(order, st.n, sizeof *order, key_cmp_lex); /* 1.13: sorted(str keys) */
-    w = tn_zip_writer_open(path, 64);
-    if (!w) {
-        rc = tn_last_status();
-        goto out;
-    }
-    if (opts && opts->no_fsync)
-        tn__zip_writer_no_fsync(w);
     if ((rc = add_record(w, prefix, "data.pkl", pkl.data, pkl.len)) < 0)
         goto out;
     if (layout == TN_CKPT_TORCH2) {
@@ -140,8 +127,33 @@ out:
     free(st.s);
     free(st.dtype);
     free(order);
+    return rc;
+}
+
+int tn_save(const char *path, const struct tn_value *value, const struct tn_save_options *opts)
+{
+    enum tn_ckpt_layout layout = opts ? opts->layout : TN_CKPT_TORCH2;
+    char *prefix = archive_name(path, opts);
+    if (!prefix)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    if (!*prefix) {
+        free(prefix);
+        return tn_set_error(TN_EINVAL, "%s: the file name gives an empty archive name", path);
+    }
+    struct tn_zip_writer *w = tn_zip_writer_open(path, 64);
+    int rc = w ? 0 : tn_last_status();
+    if (w && opts && opts->no_fsync)
+        tn__zip_writer_no_fsync(w);
+    if (w)
+        rc = write_archive(w, path, prefix, value, layout);
     free(prefix);
     return rc;
+}
+
+int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value)
+{
+    struct tn_zip_writer *w = tn__zip_writer_on(f, label, 64);
+    return w ? write_archive(w, label, "archive", value, TN_CKPT_TORCH2) : tn_last_status();
 }
 
 /* ------------------------------------------------------------------ load */

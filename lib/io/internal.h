@@ -29,6 +29,14 @@ void tn__io_progress(uint64_t written);
  * len) after each.  Returns 0, or -1 with errno as fwrite leaves it. */
 int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *written);
 
+/* A zip writer onto an open stream, from its current position: offsets in
+ * the archive count from there, alignment too; finish flushes the stream
+ * and leaves it open (abort leaves what was written).  `label` names it. */
+struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment);
+/* torch.save(value) as archive "archive" onto f from its current position
+ * (a DCP item).  Returns 0 or an error naming `label`. */
+int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value);
+
 /* A zip writer that skips its fsync and the writeback it starts early. */
 void tn__zip_writer_no_fsync(struct tn_zip_writer *w);
 
@@ -175,6 +183,18 @@ extern const size_t tn__dcp_nglobals;
 /* dcp.c: tn_dcp_open over .metadata's bytes in memory; the files it names
  * are looked for in `dir`.  For the fuzz target. */
 struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char *dir);
+/* dcp_write.c, the steps of a save (lib/dist's tn_dcp_save runs them on
+ * every rank): the temporary folder's name for `dir` (malloc'd), made
+ * empty by one rank (tn__dcp_begin: refuses a `dir` that exists and is
+ * not a DCP folder); each rank's shards written with their description
+ * (replicated ones by one rank chosen by the key); then, by one rank,
+ * .metadata from the descriptions and the rename over `dir`. */
+struct tn_dcp_shard;
+char *tn__dcp_tmp_name(const char *dir);
+int tn__dcp_begin(const char *dir, const char *tmp);
+int tn__dcp_write_shards(const char *tmp, int rank, int world, const struct tn_dcp_shard *shards,
+                         size_t n);
+int tn__dcp_finish(const char *tmp, const char *dir, int world);
 /* The mapped bytes of the folder's i-th file (borrowed). */
 const unsigned char *tn__dcp_file_bytes(const struct tn_dcp *d, size_t i, size_t *len);
 

@@ -16,5 +16,6 @@ libtensor_la_SOURCES += \
 	lib/io/scan_pickle.c \
 	lib/io/scan_policy.c \
 	lib/io/dcp.c \
-	lib/io/scan_dcp.c
+	lib/io/scan_dcp.c \
+	lib/io/dcp_write.c
 EXTRA_DIST += lib/io/allowlist.inc

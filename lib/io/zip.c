@@ -416,6 +416,20 @@ struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
     return w;
 }
 
+struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment)
+{
+    struct tn_zip_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(label))) {
+        free(w);
+        tn_set_error(TN_ENOMEM, "%s: out of memory", label);
+        return NULL;
+    }
+    w->alignment = alignment;
+    w->f = f;
+    w->no_fsync = true;
+    return w;
+}
+
 static int w_put(struct tn_zip_writer *w, const void *p, size_t n)
 {
     if (n && fwrite(p, 1, n, w->f) != n) {
@@ -647,7 +661,11 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
         tn_zip_writer_abort(w);
         return tn_last_status();
     }
-    int rc = tn_out_commit(w->out, !w->no_fsync);
+    int rc = 0;
+    if (w->out)
+        rc = tn_out_commit(w->out, !w->no_fsync);
+    else if (fflush(w->f) != 0)
+        rc = tn_set_error(TN_EIO, "%s: cannot write: %s", w->path, strerror(errno));
     w_free(w);
     return rc;
 }

@@ -117,3 +117,57 @@ PY
     assert_failure 2
     assert_output --partial "Is a directory"
 }
+
+@test "convert model.pt DIR --shards N: PyTorch's dcp.load reads our folder and gets our values" {
+    require_torch2
+    for n in 1 2 3; do
+        rm -rf "$T/out$n"
+        run tckpt convert "$FX/two.pt" "$T/out$n" --shards $n
+        assert_success
+        [ -f "$T/out$n/.metadata" ] && [ -f "$T/out$n/__$((n - 1))_0.distcp" ]
+        run tckpt diff "$T/out$n" "$FX/two.pt"
+        assert_success
+    done
+    # the 3-shard folder into tensors shaped as dcp.load fills them
+    "$TORCH2" - "$T/out3" "$FX/two.pt" <<'PY'
+import sys, warnings, torch
+import torch.distributed.checkpoint as dcp
+warnings.simplefilter("ignore")
+ref = torch.load(sys.argv[2])
+sd = {"model": {k: torch.zeros_like(v) for k, v in ref["model"].items()},
+      "optim": {"state": {"model.w": {"exp_avg": torch.zeros(5, 3), "step": torch.tensor(0.0)}},
+                "param_groups": [{"lr": 0.0, "betas": (0.0, 0.0), "params": []}]},
+      "epoch": 0, "tag": ""}
+dcp.load(sd, checkpoint_id=sys.argv[1])
+ok = all(torch.equal(sd["model"][k], ref["model"][k]) for k in ref["model"])
+ok &= torch.equal(sd["optim"]["state"]["model.w"]["exp_avg"], ref["optim"]["state"]["model.w"]["exp_avg"])
+ok &= sd["epoch"] == 7 and sd["tag"] == "run-a" and sd["optim"]["param_groups"][0]["betas"] == (0.9, 0.999)
+sys.exit(0 if ok else 1)
+PY
+    # safetensors in and out
+    tckpt convert "$FX/two" "$T/two.safetensors"
+    tckpt convert "$T/two.safetensors" "$T/st/"
+    run tckpt diff "$T/st" "$T/two.safetensors"
+    assert_success
+}
+
+@test "convert to a DCP folder: replaces only a DCP folder, leaves no temporary, refuses --shards for files" {
+    mkdir "$T/plain"
+    run tckpt convert "$FX/two.pt" "$T/plain/"
+    assert_failure 2
+    assert_output "tckpt: $T/plain/: exists and is not a distributed checkpoint; not replaced"
+    run tckpt convert "$FX/two.pt" "$T/plain"
+    assert_failure 2
+    assert_line --index 0 --partial "cannot tell the format"
+    tckpt convert "$FX/one.pt" "$T/d/" --shards 2
+    tckpt convert "$FX/two.pt" "$T/d"
+    run tckpt diff "$T/d" "$FX/two.pt"
+    assert_success
+    run ls -A "$T"
+    refute_output --partial "dcp-tmp"
+    run tckpt convert "$FX/two.pt" "$T/x.pt" --shards 2
+    assert_failure 2
+    assert_line --index 0 --partial "--shards"
+    run tckpt convert "$FX/two.pt" "$T/y" --shards 0
+    assert_failure 2
+}

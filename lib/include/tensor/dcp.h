@@ -110,6 +110,17 @@ struct tn_dcp_shard {
  * skipped.  Returns 0 or an error. */
 int tn_dcp_load(const char *dir, struct tn_dcp_shard *shards, size_t n);
 
+/* Writes the folder `dir` as `nranks` ranks of one process would: every
+ * tensor of the flat or nested value `state` (dict keys, list indices
+ * joined with dots, as PyTorch flattens them) split along dimension 0 into
+ * `nranks` nearly equal chunks (tensors of fewer rows, and scalars, whole
+ * on rank 0), rank r's chunks in `__<r>_0.distcp`, non-tensor values on
+ * rank 0, then `.metadata`; all inside a temporary folder renamed over
+ * `dir` at the end (an existing `dir` that is a DCP folder is replaced; any
+ * other existing path is refused).  PyTorch's dcp.load reads the result.
+ * Returns 0 or an error. */
+int tn_dcp_write(const char *dir, const struct tn_value *state, int nranks);
+
 #ifdef __cplusplus
 }
 #endif
