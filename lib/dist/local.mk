@@ -13,4 +13,5 @@ libtensor_la_SOURCES += \
 	lib/dist/pg_async.c \
 	lib/dist/pg_mpi.c \
 	lib/dist/pg_nccl.c \
-	lib/dist/ddp.c
+	lib/dist/ddp.c \
+	lib/dist/dcp.c

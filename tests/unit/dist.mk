@@ -30,3 +30,9 @@ tests_unit_test_pg_backends_SOURCES = tests/unit/test_pg_backends.c
 tests_unit_test_pg_backends_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_pg_backends_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_pg_backends_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_dcp_save
+tests_unit_test_dcp_save_SOURCES = tests/unit/test_dcp_save.c
+tests_unit_test_dcp_save_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_dcp_save_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_dcp_save_LDFLAGS = $(TN_UNIT_LINK)

@@ -121,6 +121,21 @@ int tn_dcp_load(const char *dir, struct tn_dcp_shard *shards, size_t n);
  * Returns 0 or an error. */
 int tn_dcp_write(const char *dir, const struct tn_value *state, int nranks);
 
+struct tn_pg;
+
+/* Saves a state dict from every rank of `pg` at once (every rank calls
+ * it, with its own shards; lib/dist): each rank writes the chunks of its
+ * sharded tensors (a shard smaller than its global size) into
+ * `__<rank>_0.distcp`; a tensor or value every rank holds whole is written
+ * once, by one rank chosen by its key (copies that ranks still send are
+ * de-duplicated); after the ranks agree that all wrote, rank 0 writes
+ * .metadata and renames the temporary folder over `dir`.  The ranks agree
+ * after each step, so a failure on any rank (or a rank that never joins)
+ * fails the save on all of them and leaves the previous checkpoint whole.
+ * Returns 0 or an error (the same on every rank but the one that failed,
+ * which keeps its own message). */
+int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, struct tn_pg *pg);
+
 #ifdef __cplusplus
 }
 #endif

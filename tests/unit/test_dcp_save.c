@@ -1,0 +1,201 @@
+/*
+ * test_dcp_save: tn_dcp_save with 2 and 3 ranks (threads over a HashStore
+ * and the tcp process group): a row-sharded, a column-sharded and a
+ * replicated tensor and a value, read back whole (tn_dcp_get) and
+ * resharded to 1, 2 and 3 readers (tn_dcp_load); the replicated tensor
+ * written once; a rank whose write fails stops the save on every rank and
+ * the previous checkpoint stays; and, with PyTorch 2.x, dcp_to_torch_save
+ * of our folder gives our tensors.
+ */
+#include "tn_test.h"
+
+#include <tensor/dcp.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ROWS 7
+#define COLS 5
+
+/* The global tensors: w[i][j] = 10 i + j, c likewise + 1000, b = 0..3. */
+static struct tn_tensor *global(const char *name)
+{
+    int64_t sz[2] = {ROWS, COLS};
+    struct tn_tensor *t = tn_empty(!strcmp(name, "b") ? (int64_t[]){4} : sz,
+                                   !strcmp(name, "b") ? 1 : 2, TN_FLOAT32);
+    float *f = tn_data(t);
+    for (int64_t i = 0; i < tn_numel(t); i++)
+        f[i] = !strcmp(name, "b") ? (float)i
+               : (float)(10 * (i / COLS) + i % COLS + (!strcmp(name, "c") ? 1000 : 0));
+    return t;
+}
+
+struct rank {
+    struct tn_store *store;
+    int rank, world;
+    const char *dir;
+    bool fail; /* this rank's shard reaches past the global size */
+    int rc;
+    char err[512];
+};
+
+static void *rank_main(void *p)
+{
+    struct rank *a = p;
+    struct tn_pg *pg = tn_pg_new_tcp(a->store, a->rank, a->world, "127.0.0.1", 20000);
+    if (!pg) {
+        a->rc = -1;
+        return NULL;
+    }
+    struct tn_tensor *w = global("w"), *c = global("c"), *b = global("b");
+    int64_t r0 = ROWS * a->rank / a->world, r1 = ROWS * (a->rank + 1) / a->world;
+    int64_t c0 = COLS * a->rank / a->world, c1 = COLS * (a->rank + 1) / a->world;
+    struct tn_dcp_shard sh[4] = {{0}};
+    sh[0].fqn = "model.w";
+    sh[0].tensor = tn_narrow(w, 0, r0, r1 - r0);
+    sh[0].offsets[0] = a->fail ? ROWS : r0;
+    sh[1].fqn = "model.c";
+    sh[1].tensor = tn_narrow(c, 1, c0, c1 - c0);
+    sh[1].offsets[1] = c0;
+    for (int i = 0; i < 2; i++) {
+        sh[i].global_sizes[0] = ROWS;
+        sh[i].global_sizes[1] = COLS;
+    }
+    sh[2].fqn = "model.b";
+    sh[2].tensor = tn_retain(b);
+    sh[2].global_sizes[0] = 4;
+    struct tn_value *step = tn_value_int(42);
+    sh[3].fqn = "step";
+    sh[3].value = step;
+    a->rc = tn_dcp_save(a->dir, sh, 4, pg);
+    snprintf(a->err, sizeof a->err, "%s", a->rc ? tn_last_error() : "");
+    for (int i = 0; i < 3; i++)
+        tn_release(sh[i].tensor);
+    tn_value_release(step);
+    tn_release(w);
+    tn_release(c);
+    tn_release(b);
+    tn_pg_free(pg);
+    return NULL;
+}
+
+/* Runs `world` ranks saving into dir; rank `failing` (or -1) fails. */
+static void save(const char *dir, int world, int failing, struct rank *a)
+{
+    struct tn_store *store = tn_store_hash_new();
+    pthread_t th[4];
+    for (int r = 0; r < world; r++) {
+        a[r] = (struct rank){store, r, world, dir, r == failing, 0, ""};
+        pthread_create(&th[r], NULL, rank_main, &a[r]);
+    }
+    for (int r = 0; r < world; r++)
+        pthread_join(th[r], NULL);
+    tn_store_release(store);
+}
+
+static void check_folder(const char *dir, int world)
+{
+    struct tn_dcp *d = tn_dcp_open(dir);
+    if (!d)
+        print_message("# %s\n", tn_last_error());
+    assert_non_null(d);
+    assert_int_equal(tn_dcp_files(d), world);
+    assert_int_equal(tn_dcp_find(d, "model.w")->nchunks, world);
+    assert_int_equal(tn_dcp_find(d, "model.b")->nchunks, 1); /* replicated: written once */
+    static const char *const names[] = {"w", "c", "b"};
+    for (int k = 0; k < 3; k++) {
+        char fqn[16];
+        snprintf(fqn, sizeof fqn, "model.%s", names[k]);
+        const struct tn_dcp_item *it = tn_dcp_find(d, fqn);
+        struct tn_value *v = tn_dcp_get(d, (size_t)(it - tn_dcp_item_at(d, 0)));
+        struct tn_tensor *want = global(names[k]);
+        char *x = tn_test_hex(v->v.tensor), *y = tn_test_hex(want);
+        assert_string_equal(x, y);
+        free(x);
+        free(y);
+        /* resharded to 1, 2 and 3 readers along rows */
+        for (int readers = 1; readers <= 3; readers++) {
+            for (int r = 0; r < readers; r++) {
+                int64_t n = want->sizes[0], lo = n * r / readers, hi = n * (r + 1) / readers;
+                struct tn_dcp_shard s = {.fqn = fqn};
+                int64_t sz[2] = {hi - lo, want->ndim > 1 ? want->sizes[1] : 0};
+                s.tensor = tn_empty(sz, want->ndim, TN_FLOAT32);
+                s.offsets[0] = lo;
+                memcpy(s.global_sizes, want->sizes, sizeof(int64_t) * want->ndim);
+                assert_int_equal(tn_dcp_load(dir, &s, 1), 0);
+                struct tn_tensor *part = tn_narrow(want, 0, lo, hi - lo);
+                x = tn_test_hex(s.tensor);
+                y = tn_test_hex(part);
+                assert_string_equal(x, y);
+                free(x);
+                free(y);
+                tn_release(part);
+                tn_release(s.tensor);
+            }
+        }
+        tn_release(want);
+        tn_value_release(v);
+    }
+    struct tn_value *step = tn_dcp_get(d, (size_t)(tn_dcp_find(d, "step") - tn_dcp_item_at(d, 0)));
+    assert_int_equal(step->v.i, 42);
+    tn_value_release(step);
+    tn_dcp_close(d);
+}
+
+static void test_save_and_fail(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tn-dcpsave-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char ck[64];
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    struct rank a[4];
+    for (int world = 2; world <= 3; world++) {
+        save(ck, world, -1, a);
+        for (int r = 0; r < world; r++) {
+            if (a[r].rc)
+                print_message("# rank %d: %s\n", r, a[r].err);
+            assert_int_equal(a[r].rc, 0);
+        }
+        check_folder(ck, world);
+    }
+    /* rank 1 of 3 fails its write: every rank fails, the 3-rank folder stays */
+    save(ck, 3, 1, a);
+    for (int r = 0; r < 3; r++) {
+        print_message("# rank %d: %s\n", r, a[r].err);
+        assert_int_not_equal(a[r].rc, 0);
+    }
+    assert_non_null(strstr(a[1].err, "model.w"));
+    assert_non_null(strstr(a[0].err, "another rank failed while writing the shards"));
+    check_folder(ck, 3);
+    /* PyTorch's own reader of our 3-rank folder */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/tests/torch2-python >/dev/null 2>&1", TN_SRCDIR);
+    if (system(cmd) == 0) {
+        snprintf(cmd, sizeof cmd,
+                 "$(%s/tests/torch2-python) -c \"import sys, warnings, torch; "
+                 "warnings.simplefilter('ignore'); "
+                 "from torch.distributed.checkpoint.format_utils import dcp_to_torch_save as f; "
+                 "f('%s', '%s/o.pt'); d = torch.load('%s/o.pt'); "
+                 "w = torch.arange(35.).reshape(7, 5); w = (w // 5) * 10 + w %% 5; "
+                 "sys.exit(0 if torch.equal(d['model.w'], w) and torch.equal(d['model.c'], w + 1000) "
+                 "and d['step'] == 42 else 1)\"",
+                 TN_SRCDIR, ck, dir, dir);
+        assert_int_equal(system(cmd), 0);
+    } else {
+        print_message("# PyTorch 2.x is not installed: dcp_to_torch_save not tried\n");
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_save_and_fail),
+    };
+    return TN_RUN_TESTS(tests);
+}
