@@ -42,8 +42,9 @@ int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, st
     int rank = tn_pg_rank(pg), world = tn_pg_size(pg);
     char *tmp = tn__dcp_tmp_name(dir);
     int rc = tmp ? 0 : tn_last_status();
+    bool began = false;
     if (!rc && rank == 0)
-        rc = tn__dcp_begin(dir, tmp);
+        began = (rc = tn__dcp_begin(dir, tmp)) == 0;
     rc = agree(pg, rc, dir, "making the temporary folder");
     if (!rc)
         rc = agree(pg, tn__dcp_write_shards(tmp, rank, world, shards, n), dir,
@@ -51,6 +52,13 @@ int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, st
     if (!rc)
         rc = agree(pg, rank == 0 ? tn__dcp_finish(tmp, dir, world) : 0, dir,
                    "writing .metadata");
+    if (rc && began) {
+        /* every rank is past its writes (or gone): the partial folder goes */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tn_last_error());
+        tn__dcp_discard(tmp);
+        tn_set_error((enum tn_status)rc, "%s", msg);
+    }
     free(tmp);
     return rc;
 }

@@ -195,6 +195,8 @@ int tn__dcp_begin(const char *dir, const char *tmp);
 int tn__dcp_write_shards(const char *tmp, int rank, int world, const struct tn_dcp_shard *shards,
                          size_t n);
 int tn__dcp_finish(const char *tmp, const char *dir, int world);
+/* Removes a failed save's temporary folder (files only). */
+int tn__dcp_discard(const char *tmp);
 /* The mapped bytes of the folder's i-th file (borrowed). */
 const unsigned char *tn__dcp_file_bytes(const struct tn_dcp *d, size_t i, size_t *len);
 

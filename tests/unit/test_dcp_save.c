@@ -171,6 +171,9 @@ static void test_save_and_fail(void **state)
     assert_non_null(strstr(a[1].err, "model.w"));
     assert_non_null(strstr(a[0].err, "another rank failed while writing the shards"));
     check_folder(ck, 3);
+    char tmpd[96];
+    snprintf(tmpd, sizeof tmpd, "%s/.ck.dcp-tmp", dir);
+    assert_int_not_equal(access(tmpd, F_OK), 0); /* the partial folder is gone */
     /* PyTorch's own reader of our 3-rank folder */
     char cmd[512];
     snprintf(cmd, sizeof cmd, "%s/tests/torch2-python >/dev/null 2>&1", TN_SRCDIR);
