@@ -2,3 +2,13 @@
 TN_BENCH_BIN += bench/io/bench_ckpt
 bench_io_bench_ckpt_SOURCES = bench/io/bench_ckpt.c bench/bench.h
 bench_io_bench_ckpt_LDADD = $(TN_LIB)
+# distributed checkpoints (issue 19): bench/io/dcp.sh runs bench_dcp
+# against PyTorch's dcp.save/dcp.load; make bench-dcp runs it alone.
+TN_BENCH_BIN += bench/io/bench_dcp
+bench_io_bench_dcp_SOURCES = bench/io/bench_dcp.c bench/bench.h
+bench_io_bench_dcp_LDADD = $(TN_LIB)
+TN_BENCH_SH += bench/io/dcp.sh
+EXTRA_DIST += bench/io/dcp.py
+bench-dcp: bench/io/bench_dcp$(EXEEXT) bin/tckpt/tckpt$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/io/dcp.sh
+.PHONY: bench-dcp
