@@ -3,8 +3,9 @@
  * and the tcp process group): a row-sharded, a column-sharded and a
  * replicated tensor and a value, read back whole (tn_dcp_get) and
  * resharded to 1, 2 and 3 readers (tn_dcp_load); the replicated tensor
- * written once; a rank whose write fails stops the save on every rank and
- * the previous checkpoint stays; and, with PyTorch 2.x, dcp_to_torch_save
+ * written once; a rank whose write fails, or that leaves without saving
+ * (as a killed one), stops the save on every rank and the previous
+ * checkpoint stays; and, with PyTorch 2.x, dcp_to_torch_save
  * of our folder gives our tensors.
  */
 #include "tn_test.h"
@@ -37,7 +38,8 @@ struct rank {
     struct tn_store *store;
     int rank, world;
     const char *dir;
-    bool fail; /* this rank's shard reaches past the global size */
+    bool fail;   /* this rank's shard reaches past the global size */
+    bool vanish; /* this rank leaves without saving (as a killed one) */
     int rc;
     char err[512];
 };
@@ -48,6 +50,10 @@ static void *rank_main(void *p)
     struct tn_pg *pg = tn_pg_new_tcp(a->store, a->rank, a->world, "127.0.0.1", 20000);
     if (!pg) {
         a->rc = -1;
+        return NULL;
+    }
+    if (a->vanish) {
+        tn_pg_free(pg);
         return NULL;
     }
     struct tn_tensor *w = global("w"), *c = global("c"), *b = global("b");
@@ -82,13 +88,14 @@ static void *rank_main(void *p)
     return NULL;
 }
 
-/* Runs `world` ranks saving into dir; rank `failing` (or -1) fails. */
-static void save(const char *dir, int world, int failing, struct rank *a)
+/* Runs `world` ranks saving into dir; rank `failing` (or -1) fails its
+ * write, rank `gone` (or -1) leaves without saving. */
+static void save(const char *dir, int world, int failing, int gone, struct rank *a)
 {
     struct tn_store *store = tn_store_hash_new();
     pthread_t th[4];
     for (int r = 0; r < world; r++) {
-        a[r] = (struct rank){store, r, world, dir, r == failing, 0, ""};
+        a[r] = (struct rank){store, r, world, dir, r == failing, r == gone, 0, ""};
         pthread_create(&th[r], NULL, rank_main, &a[r]);
     }
     for (int r = 0; r < world; r++)
@@ -154,7 +161,7 @@ static void test_save_and_fail(void **state)
     snprintf(ck, sizeof ck, "%s/ck", dir);
     struct rank a[4];
     for (int world = 2; world <= 3; world++) {
-        save(ck, world, -1, a);
+        save(ck, world, -1, -1, a);
         for (int r = 0; r < world; r++) {
             if (a[r].rc)
                 print_message("# rank %d: %s\n", r, a[r].err);
@@ -163,7 +170,7 @@ static void test_save_and_fail(void **state)
         check_folder(ck, world);
     }
     /* rank 1 of 3 fails its write: every rank fails, the 3-rank folder stays */
-    save(ck, 3, 1, a);
+    save(ck, 3, 1, -1, a);
     for (int r = 0; r < 3; r++) {
         print_message("# rank %d: %s\n", r, a[r].err);
         assert_int_not_equal(a[r].rc, 0);
@@ -174,6 +181,15 @@ static void test_save_and_fail(void **state)
     char tmpd[96];
     snprintf(tmpd, sizeof tmpd, "%s/.ck.dcp-tmp", dir);
     assert_int_not_equal(access(tmpd, F_OK), 0); /* the partial folder is gone */
+    /* rank 2 of 3 dies before saving: ranks 0 and 1 fail, the folder stays */
+    save(ck, 3, -1, 2, a);
+    for (int r = 0; r < 2; r++) {
+        print_message("# rank %d: %s\n", r, a[r].err);
+        assert_int_not_equal(a[r].rc, 0);
+        assert_non_null(strstr(a[r].err, "could not agree"));
+    }
+    check_folder(ck, 3);
+    assert_int_not_equal(access(tmpd, F_OK), 0);
     /* PyTorch's own reader of our 3-rank folder */
     char cmd[512];
     snprintf(cmd, sizeof cmd, "%s/tests/torch2-python >/dev/null 2>&1", TN_SRCDIR);
