@@ -12,3 +12,4 @@ include lib/graph/local.mk
 include lib/compile/local.mk
 include lib/dist/local.mk
 include lib/ops/cuda/local.mk
+include lib/aoti/local.mk
