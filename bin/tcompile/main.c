@@ -24,6 +24,8 @@ static const char usage_text[] =
     "Check, show and run graphs exported from PyTorch: torch.export's JSON\n"
     "(ExportedProgram) or a .pt2 archive from torch.export.save; '-' reads\n"
     "standard input.\n"
+    "run also runs a package of AOTInductor (aoti_compile_and_package's .pt2)\n"
+    "through libtensor-aoti, without libtorch.\n"
     "\n"
     "Commands:\n"
     "  check GRAPH...           validate: targets, arguments, definitions before\n"

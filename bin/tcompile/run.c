@@ -14,6 +14,7 @@
 #include <tensor/core.h>
 #include <tensor/io.h>
 
+#include "aoti.h"
 #include "tcompile.h"
 
 static int put(struct tn_value *d, const char *name, struct tn_value *t)
@@ -223,6 +224,8 @@ int tc_run(const char *path)
     struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
     struct tn_graph *g = NULL;
     struct tn_compiled *c = NULL;
+    if (tc_aoti_is_package(path))
+        return tc_aoti_run(path);
     int rc = load_all(path, &g, &weights, &inputs);
     if (rc)
         goto done;

@@ -9,6 +9,7 @@
 
 #include <tensor/compile.h>
 #include <tensor/graph.h>
+#include <tensor/io.h>
 
 #define TC_MAX_INPUTS 256
 
@@ -49,6 +50,10 @@ int tc_show(const char *path); /* show.c */
 /* check --missing over n graphs: 0 nothing missing, 1 some, 2 an error. */
 int tc_missing(char *const *paths, int n); /* missing.c */
 int tc_run(const char *path);  /* run.c */
+/* run.c: any tensor file as a dict of name -> tensor (NULL with an error),
+ * and a dict of tensors written to path o (printed when o is NULL). */
+struct tn_value *tc_load_tensors(const char *path);
+int tc_write_tensors(const struct tn_value *out, const char *o);
 int tc_compile(const char *path); /* run.c: tcompile compile */
 int tc_build(const char *path);   /* run.c: tcompile build */
 /* run.c: tcompile run of a library tcompile build made (package.c) */

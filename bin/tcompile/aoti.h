@@ -1,0 +1,28 @@
+/*
+ * bin/tcompile/aoti.h: tcompile run of PyTorch's AOTInductor packages
+ * (aoti.c) and the ELF reading it needs (elf.c).
+ */
+#ifndef TCOMPILE_AOTI_H
+#define TCOMPILE_AOTI_H
+
+#include <stdbool.h>
+
+/* A growable list of strings. */
+struct tc_strs {
+    char **v;
+    int n, cap;
+};
+void tc_strs_free(struct tc_strs *s);
+
+/* The DT_NEEDED libraries and the undefined (non-weak) dynamic symbols of
+ * the shared library at path, appended to needed and undef. 0 or an
+ * error (both lists freed). */
+int tc_elf_needs(const char *path, struct tc_strs *needed, struct tc_strs *undef);
+
+/* True when path is a zip holding data/aotinductor/<model>/<lib>.so: a
+ * package of torch._inductor.aoti_compile_and_package. */
+bool tc_aoti_is_package(const char *path);
+/* tcompile run PACKAGE.pt2: 0, or 2 after printing why. */
+int tc_aoti_run(const char *path);
+
+#endif

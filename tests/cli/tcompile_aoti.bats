@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# tcompile run PACKAGE.pt2 for PyTorch's AOTInductor packages, through
+# libtensor-aoti (lib/aoti): the packages of tests/fixtures/aoti_packages.py
+# (made by PyTorch 2.x, minutes each, so kept out of git in a cache folder:
+# those tests skip without it) give PyTorch's outputs; a package whose
+# library calls shim functions libtensor-aoti lacks, or needs a libtorch
+# it does not stand in for, is refused naming them before any of its code
+# runs (those packages are built here with cc and zip); nothing is left in
+# the temporary folder.
+
+load helper
+
+setup() {
+    export TN_AOTI_LIBDIR="$TN_BUILDDIR/lib/aoti/.libs"
+    CACHE=${TN_AOTI_CACHE:-$HOME/.cache/tensorkit/aoti}
+    T=$BATS_TEST_TMPDIR
+    mkdir -p "$T/tmp"
+    export TMPDIR="$T/tmp"
+}
+
+# The cached package NAME (and its inputs and expected outputs), or skip.
+require_package() {
+    [ -f "$CACHE/$1.pt2" ] && [ -f "$CACHE/$1_expected.pt" ] ||
+        skip "no $CACHE/$1.pt2 (make it: tests/fixtures/aoti_packages.py, with PyTorch 2.x)"
+}
+
+# fake_package NAME C-SOURCE [CC-ARGS...]: $T/NAME.pt2 holding a library
+# built from C-SOURCE at NAME/data/aotinductor/model/NAME.wrapper.so, as
+# aoti_compile_and_package lays a package out.
+fake_package() {
+    command -v cc >/dev/null && command -v zip >/dev/null || skip "no cc or zip"
+    local name=$1 src=$2
+    shift 2
+    mkdir -p "$T/$name/data/aotinductor/model"
+    printf '%s\n' "$src" >"$T/$name.c"
+    cc -shared -fPIC -o "$T/$name/data/aotinductor/model/$name.wrapper.so" "$T/$name.c" "$@"
+    echo '{"AOTI_DEVICE_KEY": "cpu"}' >"$T/$name/data/aotinductor/model/$name.wrapper_metadata.json"
+    (cd "$T" && zip -qr "$name.pt2" "$name")
+}
+
+# A library that would leave $T/ran behind if any of its code ran.
+CTOR='#include <stdio.h>
+static void __attribute__((constructor)) ran(void) { FILE *f = fopen(RAN, "w"); if (f) fclose(f); }'
+
+@test "run PACKAGE.pt2: Linear+ReLU from AOTInductor gives PyTorch's outputs" {
+    require_package linear_relu
+    run tcompile run "$CACHE/linear_relu.pt2" -i "$CACHE/linear_relu_inputs.pt" -o "$T/out.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$T/out.pt" "$CACHE/linear_relu_expected.pt"
+    assert_success
+    assert_output --partial "1 tensor matches"
+}
+
+@test "run PACKAGE.pt2: the MLP (SLEEF's exp, log and tanh) and the CNN (channels-last convolutions)" {
+    for m in mlp cnn; do
+        require_package $m
+        run tcompile run "$CACHE/$m.pt2" -i "$CACHE/${m}_inputs.pt" -o "$T/$m.npz"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$T/$m.npz" "$CACHE/${m}_expected.pt"
+        assert_success
+        assert_output --partial "1 tensor matches"
+    done
+}
+
+@test "run PACKAGE.pt2: a wrong input shape or dtype is refused by the model's checks, exit 2" {
+    require_package linear_relu
+    tcompile run "$CACHE/linear_relu.pt2" -i "$CACHE/linear_relu_inputs.pt" -o "$T/x.npy"
+    run tcompile run "$CACHE/linear_relu.pt2" -i "$T/x.npy"  # [4, 8], not [4, 16]
+    assert_failure 2
+    assert_output --partial "unmatched dim value at 1, expected: 16, but got: 8"
+    assert_output --partial "linear_relu.pt2: its model's run failed"
+    run tcompile run "$CACHE/linear_relu.pt2" -i "$CACHE/cnn_inputs.pt"
+    assert_failure 2
+    run tcompile run "$CACHE/linear_relu.pt2"
+    assert_failure 2
+    assert_output --partial "no value for its input 0"
+    run ls -A "$TMPDIR"
+    assert_output ""
+}
+
+@test "run PACKAGE.pt2: a shim function libtensor-aoti lacks is refused with its name, before anything runs" {
+    fake_package unknown "$CTOR
+int aoti_torch_frobnicate(void *); int aoti_torch_get_dim(void *, long *);
+int AOTInductorModelContainerRun(void *p) { long d; return aoti_torch_frobnicate(p) + aoti_torch_get_dim(p, &d); }" \
+        -DRAN="\"$T/ran\""
+    run tcompile run "$T/unknown.pt2"
+    assert_failure 2
+    assert_output "tcompile: $T/unknown.pt2: its model calls 1 function that libtensor-aoti does not provide: aoti_torch_frobnicate"
+    [ ! -e "$T/ran" ]
+    run ls -A "$TMPDIR"
+    assert_output ""
+}
+
+@test "run PACKAGE.pt2: a package needing libtorch_cuda.so is refused, naming it" {
+    command -v cc >/dev/null || skip "no cc"
+    mkdir -p "$T/lib"
+    echo 'int tn_nothing;' >"$T/empty.c"
+    cc -shared -fPIC -o "$T/lib/libtorch_cuda.so" "$T/empty.c"
+    fake_package cuda "$CTOR
+int AOTInductorModelContainerRun(void) { return 0; }" -DRAN="\"$T/ran\"" \
+        -Wl,--no-as-needed -L"$T/lib" -ltorch_cuda
+    run tcompile run "$T/cuda.pt2"
+    assert_failure 2
+    assert_output --partial "cuda.pt2: its model needs libtorch_cuda.so, which tensorkit does not stand in for"
+    [ ! -e "$T/ran" ]
+}
+
+@test "run PACKAGE.pt2: the model's container entry points are needed; options for graphs do not apply" {
+    fake_package noentry "int tn_nothing;"
+    run tcompile run "$T/noentry.pt2"
+    assert_failure 2
+    assert_output "tcompile: $T/noentry.pt2: its model library has no AOTInductorModelContainerCreateWithDevice"
+    run tcompile run "$T/noentry.pt2" -w "$T/noentry.pt2"
+    assert_failure 2
+    assert_output --partial "--weights (the package holds its weights) does not apply to an AOTInductor package"
+    run ls -A "$TMPDIR"
+    assert_output ""
+}
