@@ -4,6 +4,8 @@
  * the CPU rather than generating a kernel for, as matrix products,
  * convolutions and pooling, each run by libtensor's op.
  */
+#include <string.h>
+
 #include <tensor/ops.h>
 
 #include "aoti/internal.h"
@@ -31,23 +33,31 @@ static bool channels_last(const struct tn_tensor *t)
     return t->strides[1] == 1 && t->sizes[1] > 1;
 }
 
-/* PyTorch's CPU convolution and pooling give a channels-last result for a
- * channels-last input (or weight), and AOTInductor's code reads the result
- * with that layout: r, in place of *ret, with those strides (r is
- * released). */
-static AOTITorchError ret_like(struct tn_tensor *r, bool last, AtenTensorHandle *ret)
+/* r (released) with the given strides: itself when it has them, else a
+ * copy laid out so, into *ret. */
+static AOTITorchError restride(struct tn_tensor *r, const int64_t *strides, AtenTensorHandle *ret)
 {
-    if (!r || !last || r->ndim != 4 || channels_last(r))
+    if (!r || !memcmp(r->strides, strides, (size_t)r->ndim * sizeof *strides))
         return tn__aoti_ret(r, ret);
-    const int64_t *n = r->sizes;
-    int64_t st[4] = {n[1] * n[2] * n[3], 1, n[3] * n[1], n[1]};
-    struct tn_tensor *t = tn_empty_strided(n, 4, st, r->dtype);
+    struct tn_tensor *t = tn_empty_strided(r->sizes, r->ndim, strides, r->dtype);
     if (t && tn_copy_(t, r) < 0) {
         tn_release(t);
         t = NULL;
     }
     tn_release(r);
     return tn__aoti_ret(t, ret);
+}
+
+/* PyTorch's CPU convolution and pooling give a channels-last result for a
+ * channels-last input (or weight), and AOTInductor's code reads the result
+ * with that layout. */
+static AOTITorchError ret_like(struct tn_tensor *r, bool last, AtenTensorHandle *ret)
+{
+    if (!r || !last || r->ndim != 4 || channels_last(r))
+        return tn__aoti_ret(r, ret);
+    const int64_t *n = r->sizes;
+    int64_t st[4] = {n[1] * n[2] * n[3], 1, n[3] * n[1], n[1]};
+    return restride(r, st, ret);
 }
 
 SHIM(aoti_torch_cpu_addmm_out, AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat1,
@@ -130,4 +140,42 @@ SHIM(aoti_torch_cpu__adaptive_avg_pool2d, AtenTensorHandle self, const int64_t *
 {
     return ret_like(tn_adaptive_avg_pool2d(self, output_size, (int)output_size_len),
                     channels_last(self), ret0);
+}
+
+/* The layouts of PyTorch's CPU flash kernel, which the generated code reads
+ * its results with: the output [B, H, L, E] is empty_like(query viewed as
+ * [B, L, H, E]) transposed back (the query's strides when that view is
+ * dense, else [B, L, H, E] contiguous, transposed), the logsumexp [B, H, L]
+ * is [B, L, H] contiguous, transposed. libtensor's op gives a non-dense
+ * query's output contiguous as [B, H, L, E]. */
+SHIM(aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu, AtenTensorHandle query,
+     AtenTensorHandle key, AtenTensorHandle value, double dropout_p, int32_t is_causal,
+     AtenTensorHandle *attn_mask, double *scale, AtenTensorHandle *ret0, AtenTensorHandle *ret1)
+{
+    struct tn_tensor *out = NULL, *lse = NULL;
+    if (tn_underscore_scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, dropout_p, is_causal != 0, attn_mask ? *attn_mask : NULL, scale,
+            &out, &lse) < 0)
+        return AOTI_TORCH_FAILURE;
+    if (out->ndim != 4 || lse->ndim != 3) {
+        *ret0 = out;
+        *ret1 = lse;
+        return AOTI_TORCH_SUCCESS;
+    }
+    struct tn_tensor *q = tn_transpose(query, 1, 2), *e = q ? tn_empty_like(q, out->dtype) : NULL;
+    const int64_t *n = out->sizes; /* B, H, L, E */
+    int64_t want[4] = {e ? e->strides[0] : 0, e ? e->strides[2] : 0, e ? e->strides[1] : 0,
+                       e ? e->strides[3] : 0};
+    int64_t lse_want[3] = {n[1] * n[2], 1, n[1]};
+    tn_release(q);
+    tn_release(e);
+    if (!e || restride(out, want, ret0)) {
+        tn_release(lse);
+        return AOTI_TORCH_FAILURE;
+    }
+    if (restride(lse, lse_want, ret1)) {
+        tn_release(*ret0);
+        return AOTI_TORCH_FAILURE;
+    }
+    return AOTI_TORCH_SUCCESS;
 }

@@ -277,9 +277,8 @@ SHIM(aoti_torch_zero_, AtenTensorHandle self)
         if (tn_numel(t) != 1 || t->dtype != dt || t->device.type != TN_DEVICE_CPU)                 \
             return tn__aoti_rc(tn_set_error(TN_EINVAL, "%s: needs one %s on the CPU", __func__,    \
                                             tn_dtype_name(dt)));                                   \
-        void *p;                                                                                   \
-        aoti_torch_get_data_ptr(t, &p);                                                            \
-        memcpy(ret, p, sizeof *ret);                                                               \
+        memcpy(ret, (const char *)t->storage->data + t->offset * (int64_t)sizeof *ret,             \
+               sizeof *ret);                                                                       \
         return AOTI_TORCH_SUCCESS;                                                                 \
     }
 

@@ -51,8 +51,8 @@ static void __attribute__((constructor)) ran(void) { FILE *f = fopen(RAN, "w"); 
     assert_output --partial "1 tensor matches"
 }
 
-@test "run PACKAGE.pt2: the MLP (SLEEF's exp, log and tanh) and the CNN (channels-last convolutions)" {
-    for m in mlp cnn; do
+@test "run PACKAGE.pt2: the MLP (SLEEF's exp, log and tanh), the CNN (channels-last convolutions), the transformer block (flash attention's layouts)" {
+    for m in mlp cnn block; do
         require_package $m
         run tcompile run "$CACHE/$m.pt2" -i "$CACHE/${m}_inputs.pt" -o "$T/$m.npz"
         assert_success

@@ -25,3 +25,11 @@ tests_unit_test_compile_random_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_compile_random_LDFLAGS = $(TN_UNIT_LINK)
 # The libFuzzer target is built by its own script (clang), not by make.
 EXTRA_DIST += tests/fuzz/fuzz_compile.c tests/fuzz/compile.sh
+# libtensor-aoti (lib/aoti), its sources compiled in beside the static
+# libtensor.
+UNIT_TESTS += tests/unit/test_aoti
+tests_unit_test_aoti_SOURCES = tests/unit/test_aoti.c lib/aoti/types.c lib/aoti/tensor.c \
+	lib/aoti/ops.c lib/aoti/sleef.c
+tests_unit_test_aoti_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_aoti_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_aoti_LDFLAGS = $(TN_UNIT_LINK)
