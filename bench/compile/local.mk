@@ -12,3 +12,12 @@ TN_BENCH_SH += bench/compile/package.sh
 bench-package: bin/tcompile/tcompile$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/compile/package.sh
 .PHONY: bench-package
+
+# PyTorch's AOTInductor packages under tcompile run (libtensor-aoti) against
+# PyTorch's own loader (issue 18). `make bench-aoti` runs it alone.
+TN_BENCH_SH += bench/compile/aoti.sh
+EXTRA_DIST += bench/compile/aoti.py
+
+bench-aoti: bin/tcompile/tcompile$(EXEEXT) $(pkglib_LTLIBRARIES)
+	$(SHELL) $(srcdir)/bench/compile/aoti.sh
+.PHONY: bench-aoti

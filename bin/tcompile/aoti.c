@@ -480,7 +480,7 @@ int tc_aoti_run(const char *pkg)
     }
     if (rc == 0 && tc.time) {
         fprintf(stderr, "tcompile: %s: load took %.3f ms\n", pkg, load_s * 1e3);
-        fprintf(stderr, "tcompile: %s: run took %.3f ms%s\n", pkg, best * 1e3,
+        fprintf(stderr, "tcompile: %s: run took %.4f ms%s\n", pkg, best * 1e3,
                 tc.repeat > 1 ? " (the fastest of --repeat)" : "");
     }
     if (rc == 0)

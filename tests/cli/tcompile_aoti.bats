@@ -116,3 +116,15 @@ int AOTInductorModelContainerRun(void) { return 0; }" -DRAN="\"$T/ran\"" \
     run ls -A "$TMPDIR"
     assert_output ""
 }
+
+@test "bench/compile/aoti.sh: a run-time row with its ratio and the cold starts" {
+    require_torch2
+    require_package linear_relu
+    cd "$TN_BUILDDIR"
+    run "$TN_SRCDIR/bench/compile/aoti.sh" --cache "$CACHE" --models linear_relu --threads 1 \
+        --repeat 3 --starts 1
+    assert_success
+    assert_line --regexp '^linear_relu +1 +[0-9.]+ +[0-9.]+ +[0-9.]+x$'
+    assert_line --regexp '^  tcompile run +[0-9.]+ ms$'
+    assert_line --regexp '^  python -c import torch +[0-9.]+ ms +[0-9.]+x ours$'
+}
