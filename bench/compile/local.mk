@@ -16,7 +16,7 @@ bench-package: bin/tcompile/tcompile$(EXEEXT)
 # PyTorch's AOTInductor packages under tcompile run (libtensor-aoti) against
 # PyTorch's own loader (issue 18). `make bench-aoti` runs it alone.
 TN_BENCH_SH += bench/compile/aoti.sh
-EXTRA_DIST += bench/compile/aoti.py
+EXTRA_DIST += bench/compile/aoti.py bench/compile/aoti_loader.cpp
 
 bench-aoti: bin/tcompile/tcompile$(EXEEXT) $(pkglib_LTLIBRARIES)
 	$(SHELL) $(srcdir)/bench/compile/aoti.sh
