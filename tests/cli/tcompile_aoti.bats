@@ -62,6 +62,22 @@ static void __attribute__((constructor)) ran(void) { FILE *f = fopen(RAN, "w"); 
     done
 }
 
+@test "run PACKAGE.pt2: a package exported with a symbolic batch runs at two batch sizes, and refuses one outside its range" {
+    require_package mlp_dyn
+    for k in "" 2; do
+        run tcompile run "$CACHE/mlp_dyn.pt2" -i "$CACHE/mlp_dyn_inputs$k.pt" -o "$T/out$k.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$T/out$k.pt" "$CACHE/mlp_dyn_expected$k.pt"
+        assert_success
+        assert_output --partial "1 tensor matches"
+    done
+    python3 -c 'import numpy; numpy.save("'"$T"'/big.npy", numpy.zeros((65, 64), "float32"))' ||
+        skip "no numpy"
+    run tcompile run "$CACHE/mlp_dyn.pt2" -i "$T/big.npy"
+    assert_failure 2
+    assert_output --partial "mlp_dyn.pt2: its model's run failed"
+}
+
 @test "run PACKAGE.pt2: a wrong input shape or dtype is refused by the model's checks, exit 2" {
     require_package linear_relu
     tcompile run "$CACHE/linear_relu.pt2" -i "$CACHE/linear_relu_inputs.pt" -o "$T/x.npy"
