@@ -25,3 +25,4 @@ lib_aoti_libc10_la_LDFLAGS = $(TN_AOTI_STANDIN_LDFLAGS)
 lib_aoti_libc10_la_LIBADD = lib/aoti/libtensor-aoti.la
 # ops.c includes the generated tensor/ops.h
 $(lib_aoti_libtensor_aoti_la_OBJECTS): | $(TN_OPS_GEN)
+dist_man_MANS += man/man3/libtensor-aoti.3

@@ -65,6 +65,11 @@ AOTITorchError aoti_torch_cpu_convolution(
     const int64_t *dilation, int64_t dilation_len, int32_t transposed,
     const int64_t *output_padding, int64_t output_padding_len, int64_t groups,
     AtenTensorHandle *ret0);
+AOTITorchError aoti_torch_cpu_max_pool2d_with_indices(
+    AtenTensorHandle self, const int64_t *kernel_size, int64_t kernel_size_len,
+    const int64_t *stride, int64_t stride_len, const int64_t *padding, int64_t padding_len,
+    const int64_t *dilation, int64_t dilation_len, int32_t ceil_mode, AtenTensorHandle *ret0,
+    AtenTensorHandle *ret1);
 bool aoti_torch_grad_mode_is_enabled(void);
 void aoti_torch_grad_mode_set_enabled(bool enabled);
 
@@ -237,6 +242,37 @@ static void channels_last_convolution(void **state)
     tn_release(x);
 }
 
+/* The same for max pooling, values and indices. */
+static void channels_last_max_pool(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = tn_randn(TN_SHAPE(1, 3, 4, 4), TN_FLOAT32, NULL);
+    const int64_t cl[] = {48, 1, 12, 3}, k[] = {2, 2}, zero[] = {0, 0}, one[] = {1, 1};
+    AtenTensorHandle xl, v, i;
+    assert_int_equal(aoti_torch_empty_strided(4, x->sizes, cl, 6, 0, -1, &xl), 0);
+    assert_int_equal(tn_copy_(xl, x), 0);
+    assert_int_equal(aoti_torch_cpu_max_pool2d_with_indices(xl, k, 2, k, 2, zero, 2, one, 2, 0,
+                                                             &v, &i),
+                     0);
+    const int64_t want[] = {12, 1, 6, 3};
+    assert_memory_equal(v->strides, want, sizeof want);
+    assert_memory_equal(i->strides, want, sizeof want);
+    struct tn_tensor *rv = NULL, *ri = NULL;
+    assert_int_equal(tn_max_pool2d_with_indices(x, k, 2, k, 2, zero, 2, one, 2, false, &rv, &ri),
+                     0);
+    struct tn_tensor *vc = tn_contiguous(v), *ic = tn_contiguous(i);
+    assert_memory_equal(vc->storage->data, rv->storage->data, 12 * sizeof(float));
+    assert_memory_equal(ic->storage->data, ri->storage->data, 12 * sizeof(int64_t));
+    tn_release(vc);
+    tn_release(ic);
+    tn_release(rv);
+    tn_release(ri);
+    aoti_torch_delete_tensor_object(v);
+    aoti_torch_delete_tensor_object(i);
+    aoti_torch_delete_tensor_object(xl);
+    tn_release(x);
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 __m128 Sleef_expf4_u10(__m128 x);
@@ -280,6 +316,7 @@ int main(void)
         cmocka_unit_test(pool_allocations),
         cmocka_unit_test(clone_preserve_strides_of_an_expand),
         cmocka_unit_test(channels_last_convolution),
+        cmocka_unit_test(channels_last_max_pool),
         cmocka_unit_test(sleef_functions),
         cmocka_unit_test(grad_mode),
     };
