@@ -320,58 +320,71 @@ static const char *input_list(const struct model *m)
     return m->nin ? buf : "none";
 }
 
-/* Binds the --input tensors to the model's inputs: NAME=FILE to the input
- * NAME (FILE's member NAME, or its only tensor); in FILE alone, a tensor
- * named as an input to that input, the others to the inputs left, in
- * order. */
+/* Sets input k to t, once. */
+static int bind(const struct model *m, const char *pkg, struct tn_tensor **in, long k,
+                struct tn_value *t, const char *arg)
+{
+    if (t->kind != TN_VALUE_TENSOR)
+        return tn_set_error(TN_EINVAL, "--input %s: not a tensor", arg);
+    if (in[k])
+        return tn_set_error(TN_EINVAL, "--input %s: %s's input '%s' is given twice", arg, pkg,
+                            m->in_names[k]);
+    in[k] = tn_retain(t->v.tensor);
+    return 0;
+}
+
+/* Binds the --input tensors to the model's inputs: first by name (NAME=FILE
+ * binds FILE's member NAME or its only tensor; a tensor of FILE named as an
+ * input binds to it), then the other tensors of the FILEs, in order, to the
+ * inputs left. */
 static int bind_inputs(const struct model *m, const char *pkg, struct tn_tensor **in)
 {
-    size_t next = 0;
-    for (int a = 0; a < tc.ninputs; a++) {
-        const char *arg = tc.inputs[a], *eq = strchr(arg, '=');
-        char name[1024] = "";
-        if (eq && (size_t)(eq - arg) < sizeof name)
-            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-        struct tn_value *f = tc_load_tensors(eq ? eq + 1 : arg);
-        if (!f)
-            return tn_last_status();
-        int rc = 0;
-        if (*name) {
-            long k = input_index(m, name);
-            struct tn_value *t = tn_value_get(f, name);
-            if (!t && f->v.dict.n == 1)
-                t = f->v.dict.vals[0];
-            if (k < 0)
-                rc = tn_set_error(TN_EINVAL, "--input %s: %s has no input '%s' (its inputs: %s)",
-                                  arg, pkg, name, input_list(m));
-            else if (!t || t->kind != TN_VALUE_TENSOR)
-                rc = tn_set_error(TN_EINVAL, "%s: no tensor '%s' (and more than one)", eq + 1, name);
-            else if (!in[k])
-                in[k] = tn_retain(t->v.tensor);
+    struct tn_value **files = calloc((size_t)tc.ninputs + 1, sizeof *files);
+    int rc = files ? 0 : tn_set_error(TN_ENOMEM, "out of memory");
+    for (int pass = 0; pass < 2; pass++) {
+        size_t next = 0;
+        for (int a = 0; rc == 0 && a < tc.ninputs; a++) {
+            const char *arg = tc.inputs[a], *eq = strchr(arg, '=');
+            char name[1024] = "";
+            if (eq && (size_t)(eq - arg) < sizeof name)
+                snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+            struct tn_value *f = files[a];
+            if (!f && !(f = files[a] = tc_load_tensors(eq ? eq + 1 : arg)))
+                rc = tn_last_status();
+            else if (*name && pass == 0) {
+                long k = input_index(m, name);
+                struct tn_value *t = tn_value_get(f, name);
+                if (!t && f->v.dict.n == 1)
+                    t = f->v.dict.vals[0];
+                rc = k < 0 ? tn_set_error(TN_EINVAL, "--input %s: %s has no input '%s' (its "
+                                          "inputs: %s)", arg, pkg, name, input_list(m))
+                     : !t ? tn_set_error(TN_EINVAL, "%s: no tensor '%s' (and more than one)",
+                                         eq + 1, name)
+                          : bind(m, pkg, in, k, t, arg);
+            }
+            for (size_t i = 0; !*name && rc == 0 && i < f->v.dict.n; i++) {
+                struct tn_value *key = f->v.dict.keys[i];
+                long k = key->kind == TN_VALUE_STR ? input_index(m, key->v.str.s) : -1;
+                if ((k >= 0) != (pass == 0))
+                    continue;
+                while (k < 0 && next < m->nin && in[next])
+                    next++;
+                if (k < 0 && next == m->nin)
+                    rc = tn_set_error(TN_EINVAL, "--input %s: more tensors than %s's %zu "
+                                      "inputs (%s)", arg, pkg, m->nin, input_list(m));
+                else
+                    rc = bind(m, pkg, in, k < 0 ? (long)next : k, f->v.dict.vals[i], arg);
+            }
         }
-        for (size_t i = 0; !*name && rc == 0 && i < f->v.dict.n; i++) {
-            struct tn_value *key = f->v.dict.keys[i], *t = f->v.dict.vals[i];
-            long k = key->kind == TN_VALUE_STR ? input_index(m, key->v.str.s) : -1;
-            while (k < 0 && next < m->nin && in[next])
-                next++;
-            if (k < 0 && next == m->nin)
-                rc = tn_set_error(TN_EINVAL, "--input %s: more tensors than %s's %zu inputs (%s)",
-                                  arg, pkg, m->nin, input_list(m));
-            else if (t->kind != TN_VALUE_TENSOR)
-                rc = tn_set_error(TN_EINVAL, "--input %s: '%s' is not a tensor", arg,
-                                  key->kind == TN_VALUE_STR ? key->v.str.s : "?");
-            else
-                in[k < 0 ? (long)next : k] = tn_retain(t->v.tensor);
-        }
-        tn_value_release(f);
-        if (rc < 0)
-            return rc;
     }
-    for (size_t i = 0; i < m->nin; i++)
+    for (int a = 0; files && a < tc.ninputs; a++)
+        tn_value_release(files[a]);
+    free(files);
+    for (size_t i = 0; rc == 0 && i < m->nin; i++)
         if (!in[i])
-            return tn_set_error(TN_EINVAL, "%s: no value for its input %zu ('%s'; its inputs: %s); "
-                                "give --input", pkg, i, m->in_names[i], input_list(m));
-    return 0;
+            rc = tn_set_error(TN_EINVAL, "%s: no value for its input %zu ('%s'; its inputs: %s); "
+                              "give --input", pkg, i, m->in_names[i], input_list(m));
+    return rc;
 }
 
 static double now(void)

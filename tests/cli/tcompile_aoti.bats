@@ -38,28 +38,47 @@ fake_package() {
     (cd "$T" && zip -qr "$name.pt2" "$name")
 }
 
+# package_matches NAME OUT NOUT: tcompile run of the cached package NAME on
+# its inputs, written to OUT, gives PyTorch's NOUT outputs.
+package_matches() {
+    require_package "$1"
+    run tcompile run "$CACHE/$1.pt2" -i "$CACHE/${1}_inputs.pt" -o "$2"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$2" "$CACHE/${1}_expected.pt"
+    assert_success
+    assert_output --regexp "[^0-9]$3 tensors? match"
+}
+
 # A library that would leave $T/ran behind if any of its code ran.
 CTOR='#include <stdio.h>
 static void __attribute__((constructor)) ran(void) { FILE *f = fopen(RAN, "w"); if (f) fclose(f); }'
 
 @test "run PACKAGE.pt2: Linear+ReLU from AOTInductor gives PyTorch's outputs" {
-    require_package linear_relu
-    run tcompile run "$CACHE/linear_relu.pt2" -i "$CACHE/linear_relu_inputs.pt" -o "$T/out.pt"
-    assert_success
-    run tckpt diff --atol 1e-5 --rtol 1e-4 "$T/out.pt" "$CACHE/linear_relu_expected.pt"
-    assert_success
-    assert_output --partial "1 tensor matches"
+    package_matches linear_relu "$T/out.pt" 1
 }
 
-@test "run PACKAGE.pt2: the MLP (SLEEF's exp, log and tanh), the CNN (channels-last convolutions), the transformer block (flash attention's layouts)" {
-    for m in mlp cnn block; do
-        require_package $m
-        run tcompile run "$CACHE/$m.pt2" -i "$CACHE/${m}_inputs.pt" -o "$T/$m.npz"
-        assert_success
-        run tckpt diff --atol 1e-5 --rtol 1e-4 "$T/$m.npz" "$CACHE/${m}_expected.pt"
-        assert_success
-        assert_output --partial "1 tensor matches"
+@test "run PACKAGE.pt2: the MLP (SLEEF's exp, log and tanh), the CNN (channels-last convolutions), the transformer block (flash attention's layouts), a ResNet block" {
+    for m in mlp cnn block resblock; do
+        package_matches $m "$T/$m.npz" 1
     done
+}
+
+@test "run PACKAGE.pt2: two inputs bound in order or by name, two outputs" {
+    package_matches two_inputs "$T/out.pt" 2
+    # the inputs' names are the placeholders': a named one binds first,
+    # wherever it stands; the others fill the inputs left, in order
+    python3 -c 'import torch; d = torch.load("'"$CACHE"'/two_inputs_inputs.pt")
+torch.save({"b": d["input1"]}, "'"$T"'/b.pt"); torch.save({"a": d["input0"]}, "'"$T"'/a.pt")'
+    run tcompile run "$CACHE/two_inputs.pt2" -i "$T/b.pt" -i arg0_1="$T/a.pt" -o "$T/out2.pt"
+    assert_success
+    run tckpt diff "$T/out2.pt" "$T/out.pt"
+    assert_success
+    run tcompile run "$CACHE/two_inputs.pt2" -i arg1_1="$T/a.pt" -i arg1_1="$T/b.pt"
+    assert_failure 2
+    assert_output --partial "two_inputs.pt2's input 'arg1_1' is given twice"
+    run tcompile run "$CACHE/two_inputs.pt2" -i x="$T/a.pt"
+    assert_failure 2
+    assert_output --partial "has no input 'x' (its inputs: arg0_1, arg1_1)"
 }
 
 @test "run PACKAGE.pt2: a package exported with a symbolic batch runs at two batch sizes, and refuses one outside its range" {
