@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +57,11 @@ static long model_library(const struct tn_zip *z)
 
 bool tc_aoti_is_package(const char *path)
 {
+    /* a regular file only: reading a pipe's first bytes would take them
+     * from the graph reader */
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+        return false;
     FILE *f = fopen(path, "rb");
     char magic[4] = "";
     bool zip = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "PK\3\4", 4);
@@ -183,12 +189,24 @@ static bool defined_somewhere(const struct loaded *l, const char *sym)
     return false;
 }
 
+/* What a model library needs that tensorkit lacks: libtorch libraries it
+ * does not stand in for, and undefined symbols none of the loaded
+ * libraries define; and how many aoti_torch_* functions it calls. */
+struct lacks {
+    struct tc_strs libs, syms;
+    int nshim;
+};
+
+static void lacks_free(struct lacks *k)
+{
+    tc_strs_free(&k->libs);
+    tc_strs_free(&k->syms);
+}
+
 /* Loads libtensor-aoti, the stand-ins the model names and its other
- * libraries, then checks that each symbol the model leaves undefined is
- * defined by one of them: a package calling a shim function we lack is
- * refused here, naming every such function, before any of its code runs.
- * Then loads the model. */
-static int load(const char *pkg, const char *so, struct loaded *l)
+ * libraries (not the model), and fills *k with what none of them
+ * provides. 0, or an error for a library that does not load. */
+static int resolve(const char *pkg, const char *so, struct loaded *l, struct lacks *k)
 {
     struct tc_strs needed = {0}, undef = {0};
     if (tc_elf_needs(so, &needed, &undef) < 0)
@@ -198,41 +216,117 @@ static int load(const char *pkg, const char *so, struct loaded *l)
     int rc = load_lib(l, path, RTLD_NOW | RTLD_LOCAL, pkg);
     for (int i = 0; rc == 0 && i < needed.n; i++) {
         const char *n = needed.v[i];
-        if (is_standin(n)) {
-            snprintf(path, sizeof path, "%s/%s", aoti_libdir(), n);
+        snprintf(path, sizeof path, "%s/%s", aoti_libdir(), n);
+        if (is_standin(n))
             rc = load_lib(l, path, RTLD_NOW | RTLD_LOCAL, pkg);
-        } else if (!strncmp(n, "libtorch", 8) || !strncmp(n, "libc10", 6)) {
-            rc = tn_set_error(TN_ERUNTIME, "%s: its model needs %s, which tensorkit does not "
-                              "stand in for (libtensor-aoti runs CPU packages; it stands in for "
-                              "libtorch.so, libtorch_cpu.so and libc10.so)", pkg, n);
-        } else {
+        else if (!strncmp(n, "libtorch", 8) || !strncmp(n, "libc10", 6))
+            rc = tc_strs_push(&k->libs, n);
+        else
             rc = load_lib(l, n, RTLD_LAZY | RTLD_LOCAL, pkg);
-        }
     }
+    for (int i = 0; rc == 0 && i < undef.n; i++) {
+        k->nshim += !strncmp(undef.v[i], "aoti_torch_", 11);
+        if (!defined_somewhere(l, undef.v[i]))
+            rc = tc_strs_push(&k->syms, undef.v[i]);
+    }
+    tc_strs_free(&needed);
+    tc_strs_free(&undef);
+    return rc;
+}
+
+/* resolve(), then: a package needing a libtorch we do not stand in for,
+ * or calling a function none of the libraries provides, is refused here,
+ * naming them, before any of its code runs; else the model is loaded. */
+static int load(const char *pkg, const char *so, struct loaded *l)
+{
+    struct lacks k = {0};
+    int rc = resolve(pkg, so, l, &k);
+    char missing[1024] = "";
+    size_t len = 0;
+    for (int i = 0; i < k.syms.n && len < sizeof missing; i++)
+        len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s", i ? ", " : "",
+                                k.syms.v[i]);
+    if (rc == 0 && k.libs.n)
+        rc = tn_set_error(TN_ERUNTIME, "%s: its model needs %s, which tensorkit does not "
+                          "stand in for (libtensor-aoti runs CPU packages; it stands in for "
+                          "libtorch.so, libtorch_cpu.so and libc10.so)", pkg, k.libs.v[0]);
+    else if (rc == 0 && k.syms.n)
+        rc = tn_set_error(TN_ERUNTIME, "%s: its model calls %d function%s that "
+                          "libtensor-aoti does not provide: %s", pkg, k.syms.n,
+                          k.syms.n > 1 ? "s" : "", missing);
+    lacks_free(&k);
     /* the model checks each input's dtype, sizes and strides against
      * those it was compiled for (AOTInductor's own checks, off by default:
      * without them a wrong shape reads out of bounds) */
     if (rc == 0 && setenv("AOTI_RUNTIME_CHECK_INPUTS", "1", 0) < 0)
         rc = tn_set_error(TN_ENOMEM, "out of memory");
-    char missing[1024] = "";
-    size_t len = 0;
-    int nmissing = 0;
-    for (int i = 0; rc == 0 && i < undef.n; i++)
-        if (!defined_somewhere(l, undef.v[i])) {
-            if (len < sizeof missing)
-                len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s",
-                                        nmissing ? ", " : "", undef.v[i]);
-            nmissing++;
-        }
-    if (rc == 0 && nmissing)
-        rc = tn_set_error(TN_ERUNTIME, "%s: its model calls %d function%s that "
-                          "libtensor-aoti does not provide: %s", pkg, nmissing,
-                          nmissing > 1 ? "s" : "", missing);
-    tc_strs_free(&needed);
-    tc_strs_free(&undef);
     if (rc == 0 && !(l->model = dlopen(so, RTLD_NOW | RTLD_LOCAL)))
         rc = tn_set_error(TN_EIO, "%s: cannot load its model: %s", pkg, dlerror());
     return rc;
+}
+
+/* Extracts the package's model library into a private folder (removed
+ * before returning) and passes it to fn. */
+static int with_library(const char *pkg, struct loaded *l,
+                        int (*fn)(const char *pkg, const char *so, struct loaded *l, void *ctx),
+                        void *ctx)
+{
+    struct scratch s = {0};
+    char so[4352] = "";
+    struct tn_zip *z = tn_zip_open(pkg);
+    long lib = z ? model_library(z) : -1;
+    int rc = !z || extract(z, lib, &s, so, sizeof so) < 0 ? -1 : fn(pkg, so, l, ctx);
+    tn_zip_close(z);
+    scratch_remove(&s); /* loaded or not: the files are no longer needed */
+    return rc;
+}
+
+static int load_cb(const char *pkg, const char *so, struct loaded *l, void *ctx)
+{
+    (void)ctx;
+    return load(pkg, so, l);
+}
+
+static int resolve_cb(const char *pkg, const char *so, struct loaded *l, void *ctx)
+{
+    return resolve(pkg, so, l, ctx);
+}
+
+int tc_aoti_check(const char *pkg, bool json)
+{
+    struct loaded l = {0};
+    struct lacks k = {0};
+    int rc = with_library(pkg, &l, resolve_cb, &k);
+    unload(&l);
+    if (rc < 0) {
+        lacks_free(&k);
+        return tc_fail();
+    }
+    int problems = k.libs.n + k.syms.n;
+    if (json) {
+        json_t *o = json_object(), *list = json_array();
+        for (int i = 0; i < k.libs.n; i++)
+            json_array_append_new(list, json_pack("{s:s}", "library", k.libs.v[i]));
+        for (int i = 0; i < k.syms.n; i++)
+            json_array_append_new(list, json_pack("{s:s}", "function", k.syms.v[i]));
+        json_object_set_new(o, "package", json_string(pkg));
+        json_object_set_new(o, "ok", json_boolean(problems == 0));
+        json_object_set_new(o, "shim_functions", json_integer(k.nshim));
+        json_object_set_new(o, "problems", list);
+        tc_json_print(o);
+    } else {
+        for (int i = 0; i < k.libs.n; i++)
+            printf("%s: needs %s, which tensorkit does not stand in for\n", pkg, k.libs.v[i]);
+        for (int i = 0; i < k.syms.n; i++)
+            printf("%s: calls %s, which libtensor-aoti does not provide\n", pkg, k.syms.v[i]);
+        if (!problems)
+            printf("%s: ok (an AOTInductor package; its model calls %d aoti_torch_* functions, "
+                   "all in libtensor-aoti)\n", pkg, k.nshim);
+    }
+    lacks_free(&k);
+    if (tn_stdout_flush() < 0)
+        return tc_fail();
+    return problems ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------ run */
@@ -469,20 +563,12 @@ int tc_aoti_run(const char *pkg)
      * thread unless TN_NUM_THREADS asks otherwise. */
     if (!getenv("TN_NUM_THREADS"))
         tn_set_num_threads(1);
-    struct scratch s = {0};
     struct loaded l = {0};
     struct model m = {0};
     struct tn_tensor **in = NULL;
     struct tn_value *out = NULL;
-    char so[4352] = "";
-    int rc = 0;
     double t0 = now();
-    struct tn_zip *z = tn_zip_open(pkg);
-    long lib = z ? model_library(z) : -1;
-    if (!z || extract(z, lib, &s, so, sizeof so) < 0 || load(pkg, so, &l) < 0)
-        rc = -1;
-    tn_zip_close(z);
-    scratch_remove(&s); /* loaded: the files are no longer needed */
+    int rc = with_library(pkg, &l, load_cb, NULL);
     if (rc == 0 && (rc = model_open(l.model, pkg, &m)) == 0 &&
         !(in = calloc(m.nin + 1, sizeof *in)))
         rc = tn_set_error(TN_ENOMEM, "out of memory");

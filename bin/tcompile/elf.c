@@ -22,7 +22,7 @@ static int bad(const char *path)
     return tn_set_error(TN_EFORMAT, "%s: not a 64-bit ELF shared library we can read", path);
 }
 
-static int push(struct tc_strs *s, const char *str)
+int tc_strs_push(struct tc_strs *s, const char *str)
 {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
@@ -80,7 +80,7 @@ static int scan(const unsigned char *b, size_t len, const char *path, struct tc_
                 const char *name = str_at(b, len, strs, d[k].d_un.d_val);
                 if (!name)
                     return bad(path);
-                if (push(needed, name) < 0)
+                if (tc_strs_push(needed, name) < 0)
                     return tn_last_status();
             }
             continue;
@@ -92,7 +92,7 @@ static int scan(const unsigned char *b, size_t len, const char *path, struct tc_
             const char *name = str_at(b, len, strs, sym[k].st_name);
             if (!name)
                 return bad(path);
-            if (*name && push(undef, name) < 0)
+            if (*name && tc_strs_push(undef, name) < 0)
                 return tn_last_status();
         }
     }

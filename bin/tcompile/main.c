@@ -16,6 +16,7 @@
 #include <tensor/graph.h>
 #include <tensor/io.h>
 
+#include "aoti.h"
 #include "tcompile.h"
 
 static const char usage_text[] =
@@ -24,8 +25,8 @@ static const char usage_text[] =
     "Check, show and run graphs exported from PyTorch: torch.export's JSON\n"
     "(ExportedProgram) or a .pt2 archive from torch.export.save; '-' reads\n"
     "standard input.\n"
-    "run also runs a package of AOTInductor (aoti_compile_and_package's .pt2)\n"
-    "through libtensor-aoti, without libtorch.\n"
+    "check and run also take a package of AOTInductor (aoti_compile_and_package's\n"
+    ".pt2): run runs it through libtensor-aoti, without libtorch.\n"
     "\n"
     "Commands:\n"
     "  check GRAPH...           validate: targets, arguments, definitions before\n"
@@ -140,6 +141,8 @@ int tc_fail(void)
 
 static int cmd_check(const char *path)
 {
+    if (tc_aoti_is_package(path))
+        return tc_aoti_check(path, tc.json);
     struct tn_graph *g = tn_graph_load(path, NULL, NULL);
     if (!g)
         return tc_fail();

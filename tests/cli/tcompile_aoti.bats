@@ -126,6 +126,41 @@ int AOTInductorModelContainerRun(void *p) { long d; return aoti_torch_frobnicate
     assert_output ""
 }
 
+@test "check PACKAGE.pt2: one line per function libtensor-aoti lacks, exit 1, nothing run; --json" {
+    fake_package unknown "$CTOR
+int aoti_torch_frobnicate(void *); int aoti_torch_zork(void); int aoti_torch_get_dim(void *, long *);
+int AOTInductorModelContainerRun(void *p) { long d; return aoti_torch_frobnicate(p) + aoti_torch_zork() + aoti_torch_get_dim(p, &d); }" \
+        -DRAN="\"$T/ran\""
+    run tcompile check "$T/unknown.pt2"
+    assert_failure 1
+    assert_line "$T/unknown.pt2: calls aoti_torch_frobnicate, which libtensor-aoti does not provide"
+    assert_line "$T/unknown.pt2: calls aoti_torch_zork, which libtensor-aoti does not provide"
+    assert_equal "${#lines[@]}" 2
+    run tcompile check --json "$T/unknown.pt2"
+    assert_failure 1
+    assert_output --partial '"ok": false, "shim_functions": 3, "problems": [{"function": "aoti_torch_'
+    [ ! -e "$T/ran" ]
+    run ls -A "$TMPDIR"
+    assert_output ""
+}
+
+@test "a graph from a pipe is not read as a package (its first bytes stay for the graph reader)" {
+    FX="$TN_SRCDIR/tests/fixtures/graph/torch2"
+    run tcompile check <(cat "$FX/mlp.pt2")
+    assert_success
+    run tcompile run <(cat "$FX/mlp.json") -w "$FX/mlp.pt" -i "$FX/mlp_inputs.pt" -o "$T/o.npz"
+    assert_success
+}
+
+@test "check PACKAGE.pt2: AOTInductor's packages need nothing libtensor-aoti lacks" {
+    for m in linear_relu mlp cnn block resblock; do
+        require_package $m
+        run tcompile check "$CACHE/$m.pt2"
+        assert_success
+        assert_output --regexp "^$CACHE/$m.pt2: ok \(an AOTInductor package; its model calls [0-9]+ aoti_torch_\* functions, all in libtensor-aoti\)$"
+    done
+}
+
 @test "run PACKAGE.pt2: a package needing libtorch_cuda.so is refused, naming it" {
     command -v cc >/dev/null || skip "no cc"
     mkdir -p "$T/lib"
@@ -137,6 +172,9 @@ int AOTInductorModelContainerRun(void) { return 0; }" -DRAN="\"$T/ran\"" \
     run tcompile run "$T/cuda.pt2"
     assert_failure 2
     assert_output --partial "cuda.pt2: its model needs libtorch_cuda.so, which tensorkit does not stand in for"
+    run tcompile check "$T/cuda.pt2"
+    assert_failure 1
+    assert_output "$T/cuda.pt2: needs libtorch_cuda.so, which tensorkit does not stand in for"
     [ ! -e "$T/ran" ]
 }
 
