@@ -443,7 +443,7 @@ static int bind_inputs(const struct model *m, const char *pkg, struct tn_tensor 
             if (eq && (size_t)(eq - arg) < sizeof name)
                 snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
             struct tn_value *f = files[a];
-            if (!f && !(f = files[a] = tc_load_tensors(eq ? eq + 1 : arg)))
+            if (!f && !(f = files[a] = tn_io_load_dict(eq ? eq + 1 : arg)))
                 rc = tn_last_status();
             else if (*name && pass == 0) {
                 long k = input_index(m, name);

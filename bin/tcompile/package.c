@@ -7,16 +7,19 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <tensor/compile.h>
 #include <tensor/core.h>
 
 #include "tcompile.h"
 
-/* An ELF shared object by its first bytes ("-" and pipes are graphs). */
+/* An ELF shared object by its first bytes; only a regular file is read
+ * ("-" and pipes are graphs, whose bytes must not be consumed). */
 bool tc_is_package(const char *path)
 {
-    if (!strcmp(path, "-"))
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return false;
     FILE *f = fopen(path, "rb");
     unsigned char m[4] = {0};

@@ -42,6 +42,7 @@ void tc_json_print(json_t *o);
 
 /* run.c, shared with package.c */
 struct tn_value *tc_load_inputs(const struct tn_graph *g);
+/* a dict of tensors written to path o (printed when o is NULL) */
 int tc_write_tensors(const struct tn_value *out, const char *o);
 double tc_now(void);
 struct tn_compile_options tc_compile_options(void);
@@ -50,10 +51,6 @@ int tc_show(const char *path); /* show.c */
 /* check --missing over n graphs: 0 nothing missing, 1 some, 2 an error. */
 int tc_missing(char *const *paths, int n); /* missing.c */
 int tc_run(const char *path);  /* run.c */
-/* run.c: any tensor file as a dict of name -> tensor (NULL with an error),
- * and a dict of tensors written to path o (printed when o is NULL). */
-struct tn_value *tc_load_tensors(const char *path);
-int tc_write_tensors(const struct tn_value *out, const char *o);
 int tc_compile(const char *path); /* run.c: tcompile compile */
 int tc_build(const char *path);   /* run.c: tcompile build */
 /* run.c: tcompile run of a library tcompile build made (package.c) */
