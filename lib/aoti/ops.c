@@ -146,8 +146,8 @@ SHIM(aoti_torch_cpu__adaptive_avg_pool2d, AtenTensorHandle self, const int64_t *
  * its results with: the output [B, H, L, E] is empty_like(query viewed as
  * [B, L, H, E]) transposed back (the query's strides when that view is
  * dense, else [B, L, H, E] contiguous, transposed), the logsumexp [B, H, L]
- * is [B, L, H] contiguous, transposed. libtensor's op gives a non-dense
- * query's output contiguous as [B, H, L, E]. */
+ * is [B, L, H] contiguous, transposed. libtensor's op gives these itself;
+ * restride stays as the guard of that contract (a no-op when it holds). */
 SHIM(aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu, AtenTensorHandle query,
      AtenTensorHandle key, AtenTensorHandle value, double dropout_p, int32_t is_causal,
      AtenTensorHandle *attn_mask, double *scale, AtenTensorHandle *ret0, AtenTensorHandle *ret1)

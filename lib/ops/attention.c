@@ -168,7 +168,9 @@ bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
     for (int i = 0; i < 3; i++)
         if (t[i]->strides[t[i]->ndim - 1] != 1 && t[i]->sizes[t[i]->ndim - 1] != 1)
             return false;
-    return !tn_is_contiguous(q) && tn_is_non_overlapping_and_dense(q);
+    /* empty_like(query): its strides when dense, else dense in their order
+     * (a query split from a qkv projection gives [B, L, H, E] transposed) */
+    return true;
 }
 
 /* ------------------------------------------------------------ decompositions */
@@ -220,6 +222,40 @@ static int flash_check(const struct tn_tensor *q, const struct tn_tensor *k,
     return TN_OK;
 }
 
+/* *t replaced by its values with the dense strides st (same sizes), through
+ * a permute, a contiguous copy and the inverse permute, so that autograd
+ * follows; nothing is done when *t has them already. */
+static int with_strides(struct tn_tensor **t, const int64_t *st)
+{
+    struct tn_tensor *x = *t;
+    int nd = x->ndim;
+    bool same = true;
+    for (int d = 0; d < nd; d++)
+        same = same && (x->sizes[d] == 1 || x->strides[d] == st[d]);
+    if (same)
+        return TN_OK;
+    int64_t perm[TN_MAX_DIMS], inv[TN_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        perm[d] = d;
+    for (int i = 1; i < nd; i++) /* outermost (largest stride) first */
+        for (int j = i; j > 0 && st[perm[j]] > st[perm[j - 1]]; j--) {
+            int64_t tmp = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = tmp;
+        }
+    for (int d = 0; d < nd; d++)
+        inv[perm[d]] = d;
+    struct tn_tensor *p = tn_permute(x, perm, nd), *c = p ? tn_contiguous(p) : NULL;
+    struct tn_tensor *r = c ? tn_permute(c, inv, nd) : NULL;
+    tn_release(p);
+    tn_release(c);
+    if (!r)
+        return tn_last_status();
+    tn_release(x);
+    *t = r;
+    return TN_OK;
+}
+
 int tn__composite__scaled_dot_product_flash_attention_for_cpu(
     tn_keyset ks, const struct tn_tensor *query, const struct tn_tensor *key,
     const struct tn_tensor *value, double dropout_p, bool is_causal,
@@ -228,10 +264,31 @@ int tn__composite__scaled_dot_product_flash_attention_for_cpu(
 {
     *output = *logsumexp = NULL;
     int rc = flash_check(query, key, value, attn_mask, dropout_p);
+    if (rc == TN_OK)
+        rc = tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
+                                                    is_causal, scale, false, 0, output, logsumexp);
     if (rc < 0)
         return rc;
-    return tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
-                                                  is_causal, scale, false, 0, output, logsumexp);
+    /* PyTorch's CPU flash kernel's layouts, which compiled code (an
+     * AOTInductor package) reads its results with: the output as
+     * empty_like(query) (dense, in the order of the query's strides: a
+     * query split from a qkv projection gives [B, L, H, E] transposed), the
+     * logsumexp [B, L, H] transposed */
+    struct tn_tensor *like = tn_empty_like(query, (*output)->dtype);
+    int64_t lse_st[3] = {(*logsumexp)->sizes[1] * (*logsumexp)->sizes[2], 1,
+                         (*logsumexp)->sizes[1]};
+    rc = like ? TN_OK : tn_last_status();
+    if (rc == TN_OK)
+        rc = with_strides(output, like->strides);
+    if (rc == TN_OK && (*logsumexp)->ndim == 3)
+        rc = with_strides(logsumexp, lse_st);
+    tn_release(like);
+    if (rc < 0) {
+        tn_release(*output);
+        tn_release(*logsumexp);
+        *output = *logsumexp = NULL;
+    }
+    return rc;
 }
 
 int tn__composite__scaled_dot_product_flash_attention_for_cpu_backward(

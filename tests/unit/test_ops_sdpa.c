@@ -131,6 +131,47 @@ static void test_layouts(void **state)
     assert_int_equal(failed, 0);
 }
 
+/* _scaled_dot_product_flash_attention_for_cpu lays out its output and
+ * logsumexp as PyTorch's CPU kernel does, whatever the query's layout
+ * (compiled code reads them with those strides). */
+static void test_flash_layouts(void **state)
+{
+    (void)state;
+    json_t *fx = tn_test_fixture("../ops/sdpa");
+    json_t *cases = json_object_get(fx, "flash_layouts"), *c;
+    size_t ci;
+    int failed = 0;
+    assert_true(json_array_size(cases) >= 4);
+    json_array_foreach(cases, ci, c) {
+        struct tn_tensor *q = permuted(c, "q"), *k = permuted(c, "k"), *v = permuted(c, "v");
+        struct tn_tensor *out = NULL, *lse = NULL;
+        assert_int_equal(tn_underscore_scaled_dot_product_flash_attention_for_cpu(
+                             q, k, v, 0.0, false, NULL, NULL, &out, &lse),
+                         0);
+        int64_t want[TN_MAX_DIMS], lwant[TN_MAX_DIMS];
+        int n = tn_test_ints(json_object_get(c, "stride"), want);
+        int ln = tn_test_ints(json_object_get(c, "lse_stride"), lwant);
+        char what[64], a[128], b[128];
+        snprintf(what, sizeof what, "flash layout case %zu", ci);
+        if (n != out->ndim || memcmp(want, out->strides, sizeof(int64_t) * (size_t)n) ||
+            ln != lse->ndim || memcmp(lwant, lse->strides, sizeof(int64_t) * (size_t)ln)) {
+            print_message("# %s: strides %s and %s, PyTorch's %s and %s\n", what,
+                          tn_shape_format(out->strides, out->ndim, a, sizeof a),
+                          tn_shape_format(lse->strides, lse->ndim, b, sizeof b),
+                          json_dumps(json_object_get(c, "stride"), 0),
+                          json_dumps(json_object_get(c, "lse_stride"), 0));
+            failed++;
+        } else {
+            failed += compare(out, json_object_get(c, "out"), what, true) != 0;
+        }
+        drop4(q, k, v, NULL);
+        tn_release(out);
+        tn_release(lse);
+    }
+    json_decref(fx);
+    assert_int_equal(failed, 0);
+}
+
 struct gc {
     const struct tn_tensor *mask;
     double p, scale;
@@ -316,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_grads_against_pytorch),
         cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_flash_layouts),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_deterministic),
