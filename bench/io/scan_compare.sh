@@ -26,7 +26,7 @@ done
 # run TOOL FILE: prints yes, err or -
 run() {
     case $1 in
-    tckpt) "$tckpt" scan "$2" >/dev/null 2>&1; rc=$? ;;
+    tckpt) "$tckpt" scan --policy torch2 "$2" >/dev/null 2>&1; rc=$? ;;
     picklescan) picklescan -p "$2" >/dev/null 2>&1; rc=$? ;;
     modelscan) modelscan -p "$2" >/dev/null 2>&1; rc=$? ;;
     fickling) fickling --check-safety "$2" >/dev/null 2>&1; rc=$? ;;

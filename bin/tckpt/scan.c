@@ -2,9 +2,10 @@
  * bin/tckpt/scan.c: `tckpt scan`, the checkpoint auditor: runs the
  * library's scanner (tn_scan_*) over files, folders (-r) or standard input,
  * in parallel with -j, and prints text, JSON or SARIF 2.1.0.  Exit status:
- * 0 every file clean, 1 any finding, 2 a file could not be read or fully
- * analysed and showed no finding (never clean when incomplete), or a usage
- * error.
+ * 0 every file clean, 1 a finding at or above --fail-on, 2 a file could not
+ * be read or fully analysed and showed no such finding (never clean when
+ * incomplete; a file that is no model at all is 0 with --not-a-model=ok),
+ * or a usage error.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,24 +26,33 @@ int tckpt_scan_main(int argc, char **argv);
 static const char scan_usage[] =
     "Usage: tckpt scan [OPTION]... FILE...|-\n"
     "Audit checkpoints and pickles without running them: every global outside\n"
-    "torch.load(weights_only=True)'s allowlist is reported, with anomalies.\n"
-    "A distributed checkpoint folder (with .metadata) is one input: its\n"
-    ".metadata against the DCP metadata classes, and each of its items.\n"
+    "the policy's allowlist is reported, with anomalies, each finding graded\n"
+    "dangerous, unknown or suspicious. A distributed checkpoint folder (with\n"
+    ".metadata) is one input: its .metadata against the DCP metadata classes,\n"
+    "and each of its items.\n"
     "\n"
     "  -r, --recursive          scan every file under folders (a folder without\n"
     "                           -r is an error)\n"
     "      --json               print one JSON object\n"
     "      --sarif=FILE         also write SARIF 2.1.0 to FILE (- for standard\n"
     "                           output, then instead of the report)\n"
-    "      --policy=P           torch2 (default) or torch1.13\n"
+    "      --policy=P           pickle (default: torch2's list plus globals whose\n"
+    "                           unpickling runs no code), torch2 (exactly what\n"
+    "                           torch.load(weights_only=True) takes) or torch1.13\n"
+    "      --fail-on=S          the least severity that fails (exit 1): suspicious\n"
+    "                           (default: any finding), unknown or dangerous\n"
+    "      --not-a-model=A      a file that is no model (an image, text, an empty\n"
+    "                           file, a password-protected zip): error (default,\n"
+    "                           exit 2) or ok (exit 0)\n"
     "      --allow=MODULE.NAME  also allow this global (never os, posix, nt, sys,\n"
     "                           subprocess, builtins.eval/exec)\n"
     "      --allowlist=FILE     globals to allow, one MODULE.NAME a line\n"
     "  -j, --jobs=N             scan N files at a time (default 1)\n"
     "  -h, --help               print this help and exit\n"
     "\n"
-    "Exit status: 0 all clean; 1 findings; 2 a file could not be read or\n"
-    "fully analysed (and showed no finding), or a usage error.\n";
+    "Exit status: 0 all clean; 1 a finding at or above --fail-on; 2 a file\n"
+    "could not be read or fully analysed (and showed no such finding), or a\n"
+    "usage error.\n";
 
 struct file {
     char *path;
@@ -56,6 +66,8 @@ static struct {
     size_t next;
     pthread_mutex_t lock;
     struct tn_scan_options o;
+    int fail_on;         /* the least severity that fails */
+    bool not_model_ok;   /* --not-a-model=ok */
     const char **allow;
     size_t nallow, capallow;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -268,12 +280,13 @@ static void tstr(FILE *o, const char *s)
 
 static const char *status_of(const struct tn_scan_report *r)
 {
-    return r->n ? "findings" : r->incomplete ? "incomplete" : "clean";
+    return r->n ? "findings" : r->not_model ? "not-a-model" : r->incomplete ? "incomplete"
+                                                                            : "clean";
 }
 
 static void print_text(void)
 {
-    size_t sev[4] = {0}, clean = 0, bad = 0, inc = 0;
+    size_t sev[4] = {0}, clean = 0, bad = 0, inc = 0, notm = 0;
     for (size_t i = 0; i < S.n; i++) {
         const struct tn_scan_report *r = &S.f[i].r;
         for (size_t k = 0; k < r->n; k++) {
@@ -300,7 +313,12 @@ static void print_text(void)
             }
             fputc('\n', stdout);
         }
-        if (r->incomplete) {
+        if (r->not_model && !r->n) {
+            tstr(stdout, S.f[i].path);
+            fputs(": not a model: ", stdout);
+            tstr(stdout, r->format ? r->format : "?");
+            fputc('\n', stdout);
+        } else if (r->incomplete) {
             tstr(stdout, S.f[i].path);
             fputs(": incomplete: ", stdout);
             tstr(stdout, r->error ? r->error : "the scan could not finish");
@@ -308,14 +326,19 @@ static void print_text(void)
         }
         if (r->n)
             bad++;
+        else if (r->not_model)
+            notm++;
         else if (r->incomplete)
             inc++;
         else
             clean++;
     }
     printf("scanned %zu file%s: %zu clean, %zu with findings (%zu dangerous, %zu unknown, "
-           "%zu suspicious), %zu incomplete\n", S.n, S.n == 1 ? "" : "s", clean, bad,
+           "%zu suspicious), %zu incomplete", S.n, S.n == 1 ? "" : "s", clean, bad,
            sev[TN_SCAN_DANGEROUS], sev[TN_SCAN_UNKNOWN], sev[TN_SCAN_SUSPICIOUS], inc);
+    if (notm)
+        printf(", %zu not a model", notm);
+    fputc('\n', stdout);
 }
 
 static void jstr_or_null(FILE *o, const char *s)
@@ -328,7 +351,7 @@ static void jstr_or_null(FILE *o, const char *s)
 
 static void print_json(void)
 {
-    size_t clean = 0, bad = 0, inc = 0;
+    size_t clean = 0, bad = 0, inc = 0, notm = 0;
     fputs("{\"files\":[", stdout);
     for (size_t i = 0; i < S.n; i++) {
         const struct tn_scan_report *r = &S.f[i].r;
@@ -336,8 +359,8 @@ static void print_json(void)
         jstr(stdout, S.f[i].path);
         fputs(",\"format\":", stdout);
         jstr_or_null(stdout, r->format);
-        printf(",\"status\":\"%s\",\"incomplete\":%s,\"error\":", status_of(r),
-               r->incomplete ? "true" : "false");
+        printf(",\"status\":\"%s\",\"incomplete\":%s,\"not_model\":%s,\"error\":",
+               status_of(r), r->incomplete ? "true" : "false", r->not_model ? "true" : "false");
         jstr_or_null(stdout, r->error);
         fputs(",\"findings\":[", stdout);
         for (size_t k = 0; k < r->n; k++) {
@@ -366,13 +389,15 @@ static void print_json(void)
         fputs("]}", stdout);
         if (r->n)
             bad++;
+        else if (r->not_model)
+            notm++;
         else if (r->incomplete)
             inc++;
         else
             clean++;
     }
-    printf("],\"summary\":{\"files\":%zu,\"clean\":%zu,\"findings\":%zu,\"incomplete\":%zu}}\n",
-           S.n, clean, bad, inc);
+    printf("],\"summary\":{\"files\":%zu,\"clean\":%zu,\"findings\":%zu,\"incomplete\":%zu,"
+           "\"not_model\":%zu}}\n", S.n, clean, bad, inc, notm);
 }
 
 /* ----------------------------------------------------------------- SARIF */
@@ -486,8 +511,11 @@ static void sarif_result(FILE *o, size_t file, const struct tn_scan_finding *f, 
     const char *id = f ? f->reason : "scan-incomplete";
     fputs("\"ruleId\":", o);
     jstr(o, id);
+    /* the level follows the severity (an incomplete scan is an error) */
     fprintf(o, ",\"ruleIndex\":%ld,\"level\":\"%s\",\"message\":{\"text\":", rule_index(id),
-            !f || f->severity != TN_SCAN_SUSPICIOUS ? "error" : "warning");
+            !f || f->severity == TN_SCAN_DANGEROUS ? "error"
+            : f->severity == TN_SCAN_SUSPICIOUS    ? "warning"
+                                                   : "note");
     char msg[2048];
     if (!f)
         snprintf(msg, sizeof msg, "incomplete: %s", r->error ? r->error : "the scan could not finish");
@@ -538,7 +566,7 @@ static void write_sarif(FILE *o, int exit_code)
         const struct tn_scan_report *r = &S.f[i].r;
         for (size_t k = 0; k < r->n; k++)
             sarif_result(o, i, &r->f[k], &first);
-        if (r->incomplete)
+        if (r->incomplete && !(r->not_model && S.not_model_ok))
             sarif_result(o, i, NULL, &first);
     }
     fputs("],\"artifacts\":[", o);
@@ -567,16 +595,20 @@ static void write_sarif(FILE *o, int exit_code)
 
 int tckpt_scan_main(int argc, char **argv)
 {
-    enum { O_JSON = 300, O_SARIF, O_POLICY, O_ALLOW, O_ALLOWLIST };
+    enum { O_JSON = 300, O_SARIF, O_POLICY, O_ALLOW, O_ALLOWLIST, O_FAIL_ON, O_NOT_MODEL };
     static const struct option lo[] = {
         {"recursive", no_argument, NULL, 'r'}, {"json", no_argument, NULL, O_JSON},
         {"sarif", required_argument, NULL, O_SARIF}, {"policy", required_argument, NULL, O_POLICY},
         {"allow", required_argument, NULL, O_ALLOW},
         {"allowlist", required_argument, NULL, O_ALLOWLIST},
+        {"fail-on", required_argument, NULL, O_FAIL_ON},
+        {"not-a-model", required_argument, NULL, O_NOT_MODEL},
         {"jobs", required_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool rec = false, json = false, policy_set = false, stdin_used = false;
+    S.o.policy = TN_ALLOW_PICKLE;
+    S.fail_on = TN_SCAN_SUSPICIOUS;
     const char *sarif = NULL;
     long jobs = 1;
     int c;
@@ -598,8 +630,25 @@ int tckpt_scan_main(int argc, char **argv)
                 S.o.policy = TN_ALLOW_CURRENT;
             else if (!strcmp(optarg, "torch1.13") || !strcmp(optarg, "torch1"))
                 S.o.policy = TN_ALLOW_TORCH1;
+            else if (!strcmp(optarg, "pickle"))
+                S.o.policy = TN_ALLOW_PICKLE;
             else
-                scan_usage_error("--policy: '%s' is not torch1.13 or torch2", optarg);
+                scan_usage_error("--policy: '%s' is not pickle, torch2 or torch1.13", optarg);
+            break;
+        case O_FAIL_ON:
+            if (!strcmp(optarg, "suspicious") || !strcmp(optarg, "any"))
+                S.fail_on = TN_SCAN_SUSPICIOUS;
+            else if (!strcmp(optarg, "unknown"))
+                S.fail_on = TN_SCAN_UNKNOWN;
+            else if (!strcmp(optarg, "dangerous"))
+                S.fail_on = TN_SCAN_DANGEROUS;
+            else
+                scan_usage_error("--fail-on: '%s' is not suspicious, unknown or dangerous", optarg);
+            break;
+        case O_NOT_MODEL:
+            if (strcmp(optarg, "ok") && strcmp(optarg, "error"))
+                scan_usage_error("--not-a-model: '%s' is not ok or error", optarg);
+            S.not_model_ok = !strcmp(optarg, "ok");
             break;
         case O_ALLOW: add_allow(optarg); break;
         case O_ALLOWLIST:
@@ -673,8 +722,10 @@ int tckpt_scan_main(int argc, char **argv)
     int rc = 0;
     bool any = false, inc = false;
     for (size_t i = 0; i < S.n; i++) {
-        any |= S.f[i].r.n > 0;
-        inc |= S.f[i].r.incomplete;
+        const struct tn_scan_report *r = &S.f[i].r;
+        for (size_t k = 0; k < r->n; k++)
+            any |= (int)r->f[k].severity >= S.fail_on;
+        inc |= r->incomplete && !(r->not_model && S.not_model_ok && !r->n);
     }
     rc = any ? 1 : inc ? 2 : 0;
     /* The report first, so that SARIF's exit code counts its failure. */

@@ -67,6 +67,10 @@ struct tn_storage *tn__io_map_storage(struct tn_io_map *m, size_t off, size_t nb
 
 /* A zip archive over a map (which it takes its own reference to). */
 struct tn_zip *tn__zip_open_map(struct tn_io_map *m, const char *label);
+/* tn_zip_open_memory that lists members flagged encrypted too (their bytes
+ * are read as they are): the scanner sees what a reader ignoring the flag
+ * would. */
+struct tn_zip *tn__zip_open_memory_encrypted(const void *data, size_t len, const char *label);
 /* tn_st_load over a map (borrowed; storages keep it alive); `path` labels. */
 struct tn_value *tn__st_load_map(struct tn_io_map *m, const char *path, struct tn_value **metadata);
 

@@ -204,6 +204,19 @@ static void scan_member(struct tn__scan_ctx *c, const unsigned char *b, size_t l
     c->base = base;
 }
 
+static bool is_zip(const unsigned char *b, size_t len);
+
+/* Bytes the scanner reads as something (an archive, a pickle, an array):
+ * a member flagged encrypted whose bytes are none of these is taken as
+ * really encrypted. */
+static bool recognised(const unsigned char *b, size_t len, const char *name)
+{
+    return is_zip(b, len) || (len >= 6 && !memcmp(b, "\x93NUMPY", 6)) ||
+           is_pickle_start(b, len) || looks_like_pickle(b, len) ||
+           (len >= 262 && !memcmp(b + 257, "ustar", 5)) ||
+           (name && ends_with(name, ".pkl") && len && b[len - 1] == '.');
+}
+
 static bool budget(struct tn__scan_ctx *c, uint64_t n)
 {
     uint64_t lim = c->o->max_expanded ? c->o->max_expanded : (4ull << 30);
@@ -280,7 +293,7 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
 static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry)
 {
     const char *label = *entry ? entry : "zip";
-    struct tn_zip *z = tn_zip_open_memory(b, len, label);
+    struct tn_zip *z = tn__zip_open_memory_encrypted(b, len, label);
     if (!z) {
         tn__scan_anomaly(c, entry, 0, "zip-unreadable");
         tn__scan_incomplete(c, tn_last_error());
@@ -300,6 +313,7 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
     if ((torch || script) && c->depth == 0)
         c->r->format = script ? "torchscript" : "torch";
     bool roots_reported = false, script_reported = false;
+    size_t locked = 0;
     for (size_t i = 0; i < n; i++) {
         const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
         const char *nm = e->name;
@@ -346,16 +360,34 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
             if (!budget(c, e->size)) {
                 member_anomaly(c, sub, e->header_offset, "expanded-size-limit");
                 tn__scan_incomplete(c, "archive members larger than the expanded-size limit");
-            } else if (tn_zip_read(z, i, 0, &data, &dl) < 0) {
+            } else if ((e->flags & 1) && (tn_zip_read(z, i, 0, &data, &dl) < 0 ||
+                                          !recognised(data, dl, nm))) {
+                locked++; /* really encrypted: nobody reads it without the password */
+            } else if (!data && tn_zip_read(z, i, 0, &data, &dl) < 0) {
                 member_anomaly(c, sub, e->header_offset, "zip-member-unreadable");
             } else {
+                /* The flag says encrypted, the bytes are plain: a reader that
+                 * ignores the flag runs them, a scanner that honours it skips
+                 * them (CVE-2025-1945). */
+                if (e->flags & 1)
+                    member_anomaly(c, sub, e->header_offset, "zip-encrypted-flag");
                 if (tn_zip_crc32(0, data, dl) != e->crc)
                     member_anomaly(c, sub, e->header_offset, "zip-crc-mismatch");
                 scan_member(c, data, dl, sub, nm);
-                free(data);
             }
+            free(data);
         }
         free(sub);
+    }
+    if (locked) {
+        char why[160];
+        snprintf(why, sizeof why, "%s: %zu of %zu members are password-protected (encrypted): "
+                 "they cannot be read", *entry ? entry : c->label, locked, n);
+        tn__scan_incomplete(c, why);
+        if (locked == n && c->depth == 0) {
+            c->r->format = "encrypted zip";
+            c->r->not_model = true;
+        }
     }
     scan_zip_gaps(c, b, len, z, entry);
     tn_zip_close(z);
@@ -583,7 +615,9 @@ static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
             object = (d[i] == '|' || d[i] == '\'' || d[i] == '<' || d[i] == '>') && d[i + 1] == 'O';
     }
     if (object) {
-        tn__scan_anomaly(c, entry, 0, "npy-object-array");
+        /* --policy pickle: an object array is a pickle like any other */
+        if (c->o->policy != TN_ALLOW_PICKLE)
+            tn__scan_anomaly(c, entry, 0, "npy-object-array");
         tn__scan_pickles(c, b + at + hl, len - at - hl, entry, 1, false);
         return;
     }
@@ -623,6 +657,43 @@ static bool zip_shift(const unsigned char *b, size_t len, size_t *shift)
             return *shift > 0 && *shift < len && rd32(b + *shift) == 0x04034b50;
         }
     return false;
+}
+
+/* What a file that is no model is, in a few words. */
+static const char *what_is(const unsigned char *b, size_t len)
+{
+    static const struct {
+        const char *magic;
+        size_t n;
+        const char *what;
+    } magic[] = {
+        {"\x89PNG\r\n\x1a\n", 8, "a PNG image"}, {"\xff\xd8\xff", 3, "a JPEG image"},
+        {"GIF8", 4, "a GIF image"}, {"%PDF", 4, "a PDF document"},
+        {"\x7f" "ELF", 4, "an ELF executable"}, {"RIFF", 4, "a RIFF file"},
+        {"\x89HDF", 4, "an HDF5 file"}, {"<", 1, "markup (HTML or XML)"},
+        {"{", 1, "JSON or other text"},
+    };
+    if (!len)
+        return "an empty file";
+    for (size_t i = 0; i < sizeof magic / sizeof *magic; i++)
+        if (len >= magic[i].n && !memcmp(b, magic[i].magic, magic[i].n))
+            return magic[i].what;
+    size_t n = len < 4096 ? len : 4096, bin = 0;
+    for (size_t i = 0; i < n; i++)
+        bin += b[i] < 0x20 && b[i] != '\n' && b[i] != '\r' && b[i] != '\t';
+    return bin ? "data of an unknown format" : "text";
+}
+
+/* The top level is none of the formats read: incomplete, and no model. */
+static void not_a_model(struct tn__scan_ctx *c, const unsigned char *b, size_t len)
+{
+    const char *what = what_is(b, len);
+    char why[160];
+    snprintf(why, sizeof why, "%s: not a model: %s (no checkpoint, pickle, archive, safetensors "
+             "or .npy file)", c->label, what);
+    tn__scan_incomplete(c, why);
+    c->r->not_model = true;
+    c->r->format = what;
 }
 
 static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
@@ -686,7 +757,7 @@ static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len
         return;
     }
     if (top)
-        tn__scan_incomplete(c, "not a checkpoint, pickle, archive, safetensors or .npy file");
+        not_a_model(c, b, len);
 #undef FMT
 }
 

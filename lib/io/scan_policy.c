@@ -68,10 +68,12 @@ static const char *const name_mapping[][4] = {
     {"urllib2", "URLError", "urllib.error", "URLError"},
 };
 
-/* Modules (and their submodules) that run code or touch files, processes
- * or the network: any global under them is dangerous.  Reviewed:
+/* What is dangerous, with why: a module (and its submodules) or one
+ * module.name (and what is under it).  One table, so every entry carries
+ * its advisory or reason.  Reviewed:
  * - copyreg stays: add_extension rewrites what EXT opcodes load (no static
- *   model survives that), _reconstructor and __newobj__ build any class;
+ *   model survives that), __newobj__ builds any class (_reconstructor is
+ *   on --policy pickle's list: it builds what it is given, flagged itself);
  * - operator stays: attrgetter("__globals__") on any allowed function
  *   reaches builtins, and methodcaller/itemgetter call from there, a
  *   getattr chain with no other global;
@@ -82,45 +84,149 @@ static const char *const name_mapping[][4] = {
  *   they are given, which is flagged on its own, and partial objects fill
  *   ordinary whole-model pickles; its globals are unknown (still findings);
  * - io is no longer dangerous: BytesIO and StringIO are memory; the names
- *   that open files (open, open_code, FileIO) are in dangerous_globals. */
-static const char *const dangerous_modules[] = {
-    "os", "posix", "nt", "posixpath", "ntpath", "subprocess", "_posixsubprocess", "sys", "runpy",
-    "importlib", "pkgutil", "pydoc", "pickle", "_pickle", "cPickle", "pickletools", "shelve",
-    "marshal", "dill", "joblib", "cloudpickle", "shutil", "socket", "_socket", "socketserver",
-    "ssl", "select", "selectors", "ctypes", "_ctypes", "cffi", "code", "codeop", "pty", "tty",
-    "webbrowser", "asyncio", "multiprocessing", "_multiprocessing", "concurrent", "threading",
-    "_thread", "signal", "pdb", "bdb", "trace", "timeit", "cProfile", "profile", "types",
-    "inspect", "platform", "sysconfig", "site", "distutils", "setuptools", "pip", "ensurepip",
-    "venv", "zipimport", "http", "urllib", "urllib2", "httplib", "requests", "aiohttp", "httpx",
-    "ftplib", "smtplib", "telnetlib", "imaplib", "poplib", "nntplib", "xmlrpc", "email",
-    "tempfile", "_pyio", "pathlib", "fileinput", "glob", "linecache", "tarfile", "zipfile",
-    "dbm", "sqlite3", "uuid", "_osx_support", "_aix_support", "_pyrepl", "_interpreters",
-    "_xxsubinterpreters", "_posixshmem", "mmap", "resource", "gc", "ast", "dis", "compileall",
-    "py_compile", "tkinter", "idlelib", "lib2to3", "logging", "antigravity", "this", "__main__", "copyreg", "copy_reg", "operator", "_operator",
-    "torch.hub", "torch.jit", "torch.package", "torch.serialization", "torch.utils.cpp_extension",
-    "torch.utils.collect_env", "torch._inductor", "torch._dynamo", "torch.distributed.rpc",
-    "torch.fx", "torch.ops", "torch._ops", "torch.library", "torch.cuda.memory",
-    "numpy.lib.npyio", "numpy.load", "numpy.testing", "numpy.f2py", "numpy.distutils",
-    "pandas.io", "mlflow", "keras", "tensorflow", "IPython", "jinja2", "yaml",
-};
-
-/* Single globals that are dangerous in modules that are otherwise benign. */
-static const char *const dangerous_globals[] = {
-    "builtins.eval", "builtins.exec", "builtins.compile", "builtins.getattr", "builtins.setattr",
-    "builtins.delattr", "builtins.__import__", "builtins.open", "builtins.breakpoint",
-    "builtins.input", "builtins.globals", "builtins.locals", "builtins.vars", "builtins.help",
-    "builtins.exit", "builtins.quit", "builtins.__loader__", "builtins.__spec__",
-    "builtins.__builtins__", "__builtin__.eval", "__builtin__.execfile", "__builtin__.file",
-    "__builtin__.open", "__builtin__.getattr", "__builtin__.__import__", "__builtin__.compile",
-    "torch.load", "torch.save", "torch.from_file", "numpy.load", "numpy.save", "numpy.fromfile",
-    "numpy.loadtxt", "numpy.genfromtxt", "numpy.memmap", "numpy.core.multiarray._reconstruct.__globals__",
-    "pandas.read_csv", "pandas.read_pickle", "pandas.read_json", "pandas.read_html",
-    "codecs.open", "collections.namedtuple", "io.open", "io.open_code", "io.FileIO", "_io.open",
-    "_io.open_code", "_io.FileIO",
+ *   that open files (open, open_code, FileIO) are listed. */
+static const struct {
+    const char *path, *why;
+} dangerous[] = {
+    {"os", "processes and files"}, {"posix", "os under POSIX"}, {"nt", "os under Windows"},
+    {"posixpath", "os.path, reached as os.path under POSIX"}, {"ntpath", "os.path, Windows"},
+    {"subprocess", "runs commands"}, {"_posixsubprocess", "fork_exec"},
+    {"sys", "interpreter state, exit, modules"}, {"runpy", "runs modules and files"},
+    {"importlib", "import_module: a universal resolver"},
+    {"pkgutil", "resolve_name: a universal resolver (GHSA-vvpj-8cmc-gx39)"},
+    {"pydoc", "locate: a universal resolver"}, {"pickle", "loads: a nested pickle"},
+    {"_pickle", "loads: a nested pickle"}, {"cPickle", "loads: a nested pickle"},
+    {"pickletools", "reads and runs pickles"}, {"shelve", "opens pickle databases"},
+    {"marshal", "loads code objects"}, {"dill", "loads code"}, {"joblib", "loads pickles"},
+    {"cloudpickle", "loads code"}, {"shutil", "removes and copies files"},
+    {"socket", "network"}, {"_socket", "network"}, {"socketserver", "network"},
+    {"ssl", "network"}, {"select", "file descriptors"}, {"selectors", "file descriptors"},
+    {"ctypes", "calls any C function"}, {"_ctypes", "calls any C function"},
+    {"cffi", "calls any C function"}, {"code", "InteractiveInterpreter runs source"},
+    {"codeop", "compiles source"}, {"pty", "spawn runs commands"}, {"tty", "terminal"},
+    {"webbrowser", "opens URLs, runs browsers"}, {"asyncio", "create_subprocess_exec"},
+    {"multiprocessing", "util.spawnv_passfds runs commands (modelscan #338)"},
+    {"_multiprocessing", "processes"}, {"concurrent", "runs callables"},
+    {"threading", "runs callables"}, {"_thread", "start_new_thread"}, {"signal", "handlers"},
+    {"pdb", "runs source"}, {"bdb", "runs source"}, {"trace", "runs source"},
+    {"timeit", "timeit runs source"}, {"cProfile", "run runs source"},
+    {"profile", "run runs source"}, {"types", "FunctionType, CodeType: code from bytes"},
+    {"inspect", "reaches frames and globals"}, {"platform", "runs commands"},
+    {"sysconfig", "reads files"}, {"site", "runs .pth files"}, {"distutils", "spawn"},
+    {"setuptools", "runs setup code"}, {"pip", "pip.main installs (CVE-2025-1716)"},
+    {"ensurepip", "installs"}, {"venv", "runs commands"}, {"zipimport", "imports code"},
+    {"http", "network"}, {"urllib", "network"}, {"urllib2", "network"}, {"httplib", "network"},
+    {"requests", "network"}, {"aiohttp", "network"}, {"httpx", "network"},
+    {"ftplib", "network"}, {"smtplib", "network"}, {"telnetlib", "network"},
+    {"imaplib", "IMAP4_stream runs a command (GHSA-g38g-8gr9-h9xp)"}, {"poplib", "network"},
+    {"nntplib", "network"}, {"xmlrpc", "network"}, {"email", "network"},
+    {"tempfile", "files"}, {"_pyio", "open"}, {"pathlib", "files"}, {"fileinput", "files"},
+    {"glob", "files"}, {"linecache", "reads files"}, {"tarfile", "writes files"},
+    {"zipfile", "writes files"}, {"dbm", "files"}, {"sqlite3", "files"},
+    {"uuid", "_get_command_stdout runs commands (GHSA-g38g-8gr9-h9xp)"},
+    {"_osx_support", "_read_output runs commands (GHSA-g38g-8gr9-h9xp)"},
+    {"_aix_support", "runs commands (GHSA-g38g-8gr9-h9xp)"},
+    {"_pyrepl", "runs source (GHSA-g38g-8gr9-h9xp)"}, {"_interpreters", "runs source"},
+    {"_xxsubinterpreters", "runs source"}, {"_posixshmem", "shared memory"},
+    {"mmap", "memory maps"}, {"resource", "limits"}, {"gc", "reaches every object"},
+    {"ast", "literal_eval and compile helpers"}, {"dis", "code objects"},
+    {"compileall", "compiles files"}, {"py_compile", "compiles files"},
+    {"tkinter", "Tcl eval"}, {"idlelib", "runs source"}, {"lib2to3", "refactors files"},
+    {"logging", "config.listen runs code"}, {"antigravity", "opens a browser"},
+    {"this", "imports print"}, {"__main__", "the loader's own globals"},
+    {"copyreg", "add_extension rewrites EXT opcodes"}, {"copy_reg", "copyreg"},
+    {"operator", "attrgetter/methodcaller: getattr chains"}, {"_operator", "operator"},
+    {"doctest", "debug_script runs source under pdb"},
+    {"test.support", "script_helper.assert_python_ok runs python"},
+    {"mailcap", "findmatch builds shell commands"},
+    {"fickling", "hook.remove_hook turns a scanner's load hook off"},
+    {"torch.hub", "downloads and runs code"}, {"torch.jit", "compiles and runs code"},
+    {"torch.package", "loads code"}, {"torch.serialization", "load: a nested unpickling"},
+    {"torch.utils.cpp_extension", "compiles and loads C++"},
+    {"torch.utils.collect_env", "run runs commands (modelscan #338)"},
+    {"torch.utils.bottleneck", "__main__.run_cprofile and run_autograd_prof run source"},
+    {"torch.utils.data.datapipes.utils.decoder.basichandlers", "unpickles its input"},
+    {"torch.utils._config_module.ConfigModule.load_config", "unpickles its input"},
+    {"torch.storage._load_from_bytes", "torch.load of its input"},
+    {"torch.compile", "compiles and runs code"}, {"torch._inductor", "compiles code"},
+    {"torch._dynamo", "compiles code"}, {"torch.distributed.rpc", "remote calls"},
+    {"torch.fx", "generates and runs code"}, {"torch.ops", "any registered operator"},
+    {"torch._ops", "any registered operator"}, {"torch.library", "registers operators"},
+    {"torch.cuda.memory", "loads allocators"}, {"numpy.lib.npyio", "load with pickles"},
+    {"numpy.load", "loads pickles"}, {"numpy.testing", "_private.utils.runstring runs source"},
+    {"numpy.f2py", "compiles code"}, {"numpy.distutils", "compiles code"},
+    {"pandas.io", "reads files and URLs"}, {"mlflow", "_run_entry_point runs commands"},
+    {"keras", "Lambda layers run code"}, {"tensorflow", "file and process ops"},
+    {"IPython", "runs source"}, {"jinja2", "templates run code"}, {"yaml", "unsafe load"},
+    {"builtins.eval", "runs source"}, {"builtins.exec", "runs source"},
+    {"builtins.compile", "compiles source"}, {"builtins.getattr", "getattr chains"},
+    {"builtins.setattr", "monkey patches"}, {"builtins.delattr", "monkey patches"},
+    {"builtins.__import__", "imports any module"}, {"builtins.open", "files"},
+    {"builtins.breakpoint", "pdb"}, {"builtins.input", "reads the terminal"},
+    {"builtins.globals", "the loader's globals"}, {"builtins.locals", "the loader's locals"},
+    {"builtins.vars", "any namespace"}, {"builtins.help", "pydoc"}, {"builtins.exit", "exit"},
+    {"builtins.quit", "exit"}, {"builtins.__loader__", "imports"},
+    {"builtins.__spec__", "imports"}, {"builtins.__builtins__", "every builtin"},
+    {"__builtin__.eval", "runs source"}, {"__builtin__.execfile", "runs a file"},
+    {"__builtin__.file", "files"}, {"__builtin__.open", "files"},
+    {"__builtin__.getattr", "getattr chains"}, {"__builtin__.__import__", "imports"},
+    {"__builtin__.compile", "compiles source"}, {"torch.load", "a nested unpickling"},
+    {"torch.save", "writes files"}, {"torch.from_file", "reads files"},
+    {"numpy.save", "writes files"}, {"numpy.fromfile", "reads files"},
+    {"numpy.loadtxt", "reads files"}, {"numpy.genfromtxt", "reads files"},
+    {"numpy.memmap", "maps files"},
+    {"numpy.core.multiarray._reconstruct.__globals__", "reaches numpy's globals"},
+    {"pandas.read_csv", "reads files and URLs (modelscan #338)"},
+    {"pandas.read_pickle", "unpickles a file"}, {"pandas.read_json", "reads files and URLs"},
+    {"pandas.read_html", "reads URLs"}, {"codecs.open", "files"},
+    {"collections.namedtuple", "builds classes from strings"}, {"io.open", "files"},
+    {"io.open_code", "files"}, {"io.FileIO", "files"}, {"_io.open", "files"},
+    {"_io.open_code", "files"}, {"_io.FileIO", "files"},
 };
 
 /* Under a dangerous module, but only building values (see above). */
 static const char *const benign_under_dangerous[] = {"torch.jit._pickle"};
+
+/* --policy pickle: globals whose unpickling builds a value and runs no code
+ * given by the file (what they are called with is checked on its own).
+ * torch.nn and torchvision modules restore their attributes in __setstate__;
+ * functools.partial objects are built, never called, by unpickling. */
+static const struct {
+    const char *path;
+    int kind; /* 0: this global; 1: classes (capitalised plain names) under it; 2: any plain name */
+    const char *why;
+} benign[] = {
+    {"builtins.bytes", 0, "bytes under protocols 0-2"}, {"builtins.bytearray", 0, "value"},
+    {"builtins.set", 0, "value"}, {"builtins.frozenset", 0, "value"},
+    {"builtins.complex", 0, "value"}, {"builtins.slice", 0, "value"},
+    {"builtins.range", 0, "value"}, {"builtins.int", 0, "value"},
+    {"builtins.float", 0, "value"}, {"builtins.str", 0, "value"},
+    {"builtins.bool", 0, "value"}, {"builtins.dict", 0, "value"},
+    {"builtins.list", 0, "value"}, {"builtins.tuple", 0, "value"},
+    {"builtins.object", 0, "base of protocol 0-1 instances"},
+    {"_codecs.encode", 0, "bytes under protocols 0-2"},
+    {"copyreg._reconstructor", 0, "protocol 0-1 instances of the class it is given"},
+    {"collections.OrderedDict", 0, "value"}, {"collections.deque", 0, "value"},
+    {"collections.Counter", 0, "value"}, {"collections.defaultdict", 0, "value"},
+    {"decimal.Decimal", 0, "value"}, {"fractions.Fraction", 0, "value"},
+    {"datetime.datetime", 0, "value"}, {"datetime.date", 0, "value"},
+    {"datetime.time", 0, "value"}, {"datetime.timedelta", 0, "value"},
+    {"datetime.timezone", 0, "value"},
+    {"numpy.core.multiarray._reconstruct", 0, "an ndarray (objects in it are scanned)"},
+    {"numpy._core.multiarray._reconstruct", 0, "an ndarray (objects in it are scanned)"},
+    {"numpy.core.multiarray.scalar", 0, "a numpy scalar"},
+    {"numpy._core.multiarray.scalar", 0, "a numpy scalar"}, {"numpy.ndarray", 0, "value"},
+    {"numpy.dtype", 0, "value"},
+    {"joblib.numpy_pickle.NumpyArrayWrapper", 0, "joblib reads the array after it"},
+    {"torch._utils._rebuild_parameter", 0, "nn.Parameter"},
+    {"torch._utils._rebuild_parameter_with_state", 0, "nn.Parameter"},
+    {"torch.nn.parameter.Parameter", 0, "value"}, {"torch.nn.parameter.Buffer", 0, "value"},
+    {"torch.device", 0, "value"}, {"functools.partial", 0, "built, not called"},
+    {"torch.jit._pickle", 2, "TorchScript data pickles"},
+    {"__torch__", 1, "TorchScript classes (their code/ is reported itself)"},
+    {"torch.nn.modules", 1, "nn.Module classes"}, {"torchvision.models", 1, "model classes"},
+    {"torchvision.ops", 1, "model layers"},
+};
 
 /* Name components that reach code or other modules in a dotted path. */
 static const char *const dangerous_components[] = {
@@ -141,11 +247,8 @@ static bool dangerous_path(const char *full)
     for (size_t i = 0; i < sizeof benign_under_dangerous / sizeof *benign_under_dangerous; i++)
         if (starts_module(full, benign_under_dangerous[i]))
             return false;
-    for (size_t i = 0; i < sizeof dangerous_modules / sizeof *dangerous_modules; i++)
-        if (starts_module(full, dangerous_modules[i]))
-            return true;
-    for (size_t i = 0; i < sizeof dangerous_globals / sizeof *dangerous_globals; i++)
-        if (starts_module(full, dangerous_globals[i]))
+    for (size_t i = 0; i < sizeof dangerous / sizeof *dangerous; i++)
+        if (starts_module(full, dangerous[i].path))
             return true;
     return false;
 }
@@ -164,12 +267,26 @@ static bool dangerous_name(const char *name)
         for (size_t i = 0; i < sizeof dangerous_components / sizeof *dangerous_components; i++)
             if (strlen(dangerous_components[i]) == l && !memcmp(p, dangerous_components[i], l))
                 return true;
-        for (size_t i = 0; i < sizeof dangerous_modules / sizeof *dangerous_modules; i++)
-            if (strlen(dangerous_modules[i]) == l && !memcmp(p, dangerous_modules[i], l))
+        for (size_t i = 0; i < sizeof dangerous / sizeof *dangerous; i++)
+            if (!strchr(dangerous[i].path, '.') && strlen(dangerous[i].path) == l &&
+                !memcmp(p, dangerous[i].path, l))
                 return true;
         if (!e)
             break;
         p = e + 1;
+    }
+    return false;
+}
+
+/* Is mod.name on --policy pickle's list? */
+static bool benign_global(const char *full, const char *name)
+{
+    bool plain = !strchr(name, '.') && name[0] != '_';
+    for (size_t i = 0; i < sizeof benign / sizeof *benign; i++) {
+        if (!benign[i].kind ? !strcmp(full, benign[i].path)
+                            : plain && starts_module(full, benign[i].path) &&
+                                  (benign[i].kind == 2 || (name[0] >= 'A' && name[0] <= 'Z')))
+            return true;
     }
     return false;
 }
@@ -225,6 +342,8 @@ int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_op
     if (blocked)
         sev = TN_SCAN_DANGEROUS;
     else if (tn__pickle_global_allowed(mod, name, o->policy))
+        sev = 0;
+    else if (o->policy == TN_ALLOW_PICKLE && benign_global(full, name))
         sev = 0;
     else {
         bool user = false;
@@ -321,6 +440,8 @@ static const struct tn_scan_rule rules[] = {
     {"zip-header-mismatch", "a local header's method or flags differ from the central directory's"},
     {"zip-several-roots", "a torch zip with members under more than one top folder"},
     {"zip-member-unreadable", "a zip member that cannot be inflated"},
+    {"zip-encrypted-flag", "a zip member flagged encrypted whose bytes are plain (CVE-2025-1945): "
+                           "a reader that ignores the flag loads it"},
     {"zip-crc-mismatch", "a zip member whose CRC-32 is wrong"},
     {"zip-prefix", "a zip archive after bytes of something else"},
     {"tar-size", "a tar member that runs past the end of the archive"},

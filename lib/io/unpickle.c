@@ -64,7 +64,7 @@ bool tn__pickle_op_allowed(int c, enum tn_ckpt_allowlist allow)
     case TN_OP_BINPUT: case TN_OP_LONG_BINPUT: case TN_OP_EMPTY_SET:
         return true;
     case TN_OP_BINFLOAT:
-        return allow == TN_ALLOW_CURRENT;
+        return allow != TN_ALLOW_TORCH1;
     default:
         return false;
     }
@@ -1025,9 +1025,10 @@ static int push_global(struct machine *m, const char *ms, size_t mslen, const ch
     }
     /* The scanner's resolution and verdict (scan.c), so that tn_load
      * refuses exactly the globals `tckpt scan` flags. */
-    struct tn_scan_options so = {.policy = m->allow};
+    struct tn_scan_options so = {.policy = m->allow == TN_ALLOW_TORCH1 ? TN_ALLOW_TORCH1
+                                                                      : TN_ALLOW_CURRENT};
     bool refused = tn_scan_global_severity(mod, name, m->proto, &so) != 0;
-    if (m->allow == TN_ALLOW_CURRENT &&
+    if (m->allow != TN_ALLOW_TORCH1 &&
         (!strcmp(mod, "sys") || !strcmp(mod, "os") || !strcmp(mod, "posix") ||
          !strcmp(mod, "nt")))
         return fail(m, TN_EFORMAT, "Trying to load unsupported GLOBAL %s.%s whose module %s "

@@ -33,6 +33,7 @@ struct tn_zip {
     char *names; /* every entry's name, NUL-terminated, back to back */
     uint32_t *index; /* open addressing: entry index + 1 of each distinct name */
     size_t index_cap;
+    bool encrypted_ok; /* the scanner's view: members flagged encrypted are listed */
 };
 
 static uint64_t name_hash(const char *s)
@@ -174,12 +175,12 @@ static int zip_parse(struct tn_zip *z)
             return tn_last_status();
         p += 46 + nlen + xlen + clen;
         const char *nm = z->names + (uintptr_t)e->name;
-        if (e->flags & 1)
+        if ((e->flags & 1) && !z->encrypted_ok)
             return tn_set_error(TN_EFORMAT, "%s: %s is encrypted", L, nm);
         if (e->method != 0 && e->method != 8)
             return tn_set_error(TN_EFORMAT, "%s: %s uses compression method %u (only stored and "
                                 "deflated are read)", L, nm, e->method);
-        if (e->method == 0 && e->csize != e->size)
+        if (e->method == 0 && e->csize != e->size && !(e->flags & 1))
             return tn_set_error(TN_EFORMAT, "%s: %s is stored but its sizes differ", L, nm);
         uint64_t h = e->header_offset;
         if (!in_range(h, 30, len) || rd32(b + h) != SIG_LOCAL)
@@ -197,7 +198,7 @@ static int zip_parse(struct tn_zip *z)
     return zip_index(z);
 }
 
-static struct tn_zip *zip_new(struct tn_io_map *m, const char *label)
+static struct tn_zip *zip_new(struct tn_io_map *m, const char *label, bool encrypted_ok)
 {
     struct tn_zip *z = calloc(1, sizeof *z);
     if (!z || !(z->label = strdup(label))) {
@@ -207,6 +208,7 @@ static struct tn_zip *zip_new(struct tn_io_map *m, const char *label)
         return NULL;
     }
     z->map = m;
+    z->encrypted_ok = encrypted_ok;
     if (zip_parse(z) < 0) {
         tn_zip_close(z);
         return NULL;
@@ -217,19 +219,25 @@ static struct tn_zip *zip_new(struct tn_io_map *m, const char *label)
 struct tn_zip *tn_zip_open(const char *path)
 {
     struct tn_io_map *m = tn__io_map_open(path);
-    return m ? zip_new(m, path) : NULL;
+    return m ? zip_new(m, path, false) : NULL;
 }
 
 struct tn_zip *tn__zip_open_map(struct tn_io_map *m, const char *label)
 {
     TN_ATOMIC_INC(&m->refcount);
-    return zip_new(m, label);
+    return zip_new(m, label, false);
 }
 
 struct tn_zip *tn_zip_open_memory(const void *data, size_t len, const char *label)
 {
     struct tn_io_map *m = tn__io_map_memory(data, len);
-    return m ? zip_new(m, label) : NULL;
+    return m ? zip_new(m, label, false) : NULL;
+}
+
+struct tn_zip *tn__zip_open_memory_encrypted(const void *data, size_t len, const char *label)
+{
+    struct tn_io_map *m = tn__io_map_memory(data, len);
+    return m ? zip_new(m, label, true) : NULL;
 }
 
 void tn_zip_close(struct tn_zip *z)

@@ -193,7 +193,11 @@ enum tn_ckpt_layout {
  * load accepts. */
 enum tn_ckpt_allowlist {
     TN_ALLOW_CURRENT = 0, /* PyTorch 2.x (BINFLOAT, set, complex, device, ...) */
-    TN_ALLOW_TORCH1 = 1   /* PyTorch 1.13's (no BINFLOAT) */
+    TN_ALLOW_TORCH1 = 1,  /* PyTorch 1.13's (no BINFLOAT) */
+    TN_ALLOW_PICKLE = 2   /* tn_scan only (loads take it as CURRENT): 2.x's list plus
+                           * globals whose unpickling runs no code of the file's
+                           * (builtins' values, collections, datetime, numpy arrays,
+                           * torch.nn and torchvision modules, ...) */
 };
 
 struct tn_save_options {
@@ -336,7 +340,8 @@ struct tn_scan_finding {
 };
 
 struct tn_scan_options {
-    enum tn_ckpt_allowlist policy;   /* TN_ALLOW_CURRENT (torch2) or TN_ALLOW_TORCH1 */
+    enum tn_ckpt_allowlist policy;   /* TN_ALLOW_CURRENT (torch2), TN_ALLOW_TORCH1 or
+                                      * TN_ALLOW_PICKLE */
     const char *const *allow;        /* extra "module.name" entries (see tn_scan_allow_ok) */
     size_t nallow;
     unsigned max_depth;              /* archives inside archives; 0: 4 */
@@ -350,6 +355,9 @@ struct tn_scan_report {
     const char *format;  /* what the top level was found to be ("torch", "pickle", ...) */
     bool incomplete;     /* some part could not be read or analysed: never "clean" */
     char *error;         /* the first reason it is incomplete, or NULL */
+    bool not_model;      /* incomplete because the file is no model at all (an image,
+                          * text, an empty file, a password-protected zip): error and
+                          * format say what it is */
 };
 
 /* Scans `len` bytes named `label` (the format found from the content) and
