@@ -13,6 +13,7 @@ libtensor_la_SOURCES += \
 	lib/io/load.c \
 	lib/io/legacy.c \
 	lib/io/scan.c \
+	lib/io/scan_graph.c \
 	lib/io/scan_pickle.c \
 	lib/io/scan_policy.c \
 	lib/io/dcp.c \

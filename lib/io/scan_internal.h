@@ -35,6 +35,22 @@ void tn__scan_set_detail(struct tn__scan_ctx *c, size_t n, const char *detail);
 /* Severity of a resolved module.name under c's options (scan_policy.c). */
 int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_options *o);
 
+/* The object graph a pickle builds (scan_graph.c): nodes from 1 (0: a
+ * scalar, or tracking stopped at a limit: `limit`, or memory: `oom`). */
+struct tn__scan_graph {
+    struct node *nodes;
+    struct edge *edges;
+    size_t n, capn, ne, cape;
+    bool off, limit, oom;
+};
+uint32_t tn__graph_node(struct tn__scan_graph *g);
+/* parent holds child (0: a scalar); build: it is BUILD's state */
+void tn__graph_child(struct tn__scan_graph *g, uint32_t parent, uint32_t child, bool build);
+/* The number of values a walk from root meets (saturating at UINT64_MAX),
+ * and whether containers on it hold themselves.  -1 out of memory. */
+int tn__graph_walk(struct tn__scan_graph *g, uint32_t root, uint64_t *len, bool *cycle);
+void tn__graph_free(struct tn__scan_graph *g);
+
 /* The pickle machine (scan_pickle.c): one pickle at *pos (0 when it reached
  * STOP, -1 when it broke or hit a limit), or every pickle of b in turn. */
 int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t len, size_t *pos,

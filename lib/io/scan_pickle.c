@@ -19,7 +19,8 @@ enum { V_OTHER, V_STR, V_BYTES, V_GLOBAL, V_RESULT, V_LIST, V_TUPLE };
 
 struct sv {
     uint8_t k;
-    uint32_t g; /* V_GLOBAL: index into the globals */
+    uint32_t g; /* V_GLOBAL: index into the globals; else its node in the
+                 * object graph (0: a scalar) */
     const char *s;
     size_t n;
 };
@@ -66,7 +67,32 @@ struct pm {
     uint32_t seen; /* anomaly reasons already reported (bit per reason) */
     uint8_t opseen[32]; /* opcodes reported outside the policy's unpickler */
     unsigned torch1_seen; /* torch1_refuse's kinds already reported */
+    struct tn__scan_graph graph;
 };
+
+/* v's node in the object graph (0: a scalar or a global). */
+static uint32_t node_of(struct sv v) { return v.k == V_GLOBAL ? 0 : v.g; }
+
+/* A new node holding the items st[b..n) (a tuple, list, call result). */
+static uint32_t node_over(struct pm *m, size_t b, size_t n)
+{
+    uint32_t id = tn__graph_node(&m->graph);
+    for (size_t i = b; i < n && id; i++)
+        tn__graph_child(&m->graph, id, node_of(m->st[i]), false);
+    return id;
+}
+
+static struct sv *top(struct pm *m, uint64_t off);
+
+/* The container on top of the stack receives st[b..n). */
+static void fill_top(struct pm *m, size_t b, size_t n, uint64_t off)
+{
+    struct sv *t = top(m, off);
+    if (!t)
+        return;
+    for (size_t i = b; i < n; i++)
+        tn__graph_child(&m->graph, node_of(*t), node_of(m->st[i]), false);
+}
 
 /* --policy torch1.13: what 1.13's unpickler refuses by the type of what it
  * acts on (a bit per kind: reported once per pickle). */
@@ -473,12 +499,14 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         return;
     case TN_OP_INT: case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG:
     case TN_OP_LONG1: case TN_OP_LONG4: case TN_OP_FLOAT: case TN_OP_BINFLOAT: case TN_OP_NONE:
-    case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_EMPTY_TUPLE:
-    case TN_OP_EMPTY_DICT: case TN_OP_EMPTY_SET: case TN_OP_BYTEARRAY8:
+    case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_EMPTY_TUPLE: case TN_OP_BYTEARRAY8:
         push(m, other, off);
         return;
     case TN_OP_EMPTY_LIST:
-        push(m, (struct sv){V_LIST, 0, NULL, 0}, off);
+        push(m, (struct sv){V_LIST, tn__graph_node(&m->graph), NULL, 0}, off);
+        return;
+    case TN_OP_EMPTY_DICT: case TN_OP_EMPTY_SET:
+        push(m, (struct sv){V_OTHER, tn__graph_node(&m->graph), NULL, 0}, off);
         return;
     case TN_OP_NEXT_BUFFER:
         pm_anomaly(m, 12, off, "out-of-band-buffer");
@@ -490,35 +518,52 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET: {
         size_t b = pop_mark(m, off);
         struct sv first = b < m->n ? m->st[b] : other;
+        struct sv v = op->code == TN_OP_LIST ? (struct sv){V_LIST, 0, NULL, 0}
+                      : op->code == TN_OP_TUPLE ? tuple_of(first) : other;
+        v.g = node_over(m, b, m->n);
         m->n = b;
-        push(m, op->code == TN_OP_LIST ? (struct sv){V_LIST, 0, NULL, 0}
-                : op->code == TN_OP_TUPLE ? tuple_of(first) : other, off);
+        push(m, v, off);
         return;
     }
     case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
         int k = op->code - TN_OP_TUPLE1 + 1;
-        struct sv first = m->n >= floor_of(m) + (size_t)k ? m->st[m->n - (size_t)k] : other;
+        bool whole = m->n >= floor_of(m) + (size_t)k;
+        struct sv first = whole ? m->st[m->n - (size_t)k] : other;
+        struct sv v = tuple_of(first);
+        v.g = whole ? node_over(m, m->n - (size_t)k, m->n) : 0;
         for (; k > 0; k--)
             pop(m, off);
-        push(m, tuple_of(first), off);
+        push(m, v, off);
         return;
     }
     case TN_OP_APPEND: case TN_OP_APPENDS: {
+        size_t b = op->code == TN_OP_APPEND ? (m->n > floor_of(m) ? m->n - 1 : m->n)
+                                            : pop_mark(m, off);
+        size_t e = m->n;
         if (op->code == TN_OP_APPEND)
             pop(m, off);
         else
-            m->n = pop_mark(m, off);
+            m->n = b;
+        fill_top(m, b, e, off);
         struct sv *t = top(m, off);
         if (t && t->k != V_LIST) /* 1.13 appends to lists only */
             torch1_refuse(m, 1, off, "append-not-allowed", "PyTorch 1.13's weights_only "
                           "unpickler appends to lists only");
         return;
     }
-    case TN_OP_SETITEM: pop(m, off); pop(m, off); top(m, off); return;
-    case TN_OP_SETITEMS: case TN_OP_ADDITEMS:
-        m->n = pop_mark(m, off);
-        top(m, off);
+    case TN_OP_SETITEM: {
+        size_t e = m->n, b = e >= floor_of(m) + 2 ? e - 2 : e;
+        pop(m, off);
+        pop(m, off);
+        fill_top(m, b, e, off);
         return;
+    }
+    case TN_OP_SETITEMS: case TN_OP_ADDITEMS: {
+        size_t e = m->n, b = pop_mark(m, off);
+        m->n = b;
+        fill_top(m, b, e, off);
+        return;
+    }
     case TN_OP_GLOBAL:
         push_global(m, op->s, op->slen, op->s2, op->s2len, off);
         if (!m->fatal)
@@ -542,7 +587,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             return;
         struct sv f = pop(m, off);
         use(m, f, TN_SCAN_CALLED, off);
-        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        push(m, (struct sv){V_RESULT, tn__graph_node(&m->graph), NULL, 0}, off);
         return;
     }
     case TN_OP_OBJ: {
@@ -550,35 +595,44 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         struct sv f = b < m->n ? m->st[b] : other;
         if (b >= m->n)
             pm_anomaly(m, 1, off, "stack-underflow");
+        uint32_t id = node_over(m, b + 1 < m->n ? b + 1 : m->n, m->n);
         m->n = b;
         use(m, f, TN_SCAN_CALLED, off);
-        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        push(m, (struct sv){V_RESULT, id, NULL, 0}, off);
         return;
     }
     case TN_OP_NEWOBJ: case TN_OP_NEWOBJ_EX: {
-        if (op->code == TN_OP_NEWOBJ_EX)
-            pop(m, off);
-        pop(m, off);
+        struct sv kw = op->code == TN_OP_NEWOBJ_EX ? pop(m, off) : other;
+        struct sv args = pop(m, off);
         struct sv f = pop(m, off);
+        uint32_t id = tn__graph_node(&m->graph);
+        tn__graph_child(&m->graph, id, node_of(args), false);
+        if (op->code == TN_OP_NEWOBJ_EX)
+            tn__graph_child(&m->graph, id, node_of(kw), false);
         use(m, f, TN_SCAN_BUILT, off);
         if (op->code == TN_OP_NEWOBJ &&
             !(f.k == V_GLOBAL && !strcmp(m->g[f.g].mod, "torch.nn.parameter") &&
               !strcmp(m->g[f.g].name, "Parameter")))
             torch1_refuse(m, 0, off, "newobj-not-allowed", "PyTorch 1.13's weights_only "
                           "unpickler builds only torch.nn.Parameter with NEWOBJ");
-        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        push(m, (struct sv){V_RESULT, id, NULL, 0}, off);
         return;
     }
     case TN_OP_REDUCE: {
-        pop(m, off);
+        struct sv args = pop(m, off);
         struct sv f = pop(m, off);
         use(m, f, TN_SCAN_CALLED, off);
-        push(m, (struct sv){V_RESULT, 0, NULL, 0}, off);
+        /* the result counts as holding its arguments (list(x) copies x) */
+        uint32_t id = tn__graph_node(&m->graph);
+        tn__graph_child(&m->graph, id, node_of(args), false);
+        push(m, (struct sv){V_RESULT, id, NULL, 0}, off);
         return;
     }
     case TN_OP_BUILD: {
-        pop(m, off);
+        struct sv state = pop(m, off);
         struct sv *t = top(m, off);
+        if (t)
+            tn__graph_child(&m->graph, node_of(*t), node_of(state), true);
         /* 1.13 builds a Tensor, a Parameter or an OrderedDict: an object
          * some call made, never a literal */
         if (t && t->k != V_RESULT && t->k != V_GLOBAL)
@@ -635,6 +689,36 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     }
 }
 
+/* The value a pickle of `bytes` bytes returns: a walk of it longer than
+ * 64 values a byte (and 2^24), or containers holding themselves, is an
+ * expansion bomb for whatever materialises it. */
+static void expansion(struct pm *m, struct sv v, uint64_t bytes)
+{
+    uint64_t len, lim = bytes > (UINT64_MAX >> 7) ? UINT64_MAX : 64 * bytes;
+    bool cycle;
+    if (lim < (1u << 24))
+        lim = 1u << 24;
+    if (m->graph.limit) {
+        tn__scan_incomplete(m->c, "a pickle builds more objects than the scanner's graph limit");
+        return;
+    }
+    if (tn__graph_walk(&m->graph, node_of(v), &len, &cycle) < 0 || (len <= lim && !cycle))
+        return;
+    char d[200];
+    if (cycle)
+        snprintf(d, sizeof d, "a container that holds itself: a walk of the value never ends");
+    else if (len == UINT64_MAX)
+        snprintf(d, sizeof d, "a walk of the value meets more than 2^64 values (references "
+                 "through the memo and DUP) from %llu bytes", (unsigned long long)bytes);
+    else
+        snprintf(d, sizeof d, "a walk of the value meets %llu values (references through the "
+                 "memo and DUP) from %llu bytes", (unsigned long long)len,
+                 (unsigned long long)bytes);
+    size_t n = m->c->r->n;
+    tn__scan_anomaly(m->c, m->entry, m->start, "expansion");
+    tn__scan_set_detail(m->c, n, d);
+}
+
 /* Runs the model over one pickle starting at *pos; leaves *pos after its
  * STOP.  Returns 0 when a STOP was reached, -1 when the stream broke (the
  * anomaly is reported) or a limit stopped it. */
@@ -665,6 +749,8 @@ int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t l
                 pm_anomaly(&m, 17, p, "stop-stack");
             if (m.frame_end && *pos != m.frame_end)
                 pm_anomaly(&m, 16, p, "frame-boundary");
+            if (m.n)
+                expansion(&m, m.st[m.n - 1], *pos - m.start);
             rc = 0;
             break;
         }
@@ -682,6 +768,9 @@ int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t l
     }
     if (m.fatal)
         tn__scan_incomplete(c, "a pickle exceeded the scanner's limits");
+    if (m.graph.oom)
+        c->oom = true;
+    tn__graph_free(&m.graph);
     free(m.g);
     free(m.gh);
     free(m.st);

@@ -408,6 +408,8 @@ static const struct tn_scan_rule rules[] = {
     {"extension-code", "a global taken from copyreg's extension registry (EXT1, EXT2, EXT4)"},
     {"torchscript-code", "TorchScript code, compiled and run by torch.jit.load"},
     {"build-on-global", "BUILD on a global: sets attributes of a class or module"},
+    {"expansion", "an expansion bomb: the value's walk (references through the memo and DUP "
+                  "counted each time) is far longer than its bytes, or containers hold themselves"},
     {"stack-limit", "the pickle's stack grows past the scanner's limit"},
     {"stack-underflow", "an opcode pops more than the stack holds"},
     {"mark-missing", "an opcode needs a MARK that is not there"},

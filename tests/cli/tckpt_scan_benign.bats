@@ -171,3 +171,15 @@ PY
     assert_output --partial "dangerous posix.system (called)"
     assert_output --partial "[zip-encrypted-flag]"
 }
+
+@test "scan: expansion bombs (nested memo GETs, nested DUPs) and containers holding themselves are [expansion], shared references within bounds are not" {
+    twins expansion
+    verdicts pickle clean
+    verdicts torch2 any
+    run tckpt scan "$D/m_memo_bomb.pkl"
+    assert_output --partial "suspicious [expansion]: a walk of the value meets 31111111111 values"
+    run tckpt scan "$D/m_dup_bomb.pkl"
+    assert_output --partial "suspicious [expansion]: a walk of the value meets 2147483647 values"
+    run tckpt scan "$D/m_cycle_dict.pkl"
+    assert_output --partial "[expansion]: a container that holds itself"
+}

@@ -2,7 +2,7 @@
  * tests/fuzz/fuzz_ckpt.c: libFuzzer target for lib/io's untrusted-input
  * readers: the input is tried as a zip checkpoint (zip reader, records,
  * restricted unpickler, storage checks), as a bare data.pkl stream, as
- * a .npy file, and through the scanner (tn_scan_memory, both policies,
+ * a .npy file, and through the scanner (tn_scan_memory, all three policies,
  * small limits so nesting is exercised).
  * Build and run: tests/fuzz/run.sh [SECONDS].
  */
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         tn_value_release(v);
     }
     tn_release(tn_npy_parse(data, size, "fuzz.npy"));
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < 3; a++) { /* torch2, torch1.13, pickle */
         struct tn_scan_options so = {.policy = (enum tn_ckpt_allowlist)a, .max_depth = 3,
                                      .max_entries = 64, .max_expanded = 1 << 20};
         struct tn_scan_report r = {0};
