@@ -14,6 +14,7 @@ libtensor_la_SOURCES += \
 	lib/io/legacy.c \
 	lib/io/scan.c \
 	lib/io/scan_graph.c \
+	lib/io/scan_npy.c \
 	lib/io/scan_pickle.c \
 	lib/io/scan_policy.c \
 	lib/io/dcp.c \

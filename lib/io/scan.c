@@ -591,29 +591,21 @@ static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
         tn__scan_anomaly(c, entry, 0, "npy-header");
         return;
     }
-    const char *h = (const char *)b + at;
-    const char *d = NULL;
-    for (size_t i = 0; i + 7 <= hl; i++)
-        if (!memcmp(h + i, "'descr'", 7)) {
-            d = h + i + 7;
-            break;
-        }
-    if (!d) {
-        tn__scan_anomaly(c, entry, 0, "npy-header");
+    /* numpy's reading of the header decides: a literal, evaluated */
+    struct tn__npy_verdict v;
+    if (tn__npy_header_verdict((const char *)b + at, hl, &v) < 0) {
+        c->oom = true;
         return;
     }
-    while (d < h + hl && (*d == ':' || *d == ' '))
-        d++;
-    /* An object array is a pickle after the header (allow_pickle=True). */
-    bool object = false;
-    if (d < h + hl && *d == '\'') {
-        const char *e = memchr(d + 1, '\'', (size_t)(h + hl - d - 1));
-        object = e && memchr(d + 1, 'O', (size_t)(e - d - 1));
-    } else {
-        /* a structured dtype: any object field */
-        for (size_t i = 0; i + 2 <= (size_t)(h + hl - d) && !object; i++)
-            object = (d[i] == '|' || d[i] == '\'' || d[i] == '<' || d[i] == '>') && d[i + 1] == 'O';
+    if (!v.parsed) {
+        anomaly_detail(c, entry, 0, "npy-header", "the header is no dict literal with a descr");
+        return;
     }
+    if (!v.canonical)
+        anomaly_detail(c, entry, 0, "npy-header-noncanonical", "the header is not the literal "
+                       "numpy writes (escapes, double quotes, concatenated strings, duplicate "
+                       "keys, comments, other spacing or order): readers may disagree on it");
+    bool object = v.object;
     if (object) {
         /* --policy pickle: an object array is a pickle like any other */
         if (c->o->policy != TN_ALLOW_PICKLE)

@@ -51,6 +51,14 @@ void tn__graph_child(struct tn__scan_graph *g, uint32_t parent, uint32_t child, 
 int tn__graph_walk(struct tn__scan_graph *g, uint32_t root, uint64_t *len, bool *cycle);
 void tn__graph_free(struct tn__scan_graph *g);
 
+/* An .npy header as numpy reads it (scan_npy.c): parsed (a dict literal
+ * with a descr), whether descr_to_dtype would give objects, and whether it
+ * is exactly the literal numpy writes.  0, or TN_ENOMEM. */
+struct tn__npy_verdict {
+    bool parsed, object, canonical;
+};
+int tn__npy_header_verdict(const char *h, size_t n, struct tn__npy_verdict *v);
+
 /* The pickle machine (scan_pickle.c): one pickle at *pos (0 when it reached
  * STOP, -1 when it broke or hit a limit), or every pickle of b in turn. */
 int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t len, size_t *pos,

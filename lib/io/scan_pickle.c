@@ -430,6 +430,47 @@ static struct sv text_value(const char *s, size_t n, bool quoted)
     return (struct sv){V_STR, 0, s, n};
 }
 
+/* The key of a text GET or PUT as CPython's C unpickler reads it:
+ * PyLong_FromString(line, NULL, 10) over the NUL-terminated line, so
+ * whitespace around it ("10\r", " 10"), a sign ("+10") and underscores
+ * between digits ("1_0") are accepted, and a NUL ends it.  *plain: only
+ * the digits a pickler writes. */
+static bool cpython_key(const char *s, size_t n, int64_t *key, bool *plain)
+{
+    const char *z = memchr(s, 0, n);
+    size_t i = 0;
+    if (z)
+        n = (size_t)(z - s);
+    *plain = n > 0 && !z && (n == 1 || s[0] != '0');
+    for (size_t k = 0; k < n && *plain; k++)
+        *plain = s[k] >= '0' && s[k] <= '9';
+#define SPACE(ch) ((ch) == ' ' || ((ch) >= '\t' && (ch) <= '\r'))
+    while (i < n && SPACE(s[i]))
+        i++;
+    bool neg = i < n && s[i] == '-';
+    if (i < n && (s[i] == '-' || s[i] == '+'))
+        i++;
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; i < n; i++) {
+        if (s[i] == '_' && digits && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '9')
+            continue;
+        if (s[i] < '0' || s[i] > '9')
+            break;
+        if (v > ((uint64_t)INT64_MAX - 9) / 10)
+            return false; /* past Py_ssize_t: OverflowError */
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        digits++;
+    }
+    while (i < n && SPACE(s[i]))
+        i++;
+#undef SPACE
+    if (!digits || i != n)
+        return false;
+    *key = neg ? -(int64_t)v : (int64_t)v;
+    return true;
+}
+
 static void step(struct pm *m, const struct tn_pickle_op *op)
 {
     uint64_t off = op->pos;
@@ -672,13 +713,24 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, other, off);
         return;
     }
-    case TN_OP_GET: case TN_OP_BINGET: case TN_OP_LONG_BINGET:
-        if (op->code == TN_OP_GET && op->big)
-            pm_anomaly(m, 6, off, "memo-missing");
+    case TN_OP_GET: case TN_OP_PUT: {
+        int64_t key;
+        bool plain;
+        if (!cpython_key(op->s, op->slen, &key, &plain))
+            key = -1; /* CPython stops with an error */
+        else if (!plain)
+            pm_anomaly(m, 18, off, "memo-key-noncanonical");
+        if (op->code == TN_OP_GET)
+            memo_get(m, key, off);
+        else
+            memo_put(m, key, off);
+        return;
+    }
+    case TN_OP_BINGET: case TN_OP_LONG_BINGET:
         memo_get(m, op->i, off);
         return;
-    case TN_OP_PUT: case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
-        memo_put(m, op->big ? -1 : op->i, off);
+    case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
+        memo_put(m, op->i, off);
         return;
     case TN_OP_MEMOIZE:
         memo_put(m, (int64_t)m->memon, off);

@@ -418,6 +418,8 @@ static const struct tn_scan_rule rules[] = {
     {"memo-limit", "more memo entries than the scanner's limit"},
     {"memo-negative", "a memo index below zero"},
     {"memo-missing", "a GET of a memo entry never PUT"},
+    {"memo-key-noncanonical", "a text GET or PUT key that CPython's int() reads but no pickler "
+                              "writes (\"10\\r\", \" +10\", \"1_0\")"},
     {"protocol-unsupported", "a PROTO above 5"},
     {"proto-misplaced", "a PROTO that is not the first opcode"},
     {"frame-nested", "a FRAME inside a frame"},
@@ -453,6 +455,9 @@ static const struct tn_scan_rule rules[] = {
     {"entry-limit", "more archive members than the scanner's limit"},
     {"expanded-size-limit", "archive members larger than the scanner's limit"},
     {"npy-header", "a .npy header the loader refuses (negative or overflowing shape, bad layout)"},
+    {"npy-header-noncanonical", "a .npy header that is not the literal numpy writes (escapes, "
+                                "double quotes, concatenation, duplicate keys): readers may "
+                                "disagree on its dtype"},
     {"npy-object-array", "a .npy object array: a pickle loaded with allow_pickle=True"},
     {"safetensors-header", "a safetensors header the loader refuses (not JSON, fields missing)"},
     {"safetensors-header-length", "a safetensors header length past the end of the file"},

@@ -183,3 +183,43 @@ PY
     run tckpt scan "$D/m_cycle_dict.pkl"
     assert_output --partial "[expansion]: a container that holds itself"
 }
+
+@test "scan: .npy headers are read as numpy reads them (escapes, concatenation, duplicate keys, object names, object fields), and a header that is not numpy's own literal is reported" {
+    twins npyheader
+    verdicts pickle clean
+    verdicts torch2 any
+    local f
+    for f in "$D"/m_npy_*.npy; do
+        run tckpt scan "$f"
+        [ "$status" -eq 1 ]
+        assert_output --partial "dangerous posix.system (called)"
+    done
+    run tckpt scan "$D/m_npy_dup_key.npy"
+    assert_output --partial "suspicious [npy-header-noncanonical]"
+    for f in "$D"/b_npy_dquote.npy "$D"/b_npy_octal.npy "$D"/b_npy_concat.npy; do
+        run tckpt scan "$f"
+        [ "$status" -eq 1 ]
+        assert_output --partial "[npy-header-noncanonical]"
+    done
+    run tckpt scan "$D/b_npy_canonical.npy"
+    assert_success
+}
+
+@test "scan: text memo keys are read with CPython's int() rules, so the global a STACK_GLOBAL takes from them is named" {
+    twins anomaly
+    verdicts pickle clean
+    local f
+    for f in "$D"/m_memo_key_*.pkl; do
+        run tckpt scan "$f"
+        [ "$status" -eq 1 ]
+        assert_output --partial "dangerous os.system (called) [dangerous-global]"
+        assert_output --partial "suspicious [memo-key-noncanonical]"
+    done
+    run tckpt scan "$D/b_memo_key_cr.pkl"
+    [ "$status" -eq 1 ]
+    assert_output --partial "[memo-key-noncanonical]"
+    run tckpt scan "$D/b_memo_key_plain.pkl"
+    assert_success
+    run tckpt scan --fail-on dangerous "$D/m_frame_short.pkl"
+    [ "$status" -eq 1 ]
+}
