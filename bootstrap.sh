@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 # Every Debian package the build, the tests and the oracles need: the one list.
 PACKAGES="
 build-essential autoconf automake libtool pkg-config
-libopenblas-dev zlib1g-dev libjansson-dev libyaml-dev
+libopenblas-dev zlib1g-dev libjansson-dev libyaml-dev libarchive-dev
 libcmocka-dev bats bats-support bats-assert
 python3 python3-numpy python3-torch python3-venv python3-jsonschema python3-pytest
 libxml2-utils zip unzip parallel

@@ -13,6 +13,7 @@ libtensor_la_SOURCES += \
 	lib/io/load.c \
 	lib/io/legacy.c \
 	lib/io/scan.c \
+	lib/io/scan_archive.c \
 	lib/io/scan_graph.c \
 	lib/io/scan_npy.c \
 	lib/io/scan_pickle.c \

@@ -137,7 +137,7 @@ static bool ends_with(const char *s, const char *suf)
     return a >= l && !strcmp(s + a - l, suf);
 }
 
-static char *join_entry(const char *parent, const char *name)
+char *tn__scan_join(const char *parent, const char *name)
 {
     size_t a = strlen(parent), l = strlen(name);
     char *s = malloc(a + l + 2);
@@ -182,7 +182,7 @@ static bool looks_like_pickle(const unsigned char *b, size_t len)
 }
 
 /* A member of an archive: nested archives and pickles are scanned. */
-static void scan_member(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
+void tn__scan_member(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                         const char *entry, const char *name)
 {
     if (++c->entries > (c->o->max_entries ? c->o->max_entries : 100000)) {
@@ -217,7 +217,7 @@ static bool recognised(const unsigned char *b, size_t len, const char *name)
            (name && ends_with(name, ".pkl") && len && b[len - 1] == '.');
 }
 
-static bool budget(struct tn__scan_ctx *c, uint64_t n)
+bool tn__scan_budget(struct tn__scan_ctx *c, uint64_t n)
 {
     uint64_t lim = c->o->max_expanded ? c->o->max_expanded : (4ull << 30);
     if (n > lim - c->expanded || c->expanded > lim)
@@ -272,7 +272,7 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
                     if (!nm[q])
                         nm[q] = '?';
             }
-            char *sub = join_entry(entry, nm);
+            char *sub = tn__scan_join(entry, nm);
             if (!sub) {
                 c->oom = true;
                 break;
@@ -280,7 +280,7 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
             member_anomaly(c, sub, p, "zip-unindexed-entry");
             uint64_t cs = rd32(b + p + 18), data = p + 30 + nl + xl;
             if (rd16(b + p + 8) == 0 && data <= len && cs <= len - data)
-                scan_member(c, b + data, (size_t)cs, sub, nm);
+                tn__scan_member(c, b + data, (size_t)cs, sub, nm);
             free(sub);
             p = data > p ? data - 1 : p;
         }
@@ -317,7 +317,7 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
     for (size_t i = 0; i < n; i++) {
         const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
         const char *nm = e->name;
-        char *sub = join_entry(entry, nm);
+        char *sub = tn__scan_join(entry, nm);
         if (!sub) {
             c->oom = true;
             break;
@@ -357,7 +357,7 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
         if (!storage && !source && !ends_with(nm, "/")) {
             void *data = NULL;
             size_t dl = 0;
-            if (!budget(c, e->size)) {
+            if (!tn__scan_budget(c, e->size)) {
                 member_anomaly(c, sub, e->header_offset, "expanded-size-limit");
                 tn__scan_incomplete(c, "archive members larger than the expanded-size limit");
             } else if ((e->flags & 1) && (tn_zip_read(z, i, 0, &data, &dl) < 0 ||
@@ -373,7 +373,7 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                     member_anomaly(c, sub, e->header_offset, "zip-encrypted-flag");
                 if (tn_zip_crc32(0, data, dl) != e->crc)
                     member_anomaly(c, sub, e->header_offset, "zip-crc-mismatch");
-                scan_member(c, data, dl, sub, nm);
+                tn__scan_member(c, data, dl, sub, nm);
             }
             free(data);
         }
@@ -531,7 +531,7 @@ static void scan_tar(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
         char nm[101];
         memcpy(nm, h, 100);
         nm[100] = 0;
-        char *sub = join_entry(entry, nm);
+        char *sub = tn__scan_join(entry, nm);
         if (!sub) {
             c->oom = true;
             return;
@@ -545,8 +545,8 @@ static void scan_tar(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
         bool regular = h[156] == '0' || h[156] == 0 || h[156] == '7';
         if (regular && legacy && (!strcmp(nm, "storages") || !strcmp(nm, "tensors")))
             scan_legacy_member(c, h + 512, (size_t)sz, sub, nm[0] == 's');
-        else if (regular && budget(c, 0))
-            scan_member(c, h + 512, (size_t)sz, sub, nm);
+        else if (regular && tn__scan_budget(c, 0))
+            tn__scan_member(c, h + 512, (size_t)sz, sub, nm);
         free(sub);
         p += 512 + (size_t)((sz + 511) / 512 * 512);
         if (c->oom || c->r->n >= TN__SCAN_MAX_FINDINGS)
@@ -707,16 +707,16 @@ static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len
         scan_tar(c, b, len, entry);
         return;
     }
-    if (len >= 6 && !memcmp(b, "7z\xbc\xaf\x27\x1c", 6)) {
+    /* 7z archives, and compressed streams (joblib's compressors, numpy's
+     * and torch's neighbours): what is inside is scanned */
+    const char *kind = tn__scan_packed_kind(b, len);
+    if (kind && !strcmp(kind, "7z")) {
         FMT("7z");
-        tn__scan_anomaly(c, entry, 0, "archive-unsupported");
-        tn__scan_incomplete(c, "7z archives are not read");
+        tn__scan_7z(c, b, len, entry);
         return;
     }
-    if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
-        FMT("gzip");
-        tn__scan_anomaly(c, entry, 0, "archive-unsupported");
-        tn__scan_incomplete(c, "gzip streams are not read");
+    if (kind && tn__scan_stream(c, b, len, entry, kind)) {
+        FMT(kind);
         return;
     }
     if (len >= 3 && b[0] == 0x80 && b[1] == 2 && b[2] == 0x8a) {

@@ -32,6 +32,23 @@ void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why);
 /* Gives finding n (when it was added) its words. */
 void tn__scan_set_detail(struct tn__scan_ctx *c, size_t n, const char *detail);
 
+/* Containers (scan.c): "parent!name" (malloc'd, NULL without memory); a
+ * member scanned one level deeper; n more bytes taken from the expanded-
+ * size budget (false when over it). */
+char *tn__scan_join(const char *parent, const char *name);
+void tn__scan_member(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
+                     const char *entry, const char *name);
+bool tn__scan_budget(struct tn__scan_ctx *c, uint64_t n);
+
+/* Compressed streams and 7z (scan_archive.c): the kind at b ("gzip",
+ * "bzip2", "xz", "lzma", "zstd", "lz4", "compress", "zlib", "7z") or NULL;
+ * a stream's content scanned (false: it does not decompress); a 7z's
+ * members scanned. */
+const char *tn__scan_packed_kind(const unsigned char *b, size_t len);
+bool tn__scan_stream(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
+                     const char *entry, const char *kind);
+void tn__scan_7z(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry);
+
 /* Severity of a resolved module.name under c's options (scan_policy.c). */
 int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_options *o);
 

@@ -450,7 +450,7 @@ static const struct tn_scan_rule rules[] = {
     {"zip-prefix", "a zip archive after bytes of something else"},
     {"tar-size", "a tar member that runs past the end of the archive"},
     {"legacy-tar-layout", "a pre-0.4 tar checkpoint member that does not follow torch's layout"},
-    {"archive-unsupported", "an archive or stream format the scanner does not read (7z, gzip)"},
+    {"archive-unreadable", "a 7z archive whose directory cannot be read"},
     {"depth-limit", "archives nested deeper than the scanner's limit"},
     {"entry-limit", "more archive members than the scanner's limit"},
     {"expanded-size-limit", "archive members larger than the scanner's limit"},

@@ -223,3 +223,20 @@ PY
     run tckpt scan --fail-on dangerous "$D/m_frame_short.pkl"
     [ "$status" -eq 1 ]
 }
+
+@test "scan: compressed pickles and joblib files (zlib, gzip, bz2, lzma, xz) and 7z archives are decompressed and scanned" {
+    twins compressed
+    verdicts pickle clean
+    verdicts torch2 any
+    local f
+    for f in "$D"/m_*; do
+        run tckpt scan "$f"
+        [ "$status" -eq 1 ]
+        assert_output --partial "dangerous posix.system (called)"
+    done
+    run tckpt scan "$D/m_pickle.xz"
+    assert_line --partial "m_pickle.xz: (xz)@2: dangerous posix.system (called)"
+    run tckpt scan --json "$D/b_pickle.bz2"
+    assert_success
+    assert_output --partial '"format":"bzip2","status":"clean"'
+}

@@ -38,7 +38,7 @@ clang -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined $inc \
     -DFUZZ_DCP_DIR="\"$src/tests/fixtures/dcp/two\"" \
     "$src"/tests/fuzz/fuzz_$target.c $io_srcs "$src"/lib/core/*.c \
-    -ljansson -lopenblas -lz -lm -lpthread -ldl -o "$out/fuzz_$target"
+    -ljansson -lopenblas -larchive -lz -lm -lpthread -ldl -o "$out/fuzz_$target"
 exec "$out/fuzz_$target" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=1024 \
     -artifact_prefix="$out/" \
     "$out/corpus"

@@ -24,7 +24,7 @@ EXTRA_DIST += tests/fuzz/fuzz_ckpt.c tests/fuzz/run.sh
 UNIT_TESTS += tests/unit/test_scan
 tests_unit_test_scan_SOURCES = tests/unit/test_scan.c
 tests_unit_test_scan_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
-tests_unit_test_scan_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_scan_LDADD = $(TN_UNIT_LIBS) $(ZLIB_LIBS)
 tests_unit_test_scan_LDFLAGS = $(TN_UNIT_LINK)
 UNIT_TESTS += tests/unit/test_dtypes_io
 tests_unit_test_dtypes_io_SOURCES = tests/unit/test_dtypes_io.c

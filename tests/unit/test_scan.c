@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static char *path_of(const char *dir, const char *name)
 {
@@ -270,6 +271,43 @@ static void test_limits(void **state)
     free(z);
 }
 
+/* A compressed stream (gzip, zlib) is inflated only up to the expanded-
+ * size limit: a bomb stops there, reported and incomplete; under the limit
+ * the payload inside is found. */
+static void test_stream_bomb(void **state)
+{
+    (void)state;
+    size_t n = 1u << 20;
+    unsigned char *zeros = calloc(n, 1), *out = malloc(n);
+    for (int wbits = 15; wbits <= 31; wbits += 16) { /* zlib, then gzip */
+        z_stream z = {0};
+        assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+        z.next_in = zeros;
+        z.avail_in = (uInt)n;
+        z.next_out = out;
+        z.avail_out = (uInt)n;
+        assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+        size_t len = n - z.avail_out;
+        deflateEnd(&z);
+        struct tn_scan_options o = {.max_expanded = 65536};
+        expect_limit(out, len, &o, "expanded-size-limit");
+        struct tn_scan_report r = {0};
+        assert_int_equal(tn_scan_memory(out, len, "bomb", &o, &r), 0);
+        assert_true(r.incomplete);
+        tn_scan_report_free(&r);
+    }
+    /* a payload inside a zlib stream */
+    static const unsigned char evil[] = "\x80\x02" "cposix\nsystem\nX\x02\x00\x00\x00" "id\x85R.";
+    uLongf zl = (uLongf)n;
+    assert_int_equal(compress(out, &zl, evil, sizeof evil - 1), Z_OK);
+    struct tn_scan_report r = {0};
+    assert_int_equal(tn_scan_memory(out, zl, "z", NULL, &r), 0);
+    assert_true(has_global(&r, "posix.system", TN_SCAN_DANGEROUS));
+    tn_scan_report_free(&r);
+    free(zeros);
+    free(out);
+}
+
 /* Every global is reported once, however often and however far apart the
  * pickle names it: 300 distinct globals, then all of them again. */
 static void test_dedup(void **state)
@@ -393,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_benign),
         cmocka_unit_test(test_many_tensors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_stream_bomb),
         cmocka_unit_test(test_dedup),
         cmocka_unit_test(test_memo_sparse),
         cmocka_unit_test(test_policy),
