@@ -306,6 +306,11 @@ int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size
         return tn_set_error(TN_EFORMAT, "%s: %s claims %llu bytes from %llu compressed bytes",
                             z->label, e->name, (unsigned long long)e->size,
                             (unsigned long long)e->csize);
+    /* (only an archive opened for the scanner lists such a member: an
+     * encrypted one, whose stored bytes carry a header) */
+    if (e->method == 0 && e->csize != e->size)
+        return tn_set_error(TN_EFORMAT, "%s: %s is stored but its sizes differ", z->label,
+                            e->name);
     unsigned char *buf = malloc(e->size ? e->size : 1);
     if (!buf)
         return tn_set_error(TN_ENOMEM, "%s: %s: out of memory for %llu bytes", z->label, e->name,

@@ -20,7 +20,7 @@ if [ "$target" = dcp ]; then
 fi
 cp "$src"/tests/fixtures/io/*.pt "$src"/tests/fixtures/io/*.npy "$out/corpus/"
 # the scanner's adversarial corpus seeds it too
-for f in "$src"/tests/fixtures/scan/*; do
+for f in "$src"/tests/fixtures/scan/* "$src"/tests/fixtures/scan_fuzz/*; do
     case $f in *.json) ;; *) cp "$f" "$out/corpus/scan_$(basename "$f")" ;; esac
 done
 for f in "$src"/tests/fixtures/io/*.pt; do

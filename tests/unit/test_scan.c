@@ -308,6 +308,23 @@ static void test_stream_bomb(void **state)
     free(out);
 }
 
+/* Inputs the fuzz target once crashed on (tests/fixtures/scan_fuzz): a zip
+ * member flagged encrypted, stored, whose size is past its compressed size
+ * near the end of the file (read past the buffer before).  They must scan
+ * to a verdict; AddressSanitizer builds check the reads. */
+static void test_fuzz_regressions(void **state)
+{
+    (void)state;
+    size_t len;
+    unsigned char *b = tn_test_slurp(path_of("scan_fuzz", "zip_encrypted_stored_sizes.zip"), &len);
+    struct tn_scan_report r = {0};
+    assert_int_equal(tn_scan_memory(b, len, "fuzz", NULL, &r), 0);
+    assert_true(r.incomplete);
+    assert_true(r.n > 0);
+    tn_scan_report_free(&r);
+    free(b);
+}
+
 /* Every global is reported once, however often and however far apart the
  * pickle names it: 300 distinct globals, then all of them again. */
 static void test_dedup(void **state)
@@ -432,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_many_tensors),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_stream_bomb),
+        cmocka_unit_test(test_fuzz_regressions),
         cmocka_unit_test(test_dedup),
         cmocka_unit_test(test_memo_sparse),
         cmocka_unit_test(test_policy),
