@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/io/scan_compare.sh [TCKPT [CORPUS]]: scans the adversarial corpus
-# (tests/fixtures/scan, see scan_corpus.py) and the benign checkpoints of
+# (tests/fixtures/scan, see scan_corpus.py, under --policy torch2), the
+# proven twins of tests/fixtures/scan_twins.py, and the benign checkpoints of
 # tests/fixtures/io with tckpt scan and with picklescan, modelscan and
 # fickling when they are on PATH (pip install picklescan modelscan
 # fickling; absent ones are skipped), and prints a Markdown table of which
@@ -77,6 +78,65 @@ for t in $tools; do printf ' %s |' "$(cat "$tmp/err_$t")"; done
 printf '\n| **false alarms or errors (of %d benign)** | | |' "$benign"
 for t in $tools; do printf ' %s |' "$(cat "$tmp/fp_$t")"; done
 printf '\n'
+
+# The benign files and malicious twins of tests/fixtures/scan_twins.py (each
+# proven by the loader that would read it): per class and in all, malicious
+# files reported (exit 1), passed as clean (exit 0) and failed with another
+# exit, and benign files flagged (any exit but 0; * marks a class whose
+# benign files are non-canonical on purpose, which tckpt reports), for tckpt
+# under its default policy (pickle) and under torch2, and each peer.
+if python3 -c 'import numpy' 2>/dev/null &&
+    python3 "$src/tests/fixtures/scan_twins.py" "$tmp/twins" >/dev/null 2>&1; then
+    python3 - "$tmp/twins" "$tckpt" $tools <<'PY'
+import collections, concurrent.futures, json, subprocess, sys
+d, tckpt, peers = sys.argv[1], sys.argv[2], sys.argv[4:]
+cmds = {"tckpt": [tckpt, "scan"], "tckpt torch2": [tckpt, "scan", "--policy", "torch2"],
+        "picklescan": ["picklescan", "-p"], "modelscan": ["modelscan", "-p"],
+        "fickling": ["fickling", "--check-safety"]}
+tools = ["tckpt", "tckpt torch2"] + peers
+cases = json.load(open(d + "/verdicts.json"))
+def rc(tool, c):
+    try:
+        return subprocess.run(cmds[tool] + [d + "/" + c["file"]], capture_output=True,
+                              timeout=120).returncode
+    except subprocess.TimeoutExpired:
+        return -1
+with concurrent.futures.ThreadPoolExecutor(4) as ex:
+    got = {(t, c["file"]): ex.submit(rc, t, c) for t in tools for c in cases}
+got = {k: v.result() for k, v in got.items()}
+classes = sorted({c["class"] for c in cases})
+def counts(t, sel):
+    n = collections.Counter()
+    for c in sel:
+        r = got[(t, c["file"])]
+        if c["verdict"] == "malicious":
+            n["mal"] += 1
+            n["rep" if r == 1 else "clean" if r == 0 else "err"] += 1
+        else:
+            n["ben"] += 1
+            n["fp"] += r != 0
+    return n
+print("\n| class: malicious reported, benign flagged |" + "".join(" %s |" % t for t in tools))
+print("|---|" + "---|" * len(tools))
+for k in classes:
+    sel = [c for c in cases if c["class"] == k]
+    star = "*" if any(c["verdict"] == "benign" and not c["expect_clean"] for c in sel) else ""
+    row = ""
+    for t in tools:
+        n = counts(t, sel)
+        row += " %d/%d, %d/%d |" % (n["rep"], n["mal"], n["fp"], n["ben"])
+    print("| %s%s |%s" % (k, star, row))
+tot = {t: counts(t, cases) for t in tools}
+first = tot["tckpt"]
+print("\n| all: %d malicious, %d benign |" % (first["mal"], first["ben"])
+      + "".join(" %s |" % t for t in tools))
+print("|---|" + "---|" * len(tools))
+for key, label in (("rep", "malicious reported (exit 1)"),
+                   ("clean", "malicious passed as clean (exit 0)"),
+                   ("err", "malicious: another exit"), ("fp", "benign flagged")):
+    print("| %s |" % label + "".join(" %d |" % tot[t][key] for t in tools))
+PY
+fi
 
 # Timing on a 20,000-tensor checkpoint and on a 1 GiB one (256 float32
 # tensors of 4 MiB): seconds, and each tool's time as a multiple of tckpt's
