@@ -23,6 +23,22 @@ struct sv {
                  * object graph (0: a scalar) */
     const char *s;
     size_t n;
+    uint8_t x; /* what joblib's arrays need known: X_INT (n: a small int),
+                * X_SHAPE (a tuple of them, n: their product), X_DTYPE
+                * (numpy.dtype(s)), X_JAW (a joblib NumpyArrayWrapper) */
+};
+
+enum { X_NONE, X_INT, X_SHAPE, X_DTYPE, X_JAW };
+
+/* The dict joblib's NumpyArrayWrapper is built from, as far as filled:
+ * the array's element count, dtype and alignment (-1 none). */
+struct jaw_state {
+    uint32_t node;
+    bool has_shape;
+    uint64_t count;
+    const char *dtype;
+    size_t dtlen;
+    int64_t align;
 };
 
 struct glob {
@@ -68,7 +84,54 @@ struct pm {
     uint8_t opseen[32]; /* opcodes reported outside the policy's unpickler */
     unsigned torch1_seen; /* torch1_refuse's kinds already reported */
     struct tn__scan_graph graph;
+    struct jaw_state jaw;
+    /* after the BUILD of a NumpyArrayWrapper: the array joblib wrote
+     * next, raw bytes (skip_bytes, after an alignment byte and its padding
+     * when skip_align) or a nested pickle (skip_pickle) */
+    bool skip_pending, skip_align, skip_pickle;
+    uint64_t skip_bytes;
 };
+
+/* The size of a joblib array element of dtype string s, 0 when it is not a
+ * plain number type, -1 for objects (then a nested pickle follows). */
+static int dtype_itemsize(const char *s, size_t n)
+{
+    static const struct {
+        const char *t;
+        int size;
+    } types[] = {{"b1", 1}, {"?", 1}, {"i1", 1}, {"u1", 1}, {"i2", 2}, {"u2", 2}, {"f2", 2},
+                 {"i4", 4}, {"u4", 4}, {"f4", 4}, {"i8", 8}, {"u8", 8}, {"f8", 8}, {"c8", 8},
+                 {"c16", 16}, {"f16", 16}, {"O", -1}, {"O8", -1}, {"O4", -1}};
+    if (n && strchr("<>|=", s[0]))
+        s++, n--;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (strlen(types[i].t) == n && !memcmp(types[i].t, s, n))
+            return types[i].size;
+    return 0;
+}
+
+/* Items put into the dict `node`: the facts of a NumpyArrayWrapper state. */
+static void jaw_items(struct pm *m, uint32_t node, const struct sv *it, size_t k)
+{
+    if (!node)
+        return;
+    if (m->jaw.node != node)
+        m->jaw = (struct jaw_state){node, false, 0, NULL, 0, -1};
+    for (size_t i = 0; i + 1 < k; i += 2) {
+        const struct sv *key = &it[i], *v = &it[i + 1];
+        if (key->k != V_STR)
+            continue;
+        if (key->n == 5 && !memcmp(key->s, "shape", 5)) {
+            m->jaw.has_shape = v->x == X_SHAPE;
+            m->jaw.count = v->n;
+        } else if (key->n == 5 && !memcmp(key->s, "dtype", 5)) {
+            m->jaw.dtype = v->x == X_DTYPE ? v->s : NULL;
+            m->jaw.dtlen = v->n;
+        } else if (key->n == 27 && !memcmp(key->s, "numpy_array_alignment_bytes", 27)) {
+            m->jaw.align = v->x == X_INT ? (int64_t)v->n : -1;
+        }
+    }
+}
 
 /* v's node in the object graph (0: a scalar or a global). */
 static uint32_t node_of(struct sv v) { return v.k == V_GLOBAL ? 0 : v.g; }
@@ -164,7 +227,7 @@ static struct sv pop(struct pm *m, uint64_t off)
     if (m->n > floor_of(m))
         return m->st[--m->n];
     pm_anomaly(m, 1, off, "stack-underflow");
-    return (struct sv){V_OTHER, 0, NULL, 0};
+    return (struct sv){V_OTHER, 0, NULL, 0, X_NONE};
 }
 
 static struct sv *top(struct pm *m, uint64_t off)
@@ -302,14 +365,27 @@ static void push_global(struct pm *m, const char *mod, size_t ml, const char *na
     free(a);
     free(b);
     if (i >= 0)
-        push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
+        push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0, X_NONE}, off);
+}
+
+/* A tuple of small ints st[b..e) is a shape: n gets their product. */
+static void shape_of(const struct pm *m, struct sv *v, size_t b, size_t e)
+{
+    uint64_t p = 1;
+    for (size_t i = b; i < e; i++) {
+        if (m->st[i].x != X_INT)
+            return;
+        p = m->st[i].n && p > UINT64_MAX / m->st[i].n ? UINT64_MAX : p * m->st[i].n;
+    }
+    v->x = X_SHAPE;
+    v->n = (size_t)p;
 }
 
 /* A tuple whose first item is first. */
 static struct sv tuple_of(struct sv first)
 {
-    return first.k == V_STR ? (struct sv){V_TUPLE, 0, first.s, first.n}
-                            : (struct sv){V_TUPLE, 0, NULL, 0};
+    return first.k == V_STR ? (struct sv){V_TUPLE, 0, first.s, first.n, X_NONE}
+                            : (struct sv){V_TUPLE, 0, NULL, 0, X_NONE};
 }
 
 /* A callable (or class) was used: record how, or flag it as unresolved. */
@@ -402,7 +478,7 @@ static void memo_put(struct pm *m, int64_t idx, uint64_t off)
     }
     struct memo_slot *s = memo_find(m, (uint64_t)idx, true, off);
     if (s)
-        s->v = t ? *t : (struct sv){V_OTHER, 0, NULL, 0};
+        s->v = t ? *t : (struct sv){V_OTHER, 0, NULL, 0, X_NONE};
 }
 
 static void memo_get(struct pm *m, int64_t idx, uint64_t off)
@@ -410,7 +486,7 @@ static void memo_get(struct pm *m, int64_t idx, uint64_t off)
     struct memo_slot *s = idx >= 0 ? memo_find(m, (uint64_t)idx, false, off) : NULL;
     if (!s) {
         pm_anomaly(m, 6, off, "memo-missing");
-        push(m, (struct sv){V_OTHER, 0, NULL, 0}, off);
+        push(m, (struct sv){V_OTHER, 0, NULL, 0, X_NONE}, off);
         return;
     }
     push(m, s->v, off);
@@ -421,13 +497,13 @@ static struct sv text_value(const char *s, size_t n, bool quoted)
 {
     if (quoted) {
         if (n < 2 || (s[0] != '\'' && s[0] != '"') || s[n - 1] != s[0])
-            return (struct sv){V_OTHER, 0, NULL, 0};
+            return (struct sv){V_OTHER, 0, NULL, 0, X_NONE};
         s++;
         n -= 2;
     }
     if (memchr(s, '\\', n))
-        return (struct sv){V_OTHER, 0, NULL, 0};
-    return (struct sv){V_STR, 0, s, n};
+        return (struct sv){V_OTHER, 0, NULL, 0, X_NONE};
+    return (struct sv){V_STR, 0, s, n, X_NONE};
 }
 
 /* The key of a text GET or PUT as CPython's C unpickler reads it:
@@ -471,10 +547,16 @@ static bool cpython_key(const char *s, size_t n, int64_t *key, bool *plain)
     return true;
 }
 
+/* Is v the global mod.name? */
+static bool is_global(const struct pm *m, struct sv v, const char *mod, const char *name)
+{
+    return v.k == V_GLOBAL && !strcmp(m->g[v.g].mod, mod) && !strcmp(m->g[v.g].name, name);
+}
+
 static void step(struct pm *m, const struct tn_pickle_op *op)
 {
     uint64_t off = op->pos;
-    struct sv other = {V_OTHER, 0, NULL, 0};
+    struct sv other = {V_OTHER, 0, NULL, 0, X_NONE};
     switch (op->code) {
     case TN_OP_PROTO:
         if (op->i > 5)
@@ -533,21 +615,30 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_UNICODE: push(m, text_value(op->s, op->slen, false), off); return;
     case TN_OP_BINSTRING: case TN_OP_SHORT_BINSTRING: case TN_OP_BINUNICODE:
     case TN_OP_SHORT_BINUNICODE: case TN_OP_BINUNICODE8:
-        push(m, (struct sv){V_STR, 0, op->s, op->slen}, off);
+        push(m, (struct sv){V_STR, 0, op->s, op->slen, X_NONE}, off);
         return;
     case TN_OP_BINBYTES: case TN_OP_SHORT_BINBYTES: case TN_OP_BINBYTES8:
-        push(m, (struct sv){V_BYTES, 0, op->s, op->slen}, off);
+        push(m, (struct sv){V_BYTES, 0, op->s, op->slen, X_NONE}, off);
         return;
-    case TN_OP_INT: case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG:
-    case TN_OP_LONG1: case TN_OP_LONG4: case TN_OP_FLOAT: case TN_OP_BINFLOAT: case TN_OP_NONE:
-    case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_EMPTY_TUPLE: case TN_OP_BYTEARRAY8:
+    case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG1:
+        if (!op->big && op->i >= 0) {
+            push(m, (struct sv){V_OTHER, 0, NULL, (size_t)op->i, X_INT}, off);
+            return;
+        }
         push(m, other, off);
         return;
+    case TN_OP_INT: case TN_OP_LONG: case TN_OP_LONG4: case TN_OP_FLOAT: case TN_OP_BINFLOAT:
+    case TN_OP_NONE: case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_BYTEARRAY8:
+        push(m, other, off);
+        return;
+    case TN_OP_EMPTY_TUPLE: /* a 0-d shape: one element */
+        push(m, (struct sv){V_OTHER, 0, NULL, 1, X_SHAPE}, off);
+        return;
     case TN_OP_EMPTY_LIST:
-        push(m, (struct sv){V_LIST, tn__graph_node(&m->graph), NULL, 0}, off);
+        push(m, (struct sv){V_LIST, tn__graph_node(&m->graph), NULL, 0, X_NONE}, off);
         return;
     case TN_OP_EMPTY_DICT: case TN_OP_EMPTY_SET:
-        push(m, (struct sv){V_OTHER, tn__graph_node(&m->graph), NULL, 0}, off);
+        push(m, (struct sv){V_OTHER, tn__graph_node(&m->graph), NULL, 0, X_NONE}, off);
         return;
     case TN_OP_NEXT_BUFFER:
         pm_anomaly(m, 12, off, "out-of-band-buffer");
@@ -559,8 +650,10 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET: {
         size_t b = pop_mark(m, off);
         struct sv first = b < m->n ? m->st[b] : other;
-        struct sv v = op->code == TN_OP_LIST ? (struct sv){V_LIST, 0, NULL, 0}
+        struct sv v = op->code == TN_OP_LIST ? (struct sv){V_LIST, 0, NULL, 0, X_NONE}
                       : op->code == TN_OP_TUPLE ? tuple_of(first) : other;
+        if (op->code == TN_OP_TUPLE)
+            shape_of(m, &v, b, m->n);
         v.g = node_over(m, b, m->n);
         m->n = b;
         push(m, v, off);
@@ -571,6 +664,8 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         bool whole = m->n >= floor_of(m) + (size_t)k;
         struct sv first = whole ? m->st[m->n - (size_t)k] : other;
         struct sv v = tuple_of(first);
+        if (whole)
+            shape_of(m, &v, m->n - (size_t)k, m->n);
         v.g = whole ? node_over(m, m->n - (size_t)k, m->n) : 0;
         for (; k > 0; k--)
             pop(m, off);
@@ -592,17 +687,20 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
                           "unpickler appends to lists only");
         return;
     }
-    case TN_OP_SETITEM: {
-        size_t e = m->n, b = e >= floor_of(m) + 2 ? e - 2 : e;
-        pop(m, off);
-        pop(m, off);
+    case TN_OP_SETITEM: case TN_OP_SETITEMS: case TN_OP_ADDITEMS: {
+        size_t e = m->n, b;
+        if (op->code == TN_OP_SETITEM) {
+            b = e >= floor_of(m) + 2 ? e - 2 : e;
+            pop(m, off);
+            pop(m, off);
+        } else {
+            b = pop_mark(m, off);
+            m->n = b;
+        }
         fill_top(m, b, e, off);
-        return;
-    }
-    case TN_OP_SETITEMS: case TN_OP_ADDITEMS: {
-        size_t e = m->n, b = pop_mark(m, off);
-        m->n = b;
-        fill_top(m, b, e, off);
+        struct sv *t = op->code != TN_OP_ADDITEMS && m->n > floor_of(m) ? &m->st[m->n - 1] : NULL;
+        if (t)
+            jaw_items(m, node_of(*t), &m->st[b], e - b);
         return;
     }
     case TN_OP_GLOBAL:
@@ -618,7 +716,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         }
         long i = global_index(m, "?", "?", off, TN_SCAN_UNKNOWN, "stack-global-unresolved");
         if (i >= 0)
-            push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
+            push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0, X_NONE}, off);
         return;
     }
     case TN_OP_INST: {
@@ -628,7 +726,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             return;
         struct sv f = pop(m, off);
         use(m, f, TN_SCAN_CALLED, off);
-        push(m, (struct sv){V_RESULT, tn__graph_node(&m->graph), NULL, 0}, off);
+        push(m, (struct sv){V_RESULT, tn__graph_node(&m->graph), NULL, 0, X_NONE}, off);
         return;
     }
     case TN_OP_OBJ: {
@@ -639,7 +737,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         uint32_t id = node_over(m, b + 1 < m->n ? b + 1 : m->n, m->n);
         m->n = b;
         use(m, f, TN_SCAN_CALLED, off);
-        push(m, (struct sv){V_RESULT, id, NULL, 0}, off);
+        push(m, (struct sv){V_RESULT, id, NULL, 0, X_NONE}, off);
         return;
     }
     case TN_OP_NEWOBJ: case TN_OP_NEWOBJ_EX: {
@@ -656,7 +754,10 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
               !strcmp(m->g[f.g].name, "Parameter")))
             torch1_refuse(m, 0, off, "newobj-not-allowed", "PyTorch 1.13's weights_only "
                           "unpickler builds only torch.nn.Parameter with NEWOBJ");
-        push(m, (struct sv){V_RESULT, id, NULL, 0}, off);
+        push(m, (struct sv){V_RESULT, id, NULL, 0,
+                            is_global(m, f, "joblib.numpy_pickle", "NumpyArrayWrapper") ? X_JAW
+                                                                                    : X_NONE},
+             off);
         return;
     }
     case TN_OP_REDUCE: {
@@ -666,7 +767,10 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         /* the result counts as holding its arguments (list(x) copies x) */
         uint32_t id = tn__graph_node(&m->graph);
         tn__graph_child(&m->graph, id, node_of(args), false);
-        push(m, (struct sv){V_RESULT, id, NULL, 0}, off);
+        struct sv r = {V_RESULT, id, NULL, 0, X_NONE};
+        if (is_global(m, f, "numpy", "dtype") && args.k == V_TUPLE && args.s)
+            r = (struct sv){V_RESULT, id, args.s, args.n, X_DTYPE};
+        push(m, r, off);
         return;
     }
     case TN_OP_BUILD: {
@@ -674,6 +778,17 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         struct sv *t = top(m, off);
         if (t)
             tn__graph_child(&m->graph, node_of(*t), node_of(state), true);
+        /* joblib writes the array right after its wrapper's BUILD */
+        if (t && t->x == X_JAW && node_of(state) && node_of(state) == m->jaw.node &&
+            m->jaw.has_shape && m->jaw.dtype) {
+            int size = dtype_itemsize(m->jaw.dtype, m->jaw.dtlen);
+            if (size < 0 || (size > 0 && m->jaw.count <= UINT64_MAX / (unsigned)size)) {
+                m->skip_pending = true;
+                m->skip_pickle = size < 0;
+                m->skip_bytes = size > 0 ? m->jaw.count * (unsigned)size : 0;
+                m->skip_align = m->jaw.align >= 0; /* joblib reads it unless None */
+            }
+        }
         /* 1.13 builds a Tensor, a Parameter or an OrderedDict: an object
          * some call made, never a literal */
         if (t && t->k != V_RESULT && t->k != V_GLOBAL)
@@ -697,7 +812,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
                               m->c->o->policy == TN_ALLOW_PICKLE ? 0 : TN_SCAN_UNKNOWN,
                               "extension-code");
         if (i >= 0)
-            push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0}, off);
+            push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0, X_NONE}, off);
         return;
     }
     case TN_OP_PERSID:
@@ -771,6 +886,38 @@ static void expansion(struct pm *m, struct sv v, uint64_t bytes)
     tn__scan_set_detail(m->c, n, d);
 }
 
+/* After a NumpyArrayWrapper's BUILD, joblib's unpickler reads the array
+ * from the stream: an alignment byte and that many bytes of padding, then
+ * the raw elements, or for objects a pickle of its own (scanned).  *pos
+ * moves past it; -1 when the stream ends first (reported). */
+static int skip_array(struct pm *m, const unsigned char *b, size_t len, size_t *pos)
+{
+    m->skip_pending = false;
+    m->frame_end = 0; /* joblib commits the frame before the array */
+    if (m->skip_pickle) {
+        if (m->c->depth > 32)
+            return 0;
+        m->c->depth++;
+        int rc = tn__scan_one_pickle(m->c, b, len, pos, m->entry);
+        m->c->depth--;
+        return rc;
+    }
+    size_t p = *pos;
+    if (m->skip_align) {
+        if (p >= len || (size_t)b[p] >= len - p) {
+            pm_anomaly(m, 15, p, "truncated");
+            return -1;
+        }
+        p += 1 + (size_t)b[p];
+    }
+    if (m->skip_bytes > len - p) {
+        pm_anomaly(m, 15, p, "truncated");
+        return -1;
+    }
+    *pos = p + (size_t)m->skip_bytes;
+    return 0;
+}
+
 /* Runs the model over one pickle starting at *pos; leaves *pos after its
  * STOP.  Returns 0 when a STOP was reached, -1 when the stream broke (the
  * anomaly is reported) or a limit stopped it. */
@@ -809,6 +956,8 @@ int tn__scan_one_pickle(struct tn__scan_ctx *c, const unsigned char *b, size_t l
         torch1_op(&m, &op);
         step(&m, &op);
         if (m.fatal)
+            break;
+        if (m.skip_pending && skip_array(&m, b, len, pos) < 0)
             break;
     }
     for (size_t i = 0; i < m.ng; i++) {
