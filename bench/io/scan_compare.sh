@@ -18,6 +18,10 @@ tckpt=${1:-tckpt}
 corpus=${2:-$src/tests/fixtures/scan}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# the tools run in the temporary folder (fickling writes a report where it runs)
+case $tckpt in */*) tckpt=$(cd "$(dirname "$tckpt")" && pwd)/$(basename "$tckpt") ;; esac
+case $corpus in /*) ;; *) corpus=$(pwd)/$corpus ;; esac
+cd "$tmp"
 
 tools="tckpt"
 for t in picklescan modelscan fickling; do
