@@ -30,6 +30,6 @@ clang -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
     -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined $inc \
     "$src"/tests/fuzz/fuzz_compile.c "$src"/tests/unit/randgraph.c "$src"/lib/compile/*.c "$lib" \
-    -ljansson -lopenblas -lyaml -lz -lm -lpthread -ldl -o "$out/fuzz_compile"
+    -ljansson -lopenblas -lyaml -larchive -lz -lm -lpthread -ldl -o "$out/fuzz_compile"
 TN_COMPILE_CACHE=$out/cache exec "$out/fuzz_compile" -max_total_time="$secs" -max_len=256 \
     -len_control=0 -rss_limit_mb=2048 -timeout=120 -artifact_prefix="$out/" "$out/corpus"

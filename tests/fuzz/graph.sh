@@ -23,6 +23,6 @@ clang -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
     -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined $inc \
     "$src"/tests/fuzz/fuzz_graph.c "$src"/lib/graph/*.c "$lib" \
-    -ljansson -lopenblas -lyaml -lz -lm -lpthread -ldl -o "$out/fuzz_graph"
+    -ljansson -lopenblas -lyaml -larchive -lz -lm -lpthread -ldl -o "$out/fuzz_graph"
 exec "$out/fuzz_graph" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=1024 \
     -dict="$src/tests/fuzz/json.dict" -artifact_prefix="$out/" "$out/corpus"
