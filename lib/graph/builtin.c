@@ -270,7 +270,7 @@ const struct tn_op *tn__graph_builtin(const char *qualname)
     for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
         if (!strcmp(builtins[i].qualname, qualname))
             return &builtins[i];
-    return NULL;
+    return tn__graph_factory(qualname);
 }
 
 /* "torch.ops.aten.addmm.default" -> "aten::addmm", ".int" kept. */

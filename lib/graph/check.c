@@ -559,6 +559,7 @@ static int meta_pass(struct checker *c, bool second)
         }
     }
     tn_keyset old = tn_dispatch_set_excluded(tn_dispatch_excluded() | TN_KEYSET(TN_KEY_AUTOGRAD));
+    tn__graph_meta_factories = true;
     for (int ni = 0; ni < g->nnodes; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
         if (tn__graph_call(g, n, slots, &s) < 0) {
@@ -581,6 +582,7 @@ static int meta_pass(struct checker *c, bool second)
                 compare(c, n, v, slots[v].t, vals, !second);
         }
     }
+    tn__graph_meta_factories = false;
     tn_dispatch_set_excluded(old);
 out:
     for (int i = 0; i < g->nvalues && slots; i++)

@@ -73,6 +73,12 @@ int tn__graph_bare_symbol(const char *expr, char *buf, size_t len);
 /* The schema arguments of the graph's own ops (views that lib/core
  * implements outside the dispatcher). */
 const struct tn_op *tn__graph_builtin(const char *qualname);
+/* The factories and aliases of factory.c (which tn__graph_builtin also
+ * finds); while tn__graph_meta_factories is set (tn_graph_check's Meta
+ * pass), those without a tensor argument make Meta tensors. */
+const struct tn_op *tn__graph_factory(const char *qualname);
+extern _Thread_local bool tn__graph_meta_factories;
+bool tn__graph_is_factory(const struct tn_op *op);
 
 /* Writes "float32[2, 8]" (or "sym 7") for a tensor into buf. */
 void tn__graph_describe(const struct tn_tensor *t, char *buf, size_t len);

@@ -159,6 +159,29 @@ int tn__composite_add_scalar_(tn_keyset ks, struct tn_tensor *self, struct tn_sc
     return rc;
 }
 
+/* pow.Tensor_Scalar: the exponent a wrapped number (pow(x, 2) of a float
+ * tensor stays float; of an int tensor with 0.5, float). */
+struct tn_tensor *tn__composite_pow_tensor_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                                  struct tn_scalar exponent)
+{
+    if (!tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64 &&
+        (exponent.kind == TN_SCALAR_INT || exponent.kind == TN_SCALAR_BOOL) &&
+        tn_scalar_to_int64(exponent) < 0)
+        return tn_set_error(TN_EINVAL, "Integers to negative integer powers are not allowed."),
+               NULL;
+    struct tn_tensor *o = tn__wrapped_scalar(exponent);
+    struct tn_tensor *r = o ? tn_pow(self, o) : NULL;
+    tn_release(o);
+    return r;
+}
+
+/* min.other: torch.min(a, b) is minimum. */
+struct tn_tensor *tn__composite_min_other(tn_keyset ks, const struct tn_tensor *self,
+                                          const struct tn_tensor *other)
+{
+    return tn_minimum(self, other);
+}
+
 struct tn_tensor *tn__composite_sub_scalar(tn_keyset ks, const struct tn_tensor *self,
                                            struct tn_scalar other, struct tn_scalar alpha)
 {

@@ -176,6 +176,64 @@ int tn__meta_clamp_out(const struct tn_tensor *self, const struct tn_scalar *min
     return unary_meta(self, dt, m);
 }
 
+/* hardsigmoid(x) = hardtanh(x + 3, 0, 6) / 6 and hardswish(x) = x *
+ * hardtanh(x + 3, 0, 6) / 6, in the order of PyTorch's kernels (so the same
+ * bits); floating dtypes only, as its hardsigmoid_cpu and hardswish_cpu. */
+static struct tn_tensor *hard_common(const char *kernel, const struct tn_tensor *self, bool swish)
+{
+    if (!tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
+                            tn_dtype_info(self->dtype)->c10_name), NULL;
+    struct tn_tensor *s = tn_add_scalar(self, tn_int(3), tn_int(1));
+    struct tn_tensor *h = s ? tn_hardtanh(s, tn_int(0), tn_int(6)) : NULL;
+    tn_release(s);
+    if (h && swish) {
+        struct tn_tensor *m = tn_mul(self, h);
+        tn_release(h);
+        h = m;
+    }
+    struct tn_tensor *r = h ? tn_div_scalar(h, tn_int(6)) : NULL;
+    tn_release(h);
+    return r;
+}
+
+struct tn_tensor *tn__composite_hardsigmoid(tn_keyset ks, const struct tn_tensor *self)
+{
+    return hard_common("hardsigmoid_cpu", self, false);
+}
+
+struct tn_tensor *tn__composite_hardswish(tn_keyset ks, const struct tn_tensor *self)
+{
+    return hard_common("hardswish_cpu", self, true);
+}
+
+/* clamp_min(self, min): clamp with no upper bound. */
+struct tn_tensor *tn__composite_clamp_min(tn_keyset ks, const struct tn_tensor *self,
+                                          struct tn_scalar min)
+{
+    return tn_clamp(self, &min, NULL);
+}
+
+/* where.ScalarOther: the scalar promotes as a wrapped number does
+ * (int64 tensor, 3.5: float32), then joins as a 0-dim tensor of that dtype
+ * (which where.self's promotion keeps). */
+struct tn_tensor *tn__composite_where_scalarother(tn_keyset ks, const struct tn_tensor *condition,
+                                                  const struct tn_tensor *self,
+                                                  struct tn_scalar other)
+{
+    enum tn_dtype dt = tn_result_type(&self, 1, &other, 1);
+    if (dt == TN_DTYPE_UNSET)
+        return NULL;
+    struct tn_tensor *o = tn_empty_on(NULL, 0, dt, self->device);
+    if (o && tn_fill_(o, other) < 0) {
+        tn_release(o);
+        o = NULL;
+    }
+    struct tn_tensor *r = o ? tn_where_self(condition, self, o) : NULL;
+    tn_release(o);
+    return r;
+}
+
 /* clamp.Tensor: min(max(self, min), max) with tensor bounds, broadcast and
  * promoted together (maximum and minimum do both, and propagate NaN as
  * PyTorch's clamp does). */

@@ -46,20 +46,34 @@ same_losses_as() {
     assert_success
 }
 
-# graph_matches PREFIX NOUT NGRADS: `tcompile run` of the fixture graph
-# PREFIX.json (weights PREFIX.pt, inputs PREFIX_inputs.pt) gives the NOUT
-# outputs of PREFIX_expected.pt and the NGRADS parameter gradients of
-# PREFIX_grads.pt (torch2graph.py's files, from PyTorch).
+# graph_matches PREFIX NOUT NGRADS [OPTION...]: `tcompile run OPTION...` of
+# the fixture graph PREFIX.json (weights PREFIX.pt, inputs PREFIX_inputs.pt)
+# gives the NOUT outputs of PREFIX_expected.pt and the NGRADS (a number or a
+# regular expression) parameter gradients of PREFIX_grads.pt
+# (torch2graph.py's files, from PyTorch).
 graph_matches() {
-    run tcompile run "$1.json" -w "$1.pt" -i "${1}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.pt" \
+    local p=$1 nout=$2 ngrads=$3
+    shift 3
+    run tcompile run "$@" "$p.json" -w "$p.pt" -i "${p}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.pt" \
         --grads "$BATS_TEST_TMPDIR/g.pt"
     assert_success
-    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.pt" "${1}_expected.pt"
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.pt" "${p}_expected.pt"
     assert_success
-    assert_output --regexp "[^0-9]$2 tensors? match"
-    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/g.pt" "${1}_grads.pt"
+    assert_output --regexp "[^0-9]$nout tensors? match"
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/g.pt" "${p}_grads.pt"
     assert_success
-    assert_output --regexp "[^0-9]$3 tensors? match"
+    assert_output --regexp "[^0-9]$ngrads tensors? match"
+}
+
+# outputs_match PREFIX NOUT [OPTION...]: graph_matches without gradients.
+outputs_match() {
+    local p=$1 nout=$2
+    shift 2
+    run tcompile run "$@" "$p.json" -w "$p.pt" -i "${p}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.pt" "${p}_expected.pt"
+    assert_success
+    assert_output --regexp "[^0-9]$nout tensors? match"
 }
 
 # Installs the build into $BATS_FILE_TMPDIR/dest (for setup_file): sets DEST,

@@ -1,0 +1,181 @@
+/*
+ * graph/factory.c: the factory ops an exported graph names (arange, zeros,
+ * ones, full, scalar_tensor, their _like and new_ forms) and two aliases
+ * (__and__.Tensor, expand_as), over lib/core's constructors, which stay
+ * plain functions outside the dispatcher as the views do (builtin.c).
+ * Layout and pin_memory are taken and ignored (strided, CPU); the device is
+ * the CPU, or self's for the _like and new_ forms, except while
+ * tn_graph_check's Meta pass runs, when the graphs's own factories make Meta
+ * tensors like every other value there.
+ */
+#include "graph/internal.h"
+
+#include <string.h>
+
+#include <tensor/ops.h>
+
+_Thread_local bool tn__graph_meta_factories;
+
+#define T(n) {n, "Tensor", TN_IV_TENSOR, false, false, false, NULL}
+#define S(n) {n, "Scalar", TN_IV_SCALAR, false, false, false, NULL}
+#define SD(n, d) {n, "Scalar", TN_IV_SCALAR, false, false, false, d}
+#define IL(n) {n, "SymInt[]", TN_IV_INTLIST, false, false, false, NULL}
+/* the keyword arguments every factory takes: dtype read, the rest ignored */
+#define OPTS                                                                   \
+    {"dtype", "ScalarType?", TN_IV_DTYPE, true, false, true, "None"},          \
+    {"layout", "Layout?", TN_IV_NONE, true, false, true, "None"},              \
+    {"device", "Device?", TN_IV_NONE, true, false, true, "None"},              \
+    {"pin_memory", "bool?", TN_IV_BOOL, true, false, true, "None"}
+#define MF {"memory_format", "MemoryFormat?", TN_IV_NONE, true, false, true, "None"}
+
+static const struct tn_arg_schema a_arange[] = {S("end"), OPTS};
+static const struct tn_arg_schema a_arange_start[] = {S("start"), S("end"), OPTS};
+static const struct tn_arg_schema a_arange_step[] = {S("start"), S("end"), SD("step", "1"),
+                                                     OPTS};
+static const struct tn_arg_schema a_sized[] = {IL("size"), OPTS};
+static const struct tn_arg_schema a_full[] = {IL("size"), S("fill_value"), OPTS};
+static const struct tn_arg_schema a_scalar_tensor[] = {S("s"), OPTS};
+static const struct tn_arg_schema a_like[] = {T("self"), OPTS, MF};
+static const struct tn_arg_schema a_full_like[] = {T("self"), S("fill_value"), OPTS, MF};
+static const struct tn_arg_schema a_new[] = {T("self"), IL("size"), OPTS};
+static const struct tn_arg_schema a_new_full[] = {T("self"), IL("size"), S("fill_value"), OPTS};
+static const struct tn_arg_schema a_two[] = {T("self"), T("other")};
+
+/* The tensor t, or a Meta tensor of its sizes and dtype when `meta`. */
+static int place(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t, bool meta)
+{
+    if (t && meta) {
+        const struct tn_device m = {TN_DEVICE_META, -1};
+        struct tn_tensor *r = tn_empty_on(t->sizes, t->ndim, t->dtype, m);
+        tn_release(t);
+        t = r;
+    }
+    if (!t)
+        return tn_error_prefix("%s", op->qualname);
+    st[0].tag = TN_IV_TENSOR;
+    st[0].v.t = t;
+    return 1;
+}
+
+static bool on_meta(const struct tn_tensor *t)
+{
+    return t->device.type == TN_DEVICE_META;
+}
+
+/* arange, zeros, ones, full, scalar_tensor: no tensor argument; the
+ * schema's dtype is the argument after the leading ones. */
+static int f_plain(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc, lead = op->nargs - 4;
+    enum tn_dtype dt;
+    if ((rc = tn_ivalue_dtype(op, st, n, lead, &dt)) < 0)
+        return rc;
+    struct tn_scalar s[3];
+    int64_t buf[TN_MAX_DIMS];
+    const int64_t *size = NULL;
+    int len = 0;
+    for (int i = 0; i < lead; i++) {
+        if (op->args[i].tag == TN_IV_INTLIST)
+            rc = tn_ivalue_ints(op, st, n, i, buf, &size, &len);
+        else
+            rc = tn_ivalue_scalar(op, st, n, i, &s[i]);
+        if (rc < 0)
+            return rc;
+    }
+    struct tn_tensor *t;
+    if (!strcmp(op->name, "arange"))
+        t = lead == 1 ? tn_arange(tn_int(0), s[0], tn_int(1), dt)
+                      : tn_arange(s[0], s[1], lead == 3 ? s[2] : tn_int(1), dt);
+    else if (!strcmp(op->name, "scalar_tensor"))
+        t = tn_scalar_tensor(s[0], dt == TN_DTYPE_UNSET ? TN_FLOAT32 : dt);
+    else if (!strcmp(op->name, "full"))
+        t = tn_full(size, len, s[1], dt);
+    else if (!strcmp(op->name, "ones"))
+        t = tn_ones(size, len, dt);
+    else
+        t = tn_zeros(size, len, dt);
+    return place(op, st, t, tn__graph_meta_factories);
+}
+
+/* zeros_like, ones_like, full_like: self's shape, dtype unless given, and
+ * device; new_zeros, new_ones, new_full: the size given, self's dtype
+ * unless given, self's device. */
+static int f_self(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    struct tn_tensor *self;
+    if ((rc = tn_ivalue_tensor(op, st, n, 0, &self)) < 0)
+        return rc;
+    bool is_new = !strncmp(op->name, "new_", 4);
+    bool full = strstr(op->name, "full") != NULL;
+    int64_t buf[TN_MAX_DIMS];
+    const int64_t *size = self->sizes;
+    int len = self->ndim;
+    if (is_new && (rc = tn_ivalue_ints(op, st, n, 1, buf, &size, &len)) < 0)
+        return rc;
+    struct tn_scalar v = tn_int(strstr(op->name, "ones") ? 1 : 0);
+    if (full && (rc = tn_ivalue_scalar(op, st, n, is_new ? 2 : 1, &v)) < 0)
+        return rc;
+    enum tn_dtype dt;
+    if ((rc = tn_ivalue_dtype(op, st, n, (is_new ? 2 : 1) + full, &dt)) < 0)
+        return rc;
+    if (dt == TN_DTYPE_UNSET)
+        dt = self->dtype;
+    struct tn_tensor *t;
+    if (is_new || on_meta(self))
+        t = tn_full(size, len, v, dt);
+    else /* PyTorch's preserve_format: self's strides where dense */
+        t = tn_full_like(self, v, dt);
+    return place(op, st, t, on_meta(self));
+}
+
+/* __and__.Tensor is bitwise_and; expand_as is expand to other's sizes. */
+static int f_alias(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    struct tn_tensor *self, *other;
+    if ((rc = tn_ivalue_tensor(op, st, n, 0, &self)) < 0 ||
+        (rc = tn_ivalue_tensor(op, st, n, 1, &other)) < 0)
+        return rc;
+    struct tn_tensor *t = !strcmp(op->name, "expand_as")
+                              ? tn_expand(self, other->sizes, other->ndim)
+                              : tn_bitwise_and(self, other);
+    return place(op, st, t, false);
+}
+
+#define OP(name, ovl, args, fn)                                                               \
+    {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, 1,       \
+     NULL, 0, {0}, fn, NULL, NULL}
+
+static const struct tn_op factories[] = {
+    OP("arange", "", a_arange, f_plain),
+    OP("arange", ".start", a_arange_start, f_plain),
+    OP("arange", ".start_step", a_arange_step, f_plain),
+    OP("zeros", "", a_sized, f_plain),
+    OP("ones", "", a_sized, f_plain),
+    OP("full", "", a_full, f_plain),
+    OP("scalar_tensor", "", a_scalar_tensor, f_plain),
+    OP("zeros_like", "", a_like, f_self),
+    OP("ones_like", "", a_like, f_self),
+    OP("full_like", "", a_full_like, f_self),
+    OP("new_zeros", "", a_new, f_self),
+    OP("new_ones", "", a_new, f_self),
+    OP("new_full", "", a_new_full, f_self),
+    OP("__and__", ".Tensor", a_two, f_alias),
+    OP("expand_as", "", a_two, f_alias),
+};
+
+const struct tn_op *tn__graph_factory(const char *qualname)
+{
+    for (size_t i = 0; i < sizeof factories / sizeof *factories; i++)
+        if (!strcmp(factories[i].qualname, qualname))
+            return &factories[i];
+    return NULL;
+}
+
+/* Whether op is one of the factories: their results never require grad
+ * (new_zeros of a tensor that does is a constant, as in PyTorch). */
+bool tn__graph_is_factory(const struct tn_op *op)
+{
+    return op->boxed == f_plain || op->boxed == f_self;
+}

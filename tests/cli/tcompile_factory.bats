@@ -1,0 +1,30 @@
+#!/usr/bin/env bats
+# tcompile on the factories and aliases real models' torch.export graphs
+# name (arange, zeros, ones, full, scalar_tensor, the _like and new_ forms,
+# __and__.Tensor, expand_as) and the core ATen ops added with them
+# (hardswish_, hardsigmoid, pow.Tensor_Scalar, min.other, clamp_min,
+# where.ScalarOther): tests/fixtures/graph_factory.py's graph as PyTorch 2.x
+# exports it (issue 23).
+
+load helper
+
+setup() {
+    F="$TN_SRCDIR/tests/fixtures/graph/torch2/factory"
+}
+
+@test "check: every target known, the factories' shapes and dtypes from the Meta pass" {
+    run tcompile check "$F.json"
+    assert_success
+    assert_output --regexp "ok \(49 nodes, 5 inputs, 1 output\)"
+    run tcompile check --missing "$F.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+}
+
+@test "run --interpret: the output and the parameters' gradients equal PyTorch 2.x's" {
+    graph_matches "$F" 1 2 --interpret
+}
+
+@test "run (compiled, --strict): the same output and gradients" {
+    graph_matches "$F" 1 2 --strict
+}
