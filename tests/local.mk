@@ -15,6 +15,9 @@ CLI_TESTS =
 
 include tests/unit/local.mk
 include tests/cli/local.mk
+if HAVE_BATS
+include tests/models/local.mk
+endif
 
 TESTS += $(UNIT_TESTS) $(CLI_TESTS)
 

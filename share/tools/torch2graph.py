@@ -420,7 +420,14 @@ def write(module, inputs, prefix, dynamic_batch=False, pt2=False, grads=False, f
             raise SystemExit("torch2graph: --pt2 needs PyTorch 2.x")
         torch.export.save(ep, prefix + ".pt2")
     if grads:
-        params = dict(module.named_parameters())
+        # a tied parameter (GPT-2's lm_head and wte) under the name the
+        # graph's signature lifts it by, which may not be the first one
+        params = dict(module.named_parameters(remove_duplicate=False))
+        if ep is not None:
+            used = {n.name for n in ep.graph.nodes if n.op == "placeholder" and n.users}
+            lifted = {fqn for ph, fqn in ep.graph_signature.inputs_to_parameters.items()
+                      if ph in used}
+            params = {k: v for k, v in params.items() if k in lifted}
         module.zero_grad()
         loss = sum(o.sum() for o in flat_outputs(module(*inputs)))
         loss.backward()
