@@ -136,6 +136,23 @@ static int b_slice(const struct tn_op *op, struct tn_ivalue *st, int n)
     return result(op, st, tn_slice(self, dim, start, end, step));
 }
 
+/* as_strided(self, size, stride, storage_offset=None): None keeps self's
+ * offset, as PyTorch's. */
+static int b_as_strided(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_L(1, size, len);
+    ARG_L(2, stride, slen);
+    int64_t off = self->offset;
+    if (n > 3 && st[3].tag != TN_IV_NONE && (rc = tn_ivalue_int(op, st, n, 3, &off)) < 0)
+        return rc;
+    if (slen != len)
+        return tn_set_error(TN_ESHAPE, "%s: mismatch in length of strides and shape",
+                            op->qualname);
+    return result(op, st, tn_as_strided(self, size, len, stride, off));
+}
+
 static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -220,6 +237,8 @@ static const struct tn_arg_schema a_flatten[] = {T("self"), I("start_dim", "0"),
 static const struct tn_arg_schema a_select[] = {T("self"), I("dim", NULL), I("index", NULL)};
 static const struct tn_arg_schema a_slice[] = {T("self"), I("dim", "0"), OI("start"), OI("end"),
                                                I("step", "1")};
+static const struct tn_arg_schema a_as_strided[] = {T("self"), IL("size", NULL),
+                                                    IL("stride", NULL), OI("storage_offset")};
 static const struct tn_arg_schema a_clone[] = {T("self"), MF("memory_format")};
 static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
                                                  {"train", "bool", TN_IV_BOOL, false, false,
@@ -253,6 +272,7 @@ static const struct tn_op builtins[] = {
     OP("flatten", ".using_ints", a_flatten, b_flatten, 1),
     OP("select", ".int", a_select, b_select, 1),
     OP("slice", ".Tensor", a_slice, b_slice, 1),
+    OP("as_strided", "", a_as_strided, b_as_strided, 1),
     OP("clone", "", a_clone, b_clone, 1),
     OP("contiguous", "", a_clone, b_clone, 1),
     OP("detach", "", a_self, b_clone, 1),

@@ -175,6 +175,16 @@ struct tn_tensor *tn__composite_pow_tensor_scalar(tn_keyset ks, const struct tn_
     return r;
 }
 
+/* fmod.Scalar: the divisor a wrapped number. */
+struct tn_tensor *tn__composite_fmod_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                            struct tn_scalar other)
+{
+    struct tn_tensor *o = tn__wrapped_scalar(other);
+    struct tn_tensor *r = o ? tn_fmod(self, o) : NULL;
+    tn_release(o);
+    return r;
+}
+
 /* min.other: torch.min(a, b) is minimum. */
 struct tn_tensor *tn__composite_min_other(tn_keyset ks, const struct tn_tensor *self,
                                           const struct tn_tensor *other)

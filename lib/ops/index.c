@@ -325,3 +325,42 @@ struct tn_tensor *tn__composite_index_backward(tn_keyset ks, const struct tn_ten
     tn_release(z);
     return r;
 }
+
+/* slice_scatter: index_put over the slice's indices along dim (an arange
+ * of its clamped start, end and step) with None before them, so autograd
+ * comes from index_put's derivatives; src is cast to self's dtype, as the
+ * slice's copy_ would, and must have the slice's sizes. */
+struct tn_tensor *tn__composite_slice_scatter(tn_keyset ks, const struct tn_tensor *self,
+                                              const struct tn_tensor *src, int64_t dim,
+                                              const int64_t *start, const int64_t *end,
+                                              int64_t step)
+{
+    struct tn_tensor *v = tn_slice(self, dim, start ? *start : 0, end ? *end : TN_END, step);
+    if (!v)
+        return NULL;
+    int d = tn_wrap_dim(dim, self->ndim);
+    bool same = src->ndim == v->ndim &&
+                !memcmp(src->sizes, v->sizes, sizeof *src->sizes * (size_t)src->ndim);
+    char a[128], b[128];
+    if (!same) {
+        tn_set_error(TN_ESHAPE, "expected src to have a size equal to the slice of self. src size "
+                     "= %s, slice size = %s", tn_shape_format(src->sizes, src->ndim, a, sizeof a),
+                     tn_shape_format(v->sizes, v->ndim, b, sizeof b));
+        tn_release(v);
+        return NULL;
+    }
+    int64_t size = self->sizes[d], lo = start ? *start : 0;
+    lo = lo < 0 ? lo + size : lo;
+    lo = lo < 0 ? 0 : lo > size ? size : lo;
+    int64_t n = v->sizes[d];
+    tn_release(v);
+    struct tn_tensor *idx = tn_arange(tn_int(lo), tn_int(lo + n * step), tn_int(step), TN_INT64);
+    const struct tn_tensor *indices[TN_MAX_DIMS] = {0};
+    indices[d] = idx;
+    struct tn_tensor *s = idx && src->dtype != self->dtype ? tn_to_dtype(src, self->dtype)
+                                                          : tn_retain((struct tn_tensor *)src);
+    struct tn_tensor *r = idx && s ? tn_index_put(self, indices, d + 1, s, false) : NULL;
+    tn_release(s);
+    tn_release(idx);
+    return r;
+}

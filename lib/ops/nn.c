@@ -421,6 +421,29 @@ int tn__composite__native_batch_norm_legit_no_training(
                                            false, momentum, eps, result0, result1, result2);
 }
 
+/* The functional IR's training batch norm: native_batch_norm updating
+ * copies of the running statistics, returned as the last two results. */
+int tn__composite__native_batch_norm_legit_functional(
+    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
+    const struct tn_tensor *bias, const struct tn_tensor *running_mean,
+    const struct tn_tensor *running_var, bool training, double momentum, double eps,
+    struct tn_tensor **result0, struct tn_tensor **result1, struct tn_tensor **result2,
+    struct tn_tensor **running_mean_out, struct tn_tensor **running_var_out)
+{
+    struct tn_tensor *rm = tn_clone(running_mean), *rv = rm ? tn_clone(running_var) : NULL;
+    int rc = rv ? tn_native_batch_norm(input, weight, bias, rm, rv, training, momentum, eps,
+                                       result0, result1, result2)
+                : tn_last_status();
+    if (rc < 0) {
+        tn_release(rm);
+        tn_release(rv);
+        return rc;
+    }
+    *running_mean_out = rm;
+    *running_var_out = rv;
+    return rc;
+}
+
 /* ------------------------------------------- convolution, pooling, dropout */
 
 /* conv2d: convolution without transposition; a (C, H, W) input is a batch

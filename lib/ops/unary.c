@@ -207,6 +207,12 @@ struct tn_tensor *tn__composite_hardswish(tn_keyset ks, const struct tn_tensor *
     return hard_common("hardswish_cpu", self, true);
 }
 
+/* torch.special.erfinv is erfinv. */
+struct tn_tensor *tn__composite_special_erfinv(tn_keyset ks, const struct tn_tensor *self)
+{
+    return tn_erfinv(self);
+}
+
 /* clamp_min(self, min): clamp with no upper bound. */
 struct tn_tensor *tn__composite_clamp_min(tn_keyset ks, const struct tn_tensor *self,
                                           struct tn_scalar min)
