@@ -11,6 +11,7 @@ include bench/dist/local.mk
 include bench/nn/local.mk
 include bench/graph/local.mk
 include bench/compile/local.mk
+include bench/models/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)
 CLEANFILES += $(TN_BENCH_BIN)
