@@ -105,7 +105,10 @@ int tn__graph_bind(const struct tn_graph *g, const struct tn_value *weights,
 
 /* With autograd: an op without a derivative lets its outputs drop out of
  * the graph, and the parameters before it would silently get no gradient;
- * that is an error naming the node. */
+ * that is an error naming the node. An op with a derivative records at
+ * least one floating output; the others may be ones its derivative leaves
+ * out (output_differentiability: batch norm's saved mean and invstd, the
+ * functional form's updated running statistics). */
 static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *n,
                           const struct tn__graph_slot *slots)
 {
@@ -117,13 +120,20 @@ static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *
             int v = n->in[i].arg.items[k].value;
             in_grad |= v >= 0 && slots[v].t && slots[v].t->requires_grad;
         }
+    int first = -1;
     for (int k = 0; in_grad && k < n->nout; k++) {
         const struct tn_tensor *t = n->outs[k] >= 0 ? slots[n->outs[k]].t : NULL;
-        if (t && tn_dtype_is_floating(t->dtype) && !t->requires_grad)
-            return tn_set_error(TN_ERUNTIME, "%s: node '%s': %s has no derivative yet (its "
-                                "output '%s' would leave the autograd graph)", g->label, n->name,
-                                n->op->qualname, g->values[n->outs[k]].name);
+        if (t && tn_dtype_is_floating(t->dtype)) {
+            if (t->requires_grad)
+                return TN_OK;
+            if (first < 0)
+                first = n->outs[k];
+        }
     }
+    if (first >= 0)
+        return tn_set_error(TN_ERUNTIME, "%s: node '%s': %s has no derivative yet (its "
+                            "output '%s' would leave the autograd graph)", g->label, n->name,
+                            n->op->qualname, g->values[first].name);
     return TN_OK;
 }
 

@@ -4,6 +4,7 @@ CLI_TESTS += tests/cli/tcompile_index.bats
 CLI_TESTS += tests/cli/tcompile_misc.bats
 CLI_TESTS += tests/cli/tcompile_attn.bats
 CLI_TESTS += tests/cli/tcompile_factory.bats
+CLI_TESTS += tests/cli/tcompile_bntrain.bats
 CLI_TESTS += tests/cli/tcompile_user.bats
 CLI_TESTS += tests/cli/tcompile_compile.bats
 CLI_TESTS += tests/cli/tcompile_inplace.bats
