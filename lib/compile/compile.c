@@ -119,6 +119,20 @@ static bool matches(const struct tn_graph *g, const struct entry *e, struct tn_t
     return true;
 }
 
+/* A new zeroed slot after c->libs' last (not yet counted), or NULL on out
+ * of memory. */
+static struct lib *lib_slot(struct tn_compiled *c)
+{
+    struct lib *p = realloc(c->libs, (size_t)(c->nlibs + 1) * sizeof *p);
+    if (!p) {
+        tn_set_error(TN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->libs = p;
+    memset(&p[c->nlibs], 0, sizeof *p);
+    return &p[c->nlibs];
+}
+
 /* Lowers and generates entry e for these inputs, and loads its kernels:
  * a library of the same source already loaded, or one from tn__cc_load
  * (the on-disk cache, or the C compiler) when under the recompile limit.
@@ -135,55 +149,40 @@ static int build(struct tn_compiled *c, struct entry *e, struct tn_tensor *const
     for (int i = 0; rc == TN_OK && i < c->nlibs && li < 0; i++)
         if (!strcmp(c->libs[i].src, src))
             li = i;
+    /* the package's own kernels (tn_model_open): no compiler, and no
+     * count against the limit */
+    char hex[65] = "";
+    bool own = false;
     if (rc == TN_OK && li < 0 && c->o.kernels_lib && c->o.kernels_sha) {
-        /* the package's own kernels: no compiler, and no count against
-         * the limit */
-        char hex[65];
         tn__sha256_hex(src, strlen(src), hex);
-        if (!strcmp(hex, c->o.kernels_sha)) {
-            struct lib *p = realloc(c->libs, (size_t)(c->nlibs + 1) * sizeof *p);
-            if (!p) {
-                rc = tn_set_error(TN_ENOMEM, "out of memory");
-            } else {
-                c->libs = p;
-                memset(&p[c->nlibs], 0, sizeof *p);
-                p[c->nlibs].handle = c->o.kernels_lib;
-                p[c->nlibs].src = src;
-                p[c->nlibs].info.hit = true;
-                memcpy(p[c->nlibs].info.key, hex, sizeof hex);
-                src = NULL;
-                li = c->nlibs++;
-                c->st.entries++;
-                c->st.hits++;
-            }
-        }
+        own = !strcmp(hex, c->o.kernels_sha);
     }
-    if (rc == TN_OK && li < 0 && c->nlibs >= c->o.recompile_limit) {
+    if (rc == TN_OK && li < 0 && !own && c->nlibs >= c->o.recompile_limit) {
         *limit = true;
         rc = tn_set_error(TN_EINVAL, "%s: the recompile limit (%d) is reached", c->g->label,
                           c->o.recompile_limit);
     }
     if (rc == TN_OK && li < 0) {
-        struct lib *p = realloc(c->libs, (size_t)(c->nlibs + 1) * sizeof *p);
-        if (!p) {
-            rc = tn_set_error(TN_ENOMEM, "out of memory");
+        struct lib *l = lib_slot(c);
+        if (l && own) {
+            l->handle = c->o.kernels_lib;
+            l->info.hit = true;
+            memcpy(l->info.key, hex, sizeof hex);
+        } else if (l) {
+            l->handle = tn__cc_load(src, strlen(src), &c->o, &l->info);
+        }
+        if (!l || !l->handle) {
+            rc = tn_last_status();
         } else {
-            c->libs = p;
-            struct lib *l = &p[c->nlibs];
-            memset(l, 0, sizeof *l);
-            if (!(l->handle = tn__cc_load(src, strlen(src), &c->o, &l->info))) {
-                rc = tn_last_status();
-            } else {
-                l->src = src;
-                src = NULL;
-                li = c->nlibs++;
-                c->st.cc_s += l->info.cc_s;
-                c->st.entries++;
-                if (l->info.hit)
-                    c->st.hits++;
-                else
-                    c->st.compiles++;
-            }
+            l->src = src;
+            src = NULL;
+            li = c->nlibs++;
+            c->st.cc_s += l->info.cc_s;
+            c->st.entries++;
+            if (l->info.hit)
+                c->st.hits++;
+            else
+                c->st.compiles++;
         }
     }
     free(src);
