@@ -8,8 +8,6 @@
  * PyTorch's derivatives.yaml gives them. Written with the public ops like
  * those of formulas.c; arguments are borrowed, the result is new or NULL.
  */
-#include <tensor/nn.h>
-
 #include "autograd/internal.h"
 
 static int64_t numel_of(const int64_t *sizes, int ndim)

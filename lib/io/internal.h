@@ -14,6 +14,11 @@
 /* zlib's CRC-32 (the one zip uses), continued from `crc` (0 to start). */
 uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len);
 
+/* d[key] = val for a string key (d a DICT or ODICT); consumes val, also on
+ * failure, and takes a NULL val as the failure to build it.  Returns 0 or
+ * TN_ENOMEM.  For the state_dict builders of lib/nn and lib/optim. */
+int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val);
+
 /* Sizes and offsets from this value on are written in zip64 fields: 4 GiB
  * - 1 (0xFFFFFFFF), as the format requires.  Only tests change it, to
  * exercise the zip64 path without writing 4 GiB. */

@@ -384,6 +384,17 @@ int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
     return 0;
 }
 
+int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val)
+{
+    struct tn_value *k = tn_value_str(key);
+    if (!k || !val) {
+        tn_value_release(k);
+        tn_value_release(val);
+        return tn_set_error(TN_ENOMEM, "out of memory building a state_dict");
+    }
+    return tn_value_set(d, k, val);
+}
+
 struct tn_value *tn_value_get(const struct tn_value *d, const char *key)
 {
     if (d->kind != TN_VALUE_DICT && d->kind != TN_VALUE_ODICT)

@@ -5,4 +5,5 @@ libtensor_la_SOURCES += \
 	lib/nn/module.c \
 	lib/nn/layers.c \
 	lib/nn/functional.c \
-	lib/nn/loss.c
+	lib/nn/loss.c \
+	lib/nn/state_dict.c

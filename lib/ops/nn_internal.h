@@ -9,9 +9,6 @@
 
 #include "ops/internal.h"
 
-/* PyTorch's at::Reduction. */
-enum { TN_REDUCTION_NONE = 0, TN_REDUCTION_MEAN = 1, TN_REDUCTION_SUM = 2 };
-
 /* A new contiguous float64 copy of t; NULL with an error. NULL t gives
  * NULL without one (an absent optional tensor). */
 struct tn_tensor *tn__nn_f64(const struct tn_tensor *t);

@@ -229,6 +229,13 @@ struct tn_tensor;
 enum tn_dtype tn_result_type(const struct tn_tensor *const *tensors, int ntensors,
                              const struct tn_scalar *scalars, int nscalars);
 
+/* -------------------------------------------------------------- reductions */
+
+/* The reduction of a loss (at::Reduction's values, the int that ATen's loss
+ * ops take and torch.nn.functional's reduction= string names): a core type
+ * because the loss ops, their backward formulas and lib/nn all use it. */
+enum tn_reduction { TN_REDUCTION_NONE = 0, TN_REDUCTION_MEAN = 1, TN_REDUCTION_SUM = 2 };
+
 /* ----------------------------------------------------------------- devices */
 
 enum tn_device_type { TN_DEVICE_CPU = 0, TN_DEVICE_CUDA = 1, TN_DEVICE_META = 2 };

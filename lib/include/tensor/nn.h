@@ -157,8 +157,8 @@ struct tn_module *tn_nn_sequential_new(struct tn_module *const *modules, int n);
 
 /* ------------------------------------------------------------------ losses */
 
-/* torch.nn.functional's reduction argument (at::Reduction's values). */
-enum tn_reduction { TN_REDUCTION_NONE = 0, TN_REDUCTION_MEAN = 1, TN_REDUCTION_SUM = 2 };
+/* The losses take torch.nn.functional's reduction as enum tn_reduction
+ * (tensor/core.h). */
 
 /* F.nll_loss(input [N, C] log-probabilities, target [N] int64, weight [C]
  * or NULL, reduction, ignore_index (-100 is PyTorch's default)). */
@@ -185,7 +185,7 @@ struct tn_tensor *tn_nn_bce_with_logits(const struct tn_tensor *input,
 struct tn_tensor *tn_nn_bce(const struct tn_tensor *input, const struct tn_tensor *target,
                             const struct tn_tensor *weight, enum tn_reduction reduction);
 
-/* ----------------------------------------------- state_dict (lib/io) */
+/* ---------------------------------- state_dict (lib/nn/state_dict.c) */
 
 struct tn_value;
 

@@ -131,7 +131,7 @@ double tn_lr_last(const struct tn_lr_scheduler *s);
 int64_t tn_lr_last_epoch(const struct tn_lr_scheduler *s);
 void tn_lr_free(struct tn_lr_scheduler *s); /* NULL is fine */
 
-/* ----------------------------------------------- state_dict (lib/io) */
+/* ------------------------------- state_dict (lib/optim/state_dict.c) */
 
 struct tn_value;
 

@@ -1,159 +1,20 @@
 /*
- * io/optim_state.c: model and optimizer state_dicts as the value trees
- * torch.save writes and torch.load reads.  It lives in io because io sits
- * above nn and optim (DESIGN.md): nn and optim know nothing of values.
+ * optim/state_dict.c: an optimizer's state_dict as the value tree
+ * torch.save writes and torch.load reads, and load_state_dict from one.
+ * optim builds on io's value tree (io depends on core alone, DESIGN.md).
  *
- * The optimizer layout is PyTorch's optimizer.state_dict(): parameters are
- * numbered by their position in the group, the state of each is a dict of
- * tensors (the Adam step a float32 0-dim tensor), and the group carries
- * every hyperparameter under PyTorch's names, 2.x's set of keys (1.13's
- * with TN_OPTIM_TORCH1), so that either version's load_state_dict takes it.
+ * The layout is PyTorch's optimizer.state_dict(): parameters are numbered
+ * by their position in the group, the state of each is a dict of tensors
+ * (the Adam step a float32 0-dim tensor), and the group carries every
+ * hyperparameter under PyTorch's names, 2.x's set of keys, so that either
+ * version's load_state_dict takes it.
  */
 #include "io/internal.h"
-#include <tensor/nn.h>
 #include <tensor/optim.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* d[key] = val for a string key; consumes val.  0 or an error. */
-static int set_str(struct tn_value *d, const char *key, struct tn_value *val)
-{
-    struct tn_value *k = tn_value_str(key);
-    if (!k || !val) {
-        tn_value_release(k);
-        tn_value_release(val);
-        return tn_set_error(TN_ENOMEM, "out of memory building a state_dict");
-    }
-    return tn_value_set(d, k, val);
-}
-
-/* ------------------------------------------------------------ modules */
-
-static int add_entry(const char *name, struct tn_tensor **slot, bool buffer, void *ctx)
-{
-    struct tn_tensor *t = tn_detach(*slot);
-    if (!t)
-        return tn_last_status();
-    t->flags &= ~(unsigned)TN_TENSOR_PARAMETER;
-    struct tn_value *v = tn_value_tensor(t);
-    tn_release(t);
-    return set_str(ctx, name, v);
-}
-
-struct tn_value *tn_module_state_dict(struct tn_module *m)
-{
-    struct tn_value *d = tn_value_odict();
-    if (!d) {
-        tn_set_error(TN_ENOMEM, "out of memory building a state_dict");
-        return NULL;
-    }
-    if (tn_module_visit(m, add_entry, d) != 0) {
-        tn_value_release(d);
-        return NULL;
-    }
-    return d;
-}
-
-/* Appends `"name", ` to a message buffer (bounded). */
-static void name_list(char *buf, size_t cap, const char *name)
-{
-    size_t len = strlen(buf);
-    if (len + 1 < cap)
-        snprintf(buf + len, cap - len, "%s\"%s\"", len ? ", " : "", name);
-}
-
-static void shape_text(char *buf, size_t cap, const struct tn_tensor *t)
-{
-    size_t len = (size_t)snprintf(buf, cap, "torch.Size([");
-    for (int i = 0; i < t->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
-                                (long long)t->sizes[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "])");
-}
-
-struct load_ctx {
-    const struct tn_value *sd;
-    bool *used;
-    char missing[1024];
-    char error[1024];
-    int rc;
-};
-
-static int load_entry(const char *name, struct tn_tensor **slot, bool buffer, void *ctx)
-{
-    struct load_ctx *c = ctx;
-    const struct tn_value *sd = c->sd;
-    size_t i = 0;
-    while (i < sd->v.dict.n && !(sd->v.dict.keys[i]->kind == TN_VALUE_STR &&
-                                 strcmp(sd->v.dict.keys[i]->v.str.s, name) == 0))
-        i++;
-    if (i == sd->v.dict.n) {
-        name_list(c->missing, sizeof c->missing, name);
-        return 0;
-    }
-    c->used[i] = true;
-    const struct tn_value *v = sd->v.dict.vals[i];
-    if (v->kind != TN_VALUE_TENSOR) {
-        snprintf(c->error, sizeof c->error, "%s is a %s, not a tensor", name,
-                 tn_value_kind_name(v->kind));
-        return c->rc = TN_EFORMAT;
-    }
-    struct tn_tensor *src = v->v.tensor, *dst = *slot;
-    bool same = src->ndim == dst->ndim;
-    for (int d = 0; same && d < dst->ndim; d++)
-        same = src->sizes[d] == dst->sizes[d];
-    if (!same) {
-        char a[256], b[256];
-        shape_text(a, sizeof a, src);
-        shape_text(b, sizeof b, dst);
-        snprintf(c->error, sizeof c->error, "size mismatch for %s: copying a param with shape "
-                 "%s from checkpoint, the shape in current model is %s.", name, a, b);
-        return c->rc = TN_ESHAPE;
-    }
-    /* a parameter is a leaf that requires grad: copy into its storage
-     * directly, as PyTorch does under no_grad */
-    bool rg = dst->requires_grad;
-    dst->requires_grad = false;
-    int rc = tn_copy_(dst, src);
-    dst->requires_grad = rg;
-    if (rc) {
-        snprintf(c->error, sizeof c->error, "%s: %s", name, tn_last_error());
-        return c->rc = rc;
-    }
-    return 0;
-}
-
-int tn_module_load_state_dict(struct tn_module *m, const struct tn_value *sd, bool strict)
-{
-    if (!sd || (sd->kind != TN_VALUE_DICT && sd->kind != TN_VALUE_ODICT))
-        return tn_set_error(TN_EINVAL, "Expected state_dict to be dict-like, got %s.",
-                            sd ? tn_value_kind_name(sd->kind) : "None");
-    struct load_ctx c = {.sd = sd};
-    if (!(c.used = calloc(sd->v.dict.n + 1, sizeof *c.used)))
-        return tn_set_error(TN_ENOMEM, "out of memory loading a state_dict");
-    tn_module_visit(m, load_entry, &c);
-    char unexpected[1024] = "";
-    for (size_t i = 0; i < sd->v.dict.n; i++)
-        if (!c.used[i])
-            name_list(unexpected, sizeof unexpected,
-                      sd->v.dict.keys[i]->kind == TN_VALUE_STR ? sd->v.dict.keys[i]->v.str.s
-                                                               : "?");
-    free(c.used);
-    if (c.rc)
-        return tn_set_error(c.rc, "Error(s) in loading state_dict for %s: %s", m->type, c.error);
-    if (strict && (c.missing[0] || unexpected[0]))
-        return tn_set_error(TN_EINVAL, "Error(s) in loading state_dict for %s:%s%s%s%s%s",
-                            m->type, c.missing[0] ? " Missing key(s) in state_dict: " : "",
-                            c.missing, c.missing[0] ? ". " : "",
-                            unexpected[0] ? " Unexpected key(s) in state_dict: " : "",
-                            unexpected[0] ? unexpected : "");
-    return 0;
-}
-
-/* --------------------------------------------------------- optimizers */
 
 /* A hyperparameter PyTorch keeps as an int when given its integer default. */
 static struct tn_value *number(double x)
@@ -166,20 +27,19 @@ static struct tn_value *param_group(const struct tn_optim *o)
     struct tn_value *g = tn_value_dict();
     if (!g)
         return NULL;
-    bool torch1 = false;
     const struct tn_sgd_options *s = tn_optim_sgd_options(o);
     const struct tn_adam_options *a = tn_optim_adam_options(o);
     /* the compat setting is not public state; 2.x keys load in both */
-    int rc = set_str(g, "lr", tn_value_float(tn_optim_get_lr(o)));
+    int rc = tn__value_set_str(g, "lr", tn_value_float(tn_optim_get_lr(o)));
     if (s) {
-        rc = rc ? rc : set_str(g, "momentum", number(s->momentum));
-        rc = rc ? rc : set_str(g, "dampening", number(s->dampening));
-        rc = rc ? rc : set_str(g, "weight_decay", number(s->weight_decay));
-        rc = rc ? rc : set_str(g, "nesterov", tn_value_bool(s->nesterov));
-        rc = rc ? rc : set_str(g, "maximize", tn_value_bool(s->maximize));
-        rc = rc ? rc : set_str(g, "foreach", tn_value_none());
-        rc = rc ? rc : set_str(g, "differentiable", tn_value_bool(false));
-        rc = rc ? rc : set_str(g, "fused", tn_value_none());
+        rc = rc ? rc : tn__value_set_str(g, "momentum", number(s->momentum));
+        rc = rc ? rc : tn__value_set_str(g, "dampening", number(s->dampening));
+        rc = rc ? rc : tn__value_set_str(g, "weight_decay", number(s->weight_decay));
+        rc = rc ? rc : tn__value_set_str(g, "nesterov", tn_value_bool(s->nesterov));
+        rc = rc ? rc : tn__value_set_str(g, "maximize", tn_value_bool(s->maximize));
+        rc = rc ? rc : tn__value_set_str(g, "foreach", tn_value_none());
+        rc = rc ? rc : tn__value_set_str(g, "differentiable", tn_value_bool(false));
+        rc = rc ? rc : tn__value_set_str(g, "fused", tn_value_none());
     } else {
         struct tn_value *betas = tn_value_tuple();
         if (betas && (tn_value_append(betas, tn_value_float(a->beta1)) ||
@@ -187,26 +47,25 @@ static struct tn_value *param_group(const struct tn_optim *o)
             tn_value_release(betas);
             betas = NULL;
         }
-        rc = rc ? rc : set_str(g, "betas", betas);
-        rc = rc ? rc : set_str(g, "eps", tn_value_float(a->eps));
-        rc = rc ? rc : set_str(g, "weight_decay", number(a->weight_decay));
-        rc = rc ? rc : set_str(g, "amsgrad", tn_value_bool(a->amsgrad));
-        rc = rc ? rc : set_str(g, "maximize", tn_value_bool(a->maximize));
-        rc = rc ? rc : set_str(g, "foreach", tn_value_none());
-        rc = rc ? rc : set_str(g, "capturable", tn_value_bool(false));
-        rc = rc ? rc : set_str(g, "differentiable", tn_value_bool(false));
-        rc = rc ? rc : set_str(g, "fused", tn_value_none());
-        rc = rc ? rc : set_str(g, "decoupled_weight_decay",
+        rc = rc ? rc : tn__value_set_str(g, "betas", betas);
+        rc = rc ? rc : tn__value_set_str(g, "eps", tn_value_float(a->eps));
+        rc = rc ? rc : tn__value_set_str(g, "weight_decay", number(a->weight_decay));
+        rc = rc ? rc : tn__value_set_str(g, "amsgrad", tn_value_bool(a->amsgrad));
+        rc = rc ? rc : tn__value_set_str(g, "maximize", tn_value_bool(a->maximize));
+        rc = rc ? rc : tn__value_set_str(g, "foreach", tn_value_none());
+        rc = rc ? rc : tn__value_set_str(g, "capturable", tn_value_bool(false));
+        rc = rc ? rc : tn__value_set_str(g, "differentiable", tn_value_bool(false));
+        rc = rc ? rc : tn__value_set_str(g, "fused", tn_value_none());
+        rc = rc ? rc : tn__value_set_str(g, "decoupled_weight_decay",
                                tn_value_bool(tn_optim_kind(o) == TN_OPTIM_ADAMW));
     }
-    (void)torch1;
     struct tn_value *ids = rc ? NULL : tn_value_list();
     for (int i = 0; ids && i < tn_optim_nparams(o); i++)
         if (tn_value_append(ids, tn_value_int(i))) {
             tn_value_release(ids);
             ids = NULL;
         }
-    rc = rc ? rc : set_str(g, "params", ids);
+    rc = rc ? rc : tn__value_set_str(g, "params", ids);
     if (rc) {
         tn_value_release(g);
         return NULL;
@@ -216,7 +75,7 @@ static struct tn_value *param_group(const struct tn_optim *o)
 
 static int set_tensor(struct tn_value *d, const char *key, struct tn_tensor *t)
 {
-    return t ? set_str(d, key, tn_value_tensor(t)) : 0;
+    return t ? tn__value_set_str(d, key, tn_value_tensor(t)) : 0;
 }
 
 static struct tn_value *param_state(const struct tn_optim *o, int i)
@@ -261,8 +120,8 @@ struct tn_value *tn_optim_state_dict(const struct tn_optim *o)
     }
     struct tn_value *g = rc ? NULL : param_group(o);
     rc = rc ? rc : g ? tn_value_append(groups, g) : tn_last_status();
-    rc = rc ? rc : set_str(sd, "state", tn_value_retain(state));
-    rc = rc ? rc : set_str(sd, "param_groups", tn_value_retain(groups));
+    rc = rc ? rc : tn__value_set_str(sd, "state", tn_value_retain(state));
+    rc = rc ? rc : tn__value_set_str(sd, "param_groups", tn_value_retain(groups));
     tn_value_release(state);
     tn_value_release(groups);
     if (rc) {
