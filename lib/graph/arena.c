@@ -7,12 +7,16 @@
  * no-ops, and tn__graph_json_drop releases the arena in a few calls
  * instead of walking the tree.
  *
- * jansson's allocation functions are process-wide, and other parts of the
- * library and the program use jansson from other threads: the functions
- * installed here are installed once, for good, and hand every call to
- * the functions that were installed before (malloc and free by default)
- * unless the calling thread is inside tn__graph_json_load and, for a free,
- * the pointer is in that thread's arena.
+ * jansson's allocation functions are process-wide, and a program that
+ * links libtensor may use jansson itself, with allocation functions of its
+ * own.  So ours are installed only while one of our parses runs (counted,
+ * for parses on several threads at once) and the program's are put back
+ * when the last one ends; while installed they hand every call to the
+ * functions that were there before (the program's, malloc and free by
+ * default) unless the calling thread is inside tn__graph_json_load and,
+ * for a free, the pointer is in that thread's arena.  Nothing jansson
+ * holds outlives a parse with our functions in it: the arena's tree is
+ * released by tn__graph_json_drop, never through jansson.
  */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise */
@@ -108,9 +112,10 @@ static void *bump(struct tn__json_arena *a, size_t n)
 }
 
 static _Thread_local struct tn__json_arena *active;
-static json_malloc_t prev_malloc;
+static json_malloc_t prev_malloc; /* the functions before ours, while ours are in */
 static json_free_t prev_free;
-static pthread_once_t installed = PTHREAD_ONCE_INIT;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static int hooks_users; /* parses running with our functions installed */
 
 static void *arena_malloc(size_t n)
 {
@@ -133,21 +138,37 @@ static void arena_free(void *p)
         prev_free(p);
 }
 
-static void install(void)
-{
-    json_get_alloc_funcs(&prev_malloc, &prev_free);
-    json_set_alloc_funcs(arena_malloc, arena_free);
-}
-
-/* When libtensor is unloaded (dlclose), jansson must not keep calling
- * into it. */
-__attribute__((destructor)) static void uninstall(void)
+/* Installs our functions for one parse (the first of those running saves
+ * the program's).  Returns whether ours are the ones installed: false when
+ * the program installed others meanwhile, and the parse then takes
+ * jansson's own allocations. */
+static bool hooks_enter(void)
 {
     json_malloc_t m;
     json_free_t f;
+    pthread_mutex_lock(&hooks_lock);
+    if (hooks_users++ == 0) {
+        json_get_alloc_funcs(&prev_malloc, &prev_free);
+        json_set_alloc_funcs(arena_malloc, arena_free);
+    }
     json_get_alloc_funcs(&m, &f);
-    if (m == arena_malloc)
-        json_set_alloc_funcs(prev_malloc, prev_free);
+    pthread_mutex_unlock(&hooks_lock);
+    return m == arena_malloc;
+}
+
+/* Ends one parse; the last puts the program's functions back, unless the
+ * program has installed others since (those stay). */
+static void hooks_leave(void)
+{
+    json_malloc_t m;
+    json_free_t f;
+    pthread_mutex_lock(&hooks_lock);
+    if (--hooks_users == 0) {
+        json_get_alloc_funcs(&m, &f);
+        if (m == arena_malloc)
+            json_set_alloc_funcs(prev_malloc, prev_free);
+    }
+    pthread_mutex_unlock(&hooks_lock);
 }
 
 /* How deep text nests: its brackets counted outside strings, whether or
@@ -180,12 +201,9 @@ int tn__graph_json_load(const char *text, size_t len, const char *label, int max
                         size_t flags, json_t **root, struct tn__json_arena **arena)
 {
     json_error_t err;
-    json_malloc_t m;
-    json_free_t f;
     bool deep;
     *root = NULL;
     *arena = NULL;
-    pthread_once(&installed, install);
     struct tn__json_arena *a = malloc(sizeof *a);
     if (!a)
         return tn_set_error(TN_ENOMEM, "%s: out of memory", label);
@@ -194,11 +212,11 @@ int tn__graph_json_load(const char *text, size_t len, const char *label, int max
     a->next_size = len < MAX_CHUNK / 8 ? 8 * len : MAX_CHUNK;
     if (a->next_size < ((size_t)64 << 10))
         a->next_size = (size_t)64 << 10;
-    json_get_alloc_funcs(&m, &f);
-    bool ours = m == arena_malloc; /* else the program installed its own after ours */
+    bool ours = hooks_enter(); /* else the program installed its own meanwhile */
     active = ours ? a : NULL;
     *root = tn__graph_json_parse(text, len, flags, max_depth, &deep);
     active = NULL;
+    hooks_leave();
     if (*root) {
         if (ours)
             *arena = a;

@@ -19,8 +19,10 @@ struct tn_graph_index {
 
 /* Parses JSON text (flags as json_loadb's) into *root, its tree in an
  * arena that *arena receives (NULL: the tree is jansson's own, where the
- * program installed other allocation functions after ours), refusing
- * text nested deeper than max_depth. Returns 0, or
+ * program installed other allocation functions during the parse), refusing
+ * text nested deeper than max_depth.  jansson's allocation functions are
+ * ours only during the parse: the program's are back when it returns (and
+ * its other threads' jansson calls go to them meanwhile). Returns 0, or
  * TN_EFORMAT (messages "LABEL:LINE:COLUMN: jansson's words", or the
  * depth) or TN_ENOMEM, holding nothing. tn__graph_json_drop(*root,
  * *arena) releases the tree at once: keep no pointer into it past that. */

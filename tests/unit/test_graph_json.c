@@ -5,7 +5,10 @@
  * equal trees; and each is accepted or refused as RFC 8259 (and jansson)
  * says: bad escapes, lone surrogates, invalid UTF-8, NUL bytes, numbers
  * out of range, nesting, trailing bytes, truncated text. A refused graph's
- * message is jansson's, at the line and column jansson names.
+ * message is jansson's, at the line and column jansson names.  A program
+ * that uses jansson with allocation functions of its own keeps them
+ * across our parses (lib/graph/arena.c installs its arena's only during
+ * one).
  */
 #include "tn_test.h"
 
@@ -216,6 +219,53 @@ static void test_messages(void **state)
     }
 }
 
+/* The program's own jansson allocation functions, counting their calls. */
+static int host_mallocs, host_frees;
+static void *host_malloc(size_t n)
+{
+    host_mallocs++;
+    return malloc(n);
+}
+static void host_free(void *p)
+{
+    if (p)
+        host_frees++;
+    free(p);
+}
+
+static void test_host_allocator(void **state)
+{
+    (void)state;
+    json_malloc_t m0, m;
+    json_free_t f0, f;
+    json_get_alloc_funcs(&m0, &f0);
+    json_set_alloc_funcs(host_malloc, host_free);
+    json_t *before = json_pack("{s:[i,i]}", "kept", 1, 2); /* the program's, across ours */
+    const char *text = "{\"a\": [1, 2, {\"b\": \"c\"}], \"d\": null}";
+    for (int round = 0; round < 2; round++) {
+        json_t *root;
+        struct tn__json_arena *arena;
+        int mallocs = host_mallocs;
+        assert_int_equal(tn__graph_json_load(text, strlen(text), "t.json", 64, 0, &root, &arena),
+                         0);
+        assert_non_null(arena); /* the tree came from our arena, not the program's malloc */
+        assert_int_equal(host_mallocs, mallocs);
+        assert_non_null(json_object_get(root, "a"));
+        tn__graph_json_drop(root, arena);
+        /* after the parse the program's functions are jansson's again */
+        json_get_alloc_funcs(&m, &f);
+        assert_ptr_equal(m, host_malloc);
+        assert_ptr_equal(f, host_free);
+        json_t *after = json_string("the program's");
+        assert_true(host_mallocs > mallocs);
+        json_decref(after);
+    }
+    int frees = host_frees;
+    json_decref(before);
+    assert_true(host_frees > frees);
+    json_set_alloc_funcs(m0, f0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_depth),
         cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_host_allocator),
     };
     return TN_RUN_TESTS(tests);
 }
