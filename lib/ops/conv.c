@@ -3,7 +3,8 @@
  * convolution and the upsample kernels: conv1d, conv_transpose1d, the
  * padding="same"/"valid" overloads of conv1d and conv2d (with an unbatched
  * input as one sample), and the .vec overloads of upsample_nearest2d and
- * upsample_bilinear2d that F.interpolate calls.
+ * upsample_bilinear2d that F.interpolate calls; conv_transpose2d at the
+ * end.
  */
 #include <config.h>
 
@@ -211,4 +212,26 @@ struct tn_tensor *tn__composite_upsample_bilinear2d_vec(tn_keyset ks,
 {
     return upsample_vec(true, input, output_size, output_size_len, align_corners, scale_factors,
                         scale_factors_len);
+}
+
+/* PyTorch's conv_transpose2d: convolution with transposed=True (a 3-D
+ * input is one sample, as there) */
+struct tn_tensor *tn__composite_conv_transpose2d_input(
+    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
+    const struct tn_tensor *bias, const int64_t *stride, int stride_len, const int64_t *padding,
+    int padding_len, const int64_t *output_padding, int output_padding_len, int64_t groups,
+    const int64_t *dilation, int dilation_len)
+{
+    if (input->ndim != 3)
+        return tn_convolution(input, weight, bias, stride, stride_len, padding, padding_len,
+                              dilation, dilation_len, true, output_padding, output_padding_len,
+                              groups);
+    struct tn_tensor *x = tn_unsqueeze(input, 0), *r = NULL, *s = NULL;
+    if (x)
+        r = tn_convolution(x, weight, bias, stride, stride_len, padding, padding_len, dilation,
+                           dilation_len, true, output_padding, output_padding_len, groups);
+    if (r)
+        s = tn_squeeze_dims(r, (const int64_t[]){0}, 1);
+    tn__nn_drop(0, x, r, NULL, NULL);
+    return s;
 }

@@ -10,7 +10,7 @@ libtensor_la_SOURCES += \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
 	lib/ops/nn.c \
-	lib/ops/nn2.c \
+	lib/ops/nn_loss.c \
 	lib/ops/shape.c \
 	lib/ops/movement.c \
 	lib/ops/split.c \
@@ -34,7 +34,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_dropout.c \
-	lib/ops/cpu/nn_more.c \
+	lib/ops/cpu/nn_upsample.c \
 	lib/ops/cpu/attention.c \
 	lib/ops/cpu/pad.c
 

@@ -33,11 +33,11 @@ int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tens
                 struct tn_tensor *d);
 
 /* x itself (retained) for reduction none, else its mean or sum
- * (lib/ops/nn2.c). */
+ * (lib/ops/nn_loss.c). */
 struct tn_tensor *tn__nn_reduce_loss(struct tn_tensor *x, int64_t reduction);
 
 /* convolution and convolution_backward with transposed=True, for the
- * kernels of nn_conv.c (lib/ops/cpu/nn_more.c). */
+ * kernels of lib/ops/cpu/nn_conv.c (at its end). */
 struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
                                          const struct tn_tensor *weight,
                                          const struct tn_tensor *bias, const int64_t *stride,

@@ -4,7 +4,8 @@
  * _pad kernels of lib/ops/cpu/pad.c by the number of padded dims, circular
  * to _pad_circular) with its checks and words, and _pad_circular as a
  * decomposition into slices put together with cat, so that its gradient
- * comes through narrow and cat.
+ * comes through narrow and cat; constant_pad_nd and its backward at the
+ * end.
  */
 #include <config.h>
 
@@ -106,4 +107,72 @@ fail:
     tn__keep_free(&k);
     tn_release(x);
     return NULL;
+}
+
+/* PyTorch's constant_pad_nd: pad holds (before, after) pairs from the last
+ * dim backwards; negative pads crop (narrow the input), positive ones add
+ * elements of `value` (converted to the input's dtype). */
+struct tn_tensor *tn__composite_constant_pad_nd(tn_keyset ks, const struct tn_tensor *self,
+                                                const int64_t *pad, int pad_len,
+                                                struct tn_scalar value)
+{
+    if (pad_len % 2)
+        return tn_set_error(TN_EINVAL, "Length of pad must be even but instead it equals %d",
+                            pad_len), NULL;
+    int nd = self->ndim, lp = pad_len / 2, first = nd - lp;
+    if (lp > nd)
+        return tn_set_error(TN_EINVAL, "Length of pad should be no more than twice the number "
+                            "of dimensions of the input. Pad length is %dwhile the input has "
+                            "%ddimensions.", pad_len, nd), NULL;
+    struct tn_keep k = {0};
+    struct tn_tensor *in = tn_retain((struct tn_tensor *)self), *out, *win;
+    bool grows = false;
+    tn__keep(&k, in);
+    int64_t sizes[TN_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        sizes[i] = self->sizes[i];
+        if (i < first)
+            continue;
+        int64_t lo = pad[2 * (nd - i - 1)], hi = pad[2 * (nd - i - 1) + 1];
+        if (lo < 0)
+            TN_KEEP(&k, in, tn_narrow(in, i, -lo, in->sizes[i] + lo));
+        if (hi < 0)
+            TN_KEEP(&k, in, tn_narrow(in, i, 0, in->sizes[i] + hi));
+        grows |= lo > 0 || hi > 0;
+        sizes[i] += lo + hi;
+    }
+    if (!grows) { /* only crops: a copy of the narrowed input, as PyTorch */
+        struct tn_tensor *c = tn_clone(in);
+        tn__keep_free(&k);
+        return c;
+    }
+    TN_KEEP(&k, out, tn_full(sizes, nd, value, self->dtype));
+    win = tn_retain(out);
+    tn__keep(&k, win);
+    for (int i = first; i < nd; i++) {
+        int64_t lo = pad[2 * (nd - i - 1)];
+        TN_KEEP(&k, win, tn_narrow(win, i, lo > 0 ? lo : 0, in->sizes[i]));
+    }
+    if (tn_copy_(win, in) < 0)
+        goto fail;
+    return tn__keep_out(&k, out);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+/* constant_pad_nd's gradient: the padding taken off again (PyTorch's
+ * constant_pad_nd_backward, an op here as formulas cannot negate lists). */
+struct tn_tensor *tn__composite_constant_pad_nd_backward(tn_keyset ks,
+                                                         const struct tn_tensor *grad,
+                                                         const int64_t *pad, int pad_len)
+{
+    int64_t neg[2 * TN_MAX_DIMS];
+    if (pad_len > 2 * TN_MAX_DIMS)
+        return tn_set_error(TN_EINVAL, "Length of pad should be no more than twice the number "
+                            "of dimensions of the input. Pad length is %dwhile the input has "
+                            "%ddimensions.", pad_len, grad->ndim), NULL;
+    for (int i = 0; i < pad_len; i++)
+        neg[i] = -pad[i];
+    return tn_constant_pad_nd(grad, neg, pad_len, tn_int(0));
 }

@@ -6,7 +6,8 @@
  * the output; backward runs the transposed products and col2im. The
  * batch splits into one range of samples per thread on the pool, each
  * range with its own one-sample patch matrix (it stays in cache). float32
- * and float64 (others are computed in float64 and rounded).
+ * and float64 (others are computed in float64 and rounded).  Transposed
+ * convolution, at the end, runs as the regular one's products.
  */
 #include <config.h>
 
@@ -387,7 +388,7 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                       int64_t groups)
 {
     struct conv g;
-    if (transposed) /* (lib/ops/cpu/nn_more.c) */
+    if (transposed) /* (below) */
         return tn__nn_conv_transposed(input, weight, bias, stride, stride_len, padding,
                                       padding_len, dilation, dilation_len, output_padding,
                                       output_padding_len, groups);
@@ -432,7 +433,7 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     *result0 = *result1 = *result2 = NULL;
     if (output_mask_len != 3)
         return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", output_mask_len);
-    if (transposed) /* (lib/ops/cpu/nn_more.c) */
+    if (transposed) /* (below) */
         return tn__nn_conv_transposed_backward(grad_output, input, weight, stride, stride_len,
                                                padding, padding_len, dilation, dilation_len,
                                                output_padding, output_padding_len, groups,
@@ -494,5 +495,104 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     *result0 = tn__nn_to(gi, input->dtype);
     *result1 = tn__nn_to(gw, input->dtype);
     *result2 = tn__nn_to(gb, input->dtype);
+    return TN_OK;
+}
+
+/* --------------------------------------------------- transposed convolution
+ * convolution(transposed=True) as the regular convolution's products:
+ * its output is the input gradient of the convolution whose output is
+ * `input` (weight (C_in, C_out / groups, k...) read as that convolution's
+ * (oc, c / groups, k...)), its input gradient that convolution itself, its
+ * weight gradient that convolution's weight gradient with the two
+ * activations swapped. nn_conv.c hands transposed calls here. */
+
+static int64_t tparam(const int64_t *v, int len, int i, int64_t def)
+{
+    return len <= 0 ? def : v[len == 1 ? 0 : i];
+}
+
+struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
+                                         const struct tn_tensor *weight,
+                                         const struct tn_tensor *bias, const int64_t *stride,
+                                         int stride_len, const int64_t *padding, int padding_len,
+                                         const int64_t *dilation, int dilation_len,
+                                         const int64_t *output_padding, int output_padding_len,
+                                         int64_t groups)
+{
+    char a[128], b[128];
+    if (weight->ndim != 3 && weight->ndim != 4)
+        return tn_set_error(TN_ESHAPE, "convolution: expected a 3-D or 4-D weight, got %s",
+                            tn_shape_format(weight->sizes, weight->ndim, a, sizeof a)), NULL;
+    if (input->ndim != weight->ndim || groups <= 0 || input->sizes[1] != weight->sizes[0])
+        return tn_set_error(TN_ESHAPE, "Given transposed=1, weight of size %s, expected input%s "
+                            "to have %lld channels, but got %lld channels instead",
+                            tn_shape_format(weight->sizes, weight->ndim, a, sizeof a),
+                            tn_shape_format(input->sizes, input->ndim, b, sizeof b),
+                            (long long)weight->sizes[0],
+                            (long long)(input->ndim > 1 ? input->sizes[1] : 0)), NULL;
+    int64_t osz[4] = {input->sizes[0], weight->sizes[1] * groups};
+    for (int i = 0; i < input->ndim - 2; i++)
+        osz[2 + i] = (input->sizes[2 + i] - 1) * tparam(stride, stride_len, i, 1) -
+                     2 * tparam(padding, padding_len, i, 0) +
+                     tparam(dilation, dilation_len, i, 1) * (weight->sizes[2 + i] - 1) +
+                     tparam(output_padding, output_padding_len, i, 0) + 1;
+    struct tn_tensor *shape = tn_zeros(osz, input->ndim, input->dtype), *r[3] = {NULL};
+    bool mask[3] = {true, false, false};
+    if (!shape || tn_convolution_backward(input, shape, weight, NULL, 0, stride, stride_len,
+                                          padding, padding_len, dilation, dilation_len, false,
+                                          output_padding, output_padding_len, groups, mask, 3,
+                                          &r[0], &r[1], &r[2]) < 0) {
+        tn_release(shape);
+        return NULL;
+    }
+    tn_release(shape);
+    if (!bias)
+        return r[0];
+    int64_t bsz[4] = {1, tn_numel(bias), 1, 1};
+    struct tn_tensor *bv = tn_reshape(bias, bsz, input->ndim);
+    struct tn_tensor *out = bv ? tn_add(r[0], bv, tn_int(1)) : NULL;
+    tn__nn_drop(0, bv, r[0], NULL, NULL);
+    return out;
+}
+
+int tn__nn_conv_transposed_backward(const struct tn_tensor *grad_output,
+                                    const struct tn_tensor *input,
+                                    const struct tn_tensor *weight, const int64_t *stride,
+                                    int stride_len, const int64_t *padding, int padding_len,
+                                    const int64_t *dilation, int dilation_len,
+                                    const int64_t *output_padding, int output_padding_len,
+                                    int64_t groups, const bool *output_mask,
+                                    struct tn_tensor **result0, struct tn_tensor **result1,
+                                    struct tn_tensor **result2)
+{
+    *result0 = *result1 = *result2 = NULL;
+    if (output_mask[0] &&
+        !(*result0 = tn_convolution(grad_output, weight, NULL, stride, stride_len, padding,
+                                    padding_len, dilation, dilation_len, false, output_padding,
+                                    output_padding_len, groups)))
+        return tn_last_status();
+    if (output_mask[1]) {
+        struct tn_tensor *r0 = NULL, *r2 = NULL;
+        bool mask[3] = {false, true, false};
+        int rc = tn_convolution_backward(input, grad_output, weight, NULL, 0, stride, stride_len,
+                                         padding, padding_len, dilation, dilation_len, false,
+                                         output_padding, output_padding_len, groups, mask, 3,
+                                         &r0, result1, &r2);
+        tn__nn_drop(0, r0, r2, NULL, NULL);
+        if (rc < 0) {
+            tn_release(*result0);
+            *result0 = NULL;
+            return rc;
+        }
+    }
+    if (output_mask[2]) {
+        int64_t dims[3] = {0, 2, 3};
+        if (!(*result2 = tn_sum_dim_intlist(grad_output, dims, grad_output->ndim - 1, false,
+                                            TN_DTYPE_UNSET))) {
+            tn__nn_drop(0, *result0, *result1, NULL, NULL);
+            *result0 = *result1 = NULL;
+            return tn_last_status();
+        }
+    }
     return TN_OK;
 }

@@ -1,7 +1,7 @@
 /*
  * ops/cpu/nn_norm.c: CPU kernels of native_layer_norm and
  * native_batch_norm (training with PyTorch's running-statistics update, and
- * eval) and their backward ops. layer_norm has a float32 path (float64 sums
+ * eval), native_group_norm, and their backward ops. layer_norm has a float32 path (float64 sums
  * per row, float32 in and out); everything else computes in float64 over
  * contiguous copies and rounds once into the input's dtype.
  */
@@ -442,4 +442,131 @@ int tn__cpu_native_batch_norm_backward(
     tn__nn_drop(0, g, x, w, mt);
     tn_release(vt);
     return three_out(r, output_mask, input->dtype, result0, result1, result2);
+}
+
+/* ------------------------------------------------------------ group norm */
+
+/* native_group_norm over input (N, C, *) viewed as N x group blocks of
+ * C/group * HxW contiguous elements: biased variance, rstd =
+ * 1/sqrt(var + eps), then the per-channel weight and bias; mean and rstd
+ * come back as (N, group). Float64 accumulation, rounded once. */
+int tn__cpu_native_group_norm(tn_keyset ks, const struct tn_tensor *input,
+                              const struct tn_tensor *weight, const struct tn_tensor *bias,
+                              int64_t N, int64_t C, int64_t HxW, int64_t group, double eps,
+                              struct tn_tensor **result0, struct tn_tensor **result1,
+                              struct tn_tensor **result2)
+{
+    if (group <= 0 || C % group || tn_numel(input) != N * C * HxW)
+        return tn_set_error(TN_ESHAPE, "Expected number of channels in input to be divisible "
+                            "by num_groups, but got C=%lld and num_groups=%lld",
+                            (long long)C, (long long)group);
+    int rc = tn__nn_check_float("GroupNormKernelImpl", input);
+    if (rc < 0)
+        return rc;
+    int64_t ng[2] = {N, group}, m = C / group * HxW;
+    struct tn_tensor *x = tn__nn_f64(input), *w = tn__nn_f64(weight), *b = tn__nn_f64(bias);
+    struct tn_tensor *y = tn__nn_zeros64(input->sizes, input->ndim);
+    struct tn_tensor *mu = tn__nn_zeros64(ng, 2), *rs = tn__nn_zeros64(ng, 2);
+    if (!x || (weight && !w) || (bias && !b) || !y || !mu || !rs) {
+        tn__nn_drop(0, y, mu, rs, NULL);
+        return tn__nn_drop(tn_last_status(), x, w, b, NULL);
+    }
+    const double *xp = tn_data(x), *wp = w ? tn_data(w) : NULL, *bp = b ? tn_data(b) : NULL;
+    double *yp = tn_data(y), *mp = tn_data(mu), *rp = tn_data(rs);
+    for (int64_t i = 0; i < N * group; i++) {
+        const double *xi = xp + i * m;
+        double s = 0, v = 0;
+        for (int64_t j = 0; j < m; j++)
+            s += xi[j];
+        double mean = m ? s / (double)m : NAN;
+        for (int64_t j = 0; j < m; j++)
+            v += (xi[j] - mean) * (xi[j] - mean);
+        double r = 1.0 / sqrt(v / (double)m + eps);
+        mp[i] = mean;
+        rp[i] = r;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t c = (i % group) * (C / group) + j / HxW;
+            double o = (xi[j] - mean) * r;
+            yp[i * m + j] = o * (wp ? wp[c] : 1.0) + (bp ? bp[c] : 0.0);
+        }
+    }
+    tn__nn_drop(0, x, w, b, NULL);
+    *result0 = tn__nn_to(y, input->dtype);
+    *result1 = tn__nn_to(mu, input->dtype);
+    *result2 = tn__nn_to(rs, input->dtype);
+    if (!*result0 || !*result1 || !*result2) {
+        tn__nn_drop(0, *result0, *result1, *result2, NULL);
+        *result0 = *result1 = *result2 = NULL;
+        return tn_last_status();
+    }
+    return TN_OK;
+}
+
+/* native_group_norm_backward: with g = dy * weight[c] and xhat = (x -
+ * mean) * rstd over a block of m elements, dx = rstd * (g - mean(g) -
+ * xhat * mean(g * xhat)); dweight[c] = sum(dy * xhat), dbias[c] = sum(dy)
+ * over N and HxW. Unasked results stay NULL. */
+int tn__cpu_native_group_norm_backward(tn_keyset ks, const struct tn_tensor *grad_out,
+                                       const struct tn_tensor *input,
+                                       const struct tn_tensor *mean,
+                                       const struct tn_tensor *rstd,
+                                       const struct tn_tensor *weight, int64_t N, int64_t C,
+                                       int64_t HxW, int64_t group, const bool *output_mask,
+                                       int output_mask_len, struct tn_tensor **result0,
+                                       struct tn_tensor **result1, struct tn_tensor **result2)
+{
+    *result0 = *result1 = *result2 = NULL;
+    if (group <= 0 || C % group || tn_numel(input) != N * C * HxW ||
+        tn_numel(grad_out) != tn_numel(input) || tn_numel(mean) != N * group ||
+        tn_numel(rstd) != N * group)
+        return tn_set_error(TN_ESHAPE, "native_group_norm_backward: shapes of grad_out, input, "
+                            "mean and rstd do not fit N=%lld, C=%lld, HxW=%lld, group=%lld",
+                            (long long)N, (long long)C, (long long)HxW, (long long)group);
+    int64_t m = C / group * HxW;
+    struct tn_tensor *x = tn__nn_f64(input), *dy = tn__nn_f64(grad_out), *mu = tn__nn_f64(mean);
+    struct tn_tensor *rs = tn__nn_f64(rstd), *w = tn__nn_f64(weight);
+    struct tn_tensor *dx = tn__nn_zeros64(input->sizes, input->ndim);
+    struct tn_tensor *dw = tn__nn_zeros64(&C, 1), *db = tn__nn_zeros64(&C, 1);
+    if (!x || !dy || !mu || !rs || (weight && !w) || !dx || !dw || !db) {
+        tn__nn_drop(0, dx, dw, db, w);
+        return tn__nn_drop(tn_last_status(), x, dy, mu, rs);
+    }
+    const double *xp = tn_data(x), *gp = tn_data(dy), *mp = tn_data(mu), *rp = tn_data(rs);
+    const double *wp = w ? tn_data(w) : NULL;
+    double *dxp = tn_data(dx), *dwp = tn_data(dw), *dbp = tn_data(db);
+    for (int64_t i = 0; i < N * group; i++) {
+        double sg = 0, sgx = 0;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t c = (i % group) * (C / group) + j / HxW, e = i * m + j;
+            double xh = (xp[e] - mp[i]) * rp[i], g = gp[e] * (wp ? wp[c] : 1.0);
+            sg += g;
+            sgx += g * xh;
+            dwp[c] += gp[e] * xh;
+            dbp[c] += gp[e];
+        }
+        for (int64_t j = 0; j < m; j++) {
+            int64_t c = (i % group) * (C / group) + j / HxW, e = i * m + j;
+            double xh = (xp[e] - mp[i]) * rp[i], g = gp[e] * (wp ? wp[c] : 1.0);
+            dxp[e] = rp[i] * (g - sg / (double)m - xh * sgx / (double)m);
+        }
+    }
+    tn__nn_drop(0, x, dy, mu, rs);
+    tn_release(w);
+    bool want[3] = {output_mask_len > 0 && output_mask[0], output_mask_len > 1 && output_mask[1],
+                    output_mask_len > 2 && output_mask[2]};
+    struct tn_tensor *all[3] = {dx, dw, db}, **out[3] = {result0, result1, result2};
+    int rc = TN_OK;
+    for (int i = 0; i < 3; i++) {
+        if (!want[i]) {
+            tn_release(all[i]);
+            continue;
+        }
+        if (!(*out[i] = tn__nn_to(all[i], input->dtype)))
+            rc = tn_last_status();
+    }
+    if (rc < 0)
+        tn__nn_drop(0, *result0, *result1, *result2, NULL);
+    if (rc < 0)
+        *result0 = *result1 = *result2 = NULL;
+    return rc;
 }
