@@ -371,9 +371,9 @@ struct tn_value *tn_load(const char *path, const struct tn_load_options *opts)
     struct tn_io_file *f = tn_io_file_open(path);
     if (!f)
         return NULL;
-    const char *fmt = tn_io_file_format(f);
+    enum tn__io_format fmt = tn__io_file_kind(f);
     struct tn_value *v = NULL;
-    if (!strcmp(fmt, "torch") || !strcmp(fmt, "legacy"))
+    if (fmt == TN_IO_FMT_TORCH || fmt == TN_IO_FMT_LEGACY)
         v = tn_io_file_load(f, opts, NULL);
     else
         tn_set_error(TN_EFORMAT, "%s: not a PyTorch checkpoint (no zip header)",

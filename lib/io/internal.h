@@ -14,6 +14,22 @@
 /* zlib's CRC-32 (the one zip uses), continued from `crc` (0 to start). */
 uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len);
 
+/* The formats tn_io_file_open tells apart from a file's first bytes (a
+ * folder: DCP), in one place for every reader: tckpt, tcompile's -i/-w,
+ * tn_load and tn_io_detect all go through it. */
+enum tn__io_format {
+    TN_IO_FMT_TORCH,       /* a zip that is not an .npz: torch.save's format */
+    TN_IO_FMT_SAFETENSORS,
+    TN_IO_FMT_NPZ,         /* a zip whose members all end in .npy */
+    TN_IO_FMT_NPY,
+    TN_IO_FMT_LEGACY,      /* torch.save before 1.6: pickles back to back */
+    TN_IO_FMT_SHARDED,     /* a Hugging Face index naming its shards */
+    TN_IO_FMT_DCP,         /* a distributed checkpoint folder */
+};
+struct tn_io_file;
+/* The format tn_io_file_open found for f. */
+enum tn__io_format tn__io_file_kind(const struct tn_io_file *f);
+
 /* d[key] = val for a string key (d a DICT or ODICT); consumes val, also on
  * failure, and takes a NULL val as the failure to build it.  Returns 0 or
  * TN_ENOMEM.  For the state_dict builders of lib/nn and lib/optim. */

@@ -12,9 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The names tn_io_file_format gives, by enum tn__io_format. */
+static const char *const format_names[] = {
+    [TN_IO_FMT_TORCH] = "torch",   [TN_IO_FMT_SAFETENSORS] = "safetensors",
+    [TN_IO_FMT_NPZ] = "npz",       [TN_IO_FMT_NPY] = "npy",
+    [TN_IO_FMT_LEGACY] = "legacy", [TN_IO_FMT_SHARDED] = "sharded",
+    [TN_IO_FMT_DCP] = "dcp",
+};
+
 struct tn_io_file {
     char *path;
-    const char *format;
+    enum tn__io_format format;
     struct tn_io_map *map;
     struct tn_zip *zip;    /* torch, npz */
     json_t *index;         /* sharded: the index object */
@@ -74,7 +82,7 @@ static int open_index(struct tn_io_file *f)
     }
     if (!f->nshards)
         return tn_set_error(TN_EFORMAT, "%s: weight_map names no shard", f->path);
-    f->format = "sharded";
+    f->format = TN_IO_FMT_SHARDED;
     return 0;
 }
 
@@ -90,7 +98,7 @@ struct tn_io_file *tn_io_file_open(const char *path)
     if (strcmp(path, "-") && tn_dcp_is_dir(path)) {
         if (!(f->dcp = tn_dcp_open(path)))
             goto fail;
-        f->format = "dcp";
+        f->format = TN_IO_FMT_DCP;
         return f;
     }
     f->map = tn__io_map_open(path);
@@ -101,16 +109,16 @@ struct tn_io_file *tn_io_file_open(const char *path)
     if (n >= 4 && !memcmp(h, "PK\3\4", 4)) {
         if (!(f->zip = tn__zip_open_map(f->map, label)))
             goto fail;
-        f->format = zip_is_npz(f->zip) ? "npz" : "torch";
+        f->format = zip_is_npz(f->zip) ? TN_IO_FMT_NPZ : TN_IO_FMT_TORCH;
     } else if (n >= 6 && !memcmp(h, "\x93NUMPY", 6)) {
-        f->format = "npy";
+        f->format = TN_IO_FMT_NPY;
     } else if (n >= 10 && h[8] == '{' &&
                (((uint64_t)h[7] << 56 | (uint64_t)h[6] << 48 | (uint64_t)h[5] << 40 |
                  (uint64_t)h[4] << 32 | (uint64_t)h[3] << 24 | (uint64_t)h[2] << 16 |
                  (uint64_t)h[1] << 8 | h[0]) - 2) <= 100000000ull - 2) {
-        f->format = "safetensors";
+        f->format = TN_IO_FMT_SAFETENSORS;
     } else if (n >= 3 && h[0] == 0x80 && h[2] == 0x8a) {
-        f->format = "legacy";
+        f->format = TN_IO_FMT_LEGACY;
     } else {
         size_t i = 0;
         while (i < n && (h[i] == ' ' || h[i] == '\n' || h[i] == '\r' || h[i] == '\t'))
@@ -129,7 +137,8 @@ fail:
     return NULL;
 }
 
-const char *tn_io_file_format(const struct tn_io_file *f) { return f->format; }
+const char *tn_io_file_format(const struct tn_io_file *f) { return format_names[f->format]; }
+enum tn__io_format tn__io_file_kind(const struct tn_io_file *f) { return f->format; }
 struct tn_dcp *tn_io_file_dcp(const struct tn_io_file *f) { return f->dcp; }
 struct tn_zip *tn_io_file_zip(const struct tn_io_file *f) { return f->zip; }
 size_t tn_io_file_shards(const struct tn_io_file *f) { return f->nshards; }
@@ -166,7 +175,7 @@ static struct tn_value *load_sharded(struct tn_io_file *f, const struct tn_load_
     }
     for (size_t i = 0; i < f->nshards; i++) {
         struct tn_io_file *s = tn_io_file_open(f->shards[i]);
-        if (s && !strcmp(s->format, "sharded")) {
+        if (s && s->format == TN_IO_FMT_SHARDED) {
             tn_set_error(TN_EFORMAT, "%s: shard %s is itself an index", f->path, f->shards[i]);
             tn_io_file_close(s);
             goto fail;
@@ -255,18 +264,15 @@ struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_opti
     if (metadata)
         *metadata = NULL;
     const char *label = strcmp(f->path, "-") ? f->path : "<stdin>";
-    if (!strcmp(f->format, "torch"))
-        return tn_ckpt_load_zip(f->zip, opts);
-    if (!strcmp(f->format, "npz"))
-        return tn_npz_load_zip(f->zip);
-    if (!strcmp(f->format, "safetensors"))
-        return tn__st_load_map(f->map, label, metadata);
-    if (!strcmp(f->format, "npy"))
-        return load_npy(f);
-    if (!strcmp(f->format, "sharded"))
-        return load_sharded(f, opts, metadata);
-    if (!strcmp(f->format, "dcp"))
-        return tn_dcp_load_all(f->dcp, false);
+    switch (f->format) {
+    case TN_IO_FMT_TORCH: return tn_ckpt_load_zip(f->zip, opts);
+    case TN_IO_FMT_NPZ: return tn_npz_load_zip(f->zip);
+    case TN_IO_FMT_SAFETENSORS: return tn__st_load_map(f->map, label, metadata);
+    case TN_IO_FMT_NPY: return load_npy(f);
+    case TN_IO_FMT_SHARDED: return load_sharded(f, opts, metadata);
+    case TN_IO_FMT_DCP: return tn_dcp_load_all(f->dcp, false);
+    case TN_IO_FMT_LEGACY: break;
+    }
     return tn__legacy_load(f->map, label, opts);
 }
 
@@ -283,6 +289,14 @@ void tn_io_file_close(struct tn_io_file *f)
     free(f->shards);
     free(f->path);
     free(f);
+}
+
+const char *tn_io_detect(const char *path)
+{
+    struct tn_io_file *f = tn_io_file_open(path);
+    const char *fmt = f ? tn_io_file_format(f) : NULL; /* a static string */
+    tn_io_file_close(f);
+    return fmt;
 }
 
 struct tn_value *tn_io_load_dict(const char *path)

@@ -1,6 +1,7 @@
 /*
  * io/npy.c: NumPy's .npy (format 1.0-3.0) and .npz (a zip of .npy
- * members, stored or deflated) read and write, and format detection.
+ * members, stored or deflated) read and write (lib/io/load.c finds the
+ * format of a file).
  */
 #include "io/internal.h"
 
@@ -342,12 +343,4 @@ int tn_npz_save(const char *path, const struct tn_value *tensors)
         }
     }
     return tn_zip_writer_finish(w);
-}
-
-const char *tn_io_detect(const char *path)
-{
-    struct tn_io_file *f = tn_io_file_open(path);
-    const char *fmt = f ? tn_io_file_format(f) : NULL; /* a static string */
-    tn_io_file_close(f);
-    return fmt;
 }

@@ -84,6 +84,13 @@ static void test_read_npz(void **state)
     assert_string_equal(tn_io_detect(fixture_path("tensors.safetensors")), "safetensors");
     assert_string_equal(tn_io_detect(fixture_path("tensors_fortran.npy")), "npy");
     assert_string_equal(tn_io_detect(fixture_path("module_2.pt")), "torch");
+    /* a .npy's one tensor is named after the file's stem, the key tckpt
+     * lists and tcompile's -i binds (both read through tn_io_file_open) */
+    struct tn_value *d = tn_io_load_dict(fixture_path("tensors_fortran.npy"));
+    assert_non_null(d);
+    assert_int_equal(d->v.dict.n, 1);
+    assert_non_null(tn_value_get(d, "tensors_fortran"));
+    tn_value_release(d);
     json_decref(fx);
 }
 
