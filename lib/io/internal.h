@@ -115,34 +115,58 @@ void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...) __attribute__(
 
 /* ------------------------------------------------------------ pickle ops */
 
-/* Pickle opcodes (protocols 0-5). */
-#define TN_PICKLE_OPCODES(X)                                                                   \
-    X(MARK, '(') X(STOP, '.') X(POP, '0') X(POP_MARK, '1') X(DUP, '2') X(FLOAT, 'F')            \
-    X(INT, 'I') X(BININT, 'J') X(BININT1, 'K') X(LONG, 'L') X(BININT2, 'M') X(NONE, 'N')      \
-    X(PERSID, 'P') X(BINPERSID, 'Q') X(REDUCE, 'R') X(STRING, 'S') X(BINSTRING, 'T')          \
-    X(SHORT_BINSTRING, 'U') X(UNICODE, 'V') X(BINUNICODE, 'X') X(APPEND, 'a') X(BUILD, 'b')    \
-    X(GLOBAL, 'c') X(DICT, 'd') X(EMPTY_DICT, '}') X(APPENDS, 'e') X(GET, 'g')                 \
-    X(BINGET, 'h') X(INST, 'i') X(LONG_BINGET, 'j') X(LIST, 'l') X(EMPTY_LIST, ']')            \
-    X(OBJ, 'o') X(PUT, 'p') X(BINPUT, 'q') X(LONG_BINPUT, 'r') X(SETITEM, 's') X(TUPLE, 't')   \
-    X(EMPTY_TUPLE, ')') X(SETITEMS, 'u') X(BINFLOAT, 'G') X(PROTO, 0x80) X(NEWOBJ, 0x81)       \
-    X(EXT1, 0x82) X(EXT2, 0x83) X(EXT4, 0x84) X(TUPLE1, 0x85) X(TUPLE2, 0x86) X(TUPLE3, 0x87)  \
-    X(NEWTRUE, 0x88) X(NEWFALSE, 0x89) X(LONG1, 0x8a) X(LONG4, 0x8b) X(BINBYTES, 'B')          \
-    X(SHORT_BINBYTES, 'C') X(SHORT_BINUNICODE, 0x8c) X(BINUNICODE8, 0x8d) X(BINBYTES8, 0x8e)   \
-    X(EMPTY_SET, 0x8f) X(ADDITEMS, 0x90) X(FROZENSET, 0x91) X(NEWOBJ_EX, 0x92)                 \
-    X(STACK_GLOBAL, 0x93) X(MEMOIZE, 0x94) X(FRAME, 0x95) X(BYTEARRAY8, 0x96)                  \
-    X(NEXT_BUFFER, 0x97) X(READONLY_BUFFER, 0x98)
+/* Pickle opcodes (protocols 0-5): the one table of name, byte and the
+ * readers that execute the opcode, which the decoder (pickle.c), the
+ * restricted machine (unpickle.c) and the scanner (scan_pickle.c) share:
+ *   ALL     PyTorch 1.13's and 2.x's weights_only unpicklers, and ours
+ *   TORCH2  2.x's only (BINFLOAT)
+ *   CKPT    weights_only, but not a DCP .metadata (persistent ids)
+ *   DCP     a DCP .metadata only (pickle.dumps's protocol 4 forms)
+ *   NONE    no reader of ours executes it; the scanner walks it all the same */
+#define TN_PICKLE_OPCODES(X) \
+    X(MARK, '(', ALL) X(STOP, '.', ALL) X(POP, '0', NONE) X(POP_MARK, '1', NONE)            \
+    X(DUP, '2', NONE) X(FLOAT, 'F', NONE) X(INT, 'I', NONE) X(BININT, 'J', ALL)             \
+    X(BININT1, 'K', ALL) X(LONG, 'L', NONE) X(BININT2, 'M', ALL) X(NONE, 'N', ALL)          \
+    X(PERSID, 'P', NONE) X(BINPERSID, 'Q', CKPT) X(REDUCE, 'R', ALL) X(STRING, 'S', NONE)   \
+    X(BINSTRING, 'T', NONE) X(SHORT_BINSTRING, 'U', ALL) X(UNICODE, 'V', NONE)              \
+    X(BINUNICODE, 'X', ALL) X(APPEND, 'a', ALL) X(BUILD, 'b', ALL) X(GLOBAL, 'c', ALL)      \
+    X(DICT, 'd', NONE) X(EMPTY_DICT, '}', ALL) X(APPENDS, 'e', ALL) X(GET, 'g', NONE)       \
+    X(BINGET, 'h', ALL) X(INST, 'i', NONE) X(LONG_BINGET, 'j', ALL) X(LIST, 'l', NONE)      \
+    X(EMPTY_LIST, ']', ALL) X(OBJ, 'o', NONE) X(PUT, 'p', NONE) X(BINPUT, 'q', ALL)         \
+    X(LONG_BINPUT, 'r', ALL) X(SETITEM, 's', ALL) X(TUPLE, 't', ALL) X(EMPTY_TUPLE, ')', ALL) \
+    X(SETITEMS, 'u', ALL) X(BINFLOAT, 'G', TORCH2) X(PROTO, 0x80, ALL) X(NEWOBJ, 0x81, ALL) \
+    X(EXT1, 0x82, NONE) X(EXT2, 0x83, NONE) X(EXT4, 0x84, NONE) X(TUPLE1, 0x85, ALL)        \
+    X(TUPLE2, 0x86, ALL) X(TUPLE3, 0x87, ALL) X(NEWTRUE, 0x88, ALL) X(NEWFALSE, 0x89, ALL)  \
+    X(LONG1, 0x8a, ALL) X(LONG4, 0x8b, NONE) X(BINBYTES, 'B', NONE)                         \
+    X(SHORT_BINBYTES, 'C', NONE) X(SHORT_BINUNICODE, 0x8c, DCP) X(BINUNICODE8, 0x8d, NONE)  \
+    X(BINBYTES8, 0x8e, NONE) X(EMPTY_SET, 0x8f, ALL) X(ADDITEMS, 0x90, NONE)                \
+    X(FROZENSET, 0x91, NONE) X(NEWOBJ_EX, 0x92, NONE) X(STACK_GLOBAL, 0x93, DCP)            \
+    X(MEMOIZE, 0x94, DCP) X(FRAME, 0x95, DCP) X(BYTEARRAY8, 0x96, NONE)                     \
+    X(NEXT_BUFFER, 0x97, NONE) X(READONLY_BUFFER, 0x98, NONE)
 
 enum tn_pickle_opcode {
-#define TN_X_OP(N, c) TN_OP_##N = c,
+#define TN_X_OP(N, c, r) TN_OP_##N = c,
     TN_PICKLE_OPCODES(TN_X_OP)
 #undef TN_X_OP
+};
+
+/* The readers an opcode runs in (the third column above). */
+enum tn__pickle_reader {
+    TN_PICKLE_READER_NONE,
+    TN_PICKLE_READER_ALL,
+    TN_PICKLE_READER_TORCH2,
+    TN_PICKLE_READER_CKPT,
+    TN_PICKLE_READER_DCP,
 };
 
 /* The name of an opcode ("BINFLOAT"), or NULL for a byte that is none. */
 const char *tn__pickle_op_name(int code);
 /* Whether torch.load(weights_only=True) of that allowlist's PyTorch
- * executes the opcode (unpickle.c). */
+ * executes the opcode (TN_ALLOW_PICKLE counts as 2.x's): the table's
+ * ALL, CKPT, and TORCH2 but for TN_ALLOW_TORCH1. */
 bool tn__pickle_op_allowed(int code, enum tn_ckpt_allowlist allow);
+/* Whether our reader of a DCP .metadata executes it: ALL, TORCH2, DCP. */
+bool tn__pickle_op_dcp(int code);
 
 /* One decoded opcode and its argument. */
 struct tn_pickle_op {

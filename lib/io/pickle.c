@@ -11,12 +11,38 @@
 const char *tn__pickle_op_name(int code)
 {
     switch (code) {
-#define TN_X_NAME(N, c) case c: return #N;
+#define TN_X_NAME(N, c, r) case c: return #N;
         TN_PICKLE_OPCODES(TN_X_NAME)
 #undef TN_X_NAME
     default:
         return NULL;
     }
+}
+
+/* The readers that execute an opcode (NONE for a byte that is none). */
+static enum tn__pickle_reader op_reader(int code)
+{
+    switch (code) {
+#define TN_X_READER(N, c, r) case c: return TN_PICKLE_READER_##r;
+        TN_PICKLE_OPCODES(TN_X_READER)
+#undef TN_X_READER
+    default:
+        return TN_PICKLE_READER_NONE;
+    }
+}
+
+bool tn__pickle_op_allowed(int code, enum tn_ckpt_allowlist allow)
+{
+    enum tn__pickle_reader r = op_reader(code);
+    return r == TN_PICKLE_READER_ALL || r == TN_PICKLE_READER_CKPT ||
+           (r == TN_PICKLE_READER_TORCH2 && allow != TN_ALLOW_TORCH1);
+}
+
+bool tn__pickle_op_dcp(int code)
+{
+    enum tn__pickle_reader r = op_reader(code);
+    return r == TN_PICKLE_READER_ALL || r == TN_PICKLE_READER_TORCH2 ||
+           r == TN_PICKLE_READER_DCP;
 }
 
 static int truncated(const char *label, size_t pos, int code)

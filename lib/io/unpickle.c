@@ -48,28 +48,6 @@ enum tn_dtype tn__storage_class_dtype(const char *name, size_t len)
     return TN_DTYPE_UNSET;
 }
 
-/* The opcodes weights_only accepts; BINFLOAT only in the current list
- * (1.13's unpickler has EMPTY_SET but no BINFLOAT).  The scanner's
- * --policy torch1.13 flags the same. */
-bool tn__pickle_op_allowed(int c, enum tn_ckpt_allowlist allow)
-{
-    switch (c) {
-    case TN_OP_PROTO: case TN_OP_STOP: case TN_OP_GLOBAL: case TN_OP_REDUCE: case TN_OP_BUILD:
-    case TN_OP_NEWOBJ: case TN_OP_MARK: case TN_OP_TUPLE: case TN_OP_TUPLE1: case TN_OP_TUPLE2:
-    case TN_OP_TUPLE3: case TN_OP_EMPTY_TUPLE: case TN_OP_EMPTY_LIST: case TN_OP_EMPTY_DICT:
-    case TN_OP_APPEND: case TN_OP_APPENDS: case TN_OP_SETITEM: case TN_OP_SETITEMS:
-    case TN_OP_NONE: case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_BININT:
-    case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG1: case TN_OP_BINUNICODE:
-    case TN_OP_SHORT_BINSTRING: case TN_OP_BINPERSID: case TN_OP_BINGET: case TN_OP_LONG_BINGET:
-    case TN_OP_BINPUT: case TN_OP_LONG_BINPUT: case TN_OP_EMPTY_SET:
-        return true;
-    case TN_OP_BINFLOAT:
-        return allow != TN_ALLOW_TORCH1;
-    default:
-        return false;
-    }
-}
-
 /* What a DCP .metadata holds: the dataclasses PyTorch 2.x pickles there
  * (checked against torch 2.15's files) and the few callables their
  * reductions name. */
@@ -103,20 +81,6 @@ bool tn__dcp_global_allowed(const char *module, const char *name)
         return dt != TN_DTYPE_UNSET && !strcmp(tn_dtype_name(dt), name);
     }
     return false;
-}
-
-/* The opcodes a DCP .metadata uses (protocol 4, as pickle.dumps writes it):
- * weights_only's set less persistent ids, plus the protocol 4 forms. */
-static bool dcp_op_allowed(int c)
-{
-    switch (c) {
-    case TN_OP_BINPERSID:
-        return false;
-    case TN_OP_SHORT_BINUNICODE: case TN_OP_MEMOIZE: case TN_OP_STACK_GLOBAL: case TN_OP_FRAME:
-        return true;
-    default:
-        return tn__pickle_op_allowed(c, TN_ALLOW_CURRENT);
-    }
 }
 
 struct machine {
@@ -1063,7 +1027,7 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
     case TN_OP_GLOBAL:
         return push_global(m, op->s, op->slen, op->s2, op->s2len);
     case TN_OP_STACK_GLOBAL: {
-        /* only a DCP .metadata gets here (dcp_op_allowed) */
+        /* only a DCP .metadata gets here (tn__pickle_op_dcp) */
         if (need(m, 2) < 0)
             return tn_last_status();
         struct tn_value *nm = m->stack[m->n - 1], *md = m->stack[m->n - 2];
@@ -1177,7 +1141,7 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
             break;
         m.pos = op.pos;
         m.opname = tn__pickle_op_name(op.code);
-        if (!(m.dcp ? dcp_op_allowed(op.code) : tn__pickle_op_allowed(op.code, allow))) {
+        if (!(m.dcp ? tn__pickle_op_dcp(op.code) : tn__pickle_op_allowed(op.code, allow))) {
             fail(&m, TN_EFORMAT, "Unsupported operand %d", op.code);
             break;
         }
