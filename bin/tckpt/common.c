@@ -11,13 +11,11 @@
 #include <unistd.h>
 
 #include "tckpt.h"
+#include "../cli.h"
 
 _Noreturn void usage_error(const char *fmt, const char *arg)
 {
-    fputs("tckpt: ", stderr);
-    fprintf(stderr, fmt, arg);
-    fputs("\nTry 'tckpt --help' for more information.\n", stderr);
-    exit(2);
+    cli_usage_error("tckpt", "tckpt", fmt, arg);
 }
 
 _Noreturn void die_input(void)

@@ -21,6 +21,8 @@
 #include <tensor/io.h>
 #include <tensor/dcp.h>
 
+#include "../cli.h"
+
 int tckpt_scan_main(int argc, char **argv);
 
 static const char scan_usage[] =
@@ -74,10 +76,7 @@ static struct {
 
 _Noreturn static void scan_usage_error(const char *fmt, const char *arg)
 {
-    fputs("tckpt: scan: ", stderr);
-    fprintf(stderr, fmt, arg);
-    fputs("\nTry 'tckpt scan --help' for more information.\n", stderr);
-    exit(2);
+    cli_usage_error("tckpt: scan", "tckpt scan", fmt, arg);
 }
 
 static void *xrealloc(void *p, size_t n)

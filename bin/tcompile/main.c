@@ -18,6 +18,7 @@
 
 #include "aoti.h"
 #include "tcompile.h"
+#include "../cli.h"
 
 static const char usage_text[] =
     "Usage: tcompile COMMAND [OPTION]... GRAPH\n"
@@ -125,10 +126,7 @@ struct tc_opts tc = {.repeat = 1};
 
 _Noreturn void tc_usage_error(const char *fmt, const char *arg)
 {
-    fputs("tcompile: ", stderr);
-    fprintf(stderr, fmt, arg);
-    fputs("\nTry 'tcompile --help' for more information.\n", stderr);
-    exit(2);
+    cli_usage_error("tcompile", "tcompile", fmt, arg);
 }
 
 int tc_fail(void)

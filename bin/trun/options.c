@@ -1,6 +1,7 @@
 /* bin/trun/options.c: trun's command line, and the defaults PET_ variables
  * and the schedulers (Slurm, Open MPI) give. */
 #include "trun.h"
+#include "../cli.h"
 
 struct trun_opts opt;
 
@@ -49,10 +50,7 @@ void usage(FILE *f)
 
 _Noreturn void die_usage(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "trun: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'trun --help' for more information.\n");
-    exit(2);
+    cli_usage_error("trun", "trun", fmt, arg);
 }
 
 int parse_count(const char *s, const char *what, int min)

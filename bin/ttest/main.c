@@ -3,6 +3,7 @@
  * plan, the run and the reports (each in its own file).
  */
 #include "ttest.h"
+#include "../cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -134,10 +135,7 @@ static const struct option longopts[] = {
 
 _Noreturn static void usage_error(const char *fmt, const char *arg)
 {
-    fputs("ttest: ", stderr);
-    fprintf(stderr, fmt, arg);
-    fputs("\nTry 'ttest --help' for more information.\n", stderr);
-    exit(2);
+    cli_usage_error("ttest", "ttest", fmt, arg);
 }
 
 static long parse_long(const char *opt, const char *s, long min, long max)
