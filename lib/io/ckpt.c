@@ -167,6 +167,11 @@ struct load_ctx {
     enum tn_dtype *dtype_by_entry;
 };
 
+/* The restricted machine's persistent-id hook: the storage of record
+ * <prefix>/data/<key> for numel elements of dtype, checked against the
+ * record's size (and, for a record met before, its dtype and size), mapped
+ * without a copy when stored and aligned, read otherwise. A new reference, or
+ * NULL with an error naming the record. */
 static struct tn_storage *load_storage(const char *key, enum tn_dtype dtype, int64_t numel,
                                        void *vctx)
 {
@@ -271,6 +276,11 @@ static int small_record(struct tn_zip *z, const char *prefix, const char *name, 
     return 1;
 }
 
+/* torch.load(weights_only=True) of an opened archive (tensor/io.h; z
+ * borrowed): the archive folder is the first member's, data.pkl runs through
+ * the restricted machine with opts' allowlist (NULL: the defaults), its
+ * storages come from load_storage. A new value, or NULL with an error naming
+ * the archive. */
 struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options *opts)
 {
     struct tn_load_options defaults = {0};
@@ -366,6 +376,9 @@ struct tn_value *tn_ckpt_load_zip(struct tn_zip *z, const struct tn_load_options
     return v;
 }
 
+/* tn_load (tensor/io.h): a torch zip or pre-1.6 file through the one loader
+ * (tn_io_file_open), anything else refused as not a checkpoint. A new value,
+ * or NULL with an error naming path. */
 struct tn_value *tn_load(const char *path, const struct tn_load_options *opts)
 {
     struct tn_io_file *f = tn_io_file_open(path);

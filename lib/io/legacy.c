@@ -133,6 +133,13 @@ static int read_storages(struct legacy_ctx *c, const struct tn_value *keys,
     return 0;
 }
 
+/* A pre-1.6 torch.save file over m (untrusted: the magic number, protocol
+ * and sys_info pickles are checked, the object and the storage keys are
+ * read by the restricted machine with opts' allowlist, a storage's numel
+ * is bounded by the file's size before anything is allocated, and the
+ * storages read must be the ones the object named).  opts NULL means the
+ * defaults.  A new value (its storages copied out of m), or NULL with an
+ * error naming label. */
 struct tn_value *tn__legacy_load(struct tn_io_map *m, const char *label,
                                  const struct tn_load_options *opts)
 {

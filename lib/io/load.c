@@ -86,6 +86,15 @@ static int open_index(struct tn_io_file *f)
     return 0;
 }
 
+/* Opens any input (tensor/io.h) and finds its format from its first bytes,
+ * once, for every reader (tckpt, tcompile, tn_load): a folder holding
+ * .metadata is a DCP checkpoint, a zip is an .npz when every member is a .npy
+ * and a torch checkpoint otherwise, then .npy's magic, safetensors' header
+ * length followed by '{', pre-1.6 torch's PROTO 2 + LONG1, and a JSON object
+ * is taken for a sharded index (its shard names confined to the index's
+ * folder). Nothing but the zip's central directory and the index is parsed
+ * here. The caller owns the handle (tn_io_file_close). NULL with an error
+ * naming path. */
 struct tn_io_file *tn_io_file_open(const char *path)
 {
     struct tn_io_file *f = calloc(1, sizeof *f);
@@ -137,11 +146,17 @@ fail:
     return NULL;
 }
 
+/* The format's name (a static string, tensor/io.h). */
 const char *tn_io_file_format(const struct tn_io_file *f) { return format_names[f->format]; }
+/* The format as enum tn__io_format (io/internal.h). */
 enum tn__io_format tn__io_file_kind(const struct tn_io_file *f) { return f->format; }
+/* The DCP folder of a dcp input (borrowed from f), else NULL. */
 struct tn_dcp *tn_io_file_dcp(const struct tn_io_file *f) { return f->dcp; }
+/* The archive of a torch or npz input (borrowed from f), else NULL. */
 struct tn_zip *tn_io_file_zip(const struct tn_io_file *f) { return f->zip; }
+/* The number of shards of a sharded input (0 for others). */
 size_t tn_io_file_shards(const struct tn_io_file *f) { return f->nshards; }
+/* The i-th shard's path (i < tn_io_file_shards; borrowed from f). */
 const char *tn_io_file_shard(const struct tn_io_file *f, size_t i)
 {
     return i < f->nshards ? f->shards[i] : NULL;
@@ -258,6 +273,11 @@ static struct tn_value *load_npy(struct tn_io_file *f)
     return d;
 }
 
+/* The content as a new value by the format tn_io_file_open found
+ * (tensor/io.h); every byte is checked by that format's reader. opts NULL
+ * means the defaults (2.x's weights_only allowlist). *metadata (may be NULL)
+ * receives safetensors' or the index's metadata, or NULL. NULL with an error
+ * naming the file. */
 struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_options *opts,
                                  struct tn_value **metadata)
 {
@@ -276,6 +296,8 @@ struct tn_value *tn_io_file_load(struct tn_io_file *f, const struct tn_load_opti
     return tn__legacy_load(f->map, label, opts);
 }
 
+/* Releases f and what it holds (values loaded from it keep their own
+ * references to the mapping). NULL is fine. */
 void tn_io_file_close(struct tn_io_file *f)
 {
     if (!f)
@@ -291,6 +313,8 @@ void tn_io_file_close(struct tn_io_file *f)
     free(f);
 }
 
+/* The format's name for path (a static string), or NULL with an error:
+ * tn_io_file_open then close. */
 const char *tn_io_detect(const char *path)
 {
     struct tn_io_file *f = tn_io_file_open(path);
@@ -299,6 +323,9 @@ const char *tn_io_detect(const char *path)
     return fmt;
 }
 
+/* Opens, loads with the defaults and closes: a new DICT/ODICT (name ->
+ * tensor, as weights and inputs are), or NULL with an error naming path, also
+ * when the file holds something else. */
 struct tn_value *tn_io_load_dict(const char *path)
 {
     struct tn_io_file *f = tn_io_file_open(path);

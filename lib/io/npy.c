@@ -11,6 +11,9 @@
 
 #define NPY_MAX_HEADER (1u << 20)
 
+/* The dtype of a numpy descr string ('<f4', '|b1', ...) through the dtype
+ * table's numpy codes, or TN_DTYPE_UNSET for one tensorkit lacks (a
+ * big-endian one among them). */
 static enum tn_dtype npy_dtype(const char *descr)
 {
     /* '=' and '<' are both little-endian here; '|' for one-byte types. */
@@ -172,12 +175,18 @@ out:
     return rc;
 }
 
+/* The header checks of tn_npy_parse alone, for the scanner (io/internal.h). 0
+ * or the loader's error naming label. */
 int tn__npy_check(const void *data, size_t len, const char *label)
 {
     struct npy_header h;
     return npy_header(data, len, label, &h);
 }
 
+/* A new tensor from .npy bytes (untrusted: the header is parsed within
+ * NPY_MAX_HEADER and the data's size checked against len by npy_header before
+ * the copy). Fortran order keeps its strides. The caller owns the tensor;
+ * data stays the caller's. NULL with an error naming label. */
 struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
 {
     const unsigned char *b = data;
@@ -206,6 +215,9 @@ struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
     return t;
 }
 
+/* t as .npy bytes (format 1.0, C order, the header padded as numpy pads it)
+ * in a new malloc'd buffer *out of *len bytes that the caller frees. 0,
+ * TN_EDTYPE for a dtype numpy lacks, or TN_ENOMEM. */
 int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len)
 {
     const char *descr = tn_dtype_info(t->dtype)->numpy;
@@ -242,6 +254,8 @@ int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len)
     return 0;
 }
 
+/* tn_npy_parse over the mapped file (copied out, the mapping released). NULL
+ * with an error naming path. */
 struct tn_tensor *tn_npy_load(const char *path)
 {
     struct tn_io_map *m = tn__io_map_open(path);
@@ -252,6 +266,8 @@ struct tn_tensor *tn_npy_load(const char *path)
     return t;
 }
 
+/* Writes t to path as .npy, atomically (tn_write_file). 0 or an error naming
+ * path. */
 int tn_npy_save(const char *path, const struct tn_tensor *t)
 {
     void *d;
@@ -264,6 +280,7 @@ int tn_npy_save(const char *path, const struct tn_tensor *t)
     return rc;
 }
 
+/* tn_npz_load_zip over the archive at path. NULL with an error. */
 struct tn_value *tn_npz_load(const char *path)
 {
     struct tn_zip *z = tn_zip_open(path);
@@ -274,6 +291,10 @@ struct tn_value *tn_npz_load(const char *path)
     return v;
 }
 
+/* An ODICT of member name without .npy -> tensor for every member of z
+ * (borrowed), each read within tn_zip_read's limit and parsed as untrusted; a
+ * member not named *.npy is an error. New value or NULL with an error naming
+ * the member. */
 struct tn_value *tn_npz_load_zip(struct tn_zip *z)
 {
     const char *path = tn_zip_label(z);
@@ -308,6 +329,8 @@ fail:
     return NULL;
 }
 
+/* Writes a flat dict of name -> tensor to path as an .npz (stored members
+ * named <name>.npy, 64-aligned), atomically. 0 or an error naming path. */
 int tn_npz_save(const char *path, const struct tn_value *tensors)
 {
     if (tensors->kind != TN_VALUE_DICT && tensors->kind != TN_VALUE_ODICT)

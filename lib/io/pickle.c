@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The opcode table's name for a byte (io/internal.h), or NULL: a static
+ * string. */
 const char *tn__pickle_op_name(int code)
 {
     switch (code) {
@@ -31,6 +33,8 @@ static enum tn__pickle_reader op_reader(int code)
     }
 }
 
+/* weights_only's opcode set for `allow`, from the table's third column
+ * (io/internal.h). */
 bool tn__pickle_op_allowed(int code, enum tn_ckpt_allowlist allow)
 {
     enum tn__pickle_reader r = op_reader(code);
@@ -38,6 +42,7 @@ bool tn__pickle_op_allowed(int code, enum tn_ckpt_allowlist allow)
            (r == TN_PICKLE_READER_TORCH2 && allow != TN_ALLOW_TORCH1);
 }
 
+/* The opcodes our reader of a DCP .metadata runs, from the same column. */
 bool tn__pickle_op_dcp(int code)
 {
     enum tn__pickle_reader r = op_reader(code);
@@ -45,6 +50,8 @@ bool tn__pickle_op_dcp(int code)
            r == TN_PICKLE_READER_DCP;
 }
 
+/* The error for an argument running past the end of the stream: TN_EFORMAT
+ * naming label, the opcode and its offset. */
 static int truncated(const char *label, size_t pos, int code)
 {
     return tn_set_error(TN_EFORMAT, "%s: truncated pickle: %s at byte %zu runs past the end",
@@ -63,6 +70,8 @@ static int line_arg(const unsigned char *buf, size_t len, size_t *p, const char 
     return 0;
 }
 
+/* n little-endian bytes at p (n <= 8; the caller checked they are in the
+ * stream). */
 static uint64_t le(const unsigned char *p, int n)
 {
     uint64_t v = 0;
@@ -98,6 +107,11 @@ static void parse_decimal(struct tn_pickle_op *op)
     op->i = neg ? (int64_t)(0 - v) : (int64_t)v;
 }
 
+/* Decodes one opcode of untrusted bytes (io/internal.h): every length is
+ * checked against len before the argument is read, string arguments point
+ * into buf (borrowed, not NUL-terminated), integers too wide for int64 set
+ * op->big. Returns 0 with *pos advanced, or TN_EFORMAT naming label and the
+ * offset (*pos unchanged). */
 int tn__pickle_decode(const unsigned char *buf, size_t len, size_t *pos, struct tn_pickle_op *op,
                       const char *label)
 {
@@ -216,6 +230,7 @@ struct memo {
     size_t cap, n;
 };
 
+/* A pointer's slot in a memo of cap (a power of two) slots. */
 static size_t memo_hash(const void *k, size_t cap)
 {
     uint64_t x = (uint64_t)(uintptr_t)k;
@@ -225,6 +240,7 @@ static size_t memo_hash(const void *k, size_t cap)
     return (size_t)x & (cap - 1);
 }
 
+/* The memo index the writer gave object k, or -1. */
 static long memo_get(const struct memo *m, const void *k)
 {
     if (!m->cap)
@@ -237,6 +253,8 @@ static long memo_get(const struct memo *m, const void *k)
     }
 }
 
+/* Records memo index v for object k, growing the table at half full. 0 or
+ * TN_ENOMEM. */
 static int memo_put(struct memo *m, const void *k, uint32_t v)
 {
     if ((m->n + 1) * 2 > m->cap) {
@@ -302,6 +320,8 @@ static uint32_t put_fresh(struct writer *w)
     return idx;
 }
 
+/* Memoizes the object just written (put_fresh) under identity key. 0 or
+ * TN_ENOMEM. */
 static int put_memo(struct writer *w, const void *key)
 {
     return memo_put(&w->memo, key, put_fresh(w));
@@ -323,6 +343,8 @@ static int try_get(struct writer *w, const void *key)
     return 1;
 }
 
+/* GLOBAL module\nname\n, or a memo get when key was written before (CPython's
+ * pickler shares the class object). 0 or TN_ENOMEM. */
 static int save_global(struct writer *w, const void *key, const char *module, const char *name)
 {
     if (try_get(w, key))
@@ -332,6 +354,8 @@ static int save_global(struct writer *w, const void *key, const char *module, co
     return put_memo(w, key);
 }
 
+/* An int in the shortest form CPython's protocol 2 pickler uses (BININT1,
+ * BININT2, BININT, LONG1), so our bytes equal torch.save's. */
 static void save_int(struct writer *w, int64_t x)
 {
     if (x >= 0 && x < 256) {
@@ -392,6 +416,8 @@ static int save_items(struct writer *w, const struct tn_value *d)
     return 0;
 }
 
+/* collections.OrderedDict() as CPython reduces it (the Parameter's empty
+ * hooks dict). 0 or an error. */
 static int save_empty_odict(struct writer *w)
 {
     if (save_global(w, &k_odict, "collections", "OrderedDict") < 0)
@@ -500,6 +526,9 @@ static int save_plain_tensor(struct writer *w, const struct tn_tensor *t, bool r
     return 0;
 }
 
+/* A tensor as torch.save reduces it: _rebuild_tensor_v2 with its storage as a
+ * persistent id, or _rebuild_parameter around that for a Parameter; memoized
+ * by identity so a tensor saved twice is one object on load. 0 or an error. */
 static int save_tensor(struct writer *w, const struct tn_tensor *t)
 {
     if (try_get(w, t))
@@ -524,6 +553,9 @@ static int save_tensor(struct writer *w, const struct tn_tensor *t)
     return put_memo(w, t);
 }
 
+/* Writes value v (any kind of tn_value) at nesting depth w->depth, refusing
+ * more than 1000 levels as CPython's recursion limit would. 0 or an error;
+ * out's bytes are then incomplete. */
 static int save(struct writer *w, const struct tn_value *v)
 {
     if (++w->depth > 1000) {
@@ -641,6 +673,9 @@ static int save(struct writer *w, const struct tn_value *v)
     return rc < 0 ? rc : 0;
 }
 
+/* Pickles v as torch.save does (io/internal.h): appends protocol 2 bytes to
+ * out and the storages met to st (caller frees st's arrays; the storages stay
+ * borrowed from v's tensors). 0 or an error. */
 int tn__pickle_dump(const struct tn_value *v, struct tn_io_buf *out, struct tn_pickle_storages *st)
 {
     struct writer w = {.out = out, .st = st};

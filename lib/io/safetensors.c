@@ -12,6 +12,8 @@
 
 #define ST_MAX_HEADER 100000000ull
 
+/* The dtype of a safetensors dtype code ("F32", "BF16", ...) from the dtype
+ * table, or TN_DTYPE_UNSET. */
 static enum tn_dtype st_dtype(const char *code)
 {
     for (int d = 0; d < TN_NUM_ALL_DTYPES; d++) {
@@ -30,6 +32,8 @@ struct st_entry {
     uint64_t begin, end;
 };
 
+/* qsort order of entries by their data offset, to check that they tile the
+ * data without gaps or overlaps. */
 static int by_begin(const void *a, const void *b)
 {
     const struct st_entry *x = a, *y = b;
@@ -209,6 +213,8 @@ out:
     return rc;
 }
 
+/* st_parse's checks alone, for the scanner (io/internal.h): 0 or the loader's
+ * error, *what the scanner's reason code. */
 int tn__st_check(const void *data, size_t len, const char *label, const char **what)
 {
     json_t *hdr;
@@ -223,6 +229,8 @@ int tn__st_check(const void *data, size_t len, const char *label, const char **w
     return rc;
 }
 
+/* tn__st_load_map over the mapped file; the tensors keep the mapping alive.
+ * NULL with an error naming path. */
 struct tn_value *tn_st_load(const char *path, struct tn_value **metadata)
 {
     if (metadata)
@@ -235,6 +243,11 @@ struct tn_value *tn_st_load(const char *path, struct tn_value **metadata)
     return v;
 }
 
+/* An ODICT of name -> tensor over m (untrusted bytes, checked whole by
+ * st_parse first): a tensor aligned for its dtype shares m's pages (copy on
+ * write), a misaligned one is copied. *metadata (may be NULL) receives
+ * __metadata__ as a DICT of strings, or NULL. New value or NULL with an error
+ * naming path. */
 struct tn_value *tn__st_load_map(struct tn_io_map *m, const char *path, struct tn_value **metadata)
 {
     if (metadata)
@@ -287,6 +300,8 @@ struct st_item {
     struct tn_tensor *t; /* contiguous */
 };
 
+/* The writer's order: larger elements first (so every tensor stays aligned to
+ * its element size), then by name, as the safetensors library writes. */
 static int by_align_then_name(const void *a, const void *b)
 {
     const struct st_item *x = a, *y = b;

@@ -33,18 +33,24 @@ uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len)
 static _Thread_local tn_io_progress_fn progress_fn;
 static _Thread_local void *progress_ctx;
 
+/* Sets the calling thread's write-progress callback (tensor/io.h):
+ * thread-local, as each writer reports on its own thread; NULL turns it off. */
 void tn_io_set_progress(tn_io_progress_fn fn, void *ctx)
 {
     progress_fn = fn;
     progress_ctx = ctx;
 }
 
+/* Reports `written` to the calling thread's callback, if any. */
 void tn__io_progress(uint64_t written)
 {
     if (progress_fn)
         progress_fn(written, progress_ctx);
 }
 
+/* fwrite of len bytes in 4 MiB pieces, advancing *written and reporting it
+ * after each. 0, or -1 with errno as fwrite left it (the caller names the
+ * file). */
 int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *written)
 {
     const unsigned char *p = data;
@@ -60,6 +66,9 @@ int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *writt
     return 0;
 }
 
+/* Appends n bytes to b, doubling its capacity as needed; after a failed
+ * allocation b->failed is set and every later put is a no-op, so callers
+ * check once at the end. */
 void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n)
 {
     if (b->failed)
@@ -81,14 +90,17 @@ void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n)
     b->len += n;
 }
 
+/* Appends one byte (tn__io_buf_put's rules). */
 void tn__io_buf_byte(struct tn_io_buf *b, unsigned char c) { tn__io_buf_put(b, &c, 1); }
 
+/* Appends v little-endian in 2 bytes (tn__io_buf_put's rules). */
 void tn__io_buf_u16(struct tn_io_buf *b, uint16_t v)
 {
     unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
     tn__io_buf_put(b, x, 2);
 }
 
+/* Appends v little-endian in 4 bytes (tn__io_buf_put's rules). */
 void tn__io_buf_u32(struct tn_io_buf *b, uint32_t v)
 {
     unsigned char x[4];
@@ -97,6 +109,7 @@ void tn__io_buf_u32(struct tn_io_buf *b, uint32_t v)
     tn__io_buf_put(b, x, 4);
 }
 
+/* Appends v little-endian in 8 bytes (tn__io_buf_put's rules). */
 void tn__io_buf_u64(struct tn_io_buf *b, uint64_t v)
 {
     unsigned char x[8];
@@ -105,6 +118,7 @@ void tn__io_buf_u64(struct tn_io_buf *b, uint64_t v)
     tn__io_buf_put(b, x, 8);
 }
 
+/* Appends printf's output (no NUL) to b (tn__io_buf_put's rules). */
 void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...)
 {
     char small[256];
@@ -178,6 +192,11 @@ static struct tn_io_map *map_stream(int fd, const char *path)
     return m;
 }
 
+/* A file's bytes, read once (io/internal.h): a regular file mapped private
+ * and writable (copy on write: tensors over it may be written without
+ * touching the file), "-", a pipe or a device read to the end into memory, a
+ * folder refused. The map starts with one reference, the caller's. NULL with
+ * an error naming path (<stdin> for "-"). */
 struct tn_io_map *tn__io_map_open(const char *path)
 {
     bool std = !strcmp(path, "-");
@@ -229,6 +248,8 @@ struct tn_io_map *tn__io_map_open(const char *path)
     return m;
 }
 
+/* A map over the caller's bytes, borrowed (never freed by the map: they must
+ * outlive it and every storage made over it). NULL with TN_ENOMEM. */
 struct tn_io_map *tn__io_map_memory(const void *data, size_t len)
 {
     struct tn_io_map *m = calloc(1, sizeof *m);
@@ -242,6 +263,8 @@ struct tn_io_map *tn__io_map_memory(const void *data, size_t len)
     return m;
 }
 
+/* Drops one reference; the last unmaps or frees what the map owns. NULL is
+ * fine. */
 void tn__io_map_release(struct tn_io_map *m)
 {
     if (m && TN_ATOMIC_DEC(&m->refcount) == 0) {
@@ -253,6 +276,8 @@ void tn__io_map_release(struct tn_io_map *m)
     }
 }
 
+/* A storage's release of the bytes it borrowed from a map: drops the map
+ * reference the storage held. */
 static void map_storage_free(void *data, size_t nbytes, void *ctx)
 {
     (void)data;
@@ -260,6 +285,9 @@ static void map_storage_free(void *data, size_t nbytes, void *ctx)
     tn__io_map_release(ctx);
 }
 
+/* A storage over bytes [off, off+nbytes) of m (in range: a bug otherwise),
+ * holding a reference to m so the mapping outlives the reader that made it.
+ * NULL with TN_ENOMEM. */
 struct tn_storage *tn__io_map_storage(struct tn_io_map *m, size_t off, size_t nbytes)
 {
     TN_ASSERT(off <= m->len && nbytes <= m->len - off);

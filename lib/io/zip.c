@@ -36,6 +36,7 @@ struct tn_zip {
     bool encrypted_ok; /* the scanner's view: members flagged encrypted are listed */
 };
 
+/* FNV-1a of a NUL-terminated member name, for the name index. */
 static uint64_t name_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -66,6 +67,7 @@ static int zip_index(struct tn_zip *z)
     return 0;
 }
 
+/* Little-endian readers over bytes the caller has range-checked. */
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const unsigned char *p)
 {
@@ -109,6 +111,12 @@ static int zip64_extra(const unsigned char *ex, size_t exlen, uint64_t *size, ui
     return 0;
 }
 
+/* Reads the central directory of z->map (untrusted bytes): the end record is
+ * the last within the comment's reach, zip64 records are followed, every
+ * count, size and offset is checked against the file before use, and each
+ * member's local header must exist and its data fit in the file. Fills
+ * z->entries and z->names (owned by z) and the name index. Returns 0, or
+ * TN_EFORMAT/TN_ENOMEM naming z->label and the member. */
 static int zip_parse(struct tn_zip *z)
 {
     const unsigned char *b = z->map->addr;
@@ -198,6 +206,9 @@ static int zip_parse(struct tn_zip *z)
     return zip_index(z);
 }
 
+/* A reader over m, which it takes over (released on failure too), labelled
+ * `label` in messages; encrypted_ok lists encrypted members (the scanner)
+ * instead of refusing the archive. NULL with an error. */
 static struct tn_zip *zip_new(struct tn_io_map *m, const char *label, bool encrypted_ok)
 {
     struct tn_zip *z = calloc(1, sizeof *z);
@@ -216,30 +227,40 @@ static struct tn_zip *zip_new(struct tn_io_map *m, const char *label, bool encry
     return z;
 }
 
+/* Maps `path` and reads its central directory (tensor/io.h). The archive owns
+ * the mapping; NULL with an error naming path. */
 struct tn_zip *tn_zip_open(const char *path)
 {
     struct tn_io_map *m = tn__io_map_open(path);
     return m ? zip_new(m, path, false) : NULL;
 }
 
+/* A reader over a mapping the caller keeps: takes its own reference to m.
+ * NULL with an error naming label. */
 struct tn_zip *tn__zip_open_map(struct tn_io_map *m, const char *label)
 {
     TN_ATOMIC_INC(&m->refcount);
     return zip_new(m, label, false);
 }
 
+/* A reader over the caller's bytes, borrowed (they must outlive the archive).
+ * NULL with an error naming label. */
 struct tn_zip *tn_zip_open_memory(const void *data, size_t len, const char *label)
 {
     struct tn_io_map *m = tn__io_map_memory(data, len);
     return m ? zip_new(m, label, false) : NULL;
 }
 
+/* As tn_zip_open_memory, listing encrypted members instead of refusing them:
+ * for the scanner, which reports them. */
 struct tn_zip *tn__zip_open_memory_encrypted(const void *data, size_t len, const char *label)
 {
     struct tn_io_map *m = tn__io_map_memory(data, len);
     return m ? zip_new(m, label, true) : NULL;
 }
 
+/* Releases z, its entries and its reference to the mapping (storages made
+ * from it keep theirs). NULL is fine. */
 void tn_zip_close(struct tn_zip *z)
 {
     if (!z)
@@ -252,14 +273,18 @@ void tn_zip_close(struct tn_zip *z)
     free(z);
 }
 
+/* The number of members (the central directory's, checked at open). */
 size_t tn_zip_count(const struct tn_zip *z) { return z->n; }
 
+/* Member i (i < tn_zip_count: a bug otherwise), borrowed from z. */
 const struct tn_zip_entry *tn_zip_entry_at(const struct tn_zip *z, size_t i)
 {
     TN_ASSERT(i < z->n);
     return &z->entries[i];
 }
 
+/* The index of the first member named `name`, or -1: an O(1) lookup in the
+ * index built at open. */
 long tn_zip_find(const struct tn_zip *z, const char *name)
 {
     if (!z->index_cap)
@@ -271,8 +296,11 @@ long tn_zip_find(const struct tn_zip *z, const char *name)
     return -1;
 }
 
+/* The name z was opened under (borrowed), for messages. */
 const char *tn_zip_label(const struct tn_zip *z) { return z->label; }
 
+/* The whole archive's bytes (borrowed, valid while z is open); *len receives
+ * their count. */
 const unsigned char *tn_zip_bytes(const struct tn_zip *z, size_t *len)
 {
     if (len)
@@ -280,6 +308,8 @@ const unsigned char *tn_zip_bytes(const struct tn_zip *z, size_t *len)
     return z->map->addr;
 }
 
+/* A stored member's bytes in place (borrowed, valid while z is open; its size
+ * is the entry's); NULL with an error for a compressed member. */
 const void *tn_zip_data(const struct tn_zip *z, size_t i)
 {
     const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
@@ -290,6 +320,11 @@ const void *tn_zip_data(const struct tn_zip *z, size_t i)
     return z->map->addr + e->data_offset;
 }
 
+/* Member i's bytes in a new malloc'd buffer the caller frees: stored members
+ * copied, deflated ones inflated, at most `limit` bytes (0:
+ * TN_ZIP_MAX_INFLATE), and a deflated size the compressed bytes could not
+ * produce is refused before allocating. The inflated length must be the
+ * declared one. Returns 0, or TN_EFORMAT/TN_ENOMEM naming the member. */
 int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size_t *len)
 {
     const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
@@ -367,6 +402,9 @@ int tn_zip_read(const struct tn_zip *z, size_t i, size_t limit, void **out, size
     return 0;
 }
 
+/* A storage over the first nbytes of stored member i, sharing the archive's
+ * mapping (no copy; the storage keeps the mapping alive). NULL with an error
+ * for a compressed member or one shorter than nbytes. */
 struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes)
 {
     const struct tn_zip_entry *e = tn_zip_entry_at(z, i);
@@ -377,6 +415,7 @@ struct tn_storage *tn_zip_storage(struct tn_zip *z, size_t i, size_t nbytes)
     return tn__io_map_storage(z->map, (size_t)e->data_offset, nbytes);
 }
 
+/* zlib's CRC-32 of data continued from crc (0 to start). */
 uint32_t tn_zip_crc32(uint32_t crc, const void *data, size_t len)
 {
     return tn__io_crc32(crc, data, len);
