@@ -22,6 +22,8 @@
 
 static const struct tn_scan_options default_opts;
 
+/* A malloc'd NUL-terminated copy of s's first n bytes (the caller frees it),
+ * or NULL without memory. */
 char *tn__scan_dupn(const char *s, size_t n)
 {
     char *d = malloc(n + 1);
@@ -32,6 +34,10 @@ char *tn__scan_dupn(const char *s, size_t n)
     return d;
 }
 
+/* Appends a finding to the report (copies of entry, mod and name, which stay
+ * the caller's; reason is a static string kept as is). Past
+ * TN__SCAN_MAX_FINDINGS, or without memory, the report is marked incomplete
+ * instead: a scan that lost a finding never reads as clean. */
 void tn__scan_add(struct tn__scan_ctx *c, const char *entry, uint64_t off, const char *mod,
                   const char *name, enum tn_scan_use use, int sev, const char *reason)
 {
@@ -72,6 +78,8 @@ void tn__scan_add(struct tn__scan_ctx *c, const char *entry, uint64_t off, const
     r->n++;
 }
 
+/* A SUSPICIOUS finding with no global: a structural anomaly named by its
+ * reason code. */
 void tn__scan_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t off, const char *reason)
 {
     tn__scan_add(c, entry, off, "", "", TN_SCAN_NONE, TN_SCAN_SUSPICIOUS, reason);
@@ -88,6 +96,8 @@ static void member_anomaly(struct tn__scan_ctx *c, const char *entry, uint64_t o
         c->r->f[n].offset_in_parent = true;
 }
 
+/* Gives finding n its words (copied) if it was added and has none yet;
+ * without memory the finding keeps none. */
 void tn__scan_set_detail(struct tn__scan_ctx *c, size_t n, const char *detail)
 {
     if (c->r->n > n && !c->r->f[n].detail &&
@@ -104,6 +114,7 @@ static void anomaly_detail(struct tn__scan_ctx *c, const char *entry, uint64_t o
     tn__scan_set_detail(c, n, detail);
 }
 
+/* Marks the report incomplete, the first reason kept (copied) as its error. */
 void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why)
 {
     c->r->incomplete = true;
@@ -111,6 +122,8 @@ void tn__scan_incomplete(struct tn__scan_ctx *c, const char *why)
         c->r->error = tn__scan_dupn(why, strlen(why));
 }
 
+/* Frees what the report holds and zeroes it (the struct itself is the
+ * caller's); NULL is fine. */
 void tn_scan_report_free(struct tn_scan_report *r)
 {
     if (!r)
@@ -128,15 +141,22 @@ void tn_scan_report_free(struct tn_scan_report *r)
 
 /* ------------------------------------------------------------ containers */
 
+/* Scans len untrusted bytes by what their content is (zip, npy, tar, 7z or a
+ * compressed stream, legacy torch, safetensors, pickle, or a zip with bytes
+ * before it), never by trusting the name alone; top records the format in the
+ * report. Reports; returns nothing. */
 static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                       const char *entry, const char *name, bool top);
 
+/* Whether s ends with suf. */
 static bool ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), l = strlen(suf);
     return a >= l && !strcmp(s + a - l, suf);
 }
 
+/* "parent!name", malloc'd (the caller frees it), NULL without memory: a
+ * member's path in findings. */
 char *tn__scan_join(const char *parent, const char *name)
 {
     size_t a = strlen(parent), l = strlen(name);
@@ -158,6 +178,7 @@ static uint32_t rd32(const unsigned char *p)
 }
 static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
+/* Whether b starts with PROTO 0-5, as pickles of protocol 2 and later do. */
 static bool is_pickle_start(const unsigned char *b, size_t len)
 {
     return len >= 2 && b[0] == 0x80 && b[1] <= 5;
@@ -217,6 +238,9 @@ static bool recognised(const unsigned char *b, size_t len, const char *name)
            (name && ends_with(name, ".pkl") && len && b[len - 1] == '.');
 }
 
+/* Takes n bytes from the scan's expanded-size budget (max_expanded, 4 GiB by
+ * default): false, taking nothing, when they do not fit, so a decompression
+ * bomb stops at the limit. */
 bool tn__scan_budget(struct tn__scan_ctx *c, uint64_t n)
 {
     uint64_t lim = c->o->max_expanded ? c->o->max_expanded : (4ull << 30);
@@ -226,6 +250,7 @@ bool tn__scan_budget(struct tn__scan_ctx *c, uint64_t n)
     return true;
 }
 
+/* qsort order of uint64_t offsets. */
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -290,6 +315,12 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
     free(iv);
 }
 
+/* Audits a zip of untrusted bytes through lib/io's own reader (opened to list
+ * encrypted members): duplicate names, local headers that disagree with the
+ * central directory, several archive folders, TorchScript code, CRC
+ * mismatches and members past the expanded-size budget are findings, and each
+ * member is scanned by its content one level deeper. Reports; returns
+ * nothing. */
 static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry)
 {
     const char *label = *entry ? entry : "zip";
@@ -393,6 +424,8 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
     tn_zip_close(z);
 }
 
+/* A tar header's octal field of n bytes (NUL or space ended); *ok false for a
+ * malformed one. */
 static uint64_t octal(const unsigned char *p, size_t n, bool *ok)
 {
     uint64_t v = 0;
@@ -459,6 +492,10 @@ static void legacy_broken(struct tn__scan_ctx *c, const char *entry, size_t off)
     tn__scan_incomplete(c, "a pre-0.4 tar checkpoint member does not follow torch's layout");
 }
 
+/* One pickle member of a pre-1.6 tar checkpoint: its leading count is checked
+ * against the bytes left, then the pickles it holds are scanned; storages
+ * says the member also carries raw storage data after them. Reports; returns
+ * nothing. */
 static void scan_legacy_member(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                                const char *entry, bool storages)
 {
@@ -515,6 +552,9 @@ static bool legacy_tar(const unsigned char *b, size_t len)
     return seen == 7;
 }
 
+/* Audits a tar of untrusted bytes header by header (sizes from octal fields
+ * checked against the file before use), a pre-1.6 torch tar's members scanned
+ * as such, any other member by its content. Reports; returns nothing. */
 static void scan_tar(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry)
 {
     size_t p = 0;
@@ -569,6 +609,10 @@ static void loader_check(struct tn__scan_ctx *c, int rc, const char *entry, cons
         anomaly_detail(c, entry, 0, reason, tn_last_error());
 }
 
+/* Audits an .npy header through the loader's own checks (so the scanner never
+ * calls clean what tn_npy_parse refuses) and numpy's reading of the header
+ * literal; an object array is a finding, since loading it runs pickle.
+ * Reports; returns nothing. */
 static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len, const char *entry)
 {
     if (len < 10) {
@@ -616,6 +660,9 @@ static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
     loader_check(c, tn__npy_check(b, len, *entry ? entry : c->label), entry, "npy-header");
 }
 
+/* Audits a safetensors file through the loader's own header checks
+ * (tn__st_check): a file the loader refuses is a finding under the loader's
+ * reason code. Reports; returns nothing. */
 static void scan_safetensors(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                              const char *entry)
 {
@@ -624,6 +671,8 @@ static void scan_safetensors(struct tn__scan_ctx *c, const unsigned char *b, siz
     loader_check(c, rc, entry, what);
 }
 
+/* Whether b starts as a zip does (a local header, or the end record of an
+ * empty archive). */
 static bool is_zip(const unsigned char *b, size_t len)
 {
     if (len >= 4 && rd32(b) == 0x04034b50)
@@ -753,6 +802,10 @@ static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len
 #undef FMT
 }
 
+/* tn_scan_memory (tensor/io.h): audits the caller's bytes (borrowed) into r,
+ * which the caller frees with tn_scan_report_free. 0 (the report says what
+ * was found and whether it is complete), TN_EINVAL for NULL arguments,
+ * TN_ENOMEM (the report then incomplete). */
 int tn_scan_memory(const void *data, size_t len, const char *label,
                    const struct tn_scan_options *opts, struct tn_scan_report *r)
 {
@@ -768,6 +821,9 @@ int tn_scan_memory(const void *data, size_t len, const char *label,
     return 0;
 }
 
+/* tn_scan_file (tensor/io.h): a DCP folder through tn__scan_dcp, else the
+ * file read once (tn__io_map_open) and scanned; an unreadable file gives 0
+ * with an incomplete report carrying the error, never a clean one. */
 int tn_scan_file(const char *path, const struct tn_scan_options *opts, struct tn_scan_report *r)
 {
     if (!path || !r)

@@ -28,8 +28,12 @@ struct edge {
     uint32_t next;
 };
 
+/* a + b, saturating at UINT64_MAX (sizes of a hostile graph). */
 static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+/* A new node's id (from 1), or 0 when the graph is off: past MAX_NODES
+ * (g->limit) or out of memory (g->oom), after which every call is a no-op and
+ * the scanner reports the size check as not done. */
 uint32_t tn__graph_node(struct tn__scan_graph *g)
 {
     if (g->off)
@@ -53,6 +57,9 @@ uint32_t tn__graph_node(struct tn__scan_graph *g)
     return id;
 }
 
+/* Records child under parent (build: as BUILD's state); ignored for node 0,
+ * an unknown parent, or a graph that is off. Out of memory turns the graph
+ * off. */
 void tn__graph_child(struct tn__scan_graph *g, uint32_t parent, uint32_t child, bool build)
 {
     if (g->off || !parent || parent > g->n)
@@ -142,6 +149,7 @@ int tn__graph_walk(struct tn__scan_graph *g, uint32_t root, uint64_t *len, bool 
     return 0;
 }
 
+/* Frees the graph's arrays and zeroes it (the struct stays the caller's). */
 void tn__graph_free(struct tn__scan_graph *g)
 {
     free(g->nodes);

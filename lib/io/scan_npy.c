@@ -33,6 +33,8 @@ struct lp {
     size_t nall, capall;
 };
 
+/* A new literal node of type t, owned by the parser P (freed all at once at
+ * the end); NULL with P->oom set without memory. */
 static struct lit *lit_new(struct lp *P, int t)
 {
     if (P->nall == P->capall) {
@@ -55,6 +57,8 @@ static struct lit *lit_new(struct lp *P, int t)
     return l;
 }
 
+/* Appends item to container `to`'s children (growing at powers of two); false
+ * with P->oom set without memory. */
 static bool lit_push(struct lp *P, struct lit *to, struct lit *item)
 {
     if ((to->nk & (to->nk - 1)) == 0) { /* grows at powers of two */
@@ -89,6 +93,8 @@ static void skip(struct lp *P)
     }
 }
 
+/* Writes code point cp as UTF-8 at o + *n (room for 4 bytes: the caller's)
+ * and advances *n. */
 static void put_utf8(char *o, size_t *n, unsigned long cp)
 {
     if (cp < 0x80) {
@@ -108,6 +114,7 @@ static void put_utf8(char *o, size_t *n, unsigned long cp)
     }
 }
 
+/* A hex digit's value, or -1. */
 static int hexval(char c)
 {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -255,6 +262,9 @@ static struct lit *strings(struct lp *P)
     return l;
 }
 
+/* A Python int or float literal at P->p (a sign, underscores, any base
+ * Python's literal_eval takes), marking the header not numpy's own (P->plain)
+ * where numpy would never write it; NULL for no number. */
 static struct lit *number(struct lp *P)
 {
     const char *b = P->p;
@@ -334,6 +344,9 @@ static struct lit *display(struct lp *P)
     return l;
 }
 
+/* One Python literal at P->p of the untrusted header (dict, list, tuple, str
+ * with its escapes and concatenation, number, True/False/None), nesting at
+ * most 64 deep; NULL when it is none (or memory ran out: P->oom). */
 static struct lit *value(struct lp *P)
 {
     skip(P);
@@ -503,6 +516,9 @@ static bool canonical(const struct lit *d, const char *h, size_t n)
     return at + 1 == n && h[at] == '\n';
 }
 
+/* An .npy header as numpy reads it (scan_internal.h): h (n bytes, borrowed,
+ * untrusted) parsed with Python's literal rules and every node freed before
+ * returning. 0 with *v filled, or TN_ENOMEM. */
 int tn__npy_header_verdict(const char *h, size_t n, struct tn__npy_verdict *v)
 {
     struct lp P = {.p = h, .e = h + n, .plain = true};

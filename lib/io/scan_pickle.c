@@ -197,6 +197,8 @@ static void pm_anomaly(struct pm *m, unsigned bit, uint64_t off, const char *rea
     tn__scan_anomaly(m->c, m->entry, off, reason);
 }
 
+/* Pushes v; past MAX_STACK the stream stops (a finding, m->fatal), without
+ * memory too (c->oom). */
 static void push(struct pm *m, struct sv v, uint64_t off)
 {
     if (m->n == m->cap) {
@@ -218,6 +220,8 @@ static void push(struct pm *m, struct sv v, uint64_t off)
     m->st[m->n++] = v;
 }
 
+/* The stack depth at the topmost MARK (0 without one): what pops may not go
+ * below. */
 static size_t floor_of(const struct pm *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
 
 /* Pops one item; an underflow (where CPython stops with an error, after
@@ -230,6 +234,8 @@ static struct sv pop(struct pm *m, uint64_t off)
     return (struct sv){V_OTHER, 0, NULL, 0, X_NONE};
 }
 
+/* The top item above the floor (borrowed, valid until the next push), or NULL
+ * with a stack-underflow finding. */
 static struct sv *top(struct pm *m, uint64_t off)
 {
     if (m->n > floor_of(m))
@@ -248,6 +254,7 @@ static size_t pop_mark(struct pm *m, uint64_t off)
     return m->marks[--m->nmarks];
 }
 
+/* FNV-1a over "mod\0name", for the table of globals met. */
 static size_t global_hash(const char *mod, const char *name)
 {
     uint64_t h = 1469598103934665603u; /* FNV-1a over "mod\0name" */
@@ -339,6 +346,10 @@ static long global_index(struct pm *m, const char *mod, const char *name, uint64
     return (long)m->ng++;
 }
 
+/* Pushes global mod.name (lengths given: the bytes come from the stream and
+ * may hold NULs, which are a finding rather than a truncation), resolved
+ * through the policy's renames and graded by its allowlist; the global is
+ * recorded once per stream. Without memory the stream stops (c->oom). */
 static void push_global(struct pm *m, const char *mod, size_t ml, const char *name, size_t nl,
                         uint64_t off)
 {
@@ -410,6 +421,10 @@ static struct memo_slot *memo_probe(struct memo_slot *t, size_t cap, uint64_t ke
     return &t[h];
 }
 
+/* The memo slot of index key: a dense array for indexes near the count put so
+ * far, a hash table for sparse ones (so a hostile index cannot make us
+ * allocate its size); create makes the slot, up to MAX_MEMO (a finding, then
+ * m->fatal). NULL when absent and not created. */
 static struct memo_slot *memo_find(struct pm *m, uint64_t key, bool create, uint64_t off)
 {
     if (key < m->densecap && m->dense[key].used)
@@ -469,6 +484,8 @@ static struct memo_slot *memo_find(struct pm *m, uint64_t key, bool create, uint
     return s;
 }
 
+/* PUT/BINPUT/MEMOIZE: records the top item under idx (a negative index is a
+ * finding). */
 static void memo_put(struct pm *m, int64_t idx, uint64_t off)
 {
     struct sv *t = top(m, off);
@@ -481,6 +498,8 @@ static void memo_put(struct pm *m, int64_t idx, uint64_t off)
         s->v = t ? *t : (struct sv){V_OTHER, 0, NULL, 0, X_NONE};
 }
 
+/* GET/BINGET: pushes the item memoized under idx, or an unknown value with a
+ * memo-missing finding. */
 static void memo_get(struct pm *m, int64_t idx, uint64_t off)
 {
     struct memo_slot *s = idx >= 0 ? memo_find(m, (uint64_t)idx, false, off) : NULL;
@@ -553,6 +572,11 @@ static bool is_global(const struct pm *m, struct sv v, const char *mod, const ch
     return v.k == V_GLOBAL && !strcmp(m->g[v.g].mod, mod) && !strcmp(m->g[v.g].name, name);
 }
 
+/* Runs one decoded opcode on the abstract machine: the stack holds what the
+ * scan needs of each value (strings, globals, list and shape facts, graph
+ * nodes), never a Python object, and every stack error CPython would raise is
+ * a finding instead of a stop, so the rest of the stream is still audited.
+ * Returns nothing; m->fatal stops the stream. */
 static void step(struct pm *m, const struct tn_pickle_op *op)
 {
     uint64_t off = op->pos;

@@ -235,6 +235,8 @@ static const char *const dangerous_components[] = {
     "run", "call", "check_output", "Popen",
 };
 
+/* Whether dotted path full is module m or inside it ("os" matches "os.path",
+ * not "osx"). */
 static bool starts_module(const char *full, const char *m)
 {
     size_t l = strlen(m);
@@ -291,6 +293,10 @@ static bool benign_global(const char *full, const char *name)
     return false;
 }
 
+/* The global a protocol 0-2 pickle's Python 2 name stands for (CPython's
+ * _compat_pickle mapping: __builtin__ -> builtins, ...); *omod and *oname
+ * point into the arguments or static strings (borrowed). Protocol 3 and later
+ * names are taken as they are. */
 void tn__scan_resolve(const char *module, const char *name, int proto, const char **omod,
                       const char **oname)
 {
@@ -311,6 +317,9 @@ void tn__scan_resolve(const char *module, const char *name, int proto, const cha
         }
 }
 
+/* Whether an --allow entry may be allowed at all (tensor/io.h): a dotted
+ * module.name outside the modules that run commands or code (os, sys,
+ * subprocess, builtins.eval, ...), which no allowlist can let through. */
 bool tn_scan_allow_ok(const char *full)
 {
     static const char *const never[] = {"os", "posix", "nt", "sys", "subprocess",
@@ -362,6 +371,10 @@ int tn__scan_classify(const char *mod, const char *name, const struct tn_scan_op
 
 static const struct tn_scan_options default_opts;
 
+/* The severity of global module.name in a pickle of protocol proto under
+ * opts (NULL: the defaults; tensor/io.h), 0 when allowed: the mapped
+ * Python 2 name's, and under the 1.13 policy (which does not map them) the
+ * stronger of the raw and the mapped name's. */
 int tn_scan_global_severity(const char *module, const char *name, int proto,
                             const struct tn_scan_options *opts)
 {
@@ -378,6 +391,7 @@ int tn_scan_global_severity(const char *module, const char *name, int proto,
     return sev;
 }
 
+/* The lower-case name of a severity (a static string, the --json word). */
 const char *tn_scan_severity_name(enum tn_scan_severity s)
 {
     switch (s) {
@@ -388,6 +402,8 @@ const char *tn_scan_severity_name(enum tn_scan_severity s)
     return "?";
 }
 
+/* The lower-case name of how a global was used (a static string, the --json
+ * word). */
 const char *tn_scan_use_name(enum tn_scan_use u)
 {
     switch (u) {
@@ -465,6 +481,8 @@ static const struct tn_scan_rule rules[] = {
     {"safetensors-offsets", "safetensors data offsets outside the data, overlapping or with gaps"},
 };
 
+/* The scanner's rules table (static; *n gets its length): what `tckpt scan
+ * --rules` lists. */
 const struct tn_scan_rule *tn_scan_rules(size_t *n)
 {
     *n = sizeof rules / sizeof *rules;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A new value of kind with one reference (the caller's), zeroed; NULL with
+ * TN_ENOMEM. */
 static struct tn_value *value_new(enum tn_value_kind kind)
 {
     struct tn_value *v = calloc(1, sizeof *v);
@@ -22,8 +24,11 @@ static struct tn_value *value_new(enum tn_value_kind kind)
     return v;
 }
 
+/* Constructors (tensor/io.h): each returns a new reference, NULL with
+ * TN_ENOMEM. */
 struct tn_value *tn_value_none(void) { return value_new(TN_VALUE_NONE); }
 
+/* A new bool value; NULL with TN_ENOMEM. */
 struct tn_value *tn_value_bool(bool b)
 {
     struct tn_value *v = value_new(TN_VALUE_BOOL);
@@ -41,6 +46,7 @@ struct tn_value *tn_value_bool(bool b)
 static struct tn_value small_ints[SMALL_INT_MAX - SMALL_INT_MIN + 1];
 static pthread_once_t small_ints_once = PTHREAD_ONCE_INIT;
 
+/* Fills the shared small ints once (pthread_once). */
 static void small_ints_init(void)
 {
     for (int k = SMALL_INT_MIN; k <= SMALL_INT_MAX; k++) {
@@ -51,6 +57,8 @@ static void small_ints_init(void)
     }
 }
 
+/* An int value: a shared immortal one for -8..1024 (release is a no-op on
+ * it), else new; NULL with TN_ENOMEM. */
 struct tn_value *tn_value_int(int64_t i)
 {
     if (i >= SMALL_INT_MIN && i <= SMALL_INT_MAX) {
@@ -63,6 +71,7 @@ struct tn_value *tn_value_int(int64_t i)
     return v;
 }
 
+/* A new float value; NULL with TN_ENOMEM. */
 struct tn_value *tn_value_float(double f)
 {
     struct tn_value *v = value_new(TN_VALUE_FLOAT);
@@ -71,6 +80,8 @@ struct tn_value *tn_value_float(double f)
     return v;
 }
 
+/* A new str value holding a NUL-terminated copy of s's len bytes (s may hold
+ * NULs; len is kept). NULL with TN_ENOMEM. */
 struct tn_value *tn_value_str_n(const char *s, size_t len)
 {
     struct tn_value *v = value_new(TN_VALUE_STR);
@@ -88,12 +99,16 @@ struct tn_value *tn_value_str_n(const char *s, size_t len)
     return v;
 }
 
+/* tn_value_str_n over a C string. */
 struct tn_value *tn_value_str(const char *s) { return tn_value_str_n(s, strlen(s)); }
+/* Empty containers, new references; NULL with TN_ENOMEM. */
 struct tn_value *tn_value_tuple(void) { return value_new(TN_VALUE_TUPLE); }
 struct tn_value *tn_value_list(void) { return value_new(TN_VALUE_LIST); }
 struct tn_value *tn_value_dict(void) { return value_new(TN_VALUE_DICT); }
 struct tn_value *tn_value_odict(void) { return value_new(TN_VALUE_ODICT); }
 
+/* A value holding its own reference to t (the caller keeps its own). NULL
+ * with TN_ENOMEM. */
 struct tn_value *tn_value_tensor(struct tn_tensor *t)
 {
     struct tn_value *v = value_new(TN_VALUE_TENSOR);
@@ -102,6 +117,7 @@ struct tn_value *tn_value_tensor(struct tn_tensor *t)
     return v;
 }
 
+/* Adds a reference (atomic) and returns v; NULL is fine. */
 struct tn_value *tn_value_retain(struct tn_value *v)
 {
     if (v)
@@ -192,6 +208,9 @@ static void free_node(struct tn_value *v, struct tn_value ***work, size_t *n, si
     free(v);
 }
 
+/* Drops a reference; the last frees v and, without recursion (a work list, so
+ * a deep tree from a hostile pickle cannot overflow the stack), every child
+ * whose last reference it held. NULL is fine. */
 void tn_value_release(struct tn_value *v)
 {
     if (!v || TN_ATOMIC_DEC(&v->refcount) != 0)
@@ -204,6 +223,8 @@ void tn_value_release(struct tn_value *v)
     free(work);
 }
 
+/* Appends item to a tuple or list (a bug for other kinds), taking over item's
+ * reference, also on failure. 0 or TN_ENOMEM. */
 int tn_value_append(struct tn_value *seq, struct tn_value *item)
 {
     TN_ASSERT(seq->kind == TN_VALUE_TUPLE || seq->kind == TN_VALUE_LIST);
@@ -222,6 +243,9 @@ int tn_value_append(struct tn_value *seq, struct tn_value *item)
     return 0;
 }
 
+/* Python's == for dict keys: bool, int and float compare by number (True == 1
+ * == 1.0), str by bytes, tuples item by item, tensors by identity; other
+ * kinds are never equal. */
 bool tn_value_key_equal(const struct tn_value *a, const struct tn_value *b)
 {
     if (a == b)
@@ -260,6 +284,7 @@ bool tn_value_key_equal(const struct tn_value *a, const struct tn_value *b)
     }
 }
 
+/* A 64-bit finalizer (murmur3's) spreading a key hash over the table. */
 static uint64_t mix64(uint64_t x)
 {
     x ^= x >> 33;
@@ -339,6 +364,9 @@ static long dict_find(const struct tn_value *d, const struct tn_value *key)
     return -1;
 }
 
+/* d[key] = val on a dict or odict (a bug for other kinds), taking over both
+ * references, also on failure; an existing key keeps its place and gets val.
+ * 0 or TN_ENOMEM. */
 int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
 {
     TN_ASSERT(d->kind == TN_VALUE_DICT || d->kind == TN_VALUE_ODICT);
@@ -384,6 +412,8 @@ int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
     return 0;
 }
 
+/* d[key] = val for a C string key (io/internal.h); consumes val, a NULL val
+ * counting as its failed construction. */
 int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val)
 {
     struct tn_value *k = tn_value_str(key);
@@ -395,6 +425,8 @@ int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val)
     return tn_value_set(d, k, val);
 }
 
+/* d[key] for a str key, borrowed from d, or NULL when d is not a dict or
+ * lacks the key. */
 struct tn_value *tn_value_get(const struct tn_value *d, const char *key)
 {
     if (d->kind != TN_VALUE_DICT && d->kind != TN_VALUE_ODICT)
@@ -406,6 +438,8 @@ struct tn_value *tn_value_get(const struct tn_value *d, const char *key)
     return at >= 0 ? d->v.dict.vals[at] : NULL;
 }
 
+/* Python's type name of a kind ("OrderedDict", "Tensor"), a static string;
+ * "?" for no kind. */
 const char *tn_value_kind_name(enum tn_value_kind kind)
 {
     static const char *const names[] = {"NoneType", "bool", "int", "float", "str", "tuple",
@@ -466,6 +500,9 @@ static int walk(const struct tn_value *v, struct tn_io_buf *path, tn_value_leaf_
     return rc;
 }
 
+/* Calls fn on every leaf of v (tensor/io.h) with its dotted path (state_dict
+ * style), depth first in order; stops at and returns the first non-zero
+ * result. */
 int tn_value_walk(const struct tn_value *v, tn_value_leaf_fn fn, void *ctx)
 {
     struct tn_io_buf path = {0};
@@ -481,12 +518,16 @@ struct tensor_walk {
     void *ctx;
 };
 
+/* tn_value_walk's leaf callback for tn_value_walk_tensors: passes tensors on,
+ * skips the rest. */
 static int tensor_leaf(const char *path, const struct tn_value *v, void *ctx)
 {
     const struct tensor_walk *w = ctx;
     return v->kind == TN_VALUE_TENSOR ? w->fn(path, v->v.tensor, w->ctx) : 0;
 }
 
+/* Calls fn on every tensor of v with its dotted path; stops at and returns
+ * the first non-zero result. */
 int tn_value_walk_tensors(const struct tn_value *v, tn_value_tensor_fn fn, void *ctx)
 {
     struct tensor_walk w = {fn, ctx};
