@@ -27,6 +27,8 @@ static const struct {
 #undef X
 };
 
+/* Whether weights_only of that allowlist's PyTorch lets a pickle name global
+ * module.name (the table of allowlist.inc, one column per PyTorch version). */
 bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckpt_allowlist allow)
 {
     size_t ml = strlen(module);
@@ -38,6 +40,8 @@ bool tn__pickle_global_allowed(const char *module, const char *name, enum tn_ckp
     return false;
 }
 
+/* The dtype of a typed storage class name ("FloatStorage"; len bytes, not
+ * NUL-terminated) from the dtype table, or TN_DTYPE_UNSET. */
 enum tn_dtype tn__storage_class_dtype(const char *name, size_t len)
 {
     for (int d = 0; d < TN_NUM_ALL_DTYPES; d++) {
@@ -68,6 +72,8 @@ const char *const tn__dcp_globals[] = {
 };
 const size_t tn__dcp_nglobals = sizeof tn__dcp_globals / sizeof tn__dcp_globals[0];
 
+/* Whether a DCP .metadata may name module.name: one of tn__dcp_globals, or a
+ * dtype under torch as TensorProperties names it. */
 bool tn__dcp_global_allowed(const char *module, const char *name)
 {
     size_t ml = strlen(module);
@@ -101,6 +107,8 @@ struct machine {
     size_t memo_count; /* memo entries set: MEMOIZE's index, as len(memo) in CPython */
 };
 
+/* Sets an error naming the stream, the opcode and its byte offset with fmt's
+ * reason (PyTorch's words where it has them) and returns st. */
 static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
@@ -113,6 +121,8 @@ static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
     return tn_set_error(st, "%s: %s at byte %zu: %s", m->label, m->opname, m->pos, msg);
 }
 
+/* Pushes v, taking over its reference (released on failure); NULL v passes
+ * its constructor's error on. Past MAX_STACK items: TN_ENOMEM. 0 or an error. */
 static int push(struct machine *m, struct tn_value *v)
 {
     if (!v)
@@ -144,6 +154,7 @@ static int pop_mark(struct machine *m, size_t *base)
     return 0;
 }
 
+/* 0 when k items sit above the topmost MARK, else PyTorch's underflow error. */
 static int need(struct machine *m, size_t k)
 {
     size_t floor = m->nmarks ? m->marks[m->nmarks - 1] : 0;
@@ -152,6 +163,8 @@ static int need(struct machine *m, size_t k)
     return 0;
 }
 
+/* Whether v can hold other values (list, tuple, dict, odict): what the cycle
+ * and depth checks walk. */
 static bool is_container(const struct tn_value *v)
 {
     return v->kind == TN_VALUE_LIST || v->kind == TN_VALUE_TUPLE || v->kind == TN_VALUE_DICT ||
@@ -220,6 +233,8 @@ static int check_insert(struct machine *m, const struct tn_value *parent,
     return 0;
 }
 
+/* Whether Python could hash k as a dict key (tuples only of hashable items):
+ * an unhashable key is refused as Python would. */
 static bool hashable(const struct tn_value *k)
 {
     switch (k->kind) {
@@ -283,11 +298,14 @@ static const char *pytype(enum tn_value_kind k)
     }
 }
 
+/* Whether g is the global named full ("torch._utils._rebuild_tensor_v2"). */
 static bool global_is(const struct tn_value *g, const char *full)
 {
     return g->kind == TN_VALUE_GLOBAL && !strcmp(g->v.str.s, full);
 }
 
+/* Whether v is an empty dict or OrderedDict (a Parameter's backward hooks
+ * must be). */
 static bool empty_odict(const struct tn_value *v)
 {
     return (v->kind == TN_VALUE_ODICT || v->kind == TN_VALUE_DICT) && v->v.dict.n == 0;
@@ -401,6 +419,9 @@ static struct tn_value *rebuild_tensor(struct machine *m, const struct tn_value 
     return v;
 }
 
+/* torch._utils._rebuild_parameter(data, requires_grad, hooks[, state]): a
+ * Parameter over data's tensor (a new reference), its hooks and state
+ * required empty. NULL with an error. */
 static struct tn_value *rebuild_parameter(struct machine *m, const struct tn_value *args,
                                           bool with_state)
 {
@@ -690,6 +711,9 @@ static struct tn_value *dcp_reduce(struct machine *m, const struct tn_value *fn,
     return NULL;
 }
 
+/* REDUCE: calls only the allowlisted rebuild functions (tensors, parameters,
+ * OrderedDict, dtypes and such) with their argument tuple checked; any other
+ * callable is refused, never run. 0 or an error. */
 static int do_reduce(struct machine *m)
 {
     if (need(m, 2) < 0)
@@ -748,6 +772,9 @@ static int do_reduce(struct machine *m)
     return push(m, r);
 }
 
+/* BINPERSID: a ('storage', class, key, location, numel) tuple resolved
+ * through the hooks' storage callback, which checks numel against the record;
+ * anything else is refused. 0 or an error. */
 static int do_persid(struct machine *m)
 {
     if (need(m, 1) < 0)
@@ -811,6 +838,8 @@ static int do_persid(struct machine *m)
     return push(m, v);
 }
 
+/* PUT/BINPUT/MEMOIZE: memoizes the top item (a new reference) under idx, an
+ * index past MAX_MEMO refused before anything is allocated. 0 or an error. */
 static int memo_set(struct machine *m, int64_t idx)
 {
     if (need(m, 1) < 0)
@@ -836,6 +865,8 @@ static int memo_set(struct machine *m, int64_t idx)
     return 0;
 }
 
+/* GET/BINGET: pushes a new reference to the item under idx, or PyTorch's
+ * error for an unset key. */
 static int memo_get(struct machine *m, int64_t idx)
 {
     if (idx < 0 || (size_t)idx >= m->memocap || !m->memo[idx])
@@ -843,6 +874,8 @@ static int memo_get(struct machine *m, int64_t idx)
     return push(m, tn_value_retain(m->memo[idx]));
 }
 
+/* Replaces the items from stack index base up with one tuple of them (the
+ * tuple takes their references). 0 or an error. */
 static int make_tuple(struct machine *m, size_t base)
 {
     struct tn_value *t = tn_value_tuple();
@@ -861,6 +894,9 @@ static int make_tuple(struct machine *m, size_t base)
     return push(m, t);
 }
 
+/* SETITEM(S): the items from base up, in key/value pairs, set into the dict
+ * just below them, each key checked hashable and each value checked not to
+ * make a cycle or nest too deep. 0 or an error. */
 static int do_setitems(struct machine *m, size_t base)
 {
     if (base < 1 || (m->nmarks && base - 1 < m->marks[m->nmarks - 1]))
@@ -890,6 +926,9 @@ static int do_setitems(struct machine *m, size_t base)
     return rc;
 }
 
+/* APPEND(S): the items from base up appended to the list just below them
+ * (only a list, as PyTorch's unpickler), each checked like do_setitems'
+ * values. 0 or an error. */
 static int do_appends(struct machine *m, size_t base)
 {
     if (base < 1 || (m->nmarks && base - 1 < m->marks[m->nmarks - 1]))
@@ -912,6 +951,9 @@ static int do_appends(struct machine *m, size_t base)
     return rc;
 }
 
+/* BUILD: the state only an OrderedDict (its items), a Parameter (empty) or,
+ * in a DCP .metadata, one of its dataclasses may take; anything else is
+ * refused. 0 or an error. */
 static int do_build(struct machine *m)
 {
     if (need(m, 2) < 0)
@@ -969,6 +1011,9 @@ static struct tn_value *global_value(struct machine *m, const char *mod, const c
     return g;
 }
 
+/* GLOBAL/STACK_GLOBAL: pushes module.name (each at most 255 bytes, no NUL) if
+ * the allowlist (or the DCP list) has it, else PyTorch's "Unsupported global"
+ * error. */
 static int push_global(struct machine *m, const char *ms, size_t mslen, const char *ns,
                        size_t nslen)
 {
@@ -1015,6 +1060,10 @@ static int push_global(struct machine *m, const char *ms, size_t mslen, const ch
     return push(m, global_value(m, mod, name));
 }
 
+/* Runs one decoded opcode of an allowed kind on the restricted machine
+ * (tn__pickle_load checked the opcode first); every pop is checked against
+ * the stack and its topmost MARK. 0 or an error naming the opcode and its
+ * offset. */
 static int step(struct machine *m, const struct tn_pickle_op *op)
 {
     size_t base = 0;
@@ -1127,6 +1176,11 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
     }
 }
 
+/* The restricted unpickler (io/internal.h) over len untrusted bytes: only the
+ * opcodes and globals of `allow`'s weights_only list (or a DCP .metadata's,
+ * with hooks->dcp) run, storages come through hooks (NULL: a pickle without
+ * them), and the stack, memo, nesting and visit counts are bounded. A new
+ * value, or NULL with an error naming label and the byte. */
 struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const char *label,
                                  enum tn_ckpt_allowlist allow,
                                  const struct tn_pickle_reader_hooks *hooks)
