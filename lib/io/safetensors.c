@@ -311,6 +311,10 @@ static int by_align_then_name(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* Writes a flat dict of name -> tensor (and metadata, a dict of strings, or
+ * NULL) to path as safetensors (tensor/io.h): tensors made contiguous,
+ * ordered by by_align_then_name, written through tn_out (atomic). 0 or an
+ * error naming path. */
 int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn_value *metadata)
 {
     if (tensors->kind != TN_VALUE_DICT && tensors->kind != TN_VALUE_ODICT)

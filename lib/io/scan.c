@@ -171,6 +171,7 @@ char *tn__scan_join(const char *parent, const char *name)
     return s;
 }
 
+/* Little-endian readers over bytes the caller has range-checked. */
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const unsigned char *p)
 {
