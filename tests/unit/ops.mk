@@ -35,12 +35,6 @@ tests_unit_test_ops_softmax_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_softmax_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_softmax_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_unary2
-tests_unit_test_ops_unary2_SOURCES = tests/unit/test_ops_unary2.c tests/unit/ops_cases.h
-tests_unit_test_ops_unary2_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_unary2_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_unary2_LDFLAGS = $(TN_UNIT_LINK)
-
 UNIT_TESTS += tests/unit/test_ops_reduce2
 tests_unit_test_ops_reduce2_SOURCES = tests/unit/test_ops_reduce2.c tests/unit/ops_cases.h
 tests_unit_test_ops_reduce2_CPPFLAGS = $(TN_UNIT_CPP)

@@ -23,7 +23,7 @@
 #define PER_OP 8        /* cases of one op kept (varied: the fixtures sweep dtypes) */
 #define PER_GRAPH 160   /* nodes of one graph */
 
-static const char *const files[] = {"unary", "unary2", "binary", "ternary", "reduce", "reduce2",
+static const char *const files[] = {"unary", "binary", "ternary", "reduce", "reduce2",
                                     "softmax", "nn", "nn2", "nn3", "nn4", "misc", "shape",
                                     "movement", "split", "v2"};
 

@@ -1,6 +1,7 @@
 /*
- * Unit tests of the elementwise unary ops through the dispatcher: every
- * case of tests/fixtures/ops/unary.json (real PyTorch).
+ * Unit tests of the elementwise unary ops (math functions, rounding, sign,
+ * logical and bitwise not, clamp, the activations) through the dispatcher:
+ * every case of tests/fixtures/ops/unary.json (real PyTorch).
  */
 #include "ops_cases.h"
 
@@ -23,11 +24,30 @@ static void test_meta(void **state)
     tn_release(a);
 }
 
+/* Meta tensors: shape and dtype only (isnan gives bool, gelu keeps it). */
+static void test_meta_activation(void **state)
+{
+    struct tn_device meta = {TN_DEVICE_META, -1};
+    struct tn_tensor *a = tn_empty_on(TN_SHAPE(2, 7), TN_FLOAT16, meta);
+    struct tn_tensor *r = tn_gelu(a, "tanh");
+    assert_non_null(r);
+    assert_int_equal(r->dtype, TN_FLOAT16);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->sizes[1], 7);
+    tn_release(r);
+    r = tn_logical_not(a);
+    assert_non_null(r);
+    assert_int_equal(r->dtype, TN_BOOL);
+    tn_release(r);
+    tn_release(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_meta_activation),
     };
     return TN_RUN_TESTS(tests);
 }
