@@ -109,6 +109,7 @@ static double parse_double(const char *s, const char *what)
 int main(int argc, char **argv)
 {
     int c;
+    tn_out_remove_on_signals(); /* Ctrl-C leaves no temporary behind */
     /* scan has options of its own: the first word that is no option names it. */
     for (int i = 1; i < argc; i++)
         if (argv[i][0] != '-' || !strcmp(argv[i], "-")) {

@@ -26,6 +26,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -33,9 +36,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/internal.h"
+
 #define TN_OUT_TMP_TAG ".tmp-"
 #define TN_OUT_STALE_SECONDS 5
 #define TN_OUT_MAX_LINKS 40
+
+struct direct;
 
 struct tn_out {
     FILE *f;
@@ -43,7 +50,283 @@ struct tn_out {
     char *target; /* the regular file a commit renames over */
     char *tmp;    /* the temporary, or NULL when written directly */
     bool is_stdout;
+    struct direct *direct; /* tn__out_direct's writer, or NULL */
 };
+
+/* ------------------------------------------------ temporaries on signals */
+
+/* The temporaries being written now, for the signal handler: plain
+ * pointers it can read without locks (a slot is cleared before its string
+ * is freed).  A writer that finds no free slot is simply not removed on a
+ * signal; the next write or tckpt verify still finds its temporary. */
+#define LIVE_SLOTS 64
+static char *volatile live[LIVE_SLOTS];
+
+static void live_add(char *tmp)
+{
+    for (int i = 0; i < LIVE_SLOTS; i++) {
+        char *none = NULL;
+        if (__atomic_compare_exchange_n(&live[i], &none, tmp, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+            return;
+    }
+}
+
+static void live_remove(const char *tmp)
+{
+    for (int i = 0; tmp && i < LIVE_SLOTS; i++) {
+        char *mine = (char *)tmp;
+        if (__atomic_compare_exchange_n(&live[i], &mine, NULL, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+            return;
+    }
+}
+
+/* unlink is async-signal-safe; then the signal's default action, so the
+ * process still dies of it (its parent sees the signal, a shell prints
+ * nothing new). */
+static void on_signal(int sig)
+{
+    int saved = errno;
+    for (int i = 0; i < LIVE_SLOTS; i++) {
+        char *p = __atomic_load_n(&live[i], __ATOMIC_SEQ_CST);
+        if (p)
+            unlink(p);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+    errno = saved;
+}
+
+void tn_out_remove_on_signals(void)
+{
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old;
+        /* an ignored signal (nohup's SIGHUP) or the program's own handler stays */
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        struct sigaction sa = {0};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* ------------------------------------------------------- direct writes */
+
+/* A durable write (tn__out_direct): the bytes go from a staging buffer to
+ * the disk with O_DIRECT in large aligned blocks, so none of them sits in
+ * the page cache as a dirty page that the final sync must wait for, and
+ * the file is synced once at the end (fdatasync: its size with it).  Two
+ * buffers: the caller fills one while a thread writes the other. */
+#define DIRECT_ALIGN ((size_t)4096)
+#define DIRECT_BUF ((size_t)8 << 20)
+
+struct direct {
+    int fd;
+    unsigned char *buf[2];
+    size_t len;      /* bytes in buf[cur] */
+    int cur;
+    uint64_t pos;    /* file offset of buf[cur] */
+    int err;         /* first errno of a write */
+    /* the writer thread: writes buf[job] of job_len bytes at job_pos */
+    pthread_t th;
+    bool th_up, busy, quit;
+    int job;
+    size_t job_len;
+    uint64_t job_pos;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t at)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        p += w;
+        n -= (size_t)w;
+        at += (uint64_t)w;
+    }
+    return 0;
+}
+
+static void *direct_thread(void *arg)
+{
+    struct direct *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->busy && !d->quit)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (!d->busy)
+            break;
+        pthread_mutex_unlock(&d->mu);
+        int e = pwrite_all(d->fd, d->buf[d->job], d->job_len, d->job_pos);
+        pthread_mutex_lock(&d->mu);
+        if (e && !d->err)
+            d->err = e;
+        d->busy = false;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* Waits for the thread's write in flight; its errno or 0. */
+static int direct_wait(struct direct *d)
+{
+    pthread_mutex_lock(&d->mu);
+    while (d->busy)
+        pthread_cond_wait(&d->cv, &d->mu);
+    int e = d->err;
+    pthread_mutex_unlock(&d->mu);
+    return e;
+}
+
+/* Hands buf[cur] (len bytes, a multiple of the block size but maybe the
+ * last) to the thread and switches to the other buffer. */
+static int direct_flush(struct direct *d)
+{
+    int e = direct_wait(d);
+    if (e)
+        return e;
+    if (!d->th_up) /* no thread: write it here */
+        e = pwrite_all(d->fd, d->buf[d->cur], d->len, d->pos);
+    else {
+        pthread_mutex_lock(&d->mu);
+        d->job = d->cur;
+        d->job_len = d->len;
+        d->job_pos = d->pos;
+        d->busy = true;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        d->cur ^= 1;
+    }
+    d->pos += d->len;
+    d->len = 0;
+    return e;
+}
+
+static ssize_t direct_write(void *cookie, const char *p, size_t n)
+{
+    struct direct *d = cookie;
+    size_t done = 0;
+    while (done < n) {
+        size_t k = DIRECT_BUF - d->len < n - done ? DIRECT_BUF - d->len : n - done;
+        memcpy(d->buf[d->cur] + d->len, p + done, k);
+        d->len += k;
+        done += k;
+        if (d->len == DIRECT_BUF) {
+            int e = direct_flush(d);
+            if (e) {
+                errno = e;
+                return -1;
+            }
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* ftell only: where the next byte goes. */
+static int direct_seek(void *cookie, off64_t *off, int whence)
+{
+    struct direct *d = cookie;
+    if (whence != SEEK_CUR || *off != 0) {
+        errno = ESPIPE;
+        return -1;
+    }
+    *off = (off64_t)(d->pos + d->len);
+    return 0;
+}
+
+static void direct_free(struct direct *d)
+{
+    if (d->th_up) {
+        pthread_mutex_lock(&d->mu);
+        d->quit = true;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->th, NULL);
+    }
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d->buf[0]);
+    free(d->buf[1]);
+    free(d);
+}
+
+static int direct_close(void *cookie)
+{
+    struct direct *d = cookie;
+    int r = close(d->fd);
+    direct_free(d);
+    return r;
+}
+
+/* The last partial block (padded with zeros, as O_DIRECT writes whole
+ * blocks), the file cut to its real size, then the one sync.  0 or an
+ * errno. */
+static int direct_finish(struct direct *d, bool sync)
+{
+    uint64_t end = d->pos + d->len;
+    size_t padded = (d->len + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    memset(d->buf[d->cur] + d->len, 0, padded - d->len);
+    d->len = padded;
+    int e = direct_flush(d);
+    if (!e)
+        e = direct_wait(d);
+    if (!e && ftruncate(d->fd, (off_t)end) != 0)
+        e = errno;
+    if (!e && sync && fdatasync(d->fd) != 0)
+        e = errno;
+    return e;
+}
+
+int tn__out_direct(struct tn_out *o)
+{
+    if (!o->tmp || o->direct || ftell(o->f) != 0)
+        return 0; /* not a file of ours, or already written to */
+    int fd = fileno(o->f);
+    int flags = fcntl(fd, F_GETFL);
+    /* tmpfs and some others refuse O_DIRECT: they stay buffered */
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_DIRECT) != 0)
+        return 0;
+    struct direct *d = calloc(1, sizeof *d);
+    int nfd = -1;
+    if (!d || !(d->buf[0] = aligned_alloc(DIRECT_ALIGN, DIRECT_BUF)) ||
+        !(d->buf[1] = aligned_alloc(DIRECT_ALIGN, DIRECT_BUF)) ||
+        (nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+        if (d) {
+            free(d->buf[0]);
+            free(d->buf[1]);
+        }
+        free(d);
+        (void)fcntl(fd, F_SETFL, flags);
+        return 0;
+    }
+    d->fd = nfd;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    cookie_io_functions_t io = {.write = direct_write, .seek = direct_seek, .close = direct_close};
+    FILE *f = fopencookie(d, "wb", io);
+    if (!f) {
+        close(nfd);
+        direct_free(d);
+        (void)fcntl(fd, F_SETFL, flags);
+        return 0;
+    }
+    d->th_up = pthread_create(&d->th, NULL, direct_thread, d) == 0;
+    setvbuf(f, NULL, _IONBF, 0); /* every fwrite straight into the staging buffer */
+    fclose(o->f);                /* the duplicate keeps the flock */
+    o->f = f;
+    o->direct = d;
+    return 1;
+}
 
 /* The descriptor that `path` names (/dev/stdout, /dev/stderr, /dev/fd/N,
  * /proc/self/fd/N), or -1: writing there means that open descriptor, at
@@ -178,6 +461,7 @@ static FILE *open_direct(const char *path)
 
 static void out_free(struct tn_out *o)
 {
+    live_remove(o->tmp);
     free(o->tmp);
     free(o->target);
     free(o->path);
@@ -231,6 +515,7 @@ struct tn_out *tn_out_open(const char *path)
         return out_fail(o, "cannot create a file beside it: ", err);
     }
     (void)flock(fd, LOCK_EX);
+    live_add(o->tmp);
     /* mkstemp makes 0600: a replaced file keeps its mode, a new one gets
      * what the umask leaves of 0666, as open(O_CREAT) would give it. */
     mode_t mode;
@@ -258,9 +543,15 @@ enum tn_status tn_out_commit(struct tn_out *o, bool sync)
     int err = ferror(o->f) ? EIO : 0;
     if (fflush(o->f) != 0 && !err)
         err = errno;
+    if (o->direct) {
+        int e = direct_finish(o->direct, sync);
+        if (!err)
+            err = e;
+        o->direct = NULL; /* fclose frees it */
+    }
     /* fsync is for the durability of a file; on a pipe or terminal it fails
      * with EINVAL, which is no failure of the write. */
-    if (!err && sync && o->tmp && fsync(fileno(o->f)) != 0)
+    else if (!err && sync && o->tmp && fsync(fileno(o->f)) != 0)
         err = errno;
     if (o->is_stdout) {
         if (!err && ferror(o->f))
@@ -272,6 +563,17 @@ enum tn_status tn_out_commit(struct tn_out *o, bool sync)
     o->f = NULL;
     if (!err && o->tmp && rename(o->tmp, o->target) != 0)
         err = errno;
+    if (!err && sync && o->tmp) {
+        /* the rename itself lasts only once the folder is synced */
+        char dir[PATH_MAX];
+        const char *base;
+        split_path(o->target, dir, sizeof dir, &base);
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
     if (err) {
         const char *name = tn_out_name(o);
         tn_set_error(TN_EIO, "%s: cannot write: %s", name, strerror(err));

@@ -11,6 +11,16 @@
 #define TN_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
 #define TN_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
 
+/* Turns a tn_out that nothing was written to yet into a durable writer
+ * (core/file.c): its bytes go to the disk through O_DIRECT in large aligned
+ * blocks from two staging buffers (a thread writes one while the caller
+ * fills the other), and tn_out_commit cuts the file to size and syncs it
+ * once, then the folder after the rename.  Only for a temporary file of
+ * ours; a file system that refuses O_DIRECT (tmpfs) leaves it buffered.
+ * Returns 1 when switched, 0 when left as it was.  ftell still works. */
+struct tn_out;
+int tn__out_direct(struct tn_out *o);
+
 /* The allocator registered for a device type, or NULL when none is. */
 const struct tn_allocator *tn__allocator(enum tn_device_type type);
 

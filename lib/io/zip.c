@@ -440,6 +440,7 @@ struct tn_zip_writer {
     uint64_t off;
     uint64_t synced; /* bytes before this were handed to the kernel's writeback */
     bool no_fsync;
+    bool direct; /* writing through tn__out_direct */
     struct wentry *e;
     size_t n, cap;
     int failed;
@@ -494,6 +495,7 @@ static int w_put(struct tn_zip_writer *w, const void *p, size_t n)
 
 /* Writes a member's bytes in pieces, each CRC'd just before it is written
  * while it is still in cache (one pass over memory instead of two), and
+ * (for a buffered file that is synced; a durable one goes by O_DIRECT)
  * starts the kernel writing each 64 MiB back to disk at once, so the fsync
  * at the end, which atomic writes need, waits for little. */
 #define W_CHUNK ((size_t)1 << 22)
@@ -511,7 +513,8 @@ static int w_data(struct tn_zip_writer *w, const void *data, uint64_t len, uint3
         len -= n;
         tn__io_progress(w->off);
 #ifdef SYNC_FILE_RANGE_WRITE
-        if (!w->no_fsync && w->off - w->synced >= W_WRITEBACK && fflush(w->f) == 0) {
+        if (!w->no_fsync && !w->direct && w->off - w->synced >= W_WRITEBACK &&
+            fflush(w->f) == 0) {
             /* Only a hint: a failure here shows again at the fsync. */
             (void)sync_file_range(fileno(w->f), (off_t)w->synced, (off_t)(w->off - w->synced),
                                   SYNC_FILE_RANGE_WRITE);
@@ -558,6 +561,11 @@ int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *dat
             return tn_set_error(TN_ENOMEM, "%s: out of memory", w->path);
         w->e = e;
         w->cap = cap;
+    }
+    if (w->off == 0 && w->out && !w->no_fsync && tn__out_direct(w->out)) {
+        /* a durable file: large aligned writes past the page cache */
+        w->direct = true;
+        w->f = tn_out_file(w->out);
     }
     struct wentry *e = &w->e[w->n];
     memset(e, 0, sizeof *e);

@@ -587,6 +587,12 @@ enum tn_status tn_write_file(const char *path, const void *data, size_t len, boo
 /* Removes the temporaries that killed writers left beside `path` (through
  * its symlinks); returns how many, or a negative status. */
 int tn_out_clean(const char *path);
+/* For a program's main: SIGINT, SIGTERM and SIGHUP remove the temporaries
+ * of the tn_out writers open at that moment, then take their default
+ * action (the process dies of the signal).  A signal the program ignores
+ * or handles itself is left alone.  Temporaries of a SIGKILL are found by
+ * the next write to the same target and by tn_out_clean. */
+void tn_out_remove_on_signals(void);
 /* Flushes stdout; TN_EIO naming "<stdout>" when any write to it failed
  * (a full disk, a closed pipe): for a tool's exit status. */
 enum tn_status tn_stdout_flush(void);

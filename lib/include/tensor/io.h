@@ -203,10 +203,11 @@ enum tn_ckpt_allowlist {
 struct tn_save_options {
     enum tn_ckpt_layout layout;
     const char *archive_name; /* NULL: the file name less its last extension, as torch.save */
-    /* Skip the fsync before the rename: the write is still atomic against
-     * a crash of the process (the target is the old file or the new one),
-     * but not against a power loss or an OS crash.  About 3x faster for
-     * 1 GiB on a disk that writes 0.7 GB/s; torch.save never syncs. */
+    /* By default the save is durable (O_DIRECT writes past the page cache,
+     * one sync, the rename, the folder synced).  no_fsync: buffered and not
+     * synced, still atomic against a crash of the process (the target is
+     * the old file or the new one), but not against a power loss or an OS
+     * crash; torch.save never syncs.  tn_io(3) gives figures. */
     bool no_fsync;
 };
 
