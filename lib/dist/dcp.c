@@ -11,6 +11,7 @@
 
 #include <tensor/dcp.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,5 +61,110 @@ int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, st
         tn_set_error((enum tn_status)rc, "%s", msg);
     }
     free(tmp);
+    return rc;
+}
+
+/* ------------------------------------------------------ asynchronous */
+
+struct tn_dcp_async {
+    pthread_t th;
+    char *dir;
+    struct tn_dcp_shard *shards; /* staged: own tensors, strdup'd keys */
+    size_t n;
+    struct tn_pg *pg;
+    int rc;
+    char err[1024];
+    int done; /* set by the thread when the save has ended */
+};
+
+static void staged_free(struct tn_dcp_async *h)
+{
+    for (size_t i = 0; h->shards && i < h->n; i++) {
+        free((char *)h->shards[i].fqn);
+        tn_release(h->shards[i].tensor);
+        tn_value_release((struct tn_value *)h->shards[i].value);
+    }
+    free(h->shards);
+    free(h->dir);
+    free(h);
+}
+
+static void *async_main(void *arg)
+{
+    struct tn_dcp_async *h = arg;
+    h->rc = tn_dcp_save(h->dir, h->shards, h->n, h->pg);
+    if (h->rc)
+        snprintf(h->err, sizeof h->err, "%s", tn_last_error());
+    /* the staged copies go as soon as they are written, not at the wait */
+    for (size_t i = 0; i < h->n; i++) {
+        tn_release(h->shards[i].tensor);
+        h->shards[i].tensor = NULL;
+    }
+    __atomic_store_n(&h->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+int tn_dcp_save_async(const char *dir, const struct tn_dcp_shard *shards, size_t n,
+                      struct tn_pg *pg, struct tn_dcp_async **out)
+{
+    *out = NULL;
+    struct tn_dcp_async *h = calloc(1, sizeof *h);
+    if (!h || !(h->dir = strdup(dir)) || !(h->shards = calloc(n ? n : 1, sizeof *h->shards))) {
+        if (h)
+            free(h->dir);
+        free(h);
+        return tn_set_error(TN_ENOMEM, "%s: out of memory", dir);
+    }
+    h->n = n;
+    h->pg = pg;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        struct tn_dcp_shard *s = &h->shards[i];
+        *s = shards[i];
+        s->tensor = NULL;
+        s->value = NULL;
+        if (!shards[i].fqn || !(s->fqn = strdup(shards[i].fqn))) {
+            s->fqn = NULL;
+            rc = shards[i].fqn ? tn_set_error(TN_ENOMEM, "%s: out of memory", dir)
+                               : tn_set_error(TN_EINVAL, "tn_dcp_save_async: shard %zu has no "
+                                              "key", i);
+            break;
+        }
+        if (shards[i].tensor) {
+            /* staged: a copy of its own, so the caller may change or free
+             * the tensor as soon as this returns */
+            s->tensor = tn_clone(shards[i].tensor);
+            if (!s->tensor)
+                rc = tn_last_status();
+            else
+                s->tensor->requires_grad = false;
+        } else if (shards[i].value) {
+            s->value = tn_value_retain((struct tn_value *)shards[i].value);
+        }
+    }
+    if (!rc && pthread_create(&h->th, NULL, async_main, h) != 0)
+        rc = tn_set_error(TN_EIO, "%s: cannot start the writing thread", dir);
+    if (rc) {
+        staged_free(h);
+        return rc;
+    }
+    *out = h;
+    return 0;
+}
+
+bool tn_dcp_async_done(const struct tn_dcp_async *h)
+{
+    return __atomic_load_n(&h->done, __ATOMIC_ACQUIRE) != 0;
+}
+
+int tn_dcp_async_wait(struct tn_dcp_async *h)
+{
+    if (!h)
+        return 0;
+    pthread_join(h->th, NULL);
+    int rc = h->rc;
+    if (rc)
+        tn_set_error((enum tn_status)rc, "%s", h->err);
+    staged_free(h);
     return rc;
 }

@@ -6,7 +6,9 @@
  * written once; a rank whose write fails, or that leaves without saving
  * (as a killed one), stops the save on every rank and the previous
  * checkpoint stays; and, with PyTorch 2.x, dcp_to_torch_save
- * of our folder gives our tensors.
+ * of our folder gives our tensors.  tn_dcp_save_async saves what the
+ * tensors held at the call, though the caller overwrites and releases them
+ * before waiting, and reports a failed rank at the wait.
  */
 #include "tn_test.h"
 
@@ -20,6 +22,8 @@
 
 #define ROWS 7
 #define COLS 5
+
+static bool use_async; /* the ranks save with tn_dcp_save_async */
 
 /* The global tensors: w[i][j] = 10 i + j, c likewise + 1000, b = 0..3. */
 static struct tn_tensor *global(const char *name)
@@ -76,7 +80,22 @@ static void *rank_main(void *p)
     struct tn_value *step = tn_value_int(42);
     sh[3].fqn = "step";
     sh[3].value = step;
-    a->rc = tn_dcp_save(a->dir, sh, 4, pg);
+    if (use_async) {
+        struct tn_dcp_async *h = NULL;
+        a->rc = tn_dcp_save_async(a->dir, sh, 4, pg, &h);
+        /* the caller goes on: its tensors change and go before the wait */
+        struct tn_tensor *ts[3] = {w, c, b};
+        for (int i = 0; i < 3; i++)
+            memset(tn_data(ts[i]), 0xff, tn_nbytes(ts[i]));
+        for (int i = 0; i < 3; i++) {
+            tn_release(sh[i].tensor);
+            sh[i].tensor = NULL;
+        }
+        if (!a->rc)
+            a->rc = tn_dcp_async_wait(h);
+    } else {
+        a->rc = tn_dcp_save(a->dir, sh, 4, pg);
+    }
     snprintf(a->err, sizeof a->err, "%s", a->rc ? tn_last_error() : "");
     for (int i = 0; i < 3; i++)
         tn_release(sh[i].tensor);
@@ -152,13 +171,18 @@ static void check_folder(const char *dir, int world)
     tn_dcp_close(d);
 }
 
+/* A new folder `dir` (a mkdtemp template) and the checkpoint path in it. */
+static void fresh(char *dir, char *ck, size_t cap)
+{
+    assert_non_null(mkdtemp(dir));
+    snprintf(ck, cap, "%s/ck", dir);
+}
+
 static void test_save_and_fail(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/tn-dcpsave-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char ck[64];
-    snprintf(ck, sizeof ck, "%s/ck", dir);
+    char dir[] = "/tmp/tn-dcpsave-XXXXXX", ck[64];
+    fresh(dir, ck, sizeof ck);
     struct rank a[4];
     for (int world = 2; world <= 3; world++) {
         save(ck, world, -1, -1, a);
@@ -211,10 +235,36 @@ static void test_save_and_fail(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_async(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tn-dcpasync-XXXXXX", ck[64];
+    fresh(dir, ck, sizeof ck);
+    struct rank a[3];
+    use_async = true;
+    save(ck, 3, -1, -1, a);
+    for (int r = 0; r < 3; r++) {
+        if (a[r].rc)
+            print_message("# rank %d: %s\n", r, a[r].err);
+        assert_int_equal(a[r].rc, 0);
+    }
+    check_folder(ck, 3); /* the values at the call, not the 0xff written after */
+    save(ck, 2, 1, -1, a); /* rank 1 fails: the wait says so on both */
+    for (int r = 0; r < 2; r++)
+        assert_int_not_equal(a[r].rc, 0);
+    assert_non_null(strstr(a[1].err, "model.w"));
+    check_folder(ck, 3);
+    use_async = false;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_save_and_fail),
+        cmocka_unit_test(test_async),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -136,6 +136,25 @@ struct tn_pg;
  * which keeps its own message). */
 int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, struct tn_pg *pg);
 
+/* An asynchronous tn_dcp_save: every shard's tensor is first copied into
+ * memory of the save's own (staged; non-tensor values are retained and
+ * must not change), then a thread of its own writes the folder while the
+ * caller goes on.  The caller may change or release its tensors as soon as
+ * this returns, but must not use `pg` (nor free it) until
+ * tn_dcp_async_wait: the save's collectives run on it (give the save a
+ * process group of its own to train meanwhile, as PyTorch's async_save
+ * advises).  Every rank calls it.  Returns 0 and *out, a handle for
+ * tn_dcp_async_wait, or an error with *out NULL (nothing started: staging
+ * ran out of memory). */
+struct tn_dcp_async;
+int tn_dcp_save_async(const char *dir, const struct tn_dcp_shard *shards, size_t n,
+                      struct tn_pg *pg, struct tn_dcp_async **out);
+/* Whether the save has ended (then tn_dcp_async_wait does not block). */
+bool tn_dcp_async_done(const struct tn_dcp_async *h);
+/* Waits for the save to end and releases `h` (NULL is fine): 0, or the
+ * save's error, as tn_dcp_save would have returned it. */
+int tn_dcp_async_wait(struct tn_dcp_async *h);
+
 #ifdef __cplusplus
 }
 #endif
