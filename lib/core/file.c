@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,6 +83,61 @@ static void live_remove(const char *tmp)
     }
 }
 
+/* Temporary folders (a DCP save's), removed with what they hold. */
+#define LIVE_DIRS 8
+static char *volatile live_dirs[LIVE_DIRS];
+
+void tn__out_live_dir(const char *dir, bool add)
+{
+    for (int i = 0; i < LIVE_DIRS; i++) {
+        if (add) {
+            char *none = NULL, *copy = strdup(dir);
+            if (!copy)
+                return;
+            if (__atomic_compare_exchange_n(&live_dirs[i], &none, copy, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST))
+                return;
+            free(copy);
+        } else {
+            char *p = __atomic_load_n(&live_dirs[i], __ATOMIC_SEQ_CST);
+            if (p && !strcmp(p, dir) &&
+                __atomic_compare_exchange_n(&live_dirs[i], &p, NULL, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST)) {
+                free(p);
+                return;
+            }
+        }
+    }
+}
+
+/* rm -r of a flat folder with async-signal-safe calls only (getdents64,
+ * not readdir). */
+static void remove_dir_now(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[4096] __attribute__((aligned(8)));
+    long n;
+    bool removed = true;
+    while (removed) { /* the entries move as they go: read again until none does */
+        removed = false;
+        lseek(fd, 0, SEEK_SET);
+        while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+            for (long at = 0; at < n;) {
+                unsigned short reclen;
+                memcpy(&reclen, buf + at + 16, sizeof reclen);
+                const char *name = buf + at + 19;
+                if (strcmp(name, ".") && strcmp(name, "..") && unlinkat(fd, name, 0) == 0)
+                    removed = true;
+                at += reclen;
+            }
+        }
+    }
+    close(fd);
+    rmdir(dir);
+}
+
 /* unlink is async-signal-safe; then the signal's default action, so the
  * process still dies of it (its parent sees the signal, a shell prints
  * nothing new). */
@@ -92,6 +148,11 @@ static void on_signal(int sig)
         char *p = __atomic_load_n(&live[i], __ATOMIC_SEQ_CST);
         if (p)
             unlink(p);
+    }
+    for (int i = 0; i < LIVE_DIRS; i++) {
+        char *p = __atomic_load_n(&live_dirs[i], __ATOMIC_SEQ_CST);
+        if (p)
+            remove_dir_now(p);
     }
     signal(sig, SIG_DFL);
     raise(sig);

@@ -20,6 +20,10 @@
  * Returns 1 when switched, 0 when left as it was.  ftell still works. */
 struct tn_out;
 int tn__out_direct(struct tn_out *o);
+/* Adds (or, add false, takes back) a temporary folder of flat files that
+ * tn_out_remove_on_signals' handler removes with its content (a DCP
+ * save's); at most 8 at once, more are not registered. */
+void tn__out_live_dir(const char *dir, bool add);
 
 /* The allocator registered for a device type, or NULL when none is. */
 const struct tn_allocator *tn__allocator(enum tn_device_type type);

@@ -62,7 +62,11 @@ static int remove_flat(const char *dir)
     return rc;
 }
 
-int tn__dcp_discard(const char *tmp) { return remove_flat(tmp); }
+int tn__dcp_discard(const char *tmp)
+{
+    tn__out_live_dir(tmp, false);
+    return remove_flat(tmp);
+}
 
 int tn__dcp_begin(const char *dir, const char *tmp)
 {
@@ -74,6 +78,7 @@ int tn__dcp_begin(const char *dir, const char *tmp)
         return tn_last_status();
     if (mkdir(tmp, 0777) != 0)
         return tn_set_error(TN_EIO, "%s: %s", tmp, strerror(errno));
+    tn__out_live_dir(tmp, true); /* a SIGINT/SIGTERM/SIGHUP removes it */
     return 0;
 }
 
@@ -523,6 +528,7 @@ int tn__dcp_finish(const char *tmp, const char *dir, int world)
         return rc;
     /* The new folder takes the target's name in one step; an old one is
      * swapped out, then removed. */
+    tn__out_live_dir(tmp, false); /* its name goes to the checkpoint now */
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) == 0)
         return sync_parent(dir);
     if (errno != EEXIST && errno != ENOTEMPTY)
@@ -696,7 +702,7 @@ int tn_dcp_write(const char *dir, const struct tn_value *state, int nranks)
         int keep = rc;
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", tn_last_error());
-        remove_flat(tmp);
+        tn__dcp_discard(tmp);
         tn_set_error((enum tn_status)keep, "%s", msg);
     }
     free(views);
