@@ -124,11 +124,13 @@ static int write_rank(const char *tmp, int rank, const struct part *parts, size_
     char path[4096], desc[4096];
     snprintf(path, sizeof path, "%s/__%d_0.distcp", tmp, rank);
     snprintf(desc, sizeof desc, "%s/.rank%d.json", tmp, rank);
-    /* durable as PyTorch's (sync_files): O_DIRECT, one sync at the end */
+    /* durable as PyTorch's (sync_files): synced once at the end.  Buffered,
+     * not tn__out_direct: with every rank writing at once that measured
+     * faster here (1.2-1.3 s against 1.7 s for 1 GiB over 2 ranks, load 9),
+     * and a load right after the save finds the files in the page cache. */
     struct tn_out *out = tn_out_open(path);
     if (!out)
         return tn_last_status();
-    tn__out_direct(out);
     FILE *f = tn_out_file(out);
     json_t *items = json_array();
     int rc = 0;
