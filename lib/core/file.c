@@ -208,6 +208,10 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t at)
         ssize_t w = pwrite(fd, p, n, (off_t)at);
         if (w < 0 && errno == EINTR)
             continue;
+        int fl;
+        if (w < 0 && errno == EINVAL && (fl = fcntl(fd, F_GETFL)) >= 0 && (fl & O_DIRECT) &&
+            fcntl(fd, F_SETFL, fl & ~O_DIRECT) == 0)
+            continue; /* a device wanting larger blocks: the same bytes, buffered */
         if (w <= 0)
             return w < 0 ? errno : EIO;
         p += w;
