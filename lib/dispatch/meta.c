@@ -1,0 +1,32 @@
+/*
+ * dispatch/meta.c: the Meta device's allocator (shape-only runs) and the
+ * allocation of a structured op's outputs from its meta function's result.
+ */
+#include <config.h>
+
+#include <stdint.h>
+
+#include <tensor/dispatch.h>
+
+#include "core/internal.h"
+
+/* A meta tensor has sizes and no bytes: its "data" is a pointer that
+ * faults if anything reads it. */
+static void *meta_alloc(size_t nbytes, int device_index, void *ctx)
+{
+    return (void *)(uintptr_t)TN_ALIGNMENT;
+}
+static void meta_free(void *ptr, int device_index, void *ctx) {}
+
+__attribute__((constructor)) static void register_meta_allocator(void)
+{
+    static const struct tn_allocator a = {meta_alloc, meta_free, NULL};
+    tn_register_allocator(TN_DEVICE_META, &a);
+}
+
+struct tn_tensor *tn_dispatch_meta_alloc(const struct tn_meta *m, struct tn_device device)
+{
+    if (m->dtype == TN_DTYPE_UNSET)
+        return tn_empty_on(m->sizes, m->ndim, m->dtype, device);
+    return tn__tensor_new(m->sizes, m->ndim, m->dtype, device);
+}

@@ -1,0 +1,102 @@
+/*
+ * dispatch/registry.c: the op registry, a hash table from qualified name
+ * ("aten::add.Tensor") to struct tn_op, under one lock. The built-in ops
+ * come from tgen's table (lib/ops/ops_gen.c) on first use; plugins and
+ * programs add theirs with tn_op_register. Registered ops are borrowed for
+ * the life of the process: nothing is ever removed.
+ */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <tensor/dispatch.h>
+
+#include "core/internal.h"
+
+#define TN_OP_BUCKETS 1024
+
+static struct tn_op *buckets[TN_OP_BUCKETS];
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+
+static unsigned name_hash(const char *s)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % TN_OP_BUCKETS;
+}
+
+static struct tn_op *lookup_locked(const char *qualname)
+{
+    for (struct tn_op *op = buckets[name_hash(qualname)]; op; op = op->next)
+        if (!strcmp(op->qualname, qualname))
+            return op;
+    return NULL;
+}
+
+static int register_locked(struct tn_op *op)
+{
+    if (lookup_locked(op->qualname))
+        return tn_set_error(TN_EINVAL, "%s is already registered", op->qualname);
+    unsigned h = name_hash(op->qualname);
+    op->next = buckets[h];
+    buckets[h] = op;
+    return TN_OK;
+}
+
+/* Every built-in op, NULL-terminated: the table tgen generates with the ops
+ * (lib/ops/ops_gen.c), registered on first use. */
+extern struct tn_op *const tn__builtin_ops[];
+
+static void register_builtins(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (struct tn_op *const *op = tn__builtin_ops; *op; op++)
+        TN_ASSERT(register_locked(*op) == TN_OK);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+int tn_op_register(struct tn_op *op)
+{
+    pthread_once(&builtin_once, register_builtins);
+    pthread_mutex_lock(&registry_lock);
+    int rc = register_locked(op);
+    pthread_mutex_unlock(&registry_lock);
+    return rc;
+}
+
+const struct tn_op *tn_op_find(const char *name)
+{
+    pthread_once(&builtin_once, register_builtins);
+    char buf[256];
+    const char *q = name;
+    if (!strstr(name, "::")) {
+        snprintf(buf, sizeof buf, "aten::%s", name);
+        q = buf;
+    }
+    pthread_mutex_lock(&registry_lock);
+    struct tn_op *op = lookup_locked(q);
+    pthread_mutex_unlock(&registry_lock);
+    if (!op)
+        tn_set_error(TN_EINVAL, "unknown operator '%s'", name);
+    return op;
+}
+
+int tn_op_arg_index(const struct tn_op *op, const char *name)
+{
+    for (int i = 0; i < op->nargs; i++)
+        if (!strcmp(op->args[i].name, name))
+            return i;
+    return -1;
+}
+
+int tn_op_call(const struct tn_op *op, struct tn_ivalue *stack, int nargs)
+{
+    if (nargs < 0 || nargs > op->nargs)
+        return tn_set_error(TN_EINVAL, "%s takes %d arguments but %d were given", op->qualname,
+                            op->nargs, nargs);
+    return op->boxed(op, stack, nargs);
+}
