@@ -5,6 +5,7 @@
  */
 #include <config.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,9 +143,35 @@ int tn_ivalue_bool(const struct tn_op *op, const struct tn_ivalue *st, int n, in
     return TN_OK;
 }
 
+/* The unquoted text of a schema's str default ("'mean'" -> "mean"), kept for
+ * the life of the process: one copy per distinct default, shared by every
+ * call and thread, so two defaulted str arguments of one call, or of calls
+ * nested in it, never share a buffer (a thread-local buffer here once gave
+ * every defaulted str of a thread the last one read). NULL when out of
+ * memory. */
+static const char *str_default(const char *quoted, size_t len)
+{
+    static struct interned {
+        struct interned *next;
+        char s[];
+    } *head;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    struct interned *e = head;
+    while (e && !(strlen(e->s) == len - 2 && !memcmp(e->s, quoted + 1, len - 2)))
+        e = e->next;
+    if (!e && (e = malloc(sizeof *e + len - 1))) {
+        memcpy(e->s, quoted + 1, len - 2); /* the schema quotes it */
+        e->s[len - 2] = 0;
+        e->next = head;
+        head = e;
+    }
+    pthread_mutex_unlock(&lock);
+    return e ? e->s : NULL;
+}
+
 int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, const char **out)
 {
-    static _Thread_local char buf[256];
     const struct tn_ivalue *v = get(st, n, i);
     *out = NULL;
     if (!v) {
@@ -152,11 +179,11 @@ int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int
         if (!d || !strcmp(d, "None"))
             return op->args[i].optional ? TN_OK : missing(op, i);
         size_t len = strlen(d);
-        if (len < 2 || len - 2 >= sizeof buf)
+        if (len < 2)
             return missing(op, i);
-        memcpy(buf, d + 1, len - 2); /* the schema quotes it */
-        buf[len - 2] = 0;
-        *out = buf;
+        if (!(*out = str_default(d, len)))
+            return tn_set_error(TN_ENOMEM, "%s: out of memory for the default of '%s'",
+                                op->qualname, op->args[i].name);
         return TN_OK;
     }
     if (v->tag != TN_IV_STR || !v->v.str)

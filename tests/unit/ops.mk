@@ -129,3 +129,9 @@ tests_unit_test_ops_sdpa_SOURCES = tests/unit/test_ops_sdpa.c tests/unit/ops_cas
 tests_unit_test_ops_sdpa_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_sdpa_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_sdpa_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_dispatch_boxed
+tests_unit_test_dispatch_boxed_SOURCES = tests/unit/test_dispatch_boxed.c
+tests_unit_test_dispatch_boxed_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_dispatch_boxed_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_dispatch_boxed_LDFLAGS = $(TN_UNIT_LINK)

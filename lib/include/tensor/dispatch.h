@@ -327,6 +327,8 @@ int tn_ivalue_int(const struct tn_op *op, const struct tn_ivalue *st, int n, int
 int tn_ivalue_double(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                      double *out);
 int tn_ivalue_bool(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, bool *out);
+/* str: points into the stack, or at the default's unquoted text, which lives
+ * as long as the process (each call's defaults are its own). */
 int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                   const char **out);
 int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
