@@ -361,11 +361,11 @@ int tn_backward(struct tn_tensor *const *tensors, int n, struct tn_tensor *const
 }
 
 int tn_grad(struct tn_tensor *const *outputs, int noutputs, struct tn_tensor *const *grad_outputs,
-            struct tn_tensor *const *inputs, int ninputs, int retain_graph, bool create_graph,
+            struct tn_tensor *const *inputs, int ninputs, bool retain_graph, bool create_graph,
             bool allow_unused, struct tn_tensor **result)
 {
     struct task tk = {0};
-    tk.keep_graph = retain_graph < 0 ? create_graph : retain_graph != 0;
+    tk.keep_graph = retain_graph || create_graph;
     tk.create_graph = create_graph;
     tk.caps = calloc((size_t)(ninputs ? ninputs : 1), sizeof *tk.caps);
     if (!tk.caps)

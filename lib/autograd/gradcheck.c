@@ -81,7 +81,7 @@ int tn_gradcheck(tn_gradcheck_fn fn, struct tn_tensor *const *inputs, int ninput
         struct tn_tensor *e = flat ? tn_select(flat, 0, j) : NULL;
         int r = e ? tn_fill_(e, tn_int(1)) : tn_last_status();
         if (r == TN_OK)
-            r = tn_grad(&out, 1, &hot, wrt, nw, 1, false, true, &rows[j * nw]);
+            r = tn_grad(&out, 1, &hot, wrt, nw, true, false, true, &rows[j * nw]);
         tn_release(e);
         tn_release(flat);
         tn_release(hot);

@@ -305,7 +305,7 @@ int tn_graph_grad(const struct tn_graph *g, const struct tn_value *weights,
     for (int i = 0; i < g->ninputs; i++)
         if (leaves[i])
             params[n++] = leaves[i];
-    if ((rc = tn_grad(&loss, 1, NULL, params, n, 0, false, true, res)) < 0) {
+    if ((rc = tn_grad(&loss, 1, NULL, params, n, false, false, true, res)) < 0) {
         tn_error_prefix("%s: backward", g->label);
         goto done;
     }

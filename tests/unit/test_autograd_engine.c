@@ -164,9 +164,9 @@ static void test_root_errors(void **state)
     struct tn_tensor *g = tn_ones(TN_SHAPE(2), TN_FLOAT64);
     expect_error(tn_backward(&s, 1, &g, false, false), "shape");
     struct tn_tensor *other = leaf("x"), *r = NULL;
-    expect_error(tn_grad(&s, 1, NULL, &other, 1, -1, false, false, &r), "unused");
+    expect_error(tn_grad(&s, 1, NULL, &other, 1, false, false, false, &r), "unused");
     assert_null(r);
-    assert_int_equal(tn_grad(&s, 1, NULL, &other, 1, -1, false, true, &r), 0);
+    assert_int_equal(tn_grad(&s, 1, NULL, &other, 1, false, false, true, &r), 0);
     assert_null(r);
     tn_release(other);
     tn_release(g);
@@ -446,11 +446,11 @@ static void test_double_backward(void **state)
     (void)state;
     struct tn_tensor *x = leaf("x"), *x2 = tn_mul(x, x), *x3 = tn_mul(x2, x), *sx = tn_sin(x);
     struct tn_tensor *p = tn_mul(x3, sx), *y = sum(p), *g = NULL, *g2 = NULL;
-    assert_int_equal(tn_grad(&y, 1, NULL, &x, 1, -1, true, false, &g), 0);
+    assert_int_equal(tn_grad(&y, 1, NULL, &x, 1, false, true, false, &g), 0);
     expect_close(g, "d1", 1e-12);
     assert_true(g->requires_grad);
     struct tn_tensor *gs = sum(g);
-    assert_int_equal(tn_grad(&gs, 1, NULL, &x, 1, -1, false, false, &g2), 0);
+    assert_int_equal(tn_grad(&gs, 1, NULL, &x, 1, false, false, false, &g2), 0);
     expect_close(g2, "d2", 1e-12);
     assert_null(x->grad); /* grad() accumulates nothing */
     struct tn_tensor *all[] = {x, x2, x3, sx, p, y, g, g2, gs};
@@ -465,11 +465,11 @@ static int check_second(struct tn_tensor *y, struct tn_tensor *go, struct tn_ten
                         const struct tn_tensor *w, struct tn_tensor *wrt, const char *key)
 {
     struct tn_tensor *g = NULL, *gw = NULL, *s = NULL, *d = NULL;
-    int rc = tn_grad(&y, 1, go ? &go : NULL, &x, 1, -1, true, false, &g);
+    int rc = tn_grad(&y, 1, go ? &go : NULL, &x, 1, false, true, false, &g);
     if (rc == 0) {
         gw = tn_mul(g, w);
         s = sum(gw);
-        rc = tn_grad(&s, 1, NULL, &wrt, 1, -1, false, false, &d);
+        rc = tn_grad(&s, 1, NULL, &wrt, 1, false, false, false, &d);
     }
     if (rc < 0)
         print_message("# %s: %s\n", key, tn_last_error());

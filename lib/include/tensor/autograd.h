@@ -77,10 +77,11 @@ int tn_backward(struct tn_tensor *const *tensors, int n, struct tn_tensor *const
  * create_graph, allow_unused): the gradients of the outputs with respect to
  * each of the ninputs inputs, written to result[i] (new references; NULL
  * for an unused input when allow_unused). Nothing accumulates into .grad.
- * retain_graph < 0 means "as create_graph". 0 or an error.
+ * Flags are bool as tn_backward's: create_graph implies retain_graph
+ * (PyTorch's default retain_graph=None). 0 or an error.
  */
 int tn_grad(struct tn_tensor *const *outputs, int noutputs, struct tn_tensor *const *grad_outputs,
-            struct tn_tensor *const *inputs, int ninputs, int retain_graph, bool create_graph,
+            struct tn_tensor *const *inputs, int ninputs, bool retain_graph, bool create_graph,
             bool allow_unused, struct tn_tensor **result);
 
 /* -------------------------------------------------------------- hooks */
