@@ -15,7 +15,7 @@ static _Thread_local enum tn_status tn_error_status;
 
 const char *tn_last_error(void) { return tn_error_buf; }
 
-enum tn_status tn_last_status(void) { return tn_error_status; }
+int tn_last_status(void) { return tn_error_status; }
 
 void tn_clear_error(void)
 {
@@ -23,7 +23,7 @@ void tn_clear_error(void)
     tn_error_status = TN_OK;
 }
 
-enum tn_status tn_set_verror(enum tn_status status, const char *fmt, va_list ap)
+int tn_set_verror(enum tn_status status, const char *fmt, va_list ap)
 {
     /* Format into a scratch buffer first: fmt's arguments may point into the
      * current message (as tn_error_prefix's do). */
@@ -34,7 +34,7 @@ enum tn_status tn_set_verror(enum tn_status status, const char *fmt, va_list ap)
     return status;
 }
 
-enum tn_status tn_set_error(enum tn_status status, const char *fmt, ...)
+int tn_set_error(enum tn_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -43,7 +43,7 @@ enum tn_status tn_set_error(enum tn_status status, const char *fmt, ...)
     return status;
 }
 
-enum tn_status tn_error_prefix(const char *fmt, ...)
+int tn_error_prefix(const char *fmt, ...)
 {
     char prefix[TN_ERROR_MAX];
     va_list ap;

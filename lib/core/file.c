@@ -603,7 +603,7 @@ FILE *tn_out_file(const struct tn_out *o) { return o->f; }
 
 const char *tn_out_name(const struct tn_out *o) { return o->is_stdout ? "<stdout>" : o->path; }
 
-enum tn_status tn_out_commit(struct tn_out *o, bool sync)
+int tn_out_commit(struct tn_out *o, bool sync)
 {
     int err = ferror(o->f) ? EIO : 0;
     if (fflush(o->f) != 0 && !err)
@@ -662,7 +662,7 @@ void tn_out_abort(struct tn_out *o)
     out_free(o);
 }
 
-enum tn_status tn_write_file(const char *path, const void *data, size_t len, bool sync)
+int tn_write_file(const char *path, const void *data, size_t len, bool sync)
 {
     struct tn_out *o = tn_out_open(path);
     if (!o)
@@ -675,7 +675,7 @@ enum tn_status tn_write_file(const char *path, const void *data, size_t len, boo
     return tn_out_commit(o, sync);
 }
 
-enum tn_status tn_stdout_flush(void)
+int tn_stdout_flush(void)
 {
     int err = 0;
     if (fflush(stdout) != 0)

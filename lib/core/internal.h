@@ -54,7 +54,7 @@ struct tn_device_backend {
  * these rather than linking libtensor, so a program linked statically with
  * libtensor and the backend see one and the same core. */
 struct tn_backend_host {
-    enum tn_status (*set_error)(enum tn_status status, const char *fmt, ...);
+    int (*set_error)(enum tn_status status, const char *fmt, ...);
     void (*register_allocator)(enum tn_device_type type, const struct tn_allocator *alloc);
 };
 

@@ -7,8 +7,10 @@
  * releases with tn_release() (tn_storage_release()); arguments are borrowed.
  * A function that differs says so above its declaration.
  *
- * Errors: a function that can fail returns NULL or a negative `enum tn_status`
- * and leaves a message for tn_last_error() that names the input and the
+ * Errors: a function that can fail returns NULL, or an `int` that is 0 (TN_OK),
+ * or a count where it says so, or a negative `enum tn_status` value (one
+ * return type for every fallible function; the enum names the codes), and
+ * leaves a message for tn_last_error() that names the input and the
  * reason, in PyTorch's words where PyTorch has words for it.  No function
  * prints or exits; broken invariants (bugs) abort with file and line.
  */
@@ -47,17 +49,17 @@ enum tn_status {
 const char *tn_last_error(void);
 
 /* The status of the last failure in this thread (TN_OK when none). */
-enum tn_status tn_last_status(void);
+int tn_last_status(void);
 
 /* Records a failure for tn_last_error() and returns `status`, so a function
  * can `return tn_set_error(TN_EINVAL, "...", ...);`. printf-style. */
-enum tn_status tn_set_error(enum tn_status status, const char *fmt, ...)
+int tn_set_error(enum tn_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-enum tn_status tn_set_verror(enum tn_status status, const char *fmt, va_list ap);
+int tn_set_verror(enum tn_status status, const char *fmt, va_list ap);
 
 /* Prefixes the current message with "prefix: " (for callers that add the
  * file or argument name to a lower layer's message). Returns the status. */
-enum tn_status tn_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int tn_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void tn_clear_error(void);
 
@@ -577,13 +579,13 @@ const char *tn_out_name(const struct tn_out *o);
 /* Flushes (and with `sync`, fsyncs a file before renaming it into place),
  * reporting any write that failed, even an earlier one: TN_EIO with the
  * reason.  Releases `o` either way. */
-enum tn_status tn_out_commit(struct tn_out *o, bool sync);
+int tn_out_commit(struct tn_out *o, bool sync);
 /* Gives up: a temporary is removed and the target left as it was (what was
  * written to a device or a pipe stays written). Releases `o`; NULL is a
  * no-op. */
 void tn_out_abort(struct tn_out *o);
 /* `len` bytes as the whole of `path`, through tn_out_open. */
-enum tn_status tn_write_file(const char *path, const void *data, size_t len, bool sync);
+int tn_write_file(const char *path, const void *data, size_t len, bool sync);
 /* Removes the temporaries that killed writers left beside `path` (through
  * its symlinks); returns how many, or a negative status. */
 int tn_out_clean(const char *path);
@@ -595,7 +597,7 @@ int tn_out_clean(const char *path);
 void tn_out_remove_on_signals(void);
 /* Flushes stdout; TN_EIO naming "<stdout>" when any write to it failed
  * (a full disk, a closed pipe): for a tool's exit status. */
-enum tn_status tn_stdout_flush(void);
+int tn_stdout_flush(void);
 
 /* ---------------------------------------------------------------- version */
 
