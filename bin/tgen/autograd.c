@@ -1068,10 +1068,8 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, "
                    "release_%s, %d, %d);\n    if (!n_)\n        goto fail_;\n", id, d->node,
                 id, id, ne, nr);
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR)
-            fprintf(f, "    if (tn__ad_set_edge(&n_->n, %d, %s) < 0)\n        goto fail_;\n",
-                    edge_of(fn, i), fn->args[i].name);
+    if (ne)
+        fprintf(f, "    if (tn__ad_set_edges(&n_->n, ins_, %d) < 0)\n        goto fail_;\n", ne);
     for (int i = 0; i < fn->nargs; i++) {
         unsigned bit = 1u << i;
         const char *nm = fn->args[i].name;
@@ -1175,10 +1173,9 @@ static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
                "        n_ = tn__node_new(sizeof *n_, \"%s\", apply_%s, NULL, %d, %d);\n"
                "        if (!n_)\n            goto fail_;\n", n_edges(fn), fn->node, id,
             n_edges(fn), nr);
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR)
-            fprintf(f, "        if (tn__ad_set_edge(n_, %d, %s) < 0)\n            goto fail_;\n",
-                    edge_of(fn, i), fn->args[i].name);
+    if (n_edges(fn))
+        fprintf(f, "        if (tn__ad_set_edges(n_, ins_, %d) < 0)\n            goto fail_;\n",
+                n_edges(fn));
     fprintf(f, "        for (int k_ = 0; k_ < %d; k_++)\n            if (float_like(r_[k_]) && "
                "!r_[k_]->requires_grad)\n                tn__ad_set_history(r_[k_], n_, "
                "(uint32_t)k_);\n        tn__node_release(n_);\n    }\n", nr);
@@ -1230,10 +1227,8 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
     }
     fprintf(f, "    struct tn_node *n_ = tn__node_new(sizeof *n_, \"%s\", apply_%s, NULL, %d, 1);\n"
                "    if (!n_)\n        goto fail_;\n", fn->node, id, ne);
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR)
-            fprintf(f, "    if (tn__ad_set_edge(n_, %d, %s) < 0)\n        goto fail_;\n",
-                    edge_of(fn, i), fn->args[i].name);
+    if (ne)
+        fprintf(f, "    if (tn__ad_set_edges(n_, ins_, %d) < 0)\n        goto fail_;\n", ne);
     fprintf(f, "    tn__ad_set_history(%s, n_, 0);\n    tn__node_release(n_);\n", r);
     if (fn->inplace)
         fputs("    return tn__ad_commit_inplace(self, c_);\nfail_:\n    if (n_)\n"

@@ -288,6 +288,14 @@ int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t)
     return n->next[i].fn ? TN_OK : tn_last_status();
 }
 
+int tn__ad_set_edges(struct tn_node *n, const struct tn_tensor *const *ts, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (tn__ad_set_edge(n, i, ts[i]) < 0)
+            return tn_last_status();
+    return TN_OK;
+}
+
 static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c);
 
 void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)
