@@ -10,6 +10,8 @@
 
 #define TN_ERROR_MAX 1024
 
+/* The last error, per thread as errno is (DESIGN.md, Threads): a failure
+ * in one thread never rewrites the message another is reading. */
 static _Thread_local char tn_error_buf[TN_ERROR_MAX];
 static _Thread_local enum tn_status tn_error_status;
 

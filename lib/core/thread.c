@@ -31,6 +31,9 @@ static struct {
     int helpers;     /* workers asked to join this job */
 } tn_job;
 
+/* Whether this thread runs a job's chunks (a worker, or the caller while
+ * it helps): a tn_parallel_for nested inside runs inline instead of
+ * waiting on the pool it is part of. */
 static _Thread_local bool tn_in_pool;
 
 static int tn_default_threads(void)
