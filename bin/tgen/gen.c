@@ -581,17 +581,24 @@ static void write_entry(FILE *f, const struct tg_func *fn, bool structured)
     char rb[80];
     for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
         fprintf(f, "    *%s = NULL;\n", ret_name(fn, i, rb, sizeof rb));
-    int nt = 0;
-    for (int i = 0; i < fn->nargs; i++) {
-        const struct tg_arg *a = &fn->args[i];
-        if (a->type != TG_TENSOR)
-            continue;
-        nt++;
-        if (!a->optional)
-            fprintf(f, "    if (!%s)\n        return %stn_dispatch_null_arg(\"%s\", \"%s\", %d)%s;\n",
-                    a->name, ret_int ? "" : "(void)", fn->name, a->name, i + 1,
-                    ret_int ? "" : ", NULL");
+    /* the tensors, checked against NULL by the op's argument table */
+    int nt = 0, nreq = 0;
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR) {
+            nt++;
+            nreq += !fn->args[i].optional;
+        }
+    if (nt) {
+        fputs("    const struct tn_tensor *ts_[] = {", f);
+        int k = 0;
+        for (int i = 0; i < fn->nargs; i++)
+            if (fn->args[i].type == TG_TENSOR)
+                fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
+        fputs("};\n", f);
     }
+    if (nreq)
+        fprintf(f, "    if (tn_dispatch_check_tensors(&op_%s, ts_, %d) < 0)\n        return %s;\n",
+                fn->ident, nt, ret_int ? "tn_last_status()" : "NULL");
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_OPT_TENSOR_LIST)
             fprintf(f, "    if (%s_len < 0 || (%s_len > 0 && !%s))\n        return %s"
@@ -599,12 +606,7 @@ static void write_entry(FILE *f, const struct tg_func *fn, bool structured)
                     fn->args[i].name, fn->args[i].name, ret_int ? "" : "(void)", fn->name,
                     fn->args[i].name, i + 1, ret_int ? "" : ", NULL");
     if (nt) {
-        fputs("    const struct tn_tensor *ts_[] = {", f);
-        int k = 0;
-        for (int i = 0; i < fn->nargs; i++)
-            if (fn->args[i].type == TG_TENSOR)
-                fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
-        fprintf(f, "};\n    return %s(tn_dispatch_keyset(ts_, %d)", fn->rdname, nt);
+        fprintf(f, "    return %s(tn_dispatch_keyset(ts_, %d)", fn->rdname, nt);
     } else {
         fprintf(f, "    return %s(", fn->rdname);
     }

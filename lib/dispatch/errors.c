@@ -23,6 +23,17 @@ int tn_dispatch_null_arg(const char *op, const char *arg, int position)
                         op, arg, position);
 }
 
+int tn_dispatch_null_tensors(const struct tn_op *op, const struct tn_tensor *const *ts, int n)
+{
+    for (int i = 0, k = 0; i < op->nargs && k < n; i++) {
+        if (op->args[i].tag != TN_IV_TENSOR)
+            continue;
+        if (!ts[k++] && !op->args[i].optional)
+            return tn_dispatch_null_arg(op->name, op->args[i].name, i + 1);
+    }
+    return TN_OK;
+}
+
 int tn_dispatch_bad_list(const char *op, const char *arg, int position)
 {
     return tn_set_error(TN_EINVAL, "%s(): argument '%s' (position %d) must be a list of "

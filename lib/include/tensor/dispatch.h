@@ -223,6 +223,19 @@ int tn_dispatch_finish_out(int rc, struct tn_tensor *out, struct tn_tensor *targ
 
 /* The error for a NULL required Tensor argument. Returns TN_EINVAL. */
 int tn_dispatch_null_arg(const char *op, const char *arg, int position);
+/* What a generated entry checks first: ts[0..n) are op's Tensor arguments in
+ * schema order; the first NULL one the schema does not mark optional gets
+ * tn_dispatch_null_arg's error. 0 or TN_EINVAL. tn_dispatch_null_tensors is
+ * its slow path, for a call with some NULL tensor. */
+int tn_dispatch_null_tensors(const struct tn_op *op, const struct tn_tensor *const *ts, int n);
+static inline int tn_dispatch_check_tensors(const struct tn_op *op,
+                                            const struct tn_tensor *const *ts, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (__builtin_expect(!ts[k], 0))
+            return tn_dispatch_null_tensors(op, ts, n);
+    return 0;
+}
 /* The error for a Tensor?[] argument with a negative length, or NULL with a
  * positive one. Returns TN_EINVAL. */
 int tn_dispatch_bad_list(const char *op, const char *arg, int position);
