@@ -1061,15 +1061,13 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     fprintf(f, "    struct node_%s *n_ = NULL;\n    if (rc_ < 0 || !tn__ad_needed(ins_, %d))\n"
                "        goto out_;\n", id, ne);
     if (!own_release(fn, uses))
-        fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, "
-                   "tn__release_saved_at, %d, %d);\n    if (!n_)\n        goto fail_;\n"
+        fprintf(f, "    n_ = (struct node_%s *)tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, "
+                   "tn__release_saved_at, ins_, %d, %d);\n    if (!n_)\n        goto fail_;\n"
                    "    n_->n.saved = saved_%s;\n", id, d->node, id, ne, nr, id);
     else
-        fprintf(f, "    n_ = (struct node_%s *)tn__node_new(sizeof *n_, \"%s\", apply_%s, "
-                   "release_%s, %d, %d);\n    if (!n_)\n        goto fail_;\n", id, d->node,
-                id, id, ne, nr);
-    if (ne)
-        fprintf(f, "    if (tn__ad_set_edges(&n_->n, ins_, %d) < 0)\n        goto fail_;\n", ne);
+        fprintf(f, "    n_ = (struct node_%s *)tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, "
+                   "release_%s, ins_, %d, %d);\n    if (!n_)\n        goto fail_;\n", id,
+                d->node, id, id, ne, nr);
     for (int i = 0; i < fn->nargs; i++) {
         unsigned bit = 1u << i;
         const char *nm = fn->args[i].name;
@@ -1170,12 +1168,9 @@ static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
         fprintf(f, ", &r_[%d]", k);
     fprintf(f, ");\n    tn__ad_below_end(prev_);\n    if (rc_ < 0)\n        return rc_;\n"
                "    struct tn_node *n_ = NULL;\n    if (tn__ad_needed(ins_, %d)) {\n"
-               "        n_ = tn__node_new(sizeof *n_, \"%s\", apply_%s, NULL, %d, %d);\n"
+               "        n_ = tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, NULL, ins_, %d, %d);\n"
                "        if (!n_)\n            goto fail_;\n", n_edges(fn), fn->node, id,
             n_edges(fn), nr);
-    if (n_edges(fn))
-        fprintf(f, "        if (tn__ad_set_edges(n_, ins_, %d) < 0)\n            goto fail_;\n",
-                n_edges(fn));
     fprintf(f, "        for (int k_ = 0; k_ < %d; k_++)\n            if (float_like(r_[k_]) && "
                "!r_[k_]->requires_grad)\n                tn__ad_set_history(r_[k_], n_, "
                "(uint32_t)k_);\n        tn__node_release(n_);\n    }\n", nr);
@@ -1225,10 +1220,8 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
         fputs(");\n    tn__ad_below_end(prev_);\n    if (!r_ || !need_ || !float_like(r_) || "
               "r_->requires_grad)\n        return r_;\n", f);
     }
-    fprintf(f, "    struct tn_node *n_ = tn__node_new(sizeof *n_, \"%s\", apply_%s, NULL, %d, 1);\n"
-               "    if (!n_)\n        goto fail_;\n", fn->node, id, ne);
-    if (ne)
-        fprintf(f, "    if (tn__ad_set_edges(n_, ins_, %d) < 0)\n        goto fail_;\n", ne);
+    fprintf(f, "    struct tn_node *n_ = tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, NULL, ins_, "
+               "%d, 1);\n    if (!n_)\n        goto fail_;\n", fn->node, id, ne);
     fprintf(f, "    tn__ad_set_history(%s, n_, 0);\n    tn__node_release(n_);\n", r);
     if (fn->inplace)
         fputs("    return tn__ad_commit_inplace(self, c_);\nfail_:\n    if (n_)\n"

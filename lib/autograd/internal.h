@@ -84,9 +84,12 @@ bool tn__ad_needed(const struct tn_tensor *const *ts, int n);
  * AccumulateGrad for a leaf that requires grad; nowhere otherwise). 0 or
  * TN_ENOMEM. */
 int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t);
-/* Edges 0..k-1 of n from ts[0..k) (the generated kernels' tensor inputs, in
- * schema order; NULL ones lead nowhere). 0 or TN_ENOMEM. */
-int tn__ad_set_edges(struct tn_node *n, const struct tn_tensor *const *ts, int k);
+/* tn__node_new with edges 0..nnext-1 from ins[0..nnext) (a generated
+ * kernel's tensor inputs in schema order; NULL ones lead nowhere): the node,
+ * or NULL with the error (the partial node released). */
+struct tn_node *tn__ad_node_new(size_t size, const char *name, tn_node_apply_fn apply,
+                                void (*release_saved)(struct tn_node *),
+                                const struct tn_tensor *const *ins, int nnext, int nout);
 /* True when edge i leads somewhere (its gradient is wanted). */
 static inline bool tn__ad_edge(const struct tn_node *n, int i)
 {

@@ -288,12 +288,17 @@ int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t)
     return n->next[i].fn ? TN_OK : tn_last_status();
 }
 
-int tn__ad_set_edges(struct tn_node *n, const struct tn_tensor *const *ts, int k)
+struct tn_node *tn__ad_node_new(size_t size, const char *name, tn_node_apply_fn apply,
+                                void (*release_saved)(struct tn_node *),
+                                const struct tn_tensor *const *ins, int nnext, int nout)
 {
-    for (int i = 0; i < k; i++)
-        if (tn__ad_set_edge(n, i, ts[i]) < 0)
-            return tn_last_status();
-    return TN_OK;
+    struct tn_node *n = tn__node_new(size, name, apply, release_saved, nnext, nout);
+    for (int i = 0; n && i < nnext; i++)
+        if (tn__ad_set_edge(n, i, ins[i]) < 0) {
+            tn__node_release(n);
+            return NULL;
+        }
+    return n;
 }
 
 static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c);
