@@ -887,8 +887,8 @@ static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct 
         fputs("0};\n\n", f);
         return;
     }
-    fprintf(f, "static void release_%s(struct tn_node *n0)\n{\n    struct node_%s *n_ = "
-               "(struct node_%s *)n0;\n    (void)n_;\n", id, id, id);
+    fprintf(f, "static void release_%s(struct tn_node *n0)\n{\n    struct node_%s *n_ TN_UNUSED = "
+               "(struct node_%s *)n0;\n", id, id, id);
     for (int i = 0; i < fn->nargs; i++) {
         const struct tg_arg *a = &fn->args[i];
         if (!(uses & (1u << i)))
@@ -980,9 +980,9 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
 
     /* apply */
     fprintf(f, "static int apply_%s(struct tn_node *n0, struct tn_tensor *const *grads, "
-               "struct tn_tensor **out)\n{\n    struct node_%s *n_ = (struct node_%s *)n0;\n"
-               "    const struct tn_tensor *grad = grads[%d];\n    int rc_ = 0;\n    (void)n_;\n"
-               "    (void)grad;\n", id, id, id, g0);
+               "struct tn_tensor **out)\n{\n    struct node_%s *n_ TN_UNUSED = (struct node_%s *)n0;\n"
+               "    const struct tn_tensor *grad TN_UNUSED = grads[%d];\n    int rc_ = 0;\n",
+            id, id, id, g0);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
             fprintf(f, "    struct tn_tensor *v_%s = NULL;\n", fn->args[i].name);
@@ -1261,7 +1261,9 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
         fprintf(f, "#include \"%s\"\n", private);
     else
         fprintf(f, "#define TN_OPS_NATIVE\n#include <%s>\n", header);
-    fputs("\n#include \"autograd/internal.h\"\n\n", f);
+    fputs("\n#include \"autograd/internal.h\"\n\n"
+          "/* a node's pointer and grad, which some formulas do not read */\n"
+          "#define TN_UNUSED __attribute__((unused))\n\n", f);
     fputs("/* PyTorch's words for backward through an op without a derivative. */\n"
           "static __attribute__((unused)) int not_implemented(const char *op)\n{\n    return tn_set_error(TN_ERUNTIME, "
           "\"the derivative for '%s' is not implemented.\", op);\n}\n\n"
