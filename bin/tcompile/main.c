@@ -44,6 +44,9 @@ static const char usage_text[] =
     "                           inputs given, else those tensor_values declares);\n"
     "                           with -o DIR also write kernel.c, kernel.so and\n"
     "                           manifest.json into DIR\n"
+    "  grad GRAPH -o DIR        AOT autograd: write DIR/forward.json (the outputs,\n"
+    "                           then the activations saved for the backward) and\n"
+    "                           DIR/backward.json (GRADIENT_TO_PARAMETER outputs)\n"
     "  cache ls                 the compile cache's entries: key, bytes, time,\n"
     "                           valid or why not\n"
     "  cache stats              its folder, entries and bytes\n"
@@ -165,8 +168,8 @@ static void check_options(const char *cmd)
 {
     bool check = !strcmp(cmd, "check"), show = !strcmp(cmd, "show"), run = !strcmp(cmd, "run");
     bool comp = !strcmp(cmd, "compile"), cache = !strcmp(cmd, "cache");
-    bool build = !strcmp(cmd, "build");
-    if (!check && !show && !run && !comp && !cache && !build)
+    bool build = !strcmp(cmd, "build"), grad = !strcmp(cmd, "grad");
+    if (!check && !show && !run && !comp && !cache && !build && !grad)
         tc_usage_error("unknown command '%s'", cmd);
     const struct {
         bool given, applies;
@@ -177,7 +180,7 @@ static void check_options(const char *cmd)
         {tc.missing, check, "--missing"},
         {tc.weights != NULL, run || comp || build, "--weights"},
         {tc.ninputs > 0, run || comp || build, "--input"},
-        {tc.output != NULL, run || comp || build, "--output"},
+        {tc.output != NULL, run || comp || build || grad, "--output"},
         {tc.grads != NULL, run, "--grads"},
         {tc.time, run || comp || build, "--time"},
         {tc.repeat > 1, run, "--repeat"},
@@ -289,5 +292,7 @@ int main(int argc, char **argv)
         return tc_build(graph);
     if (!strcmp(cmd, "cache"))
         return tc_cache(graph);
+    if (!strcmp(cmd, "grad"))
+        return tc_grad(graph);
     tc_usage_error("unknown command '%s'", cmd);
 }

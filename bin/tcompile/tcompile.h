@@ -56,6 +56,7 @@ int tc_build(const char *path);   /* run.c: tcompile build */
 /* run.c: tcompile run of a library tcompile build made (package.c) */
 int tc_run_package(const char *path);
 bool tc_is_package(const char *path);
-int tc_cache(const char *action);  /* cache.c: ls, stats or clear */
+int tc_cache(const char *action);
+int tc_grad(const char *path);    /* grad.c: tcompile grad */  /* cache.c: ls, stats or clear */
 
 #endif

@@ -11,6 +11,7 @@ libtensor_la_SOURCES += \
 	lib/compile/codegen.c \
 	lib/compile/exec.c \
 	lib/compile/explain.c \
+	lib/compile/joint.c \
 	lib/compile/compile.c \
 	lib/compile/sha256.c \
 	lib/compile/spawn.c \

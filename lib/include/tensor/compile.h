@@ -75,6 +75,15 @@ int tn_compile_build(struct tn_compiled *c, const struct tn_value *weights,
  * where the generated C is. A new string (free), or NULL when none. */
 char *tn_compile_explain(const struct tn_compiled *c);
 
+/* AOT autograd of a checked graph g with a loss (its loss output, else the
+ * sum of its user outputs' elements): *fwd receives the forward graph as
+ * JSON text (g's outputs, then the activations the backward reads), *bwd
+ * the backward (inputs: the parameters and user inputs it reads, then those
+ * activations by name; outputs: GRADIENT_TO_PARAMETER, one per parameter
+ * the loss reaches). Both new strings (free). Returns 0, or an error naming
+ * a node whose op has no graph derivative yet, or a graph without a loss. */
+int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd);
+
 void tn_compile_get_stats(const struct tn_compiled *c, struct tn_compile_stats *s);
 
 /* --------------------------------------------- packages (tcompile build) */

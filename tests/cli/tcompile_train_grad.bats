@@ -1,0 +1,61 @@
+#!/usr/bin/env bats
+# tcompile grad (issue 17): AOT autograd of a fixture graph into a forward
+# and a backward graph; running the forward, then the backward on what it
+# saved, gives PyTorch's gradients (tests/fixtures/graph_models.py's files).
+
+load helper
+
+setup() {
+    D="$TN_SRCDIR/tests/fixtures/graph/torch2"
+    O="$BATS_TEST_TMPDIR/mlp"
+}
+
+# grads_match PREFIX [OPTION...]: grad, forward, backward, compared.
+grads_match() {
+    local p=$1
+    shift
+    run tcompile grad "$p.json" -o "$O"
+    assert_success
+    run tcompile run "$@" "$O/forward.json" -w "$p.pt" -i "${p}_inputs.pt" -o "$O/fw.npz"
+    assert_success
+    run tcompile run "$@" "$O/backward.json" -w "$p.pt" -i "${p}_inputs.pt" -i "$O/fw.npz" \
+        -o "$O/grads.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$O/grads.pt" "${p}_grads.pt"
+    assert_success
+    assert_output --partial "6 tensors match"
+}
+
+@test "grad: MLP gradients equal PyTorch's, compiled and interpreted" {
+    grads_match "$D/mlp" --strict
+    grads_match "$D/mlp" --interpret
+}
+
+@test "grad: the graphs show and check, with GRADIENT_TO_PARAMETER outputs" {
+    run tcompile grad "$D/mlp.json" -o "$O"
+    assert_success
+    run tcompile check "$O/forward.json" "$O/backward.json"
+    assert_success
+    run tcompile show "$O/backward.json"
+    assert_success
+    assert_line --partial "= parameter out.weight"
+    assert_line --regexp '^return \(%fc1\.weight, %fc1\.bias, '
+    run tcompile show --json "$O/backward.json"
+    assert_output --partial '"gradient_to_parameter"'
+    # the forward returns its output, then the activations saved
+    run tcompile show "$O/forward.json"
+    assert_line "return (%log_softmax, %relu, %tanh)"
+}
+
+@test "grad: an op without a graph derivative is named, exit 2, nothing written" {
+    run tcompile grad "$D/index.json" -o "$O"
+    assert_failure 2
+    assert_output --partial "index.json: node 'index_put': no graph derivative"
+    assert [ ! -e "$O/forward.json" ]
+}
+
+@test "grad: -o is required" {
+    run tcompile grad "$D/mlp.json"
+    assert_failure 2
+    assert_output --partial "grad: needs -o DIR"
+}
