@@ -355,6 +355,61 @@ static void d_binary(struct jb *b, const struct tn_graph_node *n, const char *gy
     }
 }
 
+static const char *to_dtype(struct jb *b, const char *x, enum tn_dtype dt)
+{
+    return emit1(b, "torch.ops.aten._to_copy.default",
+                 args(2, named("self", tensor_arg(x), 1),
+                      named("dtype", one("as_scalar_type", json_integer(tn_graph_scalar_type(dt))),
+                            2)));
+}
+
+/* cross_entropy_loss(x[N, C], target[N]) without class weights or label
+ * smoothing: gx = (softmax(x, 1) - one_hot(target)) * valid * gy / count
+ * (one_hot as target == arange(C)), valid the rows whose target is not
+ * ignore_index (those take class 0 and are zeroed), count their number for the mean, 1 for sum. */
+static int d_cross_entropy(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    int x = tensor_of(n, "self"), tg = tensor_of(n, "target");
+    const struct tn_graph_value *xv = &b->g->values[x];
+    int64_t red = int_of(n, "reduction", 1), ign = int_of(n, "ignore_index", -100);
+    const struct tn_graph_arg *ls = arg_of(n, "label_smoothing");
+    if (tensor_of(n, "weight") >= 0 || (ls && ls->kind == TN_GARG_FLOAT && ls->items[0].f != 0) ||
+        xv->ndim != 2 || red == 0)
+        return tn_set_error(TN_EINVAL,
+                            "%s: node '%s': the graph derivative of cross_entropy_loss takes "
+                            "logits [N, C] with a mean or sum, no class weights, no label "
+                            "smoothing",
+                            b->g->label, n->name);
+    if (!wants(b, x))
+        return 0;
+    const char *t = fv(b, tg);
+    const char *valid = emit1(b, "torch.ops.aten.ne.Scalar",
+                              args(2, named("self", tensor_arg(t), 1),
+                                   named("other", one("as_int", json_integer(ign)), 1)));
+    const char *tc = bin(b, "mul", t, valid);
+    int64_t col[2] = {xv->sizes[0], 1};
+    const char *classes = emit1(b, "torch.ops.aten.arange.default",
+                                args(1, named("end", one("as_int", json_integer(xv->sizes[1])), 1)));
+    const char *oh = bin(b, "eq", emit1(b, "torch.ops.aten.view.default",
+                                        args(2, named("self", tensor_arg(tc), 1),
+                                             named("size", ints_arg(col, 2), 1))),
+                         classes);
+    const char *p = emit1(b, "torch.ops.aten.softmax.int",
+                          args(2, named("self", tensor_arg(fv(b, x)), 1),
+                               named("dim", one("as_int", json_integer(1)), 1)));
+    const char *vf = to_dtype(b, valid, xv->dtype);
+    const char *d = bin(b, "mul", bin(b, "sub", p, to_dtype(b, oh, xv->dtype)),
+                        emit1(b, "torch.ops.aten.view.default",
+                              args(2, named("self", tensor_arg(vf), 1),
+                                   named("size", ints_arg(col, 2), 1))));
+    const char *scale = gy;
+    if (red == 1)
+        scale = bin(b, "div", gy, emit1(b, "torch.ops.aten.sum.default",
+                                        args(1, named("self", tensor_arg(vf), 1))));
+    accumulate(b, x, bin(b, "mul", d, scale));
+    return 0;
+}
+
 /* Emits node n's derivative. Returns 0, or TN_EINVAL naming it. */
 static int derive(struct jb *b, const struct tn_graph_node *n)
 {
@@ -377,6 +432,8 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
     else if (!strcmp(t, "torch.ops.aten.softmax.int") ||
              !strcmp(t, "torch.ops.aten._softmax.default"))
         d_softmax(b, n, gy, false);
+    else if (!strcmp(t, "torch.ops.aten.cross_entropy_loss.default"))
+        return d_cross_entropy(b, n, gy);
     else if (!strcmp(t, "torch.ops.aten.add.Tensor"))
         d_binary(b, n, gy, false);
     else if (!strcmp(t, "torch.ops.aten.mul.Tensor"))

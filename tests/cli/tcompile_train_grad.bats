@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # tcompile grad (issue 17): AOT autograd of a fixture graph into a forward
 # and a backward graph; running the forward, then the backward on what it
-# saved, gives PyTorch's gradients (tests/fixtures/graph_models.py's files).
+# saved, gives PyTorch's gradients (tests/fixtures/graph_models.py's and
+# graph_train.py's files).
 
 load helper
 
@@ -10,10 +11,11 @@ setup() {
     O="$BATS_TEST_TMPDIR/mlp"
 }
 
-# grads_match PREFIX [OPTION...]: grad, forward, backward, compared.
+# grads_match PREFIX N [OPTION...]: grad, forward, backward; the N
+# gradients compared with PyTorch's.
 grads_match() {
-    local p=$1
-    shift
+    local p=$1 n=$2
+    shift 2
     run tcompile grad "$p.json" -o "$O"
     assert_success
     run tcompile run "$@" "$O/forward.json" -w "$p.pt" -i "${p}_inputs.pt" -o "$O/fw.npz"
@@ -23,12 +25,16 @@ grads_match() {
     assert_success
     run tckpt diff --atol 1e-5 --rtol 1e-4 "$O/grads.pt" "${p}_grads.pt"
     assert_success
-    assert_output --partial "6 tensors match"
+    assert_output --partial "$n tensors match"
 }
 
 @test "grad: MLP gradients equal PyTorch's, compiled and interpreted" {
-    grads_match "$D/mlp" --strict
-    grads_match "$D/mlp" --interpret
+    grads_match "$D/mlp" 6 --strict
+    grads_match "$D/mlp" 6 --interpret
+}
+
+@test "grad: an MLP with cross_entropy as its loss (tests/fixtures/graph_train.py)" {
+    grads_match "$TN_SRCDIR/tests/fixtures/train/mlp_ce" 4 --strict
 }
 
 @test "grad: the graphs show and check, with GRADIENT_TO_PARAMETER outputs" {
