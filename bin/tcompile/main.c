@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,8 @@ static const char usage_text[] =
     "  grad GRAPH -o DIR        AOT autograd: write DIR/forward.json (the outputs,\n"
     "                           then the activations saved for the backward) and\n"
     "                           DIR/backward.json (GRADIENT_TO_PARAMETER outputs)\n"
+    "  train GRAPH              train the model and loss of GRAPH from -w weights\n"
+    "                           on --data with --optimizer: a JSON line per epoch\n"
     "  cache ls                 the compile cache's entries: key, bytes, time,\n"
     "                           valid or why not\n"
     "  cache stats              its folder, entries and bytes\n"
@@ -89,6 +92,22 @@ static const char usage_text[] =
     "      --cache-dir=DIR      run, compile, cache: the compile cache's folder\n"
     "                           (default $TN_COMPILE_CACHE, else\n"
     "                           $XDG_CACHE_HOME/tensorkit, else ~/.cache/tensorkit)\n"
+    "      --data=FILE.npz      train: the examples, one array per user input of\n"
+    "                           the graph (by name), rows first\n"
+    "      --optimizer=NAME     train: sgd, adam or adamw (PyTorch's defaults)\n"
+    "      --lr=LR              train: the learning rate\n"
+    "      --batch-size=N       train: must be the batch the graph was exported for\n"
+    "                           (the default); the last partial batch is dropped\n"
+    "      --epochs=E           train: passes over the data\n"
+    "      --steps=S            train: optimizer steps in all (instead of --epochs)\n"
+    "      --seed=S             train: the shuffle's seed (0), as PyTorch's\n"
+    "                           torch.Generator().manual_seed(S) with randperm\n"
+    "      --save=CKPT          train: write the weights, the optimizer state and\n"
+    "                           the step to CKPT (atomically) at the end\n"
+    "      --save-every=N       train: also every N steps\n"
+    "      --resume=CKPT        train: continue from a checkpoint --save wrote\n"
+    "      --log-loss           train: one loss a line per step, instead of the\n"
+    "                           JSON line per epoch\n"
     "  -h, --help               print this help and exit\n"
     "  -V, --version            print the version and exit\n"
     "\n"
@@ -99,7 +118,8 @@ static const char usage_text[] =
 enum {
     OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
     OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
-    OPT_WEIGHTS_FILE
+    OPT_WEIGHTS_FILE, OPT_DATA, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
+    OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS
 };
 
 static const struct option long_opts[] = {
@@ -120,6 +140,17 @@ static const struct option long_opts[] = {
     {"header", required_argument, NULL, OPT_HEADER},
     {"name", required_argument, NULL, OPT_NAME},
     {"weights-file", no_argument, NULL, OPT_WEIGHTS_FILE},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"save", required_argument, NULL, OPT_SAVE},
+    {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"log-loss", no_argument, NULL, OPT_LOG_LOSS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -169,7 +200,8 @@ static void check_options(const char *cmd)
     bool check = !strcmp(cmd, "check"), show = !strcmp(cmd, "show"), run = !strcmp(cmd, "run");
     bool comp = !strcmp(cmd, "compile"), cache = !strcmp(cmd, "cache");
     bool build = !strcmp(cmd, "build"), grad = !strcmp(cmd, "grad");
-    if (!check && !show && !run && !comp && !cache && !build && !grad)
+    bool train = !strcmp(cmd, "train");
+    if (!check && !show && !run && !comp && !cache && !build && !grad && !train)
         tc_usage_error("unknown command '%s'", cmd);
     const struct {
         bool given, applies;
@@ -178,7 +210,7 @@ static void check_options(const char *cmd)
         {tc.json, check || show || cache, "--json"},
         {tc.dot, show, "--dot"},
         {tc.missing, check, "--missing"},
-        {tc.weights != NULL, run || comp || build, "--weights"},
+        {tc.weights != NULL, run || comp || build || train, "--weights"},
         {tc.ninputs > 0, run || comp || build, "--input"},
         {tc.output != NULL, run || comp || build || grad, "--output"},
         {tc.grads != NULL, run, "--grads"},
@@ -188,10 +220,21 @@ static void check_options(const char *cmd)
         {tc.explain, run || comp || build, "--explain"},
         {tc.strict, run || comp, "--strict"},
         {tc.recompile_limit > 0, run, "--recompile-limit"},
-        {tc.cache_dir != NULL, run || comp || cache || build, "--cache-dir"},
+        {tc.cache_dir != NULL, run || comp || cache || build || train, "--cache-dir"},
         {tc.header != NULL, build, "--header"},
         {tc.name != NULL, build, "--name"},
         {tc.weights_file, build, "--weights-file"},
+        {tc.data != NULL, train, "--data"},
+        {tc.optimizer != NULL, train, "--optimizer"},
+        {tc.lr > 0, train, "--lr"},
+        {tc.batch_size > 0, train, "--batch-size"},
+        {tc.epochs > 0, train, "--epochs"},
+        {tc.steps > 0, train, "--steps"},
+        {tc.seed > 0, train, "--seed"},
+        {tc.save != NULL, train, "--save"},
+        {tc.save_every > 0, train, "--save-every"},
+        {tc.resume != NULL, train, "--resume"},
+        {tc.log_loss, train, "--log-loss"},
     };
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (o[i].given && !o[i].applies) {
@@ -206,6 +249,18 @@ static void check_options(const char *cmd)
 }
 
 /* ------------------------------------------------------------ main */
+
+/* A whole number from min up (train's counts), else a usage error. */
+static long long count_arg(const char *opt, const char *arg, long long min)
+{
+    char *end, msg[160];
+    long long n = strtoll(arg, &end, 10);
+    if (*end || end == arg || n < min) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number from %lld up", opt, arg, min);
+        tc_usage_error("%s", msg);
+    }
+    return n;
+}
 
 int main(int argc, char **argv)
 {
@@ -236,6 +291,23 @@ int main(int argc, char **argv)
         case OPT_HEADER: tc.header = optarg; break;
         case OPT_NAME: tc.name = optarg; break;
         case OPT_WEIGHTS_FILE: tc.weights_file = true; break;
+        case OPT_DATA: tc.data = optarg; break;
+        case OPT_OPTIMIZER: tc.optimizer = optarg; break;
+        case OPT_SAVE: tc.save = optarg; break;
+        case OPT_RESUME: tc.resume = optarg; break;
+        case OPT_LOG_LOSS: tc.log_loss = true; break;
+        case OPT_LR: {
+            char *end;
+            tc.lr = strtod(optarg, &end);
+            if (*end || !(tc.lr > 0) || !isfinite(tc.lr))
+                tc_usage_error("--lr: '%s' is not a positive number", optarg);
+            break;
+        }
+        case OPT_BATCH_SIZE: tc.batch_size = count_arg("--batch-size", optarg, 1); break;
+        case OPT_EPOCHS: tc.epochs = count_arg("--epochs", optarg, 1); break;
+        case OPT_STEPS: tc.steps = count_arg("--steps", optarg, 1); break;
+        case OPT_SAVE_EVERY: tc.save_every = count_arg("--save-every", optarg, 1); break;
+        case OPT_SEED: tc.seed = count_arg("--seed", optarg, 0); break;
         case OPT_RECOMPILE_LIMIT: {
             char *end;
             long n = strtol(optarg, &end, 10);
@@ -294,5 +366,7 @@ int main(int argc, char **argv)
         return tc_cache(graph);
     if (!strcmp(cmd, "grad"))
         return tc_grad(graph);
+    if (!strcmp(cmd, "train"))
+        return tc_train(graph);
     tc_usage_error("unknown command '%s'", cmd);
 }

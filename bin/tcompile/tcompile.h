@@ -20,6 +20,11 @@ struct tc_opts {
     const char *weights, *output, *grads, *cache_dir, *header, *name;
     const char *inputs[TC_MAX_INPUTS];
     int ninputs;
+    /* train */
+    const char *data, *optimizer, *save, *resume;
+    double lr;
+    long long batch_size, epochs, steps, save_every, seed;
+    bool log_loss;
 };
 extern struct tc_opts tc;
 
@@ -57,6 +62,7 @@ int tc_build(const char *path);   /* run.c: tcompile build */
 int tc_run_package(const char *path);
 bool tc_is_package(const char *path);
 int tc_cache(const char *action);
-int tc_grad(const char *path);    /* grad.c: tcompile grad */  /* cache.c: ls, stats or clear */
+int tc_grad(const char *path);    /* grad.c: tcompile grad */
+int tc_train(const char *path);   /* train.c: tcompile train */  /* cache.c: ls, stats or clear */
 
 #endif

@@ -1,0 +1,127 @@
+#!/usr/bin/env bats
+# tcompile train (issue 17): the MLP with its cross-entropy loss of
+# tests/fixtures/graph_train.py, trained through the compiled forward and
+# backward graphs of tcompile grad: the losses of 200 steps equal
+# PyTorch's step by step (tests/fixtures/train_torch.py, same weights, data
+# and shuffles) with SGD, Adam and AdamW; a run stopped at step 100 and
+# resumed ends with the weights of an unbroken one, bit for bit; bad
+# input is refused with one line and exit 2.
+
+load helper
+
+setup() {
+    F="$TN_SRCDIR/tests/fixtures/train"
+    G="$TN_SRCDIR/tests/fixtures/graph/torch2"
+    W="$BATS_TEST_TMPDIR"
+}
+
+train() {
+    tcompile train "$F/mlp_ce.json" -w "$F/mlp_ce.pt" --data "$F/data.npz" "$@"
+}
+
+# same_curve OPTIMIZER LR: 200 steps, ours and PyTorch's
+same_curve() {
+    require_torch2
+    run train --optimizer "$1" --lr "$2" --steps 200 --log-loss
+    assert_success
+    echo "$output" > "$W/ours"
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" "$F" "$1" "$2" 200
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" 200
+}
+
+@test "train: 200 SGD steps give PyTorch's losses" {
+    same_curve sgd 0.1
+}
+
+@test "train: 200 AdamW steps give PyTorch's losses" {
+    same_curve adamw 0.01
+}
+
+@test "train: 200 Adam steps give PyTorch's losses" {
+    same_curve adam 0.01
+}
+
+@test "train: one JSON line per epoch, the loss falling" {
+    run train --optimizer adamw --lr 0.01 --epochs 3
+    assert_success
+    assert_line --index 0 --regexp '^\{"epoch": 1, "step": 8, "loss": [0-9.]+, "examples_per_s": [0-9.]+\}$'
+    assert_line --index 2 --regexp '^\{"epoch": 3, "step": 24, '
+    first=$(sed -n '1s/.*"loss": \([0-9.]*\).*/\1/p' <<< "$output")
+    last=$(sed -n '3s/.*"loss": \([0-9.]*\).*/\1/p' <<< "$output")
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
+}
+
+@test "train: stopped at step 100 and resumed, step 200 equals an unbroken run bit for bit" {
+    run train --optimizer adamw --lr 0.01 --seed 7 --steps 200 --save "$W/full.pt"
+    assert_success
+    run train --optimizer adamw --lr 0.01 --seed 7 --steps 100 --save-every 50 --save "$W/half.pt"
+    assert_success
+    run train --optimizer adamw --lr 0.01 --seed 7 --steps 200 --resume "$W/half.pt" \
+        --save "$W/resumed.pt"
+    assert_success
+    assert_line --index 0 --regexp '^\{"epoch": 13, "step": 104, '
+    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
+    assert_success
+    assert_output --partial "16 tensors match"
+}
+
+@test "train: the checkpoint loads in PyTorch (model and optimizer state_dicts)" {
+    require_torch2
+    run train --optimizer adam --lr 0.01 --steps 10 --save "$W/ck.pt"
+    assert_success
+    run "$TORCH2" -c "
+import sys, torch
+sys.path.insert(0, '$TN_SRCDIR/tests/fixtures')
+from graph_train import MLPLoss
+ck = torch.load('$W/ck.pt')
+m = MLPLoss(); m.load_state_dict(ck['model'])
+o = torch.optim.Adam(m.parameters(), lr=0.01); o.load_state_dict(ck['optimizer'])
+print(ck['step'], int(o.state_dict()['state'][0]['step']))"
+    assert_success
+    assert_output "10 10"
+}
+
+@test "train: a graph without a loss is refused" {
+    run tcompile train "$G/mlp.json" -w "$G/mlp.pt" --data "$F/data.npz" --optimizer sgd --lr 0.1 --steps 2
+    assert_failure 2
+    assert_output --partial "mlp.json: no loss to train"
+}
+
+@test "train: data whose shapes do not fit the graph's inputs" {
+    require_torch1
+    /usr/bin/python3 -c "import numpy as np; np.savez('$W/bad.npz', x=np.zeros((10, 5), 'float32'), y=np.zeros(10, 'int64'))"
+    run train --data "$W/bad.npz" --optimizer sgd --lr 0.1 --steps 2
+    assert_failure 2
+    assert_output --partial "bad.npz: 'x' is float32[10, 5], but the graph takes float32[8, 6]"
+}
+
+@test "train: weights or a checkpoint of another model" {
+    run tcompile train "$F/mlp_ce.json" -w "$G/mlp.pt" --data "$F/data.npz" --optimizer sgd --lr 0.1 --steps 2
+    assert_failure 2
+    assert_output --partial "mlp.pt: 'fc2.weight' does not have the graph's dtype and shape"
+    run train --optimizer sgd --lr 0.1 --steps 2 --resume "$F/mlp_ce.pt"
+    assert_failure 2
+    assert_output --partial "mlp_ce.pt: not a checkpoint of tcompile train"
+    require_torch1
+    /usr/bin/python3 -c "import torch; torch.save({'model': {'a.weight': torch.zeros(2)}, 'optimizer': {}, 'step': 3}, '$W/other.pt')"
+    run train --optimizer sgd --lr 0.1 --steps 2 --resume "$W/other.pt"
+    assert_failure 2
+    assert_output --partial "other.pt: has no 'fc1.weight': the weights (or checkpoint) of another model"
+}
+
+@test "train: usage errors" {
+    run train --optimizer rmsprop --lr 0.1 --steps 2
+    assert_failure 2
+    assert_output --partial "--optimizer: 'rmsprop' is not sgd, adam or adamw"
+    run train --optimizer sgd --steps 2
+    assert_failure 2
+    assert_output --partial "train: needs --data, --optimizer, --lr"
+    run train --optimizer sgd --lr 0.1 --steps 2 --batch-size 4
+    assert_failure 2
+    assert_output --partial "--batch-size: the graph was exported for batches of 8, not 4"
+    run tcompile run --data x "$F/mlp_ce.json"
+    assert_failure 2
+    assert_output --partial "--data does not apply to 'run'"
+}
