@@ -700,9 +700,14 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
         json_array_append_new(fospecs, spec("user_output", g->values[v].name, NULL, NULL));
     }
     json_object_set_new(fgraph, "is_single_tensor_return", json_false());
-    for (int k = 0; k < g->nnodes; k++)
-        if (recompute[k])
-            json_array_append_new(nodes, node_json(fnodes, &g->nodes[k]));
+    for (int k = 0; k < g->nnodes; k++) {
+        if (!recompute[k])
+            continue;
+        json_array_append_new(nodes, node_json(fnodes, &g->nodes[k]));
+        /* declared, for the ops without a Meta kernel (relu's) */
+        const char *o = g->values[g->nodes[k].outs[0]].name;
+        json_object_set(tv, o, json_object_get(ftv, o));
+    }
     json_array_extend(nodes, b.nodes);
     for (int i = 0; i < g->ninputs; i++) {
         int v = g->inputs[i].value;

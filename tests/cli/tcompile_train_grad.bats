@@ -65,3 +65,12 @@ grads_match() {
     assert_failure 2
     assert_output --partial "grad: needs -o DIR"
 }
+
+@test "grad: the partition rule recomputes relu(tanh(.)) in the backward instead of saving it" {
+    p="$TN_SRCDIR/tests/fixtures/train/tanh_relu"
+    grads_match "$p" 4 --strict
+    run tcompile show "$O/forward.json"
+    assert_line "return (%cross_entropy_loss, %tanh, %linear_1)"
+    run tcompile show "$O/backward.json"
+    assert_line "%relu: float32[8, 16] = aten::relu(self=%tanh)"
+}
