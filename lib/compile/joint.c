@@ -34,6 +34,7 @@ struct jb {
     bool *read;          /* per forward value: the backward reads it */
     int counter;
     int rc;
+    json_t *ftv, *tv;    /* the forward's tensor_values; the backward's */
 };
 
 static json_t *one(const char *key, json_t *v)
@@ -106,6 +107,20 @@ static const char *emit1(struct jb *b, const char *target, json_t *ins)
 }
 
 static json_t *args(int n, ...);
+
+/* emit1 of an op without a Meta kernel: its output declared in
+ * tensor_values like forward value v (of dtype dt, or v's when UNSET). */
+static const char *emit_like(struct jb *b, const char *target, json_t *ins, int v,
+                             enum tn_dtype dt)
+{
+    const char *o = emit1(b, target, ins);
+    json_t *m = json_deep_copy(json_object_get(b->ftv, b->g->values[v].name));
+    if (m && dt != TN_DTYPE_UNSET)
+        json_object_set_new(m, "dtype", json_integer(tn_graph_scalar_type(dt)));
+    if (m)
+        json_object_set_new(b->tv, o, m);
+    return o;
+}
 
 /* Adds g to value v's gradient. */
 static void accumulate(struct jb *b, int v, const char *g)
@@ -230,40 +245,80 @@ static void d_linear(struct jb *b, const struct tn_graph_node *n, const char *gy
     }
 }
 
-static void d_conv(struct jb *b, const struct tn_graph_node *n, const char *gy)
+static const char *transpose01(struct jb *b, const char *x)
+{
+    return emit1(b, "torch.ops.aten.transpose.int",
+                 args(3, named("self", tensor_arg(x), 1),
+                      named("dim0", one("as_int", json_integer(0)), 1),
+                      named("dim1", one("as_int", json_integer(1)), 1)));
+}
+
+/* conv2d (groups 1) as ops, for convolution_backward's bool[3] mask has no
+ * boxed form yet: gx = conv_transpose2d(gy, weight) with the output
+ * padding that gives x's size back, gweight = conv2d(x^T, gy^T) with
+ * stride and dilation swapped, transposed back (^T: dimensions 0 and 1
+ * swapped), gbias = sum(gy) over all but dimension 1. */
+static int d_conv(struct jb *b, const struct tn_graph_node *n, const char *gy)
 {
     int x = tensor_of(n, "input"), w = tensor_of(n, "weight"), bias = tensor_of(n, "bias");
     const struct tn_graph_arg *st = arg_of(n, "stride"), *pad = arg_of(n, "padding"),
                               *dil = arg_of(n, "dilation");
-    int64_t one2[2] = {1, 1}, zero2[2] = {0, 0}, s[2], p[2], d[2];
-    for (int i = 0; i < 2; i++) {
-        s[i] = st ? st->items[st->n == 1 ? 0 : i].i : one2[i];
-        p[i] = pad ? pad->items[pad->n == 1 ? 0 : i].i : zero2[i];
-        d[i] = dil ? dil->items[dil->n == 1 ? 0 : i].i : one2[i];
+    const struct tn_graph_value *xv = &b->g->values[x], *wv = &b->g->values[w],
+                                *yv = &b->g->values[n->outs[0]];
+    int64_t s[2], p[2], d[2], op[2];
+    bool exact = xv->ndim == 4 && int_of(n, "groups", 1) == 1;
+    for (int i = 0; exact && i < 2; i++) {
+        s[i] = st && st->n ? st->items[st->n == 1 ? 0 : i].i : 1;
+        p[i] = pad && pad->n ? pad->items[pad->n == 1 ? 0 : i].i : 0;
+        d[i] = dil && dil->n ? dil->items[dil->n == 1 ? 0 : i].i : 1;
+        int64_t k = wv->sizes[2 + i], in = xv->sizes[2 + i], out = yv->sizes[2 + i];
+        op[i] = in - ((out - 1) * s[i] - 2 * p[i] + d[i] * (k - 1) + 1);
+        exact = (in + 2 * p[i] - s[i] * (out - 1) - 1) / d[i] + 1 == k &&
+                (in + 2 * p[i] - s[i] * (out - 1) - 1) % d[i] == 0;
     }
-    const struct tn_graph_value *wv = &b->g->values[w];
-    json_t *mask = json_array();
-    json_array_append_new(mask, json_boolean(wants(b, x)));
-    json_array_append_new(mask, json_boolean(wants(b, w)));
-    json_array_append_new(mask, json_boolean(wants(b, bias)));
-    json_t *bsz = bias >= 0 ? ints_arg(&wv->sizes[0], 1) : one("as_none", json_true());
-    const char *o[3];
-    emit(b, "torch.ops.aten.convolution_backward.default",
-         args(11, named("grad_output", tensor_arg(gy), 1), named("input", tensor_arg(fv(b, x)), 1),
-              named("weight", tensor_arg(fv(b, w)), 1), named("bias_sizes", bsz, 1),
-              named("stride", ints_arg(s, 2), 1), named("padding", ints_arg(p, 2), 1),
-              named("dilation", ints_arg(d, 2), 1),
-              named("transposed", one("as_bool", json_false()), 1),
-              named("output_padding", ints_arg(zero2, 2), 1),
-              named("groups", one("as_int", json_integer(int_of(n, "groups", 1))), 1),
-              named("output_mask", one("as_bools", mask), 1)),
-         3, o);
+    if (!exact)
+        return tn_set_error(TN_EINVAL, "%s: node '%s': the graph derivative of conv2d takes "
+                                       "groups 1 and strides that cover the input exactly",
+                            b->g->label, n->name);
     if (wants(b, x))
-        accumulate(b, x, o[0]);
-    if (wants(b, w))
-        accumulate(b, w, o[1]);
-    if (wants(b, bias))
-        accumulate(b, bias, o[2]);
+        accumulate(b, x, emit_like(b, "torch.ops.aten.conv_transpose2d.input",
+                               args(7, named("input", tensor_arg(gy), 1),
+                                    named("weight", tensor_arg(fv(b, w)), 1),
+                                    named("bias", one("as_none", json_true()), 1),
+                                    named("stride", ints_arg(s, 2), 1),
+                                    named("padding", ints_arg(p, 2), 1),
+                                    named("output_padding", ints_arg(op, 2), 1),
+                                    named("dilation", ints_arg(d, 2), 1)),
+                               x, TN_DTYPE_UNSET));
+    if (wants(b, w)) {
+        const char *gw = emit1(b, "torch.ops.aten.conv2d.default",
+                               args(6, named("input", tensor_arg(transpose01(b, fv(b, x))), 1),
+                                    named("weight", tensor_arg(transpose01(b, gy)), 1),
+                                    named("bias", one("as_none", json_true()), 1),
+                                    named("stride", ints_arg(d, 2), 1),
+                                    named("padding", ints_arg(p, 2), 1),
+                                    named("dilation", ints_arg(s, 2), 1)));
+        /* declared as the weight's meta with dimensions 0 and 1 swapped */
+        json_t *m = json_deep_copy(json_object_get(b->ftv, wv->name));
+        json_t *sz = json_object_get(m, "sizes"), *strides = json_array();
+        json_t *s0 = json_incref(json_array_get(sz, 0));
+        json_array_set(sz, 0, json_array_get(sz, 1));
+        json_array_set_new(sz, 1, s0);
+        int64_t c[4] = {wv->sizes[0] * wv->sizes[2] * wv->sizes[3], wv->sizes[2] * wv->sizes[3],
+                        wv->sizes[3], 1};
+        for (int i = 0; i < 4; i++)
+            json_array_append_new(strides, one("as_int", json_integer(c[i])));
+        json_object_set_new(m, "strides", strides);
+        json_object_set_new(b->tv, gw, m);
+        accumulate(b, w, transpose01(b, gw));
+    }
+    if (wants(b, bias)) {
+        int64_t dims[3] = {0, 2, 3};
+        accumulate(b, bias, emit1(b, "torch.ops.aten.sum.dim_IntList",
+                                  args(2, named("self", tensor_arg(gy), 1),
+                                       named("dim", ints_arg(dims, 3), 1))));
+    }
+    return 0;
 }
 
 static const char *bin(struct jb *b, const char *op, const char *x, const char *y);
@@ -410,6 +465,116 @@ static int d_cross_entropy(struct jb *b, const struct tn_graph_node *n, const ch
     return 0;
 }
 
+/* A pooling node's int[2] argument `name` (def when absent or empty). */
+static json_t *pool_ints(const struct tn_graph_node *n, const char *name, const char *or_name,
+                         int64_t def)
+{
+    const struct tn_graph_arg *a = arg_of(n, name);
+    if ((!a || a->n == 0) && or_name)
+        a = arg_of(n, or_name);
+    int64_t v[2] = {def, def};
+    for (int i = 0; a && a->n > 0 && i < 2; i++)
+        v[i] = a->items[a->n == 1 ? 0 : i].i;
+    return ints_arg(v, 2);
+}
+
+/* max_pool2d: the indices recomputed (max_pool2d_with_indices), then
+ * max_pool2d_with_indices_backward; avg_pool2d: avg_pool2d_backward. */
+static void d_pool(struct jb *b, const struct tn_graph_node *n, const char *gy, bool max)
+{
+    int x = tensor_of(n, "self");
+    if (!wants(b, x))
+        return;
+    const char *xs = fv(b, x);
+    json_t *common = args(4, named("kernel_size", pool_ints(n, "kernel_size", NULL, 1), 1),
+                          named("stride", pool_ints(n, "stride", "kernel_size", 1), 1),
+                          named("padding", pool_ints(n, "padding", NULL, 0), 1),
+                          named("ceil_mode", one("as_bool", json_boolean(int_of(n, "ceil_mode", 0))),
+                                1));
+    json_t *ins = args(2, named(max ? "grad_output" : "grad_output", tensor_arg(gy), 1),
+                       named("self", tensor_arg(xs), 1));
+    if (max) {
+        json_t *dil = named("dilation", pool_ints(n, "dilation", NULL, 1), 1);
+        json_t *fin = args(1, named("self", tensor_arg(xs), 1));
+        for (int i = 0; i < 3; i++)
+            json_array_append(fin, json_array_get(common, (size_t)i));
+        json_array_append(fin, dil);
+        json_array_append(fin, json_array_get(common, 3));
+        const char *o[2];
+        emit(b, "torch.ops.aten.max_pool2d_with_indices.default", fin, 2, o);
+        char idx[64];
+        snprintf(idx, sizeof idx, "%s", o[1]);
+        json_t *m = json_deep_copy(json_object_get(b->ftv, b->g->values[n->outs[0]].name));
+        json_t *mi = json_deep_copy(m);
+        json_object_set_new(mi, "dtype", json_integer(tn_graph_scalar_type(TN_INT64)));
+        json_object_set_new(b->tv, o[0], m);
+        json_object_set_new(b->tv, idx, mi);
+        for (int i = 0; i < 3; i++)
+            json_array_append(ins, json_array_get(common, (size_t)i));
+        json_array_append_new(ins, dil);
+        json_array_append(ins, json_array_get(common, 3));
+        json_array_append_new(ins, named("indices", tensor_arg(idx), 1));
+        accumulate(b, x, emit_like(b, "torch.ops.aten.max_pool2d_with_indices_backward.default",
+                                   ins, x, TN_DTYPE_UNSET));
+    } else {
+        json_array_extend(ins, common);
+        json_array_append_new(ins, named("count_include_pad",
+                                         one("as_bool",
+                                             json_boolean(int_of(n, "count_include_pad", 1))),
+                                         1));
+        json_array_append_new(ins, named("divisor_override", one("as_none", json_true()), 1));
+        accumulate(b, x, emit_like(b, "torch.ops.aten.avg_pool2d_backward.default", ins, x,
+                                   TN_DTYPE_UNSET));
+    }
+    json_decref(common);
+}
+
+/* batch_norm in eval mode (training=False): with s = rsqrt(running_var +
+ * eps) over the channels (dimension 1), gx = gy * weight * s,
+ * gweight = sum(gy * (x - running_mean) * s), gbias = sum(gy), the sums
+ * over every dimension but 1. */
+static int d_batch_norm_eval(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    int x = tensor_of(n, "input"), w = tensor_of(n, "weight"), bias = tensor_of(n, "bias"),
+        rm = tensor_of(n, "running_mean"), rv = tensor_of(n, "running_var");
+    const struct tn_graph_arg *eps = arg_of(n, "eps");
+    const struct tn_graph_value *xv = &b->g->values[x];
+    if (int_of(n, "training", 1) || rm < 0 || rv < 0 || !eps || xv->ndim < 2)
+        return tn_set_error(TN_EINVAL, "%s: node '%s': no graph derivative for batch_norm in "
+                                       "training mode yet",
+                            b->g->label, n->name);
+    int64_t shape[TN_MAX_DIMS], dims[TN_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < xv->ndim; d++) {
+        shape[d] = d == 1 ? xv->sizes[1] : 1;
+        if (d != 1)
+            dims[nd++] = d;
+    }
+    const char *s = emit1(b, "torch.ops.aten.rsqrt.default",
+                          args(1, named("self", tensor_arg(emit1(b, "torch.ops.aten.add.Scalar",
+                                             args(2, named("self", tensor_arg(fv(b, rv)), 1),
+                                                  named("other", one("as_float",
+                                                                     json_real(eps->items[0].f)),
+                                                        1)))), 1)));
+    s = reshape(b, s, shape, xv->ndim);
+    if (wants(b, x)) {
+        const char *k = w >= 0 ? bin(b, "mul", s, reshape(b, fv(b, w), shape, xv->ndim)) : s;
+        accumulate(b, x, bin(b, "mul", gy, k));
+    }
+    if (wants(b, w)) {
+        const char *xh = bin(b, "mul", bin(b, "sub", fv(b, x),
+                                           reshape(b, fv(b, rm), shape, xv->ndim)), s);
+        accumulate(b, w, emit1(b, "torch.ops.aten.sum.dim_IntList",
+                               args(2, named("self", tensor_arg(bin(b, "mul", gy, xh)), 1),
+                                    named("dim", ints_arg(dims, nd), 1))));
+    }
+    if (wants(b, bias))
+        accumulate(b, bias, emit1(b, "torch.ops.aten.sum.dim_IntList",
+                                  args(2, named("self", tensor_arg(gy), 1),
+                                       named("dim", ints_arg(dims, nd), 1))));
+    return 0;
+}
+
 /* Emits node n's derivative. Returns 0, or TN_EINVAL naming it. */
 static int derive(struct jb *b, const struct tn_graph_node *n)
 {
@@ -420,7 +585,7 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
     if (!strcmp(t, "torch.ops.aten.linear.default"))
         d_linear(b, n, gy);
     else if (!strcmp(t, "torch.ops.aten.conv2d.default"))
-        d_conv(b, n, gy);
+        return d_conv(b, n, gy);
     else if (!strcmp(t, "torch.ops.aten.relu.default"))
         d_relu(b, n, gy);
     else if (!strcmp(t, "torch.ops.aten.tanh.default") ||
@@ -432,6 +597,11 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
     else if (!strcmp(t, "torch.ops.aten.softmax.int") ||
              !strcmp(t, "torch.ops.aten._softmax.default"))
         d_softmax(b, n, gy, false);
+    else if (!strcmp(t, "torch.ops.aten.max_pool2d.default") ||
+             !strcmp(t, "torch.ops.aten.avg_pool2d.default"))
+        d_pool(b, n, gy, !strcmp(t, "torch.ops.aten.max_pool2d.default"));
+    else if (!strcmp(t, "torch.ops.aten.batch_norm.default"))
+        return d_batch_norm_eval(b, n, gy);
     else if (!strcmp(t, "torch.ops.aten.cross_entropy_loss.default"))
         return d_cross_entropy(b, n, gy);
     else if (!strcmp(t, "torch.ops.aten.add.Tensor"))
@@ -651,6 +821,9 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
     int rc = TN_ENOMEM;
     if (!b.grad || !b.needs_grad || !b.read || !saved || !recompute || !froot || !b.nodes)
         goto out;
+    b.ftv = json_object_get(json_object_get(json_object_get(froot, "graph_module"), "graph"),
+                            "tensor_values");
+    b.tv = json_object();
     mark_needs_grad(&b);
     if ((rc = seed(&b)) < 0)
         goto out;
@@ -668,7 +841,8 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
 
     /* The backward: its inputs are what it reads of the forward. */
     json_t *ins = json_array(), *inspecs = json_array(), *outs = json_array(),
-           *outspecs = json_array(), *tv = json_object(), *nodes = json_array();
+           *outspecs = json_array(), *tv = b.tv, *nodes = json_array();
+    b.tv = NULL; /* the backward's graph holds it from here */
     for (int i = 0; i < g->ninputs; i++) {
         int v = g->inputs[i].value;
         if (v < 0 || !b.read[v])
@@ -765,5 +939,6 @@ out:
     json_decref(froot);
     json_decref(broot);
     json_decref(b.nodes);
+    json_decref(b.tv);
     return rc;
 }

@@ -33,6 +33,11 @@ grads_match() {
     grads_match "$D/mlp" 6 --interpret
 }
 
+@test "grad: CNN (conv2d, eval batch norm, max and avg pooling) gradients equal PyTorch's" {
+    grads_match "$D/cnn" 10 --strict
+    grads_match "$D/cnn" 10 --interpret
+}
+
 @test "grad: an MLP with cross_entropy as its loss (tests/fixtures/graph_train.py)" {
     grads_match "$TN_SRCDIR/tests/fixtures/train/mlp_ce" 4 --strict
 }
