@@ -21,3 +21,10 @@ EXTRA_DIST += bench/compile/aoti.py bench/compile/aoti_loader.cpp
 bench-aoti: bin/tcompile/tcompile$(EXEEXT) $(pkglib_LTLIBRARIES)
 	$(SHELL) $(srcdir)/bench/compile/aoti.sh
 .PHONY: bench-aoti
+# tcompile train's figures (issue 17): a training step against PyTorch 2.x
+# eager and torch.compile, steps per second and peak RSS.
+TN_BENCH_SH += bench/compile/train.sh
+EXTRA_DIST += bench/compile/train.py
+bench-train: bin/tcompile/tcompile$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/compile/train.sh
+.PHONY: bench-train
