@@ -12,6 +12,8 @@ dist_tnschemas_DATA = schemas/native_functions.yaml schemas/derivatives.yaml \
 	schemas/graph.schema.json
 tndigitsdir = $(pkgdatadir)/examples/digits
 dist_tndigits_DATA = share/examples/digits/train.c share/examples/digits/train_torch.py
+tntraindir = $(pkgdatadir)/examples/train
+dist_tntrain_DATA = share/examples/train/job.mk share/examples/train/model.py
 tnshowcasedir = $(pkgdatadir)/examples/showcase
 dist_tnshowcase_DATA = share/examples/showcase/showcase.c
 tndatasetsdir = $(pkgdatadir)/datasets

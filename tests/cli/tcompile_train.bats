@@ -125,3 +125,13 @@ print(ck['step'], int(o.state_dict()['state'][0]['step']))"
     assert_failure 2
     assert_output --partial "--data does not apply to 'run'"
 }
+
+@test "train: share/examples/train's job exports, trains, converts and checks in PyTorch" {
+    require_torch2
+    "$TORCH2" -c 'import safetensors' 2>/dev/null || skip "safetensors is not installed"
+    run make -f "$TN_SRCDIR/share/examples/train/job.mk" TOOLS="$TN_BUILDDIR/bin" \
+        OUT="$W/job" PYTHON="$TORCH2" MIN_ACCURACY=0.9
+    assert_success
+    assert_line --regexp '^\{"epoch": 10, "step": 440, '
+    assert_line --regexp '^PyTorch: test accuracy 0\.9[0-9]+ of the trained weights$'
+}
