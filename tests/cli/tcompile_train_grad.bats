@@ -2,7 +2,7 @@
 # tcompile grad (issue 17): AOT autograd of a fixture graph into a forward
 # and a backward graph; running the forward, then the backward on what it
 # saved, gives PyTorch's gradients (tests/fixtures/graph_models.py's and
-# graph_train.py's files).
+# graph_train.py's files) and the eager engine's (tcompile run --grads).
 
 load helper
 
@@ -24,6 +24,12 @@ grads_match() {
         -o "$O/grads.pt"
     assert_success
     run tckpt diff --atol 1e-5 --rtol 1e-4 "$O/grads.pt" "${p}_grads.pt"
+    assert_success
+    assert_output --partial "$n tensors match"
+    # and the eager engine's (run --grads, autograd in the interpreter)
+    run tcompile run "$p.json" -w "$p.pt" -i "${p}_inputs.pt" -o "$O/out.pt" --grads "$O/eager.pt"
+    assert_success
+    run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/grads.pt" "$O/eager.pt"
     assert_success
     assert_output --partial "$n tensors match"
 }
