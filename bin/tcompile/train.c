@@ -254,6 +254,11 @@ static int setup(struct trainer *t, const char *path)
     tc_problems_free(&p);
     if (rc != 0)
         return rc < 0 ? tc_fail() : 2;
+    for (int i = 0; i < t->g->noutputs; i++)
+        if (t->g->outputs[i].kind == TN_GOUT_BUFFER_MUTATION)
+            return fail_at(path, "mutates its buffer '%s' (batch norm's running statistics in "
+                                 "training mode), which train does not carry between steps yet%s",
+                           t->g->outputs[i].target ? t->g->outputs[i].target : "?", "");
     if (!has_loss(t->g))
         return fail_at(path, "no loss to train: the graph needs a loss output, or one scalar "
                              "output (export the model with its loss)%s%s",

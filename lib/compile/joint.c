@@ -529,6 +529,63 @@ static void d_pool(struct jb *b, const struct tn_graph_node *n, const char *gy, 
     json_decref(common);
 }
 
+/* rsqrt(v + eps) */
+static const char *rsqrt_eps(struct jb *b, const char *v, double eps)
+{
+    const char *a = emit1(b, "torch.ops.aten.add.Scalar",
+                          args(2, named("self", tensor_arg(v), 1),
+                               named("other", one("as_float", json_real(eps)), 1)));
+    return emit1(b, "torch.ops.aten.rsqrt.default", args(1, named("self", tensor_arg(a), 1)));
+}
+
+/* batch norm's gweight = sum(gy * xh), gbias = sum(gy) over dims. */
+static void bn_affine_grads(struct jb *b, int w, int bias, const char *gy, const char *xh,
+                            const int64_t *dims, int nd)
+{
+    if (wants(b, w))
+        accumulate(b, w, emit1(b, "torch.ops.aten.sum.dim_IntList",
+                               args(2, named("self", tensor_arg(bin(b, "mul", gy, xh)), 1),
+                                    named("dim", ints_arg(dims, nd), 1))));
+    if (wants(b, bias))
+        accumulate(b, bias, emit1(b, "torch.ops.aten.sum.dim_IntList",
+                                  args(2, named("self", tensor_arg(gy), 1),
+                                       named("dim", ints_arg(dims, nd), 1))));
+}
+
+static const char *mean_keep(struct jb *b, const char *x, const int64_t *dims, int nd)
+{
+    return emit1(b, "torch.ops.aten.mean.dim",
+                 args(3, named("self", tensor_arg(x), 1), named("dim", ints_arg(dims, nd), 1),
+                      named("keepdim", one("as_bool", json_true()), 1)));
+}
+
+/* batch_norm in training mode (the batch's statistics, biased variance),
+ * recomputed from x: xh = (x - mean) * s with s = rsqrt(var + eps), then
+ * gx = s * (g - mean(g) - xh * mean(g * xh)) with g = gy * weight,
+ * gweight = sum(gy * xh), gbias = sum(gy), over every dimension but 1. */
+static int d_batch_norm_train(struct jb *b, const struct tn_graph_node *n, const char *gy,
+                              const int64_t *dims, int nd, double eps)
+{
+    int x = tensor_of(n, "input"), w = tensor_of(n, "weight"), bias = tensor_of(n, "bias");
+    const struct tn_graph_value *xv = &b->g->values[x];
+    const char *xs = fv(b, x);
+    const char *c = bin(b, "sub", xs, mean_keep(b, xs, dims, nd));
+    const char *var = mean_keep(b, bin(b, "mul", c, c), dims, nd);
+    const char *s = rsqrt_eps(b, var, eps);
+    const char *xh = bin(b, "mul", c, s);
+    if (wants(b, x)) {
+        int64_t shape[TN_MAX_DIMS];
+        for (int d = 0; d < xv->ndim; d++)
+            shape[d] = d == 1 ? xv->sizes[1] : 1;
+        const char *g = w >= 0 ? bin(b, "mul", gy, reshape(b, fv(b, w), shape, xv->ndim)) : gy;
+        const char *t = bin(b, "sub", bin(b, "sub", g, mean_keep(b, g, dims, nd)),
+                            bin(b, "mul", xh, mean_keep(b, bin(b, "mul", g, xh), dims, nd)));
+        accumulate(b, x, bin(b, "mul", s, t));
+    }
+    bn_affine_grads(b, w, bias, gy, xh, dims, nd);
+    return 0;
+}
+
 /* batch_norm in eval mode (training=False): with s = rsqrt(running_var +
  * eps) over the channels (dimension 1), gx = gy * weight * s,
  * gweight = sum(gy * (x - running_mean) * s), gbias = sum(gy), the sums
@@ -539,10 +596,9 @@ static int d_batch_norm_eval(struct jb *b, const struct tn_graph_node *n, const 
         rm = tensor_of(n, "running_mean"), rv = tensor_of(n, "running_var");
     const struct tn_graph_arg *eps = arg_of(n, "eps");
     const struct tn_graph_value *xv = &b->g->values[x];
-    if (int_of(n, "training", 1) || rm < 0 || rv < 0 || !eps || xv->ndim < 2)
-        return tn_set_error(TN_EINVAL, "%s: node '%s': no graph derivative for batch_norm in "
-                                       "training mode yet",
-                            b->g->label, n->name);
+    if (!eps || xv->ndim < 2)
+        return tn_set_error(TN_EINVAL, "%s: node '%s': batch_norm without eps", b->g->label,
+                            n->name);
     int64_t shape[TN_MAX_DIMS], dims[TN_MAX_DIMS];
     int nd = 0;
     for (int d = 0; d < xv->ndim; d++) {
@@ -550,28 +606,17 @@ static int d_batch_norm_eval(struct jb *b, const struct tn_graph_node *n, const 
         if (d != 1)
             dims[nd++] = d;
     }
-    const char *s = emit1(b, "torch.ops.aten.rsqrt.default",
-                          args(1, named("self", tensor_arg(emit1(b, "torch.ops.aten.add.Scalar",
-                                             args(2, named("self", tensor_arg(fv(b, rv)), 1),
-                                                  named("other", one("as_float",
-                                                                     json_real(eps->items[0].f)),
-                                                        1)))), 1)));
-    s = reshape(b, s, shape, xv->ndim);
+    if (int_of(n, "training", 1) || rm < 0 || rv < 0)
+        return d_batch_norm_train(b, n, gy, dims, nd, eps->items[0].f);
+    const char *s = reshape(b, rsqrt_eps(b, fv(b, rv), eps->items[0].f), shape, xv->ndim);
     if (wants(b, x)) {
         const char *k = w >= 0 ? bin(b, "mul", s, reshape(b, fv(b, w), shape, xv->ndim)) : s;
         accumulate(b, x, bin(b, "mul", gy, k));
     }
-    if (wants(b, w)) {
-        const char *xh = bin(b, "mul", bin(b, "sub", fv(b, x),
-                                           reshape(b, fv(b, rm), shape, xv->ndim)), s);
-        accumulate(b, w, emit1(b, "torch.ops.aten.sum.dim_IntList",
-                               args(2, named("self", tensor_arg(bin(b, "mul", gy, xh)), 1),
-                                    named("dim", ints_arg(dims, nd), 1))));
-    }
-    if (wants(b, bias))
-        accumulate(b, bias, emit1(b, "torch.ops.aten.sum.dim_IntList",
-                                  args(2, named("self", tensor_arg(gy), 1),
-                                       named("dim", ints_arg(dims, nd), 1))));
+    const char *xh = wants(b, w) ? bin(b, "mul", bin(b, "sub", fv(b, x),
+                                                     reshape(b, fv(b, rm), shape, xv->ndim)), s)
+                                 : NULL;
+    bn_affine_grads(b, w, bias, gy, xh, dims, nd);
     return 0;
 }
 

@@ -89,6 +89,12 @@ print(ck['step'], int(o.state_dict()['state'][0]['step']))"
     assert_output --partial "mlp.json: no loss to train"
 }
 
+@test "train: a graph that mutates its buffers is refused (not carried between steps yet)" {
+    run tcompile train "$G/bntrain.json" -w "$G/bntrain.pt" --data "$F/data.npz" --optimizer sgd --lr 0.1 --steps 2
+    assert_failure 2
+    assert_output --partial "bntrain.json: mutates its buffer 'bn.running_mean'"
+}
+
 @test "train: data whose shapes do not fit the graph's inputs" {
     require_torch1
     /usr/bin/python3 -c "import numpy as np; np.savez('$W/bad.npz', x=np.zeros((10, 5), 'float32'), y=np.zeros(10, 'int64'))"

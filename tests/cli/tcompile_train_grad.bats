@@ -44,6 +44,12 @@ grads_match() {
     grads_match "$D/cnn" 10 --interpret
 }
 
+@test "grad: batch norm in training mode (the batch's statistics), running statistics still returned" {
+    grads_match "$D/bntrain" 4 --strict
+    run tcompile show "$O/forward.json"
+    assert_line --regexp '^return \(%b_bn_running_mean_mutated, %b_bn_running_var_mutated, '
+}
+
 @test "grad: an MLP with cross_entropy as its loss (tests/fixtures/graph_train.py)" {
     grads_match "$TN_SRCDIR/tests/fixtures/train/mlp_ce" 4 --strict
 }
