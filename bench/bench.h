@@ -5,7 +5,10 @@
 #ifndef TN_BENCH_H
 #define TN_BENCH_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double tn_bench_now(void)
@@ -15,11 +18,28 @@ static inline double tn_bench_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The best (lowest) time of `reps` runs of `stmt`, in seconds. */
+/* Whether TN_BENCH_QUICK is set (and not 0): `make bench` in its quick
+ * mode (tests/cli/bench.bats), which checks that every benchmark runs to
+ * the end, with tiny sizes and one repeat; its figures mean nothing. */
+static inline int tn_bench_quick(void)
+{
+    const char *q = getenv("TN_BENCH_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
+
+/* `full`, or `quick` in the quick mode: a size or a count of iterations. */
+static inline int64_t tn_bench_size(int64_t full, int64_t quick)
+{
+    return tn_bench_quick() ? quick : full;
+}
+
+/* The best (lowest) time of `reps` runs of `stmt`, in seconds (one run in
+ * the quick mode). */
 #define TN_BENCH_BEST(reps, result, stmt)                                      \
     do {                                                                       \
         double best_ = 1e30;                                                   \
-        for (int r_ = 0; r_ < (reps); r_++) {                                  \
+        int reps_ = tn_bench_quick() ? 1 : (reps);                             \
+        for (int r_ = 0; r_ < reps_; r_++) {                                   \
             double t0_ = tn_bench_now();                                       \
             stmt;                                                              \
             double dt_ = tn_bench_now() - t0_;                                 \

@@ -1,6 +1,10 @@
 # Benchmarks (make bench): each prints ratios against a baseline measured in
 # the same run.
+# TN_BENCH_BIN: the benchmark programs (built by make bench only); those of
+# them that run alone go in TN_BENCH_RUN too (the others are driven by a
+# script, with arguments); TN_BENCH_SH: the scripts.
 TN_BENCH_BIN =
+TN_BENCH_RUN =
 TN_BENCH_SH =
 include bench/core/local.mk
 include bench/ttest/local.mk
@@ -15,8 +19,10 @@ include bench/models/local.mk
 # built by make bench only
 EXTRA_PROGRAMS = $(TN_BENCH_BIN)
 CLEANFILES += $(TN_BENCH_BIN)
-EXTRA_DIST += $(TN_BENCH_SH)
+EXTRA_DIST += $(TN_BENCH_SH) bench/run.sh bench/quick.sh
 
-bench: $(TN_BENCH_BIN)
-	@for b in $(TN_BENCH_BIN); do echo "== $$b"; ./$$b || exit 1; done
-	@for s in $(TN_BENCH_SH); do echo "== $$s"; $(SHELL) $(srcdir)/$$s || exit 1; done
+# every benchmark to the end, then the list of those that failed (exit 1);
+# TN_BENCH_QUICK=1 make bench: tiny sizes, one repeat (tests/cli/bench.bats)
+bench: $(TN_BENCH_BIN) $(bin_PROGRAMS)
+	@SHELL=$(SHELL) $(SHELL) $(srcdir)/bench/run.sh $(TN_BENCH_RUN) -- $(TN_BENCH_SH)
+.PHONY: bench

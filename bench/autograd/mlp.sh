@@ -4,11 +4,13 @@
 # `python3` has it, else Debian's 1.13) with the same thread count. Prints
 # milliseconds per step and the ratio. Run from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 n=${TN_NUM_THREADS:-$(nproc)}
 export TN_NUM_THREADS=$n OPENBLAS_NUM_THREADS=$n
 py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+[ -n "${quick:-}" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 ours=$(bench/autograd/bench_autograd)
+quick_done "MLP step, ours $ours ms"
 theirs=$("$py" - "$n" <<'PY'
 import sys, time, torch
 torch.set_num_threads(int(sys.argv[1]))

@@ -10,6 +10,8 @@
 # tests/fixtures/aoti_packages.py's cache lacks them: minutes each).
 set -e
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../quick.sh"
+quick_tcompile aoti
 py=$("$src/tests/torch2-python" 2>/dev/null) || {
     echo "aoti.sh: needs PyTorch 2.x (python3 or tests/torch2-python --install): skipped"
     exit 0

@@ -8,6 +8,8 @@
 # --keep; --help). Needs PyTorch 2.x (`python3` or tests/torch2-python).
 set -e
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../quick.sh"
+quick_tcompile compile
 py=$("$src/tests/torch2-python" 2>/dev/null) || {
     echo "compile.sh: needs PyTorch 2.x (python3 or tests/torch2-python --install): skipped"
     exit 0

@@ -6,6 +6,7 @@
 # of 5), and what a deployment needs on disk: the library, libtensor and
 # OpenBLAS against libtorch's libraries.
 set -e
+. "$(dirname "$0")/../quick.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 fx=$src/tests/fixtures/graph/torch2
 tmp=$(mktemp -d)
@@ -26,18 +27,21 @@ best() { # N CMD...: the fastest of N runs, microseconds
     echo "$b"
 }
 py=$("$src/tests/torch2-python" 2>/dev/null) || py=/usr/bin/python3
-tv=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) || tv=
+[ -n "$quick" ] && tv= || tv=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) || tv=
+models="mlp cnn block" runs=20
+if [ -n "$quick" ]; then models=mlp runs=1; fi
 if [ -n "$tv" ]; then
     imp=$(best 5 "$py" -c 'import torch')
     echo "python3 -c 'import torch' (PyTorch $tv): $(echo "$imp" | awk '{printf "%.1f", $1/1000}') ms"
 fi
-for m in mlp cnn block; do
+for m in $models; do
     bin/tcompile/tcompile build "$fx/$m.json" -w "$fx/$m.pt" -i "$fx/${m}_inputs.pt" -o "$tmp/$m.so"
-    t=$(best 20 env CC=/bin/false TN_COMPILE_CACHE="$tmp/none" "$main" "$tmp/$m.so" model "$fx/${m}_inputs.pt" "$tmp/o.npz")
+    t=$(best "$runs" env CC=/bin/false TN_COMPILE_CACHE="$tmp/none" "$main" "$tmp/$m.so" model "$fx/${m}_inputs.pt" "$tmp/o.npz")
     line="$m: load the library and run one batch, whole process: $(echo "$t" | awk '{printf "%.2f", $1/1000}') ms"
     [ -n "$tv" ] && line="$line; import torch / this: $(echo "$imp $t" | awk '{printf "%.0f", $1/$2}')x"
     echo "$line"
 done
+[ -z "$quick" ] || quick_done "package, mlp"
 blas=$(ldd .libs/libtensor.so | awk '/blas/ {print $3}' | head -1)
 ours=$(du -bL "$tmp/block.so" .libs/libtensor.so ${blas:+"$blas"} | awk '{s+=$1} END {printf "%.1f", s/1048576}')
 echo "on disk, the block's library + libtensor + OpenBLAS: $ours MiB"

@@ -1,3 +1,4 @@
 TN_BENCH_BIN += bench/core/bench_copy
+TN_BENCH_RUN += bench/core/bench_copy
 bench_core_bench_copy_SOURCES = bench/core/bench_copy.c bench/bench.h
 bench_core_bench_copy_LDADD = $(TN_LIB)

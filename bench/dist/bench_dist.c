@@ -219,10 +219,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_dist [allreduce BYTES ITERS | store OPS]\n");
         return 2;
     }
-    double small = allreduce(4096, 2000);
-    size_t big = (size_t)64 << 20;
-    double large = allreduce(big, 10);
-    if (small < 0 || large < 0 || store(20000, rate))
+    double small = allreduce(4096, (int)tn_bench_size(2000, 10));
+    size_t big = (size_t)tn_bench_size((int64_t)64 << 20, 1 << 16);
+    double large = allreduce(big, (int)tn_bench_size(10, 1));
+    if (small < 0 || large < 0 || store((int)tn_bench_size(20000, 100), rate))
         return 1;
     /* memcpy of the same 64 MiB: what one core's memory bandwidth allows */
     char *a = malloc(big), *b = malloc(big);

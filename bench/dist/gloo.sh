@@ -3,7 +3,7 @@
 # prints rank 0's "microseconds version" of a 2-rank Gloo allreduce.
 src=$(dirname "$0")
 py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+[ -n "${quick:-}" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 free_port() {
     "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -5,6 +5,7 @@
 # 4 KiB and the time of 64 MiB, with the ratios. Skips without mpirun or
 # without the mpi backend. Run from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 command -v mpirun >/dev/null 2>&1 || { echo "mpi: skipped (no mpirun)"; exit 0; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 . "$(dirname "$0")/gloo.sh"
@@ -12,6 +13,7 @@ mpi() {
     timeout 120 mpirun --oversubscribe -np 2 --mca btl self,vader bench/dist/bench_dist mpi "$1" "$2"
 }
 mpi 4096 10 >/dev/null 2>&1 || { echo "mpi: skipped (no mpi backend)"; exit 0; }
+[ -n "$quick" ] && quick_done "mpi allreduce 4 KiB, $(mpi 4096 10)"
 for spec in "4096 2000" "67108864 10"; do
     set -- $spec
     m=$(mpi "$1" "$2")

@@ -8,10 +8,14 @@
 # turn, and the best rate of each operation counts; the medians of the
 # single runs follow. Run from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 src=$(dirname "$0")
 py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+[ -n "${quick:-}" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 ops=20000
+if [ -n "$quick" ]; then
+    quick_done "store, ours $(timeout 60 bench/dist/bench_dist store 100) ops/s (set get add)"
+fi
 best() { # the best of "set get add [version]" lines, field by field
     awk '{ for (i = 1; i <= 3; i++) if ($i > b[i]) b[i] = $i; v = $4 }
          END { printf "%.0f %.0f %.0f %s\n", b[1], b[2], b[3], v }'

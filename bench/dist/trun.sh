@@ -4,8 +4,9 @@
 # python3 -m torch.distributed.run from Debian's 1.13). Best of 3 each (torchrun takes seconds), with
 # the ratio. Run from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+[ -n "${quick:-}" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 best() {
     "$py" - "$@" <<'PY'
 import subprocess, sys, time
@@ -17,6 +18,7 @@ for _ in range(3):
 print("%.4f" % best)
 PY
 }
+[ -n "$quick" ] && quick_done "launch 2 ranks of true: trun $(bin/trun/trun --nproc-per-node 2 --master-port 0 --no-python true && echo ok)"
 ours=$(best bin/trun/trun --nproc-per-node 2 --master-port 0 --no-python true)
 theirs=$(best "$py" -m torch.distributed.run --nproc-per-node 2 --master-port 0 --no-python true)
 v=$("$py" -c 'import torch; print(torch.__version__)')

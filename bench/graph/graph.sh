@@ -11,6 +11,9 @@
 # 2.x (`python3` or tests/torch2-python); the exports take about a minute.
 set -e
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../quick.sh"
+[ -z "$quick" ] || bench/graph/bench_graph "$src/tests/fixtures/graph/torch2/block.json" 1
+quick_tcompile graph
 py=$("$src/tests/torch2-python" 2>/dev/null) || py=python3
 "$py" -c 'import torch.export' 2>/dev/null || { echo "graph.sh: needs PyTorch 2.x: skipped"; exit 0; }
 n=$(nproc)

@@ -29,6 +29,8 @@
  * time in seconds; -1 when it fails (no such Python, no torch). */
 static double python_time(const char *python, const char *script, const char *arg)
 {
+    if (tn_bench_quick())
+        return -1; /* no baseline in the quick mode */
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s -c '%s' '%s' 2>/dev/null", python, script, arg);
     FILE *p = popen(cmd, "r");
@@ -100,7 +102,7 @@ static void ratio_line(const char *what, double theirs, double ours, const char 
 int main(void)
 {
     const char *env = getenv("TN_BENCH_CKPT_MIB");
-    size_t mib = env ? (size_t)atol(env) : 1024;
+    size_t mib = env ? (size_t)atol(env) : (size_t)tn_bench_size(1024, 2);
     int64_t per = (int64_t)(mib << 20) / 200 / 4;
     char dir[] = "/tmp/bench_ckpt.XXXXXX";
     if (!mkdtemp(dir))
@@ -196,9 +198,10 @@ int main(void)
     ratio_line("torch.save, PyTorch 1.13", s1, t_save_nf, "its speed");
     unlink(path);
 
+    int ntensors = (int)tn_bench_size(20000, 200);
     struct tn_value *many = tn_value_odict();
     struct tn_tensor *z = tn_zeros(TN_SHAPE(4), TN_FLOAT32);
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < ntensors; i++) {
         char name[64];
         snprintf(name, sizeof name, "layer.%d.weight", i);
         struct tn_tensor *c = tn_clone(z);
@@ -230,8 +233,8 @@ int main(void)
         printf("tckpt ls failed: %s\n", cmd);
         status = 1;
     }
-    printf("`tckpt ls` of 20,000 tensors: %.3f s, a process per run (aim: under 0.1 s; "
-           "tn_load alone %.3f s)\n", t_ls, t_lsload);
+    printf("`tckpt ls` of %d tensors: %.3f s, a process per run (aim: under 0.1 s; "
+           "tn_load alone %.3f s)\n", ntensors, t_ls, t_lsload);
     ratio_line("torch.load + listing, PyTorch 2.x", python_time("python3", py_ls, small), t_ls,
                "faster");
     ratio_line("torch.load + listing, PyTorch 1.13",

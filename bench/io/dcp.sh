@@ -14,8 +14,10 @@
 # until the checkpoint is whole.  tckpt ls is timed on the binary itself where libtool left a
 # wrapper script.  Skips what needs PyTorch 2.x.
 set -eu
+. "$(dirname "$0")/../quick.sh"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 mib=${1:-1024}
+[ -z "$quick" ] || mib=${1:-2}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tn-bench-dcp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 bin=$top/bench/io/bench_dcp
@@ -28,6 +30,7 @@ oa=$(echo "$ours" | awk '/^async_s/ {print $2}')
 oat=$(echo "$ours" | awk '/^async_total_s/ {print $2}')
 echo "DCP state dict of $mib MiB, 2 ranks (shared 2-core machine, under load; both saves durable)"
 echo "tensorkit: save $os s, load $ol s, async save held $oa s (done after $oat s)"
+quick_done dcp
 if ! python3 -c 'import torch.distributed.checkpoint' 2>/dev/null; then
     echo "PyTorch 2.x is not installed: no ratio"
     exit 0

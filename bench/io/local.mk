@@ -1,5 +1,6 @@
 # checkpoint benchmarks.
 TN_BENCH_BIN += bench/io/bench_ckpt
+TN_BENCH_RUN += bench/io/bench_ckpt
 bench_io_bench_ckpt_SOURCES = bench/io/bench_ckpt.c bench/bench.h
 bench_io_bench_ckpt_LDADD = $(TN_LIB)
 # distributed checkpoints (issue 19): bench/io/dcp.sh runs bench_dcp

@@ -13,6 +13,8 @@
 # $TMPDIR/tensorkit-bench-zoo. TN_BENCH_MODELS='resnet18 bert' picks models.
 set -e
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../quick.sh"
+quick_tcompile zoo
 py=$("$src/tests/torch2-python" 2>/dev/null) || { echo "zoo.sh: needs PyTorch 2.x: skipped"; exit 0; }
 tmp=${TMPDIR:-/tmp}/tensorkit-bench-zoo
 mkdir -p "$tmp"

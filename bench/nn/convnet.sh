@@ -8,10 +8,13 @@
 # and, separately, the least process CPU time per step (all threads; the
 # steadier figure on a machine others load).  Run from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 b=bench/nn/bench_convnet
 [ -x "$b" ] || make -s "$b" >/dev/null
 threads=${TN_NUM_THREADS:-$(nproc)}
 rounds=${BENCH_ROUNDS:-3}
+steps=30
+if [ -n "$quick" ]; then rounds=1 steps=2; fi
 export TN_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -41,14 +44,14 @@ for _ in range(30):
 print(mode, 30 / (time.perf_counter() - t), (time.process_time() - c) * 1e3 / 30)
 PY
 pys=
-for py in "$(command -v python3)" /usr/bin/python3; do
+[ -n "$quick" ] || for py in "$(command -v python3)" /usr/bin/python3; do
     [ -n "$py" ] && "$py" -c 'import torch' 2>/dev/null && pys="$pys $py"
 done
 # best FILE: the most steps/s and the least CPU ms of FILE's lines
 best() { awk 'NR == 1 || $2 > s { s = $2 } NR == 1 || $3 < c { c = $3 } END { print s, c }' "$1"; }
 i=0
 while [ $i -lt "$rounds" ]; do
-    "$b" 30 >> "$tmp/ours"
+    "$b" "$steps" >> "$tmp/ours"
     mode=$(awk '{ print $1; exit }' "$tmp/ours")
     n=0
     for py in $pys; do

@@ -8,6 +8,7 @@
 # whole process (/usr/bin/time), as ratios.  Run from the build folder
 # (make bench).
 set -e
+. "$(dirname "$0")/../quick.sh"
 srcdir=${srcdir:-$(dirname "$0")/../..}
 data=$srcdir/share/datasets/digits.csv.gz
 train=share/examples/digits/train
@@ -15,6 +16,7 @@ train=share/examples/digits/train
 threads=${TN_NUM_THREADS:-$(nproc)}
 export TN_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 epochs=${BENCH_EPOCHS:-10}
+[ -n "$quick" ] && epochs=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -24,7 +26,7 @@ run() {
     name=$1
     shift
     best=0
-    for i in 1 2 3; do
+    for i in $(seq "${quick:-3}"); do
         /usr/bin/time -f 'maxrss %M' -o "$tmp/time" "$@" > /dev/null 2> "$tmp/err"
         sps=$(awk '/steps\/s/ { print $NF }' "$tmp/err")
         grow=$(awk '/steps\/s/ { print $(NF - 3) }' "$tmp/err")
@@ -40,6 +42,7 @@ set -- $ours
 printf '  %-18s %7.1f steps/s  training adds %7.1f MiB  process peak %7.1f MiB\n' tensorkit \
     "$2" "$(echo "$4" | awk '{ print $1 / 1024 }')" "$(echo "$3" | awk '{ print $1 / 1024 }')"
 our_sps=$2 our_rss=$3 our_grow=$4
+quick_done "digits MLP, 1 epoch"
 for py in "$(command -v python3)" /usr/bin/python3; do
     [ -n "$py" ] && "$py" -c 'import torch' 2>/dev/null || continue
     v=$("$py" -c 'import torch; print(torch.__version__)')

@@ -154,7 +154,7 @@ int main(int argc, char **argv)
 {
     double cpu_us;
     if (argc > 1 && !strcmp(argv[1], "--dispatch-us")) {
-        double wall_us = dispatch_us(1000000, &cpu_us);
+        double wall_us = dispatch_us(tn_bench_size(1000000, 1000), &cpu_us);
         printf("%.4f %.4f\n", wall_us, cpu_us);
         return 0;
     }
@@ -163,9 +163,9 @@ int main(int argc, char **argv)
         return 0;
     }
     printf("dispatch: tn_add on 1-element float32 tensors: %.3f us per call "
-           "(bench/ops/dispatch.sh compares PyTorch eager)\n", dispatch_us(1000000, &cpu_us));
+           "(bench/ops/dispatch.sh compares PyTorch eager)\n", dispatch_us(tn_bench_size(1000000, 1000), &cpu_us));
 
-    int64_t n = 16 << 20;
+    int64_t n = tn_bench_size(16 << 20, 1 << 12);
     struct tn_tensor *a = tn_randn(TN_SHAPE(n), TN_FLOAT32, NULL);
     struct tn_tensor *b = tn_randn(TN_SHAPE(n), TN_FLOAT32, NULL);
     struct tn_tensor *o = tn_empty(TN_SHAPE(n), TN_FLOAT32);
@@ -189,7 +189,7 @@ int main(int argc, char **argv)
     tn_release(b);
     tn_release(o);
 
-    int64_t m = 1024;
+    int64_t m = tn_bench_size(1024, 32);
     struct tn_tensor *x = tn_randn(TN_SHAPE(m, m), TN_FLOAT32, NULL);
     struct tn_tensor *y = tn_randn(TN_SHAPE(m, m), TN_FLOAT32, NULL);
     struct tn_tensor *z = tn_empty(TN_SHAPE(m, m), TN_FLOAT32);

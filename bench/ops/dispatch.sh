@@ -6,10 +6,12 @@
 # programs on a shared machine do not inflate).
 # Run from the build folder (make bench does).
 set -e
+. "$(dirname "$0")/../quick.sh"
 export TN_NUM_THREADS=1 OMP_NUM_THREADS=1
 ours=$(bench/ops/bench_ops --dispatch-us)
+quick_done "dispatch, ours $ours us"
 py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+[ -n "${quick:-}" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 theirs=$("$py" - <<'PY'
 import time, torch
 torch.set_num_threads(1)

@@ -8,9 +8,11 @@
 # Each run is a process of its own, so one peak does not hide the next.
 # `make bench-sdpa` runs it alone, from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 n=${TN_NUM_THREADS:-$(nproc)}
 export TN_NUM_THREADS=$n
 py=python3
+[ -n "$quick" ] && { quick_done "sdpa L=128 fwd, ours $(bench/ops/bench_sdpa 128 fwd | cut -d" " -f1) ms"; }
 "$py" -c 'import torch, sys; sys.exit(int(torch.__version__.split(".")[0]) < 2)' 2>/dev/null || {
     echo "sdpa: no PyTorch 2.x (python3): skipped"
     exit 0

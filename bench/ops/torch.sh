@@ -9,12 +9,14 @@
 # else Debian's 1.13) with the same thread count (the machine's cores).
 # Prints milliseconds and the ratio. Run from the build folder.
 set -e
+. "$(dirname "$0")/../quick.sh"
 n=$(nproc)
 export TN_NUM_THREADS=$n
 py=python3
-python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+[ -n "${quick:-}" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 for w in softmax sum layer_norm conv2d conv2d_train conv64 index index_put interpolate; do
     ours=$(bench/ops/bench_ops --ms $w)
+    quick_done "$w, ours $ours ms"
     theirs=$("$py" - "$w" "$n" <<'PY'
 import sys, time, torch
 w, n = sys.argv[1], int(sys.argv[2])

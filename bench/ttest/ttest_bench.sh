@@ -7,6 +7,7 @@
 #  2. overhead per test: 500 tests that exit at once, against prove and bats.
 # Run from the build folder; TTEST names the ttest to time.
 set -eu
+. "$(dirname "$0")/../quick.sh"
 TTEST=${TTEST:-$PWD/bin/ttest/ttest}
 [ -x "$TTEST" ] || { echo "ttest_bench: $TTEST is not built" >&2; exit 1; }
 case $TTEST in /*) ;; *) TTEST=$PWD/$TTEST ;; esac
@@ -22,8 +23,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 mkdir -p "$W/suite"
 : >"$W/durations"
 i=1
-while [ $i -le 40 ]; do
-    s=$(awk -v i=$i 'BEGIN { printf "%.3f", 0.1 + 2.9 * (i - 1) / 39 }')
+ntests=40
+[ -z "$quick" ] || ntests=4
+while [ $i -le $ntests ]; do
+    s=$(awk -v i=$i -v q="$quick" 'BEGIN { printf "%.3f", q ? 0.01 : 0.1 + 2.9 * (i - 1) / 39 }')
     n=$(printf 't%02d' $(( (i * 17) % 40 + 1 )))
     printf '#!/bin/sh\nsleep %s\necho 1..1\necho ok 1\n' "$s" >"$W/suite/$n"
     chmod +x "$W/suite/$n"
@@ -32,12 +35,13 @@ while [ $i -le 40 ]; do
     i=$((i + 1))
 done
 bound=$(awk -F'\t' '{ t += $3; if ($3 > m) m = $3 } END { b = t / 4; printf "%.2f", (m > b ? m : b) }' "$W/durations")
-echo "synthetic suite: 40 tests, 0.1 .. 3 s each, 4 workers; lower bound max(longest, total/4) = $bound s"
+echo "synthetic suite: $ntests tests, 0.1 .. 3 s each, 4 workers; lower bound max(longest, total/4) = $bound s"
 
 t0=$(now)
 (cd "$W" && "$TTEST" -q -j4 --no-progress --durations durations suite >/dev/null)
 tt=$(since "$t0")
 echo "  ttest -j4 (recorded durations): $tt s = $(ratio "$tt" "$bound") x the lower bound"
+quick_done "ttest on $ntests tests"
 t0=$(now)
 (cd "$W" && "$TTEST" -q -j4 --no-progress suite >/dev/null)
 tn=$(since "$t0")
