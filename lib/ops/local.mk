@@ -1,7 +1,7 @@
 # Kernels: device-independent halves (meta functions, decompositions) in
 # lib/ops, CPU kernels in lib/ops/cpu.
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
-	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h
+	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \

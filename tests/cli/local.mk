@@ -1,6 +1,7 @@
 # Bats tests of the tools and scripts.
 if HAVE_BATS
 CLI_TESTS += tests/cli/bootstrap.bats
+CLI_TESTS += tests/cli/ops_simd.bats
 include tests/cli/dtype.mk
 include tests/cli/print.mk
 include tests/cli/random.mk

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "ops/cpu/kernel.h"
 
 /* the integer macros test signs, which is always false for uint8: right,
  * but gcc says so once per loop */
@@ -74,7 +75,7 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
 
 /* One inner loop: out (OT) = EXPR(x, y) with x, y loaded from IT as CT. */
 #define TN_LOOP(NAME, IT, OT, CT, LD, ST, EXPR)                                                \
-    static void NAME(char **p, const int64_t *s, int64_t n, void *vctx)                        \
+    TN_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *vctx)                        \
     {                                                                                          \
         struct bctx *ctx = vctx;                                                               \
         (void)ctx;                                                                             \
@@ -83,7 +84,7 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
         if (s[0] == sizeof(OT) && s[1] == sizeof(IT) && s[2] == sizeof(IT)) {                  \
             OT *O = (OT *)o;                                                                   \
             const IT *A = (const IT *)a, *B = (const IT *)b;                                   \
-            for (int64_t i = 0; i < n; i++) {                                                  \
+            TN_IVDEP for (int64_t i = 0; i < n; i++) {                                                  \
                 CT x = LD(A[i]), y = LD(B[i]);                                                 \
                 ST(O[i], (EXPR));                                                              \
             }                                                                                  \
@@ -91,7 +92,7 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
             OT *O = (OT *)o;                                                                   \
             const IT *A = (const IT *)a;                                                       \
             const CT y = LD(*(const IT *)b);                                                   \
-            for (int64_t i = 0; i < n; i++) {                                                  \
+            TN_IVDEP for (int64_t i = 0; i < n; i++) {                                                  \
                 CT x = LD(A[i]);                                                               \
                 ST(O[i], (EXPR));                                                              \
             }                                                                                  \
@@ -103,12 +104,6 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
         }                                                                                      \
     }
 
-#define LD_ID(v) (v)
-#define ST_ID(d, v) ((d) = (v))
-#define LD_H(v) tn_half_to_float(v)
-#define ST_H(d, v) ((d) = tn_half_from_float(v))
-#define LD_BF(v) tn_bfloat16_to_float(v)
-#define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 
 /* floating dtypes: suffix, storage type, compute type, load, store, fma, fmod, floor */
 #define TN_FLOAT_LOOPS(SFX, IT, CT, LD, ST, FMA, FMOD, FLOOR, TRUNC, POW, ATAN2)              \

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "ops/cpu/kernel.h"
 
 /* How BLAS sees a rows x cols matrix with element strides (s0, s1). */
 struct mat {
@@ -57,12 +58,6 @@ static struct mat describe(const char *p, int64_t rows, int64_t cols, int64_t s0
                 ST(C[i * ldc + j], (use_c ? beta * prev : 0) + alpha * acc);                   \
             }                                                                                  \
     }
-#define LD_ID(v) (v)
-#define ST_ID(d, v) ((d) = (v))
-#define LD_H(v) tn_half_to_float(v)
-#define ST_H(d, v) ((d) = tn_half_from_float(v))
-#define LD_BF(v) tn_bfloat16_to_float(v)
-#define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 #define ST_I64(d, v) ((d) = (int64_t)(v))
 #define ST_I32(d, v) ((d) = (int32_t)(v))
 #define ST_I16(d, v) ((d) = (int16_t)(v))

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "ops/cpu/kernel.h"
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_ANY, R_ALL, R_ARGMAX, R_ARGMIN, R_NUM };
 
@@ -30,9 +31,6 @@ typedef void (*red_fn)(const char *p, int64_t n, int64_t s, union acc *a);
 /* Writes the accumulated value to dst (count: elements reduced). */
 typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
 
-#define LD_ID(v) (v)
-#define LD_H(v) tn_half_to_float(v)
-#define LD_BF(v) tn_bfloat16_to_float(v)
 
 /* One extreme reduction per comparison (> for max, < for min), float and
  * integer flavours; argmax/argmin see the whole reduced run in one call and
@@ -127,8 +125,6 @@ typedef void (*fin_fn)(char *dst, union acc a, int64_t count, int op);
 
 #define ST_F(d, v) ((d) = (float)(v))
 #define ST_D(d, v) ((d) = (v))
-#define ST_H(d, v) ((d) = tn_half_from_float((float)(v)))
-#define ST_BF(d, v) ((d) = tn_bfloat16_from_float((float)(v)))
 TN_RED_FLOAT(f32, float, LD_ID, ST_F)
 TN_RED_FLOAT(f64, double, LD_ID, ST_D)
 TN_RED_FLOAT(f16, tn_half, LD_H, ST_H)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "ops/cpu/kernel.h"
 
 struct sjob {
     const char *in;
@@ -19,12 +20,6 @@ struct sjob {
     bool log;
 };
 
-#define LD_ID(v) (v)
-#define ST_ID(d, v) ((d) = (v))
-#define LD_H(v) tn_half_to_float(v)
-#define ST_H(d, v) ((d) = tn_half_from_float(v))
-#define LD_BF(v) tn_bfloat16_to_float(v)
-#define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 
 #define TN_SOFTMAX(SFX, T, CT, LD, ST, EXP, LOG)                                               \
     static void rows_##SFX(int64_t begin, int64_t end, void *ctx)                              \

@@ -12,16 +12,17 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "ops/cpu/kernel.h"
 
 #define TN_ULOOP(NAME, IT, OT, CT, LD, ST, EXPR)                                               \
-    static void NAME(char **p, const int64_t *s, int64_t n, void *ctx)                         \
+    TN_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx)                         \
     {                                                                                          \
         const double *P = ctx; /* the op's scalar arguments, if any */                         \
         (void)P;                                                                               \
         if (s[0] == sizeof(OT) && s[1] == sizeof(IT)) {                                        \
             OT *O = (OT *)p[0];                                                                \
             const IT *A = (const IT *)p[1];                                                    \
-            for (int64_t i = 0; i < n; i++) {                                                  \
+            TN_IVDEP for (int64_t i = 0; i < n; i++) {                                                  \
                 CT x = LD(A[i]);                                                               \
                 ST(O[i], (EXPR));                                                              \
             }                                                                                  \
@@ -33,12 +34,6 @@
         }                                                                                      \
     }
 
-#define LD_ID(v) (v)
-#define ST_ID(d, v) ((d) = (v))
-#define LD_H(v) tn_half_to_float(v)
-#define ST_H(d, v) ((d) = tn_half_from_float(v))
-#define LD_BF(v) tn_bfloat16_to_float(v)
-#define ST_BF(d, v) ((d) = tn_bfloat16_from_float(v))
 
 enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU,
        U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL,
@@ -269,32 +264,59 @@ TN_FLOAT_ULOOPS2(f64, double, double, LD_ID, ST_ID, FN_D)
 #ifdef TN_HAVE_AVX2
 #include "ops/cpu/vmath.h"
 
-TN_AVX2 static void gelu_f32_run(float *o, const float *a, int64_t n)
+TN_AVX2 static inline __m256 sigmoid8(__m256 x)
 {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, tn__gelu8(_mm256_loadu_ps(a + i)));
-    if (i < n) {
-        float b[8] = {0};
-        memcpy(b, a + i, sizeof(float) * (size_t)(n - i));
-        _mm256_storeu_ps(b, tn__gelu8(_mm256_loadu_ps(b)));
-        memcpy(o + i, b, sizeof(float) * (size_t)(n - i));
-    }
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, tn__exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
+
+TN_AVX2 static inline __m256 silu8(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(x, _mm256_add_ps(one, tn__exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+/* NAME##_f32_run: FN8 over a contiguous run, eight at a time, the tail
+ * through a zero-padded block */
+#define TN_VEC8_RUN(NAME, FN8)                                                                 \
+    TN_AVX2 static void NAME##_f32_run(float *o, const float *a, int64_t n)                    \
+    {                                                                                          \
+        int64_t i = 0;                                                                         \
+        for (; i + 8 <= n; i += 8)                                                             \
+            _mm256_storeu_ps(o + i, FN8(_mm256_loadu_ps(a + i)));                              \
+        if (i < n) {                                                                           \
+            float b[8] = {0};                                                                  \
+            memcpy(b, a + i, sizeof(float) * (size_t)(n - i));                                 \
+            _mm256_storeu_ps(b, FN8(_mm256_loadu_ps(b)));                                      \
+            memcpy(o + i, b, sizeof(float) * (size_t)(n - i));                                 \
+        }                                                                                      \
+    }
+TN_VEC8_RUN(gelu, tn__gelu8)
+TN_VEC8_RUN(exp, tn__exp8)
+TN_VEC8_RUN(sigmoid, sigmoid8)
+TN_VEC8_RUN(silu, silu8)
+#define TN_VEC8_CALL(NAME)                                                                     \
+    if (s[0] == sizeof(float) && s[1] == sizeof(float) && tn__have_avx2()) {                   \
+        NAME##_f32_run((float *)(void *)p[0], (const float *)(const void *)p[1], n);           \
+        return;                                                                                \
+    }
+#else
+#define TN_VEC8_CALL(NAME)
 #endif
 
-/* gelu_f32: contiguous runs eight at a time where the CPU has AVX2 (libm's
- * erff one element at a time was nine tenths of the op). */
-static void gelu_f32_vec(char **p, const int64_t *s, int64_t n, void *ctx)
-{
-#ifdef TN_HAVE_AVX2
-    if (s[0] == sizeof(float) && s[1] == sizeof(float) && tn__have_avx2()) {
-        gelu_f32_run((float *)(void *)p[0], (const float *)(const void *)p[1], n);
-        return;
+/* NAME##_f32_vec: contiguous runs eight at a time where the CPU has AVX2
+ * (libm's erff and expf one element at a time were nine tenths of gelu,
+ * exp, sigmoid and silu), else the scalar loop. */
+#define TN_VEC8(NAME)                                                                          \
+    static void NAME##_f32_vec(char **p, const int64_t *s, int64_t n, void *ctx)               \
+    {                                                                                          \
+        TN_VEC8_CALL(NAME)                                                                     \
+        NAME##_f32(p, s, n, ctx);                                                              \
     }
-#endif
-    gelu_f32(p, s, n, ctx);
-}
+TN_VEC8(gelu)
+TN_VEC8(exp)
+TN_VEC8(sigmoid)
+TN_VEC8(silu)
 
 TN_FLOAT_ULOOPS2(f16, tn_half, float, LD_H, ST_H, FN_F)
 TN_FLOAT_ULOOPS2(bf16, tn_bfloat16, float, LD_BF, ST_BF, FN_F)
@@ -337,6 +359,9 @@ TN_ULOOP(logical_not_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == 0
 
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
                   [TN_BFLOAT16] = op##_bf16, [TN_COMPLEX64] = op##_c64
+/* ROW_F with the AVX2 float32 kernel */
+#define ROW_FV(op) [TN_FLOAT32] = op##_f32_vec, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16, \
+                   [TN_BFLOAT16] = op##_bf16, [TN_COMPLEX64] = op##_c64
 #define ROW_R(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
                   [TN_BFLOAT16] = op##_bf16
 #define ROW_I(op) [TN_INT64] = op##_i64, [TN_INT32] = op##_i32, [TN_INT16] = op##_i16,         \
@@ -344,13 +369,13 @@ TN_ULOOP(logical_not_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == 0
 static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_NEG] = {ROW_F(neg), ROW_I(neg)},
     [U_ABS] = {ROW_F(abs), ROW_I(abs)},
-    [U_EXP] = {ROW_F(exp)},
+    [U_EXP] = {ROW_FV(exp)},
     [U_LOG] = {ROW_F(log)},
     [U_SQRT] = {ROW_F(sqrt)},
     [U_SIN] = {ROW_F(sin)},
     [U_COS] = {ROW_F(cos)},
     [U_TANH] = {ROW_F(tanh)},
-    [U_SIGMOID] = {ROW_F(sigmoid)},
+    [U_SIGMOID] = {ROW_FV(sigmoid)},
     [U_EXP2] = {ROW_F(exp2)},
     [U_EXPM1] = {ROW_F(expm1)},
     [U_LOG2] = {ROW_F(log2)},
@@ -375,7 +400,7 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_BITWISE_NOT] = {ROW_I(bitwise_not), [TN_BOOL] = bitwise_not_b},
     [U_LOGICAL_NOT] = {ROW_R(logical_not), ROW_I(logical_not), [TN_BOOL] = logical_not_b,
                        [TN_COMPLEX64] = logical_not_c64},
-    [U_SILU] = {ROW_F(silu)},
+    [U_SILU] = {ROW_FV(silu)},
     [U_MISH] = {ROW_R(mish)},
     [U_GELU] = {[TN_FLOAT32] = gelu_f32_vec, [TN_FLOAT64] = gelu_f64, [TN_FLOAT16] = gelu_f16,
                 [TN_BFLOAT16] = gelu_bf16},

@@ -1,0 +1,45 @@
+/*
+ * ops/cpu/kernel.h: what the elementwise kernel files (binary.c, unary.c,
+ * reduce.c, softmax.c, linalg.c) share: the load/store conversions between
+ * a storage type and its compute type, and the switches that make their
+ * contiguous loops compile to packed vector code.
+ *
+ * gcc's -O2 vectorises only with its "very cheap" cost model, which never
+ * vectorises a loop needing an alias check or a remainder loop: every
+ * contiguous loop here stayed scalar (add of float32 was one addss an
+ * element, issue 27). The pragma below turns the vectoriser on with its
+ * normal cost model in the file that includes this header; TN_IVDEP tells
+ * it that an output either is an input or does not overlap it (the
+ * dispatcher refuses partial overlap), so no alias check is needed; and
+ * TN_KERNEL_CLONES builds a loop for AVX-512, AVX2 + FMA and plain x86-64,
+ * chosen once at load time by the CPU (gcc's function multiversioning).
+ * Include it after the other headers.
+ */
+#ifndef TN_OPS_CPU_KERNEL_H
+#define TN_OPS_CPU_KERNEL_H
+
+#include "ops/internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#define TN_IVDEP _Pragma("GCC ivdep")
+#else
+#define TN_IVDEP
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&    \
+    !defined(__SANITIZE_ADDRESS__)
+#define TN_KERNEL_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#else
+#define TN_KERNEL_CLONES
+#endif
+
+/* storage <-> compute conversions: identity, float16, bfloat16 */
+#define LD_ID(v) (v)
+#define ST_ID(d, v) ((d) = (v))
+#define LD_H(v) tn_half_to_float(v)
+#define ST_H(d, v) ((d) = tn_half_from_float((float)(v)))
+#define LD_BF(v) tn_bfloat16_to_float(v)
+#define ST_BF(d, v) ((d) = tn_bfloat16_from_float((float)(v)))
+
+#endif
