@@ -150,9 +150,47 @@ static double workload_ms(const char *name)
     return best < 0 ? conv_ms(name) : best * 1e3;
 }
 
+/* --sweep OP N (bench/ops/sweep.sh): "SECONDS MEMCPY_SECONDS" of OP on N
+ * float32 elements, each the best of enough runs to fill about a tenth of
+ * a second: add, mul, exp (out=, as PyTorch's side), sum (of all), badd
+ * (an N/1024 x 1024 matrix plus a row of 1024, out=); MEMCPY_SECONDS a
+ * memcpy of the N elements. */
+static int sweep(const char *op, int64_t n)
+{
+    int64_t rows = n / 1024 > 0 ? n / 1024 : 1, cols = n / rows;
+    struct tn_tensor *a = tn_randn(TN_SHAPE(rows, cols), TN_FLOAT32, NULL);
+    struct tn_tensor *b = !strcmp(op, "badd") ? tn_randn(TN_SHAPE(cols), TN_FLOAT32, NULL)
+                                              : tn_randn(TN_SHAPE(rows, cols), TN_FLOAT32, NULL);
+    struct tn_tensor *o = tn_empty(TN_SHAPE(rows, cols), TN_FLOAT32);
+    char *dst = malloc((size_t)n * 4);
+    memset(dst, 0, (size_t)n * 4);
+    int reps = (int)(2e7 / (double)n);
+    reps = reps < 5 ? 5 : reps > 2000 ? 2000 : reps;
+    double t = -1, tc;
+    int rc = 0;
+    if (!strcmp(op, "add") || !strcmp(op, "badd"))
+        TN_BENCH_BEST(reps, t, rc |= tn_add_out(a, b, tn_int(1), o));
+    else if (!strcmp(op, "mul"))
+        TN_BENCH_BEST(reps, t, rc |= tn_mul_out(a, b, o));
+    else if (!strcmp(op, "exp"))
+        TN_BENCH_BEST(reps, t, rc |= tn_exp_out(a, o));
+    else if (!strcmp(op, "sum"))
+        TN_BENCH_BEST(reps, t, tn_release(tn_sum(a, TN_DTYPE_UNSET)));
+    TN_BENCH_BEST(reps, tc, memcpy(dst, tn_data(a), (size_t)(rows * cols) * 4));
+    if (t >= 0 && !rc)
+        printf("%.9f %.9f\n", t, tc);
+    free(dst);
+    tn_release(a);
+    tn_release(b);
+    tn_release(o);
+    return t < 0 || rc ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
     double cpu_us;
+    if (argc > 3 && !strcmp(argv[1], "--sweep"))
+        return sweep(argv[2], strtoll(argv[3], NULL, 10));
     if (argc > 1 && !strcmp(argv[1], "--dispatch-us")) {
         double wall_us = dispatch_us(tn_bench_size(1000000, 1000), &cpu_us);
         printf("%.4f %.4f\n", wall_us, cpu_us);

@@ -15,3 +15,11 @@ TN_BENCH_SH += bench/ops/sdpa.sh
 bench-sdpa: bench/ops/bench_sdpa$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/sdpa.sh
 .PHONY: bench-sdpa
+
+# issue 27's elementwise size sweep (add, mul, exp, sum, broadcast add at
+# 10^3 .. 10^8 against PyTorch, with memcpy's bandwidth); `make bench-sweep`
+# runs it alone.
+TN_BENCH_SH += bench/ops/sweep.sh
+bench-sweep: bench/ops/bench_ops$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/ops/sweep.sh
+.PHONY: bench-sweep
