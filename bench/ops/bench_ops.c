@@ -186,9 +186,37 @@ static int sweep(const char *op, int64_t n)
     return t < 0 || rc ? 2 : 0;
 }
 
+/* --conv C H O K S G (bench/ops/conv.sh): seconds (best of enough runs)
+ * of conv2d of a 1 x C x H x H float32 input with O filters K x K, stride
+ * S, padding K/2, G groups, with a bias. */
+static int conv_shape(char **v)
+{
+    int64_t c = atoll(v[0]), h = atoll(v[1]), o = atoll(v[2]), k = atoll(v[3]),
+            st = atoll(v[4]), g = atoll(v[5]);
+    struct tn_tensor *x = tn_randn(TN_SHAPE(1, c, h, h), TN_FLOAT32, NULL);
+    struct tn_tensor *w = tn_randn(TN_SHAPE(o, c / g, k, k), TN_FLOAT32, NULL);
+    struct tn_tensor *b = tn_randn(TN_SHAPE(o), TN_FLOAT32, NULL);
+    const int64_t stride[2] = {st, st}, pad[2] = {k / 2, k / 2}, dil[2] = {1, 1};
+    double t;
+    int bad = 0;
+    TN_BENCH_BEST(20, t, {
+        struct tn_tensor *y = tn_conv2d(x, w, b, stride, 2, pad, 2, dil, 2, g);
+        bad |= !y;
+        tn_release(y);
+    });
+    if (!bad)
+        printf("%.9f\n", t);
+    tn_release(x);
+    tn_release(w);
+    tn_release(b);
+    return bad ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
     double cpu_us;
+    if (argc == 8 && !strcmp(argv[1], "--conv"))
+        return conv_shape(argv + 2);
     if (argc > 3 && !strcmp(argv[1], "--sweep"))
         return sweep(argv[2], strtoll(argv[3], NULL, 10));
     if (argc > 1 && !strcmp(argv[1], "--dispatch-us")) {

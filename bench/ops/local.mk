@@ -23,3 +23,11 @@ TN_BENCH_SH += bench/ops/sweep.sh
 bench-sweep: bench/ops/bench_ops$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/sweep.sh
 .PHONY: bench-sweep
+
+# issue 27's convolution shapes (resnet18, mobilenet_v3_small,
+# efficientnet_b0: depthwise, 1x1, grouped) against PyTorch; `make
+# bench-conv` runs it alone.
+TN_BENCH_SH += bench/ops/conv.sh
+bench-conv: bench/ops/bench_ops$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/ops/conv.sh
+.PHONY: bench-conv

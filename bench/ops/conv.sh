@@ -1,0 +1,50 @@
+#!/bin/sh
+# bench/ops/conv.sh: issue 27's convolution figures, run from the build
+# folder: conv2d (batch 1, float32, padding K/2, with bias) at shapes of
+# resnet18 (3x3 and 1x1 downsampling), mobilenet_v3_small and
+# efficientnet_b0 (depthwise 3x3 and 5x5, 1x1 expansions and projections)
+# and a grouped 3x3, ours (bench_ops --conv) against PyTorch (python3, 2.x
+# when it has it) in the same run at TN_NUM_THREADS threads (default 1),
+# best of 20 each. Prints ms for both and PyTorch's time / ours (above 1:
+# ours is faster). `make bench-conv` runs it alone.
+set -e
+. "$(dirname "$0")/../quick.sh"
+cores=$(nproc)
+th=${TN_NUM_THREADS:-1}
+export TN_NUM_THREADS=$th OMP_NUM_THREADS=$th
+py=python3
+[ -n "$quick" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+# name C H O K S G
+shapes='resnet18.conv3x3_64 64 56 64 3 1 1
+resnet18.conv3x3_256 256 14 256 3 1 1
+resnet18.down1x1_128 64 56 128 1 2 1
+mbv3s.dw3x3_16 16 56 16 3 2 16
+mbv3s.pw1x1_72 16 28 72 1 1 1
+mbv3s.dw5x5_96 96 14 96 5 2 96
+effb0.dw3x3_96 96 112 96 3 2 96
+effb0.pw1x1_96_24 96 56 24 1 1 1
+effb0.dw5x5_240 240 28 240 5 1 240
+grouped3x3_g8 128 28 128 3 1 8'
+[ -z "$quick" ] || shapes='mbv3s.dw3x3_16 16 8 16 3 2 16'
+echo "conv2d float32, batch 1, $th thread(s), load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"
+printf '%-22s %10s %10s %8s\n' shape ours_ms torch_ms torch/ours
+echo "$shapes" | while read -r name c h o k s g; do
+    ours=$(bench/ops/bench_ops --conv "$c" "$h" "$o" "$k" "$s" "$g")
+    if [ -n "$quick" ]; then
+        echo "$name: ours $ours s (quick mode: PyTorch baseline not run)"
+        continue
+    fi
+    theirs=$("$py" - "$c" "$h" "$o" "$k" "$s" "$g" "$th" <<'PY'
+import sys, time, torch
+c, h, o, k, s, g, th = map(int, sys.argv[1:])
+torch.set_num_threads(th)
+x, w, b = torch.randn(1, c, h, h), torch.randn(o, c // g, k, k), torch.randn(o)
+best = 1e9
+for _ in range(20):
+    t = time.perf_counter(); torch.conv2d(x, w, b, s, k // 2, 1, g); best = min(best, time.perf_counter() - t)
+print("%.9f" % best)
+PY
+)
+    awk -v n="$name" -v o="$ours" -v t="$theirs" 'BEGIN {
+        printf "%-22s %10.3f %10.3f %8.2f\n", n, o * 1e3, t * 1e3, t / o }'
+done
