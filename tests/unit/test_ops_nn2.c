@@ -3,6 +3,8 @@
  * every case of tests/fixtures/ops/nn2.json (real PyTorch), and dropout's
  * mask and output after the seed PyTorch was given.
  */
+#include <math.h>
+
 #include "ops_cases.h"
 
 static void test_fixture_cases(void **state)
@@ -43,11 +45,48 @@ static void test_dropout_seeded(void **state)
     json_decref(fx);
 }
 
+/* The float32 depthwise kernel (direct loops, issue 27) gives the float64
+ * path's values (im2col and GEMM per channel), for strides 1 and 2,
+ * padding, dilation, 3x3 and 5x5, with and without a bias, batch 2. */
+static void test_depthwise_matches_gemm_path(void **state)
+{
+    const int64_t shapes[][5] = {/* c, h, k, stride, dilation */
+                                 {3, 9, 3, 1, 1}, {4, 11, 3, 2, 1}, {5, 10, 5, 2, 1},
+                                 {2, 8, 3, 1, 2}, {6, 7, 5, 1, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *p = shapes[i], c = p[0], h = p[1], k = p[2];
+        struct tn_tensor *x = tn_randn(TN_SHAPE(2, c, h, h + 1), TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn(TN_SHAPE(c, 1, k, k), TN_FLOAT32, NULL);
+        struct tn_tensor *b = i % 2 ? NULL : tn_randn(TN_SHAPE(c), TN_FLOAT32, NULL);
+        struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
+        struct tn_tensor *bd = b ? tn_to_dtype(b, TN_FLOAT64) : NULL;
+        const int64_t st[2] = {p[3], p[3]}, pad[2] = {k / 2, k / 2}, dil[2] = {p[4], p[4]};
+        struct tn_tensor *y = tn_conv2d(x, w, b, st, 2, pad, 2, dil, 2, c);
+        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, st, 2, pad, 2, dil, 2, c);
+        assert_non_null(y);
+        assert_non_null(yd);
+        assert_int_equal(tn_numel(y), tn_numel(yd));
+        const float *a = tn_data(y);
+        const double *e = tn_data(yd);
+        for (int64_t j = 0; j < tn_numel(y); j++)
+            assert_true(fabs((double)a[j] - e[j]) <= 1e-4 * (1 + fabs(e[j])));
+        tn_release(x);
+        tn_release(w);
+        tn_release(b);
+        tn_release(xd);
+        tn_release(wd);
+        tn_release(bd);
+        tn_release(y);
+        tn_release(yd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_dropout_seeded),
+        cmocka_unit_test(test_depthwise_matches_gemm_path),
     };
     return TN_RUN_TESTS(tests);
 }
