@@ -479,6 +479,29 @@ fail:
     return NULL;
 }
 
+/* logit: grad / (x (1 - x)) inside [eps, 1 - eps] and 0 outside it, as
+ * PyTorch's infinitely_differentiable_logit_backward; without eps, NaN
+ * outside [0, 1]. */
+struct tn_tensor *tn__logit_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                               const double *eps)
+{
+    double lo = eps ? *eps : 0.0, hi = 1.0 - lo;
+    struct tn_tensor *m = NULL, *b = NULL, *d = NULL, *r = NULL;
+    STEP(m, tn_ge_scalar(self, tn_float(lo)));
+    STEP(b, tn_le_scalar(self, tn_float(hi)));
+    STEP(m, tn_logical_and(m, b));
+    STEP(d, tn_neg(self));
+    STEP(d, tn_add_scalar(d, tn_int(1), tn_int(1)));
+    STEP(d, tn_mul(self, d));
+    STEP(r, tn_div(grad, d));
+    STEP(r, tn_where_scalarother(m, r, tn_float(eps ? 0.0 : NAN)));
+    drop(3, m, b, d);
+    return r;
+fail:
+    drop(4, m, b, d, r);
+    return NULL;
+}
+
 /* div with a rounding mode: a step function (zero gradient) unless None */
 struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   const struct tn_tensor *other, const char *mode, int which)

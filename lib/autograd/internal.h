@@ -220,6 +220,8 @@ struct tn_tensor *tn__softplus_bw(const struct tn_tensor *grad, const struct tn_
                                   struct tn_scalar beta, struct tn_scalar threshold);
 struct tn_tensor *tn__minmax_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                 const struct tn_tensor *other, int which, int sign);
+struct tn_tensor *tn__logit_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                               const double *eps);
 struct tn_tensor *tn__clamp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                const struct tn_scalar *min, const struct tn_scalar *max);
 struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_tensor *self,

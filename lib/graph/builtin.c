@@ -77,6 +77,30 @@ static int b_t(const struct tn_op *op, struct tn_ivalue *st, int n)
     return result(op, st, tn_t(self));
 }
 
+/* mT, mH, adjoint, matrix_H: the last two dimensions swapped (the
+ * conjugate too for mH, adjoint and matrix_H: the same for real dtypes);
+ * numpy_T (.T): every dimension reversed. */
+static int b_matrix_t(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    if (!strcmp(op->name, "numpy_T")) {
+        int64_t dims[TN_MAX_DIMS];
+        for (int i = 0; i < self->ndim; i++)
+            dims[i] = self->ndim - 1 - i;
+        return result(op, st, tn_permute(self, dims, self->ndim));
+    }
+    bool conj = strcmp(op->name, "mT") != 0;
+    if (self->ndim < 2)
+        return tn_set_error(TN_ESHAPE, "%s: tensor.%s is only supported on matrices or batches "
+                            "of matrices. Got %d-D tensor.", op->qualname,
+                            conj ? "mH" : "mT", self->ndim);
+    if (conj && self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "%s: the conjugate view of a complex tensor is not "
+                            "supported", op->qualname);
+    return result(op, st, tn_transpose(self, -2, -1));
+}
+
 static int b_unsqueeze(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -264,6 +288,11 @@ static const struct tn_op builtins[] = {
     OP("permute", "", a_permute, b_permute, 1),
     OP("transpose", ".int", a_transpose, b_transpose, 1),
     OP("t", "", a_self, b_t, 1),
+    OP("mT", "", a_self, b_matrix_t, 1),
+    OP("mH", "", a_self, b_matrix_t, 1),
+    OP("adjoint", "", a_self, b_matrix_t, 1),
+    OP("matrix_H", "", a_self, b_matrix_t, 1),
+    OP("numpy_T", "", a_self, b_matrix_t, 1),
     OP("unsqueeze", "", a_unsqueeze, b_unsqueeze, 1),
     OP("squeeze", "", a_self, b_squeeze, 1),
     OP("squeeze", ".dim", a_unsqueeze, b_squeeze, 1),

@@ -457,7 +457,8 @@ static const char *const view_ops[] = {
     "permute", "transpose", "t", "alias", "detach", "select", "slice", "expand", "split",
     "split_with_sizes", "chunk", "unbind", "narrow", "diagonal", "as_strided", "unfold",
     "view_as", "expand_as", "movedim", "swapaxes", "view_as_real", "view_as_complex",
-    "real", "imag", "tensor_split", "hsplit", "vsplit", "_reshape_alias", "lift_fresh"};
+    "real", "imag", "tensor_split", "hsplit", "vsplit", "_reshape_alias", "lift_fresh",
+    "mT", "mH", "adjoint", "matrix_H", "numpy_T"};
 
 static bool is_view(const char *target)
 {

@@ -315,6 +315,53 @@ static struct tn_scalar value_for(enum tn_dtype dt, struct tn_scalar v)
     return v;
 }
 
+/* PyTorch computes addcmul, addcdiv and lerp of bfloat16 and float16 in
+ * float32 and rounds once: the decompositions below run on float32 copies
+ * (through _to_copy, so gradients flow) and round their result. */
+static bool reduced_float(enum tn_dtype dt)
+{
+    return dt == TN_BFLOAT16 || dt == TN_FLOAT16;
+}
+
+static struct tn_tensor *as_dtype(const struct tn_tensor *t, enum tn_dtype dt)
+{
+    return t ? tn_underscore_to_copy(t, dt, NULL, NULL, NULL, false, NULL) : NULL;
+}
+
+typedef struct tn_tensor *(*tern_fn)(const struct tn_tensor *, const struct tn_tensor *,
+                                     const struct tn_tensor *, const void *);
+
+/* f(a, b, c, arg) on float32 copies of a, b and c (c may be NULL), rounded
+ * to dt. */
+static struct tn_tensor *in_float32(tern_fn f, enum tn_dtype dt, const struct tn_tensor *a,
+                                    const struct tn_tensor *b, const struct tn_tensor *c,
+                                    const void *arg)
+{
+    struct tn_tensor *fa = as_dtype(a, TN_FLOAT32), *fb = fa ? as_dtype(b, TN_FLOAT32) : NULL;
+    struct tn_tensor *fc = c && fb ? as_dtype(c, TN_FLOAT32) : NULL;
+    struct tn_tensor *r = fb && (fc || !c) ? f(fa, fb, fc, arg) : NULL, *o = as_dtype(r, dt);
+    tn_release(fa);
+    tn_release(fb);
+    tn_release(fc);
+    tn_release(r);
+    return o;
+}
+
+static struct tn_tensor *addc(bool div, const struct tn_tensor *self, const struct tn_tensor *t1,
+                              const struct tn_tensor *t2, struct tn_scalar value);
+
+static struct tn_tensor *addcmul_f(const struct tn_tensor *a, const struct tn_tensor *b,
+                                   const struct tn_tensor *c, const void *value)
+{
+    return addc(false, a, b, c, *(const struct tn_scalar *)value);
+}
+
+static struct tn_tensor *addcdiv_f(const struct tn_tensor *a, const struct tn_tensor *b,
+                                   const struct tn_tensor *c, const void *value)
+{
+    return addc(true, a, b, c, *(const struct tn_scalar *)value);
+}
+
 /* self + value * (tensor1 op tensor2), op mul or true division. */
 static struct tn_tensor *addc(bool div, const struct tn_tensor *self, const struct tn_tensor *t1,
                               const struct tn_tensor *t2, struct tn_scalar value)
@@ -326,6 +373,8 @@ static struct tn_tensor *addc(bool div, const struct tn_tensor *self, const stru
     if (dt == TN_BOOL)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for 'Bool'",
                             div ? "addcdiv_cpu_out" : "addcmul_cpu_out"), NULL;
+    if (reduced_float(dt))
+        return in_float32(div ? addcdiv_f : addcmul_f, dt, self, t1, t2, &value);
     struct tn_tensor *p = div ? tn_div(t1, t2) : tn_mul(t1, t2);
     if (!p)
         return NULL;
@@ -381,12 +430,26 @@ static int lerp_check(const struct tn_tensor *self, const struct tn_tensor *othe
     return TN_OK;
 }
 
+static struct tn_tensor *lerp_scalar_f(const struct tn_tensor *a, const struct tn_tensor *b,
+                                       const struct tn_tensor *c, const void *weight)
+{
+    return tn__composite_lerp_scalar(0, a, b, *(const struct tn_scalar *)weight);
+}
+
+static struct tn_tensor *lerp_tensor_f(const struct tn_tensor *a, const struct tn_tensor *b,
+                                       const struct tn_tensor *c, const void *unused)
+{
+    return tn__composite_lerp_tensor(0, a, b, c);
+}
+
 /* self + weight * (end - self) */
 struct tn_tensor *tn__composite_lerp_scalar(tn_keyset ks, const struct tn_tensor *self,
                                             const struct tn_tensor *end, struct tn_scalar weight)
 {
     if (lerp_check(self, end, "end", NULL) < 0 || lerp_check(self, NULL, NULL, "lerp_kernel_scalar") < 0)
         return NULL;
+    if (reduced_float(self->dtype))
+        return in_float32(lerp_scalar_f, self->dtype, self, end, NULL, &weight);
     struct tn_tensor *d = tn_sub(end, self, tn_int(1));
     struct tn_tensor *r = d ? tn_add(self, d, weight) : NULL;
     tn_release(d);
@@ -400,6 +463,8 @@ struct tn_tensor *tn__composite_lerp_tensor(tn_keyset ks, const struct tn_tensor
     if (lerp_check(self, end, "end", NULL) < 0 || lerp_check(self, weight, "weight", NULL) < 0 ||
         lerp_check(self, NULL, NULL, "lerp_kernel_tensor") < 0)
         return NULL;
+    if (reduced_float(self->dtype))
+        return in_float32(lerp_tensor_f, self->dtype, self, end, weight, NULL);
     struct tn_tensor *d = tn_sub(end, self, tn_int(1));
     struct tn_tensor *wd = d ? tn_mul(weight, d) : NULL;
     struct tn_tensor *r = wd ? tn_add(self, wd, tn_int(1)) : NULL;

@@ -105,6 +105,13 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
     }
 
 
+/* div(rounding_mode='trunc') of bfloat16 and float16 rounds the quotient to
+ * the dtype before truncating, as PyTorch's Vectorized<BFloat16> does */
+#define RND_f32(v) (v)
+#define RND_f64(v) (v)
+#define RND_bf16(v) tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+#define RND_f16(v) tn_half_to_float(tn_half_from_float(v))
+
 /* floating dtypes: suffix, storage type, compute type, load, store, fma, fmod, floor */
 #define TN_FLOAT_LOOPS(SFX, IT, CT, LD, ST, FMA, FMOD, FLOOR, TRUNC, POW, ATAN2)              \
     TN_LOOP(add_##SFX, IT, IT, CT, LD, ST, FMA(y, (CT)ctx->af, x))                             \
@@ -113,7 +120,7 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
     TN_LOOP(sub1_##SFX, IT, IT, CT, LD, ST, x - y)                                             \
     TN_LOOP(mul_##SFX, IT, IT, CT, LD, ST, x * y)                                              \
     TN_LOOP(div_##SFX, IT, IT, CT, LD, ST, x / y)                                              \
-    TN_LOOP(divt_##SFX, IT, IT, CT, LD, ST, TRUNC(x / y))                                      \
+    TN_LOOP(divt_##SFX, IT, IT, CT, LD, ST, TRUNC(RND_##SFX(x / y)))                           \
     TN_LOOP(divf_##SFX, IT, IT, CT, LD, ST, TN_DIV_FLOOR_F(CT, FMOD, FLOOR, x, y))             \
     TN_LOOP(eq_##SFX, IT, bool, CT, LD, ST_ID, x == y)                                         \
     TN_LOOP(ne_##SFX, IT, bool, CT, LD, ST_ID, x != y)                                         \

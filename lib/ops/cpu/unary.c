@@ -225,6 +225,24 @@ static inline int64_t clamp_i(int64_t x, const double *P)
     return x;
 }
 
+/* logit of bfloat16 and float16 rounds after each step, as PyTorch's
+ * Vectorized<BFloat16> arithmetic does (eps too is taken as the dtype):
+ * RND_SFX is that rounding, the identity for float and double. */
+#define RND_f32(v) (v)
+#define RND_f64(v) (v)
+#define RND_bf16(v) tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+#define RND_f16(v) tn_half_to_float(tn_half_from_float(v))
+#define TN_LOGIT_CLAMP(SFX, CT)                                                                \
+    static inline CT logit_clamp_##SFX(CT x, double eps)                                       \
+    {                                                                                          \
+        CT lo = RND_##SFX((CT)eps), hi = RND_##SFX((CT)1 - lo);                                \
+        return x < lo ? lo : (x > hi ? hi : x);                                                \
+    }
+TN_LOGIT_CLAMP(f32, float)
+TN_LOGIT_CLAMP(f64, double)
+TN_LOGIT_CLAMP(bf16, float)
+TN_LOGIT_CLAMP(f16, float)
+
 /* Second set: rounding, sign, activations. P holds the scalar arguments
  * (leaky_relu: slope; hardtanh: min, max; elu: alpha, scale, input_scale;
  * softplus: beta, threshold). */
@@ -249,10 +267,10 @@ static inline int64_t clamp_i(int64_t x, const double *P)
              x <= 0 ? F(expm1)(x * (CT)P[2]) * (CT)(P[0] * P[1]) : x * (CT)P[1])              \
     TN_ULOOP(softplus_##SFX, IT, IT, CT, LD, ST,                                               \
              x * (CT)P[0] > (CT)P[1] ? x : F(log1p)(F(exp)(x * (CT)P[0])) / (CT)P[0])         \
-    TN_ULOOP(logit_##SFX, IT, IT, CT, LD, ST, F(log)(x / ((CT)1 - x)))                         \
+    TN_ULOOP(logit_##SFX, IT, IT, CT, LD, ST, F(log)(RND_##SFX(x / RND_##SFX((CT)1 - x))))     \
     TN_ULOOP(logit_eps_##SFX, IT, IT, CT, LD, ST,                                              \
-             F(log)(x < (CT)P[0] ? (CT)P[0] / ((CT)1 - (CT)P[0])                              \
-                    : x > (CT)1 - (CT)P[0] ? ((CT)1 - (CT)P[0]) / (CT)P[0] : x / ((CT)1 - x))) \
+             F(log)(RND_##SFX(logit_clamp_##SFX(x, P[0]) /                                     \
+                              RND_##SFX((CT)1 - logit_clamp_##SFX(x, P[0])))))                 \
     TN_ULOOP(nan_to_num_##SFX, IT, IT, CT, LD, ST,                                             \
              isnan(x) ? (CT)P[0] : (isinf(x) ? (x > 0 ? (CT)P[1] : (CT)P[2]) : x))            \
     TN_ULOOP(clamp_##SFX, IT, IT, CT, LD, ST, clamp_d((double)x, P))                           \
