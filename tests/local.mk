@@ -18,6 +18,7 @@ include tests/cli/local.mk
 if HAVE_BATS
 include tests/models/local.mk
 endif
+include tests/opinfo/local.mk
 
 TESTS += $(UNIT_TESTS) $(CLI_TESTS)
 

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""sweep.py: PyTorch's OpInfo database (op_db) as tensorkit's oracle.
+
+    python3 sweep.py --tcompile PATH [--ops NAME,...] [--quick] [-j N]
+                     [--xfail FILE] [--update] [--work DIR] [--json FILE]
+
+For every OpInfo of torch.testing._internal.common_methods_invocations.op_db
+(or those named by --ops, or the quick subset), every dtype of float32,
+float64, int64, bool and bfloat16 that the OpInfo supports on the CPU, and
+every sample it gives (torch.manual_seed(0) before each OpInfo and dtype, so
+the samples are the same from run to run on one PyTorch), a module calling
+the op on the sample's tensors is exported with torch.export.export (as a
+user would: no run_decompositions) and run with `tcompile run --interpret`;
+its outputs are compared as PyTorch's own tests compare them
+(torch.testing.assert_close's tolerances for the dtype, NaN equal to NaN,
+exact for integers and bool). For float32 and float64 samples of ops with
+autograd, the sample's floating tensors also become parameters and
+`tcompile run --grads` must give PyTorch's d(sum of the outputs)/d(each).
+
+Each sample ends in one of
+  pass      tensorkit gives PyTorch's values
+  wrong     tensorkit ran and gave other values (or shapes, or dtypes)
+  refused   tensorkit refused the graph or failed at run time (its message)
+  crash     tcompile died of a signal or ran past the time limit
+  skip      PyTorch itself cannot export or run the sample (not counted)
+
+The expected-failure list (--xfail, default expected-failures.txt next to
+this script) holds one line per failing sample:
+  KEY<TAB>STATUS<TAB>REASON
+with KEY = OPINFO|DTYPE|fwd-or-grad|SAMPLE-NUMBER. The sweep exits 1 when a
+sample fails that the list does not hold (a regression), or when a sample
+the list holds now passes (the list must be shortened: it only shrinks),
+0 when the two agree, 2 on a usage error. --update rewrites the list from
+this run (only for the OpInfos swept). Exit 77 (Automake's skip) when
+op_db cannot be imported.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64,
+          "bool": torch.bool, "bfloat16": torch.bfloat16}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# the quick subset `make check` runs: ops from each family the fixes touch
+# (the first QUICK_SAMPLES samples of each dtype)
+QUICK = ["div", "addcmul", "addcdiv", "lerp", "logit", "masked_fill", "gather", "mT", "mH",
+         "log_softmax", "where", "sum"]
+QUICK_SAMPLES = 3
+
+
+def opinfo_key(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def load_op_db():
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
+
+class Call(torch.nn.Module):
+    """Calls op on the sample with its tensors replaced by forward's
+    arguments (or, for gradients, by the module's parameters)."""
+
+    def __init__(self, op, spec, leaves, params=(), mask=None):
+        super().__init__()
+        self.op, self.spec, self.leaves, self.mask = op, spec, leaves, mask
+        self.tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        self.params = torch.nn.ParameterList(params)
+
+    def call(self, tensors):
+        from torch.utils._pytree import tree_unflatten
+        leaves = list(self.leaves)
+        for i, t in zip(self.tensor_at, tensors):
+            leaves[i] = t
+        inp, args, kwargs = tree_unflatten(leaves, self.spec)
+        return self.op(inp, *args, **kwargs)
+
+    def forward(self, *tensors):
+        if self.mask is not None:
+            # parameters where the mask says, forward's arguments elsewhere
+            it_p, it_r = iter(self.params), iter(tensors)
+            tensors = [next(it_p) if p else next(it_r) for p in self.mask]
+        return tensor_outputs(self.call(tensors))
+
+
+def tensor_outputs(out):
+    from torch.utils._pytree import tree_flatten
+    leaves, _ = tree_flatten(out)
+    return tuple(x for x in leaves if isinstance(x, torch.Tensor))
+
+
+def export(module, inputs):
+    from torch._export.serde.serialize import serialize
+    ep = torch.export.export(module, tuple(inputs))
+    doc = json.loads(serialize(ep).exported_program)
+    for node in doc["graph_module"]["graph"]["nodes"]:
+        node.get("metadata", {}).pop("stack_trace", None)
+    weights = dict(ep.state_dict)
+    for k, v in ep.constants.items():
+        if isinstance(v, torch.Tensor):
+            weights[k] = v
+    return ep, doc, weights
+
+
+def first_line(text):
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:300]
+    return "(no message)"
+
+
+def close(actual, expected, grad=False):
+    """None when actual matches expected as assert_close compares, else why."""
+    if actual.shape != expected.shape:
+        return "shape %s, PyTorch %s" % (list(actual.shape), list(expected.shape))
+    if actual.dtype != expected.dtype:
+        return "dtype %s, PyTorch %s" % (actual.dtype, expected.dtype)
+    kw = {}
+    if grad and expected.dtype == torch.float32:
+        # a gradient is a sum of products: PyTorch's gradcheck-free tests
+        # compare those at float32 with looser tolerances
+        kw = {"atol": 1e-4, "rtol": 1e-4}
+    try:
+        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, **kw)
+    except AssertionError as e:
+        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+        return "; ".join(lines[:4])[:300]
+    return None
+
+
+class Sweep:
+    def __init__(self, a):
+        self.a = a
+        self.results = {}  # key -> (status, message)
+        self.timing = time.time()
+
+    def run_tcompile(self, d, doc, weights, inputs, names, grads):
+        with open(os.path.join(d, "g.json"), "w") as f:
+            json.dump(doc, f)
+        torch.save({k: v.detach().contiguous().clone() for k, v in weights.items()},
+                   os.path.join(d, "w.pt"))
+        torch.save({n: t.detach() for n, t in zip(names, inputs)}, os.path.join(d, "i.pt"))
+        cmd = [self.a.tcompile, "run", "--interpret", os.path.join(d, "g.json"),
+               "-o", os.path.join(d, "o.pt")]
+        if weights:
+            cmd += ["-w", os.path.join(d, "w.pt")]
+        if names:
+            cmd += ["-i", os.path.join(d, "i.pt")]
+        if grads:
+            cmd += ["--grads", os.path.join(d, "gr.pt")]
+        for f in ("o.pt", "gr.pt"):
+            if os.path.exists(os.path.join(d, f)):
+                os.unlink(os.path.join(d, f))
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=self.a.timeout)
+        except subprocess.TimeoutExpired:
+            return "crash", "timed out after %ss" % self.a.timeout, None
+        if p.returncode < 0:
+            return "crash", "signal %d: %s" % (-p.returncode, first_line(p.stderr)), None
+        if p.returncode != 0:
+            msg = first_line(p.stderr)
+            # the graph's file name is the harness's, not the op's
+            msg = msg.replace(os.path.join(d, "g.json") + ": ", "")
+            return "refused", msg, None
+        out = torch.load(os.path.join(d, "o.pt"))
+        gr = torch.load(os.path.join(d, "gr.pt")) if grads else None
+        return None, None, (out, gr)
+
+    def one(self, d, op, sample, dtype, grad):
+        from torch.utils._pytree import tree_flatten
+        leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        if any(t.is_complex() or t.device.type != "cpu" or t.is_sparse for t in tensors):
+            return "skip", "complex or sparse tensor in the sample"
+        if not tensors:
+            return "skip", "no tensor in the sample"
+        tensors = [t.detach().clone() if t.is_contiguous() else t.detach() for t in tensors]
+        m = Call(op, spec, leaves)
+        if grad:
+            mask = [t.is_floating_point() for t in tensors]
+            if not any(mask):
+                return "skip", "no floating input"
+            params = [torch.nn.Parameter(t.clone()) for t, p in zip(tensors, mask) if p]
+            m = Call(op, spec, leaves, params, mask)
+            inputs = [t for t, p in zip(tensors, mask) if not p]
+        else:
+            inputs = tensors
+        try:
+            with torch.no_grad() if not grad else torch.enable_grad():
+                expected = m(*inputs)
+        except Exception as e:
+            return "skip", "PyTorch cannot run it: %s" % first_line(str(e))
+        if not expected:
+            return "skip", "no tensor output"
+        if any(t.is_complex() for t in expected):
+            return "skip", "complex output"
+        if grad:
+            diff = [t for t in expected if t.requires_grad and t.is_floating_point()]
+            if not diff:
+                return "skip", "no differentiable output"
+            try:
+                loss = sum(t.sum() for t in diff)
+                loss.backward()
+            except Exception as e:
+                return "skip", "PyTorch cannot differentiate it: %s" % first_line(str(e))
+        try:
+            ep, doc, weights = export(m, inputs)
+        except Exception as e:
+            return "skip", "torch.export refuses it: %s" % first_line(str(e))
+        names = [s.arg.name for s in ep.graph_signature.input_specs
+                 if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+        outs = list(ep.graph_signature.user_outputs)
+        if grad and len(outs) != len(expected):
+            return "skip", "outputs differ from the export's"
+        status, msg, got = self.run_tcompile(d, doc, weights, inputs, names, grad)
+        if status:
+            return status, msg
+        out, gr = got
+        for i, (name, e) in enumerate(zip(outs, expected)):
+            if name is None or name not in out:
+                if name in names:  # the graph returns an input as it is
+                    continue
+                return "wrong", "output %d (%s) missing" % (i, name)
+            why = close(out[name], e.detach())
+            if why:
+                return "wrong", "output %d: %s" % (i, why)
+        if grad:
+            want = {}
+            sig = ep.graph_signature
+            for ph, fqn in sig.inputs_to_parameters.items():
+                p = dict(m.named_parameters())[fqn]
+                if p.grad is not None:
+                    want[fqn] = p.grad
+            for fqn, g in want.items():
+                if fqn not in gr:
+                    return "wrong", "gradient of %s missing" % fqn
+                why = close(gr[fqn], g, grad=True)
+                if why:
+                    return "wrong", "gradient of %s: %s" % (fqn, why)
+        return "pass", ""
+
+    def sweep_op(self, op, d):
+        key0 = opinfo_key(op)
+        for dname, dtype in DTYPES.items():
+            if dtype not in op.supported_dtypes("cpu"):
+                continue
+            for grad in (False, True):
+                if grad and (dname not in ("float32", "float64") or not op.supports_autograd):
+                    continue
+                torch.manual_seed(0)
+                try:
+                    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+                except Exception as e:
+                    self.results["%s|%s|%s|*" % (key0, dname, "grad" if grad else "fwd")] = (
+                        "skip", "no samples: %s" % first_line(str(e)))
+                    continue
+                for i, s in enumerate(samples[:self.a.max_samples]):
+                    key = "%s|%s|%s|%d" % (key0, dname, "grad" if grad else "fwd", i)
+                    try:
+                        st, msg = self.one(d, op, s, dtype, grad)
+                    except Exception as e:  # the harness's own failure: say so
+                        st, msg = "skip", "harness: %s: %s" % (type(e).__name__,
+                                                               first_line(str(e)))
+                    self.results[key] = (st, msg)
+                    if self.a.verbose:
+                        print("%s %s %s" % (key, st, msg), file=sys.stderr)
+
+
+def read_xfail(path):
+    xf = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                key, status, reason = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+                xf[key] = (status, reason)
+    return xf
+
+
+def summary(results):
+    c = {}
+    for key, (st, _) in results.items():
+        mode = key.split("|")[2]
+        c.setdefault(mode, {}).setdefault(st, 0)
+        c[mode][st] += 1
+    ops_ran = {k.split("|")[0] for k, (st, _) in results.items() if st != "skip"}
+    ops_all = {k.split("|")[0] for k in results}
+    ops_pass = {o for o in ops_ran
+                if all(st in ("pass", "skip") for k, (st, _) in results.items()
+                       if k.split("|")[0] == o)}
+    lines = ["%d OpInfos swept, %d with samples that export, %d pass every sample" %
+             (len(ops_all), len(ops_ran), len(ops_pass))]
+    for mode in ("fwd", "grad"):
+        m = c.get(mode, {})
+        n = sum(v for k, v in m.items() if k != "skip")
+        lines.append("%s: %d samples: %d pass, %d wrong, %d refused, %d crash (%d skipped: "
+                     "PyTorch cannot export or run them)" %
+                     ("forward" if mode == "fwd" else "gradients", n, m.get("pass", 0),
+                      m.get("wrong", 0), m.get("refused", 0), m.get("crash", 0),
+                      m.get("skip", 0)))
+    return lines
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tcompile", required=True)
+    p.add_argument("--ops", help="comma-separated OpInfo names (name or name.variant)")
+    p.add_argument("--quick", action="store_true", help="the subset make check runs")
+    p.add_argument("--max-samples", type=int, help="the first N samples of each dtype")
+    p.add_argument("--xfail", default=os.path.join(HERE, "expected-failures.txt"))
+    p.add_argument("--update", action="store_true", help="rewrite the expected-failure list")
+    p.add_argument("--json", help="write every sample's result here")
+    p.add_argument("--timeout", type=int, default=60)
+    p.add_argument("--shard", default="0/1", help="K/N: the K-th of N slices of op_db")
+    p.add_argument("-v", "--verbose", action="store_true")
+    a = p.parse_args()
+    try:
+        op_db = load_op_db()
+    except Exception as e:
+        print("sweep.py: skipped: PyTorch's op_db cannot be imported (%s)" % first_line(str(e)))
+        return 77
+    if int(torch.__version__.split(".")[0]) < 2:
+        print("sweep.py: skipped: torch.export needs PyTorch 2.x (this is %s)" % torch.__version__)
+        return 77
+    want = None
+    if a.ops:
+        want = set(a.ops.split(","))
+    elif a.quick:
+        want = set(QUICK)
+        a.max_samples = a.max_samples or QUICK_SAMPLES
+    a.max_samples = a.max_samples or 1 << 30
+    ops = [o for o in op_db if want is None or o.name in want or opinfo_key(o) in want]
+    k, n = (int(x) for x in a.shard.split("/"))
+    ops = [o for i, o in enumerate(ops) if i % n == k]
+    if not ops:
+        print("sweep.py: no OpInfo named %s" % a.ops, file=sys.stderr)
+        return 2
+    sw = Sweep(a)
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
+        for op in ops:
+            sw.sweep_op(op, d)
+    res = sw.results
+    for line in summary(res):
+        print(line)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({k: list(v) for k, v in sorted(res.items())}, f, indent=0)
+    swept = {opinfo_key(o) for o in ops}
+    xf = read_xfail(a.xfail)
+    mine = {k: v for k, v in xf.items() if k.split("|")[0] in swept}
+    failing = {k: v for k, v in res.items() if v[0] in ("wrong", "refused", "crash")}
+    if a.update:
+        keep = {k: v for k, v in xf.items() if k not in res}
+        keep.update(failing)
+        with open(a.xfail, "w") as f:
+            f.write("# tests/opinfo/sweep.py's expected failures: OPINFO|DTYPE|MODE|SAMPLE"
+                    "\tSTATUS\tREASON (tensorkit's message, or the values that differ).\n"
+                    "# Only shrinks: a listed sample that passes fails the sweep.\n")
+            for key in sorted(keep):
+                st, msg = keep[key]
+                f.write("%s\t%s\t%s\n" % (key, st, msg.replace("\t", " ").replace("\n", " ")))
+        print("sweep.py: %s: %d expected failures" % (a.xfail, len(keep)))
+        return 0
+    bad = 0
+    for key in sorted(failing):
+        if key not in mine:
+            print("NEW FAILURE %s: %s: %s" % (key, failing[key][0], failing[key][1]))
+            bad += 1
+    for key in sorted(mine):
+        st = res.get(key, ("absent", ""))[0]
+        if st == "pass":
+            print("NOW PASSES (remove it from %s) %s" % (os.path.basename(a.xfail), key))
+            bad += 1
+    print("sweep.py: %d samples compared, %d listed as expected failures, %d disagree" %
+          (sum(1 for v in res.values() if v[0] != "skip"), len(mine), bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
