@@ -135,10 +135,10 @@ static int index_check(const char *op, const struct tn_tensor *self, int d,
 {
     char a[128], b[128];
     int nd = self->ndim ? self->ndim : 1, id = index->ndim ? index->ndim : 1;
+    if (tn_numel(index) == 0) /* any dtype, as PyTorch (op_db's gather samples) */
+        return TN_OK;
     if (index->dtype != TN_INT64 && index->dtype != TN_INT32) /* (2.x takes int32 too) */
         return tn_set_error(TN_EDTYPE, "%s(): Expected dtype int64 for index", op);
-    if (tn_numel(index) == 0)
-        return TN_OK;
     if (id != nd)
         return tn_set_error(TN_ESHAPE, "Index tensor must have the same number of dimensions as "
                             "%s tensor", src ? "self" : "input");
