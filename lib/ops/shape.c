@@ -11,8 +11,9 @@
 
 #include "ops/nn_internal.h"
 
-/* self where mask is false, value where it is true (mask broadcast to
- * self's shape; the result keeps self's dtype). */
+/* self where mask is false, value where it is true (self and mask
+ * broadcast together, as PyTorch's expand_outplace; the result keeps self's
+ * dtype). */
 struct tn_tensor *tn__composite_masked_fill_scalar(tn_keyset ks, const struct tn_tensor *self,
                                                    const struct tn_tensor *mask,
                                                    struct tn_scalar value)
@@ -30,10 +31,9 @@ struct tn_tensor *tn__composite_masked_fill_scalar(tn_keyset ks, const struct tn
         return NULL;
     }
     struct tn_keep k = {0};
-    struct tn_tensor *m, *v, *r;
-    TN_KEEP(&k, m, tn_broadcast_to(mask, self->sizes, self->ndim));
+    struct tn_tensor *v, *r;
     TN_KEEP(&k, v, tn_scalar_tensor(value, self->dtype));
-    TN_KEEP(&k, r, tn_where_self(m, v, self));
+    TN_KEEP(&k, r, tn_where_self(mask, v, self));
     return tn__keep_out(&k, r);
 fail:
     tn__keep_free(&k);
