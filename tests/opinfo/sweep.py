@@ -321,6 +321,9 @@ def main():
     p.add_argument("--json", help="write every sample's result here")
     p.add_argument("--timeout", type=int, default=60)
     p.add_argument("--shard", default="0/1", help="K/N: the K-th of N slices of op_db")
+    p.add_argument("--results", nargs="+", metavar="JSON",
+                   help="take the results of earlier runs' --json instead of sweeping "
+                        "(with --ops, only those OpInfos are swept again)")
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args()
     try:
@@ -341,15 +344,27 @@ def main():
     ops = [o for o in op_db if want is None or o.name in want or opinfo_key(o) in want]
     k, n = (int(x) for x in a.shard.split("/"))
     ops = [o for i, o in enumerate(ops) if i % n == k]
-    if not ops:
+    if not ops and not a.results:
         print("sweep.py: no OpInfo named %s" % a.ops, file=sys.stderr)
         return 2
     sw = Sweep(a)
+    if a.results:
+        for path in a.results:
+            with open(path) as f:
+                sw.results.update({k: tuple(v) for k, v in json.load(f).items()})
+        if not a.ops:
+            ops = []
+        for op in ops:  # swept again: their old results go
+            for key in [k for k in sw.results if k.split("|")[0] == opinfo_key(op)]:
+                del sw.results[key]
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
         for op in ops:
             sw.sweep_op(op, d)
     res = sw.results
+    if a.results:
+        seen = {k.split("|")[0] for k in res}
+        ops = [o for o in op_db if opinfo_key(o) in seen]
     for line in summary(res):
         print(line)
     if a.json:
