@@ -6,11 +6,35 @@
 #include "graph/internal.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A float of the graph: a JSON number, or the strings "Infinity",
+ * "-Infinity" and "NaN" that torch.export's serializer writes for the
+ * values JSON cannot hold. false for anything else. */
+static bool json_float(const json_t *v, double *out)
+{
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return true;
+    }
+    const char *s = json_string_value(v);
+    if (!s)
+        return false;
+    if (!strcmp(s, "Infinity") || !strcmp(s, "-Infinity")) {
+        *out = s[0] == '-' ? -INFINITY : INFINITY;
+        return true;
+    }
+    if (!strcmp(s, "NaN")) {
+        *out = NAN;
+        return true;
+    }
+    return false;
+}
 
 #define MAX_NAME 1024
 
@@ -288,9 +312,8 @@ static int parse_list(struct reader *r, json_t *v, struct tn_graph_arg *a, const
             }
             break;
         case TN_GARG_FLOATS:
-            if (!json_is_number(e))
+            if (!json_float(e, &it->f))
                 return fail(r, "as_floats must hold numbers");
-            it->f = json_number_value(e);
             break;
         case TN_GARG_BOOLS:
             if (!json_is_boolean(e))
@@ -356,9 +379,8 @@ static int parse_arg_inner(struct reader *r, json_t *j, struct tn_graph_arg *a)
     } else if (!strcmp(arm, "as_sym_int")) {
         a->kind = TN_GARG_INT;
         return sym_item(r, v, it);
-    } else if (!strcmp(arm, "as_float") && json_is_number(v)) {
+    } else if (!strcmp(arm, "as_float") && json_float(v, &it->f)) {
         a->kind = TN_GARG_FLOAT;
-        it->f = json_number_value(v);
     } else if (!strcmp(arm, "as_bool") && json_is_boolean(v)) {
         a->kind = TN_GARG_BOOL;
         it->i = json_is_true(v);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,16 @@ static json_t *sym_item(const struct tn_graph *g, const struct tn_graph_item *it
                           : one("as_int", json_integer(it->i));
 }
 
+/* f as torch.export writes it: a number, or "Infinity", "-Infinity", "NaN" */
+static json_t *float_json(double f)
+{
+    if (isnan(f))
+        return json_string("NaN");
+    if (isinf(f))
+        return json_string(f < 0 ? "-Infinity" : "Infinity");
+    return json_real(f);
+}
+
 static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
 {
     json_t *l;
@@ -40,7 +51,7 @@ static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
     case TN_GARG_INT:
         return a->items[0].value >= 0 ? one("as_sym_int", sym_item(g, a->items))
                                       : one("as_int", json_integer(a->items[0].i));
-    case TN_GARG_FLOAT: return one("as_float", json_real(a->items[0].f));
+    case TN_GARG_FLOAT: return one("as_float", float_json(a->items[0].f));
     case TN_GARG_BOOL: return one("as_bool", json_boolean(a->items[0].i));
     case TN_GARG_STRING: return one("as_string", json_string(a->s));
     case TN_GARG_DTYPE:
@@ -76,7 +87,7 @@ static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
         case TN_GARG_INTS:
             json_array_append_new(l, sym ? sym_item(g, it) : json_integer(it->i));
             break;
-        case TN_GARG_FLOATS: json_array_append_new(l, json_real(it->f)); break;
+        case TN_GARG_FLOATS: json_array_append_new(l, float_json(it->f)); break;
         default: json_array_append_new(l, json_boolean(it->i)); break;
         }
     }

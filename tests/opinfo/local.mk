@@ -3,7 +3,7 @@
 # reason without PyTorch 2.x). OPINFO_FLAGS passes options to sweep.py
 # (--ops NAME,..., --update, --json FILE, --shard K/N).
 CLI_TESTS += tests/opinfo/opinfo.bats
-EXTRA_DIST += tests/opinfo/sweep.py tests/opinfo/expected-failures.txt
+EXTRA_DIST += tests/opinfo/sweep.py tests/opinfo/expected-failures.txt tests/opinfo/fixtures.py
 
 check-opinfo: all
 	@py=$$($(srcdir)/tests/torch2-python) || \

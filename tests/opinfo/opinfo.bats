@@ -10,14 +10,40 @@
 load ../cli/helper
 
 setup() {
+    SWEEP="$TN_SRCDIR/tests/opinfo/sweep.py"
+    TC="$TN_BUILDDIR/bin/tcompile/tcompile"
+    D="$TN_SRCDIR/tests/fixtures/graph/torch2"
+}
+
+require_op_db() {
     require_torch2
     "$TORCH2" -c 'import torch.testing._internal.common_methods_invocations' 2>/dev/null ||
         skip "PyTorch's op_db cannot be imported (pip install expecttest)"
-    SWEEP="$TN_SRCDIR/tests/opinfo/sweep.py"
-    TC="$TN_BUILDDIR/bin/tcompile/tcompile"
+}
+
+# The fixtures of tests/opinfo/fixtures.py (PyTorch 2.x), without PyTorch.
+@test "fixed defects: inf and NaN constants, bfloat16 addcmul, div trunc and logit, mT, masked_fill broadcasting, gather with an empty uint8 index" {
+    run tcompile check "$D/opinfo_values.json"
+    assert_success
+    outputs_match "$D/opinfo_values" 8 --interpret
+    outputs_match "$D/opinfo_values" 8 --strict
+}
+
+@test "fixed defects: the gradient of logit(x, eps) is 0 outside [eps, 1-eps]" {
+    graph_matches "$D/opinfo_logit" 1 1 --interpret
+    graph_matches "$D/opinfo_logit" 1 1 --strict
+}
+
+@test "tcompile show --json writes inf and NaN constants as torch.export does" {
+    run tcompile show --json "$D/opinfo_values.json"
+    assert_success
+    assert_output --partial '"as_float": "-Infinity"'
+    assert_output --partial '"as_float": "NaN"'
+    assert_output --partial '"as_float": "Infinity"'
 }
 
 @test "the quick subset agrees with the expected-failure list" {
+    require_op_db
     run "$TORCH2" "$SWEEP" --tcompile "$TC" --quick
     echo "$output" | grep -v Warning
     assert_success
@@ -25,6 +51,7 @@ setup() {
 }
 
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
+    require_op_db
     printf 'abs|float32|fwd|0\twrong\tmade up\n' >"$BATS_TEST_TMPDIR/xf.txt"
     run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops abs --max-samples 2 --xfail "$BATS_TEST_TMPDIR/xf.txt"
     assert_failure 1
@@ -32,6 +59,7 @@ setup() {
 }
 
 @test "a failure the list does not hold fails the sweep" {
+    require_op_db
     # a tcompile that refuses everything
     printf '#!/bin/sh\necho "tcompile: refused" >&2\nexit 2\n' >"$BATS_TEST_TMPDIR/tc"
     chmod +x "$BATS_TEST_TMPDIR/tc"
