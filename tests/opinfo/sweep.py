@@ -21,7 +21,8 @@ Each sample ends in one of
   pass      tensorkit gives PyTorch's values
   wrong     tensorkit ran and gave other values (or shapes, or dtypes)
   refused   tensorkit refused the graph or failed at run time (its message)
-  crash     tcompile died of a signal or ran past the time limit
+  crash     tcompile died of a signal or ran past the time limit, or the
+            harness itself failed (its message)
   skip      PyTorch itself cannot export or run the sample (not counted)
 
 The expected-failure list (--xfail, default expected-failures.txt next to
@@ -266,9 +267,9 @@ class Sweep:
                     key = "%s|%s|%s|%d" % (key0, dname, "grad" if grad else "fwd", i)
                     try:
                         st, msg = self.one(d, op, s, dtype, grad)
-                    except Exception as e:  # the harness's own failure: say so
-                        st, msg = "skip", "harness: %s: %s" % (type(e).__name__,
-                                                               first_line(str(e)))
+                    except Exception as e:  # the harness's own failure: never quiet
+                        st, msg = "crash", "harness: %s: %s" % (type(e).__name__,
+                                                                first_line(str(e)))
                     self.results[key] = (st, msg)
                     if self.a.verbose:
                         print("%s %s %s" % (key, st, msg), file=sys.stderr)
