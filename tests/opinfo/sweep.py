@@ -360,7 +360,10 @@ def main():
                 del sw.results[key]
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
-        for op in ops:
+        for i, op in enumerate(ops):
+            if a.verbose or len(ops) > 50:  # a long sweep says where it is
+                print("sweep.py: [%d/%d] %s" % (i + 1, len(ops), opinfo_key(op)),
+                      file=sys.stderr, flush=True)
             sw.sweep_op(op, d)
     res = sw.results
     if a.results:
@@ -381,7 +384,9 @@ def main():
         with open(a.xfail, "w") as f:
             f.write("# tests/opinfo/sweep.py's expected failures: OPINFO|DTYPE|MODE|SAMPLE"
                     "\tSTATUS\tREASON (tensorkit's message, or the values that differ).\n"
-                    "# Only shrinks: a listed sample that passes fails the sweep.\n")
+                    "# Only shrinks: a listed sample that passes fails the sweep. It holds the\n"
+                    "# OpInfos swept with --update so far (make check-opinfo OPINFO_FLAGS=\n"
+                    "# '--ops NAME,... --update'); the others are not listed yet.\n")
             for key in sorted(keep):
                 st, msg = keep[key]
                 f.write("%s\t%s\t%s\n" % (key, st, msg.replace("\t", " ").replace("\n", " ")))
