@@ -26,10 +26,15 @@ struct tn_tensor *tn_empty(const int64_t *sizes, int ndim, enum tn_dtype dtype)
     return tn_empty_on(sizes, ndim, dtype, TN_CPU);
 }
 
-/* The storage size, in elements, that (sizes, strides, offset) needs. */
+/* The storage size, in elements, that (sizes, strides, offset) needs, into *out; TN_ESHAPE
+ * where it does not fit in int64 (sizes, strides and offsets come from files: every sum and
+ * product is checked before it is made). offset must be >= 0. */
 static int tn_required_elements(const int64_t *sizes, const int64_t *strides, int ndim,
                                 int64_t offset, int64_t *out)
 {
+    if (offset == INT64_MAX)
+        return tn_set_error(TN_ESHAPE, "storage offset %lld addresses beyond int64",
+                            (long long)offset);
     int64_t need = offset + 1;
     for (int i = 0; i < ndim; i++) {
         if (sizes[i] == 0) {
@@ -45,6 +50,18 @@ static int tn_required_elements(const int64_t *sizes, const int64_t *strides, in
         need += (sizes[i] - 1) * strides[i];
     }
     *out = need;
+    return TN_OK;
+}
+
+/* The bytes that `need` elements of `dtype` take, into *out; TN_ESHAPE where the product
+ * does not fit in size_t (it would wrap to a small allocation that the tensor overruns). */
+static int tn_required_bytes(int64_t need, enum tn_dtype dtype, size_t *out)
+{
+    size_t es = tn_dtype_size(dtype);
+    if ((uint64_t)need > SIZE_MAX / es)
+        return tn_set_error(TN_ESHAPE, "%lld elements of %zu bytes address beyond size_t",
+                            (long long)need, es);
+    *out = (size_t)need * es;
     return TN_OK;
 }
 
@@ -68,7 +85,10 @@ struct tn_tensor *tn_empty_strided(const int64_t *sizes, int ndim, const int64_t
     if (tn_required_elements(sizes, strides, ndim, 0, &need) != TN_OK)
         return NULL;
     dtype = tn_or_default(dtype);
-    struct tn_storage *s = tn_storage_new((size_t)need * tn_dtype_size(dtype), TN_CPU);
+    size_t bytes;
+    if (tn_required_bytes(need, dtype, &bytes) != TN_OK)
+        return NULL;
+    struct tn_storage *s = tn_storage_new(bytes, TN_CPU);
     if (!s)
         return NULL;
     struct tn_tensor *t = tn__tensor_make(s, 0, sizes, strides, ndim, dtype);
@@ -415,8 +435,10 @@ struct tn_tensor *tn_from_blob(void *data, const int64_t *sizes, int ndim, const
     if (tn_required_elements(sizes, strides, ndim, 0, &need) != TN_OK)
         return NULL;
     dtype = tn_or_default(dtype);
-    struct tn_storage *s = tn_storage_from_external(data, (size_t)need * tn_dtype_size(dtype),
-                                                    TN_CPU, free_fn, ctx);
+    size_t bytes;
+    if (tn_required_bytes(need, dtype, &bytes) != TN_OK)
+        return NULL;
+    struct tn_storage *s = tn_storage_from_external(data, bytes, TN_CPU, free_fn, ctx);
     if (!s)
         return NULL;
     struct tn_tensor *t = tn__tensor_make(s, 0, sizes, strides, ndim, dtype);

@@ -63,6 +63,25 @@ static void test_storage_bounds(void **state)
     tn_storage_release(s);
 }
 
+/* Sizes, strides and offsets read from a file are combined with checked arithmetic: a
+ * storage offset of 2^63-1 (a crafted checkpoint) is refused before offset + 1 overflows,
+ * and a strided layout whose bytes pass SIZE_MAX is refused rather than wrapped to a tiny
+ * allocation (2 float32 elements at stride 2^62-1 used to allocate 0 bytes). */
+static void test_size_overflow(void **state)
+{
+    (void)state;
+    struct tn_storage *s = tn_storage_new(16, TN_CPU);
+    assert_null(tn_tensor_from_storage(s, INT64_MAX, TN_SHAPE(1), NULL, TN_FLOAT32));
+    assert_int_equal(tn_last_status(), TN_ESHAPE);
+    assert_string_equal(tn_last_error(),
+                        "storage offset 9223372036854775807 addresses beyond int64");
+    tn_storage_release(s);
+    int64_t strides[1] = {((int64_t)1 << 62) - 1};
+    assert_null(tn_empty_strided(TN_SHAPE(2), strides, TN_FLOAT32));
+    assert_int_equal(tn_last_status(), TN_ESHAPE);
+    assert_non_null(strstr(tn_last_error(), "address beyond size_t"));
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -163,6 +182,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_storage),
         cmocka_unit_test(test_storage_bounds),
+        cmocka_unit_test(test_size_overflow),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_parallel_for),
         cmocka_unit_test(test_devices),
