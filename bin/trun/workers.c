@@ -20,6 +20,8 @@ void setenvf(const char *name, const char *fmt, ...)
 }
 
 
+static void tell_guardian(pid_t g);
+
 pid_t start_worker(struct worker *w, int attempt, int world)
 {
     int po[2], pe[2];
@@ -94,15 +96,24 @@ pid_t start_worker(struct worker *w, int attempt, int world)
     for (int i = 0; i < w->ntail; i++)
         free(w->tail[i]);
     w->ntail = 0;
-    if (guard_fd >= 0) {
-        ssize_t r = write(guard_fd, &pid, sizeof pid);
-        (void)r;
-    }
+    tell_guardian(pid);
     return pid;
 }
 
-/* The guardian: SIGKILLs every worker group trun told it about once trun's
- * end of the pipe closes, for whatever reason trun went away. */
+/* Tells the guardian about a worker group: g > 0 a new one to kill when trun
+ * goes away, -g one that ended and must be forgotten (its id may be reused). */
+static void tell_guardian(pid_t g)
+{
+    if (guard_fd >= 0) {
+        ssize_t r = write(guard_fd, &g, sizeof g);
+        (void)r;
+    }
+}
+
+/* The guardian: SIGKILLs every worker group trun told it about, and has not
+ * been told to forget since, once trun's end of the pipe closes, for whatever
+ * reason trun went away. It never signals an id that is no longer ours: a
+ * group is forgotten as soon as trun reaps its leader and kills the rest. */
 void start_guardian(void)
 {
     int p[2];
@@ -131,7 +142,15 @@ void start_guardian(void)
                     break;
                 groups = ng;
             }
-            groups[n++] = g;
+            if (g > 0) {
+                groups[n++] = g;
+                continue;
+            }
+            for (size_t i = 0; i < n; i++) /* forget -g */
+                if (groups[i] == -g) {
+                    groups[i] = groups[--n];
+                    break;
+                }
         }
         for (size_t i = 0; i < n; i++)
             kill(-groups[i], SIGKILL);
@@ -165,11 +184,30 @@ bool failed(int status)
 }
 
 
+/* Reaps every ended child without waiting. A reaped worker's whole process
+ * group is SIGKILLed at once (children it left, a SIGKILLed worker's most of
+ * all, never run on into the next attempt), then the guardian forgets the
+ * group. Updates the worker's status and end time and *running. */
 void reap(int *running)
 {
     int st;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+    siginfo_t si;
+    /* WNOWAIT first: the unreaped leader holds its id, so the group signalled
+     * and forgotten is still ours */
+    for (;;) {
+        si.si_pid = 0;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
+            break;
+        pid_t pid = si.si_pid;
+        bool ours = false;
+        for (int i = 0; i < opt.nproc; i++)
+            ours |= workers[i].pid == pid && workers[i].running;
+        if (ours) {
+            kill(-pid, SIGKILL);
+            tell_guardian(-pid);
+        }
+        if (waitpid(pid, &st, 0) != pid)
+            break;
         for (int i = 0; i < opt.nproc; i++) {
             if (workers[i].pid == pid && workers[i].running) {
                 workers[i].running = false;

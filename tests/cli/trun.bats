@@ -128,6 +128,50 @@ alive() {
     done <"$TMP/pids"
 }
 
+@test "a failed worker's whole group is killed before the restart" {
+    run trun --no-python --nproc-per-node 1 --master-port 0 --max-restarts 1 sh -c '
+        if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+            sleep 300 >/dev/null 2>&1 &
+            echo $! >"$0/child"; echo $! >>"$0/pids"; kill -9 $$
+        fi
+        st=$(ps -o stat= -p "$(cat "$0/child")")
+        case "$st" in "" | Z*) echo "child gone" ;; *) echo "child alive" ;; esac' "$TMP"
+    assert_success
+    assert_line "[0]:child gone"
+}
+
+@test "the guardian forgets a reaped group: a process that reuses its id outlives trun's SIGKILL" {
+    unshare -Urpf --mount-proc true 2>/dev/null ||
+        skip "a user and PID namespace (unshare -Urpf) is not permitted here"
+    cat >"$TMP/ns.sh" <<'EOF'
+T=$1
+wait_for() { # up to 30 s for the condition "$@"
+    local i=0
+    until "$@"; do [ $i -lt 300 ] || return 1; sleep 0.1; i=$((i + 1)); done
+}
+trun --no-python --nproc-per-node 2 --master-port 0 sh -c \
+    'if [ "$RANK" = 1 ]; then echo $$ >"$0/p1"; exit 0; fi; exec sleep 300' "$T" >"$T/out" 2>&1 &
+t=$!
+wait_for test -s "$T/p1" || { echo "rank 1 never ran"; exit 3; }
+p=$(cat "$T/p1")
+wait_for test ! -e "/proc/$p" || { echo "rank 1 never reaped"; exit 3; }
+echo $((p - 1)) >/proc/sys/kernel/ns_last_pid
+setsid sleep 300 &
+s=$!
+[ "$s" = "$p" ] || { echo "pid $p not reused (got $s)"; exit 4; }
+kill -9 "$t"
+guardian_gone() { ! ps -eo stat=,comm= | awk '$2 == "trun" && $1 !~ /^Z/ { f = 1 } END { exit !f }'; }
+wait_for guardian_gone || { echo "the guardian never ended"; exit 3; }
+st=$(ps -o stat= -p "$s")
+case "$st" in "" | Z*) echo "unrelated group $s killed" ;; *) echo "unrelated group $s alive" ;; esac
+kill -9 "$s"
+EOF
+    run timeout 120 unshare -Urpf --mount-proc bash "$TMP/ns.sh" "$TMP"
+    [ "$status" -ne 4 ] || skip "the namespace did not hand out the reused pid: $output"
+    assert_success
+    assert_output --regexp "unrelated group [0-9]+ alive"
+}
+
 @test "PyTorch 2.x under trun: init_process_group(gloo) and an allreduce" {
     require_torch2
     run timeout 300 trun --no-python --nproc-per-node 2 --master-port 0 "$TORCH2" \
