@@ -63,6 +63,9 @@ struct tn_store_server {
     int nconns, max_clients;
     char *token;
     size_t toklen;
+    int spare; /* a descriptor held back, closed to accept and shed a client at EMFILE */
+    int64_t listen_off_until; /* ns: listeners disarmed until then (0: armed) */
+    unsigned long shed; /* clients accepted only to be closed for want of descriptors */
     bool kicked; /* a finished wait may have left requests to run */
     bool replied; /* this turn of the loop sent something */
 };
@@ -633,12 +636,63 @@ static void on_readable(struct tn_store_server *s, struct conn *c)
     process(s, c);
 }
 
+static int64_t now_ns(void);
+
+/* How long the listeners stay disarmed when not even the spare descriptor
+ * frees one (ENFILE, or the spare could not be opened again). */
+#define LISTEN_BACKOFF_NS 100000000
+
+/* Arms (events EPOLLIN) or disarms (none) both listeners. */
+static void arm_listeners(struct tn_store_server *s, bool on)
+{
+    int fds[2] = {s->lfd, s->ufd};
+    void *ptrs[2] = {&s->lfd, &s->ufd};
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] < 0)
+            continue;
+        struct epoll_event ev = {.events = on ? EPOLLIN : 0u, .data.ptr = ptrs[i]};
+        epoll_ctl(s->efd, EPOLL_CTL_MOD, fds[i], &ev);
+    }
+}
+
+/* Out of descriptors (accept4 failed with EMFILE or ENFILE): the pending
+ * client would stay in the backlog, the level-triggered listener would wake
+ * the loop for it forever (a spin that locked every new client out). Closes
+ * the spare descriptor, accepts the client and closes it (it sees its
+ * connection end and may retry), and takes the spare back. Returns false
+ * when that freed nothing: the caller disarms the listeners for a while. */
+static bool shed_one(struct tn_store_server *s, int lfd)
+{
+    if (s->spare < 0)
+        s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (s->spare < 0)
+        return false;
+    close(s->spare);
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        s->shed++;
+    }
+    s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+}
+
+/* Accepts every pending client of listener lfd into a new connection, up
+ * to max_clients (those past it are closed); out of descriptors, sheds them
+ * (shed_one) or disarms the listeners for LISTEN_BACKOFF_NS. */
 static void accept_all(struct tn_store_server *s, int lfd)
 {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            if (shed_one(s, lfd))
+                continue;
+            arm_listeners(s, false);
+            s->listen_off_until = now_ns() + LISTEN_BACKOFF_NS;
+            return;
+        }
         if (fd < 0)
-            return; /* EAGAIN, or EMFILE: the client retries */
+            return; /* EAGAIN, or another error: the client retries */
         if (s->nconns >= s->max_clients) {
             close(fd);
             continue;
@@ -694,7 +748,14 @@ static void *loop(void *arg)
     for (;;) {
         if (timeout == 0 && !spin_until)
             sched_yield();
-        int n = epoll_wait(s->efd, evs, 128, timeout);
+        if (s->listen_off_until && now_ns() >= s->listen_off_until) {
+            s->listen_off_until = 0;
+            arm_listeners(s, true);
+        }
+        int wait_ms = timeout;
+        if (s->listen_off_until && wait_ms < 0)
+            wait_ms = LISTEN_BACKOFF_NS / 1000000;
+        int n = epoll_wait(s->efd, evs, 128, wait_ms);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -822,6 +883,7 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
         return NULL;
     }
     s->lfd = s->efd = s->stopfd = s->ufd = -1;
+    s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     tn__map_init(&s->map);
     s->max_clients = o.max_clients > 0 ? o.max_clients : 65536;
     const char *tok = o.token ? o.token : getenv("TN_STORE_TOKEN");
@@ -879,6 +941,8 @@ fail:
         close(s->efd);
     if (s->stopfd >= 0)
         close(s->stopfd);
+    if (s->spare >= 0)
+        close(s->spare);
     free(s->token);
     free(s);
     return NULL;
@@ -904,6 +968,8 @@ void tn_store_server_stop(struct tn_store_server *s)
         close(s->ufd);
     close(s->efd);
     close(s->stopfd);
+    if (s->spare >= 0)
+        close(s->spare);
     tn__map_free(&s->map);
     free(s->token);
     free(s);

@@ -16,6 +16,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -190,6 +194,51 @@ static struct tn_store_server *start(const char *token)
     assert_non_null(srv);
     assert_true(tn_store_server_port(srv) > 0);
     return srv;
+}
+
+/* Out of descriptors (accept4 fails with EMFILE), the server sheds a pending
+ * client through its spare descriptor: the client sees its connection
+ * closed at once, where it used to stay in the backlog while the server's
+ * loop spun on the listener; the server serves again once descriptors are
+ * back. */
+static void test_emfile(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    struct tn_store_server *srv = start(NULL);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)tn_store_server_port(srv))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(c >= 0);
+    struct rlimit old, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int next = dup(0);
+    assert_true(next >= 0);
+    close(next);
+    low = old;
+    low.rlim_cur = (rlim_t)next + 8;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fill[16], n = 0, fd;
+    while (n < 16 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+        fill[n++] = fd;
+    assert_int_equal(errno, EMFILE);
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0); /* in the backlog */
+    struct pollfd p = {.fd = c, .events = POLLIN};
+    int ready = poll(&p, 1, 20000);
+    char b;
+    ssize_t got = ready == 1 ? recv(c, &b, 1, 0) : -2;
+    for (int i = 0; i < n; i++)
+        close(fill[i]);
+    close(c);
+    setrlimit(RLIMIT_NOFILE, &old);
+    assert_int_equal(ready, 1);
+    assert_true(got == 0 || (got == -1 && errno == ECONNRESET));
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", tn_store_server_port(srv), 5000);
+    assert_non_null(s);
+    assert_int_equal(tn_store_set(s, "k", "v", 1), 0);
+    tn_store_release(s);
+    tn_store_server_stop(srv);
 }
 
 static void test_tcp(void **state)
@@ -493,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_tcp_unix),
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),
+        cmocka_unit_test(test_emfile),
     };
     return TN_RUN_TESTS(tests);
 }
