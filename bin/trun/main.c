@@ -86,8 +86,7 @@ int main(int argc, char **argv)
         if (opt.master_port == 0)
             die_usage("%s", "--nnodes MIN:MAX needs the rendezvous port (--rdzv-endpoint HOST:PORT)");
         /* the trun that binds the endpoint on its own host hosts the store */
-        bool local = !strncmp(opt.master_addr, "127.", 4) ||
-                     !strcmp(opt.master_addr, "localhost") || !strcmp(opt.master_addr, hostname);
+        bool local = endpoint_is_local(opt.master_addr);
         struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1};
         srv = local ? tn_store_server_start(&so) : NULL;
         rdzv = tn_store_tcp_connect(opt.master_addr, opt.master_port,

@@ -15,7 +15,48 @@
  * leaving at the job's end sets "done", which sends waiting nodes home. */
 #include "trun.h"
 
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 struct tn_store *rdzv;
+
+/* Whether two socket addresses name the same IPv4 or IPv6 host (ports aside). */
+static bool same_host(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a->sa_family != b->sa_family)
+        return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->sa_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return false;
+}
+
+/* Whether the rendezvous endpoint's host is this host: a loopback address,
+ * "localhost", this host's name, or a name or address that resolves to an
+ * address of one of this host's interfaces (an endpoint given as an IP used
+ * to be hosted by no node: only the name was compared). */
+bool endpoint_is_local(const char *host)
+{
+    if (!strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1") ||
+        !strcmp(host, hostname))
+        return true;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    struct ifaddrs *ifs = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return false;
+    bool local = false;
+    if (getifaddrs(&ifs) == 0)
+        for (struct addrinfo *r = res; r && !local; r = r->ai_next)
+            for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next)
+                local = i->ifa_addr && same_host(r->ai_addr, i->ifa_addr);
+    freeifaddrs(ifs);
+    freeaddrinfo(res);
+    return local;
+}
 int rdzv_round;
 
 static void rdzv_key(char *k, size_t n, const char *what)

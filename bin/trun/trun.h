@@ -116,6 +116,7 @@ int run_attempt(int attempt, int world, int *sig);
 
 /* rendezvous.c */
 int rendezvous(void);
+bool endpoint_is_local(const char *host);
 void rdzv_mark(const char *what);
 bool rdzv_failed(void);
 bool rdzv_joining(void);

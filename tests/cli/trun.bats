@@ -374,6 +374,17 @@ elastic_restart() {
     [ "$(grep -c '^exit 1$' <<<"$output")" = 1 ]
 }
 
+@test "--nnodes 1:2 with the endpoint given as one of this host's IP addresses: this node hosts the rendezvous" {
+    local ip port
+    ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -v '^127\.\|:' || true)
+    [ -n "$ip" ] || skip "this host has no non-loopback IPv4 address"
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    run timeout 30 trun --no-python --nnodes 1:2 --rdzv-endpoint "$ip:$port" --rdzv-id byip \
+        --rdzv-conf last_call_timeout=0.2,join_timeout=5 sh -c 'echo "$RANK of $WORLD_SIZE"'
+    assert_success
+    assert_line "[0]:0 of 1"
+}
+
 @test "--nnodes 2:3 alone: the rendezvous waits for the minimum and says so when it never comes" {
     local port
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
