@@ -33,6 +33,10 @@ struct tn__store_ops {
     int (*queue_pop)(struct tn_store *, const char *k, size_t kl, bool block, void **v,
                      size_t *vl);
     int (*queue_len)(struct tn_store *, const char *k, size_t kl, int64_t *out);
+    /* This host's address as the store's server sees it (the local address of
+     * the connection to it), numeric, into buf; -1 where the store has none
+     * (NULL: in-process and file stores). */
+    int (*local_addr)(struct tn_store *, char *buf, size_t n);
     void (*destroy)(struct tn_store *);
 };
 
@@ -43,6 +47,9 @@ struct tn_store {
 };
 
 void tn__store_init(struct tn_store *s, const struct tn__store_ops *ops);
+/* The address of this host that reaches the store's server (see local_addr),
+ * into buf; -1 where the store has none. */
+int tn__store_local_addr(struct tn_store *s, char *buf, size_t n);
 
 /* ------------------------------------------------------------ byte map */
 

@@ -22,6 +22,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -1203,6 +1204,45 @@ int tn__pg_fail(struct tn_pg *pg, int status)
     return agree_failure(pg, status);
 }
 
+/* The address the tcp process group listens on and advertises to its peers:
+ * TN_PG_HOST; else the first IPv4 (else IPv6) address of interface
+ * TN_PG_IFNAME; else the address this host uses to reach the store's server
+ * (so peers on other hosts can reach it: 127.0.0.1 used to be advertised);
+ * else 127.0.0.1. buf holds what is found. NULL (error set) when
+ * TN_PG_IFNAME names no interface with an address. */
+static const char *pg_host(struct tn_store *store, char *buf, size_t n)
+{
+    const char *host = getenv("TN_PG_HOST");
+    if (host && *host)
+        return host;
+    const char *ifname = getenv("TN_PG_IFNAME");
+    if (ifname && *ifname) {
+        struct ifaddrs *ifs = NULL, *found = NULL;
+        if (getifaddrs(&ifs) == 0)
+            for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+                if (i->ifa_addr && !strcmp(i->ifa_name, ifname) &&
+                    (i->ifa_addr->sa_family == AF_INET ||
+                     (i->ifa_addr->sa_family == AF_INET6 && !found)))
+                    if (!found || found->ifa_addr->sa_family != AF_INET)
+                        found = i;
+        int rc = found ? getnameinfo(found->ifa_addr,
+                                     found->ifa_addr->sa_family == AF_INET
+                                         ? sizeof(struct sockaddr_in)
+                                         : sizeof(struct sockaddr_in6),
+                                     buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST)
+                       : -1;
+        freeifaddrs(ifs);
+        if (rc != 0) {
+            tn_set_error(TN_EINVAL, "TN_PG_IFNAME: interface '%s' has no IP address", ifname);
+            return NULL;
+        }
+        return buf;
+    }
+    if (tn__store_local_addr(store, buf, n) == 0)
+        return buf;
+    return "127.0.0.1";
+}
+
 struct tn_pg *tn_pg_new(const char *backend, struct tn_store *store, int rank, int world_size,
                         int64_t timeout_ms)
 {
@@ -1214,6 +1254,9 @@ struct tn_pg *tn_pg_new(const char *backend, struct tn_store *store, int rank, i
         tn_set_error(TN_EINVAL, "Invalid backend: '%s' (tcp, gloo, mpi or nccl)", backend);
         return NULL;
     }
-    const char *host = getenv("TN_PG_HOST");
-    return tn_pg_new_tcp(store, rank, world_size, host && *host ? host : NULL, timeout_ms);
+    char addr[INET6_ADDRSTRLEN + 8];
+    const char *host = pg_host(store, addr, sizeof addr);
+    if (!host)
+        return NULL;
+    return tn_pg_new_tcp(store, rank, world_size, host, timeout_ms);
 }

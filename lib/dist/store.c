@@ -661,6 +661,17 @@ static void ps_destroy(struct tn_store *s)
     free(s);
 }
 
+/* The inner store's address for its server. */
+static int ps_local_addr(struct tn_store *s, char *buf, size_t n)
+{
+    return tn__store_local_addr(PS(s)->inner, buf, n);
+}
+
+int tn__store_local_addr(struct tn_store *s, char *buf, size_t n)
+{
+    return s && s->ops->local_addr ? s->ops->local_addr(s, buf, n) : -1;
+}
+
 static const struct tn__store_ops prefix_ops = {
     .name = "PrefixStore",
     .set = ps_set,
@@ -677,6 +688,7 @@ static const struct tn__store_ops prefix_ops = {
     .queue_push = ps_queue_push,
     .queue_pop = ps_queue_pop,
     .queue_len = ps_queue_len,
+    .local_addr = ps_local_addr,
     .destroy = ps_destroy,
 };
 

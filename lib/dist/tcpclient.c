@@ -476,6 +476,27 @@ static void ts_destroy(struct tn_store *s)
     free(t);
 }
 
+/* The local address of the connection to the server; on the server's
+ * abstract unix socket (the server is on this host) the address this client
+ * was given for it, which is then one of this host's. */
+static int ts_local_addr(struct tn_store *s, char *buf, size_t n)
+{
+    struct tcp_store *t = TS(s);
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    pthread_mutex_lock(&t->mu);
+    int rc = getsockname(t->fd, (struct sockaddr *)&a, &al);
+    pthread_mutex_unlock(&t->mu);
+    if (rc == 0 && (a.ss_family == AF_INET || a.ss_family == AF_INET6))
+        return getnameinfo((struct sockaddr *)&a, al, buf, (socklen_t)n, NULL, 0,
+                           NI_NUMERICHOST) == 0
+                   ? 0
+                   : -1;
+    if (snprintf(buf, n, "%s", t->host) >= (int)n)
+        return -1;
+    return 0;
+}
+
 static const struct tn__store_ops tcp_ops = {
     .name = "TCPStore",
     .set = ts_set,
@@ -492,6 +513,7 @@ static const struct tn__store_ops tcp_ops = {
     .queue_push = ts_queue_push,
     .queue_pop = ts_queue_pop,
     .queue_len = ts_queue_len,
+    .local_addr = ts_local_addr,
     .destroy = ts_destroy,
 };
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -238,6 +239,77 @@ static void test_emfile(void **state)
     assert_non_null(s);
     assert_int_equal(tn_store_set(s, "k", "v", 1), 0);
     tn_store_release(s);
+    tn_store_server_stop(srv);
+}
+
+/* The tcp process group's advertised address (key tcp_pg/RANK, "HOST PORT
+ * ..."), as rank 0 of a world of 1 writes it. */
+static char *pg_advertised(struct tn_store *s)
+{
+    struct tn_pg *pg = tn_pg_new("tcp", s, 0, 1, 5000);
+    if (!pg)
+        return NULL;
+    char *v = getstr(s, "tcp_pg/0");
+    tn_pg_free(pg);
+    return v;
+}
+
+/* The tcp process group advertises the address this host reaches the store
+ * with (it advertised 127.0.0.1, which peers on other hosts cannot reach),
+ * over TCP and over the server's unix socket alike; TN_PG_IFNAME takes an
+ * interface's address, TN_PG_HOST an address as given. */
+static void test_pg_host(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    unsetenv("TN_PG_HOST");
+    unsetenv("TN_PG_IFNAME");
+    char ip[64] = "";
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) == 0)
+        for (struct ifaddrs *i = ifs; i && !*ip; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                !inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip))
+                *ip = 0;
+            else if (!strncmp(ip, "127.", 4))
+                *ip = 0;
+    freeifaddrs(ifs);
+    if (!*ip)
+        skip(); /* no non-loopback IPv4 address on this host */
+    struct tn_store_server_opts o = {.host = NULL, .port = 0, .listen_fd = -1};
+    struct tn_store_server *srv = tn_store_server_start(&o);
+    assert_non_null(srv);
+    char want[80];
+    snprintf(want, sizeof want, "%s ", ip);
+    for (int unix_ok = 0; unix_ok < 2; unix_ok++) {
+        if (unix_ok)
+            unsetenv("TN_STORE_NO_UNIX");
+        else
+            setenv("TN_STORE_NO_UNIX", "1", 1);
+        struct tn_store *s = tn_store_tcp_connect(ip, tn_store_server_port(srv), 5000);
+        assert_non_null(s);
+        char *v = pg_advertised(s);
+        assert_non_null(v);
+        assert_memory_equal(v, want, strlen(want));
+        free(v);
+        setenv("TN_PG_IFNAME", "lo", 1);
+        v = pg_advertised(s);
+        assert_non_null(v);
+        assert_memory_equal(v, "127.0.0.1 ", 10);
+        free(v);
+        setenv("TN_PG_IFNAME", "no-such-if0", 1);
+        assert_null(tn_pg_new("tcp", s, 0, 1, 5000));
+        assert_string_equal(tn_last_error(), "TN_PG_IFNAME: interface 'no-such-if0' has no IP address");
+        unsetenv("TN_PG_IFNAME");
+        setenv("TN_PG_HOST", "127.0.0.1", 1);
+        v = pg_advertised(s);
+        assert_non_null(v);
+        assert_memory_equal(v, "127.0.0.1 ", 10);
+        free(v);
+        unsetenv("TN_PG_HOST");
+        tn_store_release(s);
+    }
+    unsetenv("TN_STORE_NO_UNIX");
     tn_store_server_stop(srv);
 }
 
@@ -542,7 +614,7 @@ int main(void)
         cmocka_unit_test(test_tcp_unix),
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),
-        cmocka_unit_test(test_emfile),
+        cmocka_unit_test(test_emfile),       cmocka_unit_test(test_pg_host),
     };
     return TN_RUN_TESTS(tests);
 }
