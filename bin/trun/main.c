@@ -67,6 +67,11 @@ int main(int argc, char **argv)
         return 2;
     gethostname(hostname, sizeof hostname);
     int world = opt.nnodes * opt.nproc;
+    const char *token = getenv("TN_STORE_TOKEN");
+    if (token && *token && !opt.no_python)
+        fprintf(stderr, "trun: TN_STORE_TOKEN is set, but PyTorch's TCPStore clients cannot send "
+                        "a token: the store will refuse PyTorch workers (they report \"did the "
+                        "remote server shutdown or crash?\"); unset it for PyTorch workers\n");
 
     /* Signals arrive through a signalfd, so the loop handles them in order. */
     sigset_t set;

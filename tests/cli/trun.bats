@@ -128,6 +128,15 @@ alive() {
     done <"$TMP/pids"
 }
 
+@test "TN_STORE_TOKEN with Python workers: trun says PyTorch clients cannot send it" {
+    TN_STORE_TOKEN=secret PYTHON_EXEC=true run trun --nproc-per-node 1 --master-port 0 job.py
+    assert_success
+    assert_output --partial "trun: TN_STORE_TOKEN is set, but PyTorch's TCPStore clients cannot send a token"
+    TN_STORE_TOKEN=secret run trun --no-python --nproc-per-node 1 --master-port 0 true
+    assert_success
+    refute_output --partial "TN_STORE_TOKEN"
+}
+
 @test "a failed worker's whole group is killed before the restart" {
     run trun --no-python --nproc-per-node 1 --master-port 0 --max-restarts 1 sh -c '
         if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
