@@ -31,6 +31,11 @@
 /* Stop reading from a client that does not read its replies. */
 #define MAX_PENDING_OUT ((size_t)64 << 20)
 #define TOKEN_MAX 4096
+/* Input all connections together may hold (TN_STORE_MAX_BUFFERED overrides):
+ * past it, a connection that holds more than BIG_INPUT of an unfinished
+ * request is dropped (4 partial 256 MiB SETs took a server to 852 MiB). */
+#define MAX_BUFFERED ((size_t)512 << 20)
+#define BIG_INPUT ((size_t)1 << 20)
 
 enum mode { MODE_UNKNOWN, MODE_V2, MODE_V1 };
 
@@ -63,6 +68,7 @@ struct tn_store_server {
     int nconns, max_clients;
     char *token;
     size_t toklen;
+    size_t held, max_held; /* bytes of input buffers, all connections; their bound */
     int spare; /* a descriptor held back, closed to accept and shed a client at EMFILE */
     int64_t listen_off_until; /* ns: listeners disarmed until then (0: armed) */
     unsigned long shed; /* clients accepted only to be closed for want of descriptors */
@@ -548,6 +554,7 @@ static void close_conn(struct tn_store_server *s, struct conn *c)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    s->held -= c->in.cap;
     tn__db_free(&c->in);
     tn__db_free(&c->out);
     free(c);
@@ -597,6 +604,10 @@ static void process(struct tn_store_server *s, struct conn *c)
         at += (size_t)used;
     }
     tn__db_consume(&c->in, at);
+    if (c->in.len == 0 && c->in.cap > BIG_INPUT) { /* a big request done: give it back */
+        s->held -= c->in.cap;
+        tn__db_free(&c->in);
+    }
     if (!c->dead)
         flush_conn(s, c);
 }
@@ -604,8 +615,14 @@ static void process(struct tn_store_server *s, struct conn *c)
 static void on_readable(struct tn_store_server *s, struct conn *c)
 {
     for (;;) {
+        size_t had = c->in.cap;
         if (tn__db_reserve(&c->in, 65536) < 0) {
             c->dead = true;
+            return;
+        }
+        s->held += c->in.cap - had;
+        if (s->held > s->max_held && c->in.cap > BIG_INPUT) {
+            c->dead = true; /* the bound of all input: drop the big one growing */
             return;
         }
         ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
@@ -884,6 +901,10 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
     }
     s->lfd = s->efd = s->stopfd = s->ufd = -1;
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const char *mb = getenv("TN_STORE_MAX_BUFFERED");
+    char *end = NULL;
+    unsigned long long mbv = mb && *mb ? strtoull(mb, &end, 10) : 0;
+    s->max_held = mbv && end && !*end ? (size_t)mbv : MAX_BUFFERED;
     tn__map_init(&s->map);
     s->max_clients = o.max_clients > 0 ? o.max_clients : 65536;
     const char *tok = o.token ? o.token : getenv("TN_STORE_TOKEN");

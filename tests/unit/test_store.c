@@ -388,6 +388,62 @@ static bool server_drops(int port, const void *bytes, size_t n)
     return r == 0;
 }
 
+/* Sends a handshake and the start of a SET of an 8 MiB value with 3 MiB of it,
+ * on a new connection; returns the socket. */
+static int partial_set(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    unsigned char head[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01, 1, 0, 0, 0, 0, 0, 0, 0, 'k',
+                            0, 0, 0x80, 0, 0, 0, 0, 0}; /* key "k", value 8 MiB */
+    size_t n = (size_t)3 << 20;
+    char *body = calloc(1, n);
+    assert_non_null(body);
+    assert_int_equal(send(fd, head, sizeof head, MSG_NOSIGNAL), (ssize_t)sizeof head);
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, body + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break; /* dropped while sending */
+        off += (size_t)w;
+    }
+    free(body);
+    return fd;
+}
+
+/* Whether the server closed fd (within 20 s). */
+static bool closed_by_server(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char b;
+    return poll(&p, 1, 20000) == 1 && recv(fd, &b, 1, 0) <= 0;
+}
+
+/* The input all connections hold is bounded (TN_STORE_MAX_BUFFERED, here
+ * 4 MiB): of two clients holding 3 MiB of an unfinished SET each, the one
+ * that passes the bound is dropped (both were held), and the server goes
+ * on serving others. */
+static void test_buffered_bound(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    setenv("TN_STORE_MAX_BUFFERED", "4194304", 1);
+    struct tn_store_server *srv = start(NULL);
+    unsetenv("TN_STORE_MAX_BUFFERED");
+    int port = tn_store_server_port(srv);
+    int a = partial_set(port);
+    int b = partial_set(port);
+    assert_true(closed_by_server(b));
+    close(b);
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", port, 5000);
+    assert_non_null(s);
+    assert_int_equal(tn_store_set(s, "x", "y", 1), 0);
+    tn_store_release(s);
+    close(a);
+    tn_store_server_stop(srv);
+}
+
 static void test_garbage(void **state)
 {
     (void)state;
@@ -615,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),
         cmocka_unit_test(test_emfile),       cmocka_unit_test(test_pg_host),
+        cmocka_unit_test(test_buffered_bound),
     };
     return TN_RUN_TESTS(tests);
 }
