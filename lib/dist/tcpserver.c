@@ -36,6 +36,10 @@
  * request is dropped (4 partial 256 MiB SETs took a server to 852 MiB). */
 #define MAX_BUFFERED ((size_t)512 << 20)
 #define BIG_INPUT ((size_t)1 << 20)
+/* A client that sent part of a request and nothing more for this long is
+ * dropped (TN_STORE_SENDER_TIMEOUT_MS overrides); looked for at least once a
+ * second. */
+#define SENDER_TIMEOUT_NS ((int64_t)60 * 1000000000)
 
 enum mode { MODE_UNKNOWN, MODE_V2, MODE_V1 };
 
@@ -46,6 +50,7 @@ struct conn {
     bool dead;
     struct tn__dbuf in, out;
     size_t need; /* do not parse again before in.len reaches this */
+    int64_t last_rx; /* ns: when bytes last came */
     /* A pending WAIT: the keys still missing, and the next waiter. */
     char **wkeys;
     size_t *wklens;
@@ -69,12 +74,15 @@ struct tn_store_server {
     char *token;
     size_t toklen;
     size_t held, max_held; /* bytes of input buffers, all connections; their bound */
+    int64_t sender_timeout; /* ns: see SENDER_TIMEOUT_NS */
     int spare; /* a descriptor held back, closed to accept and shed a client at EMFILE */
     int64_t listen_off_until; /* ns: listeners disarmed until then (0: armed) */
     unsigned long shed; /* clients accepted only to be closed for want of descriptors */
     bool kicked; /* a finished wait may have left requests to run */
     bool replied; /* this turn of the loop sent something */
 };
+
+static int64_t now_ns(void);
 
 /* ------------------------------------------------------------ reading */
 
@@ -639,6 +647,7 @@ static void on_readable(struct tn_store_server *s, struct conn *c)
         }
         size_t asked = c->in.cap - (c->in.len);
         c->in.len += (size_t)n;
+        c->last_rx = now_ns();
         if (c->in.len > MAX_REQUEST + 65536 && c->in.len >= c->need) {
             /* more unparsed bytes than any request may hold */
             process(s, c);
@@ -652,8 +661,6 @@ static void on_readable(struct tn_store_server *s, struct conn *c)
     }
     process(s, c);
 }
-
-static int64_t now_ns(void);
 
 /* How long the listeners stay disarmed when not even the spare descriptor
  * frees one (ENFILE, or the spare could not be opened again). */
@@ -723,6 +730,7 @@ static void accept_all(struct tn_store_server *s, int lfd)
         if (lfd == s->lfd)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
+        c->last_rx = now_ns();
         c->authed = s->token == NULL;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -772,6 +780,11 @@ static void *loop(void *arg)
         int wait_ms = timeout;
         if (s->listen_off_until && wait_ms < 0)
             wait_ms = LISTEN_BACKOFF_NS / 1000000;
+        int sweep_ms = (int)(s->sender_timeout / 4000000) + 1;
+        if (sweep_ms > 1000)
+            sweep_ms = 1000;
+        if (wait_ms < 0 || wait_ms > sweep_ms)
+            wait_ms = sweep_ms;
         int n = epoll_wait(s->efd, evs, 128, wait_ms);
         if (n < 0) {
             if (errno == EINTR)
@@ -807,9 +820,14 @@ static void *loop(void *arg)
                 if (!k->dead && !k->waiting && k->in.len)
                     process(s, k);
         }
+        int64_t now = now_ns();
         struct conn *c = s->conns;
         while (c) {
             struct conn *nx = c->next;
+            /* a slow sender: part of a request, then nothing for too long */
+            if (c->in.len && !c->waiting && c->out.len < MAX_PENDING_OUT &&
+                now - c->last_rx > s->sender_timeout)
+                c->dead = true;
             if (c->dead)
                 close_conn(s, c);
             c = nx;
@@ -905,6 +923,9 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
     char *end = NULL;
     unsigned long long mbv = mb && *mb ? strtoull(mb, &end, 10) : 0;
     s->max_held = mbv && end && !*end ? (size_t)mbv : MAX_BUFFERED;
+    const char *st = getenv("TN_STORE_SENDER_TIMEOUT_MS");
+    long long stv = st && *st ? strtoll(st, &end, 10) : 0;
+    s->sender_timeout = stv > 0 && !*end ? (int64_t)stv * 1000000 : SENDER_TIMEOUT_NS;
     tn__map_init(&s->map);
     s->max_clients = o.max_clients > 0 ? o.max_clients : 65536;
     const char *tok = o.token ? o.token : getenv("TN_STORE_TOKEN");

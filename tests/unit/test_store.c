@@ -267,12 +267,13 @@ static void test_pg_host(void **state)
     char ip[64] = "";
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) == 0)
-        for (struct ifaddrs *i = ifs; i && !*ip; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-                !inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip))
+        for (struct ifaddrs *i = ifs; i && !*ip; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+                continue;
+            if (!inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip) ||
+                !strncmp(ip, "127.", 4))
                 *ip = 0;
-            else if (!strncmp(ip, "127.", 4))
-                *ip = 0;
+        }
     freeifaddrs(ifs);
     if (!*ip)
         skip(); /* no non-loopback IPv4 address on this host */
@@ -441,6 +442,38 @@ static void test_buffered_bound(void **state)
     assert_int_equal(tn_store_set(s, "x", "y", 1), 0);
     tn_store_release(s);
     close(a);
+    tn_store_server_stop(srv);
+}
+
+/* A client that sends part of a request and then nothing is dropped once
+ * the sender timeout passes (TN_STORE_SENDER_TIMEOUT_MS, here 200 ms; it was
+ * held for ever); a client that sent nothing, or a whole request, is not. */
+static void test_slow_sender(void **state)
+{
+    (void)state;
+    unsetenv("TN_STORE_TOKEN");
+    setenv("TN_STORE_SENDER_TIMEOUT_MS", "200", 1);
+    struct tn_store_server *srv = start(NULL);
+    unsetenv("TN_STORE_SENDER_TIMEOUT_MS");
+    int port = tn_store_server_port(srv);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    unsigned char head[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01, 1, 0}; /* a SET cut short */
+    assert_int_equal(send(fd, head, sizeof head, MSG_NOSIGNAL), (ssize_t)sizeof head);
+    assert_true(closed_by_server(fd));
+    close(fd);
+    /* an idle client (a whole request sent) keeps its connection */
+    struct tn_store *s = tn_store_tcp_connect("127.0.0.1", port, 5000);
+    assert_non_null(s);
+    assert_int_equal(tn_store_set(s, "x", "y", 1), 0);
+    usleep(600000);
+    char *v = getstr(s, "x");
+    assert_non_null(v);
+    assert_string_equal(v, "y");
+    free(v);
+    tn_store_release(s);
     tn_store_server_stop(srv);
 }
 
@@ -671,7 +704,7 @@ int main(void)
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),
         cmocka_unit_test(test_emfile),       cmocka_unit_test(test_pg_host),
-        cmocka_unit_test(test_buffered_bound),
+        cmocka_unit_test(test_buffered_bound), cmocka_unit_test(test_slow_sender),
     };
     return TN_RUN_TESTS(tests);
 }
