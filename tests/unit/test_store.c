@@ -389,14 +389,21 @@ static bool server_drops(int port, const void *bytes, size_t n)
     return r == 0;
 }
 
-/* Sends a handshake and the start of a SET of an 8 MiB value with 3 MiB of it,
- * on a new connection; returns the socket. */
-static int partial_set(int port)
+/* A plain TCP connection to the server on loopback port. */
+static int raw_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Sends a handshake and the start of a SET of an 8 MiB value with 3 MiB of it,
+ * on a new connection; returns the socket. */
+static int partial_set(int port)
+{
+    int fd = raw_connect(port);
     unsigned char head[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01, 1, 0, 0, 0, 0, 0, 0, 0, 'k',
                             0, 0, 0x80, 0, 0, 0, 0, 0}; /* key "k", value 8 MiB */
     size_t n = (size_t)3 << 20;
@@ -456,10 +463,7 @@ static void test_slow_sender(void **state)
     struct tn_store_server *srv = start(NULL);
     unsetenv("TN_STORE_SENDER_TIMEOUT_MS");
     int port = tn_store_server_port(srv);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    int fd = raw_connect(port);
     unsigned char head[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x01, 1, 0}; /* a SET cut short */
     assert_int_equal(send(fd, head, sizeof head, MSG_NOSIGNAL), (ssize_t)sizeof head);
     assert_true(closed_by_server(fd));
