@@ -3,7 +3,10 @@
  * PyTorch 2.x client and Debian's 1.13 client (the 1.x numbering) against
  * our server, and our client against PyTorch 2.x's servers (libuv and the
  * classic one). Each case skips when its PyTorch is not installed. Every
- * Python process runs under timeout(1) and is waited for.
+ * Python process runs under timeout(1) and is waited for: 600 s, as
+ * importing torch takes minutes on a loaded machine (the 120 s limit around
+ * it made the test flaky); the scripts give their own work 120 s with
+ * alarm() once torch is imported.
  */
 #include "tn_test.h"
 
@@ -76,7 +79,7 @@ static void client_against_us(const char *python, const char *want)
     assert_int_equal(tn_store_set(s, "from_c", "hello", 5), 0);
     char port[16];
     snprintf(port, sizeof port, "%d", tn_store_server_port(srv));
-    char *argv[] = {"timeout", "120", (char *)python, SCRIPTS "store_client.py", port, NULL};
+    char *argv[] = {"timeout", "600", (char *)python, SCRIPTS "store_client.py", port, NULL};
     FILE *out;
     pid_t pid = spawn(argv, &out);
     assert_int_equal(finish(pid, out), 0);
@@ -119,7 +122,7 @@ static void us_against_server(const char *kind)
     if (!py)
         TN_TEST_SKIP("PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)");
     unsetenv("TN_STORE_TOKEN");
-    char *argv[] = {"timeout", "120", (char *)py, SCRIPTS "store_server.py", (char *)kind, NULL};
+    char *argv[] = {"timeout", "600", (char *)py, SCRIPTS "store_server.py", (char *)kind, NULL};
     FILE *out;
     pid_t pid = spawn(argv, &out);
     char line[64] = "";
