@@ -70,6 +70,32 @@ static int rdzv_fail(const char *what)
     return -1;
 }
 
+/* The round never closed within the join timeout: says so with the nodes
+ * that joined it (count and host names, from the round's "hosts") against
+ * the minimum, so the user sees which nodes came and how many did not.
+ * Returns -1. */
+static int rdzv_join_timeout(const char *joined, const char *hosts)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", tn_last_error());
+    tn_store_set_timeout(rdzv, 5000);
+    int64_t count = 0;
+    void *names = NULL;
+    size_t nl = 0;
+    if (tn_store_add(rdzv, joined, 0, &count) < 0 || tn_store_get(rdzv, hosts, &names, &nl) < 0) {
+        fprintf(stderr, "trun: rendezvous round %d: waiting for the other nodes: %s\n",
+                rdzv_round, why);
+        return -1;
+    }
+    long long missing = count < opt.min_nodes ? (long long)(opt.min_nodes - count) : 0;
+    fprintf(stderr,
+            "trun: rendezvous round %d: waiting for the other nodes: %s; %lld of at least %d "
+            "nodes joined (%.*s), %lld never came\n",
+            rdzv_round, why, (long long)count, opt.min_nodes, (int)nl, (char *)names, missing);
+    free(names);
+    return -1;
+}
+
 static bool rdzv_has(const char *k)
 {
     const char *keys[1] = {k};
@@ -140,6 +166,11 @@ int rendezvous(void)
         if (tn_store_add(rdzv, joined, 1, &idx) < 0)
             return rdzv_fail("join");
         idx--;
+        char hosts[300], me[300];
+        rdzv_key(hosts, sizeof hosts, "hosts");
+        snprintf(me, sizeof me, "%s%s", idx ? ", " : "", hostname);
+        if (idx < opt.max_nodes && tn_store_append(rdzv, hosts, me, strlen(me)) < 0)
+            return rdzv_fail("join");
         if (idx >= opt.max_nodes) {
             if (rdzv_wait_next() < 0)
                 return -1;
@@ -166,7 +197,7 @@ int rendezvous(void)
         void *v = NULL;
         size_t vl = 0;
         if (tn_store_get(rdzv, closed, &v, &vl) < 0)
-            return rdzv_fail("waiting for the other nodes");
+            return rdzv_join_timeout(joined, hosts);
         int n = atoi(v);
         free(v);
         if (idx >= n) {

@@ -400,6 +400,7 @@ elastic_restart() {
     run timeout 30 trun --no-python --nnodes 2:3 --rdzv-endpoint "127.0.0.1:$port" --rdzv-conf join_timeout=1 true
     assert_failure 1
     assert_output --partial "trun: rendezvous round 0: waiting for the other nodes: wait timeout after 1000ms"
+    assert_output --partial "; 1 of at least 2 nodes joined ($(hostname)), 1 never came"
     # one node is enough for 1:2 once the last call is over
     run timeout 30 trun --no-python --nnodes 1:2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id solo \
         --rdzv-conf last_call_timeout=0.2 sh -c 'echo "$RANK of $WORLD_SIZE"'
