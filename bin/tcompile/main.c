@@ -82,6 +82,10 @@ static const char usage_text[] =
     "      --time               run: print the compile time and the time the run\n"
     "                           took to stderr\n"
     "      --repeat=N           run: run N times (the time is the fastest)\n"
+    "      --profile[=FORMAT]   run: time every node and every op kind (target),\n"
+    "                           sorted, in the interpreter, to stderr: a table\n"
+    "                           when stderr is a terminal, else one JSON object;\n"
+    "                           FORMAT table or json chooses\n"
     "      --interpret          run: run node by node in the interpreter, without\n"
     "                           compiling (for comparison)\n"
     "      --explain            run, compile: print the fused kernels, the nodes left\n"
@@ -119,7 +123,8 @@ enum {
     OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
     OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
     OPT_WEIGHTS_FILE, OPT_DATA, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
-    OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS
+    OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS,
+    OPT_PROFILE
 };
 
 static const struct option long_opts[] = {
@@ -151,6 +156,7 @@ static const struct option long_opts[] = {
     {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"log-loss", no_argument, NULL, OPT_LOG_LOSS},
+    {"profile", optional_argument, NULL, OPT_PROFILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -217,6 +223,7 @@ static void check_options(const char *cmd)
         {tc.time, run || comp || build, "--time"},
         {tc.repeat > 1, run, "--repeat"},
         {tc.interpret, run, "--interpret"},
+        {tc.profile != TC_PROFILE_OFF, run, "--profile"},
         {tc.explain, run || comp || build, "--explain"},
         {tc.strict, run || comp, "--strict"},
         {tc.recompile_limit > 0, run, "--recompile-limit"},
@@ -244,6 +251,9 @@ static void check_options(const char *cmd)
         }
     if (tc.interpret && (tc.strict || tc.explain))
         tc_usage_error("%s", "--interpret runs no compiler: --strict and --explain do not apply");
+    if (tc.profile && (tc.strict || tc.explain || tc.grads))
+        tc_usage_error("%s", "--profile runs the interpreter: --strict, --explain and --grads "
+                       "do not apply");
     if (tc.json && tc.dot)
         tc_usage_error("%s", "show: --json and --dot are two formats; give one");
 }
@@ -296,6 +306,16 @@ int main(int argc, char **argv)
         case OPT_SAVE: tc.save = optarg; break;
         case OPT_RESUME: tc.resume = optarg; break;
         case OPT_LOG_LOSS: tc.log_loss = true; break;
+        case OPT_PROFILE:
+            if (!optarg)
+                tc.profile = TC_PROFILE_AUTO;
+            else if (!strcmp(optarg, "table"))
+                tc.profile = TC_PROFILE_TABLE;
+            else if (!strcmp(optarg, "json"))
+                tc.profile = TC_PROFILE_JSON;
+            else
+                tc_usage_error("--profile: '%s' is not a format (table or json)", optarg);
+            break;
         case OPT_LR: {
             char *end;
             tc.lr = strtod(optarg, &end);

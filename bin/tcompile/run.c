@@ -224,31 +224,38 @@ int tc_run(const char *path)
     struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
     struct tn_graph *g = NULL;
     struct tn_compiled *c = NULL;
+    struct tc_profile prof = {0};
     if (tc_aoti_is_package(path))
         return tc_aoti_run(path);
     int rc = load_all(path, &g, &weights, &inputs);
     if (rc)
         goto done;
     rc = 2;
-    if (!tc.grads && !(c = compiler(g))) {
+    if (tc.profile ? tc_profile_init(&prof, g) < 0 : !tc.grads && !(c = compiler(g))) {
         tc_fail();
         goto done;
     }
+    struct tn_graph_run_options po = {.node_done = tc_profile_node_done, .node_ctx = &prof};
     double best = 0, compile_s = 0;
     for (int r = 0; r < tc.repeat; r++) {
         tn_value_release(out);
         out = NULL;
         tn_value_release(grads);
         grads = NULL;
+        if (tc.profile)
+            tc_profile_start(&prof);
         double t0 = tc_now();
         /* --grads: autograd through the interpreter (the compiler does
-         * forward graphs) */
-        if ((tc.grads ? tn_graph_grad(g, weights, inputs, &out, &grads)
-                      : tn_compile_run(c, weights, inputs, &out)) < 0) {
+         * forward graphs); --profile: the interpreter, timing each node */
+        if ((tc.grads     ? tn_graph_grad(g, weights, inputs, &out, &grads)
+             : tc.profile ? tn_graph_run(g, weights, inputs, &out, &po)
+                          : tn_compile_run(c, weights, inputs, &out)) < 0) {
             tc_fail();
             goto done;
         }
         double dt = tc_now() - t0;
+        if (tc.profile)
+            tc_profile_stop(&prof, dt);
         if (c && r == 0) {
             struct tn_compile_stats st;
             tn_compile_get_stats(c, &st);
@@ -263,10 +270,14 @@ int tc_run(const char *path)
     if (tc.time && c)
         print_compile_time(g, c);
     (void)compile_s;
+    if (tc.profile && tc_profile_print(&prof) < 0) {
+        tc_fail();
+        goto done;
+    }
     if (tc.time)
         fprintf(stderr, "tcompile: %s: run took %.3f ms%s%s\n", g->label, best * 1e3,
                 tc.repeat > 1 ? " (the fastest of --repeat)" : "",
-                tc.interpret || tc.grads ? " in the interpreter" : "");
+                tc.interpret || tc.grads || tc.profile ? " in the interpreter" : "");
     if ((tc.output || !tc.grads) && tc_write_tensors(out, tc.output) < 0) {
         tc_fail();
         goto done;
@@ -277,6 +288,7 @@ int tc_run(const char *path)
     }
     rc = 0;
 done:
+    tc_profile_free(&prof);
     tn_compile_free(c);
     tn_value_release(out);
     tn_value_release(grads);

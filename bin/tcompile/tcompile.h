@@ -25,8 +25,26 @@ struct tc_opts {
     double lr;
     long long batch_size, epochs, steps, save_every, seed;
     bool log_loss;
+    int profile; /* enum tc_profile_format */
 };
 extern struct tc_opts tc;
+
+/* profile.c: tcompile run --profile */
+enum tc_profile_format { TC_PROFILE_OFF = 0, TC_PROFILE_AUTO, TC_PROFILE_TABLE, TC_PROFILE_JSON };
+struct tc_profile {
+    const struct tn_graph *g;
+    double *cur, *best; /* seconds per node: this run's, the fastest run's */
+    double wall_s;      /* the fastest run's */
+    int runs;
+};
+int tc_profile_init(struct tc_profile *p, const struct tn_graph *g);
+void tc_profile_free(struct tc_profile *p);
+/* tn_graph_run_options.node_done over a struct tc_profile */
+void tc_profile_node_done(void *ctx, int node, double seconds);
+void tc_profile_start(struct tc_profile *p);
+void tc_profile_stop(struct tc_profile *p, double wall_s);
+/* the table (stderr a terminal, or --profile=table) or one JSON line, on stderr */
+int tc_profile_print(const struct tc_profile *p);
 
 _Noreturn void tc_usage_error(const char *fmt, const char *arg);
 /* Prints tn_last_error() and returns 2. */

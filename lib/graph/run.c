@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Checks t against v's declaration, binding the symbols of bare-name
  * sizes in vals (bound marks which are set). */
@@ -137,6 +138,13 @@ static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *
     return TN_OK;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* tn_graph_run, and with leaves (ninputs long) the parameters' leaf
  * tensors (new references, NULL for the other inputs). */
 static int run(const struct tn_graph *g, const struct tn_value *weights,
@@ -182,7 +190,10 @@ static int run(const struct tn_graph *g, const struct tn_value *weights,
     bool grad_mode = tn_set_grad_enabled(o.requires_grad);
     for (int ni = 0; ni < g->nnodes && rc == TN_OK; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
+        double t0 = o.node_done ? now_s() : 0;
         rc = tn__graph_call(g, n, slots, &s);
+        if (rc == TN_OK && o.node_done)
+            o.node_done(o.node_ctx, ni, now_s() - t0);
         if (rc == TN_OK && o.requires_grad)
             rc = check_recorded(g, n, slots);
         if (rc < 0 || o.keep_all)

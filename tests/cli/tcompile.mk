@@ -9,6 +9,8 @@ CLI_TESTS += tests/cli/tcompile_user.bats
 CLI_TESTS += tests/cli/tcompile_compile.bats
 CLI_TESTS += tests/cli/tcompile_inplace.bats
 CLI_TESTS += tests/cli/tcompile_missing.bats
+# tcompile run --profile (issue 27)
+CLI_TESTS += tests/cli/tcompile_profile.bats
 # PyTorch AOTInductor packages through libtensor-aoti (lib/aoti).
 CLI_TESTS += tests/cli/tcompile_aoti.bats
 # bench/compile/compile.py in its quick form: outputs compared, rows.

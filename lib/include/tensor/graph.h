@@ -196,6 +196,11 @@ char *tn_graph_to_json(const struct tn_graph *g);
 struct tn_graph_run_options {
     bool requires_grad;   /* parameters require grad and autograd records */
     bool keep_all;        /* never release intermediates (debugging) */
+    /* Profiling: when set, called after each node that ran with its index
+     * in g->nodes and the seconds it took (monotonic clock, the call
+     * through the dispatcher only, not the release of intermediates). */
+    void (*node_done)(void *ctx, int node, double seconds);
+    void *node_ctx;       /* node_done's first argument */
 };
 
 /* Runs a checked graph (tn_graph_check returned 0). `weights` maps the
