@@ -6,6 +6,7 @@ dist_man_MANS += man/man3/tn_nn.3 man/man3/tn_optim.3
 dist_man_MANS += man/man3/tn_dist.3
 dist_man_MANS += man/man3/tn_io.3
 dist_man_MANS += man/man3/tn_compile.3
+dist_man_MANS += man/man3/tn_graph_run.3
 dist_man_MANS += man/man3/tn_compile_cache.3
 dist_man_MANS += man/man3/tn_package.3
 dist_man_MANS += man/man3/tn_dcp.3
