@@ -83,9 +83,9 @@ static const char usage_text[] =
     "                           took to stderr\n"
     "      --repeat=N           run: run N times (the time is the fastest)\n"
     "      --profile[=FORMAT]   run: time every node and every op kind (target),\n"
-    "                           sorted, in the interpreter, to stderr: a table\n"
-    "                           when stderr is a terminal, else one JSON object;\n"
-    "                           FORMAT table or json chooses\n"
+    "                           sorted, to stderr: a table when stderr is a\n"
+    "                           terminal, else one JSON object; FORMAT table or\n"
+    "                           json chooses\n"
     "      --interpret          run: run node by node in the interpreter, without\n"
     "                           compiling (for comparison)\n"
     "      --explain            run, compile: print the fused kernels, the nodes left\n"
@@ -251,9 +251,8 @@ static void check_options(const char *cmd)
         }
     if (tc.interpret && (tc.strict || tc.explain))
         tc_usage_error("%s", "--interpret runs no compiler: --strict and --explain do not apply");
-    if (tc.profile && (tc.strict || tc.explain || tc.grads))
-        tc_usage_error("%s", "--profile runs the interpreter: --strict, --explain and --grads "
-                       "do not apply");
+    if (tc.profile && tc.grads)
+        tc_usage_error("%s", "--profile times a forward run: --grads does not apply");
     if (tc.json && tc.dot)
         tc_usage_error("%s", "show: --json and --dot are two formats; give one");
 }

@@ -163,9 +163,14 @@ struct tn_compile_options tc_compile_options(void)
     return o;
 }
 
-static struct tn_compiled *compiler(const struct tn_graph *g)
+/* a compiler for g; with prof, its steps are timed into it */
+static struct tn_compiled *compiler(const struct tn_graph *g, struct tc_profile *prof)
 {
     struct tn_compile_options o = tc_compile_options();
+    if (prof) {
+        o.step_done = tc_profile_step_done;
+        o.step_ctx = prof;
+    }
     return tn_compile_new(g, &o);
 }
 
@@ -219,6 +224,11 @@ static void print_compile_time(const struct tn_graph *g, const struct tn_compile
 
 int tc_run(const char *path)
 {
+    if (tc.profile && (tc_is_package(path) || tc_aoti_is_package(path))) {
+        fprintf(stderr, "tcompile: %s: --profile times a graph's run; this is a package "
+                "(profile the graph it was built from)\n", path);
+        return 2;
+    }
     if (tc_is_package(path))
         return tc_run_package(path);
     struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
@@ -231,11 +241,11 @@ int tc_run(const char *path)
     if (rc)
         goto done;
     rc = 2;
-    if (tc.profile ? tc_profile_init(&prof, g) < 0 : !tc.grads && !(c = compiler(g))) {
+    if ((tc.profile && tc_profile_init(&prof, g) < 0) ||
+        (!tc.grads && !(c = compiler(g, tc.profile ? &prof : NULL)))) {
         tc_fail();
         goto done;
     }
-    struct tn_graph_run_options po = {.node_done = tc_profile_node_done, .node_ctx = &prof};
     double best = 0, compile_s = 0;
     for (int r = 0; r < tc.repeat; r++) {
         tn_value_release(out);
@@ -246,10 +256,9 @@ int tc_run(const char *path)
             tc_profile_start(&prof);
         double t0 = tc_now();
         /* --grads: autograd through the interpreter (the compiler does
-         * forward graphs); --profile: the interpreter, timing each node */
-        if ((tc.grads     ? tn_graph_grad(g, weights, inputs, &out, &grads)
-             : tc.profile ? tn_graph_run(g, weights, inputs, &out, &po)
-                          : tn_compile_run(c, weights, inputs, &out)) < 0) {
+         * forward graphs) */
+        if ((tc.grads ? tn_graph_grad(g, weights, inputs, &out, &grads)
+                      : tn_compile_run(c, weights, inputs, &out)) < 0) {
             tc_fail();
             goto done;
         }
@@ -277,7 +286,7 @@ int tc_run(const char *path)
     if (tc.time)
         fprintf(stderr, "tcompile: %s: run took %.3f ms%s%s\n", g->label, best * 1e3,
                 tc.repeat > 1 ? " (the fastest of --repeat)" : "",
-                tc.interpret || tc.grads || tc.profile ? " in the interpreter" : "");
+                tc.interpret || tc.grads ? " in the interpreter" : "");
     if ((tc.output || !tc.grads) && tc_write_tensors(out, tc.output) < 0) {
         tc_fail();
         goto done;
@@ -370,7 +379,7 @@ static int compile_or_build(const char *path, const char *so)
     }
     struct tn_package_options po = {.name = tc.name, .weights_file = tc.weights_file,
                                     .header = tc.header};
-    int brc = w && (c = compiler(g)) ? so ? tn_compile_package(c, w, inputs, so, &po)
+    int brc = w && (c = compiler(g, NULL)) ? so ? tn_compile_package(c, w, inputs, so, &po)
                                           : tn_compile_build(c, w, inputs, tc.output)
                                      : -1;
     tn_value_release(w);

@@ -33,14 +33,18 @@ extern struct tc_opts tc;
 enum tc_profile_format { TC_PROFILE_OFF = 0, TC_PROFILE_AUTO, TC_PROFILE_TABLE, TC_PROFILE_JSON };
 struct tc_profile {
     const struct tn_graph *g;
-    double *cur, *best; /* seconds per node: this run's, the fastest run's */
-    double wall_s;      /* the fastest run's */
+    char **name, **kind; /* per step, from its first call (NULL: never ran) */
+    double *cur, *best;  /* seconds per step: this run's, the fastest run's */
+    int n, cap;
+    double wall_s;       /* the fastest run's */
     int runs;
+    bool oom;
 };
 int tc_profile_init(struct tc_profile *p, const struct tn_graph *g);
 void tc_profile_free(struct tc_profile *p);
-/* tn_graph_run_options.node_done over a struct tc_profile */
-void tc_profile_node_done(void *ctx, int node, double seconds);
+/* tn_compile_options.step_done over a struct tc_profile */
+void tc_profile_step_done(void *ctx, int step, const char *name, const char *kind,
+                          double seconds);
 void tc_profile_start(struct tc_profile *p);
 void tc_profile_stop(struct tc_profile *p, double wall_s);
 /* the table (stderr a terminal, or --profile=table) or one JSON line, on stderr */

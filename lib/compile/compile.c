@@ -268,14 +268,30 @@ static int with_inputs(struct tn_compiled *c, const struct tn_value *weights,
     return rc;
 }
 
+/* tn_graph_run's node_done over the options' step_done */
+static void node_step(void *ctx, int node, double seconds)
+{
+    const struct tn_compiled *c = ctx;
+    const struct tn_graph_node *n = &c->g->nodes[node];
+    c->o.step_done(c->o.step_ctx, node, n->name, n->target, seconds);
+}
+
+/* the interpreter, profiled when the options ask */
+static int interpret(struct tn_compiled *c, const struct tn_value *weights,
+                     const struct tn_value *inputs, struct tn_value **outputs)
+{
+    struct tn_graph_run_options ro = {.node_done = c->o.step_done ? node_step : NULL,
+                                      .node_ctx = c};
+    c->st.fallbacks++;
+    return tn_graph_run(c->g, weights, inputs, outputs, &ro);
+}
+
 int tn_compile_run(struct tn_compiled *c, const struct tn_value *weights,
                    const struct tn_value *inputs, struct tn_value **outputs)
 {
     *outputs = NULL;
-    if (c->o.interpret) {
-        c->st.fallbacks++;
-        return tn_graph_run(c->g, weights, inputs, outputs, NULL);
-    }
+    if (c->o.interpret)
+        return interpret(c, weights, inputs, outputs);
     struct tn_tensor **in;
     int rc = with_inputs(c, weights, inputs, &in);
     if (rc < 0)
@@ -283,11 +299,10 @@ int tn_compile_run(struct tn_compiled *c, const struct tn_value *weights,
     bool fallback;
     struct entry *e = entry_for(c, in, &fallback);
     if (e)
-        rc = tn__exec(e->P, e->fns, in, outputs);
-    else if (fallback) {
-        c->st.fallbacks++;
-        rc = tn_graph_run(c->g, weights, inputs, outputs, NULL);
-    } else
+        rc = tn__exec(e->P, e->fns, in, outputs, &c->o);
+    else if (fallback)
+        rc = interpret(c, weights, inputs, outputs);
+    else
         rc = tn_last_status();
     free(in);
     return rc;

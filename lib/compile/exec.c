@@ -109,7 +109,7 @@ static int run_matmul(const struct tn__cprog *P, const struct tn__step *st, stru
 }
 
 int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *const *inputs,
-             struct tn_value **outputs)
+             struct tn_value **outputs, const struct tn_compile_options *o)
 {
     const struct tn_graph *g = P->g;
     struct tn_tensor **T = calloc((size_t)P->nbufs + 1, sizeof *T);
@@ -142,6 +142,7 @@ int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *cons
     bool grad = tn_set_grad_enabled(false);
     for (int s = 0; s < P->nsteps && rc == TN_OK; s++) {
         const struct tn__step *st = &P->steps[s];
+        double t0 = o && o->step_done ? tn__graph_now() : 0;
         if (st->kind == TN_STEP_KERNEL) {
             for (int i = st->stage0; i < st->stage0 + st->nstages && rc == TN_OK; i++) {
                 int b = P->stages[i].buf;
@@ -165,6 +166,12 @@ int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *cons
             rc = run_matmul(P, st, T, B);
         } else {
             rc = run_node(P, st, T, B, slots, &sc);
+        }
+        if (rc == TN_OK && o && o->step_done) {
+            const struct tn_graph_node *n = st->kind == TN_STEP_NODE ? &g->nodes[st->node] : NULL;
+            o->step_done(o->step_ctx, s, n ? n->name : st->label,
+                         n ? n->target : st->kind == TN_STEP_KERNEL ? "kernel" : "matmul",
+                         tn__graph_now() - t0);
         }
         for (int b = 0; b < P->nbufs; b++)
             if (P->bufs[b].last == s && P->bufs[b].kind != TN_BUF_INPUT) {

@@ -316,8 +316,10 @@ int tn__exec_bind(struct tn__cprog *P, void *lib, void ***fns);
 /* lib/compile/explain.c: the program in words (a new string). */
 char *tn__explain(const struct tn__cprog *P, const struct tn__cc_info *info);
 
+/* lib/compile/exec.c: runs the program; o's step_done (o may be NULL)
+ * times each step. */
 int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *const *inputs,
-             struct tn_value **outputs);
+             struct tn_value **outputs, const struct tn_compile_options *o);
 
 /* ------------------------------------------------------ lowering (lower.c) */
 

@@ -100,6 +100,9 @@ struct tn__graph_scratch {
 /* Runs node n (n->op set) on the values in slots, storing its results in
  * its outputs' slots. Returns 0, or an error naming the graph, the node,
  * the op and the shapes of its tensor arguments. */
+/* The monotonic clock in seconds (the profiling hooks' times). */
+double tn__graph_now(void);
+
 int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
                    struct tn__graph_slot *slots, struct tn__graph_scratch *s);
 

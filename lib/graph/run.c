@@ -138,7 +138,7 @@ static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *
     return TN_OK;
 }
 
-static double now_s(void)
+double tn__graph_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -190,10 +190,10 @@ static int run(const struct tn_graph *g, const struct tn_value *weights,
     bool grad_mode = tn_set_grad_enabled(o.requires_grad);
     for (int ni = 0; ni < g->nnodes && rc == TN_OK; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
-        double t0 = o.node_done ? now_s() : 0;
+        double t0 = o.node_done ? tn__graph_now() : 0;
         rc = tn__graph_call(g, n, slots, &s);
         if (rc == TN_OK && o.node_done)
-            o.node_done(o.node_ctx, ni, now_s() - t0);
+            o.node_done(o.node_ctx, ni, tn__graph_now() - t0);
         if (rc == TN_OK && o.requires_grad)
             rc = check_recorded(g, n, slots);
         if (rc < 0 || o.keep_all)

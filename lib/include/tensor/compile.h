@@ -40,6 +40,14 @@ struct tn_compile_options {
      * own kernels, tn_model_open). NULL: none. */
     void *kernels_lib;
     const char *kernels_sha;
+    /* Profiling: when set, called after each step of a run with its index
+     * in the run's order, its name (a graph node's; for generated code the
+     * nodes it stands for), its kind (the node's target; "kernel" for a
+     * fused kernel, "matmul" for a matrix product) and the seconds it
+     * took. In the interpreter (interpret, or a fallback) each node is a
+     * step, as tn_graph_run's node_done sees it. */
+    void (*step_done)(void *ctx, int step, const char *name, const char *kind, double seconds);
+    void *step_ctx;
 };
 
 /* What the last run did, for --time and --explain. */
