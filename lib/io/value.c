@@ -228,6 +228,9 @@ void tn_value_release(struct tn_value *v)
 int tn_value_append(struct tn_value *seq, struct tn_value *item)
 {
     TN_ASSERT(seq->kind == TN_VALUE_TUPLE || seq->kind == TN_VALUE_LIST);
+    if (!item) /* a constructor that ran out of memory: callers pass its result on */
+        return tn_set_error(TN_ENOMEM, "out of memory making a %s item",
+                            seq->kind == TN_VALUE_TUPLE ? "tuple" : "list");
     if (seq->v.seq.n == seq->v.seq.cap) {
         size_t cap = seq->v.seq.cap ? seq->v.seq.cap * 2 : 4;
         struct tn_value **p = realloc(seq->v.seq.items, cap * sizeof *p);
@@ -366,10 +369,17 @@ static long dict_find(const struct tn_value *d, const struct tn_value *key)
 
 /* d[key] = val on a dict or odict (a bug for other kinds), taking over both
  * references, also on failure; an existing key keeps its place and gets val.
+ * A NULL key or val (a constructor out of memory, as in
+ * tn_value_set(d, tn_value_str(k), v)) releases the other and fails.
  * 0 or TN_ENOMEM. */
 int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
 {
     TN_ASSERT(d->kind == TN_VALUE_DICT || d->kind == TN_VALUE_ODICT);
+    if (!key || !val) {
+        tn_value_release(key);
+        tn_value_release(val);
+        return tn_set_error(TN_ENOMEM, "out of memory making a dict entry");
+    }
     long at = dict_find(d, key);
     if (at >= 0) {
         tn_value_release(key);

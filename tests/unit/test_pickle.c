@@ -181,7 +181,7 @@ static void test_roundtrip(void **state)
     struct tn_pickle_storages st = {0};
     assert_int_equal(tn__pickle_dump(d, &out, &st), 0);
     assert_int_equal(st.n, 0);
-    struct tn_pickle_reader_hooks h = {no_storage, NULL, false};
+    struct tn_pickle_reader_hooks h = {.storage = no_storage};
     struct tn_value *back = tn__pickle_load(out.data, out.len, "rt", TN_ALLOW_CURRENT, &h);
     assert_non_null(back);
     assert_int_equal(back->kind, TN_VALUE_DICT);
@@ -197,6 +197,26 @@ static void test_roundtrip(void **state)
     free(out.data);
 }
 
+/* A constructor out of memory returns NULL, and callers pass its result on
+ * (tn_value_set(d, tn_value_str(k), v)): the entry fails with TN_ENOMEM, the
+ * other reference is released (ASan's leak check in CI sees it) and the
+ * container is unchanged; it dereferenced the NULL key before. */
+static void test_null_entry(void **state)
+{
+    (void)state;
+    struct tn_value *d = tn_value_dict();
+    assert_int_equal(tn_value_set(d, NULL, tn_value_int(1)), TN_ENOMEM);
+    assert_int_equal(tn_value_set(d, tn_value_str("k"), NULL), TN_ENOMEM);
+    assert_int_equal(d->v.dict.n, 0);
+    assert_int_equal(tn_value_set(d, tn_value_str("k"), tn_value_int(2)), 0);
+    assert_int_equal(d->v.dict.n, 1);
+    struct tn_value *l = tn_value_list();
+    assert_int_equal(tn_value_append(l, NULL), TN_ENOMEM);
+    assert_int_equal(l->v.seq.n, 0);
+    tn_value_release(l);
+    tn_value_release(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_decode_all),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_null_entry),
     };
     return TN_RUN_TESTS(tests);
 }
