@@ -4,8 +4,9 @@
  * output with the rank, and on a failure stops the group (SIGTERM, then
  * SIGKILL after a grace period), restarts it while restarts are left, or
  * prints the first failure and exits with that worker's status. With
- * --nnodes MIN:MAX the nodes' truns meet in an elastic rendezvous over the
- * store (see rendezvous()) and restart together.
+ * --nnodes MIN:MAX, or --rdzv-backend c10d on several nodes, the nodes'
+ * truns meet in a rendezvous over the store (see rendezvous()), which gives
+ * their node ranks, and restart together.
  *
  * No worker outlives trun: each worker leads its own process group and has
  * PR_SET_PDEATHSIG; a small guardian process, which trun cannot take down
@@ -87,9 +88,10 @@ int main(int argc, char **argv)
      * listening socket would keep the port from the next attempt's store */
     start_guardian();
     struct tn_store_server *srv = NULL, *wsrv = NULL; /* wsrv: the round's workers' store */
-    if (opt.elastic) {
+    if (opt.dynamic) {
         if (opt.master_port == 0)
-            die_usage("%s", "--nnodes MIN:MAX needs the rendezvous port (--rdzv-endpoint HOST:PORT)");
+            die_usage("%s", opt.elastic ? "--nnodes MIN:MAX needs the rendezvous port (--rdzv-endpoint HOST:PORT)"
+                                        : "--rdzv-backend c10d needs the rendezvous port (--rdzv-endpoint HOST:PORT)");
         /* the trun that binds the endpoint on its own host hosts the store */
         bool local = endpoint_is_local(opt.master_addr);
         struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1};

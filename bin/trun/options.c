@@ -24,9 +24,10 @@ void usage(FILE *f)
             "                            29500 on several; 0: a free port)\n"
             "  --rdzv-endpoint HOST[:PORT]  the same as --master-addr/--master-port\n"
             "  --rdzv-id ID              the job id (TORCHELASTIC_RUN_ID)\n"
-            "  --rdzv-backend NAME       static or c10d (both mean trun's store)\n"
+            "  --rdzv-backend NAME       static (node ranks given) or c10d (the nodes meet\n"
+            "                            at the endpoint, which assigns their ranks)\n"
             "  --rdzv-conf K=V,...       join_timeout, last_call_timeout (seconds) of\n"
-            "                            elastic jobs (--nnodes MIN:MAX)\n"
+            "                            rendezvous jobs (--nnodes MIN:MAX, c10d)\n"
             "  --standalone              one node, a free port, a random id\n"
             "  --max-restarts N          restarts of the worker group (default 0)\n"
             "  --monitor-interval SECS   how often to check the workers (default 0.1)\n"
@@ -259,6 +260,7 @@ void apply(int c, const char *arg)
     case O_RDZV_BACKEND:
         if (strcmp(arg, "static") && strcmp(arg, "c10d"))
             die_usage("--rdzv-backend: '%s' is not supported (static, c10d)", arg);
+        opt.c10d = !strcmp(arg, "c10d");
         break;
     case O_STANDALONE:
         opt.nnodes = 1;
@@ -331,7 +333,8 @@ void env_defaults(void)
         {"PET_NPROC_PER_NODE", O_NPROC}, {"PET_NNODES", O_NNODES},
         {"PET_NODE_RANK", O_NODE_RANK}, {"PET_MASTER_ADDR", O_MADDR},
         {"PET_MASTER_PORT", O_MPORT}, {"PET_RDZV_ENDPOINT", O_ENDPOINT},
-        {"PET_RDZV_ID", O_RDZV_ID}, {"PET_MAX_RESTARTS", O_RESTARTS},
+        {"PET_RDZV_ID", O_RDZV_ID}, {"PET_RDZV_BACKEND", O_RDZV_BACKEND},
+        {"PET_RDZV_CONF", O_RDZV_CONF}, {"PET_MAX_RESTARTS", O_RESTARTS},
         {"PET_MONITOR_INTERVAL", O_MONITOR}, {"PET_LOG_DIR", O_LOGDIR},
         {"PET_REDIRECTS", 'r'}, {"PET_TEE", 't'}, {"PET_LOCAL_RANKS_FILTER", O_FILTER},
         {"PET_ROLE", O_ROLE}, {"PET_START_METHOD", O_START_METHOD},
@@ -427,13 +430,18 @@ void parse_args(int argc, char **argv)
     opt.argv = argv + optind;
     if (opt.no_python && opt.module)
         die_usage("%s", "--no-python and --module do not go together");
-    if (!opt.elastic && opt.node_rank >= opt.nnodes) {
+    /* torchrun's c10d backend: the rendezvous gives the node ranks (of a
+     * fixed N here: MIN = MAX), and --node-rank means nothing */
+    opt.dynamic = opt.elastic || (opt.c10d && opt.nnodes > 1);
+    if (opt.dynamic && !opt.elastic)
+        opt.min_nodes = opt.nnodes;
+    if (!opt.dynamic && opt.node_rank >= opt.nnodes) {
         char m[64];
         snprintf(m, sizeof m, "%d", opt.node_rank);
         die_usage("--node-rank %s is not below --nnodes", m);
     }
-    if (opt.master_port < 0) /* torchrun 2.x: one node picks a free port */
-        opt.master_port = opt.nnodes == 1 && !opt.elastic ? 0 : 29500;
+    if (opt.master_port < 0) /* torchrun 2.x: one node picks a free port; c10d's default 29400 */
+        opt.master_port = !opt.dynamic ? (opt.nnodes == 1 ? 0 : 29500) : opt.c10d ? 29400 : 29500;
     if (!strcmp(opt.run_id, "none") && opt.master_port == 0) {
         /* --standalone: a random id, as torchrun's uuid */
         snprintf(opt.run_id, sizeof opt.run_id, "%08lx", (unsigned long)(now_ms() ^ getpid()));

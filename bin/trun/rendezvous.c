@@ -1,6 +1,7 @@
-/* bin/trun/rendezvous.c: the elastic rendezvous.
+/* bin/trun/rendezvous.c: the dynamic rendezvous.
  *
- * With --nnodes MIN:MAX every trun of the job meets in the store at the
+ * With --nnodes MIN:MAX, or --rdzv-backend c10d and --nnodes N (N > 1: the
+ * same with MIN = MAX = N, as torchrun's c10d backend), every trun of the job meets in the store at the
  * rendezvous endpoint (hosted by the trun that can bind it on this host),
  * round by round, under "rdzv/<run id>/<round>/": each adds itself to
  * "joined" (its arrival order is its node rank); the MIN-th to arrive
@@ -89,9 +90,10 @@ static int rdzv_join_timeout(const char *joined, const char *hosts)
     }
     long long missing = count < opt.min_nodes ? (long long)(opt.min_nodes - count) : 0;
     fprintf(stderr,
-            "trun: rendezvous round %d: waiting for the other nodes: %s; %lld of at least %d "
+            "trun: rendezvous round %d: waiting for the other nodes: %s; %lld of %s%d "
             "nodes joined (%.*s), %lld never came\n",
-            rdzv_round, why, (long long)count, opt.min_nodes, (int)nl, (char *)names, missing);
+            rdzv_round, why, (long long)count, opt.elastic ? "at least " : "", opt.min_nodes,
+            (int)nl, (char *)names, missing);
     free(names);
     return -1;
 }

@@ -5,7 +5,7 @@
  *   options.c     the command line, PET_ variables and the schedulers' ones
  *   output.c      the workers' output: the console prefix, the logs, the summary
  *   workers.c     starting, watching and stopping one attempt's workers
- *   rendezvous.c  the elastic rendezvous of --nnodes MIN:MAX
+ *   rendezvous.c  the dynamic rendezvous (--nnodes MIN:MAX, c10d)
  *   main.c        the store and the attempts
  */
 #ifndef TRUN_H
@@ -72,6 +72,8 @@ struct trun_opts {
     /* --nnodes MIN:MAX with MIN < MAX: membership by rendezvous */
     int min_nodes, max_nodes;
     bool elastic;
+    bool c10d;    /* --rdzv-backend c10d */
+    bool dynamic; /* node ranks from the rendezvous: elastic, or c10d with N > 1 nodes */
     double join_timeout, last_call; /* seconds (--rdzv-conf) */
 };
 

@@ -265,17 +265,27 @@ every_rank_prints() {
     [ -n "$m0" ] && [ "$m0" = "$m1" ]
 }
 
-# Two truns as two nodes of one elastic job on this host.
-elastic_pair() {
-    local port
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
-        --rdzv-id "job$port" --rdzv-conf last_call_timeout=5 "$@")
-    (timeout 60 trun --no-python "${args[@]}" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
-    timeout 60 trun --no-python "${args[@]}" >"$TMP/node_b" 2>&1
+# A port that was free on 127.0.0.1 a moment ago.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Two truns with the same ARGS as two nodes of one job on this host; prints
+# both outputs, each ending with "exit STATUS".
+node_pair() {
+    (timeout 60 trun --no-python "$@" >"$TMP/node_a" 2>&1; echo "exit $?" >>"$TMP/node_a") &
+    timeout 60 trun --no-python "$@" >"$TMP/node_b" 2>&1
     echo "exit $?" >>"$TMP/node_b"
     wait
     cat "$TMP/node_a" "$TMP/node_b"
+}
+
+# Two truns as two nodes of one elastic job on this host.
+elastic_pair() {
+    local port
+    port=$(free_port)
+    node_pair --nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" \
+        --rdzv-id "job$port" --rdzv-conf last_call_timeout=5 "$@"
 }
 
 @test "--nnodes 1:2: two truns on one host meet in the rendezvous and run one world of 2" {
@@ -339,7 +349,7 @@ elastic_restart() {
 
 @test "--nnodes 1:2: a node that comes after the round closed waits; the group starts again with it" {
     local port
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
         --rdzv-id "late$port" --rdzv-conf last_call_timeout=0.3)
     # alone, node a's worker waits for company (a world of 1 never ends)
@@ -362,7 +372,7 @@ elastic_restart() {
 
 @test "--nnodes 1:2: a node that comes while the round is full waits, and gives up when the job ends" {
     local port
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     local args=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port"
         --rdzv-id "full$port" --rdzv-conf last_call_timeout=5)
     touch "$TMP/go"
@@ -387,7 +397,7 @@ elastic_restart() {
     local ip port
     ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -v '^127\.\|:' || true)
     [ -n "$ip" ] || skip "this host has no non-loopback IPv4 address"
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     run timeout 30 trun --no-python --nnodes 1:2 --rdzv-endpoint "$ip:$port" --rdzv-id byip \
         --rdzv-conf last_call_timeout=0.2,join_timeout=5 sh -c 'echo "$RANK of $WORLD_SIZE"'
     assert_success
@@ -396,7 +406,7 @@ elastic_restart() {
 
 @test "--nnodes 2:3 alone: the rendezvous waits for the minimum and says so when it never comes" {
     local port
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     run timeout 30 trun --no-python --nnodes 2:3 --rdzv-endpoint "127.0.0.1:$port" --rdzv-conf join_timeout=1 true
     assert_failure 1
     assert_output --partial "trun: rendezvous round 0: waiting for the other nodes: wait timeout after 1000ms"
@@ -406,4 +416,49 @@ elastic_restart() {
         --rdzv-conf last_call_timeout=0.2 sh -c 'echo "$RANK of $WORLD_SIZE"'
     assert_success
     assert_line "[0]:0 of 1"
+}
+
+# torchrun's usual multi-node command line: --rdzv-backend c10d and no
+# --node-rank. Without the rendezvous both truns took node rank 0 (and the
+# second could not host the store).
+c10d_pair() {
+    local port
+    port=$(free_port)
+    node_pair --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
+        --rdzv-id "c10d$port" "$@"
+}
+
+@test "--rdzv-backend c10d --nnodes 2 without --node-rank: two truns get node ranks 0 and 1 of one world of 4" {
+    run c10d_pair sh -c 'echo "rank $RANK of $WORLD_SIZE node $GROUP_RANK of $GROUP_WORLD_SIZE"'
+    assert_line "[0]:rank 0 of 4 node 0 of 2"
+    assert_line "[1]:rank 1 of 4 node 0 of 2"
+    assert_line "[2]:rank 2 of 4 node 1 of 2"
+    assert_line "[3]:rank 3 of 4 node 1 of 2"
+    assert_line "trun: rendezvous round 0: node 0 of 2"
+    assert_line "trun: rendezvous round 0: node 1 of 2"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+}
+
+@test "--rdzv-backend c10d --nnodes 2: C workers on both nodes form the world and reduce over 4 ranks" {
+    local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
+    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    run c10d_pair "$w"
+    local r
+    for r in 0 1 2 3; do assert_line "[$r]:rank $r of 4 ok"; done
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+}
+
+@test "--rdzv-backend c10d --nnodes 2 alone: the join timeout fails with 1, naming the node that came and how many never came" {
+    local port
+    port=$(free_port)
+    run timeout 30 trun --no-python --nnodes 2 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
+        --rdzv-id lone --rdzv-conf join_timeout=1 true
+    assert_failure 1
+    assert_output --partial "trun: rendezvous round 0: waiting for the other nodes: wait timeout after 1000ms"
+    assert_output --partial "; 1 of 2 nodes joined ($(hostname)), 1 never came"
+    # PET_ variables as torchrun reads them give the same
+    PET_RDZV_BACKEND=c10d PET_RDZV_CONF=join_timeout=1 run timeout 30 trun --no-python --nnodes 2 \
+        --rdzv-endpoint "127.0.0.1:$port" --rdzv-id lone true
+    assert_failure 1
+    assert_output --partial "; 1 of 2 nodes joined ($(hostname)), 1 never came"
 }
