@@ -58,6 +58,29 @@ bool endpoint_is_local(const char *host)
     freeaddrinfo(res);
     return local;
 }
+
+/* The address this host uses to reach the rendezvous endpoint (a UDP
+ * socket's route: connect() sends nothing), into buf; else this host's
+ * name, which the other nodes may not resolve. */
+static void route_addr(char *buf, size_t n)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", opt.master_port);
+    snprintf(buf, n, "%s", hostname);
+    if (getaddrinfo(opt.master_addr, port, &hints, &res) != 0)
+        return;
+    int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        getnameinfo((struct sockaddr *)&a, al, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+}
+
 int rdzv_round;
 
 static void rdzv_key(char *k, size_t n, const char *what)
@@ -245,7 +268,7 @@ bool rdzv_joining(void)
  * RendezvousStoreInfo.build gives: node 0 of the round hosts it on a free
  * port (on loopback when the endpoint is) and publishes "PORT ADDR" in the round's "store" (ADDR: the
  * rendezvous endpoint's when this trun hosts it or it is a loopback one,
- * else this host's name);
+ * else the address this host reaches the endpoint from);
  * every node reads it into MASTER_ADDR and MASTER_PORT. *own is the store
  * this trun hosted for the last round (stopped here: that round is over).
  * host: this trun hosts the rendezvous store. 0, or -1 (said why). */
@@ -262,9 +285,12 @@ int rdzv_workers_store(struct tn_store_server **own, bool host)
             .host = loopback ? opt.master_addr : NULL, .port = 0, .listen_fd = -1};
         if (!(*own = tn_store_server_start(&so)))
             return rdzv_fail("hosting the workers' store");
-        char v[300];
-        snprintf(v, sizeof v, "%d %s", tn_store_server_port(*own),
-                 host || loopback ? opt.master_addr : hostname);
+        char v[300], me[256];
+        if (host || loopback)
+            snprintf(me, sizeof me, "%s", opt.master_addr);
+        else
+            route_addr(me, sizeof me);
+        snprintf(v, sizeof v, "%d %s", tn_store_server_port(*own), me);
         if (tn_store_set(rdzv, k, v, strlen(v)) < 0)
             return rdzv_fail("publishing the workers' store");
     }
