@@ -53,10 +53,12 @@ int main(int argc, char **argv)
     struct tn_dist_info info;
     if (tn_dist_init("env://", -1, -1, 60000, &info) < 0)
         return fail("tn_dist_init");
-    struct tn_pg *pg = tn_pg_new_tcp(info.store, info.rank, info.world_size, "127.0.0.1",
-                                     hanging ? 1000 : 60000);
+    /* tn_pg_new advertises the address this host reaches the store from,
+     * so the workers of namespace hosts (trun_hosts.bats) reach each other */
+    struct tn_pg *pg = tn_pg_new("tcp", info.store, info.rank, info.world_size,
+                                 hanging ? 1000 : 60000);
     if (!pg)
-        return fail("tn_pg_new_tcp");
+        return fail("tn_pg_new");
     if (hanging)
         return hang(&info, pg);
     static const enum tn_dtype dts[] = {TN_FLOAT32, TN_FLOAT64, TN_FLOAT16, TN_BFLOAT16,
