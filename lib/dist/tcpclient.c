@@ -7,6 +7,7 @@
 #include "dist/internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -517,8 +518,41 @@ static const struct tn__store_ops tcp_ops = {
     .destroy = ts_destroy,
 };
 
-/* One connect attempt to any address of host:port. */
-static int try_connect(const char *host, int port, int *err)
+/* connect() that gives up at deadline (ms; the kernel's own limit for an
+ * address that never answers is about 2 minutes, far past a join timeout);
+ * 0, or -1 with errno set (ETIMEDOUT at the deadline). fd stays blocking. */
+static int connect_by(int fd, const struct sockaddr *a, socklen_t al, int64_t deadline)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -1;
+    int rc = connect(fd, a, al);
+    if (rc < 0 && errno == EINPROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int64_t left = deadline - tn__now_ms();
+        if (left < 100) /* a last attempt still gets a round trip's chance */
+            left = 100;
+        int n = poll(&p, 1, left < INT32_MAX ? (int)left : INT32_MAX);
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (n == 0)
+            e = ETIMEDOUT;
+        else if (n < 0)
+            e = errno;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+            e = errno;
+        rc = e ? -1 : 0;
+        errno = e;
+    }
+    int e = errno;
+    if (rc == 0 && fcntl(fd, F_SETFL, fl) < 0)
+        return -1;
+    errno = e;
+    return rc;
+}
+
+/* One connect attempt to any address of host:port, given up at deadline. */
+static int try_connect(const char *host, int port, int64_t deadline, int *err)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
@@ -535,7 +569,7 @@ static int try_connect(const char *host, int port, int *err)
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
         if (fd < 0)
             continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+        if (connect_by(fd, a->ai_addr, a->ai_addrlen, deadline) == 0)
             break;
         *err = errno;
         close(fd);
@@ -665,7 +699,7 @@ struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeou
     int64_t deadline = tn__now_ms() + timeout_ms;
     int err = 0, backoff = 10;
     for (;;) {
-        t->fd = try_connect(host, port, &err);
+        t->fd = try_connect(host, port, deadline, &err);
         if (t->fd >= 0 || tn__now_ms() >= deadline)
             break;
         struct timespec ts = {0, (long)backoff * 1000000L};

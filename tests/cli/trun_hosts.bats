@@ -88,3 +88,14 @@ node() {
     assert_line "exit 1"
     assert_output --partial "; 1 of 2 nodes joined (nsa), 1 never came"
 }
+
+@test "c10d across hosts: an endpoint that never answers fails at the join timeout, not the kernel's 2 minutes" {
+    # 10.77.0.3 is nobody: its frames go out on the link to a MAC no host
+    # has, so no SYN gets an answer (no reset, no unreachable)
+    ip -n "$NS_B" neigh add 10.77.0.3 lladdr 02:00:00:00:77:03 dev "vb$$" nud permanent
+    node "$NS_B" nsb --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 10.77.0.3:29400 --rdzv-id far \
+        --rdzv-conf join_timeout=1 true
+    run cat "$TMP/nsb"
+    assert_line "exit 2"
+    assert_output --partial "trun: cannot reach the rendezvous store: TCPStore client: cannot connect to 10.77.0.3:29400 within 1000 ms"
+}
