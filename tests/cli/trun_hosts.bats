@@ -2,7 +2,8 @@
 # trun across hosts: two hosts made of a network namespace each (10.77.0.1
 # and 10.77.0.2, joined by a veth pair) with their own host names (a UTS
 # namespace per trun), running torchrun's c10d command line with no
-# --node-rank. Needs root and `ip netns`; skipped with the reason elsewhere.
+# --node-rank (forming, failing, restarting) and an elastic --nnodes 1:2 job.
+# Needs root and `ip netns`; skipped with the reason elsewhere.
 
 load helper
 
@@ -98,4 +99,34 @@ node() {
     run cat "$TMP/nsb"
     assert_line "exit 2"
     assert_output --partial "trun: cannot reach the rendezvous store: TCPStore client: cannot connect to 10.77.0.3:29400 within 1000 ms"
+}
+
+@test "c10d across hosts: a worker that fails on one host restarts the group on both, in a new round" {
+    # round 0: nsb's workers fail, nsa's would sleep on; round 1 ends well
+    local w='[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && { [ "$(hostname)" = nsb ] && exit 3; exec sleep 30; }
+        echo "round $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE"'
+    local args=(--nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 10.77.0.1:29400
+        --rdzv-id again --rdzv-conf join_timeout=30 --max-restarts 1 --grace 1 sh -c "$w")
+    node "$NS_B" nsb "${args[@]}" &
+    node "$NS_A" nsa "${args[@]}"
+    wait
+    run cat "$TMP/nsa" "$TMP/nsb"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    local r
+    for r in 0 1 2 3; do assert_line "[$r]:round 1 rank $r of 4"; done
+    run cat "$TMP/nsa"
+    assert_line "trun: a worker on another node failed; restarting the group (1 of 1)"
+}
+
+@test "--nnodes 1:2 across hosts with the endpoint given as an IP: the endpoint's host hosts, both form one world" {
+    local args=(--nnodes 1:2 --rdzv-endpoint 10.77.0.1:29400 --rdzv-id elastic
+        --rdzv-conf join_timeout=30,last_call_timeout=5 sh -c 'echo "rank $RANK of $WORLD_SIZE on $(hostname)"')
+    node "$NS_B" nsb "${args[@]}" &
+    node "$NS_A" nsa "${args[@]}"
+    wait
+    run cat "$TMP/nsa" "$TMP/nsb"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    assert_line --regexp '^\[[01]\]:rank [01] of 2 on nsa$'
+    assert_line --regexp '^\[[01]\]:rank [01] of 2 on nsb$'
+    [ "$(sed -n 's/^\[\([01]\)\]:rank \1 of 2 on ns[ab]$/\1/p' <<<"$output" | sort | tr -d '\n')" = 01 ]
 }
