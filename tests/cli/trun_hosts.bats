@@ -59,6 +59,15 @@ node() {
     echo "exit $rc" >>"$TMP/$name"
 }
 
+# The job's trun on both hosts, nsb's first (it waits for the endpoint's
+# owner to host the store); prints both outputs.
+host_pair() {
+    node "$NS_B" nsb "$@" &
+    node "$NS_A" nsa "$@"
+    wait
+    cat "$TMP/nsa" "$TMP/nsb"
+}
+
 @test "c10d across two hosts, no --node-rank: one world of 2 nodes x 2 workers whose collectives complete" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
     [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
@@ -66,11 +75,7 @@ node() {
     local args=(--nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 10.77.0.1
         --rdzv-id hosts --rdzv-conf join_timeout=30
         sh -c 'echo "rank $RANK of $WORLD_SIZE node $GROUP_RANK on $(hostname)"; exec "$0"' "$w")
-    # the far node first: it waits for the endpoint's owner to host the store
-    node "$NS_B" nsb "${args[@]}" &
-    node "$NS_A" nsa "${args[@]}"
-    wait
-    run cat "$TMP/nsa" "$TMP/nsb"
+    run host_pair "${args[@]}"
     [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
     local r
     for r in 0 1 2 3; do assert_line "[$r]:rank $r of 4 ok"; done
@@ -107,10 +112,7 @@ node() {
         echo "round $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE"'
     local args=(--nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 10.77.0.1:29400
         --rdzv-id again --rdzv-conf join_timeout=30 --max-restarts 1 --grace 1 sh -c "$w")
-    node "$NS_B" nsb "${args[@]}" &
-    node "$NS_A" nsa "${args[@]}"
-    wait
-    run cat "$TMP/nsa" "$TMP/nsb"
+    run host_pair "${args[@]}"
     [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
     local r
     for r in 0 1 2 3; do assert_line "[$r]:round 1 rank $r of 4"; done
@@ -121,10 +123,7 @@ node() {
 @test "--nnodes 1:2 across hosts with the endpoint given as an IP: the endpoint's host hosts, both form one world" {
     local args=(--nnodes 1:2 --rdzv-endpoint 10.77.0.1:29400 --rdzv-id elastic
         --rdzv-conf join_timeout=30,last_call_timeout=5 sh -c 'echo "rank $RANK of $WORLD_SIZE on $(hostname)"')
-    node "$NS_B" nsb "${args[@]}" &
-    node "$NS_A" nsa "${args[@]}"
-    wait
-    run cat "$TMP/nsa" "$TMP/nsb"
+    run host_pair "${args[@]}"
     [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
     assert_line --regexp '^\[[01]\]:rank [01] of 2 on nsa$'
     assert_line --regexp '^\[[01]\]:rank [01] of 2 on nsb$'
