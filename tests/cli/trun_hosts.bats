@@ -16,6 +16,8 @@ setup() {
     NS_B="tnB$$_$BATS_TEST_NUMBER"
     ip netns add "$NS_A" 2>"$TMP/err" || skip "ip netns add is not permitted: $(cat "$TMP/err")"
     ip netns add "$NS_B" || skip "ip netns add is not permitted"
+    ip netns exec "$NS_A" unshare --uts true 2>"$TMP/err" ||
+        skip "ip netns exec with unshare --uts is not permitted: $(cat "$TMP/err")"
     local va="va$$" vb="vb$$"
     ip link add "$va" type veth peer name "$vb" 2>"$TMP/err" ||
         skip "veth pairs are not permitted: $(cat "$TMP/err")"
