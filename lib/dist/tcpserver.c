@@ -247,6 +247,428 @@ static bool rd_keys(struct rd *r, uint64_t n, const char **ks, size_t *kls)
     return true;
 }
 
+/* The keys of a CHECK, WAIT or MULTI_GET: k[i] (l[i] bytes) point into the
+ * input buffer; the arrays are malloc'd (keys_free). */
+struct keys {
+    uint64_t n;
+    const char **k;
+    size_t *l;
+};
+
+/* Reads the request's "u64 n, n x key" into ks. Returns 1 with the keys, 0
+ * when the request is incomplete or refused (r->err says which; nothing
+ * allocated), -1 when n is over the limit or memory ran out. Trusts nothing
+ * of the bytes: every length is checked by rd_str. */
+static int rd_key_list(struct rd *r, struct keys *ks)
+{
+    ks->n = rd_u64(r);
+    if (r->err)
+        return 0;
+    if (ks->n > TN_STORE_MAX_KEYS_PER_REQUEST)
+        return -1;
+    size_t start = r->pos;
+    if (!rd_keys(r, ks->n, NULL, NULL))
+        return 0;
+    r->pos = start;
+    ks->k = malloc((ks->n ? ks->n : 1) * sizeof *ks->k);
+    ks->l = malloc((ks->n ? ks->n : 1) * sizeof *ks->l);
+    if (!ks->k || !ks->l) {
+        free(ks->k);
+        free(ks->l);
+        return -1;
+    }
+    rd_keys(r, ks->n, ks->k, ks->l);
+    return 1;
+}
+
+static void keys_free(struct keys *ks)
+{
+    free(ks->k);
+    free(ks->l);
+}
+
+/* How many of ks do not exist; with probe, TN_STORE_PROBE_KEY exists. */
+static size_t keys_missing(struct tn_store_server *s, const struct keys *ks, bool probe)
+{
+    size_t missing = 0;
+    for (uint64_t i = 0; i < ks->n; i++)
+        if (!exists(s, ks->k[i], ks->l[i]) &&
+            !(probe && ks->l[i] == TN_STORE_PROBE_KEYLEN &&
+              memcmp(ks->k[i], TN_STORE_PROBE_KEY, ks->l[i]) == 0))
+            missing++;
+    return missing;
+}
+
+/* Reads "str key, str value" (k and v point into the input buffer). False
+ * when the request is incomplete or refused (r->err says which). */
+static bool rd_key_value(struct rd *r, const char **k, size_t *kl, const char **v, size_t *vl)
+{
+    *k = rd_str(r, TN_STORE_MAX_KEY, kl);
+    *v = rd_str(r, TN_STORE_MAX_VALUE, vl);
+    return !r->err;
+}
+
+/* Reads "str key" and finds its entry (*ent NULL when it has none). False
+ * when the request is incomplete or refused (r->err says which). */
+static bool rd_entry(struct tn_store_server *s, struct rd *r, struct tn__kv **ent)
+{
+    size_t kl;
+    const char *k = rd_str(r, TN_STORE_MAX_KEY, &kl);
+    *ent = r->err ? NULL : tn__map_find(&s->map, k, kl);
+    return !r->err;
+}
+
+/*
+ * One handler per command, indexed by the command byte (handlers[] below).
+ * Each reads its request from r (positioned after the command byte) and
+ * queues its reply on c->out. Returns -1 to drop the client (a refused
+ * request, or out of memory), else 0: the request was served, or it is
+ * incomplete or malformed, which r->err says (handle() looks at it after).
+ * The line above each handler is the request it serves and its reply, as
+ * PyTorch's TCPStore protocol has them (str: u64 length + bytes).
+ */
+typedef int cmd_fn(struct tn_store_server *s, struct conn *c, struct rd *r);
+
+/* VALIDATE: u32 magic 0x3C85F7CE -> no reply (another magic: dropped). */
+static int cmd_validate(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)s;
+    (void)c;
+    if (rd_u32(r) != TN_STORE_MAGIC)
+        return r->err == 1 ? 0 : -1;
+    return 0;
+}
+
+/* AUTH (ours): str token -> u8 1 (a wrong token: dropped). */
+static int cmd_auth(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    size_t vl;
+    const char *v = rd_str(r, TOKEN_MAX, &vl);
+    if (r->err)
+        return 0;
+    if (s->token) {
+        /* constant time in the token's length */
+        unsigned diff = (unsigned)(vl ^ s->toklen);
+        for (size_t i = 0; i < s->toklen; i++)
+            diff |= (unsigned)(s->token[i] ^ (i < vl ? v[i] : 0));
+        if (diff)
+            return -1;
+    }
+    c->authed = true;
+    reply_u8(c, 1);
+    return 0;
+}
+
+/* SET: str key, str value -> no reply; wakes the key's waiters. */
+static int cmd_set(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)c;
+    const char *k, *v;
+    size_t kl, vl;
+    if (!rd_key_value(r, &k, &kl, &v, &vl))
+        return 0;
+    return set_value(s, k, kl, v, vl) ? 0 : -1;
+}
+
+/* APPEND: str key, str bytes -> no reply; a missing key is set. */
+static int cmd_append(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)c;
+    const char *k, *v;
+    size_t kl, vl;
+    if (!rd_key_value(r, &k, &kl, &v, &vl))
+        return 0;
+    struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
+    if (!ent)
+        return -1;
+    if (!ent->val) {
+        if (tn__map_setval(&s->map, ent, v, vl) < 0)
+            return -1;
+    } else {
+        if (ent->vlen + vl > TN_STORE_MAX_VALUE)
+            return -1;
+        char *nv = realloc(ent->val, ent->vlen + vl + 1);
+        if (!nv)
+            return -1;
+        memcpy(nv + ent->vlen, v, vl);
+        ent->val = nv;
+        ent->vlen += vl;
+    }
+    notify(s, k, kl);
+    return 0;
+}
+
+/* QUEUE_PUSH: str key, str bytes -> no reply; wakes the key's waiters. */
+static int cmd_queue_push(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)c;
+    const char *k, *v;
+    size_t kl, vl;
+    if (!rd_key_value(r, &k, &kl, &v, &vl))
+        return 0;
+    struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
+    if (!ent || tn__map_push(&s->map, ent, v, vl) < 0)
+        return -1;
+    notify(s, k, kl);
+    return 0;
+}
+
+/* COMPARE_SET: str key, str expected, str desired -> str the value now
+ * stored (missing key and non-empty expected: expected, nothing set). */
+static int cmd_compare_set(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    size_t kl, vl, el;
+    const char *k = rd_str(r, TN_STORE_MAX_KEY, &kl);
+    const char *e = rd_str(r, TN_STORE_MAX_VALUE, &el);
+    const char *v = rd_str(r, TN_STORE_MAX_VALUE, &vl);
+    if (r->err)
+        return 0;
+    struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+    if (!ent || !ent->val) {
+        if (el == 0) {
+            if (!set_value(s, k, kl, v, vl))
+                return -1;
+            reply_str(c, v, vl);
+        } else {
+            reply_str(c, e, el);
+        }
+    } else if (ent->vlen == el && memcmp(ent->val, e, el) == 0) {
+        if (tn__map_setval(&s->map, ent, v, vl) < 0)
+            return -1;
+        reply_str(c, v, vl);
+    } else {
+        reply_str(c, ent->val, ent->vlen);
+    }
+    return 0;
+}
+
+/* GET: str key -> str value (empty when missing; TN_STORE_UNIX_KEY: the
+ * name of our unix socket). */
+static int cmd_get(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    size_t kl;
+    const char *k = rd_str(r, TN_STORE_MAX_KEY, &kl);
+    if (r->err)
+        return 0;
+    if (kl == TN_STORE_UNIX_KEYLEN && k[0] == 0 && memcmp(k, TN_STORE_UNIX_KEY, kl) == 0) {
+        reply_str(c, s->uname, s->unamelen);
+        return 0;
+    }
+    struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+    if (ent && ent->val)
+        reply_str(c, ent->val, ent->vlen);
+    else
+        reply_str(c, "", 0);
+    return 0;
+}
+
+/* ADD: str key, i64 delta -> i64 the new value (stored as decimal text). */
+static int cmd_add(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    size_t kl;
+    const char *k = rd_str(r, TN_STORE_MAX_KEY, &kl);
+    int64_t d = (int64_t)rd_u64(r);
+    if (r->err)
+        return 0;
+    struct tn__kv *ent = tn__map_find(&s->map, k, kl);
+    char buf[32];
+    size_t bl;
+    int64_t out;
+    if (tn__add_value(k, kl, ent ? ent->val : NULL, ent ? ent->vlen : 0, d, &out, buf, &bl) < 0)
+        return -1;
+    if (!set_value(s, k, kl, buf, bl))
+        return -1;
+    reply_i64(c, out);
+    return 0;
+}
+
+/* CHECK: u64 n, n x str key -> u8 0 when every key exists, else 1
+ * (TN_STORE_PROBE_KEY counts as existing). */
+static int cmd_check(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    struct keys ks;
+    int got = rd_key_list(r, &ks);
+    if (got <= 0)
+        return got;
+    reply_u8(c, keys_missing(s, &ks, true) ? 1 : 0);
+    keys_free(&ks);
+    return 0;
+}
+
+/* WAIT: u64 n, n x str key -> u8 0 STOP_WAITING once every key exists (at
+ * once, or from notify() when the last one comes). */
+static int cmd_wait(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    struct keys ks;
+    int got = rd_key_list(r, &ks);
+    if (got <= 0)
+        return got;
+    size_t missing = keys_missing(s, &ks, false);
+    if (missing == 0) {
+        reply_u8(c, 0);
+    } else {
+        c->wkeys = calloc(missing, sizeof *c->wkeys);
+        c->wklens = calloc(missing, sizeof *c->wklens);
+        bool ok = c->wkeys && c->wklens;
+        for (uint64_t i = 0; ok && i < ks.n; i++) {
+            if (exists(s, ks.k[i], ks.l[i]))
+                continue;
+            char *kc = malloc(ks.l[i] ? ks.l[i] : 1);
+            if (!kc) {
+                ok = false;
+                break;
+            }
+            memcpy(kc, ks.k[i], ks.l[i]);
+            c->wkeys[c->nwkeys] = kc;
+            c->wklens[c->nwkeys++] = ks.l[i];
+        }
+        c->waiting = true;
+        c->wnext = s->waiters;
+        if (s->waiters)
+            s->waiters->wprev = c;
+        s->waiters = c;
+        if (!ok) {
+            keys_free(&ks);
+            return -1;
+        }
+    }
+    keys_free(&ks);
+    return 0;
+}
+
+/* MULTI_GET: u64 n, n x str key -> n x str value (empty when missing). */
+static int cmd_multi_get(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    struct keys ks;
+    int got = rd_key_list(r, &ks);
+    if (got <= 0)
+        return got;
+    for (uint64_t i = 0; i < ks.n; i++) {
+        struct tn__kv *ent = tn__map_find(&s->map, ks.k[i], ks.l[i]);
+        if (ent && ent->val)
+            reply_str(c, ent->val, ent->vlen);
+        else
+            reply_str(c, "", 0);
+    }
+    keys_free(&ks);
+    return 0;
+}
+
+/* MULTI_SET: u64 n, n x (str key, str value) -> no reply; all or nothing
+ * parsed before the first is set. */
+static int cmd_multi_set(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)c;
+    size_t kl, vl;
+    uint64_t n = rd_u64(r);
+    if (r->err)
+        return 0;
+    if (n > TN_STORE_MAX_KEYS_PER_REQUEST)
+        return -1;
+    size_t start = r->pos;
+    for (uint64_t i = 0; i < n && !r->err; i++) {
+        rd_str(r, TN_STORE_MAX_KEY, &kl);
+        rd_str(r, TN_STORE_MAX_VALUE, &vl);
+    }
+    if (r->err)
+        return 0;
+    r->pos = start;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *k = rd_str(r, TN_STORE_MAX_KEY, &kl);
+        const char *v = rd_str(r, TN_STORE_MAX_VALUE, &vl);
+        if (!set_value(s, k, kl, v, vl))
+            return -1;
+    }
+    return 0;
+}
+
+/* GETNUMKEYS: nothing -> i64 the number of keys holding a value. */
+static int cmd_getnumkeys(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)r;
+    reply_i64(c, (int64_t)s->map.count);
+    return 0;
+}
+
+/* DELETE_KEY: str key -> i64 1 when it held a value, else 0. */
+static int cmd_delete_key(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    struct tn__kv *ent;
+    if (!rd_entry(s, r, &ent))
+        return 0;
+    reply_i64(c, ent && tn__map_delval(&s->map, ent) ? 1 : 0);
+    return 0;
+}
+
+/* CANCEL_WAIT: nothing -> u8 1 WAIT_CANCELED; the pending WAIT is dropped. */
+static int cmd_cancel_wait(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)r;
+    waiter_clear(s, c);
+    reply_u8(c, 1);
+    return 0;
+}
+
+/* PING: u32 nonce -> u32 the same nonce. */
+static int cmd_ping(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    (void)s;
+    uint32_t nonce = rd_u32(r);
+    if (r->err)
+        return 0;
+    return tn__db_u32(&c->out, nonce) < 0 ? -1 : 0;
+}
+
+/* QUEUE_POP: str key -> i64 the queue's length before, then str the oldest
+ * item when it was not empty (never blocks: the client waits first). */
+static int cmd_queue_pop(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    struct tn__kv *ent;
+    if (!rd_entry(s, r, &ent))
+        return 0;
+    int64_t len = ent ? ent->qlen : 0;
+    reply_i64(c, len);
+    if (len > 0) {
+        struct tn__qitem *q = tn__map_pop(&s->map, ent);
+        reply_str(c, q->data, q->len);
+        free(q);
+    }
+    return 0;
+}
+
+/* QUEUE_LEN: str key -> i64 the queue's length. */
+static int cmd_queue_len(struct tn_store_server *s, struct conn *c, struct rd *r)
+{
+    struct tn__kv *ent;
+    if (!rd_entry(s, r, &ent))
+        return 0;
+    reply_i64(c, ent ? ent->qlen : 0);
+    return 0;
+}
+
+/* The command byte's handler; NULL (and past the end): an unknown command,
+ * whose client is dropped. */
+static cmd_fn *const handlers[TN_STORE_CMD_AUTH + 1] = {
+    [TN_STORE_CMD_VALIDATE] = cmd_validate,
+    [TN_STORE_CMD_SET] = cmd_set,
+    [TN_STORE_CMD_COMPARE_SET] = cmd_compare_set,
+    [TN_STORE_CMD_GET] = cmd_get,
+    [TN_STORE_CMD_ADD] = cmd_add,
+    [TN_STORE_CMD_CHECK] = cmd_check,
+    [TN_STORE_CMD_WAIT] = cmd_wait,
+    [TN_STORE_CMD_GETNUMKEYS] = cmd_getnumkeys,
+    [TN_STORE_CMD_DELETE_KEY] = cmd_delete_key,
+    [TN_STORE_CMD_APPEND] = cmd_append,
+    [TN_STORE_CMD_MULTI_GET] = cmd_multi_get,
+    [TN_STORE_CMD_MULTI_SET] = cmd_multi_set,
+    [TN_STORE_CMD_CANCEL_WAIT] = cmd_cancel_wait,
+    [TN_STORE_CMD_PING] = cmd_ping,
+    [TN_STORE_CMD_QUEUE_PUSH] = cmd_queue_push,
+    [TN_STORE_CMD_QUEUE_POP] = cmd_queue_pop,
+    [TN_STORE_CMD_QUEUE_LEN] = cmd_queue_len,
+    [TN_STORE_CMD_AUTH] = cmd_auth,
+};
+
 /* Handles one request at offset at of c->in. Returns the bytes it took, 0
  * when the request is not complete yet (c->need counts from at), -1 to drop
  * the client. */
@@ -286,260 +708,10 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
     if (c->waiting && op == TN_STORE_CMD_WAIT)
         return 0;
 
-    size_t kl, vl, el;
-    const char *k, *v, *e;
-    uint64_t n;
-    switch (op) {
-    case TN_STORE_CMD_VALIDATE:
-        if (rd_u32(&r) != TN_STORE_MAGIC)
-            return r.err == 1 ? 0 : -1;
-        break;
-    case TN_STORE_CMD_AUTH:
-        v = rd_str(&r, TOKEN_MAX, &vl);
-        if (r.err)
-            break;
-        if (s->token) {
-            /* constant time in the token's length */
-            unsigned diff = (unsigned)(vl ^ s->toklen);
-            for (size_t i = 0; i < s->toklen; i++)
-                diff |= (unsigned)(s->token[i] ^ (i < vl ? v[i] : 0));
-            if (diff)
-                return -1;
-        }
-        c->authed = true;
-        reply_u8(c, 1);
-        break;
-    case TN_STORE_CMD_SET:
-    case TN_STORE_CMD_APPEND:
-    case TN_STORE_CMD_QUEUE_PUSH:
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
-        if (r.err)
-            break;
-        if (op == TN_STORE_CMD_SET) {
-            if (!set_value(s, k, kl, v, vl))
-                return -1;
-        } else if (op == TN_STORE_CMD_APPEND) {
-            struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
-            if (!ent)
-                return -1;
-            if (!ent->val) {
-                if (tn__map_setval(&s->map, ent, v, vl) < 0)
-                    return -1;
-            } else {
-                if (ent->vlen + vl > TN_STORE_MAX_VALUE)
-                    return -1;
-                char *nv = realloc(ent->val, ent->vlen + vl + 1);
-                if (!nv)
-                    return -1;
-                memcpy(nv + ent->vlen, v, vl);
-                ent->val = nv;
-                ent->vlen += vl;
-            }
-            notify(s, k, kl);
-        } else {
-            struct tn__kv *ent = tn__map_entry(&s->map, k, kl);
-            if (!ent || tn__map_push(&s->map, ent, v, vl) < 0)
-                return -1;
-            notify(s, k, kl);
-        }
-        break;
-    case TN_STORE_CMD_COMPARE_SET: {
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        e = rd_str(&r, TN_STORE_MAX_VALUE, &el);
-        v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
-        if (r.err)
-            break;
-        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
-        if (!ent || !ent->val) {
-            if (el == 0) {
-                if (!set_value(s, k, kl, v, vl))
-                    return -1;
-                reply_str(c, v, vl);
-            } else {
-                reply_str(c, e, el);
-            }
-        } else if (ent->vlen == el && memcmp(ent->val, e, el) == 0) {
-            if (tn__map_setval(&s->map, ent, v, vl) < 0)
-                return -1;
-            reply_str(c, v, vl);
-        } else {
-            reply_str(c, ent->val, ent->vlen);
-        }
-        break;
-    }
-    case TN_STORE_CMD_GET: {
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        if (r.err)
-            break;
-        if (kl == TN_STORE_UNIX_KEYLEN && k[0] == 0 &&
-            memcmp(k, TN_STORE_UNIX_KEY, kl) == 0) {
-            reply_str(c, s->uname, s->unamelen);
-            break;
-        }
-        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
-        if (ent && ent->val)
-            reply_str(c, ent->val, ent->vlen);
-        else
-            reply_str(c, "", 0);
-        break;
-    }
-    case TN_STORE_CMD_ADD: {
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        int64_t d = (int64_t)rd_u64(&r);
-        if (r.err)
-            break;
-        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
-        char buf[32];
-        size_t bl;
-        int64_t out;
-        if (tn__add_value(k, kl, ent ? ent->val : NULL, ent ? ent->vlen : 0, d, &out, buf,
-                          &bl) < 0)
-            return -1;
-        if (!set_value(s, k, kl, buf, bl))
-            return -1;
-        reply_i64(c, out);
-        break;
-    }
-    case TN_STORE_CMD_CHECK:
-    case TN_STORE_CMD_WAIT:
-    case TN_STORE_CMD_MULTI_GET: {
-        n = rd_u64(&r);
-        if (r.err)
-            break;
-        if (n > TN_STORE_MAX_KEYS_PER_REQUEST)
-            return -1;
-        size_t start = r.pos;
-        if (!rd_keys(&r, n, NULL, NULL))
-            break;
-        r.pos = start;
-        const char **ks = malloc((n ? n : 1) * sizeof *ks);
-        size_t *kls = malloc((n ? n : 1) * sizeof *kls);
-        if (!ks || !kls) {
-            free(ks);
-            free(kls);
-            return -1;
-        }
-        rd_keys(&r, n, ks, kls);
-        if (op == TN_STORE_CMD_MULTI_GET) {
-            for (uint64_t i = 0; i < n; i++) {
-                struct tn__kv *ent = tn__map_find(&s->map, ks[i], kls[i]);
-                if (ent && ent->val)
-                    reply_str(c, ent->val, ent->vlen);
-                else
-                    reply_str(c, "", 0);
-            }
-        } else {
-            size_t missing = 0;
-            for (uint64_t i = 0; i < n; i++)
-                if (!exists(s, ks[i], kls[i]) &&
-                    !(op == TN_STORE_CMD_CHECK && kls[i] == TN_STORE_PROBE_KEYLEN &&
-                      memcmp(ks[i], TN_STORE_PROBE_KEY, kls[i]) == 0))
-                    missing++;
-            if (op == TN_STORE_CMD_CHECK || missing == 0) {
-                reply_u8(c, missing ? 1 : 0);
-            } else {
-                c->wkeys = calloc(missing, sizeof *c->wkeys);
-                c->wklens = calloc(missing, sizeof *c->wklens);
-                bool ok = c->wkeys && c->wklens;
-                for (uint64_t i = 0; ok && i < n; i++) {
-                    if (exists(s, ks[i], kls[i]))
-                        continue;
-                    char *kc = malloc(kls[i] ? kls[i] : 1);
-                    if (!kc) {
-                        ok = false;
-                        break;
-                    }
-                    memcpy(kc, ks[i], kls[i]);
-                    c->wkeys[c->nwkeys] = kc;
-                    c->wklens[c->nwkeys++] = kls[i];
-                }
-                c->waiting = true;
-                c->wnext = s->waiters;
-                if (s->waiters)
-                    s->waiters->wprev = c;
-                s->waiters = c;
-                if (!ok) {
-                    free(ks);
-                    free(kls);
-                    return -1;
-                }
-            }
-        }
-        free(ks);
-        free(kls);
-        break;
-    }
-    case TN_STORE_CMD_MULTI_SET: {
-        n = rd_u64(&r);
-        if (r.err)
-            break;
-        if (n > TN_STORE_MAX_KEYS_PER_REQUEST)
-            return -1;
-        size_t start = r.pos;
-        for (uint64_t i = 0; i < n && !r.err; i++) {
-            rd_str(&r, TN_STORE_MAX_KEY, &kl);
-            rd_str(&r, TN_STORE_MAX_VALUE, &vl);
-        }
-        if (r.err)
-            break;
-        r.pos = start;
-        for (uint64_t i = 0; i < n; i++) {
-            k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-            v = rd_str(&r, TN_STORE_MAX_VALUE, &vl);
-            if (!set_value(s, k, kl, v, vl))
-                return -1;
-        }
-        break;
-    }
-    case TN_STORE_CMD_GETNUMKEYS:
-        reply_i64(c, (int64_t)s->map.count);
-        break;
-    case TN_STORE_CMD_DELETE_KEY: {
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        if (r.err)
-            break;
-        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
-        reply_i64(c, ent && tn__map_delval(&s->map, ent) ? 1 : 0);
-        break;
-    }
-    case TN_STORE_CMD_CANCEL_WAIT:
-        waiter_clear(s, c);
-        reply_u8(c, 1);
-        break;
-    case TN_STORE_CMD_PING: {
-        uint32_t nonce = rd_u32(&r);
-        if (r.err)
-            break;
-        if (tn__db_u32(&c->out, nonce) < 0)
-            return -1;
-        break;
-    }
-    case TN_STORE_CMD_QUEUE_POP: {
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        if (r.err)
-            break;
-        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
-        int64_t len = ent ? ent->qlen : 0;
-        reply_i64(c, len);
-        if (len > 0) {
-            struct tn__qitem *q = tn__map_pop(&s->map, ent);
-            reply_str(c, q->data, q->len);
-            free(q);
-        }
-        break;
-    }
-    case TN_STORE_CMD_QUEUE_LEN: {
-        k = rd_str(&r, TN_STORE_MAX_KEY, &kl);
-        if (r.err)
-            break;
-        struct tn__kv *ent = tn__map_find(&s->map, k, kl);
-        reply_i64(c, ent ? ent->qlen : 0);
-        break;
-    }
-    default:
+    if (op >= (int)(sizeof handlers / sizeof *handlers) || !handlers[op])
         return -1;
-    }
+    if (handlers[op](s, c, &r) < 0)
+        return -1;
     if (r.err == -1 || c->dead)
         return -1;
     if (r.err == 1) {
