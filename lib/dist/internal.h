@@ -182,7 +182,7 @@ int tn__wait_timeout_error(int64_t ms, const char *const *keys, size_t n, const 
 
 /* A process group's queue of async collectives (pg_async.c). */
 struct tn__pgq;
-/* The group's queue slot (pg_tcp.c); NULL until the first async call. */
+/* The group's queue slot (pg.c); NULL until the first async call. */
 struct tn__pgq **tn__pg_queue(struct tn_pg *pg);
 /* Waits until the queued work finished; returns at once on the queue's own
  * thread or for a NULL queue. */
@@ -192,8 +192,8 @@ void tn__pgq_free(struct tn__pgq *q);
 
 /* ------------------------------------------------------------ backends */
 
-/* A process-group backend other than the built-in tcp one (pg_mpi.c,
- * pg_nccl.c). The public tn_pg_* functions (pg_tcp.c) number the
+/* A process-group backend (pg_tcp.c, pg_mpi.c, pg_nccl.c). The public
+ * tn_pg_* functions (pg.c) number the
  * collective, refuse it on a broken group, check the tensors and arguments,
  * then call these with pg's impl; a NULL entry is "not supported by the
  * backend". Each returns 0 or a negative status with the error set; one
@@ -214,7 +214,39 @@ struct tn__pg_backend {
     int (*send)(struct tn_pg *, const struct tn_tensor *, int dst);
     int (*recv)(struct tn_pg *, struct tn_tensor *, int src);
     void (*destroy)(void *impl, bool broken);
+    /* A collective failed (tn__pg_fail): make peers still in it see that at
+     * once, as shutting the sockets does. NULL: nothing to do. */
+    void (*abort)(struct tn_pg *);
+    /* Whether reduce_scatter with this out runs as an allreduce of a copy
+     * (pg.c) instead of the reduce_scatter entry. NULL: never. */
+    bool (*rs_by_allreduce)(const struct tn_pg *, const struct tn_tensor *out);
 };
+
+/* A process group (pg.c). The generic part is rank to impl; fds, shm, pids,
+ * nonce and seg are the tcp backend's mesh (pg_tcp.c), unused by others. */
+struct tn_pg {
+    int rank, size;
+    int *fds; /* fds[peer]; -1 for self */
+    int64_t timeout_ms;
+    uint64_t seq;
+    const char *op; /* the running collective, for messages */
+    /* cross-memory attach: on when every rank read every peer's nonce */
+    bool shm;
+    pid_t *pids;        /* pids[peer] */
+    volatile uint64_t nonce; /* read by the peers at creation */
+    struct tn_store *store;  /* where ranks agree on a failure */
+    char *verdict;           /* the agreed failure; the group is broken */
+    int verdict_status;
+    struct tn__pgq *queue; /* async work (pg_async.c), made on first use */
+    struct tn__pgshm *seg; /* allreduce's shared segments (pg_shm.c), made on first use */
+    const struct tn__pg_backend *be; /* never NULL: tcp's is pg_tcp.c's */
+    void *impl;                      /* the backend's state (tcp: the group) */
+};
+
+/* A tcp group on the address TN_PG_HOST, TN_PG_IFNAME or the store's
+ * connection give (pg_tcp.c); NULL with the error set. */
+struct tn_pg *tn__pg_new_tcp_env(struct tn_store *store, int rank, int world_size,
+                                 int64_t timeout_ms);
 
 /* A group run by backend be over impl (owned: destroyed with the group);
  * store (may be NULL; a reference is taken) is where ranks agree on a

@@ -8,6 +8,7 @@ libtensor_la_SOURCES += \
 	lib/dist/tcpserver.c \
 	lib/dist/tcpclient.c \
 	lib/dist/init.c \
+	lib/dist/pg.c \
 	lib/dist/pg_tcp.c \
 	lib/dist/pg_shm.c \
 	lib/dist/pg_async.c \

@@ -1,5 +1,6 @@
 /*
- * lib/dist/pg_tcp.c: the built-in `tcp` process group: a full mesh of TCP
+ * lib/dist/pg_tcp.c: the built-in `tcp` process-group backend (its table,
+ * tcp_backend, plugs into pg.c as pg_mpi.c's and pg_nccl.c's do): a full mesh of TCP
  * connections exchanged through the store (each rank listens, publishes
  * host:port, connects to lower ranks and accepts higher ones, as Gloo
  * does), and collectives over it: ring allreduce (reduce-scatter then
@@ -40,144 +41,12 @@
 /* The socket ring's and the shared-memory ring's reduction segment. */
 #define SEGMENT (1u << 20)
 
-struct tn_pg {
-    int rank, size;
-    int *fds; /* fds[peer]; -1 for self */
-    int64_t timeout_ms;
-    uint64_t seq;
-    const char *op; /* the running collective, for messages */
-    /* cross-memory attach: on when every rank read every peer's nonce */
-    bool shm;
-    pid_t *pids;        /* pids[peer] */
-    volatile uint64_t nonce; /* read by the peers at creation */
-    struct tn_store *store;  /* where ranks agree on a failure */
-    char *verdict;           /* the agreed failure; the group is broken */
-    int verdict_status;
-    struct tn__pgq *queue; /* async work (pg_async.c), made on first use */
-    struct tn__pgshm *seg; /* allreduce's shared segments (pg_shm.c), made on first use */
-    const struct tn__pg_backend *be; /* NULL: this file's tcp backend */
-    void *impl;                      /* the backend's state */
-};
-
-struct tn__pgq **tn__pg_queue(struct tn_pg *pg)
-{
-    return &pg->queue;
-}
-
-int tn_pg_rank(const struct tn_pg *pg)
-{
-    return pg->rank;
-}
-
-int tn_pg_size(const struct tn_pg *pg)
-{
-    return pg->size;
-}
-
-static int agree_failure(struct tn_pg *pg, int status);
-
 static int peer_error(struct tn_pg *pg, int peer, const char *what)
 {
     int st = tn_set_error(errno == 0 || errno == EAGAIN ? TN_ETIMEOUT : TN_EIO,
                           "%s #%llu on rank %d: rank %d %s", pg->op,
                           (unsigned long long)pg->seq, pg->rank, peer, what);
-    return pg->seq > 0 ? agree_failure(pg, st) : st;
-}
-
-/* Starts collective `op`: the next sequence number, or the agreed failure
- * again once the group is broken. */
-static int begin(struct tn_pg *pg, const char *op)
-{
-    tn__pgq_drain(pg->queue); /* async work issued before runs first */
-    pg->op = op;
-    pg->seq++;
-    if (pg->verdict)
-        return tn_set_error(pg->verdict_status, "%s #%llu: the process group is broken: %s", op,
-                            (unsigned long long)pg->seq, pg->verdict);
-    return 0;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A collective failed on this rank (a peer timed out or closed). So that
- * every rank fails the same way: shut the sockets (peers still waiting in
- * the collective see it at once), mark this rank as arrived at it in the
- * store, give the others up to a second to do the same, then the first
- * rank to write the verdict names the ranks that never arrived, and every
- * rank returns that verdict. The group is broken afterwards. */
-static int agree_failure(struct tn_pg *pg, int status)
-{
-    char first[400];
-    snprintf(first, sizeof first, "%s", tn_last_error());
-    for (int i = 0; pg->fds && i < pg->size; i++)
-        if (pg->fds[i] >= 0)
-            shutdown(pg->fds[i], SHUT_RDWR);
-    if (!pg->store) { /* nobody to agree with: this rank's view is the verdict */
-        free(pg->verdict);
-        pg->verdict = strdup(first);
-        pg->verdict_status = status;
-        return tn_set_error(status, "%s", first);
-    }
-    unsigned long long seq = (unsigned long long)pg->seq;
-    char key[96], vkey[96];
-    snprintf(vkey, sizeof vkey, "tcp_pg/failed/%llu/verdict", seq);
-    snprintf(key, sizeof key, "tcp_pg/failed/%llu/arrived/%d", seq, pg->rank);
-    const char *vk = vkey;
-    if (tn_store_set(pg->store, key, "1", 1) < 0)
-        return tn_set_error(status, "%s (and the store failed too)", first);
-    /* a rank that only saw a peer close waits longer, so the verdict is
-     * normally written by a rank that saw the cause */
-    int64_t grace = pg->timeout_ms < 1000 ? pg->timeout_ms : 1000;
-    if (status != TN_ETIMEOUT)
-        grace *= 2;
-    int64_t deadline = tn__now_ms() + grace;
-    size_t cap = (size_t)pg->size * 12 + 64, len = 0;
-    char *missing = malloc(cap);
-    if (!missing)
-        return tn_set_error(TN_ENOMEM, "%s (out of memory agreeing on it)", first);
-    for (;;) {
-        if (tn_store_check(pg->store, &vk, 1) == 1)
-            break; /* another rank decided */
-        len = 0;
-        missing[0] = 0;
-        for (int r = 0; r < pg->size; r++) {
-            snprintf(key, sizeof key, "tcp_pg/failed/%llu/arrived/%d", seq, r);
-            const char *k = key;
-            if (tn_store_check(pg->store, &k, 1) != 1)
-                len += (size_t)snprintf(missing + len, cap - len, "%s%d", len ? ", " : "", r);
-        }
-        if (len == 0 || tn__now_ms() >= deadline)
-            break;
-        nap_ms(10);
-    }
-    char msg[1024];
-    if (len) {
-        status = TN_ETIMEOUT; /* whatever this rank saw, the cause is a wait */
-        snprintf(msg, sizeof msg, "%d %s #%llu failed: rank%s %s never arrived (rank %d saw: %s)",
-                 (int)status, pg->op, seq, strchr(missing, ',') ? "s" : "", missing, pg->rank,
-                 first);
-    } else {
-        snprintf(msg, sizeof msg, "%d %s #%llu failed on every rank (rank %d saw: %s)",
-                 (int)status, pg->op, seq, pg->rank, first);
-    }
-    free(missing);
-    void *v = NULL;
-    size_t vl = 0;
-    if (tn_store_compare_set(pg->store, vkey, "", 0, msg, strlen(msg), &v, &vl) < 0)
-        return tn_set_error(status, "%s (and the store failed too)", first);
-    char *text = strchr(v, ' ');
-    int agreed = atoi(v);
-    free(pg->verdict);
-    pg->verdict = strdup(text ? text + 1 : (char *)v);
-    pg->verdict_status = agreed < 0 ? agreed : status;
-    free(v);
-    if (!pg->verdict)
-        return tn_set_error(TN_ENOMEM, "%s", first);
-    return tn_set_error(pg->verdict_status, "%s", pg->verdict);
+    return pg->seq > 0 ? tn__pg_fail(pg, st) : st;
 }
 
 /* Sends sn bytes to peer `to` while receiving rn bytes from `from` (either
@@ -236,19 +105,6 @@ static int sendrecv(struct tn_pg *pg, int to, const void *sbuf, size_t sn, int f
             }
         }
     }
-    return 0;
-}
-
-static int check_tensor(struct tn_pg *pg, const struct tn_tensor *t)
-{
-    if (!t)
-        return tn_set_error(TN_EINVAL, "%s: the tensor is NULL", pg->op);
-    enum tn_device_type want = pg->be ? pg->be->device : TN_DEVICE_CPU;
-    if (t->device.type != want)
-        return tn_set_error(TN_EDEVICE, "%s: the %s backend takes %s tensors", pg->op,
-                            pg->be ? pg->be->name : "tcp", want == TN_DEVICE_CPU ? "CPU" : "CUDA");
-    if (!tn_is_contiguous(t))
-        return tn_set_error(TN_EINVAL, "%s: Tensors must be contiguous", pg->op);
     return 0;
 }
 
@@ -379,17 +235,6 @@ void tn__pg_divide(void *buf, int64_t n, enum tn_dtype dt, int by)
 
 static int shm_read(struct tn_pg *pg, int peer, void *dst, uint64_t raddr, size_t n);
 
-/* Whether op reduces dt (AVG needs floating point; complex has no order). */
-static int check_op(struct tn_pg *pg, enum tn_dtype dt, enum tn_reduce_op op)
-{
-    if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(dt) && dt != TN_COMPLEX64)
-        return tn_set_error(TN_EDTYPE, "%s: AVG needs a floating point tensor, not %s", pg->op,
-                            tn_dtype_name(dt));
-    if (dt == TN_COMPLEX64 && (op == TN_REDUCE_MIN || op == TN_REDUCE_MAX))
-        return tn_set_error(TN_EDTYPE, "%s: MIN and MAX are not defined for complex", pg->op);
-    return 0;
-}
-
 /* Every rank's 8-byte value (a buffer's address) in vals[rank]. */
 int tn__pg_share(struct tn_pg *pg, uint64_t mine, uint64_t *vals)
 {
@@ -493,19 +338,6 @@ static int reduce_scatter_shm(struct tn_pg *pg, struct tn_tensor *out,
         tn__pg_divide(o, tn_numel(out), out->dtype, P);
     return rc < 0 ? rc : dissemination(pg);
 }
-
-static int unsupported(struct tn_pg *pg)
-{
-    return tn_set_error(TN_ERUNTIME, "%s: the %s backend does not support it", pg->op,
-                        pg->be->name);
-}
-
-/* Hands a checked collective to the group's backend when it has one. */
-#define DISPATCH(fn, ...)                                                                     \
-    do {                                                                                      \
-        if (pg->be)                                                                           \
-            return pg->be->fn ? pg->be->fn(pg, __VA_ARGS__) : unsupported(pg);                \
-    } while (0)
 
 /* Copies n bytes at raddr in peer's memory to dst (cross-memory attach). */
 static int shm_read(struct tn_pg *pg, int peer, void *dst, uint64_t raddr, size_t n)
@@ -614,15 +446,8 @@ static int allreduce_ring(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype 
     return rc;
 }
 
-int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
+static int tcp_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
-    if (begin(pg, "allreduce") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, t) < 0)
-        return tn_last_status();
-    if (check_op(pg, t->dtype, op) < 0)
-        return tn_last_status();
-    DISPATCH(allreduce, t, op);
     int P = pg->size;
     int64_t n = tn_numel(t);
     size_t nb = tn_nbytes(t);
@@ -653,16 +478,8 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
     return 0;
 }
 
-int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
+static int tcp_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
-    if (begin(pg, "broadcast") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, t) < 0)
-        return tn_last_status();
-    if (root < 0 || root >= pg->size)
-        return tn_set_error(TN_EINVAL, "broadcast: root %d is not a rank of a group of %d", root,
-                            pg->size);
-    DISPATCH(broadcast, t, root);
     int P = pg->size, vr = (pg->rank - root + P) % P;
     size_t nb = tn_nbytes(t);
     if (pg->shm && P > 1 && nb >= SHM_BYTES)
@@ -692,19 +509,9 @@ int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
     return 0;
 }
 
-int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
+static int tcp_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
-    if (begin(pg, "allgather") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, in) < 0 || check_tensor(pg, out) < 0)
-        return tn_last_status();
     size_t nb = tn_nbytes(in);
-    if (out->dtype != in->dtype || tn_nbytes(out) != nb * (size_t)pg->size)
-        return tn_set_error(TN_EINVAL,
-                            "allgather: the output must hold world_size (%d) times the input's "
-                            "elements of the same dtype",
-                            pg->size);
-    DISPATCH(allgather, out, in);
     char *o = tn_data(out);
     if (pg->shm && pg->size > 1 && nb >= SHM_BYTES)
         return allgather_shm(pg, o, tn_data(in), nb);
@@ -720,56 +527,18 @@ int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_ten
     return 0;
 }
 
-int tn_pg_barrier(struct tn_pg *pg)
+static int tcp_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 {
-    if (begin(pg, "barrier") < 0)
-        return tn_last_status();
-    if (pg->be)
-        return pg->be->barrier ? pg->be->barrier(pg) : unsupported(pg);
-    return dissemination(pg);
-}
-
-int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
-{
-    if (begin(pg, "send") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, t) < 0)
-        return tn_last_status();
-    if (dst < 0 || dst >= pg->size || dst == pg->rank)
-        return tn_set_error(TN_EINVAL, "send: bad destination rank %d", dst);
-    DISPATCH(send, t, dst);
     return sendrecv(pg, dst, tn_data(t), tn_nbytes(t), -1, NULL, 0);
 }
 
-int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
+static int tcp_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
-    if (begin(pg, "recv") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, t) < 0)
-        return tn_last_status();
-    if (src < 0 || src >= pg->size || src == pg->rank)
-        return tn_set_error(TN_EINVAL, "recv: bad source rank %d", src);
-    DISPATCH(recv, t, src);
     return sendrecv(pg, -1, NULL, 0, src, tn_data(t), tn_nbytes(t));
 }
 
-static bool same_kind(const struct tn_tensor *a, const struct tn_tensor *b, size_t times)
+static int tcp_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
 {
-    return a->dtype == b->dtype && tn_nbytes(a) == tn_nbytes(b) * times;
-}
-
-int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
-{
-    if (begin(pg, "reduce") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, t) < 0)
-        return tn_last_status();
-    if (root < 0 || root >= pg->size)
-        return tn_set_error(TN_EINVAL, "reduce: root %d is not a rank of a group of %d", root,
-                            pg->size);
-    if (check_op(pg, t->dtype, op) < 0)
-        return tn_last_status();
-    DISPATCH(reduce, t, op, root);
     size_t nb = tn_nbytes(t);
     if (pg->rank != root)
         return sendrecv(pg, root, tn_data(t), nb, -1, NULL, 0);
@@ -790,21 +559,8 @@ int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, in
     return rc;
 }
 
-int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
+static int tcp_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
-    if (begin(pg, "gather") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, in) < 0)
-        return tn_last_status();
-    if (root < 0 || root >= pg->size)
-        return tn_set_error(TN_EINVAL, "gather: root %d is not a rank of a group of %d", root,
-                            pg->size);
-    if (pg->rank == root && check_tensor(pg, out) < 0)
-        return tn_last_status();
-    if (pg->rank == root && !same_kind(out, in, (size_t)pg->size))
-        return tn_set_error(TN_EINVAL, "gather: the output must hold world_size (%d) inputs",
-                            pg->size);
-    DISPATCH(gather, out, in, root);
     size_t nb = tn_nbytes(in);
     if (pg->rank != root)
         return sendrecv(pg, root, tn_data(in), nb, -1, NULL, 0);
@@ -820,21 +576,8 @@ int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor
     return 0;
 }
 
-int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
+static int tcp_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
-    if (begin(pg, "scatter") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, out) < 0)
-        return tn_last_status();
-    if (root < 0 || root >= pg->size)
-        return tn_set_error(TN_EINVAL, "scatter: root %d is not a rank of a group of %d", root,
-                            pg->size);
-    if (pg->rank == root && check_tensor(pg, in) < 0)
-        return tn_last_status();
-    if (pg->rank == root && !same_kind(in, out, (size_t)pg->size))
-        return tn_set_error(TN_EINVAL, "scatter: the input must hold world_size (%d) outputs",
-                            pg->size);
-    DISPATCH(scatter, out, in, root);
     size_t nb = tn_nbytes(out);
     if (pg->rank != root)
         return sendrecv(pg, -1, NULL, 0, root, tn_data(out), nb);
@@ -850,45 +593,8 @@ int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tenso
     return 0;
 }
 
-int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
-                         enum tn_reduce_op op)
+static int tcp_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
-    if (check_tensor(pg, in) < 0 || check_tensor(pg, out) < 0)
-        return tn_last_status();
-    if (!same_kind(in, out, (size_t)pg->size))
-        return tn_set_error(TN_EINVAL, "reduce_scatter: the input must hold world_size (%d) "
-                                       "outputs of the same dtype", pg->size);
-    if (pg->be || (pg->shm && pg->size > 1 && tn_nbytes(out) >= SHM_BYTES)) {
-        if (begin(pg, "reduce_scatter") < 0 || check_op(pg, out->dtype, op) < 0)
-            return tn_last_status();
-        DISPATCH(reduce_scatter, out, in, op);
-        return reduce_scatter_shm(pg, out, in, op);
-    }
-    /* an allreduce of a copy: twice the traffic of a bare reduce-scatter,
-     * but one well-tested path */
-    struct tn_tensor *tmp = tn_empty(in->sizes, in->ndim, in->dtype);
-    if (!tmp)
-        return tn_last_status();
-    memcpy(tn_data(tmp), tn_data(in), tn_nbytes(in));
-    int rc = tn_pg_allreduce(pg, tmp, op);
-    pg->op = "reduce_scatter";
-    if (rc == 0)
-        memcpy(tn_data(out), (char *)tn_data(tmp) + (size_t)pg->rank * tn_nbytes(out),
-               tn_nbytes(out));
-    tn_release(tmp);
-    return rc;
-}
-
-int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
-{
-    if (begin(pg, "all_to_all") < 0)
-        return tn_last_status();
-    if (check_tensor(pg, in) < 0 || check_tensor(pg, out) < 0)
-        return tn_last_status();
-    if (!same_kind(in, out, 1) || tn_nbytes(in) % (size_t)pg->size)
-        return tn_set_error(TN_EINVAL, "all_to_all: input and output must have the same size "
-                                       "and dtype, divisible by world_size (%d)", pg->size);
-    DISPATCH(all_to_all, out, in);
     int P = pg->size, r = pg->rank;
     size_t cb = tn_nbytes(in) / (size_t)P;
     const char *i = tn_data(in);
@@ -903,26 +609,56 @@ int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_te
     return 0;
 }
 
-/* ------------------------------------------------------------ the mesh */
-
-void tn_pg_free(struct tn_pg *pg)
+/* Whether reduce_scatter runs as an allreduce of a copy (pg.c) rather than
+ * through tcp_reduce_scatter: everywhere but the shared-memory path. */
+static bool tcp_rs_by_allreduce(const struct tn_pg *pg, const struct tn_tensor *out)
 {
-    if (!pg)
-        return;
-    tn__pgq_free(pg->queue);
+    return !(pg->shm && pg->size > 1 && tn_nbytes(out) >= SHM_BYTES);
+}
+
+/* The collective failed: shut the sockets, so peers still waiting in it see
+ * that at once (tn__pg_fail). */
+static void tcp_abort(struct tn_pg *pg)
+{
+    for (int i = 0; pg->fds && i < pg->size; i++)
+        if (pg->fds[i] >= 0)
+            shutdown(pg->fds[i], SHUT_RDWR);
+}
+
+/* Frees the mesh: impl is the group itself (the tcp backend's state is
+ * struct tn_pg's mesh fields); the group's own memory is pg.c's. */
+static void tcp_destroy(void *impl, bool broken)
+{
+    struct tn_pg *pg = impl;
+    (void)broken;
     tn__pgshm_free(pg->seg);
-    if (pg->be)
-        pg->be->destroy(pg->impl, pg->verdict != NULL);
     for (int i = 0; pg->fds && i < pg->size; i++)
         if (pg->fds[i] >= 0)
             close(pg->fds[i]);
     free(pg->fds);
     free(pg->pids);
-    free(pg->verdict);
-    if (pg->store)
-        tn_store_release(pg->store);
-    free(pg);
 }
+
+static const struct tn__pg_backend tcp_backend = {
+    .name = "tcp",
+    .device = TN_DEVICE_CPU,
+    .allreduce = tcp_allreduce,
+    .broadcast = tcp_broadcast,
+    .allgather = tcp_allgather,
+    .barrier = dissemination,
+    .reduce = tcp_reduce,
+    .gather = tcp_gather,
+    .scatter = tcp_scatter,
+    .reduce_scatter = reduce_scatter_shm,
+    .all_to_all = tcp_all_to_all,
+    .send = tcp_send,
+    .recv = tcp_recv,
+    .destroy = tcp_destroy,
+    .abort = tcp_abort,
+    .rs_by_allreduce = tcp_rs_by_allreduce,
+};
+
+/* ------------------------------------------------------------ the mesh */
 
 static int read_full(int fd, void *p, size_t n, int64_t deadline)
 {
@@ -1023,6 +759,8 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
     pg->size = world_size;
     pg->timeout_ms = timeout_ms;
     pg->op = "init";
+    pg->be = &tcp_backend;
+    pg->impl = pg;
     pg->shm = true;
     pg->store = store;
     tn_store_retain(store);
@@ -1135,49 +873,7 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------ other backends */
-
-struct tn_pg *tn__pg_new_backend(const struct tn__pg_backend *be, void *impl,
-                                 struct tn_store *store, int rank, int size, int64_t timeout_ms)
-{
-    struct tn_pg *pg = calloc(1, sizeof *pg);
-    if (!pg) {
-        be->destroy(impl, false);
-        tn_set_error(TN_ENOMEM, "%s process group: out of memory", be->name);
-        return NULL;
-    }
-    pg->rank = rank;
-    pg->size = size;
-    pg->timeout_ms = timeout_ms < 0 ? 30 * 60 * 1000 : timeout_ms;
-    pg->op = "init";
-    pg->be = be;
-    pg->impl = impl;
-    if (store) {
-        pg->store = store;
-        tn_store_retain(store);
-    }
-    return pg;
-}
-
-void *tn__pg_impl(const struct tn_pg *pg)
-{
-    return pg->impl;
-}
-
-int64_t tn__pg_timeout(const struct tn_pg *pg)
-{
-    return pg->timeout_ms;
-}
-
-const char *tn__pg_op(const struct tn_pg *pg)
-{
-    return pg->op;
-}
-
-uint64_t tn__pg_seq(const struct tn_pg *pg)
-{
-    return pg->seq;
-}
+/* ------------------------------------------------------------ for pg_shm.c, tests, tn_pg_new */
 
 int tn__pg_peer_fd(const struct tn_pg *pg, int peer)
 {
@@ -1197,11 +893,6 @@ int tn__pg_peer_error(struct tn_pg *pg, int peer, const char *what)
 bool tn__pg_uses_shm(const struct tn_pg *pg)
 {
     return pg->shm;
-}
-
-int tn__pg_fail(struct tn_pg *pg, int status)
-{
-    return agree_failure(pg, status);
 }
 
 /* The address the tcp process group listens on and advertises to its peers:
@@ -1243,17 +934,9 @@ static const char *pg_host(struct tn_store *store, char *buf, size_t n)
     return "127.0.0.1";
 }
 
-struct tn_pg *tn_pg_new(const char *backend, struct tn_store *store, int rank, int world_size,
-                        int64_t timeout_ms)
+struct tn_pg *tn__pg_new_tcp_env(struct tn_store *store, int rank, int world_size,
+                                 int64_t timeout_ms)
 {
-    if (backend && !strcmp(backend, "mpi"))
-        return tn_pg_new_mpi(store, rank, world_size, timeout_ms);
-    if (backend && !strcmp(backend, "nccl"))
-        return tn_pg_new_nccl(store, rank, world_size, timeout_ms);
-    if (backend && strcmp(backend, "tcp") != 0 && strcmp(backend, "gloo") != 0) {
-        tn_set_error(TN_EINVAL, "Invalid backend: '%s' (tcp, gloo, mpi or nccl)", backend);
-        return NULL;
-    }
     char addr[INET6_ADDRSTRLEN + 8];
     const char *host = pg_host(store, addr, sizeof addr);
     if (!host)
