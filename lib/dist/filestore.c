@@ -29,6 +29,7 @@ struct file_store {
 
 #define FS(s) ((struct file_store *)(s))
 
+/* TN_EIO naming the file, what failed and errno. */
 static int fs_err(struct file_store *f, const char *what)
 {
     return tn_set_error(TN_EIO, "FileStore %s: %s: %s", f->path, what, strerror(errno));
@@ -80,6 +81,8 @@ static int refresh(struct file_store *f)
     return rc;
 }
 
+/* Appends one record (u32 length + key, u32 length + value) at the file's
+ * end; the exclusive lock is held; 0 or an error. */
 static int append_record(struct file_store *f, const char *k, size_t kl, const void *v,
                          size_t vl)
 {
@@ -113,6 +116,7 @@ static int lock(struct file_store *f, int how)
     return 0;
 }
 
+/* Releases lock()'s file lock and mutex. */
 static void unlock(struct file_store *f)
 {
     flock(f->fd, LOCK_UN);
@@ -133,6 +137,8 @@ static char *wkey(const char *k, size_t kl)
     return w;
 }
 
+/* The add arithmetic on the wire key w (already '/'-prefixed) under the
+ * exclusive lock; the new value into *out. */
 static int raw_add(struct file_store *f, const char *w, size_t wl, int64_t d, int64_t *out)
 {
     int rc = lock(f, LOCK_EX);
@@ -153,6 +159,7 @@ static int raw_add(struct file_store *f, const char *w, size_t wl, int64_t d, in
     return rc;
 }
 
+/* tn__store_ops.set: appends a record; 0 or an error. */
 static int fs_set(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     struct file_store *f = FS(s);
@@ -168,6 +175,7 @@ static int fs_set(struct tn_store *s, const char *k, size_t kl, const void *v, s
     return rc;
 }
 
+/* Whether every key exists in the replayed cache (the lock is held). */
 static bool cached(struct file_store *f, const char *const *keys, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -181,6 +189,8 @@ static bool cached(struct file_store *f, const char *const *keys, size_t n)
     return true;
 }
 
+/* tn__store_ops.wait: replays the file every 10 ms until every key exists;
+ * TN_ETIMEOUT after timeout_ms. */
 static int fs_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct file_store *f = FS(s);
@@ -203,6 +213,7 @@ static int fs_wait(struct tn_store *s, const char *const *keys, size_t n, int64_
     }
 }
 
+/* tn__store_ops.check: 1 when every key exists after a replay, else 0. */
 static int fs_check(struct tn_store *s, const char *const *keys, size_t n)
 {
     struct file_store *f = FS(s);
@@ -215,6 +226,8 @@ static int fs_check(struct tn_store *s, const char *const *keys, size_t n)
     return rc < 0 ? rc : ok;
 }
 
+/* tn__store_ops.get: waits for k, then *v is a malloc'd copy the caller
+ * frees. */
 static int fs_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t *vl)
 {
     struct file_store *f = FS(s);
@@ -238,6 +251,7 @@ static int fs_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t
     return *v ? 0 : tn_set_error(TN_ENOMEM, "FileStore: out of memory");
 }
 
+/* tn__store_ops.add (see raw_add). */
 static int fs_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64_t *out)
 {
     char *w = wkey(k, kl);
@@ -248,6 +262,8 @@ static int fs_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64
     return rc;
 }
 
+/* tn__store_ops.compare_set under the exclusive lock; *v malloc'd, the
+ * caller frees it. */
 static int fs_compare_set(struct tn_store *s, const char *k, size_t kl, const void *ev,
                           size_t el, const void *dv, size_t dl, void **v, size_t *vl)
 {
@@ -298,6 +314,8 @@ static int fs_compare_set(struct tn_store *s, const char *k, size_t kl, const vo
     return rc;
 }
 
+/* tn__store_ops.del: appends a deletion record; 1 when the key existed, else
+ * 0. */
 static int fs_del(struct tn_store *s, const char *k, size_t kl)
 {
     struct file_store *f = FS(s);
@@ -323,6 +341,7 @@ static int fs_del(struct tn_store *s, const char *k, size_t kl)
     return rc;
 }
 
+/* tn__store_ops.num_keys: keys holding a value after a replay. */
 static int fs_num_keys(struct tn_store *s, int64_t *out)
 {
     struct file_store *f = FS(s);
@@ -335,6 +354,7 @@ static int fs_num_keys(struct tn_store *s, int64_t *out)
     return rc;
 }
 
+/* tn__store_ops.append: appends a record holding the old value and v. */
 static int fs_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     struct file_store *f = FS(s);
@@ -361,6 +381,8 @@ static int fs_append(struct tn_store *s, const char *k, size_t kl, const void *v
     return rc;
 }
 
+/* tn__store_ops.destroy: counts this client out ('cleanup/'), the last one
+ * deletes the file; closes and frees. */
 static void fs_destroy(struct tn_store *s)
 {
     struct file_store *f = FS(s);

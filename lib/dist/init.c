@@ -23,6 +23,8 @@ static int parse_int(const char *s)
     return (int)v;
 }
 
+/* The value of the first variable of names (NULL-terminated) that is set and
+ * non-empty, or NULL. */
 static const char *env_first(const char *const *names)
 {
     for (; *names; names++) {
@@ -53,6 +55,7 @@ static bool query_param(const char *q, const char *name, char *out, size_t cap)
     return false;
 }
 
+/* TN_EINVAL in PyTorch's words for the env:// variable var that is missing. */
 static int env_error(const char *var)
 {
     return tn_set_error(TN_EINVAL,

@@ -38,6 +38,7 @@ static int begin(struct tn_pg *pg, const char *op)
     return 0;
 }
 
+/* Sleeps ms milliseconds. */
 static void nap_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -120,6 +121,8 @@ static int agree_failure(struct tn_pg *pg, int status)
     return tn_set_error(pg->verdict_status, "%s", pg->verdict);
 }
 
+/* 0 when t is non-NULL, on the backend's device and contiguous, else
+ * TN_EINVAL or TN_EDEVICE naming the collective. */
 static int check_tensor(struct tn_pg *pg, const struct tn_tensor *t)
 {
     if (!t)
@@ -144,6 +147,7 @@ static int check_op(struct tn_pg *pg, enum tn_dtype dt, enum tn_reduce_op op)
     return 0;
 }
 
+/* TN_ERUNTIME: the group's backend has no entry for the running collective. */
 static int unsupported(struct tn_pg *pg)
 {
     return tn_set_error(TN_ERUNTIME, "%s: the %s backend does not support it", pg->op,
@@ -153,6 +157,7 @@ static int unsupported(struct tn_pg *pg)
 /* Hands a checked collective to the group's backend. */
 #define DISPATCH(fn, ...) return pg->be->fn ? pg->be->fn(pg, __VA_ARGS__) : unsupported(pg)
 
+/* Whether a and b have one dtype and a holds times b's bytes. */
 static bool same_kind(const struct tn_tensor *a, const struct tn_tensor *b, size_t times)
 {
     return a->dtype == b->dtype && tn_nbytes(a) == tn_nbytes(b) * times;
@@ -348,11 +353,13 @@ struct tn_pg *tn__pg_new_backend(const struct tn__pg_backend *be, void *impl,
     return pg;
 }
 
+/* The backend's state (borrowed; the group owns it). */
 void *tn__pg_impl(const struct tn_pg *pg)
 {
     return pg->impl;
 }
 
+/* The group's timeout in ms. */
 int64_t tn__pg_timeout(const struct tn_pg *pg)
 {
     return pg->timeout_ms;
@@ -363,6 +370,7 @@ const char *tn__pg_op(const struct tn_pg *pg)
     return pg->op;
 }
 
+/* The running collective's number. */
 uint64_t tn__pg_seq(const struct tn_pg *pg)
 {
     return pg->seq;

@@ -47,6 +47,8 @@ struct tn__pgq {
 /* Whether this thread is a queue thread: it must not wait on its own queue. */
 static _Thread_local bool on_queue_thread;
 
+/* The queue's thread: runs the queued work in order, each through the
+ * blocking collective, until tn__pgq_free stops it. */
 static void *queue_main(void *p)
 {
     struct tn__pgq *q = p;

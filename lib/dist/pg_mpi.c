@@ -83,6 +83,8 @@ static char load_error[600];
 static bool mpi_ready;        /* MPI initialised and our types made */
 static atomic_bool any_broken; /* a request may hang: finalising could too */
 
+/* pthread_once body: dlopens libmpi (TN_MPI_LIBRARY or libmpi.so.40) and
+ * resolves the symbols into M; load_status and load_error say how it went. */
 static void load(void)
 {
     const char *env = getenv("TN_MPI_LIBRARY");
@@ -133,6 +135,8 @@ static void load(void)
     load_status = TN_OK;
 }
 
+/* TN_ERUNTIME naming the collective, its number, the rank and MPI's own
+ * message for rc. */
 static int mpi_error(struct tn_pg *pg, int rc, const char *fn)
 {
     char s[512];
@@ -145,6 +149,7 @@ static int mpi_error(struct tn_pg *pg, int rc, const char *fn)
 
 /* ------------------------------------------------------------ user ops */
 
+/* The index in M.elem of MPI datatype d, or -1. */
 static int dtype_of(MPI_Datatype d)
 {
     for (int i = 0; i < N_DT; i++)
@@ -165,6 +170,8 @@ USER_OP(user_prod, TN_REDUCE_PRODUCT)
 USER_OP(user_min, TN_REDUCE_MIN)
 USER_OP(user_max, TN_REDUCE_MAX)
 
+/* atexit: MPI_Finalize once, unless a group broke (finalizing would hang on
+ * the lost peers). */
 static void finalize_at_exit(void)
 {
     int done = 1;
@@ -257,6 +264,7 @@ struct mpi_pg {
     MPI_Comm comm;
 };
 
+/* The group's communicator (borrowed from its impl). */
 static MPI_Comm comm_of(struct tn_pg *pg)
 {
     return ((struct mpi_pg *)tn__pg_impl(pg))->comm;
@@ -296,6 +304,8 @@ static int finish(struct tn_pg *pg, int rc, MPI_Request *req, const char *fn)
     }
 }
 
+/* The element count of t as MPI's int into *n; TN_EINVAL when it does not
+ * fit. */
 static int count_of(struct tn_pg *pg, const struct tn_tensor *t, int *n)
 {
     int64_t c = tn_numel(t);
@@ -306,6 +316,9 @@ static int count_of(struct tn_pg *pg, const struct tn_tensor *t, int *n)
     return 0;
 }
 
+/* The mpi backend's entries (struct tn__pg_backend): arguments already
+ * checked by pg.c; each starts the nonblocking MPI call and waits for it
+ * with the group's deadline (finish); 0 or < 0 with the error set. */
 static int mpi_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
     int n = 0;
@@ -322,6 +335,7 @@ static int mpi_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_o
     return rc;
 }
 
+/* mpi reduce (see mpi_allreduce). */
 static int mpi_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
 {
     int n = 0;
@@ -341,6 +355,7 @@ static int mpi_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op o
     return rc;
 }
 
+/* mpi reduce_scatter (see mpi_allreduce). */
 static int mpi_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                               enum tn_reduce_op op)
 {
@@ -360,6 +375,7 @@ static int mpi_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const str
     return rc;
 }
 
+/* mpi broadcast (see mpi_allreduce). */
 static int mpi_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
     int n = 0;
@@ -370,6 +386,7 @@ static int mpi_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
                   "MPI_Ibcast");
 }
 
+/* mpi allgather (see mpi_allreduce). */
 static int mpi_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     int n = 0;
@@ -381,6 +398,7 @@ static int mpi_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct t
                   &req, "MPI_Iallgather");
 }
 
+/* mpi gather (see mpi_allreduce). */
 static int mpi_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                       int root)
 {
@@ -394,6 +412,7 @@ static int mpi_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_t
                   "MPI_Igather");
 }
 
+/* mpi scatter (see mpi_allreduce). */
 static int mpi_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                        int root)
 {
@@ -407,6 +426,7 @@ static int mpi_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_
                   "MPI_Iscatter");
 }
 
+/* mpi all_to_all (see mpi_allreduce). */
 static int mpi_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     int n = 0;
@@ -419,12 +439,14 @@ static int mpi_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct 
                   &req, "MPI_Ialltoall");
 }
 
+/* mpi barrier (see mpi_allreduce). */
 static int mpi_barrier(struct tn_pg *pg)
 {
     MPI_Request req;
     return finish(pg, M.Ibarrier(comm_of(pg), &req), &req, "MPI_Ibarrier");
 }
 
+/* mpi send (see mpi_allreduce). */
 static int mpi_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 {
     int n = 0;
@@ -435,6 +457,7 @@ static int mpi_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
                   "MPI_Isend");
 }
 
+/* mpi recv (see mpi_allreduce). */
 static int mpi_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
     int n = 0;
@@ -445,6 +468,8 @@ static int mpi_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
                   "MPI_Irecv");
 }
 
+/* tn__pg_backend.destroy: frees the communicator (not when broken: that
+ * would wait for lost peers) and impl. */
 static void mpi_destroy(void *impl, bool broken)
 {
     struct mpi_pg *m = impl;

@@ -57,6 +57,8 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_status = TN_EDEVICE;
 static char load_error[600];
 
+/* dlopen of the first of paths that loads (NULL entries skipped); NULL
+ * with the first failure's dlerror() in why. */
 static void *open_first(const char *const *paths, size_t n, char *why, size_t whylen)
 {
     for (size_t i = 0; i < n; i++) {
@@ -71,6 +73,8 @@ static void *open_first(const char *const *paths, size_t n, char *why, size_t wh
     return NULL;
 }
 
+/* pthread_once body: dlopens NCCL and the CUDA runtime (TN_NCCL_LIBRARY
+ * first) and resolves N; load_status and load_error say how it went. */
 static void load(void)
 {
     const char *env = getenv("TN_NCCL_LIBRARY");
@@ -124,11 +128,14 @@ struct nccl_pg {
     void *scratch; /* one byte of device memory, for barrier */
 };
 
+/* The group's NCCL state (borrowed). */
 static struct nccl_pg *impl_of(struct tn_pg *pg)
 {
     return tn__pg_impl(pg);
 }
 
+/* TN_ERUNTIME naming the collective, its number, the rank, the NCCL function
+ * and NCCL's message for rc. */
 static int nccl_error(struct tn_pg *pg, int rc, const char *fn)
 {
     return tn_set_error(TN_ERUNTIME, "%s #%llu on rank %d: %s failed: %s", tn__pg_op(pg),
@@ -187,6 +194,9 @@ static int nc_type(enum tn_dtype dt)
     }
 }
 
+/* NCCL's datatype and count for t (complex as pairs of floats) into *type
+ * and *count, and NCCL's op for op; < 0 with the error set when NCCL lacks
+ * either. */
 static int nc_op(struct tn_pg *pg, const struct tn_tensor *t, enum tn_reduce_op op, int *type,
                  size_t *count)
 {
@@ -203,6 +213,10 @@ static int nc_op(struct tn_pg *pg, const struct tn_tensor *t, enum tn_reduce_op 
     return map[op];
 }
 
+/* The nccl backend's entries (struct tn__pg_backend): arguments already
+ * checked by pg.c (CUDA tensors); each enqueues on the group's stream and
+ * waits for it with the group's deadline (finish); 0 or < 0 with the error
+ * set. */
 static int nccl_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
     int type;
@@ -215,6 +229,7 @@ static int nccl_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_
                   "ncclAllReduce");
 }
 
+/* nccl reduce (see nccl_allreduce). */
 static int nccl_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
 {
     int type;
@@ -228,6 +243,7 @@ static int nccl_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op 
                   "ncclReduce");
 }
 
+/* nccl reduce_scatter (see nccl_allreduce). */
 static int nccl_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out,
                                const struct tn_tensor *in, enum tn_reduce_op op)
 {
@@ -242,6 +258,7 @@ static int nccl_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out,
                   "ncclReduceScatter");
 }
 
+/* nccl broadcast, as bytes (see nccl_allreduce). */
 static int nccl_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
     struct nccl_pg *g = impl_of(pg);
@@ -251,6 +268,7 @@ static int nccl_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
                   "ncclBroadcast");
 }
 
+/* nccl allgather, as bytes (see nccl_allreduce). */
 static int nccl_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     struct nccl_pg *g = impl_of(pg);
@@ -296,12 +314,15 @@ static int exchange_masks(struct tn_pg *pg, const char *send, size_t sstride, in
     return rc;
 }
 
+/* nccl all_to_all: grouped sends and receives of each rank's block (see
+ * nccl_allreduce). */
 static int nccl_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     size_t nb = tn_nbytes(in) / (size_t)tn_pg_size(pg);
     return exchange_masks(pg, tn_data(in), nb, -1, tn_data(out), nb, -1, nb);
 }
 
+/* nccl gather: every rank sends to root (see nccl_allreduce). */
 static int nccl_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                        int root)
 {
@@ -311,6 +332,7 @@ static int nccl_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_
     return exchange_masks(pg, tn_data(in), 0, root, me ? tn_data(out) : NULL, nb, -1, nb);
 }
 
+/* nccl scatter: root sends to every rank (see nccl_allreduce). */
 static int nccl_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                         int root)
 {
@@ -319,6 +341,7 @@ static int nccl_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn
     return exchange_masks(pg, me ? tn_data(in) : NULL, nb, -1, tn_data(out), 0, root, nb);
 }
 
+/* nccl send (see nccl_allreduce). */
 static int nccl_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 {
     struct nccl_pg *g = impl_of(pg);
@@ -326,6 +349,7 @@ static int nccl_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
                   "ncclSend");
 }
 
+/* nccl recv (see nccl_allreduce). */
 static int nccl_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
     struct nccl_pg *g = impl_of(pg);
@@ -341,6 +365,8 @@ static int nccl_barrier(struct tn_pg *pg)
                   "ncclAllReduce");
 }
 
+/* tn__pg_backend.destroy: aborts (when broken) or destroys the communicator,
+ * frees the stream, scratch and impl. */
 static void nccl_destroy(void *impl, bool broken)
 {
     struct nccl_pg *g = impl;
@@ -372,6 +398,8 @@ static const struct tn__pg_backend nccl_backend = {
     .destroy = nccl_destroy,
 };
 
+/* NULL with TN_EDEVICE: NCCL cannot run here, why and CUDA's message for
+ * code. */
 static struct tn_pg *unavailable(const char *why, int code)
 {
     tn_set_error(TN_EDEVICE, "NCCL support is not available: %s (%s)", why,

@@ -70,6 +70,7 @@ struct tn__pgshm {
     uint32_t round; /* rounds run so far, the same on every rank */
 };
 
+/* Rank p's segment header (its counters). */
 static struct header *hdr(const struct tn__pgshm *s, int p)
 {
     return (struct header *)(void *)s->seg[p];
@@ -82,6 +83,7 @@ static char *area(const struct tn__pgshm *s, int p, uint32_t g, int q)
     return s->seg[p] + HEADER_BYTES + ((size_t)(g % DEPTH) * (size_t)s->P + (size_t)q) * s->chunk;
 }
 
+/* Stores v in c and wakes the futex waiters, if any. */
 static void publish(struct counter *c, uint32_t v)
 {
     atomic_store(&c->value, v);
@@ -89,11 +91,13 @@ static void publish(struct counter *c, uint32_t v)
         syscall(SYS_futex, &c->value, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Whether counter value v is at or past target (wrapping arithmetic). */
 static bool reached(uint32_t v, uint32_t target)
 {
     return (int32_t)(v - target) >= 0;
 }
 
+/* A spin-wait hint to the CPU. */
 static void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -146,6 +150,7 @@ static int wait_for(struct tn_pg *pg, int peer, struct counter *c, uint32_t targ
     }
 }
 
+/* Unmaps every rank's segment and frees s (NULL: nothing). */
 void tn__pgshm_free(struct tn__pgshm *s)
 {
     if (!s)

@@ -41,6 +41,9 @@
 /* The socket ring's and the shared-memory ring's reduction segment. */
 #define SEGMENT (1u << 20)
 
+/* The running collective failed waiting for peer (errno 0 or EAGAIN: it
+ * timed out): the error naming the op, its number and the peer, agreed with
+ * the other ranks (tn__pg_fail) once a collective is running. */
 static int peer_error(struct tn_pg *pg, int peer, const char *what)
 {
     int st = tn_set_error(errno == 0 || errno == EAGAIN ? TN_ETIMEOUT : TN_EIO,
@@ -446,6 +449,11 @@ static int allreduce_ring(struct tn_pg *pg, char *buf, int64_t n, enum tn_dtype 
     return rc;
 }
 
+/* The tcp backend's entries (struct tn__pg_backend), over the mesh and, for
+ * large buffers on one host, shared memory; arguments already checked by
+ * pg.c; 0 or < 0 with the failure agreed (peer_error). Allreduce: doubling
+ * for small buffers, else pg_shm.c's segments or the ring; AVG divides at
+ * the end. */
 static int tcp_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
     int P = pg->size;
@@ -478,6 +486,8 @@ static int tcp_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_o
     return 0;
 }
 
+/* tcp broadcast: a binomial tree from root, or peers reading root's buffer
+ * (broadcast_shm). */
 static int tcp_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
     int P = pg->size, vr = (pg->rank - root + P) % P;
@@ -509,6 +519,8 @@ static int tcp_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
     return 0;
 }
 
+/* tcp allgather: a ring of the blocks, or reading each peer's input
+ * (allgather_shm). */
 static int tcp_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     size_t nb = tn_nbytes(in);
@@ -527,16 +539,19 @@ static int tcp_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct t
     return 0;
 }
 
+/* tcp send: the tensor's bytes to dst, nothing else on the wire. */
 static int tcp_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 {
     return sendrecv(pg, dst, tn_data(t), tn_nbytes(t), -1, NULL, 0);
 }
 
+/* tcp recv: the tensor's bytes from src. */
 static int tcp_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
     return sendrecv(pg, -1, NULL, 0, src, tn_data(t), tn_nbytes(t));
 }
 
+/* tcp reduce: every rank sends to root, which reduces in rank order. */
 static int tcp_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
 {
     size_t nb = tn_nbytes(t);
@@ -559,6 +574,7 @@ static int tcp_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op o
     return rc;
 }
 
+/* tcp gather: every rank sends its input to root's block of out. */
 static int tcp_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
     size_t nb = tn_nbytes(in);
@@ -576,6 +592,7 @@ static int tcp_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_t
     return 0;
 }
 
+/* tcp scatter: root sends block p of in to rank p. */
 static int tcp_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
     size_t nb = tn_nbytes(out);
@@ -593,6 +610,7 @@ static int tcp_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_
     return 0;
 }
 
+/* tcp all_to_all: block to of in goes to rank to, in P - 1 pairwise steps. */
 static int tcp_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     int P = pg->size, r = pg->rank;
@@ -660,6 +678,8 @@ static const struct tn__pg_backend tcp_backend = {
 
 /* ------------------------------------------------------------ the mesh */
 
+/* Reads n bytes from fd before deadline (ms, monotonic); 0, or -1 on
+ * timeout, error or EOF. */
 static int read_full(int fd, void *p, size_t n, int64_t deadline)
 {
     char *c = p;
@@ -880,6 +900,7 @@ int tn__pg_peer_fd(const struct tn_pg *pg, int peer)
     return pg->fds ? pg->fds[peer] : -1;
 }
 
+/* The peer's pid, or 0 where the group has no shared memory. */
 int tn__pg_peer_pid(const struct tn_pg *pg, int peer)
 {
     return pg->pids ? (int)pg->pids[peer] : 0;

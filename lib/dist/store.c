@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <time.h>
 
+/* Fills a new store's base: ops (static, not owned), one reference, the
+ * default timeout. */
 void tn__store_init(struct tn_store *s, const struct tn__store_ops *ops)
 {
     s->ops = ops;
@@ -37,11 +39,14 @@ int64_t tn_store_timeout(const struct tn_store *s)
     return atomic_load(&((struct tn_store *)s)->timeout_ms);
 }
 
+/* TN_ERUNTIME naming the store kind that lacks what. */
 static int unsupported(const struct tn_store *s, const char *what)
 {
     return tn_set_error(TN_ERUNTIME, "%s is not implemented by %s", what, s->ops->name);
 }
 
+/* 0 when key (the caller's, trusted to be a C string) is non-NULL and within
+ * TN_STORE_MAX_KEY, else TN_EINVAL with the error set. */
 static int check_key(const char *key)
 {
     if (!key)
@@ -52,6 +57,8 @@ static int check_key(const char *key)
     return 0;
 }
 
+/* 0 when n is within TN_STORE_MAX_KEYS_PER_REQUEST and every key passes
+ * check_key, else TN_EINVAL with the error set. */
 static int check_keys(const char *const *keys, size_t n)
 {
     if (n > TN_STORE_MAX_KEYS_PER_REQUEST)
@@ -63,6 +70,8 @@ static int check_keys(const char *const *keys, size_t n)
     return 0;
 }
 
+/* 0 when a value of len bytes is within TN_STORE_MAX_VALUE, else TN_EINVAL
+ * with the error set. */
 static int check_value(size_t len)
 {
     if (len > TN_STORE_MAX_VALUE)
@@ -218,6 +227,8 @@ struct hash_store {
 
 #define HS(s) ((struct hash_store *)(s))
 
+/* The absolute CLOCK_MONOTONIC time of deadline_ms (ms since that clock's
+ * origin) for pthread_cond_timedwait. */
 static void deadline_ts(struct timespec *ts, int64_t deadline_ms)
 {
     /* The condvar uses CLOCK_MONOTONIC (set at creation). */
@@ -225,6 +236,7 @@ static void deadline_ts(struct timespec *ts, int64_t deadline_ms)
     ts->tv_nsec = (deadline_ms % 1000) * 1000000;
 }
 
+/* Whether every key exists (a value or a non-empty queue); h->mu is held. */
 static bool all_exist(struct hash_store *h, const char *const *keys, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -248,6 +260,8 @@ static int hs_wait_locked(struct hash_store *h, const char *const *keys, size_t 
     return 0;
 }
 
+/* tn__store_ops.set for the HashStore: copies the value under the lock and
+ * wakes every waiter; 0 or TN_ENOMEM. */
 static int hs_set(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     struct hash_store *h = HS(s);
@@ -259,6 +273,8 @@ static int hs_set(struct tn_store *s, const char *k, size_t kl, const void *v, s
     return rc < 0 ? tn_set_error(TN_ENOMEM, "HashStore: out of memory setting %s", k) : 0;
 }
 
+/* A malloc'd copy of n bytes of v plus a NUL (the caller frees it); NULL
+ * when memory ran out. */
 static void *dup_bytes(const void *v, size_t n)
 {
     char *c = malloc(n + 1);
@@ -270,6 +286,8 @@ static void *dup_bytes(const void *v, size_t n)
     return c;
 }
 
+/* tn__store_ops.get: waits up to the store's timeout for k, then *v is a
+ * malloc'd copy the caller frees (empty for a queue-only key). */
 static int hs_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t *vl)
 {
     struct hash_store *h = HS(s);
@@ -292,6 +310,8 @@ static int hs_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t
     return rc;
 }
 
+/* tn__store_ops.add: the decimal value plus d (missing: 0) into *out, stored
+ * back, waiters woken. */
 static int hs_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64_t *out)
 {
     struct hash_store *h = HS(s);
@@ -311,6 +331,8 @@ static int hs_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64
     return rc;
 }
 
+/* tn__store_ops.compare_set with TCPStore's rules; *v is a malloc'd copy of
+ * the value now stored (the caller frees it). */
 static int hs_compare_set(struct tn_store *s, const char *k, size_t kl, const void *ev,
                           size_t el, const void *dv, size_t dl, void **v, size_t *vl)
 {
@@ -352,6 +374,7 @@ static int hs_compare_set(struct tn_store *s, const char *k, size_t kl, const vo
                   : 0;
 }
 
+/* tn__store_ops.wait: 0 once every key exists, TN_ETIMEOUT after timeout_ms. */
 static int hs_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct hash_store *h = HS(s);
@@ -361,6 +384,7 @@ static int hs_wait(struct tn_store *s, const char *const *keys, size_t n, int64_
     return rc;
 }
 
+/* tn__store_ops.check: 1 when every key exists, else 0. */
 static int hs_check(struct tn_store *s, const char *const *keys, size_t n)
 {
     struct hash_store *h = HS(s);
@@ -370,6 +394,7 @@ static int hs_check(struct tn_store *s, const char *const *keys, size_t n)
     return ok;
 }
 
+/* tn__store_ops.del: 1 when k held a value (now dropped), else 0. */
 static int hs_del(struct tn_store *s, const char *k, size_t kl)
 {
     struct hash_store *h = HS(s);
@@ -380,6 +405,7 @@ static int hs_del(struct tn_store *s, const char *k, size_t kl)
     return had;
 }
 
+/* tn__store_ops.num_keys: the number of keys holding a value into *out. */
 static int hs_num_keys(struct tn_store *s, int64_t *out)
 {
     struct hash_store *h = HS(s);
@@ -389,6 +415,8 @@ static int hs_num_keys(struct tn_store *s, int64_t *out)
     return 0;
 }
 
+/* tn__store_ops.append: v appended to k's value (a missing key is set),
+ * waiters woken; 0 or an error. */
 static int hs_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     struct hash_store *h = HS(s);
@@ -419,6 +447,8 @@ static int hs_append(struct tn_store *s, const char *k, size_t kl, const void *v
     return rc < 0 ? tn_set_error(rc, "HashStore: out of memory appending to %s", k) : 0;
 }
 
+/* tn__store_ops.queue_push: a copy of v queued under k, waiters woken; 0 or
+ * TN_ENOMEM. */
 static int hs_queue_push(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     struct hash_store *h = HS(s);
@@ -430,6 +460,8 @@ static int hs_queue_push(struct tn_store *s, const char *k, size_t kl, const voi
     return rc < 0 ? tn_set_error(rc, "HashStore: out of memory pushing to %s", k) : 0;
 }
 
+/* tn__store_ops.queue_pop: the oldest item as a malloc'd *v the caller
+ * frees; with block, waits up to the timeout for one. */
 static int hs_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block, void **v,
                         size_t *vl)
 {
@@ -466,6 +498,7 @@ static int hs_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block
     return rc;
 }
 
+/* tn__store_ops.queue_len: the length of k's queue (0 when none) into *out. */
 static int hs_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *out)
 {
     struct hash_store *h = HS(s);
@@ -476,6 +509,8 @@ static int hs_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *o
     return 0;
 }
 
+/* tn__store_ops.destroy: frees the map, the lock and the store (last
+ * reference gone). */
 static void hs_destroy(struct tn_store *s)
 {
     struct hash_store *h = HS(s);
@@ -546,6 +581,8 @@ static char *pkey(struct tn_store *s, const char *k, size_t kl)
     return r;
 }
 
+/* A malloc'd array of n malloc'd prefixed copies of keys (free_keys); NULL
+ * with the error set when memory ran out. */
 static char **pkeys(struct tn_store *s, const char *const *keys, size_t n)
 {
     char **r = calloc(n ? n : 1, sizeof *r);
@@ -565,6 +602,7 @@ static char **pkeys(struct tn_store *s, const char *const *keys, size_t n)
     return r;
 }
 
+/* Frees pkeys' array and its n keys. */
 static void free_keys(char **k, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -583,40 +621,51 @@ static void free_keys(char **k, size_t n)
     free(pk);                                                                                 \
     return rc
 
+/* The PrefixStore's entries: each prefixes the key(s) and calls the inner
+ * store with this store's timeout; results and ownership as the inner
+ * store's. */
 static int ps_set(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     PREFIXED(tn_store_set(INNER(s), pk, v, vl));
 }
+/* PrefixStore get (see ps_set). */
 static int ps_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t *vl)
 {
     PREFIXED(tn_store_get(INNER(s), pk, v, vl));
 }
+/* PrefixStore add (see ps_set). */
 static int ps_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64_t *out)
 {
     PREFIXED(tn_store_add(INNER(s), pk, d, out));
 }
+/* PrefixStore compare_set (see ps_set). */
 static int ps_compare_set(struct tn_store *s, const char *k, size_t kl, const void *ev,
                           size_t el, const void *dv, size_t dl, void **v, size_t *vl)
 {
     PREFIXED(tn_store_compare_set(INNER(s), pk, ev, el, dv, dl, v, vl));
 }
+/* PrefixStore del (see ps_set). */
 static int ps_del(struct tn_store *s, const char *k, size_t kl)
 {
     PREFIXED(tn_store_delete(INNER(s), pk));
 }
+/* PrefixStore append (see ps_set). */
 static int ps_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     PREFIXED(tn_store_append(INNER(s), pk, v, vl));
 }
+/* PrefixStore queue_push (see ps_set). */
 static int ps_queue_push(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     PREFIXED(tn_store_queue_push(INNER(s), pk, v, vl));
 }
+/* PrefixStore queue_pop (see ps_set). */
 static int ps_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block, void **v,
                         size_t *vl)
 {
     PREFIXED(tn_store_queue_pop(INNER(s), pk, block, v, vl));
 }
+/* PrefixStore queue_len (see ps_set). */
 static int ps_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *out)
 {
     PREFIXED(tn_store_queue_len(INNER(s), pk, out));
@@ -630,30 +679,38 @@ static int ps_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *o
     free_keys(pk, n);                                                                         \
     return rc
 
+/* PrefixStore wait (see ps_set). */
 static int ps_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     PREFIXED_N(tn_store_wait(PS(s)->inner, (const char *const *)pk, n, timeout_ms));
 }
+/* PrefixStore check (see ps_set). */
 static int ps_check(struct tn_store *s, const char *const *keys, size_t n)
 {
     PREFIXED_N(tn_store_check(PS(s)->inner, (const char *const *)pk, n));
 }
+/* PrefixStore multi_get (see ps_set). */
 static int ps_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **v,
                         size_t *vl)
 {
     PREFIXED_N(tn_store_multi_get(INNER(s), (const char *const *)pk, n, v, vl));
 }
+/* PrefixStore multi_set (see ps_set). */
 static int ps_multi_set(struct tn_store *s, const char *const *keys, size_t n,
                         const void *const *v, const size_t *vl)
 {
     PREFIXED_N(tn_store_multi_set(INNER(s), (const char *const *)pk, n, v, vl));
 }
 
+/* PrefixStore num_keys: the inner store's count (every prefix's keys, as
+ * PyTorch's). */
 static int ps_num_keys(struct tn_store *s, int64_t *out)
 {
     return tn_store_num_keys(PS(s)->inner, out);
 }
 
+/* tn__store_ops.destroy: drops the reference to the inner store, frees the
+ * prefix and the store. */
 static void ps_destroy(struct tn_store *s)
 {
     tn_store_release(PS(s)->inner);

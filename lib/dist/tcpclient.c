@@ -34,12 +34,16 @@ struct tcp_store {
 
 #define TS(s) ((struct tcp_store *)(s))
 
+/* TN_EIO naming the server and what failed (err: an errno, 0 when the server
+ * closed the connection). */
 static int io_error(struct tcp_store *t, const char *what, int err)
 {
     return tn_set_error(TN_EIO, "TCPStore client %s:%d: %s: %s", t->host, t->port, what,
                         err ? strerror(err) : "the server closed the connection");
 }
 
+/* Sends n bytes on t's socket (t->mu held), retrying short sends; 0 or
+ * TN_EIO with the error set. */
 static int send_all(struct tcp_store *t, const void *p, size_t n)
 {
     const char *c = p;
@@ -66,6 +70,8 @@ static int send_all(struct tcp_store *t, const void *p, size_t n)
  * RECV_SPIN_NS, then block. */
 #define RECV_SPIN_NS 20000
 
+/* recv(2) of up to n bytes that spins RECV_SPIN_NS before it blocks; recv's
+ * result and errno. */
 static ssize_t recv_soon(int fd, void *p, size_t n)
 {
     struct timespec t0, t1;
@@ -127,6 +133,7 @@ static int recv_all(struct tcp_store *t, void *p, size_t n, int64_t deadline)
     return 0;
 }
 
+/* Reads a little-endian i64 reply before deadline; 0, TN_ETIMEOUT or TN_EIO. */
 static int recv_i64(struct tcp_store *t, int64_t *v, int64_t deadline)
 {
     unsigned char b[8];
@@ -136,6 +143,9 @@ static int recv_i64(struct tcp_store *t, int64_t *v, int64_t deadline)
     return rc;
 }
 
+/* Reads a str reply (u64 length, bytes) into a malloc'd *v (NUL-terminated;
+ * the caller frees it); the length the server sent is checked against
+ * TN_STORE_MAX_VALUE before allocating. */
 static int recv_bytes(struct tcp_store *t, void **v, size_t *vl, int64_t deadline)
 {
     int64_t n = 0;
@@ -167,6 +177,8 @@ static int put_key(struct tn__dbuf *b, const char *k, size_t kl)
     return tn__db_put(b, k, kl);
 }
 
+/* Sends b (rc < 0: building it ran out of memory) and frees it; 0 or an
+ * error. */
 static int send_buf(struct tcp_store *t, struct tn__dbuf *b, int rc)
 {
     if (rc < 0) {
@@ -184,6 +196,8 @@ static int64_t reply_deadline(struct tn_store *s)
     return tn__now_ms() + tn_store_timeout(s);
 }
 
+/* rc, with TN_ETIMEOUT turned into PyTorch's 'wait timeout' message naming
+ * k. */
 static int timeout_error(struct tn_store *s, int rc, const char *k)
 {
     if (rc == TN_ETIMEOUT) {
@@ -221,6 +235,7 @@ static int do_wait(struct tcp_store *t, const char *const *keys, size_t n, int64
     return tn__wait_timeout_error(timeout_ms, keys, n, "/");
 }
 
+/* tn__store_ops.set: SET, no reply awaited; 0 or TN_EIO. */
 static int ts_set(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     struct tcp_store *t = TS(s);
@@ -232,6 +247,8 @@ static int ts_set(struct tn_store *s, const char *k, size_t kl, const void *v, s
     return rc;
 }
 
+/* tn__store_ops.get: WAIT then GET (pipelined with CHECK against our
+ * server); *v malloc'd, the caller frees it. */
 static int ts_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t *vl)
 {
     struct tcp_store *t = TS(s);
@@ -273,6 +290,7 @@ static int ts_get(struct tn_store *s, const char *k, size_t kl, void **v, size_t
     return rc;
 }
 
+/* tn__store_ops.add: ADD, the new value into *out. */
 static int ts_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64_t *out)
 {
     struct tcp_store *t = TS(s);
@@ -286,6 +304,8 @@ static int ts_add(struct tn_store *s, const char *k, size_t kl, int64_t d, int64
     return rc;
 }
 
+/* tn__store_ops.compare_set: COMPARE_SET; *v the value now stored, malloc'd,
+ * the caller frees it. */
 static int ts_compare_set(struct tn_store *s, const char *k, size_t kl, const void *ev,
                           size_t el, const void *dv, size_t dl, void **v, size_t *vl)
 {
@@ -301,6 +321,8 @@ static int ts_compare_set(struct tn_store *s, const char *k, size_t kl, const vo
     return rc;
 }
 
+/* tn__store_ops.wait: WAIT for every key within timeout_ms (CANCEL_WAIT on
+ * timeout, the socket stays usable). */
 static int ts_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     struct tcp_store *t = TS(s);
@@ -310,6 +332,8 @@ static int ts_wait(struct tn_store *s, const char *const *keys, size_t n, int64_
     return rc;
 }
 
+/* tn__store_ops.check: CHECK; 1 when every key exists, 0 when not, < 0 on
+ * error. */
 static int ts_check(struct tn_store *s, const char *const *keys, size_t n)
 {
     struct tcp_store *t = TS(s);
@@ -328,6 +352,7 @@ static int ts_check(struct tn_store *s, const char *const *keys, size_t n)
     return rc < 0 ? rc : r == 0;
 }
 
+/* tn__store_ops.del: DELETE_KEY; 1 when the key existed, else 0. */
 static int ts_del(struct tn_store *s, const char *k, size_t kl)
 {
     struct tcp_store *t = TS(s);
@@ -342,6 +367,7 @@ static int ts_del(struct tn_store *s, const char *k, size_t kl)
     return rc < 0 ? rc : r != 0;
 }
 
+/* tn__store_ops.num_keys: GETNUMKEYS into *out. */
 static int ts_num_keys(struct tn_store *s, int64_t *out)
 {
     struct tcp_store *t = TS(s);
@@ -356,6 +382,8 @@ static int ts_num_keys(struct tn_store *s, int64_t *out)
     return rc;
 }
 
+/* Sends op (APPEND or QUEUE_PUSH) with key and value, no reply awaited; 0 or
+ * an error. */
 static int push_like(struct tn_store *s, int op, const char *k, size_t kl, const void *v,
                      size_t vl)
 {
@@ -368,16 +396,20 @@ static int push_like(struct tn_store *s, int op, const char *k, size_t kl, const
     return rc;
 }
 
+/* tn__store_ops.append: APPEND. */
 static int ts_append(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     return push_like(s, TN_STORE_CMD_APPEND, k, kl, v, vl);
 }
 
+/* tn__store_ops.queue_push: QUEUE_PUSH. */
 static int ts_queue_push(struct tn_store *s, const char *k, size_t kl, const void *v, size_t vl)
 {
     return push_like(s, TN_STORE_CMD_QUEUE_PUSH, k, kl, v, vl);
 }
 
+/* tn__store_ops.multi_get: WAIT for every key, then MULTI_GET; v[i]
+ * malloc'd, the caller frees each. */
 static int ts_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **v,
                         size_t *vl)
 {
@@ -404,6 +436,7 @@ static int ts_multi_get(struct tn_store *s, const char *const *keys, size_t n, v
     return rc;
 }
 
+/* tn__store_ops.multi_set: MULTI_SET, no reply awaited. */
 static int ts_multi_set(struct tn_store *s, const char *const *keys, size_t n,
                         const void *const *v, const size_t *vl)
 {
@@ -418,6 +451,8 @@ static int ts_multi_set(struct tn_store *s, const char *const *keys, size_t n,
     return rc;
 }
 
+/* tn__store_ops.queue_pop: QUEUE_POP (with block, WAIT for the key first);
+ * *v malloc'd, the caller frees it. */
 static int ts_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block, void **v,
                         size_t *vl)
 {
@@ -454,6 +489,7 @@ static int ts_queue_pop(struct tn_store *s, const char *k, size_t kl, bool block
     return rc;
 }
 
+/* tn__store_ops.queue_len: QUEUE_LEN into *out. */
 static int ts_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *out)
 {
     struct tcp_store *t = TS(s);
@@ -467,6 +503,7 @@ static int ts_queue_len(struct tn_store *s, const char *k, size_t kl, int64_t *o
     return rc;
 }
 
+/* tn__store_ops.destroy: closes the socket, frees the store. */
 static void ts_destroy(struct tn_store *s)
 {
     struct tcp_store *t = TS(s);
@@ -579,6 +616,8 @@ static int try_connect(const char *host, int port, int64_t deadline, int *err)
     return fd;
 }
 
+/* Makes fd's blocking receives return every RECV_SLICE_MS, so a deadline is
+ * looked at. */
 static void set_slice(int fd)
 {
     struct timeval tv = {0, RECV_SLICE_MS * 1000};

@@ -93,6 +93,8 @@ struct rd {
     int err;     /* 1: need more, -1: refuse */
 };
 
+/* Whether n more bytes are in the request; if not, r->err = 1 and r->need
+ * says how many it needs. */
 static bool rd_have(struct rd *r, size_t n)
 {
     if (r->err)
@@ -105,6 +107,7 @@ static bool rd_have(struct rd *r, size_t n)
     return true;
 }
 
+/* The next little-endian u64 (0 with r->err set when incomplete). */
 static uint64_t rd_u64(struct rd *r)
 {
     if (!rd_have(r, 8))
@@ -114,6 +117,7 @@ static uint64_t rd_u64(struct rd *r)
     return v;
 }
 
+/* The next little-endian u32 (0 with r->err set when incomplete). */
 static uint32_t rd_u32(struct rd *r)
 {
     if (!rd_have(r, 4))
@@ -144,18 +148,21 @@ static const char *rd_str(struct rd *r, size_t limit, size_t *len)
 
 /* ------------------------------------------------------------ replies */
 
+/* Queues a u8 reply on c->out (out of memory: the client is dropped). */
 static void reply_u8(struct conn *c, uint8_t v)
 {
     if (tn__db_u8(&c->out, v) < 0)
         c->dead = true;
 }
 
+/* Queues an i64 reply (little-endian). */
 static void reply_i64(struct conn *c, int64_t v)
 {
     if (tn__db_u64(&c->out, (uint64_t)v) < 0)
         c->dead = true;
 }
 
+/* Queues a str reply (u64 length + bytes). */
 static void reply_str(struct conn *c, const void *p, size_t n)
 {
     if (tn__db_str(&c->out, p, n) < 0)
@@ -164,6 +171,8 @@ static void reply_str(struct conn *c, const void *p, size_t n)
 
 /* ------------------------------------------------------------ waiters */
 
+/* Forgets c's pending WAIT (its copied keys freed) and unlinks it from
+ * s->waiters; nothing when it has none. */
 static void waiter_clear(struct tn_store_server *s, struct conn *c)
 {
     if (!c->waiting)
@@ -215,11 +224,14 @@ static void notify(struct tn_store_server *s, const char *k, size_t kl)
 
 /* ------------------------------------------------------------ requests */
 
+/* Whether k exists for CHECK and WAIT: a value or a non-empty queue. */
 static bool exists(struct tn_store_server *s, const char *k, size_t kl)
 {
     return tn__kv_exists(tn__map_find(&s->map, k, kl));
 }
 
+/* Stores a copy of v under k and wakes its waiters; false when memory ran
+ * out. */
 static bool set_value(struct tn_store_server *s, const char *k, size_t kl, const void *v,
                       size_t vl)
 {
@@ -281,6 +293,7 @@ static int rd_key_list(struct rd *r, struct keys *ks)
     return 1;
 }
 
+/* Frees rd_key_list's arrays (not the keys: they are the input's). */
 static void keys_free(struct keys *ks)
 {
     free(ks->k);
@@ -723,6 +736,8 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
 
 /* ------------------------------------------------------------ the loop */
 
+/* Drops c: its wait, its epoll registration, its socket and buffers; c is
+ * freed. */
 static void close_conn(struct tn_store_server *s, struct conn *c)
 {
     waiter_clear(s, c);
@@ -741,6 +756,8 @@ static void close_conn(struct tn_store_server *s, struct conn *c)
     s->nconns--;
 }
 
+/* Sends what c->out holds without blocking (what remains waits for
+ * EPOLLOUT); a send error marks c dead. */
 static void flush_conn(struct tn_store_server *s, struct conn *c)
 {
     while (c->out.len) {
@@ -792,6 +809,9 @@ static void process(struct tn_store_server *s, struct conn *c)
         flush_conn(s, c);
 }
 
+/* Reads what c's socket holds within the input bounds and runs the
+ * complete requests; EOF, an error or a bound passed marks c dead (the loop
+ * closes it). */
 static void on_readable(struct tn_store_server *s, struct conn *c)
 {
     for (;;) {
@@ -923,6 +943,7 @@ static void accept_all(struct tn_store_server *s, int lfd)
  * replied, the loop looks for it without sleeping for this long. */
 #define REPLY_SPIN_NS 20000
 
+/* Monotonic nanoseconds. */
 static int64_t now_ns(void)
 {
     struct timespec t;
@@ -930,6 +951,8 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* The server thread: epoll over the listeners, the clients and stopfd until
+ * tn_store_server_stop; owns every connection. */
 static void *loop(void *arg)
 {
     struct tn_store_server *s = arg;
@@ -1010,6 +1033,8 @@ static void *loop(void *arg)
     return NULL;
 }
 
+/* A non-blocking listening socket on host:port (port 0: any; *outport the
+ * one bound), or < 0 with the error set. */
 static int listen_on(const char *host, int port, int *outport)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,

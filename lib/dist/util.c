@@ -19,11 +19,13 @@ static uint64_t hash_bytes(const char *k, size_t kl)
     return h;
 }
 
+/* An empty map (no allocation until the first entry). */
 void tn__map_init(struct tn__map *m)
 {
     memset(m, 0, sizeof *m);
 }
 
+/* Frees an entry with its key, value and queued items (already unlinked). */
 static void free_entry(struct tn__kv *e)
 {
     struct tn__qitem *q = e->qhead;
@@ -37,6 +39,7 @@ static void free_entry(struct tn__kv *e)
     free(e);
 }
 
+/* Frees every entry and the slots; the map is empty and reusable after. */
 void tn__map_free(struct tn__map *m)
 {
     for (size_t i = 0; i < m->nslots; i++) {
@@ -62,6 +65,8 @@ struct tn__kv *tn__map_find(const struct tn__map *m, const char *k, size_t kl)
     return NULL;
 }
 
+/* Doubles the slots (64 at first) and rehashes; 0 or TN_ENOMEM with the map
+ * unchanged. */
 static int grow(struct tn__map *m)
 {
     size_t n = m->nslots ? m->nslots * 2 : 64;
@@ -122,6 +127,7 @@ int tn__map_setval(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl
     return 0;
 }
 
+/* Removes e from its chain and frees it. */
 static void unlink_entry(struct tn__map *m, struct tn__kv *e)
 {
     struct tn__kv **p = &m->slots[e->hash & (m->nslots - 1)];
@@ -146,6 +152,7 @@ bool tn__map_delval(struct tn__map *m, struct tn__kv *e)
     return had;
 }
 
+/* Queues a copy of vl bytes of v at e's tail; 0 or TN_ENOMEM. */
 int tn__map_push(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl)
 {
     (void)m;
@@ -206,6 +213,8 @@ bad:
                         (int)kl, k);
 }
 
+/* Room for extra more bytes (the capacity doubles, from 256); 0, or
+ * TN_ENOMEM with the buffer unchanged. */
 int tn__db_reserve(struct tn__dbuf *b, size_t extra)
 {
     if (b->cap - b->len >= extra)
@@ -224,6 +233,7 @@ int tn__db_reserve(struct tn__dbuf *b, size_t extra)
     return 0;
 }
 
+/* Appends n bytes of p; 0 or TN_ENOMEM. */
 int tn__db_put(struct tn__dbuf *b, const void *p, size_t n)
 {
     if (tn__db_reserve(b, n) < 0)
@@ -234,11 +244,13 @@ int tn__db_put(struct tn__dbuf *b, const void *p, size_t n)
     return 0;
 }
 
+/* Appends one byte; 0 or TN_ENOMEM. */
 int tn__db_u8(struct tn__dbuf *b, uint8_t v)
 {
     return tn__db_put(b, &v, 1);
 }
 
+/* Appends v little-endian (the wire's order); 0 or TN_ENOMEM. */
 int tn__db_u32(struct tn__dbuf *b, uint32_t v)
 {
     unsigned char c[4];
@@ -247,6 +259,7 @@ int tn__db_u32(struct tn__dbuf *b, uint32_t v)
     return tn__db_put(b, c, 4);
 }
 
+/* Appends v little-endian; 0 or TN_ENOMEM. */
 int tn__db_u64(struct tn__dbuf *b, uint64_t v)
 {
     unsigned char c[8];
@@ -255,6 +268,8 @@ int tn__db_u64(struct tn__dbuf *b, uint64_t v)
     return tn__db_put(b, c, 8);
 }
 
+/* Appends the wire's string: u64 length n, then n bytes of p; 0 or
+ * TN_ENOMEM. */
 int tn__db_str(struct tn__dbuf *b, const void *p, size_t n)
 {
     if (tn__db_u64(b, n) < 0)
@@ -272,6 +287,7 @@ void tn__db_consume(struct tn__dbuf *b, size_t n)
     b->len -= n;
 }
 
+/* Frees the bytes; the buffer is empty and reusable after. */
 void tn__db_free(struct tn__dbuf *b)
 {
     free(b->data);
