@@ -222,25 +222,18 @@ struct tn__pg_backend {
     bool (*rs_by_allreduce)(const struct tn_pg *, const struct tn_tensor *out);
 };
 
-/* A process group (pg.c). The generic part is rank to impl; fds, shm, pids,
- * nonce and seg are the tcp backend's mesh (pg_tcp.c), unused by others. */
+/* A process group (pg.c); the backend's own state is impl. */
 struct tn_pg {
     int rank, size;
-    int *fds; /* fds[peer]; -1 for self */
     int64_t timeout_ms;
     uint64_t seq;
-    const char *op; /* the running collective, for messages */
-    /* cross-memory attach: on when every rank read every peer's nonce */
-    bool shm;
-    pid_t *pids;        /* pids[peer] */
-    volatile uint64_t nonce; /* read by the peers at creation */
+    const char *op;          /* the running collective, for messages */
     struct tn_store *store;  /* where ranks agree on a failure */
     char *verdict;           /* the agreed failure; the group is broken */
     int verdict_status;
     struct tn__pgq *queue; /* async work (pg_async.c), made on first use */
-    struct tn__pgshm *seg; /* allreduce's shared segments (pg_shm.c), made on first use */
-    const struct tn__pg_backend *be; /* never NULL: tcp's is pg_tcp.c's */
-    void *impl;                      /* the backend's state (tcp: the group) */
+    const struct tn__pg_backend *be; /* never NULL */
+    void *impl;                      /* the backend's state, owned (be->destroy) */
 };
 
 /* A tcp group on the address TN_PG_HOST, TN_PG_IFNAME or the store's

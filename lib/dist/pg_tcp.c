@@ -41,6 +41,19 @@
 /* The socket ring's and the shared-memory ring's reduction segment. */
 #define SEGMENT (1u << 20)
 
+/* The tcp backend's state, a group's impl. */
+struct tcp_mesh {
+    int size;
+    int *fds; /* fds[peer]; -1 for self */
+    /* cross-memory attach: on when every rank read every peer's nonce */
+    bool shm;
+    pid_t *pids;             /* pids[peer] */
+    volatile uint64_t nonce; /* read by the peers at creation */
+    struct tn__pgshm *seg;   /* allreduce's shared segments (pg_shm.c), made on first use */
+};
+
+#define TCP(pg) ((struct tcp_mesh *)(pg)->impl)
+
 /* The running collective failed waiting for peer (errno 0 or EAGAIN: it
  * timed out): the error naming the op, its number and the peer, agreed with
  * the other ranks (tn__pg_fail) once a collective is running. */
@@ -69,11 +82,11 @@ static int sendrecv(struct tn_pg *pg, int to, const void *sbuf, size_t sn, int f
         int n = 0, si = -1, ri = -1;
         if (sn) {
             si = n;
-            p[n++] = (struct pollfd){.fd = pg->fds[to], .events = POLLOUT};
+            p[n++] = (struct pollfd){.fd = TCP(pg)->fds[to], .events = POLLOUT};
         }
         if (rn) {
             ri = n;
-            p[n++] = (struct pollfd){.fd = pg->fds[from], .events = POLLIN};
+            p[n++] = (struct pollfd){.fd = TCP(pg)->fds[from], .events = POLLIN};
         }
         int64_t left = deadline - tn__now_ms();
         if (left <= 0) {
@@ -87,7 +100,7 @@ static int sendrecv(struct tn_pg *pg, int to, const void *sbuf, size_t sn, int f
         if (pr <= 0)
             continue;
         if (si >= 0 && (p[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            ssize_t w = send(pg->fds[to], s, sn, MSG_DONTWAIT | MSG_NOSIGNAL);
+            ssize_t w = send(TCP(pg)->fds[to], s, sn, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (w < 0 && errno != EAGAIN && errno != EINTR)
                 return peer_error(pg, to, "closed its connection");
             if (w > 0) {
@@ -96,7 +109,7 @@ static int sendrecv(struct tn_pg *pg, int to, const void *sbuf, size_t sn, int f
             }
         }
         if (ri >= 0 && (p[ri].revents & (POLLIN | POLLERR | POLLHUP))) {
-            ssize_t g = recv(pg->fds[from], r, rn, MSG_DONTWAIT);
+            ssize_t g = recv(TCP(pg)->fds[from], r, rn, MSG_DONTWAIT);
             if (g == 0 || (g < 0 && errno != EAGAIN && errno != EINTR)) {
                 if (g == 0)
                     errno = ECONNRESET;
@@ -348,7 +361,7 @@ static int shm_read(struct tn_pg *pg, int peer, void *dst, uint64_t raddr, size_
     char *d = dst;
     while (n) {
         struct iovec l = {d, n}, rm = {(void *)(uintptr_t)raddr, n};
-        ssize_t g = process_vm_readv(pg->pids[peer], &l, 1, &rm, 1, 0);
+        ssize_t g = process_vm_readv(TCP(pg)->pids[peer], &l, 1, &rm, 1, 0);
         if (g < 0 && errno == EINTR)
             continue;
         if (g <= 0)
@@ -464,8 +477,8 @@ static int tcp_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_o
     int rc = 1; /* 1: not done yet */
     if (P == 1 || n == 0)
         rc = 0;
-    else if (pg->shm && nb >= SHM_BYTES)
-        rc = tn__pgshm_allreduce(pg, &pg->seg, buf, n, t->dtype, op);
+    else if (TCP(pg)->shm && nb >= SHM_BYTES)
+        rc = tn__pgshm_allreduce(pg, &TCP(pg)->seg, buf, n, t->dtype, op);
     if (rc > 0) {
         char *tmp = malloc(small ? nb : SEGMENT);
         int64_t *off = malloc(sizeof *off * (size_t)(P + 1));
@@ -475,7 +488,8 @@ static int tcp_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_o
             return tn_set_error(TN_ENOMEM, "allreduce: out of memory");
         }
         rc = small ? allreduce_doubling(pg, buf, n, t->dtype, op, tmp)
-                   : allreduce_ring(pg, buf, n, t->dtype, op, tmp, off, pg->shm && nb >= SHM_BYTES);
+                   : allreduce_ring(pg, buf, n, t->dtype, op, tmp, off,
+                                    TCP(pg)->shm && nb >= SHM_BYTES);
         free(tmp);
         free(off);
     }
@@ -492,7 +506,7 @@ static int tcp_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
     int P = pg->size, vr = (pg->rank - root + P) % P;
     size_t nb = tn_nbytes(t);
-    if (pg->shm && P > 1 && nb >= SHM_BYTES)
+    if (TCP(pg)->shm && P > 1 && nb >= SHM_BYTES)
         return broadcast_shm(pg, tn_data(t), nb, root);
     /* a binomial tree rooted at `root` */
     int mask = 1;
@@ -525,7 +539,7 @@ static int tcp_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct t
 {
     size_t nb = tn_nbytes(in);
     char *o = tn_data(out);
-    if (pg->shm && pg->size > 1 && nb >= SHM_BYTES)
+    if (TCP(pg)->shm && pg->size > 1 && nb >= SHM_BYTES)
         return allgather_shm(pg, o, tn_data(in), nb);
     int P = pg->size, r = pg->rank;
     memmove(o + (size_t)r * nb, tn_data(in), nb);
@@ -575,7 +589,8 @@ static int tcp_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op o
 }
 
 /* tcp gather: every rank sends its input to root's block of out. */
-static int tcp_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
+static int tcp_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
+                      int root)
 {
     size_t nb = tn_nbytes(in);
     if (pg->rank != root)
@@ -593,7 +608,8 @@ static int tcp_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_t
 }
 
 /* tcp scatter: root sends block p of in to rank p. */
-static int tcp_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
+static int tcp_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
+                       int root)
 {
     size_t nb = tn_nbytes(out);
     if (pg->rank != root)
@@ -631,30 +647,30 @@ static int tcp_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct 
  * through tcp_reduce_scatter: everywhere but the shared-memory path. */
 static bool tcp_rs_by_allreduce(const struct tn_pg *pg, const struct tn_tensor *out)
 {
-    return !(pg->shm && pg->size > 1 && tn_nbytes(out) >= SHM_BYTES);
+    return !(TCP(pg)->shm && pg->size > 1 && tn_nbytes(out) >= SHM_BYTES);
 }
 
 /* The collective failed: shut the sockets, so peers still waiting in it see
  * that at once (tn__pg_fail). */
 static void tcp_abort(struct tn_pg *pg)
 {
-    for (int i = 0; pg->fds && i < pg->size; i++)
-        if (pg->fds[i] >= 0)
-            shutdown(pg->fds[i], SHUT_RDWR);
+    for (int i = 0; TCP(pg)->fds && i < pg->size; i++)
+        if (TCP(pg)->fds[i] >= 0)
+            shutdown(TCP(pg)->fds[i], SHUT_RDWR);
 }
 
-/* Frees the mesh: impl is the group itself (the tcp backend's state is
- * struct tn_pg's mesh fields); the group's own memory is pg.c's. */
+/* Frees the mesh (the group's impl): the shared segments, the sockets. */
 static void tcp_destroy(void *impl, bool broken)
 {
-    struct tn_pg *pg = impl;
+    struct tcp_mesh *m = impl;
     (void)broken;
-    tn__pgshm_free(pg->seg);
-    for (int i = 0; pg->fds && i < pg->size; i++)
-        if (pg->fds[i] >= 0)
-            close(pg->fds[i]);
-    free(pg->fds);
-    free(pg->pids);
+    tn__pgshm_free(m->seg);
+    for (int i = 0; m->fds && i < m->size; i++)
+        if (m->fds[i] >= 0)
+            close(m->fds[i]);
+    free(m->fds);
+    free(m->pids);
+    free(m);
 }
 
 static const struct tn__pg_backend tcp_backend = {
@@ -700,7 +716,7 @@ static int read_full(int fd, void *p, size_t n, int64_t deadline)
 }
 
 /* Reads peer's published "host port pid nonce-address nonce"; records the
- * pid and clears pg->shm unless this process can read the nonce there.
+ * pid and clears the mesh's shm unless this process can read the nonce there.
  * Returns false only for a malformed value. */
 static bool shm_probe(struct tn_pg *pg, int peer, const char *published)
 {
@@ -713,10 +729,10 @@ static bool shm_probe(struct tn_pg *pg, int peer, const char *published)
     uint64_t seen = 0;
     struct iovec l = {&seen, 8}, rm = {(void *)(uintptr_t)where, 8};
     if (got != 5 || pid <= 0 || process_vm_readv(pid, &l, 1, &rm, 1, 0) != 8 || seen != nonce) {
-        pg->shm = false;
+        TCP(pg)->shm = false;
         return true;
     }
-    pg->pids[peer] = pid;
+    TCP(pg)->pids[peer] = pid;
     return true;
 }
 
@@ -727,8 +743,8 @@ static int shm_agree(struct tn_pg *pg, struct tn_store *store)
 {
     const char *off = getenv("TN_PG_NO_SHM");
     if (off && *off && strcmp(off, "0") != 0)
-        pg->shm = false;
-    for (int j = pg->rank + 1; pg->shm && j < pg->size; j++) {
+        TCP(pg)->shm = false;
+    for (int j = pg->rank + 1; TCP(pg)->shm && j < pg->size; j++) {
         char key[64];
         snprintf(key, sizeof key, "tcp_pg/%d", j);
         void *v;
@@ -743,12 +759,12 @@ static int shm_agree(struct tn_pg *pg, struct tn_store *store)
     }
     int P = pg->size;
     for (int s = 1; s < P; s++) {
-        char mine = pg->shm, theirs = 0;
+        char mine = TCP(pg)->shm, theirs = 0;
         int rc = sendrecv(pg, (pg->rank + s) % P, &mine, 1, (pg->rank - s + P) % P, &theirs, 1);
         if (rc < 0)
             return rc;
         if (!theirs)
-            pg->shm = false;
+            TCP(pg)->shm = false;
     }
     return 0;
 }
@@ -764,26 +780,22 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
         host = "127.0.0.1";
     if (timeout_ms < 0)
         timeout_ms = 30 * 60 * 1000;
-    struct tn_pg *pg = calloc(1, sizeof *pg);
-    if (!pg || !(pg->fds = malloc(sizeof *pg->fds * (size_t)world_size)) ||
-        !(pg->pids = calloc((size_t)world_size, sizeof *pg->pids))) {
-        if (pg)
-            free(pg->fds);
-        free(pg);
+    struct tcp_mesh *mesh = calloc(1, sizeof *mesh);
+    if (!mesh || !(mesh->fds = malloc(sizeof *mesh->fds * (size_t)world_size)) ||
+        !(mesh->pids = calloc((size_t)world_size, sizeof *mesh->pids))) {
+        if (mesh)
+            free(mesh->fds);
+        free(mesh);
         tn_set_error(TN_ENOMEM, "tcp process group: out of memory");
         return NULL;
     }
     for (int i = 0; i < world_size; i++)
-        pg->fds[i] = -1;
-    pg->rank = rank;
-    pg->size = world_size;
-    pg->timeout_ms = timeout_ms;
-    pg->op = "init";
-    pg->be = &tcp_backend;
-    pg->impl = pg;
-    pg->shm = true;
-    pg->store = store;
-    tn_store_retain(store);
+        mesh->fds[i] = -1;
+    mesh->size = world_size;
+    mesh->shm = true;
+    struct tn_pg *pg = tn__pg_new_backend(&tcp_backend, mesh, store, rank, world_size, timeout_ms);
+    if (!pg)
+        return NULL;
     int64_t deadline = tn__now_ms() + timeout_ms;
 
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
@@ -809,10 +821,10 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
     snprintf(key, sizeof key, "tcp_pg/%d", rank);
     /* "host port pid nonce-address nonce": the last three let same-host
      * peers prove they can read this process's memory */
-    pg->nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)tn__now_ms() ^ (uintptr_t)pg ^
+    mesh->nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)tn__now_ms() ^ (uintptr_t)mesh ^
                 0x9e3779b97f4a7c15ull;
     snprintf(addr, sizeof addr, "%s %d %d %llx %llx", host, port, (int)getpid(),
-             (unsigned long long)(uintptr_t)&pg->nonce, (unsigned long long)pg->nonce);
+             (unsigned long long)(uintptr_t)&mesh->nonce, (unsigned long long)mesh->nonce);
     tn_store_set_timeout(store, timeout_ms);
     if (tn_store_set(store, key, addr, strlen(addr)) < 0) {
         close(lfd);
@@ -858,7 +870,7 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
             goto fail;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        pg->fds[j] = fd;
+        mesh->fds[j] = fd;
     }
     for (int k = rank + 1; k < world_size; k++) {
         struct pollfd pf = {.fd = lfd, .events = POLLIN};
@@ -868,20 +880,20 @@ struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, co
             fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         uint32_t who = 0;
         if (fd < 0 || read_full(fd, &who, 4, deadline) < 0 || who <= (uint32_t)rank ||
-            who >= (uint32_t)world_size || pg->fds[who] >= 0) {
+            who >= (uint32_t)world_size || mesh->fds[who] >= 0) {
             if (fd >= 0)
                 close(fd);
             close(lfd);
             int missing = -1;
             for (int m = rank + 1; m < world_size && missing < 0; m++)
-                if (pg->fds[m] < 0)
+                if (mesh->fds[m] < 0)
                     missing = m;
             tn_set_error(TN_ETIMEOUT, "tcp process group: rank %d never heard from rank %d",
                          rank, missing);
             goto fail;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        pg->fds[who] = fd;
+        mesh->fds[who] = fd;
     }
     close(lfd);
     if (shm_agree(pg, store) < 0)
@@ -897,13 +909,13 @@ fail:
 
 int tn__pg_peer_fd(const struct tn_pg *pg, int peer)
 {
-    return pg->fds ? pg->fds[peer] : -1;
+    return pg->be == &tcp_backend ? TCP(pg)->fds[peer] : -1;
 }
 
 /* The peer's pid, or 0 where the group has no shared memory. */
 int tn__pg_peer_pid(const struct tn_pg *pg, int peer)
 {
-    return pg->pids ? (int)pg->pids[peer] : 0;
+    return pg->be == &tcp_backend ? (int)TCP(pg)->pids[peer] : 0;
 }
 
 int tn__pg_peer_error(struct tn_pg *pg, int peer, const char *what)
@@ -913,7 +925,7 @@ int tn__pg_peer_error(struct tn_pg *pg, int peer, const char *what)
 
 bool tn__pg_uses_shm(const struct tn_pg *pg)
 {
-    return pg->shm;
+    return pg->be == &tcp_backend && TCP(pg)->shm;
 }
 
 /* The address the tcp process group listens on and advertises to its peers:
