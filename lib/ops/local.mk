@@ -12,6 +12,7 @@ libtensor_la_SOURCES += \
 	lib/ops/nn.c \
 	lib/ops/nn_loss.c \
 	lib/ops/shape.c \
+	lib/ops/compare.c \
 	lib/ops/movement.c \
 	lib/ops/split.c \
 	lib/ops/pad.c \

@@ -89,6 +89,12 @@ tests_unit_test_ops_shape_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_shape_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_shape_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_compare
+tests_unit_test_ops_compare_SOURCES = tests/unit/test_ops_compare.c tests/unit/ops_cases.h
+tests_unit_test_ops_compare_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_compare_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_compare_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_movement
 tests_unit_test_ops_movement_SOURCES = tests/unit/test_ops_movement.c tests/unit/ops_cases.h
 tests_unit_test_ops_movement_CPPFLAGS = $(TN_UNIT_CPP)

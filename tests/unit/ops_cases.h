@@ -13,6 +13,8 @@
 
 #include "tn_test.h"
 
+#include <tensor/autograd.h>
+
 /* Tolerances, once for every op test: |got - want| <= atol + rtol * |want|.
  * Integer and bool results must match exactly. Floats differ from PyTorch
  * only where it fuses a multiply-add differently (alpha != 1) or its
@@ -241,6 +243,22 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
     }
     json_decref(fx);
     assert_int_equal(failed, 0);
+}
+
+/* tn_gradcheck of fn over two float64 inputs made to require grad, which
+ * it releases; fails the test with the library's message. */
+static inline void gradcheck2(tn_gradcheck_fn fn, struct tn_tensor *a, struct tn_tensor *b,
+                              void *ctx)
+{
+    struct tn_tensor *in[2] = {a, b};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tn_requires_grad_(in[i], true), 0);
+    int r = tn_gradcheck(fn, in, 2, ctx, 1e-6, 1e-8, 1e-6);
+    if (r != 1)
+        print_message("# %s\n", tn_last_error());
+    assert_int_equal(r, 1);
+    tn_release(a);
+    tn_release(b);
 }
 
 #endif
