@@ -11,33 +11,64 @@
 
 #include "ops/nn_internal.h"
 
-/* self where mask is false, value where it is true (self and mask
- * broadcast together, as PyTorch's expand_outplace; the result keeps self's
- * dtype). */
+/* PyTorch's masked_fill_ refuses masks that are not bool. */
+static int check_mask(const struct tn_tensor *mask)
+{
+    if (mask->dtype == TN_BOOL)
+        return TN_OK;
+    /* c10's type names, as PyTorch prints them here */
+    static const char *const names[TN_NUM_DTYPES] = {
+        [TN_INT64] = "long int", [TN_INT32] = "int", [TN_INT16] = "short int",
+        [TN_INT8] = "signed char", [TN_UINT8] = "unsigned char", [TN_FLOAT32] = "float",
+        [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half", [TN_BFLOAT16] = "c10::BFloat16",
+        [TN_COMPLEX64] = "c10::complex<float>"};
+    const char *nm = (int)mask->dtype < TN_NUM_DTYPES ? names[mask->dtype] : NULL;
+    return tn_set_error(TN_EDTYPE, "masked_fill_ only supports boolean masks, but got mask with "
+                        "dtype %s", nm ? nm : tn_dtype_name(mask->dtype));
+}
+
+/* where(mask, v, self): self and mask broadcast together, as PyTorch's
+ * expand_outplace; the result keeps self's dtype. Takes v. */
+static struct tn_tensor *fill_where(const struct tn_tensor *self, const struct tn_tensor *mask,
+                                    struct tn_tensor *v)
+{
+    if (!v)
+        return NULL;
+    struct tn_tensor *r = tn_where_self(mask, v, self);
+    tn_release(v);
+    return r;
+}
+
+/* self where mask is false, value where it is true. */
 struct tn_tensor *tn__composite_masked_fill_scalar(tn_keyset ks, const struct tn_tensor *self,
                                                    const struct tn_tensor *mask,
                                                    struct tn_scalar value)
 {
-    if (mask->dtype != TN_BOOL) {
-        /* c10's type names, as PyTorch prints them here */
-        static const char *const names[TN_NUM_DTYPES] = {
-            [TN_INT64] = "long int", [TN_INT32] = "int", [TN_INT16] = "short int",
-            [TN_INT8] = "signed char", [TN_UINT8] = "unsigned char", [TN_FLOAT32] = "float",
-            [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half", [TN_BFLOAT16] = "c10::BFloat16",
-            [TN_COMPLEX64] = "c10::complex<float>"};
-        const char *nm = (int)mask->dtype < TN_NUM_DTYPES ? names[mask->dtype] : NULL;
-        tn_set_error(TN_EDTYPE, "masked_fill_ only supports boolean masks, but got mask with "
-                     "dtype %s", nm ? nm : tn_dtype_name(mask->dtype));
+    if (check_mask(mask) < 0)
+        return NULL;
+    return fill_where(self, mask, tn_scalar_tensor(value, self->dtype));
+}
+
+/* The same with a 0-dim value tensor, converted to self's dtype (its
+ * gradient is the sum of grad where mask is true, through where). */
+struct tn_tensor *tn__composite_masked_fill_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                                   const struct tn_tensor *mask,
+                                                   const struct tn_tensor *value)
+{
+    if (value->ndim != 0) {
+        tn_set_error(TN_EINVAL, "masked_fill_ only supports a 0-dimensional value tensor, but "
+                     "got tensor with %d dimension(s).", value->ndim);
         return NULL;
     }
-    struct tn_keep k = {0};
-    struct tn_tensor *v, *r;
-    TN_KEEP(&k, v, tn_scalar_tensor(value, self->dtype));
-    TN_KEEP(&k, r, tn_where_self(mask, v, self));
-    return tn__keep_out(&k, r);
-fail:
-    tn__keep_free(&k);
-    return NULL;
+    if (check_mask(mask) < 0)
+        return NULL;
+    /* PyTorch's value.item() in self's dtype refuses what overflows it; a
+     * floating self (or a Meta value, which has none) takes the value
+     * tensor itself, for its gradient */
+    if (tn_dtype_is_floating(self->dtype) || tn_dtype_is_complex(self->dtype) ||
+        value->device.type == TN_DEVICE_META)
+        return fill_where(self, mask, tn_to_dtype(value, self->dtype));
+    return fill_where(self, mask, tn_scalar_tensor(tn_item(value), self->dtype));
 }
 
 static int same_dtype(const char *op, const struct tn_tensor *a, const struct tn_tensor *b)
