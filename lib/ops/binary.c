@@ -175,21 +175,41 @@ struct tn_tensor *tn__composite_pow_tensor_scalar(tn_keyset ks, const struct tn_
     return r;
 }
 
-/* fmod.Scalar: the divisor a wrapped number. */
-struct tn_tensor *tn__composite_fmod_scalar(tn_keyset ks, const struct tn_tensor *self,
-                                            struct tn_scalar other)
+/* op(self, other) with other a wrapped number. */
+static struct tn_tensor *with_wrapped(struct tn_tensor *(*op)(const struct tn_tensor *,
+                                                              const struct tn_tensor *),
+                                      const struct tn_tensor *self, struct tn_scalar other)
 {
     struct tn_tensor *o = tn__wrapped_scalar(other);
-    struct tn_tensor *r = o ? tn_fmod(self, o) : NULL;
+    struct tn_tensor *r = o ? op(self, o) : NULL;
     tn_release(o);
     return r;
 }
 
-/* min.other: torch.min(a, b) is minimum. */
+/* fmod.Scalar and remainder.Scalar: the divisor a wrapped number. */
+struct tn_tensor *tn__composite_fmod_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                            struct tn_scalar other)
+{
+    return with_wrapped(tn_fmod, self, other);
+}
+
+struct tn_tensor *tn__composite_remainder_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                                 struct tn_scalar other)
+{
+    return with_wrapped(tn_remainder, self, other);
+}
+
+/* min.other and max.other: torch.min(a, b) is minimum, torch.max maximum. */
 struct tn_tensor *tn__composite_min_other(tn_keyset ks, const struct tn_tensor *self,
                                           const struct tn_tensor *other)
 {
     return tn_minimum(self, other);
+}
+
+struct tn_tensor *tn__composite_max_other(tn_keyset ks, const struct tn_tensor *self,
+                                          const struct tn_tensor *other)
+{
+    return tn_maximum(self, other);
 }
 
 struct tn_tensor *tn__composite_sub_scalar(tn_keyset ks, const struct tn_tensor *self,
