@@ -42,12 +42,39 @@ static void test_meta_activation(void **state)
     tn_release(a);
 }
 
+/* The derivatives of acosh, asinh and atanh by finite differences, at
+ * points inside their domains: acosh at 1.5 + rand, atanh at rand - 0.5. */
+typedef struct tn_tensor *(*unary_fn)(const struct tn_tensor *);
+
+static struct tn_tensor *hyperbolic(struct tn_tensor *const *in, void *ctx)
+{
+    return (*(unary_fn *)ctx)(in[0]);
+}
+
+static void test_inverse_hyperbolic_gradcheck(void **state)
+{
+    unary_fn fns[3] = {tn_acosh, tn_asinh, tn_atanh};
+    const double shift[3] = {1.5, -0.5, -0.5};
+    for (int k = 0; k < 3; k++) {
+        struct tn_tensor *r = tn_rand(TN_SHAPE(3, 4), TN_FLOAT64, NULL);
+        struct tn_tensor *x = tn_add_scalar(r, tn_float(shift[k]), tn_int(1));
+        tn_release(r);
+        assert_int_equal(tn_requires_grad_(x, true), 0);
+        int ok = tn_gradcheck(hyperbolic, &x, 1, &fns[k], 1e-6, 1e-8, 1e-6);
+        if (ok != 1)
+            print_message("# %d: %s\n", k, tn_last_error());
+        assert_int_equal(ok, 1);
+        tn_release(x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_meta_activation),
+        cmocka_unit_test(test_inverse_hyperbolic_gradcheck),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -39,7 +39,8 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
        U_EXP2, U_EXPM1, U_LOG2, U_LOG10, U_LOG1P, U_RSQRT, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ERF, U_RECIPROCAL,
        U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
        U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
-       U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_CLAMP, U_NUM };
+       U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_CLAMP, U_ACOSH, U_ASINH, U_ATANH,
+       U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
     TN_ULOOP(neg_##SFX, IT, IT, CT, LD, ST, -x)                                                \
@@ -61,6 +62,9 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
     TN_ULOOP(asin_##SFX, IT, IT, CT, LD, ST, F(asin)(x))                                       \
     TN_ULOOP(acos_##SFX, IT, IT, CT, LD, ST, F(acos)(x))                                       \
     TN_ULOOP(atan_##SFX, IT, IT, CT, LD, ST, F(atan)(x))                                       \
+    TN_ULOOP(acosh_##SFX, IT, IT, CT, LD, ST, F(acosh)(x))                                     \
+    TN_ULOOP(asinh_##SFX, IT, IT, CT, LD, ST, F(asinh)(x))                                     \
+    TN_ULOOP(atanh_##SFX, IT, IT, CT, LD, ST, F(atanh)(x))                                     \
     TN_ULOOP(sinh_##SFX, IT, IT, CT, LD, ST, F(sinh)(x))                                       \
     TN_ULOOP(cosh_##SFX, IT, IT, CT, LD, ST, F(cosh)(x))                                       \
     TN_ULOOP(erf_##SFX, IT, IT, CT, LD, ST, F(erf)(x))                                         \
@@ -131,6 +135,9 @@ TN_ULOOP(tan_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ctanf(
 TN_ULOOP(asin_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, casinf(x))
 TN_ULOOP(acos_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cacosf(x))
 TN_ULOOP(atan_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, catanf(x))
+TN_ULOOP(acosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cacoshf(x))
+TN_ULOOP(asinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, casinhf(x))
+TN_ULOOP(atanh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, catanhf(x))
 TN_ULOOP(sinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csinhf(x))
 TN_ULOOP(cosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ccoshf(x))
 TN_ULOOP(reciprocal_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, 1.0f / x)
@@ -404,6 +411,9 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_ASIN] = {ROW_F(asin)},
     [U_ACOS] = {ROW_F(acos)},
     [U_ATAN] = {ROW_F(atan)},
+    [U_ACOSH] = {ROW_F(acosh)},
+    [U_ASINH] = {ROW_F(asinh)},
+    [U_ATANH] = {ROW_F(atanh)},
     [U_SINH] = {ROW_F(sinh)},
     [U_COSH] = {ROW_F(cosh)},
     [U_ERF] = {ROW_R(erf)},
@@ -440,7 +450,8 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "sqrt_vml_cpu", "sin_vml_cpu", "cos_vml_cpu",
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_vml_cpu", "reciprocal_cpu",
-                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu"};
+                                          "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu",
+                                          "acosh_cpu", "asinh_cpu", "atanh_cpu"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
@@ -525,6 +536,9 @@ TN_UNARY_KERNEL(tan, U_TAN)
 TN_UNARY_KERNEL(asin, U_ASIN)
 TN_UNARY_KERNEL(acos, U_ACOS)
 TN_UNARY_KERNEL(atan, U_ATAN)
+TN_UNARY_KERNEL(acosh, U_ACOSH)
+TN_UNARY_KERNEL(asinh, U_ASINH)
+TN_UNARY_KERNEL(atanh, U_ATANH)
 TN_UNARY_KERNEL(sinh, U_SINH)
 TN_UNARY_KERNEL(cosh, U_COSH)
 TN_UNARY_KERNEL(erf, U_ERF)
