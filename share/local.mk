@@ -31,6 +31,6 @@ install-data-hook:
 # The folders that are the package's own go with it (Automake removes files).
 uninstall-hook:
 	for t in $(tn_completed_tools); do rm -f $(DESTDIR)$(bashcompletiondir)/$$t; done
-	-for d in $(tntoolsdir) $(tnschemasdir) $(tndigitsdir) $(tnshowcasedir) \
+	-for d in $(tntoolsdir) $(tnschemasdir) $(tndigitsdir) $(tnshowcasedir) $(tntraindir) \
 	  $(pkgdatadir)/examples $(tndatasetsdir) $(pkgdatadir) $(tensorincludedir) $(pkglibdir); do \
 	  test ! -d $(DESTDIR)$$d || rmdir $(DESTDIR)$$d; done
