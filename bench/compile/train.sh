@@ -5,7 +5,12 @@
 # threads, steps per second and peak RSS. Arguments go to train.py
 # (--epochs, --threads). Needs PyTorch 2.x (`python3` or tests/torch2-python).
 set -e
+. "$(dirname "$0")/../quick.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
+[ -x bin/tcompile/tcompile ] || { echo "train.sh: run it from the build folder (make bench-train)" >&2; exit 1; }
+# The quick mode checks the script finds its tools; train.py's baselines
+# (torch.compile) take half a minute even for one epoch.
+quick_done train
 py=$("$src/tests/torch2-python" 2>/dev/null) || {
     echo "train.sh: needs PyTorch 2.x (python3 or tests/torch2-python --install): skipped"
     exit 0

@@ -20,7 +20,8 @@ mib=${1:-1024}
 [ -z "$quick" ] || mib=${1:-2}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tn-bench-dcp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-bin=$top/bench/io/bench_dcp
+bin=$PWD/bench/io/bench_dcp # run from the build folder, as make bench does
+[ -x "$bin" ] || bin=$top/bench/io/bench_dcp
 [ -x "$bin" ] || { echo "dcp.sh: build $bin first (make bench)" >&2; exit 1; }
 ours=$("$bin" "$mib" "$tmp/ours")
 rm -rf "$tmp/ours"
@@ -52,10 +53,11 @@ warnings.simplefilter("ignore")
 dcp.save({f"layers.{i}.weight": torch.full((4,), float(i)) for i in range(10000)},
          checkpoint_id=sys.argv[1])
 PY
-tckpt=$top/bin/tckpt/tckpt
-if [ -x "$top/bin/tckpt/.libs/tckpt" ]; then # libtool's wrapper would be timed too
-    tckpt=$top/bin/tckpt/.libs/tckpt
-    export LD_LIBRARY_PATH="$top/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+build=${bin%/bench/io/bench_dcp}
+tckpt=$build/bin/tckpt/tckpt
+if [ -x "$build/bin/tckpt/.libs/tckpt" ]; then # libtool's wrapper would be timed too
+    tckpt=$build/bin/tckpt/.libs/tckpt
+    export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 best() { # best of 3 wall times of the command, in seconds
     b=
