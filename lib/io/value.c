@@ -426,13 +426,7 @@ int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
  * counting as its failed construction. */
 int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val)
 {
-    struct tn_value *k = tn_value_str(key);
-    if (!k || !val) {
-        tn_value_release(k);
-        tn_value_release(val);
-        return tn_set_error(TN_ENOMEM, "out of memory building a state_dict");
-    }
-    return tn_value_set(d, k, val);
+    return tn_value_set(d, tn_value_str(key), val); /* a NULL key or val fails there */
 }
 
 /* d[key] for a str key, borrowed from d, or NULL when d is not a dict or
