@@ -421,45 +421,134 @@ static void unboxed_arg(FILE *f, const struct tg_arg *a, int i)
     }
 }
 
-/* The C type of fn's entry: "struct tn_tensor *(*)(...)" as a typedef. */
-static void entry_typedef(FILE *f, const struct tg_func *fn, const char *name)
+/* fn with its arguments renamed a0, a1, ... and its out-pointers r0, r1,
+ * ...: the parameters of the trampolines one signature shares. */
+static void generic(const struct tg_func *fn, struct tg_func *g, char (*names)[8])
 {
-    fprintf(f, "    typedef %s (*%s)(", ret_type(fn), name);
-    if (!fn->nargs)
-        fputs("void", f);
-    params(f, fn, 0, fn->nargs, false);
-    ret_params(f, fn);
-    fputs(");\n", f);
+    *g = *fn;
+    for (int i = 0; i < g->nargs; i++)
+        snprintf(names[i], 8, "a%d", i), g->args[i].name = names[i];
+    for (int i = 0; i < g->nrets; i++)
+        snprintf(names[TG_MAX_ARGS + i], 8, "r%d", i), g->rets[i].name = names[TG_MAX_ARGS + i];
 }
 
-/* One boxed trampoline: unpack the stack (tn_dispatch_unbox), call the
- * op's typed entry, box what it returns (tn_dispatch_box). */
-static void write_boxed(FILE *f, const struct tg_func *fn, int k)
+/* The signature's parameter types with generic names, after `lead`. */
+static void sig_params(FILE *f, const struct tg_func *g, const char *lead)
 {
+    fputs(lead, f);
+    if (!g->nargs && !*lead)
+        fputs("void", f);
+    params(f, g, 0, g->nargs, *lead != 0);
+    ret_params(f, g);
+}
+
+/* The entry signature of fn: its boxed signature, and which Tensor
+ * arguments are optional (`u`: the entry checks no NULL there). */
+static void entry_key(const struct tg_func *fn, char *buf, size_t len)
+{
+    box_key(fn, buf, len);
+    char *p = strchr(buf, ':') + 1;
+    for (int i = 0; i < fn->nargs && p[i]; i++)
+        if (fn->args[i].type == TG_TENSOR && fn->args[i].optional)
+            p[i] = fn->args[i].mutable_ ? 'U' : 'u';
+}
+
+/* The three trampolines of signature k, from its first op fn:
+ * - rd_k, below a key: the kernel tn_dispatch_kernel picks for ks, which
+ *   for a structured op's backend key is the engine of its C signature
+ *   and takes the op's descriptor sd first;
+ * - en_k, the public entry: checks the Tensor arguments (NULL where the
+ *   schema does not allow it, the Tensor?[] lists), computes the key set;
+ * - bx_k, boxed: unpacks the stack (tn_dispatch_unbox), calls the op's
+ *   typed entry, boxes what it returns (tn_dispatch_box). */
+static void write_signature(FILE *f, const struct tg_func *fn, int k)
+{
+    struct tg_func g;
+    char names[TG_MAX_ARGS + TG_MAX_RETS][8];
+    generic(fn, &g, names);
+    const char *rt = ret_type(fn), *fail = returns_int(fn) ? "tn_last_status()" : "NULL";
+    fprintf(f, "static inline %s rd_%d(const struct tn_op *op, const struct gen_structured *sd, ", rt, k);
+    sig_params(f, &g, "tn_keyset ks");
+    fprintf(f, ")\n{\n    void (*k_)(void) = tn_dispatch_kernel(op, ks);\n"
+               "    if (sd && k_ && k_ != op->kernels[TN_KEY_AUTOGRAD])\n        return ((%s (*)(", rt);
+    sig_params(f, &g, "const struct gen_structured *, tn_keyset");
+    fputs("))k_)(sd, ks", f);
+    call_args(f, &g, 0, g.nargs, true);
+    ret_call(f, &g);
+    fprintf(f, ");\n    return k_ ? ((%s (*)(", rt);
+    sig_params(f, &g, "tn_keyset");
+    fputs("))k_)(ks", f);
+    call_args(f, &g, 0, g.nargs, true);
+    ret_call(f, &g);
+    fprintf(f, ") : %s;\n}\n", fail);
+
+    bool lists = false;
+    for (int i = 0; i < g.nargs; i++)
+        lists |= g.args[i].type == TG_OPT_TENSOR_LIST;
+    fprintf(f, "static inline %s en_%d(const struct tn_op *op, const struct gen_structured *sd%s", rt,
+            k, lists ? ", const char *name" : "");
+    params(f, &g, 0, g.nargs, true);
+    ret_params(f, &g);
+    fputs(")\n{\n", f);
+    for (int i = 0; (multi_ret(&g) || list_ret(&g)) && i < g.nrets; i++)
+        fprintf(f, "    *r%d = NULL;\n", i);
+    int nt = 0, nreq = 0;
+    for (int i = 0; i < g.nargs; i++)
+        if (g.args[i].type == TG_TENSOR)
+            nt++, nreq += !g.args[i].optional;
+    if (nt) {
+        fputs("    const struct tn_tensor *ts_[] = {", f);
+        for (int i = 0, n = 0; i < g.nargs; i++)
+            if (g.args[i].type == TG_TENSOR)
+                fprintf(f, "%sa%d", n++ ? ", " : "", i);
+        fputs("};\n", f);
+    }
+    if (nreq)
+        fprintf(f, "    if (tn_dispatch_check_tensors(op, ts_, %d) < 0)\n        return %s;\n", nt, fail);
+    for (int i = 0; i < g.nargs; i++)
+        if (g.args[i].type == TG_OPT_TENSOR_LIST)
+            fprintf(f, "    if (a%d_len < 0 || (a%d_len > 0 && !a%d))\n        return %s"
+                       "tn_dispatch_bad_list(name, op->args[%d].name, %d)%s;\n", i, i, i,
+                    returns_int(fn) ? "" : "(void)", i, i + 1, returns_int(fn) ? "" : ", NULL");
+    fprintf(f, "    return rd_%d(op, sd, ", k);
+    /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
+    bool first = true;
+    if (nt)
+        fprintf(f, "tn_dispatch_keyset(ts_, %d)", nt), first = false;
+    for (int i = 0; i < g.nargs; i++)
+        if (g.args[i].type == TG_TENSOR_LIST || g.args[i].type == TG_OPT_TENSOR_LIST) {
+            fprintf(f, "%stn_dispatch_keyset(a%d, a%d_len)", first ? "" : " | ", i, i);
+            first = false;
+        }
+    if (first)
+        fputs("tn_dispatch_keyset(NULL, 0)", f);
+    call_args(f, &g, 0, g.nargs, true);
+    ret_call(f, &g);
+    fputs(");\n}\n", f);
+
     fprintf(f, "static int bx_%d(const struct tn_op *op, struct tn_ivalue *st, int n)\n{\n", k);
-    entry_typedef(f, fn, "fn_t");
     fprintf(f, "    struct tn_dispatch_arg a_[%d];\n    if (tn_dispatch_unbox(op, st, n, a_) < 0)\n"
-               "        return tn_last_status();\n", fn->nargs ? fn->nargs : 1);
-    const char *form = box_form(fn);
-    if (list_ret(fn))
-        fputs("    struct tn_tensor **r_ = NULL;\n    int rc_ = ((fn_t)op->entry)(", f);
-    else if (multi_ret(fn))
-        fprintf(f, "    struct tn_tensor *r_[%d] = {NULL};\n    int rc_ = ((fn_t)op->entry)(", fn->nrets);
-    else if (returns_int(fn))
-        fputs("    struct tn_tensor **r_ = NULL;\n    int rc_ = ((fn_t)op->entry)(", f);
+               "        return tn_last_status();\n", g.nargs ? g.nargs : 1);
+    if (multi_ret(&g))
+        fprintf(f, "    struct tn_tensor *r_[%d] = {NULL};\n", g.nrets);
+    else if (list_ret(&g) || returns_int(&g))
+        fputs("    struct tn_tensor **r_ = NULL;\n", f);
     else
-        fputs("    struct tn_tensor *r_[1];\n    int rc_ = (r_[0] = ((fn_t)op->entry)(", f);
-    for (int i = 0; i < fn->nargs; i++) {
+        fputs("    struct tn_tensor *r_[1];\n", f);
+    fprintf(f, "    int rc_ = %s((%s (*)(", returns_int(&g) ? "" : "(r_[0] = ", rt);
+    sig_params(f, &g, "");
+    fputs("))op->entry)(", f);
+    for (int i = 0; i < g.nargs; i++) {
         if (i)
             fputs(", ", f);
-        unboxed_arg(f, &fn->args[i], i);
+        unboxed_arg(f, &g.args[i], i);
     }
-    if (list_ret(fn))
+    if (list_ret(&g))
         fputs(", &r_", f);
-    for (int i = 0; multi_ret(fn) && i < fn->nrets; i++)
+    for (int i = 0; multi_ret(&g) && i < g.nrets; i++)
         fprintf(f, ", &r_[%d]", i);
-    fputs(!returns_int(fn) ? ")) ? 0 : tn_last_status();\n" : ");\n", f);
-    fprintf(f, "    return tn_dispatch_box(op, st, a_, rc_, r_, %s);\n}\n\n", form);
+    fputs(!returns_int(&g) ? ")) ? 0 : tn_last_status();\n" : ");\n", f);
+    fprintf(f, "    return tn_dispatch_box(op, st, a_, rc_, r_, %s);\n}\n\n", box_form(&g));
 }
 
 /* The structured signature: kind, parameters, inputs, outputs, and for a
@@ -534,139 +623,167 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     fputs("    return 0;\n}\n\n", f);
 }
 
-/* A structured op's descriptor, which its redispatch entry hands the
- * engine (the engine is the op's kernel for every backend key). */
-static void write_structured(FILE *f, const struct tg_func *fn, const struct tg_func *d)
+/* Rows that several ops share (argument tables, tag lists, structured
+ * descriptors) are written once, under the name of the first op that has
+ * them: `text` is the row's initialiser, `ident` that op's. */
+struct rows {
+    char **text;
+    const char **ident;
+    int n;
+};
+
+/* The name of the row holding `text` (taking ownership), appending it
+ * under `ident` when new: *fresh tells which. NULL when out of memory. */
+static const char *row(struct rows *r, char *text, const char *ident, bool *fresh)
 {
-    fprintf(f, "static const struct gen_structured sd_%s = {(void (*)(void))", fn->ident);
-    meta_name(f, d);
-    fputs(", {", f);
-    for (int k = 0; k < 3; k++) {
-        fputs(k ? ", " : "", f);
-        if (d->kernel[k] && k != TG_KEY_META)
-            fprintf(f, "(void (*)(void))%s", d->kernel[k]);
-        else
-            fputs("NULL", f);
-    }
-    fputs("}};\n", f);
+    *fresh = false;
+    if (!text)
+        return NULL;
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->text[i], text)) {
+            free(text);
+            return r->ident[i];
+        }
+    r->text[r->n] = text;
+    r->ident[r->n] = ident;
+    *fresh = true;
+    return r->ident[r->n++];
 }
 
-static void write_entry(FILE *f, const struct tg_func *fn, bool structured)
+static void rows_free(struct rows *r)
 {
-    const bool ret_int = returns_int(fn);
-    /* below a key: pick the kernel for ks and call it */
+    for (int i = 0; i < r->n; i++)
+        free(r->text[i]);
+    free(r->text);
+    free(r->ident);
+}
+
+/* A memory stream for a row's text. */
+static FILE *row_open(char **buf, size_t *len)
+{
+    *buf = NULL;
+    return open_memstream(buf, len);
+}
+
+/* Closes the row's stream m (its buffer *buf is only final then) and
+ * returns the row's name, writing `decl` (a format taking the name and
+ * the row's text) when no op before had the same row. NULL when out of
+ * memory. */
+static const char *row_end(FILE *f, struct rows *r, FILE *m, char **buf, const char *ident,
+                           const char *decl)
+{
+    if (!m || fclose(m)) {
+        free(*buf);
+        return NULL;
+    }
+    bool fresh;
+    const char *name = row(r, *buf, ident, &fresh);
+    if (fresh)
+        fprintf(f, decl, name, r->text[r->n - 1]);
+    return name;
+}
+
+/* A structured op's descriptor (its meta function, its out= kernels),
+ * which its entries hand the engine; ops sharing one share the row. */
+static const char *write_structured(FILE *f, struct rows *r, const struct tg_func *fn,
+                                    const struct tg_func *d)
+{
+    char *buf;
+    size_t len;
+    FILE *m = row_open(&buf, &len);
+    if (m) {
+        fputs("{(void (*)(void))", m);
+        meta_name(m, d);
+        fputs(", {", m);
+        for (int k = 0; k < 3; k++) {
+            fputs(k ? ", " : "", m);
+            if (d->kernel[k] && k != TG_KEY_META)
+                fprintf(m, "(void (*)(void))%s", d->kernel[k]);
+            else
+                fputs("NULL", m);
+        }
+        fputs("}}", m);
+    }
+    return row_end(f, r, m, &buf, fn->ident, "static const struct gen_structured sd_%s = %s;\n");
+}
+
+/* The op's two entries: below a key, and the public one. Each hands its
+ * op and descriptor to the trampolines of its signature (k). */
+static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd)
+{
+    char sdb[200];
+    snprintf(sdb, sizeof sdb, sd ? "&sd_%s" : "NULL", sd);
     entry_decl(f, fn, fn->rdname, true);
-    fprintf(f, "\n{\n    typedef %s (*fn_t)(tn_keyset", ret_type(fn));
-    params(f, fn, 0, fn->nargs, true);
-    ret_params(f, fn);
-    fprintf(f, ");\n    void (*k_)(void) = tn_dispatch_kernel(&op_%s, ks);\n", fn->ident);
-    if (structured) { /* a backend key's kernel is the engine: it takes the descriptor */
-        fprintf(f, "    typedef %s (*st_t)(const struct gen_structured *, tn_keyset", ret_type(fn));
-        params(f, fn, 0, fn->nargs, true);
-        ret_params(f, fn);
-        fprintf(f, ");\n    if (k_ && k_ != op_%s.kernels[TN_KEY_AUTOGRAD])\n"
-                   "        return ((st_t)k_)(&sd_%s, ks", fn->ident, fn->ident);
-        call_args(f, fn, 0, fn->nargs, true);
-        ret_call(f, fn);
-        fputs(");\n", f);
-    }
-    fprintf(f, "    return k_ ? ((fn_t)k_)(ks");
+    fprintf(f, "\n{ return rd_%d(&op_%s, %s, ks", k, fn->ident, sdb);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
-    fprintf(f, ") : %s;\n}\n", ret_int ? "tn_last_status()" : "NULL");
-
-    /* the public entry: check the arguments, compute the key set */
+    fputs("); }\n", f);
     entry_decl(f, fn, fn->cname, false);
-    fputs("\n{\n", f);
-    char rb[80];
-    for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
-        fprintf(f, "    *%s = NULL;\n", ret_name(fn, i, rb, sizeof rb));
-    /* the tensors, checked against NULL by the op's argument table */
-    int nt = 0, nreq = 0;
+    fprintf(f, "\n{ return en_%d(&op_%s, %s", k, fn->ident, sdb);
     for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR) {
-            nt++;
-            nreq += !fn->args[i].optional;
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST) {
+            fprintf(f, ", \"%s\"", fn->name);
+            break;
         }
-    if (nt) {
-        fputs("    const struct tn_tensor *ts_[] = {", f);
-        int k = 0;
-        for (int i = 0; i < fn->nargs; i++)
-            if (fn->args[i].type == TG_TENSOR)
-                fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
-        fputs("};\n", f);
-    }
-    if (nreq)
-        fprintf(f, "    if (tn_dispatch_check_tensors(&op_%s, ts_, %d) < 0)\n        return %s;\n",
-                fn->ident, nt, ret_int ? "tn_last_status()" : "NULL");
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_OPT_TENSOR_LIST)
-            fprintf(f, "    if (%s_len < 0 || (%s_len > 0 && !%s))\n        return %s"
-                       "tn_dispatch_bad_list(\"%s\", \"%s\", %d)%s;\n", fn->args[i].name,
-                    fn->args[i].name, fn->args[i].name, ret_int ? "" : "(void)", fn->name,
-                    fn->args[i].name, i + 1, ret_int ? "" : ", NULL");
-    if (nt) {
-        fprintf(f, "    return %s(tn_dispatch_keyset(ts_, %d)", fn->rdname, nt);
-    } else {
-        fprintf(f, "    return %s(", fn->rdname);
-    }
-    /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
-    bool first = nt == 0;
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR_LIST || fn->args[i].type == TG_OPT_TENSOR_LIST) {
-            fprintf(f, "%stn_dispatch_keyset(%s, %s_len)", first ? "" : " | ", fn->args[i].name,
-                    fn->args[i].name);
-            first = false;
-        }
-    if (first)
-        fputs("tn_dispatch_keyset(NULL, 0)", f);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
-    fputs(");\n}\n\n", f);
+    fputs("); }\n", f);
 }
 
-/* The argument table of fn, one line per argument. */
-static void write_args(FILE *f, const struct tg_func *fn)
+/* The argument table of fn, one row of the table per argument; written
+ * when no op before had the same one. Its name. */
+static const char *write_args(FILE *f, struct rows *r, const struct tg_func *fn)
 {
-    fprintf(f, "static const struct tn_arg_schema args_%s[] = {\n", fn->ident);
-    for (int k = 0; k < fn->nargs; k++) {
+    char *buf;
+    size_t len;
+    FILE *m = row_open(&buf, &len);
+    for (int k = 0; m && k < fn->nargs; k++) {
         const struct tg_arg *a = &fn->args[k];
         char tt[32];
         type_text(a, tt, sizeof tt);
-        fprintf(f, "    {\"%s\", \"%s\", %s, %s, %s, %s, ", a->name, tt, iv_tag(a->type),
-                a->optional ? "true" : "false", a->mutable_ ? "true" : "false",
+        fprintf(m, "%s{\"%s\", \"%s\", %s, %s, %s, %s, ", k ? ", " : "", a->name, tt,
+                iv_tag(a->type), a->optional ? "true" : "false", a->mutable_ ? "true" : "false",
                 a->kwonly ? "true" : "false");
         if (a->def && a->type == TG_INT && !strcmp(a->def, "Mean"))
-            c_string(f, "1");
+            c_string(m, "1");
         else if (a->def && a->type == TG_INT && !strcmp(a->def, "Sum"))
-            c_string(f, "2");
+            c_string(m, "2");
         else if (a->def)
-            c_string(f, a->def);
+            c_string(m, a->def);
         else
-            fputs("NULL", f);
-        fputs("},\n", f);
+            fputs("NULL", m);
+        fputs("}", m);
     }
-    if (!fn->nargs)
-        fputs("    {NULL, NULL, TN_IV_NONE, false, false, false, NULL},\n", f);
-    fputs("};\n", f);
-    fprintf(f, "static const char *const tags_%s[] = {", fn->ident);
-    for (int k = 0; k < fn->ntags; k++)
-        fprintf(f, "\"%s\", ", fn->tags[k]);
-    fputs("NULL};\n", f);
+    if (m && !fn->nargs)
+        fputs("{NULL, NULL, TN_IV_NONE, false, false, false, NULL}", m);
+    return row_end(f, r, m, &buf, fn->ident, "static const struct tn_arg_schema args_%s[] = {%s};\n");
+}
+
+static const char *write_tags(FILE *f, struct rows *r, const struct tg_func *fn)
+{
+    char *buf;
+    size_t len;
+    FILE *m = row_open(&buf, &len);
+    for (int k = 0; m && k < fn->ntags; k++)
+        fprintf(m, "\"%s\", ", fn->tags[k]);
+    if (m)
+        fputs("NULL", m);
+    return row_end(f, r, m, &buf, fn->ident, "static const char *const tags_%s[] = {%s};\n");
 }
 
 /* The table row of fn: names, schema, arguments, the kernel of each key,
  * the boxed trampoline and the typed entry it calls. */
-static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *fn, int bx, int st)
+static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *fn, const char *args,
+                     const char *tags, int bx, int st)
 {
     const struct tg_func *d = structured_of(s, fn);
-    fprintf(f, "static struct tn_op op_%s = {\"%s\", \"%s%s\", \"%s\", \"%s::%s%s%s%s\",\n    ",
+    fprintf(f, "static struct tn_op op_%s = {\"%s\", \"%s%s\", \"%s\", \"%s::%s%s%s%s\", ",
             fn->ident, fn->ns, fn->name, fn->inplace ? "_" : "", fn->overload, fn->ns, fn->name,
             fn->inplace ? "_" : "", fn->overload[0] ? "." : "", fn->overload);
     c_string(f, fn->text);
-    fprintf(f, ", args_%s, %d, %d, tags_%s, %d, {", fn->ident, fn->nargs, fn->nrets, fn->ident,
+    fprintf(f, ",\n    args_%s, %d, %d, tags_%s, %d, {", args, fn->nargs, fn->nrets, tags,
             fn->ntags);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0, n = 0; k < 4; k++) {
         const char *kern = NULL;
         char gen[200];
         if (k == 3 && fn->autograd[0]) {
@@ -683,10 +800,10 @@ static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *f
             kern = fn->kernel[TG_KEY_IMPLICIT];
         }
         if (kern)
-            fprintf(f, "\n    [%s] = (void (*)(void))%s,", k < 3 ? key_enum[k] : "TN_KEY_AUTOGRAD",
-                    kern);
+            fprintf(f, "%s[%s] = GEN_FN(%s)", n++ ? ", " : "",
+                    k < 3 ? key_enum[k] : "TN_KEY_AUTOGRAD", kern);
     }
-    fprintf(f, "},\n    bx_%d, (void (*)(void))%s, NULL};\n", bx, fn->cname);
+    fprintf(f, "}, bx_%d, GEN_FN(%s), NULL};\n", bx, fn->cname);
 }
 
 int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, const char *private,
@@ -700,27 +817,32 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
         fprintf(f, "#define TN_OPS_NATIVE\n#include <%s>\n\n", header);
     fputs("/* A structured op: its meta function and its out= kernel per backend key\n"
           " * (none under Meta), for the engine of its signature. */\n"
-          "struct gen_structured {\n    void (*meta)(void);\n    void (*kernel[TN_KEY_AUTOGRAD])(void);\n};\n\n", f);
-    char (*keys)[96] = calloc((size_t)s->nfuncs * (TG_NKEYS + 1) + 1, sizeof *keys);
-    int *bx = calloc((size_t)s->nfuncs + 1, sizeof *bx), nk = 0;
-    int *st = calloc((size_t)s->nfuncs + 1, sizeof *st);
-    if (!keys || !bx || !st) {
-        free(keys);
-        free(bx);
-        free(st);
-        fputs("tgen: out of memory\n", stderr);
-        return -1;
-    }
+          "struct gen_structured {\n    void (*meta)(void);\n    void (*kernel[TN_KEY_AUTOGRAD])(void);\n};\n"
+          "/* A function as the op table holds it. */\n"
+          "#define GEN_FN(f) ((void (*)(void))(f))\n\n", f);
+    size_t n = (size_t)s->nfuncs + 1;
+    char (*keys)[96] = calloc(n, sizeof *keys);
+    int *sig = calloc(n, sizeof *sig), nk = 0;
+    int *st = calloc(n, sizeof *st);
+    const char **sd = calloc(n, sizeof *sd), **args = calloc(n, sizeof *args);
+    const char **tags = calloc(n, sizeof *tags);
+    struct rows rs[3];
+    for (int i = 0; i < 3; i++)
+        rs[i] = (struct rows){calloc(n, sizeof(char *)), calloc(n, sizeof(char *)), 0};
+    int rc = 0;
+    if (!keys || !sig || !st || !sd || !args || !tags || !rs[0].text || !rs[0].ident ||
+        !rs[1].text || !rs[1].ident || !rs[2].text || !rs[2].ident)
+        goto oom;
     char key[96];
-    /* the boxed trampolines, one per signature */
+    /* the trampolines, one set per C signature */
     for (int i = 0; i < s->nfuncs; i++) {
-        box_key(&s->funcs[i], key, sizeof key);
+        entry_key(&s->funcs[i], key, sizeof key);
         int n0 = nk;
-        bx[i] = intern(keys, &nk, key);
+        sig[i] = intern(keys, &nk, key);
         if (nk > n0)
-            write_boxed(f, &s->funcs[i], bx[i]);
+            write_signature(f, &s->funcs[i], sig[i]);
     }
-    /* the structured engines, one per signature, and each op's descriptor */
+    /* the structured engines, one per signature, and the descriptors */
     nk = 0;
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *fn = &s->funcs[i];
@@ -731,21 +853,26 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
         int n0 = nk, k = intern(keys, &nk, key);
         if (nk > n0)
             write_structured_engine(f, fn, d, k);
-        write_structured(f, fn, d);
         st[i] = k;
     }
-    /* the table */
     for (int i = 0; i < s->nfuncs; i++) {
-        write_args(f, &s->funcs[i]);
-        write_op(f, s, &s->funcs[i], bx[i], st[i]);
+        const struct tg_func *d = structured_of(s, &s->funcs[i]);
+        if (d && !(sd[i] = write_structured(f, &rs[0], &s->funcs[i], d)))
+            goto oom;
+    }
+    /* the table */
+    fputc('\n', f);
+    for (int i = 0; i < s->nfuncs; i++) {
+        if (!(args[i] = write_args(f, &rs[1], &s->funcs[i])) ||
+            !(tags[i] = write_tags(f, &rs[2], &s->funcs[i])))
+            goto oom;
+        write_op(f, s, &s->funcs[i], args[i], tags[i], sig[i], st[i]);
     }
     fputc('\n', f);
     /* the typed entry points */
     for (int i = 0; i < s->nfuncs; i++)
-        write_entry(f, &s->funcs[i], structured_of(s, &s->funcs[i]) != NULL);
-    free(keys);
-    free(bx);
-    free(st);
+        write_entry(f, &s->funcs[i], sig[i], sd[i]);
+    fputc('\n', f);
     if (plugin) {
         fputs("int tn_plugin_init(void)\n{\n    int rc;\n", f);
         for (int i = 0; i < s->nfuncs; i++)
@@ -753,12 +880,30 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
                     s->funcs[i].ident);
         fputs("    return 0;\n}\n", f);
     } else {
-        fputs("struct tn_op *const tn__builtin_ops[] = {\n", f);
-        for (int i = 0; i < s->nfuncs; i++)
-            fprintf(f, "    &op_%s,\n", s->funcs[i].ident);
-        fputs("    NULL\n};\n", f);
+        fputs("struct tn_op *const tn__builtin_ops[] = {", f);
+        for (int i = 0, col = 100; i < s->nfuncs; i++) {
+            int w = (int)strlen(s->funcs[i].ident) + 6;
+            if (col + w > 100)
+                fputs("\n   ", f), col = 3;
+            fprintf(f, " &op_%s,", s->funcs[i].ident);
+            col += w;
+        }
+        fputs("\n    NULL\n};\n", f);
     }
-    return ferror(f) ? -1 : 0;
+    if (0) {
+oom:
+        fputs("tgen: out of memory\n", stderr);
+        rc = -1;
+    }
+    for (int i = 0; i < 3; i++)
+        rows_free(&rs[i]);
+    free(keys);
+    free(sig);
+    free(st);
+    free(sd);
+    free(args);
+    free(tags);
+    return rc < 0 || ferror(f) ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ list */
