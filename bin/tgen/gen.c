@@ -227,6 +227,17 @@ static void redispatch_decls(FILE *f, const struct tg_schema *s)
     }
 }
 
+/* Whether fn's kernel for key k is one an earlier op or key declared. */
+static bool declared(const struct tg_schema *s, int i, int k)
+{
+    const char *name = s->funcs[i].kernel[k];
+    for (int j = 0; j <= i; j++)
+        for (int l = 0; l < (j < i ? TG_NKEYS : k); l++)
+            if (s->funcs[j].kernel[l] && !strcmp(s->funcs[j].kernel[l], name))
+                return true;
+    return false;
+}
+
 static void native_decls(FILE *f, const struct tg_schema *s, bool plugin)
 {
     fputs("/* What the kernels' authors write: each kernel takes the key set first,\n"
@@ -236,7 +247,7 @@ static void native_decls(FILE *f, const struct tg_schema *s, bool plugin)
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *fn = &s->funcs[i];
         for (int k = 0; k < TG_NKEYS; k++) {
-            if (!fn->kernel[k])
+            if (!fn->kernel[k] || declared(s, i, k))
                 continue;
             entry_decl(f, fn, fn->kernel[k], true);
             fputs(";\n", f);
@@ -575,13 +586,7 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     fprintf(f, "static %s st_%d(const struct gen_structured *d_, tn_keyset ks", ret_type(fn), k);
     params(f, fn, 0, fn->nargs, true);
     ret_params(f, fn);
-    fputs(")\n{\n    typedef int (*meta_t)(", f);
-    params(f, fn, 0, nin, false);
-    fprintf(f, "%sstruct tn_meta *);\n    typedef int (*kern_t)(tn_keyset", nin ? ", " : "");
-    params(f, fn, 0, nin, true);
-    for (int i = 0; i < nr; i++)
-        fputs(", struct tn_tensor *", f);
-    fprintf(f, ");\n    struct tn_meta m_[%d];\n", nr);
+    fprintf(f, ")\n{\n    struct tn_meta m_[%d];\n", nr);
     const bool fun = !fn->inplace && !fn->is_out;
     if (fun)
         fprintf(f, "    struct tn_tensor *o_[%d] = {NULL}, **t_ = o_;\n", nr);
@@ -593,7 +598,9 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     }
     /* the backend key the dispatcher chose (Meta has no kernel) */
     fputs("    void (*kern_)(void) = d_->kernel[tn_keyset_highest(ks & TN_KEYSET_BACKENDS)];\n", f);
-    fputs("    int rc_ = ((meta_t)d_->meta)(", f);
+    fputs("    int rc_ = ((int (*)(", f);
+    params(f, fn, 0, nin, false);
+    fprintf(f, "%sstruct tn_meta *))d_->meta)(", nin ? ", " : "");
     call_args(f, fn, 0, nin, false);
     fprintf(f, "%sm_);\n", nin ? ", " : "");
     if (fun)
@@ -602,7 +609,11 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     else
         fprintf(f, "    rc_ = tn_dispatch_prepare_outs(rc_, m_, %d, o_, %s, t_, &k_);\n", nr,
                 fn->inplace ? "true" : "false");
-    fputs("    if (rc_ >= 0 && kern_)\n        rc_ = ((kern_t)kern_)(ks", f);
+    fputs("    if (rc_ >= 0 && kern_)\n        rc_ = ((int (*)(tn_keyset", f);
+    params(f, fn, 0, nin, true);
+    for (int i = 0; i < nr; i++)
+        fputs(", struct tn_tensor *", f);
+    fputs("))kern_)(ks", f);
     call_args(f, fn, 0, nin, true);
     for (int i = 0; i < nr; i++)
         fprintf(f, ", t_[%d]", i);
