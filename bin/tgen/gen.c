@@ -2,8 +2,10 @@
  * bin/tgen/gen.c: writes C from a parsed schema: the public header (typed
  * entry points, and under TN_OPS_NATIVE the prototypes of the kernels and
  * meta functions the developer writes), the source (the struct tn_op of
- * each overload, its argument table, the boxed wrapper, the structured
- * wrappers, the registration table), and the --list output.
+ * each overload with its argument table; per C signature the trampolines
+ * of the public entry, the redispatch entry and the boxed call, and the
+ * structured engine; per op two one-line entries that call them; the
+ * registration table), and the --list output.
  */
 #include <stdlib.h>
 #include <string.h>
