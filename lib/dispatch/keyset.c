@@ -15,7 +15,9 @@
 
 #include "core/internal.h"
 
-/* read by every call: initial-exec (core/internal.h) */
+/* The include and exclude sets (grad mode is Autograd in tls_excluded):
+ * per thread, as in PyTorch, so no_grad on one thread leaves the others
+ * recording. Read by every call: initial-exec (core/internal.h). */
 static _Thread_local tn_keyset tls_included TN_TLS_IE;
 static _Thread_local tn_keyset tls_excluded TN_TLS_IE;
 
@@ -51,7 +53,9 @@ tn_keyset tn_dispatch_set_excluded(tn_keyset keys)
 tn_keyset tn_dispatch_included(void) { return tls_included; }
 tn_keyset tn_dispatch_excluded(void) { return tls_excluded; }
 
-/* The storage-only dtype behind the last TN_KEYSET_STORAGE_ONLY mark. */
+/* The storage-only dtype behind the last TN_KEYSET_STORAGE_ONLY mark: per
+ * thread, as the error it feeds (tn_dispatch_storage_only) follows the
+ * mark on the same thread. */
 static _Thread_local enum tn_dtype tls_storage_only TN_TLS_IE;
 
 tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)

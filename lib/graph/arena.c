@@ -111,6 +111,9 @@ static void *bump(struct tn__json_arena *a, size_t n)
     return p;
 }
 
+/* The arena of the parse running on this thread, NULL outside one. Per
+ * thread because the hooks are process-wide while any parse runs: another
+ * thread's allocations (a host's own jansson use) go to prev_malloc. */
 static _Thread_local struct tn__json_arena *active;
 static json_malloc_t prev_malloc; /* the functions before ours, while ours are in */
 static json_free_t prev_free;

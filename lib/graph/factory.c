@@ -14,6 +14,8 @@
 
 #include <tensor/ops.h>
 
+/* Per thread: tn_graph_check sets it around its Meta pass, and a graph that
+ * another thread runs meanwhile must keep making real tensors. */
 _Thread_local bool tn__graph_meta_factories;
 
 #define T(n) {n, "Tensor", TN_IV_TENSOR, false, false, false, NULL}

@@ -30,6 +30,9 @@ uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len)
     return (uint32_t)c;
 }
 
+/* The write-progress callback and its argument: per thread, as each writer
+ * reports on its own thread (two threads saving at once each see their
+ * own bytes). */
 static _Thread_local tn_io_progress_fn progress_fn;
 static _Thread_local void *progress_ctx;
 
