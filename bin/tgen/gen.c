@@ -3,8 +3,8 @@
  * entry points, and under TN_OPS_NATIVE the prototypes of the kernels and
  * meta functions the developer writes), the source (the struct tn_op of
  * each overload with its argument table; per C signature the trampolines
- * of the public entry, the redispatch entry and the boxed call, and the
- * structured engine; per op two one-line entries that call them; the
+ * below a key and of the boxed call, and the structured engine; per op
+ * the redispatch entry and the public entry that call them; the
  * registration table), and the --list output.
  */
 #include <stdlib.h>
@@ -455,23 +455,11 @@ static void sig_params(FILE *f, const struct tg_func *g, const char *lead)
     ret_params(f, g);
 }
 
-/* The entry signature of fn: its boxed signature, and which Tensor
- * arguments are optional (`u`: the entry checks no NULL there). */
-static void entry_key(const struct tg_func *fn, char *buf, size_t len)
-{
-    box_key(fn, buf, len);
-    char *p = strchr(buf, ':') + 1;
-    for (int i = 0; i < fn->nargs && p[i]; i++)
-        if (fn->args[i].type == TG_TENSOR && fn->args[i].optional)
-            p[i] = fn->args[i].mutable_ ? 'U' : 'u';
-}
-
-/* The three trampolines of signature k, from its first op fn:
+/* The two trampolines of signature k, from its first op fn:
  * - rd_k, below a key: the kernel tn_dispatch_kernel picks for ks, which
  *   for a structured op's backend key is the engine of its C signature
- *   and takes the op's descriptor sd first;
- * - en_k, the public entry: checks the Tensor arguments (NULL where the
- *   schema does not allow it, the Tensor?[] lists), computes the key set;
+ *   and takes the op's descriptor sd first; each op's redispatch entry
+ *   and public entry (after its argument checks) call it;
  * - bx_k, boxed: unpacks the stack (tn_dispatch_unbox), calls the op's
  *   typed entry, boxes what it returns (tn_dispatch_box). */
 static void write_signature(FILE *f, const struct tg_func *fn, int k)
@@ -494,50 +482,6 @@ static void write_signature(FILE *f, const struct tg_func *fn, int k)
     call_args(f, &g, 0, g.nargs, true);
     ret_call(f, &g);
     fprintf(f, ") : %s;\n}\n", fail);
-
-    bool lists = false;
-    for (int i = 0; i < g.nargs; i++)
-        lists |= g.args[i].type == TG_OPT_TENSOR_LIST;
-    fprintf(f, "static inline %s en_%d(const struct tn_op *op, const struct gen_structured *sd%s", rt,
-            k, lists ? ", const char *name" : "");
-    params(f, &g, 0, g.nargs, true);
-    ret_params(f, &g);
-    fputs(")\n{\n", f);
-    for (int i = 0; (multi_ret(&g) || list_ret(&g)) && i < g.nrets; i++)
-        fprintf(f, "    *r%d = NULL;\n", i);
-    int nt = 0, nreq = 0;
-    for (int i = 0; i < g.nargs; i++)
-        if (g.args[i].type == TG_TENSOR)
-            nt++, nreq += !g.args[i].optional;
-    if (nt) {
-        fputs("    const struct tn_tensor *ts_[] = {", f);
-        for (int i = 0, n = 0; i < g.nargs; i++)
-            if (g.args[i].type == TG_TENSOR)
-                fprintf(f, "%sa%d", n++ ? ", " : "", i);
-        fputs("};\n", f);
-    }
-    if (nreq)
-        fprintf(f, "    if (tn_dispatch_check_tensors(op, ts_, %d) < 0)\n        return %s;\n", nt, fail);
-    for (int i = 0; i < g.nargs; i++)
-        if (g.args[i].type == TG_OPT_TENSOR_LIST)
-            fprintf(f, "    if (a%d_len < 0 || (a%d_len > 0 && !a%d))\n        return %s"
-                       "tn_dispatch_bad_list(name, op->args[%d].name, %d)%s;\n", i, i, i,
-                    returns_int(fn) ? "" : "(void)", i, i + 1, returns_int(fn) ? "" : ", NULL");
-    fprintf(f, "    return rd_%d(op, sd, ", k);
-    /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
-    bool first = true;
-    if (nt)
-        fprintf(f, "tn_dispatch_keyset(ts_, %d)", nt), first = false;
-    for (int i = 0; i < g.nargs; i++)
-        if (g.args[i].type == TG_TENSOR_LIST || g.args[i].type == TG_OPT_TENSOR_LIST) {
-            fprintf(f, "%stn_dispatch_keyset(a%d, a%d_len)", first ? "" : " | ", i, i);
-            first = false;
-        }
-    if (first)
-        fputs("tn_dispatch_keyset(NULL, 0)", f);
-    call_args(f, &g, 0, g.nargs, true);
-    ret_call(f, &g);
-    fputs(");\n}\n", f);
 
     fprintf(f, "static int bx_%d(const struct tn_op *op, struct tn_ivalue *st, int n)\n{\n", k);
     fprintf(f, "    struct tn_dispatch_arg a_[%d];\n    if (tn_dispatch_unbox(op, st, n, a_) < 0)\n"
@@ -720,8 +664,11 @@ static const char *write_structured(FILE *f, struct rows *r, const struct tg_fun
     return row_end(f, r, m, &buf, fn->ident, "static const struct gen_structured sd_%s = %s;\n");
 }
 
-/* The op's two entries: below a key, and the public one. Each hands its
- * op and descriptor to the trampolines of its signature (k). */
+/* The op's two entries: below a key, and the public one, which checks the
+ * arguments and computes the key set first. Each hands its op and
+ * descriptor to the trampoline of its signature (k). The public entry's
+ * checks stay in it: a shared one would cost each call a jump and a copy
+ * of its by-value arguments. */
 static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd)
 {
     char sdb[200];
@@ -731,16 +678,56 @@ static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
     fputs("); }\n", f);
+    /* the public entry: check the arguments, compute the key set */
     entry_decl(f, fn, fn->cname, false);
-    fprintf(f, "\n{ return en_%d(&op_%s, %s", k, fn->ident, sdb);
+    fputs("\n{\n", f);
+    const char *fail = returns_int(fn) ? "tn_last_status()" : "NULL";
+    char rb[80];
+    for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
+        fprintf(f, "    *%s = NULL;\n", ret_name(fn, i, rb, sizeof rb));
+    /* the tensors, checked against NULL by the op's argument table */
+    int nt = 0, nreq = 0;
     for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_OPT_TENSOR_LIST) {
-            fprintf(f, ", \"%s\"", fn->name);
-            break;
+        if (fn->args[i].type == TG_TENSOR)
+            nt++, nreq += !fn->args[i].optional;
+    if (nt) {
+        fputs("    const struct tn_tensor *ts_[] = {", f);
+        for (int i = 0, n = 0; i < fn->nargs; i++)
+            if (fn->args[i].type == TG_TENSOR)
+                fprintf(f, "%s%s", n++ ? ", " : "", fn->args[i].name);
+        fputs("};\n", f);
+    }
+    bool lists = false;
+    for (int i = 0; i < fn->nargs; i++)
+        lists |= fn->args[i].type == TG_OPT_TENSOR_LIST;
+    if (nreq && lists) /* the tensors first, then the lists */
+        fprintf(f, "    if (tn_dispatch_check_tensors(&op_%s, ts_, %d) < 0)\n        return %s;\n",
+                fn->ident, nt, fail);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST)
+            fprintf(f, "    if (%s_len < 0 || (%s_len > 0 && !%s))\n        return %s"
+                       "tn_dispatch_bad_list(\"%s\", \"%s\", %d)%s;\n", fn->args[i].name,
+                    fn->args[i].name, fn->args[i].name, returns_int(fn) ? "" : "(void)", fn->name,
+                    fn->args[i].name, i + 1, returns_int(fn) ? "" : ", NULL");
+    fputs("    return ", f);
+    if (nreq && !lists)
+        fprintf(f, "tn_dispatch_check_tensors(&op_%s, ts_, %d) < 0 ? %s : ", fn->ident, nt, fail);
+    fprintf(f, "rd_%d(&op_%s, %s, ", k, fn->ident, sdb);
+    /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
+    bool first = true;
+    if (nt)
+        fprintf(f, "tn_dispatch_keyset(ts_, %d)", nt), first = false;
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_TENSOR_LIST || fn->args[i].type == TG_OPT_TENSOR_LIST) {
+            fprintf(f, "%stn_dispatch_keyset(%s, %s_len)", first ? "" : " | ", fn->args[i].name,
+                    fn->args[i].name);
+            first = false;
         }
+    if (first)
+        fputs("tn_dispatch_keyset(NULL, 0)", f);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
-    fputs("); }\n", f);
+    fputs(");\n}\n", f);
 }
 
 /* The argument table of fn, one row of the table per argument; written
@@ -849,7 +836,7 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
     char key[96];
     /* the trampolines, one set per C signature */
     for (int i = 0; i < s->nfuncs; i++) {
-        entry_key(&s->funcs[i], key, sizeof key);
+        box_key(&s->funcs[i], key, sizeof key);
         int n0 = nk;
         sig[i] = intern(keys, &nk, key);
         if (nk > n0)
