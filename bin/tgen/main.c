@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <tensor/core.h>
@@ -46,19 +47,59 @@ static void usage(FILE *f)
           "schema (reported as file:line:column: message).\n", f);
 }
 
+/* Whether the regular file at path holds exactly buf[0..len) (a pipe or a
+ * device, /dev/stdout, is never read: it is written). */
+static bool same_content(const char *path, const char *buf, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != len)
+        return false;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    bool same = true;
+    char chunk[65536];
+    size_t at = 0, n;
+    while (same && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        same = at + n <= len && !memcmp(chunk, buf + at, n);
+        at += n;
+    }
+    same &= !ferror(f) && at == len;
+    fclose(f);
+    return same;
+}
+
 /* Writes through tn_out: a file is replaced whole or not at all, so a failed
- * run never leaves a half-written file for make to trust. */
+ * run never leaves a half-written file for make to trust. A file whose
+ * content would not change is left alone (its time too), so that an edit
+ * of derivatives.yaml rebuilds the Autograd kernels, not every user of
+ * tensor/ops.h. */
 static int write_out(const char *path, int (*fn)(FILE *, void *), void *ctx)
 {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        fprintf(stderr, "tgen: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    int rc = fn(m, ctx);
+    if (fclose(m) != 0 || rc < 0) {
+        free(buf);
+        return -1;
+    }
+    if (strcmp(path, "-") && same_content(path, buf, len)) {
+        free(buf);
+        return 0;
+    }
     struct tn_out *o = tn_out_open(path);
     if (!o) {
         fprintf(stderr, "tgen: %s\n", tn_last_error());
+        free(buf);
         return -1;
     }
-    if (fn(tn_out_file(o), ctx) < 0) {
-        tn_out_abort(o);
-        return -1;
-    }
+    fwrite(buf, 1, len, tn_out_file(o));
+    free(buf);
     if (tn_out_commit(o, false) < 0) {
         fprintf(stderr, "tgen: %s\n", tn_last_error());
         return -1;
