@@ -172,6 +172,8 @@ static int tn_copy_across(struct tn_tensor *dst, const struct tn_tensor *src)
 {
     enum tn_device_type type =
         dst->device.type != TN_DEVICE_CPU ? dst->device.type : src->device.type;
+    if (dst->device.type == TN_DEVICE_META && src->device.type == TN_DEVICE_META)
+        return TN_OK; /* as PyTorch: shapes only, nothing to move (a reshape's copy) */
     if (type == TN_DEVICE_META || dst->device.type == TN_DEVICE_META ||
         src->device.type == TN_DEVICE_META)
         return tn_set_error(TN_EDEVICE, "copy_: meta tensors hold no data");
