@@ -1248,6 +1248,8 @@ static void write_out_check(const struct tg_func *fn, FILE *f)
     fputs(");\n    tn__ad_below_end(prev_);\n    return rc_;\n}\n\n", f);
 }
 
+static int write_formula_table(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f);
+
 int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f,
                       const char *header, const char *private)
 {
@@ -1261,7 +1263,10 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
         fprintf(f, "#include \"%s\"\n", private);
     else
         fprintf(f, "#define TN_OPS_NATIVE\n#include <%s>\n", header);
-    fputs("\n#include \"autograd/internal.h\"\n\n"
+    fputs("\n#include \"autograd/internal.h\"\n", f);
+    if (private)
+        fputs("#include \"autograd/formula_table.h\"\n", f);
+    fputs("\n"
           "/* a node's pointer and grad, which some formulas do not read */\n"
           "#define TN_UNUSED __attribute__((unused))\n\n", f);
     fputs("/* PyTorch's words for backward through an op without a derivative. */\n"
@@ -1288,5 +1293,95 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
                 write_inplace(ip, fn, f);
         }
     }
+    /* the formula table, for libtensor's graph autograd (not a plugin's) */
+    if (!private)
+        return ferror(f) ? -1 : 0;
+    return write_formula_table(s, ds, f);
+}
+
+/* ------------------------------------------------ the formulas as data */
+
+/* The formulas of derivatives.yaml as a table for graph autograd
+ * (lib/compile/joint.c, lib/autograd/formula_table.h): each formula's
+ * parse tree in prefix order, one row per node, a call naming the op it
+ * resolves to ("aten::mul.Tensor") or, when no op, the helper or core
+ * function as written ("_gelu_bw", "t"). */
+static int table_node(const struct tg_schema *s, const struct expr *e, FILE *f, int *row)
+{
+    static const char *const kinds[] = {"TN__DX_NUM", "TN__DX_STR", "TN__DX_ID",
+                                        "TN__DX_CALL", "TN__DX_BIN", "TN__DX_NEG"};
+    char text[256];
+    snprintf(text, sizeof text, "%s", e->text);
+    if (e->kind == E_CALL) {
+        char cname[192], uname[192];
+        snprintf(cname, sizeof cname, "tn_%s", e->text);
+        snprintf(uname, sizeof uname, "tn_underscore_%s", e->text + (e->text[0] == '_'));
+        for (int i = 0; i < s->nfuncs; i++) {
+            const struct tg_func *op = &s->funcs[i];
+            if ((!strcmp(op->cname, cname) || (e->text[0] == '_' && !strcmp(op->cname, uname))) &&
+                !op->inplace && !op->is_out)
+                snprintf(text, sizeof text, "%s::%s%s%s", op->ns, op->name,
+                         op->overload[0] ? "." : "", op->overload);
+        }
+    }
+    fprintf(f, "    {%s, %d, '%c', \"%s\"}, /* %d */\n", kinds[e->kind], e->nkid,
+            e->kind == E_BIN ? e->op : ' ', text, *row);
+    (*row)++;
+    for (int i = 0; i < e->nkid; i++)
+        if (table_node(s, e->kid[i], f, row) < 0)
+            return -1;
+    return 0;
+}
+
+static int table_formula(const struct tg_schema *s, const char *path, const struct tg_formula *fm,
+                         FILE *f, int *row)
+{
+    struct parser p = {fm->expr, 0, path, fm->line, fm->col, false};
+    struct expr *e = parse_expr(&p, 0);
+    ws(&p);
+    if (e && p.s[p.i])
+        p_error(&p, "unexpected '%c'", p.s[p.i]);
+    int rc = e && !p.failed ? table_node(s, e, f, row) : -1;
+    expr_free(e);
+    return rc;
+}
+
+static int write_formula_table(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f)
+{
+    int total = ds->n + ds->ndefs, row = 0, nf = 0;
+    fputs("\n/* derivatives.yaml as data (autograd/formula_table.h) */\n"
+          "const struct tn__dx tn__dx_rows[] = {\n", f);
+    int *roots = calloc((size_t)(total * TG_MAX_ARGS) + 1, sizeof *roots);
+    if (!roots)
+        return -1;
+    for (int i = 0; i < total; i++) {
+        const struct tg_deriv *d = i < ds->n ? &ds->d[i] : &ds->defs[i - ds->n];
+        for (int k = 0; k < d->nf; k++) {
+            roots[nf++] = row;
+            if (table_formula(s, ds->path, &d->f[k], f, &row) < 0) {
+                free(roots);
+                return -1;
+            }
+        }
+    }
+    fputs("};\n\nconst struct tn__dformula tn__dx_formulas[] = {\n", f);
+    nf = 0;
+    for (int i = 0; i < total; i++) {
+        const struct tg_deriv *d = i < ds->n ? &ds->d[i] : &ds->defs[i - ds->n];
+        for (int k = 0; k < d->nf; k++, nf++)
+            fprintf(f, "    {\"%s\", %d},\n", d->f[k].input, roots[nf]);
+    }
+    free(roots);
+    fputs("};\n\nconst struct tn__dentry tn__dx_entries[] = {\n", f);
+    nf = 0;
+    for (int i = 0; i < total; i++) {
+        const struct tg_deriv *d = i < ds->n ? &ds->d[i] : &ds->defs[i - ds->n];
+        if (d->fn)
+            fprintf(f, "    {\"%s::%s\", NULL, %d, %d},\n", d->fn->ns, d->name, nf, d->nf);
+        else
+            fprintf(f, "    {\"%s\", \"%s\", %d, %d},\n", d->name, d->params, nf, d->nf);
+        nf += d->nf;
+    }
+    fprintf(f, "};\n\nconst int tn__dx_nentries = %d;\n", total);
     return ferror(f) ? -1 : 0;
 }

@@ -117,6 +117,19 @@ static struct tg_func *find_op(struct tg_schema *s, const char *name)
     return NULL;
 }
 
+/* Adds the formula `key: value` (scalars) to d. */
+static int add_formula(struct tg_deriv *d, yaml_node_t *k, yaml_node_t *v)
+{
+    if (d->nf == TG_MAX_ARGS)
+        return d_error(LINE(k), COL(k), "too many formulas");
+    struct tg_formula *f = &d->f[d->nf++];
+    f->input = dup_or_die(scalar_of(k), strlen(scalar_of(k)));
+    f->expr = dup_or_die(scalar_of(v), strlen(scalar_of(v)));
+    f->line = LINE(v);
+    f->col = COL(v);
+    return 0;
+}
+
 static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *s,
                       struct tg_deriv *d)
 {
@@ -156,13 +169,8 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *
             continue;
         if (!val)
             return d_error(LINE(v), COL(v), "%s: expected a formula", key);
-        if (d->nf == TG_MAX_ARGS)
-            return d_error(LINE(k), COL(k), "too many formulas");
-        struct tg_formula *f = &d->f[d->nf++];
-        f->input = dup_or_die(key, strlen(key));
-        f->expr = dup_or_die(val, strlen(val));
-        f->line = LINE(v);
-        f->col = COL(v);
+        if (add_formula(d, k, v) < 0)
+            return -1;
     }
     if (!d->name)
         return d_error(d->line, d->col, "an entry without name:");
@@ -207,6 +215,44 @@ static int load_entry(yaml_document_t *doc, yaml_node_t *map, struct tg_schema *
                         return d_error(f->line, f->col, "'%s' has a formula already",
                                        d->fn->args[f->arg[y]].name);
     }
+    return 0;
+}
+
+/* A `define:` entry: an op-level definition of a helper that formulas
+ * call (`_gelu_bw`), as formulas over ops, one per result:
+ *
+ *   - define: _gelu_bw(grad, self, approximate='none')
+ *     result: grad * (...)
+ *
+ * A parameter written name='text' makes the definition serve the calls
+ * whose argument is that string. Graph autograd (lib/compile/joint.c)
+ * expands these; the eager engine calls the C helper of the same name. */
+static int load_define(yaml_document_t *doc, yaml_node_t *map, struct tg_deriv *d)
+{
+    d->line = LINE(map);
+    d->col = COL(map);
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(doc, p->value);
+        const char *key = scalar_of(k), *val = scalar_of(v);
+        if (!key || !val)
+            return d_error(LINE(k), COL(k), "define: expected keys with formulas");
+        if (!strcmp(key, "define")) {
+            size_t n = strcspn(val, "(");
+            const char *close = strrchr(val, ')');
+            if (!n || !val[n] || !close || close < val + n)
+                return d_error(LINE(v), COL(v), "define: expected name(parameters)");
+            d->name = dup_or_die(val, n);
+            d->params = dup_or_die(val + n + 1, (size_t)(close - val - n - 1));
+            continue;
+        }
+        if (strncmp(key, "result", 6) || strspn(key + 6, "0123456789") != strlen(key + 6))
+            return d_error(LINE(k), COL(k), "define: '%s' is not result or result<k>", key);
+        if (add_formula(d, k, v) < 0)
+            return -1;
+    }
+    if (!d->name || !d->nf)
+        return d_error(d->line, d->col, "define: needs a name(parameters) and a result");
     return 0;
 }
 
@@ -322,11 +368,21 @@ int tg_load_derivatives(const char *path, struct tg_schema *s, struct tg_derivs 
     }
     int n = (int)(root->data.sequence.items.top - root->data.sequence.items.start);
     out->d = calloc((size_t)n + 1, sizeof *out->d);
-    if (!out->d)
+    out->defs = calloc((size_t)n + 1, sizeof *out->defs);
+    if (!out->d || !out->defs)
         goto done;
-    for (int i = 0; i < n; i++) {
-        yaml_node_t *e = yaml_document_get_node(&doc, root->data.sequence.items.start[i]);
-        out->n = i + 1;
+    for (int k = 0; k < n; k++) {
+        yaml_node_t *e = yaml_document_get_node(&doc, root->data.sequence.items.start[k]);
+        yaml_node_t *k0 = e->type == YAML_MAPPING_NODE && e->data.mapping.pairs.start <
+                                                              e->data.mapping.pairs.top
+                              ? yaml_document_get_node(&doc, e->data.mapping.pairs.start->key)
+                              : NULL;
+        if (scalar_of(k0) && !strcmp(scalar_of(k0), "define")) {
+            if (load_define(&doc, e, &out->defs[out->ndefs++]) < 0)
+                goto done;
+            continue;
+        }
+        int i = out->n++;
         if (load_entry(&doc, e, s, &out->d[i]) < 0)
             goto done;
         for (int j = 0; j < i; j++)
@@ -366,5 +422,14 @@ void tg_free_derivatives(struct tg_derivs *d)
         }
     }
     free(d->d);
+    for (int i = 0; i < d->ndefs; i++) {
+        free(d->defs[i].name);
+        free(d->defs[i].params);
+        for (int k = 0; k < d->defs[i].nf; k++) {
+            free(d->defs[i].f[k].input);
+            free(d->defs[i].f[k].expr);
+        }
+    }
+    free(d->defs);
     memset(d, 0, sizeof *d);
 }

@@ -143,12 +143,18 @@ struct tg_deriv {
     /* output_differentiability (all true when not given) */
     bool out_diff[TG_MAX_RETS];
     int n_out_diff;       /* entries given */
+    /* a `define:` entry (an op-level definition of a helper formula, fn
+     * NULL): its parameters, "grad, self, approximate='none'", and one
+     * formula per result (f[k].input "result" or "result<k>") */
+    char *params;
 };
 
 struct tg_derivs {
     const char *path;
     struct tg_deriv *d;
     int n;
+    struct tg_deriv *defs; /* the `define:` entries */
+    int ndefs;
 };
 
 /* Reads `path` against the ops of s, and names each op's Autograd kernel

@@ -5,6 +5,13 @@
  * derivative emitted as ops over graph values, in reverse order, the
  * gradients of a value summed where paths join and summed back to an
  * input's shape where broadcasting widened it, as the eager engine does.
+ * The derivatives are derivatives.yaml's formulas, the ones eager autograd
+ * compiles, read from the table tgen writes beside the Autograd kernels
+ * (autograd/formula_table.h) and evaluated here into graph nodes; helpers
+ * the eager engine runs as C come through their `define:` entries. Views
+ * and the composite ops that derivatives.yaml has no entry for (linear,
+ * matmul, conv2d, batch_norm, cross_entropy_loss, split, cat, ...) have
+ * theirs below, as PyTorch differentiates them through their parts.
  * Then partitions: the forward graph returns, after its own outputs, the
  * activations the backward reads (saved), and the backward takes them as
  * inputs and returns GRADIENT_TO_PARAMETER outputs.
@@ -19,6 +26,7 @@
  * what tcompile show, check and run read.
  */
 #include "compile/internal.h"
+#include "autograd/formula_table.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -77,8 +85,40 @@ static const char *fv(struct jb *b, int v)
 /* Emits `target` with the arguments in `ins` (a list of NamedArguments,
  * taken), giving nout outputs; their new names go to out[] (strings owned
  * by the node's JSON, alive as long as b->nodes). */
+/* The outputs of a node of the backward computing target over ins
+ * already (one evaluation of a subexpression that formulas repeat, gelu's
+ * tanh). Ops that draw random numbers are never the same. */
+static bool emitted(struct jb *b, const char *target, json_t *ins, int nout, const char **out)
+{
+    if (strstr(target, "rand") || strstr(target, "dropout") || strstr(target, "bernoulli"))
+        return false;
+    size_t i;
+    json_t *n;
+    json_array_foreach(b->nodes, i, n) {
+        if (strcmp(json_string_value(json_object_get(n, "target")), target) ||
+            !json_equal(json_object_get(n, "inputs"), ins))
+            continue;
+        json_t *o = json_array_get(json_object_get(n, "outputs"), 0);
+        json_t *t = json_object_get(o, "as_tensor"), *ts = json_object_get(o, "as_tensors");
+        if (nout == 1 && t) {
+            out[0] = json_string_value(json_object_get(t, "name"));
+            return true;
+        }
+        if (ts && json_array_size(ts) == (size_t)nout) {
+            for (int k = 0; k < nout; k++)
+                out[k] = json_string_value(json_object_get(json_array_get(ts, (size_t)k), "name"));
+            return true;
+        }
+    }
+    return false;
+}
+
 static void emit(struct jb *b, const char *target, json_t *ins, int nout, const char **out)
 {
+    if (emitted(b, target, ins, nout, out)) {
+        json_decref(ins);
+        return;
+    }
     json_t *n = json_object(), *names = json_array(), *outs = json_array();
     char name[64];
     for (int i = 0; i < nout; i++) {
@@ -107,6 +147,7 @@ static const char *emit1(struct jb *b, const char *target, json_t *ins)
 }
 
 static json_t *args(int n, ...);
+static const char *sum_back(struct jb *b, const char *g, int out, int in);
 
 /* emit1 of an op without a Meta kernel: its output declared in
  * tensor_values like forward value v (of dtype dt, or v's when UNSET). */
@@ -245,6 +286,41 @@ static void d_linear(struct jb *b, const struct tn_graph_node *n, const char *gy
     }
 }
 
+/* matmul of two tensors of at least 2 dimensions: ga = g @ b^T,
+ * gb = a^T @ g (^T the last two dimensions swapped), summed back over
+ * batch dimensions that broadcasting widened. */
+static int d_matmul(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    int x = tensor_of(n, "self"), y = tensor_of(n, "other");
+    if (x < 0 || y < 0 || b->g->values[x].ndim < 2 || b->g->values[y].ndim < 2)
+        return tn_set_error(TN_EINVAL, "%s: node '%s': the graph derivative of matmul takes "
+                                       "two tensors of 2 or more dimensions",
+                            b->g->label, n->name);
+    const char *mt[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        int v = i ? x : y;
+        if (!wants(b, i ? y : x))
+            continue;
+        mt[i] = emit1(b, "torch.ops.aten.transpose.int",
+                      args(3, named("self", tensor_arg(fv(b, v)), 1),
+                           named("dim0", one("as_int", json_integer(-2)), 1),
+                           named("dim1", one("as_int", json_integer(-1)), 1)));
+    }
+    if (mt[0]) {
+        const char *g = emit1(b, "torch.ops.aten.matmul.default",
+                              args(2, named("self", tensor_arg(gy), 1),
+                                   named("other", tensor_arg(mt[0]), 1)));
+        accumulate(b, x, sum_back(b, g, n->outs[0], x));
+    }
+    if (mt[1]) {
+        const char *g = emit1(b, "torch.ops.aten.matmul.default",
+                              args(2, named("self", tensor_arg(mt[1]), 1),
+                                   named("other", tensor_arg(gy), 1)));
+        accumulate(b, y, sum_back(b, g, n->outs[0], y));
+    }
+    return 0;
+}
+
 static const char *transpose01(struct jb *b, const char *x)
 {
     return emit1(b, "torch.ops.aten.transpose.int",
@@ -321,93 +397,12 @@ static int d_conv(struct jb *b, const struct tn_graph_node *n, const char *gy)
     return 0;
 }
 
-static const char *bin(struct jb *b, const char *op, const char *x, const char *y);
-
-/* tanh: gx = gy - gy*y*y; sigmoid: gx = gy*y - gy*y*y (tanh_backward and
- * sigmoid_backward as ops, over the result y). */
-static void d_tanh_sigmoid(struct jb *b, const struct tn_graph_node *n, const char *gy,
-                           bool tanh)
-{
-    int x = tensor_of(n, "self");
-    if (!wants(b, x))
-        return;
-    const char *y = fv(b, n->outs[0]);
-    const char *gyy = bin(b, "mul", gy, y);
-    accumulate(b, x, bin(b, "sub", tanh ? gy : gyy, bin(b, "mul", gyy, y)));
-}
-
-/* relu: threshold_backward(gy, y, 0) as ops: gy * (y > 0). */
-static void d_relu(struct jb *b, const struct tn_graph_node *n, const char *gy)
-{
-    int x = tensor_of(n, "self");
-    if (!wants(b, x))
-        return;
-    const char *pos = emit1(b, "torch.ops.aten.gt.Scalar",
-                            args(2, named("self", tensor_arg(fv(b, n->outs[0])), 1),
-                                 named("other", one("as_int", json_integer(0)), 1)));
-    accumulate(b, x, bin(b, "mul", gy, pos));
-}
-
 static const char *bin(struct jb *b, const char *op, const char *x, const char *y)
 {
     char target[64];
     snprintf(target, sizeof target, "torch.ops.aten.%s.Tensor", op);
     return emit1(b, target, args(2, named("self", tensor_arg(x), 1),
                                  named("other", tensor_arg(y), 1)));
-}
-
-/* log_softmax: gx = gy - exp(y) * sum(gy, dim); softmax: gx = y * (gy -
- * sum(gy * y, dim)), sums keeping dim (the formulas of
- * _log_softmax_backward_data and _softmax_backward_data, as ops). */
-static void d_softmax(struct jb *b, const struct tn_graph_node *n, const char *gy, bool log)
-{
-    int x = tensor_of(n, "self");
-    if (!wants(b, x))
-        return;
-    int64_t dim = int_of(n, "dim", -1);
-    const char *y = fv(b, n->outs[0]);
-    const char *s = emit1(b, "torch.ops.aten.sum.dim_IntList",
-                          args(3, named("self", tensor_arg(log ? gy : bin(b, "mul", gy, y)), 1),
-                               named("dim", ints_arg(&dim, 1), 1),
-                               named("keepdim", one("as_bool", json_true()), 1)));
-    const char *gx;
-    if (log) {
-        const char *e = emit1(b, "torch.ops.aten.exp.default",
-                              args(1, named("self", tensor_arg(y), 1)));
-        gx = bin(b, "sub", gy, bin(b, "mul", e, s));
-    } else {
-        gx = bin(b, "mul", y, bin(b, "sub", gy, s));
-    }
-    accumulate(b, x, gx);
-}
-
-static void d_binary(struct jb *b, const struct tn_graph_node *n, const char *gy, bool mul)
-{
-    int x = tensor_of(n, "self"), y = tensor_of(n, "other"), out = n->outs[0];
-    const struct tn_graph_arg *alpha = arg_of(n, "alpha");
-    if (wants(b, x)) {
-        const char *d = mul ? emit1(b, "torch.ops.aten.mul.Tensor",
-                                    args(2, named("self", tensor_arg(gy), 1),
-                                         named("other", tensor_arg(fv(b, y)), 1)))
-                            : gy;
-        accumulate(b, x, sum_to(b, d, out, x));
-    }
-    if (wants(b, y)) {
-        const char *d = gy;
-        if (mul)
-            d = emit1(b, "torch.ops.aten.mul.Tensor",
-                      args(2, named("self", tensor_arg(gy), 1),
-                           named("other", tensor_arg(fv(b, x)), 1)));
-        else if (alpha && (alpha->kind == TN_GARG_FLOAT ? alpha->items[0].f != 1
-                                                        : alpha->items[0].i != 1))
-            d = emit1(b, "torch.ops.aten.mul.Scalar",
-                      args(2, named("self", tensor_arg(gy), 1),
-                           named("other", alpha->kind == TN_GARG_FLOAT
-                                              ? one("as_float", json_real(alpha->items[0].f))
-                                              : one("as_int", json_integer(alpha->items[0].i)),
-                                 1)));
-        accumulate(b, y, sum_to(b, d, out, y));
-    }
 }
 
 static const char *to_dtype(struct jb *b, const char *x, enum tn_dtype dt)
@@ -463,70 +458,6 @@ static int d_cross_entropy(struct jb *b, const struct tn_graph_node *n, const ch
                                         args(1, named("self", tensor_arg(vf), 1))));
     accumulate(b, x, bin(b, "mul", d, scale));
     return 0;
-}
-
-/* A pooling node's int[2] argument `name` (def when absent or empty). */
-static json_t *pool_ints(const struct tn_graph_node *n, const char *name, const char *or_name,
-                         int64_t def)
-{
-    const struct tn_graph_arg *a = arg_of(n, name);
-    if ((!a || a->n == 0) && or_name)
-        a = arg_of(n, or_name);
-    int64_t v[2] = {def, def};
-    for (int i = 0; a && a->n > 0 && i < 2; i++)
-        v[i] = a->items[a->n == 1 ? 0 : i].i;
-    return ints_arg(v, 2);
-}
-
-/* max_pool2d: the indices recomputed (max_pool2d_with_indices), then
- * max_pool2d_with_indices_backward; avg_pool2d: avg_pool2d_backward. */
-static void d_pool(struct jb *b, const struct tn_graph_node *n, const char *gy, bool max)
-{
-    int x = tensor_of(n, "self");
-    if (!wants(b, x))
-        return;
-    const char *xs = fv(b, x);
-    json_t *common = args(4, named("kernel_size", pool_ints(n, "kernel_size", NULL, 1), 1),
-                          named("stride", pool_ints(n, "stride", "kernel_size", 1), 1),
-                          named("padding", pool_ints(n, "padding", NULL, 0), 1),
-                          named("ceil_mode", one("as_bool", json_boolean(int_of(n, "ceil_mode", 0))),
-                                1));
-    json_t *ins = args(2, named(max ? "grad_output" : "grad_output", tensor_arg(gy), 1),
-                       named("self", tensor_arg(xs), 1));
-    if (max) {
-        json_t *dil = named("dilation", pool_ints(n, "dilation", NULL, 1), 1);
-        json_t *fin = args(1, named("self", tensor_arg(xs), 1));
-        for (int i = 0; i < 3; i++)
-            json_array_append(fin, json_array_get(common, (size_t)i));
-        json_array_append(fin, dil);
-        json_array_append(fin, json_array_get(common, 3));
-        const char *o[2];
-        emit(b, "torch.ops.aten.max_pool2d_with_indices.default", fin, 2, o);
-        char idx[64];
-        snprintf(idx, sizeof idx, "%s", o[1]);
-        json_t *m = json_deep_copy(json_object_get(b->ftv, b->g->values[n->outs[0]].name));
-        json_t *mi = json_deep_copy(m);
-        json_object_set_new(mi, "dtype", json_integer(tn_graph_scalar_type(TN_INT64)));
-        json_object_set_new(b->tv, o[0], m);
-        json_object_set_new(b->tv, idx, mi);
-        for (int i = 0; i < 3; i++)
-            json_array_append(ins, json_array_get(common, (size_t)i));
-        json_array_append_new(ins, dil);
-        json_array_append(ins, json_array_get(common, 3));
-        json_array_append_new(ins, named("indices", tensor_arg(idx), 1));
-        accumulate(b, x, emit_like(b, "torch.ops.aten.max_pool2d_with_indices_backward.default",
-                                   ins, x, TN_DTYPE_UNSET));
-    } else {
-        json_array_extend(ins, common);
-        json_array_append_new(ins, named("count_include_pad",
-                                         one("as_bool",
-                                             json_boolean(int_of(n, "count_include_pad", 1))),
-                                         1));
-        json_array_append_new(ins, named("divisor_override", one("as_none", json_true()), 1));
-        accumulate(b, x, emit_like(b, "torch.ops.aten.avg_pool2d_backward.default", ins, x,
-                                   TN_DTYPE_UNSET));
-    }
-    json_decref(common);
 }
 
 /* rsqrt(v + eps) */
@@ -620,55 +551,1048 @@ static int d_batch_norm_eval(struct jb *b, const struct tn_graph_node *n, const 
     return 0;
 }
 
-/* Emits node n's derivative. Returns 0, or TN_EINVAL naming it. */
+/* ------------------------------------- derivatives.yaml, emitted as ops */
+
+/* A value a formula computes: a tensor of the backward (its name), a
+ * number, a string, a list, or a tuple of tensors. */
+enum jk { J_NONE, J_TENSOR, J_INT, J_FLOAT, J_BOOL, J_STR, J_INTS, J_BOOLS, J_DTYPE, J_TUPLE,
+          J_TENSORS };
+
+#define J_MAX_TUPLE 4
+
+struct jv {
+    enum jk k;
+    const char *t;                 /* J_TENSOR; J_STR */
+    int64_t i;                     /* J_INT, J_BOOL, J_DTYPE */
+    double f;                      /* J_FLOAT */
+    int64_t ints[TN_MAX_DIMS];     /* J_INTS, J_BOOLS */
+    int n;
+    const char *tup[J_MAX_TUPLE];  /* J_TUPLE (NULL: not computed) */
+    const char *ts[TN_MAX_DIMS];   /* J_TENSORS: n names, NULL for None (index's) */
+};
+
+#define J_MAX_PARAMS 16
+
+/* Where a formula's names come from: the forward node (its arguments, the
+ * yaml op's defaults, its results and their gradients), or a define's
+ * bound parameters. */
+struct env {
+    const struct tn_graph_node *n;
+    const struct tn_op *op;         /* the op of the derivatives.yaml entry */
+    const char *res[J_MAX_TUPLE];   /* its results' names (NULL: not in the graph yet) */
+    const char *grads[J_MAX_TUPLE]; /* their gradients (NULL: none reached them) */
+    int nres, g0;
+    const bool *mask;               /* grad_input_mask */
+    int nmask;
+    const char *pname[J_MAX_PARAMS];
+    struct jv pval[J_MAX_PARAMS];
+    int np, depth;
+    char pbuf[512];
+};
+
+static int ev(struct jb *b, struct env *e, int *row, struct jv *out);
+static int forward_value(struct jb *b, const char *t);
+
+/* The first row after the subtree at row r. */
+static int skip_rows(int r)
+{
+    int kids = tn__dx_rows[r].nkid;
+    r++;
+    while (kids--)
+        r = skip_rows(r);
+    return r;
+}
+
+static json_t *jv_arg(const struct jv *v, const struct tn_arg_schema *as)
+{
+    switch (v->k) {
+    case J_TENSOR: return tensor_arg(v->t);
+    case J_INT:
+        return as->tag == TN_IV_DOUBLE ? one("as_float", json_real((double)v->i))
+                                       : one("as_int", json_integer(v->i));
+    case J_FLOAT: return one("as_float", json_real(v->f));
+    case J_BOOL: return one("as_bool", json_boolean(v->i));
+    case J_STR: return one("as_string", json_string(v->t));
+    case J_INTS:
+    case J_BOOLS: return ints_arg(v->ints, v->n); /* bool[] is boxed as 0/1 ints */
+    case J_DTYPE: return one("as_scalar_type", json_integer(tn_graph_scalar_type((enum tn_dtype)v->i)));
+    case J_TENSORS: {
+        json_t *l = json_array();
+        bool opt = false;
+        for (int i = 0; i < v->n; i++)
+            opt |= !v->ts[i];
+        for (int i = 0; i < v->n; i++)
+            json_array_append_new(l, !opt      ? one("name", json_string(v->ts[i]))
+                                     : v->ts[i] ? tensor_arg(v->ts[i])
+                                                : one("as_none", json_true()));
+        return one(opt ? "as_optional_tensors" : "as_tensors", l);
+    }
+    default: return one("as_none", json_true());
+    }
+}
+
+/* The graph target of op ("torch.ops.aten.add.Tensor"). */
+static void target_of(const struct tn_op *op, char *buf, size_t len)
+{
+    snprintf(buf, len, "torch.ops.%s.%s.%s", op->ns, op->name,
+             op->overload[0] ? op->overload : "default");
+}
+
+/* The meta (tensor_values entry) of tensor t, NULL when not known here:
+ * a forward value's, or one declare_outputs gave. */
+static json_t *meta_of(struct jb *b, const char *t)
+{
+    json_t *m = json_object_get(b->tv, t);
+    return m ? m : json_object_get(b->ftv, t);
+}
+
+/* A meta like m with sizes s[0..nd) (contiguous). */
+static json_t *meta_sized(json_t *m, const int64_t *s, int nd)
+{
+    json_t *c = json_deep_copy(m), *sz = json_array(), *st = json_array();
+    int64_t stride[TN_MAX_DIMS], acc = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        stride[d] = acc;
+        acc *= s[d] > 1 ? s[d] : 1;
+    }
+    for (int d = 0; d < nd; d++) {
+        json_array_append_new(sz, one("as_int", json_integer(s[d])));
+        json_array_append_new(st, one("as_int", json_integer(stride[d])));
+    }
+    json_object_set_new(c, "sizes", sz);
+    json_object_set_new(c, "strides", st);
+    return c;
+}
+
+/* Declares the outputs of a call of op, which has no Meta kernel for the
+ * graph check to find their shapes by: each output like the tensor
+ * argument it stands for. The gradient ops (threshold_backward,
+ * avg_pool2d_backward, ...) give a tensor like their `self`, `input` or
+ * `output`; convolution_backward_weight the weight's; a call returning
+ * one tensor per input (native_layer_norm_backward) one like each input
+ * in turn; native_layer_norm its input's and, for mean and rstd, the
+ * input's with the normalized dimensions 1. */
+static void declare_outputs(struct jb *b, const struct tn_op *op, const struct jv *a, int na,
+                            const struct jv *out)
+{
+    int nt = out->k == J_TUPLE ? out->n : 1;
+    const char *like[J_MAX_TUPLE] = {NULL};
+    if (nt > 1 && strstr(op->name, "_backward")) {
+        for (int i = 0, k = 0; i < na && k < nt; i++)
+            if (op->args[i].tag == TN_IV_TENSOR && strcmp(op->args[i].name, "grad_out") &&
+                strncmp(op->args[i].name, "grad", 4) && strcmp(op->args[i].name, "mean") &&
+                strcmp(op->args[i].name, "rstd") && strncmp(op->args[i].name, "save_", 5) &&
+                strncmp(op->args[i].name, "running_", 8))
+                like[k++] = a[i].k == J_TENSOR ? a[i].t : NULL;
+        /* batch norm's takes no bias: its gradient is shaped as the weight's */
+        for (int k = 2; k < nt; k++)
+            if (!like[k])
+                like[k] = like[k - 1];
+    } else if (nt == 1) {
+        const char *want = strstr(op->name, "_weight") ? "weight"
+                           : strstr(op->name, "_bias") ? "bias" : NULL;
+        static const char *const pref[] = {"self", "input", "output"};
+        for (int p = -1; p < 3 && !like[0]; p++)
+            for (int i = 0; i < na; i++)
+                if (a[i].k == J_TENSOR && !strcmp(op->args[i].name, p < 0 ? (want ? want : "")
+                                                                        : pref[p]) &&
+                    meta_of(b, a[i].t))
+                    like[0] = a[i].t;
+        for (int i = 0; i < na && !like[0]; i++)
+            if (a[i].k == J_TENSOR && meta_of(b, a[i].t))
+                like[0] = a[i].t;
+    }
+    if (!strcmp(op->name, "native_layer_norm") && na > 1 && a[0].k == J_TENSOR &&
+        meta_of(b, a[0].t)) {
+        like[0] = a[0].t;
+        int x = forward_value(b, like[0]);
+        if (x >= 0 && a[1].k == J_INTS) {
+            const struct tn_graph_value *v = &b->g->values[x];
+            int64_t s[TN_MAX_DIMS];
+            for (int d = 0; d < v->ndim; d++)
+                s[d] = d >= v->ndim - a[1].n ? 1 : v->sizes[d];
+            for (int k = 1; k < 3; k++)
+                json_object_set_new(b->tv, out->tup[k], meta_sized(meta_of(b, like[0]), s,
+                                                                   v->ndim));
+        }
+        nt = 1;
+    }
+    for (int k = 0; k < nt; k++) {
+        json_t *m = like[k] ? meta_of(b, like[k]) : NULL;
+        if (m)
+            json_object_set_new(b->tv, nt > 1 || out->k == J_TUPLE ? out->tup[k] : out->t,
+                                json_deep_copy(m));
+    }
+}
+
+/* Emits a call of op with the positional values a[0..na). */
+static int call_op(struct jb *b, const struct tn_op *op, const struct jv *a, int na,
+                   struct jv *out)
+{
+    if (na > op->nargs)
+        return tn_set_error(TN_EINVAL, "%s takes %d arguments, a formula gives %d", op->qualname,
+                            op->nargs, na);
+    json_t *ins = json_array();
+    for (int i = 0; i < na; i++) {
+        if (a[i].k == J_TUPLE) {
+            json_decref(ins);
+            return tn_set_error(TN_EINVAL, "%s: a tuple cannot be an argument", op->qualname);
+        }
+        json_array_append_new(ins, named(op->args[i].name, jv_arg(&a[i], &op->args[i]),
+                                         op->args[i].kwonly ? 2 : 1));
+    }
+    char target[256];
+    target_of(op, target, sizeof target);
+    memset(out, 0, sizeof *out);
+    if (op->nrets > 1) {
+        if (op->nrets > J_MAX_TUPLE) {
+            json_decref(ins);
+            return tn_set_error(TN_EINVAL, "%s returns too many tensors", op->qualname);
+        }
+        emit(b, target, ins, op->nrets, out->tup);
+        out->k = J_TUPLE;
+        out->n = op->nrets;
+    } else {
+        out->k = J_TENSOR;
+        out->t = emit1(b, target, ins);
+    }
+    if (!op->kernels[TN_KEY_META])
+        declare_outputs(b, op, a, na, out);
+    return 0;
+}
+
+static int call_named(struct jb *b, const char *name, const struct jv *a, int na, struct jv *out)
+{
+    const struct tn_op *op = tn_op_find(name);
+    return op ? call_op(b, op, a, na, out) : tn_last_status();
+}
+
+/* A default's text as a value: None, True/False, numbers, 'strings',
+ * [lists] and the reduction names. */
+static struct jv parse_default(const char *d)
+{
+    struct jv v = {.k = J_NONE};
+    if (!d || !strcmp(d, "None"))
+        return v;
+    if (!strcmp(d, "True") || !strcmp(d, "False")) {
+        v.k = J_BOOL;
+        v.i = d[0] == 'T';
+    } else if (d[0] == '\'' || d[0] == '"') {
+        v.k = J_STR;
+        v.t = d; /* unquoted by the caller */
+    } else if (d[0] == '[') {
+        v.k = J_INTS;
+        for (const char *p = d + 1; *p && *p != ']' && v.n < TN_MAX_DIMS;) {
+            char *end;
+            v.ints[v.n++] = strtoll(p, &end, 10);
+            p = end + strspn(end, ", ");
+            if (end == p && *p != ']')
+                break;
+        }
+    } else if (!strcmp(d, "Mean") || !strcmp(d, "Sum") || !strcmp(d, "None_")) {
+        v.k = J_INT;
+        v.i = d[0] == 'M' ? 1 : 2;
+    } else if (strpbrk(d, ".eE")) {
+        v.k = J_FLOAT;
+        v.f = strtod(d, NULL);
+    } else {
+        v.k = J_INT;
+        v.i = strtoll(d, NULL, 10);
+    }
+    return v;
+}
+
+/* The value of the node's argument `name` (the yaml op's default when the
+ * node leaves it out). 1 when found, 0 when no such argument. */
+static int node_arg(struct jb *b, struct env *e, const char *name, struct jv *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct tn_graph_arg *a = e->n ? arg_of(e->n, name) : NULL;
+    if (!a) {
+        /* the default of the node's op (layer_norm's eps), else the yaml op's */
+        const struct tn_op *op = e->n ? e->n->op : NULL;
+        int k = op ? tn_op_arg_index(op, name) : -1;
+        if (k < 0 || !op->args[k].def) {
+            op = e->op;
+            k = op ? tn_op_arg_index(op, name) : -1;
+        }
+        if (k < 0)
+            return 0;
+        const char *d = op->args[k].def;
+        if (!d && !strcmp(name, "seed")) /* _tn_attention's for sdpa: no dropout drawn */
+            d = "0";
+        *out = parse_default(d);
+        if (out->k == J_STR) { /* 'none' -> none, kept in the env's buffer */
+            snprintf(e->pbuf, sizeof e->pbuf, "%.*s", (int)strlen(d) - 2, d + 1);
+            out->t = e->pbuf;
+        }
+        if (out->k == J_INTS && out->n == 1 && strstr(op->args[k].type, "[2]"))
+            out->ints[out->n++] = out->ints[0]; /* int[2] padding=0 */
+        return 1;
+    }
+    switch (a->kind) {
+    case TN_GARG_NONE: out->k = J_NONE; break;
+    case TN_GARG_TENSOR: out->k = J_TENSOR; out->t = fv(b, a->items[0].value); break;
+    case TN_GARG_INT: out->k = J_INT; out->i = a->items[0].i; break;
+    case TN_GARG_FLOAT: out->k = J_FLOAT; out->f = a->items[0].f; break;
+    case TN_GARG_BOOL: out->k = J_BOOL; out->i = a->items[0].i; break;
+    case TN_GARG_STRING: out->k = J_STR; out->t = a->s; break;
+    case TN_GARG_DTYPE: out->k = J_DTYPE; out->i = a->items[0].i; break;
+    case TN_GARG_INTS:
+    case TN_GARG_BOOLS:
+        if (a->n > TN_MAX_DIMS)
+            return tn_set_error(TN_EINVAL, "argument '%s': too long a list", name);
+        out->k = a->kind == TN_GARG_INTS ? J_INTS : J_BOOLS;
+        out->n = a->n;
+        for (int i = 0; i < a->n; i++) {
+            if (a->items[i].value >= 0)
+                return tn_set_error(TN_EINVAL, "argument '%s': symbolic sizes", name);
+            out->ints[i] = a->items[i].i;
+        }
+        break;
+    case TN_GARG_TENSORS:
+        if (a->n > TN_MAX_DIMS)
+            return tn_set_error(TN_EINVAL, "argument '%s': too long a list", name);
+        out->k = J_TENSORS;
+        out->n = a->n;
+        for (int i = 0; i < a->n; i++)
+            out->ts[i] = a->items[i].value >= 0 ? fv(b, a->items[i].value) : NULL;
+        break;
+    default:
+        return tn_set_error(TN_EINVAL, "argument '%s': device, layout or float-list arguments "
+                                       "are not taken by graph formulas yet", name);
+    }
+    return 1;
+}
+
+/* The index of result name n of op (result, result<k>, or the schema's
+ * name of the result: "-> (Tensor values, Tensor indices)"), -1 when none. */
+static int result_of(const struct env *e, const char *n)
+{
+    if (!strcmp(n, "result"))
+        return 0;
+    if (!strncmp(n, "result", 6) && n[6] >= '0' && n[6] <= '9')
+        return atoi(n + 6);
+    const char *r = e->op && e->op->schema ? strstr(e->op->schema, "->") : NULL;
+    for (int k = 0; r && *r && k < e->nres; k++) {
+        r += strspn(r, "->( ,");
+        size_t len = strcspn(r, ",)");
+        const char *sp = memchr(r, ' ', len); /* "Tensor values": the name after the type */
+        if (sp && (size_t)(r + len - sp - 1) == strlen(n) && !strncmp(sp + 1, n, strlen(n)))
+            return k;
+        r += len;
+    }
+    return -1;
+}
+
+/* Result k of the node's op, recomputed in the backward (the yaml op
+ * called with the node's arguments) when the graph's node does not give
+ * it: layer_norm's mean and rstd are native_layer_norm's. */
+static int result_value(struct jb *b, struct env *e, int k, struct jv *out)
+{
+    if (k >= e->nres)
+        return tn_set_error(TN_EINVAL, "%s has no result %d", e->op->qualname, k);
+    if (!e->res[k]) {
+        struct jv a[TN_MAX_DIMS * 2];
+        int na = 0;
+        for (; na < e->op->nargs && na < (int)(sizeof a / sizeof *a); na++) {
+            int rc = node_arg(b, e, e->op->args[na].name, &a[na]);
+            if (rc < 0)
+                return rc;
+            if (!rc)
+                return tn_set_error(TN_EINVAL, "recomputing %s: no argument '%s'",
+                                    e->op->qualname, e->op->args[na].name);
+        }
+        struct jv t;
+        int rc = call_op(b, e->op, a, na, &t);
+        if (rc < 0)
+            return rc;
+        int v0 = e->n->nout > 0 ? e->n->outs[0] : -1;
+        for (int i = 0; i < e->nres; i++) {
+            const char *r = t.k == J_TUPLE ? t.tup[i] : t.t;
+            if (!e->res[i])
+                e->res[i] = r;
+            /* without a Meta kernel: like the node's result (max_pool2d's
+             * indices: of its shape, int64) */
+            if (!json_object_get(b->tv, r) && v0 >= 0 && !e->op->kernels[TN_KEY_META]) {
+                json_t *m = json_deep_copy(json_object_get(b->ftv, b->g->values[v0].name));
+                if (m && strstr(e->op->name, "with_indices") && i == 1)
+                    json_object_set_new(m, "dtype",
+                                        json_integer(tn_graph_scalar_type(TN_INT64)));
+                if (m)
+                    json_object_set_new(b->tv, r, m);
+            }
+        }
+    }
+    memset(out, 0, sizeof *out);
+    out->k = J_TENSOR;
+    out->t = e->res[k];
+    int v = forward_value(b, out->t);
+    if (v >= 0)
+        b->read[v] = true; /* a result the forward gives: saved */
+    return 0;
+}
+
+static int ev_name(struct jb *b, struct env *e, const char *n, struct jv *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < e->np; i++)
+        if (!strcmp(e->pname[i], n)) {
+            *out = e->pval[i];
+            return 0;
+        }
+    if (!strcmp(n, "true") || !strcmp(n, "false")) {
+        out->k = J_BOOL;
+        out->i = n[0] == 't';
+        return 0;
+    }
+    if (!strcmp(n, "grad") || !strncmp(n, "grads[", 6)) {
+        int k = n[4] ? atoi(n + 6) : e->g0;
+        if (k < 0 || k >= e->nres)
+            return tn_set_error(TN_EINVAL, "%s: no result %d", n, k);
+        if (!e->grads[k]) { /* zeros where no path reached the result */
+            struct jv r;
+            int rc = result_value(b, e, k, &r);
+            if (rc < 0)
+                return rc;
+            e->grads[k] = emit1(b, "torch.ops.aten.fill.Scalar",
+                                args(2, named("self", tensor_arg(r.t), 1),
+                                     named("value", one("as_int", json_integer(0)), 1)));
+        }
+        out->k = J_TENSOR;
+        out->t = e->grads[k];
+        return 0;
+    }
+    if (!strcmp(n, "grad_input_mask")) {
+        out->k = J_BOOLS;
+        out->n = e->nmask;
+        for (int i = 0; i < e->nmask; i++)
+            out->ints[i] = e->mask[i];
+        return 0;
+    }
+    int rc = e->op && tn_op_arg_index(e->op, n) < 0 ? result_of(e, n) : -1;
+    if (rc >= 0)
+        return result_value(b, e, rc, out);
+    rc = node_arg(b, e, n, out);
+    if (rc < 0)
+        return rc;
+    if (!rc)
+        return tn_set_error(TN_EINVAL, "'%s' is not grad, a result or an argument", n);
+    return 0;
+}
+
+/* The graph value a formula's tensor names (a forward value), -1 when
+ * it is one the backward computed. */
+static int forward_value(struct jb *b, const char *t)
+{
+    return t ? tn_graph_find_value(b->g, t) : -1;
+}
+
+static int num_op(char op, const struct jv *x, const struct jv *y, struct jv *out)
+{
+    memset(out, 0, sizeof *out);
+    bool fl = x->k == J_FLOAT || y->k == J_FLOAT || op == '/';
+    double a = x->k == J_FLOAT ? x->f : (double)x->i, c = y->k == J_FLOAT ? y->f : (double)y->i;
+    if (fl) {
+        out->k = J_FLOAT;
+        out->f = op == '+' ? a + c : op == '-' ? a - c : op == '*' ? a * c : a / c;
+    } else {
+        out->k = J_INT;
+        out->i = op == '+' ? x->i + y->i : op == '-' ? x->i - y->i : x->i * y->i;
+    }
+    return 0;
+}
+
+static bool is_num(const struct jv *v) { return v->k == J_INT || v->k == J_FLOAT || v->k == J_BOOL; }
+
+static json_t *num_arg(const struct jv *v)
+{
+    return v->k == J_FLOAT ? one("as_float", json_real(v->f)) : one("as_int", json_integer(v->i));
+}
+
+/* x op y over tensors and numbers, as ops (add.Tensor, mul.Scalar, ...). */
+static int bin_op(struct jb *b, char op, const struct jv *x, const struct jv *y, struct jv *out)
+{
+    static const char *const names[] = {"add", "sub", "mul", "div"};
+    const char *nm = names[op == '+' ? 0 : op == '-' ? 1 : op == '*' ? 2 : 3];
+    char target[64];
+    if (is_num(x) && is_num(y))
+        return num_op(op, x, y, out);
+    memset(out, 0, sizeof *out);
+    out->k = J_TENSOR;
+    if (x->k == J_TENSOR && y->k == J_TENSOR) {
+        out->t = bin(b, nm, x->t, y->t);
+        return 0;
+    }
+    if (x->k == J_TENSOR && is_num(y)) {
+        double c = y->k == J_FLOAT ? y->f : (double)y->i;
+        if ((c == 1 && (op == '*' || op == '/')) || (c == 0 && (op == '+' || op == '-'))) {
+            out->t = x->t; /* grad * 1: add.Tensor's alpha */
+            return 0;
+        }
+        snprintf(target, sizeof target, "torch.ops.aten.%s.Scalar", nm);
+        out->t = emit1(b, target, args(2, named("self", tensor_arg(x->t), 1),
+                                       named("other", num_arg(y), 1)));
+        return 0;
+    }
+    if (is_num(x) && y->k == J_TENSOR) {
+        if (op == '+' || op == '*')
+            return bin_op(b, op, y, x, out);
+        if (op == '-') { /* x - y as -y + x */
+            struct jv ny = {.k = J_TENSOR};
+            ny.t = emit1(b, "torch.ops.aten.neg.default", args(1, named("self", tensor_arg(y->t), 1)));
+            return bin_op(b, '+', &ny, x, out);
+        }
+        const char *r = emit1(b, "torch.ops.aten.reciprocal.default",
+                              args(1, named("self", tensor_arg(y->t), 1)));
+        struct jv rv = {.k = J_TENSOR, .t = r};
+        return bin_op(b, '*', &rv, x, out);
+    }
+    return tn_set_error(TN_EINVAL, "'%c' of values that are not tensors or numbers", op);
+}
+
+/* A define of derivatives.yaml for `name` whose string parameters match
+ * the call's arguments; binds its parameters into d. NULL when none. */
+static const struct tn__dentry *find_define(const char *name, const struct jv *a, int na,
+                                            struct env *d)
+{
+    for (int i = 0; i < tn__dx_nentries; i++) {
+        const struct tn__dentry *de = &tn__dx_entries[i];
+        if (!de->params || strcmp(de->name, name))
+            continue;
+        d->np = 0;
+        const char *p = de->params;
+        bool ok = true;
+        while (ok && *p && d->np < J_MAX_PARAMS) {
+            p += strspn(p, ", ");
+            size_t len = strcspn(p, ",=");
+            char *nm = &d->pbuf[p - de->params];
+            if ((size_t)(p - de->params) + len >= sizeof d->pbuf)
+                return NULL;
+            memcpy(nm, p, len);
+            nm[len] = 0;
+            p += len;
+            int k = d->np;
+            if (*p == '=') { /* name='text': only that string */
+                const char *v = p + 2, *end = strchr(v, '\'');
+                ok = k < na && a[k].k == J_STR && end && strlen(a[k].t) == (size_t)(end - v) &&
+                     !strncmp(a[k].t, v, (size_t)(end - v));
+                if (k < na && a[k].k == J_NONE && end && !strncmp(v, "none", 4))
+                    ok = true; /* None: the default */
+                p = end ? end + 1 : p + strlen(p);
+            }
+            d->pname[k] = nm;
+            d->pval[k] = k < na ? a[k] : (struct jv){.k = J_NONE};
+            d->np++;
+        }
+        if (ok && d->np == na)
+            return de;
+    }
+    return NULL;
+}
+
+/* The lib/core functions formulas call (views), as graph ops. 1 when
+ * name is none of them. */
+static int core_fn(struct jb *b, const char *name, const struct jv *a, int na, struct jv *out)
+{
+    static const struct { const char *name, *target, *args[3]; } fns[] = {
+        {"t", "torch.ops.aten.t.default", {"self"}},
+        {"transpose", "torch.ops.aten.transpose.int", {"self", "dim0", "dim1"}},
+        {"expand", "torch.ops.aten.expand.default", {"self", "size"}},
+        {"reshape", "torch.ops.aten.reshape.default", {"self", "shape"}},
+        {"view", "torch.ops.aten.view.default", {"self", "size"}},
+        {"permute", "torch.ops.aten.permute.default", {"self", "dims"}},
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
+        if (strcmp(name, fns[i].name))
+            continue;
+        int want = 0;
+        while (want < 3 && fns[i].args[want])
+            want++;
+        if (na != want || a[0].k != J_TENSOR)
+            return tn_set_error(TN_EINVAL, "%s takes %d arguments, the first a tensor", name, want);
+        json_t *ins = json_array();
+        static const struct tn_arg_schema as = {.tag = TN_IV_INT};
+        for (int k = 0; k < na; k++)
+            json_array_append_new(ins, named(fns[i].args[k], jv_arg(&a[k], &as), 1));
+        memset(out, 0, sizeof *out);
+        out->k = J_TENSOR;
+        out->t = emit1(b, fns[i].target, ins);
+        return 0;
+    }
+    return 1;
+}
+
+/* The shape functions defines use, evaluated while the graph is built:
+ * _kept_sizes(sizes, dim) is sizes with the dimensions dim (all when None
+ * or absent) made 1, the shape of a reduction with keepdim;
+ * _reduced_count(sizes, dim) the number of elements each result of that
+ * reduction summed. */
+static int shape_fn(const char *name, const struct jv *a, int na, struct jv *out)
+{
+    if (na < 1 || a[0].k != J_INTS || (na > 1 && a[1].k != J_INTS && a[1].k != J_NONE))
+        return tn_set_error(TN_EINVAL, "%s takes sizes and optional dims", name);
+    bool red[TN_MAX_DIMS] = {false};
+    int nd = a[0].n;
+    bool all = na < 2 || a[1].k == J_NONE || a[1].n == 0;
+    for (int i = 0; !all && i < a[1].n; i++) {
+        int64_t d = a[1].ints[i] < 0 ? a[1].ints[i] + nd : a[1].ints[i];
+        if (d < 0 || d >= nd)
+            return tn_set_error(TN_EINVAL, "%s: dimension %lld out of range", name,
+                                (long long)a[1].ints[i]);
+        red[d] = true;
+    }
+    memset(out, 0, sizeof *out);
+    int64_t count = 1;
+    for (int d = 0; d < nd; d++) {
+        bool r = all || red[d];
+        count *= r ? a[0].ints[d] : 1;
+        out->ints[d] = r ? 1 : a[0].ints[d];
+    }
+    if (name[1] == 'k') {
+        out->k = J_INTS;
+        out->n = nd;
+    } else {
+        out->k = J_INT;
+        out->i = count;
+    }
+    return 0;
+}
+
+static int ev_call(struct jb *b, struct env *e, const struct tn__dx *x, int *row, struct jv *out)
+{
+    struct jv a[TN_MAX_DIMS * 2];
+    int na = x->nkid;
+    if (na > (int)(sizeof a / sizeof *a))
+        return tn_set_error(TN_EINVAL, "%s: too many arguments", x->text);
+    if (!strcmp(x->text, "sizes")) { /* x.sizes(): a forward value's shape */
+        /* the shape is a constant: the tensor itself is not read */
+        const struct tn__dx *k = &tn__dx_rows[*row];
+        *row = skip_rows(*row);
+        int v = -1;
+        for (int i = 0; k->kind == TN__DX_ID && i < e->np; i++)
+            if (!strcmp(e->pname[i], k->text) && e->pval[i].k == J_TENSOR)
+                v = forward_value(b, e->pval[i].t);
+        if (v < 0 && k->kind == TN__DX_ID && e->n)
+            v = tensor_of(e->n, k->text);
+        if (v < 0)
+            return tn_set_error(TN_EINVAL, "sizes() of what is not a forward value");
+        memset(out, 0, sizeof *out);
+        out->k = J_INTS;
+        out->n = b->g->values[v].ndim;
+        memcpy(out->ints, b->g->values[v].sizes, sizeof out->ints[0] * (size_t)out->n);
+        return 0;
+    }
+    for (int i = 0; i < na; i++) {
+        int rc = ev(b, e, row, &a[i]);
+        if (rc < 0)
+            return rc;
+    }
+    if (!strcmp(x->text, "scalar_type")) {
+        int v = forward_value(b, a[0].t);
+        if (v < 0)
+            return tn_set_error(TN_EINVAL, "scalar_type() of what is not a forward value");
+        memset(out, 0, sizeof *out);
+        out->k = J_DTYPE;
+        out->i = b->g->values[v].dtype;
+        return 0;
+    }
+    if (strstr(x->text, "::"))
+        return call_named(b, x->text, a, na, out);
+    if (!strcmp(x->text, "_kept_sizes") || !strcmp(x->text, "_reduced_count"))
+        return shape_fn(x->text, a, na, out);
+    struct env *d = calloc(1, sizeof *d);
+    if (!d)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    const struct tn__dentry *de = find_define(x->text, a, na, d);
+    int rc;
+    if (de) {
+        d->depth = e->depth + 1;
+        int r = tn__dx_formulas[de->formula].root;
+        rc = d->depth > 16 ? tn_set_error(TN_EINVAL, "%s: defines nested too deeply", x->text)
+                           : ev(b, d, &r, out);
+    } else if ((rc = core_fn(b, x->text, a, na, out)) != 1) {
+        /* done: a lib/core function */
+    } else {
+        const struct tn_op *op = tn_op_find(x->text);
+        tn_clear_error();
+        rc = op ? call_op(b, op, a, na, out)
+                : tn_set_error(TN_EINVAL, "the helper %s has no op-level definition "
+                                          "(a define: entry of derivatives.yaml) yet", x->text);
+    }
+    free(d);
+    return rc;
+}
+
+/* Evaluates the subtree at *row into out, emitting its ops. */
+static int ev(struct jb *b, struct env *e, int *row, struct jv *out)
+{
+    const struct tn__dx *x = &tn__dx_rows[(*row)++];
+    memset(out, 0, sizeof *out);
+    switch (x->kind) {
+    case TN__DX_NUM:
+        if (strpbrk(x->text, ".eE")) {
+            out->k = J_FLOAT;
+            out->f = strtod(x->text, NULL);
+        } else {
+            out->k = J_INT;
+            out->i = strtoll(x->text, NULL, 10);
+        }
+        return 0;
+    case TN__DX_STR:
+        out->k = J_STR;
+        out->t = x->text;
+        return 0;
+    case TN__DX_ID: return ev_name(b, e, x->text, out);
+    case TN__DX_CALL: return ev_call(b, e, x, row, out);
+    case TN__DX_NEG: {
+        struct jv k;
+        int rc = ev(b, e, row, &k);
+        if (rc < 0)
+            return rc;
+        if (is_num(&k)) {
+            struct jv z = {.k = J_INT};
+            return num_op('-', &z, &k, out);
+        }
+        if (k.k != J_TENSOR)
+            return tn_set_error(TN_EINVAL, "'-' of what is not a tensor or a number");
+        out->k = J_TENSOR;
+        out->t = emit1(b, "torch.ops.aten.neg.default", args(1, named("self", tensor_arg(k.t), 1)));
+        return 0;
+    }
+    default: {
+        struct jv l, r;
+        int rc = ev(b, e, row, &l);
+        if (rc >= 0)
+            rc = ev(b, e, row, &r);
+        return rc < 0 ? rc : bin_op(b, x->op, &l, &r, out);
+    }
+    }
+}
+
+/* g (of the shape of value out) summed back to value in's shape where
+ * broadcasting widened it: only when in's shape broadcasts to out's and
+ * holds fewer elements (a gradient of another shape, mm's, is left). */
+static const char *sum_back(struct jb *b, const char *g, int out, int in)
+{
+    const struct tn_graph_value *o = &b->g->values[out], *i = &b->g->values[in];
+    int lead = o->ndim - i->ndim;
+    int64_t no = 1, ni = 1;
+    if (lead < 0)
+        return g;
+    for (int d = 0; d < o->ndim; d++) {
+        no *= o->sizes[d];
+        if (d >= lead) {
+            ni *= i->sizes[d - lead];
+            if (i->sizes[d - lead] != 1 && i->sizes[d - lead] != o->sizes[d])
+                return g;
+        }
+    }
+    return ni < no ? sum_to(b, g, out, in) : g;
+}
+
+/* A formula's result t for input v, computed by an op whose Meta kernel
+ * is missing or is a composite that cannot run on meta tensors (a
+ * gradient op, index_backward): declared like v, the shape a gradient
+ * has. */
+static void declare_like(struct jb *b, const char *t, int v)
+{
+    if (json_object_get(b->tv, t) || forward_value(b, t) >= 0)
+        return;
+    json_t *n = json_array_get(b->nodes, json_array_size(b->nodes) - 1);
+    const char *target = json_string_value(json_object_get(n, "target"));
+    if (!target || strcmp(json_string_value(json_object_get(n, "name")), t) ||
+        strncmp(target, "torch.ops.", 10))
+        return;
+    char q[256];
+    snprintf(q, sizeof q, "%s", target + 10);
+    char *dot = strchr(q, '.');
+    if (!dot)
+        return;
+    *dot = 0;
+    char *ov = strchr(dot + 1, '.');
+    if (!ov)
+        return;
+    *ov = 0;
+    char name[300];
+    snprintf(name, sizeof name, "%s::%s%s%s", q, dot + 1, strcmp(ov + 1, "default") ? "." : "",
+             strcmp(ov + 1, "default") ? ov + 1 : "");
+    const struct tn_op *op = tn_op_find(name);
+    tn_clear_error();
+    if (op && (!op->kernels[TN_KEY_META] || strstr(op->name, "_backward")))
+        json_object_set_new(b->tv, t, json_deep_copy(json_object_get(b->ftv, b->g->values[v].name)));
+}
+
+static bool pointwise(const struct tn_op *op)
+{
+    for (int i = 0; i < op->ntags; i++)
+        if (!strcmp(op->tags[i], "pointwise"))
+            return true;
+    return false;
+}
+
+/* The derivatives.yaml entry of op qualname, NULL when none. */
+static const struct tn__dentry *entry_of(const char *qualname)
+{
+    for (int i = 0; i < tn__dx_nentries; i++)
+        if (!tn__dx_entries[i].params && !strcmp(tn__dx_entries[i].name, qualname))
+            return &tn__dx_entries[i];
+    return NULL;
+}
+
+/* Composite ops of graphs that stand for an op of derivatives.yaml, whose
+ * results the node gives the first of (the others recomputed). */
+static const struct { const char *graph, *yaml; } stands_for[] = {
+    {"aten::softmax.int", "aten::_softmax"},
+    {"aten::log_softmax.int", "aten::_log_softmax"},
+    {"aten::layer_norm", "aten::native_layer_norm"},
+    {"aten::max_pool2d", "aten::max_pool2d_with_indices"},
+    {"aten::scaled_dot_product_attention", "aten::_tn_attention"},
+};
+
+/* Node n's derivative from the formulas of derivatives.yaml. 1 when the
+ * op has none, 0 done, < 0 an error. */
+static int derive_yaml(struct jb *b, const struct tn_graph_node *n)
+{
+    const struct tn_op *op = n->op;
+    if (!op)
+        return 1;
+    const char *q = op->qualname;
+    for (size_t i = 0; i < sizeof stands_for / sizeof *stands_for; i++)
+        if (!strcmp(q, stands_for[i].graph))
+            q = stands_for[i].yaml;
+    const struct tn__dentry *de = entry_of(q);
+    if (!de)
+        return 1;
+    struct env *e = calloc(1, sizeof *e);
+    if (!e)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    e->n = n;
+    e->op = q == op->qualname ? op : tn_op_find(q);
+    int rc = e->op ? 0 : tn_last_status();
+    e->nres = e->op ? e->op->nrets : 0;
+    if (e->nres > J_MAX_TUPLE)
+        rc = tn_set_error(TN_EINVAL, "%s returns too many tensors", q);
+    for (int k = 0; rc >= 0 && k < e->nres && k < n->nout; k++)
+        if (n->outs[k] >= 0) {
+            e->grads[k] = b->grad[n->outs[k]];
+            /* the results the node gives, read from the forward on use */
+            e->res[k] = b->g->values[n->outs[k]].name;
+        }
+    for (int f = 0; rc >= 0 && f < de->nf; f++) {
+        const struct tn__dformula *fm = &tn__dx_formulas[de->formula + f];
+        int vals[J_MAX_TUPLE], nin = 0;
+        bool mask[J_MAX_TUPLE], any = false;
+        for (const char *p = fm->inputs; *p && nin < J_MAX_TUPLE;) {
+            p += strspn(p, ", ");
+            size_t len = strcspn(p, ", ");
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)len, p);
+            p += len;
+            vals[nin] = tensor_of(n, name);
+            mask[nin] = wants(b, vals[nin]);
+            any |= mask[nin++];
+        }
+        if (!any)
+            continue;
+        /* grad_input_mask: every input that is a tensor, for a graph value
+         * cannot be an undefined tensor (what a false entry gives) */
+        bool given[J_MAX_TUPLE];
+        for (int k = 0; k < nin; k++)
+            given[k] = vals[k] >= 0 && tn_dtype_is_floating(b->g->values[vals[k]].dtype);
+        e->mask = given;
+        e->nmask = nin;
+        int row = fm->root;
+        struct jv g;
+        rc = ev(b, e, &row, &g);
+        if (rc < 0)
+            break;
+        for (int k = 0; k < nin; k++) {
+            const char *t = g.k == J_TUPLE && k < g.n ? g.tup[k] : g.k == J_TENSOR ? g.t : NULL;
+            if (!mask[k])
+                continue;
+            if (!t) {
+                rc = tn_set_error(TN_EINVAL, "the formula of %s for '%s' gives no tensor", q,
+                                  fm->inputs);
+                break;
+            }
+            declare_like(b, t, vals[k]);
+            /* a pointwise op's inputs broadcast to its result */
+            accumulate(b, vals[k], pointwise(e->op) ? sum_back(b, t, n->outs[0], vals[k]) : t);
+        }
+    }
+    free(e);
+    if (rc < 0)
+        return tn_set_error(tn_last_status(), "%s: node '%s': the derivative of %s: %s",
+                            b->g->label, n->name, q, tn_last_error());
+    return 0;
+}
+
+/* The derivatives of views and of composite ops that derivatives.yaml
+ * has no entry for (PyTorch's neither: they are CompositeImplicitAutograd,
+ * differentiated through what they decompose to). 1 when n is none. */
+static int derive_structural(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    static const char *const reshapes[] = {
+        "view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints",
+        "unflatten.int", "unsqueeze.default", "squeeze.dim", "squeeze.dims", "squeeze.default",
+        "clone.default", "contiguous.default", "alias.default", "detach.default"};
+    const char *t = n->target;
+    if (strncmp(t, "torch.ops.aten.", 15))
+        return 1;
+    t += 15;
+    int x = tensor_of(n, "self");
+    for (size_t i = 0; i < sizeof reshapes / sizeof *reshapes; i++)
+        if (!strcmp(t, reshapes[i])) {
+            if (wants(b, x))
+                accumulate(b, x, reshape(b, gy, b->g->values[x].sizes, b->g->values[x].ndim));
+            return 0;
+        }
+    if (!strcmp(t, "linear.default")) {
+        d_linear(b, n, gy);
+        return 0;
+    }
+    if (!strcmp(t, "conv2d.default"))
+        return d_conv(b, n, gy);
+    if (!strcmp(t, "batch_norm.default"))
+        return d_batch_norm_eval(b, n, gy);
+    if (!strcmp(t, "cross_entropy_loss.default"))
+        return d_cross_entropy(b, n, gy);
+    if (!strcmp(t, "t.default")) {
+        if (wants(b, x))
+            accumulate(b, x, tr(b, gy));
+        return 0;
+    }
+    if (!strcmp(t, "transpose.int")) {
+        if (wants(b, x))
+            accumulate(b, x, emit1(b, "torch.ops.aten.transpose.int",
+                                   args(3, named("self", tensor_arg(gy), 1),
+                                        named("dim0", one("as_int", json_integer(int_of(n, "dim0", 0))), 1),
+                                        named("dim1", one("as_int", json_integer(int_of(n, "dim1", 1))), 1))));
+        return 0;
+    }
+    if (!strcmp(t, "permute.default")) {
+        const struct tn_graph_arg *d = arg_of(n, "dims");
+        int nd = x >= 0 ? b->g->values[x].ndim : 0;
+        int64_t inv[TN_MAX_DIMS];
+        if (!d || d->n != nd)
+            return tn_set_error(TN_EINVAL, "%s: node '%s': permute without its dims",
+                                b->g->label, n->name);
+        for (int i = 0; i < nd; i++)
+            inv[(d->items[i].i + nd) % nd] = i;
+        if (wants(b, x))
+            accumulate(b, x, emit1(b, "torch.ops.aten.permute.default",
+                                   args(2, named("self", tensor_arg(gy), 1),
+                                        named("dims", ints_arg(inv, nd), 1))));
+        return 0;
+    }
+    if (!strcmp(t, "expand.default")) {
+        if (wants(b, x))
+            accumulate(b, x, sum_to(b, gy, n->outs[0], x));
+        return 0;
+    }
+    if (!strcmp(t, "matmul.default"))
+        return d_matmul(b, n, gy);
+    return 1;
+}
+
+/* The gradients of n's outputs as an as_tensors list, zeros for an
+ * output no path reached; NULL with an error. */
+static json_t *piece_grads(struct jb *b, const struct tn_graph_node *n)
+{
+    json_t *l = json_array();
+    for (int k = 0; k < n->nout; k++) {
+        int o = n->outs[k];
+        const char *g = o >= 0 ? b->grad[o] : NULL;
+        if (!g) {
+            if (o < 0) {
+                json_decref(l);
+                tn_set_error(TN_EINVAL, "%s: node '%s': a piece without a name", b->g->label,
+                             n->name);
+                return NULL;
+            }
+            const struct tn_graph_value *v = &b->g->values[o];
+            g = emit1(b, "torch.ops.aten.zeros.default",
+                      args(2, named("size", ints_arg(v->sizes, v->ndim), 1),
+                           named("dtype", one("as_scalar_type",
+                                              json_integer(tn_graph_scalar_type(v->dtype))), 2)));
+        }
+        json_array_append_new(l, one("name", json_string(g)));
+    }
+    return one("as_tensors", l);
+}
+
+/* split: the pieces' gradients concatenated back; unbind: stacked back. */
+static int derive_pieces(struct jb *b, const struct tn_graph_node *n, bool stack)
+{
+    int x = tensor_of(n, "self");
+    if (!wants(b, x))
+        return 0;
+    json_t *l = piece_grads(b, n);
+    if (!l)
+        return tn_last_status();
+    accumulate(b, x, emit_like(b, stack ? "torch.ops.aten.stack.default"
+                                        : "torch.ops.aten.cat.default",
+                               args(2, named("tensors", l, 1),
+                                    named("dim", one("as_int", json_integer(int_of(n, "dim", 0))),
+                                          1)),
+                               x, TN_DTYPE_UNSET));
+    return 0;
+}
+
+/* cat: each input's gradient the slice of g it filled; stack: the
+ * select of g at its index. */
+static int derive_cat_stack(struct jb *b, const struct tn_graph_node *n, bool stack)
+{
+    const struct tn_graph_arg *l = arg_of(n, "tensors");
+    const char *gy = b->grad[n->outs[0]];
+    int64_t dim = int_of(n, "dim", 0), at = 0;
+    int nd = b->g->values[n->outs[0]].ndim;
+    if (dim < 0)
+        dim += nd;
+    for (int i = 0; l && i < l->n; i++) {
+        int x = l->items[i].value;
+        int64_t size = x >= 0 && !stack ? b->g->values[x].sizes[dim] : 1;
+        if (wants(b, x)) {
+            json_t *ins = args(3, named("self", tensor_arg(gy), 1),
+                               named("dim", one("as_int", json_integer(dim)), 1),
+                               named(stack ? "index" : "start", one("as_int", json_integer(at)), 1));
+            if (!stack)
+                json_array_append_new(ins, named("end", one("as_int", json_integer(at + size)), 1));
+            accumulate(b, x, emit1(b, stack ? "torch.ops.aten.select.int" : "torch.ops.aten.slice.Tensor",
+                                   ins));
+        }
+        at += size;
+    }
+    return 0;
+}
+
+/* Emits node n's derivative: a view's or a composite's (above), else the
+ * formulas of derivatives.yaml. Returns 0, or TN_EINVAL naming it. */
 static int derive(struct jb *b, const struct tn_graph_node *n)
 {
     const char *t = n->target;
-    const char *gy = n->nout > 0 && n->outs[0] >= 0 ? b->grad[n->outs[0]] : NULL;
-    if (!gy)
+    bool any = false;
+    for (int k = 0; k < n->nout; k++)
+        any |= n->outs[k] >= 0 && b->grad[n->outs[k]];
+    if (!any)
         return 0; /* the loss does not depend on it */
-    if (!strcmp(t, "torch.ops.aten.linear.default"))
-        d_linear(b, n, gy);
-    else if (!strcmp(t, "torch.ops.aten.conv2d.default"))
-        return d_conv(b, n, gy);
-    else if (!strcmp(t, "torch.ops.aten.relu.default"))
-        d_relu(b, n, gy);
-    else if (!strcmp(t, "torch.ops.aten.tanh.default") ||
-             !strcmp(t, "torch.ops.aten.sigmoid.default"))
-        d_tanh_sigmoid(b, n, gy, !strcmp(t, "torch.ops.aten.tanh.default"));
-    else if (!strcmp(t, "torch.ops.aten.log_softmax.int") ||
-             !strcmp(t, "torch.ops.aten._log_softmax.default"))
-        d_softmax(b, n, gy, true);
-    else if (!strcmp(t, "torch.ops.aten.softmax.int") ||
-             !strcmp(t, "torch.ops.aten._softmax.default"))
-        d_softmax(b, n, gy, false);
-    else if (!strcmp(t, "torch.ops.aten.max_pool2d.default") ||
-             !strcmp(t, "torch.ops.aten.avg_pool2d.default"))
-        d_pool(b, n, gy, !strcmp(t, "torch.ops.aten.max_pool2d.default"));
-    else if (!strcmp(t, "torch.ops.aten.batch_norm.default"))
-        return d_batch_norm_eval(b, n, gy);
-    else if (!strcmp(t, "torch.ops.aten.cross_entropy_loss.default"))
-        return d_cross_entropy(b, n, gy);
-    else if (!strcmp(t, "torch.ops.aten.add.Tensor"))
-        d_binary(b, n, gy, false);
-    else if (!strcmp(t, "torch.ops.aten.mul.Tensor"))
-        d_binary(b, n, gy, true);
-    else if (!strcmp(t, "torch.ops.aten.view.default") ||
-             !strcmp(t, "torch.ops.aten.reshape.default") ||
-             !strcmp(t, "torch.ops.aten._unsafe_view.default") ||
-             !strcmp(t, "torch.ops.aten.flatten.using_ints")) {
-        int x = tensor_of(n, "self");
-        if (wants(b, x))
-            accumulate(b, x, reshape(b, gy, b->g->values[x].sizes, b->g->values[x].ndim));
-    } else if (!strcmp(t, "torch.ops.aten.t.default")) {
-        int x = tensor_of(n, "self");
-        if (wants(b, x))
-            accumulate(b, x, tr(b, gy));
-    } else {
+    if (!strcmp(t, "torch.ops.aten.split.Tensor") ||
+        !strcmp(t, "torch.ops.aten.split_with_sizes.default"))
+        return derive_pieces(b, n, false);
+    if (!strcmp(t, "torch.ops.aten.unbind.int"))
+        return derive_pieces(b, n, true);
+    const char *gy = n->nout > 0 && n->outs[0] >= 0 ? b->grad[n->outs[0]] : NULL;
+    if (gy && (!strcmp(t, "torch.ops.aten.cat.default") ||
+               !strcmp(t, "torch.ops.aten.stack.default")))
+        return derive_cat_stack(b, n, !strcmp(t, "torch.ops.aten.stack.default"));
+    int rc = gy ? derive_structural(b, n, gy) : 1;
+    if (rc == 1)
+        rc = derive_yaml(b, n);
+    if (rc == 1)
         return tn_set_error(TN_EINVAL, "%s: node '%s': no graph derivative for %s yet",
                             b->g->label, n->name, t);
-    }
-    return 0;
+    return rc;
 }
 
 /* Which values a parameter reaches (the ones that get gradients). */
@@ -820,6 +1744,11 @@ static void name_grads(struct jb *b)
         if (!b->grad[v])
             continue;
         rename_value(b->nodes, b->grad[v], t);
+        json_t *m = json_object_get(b->tv, b->grad[v]); /* a declared meta follows */
+        if (m) {
+            json_object_set(b->tv, t, m);
+            json_object_del(b->tv, b->grad[v]);
+        }
         free(b->grad[v]);
         b->grad[v] = strdup(t);
     }
@@ -866,6 +1795,12 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
     int rc = TN_ENOMEM;
     if (!b.grad || !b.needs_grad || !b.read || !saved || !recompute || !froot || !b.nodes)
         goto out;
+    if (g->nsymbols > 0) {
+        rc = tn_set_error(TN_EINVAL, "%s: symbolic sizes (%s): the joint graph takes a graph "
+                                     "exported with static shapes",
+                          g->label, g->symbols[0].name);
+        goto out;
+    }
     b.ftv = json_object_get(json_object_get(json_object_get(froot, "graph_module"), "graph"),
                             "tensor_values");
     b.tv = json_object();
