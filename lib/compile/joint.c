@@ -1073,13 +1073,21 @@ static const struct tn__dentry *find_define(const char *name, const struct jv *a
             nm[len] = 0;
             p += len;
             int k = d->np;
-            if (*p == '=') { /* name='text': only that string */
+            if (*p == '=' && p[1] == '\'') { /* name='text': only that string */
                 const char *v = p + 2, *end = strchr(v, '\'');
                 ok = k < na && a[k].k == J_STR && end && strlen(a[k].t) == (size_t)(end - v) &&
                      !strncmp(a[k].t, v, (size_t)(end - v));
                 if (k < na && a[k].k == J_NONE && end && !strncmp(v, "none", 4))
                     ok = true; /* None: the default */
                 p = end ? end + 1 : p + strlen(p);
+            } else if (!strncmp(p, "=None", 5)) { /* name=None: only an absent value */
+                ok = k < na && a[k].k == J_NONE;
+                p += 5;
+            } else if (*p == '=') { /* name=number: only that integer */
+                char *end;
+                long long want = strtoll(p + 1, &end, 10);
+                ok = k < na && a[k].k == J_INT && a[k].i == want;
+                p = end;
             }
             d->pname[k] = nm;
             d->pval[k] = k < na ? a[k] : (struct jv){.k = J_NONE};

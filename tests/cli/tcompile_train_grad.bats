@@ -90,6 +90,16 @@ grads_match() {
     assert_output --partial "aten::tanh("
 }
 
+@test "grad: activations whose eager derivatives are C helpers, through their define: entries" {
+    # silu, mish, leaky_relu, hardtanh, elu, softplus, maximum, minimum and
+    # clamp (both bounds, min only, max only): the same gradients as
+    # PyTorch and as the eager engine's C helpers
+    grads_match "$TN_SRCDIR/tests/fixtures/train/acts_joint" 4 --strict
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::logical_and("
+    assert_output --partial "aten::softplus("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
