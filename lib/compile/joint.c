@@ -668,7 +668,8 @@ static json_t *meta_sized(json_t *m, const int64_t *s, int nd)
  * graph check to find their shapes by: each output like the tensor
  * argument it stands for. The gradient ops (threshold_backward,
  * avg_pool2d_backward, ...) give a tensor like their `self`, `input` or
- * `output`; convolution_backward_weight the weight's; a call returning
+ * `output` (one the backward computed is left to declare_like);
+ * convolution_backward_weight the weight's; a call returning
  * one tensor per input (native_layer_norm_backward) one like each input
  * in turn; native_layer_norm its input's and, for mean and rstd, the
  * input's with the normalized dimensions 1. */
@@ -698,9 +699,6 @@ static void declare_outputs(struct jb *b, const struct tn_op *op, const struct j
                                                                         : pref[p]) &&
                     meta_of(b, a[i].t))
                     like[0] = a[i].t;
-        for (int i = 0; i < na && !like[0]; i++)
-            if (a[i].k == J_TENSOR && meta_of(b, a[i].t))
-                like[0] = a[i].t;
     }
     if (!strcmp(op->name, "native_layer_norm") && na > 1 && a[0].k == J_TENSOR &&
         meta_of(b, a[0].t)) {
@@ -1080,6 +1078,9 @@ static const struct tn__dentry *find_define(const char *name, const struct jv *a
                 if (k < na && a[k].k == J_NONE && end && !strncmp(v, "none", 4))
                     ok = true; /* None: the default */
                 p = end ? end + 1 : p + strlen(p);
+            } else if (!strncmp(p, "=true", 5) || !strncmp(p, "=false", 6)) {
+                ok = k < na && a[k].k == J_BOOL && a[k].i == (p[1] == 't');
+                p += p[1] == 't' ? 5 : 6;
             } else if (!strncmp(p, "=None", 5)) { /* name=None: only an absent value */
                 ok = k < na && a[k].k == J_NONE;
                 p += 5;
@@ -1138,8 +1139,18 @@ static int core_fn(struct jb *b, const char *name, const struct jv *a, int na, s
  * reduction summed. */
 static int shape_fn(const char *name, const struct jv *a, int na, struct jv *out)
 {
-    if (na < 1 || a[0].k != J_INTS || (na > 1 && a[1].k != J_INTS && a[1].k != J_NONE))
+    if (na < 1 || a[0].k != J_INTS ||
+        (na > 1 && a[1].k != J_INTS && a[1].k != J_INT && a[1].k != J_NONE))
         return tn_set_error(TN_EINVAL, "%s takes sizes and optional dims", name);
+    struct jv two[2];
+    if (na > 1 && a[1].k == J_INT) { /* one dimension */
+        two[0] = a[0];
+        memset(&two[1], 0, sizeof two[1]);
+        two[1].k = J_INTS;
+        two[1].n = 1;
+        two[1].ints[0] = a[1].i;
+        a = two;
+    }
     bool red[TN_MAX_DIMS] = {false};
     int nd = a[0].n;
     bool all = na < 2 || a[1].k == J_NONE || a[1].n == 0;

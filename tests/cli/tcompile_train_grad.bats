@@ -100,6 +100,12 @@ grads_match() {
     assert_output --partial "aten::softplus("
 }
 
+@test "grad: max and min over a dim, topk and sort, through _value_selecting_bw's define: entries" {
+    grads_match "$TN_SRCDIR/tests/fixtures/train/select_joint" 2 --strict
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::scatter.src("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
