@@ -1303,9 +1303,9 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
 
 /* The formulas of derivatives.yaml as a table for graph autograd
  * (lib/compile/joint.c, lib/autograd/formula_table.h): each formula's
- * parse tree in prefix order, one row per node, a call naming the op it
- * resolves to ("aten::mul.Tensor") or, when no op, the helper or core
- * function as written ("_gelu_bw", "t"). */
+ * parse tree in prefix order, one row per node and one formula a line, a
+ * call naming the op it resolves to ("aten::mul.Tensor") or, when no op,
+ * the helper or core function as written ("_gelu_bw", "t"). */
 static int table_node(const struct tg_schema *s, const struct expr *e, FILE *f, int *row)
 {
     static const char *const kinds[] = {"TN__DX_NUM", "TN__DX_STR", "TN__DX_ID",
@@ -1324,8 +1324,8 @@ static int table_node(const struct tg_schema *s, const struct expr *e, FILE *f, 
                          op->overload[0] ? "." : "", op->overload);
         }
     }
-    fprintf(f, "    {%s, %d, '%c', \"%s\"}, /* %d */\n", kinds[e->kind], e->nkid,
-            e->kind == E_BIN ? e->op : ' ', text, *row);
+    fprintf(f, " {%s, %d, '%c', \"%s\"},", kinds[e->kind], e->nkid,
+            e->kind == E_BIN ? e->op : ' ', text);
     (*row)++;
     for (int i = 0; i < e->nkid; i++)
         if (table_node(s, e->kid[i], f, row) < 0)
@@ -1341,7 +1341,9 @@ static int table_formula(const struct tg_schema *s, const char *path, const stru
     ws(&p);
     if (e && p.s[p.i])
         p_error(&p, "unexpected '%c'", p.s[p.i]);
+    fprintf(f, "    /* %d */", *row); /* one formula a line */
     int rc = e && !p.failed ? table_node(s, e, f, row) : -1;
+    fputc('\n', f);
     expr_free(e);
     return rc;
 }
@@ -1368,8 +1370,10 @@ static int write_formula_table(const struct tg_schema *s, const struct tg_derivs
     nf = 0;
     for (int i = 0; i < total; i++) {
         const struct tg_deriv *d = i < ds->n ? &ds->d[i] : &ds->defs[i - ds->n];
+        fputs("   ", f); /* an entry's formulas a line */
         for (int k = 0; k < d->nf; k++, nf++)
-            fprintf(f, "    {\"%s\", %d},\n", d->f[k].input, roots[nf]);
+            fprintf(f, " {\"%s\", %d},", d->f[k].input, roots[nf]);
+        fputc('\n', f);
     }
     free(roots);
     fputs("};\n\nconst struct tn__dentry tn__dx_entries[] = {\n", f);
