@@ -47,3 +47,34 @@ load helper
     assert_failure 2
     assert_output --partial "bad.yaml:1:3: name: 'no_such_op' is not a functional op"
 }
+
+@test "tgen writes the formulas and define: entries as a table; a bad define is named" {
+    run tgen --header "$BATS_TEST_TMPDIR/ops.h" --private-header "$BATS_TEST_TMPDIR/ops_gen.h" \
+        --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$TN_SRCDIR/schemas/derivatives.yaml" \
+        --autograd "$BATS_TEST_TMPDIR/ad.c" "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_success
+    # mul's formula for self (grad * other), its call of an op resolved
+    run grep -F '{TN__DX_BIN, 2, '"'"'*'"'"', ""}, {TN__DX_ID, 0, '"'"' '"'"', "grad"}, {TN__DX_ID, 0, '"'"' '"'"', "other"},' "$BATS_TEST_TMPDIR/ad.c"
+    assert_success
+    run grep -c '"aten::_softmax_backward_data"' "$BATS_TEST_TMPDIR/ad.c"
+    assert_output 3 # _softmax's formula, _softmax_backward_data's own and its entry
+    run grep -F '{"_gelu_bw", "grad, self, approximate='"'"'tanh'"'"'", ' "$BATS_TEST_TMPDIR/ad.c"
+    assert_success
+    printf -- '- define: _x\n  result: grad\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+    run tgen --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/bad.yaml" \
+        "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_failure 2
+    assert_output --partial "bad.yaml:1:11: define: expected name(parameters)"
+    printf -- '- define: _x(grad)\n  reslt: grad\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+    run tgen --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/bad.yaml" \
+        "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_failure 2
+    assert_output --partial "bad.yaml:2:3: define: 'reslt' is not result or result<k>"
+    printf -- '- define: _x(grad)\n  result: grad * (grad\n' > "$BATS_TEST_TMPDIR/bad.yaml"
+    run tgen --private-header "$BATS_TEST_TMPDIR/ops_gen.h" --source "$BATS_TEST_TMPDIR/ops.c" \
+        --derivatives "$BATS_TEST_TMPDIR/bad.yaml" --autograd "$BATS_TEST_TMPDIR/ad.c" \
+        "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_failure 2
+    assert_output --partial "bad.yaml:2:"
+    assert_output --partial "expected ')'"
+}
