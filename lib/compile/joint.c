@@ -608,6 +608,8 @@ static json_t *jv_arg(const struct jv *v, const struct tn_arg_schema *as)
     switch (v->k) {
     case J_TENSOR: return tensor_arg(v->t);
     case J_INT:
+        if (as->tag == TN_IV_INTLIST) /* int[1] dim given one int */
+            return ints_arg(&v->i, 1);
         return as->tag == TN_IV_DOUBLE ? one("as_float", json_real((double)v->i))
                                        : one("as_int", json_integer(v->i));
     case J_FLOAT: return one("as_float", json_real(v->f));
@@ -1272,6 +1274,12 @@ static int ev(struct jb *b, struct env *e, int *row, struct jv *out)
         if (is_num(&k)) {
             struct jv z = {.k = J_INT};
             return num_op('-', &z, &k, out);
+        }
+        if (k.k == J_INTS) { /* roll's shifts negated */
+            *out = k;
+            for (int i = 0; i < k.n; i++)
+                out->ints[i] = -k.ints[i];
+            return 0;
         }
         if (k.k != J_TENSOR)
             return tn_set_error(TN_EINVAL, "'-' of what is not a tensor or a number");

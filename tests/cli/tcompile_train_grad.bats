@@ -100,7 +100,7 @@ grads_match() {
     assert_output --partial "aten::softplus("
 }
 
-@test "grad: max and min over a dim, topk and sort, through _value_selecting_bw's define: entries" {
+@test "grad: max and min over a dim, topk, sort, cumsum and roll, through their helpers' define: entries" {
     grads_match "$TN_SRCDIR/tests/fixtures/train/select_joint" 2 --strict
     run tcompile show "$O/backward.json"
     assert_output --partial "aten::scatter.src("
