@@ -70,6 +70,24 @@ static int b_transpose(const struct tn_op *op, struct tn_ivalue *st, int n)
     return result(op, st, tn_transpose(self, d0, d1));
 }
 
+/* The `_as` ops and swapaxes/swapdims that export keeps as written (they are
+ * CompositeImplicitAutograd in PyTorch, yet the training IR names them):
+ * reshape_as, view_as and expand_as take other's sizes, type_as its dtype
+ * (self itself when the dtypes agree, as .to does). */
+static int b_as(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_T(1, other);
+    if (!strcmp(op->name, "type_as"))
+        return result(op, st, tn_to_dtype(self, other->dtype));
+    if (!strcmp(op->name, "expand_as"))
+        return result(op, st, tn_expand(self, other->sizes, other->ndim));
+    if (!strcmp(op->name, "view_as"))
+        return result(op, st, tn_view(self, other->sizes, other->ndim));
+    return result(op, st, tn_reshape(self, other->sizes, other->ndim));
+}
+
 static int b_t(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -252,6 +270,8 @@ static const struct tn_arg_schema a_reshape[] = {T("self"), IL("shape", NULL)};
 static const struct tn_arg_schema a_permute[] = {T("self"), IL("dims", NULL)};
 static const struct tn_arg_schema a_transpose[] = {T("self"), I("dim0", NULL), I("dim1", NULL)};
 static const struct tn_arg_schema a_self[] = {T("self")};
+static const struct tn_arg_schema a_as[] = {T("self"), T("other")};
+static const struct tn_arg_schema a_swapaxes[] = {T("self"), I("axis0", NULL), I("axis1", NULL)};
 static const struct tn_arg_schema a_unsqueeze[] = {T("self"), I("dim", NULL)};
 static const struct tn_arg_schema a_squeeze_dims[] = {T("self"), IL("dim", NULL)};
 static const struct tn_arg_schema a_expand[] = {T("self"), IL("size", NULL),
@@ -287,6 +307,12 @@ static const struct tn_op builtins[] = {
     OP("reshape", "", a_reshape, b_view, 1),
     OP("permute", "", a_permute, b_permute, 1),
     OP("transpose", ".int", a_transpose, b_transpose, 1),
+    OP("swapaxes", "", a_swapaxes, b_transpose, 1),
+    OP("swapdims", "", a_transpose, b_transpose, 1),
+    OP("reshape_as", "", a_as, b_as, 1),
+    OP("view_as", "", a_as, b_as, 1),
+    OP("expand_as", "", a_as, b_as, 1),
+    OP("type_as", "", a_as, b_as, 1),
     OP("t", "", a_self, b_t, 1),
     OP("mT", "", a_self, b_matrix_t, 1),
     OP("mH", "", a_self, b_matrix_t, 1),

@@ -456,7 +456,7 @@ static const char *const view_ops[] = {
     "view", "_unsafe_view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze",
     "permute", "transpose", "t", "alias", "detach", "select", "slice", "expand", "split",
     "split_with_sizes", "chunk", "unbind", "narrow", "diagonal", "as_strided", "unfold",
-    "view_as", "expand_as", "movedim", "swapaxes", "view_as_real", "view_as_complex",
+    "view_as", "reshape_as", "expand_as", "movedim", "swapaxes", "swapdims", "view_as_real", "view_as_complex",
     "real", "imag", "tensor_split", "hsplit", "vsplit", "_reshape_alias", "lift_fresh",
     "mT", "mH", "adjoint", "matrix_H", "numpy_T"};
 
@@ -691,7 +691,8 @@ static int write_back(struct fz *z, int v, int y)
         return 1;
     if (!strcmp(nm, "slice") || !strcmp(nm, "select"))
         return cat_around(z, vn, base, p, y, nm[1] == 'e');
-    if (!strcmp(nm, "permute") || !strcmp(nm, "transpose") || !strcmp(nm, "t")) {
+    if (!strcmp(nm, "permute") || !strcmp(nm, "transpose") || !strcmp(nm, "t") ||
+        !strcmp(nm, "swapaxes") || !strcmp(nm, "swapdims")) {
         int64_t perm[TN_MAX_DIMS], inv[TN_MAX_DIMS];
         int nd = pv->ndim;
         for (int d = 0; d < nd; d++)
@@ -724,7 +725,7 @@ static int write_back(struct fz *z, int v, int y)
     }
     static const char *const reshapes[] = {"view", "_unsafe_view", "reshape", "flatten",
                                            "unflatten", "squeeze", "unsqueeze", "view_as",
-                                           "_reshape_alias"};
+                                           "reshape_as", "_reshape_alias"};
     for (size_t i = 0; i < sizeof reshapes / sizeof *reshapes; i++) {
         if (strcmp(nm, reshapes[i]))
             continue;

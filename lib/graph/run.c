@@ -116,7 +116,11 @@ static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *
     bool in_grad = false;
     if (tn__graph_is_factory(n->op))
         return TN_OK;
-    for (int i = 0; i < n->nin; i++)
+    /* reshape_as, view_as, expand_as, type_as: `other` gives only sizes or
+     * a dtype, and no gradient flows to it */
+    size_t len = strlen(n->op->name);
+    int nin = len > 3 && !strcmp(n->op->name + len - 3, "_as") ? 1 : n->nin;
+    for (int i = 0; i < nin; i++)
         for (int k = 0; k < n->in[i].arg.n; k++) {
             int v = n->in[i].arg.items[k].value;
             in_grad |= v >= 0 && slots[v].t && slots[v].t->requires_grad;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bats
+# What the model zoo (tests/models/zoo.bats, issue 23) found missing, as
+# small graphs PyTorch 2.x exported (tests/models/fixtures.py): these run
+# without PyTorch, so CI keeps them fixed.
+
+load ../cli/helper
+
+setup() {
+    D="$TN_SRCDIR/tests/fixtures/graph/torch2"
+}
+
+# fixture NAME NOUT NGRADS: check, then run interpreted and compiled
+# (--strict), outputs and parameter gradients against PyTorch's.
+fixture() {
+    run tcompile check "$D/$1.json"
+    assert_success
+    assert_output --regexp "ok \([0-9]+ nodes"
+    graph_matches "$D/$1" "$2" "$3" --interpret
+    graph_matches "$D/$1" "$2" "$3" --strict
+}
+
+@test "swapaxes, swapdims, reshape_as, view_as, expand_as, type_as (LeViT, MaxViT, RoBERTa, Gemma), in place through swapaxes" {
+    fixture zoo_views 6 1
+}
