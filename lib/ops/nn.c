@@ -297,6 +297,32 @@ struct tn_tensor *tn__composite_adaptive_avg_pool2d(tn_keyset ks, const struct t
     return tn__redispatch_underscore_adaptive_avg_pool2d(ks, self, output_size, output_size_len);
 }
 
+/* adaptive_avg_pool1d: (N, C, L) or (C, L) as (.., 1, L) through
+ * adaptive_avg_pool2d with output (1, output_size), as PyTorch's. */
+struct tn_tensor *tn__composite_adaptive_avg_pool1d(tn_keyset ks, const struct tn_tensor *self,
+                                                    const int64_t *output_size,
+                                                    int output_size_len)
+{
+    if (output_size_len != 1) {
+        tn_set_error(TN_EINVAL, "adaptive_avg_pool1d: output_size should contain one int "
+                     "(got %d)", output_size_len);
+        return NULL;
+    }
+    if (self->ndim != 2 && self->ndim != 3) {
+        tn_set_error(TN_ESHAPE, "Expected 2 to 3 dimensions, but got %d-dimensional tensor for "
+                     "argument #1 'self' (while checking arguments for adaptive_avg_pool1d)",
+                     self->ndim);
+        return NULL;
+    }
+    const int64_t size2[2] = {1, output_size[0]};
+    struct tn_tensor *x = tn_unsqueeze(self, -2);
+    struct tn_tensor *r = x ? tn__redispatch_adaptive_avg_pool2d(ks, x, size2, 2) : NULL;
+    struct tn_tensor *s = r ? tn_squeeze_dims(r, TN_SHAPE(-2)) : NULL;
+    tn_release(x);
+    tn_release(r);
+    return s;
+}
+
 /* PyTorch's dropout on the CPU: input * (bernoulli_(1 - p) / (1 - p)) with
  * a noise tensor of the input's dtype (native_dropout's mask is bool). */
 struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *input, double p,

@@ -22,3 +22,7 @@ fixture() {
 @test "swapaxes, swapdims, reshape_as, view_as, expand_as, type_as (LeViT, MaxViT, RoBERTa, Gemma), in place through swapaxes" {
     fixture zoo_views 6 1
 }
+
+@test "adaptive_avg_pool1d (Hugging Face Swin), lgamma and its gradient, scatter_reduce and scatter.reduce (issue 25)" {
+    fixture zoo_ops 14 1
+}

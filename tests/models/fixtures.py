@@ -8,6 +8,9 @@ tests/fixtures/graph/torch2/:
                 type_as, which the training IR keeps as written (timm's LeViT
                 and MaxViT, Hugging Face RoBERTa and Gemma), and an in-place
                 add through a swapaxes view; gradients of the parameter
+  zoo_ops       adaptive_avg_pool1d (Hugging Face Swin's pooler), lgamma
+                (its gradient, digamma), scatter_reduce.two (each reduction,
+                with and without self) and scatter.reduce (issue 25)
 
     python3 tests/models/fixtures.py
 """
@@ -40,11 +43,29 @@ class Views(torch.nn.Module):
                 t)
 
 
+class Ops(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(2, 5, 7) * 3 + 0.25)
+
+    def forward(self, x, idx, src):
+        outs = [torch.nn.functional.adaptive_avg_pool1d(self.w, 3),
+                torch.nn.functional.adaptive_avg_pool1d(self.w[0], 1),
+                torch.lgamma(self.w)]
+        for r in ("sum", "prod", "mean", "amax", "amin"):
+            for inc in (True, False):
+                outs.append(x.scatter_reduce(1, idx, src, r, include_self=inc))
+        outs.append(x.scatter(1, idx, src, reduce="multiply"))
+        return tuple(outs)
+
+
 def main():
     torch.manual_seed(0)
     torch2graph.write(Views(), (torch.randn(3, 4), torch.randn(2, 6),
                                 torch.arange(12).reshape(3, 4)),
                       os.path.join(OUT, "zoo_views"), grads=True)
+    torch2graph.write(Ops(), (torch.randn(3, 5), torch.randint(0, 5, (3, 6)), torch.randn(3, 6)),
+                      os.path.join(OUT, "zoo_ops"), grads=True)
 
 
 if __name__ == "__main__":

@@ -68,10 +68,33 @@ static void test_inverse_hyperbolic_gradcheck(void **state)
     }
 }
 
+/* lgamma's derivative, digamma, by finite differences: at x in (0.5, 1.5)
+ * (near the minimum, where digamma changes sign) and at negative
+ * non-integers between the poles. */
+static void test_lgamma_gradcheck(void **state)
+{
+    unary_fn fn = tn_lgamma;
+    const double shift[2] = {0.5, -2.75};
+    for (int k = 0; k < 2; k++) {
+        struct tn_tensor *r = tn_rand(TN_SHAPE(3, 4), TN_FLOAT64, NULL);
+        struct tn_tensor *h = tn_mul_scalar(r, tn_float(k ? 0.5 : 1.0));
+        struct tn_tensor *x = tn_add_scalar(h, tn_float(shift[k]), tn_int(1));
+        tn_release(r);
+        tn_release(h);
+        assert_int_equal(tn_requires_grad_(x, true), 0);
+        int ok = tn_gradcheck(hyperbolic, &x, 1, &fn, 1e-6, 1e-8, 1e-6);
+        if (ok != 1)
+            print_message("# %d: %s\n", k, tn_last_error());
+        assert_int_equal(ok, 1);
+        tn_release(x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_lgamma_gradcheck),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_meta_activation),
         cmocka_unit_test(test_inverse_hyperbolic_gradcheck),

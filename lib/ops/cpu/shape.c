@@ -4,6 +4,7 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,16 +180,80 @@ static int64_t offset_of(const struct tn_tensor *t, const int64_t *pos, int d, i
     return off * (int64_t)tn_dtype_size(t->dtype);
 }
 
-enum { G_GATHER, G_SCATTER, G_SCATTER_ADD };
+enum { G_GATHER, G_SCATTER, G_SCATTER_ADD, G_SCATTER_REDUCE };
+
+/* The reductions of scatter.reduce ('add', 'multiply') and scatter_reduce
+ * ('sum', 'prod', 'mean', 'amax', 'amin'), and whether self's own values
+ * take part (scatter_reduce's include_self). */
+enum { R_SUM, R_PROD, R_MEAN, R_MAX, R_MIN };
+struct reduce {
+    int op;
+    bool include_self;
+};
+
+/* *dst = *dst op *from in dst's dtype (floats through double, rounded once
+ * as PyTorch's float arithmetic; integers wrapping; bool as or/and). amax
+ * and amin as PyTorch's: a NaN from src wins, one in dst stays. */
+static void reduce_at(void *dst, const void *from, enum tn_dtype dt, int op)
+{
+    struct tn_scalar x = tn_scalar_load(dst, dt), y = tn_scalar_load(from, dt);
+    bool sum = op == R_SUM || op == R_MEAN;
+    if (x.kind == TN_SCALAR_FLOAT) {
+        double a = x.v.f, b = y.v.f;
+        x.v.f = sum ? a + b : op == R_PROD ? a * b
+              : op == R_MAX ? (isnan(b) || a < b ? b : a) : (isnan(b) || b < a ? b : a);
+    } else if (x.kind == TN_SCALAR_INT) {
+        int64_t a = x.v.i, b = y.v.i;
+        x.v.i = sum ? (int64_t)((uint64_t)a + (uint64_t)b)
+              : op == R_PROD ? (int64_t)((uint64_t)a * (uint64_t)b)
+              : op == R_MAX ? (a < b ? b : a) : (b < a ? b : a);
+    } else if (x.kind == TN_SCALAR_BOOL) {
+        x.v.b = sum || op == R_MAX ? x.v.b || y.v.b : x.v.b && y.v.b;
+    } else {
+        double re = x.v.c.re, im = x.v.c.im;
+        x.v.c.re = sum ? re + y.v.c.re : re * y.v.c.re - im * y.v.c.im;
+        x.v.c.im = sum ? im + y.v.c.im : re * y.v.c.im + im * y.v.c.re;
+    }
+    tn_scalar_store(dst, dt, x);
+}
+
+/* What a place scattered to starts from without self's value: 0, 1, or
+ * the lowest/highest value (an infinity where the dtype has one). */
+static struct tn_scalar reduce_identity(enum tn_dtype dt, int op)
+{
+    const struct tn_dtype_info *in = tn_dtype_info(dt);
+    if (op != R_MAX && op != R_MIN)
+        return tn_int(op == R_PROD);
+    if (in->kind == 'f')
+        return tn_float(op == R_MAX ? -INFINITY : INFINITY);
+    if (in->kind == 'b')
+        return tn_bool(op == R_MIN);
+    int bits = 8 * (int)in->size;
+    if (in->kind == 'u')
+        return tn_int(op == R_MAX ? 0 : (int64_t)((UINT64_C(1) << bits) - 1));
+    int64_t hi = bits == 64 ? INT64_MAX : (INT64_C(1) << (bits - 1)) - 1;
+    return tn_int(op == R_MAX ? -hi - 1 : hi);
+}
+
+/* The row-major number of out's element at pos (dim d at k). */
+static int64_t linear_of(const struct tn_tensor *t, const int64_t *pos, int d, int64_t k)
+{
+    int64_t li = 0;
+    for (int i = 0; i < t->ndim; i++)
+        li = li * t->sizes[i] + (i == d ? k : pos[i]);
+    return li;
+}
 
 static struct tn_tensor *index_loop(int kind, const char *op, const struct tn_tensor *self,
                                     int d, const struct tn_tensor *index,
-                                    const struct tn_tensor *src, const struct tn_scalar *value);
+                                    const struct tn_tensor *src, const struct tn_scalar *value,
+                                    const struct reduce *how);
 
 /* out (gather) or self's clone (scatter) with index applied along dim. */
 static struct tn_tensor *index_op(int kind, const char *op, const struct tn_tensor *self,
                                   int64_t dim, const struct tn_tensor *index_,
-                                  const struct tn_tensor *src, const struct tn_scalar *value)
+                                  const struct tn_tensor *src, const struct tn_scalar *value,
+                                  const struct reduce *how)
 {
     int d = tn_wrap_dim(dim, self->ndim);
     if (d < 0 || index_check(op, self, d, index_, kind == G_GATHER ? NULL : src) < 0)
@@ -196,14 +261,74 @@ static struct tn_tensor *index_op(int kind, const char *op, const struct tn_tens
     struct tn_tensor *index = tn_to_dtype(index_, TN_INT64);
     if (!index)
         return NULL;
-    struct tn_tensor *out = index_loop(kind, op, self, d, index, src, value);
+    struct tn_tensor *out = index_loop(kind, op, self, d, index, src, value, how);
     tn_release(index);
     return out;
 }
 
+/* Index's element at pos, checked against dim d of self (whose sizes a
+ * scatter's out shares): TN_OK with it in *k, or the error. */
+static int index_at(const struct tn_tensor *self, const struct tn_tensor *index, int d,
+                    const int64_t *pos, int64_t *k)
+{
+    int64_t n = self->ndim ? self->sizes[d] : 1;
+    *k = *(const int64_t *)((const char *)tn_data(index) + offset_of(index, pos, -1, 0));
+    if (*k < 0 || *k >= n) /* (negative too, as PyTorch's gather and scatter) */
+        return tn_set_error(TN_EINVAL, "index %lld is out of bounds for dimension %d with "
+                            "size %lld", (long long)*k, d, (long long)n);
+    return TN_OK;
+}
+
+/* The element of a scatter's out that index's element at pos names, or
+ * NULL with the error set; its index along d in *k. */
+static char *target_of(struct tn_tensor *out, const struct tn_tensor *index, int d,
+                       const int64_t *pos, int64_t *k)
+{
+    if (index_at(out, index, d, pos, k) < 0)
+        return NULL;
+    return (char *)tn_data(out) + offset_of(out, pos, d, *k);
+}
+
+/* scatter_reduce's mean: each place scattered to divided by its count
+ * (self's value counting once with include_self), floor division for
+ * integers, as PyTorch's. */
+static int reduce_mean(struct tn_tensor *out, const struct tn_tensor *index, int d,
+                       bool include_self)
+{
+    int64_t *count = calloc((size_t)tn_numel(out) + 1, sizeof *count), pos[TN_MAX_DIMS] = {0}, k;
+    if (!count)
+        return tn_set_error(TN_ENOMEM, "scatter_reduce: out of memory");
+    for (int pass = 0; pass < 2; pass++) {
+        memset(pos, 0, sizeof pos);
+        do {
+            char *dst = target_of(out, index, d, pos, &k);
+            int64_t *c = &count[linear_of(out, pos, d, k)];
+            if (pass == 0) {
+                *c += 1;
+                continue;
+            }
+            if (*c < 0)
+                continue; /* divided already */
+            struct tn_scalar x = tn_scalar_load(dst, out->dtype);
+            int64_t by = *c + include_self;
+            if (x.kind == TN_SCALAR_FLOAT)
+                x.v.f /= (double)by;
+            else if (x.kind == TN_SCALAR_INT)
+                x.v.i = x.v.i / by - (x.v.i % by != 0 && (x.v.i < 0) != (by < 0));
+            else if (x.kind == TN_SCALAR_COMPLEX)
+                x.v.c.re /= (double)by, x.v.c.im /= (double)by;
+            tn_scalar_store(dst, out->dtype, x);
+            *c = -1;
+        } while (next_pos(index, pos));
+    }
+    free(count);
+    return TN_OK;
+}
+
 static struct tn_tensor *index_loop(int kind, const char *op, const struct tn_tensor *self,
                                     int d, const struct tn_tensor *index,
-                                    const struct tn_tensor *src, const struct tn_scalar *value)
+                                    const struct tn_tensor *src, const struct tn_scalar *value,
+                                    const struct reduce *how)
 {
     if (src && src->dtype != self->dtype) {
         tn_set_error(TN_EDTYPE, "%s(): Expected self.dtype to be equal to src.dtype", op);
@@ -214,59 +339,123 @@ static struct tn_tensor *index_loop(int kind, const char *op, const struct tn_te
                                 : tn_clone(self);
     if (!out || tn_numel(index) == 0)
         return out;
-    int64_t pos[TN_MAX_DIMS] = {0}, n = self->ndim ? self->sizes[d] : 1;
+    int64_t pos[TN_MAX_DIMS] = {0}, k;
     size_t es = tn_dtype_size(self->dtype);
     char value_buf[16];
     if (value)
         tn_scalar_store(value_buf, self->dtype, *value);
-    const char *ib = tn_data(index), *sb = tn_data(self);
-    char *ob = tn_data(out);
+    const char *sb = tn_data(self);
+    if (how && !how->include_self) { /* the places scattered to start from the identity */
+        do {
+            char *dst = target_of(out, index, d, pos, &k);
+            if (!dst)
+                goto fail;
+            tn_scalar_store(dst, out->dtype, reduce_identity(out->dtype, how->op));
+        } while (next_pos(index, pos));
+    }
     do {
-        int64_t k = *(const int64_t *)(ib + offset_of(index, pos, -1, 0));
-        if (k < -n || k >= n) {
-            tn_set_error(TN_EINVAL, "index %lld is out of bounds for dimension %d with size %lld",
-                         (long long)k, d, (long long)n);
-            tn_release(out);
-            return NULL;
-        }
-        k = k < 0 ? k + n : k;
         if (kind == G_GATHER) {
-            memcpy(ob + offset_of(out, pos, -1, 0), sb + offset_of(self, pos, d, k), es);
+            if (index_at(self, index, d, pos, &k) < 0)
+                goto fail;
+            memcpy((char *)tn_data(out) + offset_of(out, pos, -1, 0),
+                   sb + offset_of(self, pos, d, k), es);
             continue;
         }
-        char *dst = ob + offset_of(out, pos, d, k);
+        char *dst = target_of(out, index, d, pos, &k);
+        if (!dst)
+            goto fail;
         const char *from = value ? value_buf : (const char *)tn_data(src) + offset_of(src, pos, -1, 0);
-        if (kind == G_SCATTER) {
+        if (kind == G_SCATTER)
             memcpy(dst, from, es);
-            continue;
-        }
-        tn__cpu_add_at(dst, from, self->dtype);
+        else if (kind == G_SCATTER_ADD)
+            tn__cpu_add_at(dst, from, self->dtype);
+        else
+            reduce_at(dst, from, self->dtype, how->op);
     } while (next_pos(index, pos));
+    if (how && how->op == R_MEAN && reduce_mean(out, index, d, how->include_self) < 0)
+        goto fail;
     return out;
+fail:
+    tn_release(out);
+    return NULL;
 }
 
 struct tn_tensor *tn__cpu_gather(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
                                  const struct tn_tensor *index, bool sparse_grad)
 {
-    return index_op(G_GATHER, "gather", self, dim, index, NULL, NULL);
+    return index_op(G_GATHER, "gather", self, dim, index, NULL, NULL, NULL);
 }
 
 struct tn_tensor *tn__cpu_scatter_src(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
                                       const struct tn_tensor *index, const struct tn_tensor *src)
 {
-    return index_op(G_SCATTER, "scatter", self, dim, index, src, NULL);
+    return index_op(G_SCATTER, "scatter", self, dim, index, src, NULL, NULL);
 }
 
 struct tn_tensor *tn__cpu_scatter_value(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
                                         const struct tn_tensor *index, struct tn_scalar value)
 {
-    return index_op(G_SCATTER, "scatter", self, dim, index, NULL, &value);
+    return index_op(G_SCATTER, "scatter", self, dim, index, NULL, &value, NULL);
 }
 
 struct tn_tensor *tn__cpu_scatter_add(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
                                       const struct tn_tensor *index, const struct tn_tensor *src)
 {
-    return index_op(G_SCATTER_ADD, "scatter_add", self, dim, index, src, NULL);
+    return index_op(G_SCATTER_ADD, "scatter_add", self, dim, index, src, NULL, NULL);
+}
+
+/* scatter.reduce's 'add' or 'multiply'; -1 with the error set otherwise */
+static int add_or_multiply(const char *reduce)
+{
+    if (reduce && !strcmp(reduce, "add"))
+        return R_SUM;
+    if (reduce && !strcmp(reduce, "multiply"))
+        return R_PROD;
+    tn_set_error(TN_EINVAL, "reduce argument must be either add or multiply.");
+    return -1;
+}
+
+struct tn_tensor *tn__cpu_scatter_reduce(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                                         const struct tn_tensor *index,
+                                         const struct tn_tensor *src, const char *reduce)
+{
+    struct reduce how = {add_or_multiply(reduce), true};
+    return how.op < 0 ? NULL : index_op(G_SCATTER_REDUCE, "scatter", self, dim, index, src,
+                                        NULL, &how);
+}
+
+struct tn_tensor *tn__cpu_scatter_value_reduce(tn_keyset ks, const struct tn_tensor *self,
+                                               int64_t dim, const struct tn_tensor *index,
+                                               struct tn_scalar value, const char *reduce)
+{
+    struct reduce how = {add_or_multiply(reduce), true};
+    return how.op < 0 ? NULL : index_op(G_SCATTER_REDUCE, "scatter", self, dim, index, NULL,
+                                        &value, &how);
+}
+
+struct tn_tensor *tn__cpu_scatter_reduce_two(tn_keyset ks, const struct tn_tensor *self,
+                                             int64_t dim, const struct tn_tensor *index,
+                                             const struct tn_tensor *src, const char *reduce,
+                                             bool include_self)
+{
+    /* (2.x takes max and min for amax and amin) */
+    static const char *const names[] = {"sum", "prod", "mean", "amax", "amin", "max", "min"};
+    struct reduce how = {-1, include_self};
+    for (int i = 0; i < 7; i++)
+        if (reduce && !strcmp(reduce, names[i]))
+            how.op = i < 5 ? i : i - 2;
+    if (how.op < 0) {
+        tn_set_error(TN_EINVAL, "reduce argument must be either sum, prod, mean, amax or amin, "
+                     "got %s", reduce ? reduce : "None");
+        return NULL;
+    }
+    if ((self->dtype == TN_COMPLEX64 && (how.op == R_MAX || how.op == R_MIN)) ||
+        (self->dtype == TN_BOOL && how.op == R_MEAN)) {
+        tn_set_error(TN_EDTYPE, "\"scatter_gather_tensor_cpu_reduce_%s\" not implemented for "
+                     "'%s'", names[how.op], tn_dtype_info(self->dtype)->c10_name);
+        return NULL;
+    }
+    return index_op(G_SCATTER_REDUCE, "scatter", self, dim, index, src, NULL, &how);
 }
 
 /* ------------------------------------------------------------------- cat */

@@ -40,6 +40,7 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
        U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
        U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
        U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_CLAMP, U_ACOSH, U_ASINH, U_ATANH,
+       U_LGAMMA, U_DIGAMMA,
        U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
@@ -212,6 +213,38 @@ static double erfinv_d(double x)
     return y;
 }
 
+/* digamma (psi) as PyTorch's calc_digamma: +-inf at +-0, NaN at the
+ * negative integers, the reflection formula below 0 (on x's fraction, for
+ * tan's accuracy), then x pushed up to 10 and the asymptotic series. */
+static double digamma_d(double x)
+{
+    static const double A[] = {8.33333333333333333333E-2, -2.10927960927960927961E-2,
+                               7.57575757575757575758E-3, -4.16666666666666666667E-3,
+                               3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                               8.33333333333333333333E-2};
+    if (x == 0)
+        return copysign(INFINITY, -x);
+    if (x < 0) {
+        if (x == trunc(x))
+            return NAN;
+        double q, r = modf(x, &q);
+        return digamma_d(1 - x) - M_PI / tan(M_PI * r);
+    }
+    double result = 0;
+    for (; x < 10; x += 1)
+        result -= 1 / x;
+    if (x == 10)
+        return result + 2.25175258906672110764;
+    double y = 0;
+    if (x < 1.0e17) {
+        double z = 1 / (x * x), p = A[0];
+        for (int i = 1; i < 7; i++)
+            p = p * z + A[i];
+        y = z * p;
+    }
+    return result + log(x) - 0.5 / x - y;
+}
+
 /* clamp in PyTorch's order, min(max(x, lo), hi), with NaN from x or from
  * a bound propagating; P: lo, hi, has lo, has hi. */
 static inline double clamp_d(double x, const double *P)
@@ -261,6 +294,8 @@ TN_LOGIT_CLAMP(f16, float)
     TN_ULOOP(trunc_##SFX, IT, IT, CT, LD, ST, F(trunc)(x))                                     \
     TN_ULOOP(frac_##SFX, IT, IT, CT, LD, ST, x - F(trunc)(x))                                  \
     TN_ULOOP(erfinv_##SFX, IT, IT, CT, LD, ST, (CT)erfinv_d((double)x))                      \
+    TN_ULOOP(lgamma_##SFX, IT, IT, CT, LD, ST, F(lgamma)(x))                                   \
+    TN_ULOOP(digamma_##SFX, IT, IT, CT, LD, ST, (CT)digamma_d((double)x))                    \
     TN_ULOOP(silu_##SFX, IT, IT, CT, LD, ST, x / ((CT)1 + F(exp)(-x)))                         \
     TN_ULOOP(mish_##SFX, IT, IT, CT, LD, ST, x * F(tanh)(F(log1p)(F(exp)(x))))                 \
     TN_ULOOP(gelu_##SFX, IT, IT, CT, LD, ST, (CT)0.5 * x * ((CT)1 + F(erf)(x * (CT)M_SQRT1_2))) \
@@ -425,6 +460,8 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_TRUNC] = {ROW_R(trunc), ROW_I(ident)},
     [U_FRAC] = {ROW_R(frac)},
     [U_ERFINV] = {ROW_R(erfinv)},
+    [U_LGAMMA] = {ROW_R(lgamma)},
+    [U_DIGAMMA] = {ROW_R(digamma)},
     [U_BITWISE_NOT] = {ROW_I(bitwise_not), [TN_BOOL] = bitwise_not_b},
     [U_LOGICAL_NOT] = {ROW_R(logical_not), ROW_I(logical_not), [TN_BOOL] = logical_not_b,
                        [TN_COMPLEX64] = logical_not_c64},
@@ -451,7 +488,8 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "tanh_vml_cpu", "sigmoid_cpu", "clamp_min_cpu",
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_vml_cpu", "reciprocal_cpu",
                                           "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu",
-                                          "acosh_cpu", "asinh_cpu", "atanh_cpu"};
+                                          "acosh_cpu", "asinh_cpu", "atanh_cpu", "lgamma_vml_cpu",
+                                          "digamma"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
@@ -539,6 +577,8 @@ TN_UNARY_KERNEL(atan, U_ATAN)
 TN_UNARY_KERNEL(acosh, U_ACOSH)
 TN_UNARY_KERNEL(asinh, U_ASINH)
 TN_UNARY_KERNEL(atanh, U_ATANH)
+TN_UNARY_KERNEL(lgamma, U_LGAMMA)
+TN_UNARY_KERNEL(digamma, U_DIGAMMA)
 TN_UNARY_KERNEL(sinh, U_SINH)
 TN_UNARY_KERNEL(cosh, U_COSH)
 TN_UNARY_KERNEL(erf, U_ERF)
