@@ -72,8 +72,8 @@ static int b_transpose(const struct tn_op *op, struct tn_ivalue *st, int n)
 
 /* The `_as` ops and swapaxes/swapdims that export keeps as written (they are
  * CompositeImplicitAutograd in PyTorch, yet the training IR names them):
- * reshape_as, view_as and expand_as take other's sizes, type_as its dtype
- * (self itself when the dtypes agree, as .to does). */
+ * reshape_as and view_as take other's sizes, type_as its dtype (self
+ * itself when the dtypes agree, as .to does); expand_as is factory.c's. */
 static int b_as(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -81,8 +81,6 @@ static int b_as(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(1, other);
     if (!strcmp(op->name, "type_as"))
         return result(op, st, tn_to_dtype(self, other->dtype));
-    if (!strcmp(op->name, "expand_as"))
-        return result(op, st, tn_expand(self, other->sizes, other->ndim));
     if (!strcmp(op->name, "view_as"))
         return result(op, st, tn_view(self, other->sizes, other->ndim));
     return result(op, st, tn_reshape(self, other->sizes, other->ndim));
@@ -311,7 +309,6 @@ static const struct tn_op builtins[] = {
     OP("swapdims", "", a_transpose, b_transpose, 1),
     OP("reshape_as", "", a_as, b_as, 1),
     OP("view_as", "", a_as, b_as, 1),
-    OP("expand_as", "", a_as, b_as, 1),
     OP("type_as", "", a_as, b_as, 1),
     OP("t", "", a_self, b_t, 1),
     OP("mT", "", a_self, b_matrix_t, 1),

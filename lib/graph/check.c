@@ -310,7 +310,8 @@ static const char *kind_name(enum tn_garg_kind k)
 
 /* mul.Tensor(x, 0.5): torch.export writes a Python number for a Tensor
  * argument, which PyTorch wraps in a tensor; the op's .Scalar overload
- * takes it as it is. Returns that overload, or op. */
+ * takes it as it is (.Scalar_mode for div.Tensor_mode, .Scalar for an op
+ * with no overload name: floor_divide). Returns that overload, or op. */
 static const struct tn_op *scalar_overload(struct checker *c, const struct tn_graph_node *n,
                                            const struct tn_op *op)
 {
@@ -322,13 +323,14 @@ static const struct tn_op *scalar_overload(struct checker *c, const struct tn_gr
             (kd == TN_GARG_INT || kd == TN_GARG_FLOAT || kd == TN_GARG_BOOL))
             number = true;
     }
-    if (!number || strcmp(op->overload, "Tensor"))
+    bool mode = !strcmp(op->overload, "Tensor_mode");
+    if (!number || (strcmp(op->overload, "Tensor") && op->overload[0] && !mode))
         return op;
     for (int k = 0; k < 4; k++)
         if (c->scalars[k].op == op)
             return c->scalars[k].scalar ? c->scalars[k].scalar : op;
     char q[256];
-    snprintf(q, sizeof q, "%s::%s.Scalar", op->ns, op->name);
+    snprintf(q, sizeof q, "%s::%s.Scalar%s", op->ns, op->name, mode ? "_mode" : "");
     const struct tn_op *s = tn_op_find(q);
     tn_clear_error();
     c->scalars[c->next_scalar % 4].op = op;

@@ -1,7 +1,7 @@
 /*
  * graph/factory.c: the factory ops an exported graph names (arange, zeros,
  * ones, full, scalar_tensor, their _like and new_ forms) and two aliases
- * (__and__.Tensor, expand_as), over lib/core's constructors, which stay
+ * (__and__.Tensor, expand_as) and pow.Scalar, over lib/core's constructors, which stay
  * plain functions outside the dispatcher as the views do (builtin.c).
  * Layout and pin_memory are taken and ignored (strided, CPU); the device is
  * the CPU, or self's for the _like and new_ forms, except while
@@ -42,6 +42,7 @@ static const struct tn_arg_schema a_full_like[] = {T("self"), S("fill_value"), O
 static const struct tn_arg_schema a_new[] = {T("self"), IL("size"), OPTS};
 static const struct tn_arg_schema a_new_full[] = {T("self"), IL("size"), S("fill_value"), OPTS};
 static const struct tn_arg_schema a_two[] = {T("self"), T("other")};
+static const struct tn_arg_schema a_pow_scalar[] = {S("self"), T("exponent")};
 
 /* The tensor t, or a Meta tensor of its sizes and dtype when `meta`. */
 static int place(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t, bool meta)
@@ -145,6 +146,28 @@ static int f_alias(const struct tn_op *op, struct tn_ivalue *st, int n)
     return place(op, st, t, false);
 }
 
+/* pow.Scalar (a number to a tensor's powers, as 10000 ** arange in the
+ * sinusoidal position encodings of timm's XCiT and EdgeNeXt): the number as
+ * a 0-dim tensor of its kind's default dtype, which promotes as PyTorch's
+ * wrapped number does; the exponent's gradient through pow. (Not declared
+ * in native_functions.yaml: its C name would take pow.Tensor_Scalar's.) */
+static int f_pow_scalar(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    struct tn_scalar v;
+    struct tn_tensor *e;
+    if ((rc = tn_ivalue_scalar(op, st, n, 0, &v)) < 0 ||
+        (rc = tn_ivalue_tensor(op, st, n, 1, &e)) < 0)
+        return rc;
+    enum tn_dtype dt = v.kind == TN_SCALAR_FLOAT ? TN_FLOAT32
+                     : v.kind == TN_SCALAR_INT ? TN_INT64
+                     : v.kind == TN_SCALAR_BOOL ? TN_BOOL : TN_COMPLEX64;
+    struct tn_tensor *b = on_meta(e) ? tn_empty_on(NULL, 0, dt, e->device) : tn_scalar_tensor(v, dt);
+    struct tn_tensor *t = b ? tn_pow(b, e) : NULL;
+    tn_release(b);
+    return place(op, st, t, false);
+}
+
 #define OP(name, ovl, args, fn)                                                               \
     {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, 1,       \
      NULL, 0, {0}, fn, NULL, NULL}
@@ -158,6 +181,7 @@ static const struct tn_op factories[] = {
     OP("full", "", a_full, f_plain),
     OP("scalar_tensor", "", a_scalar_tensor, f_plain),
     OP("zeros_like", "", a_like, f_self),
+    OP("empty_like", "", a_like, f_self), /* (zeros: any values will do) */
     OP("ones_like", "", a_like, f_self),
     OP("full_like", "", a_full_like, f_self),
     OP("new_zeros", "", a_new, f_self),
@@ -165,6 +189,7 @@ static const struct tn_op factories[] = {
     OP("new_full", "", a_new_full, f_self),
     OP("__and__", ".Tensor", a_two, f_alias),
     OP("expand_as", "", a_two, f_alias),
+    OP("pow", ".Scalar", a_pow_scalar, f_pow_scalar),
 };
 
 const struct tn_op *tn__graph_factory(const char *qualname)

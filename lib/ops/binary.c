@@ -239,6 +239,28 @@ struct tn_tensor *tn__composite_div_scalar(tn_keyset ks, const struct tn_tensor 
     return r;
 }
 
+struct tn_tensor *tn__composite_div_scalar_mode(tn_keyset ks, const struct tn_tensor *self,
+                                                struct tn_scalar other, const char *rounding_mode)
+{
+    struct tn_tensor *o = tn__wrapped_scalar(other);
+    struct tn_tensor *r = o ? tn_div_mode(self, o, rounding_mode) : NULL;
+    tn_release(o);
+    return r;
+}
+
+/* floor_divide is div with rounding_mode='floor' (as PyTorch's since 1.13) */
+struct tn_tensor *tn__composite_floor_divide(tn_keyset ks, const struct tn_tensor *self,
+                                             const struct tn_tensor *other)
+{
+    return tn_div_mode(self, other, "floor");
+}
+
+struct tn_tensor *tn__composite_floor_divide_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                                    struct tn_scalar other)
+{
+    return tn__composite_div_scalar_mode(ks, self, other, "floor");
+}
+
 #define TN_CMP_SCALAR(op)                                                                      \
     struct tn_tensor *tn__composite_##op##_scalar(tn_keyset ks, const struct tn_tensor *self,  \
                                                   struct tn_scalar other)                      \

@@ -23,6 +23,6 @@ fixture() {
     fixture zoo_views 6 1
 }
 
-@test "adaptive_avg_pool1d (Hugging Face Swin), lgamma and its gradient, scatter_reduce and scatter.reduce (issue 25)" {
-    fixture zoo_ops 14 1
+@test "adaptive_avg_pool1d (Hugging Face Swin), lgamma and its gradient, scatter_reduce and scatter.reduce (issue 25), pow.Scalar, div.Tensor_mode and floor_divide with a number (XCiT, EdgeNeXt, Mixtral)" {
+    fixture zoo_ops 19 1
 }

@@ -10,7 +10,9 @@ tests/fixtures/graph/torch2/:
                 add through a swapaxes view; gradients of the parameter
   zoo_ops       adaptive_avg_pool1d (Hugging Face Swin's pooler), lgamma
                 (its gradient, digamma), scatter_reduce.two (each reduction,
-                with and without self) and scatter.reduce (issue 25)
+                with and without self) and scatter.reduce (issue 25);
+                pow.Scalar and div.Tensor_mode with a number for other, as
+                timm's XCiT and EdgeNeXt position encodings export them
 
     python3 tests/models/fixtures.py
 """
@@ -56,6 +58,9 @@ class Ops(torch.nn.Module):
             for inc in (True, False):
                 outs.append(x.scatter_reduce(1, idx, src, r, include_self=inc))
         outs.append(x.scatter(1, idx, src, reduce="multiply"))
+        t = torch.arange(8, dtype=torch.float32)
+        outs += [10000 ** (2 * (t // 2) / 8), 2.0 ** self.w, 3 ** idx,
+                 torch.div(idx, 2, rounding_mode="trunc"), x // -1.5]
         return tuple(outs)
 
 
