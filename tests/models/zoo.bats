@@ -9,7 +9,7 @@
 # tolerance, and for the smaller ones (compiled) the gradient of every
 # parameter.
 # Skipped without PyTorch 2.x; a model whose library (torchvision,
-# transformers, the MiniLM package) is absent is skipped alone.
+# transformers, timm, the MiniLM package) is absent is skipped alone.
 # TN_ZOO_DIR=DIR keeps the exports there between runs (only missing ones
 # are exported again).
 
@@ -65,6 +65,12 @@ zoo() {
 @test "transformers GPT2LMHeadModel (pow, tied lm_head): run and gradients" { zoo gpt2; }
 @test "transformers LlamaForCausalLM (GQA, RMSNorm, rotary): run and gradients" { zoo llama; }
 @test "transformers T5Model (encoder-decoder, where.ScalarOther): run and gradients" { zoo t5; }
+
+@test "transformers RobertaModel (type_as): run and gradients" { zoo roberta; }
+@test "transformers GemmaForCausalLM (type_as, GQA): run and gradients" { zoo gemma; }
+@test "transformers SwinModel (adaptive_avg_pool1d): run and gradients" { zoo hf_swin; }
+@test "timm resnet18d: run and gradients" { zoo timm_resnet18d; }
+@test "timm edgenext_xx_small (pow.Scalar, div with a number): run and gradients" { zoo timm_edgenext; }
 
 @test "all-MiniLM-L6-v2's real weights: embeddings and their cosine similarities are PyTorch's" {
     zoo minilm

@@ -11,7 +11,7 @@ share/tools/torch2graph.py. Nothing is downloaded.
                                         _inputs.pt, _expected.pt (and
                                         _grads.pt for the models marked so)
 
-A model whose library is not importable is left out, with a line
+timm's models need timm. A model whose library is not importable is left out, with a line
 "zoo.py: NAME needs MODULE" on stderr (the test skips it)."""
 import os
 import sys
@@ -31,6 +31,35 @@ def tv(name, size=64, **kw):
         torch.manual_seed(SEED)
         m = getattr(torchvision.models, name)(weights=None, num_classes=10, **kw)
         return m, (torch.randn(1, 3, size, size),)
+    return make
+
+
+def timm_model(name, size=64, **kw):
+    def make():
+        import timm
+        torch.manual_seed(SEED)
+        m = timm.create_model(name, pretrained=False, num_classes=10, **kw)
+        return m, (torch.randn(1, 3, size, size),)
+    return make
+
+
+class Pixels(torch.nn.Module):
+    """A transformers vision model's first output, from pixel values."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(pixel_values=x, return_dict=False)[0]
+
+
+def hf_vision(cls_name, cfg_name, size, **cfg):
+    def make():
+        import transformers
+        torch.manual_seed(SEED)
+        config = getattr(transformers, cfg_name)(image_size=size, **cfg)
+        return Pixels(getattr(transformers, cls_name)(config)), (torch.randn(1, 3, size, size),)
     return make
 
 
@@ -123,6 +152,17 @@ MODELS = {
     "t5": (hf("T5Model", "T5Config", decoder=True, d_model=32, d_ff=64, d_kv=8,
               num_layers=2, num_heads=4), True),
     "minilm": (minilm, False),
+    # found missing by a wider sweep (issue 23): type_as (RoBERTa, Gemma),
+    # adaptive_avg_pool1d (transformers' Swin), pow.Scalar and
+    # div.Tensor_mode with a number (timm's EdgeNeXt)
+    "roberta": (hf("RobertaModel", "RobertaConfig", **SMALL_BERT), True),
+    "gemma": (hf("GemmaForCausalLM", "GemmaConfig", hidden_size=32, intermediate_size=64,
+                 head_dim=8, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 max_position_embeddings=64), True),
+    "hf_swin": (hf_vision("SwinModel", "SwinConfig", 32, patch_size=4, embed_dim=16,
+                          depths=[1, 1], num_heads=[2, 2], window_size=4), True),
+    "timm_resnet18d": (timm_model("resnet18d"), True),
+    "timm_edgenext": (timm_model("edgenext_xx_small"), True),
 }
 
 
