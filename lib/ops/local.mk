@@ -1,7 +1,8 @@
 # Kernels: device-independent halves (meta functions, decompositions) in
 # lib/ops, CPU kernels in lib/ops/cpu.
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
-	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h
+	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h \
+	lib/ops/cpu/nn_conv.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -33,6 +34,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_loss.c \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \
+	lib/ops/cpu/nn_conv_dw.c \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_dropout.c \
 	lib/ops/cpu/nn_upsample.c \

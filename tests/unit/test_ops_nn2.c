@@ -46,13 +46,17 @@ static void test_dropout_seeded(void **state)
 }
 
 /* The float32 depthwise kernel (direct loops, issue 27) gives the float64
- * path's values (im2col and GEMM per channel), for strides 1 and 2,
- * padding, dilation, 3x3 and 5x5, with and without a bias, batch 2. */
+ * path's values (im2col and GEMM per channel), for strides 1 to 3,
+ * padding from none to more than half the kernel, dilation, 3x3 to 7x7,
+ * widths that are and are not multiples of the kernel's 8-value blocks,
+ * with and without a bias, batch 2. */
 static void test_depthwise_matches_gemm_path(void **state)
 {
-    const int64_t shapes[][5] = {/* c, h, k, stride, dilation */
-                                 {3, 9, 3, 1, 1}, {4, 11, 3, 2, 1}, {5, 10, 5, 2, 1},
-                                 {2, 8, 3, 1, 2}, {6, 7, 5, 1, 1}};
+    const int64_t shapes[][6] = {/* c, h, k, stride, dilation, padding */
+                                 {3, 9, 3, 1, 1, 1},   {4, 11, 3, 2, 1, 1}, {5, 10, 5, 2, 1, 2},
+                                 {2, 8, 3, 1, 2, 1},   {6, 7, 5, 1, 1, 2},  {3, 40, 3, 2, 1, 1},
+                                 {2, 33, 7, 3, 2, 3},  {3, 31, 3, 1, 1, 0}, {2, 20, 5, 2, 1, 4},
+                                 {2, 64, 3, 1, 1, 1},  {2, 17, 1, 2, 1, 0}}; 
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t *p = shapes[i], c = p[0], h = p[1], k = p[2];
         struct tn_tensor *x = tn_randn(TN_SHAPE(2, c, h, h + 1), TN_FLOAT32, NULL);
@@ -60,7 +64,7 @@ static void test_depthwise_matches_gemm_path(void **state)
         struct tn_tensor *b = i % 2 ? NULL : tn_randn(TN_SHAPE(c), TN_FLOAT32, NULL);
         struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
         struct tn_tensor *bd = b ? tn_to_dtype(b, TN_FLOAT64) : NULL;
-        const int64_t st[2] = {p[3], p[3]}, pad[2] = {k / 2, k / 2}, dil[2] = {p[4], p[4]};
+        const int64_t st[2] = {p[3], p[3]}, pad[2] = {p[5], p[5]}, dil[2] = {p[4], p[4]};
         struct tn_tensor *y = tn_conv2d(x, w, b, st, 2, pad, 2, dil, 2, c);
         struct tn_tensor *yd = tn_conv2d(xd, wd, bd, st, 2, pad, 2, dil, 2, c);
         assert_non_null(y);

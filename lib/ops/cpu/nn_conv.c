@@ -17,14 +17,8 @@
 
 #include "ops/nn_internal.h"
 #include "ops/cpu/kernel.h"
+#include "ops/cpu/nn_conv.h"
 
-struct conv {
-    int64_t n, c, h, w;     /* input */
-    int64_t oc, kh, kw;     /* weight (oc, c / groups, kh, kw) */
-    int64_t oh, ow, groups;
-    int64_t sh, sw, ph, pw, dh, dw;
-    int64_t cg, ocg, k;     /* channels per group in and out, patch length */
-};
 
 /* One value of an int[] argument for a spatial dim: PyTorch expands a
  * single value to every dim. */
@@ -362,65 +356,14 @@ static void conv_run(struct conv_job *j, tn_range_fn fn)
     }
 }
 
-/* Depthwise: one input and one output channel a group. Direct loops over
- * each plane, an output row accumulated one weight at a time (vectorised
- * along the row), instead of an im2col and a one-row GEMM call per channel,
- * which took 4x PyTorch's time on efficientnet_b0's 112x112 stride-2 layer
- * (bench/ops/conv.sh). Float32 only (float16 and bfloat16 compute in it). */
+/* Depthwise: one input and one output channel a group, float32 (float16
+ * and bfloat16 compute in it): the direct kernel of nn_conv_dw.c rather
+ * than an im2col and a one-row GEMM call per channel, which took 4x
+ * PyTorch's time on efficientnet_b0's 112x112 stride-2 layer
+ * (bench/ops/conv.sh). */
 static bool conv_depthwise(const struct conv *g)
 {
     return g->groups > 1 && g->cg == 1 && g->ocg == 1;
-}
-
-struct dw_job {
-    const struct conv *g;
-    const float *x, *w, *b;
-    float *out;
-};
-
-/* planes [begin, end) of n * c: plane p is sample p / c, channel p % c */
-static void depthwise_f32(int64_t begin, int64_t end, void *ctx)
-{
-    const struct dw_job *j = ctx;
-    const struct conv *g = j->g;
-    for (int64_t p = begin; p < end; p++) {
-        int64_t ch = p % g->c;
-        const float *xp = j->x + p * g->h * g->w, *wp = j->w + ch * g->kh * g->kw;
-        float bias = j->b ? j->b[ch] : 0.0f;
-        for (int64_t oy = 0; oy < g->oh; oy++) {
-            float *orow = j->out + (p * g->oh + oy) * g->ow;
-            for (int64_t ox = 0; ox < g->ow; ox++)
-                orow[ox] = bias;
-            for (int64_t ky = 0; ky < g->kh; ky++) {
-                int64_t iy = oy * g->sh - g->ph + ky * g->dh;
-                if (iy < 0 || iy >= g->h)
-                    continue;
-                const float *xr = xp + iy * g->w;
-                for (int64_t kx = 0; kx < g->kw; kx++) {
-                    float wv = wp[ky * g->kw + kx];
-                    int64_t x0 = kx * g->dw - g->pw, lo, hi;
-                    valid_cols(g, x0, &lo, &hi);
-                    if (g->sw == 1)
-                        for (int64_t ox = lo; ox < hi; ox++)
-                            orow[ox] += wv * xr[x0 + ox];
-                    else
-                        for (int64_t ox = lo; ox < hi; ox++)
-                            orow[ox] += wv * xr[x0 + ox * g->sw];
-                }
-            }
-        }
-    }
-}
-
-/* Runs depthwise_f32 over every plane on the pool, at least about 32k
- * multiply-adds a task; each plane is one task's, so the result does not
- * depend on the threads. */
-static void conv_depthwise_run(const struct conv *g, const float *x, const float *w,
-                               const float *b, float *out)
-{
-    struct dw_job j = {g, x, w, b, out};
-    int64_t per = g->oh * g->ow * g->kh * g->kw;
-    tn_parallel_for(g->n * g->c, per >= 32768 ? 1 : 32768 / (per > 0 ? per : 1), depthwise_f32, &j);
 }
 
 /* The sum of n contiguous values, in float64. */
@@ -475,12 +418,18 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
     }
     struct conv_job j = {&g, f32, f32 ? 4 : 8, R, per, tn_data(x), tn_data(w),
                          b ? tn_data(b) : NULL, NULL, tn_data(out), NULL, NULL, tn_data(scratch)};
+    int rc = TN_OK;
     if (f32 && conv_depthwise(&g))
-        conv_depthwise_run(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL, tn_data(out));
+        rc = tn__conv_depthwise_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL,
+                                    tn_data(out));
     else
         conv_run(&j, conv_forward_range);
     tn_release(scratch);
     tn__nn_drop(0, x, w, b, NULL);
+    if (rc < 0) {
+        tn_release(out);
+        return NULL;
+    }
     return tn__nn_to(out, input->dtype);
 }
 
