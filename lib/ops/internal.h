@@ -33,6 +33,10 @@ enum tn_dtype tn__binary_dtype(const struct tn_tensor *a, const struct tn_tensor
 int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_tensor *b,
                    struct tn_scalar alpha, enum tn_dtype compute, struct tn_tensor *out);
 
+/* y = hardswish(x) (swish) or hardsigmoid(x) over n contiguous float32
+ * values, vectorised (lib/ops/cpu/unary.c): x min(max(x + 3, 0), 6) / 6. */
+void tn__cpu_hard_f32(const float *x, float *y, int64_t n, bool swish);
+
 /* Which dims of self a reduction over `dim` (NULL or empty: all) covers,
  * into mask[TN_MAX_DIMS]; 0 or PyTorch's error for a bad or repeated dim. */
 int tn__reduce_mask(const char *op, const struct tn_tensor *self, const int64_t *dim, int dim_len,

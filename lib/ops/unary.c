@@ -184,11 +184,20 @@ int tn__meta_clamp_out(const struct tn_tensor *self, const struct tn_scalar *min
 /* hardsigmoid(x) = hardtanh(x + 3, 0, 6) / 6 and hardswish(x) = x *
  * hardtanh(x + 3, 0, 6) / 6, in the order of PyTorch's kernels (so the same
  * bits); floating dtypes only, as its hardsigmoid_cpu and hardswish_cpu. */
-static struct tn_tensor *hard_common(const char *kernel, const struct tn_tensor *self, bool swish)
+static struct tn_tensor *hard_common(tn_keyset ks, const char *kernel,
+                                     const struct tn_tensor *self, bool swish)
 {
     if (!tn_dtype_is_floating(self->dtype))
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
                             tn_dtype_info(self->dtype)->c10_name), NULL;
+    /* contiguous float32 on the CPU with no graph to record: one pass */
+    if (self->dtype == TN_FLOAT32 && self->device.type == TN_DEVICE_CPU &&
+        tn_is_contiguous(self) && !(ks & TN_KEYSET(TN_KEY_AUTOGRAD))) {
+        struct tn_tensor *r = tn_empty(self->sizes, self->ndim, TN_FLOAT32);
+        if (r)
+            tn__cpu_hard_f32(tn_data(self), tn_data(r), tn_numel(self), swish);
+        return r;
+    }
     struct tn_tensor *s = tn_add_scalar(self, tn_int(3), tn_int(1));
     struct tn_tensor *h = s ? tn_hardtanh(s, tn_int(0), tn_int(6)) : NULL;
     tn_release(s);
@@ -204,12 +213,12 @@ static struct tn_tensor *hard_common(const char *kernel, const struct tn_tensor 
 
 struct tn_tensor *tn__composite_hardsigmoid(tn_keyset ks, const struct tn_tensor *self)
 {
-    return hard_common("hardsigmoid_cpu", self, false);
+    return hard_common(ks, "hardsigmoid_cpu", self, false);
 }
 
 struct tn_tensor *tn__composite_hardswish(tn_keyset ks, const struct tn_tensor *self)
 {
-    return hard_common("hardswish_cpu", self, true);
+    return hard_common(ks, "hardswish_cpu", self, true);
 }
 
 /* torch.special.erfinv is erfinv. */
