@@ -543,6 +543,35 @@ static int adaptive_check(const struct tn_tensor *self, const int64_t *os, int o
     return tn__nn_check_float("adaptive_avg_pool2d", self);
 }
 
+/* The global average pool (output 1 x 1) of float32 planes of n values:
+ * each plane summed in float64 straight from float32, instead of through a
+ * float64 copy (11% of efficientnet_b0's interpreter time, issue 27). */
+static struct tn_tensor *global_avg_f32(const struct tn_tensor *self, const int64_t *os, int nd,
+                                        int64_t planes, int64_t n)
+{
+    struct tn_tensor *x = tn__nn_as(self, TN_FLOAT32), *y = tn_empty(os, nd, TN_FLOAT32);
+    if (!x || !y) {
+        tn__nn_drop(0, x, y, NULL, NULL);
+        return NULL;
+    }
+    const float *xp = tn_data(x);
+    float *yp = tn_data(y);
+    for (int64_t p = 0; p < planes; p++) {
+        const float *v = xp + p * n;
+        double sum = 0;
+#ifdef TN_HAVE_AVX2
+        if (tn__have_avx2())
+            sum = tn__sum_f32_avx2(v, n);
+        else
+#endif
+            for (int64_t i = 0; i < n; i++)
+                sum += v[i];
+        yp[p] = (float)(sum / (double)n);
+    }
+    tn_release(x);
+    return y;
+}
+
 struct tn_tensor *tn__cpu__adaptive_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
                                                const int64_t *output_size, int output_size_len)
 {
@@ -554,6 +583,8 @@ struct tn_tensor *tn__cpu__adaptive_avg_pool2d(tn_keyset ks, const struct tn_ten
     memcpy(os, self->sizes, sizeof(int64_t) * (size_t)nd);
     os[nd - 2] = oh;
     os[nd - 1] = ow;
+    if (self->dtype == TN_FLOAT32 && oh == 1 && ow == 1)
+        return global_avg_f32(self, os, nd, planes, h * w);
     struct tn_tensor *x = tn__nn_f64(self), *y = tn__nn_zeros64(os, nd);
     if (!x || !y) {
         tn__nn_drop(0, x, y, NULL, NULL);
