@@ -35,6 +35,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_conv_dw.c \
+	lib/ops/cpu/nn_conv_wino.c \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_dropout.c \
 	lib/ops/cpu/nn_upsample.c \

@@ -45,6 +45,24 @@ static void test_dropout_seeded(void **state)
     json_decref(fx);
 }
 
+/* y (float32) is within tol * (1 + |e|) of yd (float64) everywhere; then
+ * y, yd and the six inputs are released. */
+static void check_close_and_release(struct tn_tensor *y, struct tn_tensor *yd, double tol,
+                                    struct tn_tensor *in[6])
+{
+    assert_non_null(y);
+    assert_non_null(yd);
+    assert_int_equal(tn_numel(y), tn_numel(yd));
+    const float *a = tn_data(y);
+    const double *e = tn_data(yd);
+    for (int64_t j = 0; j < tn_numel(y); j++)
+        assert_true(fabs((double)a[j] - e[j]) <= tol * (1 + fabs(e[j])));
+    for (int i = 0; i < 6; i++)
+        tn_release(in[i]);
+    tn_release(y);
+    tn_release(yd);
+}
+
 /* The float32 depthwise kernel (direct loops, issue 27) gives the float64
  * path's values (im2col and GEMM per channel), for strides 1 to 3,
  * padding from none to more than half the kernel, dilation, 3x3 to 7x7,
@@ -67,21 +85,30 @@ static void test_depthwise_matches_gemm_path(void **state)
         const int64_t st[2] = {p[3], p[3]}, pad[2] = {p[5], p[5]}, dil[2] = {p[4], p[4]};
         struct tn_tensor *y = tn_conv2d(x, w, b, st, 2, pad, 2, dil, 2, c);
         struct tn_tensor *yd = tn_conv2d(xd, wd, bd, st, 2, pad, 2, dil, 2, c);
-        assert_non_null(y);
-        assert_non_null(yd);
-        assert_int_equal(tn_numel(y), tn_numel(yd));
-        const float *a = tn_data(y);
-        const double *e = tn_data(yd);
-        for (int64_t j = 0; j < tn_numel(y); j++)
-            assert_true(fabs((double)a[j] - e[j]) <= 1e-4 * (1 + fabs(e[j])));
-        tn_release(x);
-        tn_release(w);
-        tn_release(b);
-        tn_release(xd);
-        tn_release(wd);
-        tn_release(bd);
-        tn_release(y);
-        tn_release(yd);
+        check_close_and_release(y, yd, 1e-4, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
+    }
+}
+
+/* The float32 3x3 Winograd kernel (stride 1, 16+ channels, 100+ output
+ * tiles of 2x2, issue 27) gives the float64 path's values (im2col and
+ * GEMM): padding 0 to 2, odd and even output sizes, batch 2, with and
+ * without a bias, and channel counts that are not multiples of 8. */
+static void test_winograd_matches_gemm_path(void **state)
+{
+    const int64_t shapes[][5] = {/* c, oc, h, w, padding */
+                                 {16, 16, 21, 23, 1}, {24, 17, 24, 24, 0},
+                                 {19, 32, 22, 21, 2}, {64, 64, 28, 28, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *p = shapes[i];
+        struct tn_tensor *x = tn_randn(TN_SHAPE(2, p[0], p[2], p[3]), TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn(TN_SHAPE(p[1], p[0], 3, 3), TN_FLOAT32, NULL);
+        struct tn_tensor *b = i % 2 ? NULL : tn_randn(TN_SHAPE(p[1]), TN_FLOAT32, NULL);
+        struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
+        struct tn_tensor *bd = b ? tn_to_dtype(b, TN_FLOAT64) : NULL;
+        const int64_t one[2] = {1, 1}, pad[2] = {p[4], p[4]};
+        struct tn_tensor *y = tn_conv2d(x, w, b, one, 2, pad, 2, one, 2, 1);
+        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, one, 2, pad, 2, one, 2, 1);
+        check_close_and_release(y, yd, 2e-5, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
     }
 }
 
@@ -91,6 +118,7 @@ int main(void)
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_dropout_seeded),
         cmocka_unit_test(test_depthwise_matches_gemm_path),
+        cmocka_unit_test(test_winograd_matches_gemm_path),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -6,6 +6,7 @@
 #ifndef TN_OPS_CPU_NN_CONV_H
 #define TN_OPS_CPU_NN_CONV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct conv {
@@ -21,5 +22,18 @@ struct conv {
  * on the thread pool. TN_OK, or TN_ENOMEM for its scratch. */
 int tn__conv_depthwise_f32(const struct conv *g, const float *x, const float *w,
                            const float *b, float *out);
+
+/* Input row xr (w values) into the two phase rows of stride 2, r0 and r1
+ * (qw values each): padded column x + pw is phase (x + pw) % 2, column
+ * (x + pw) / 2 (nn_conv_dw.c). Columns no input lands on are left as they
+ * were. */
+void tn__conv_split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw, int64_t qw);
+
+/* Whether a convolution is a 3x3 at stride 1 the Winograd kernel takes
+ * (groups 1, no dilation, 16 channels or more in and out), and that
+ * kernel (nn_conv_wino.c), float32 forward as tn__conv_depthwise_f32. */
+bool tn__conv_wino_fits(const struct conv *g);
+int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, const float *b,
+                      float *out);
 
 #endif

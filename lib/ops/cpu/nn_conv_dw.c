@@ -57,7 +57,8 @@ static void plane_of(const struct conv *g, struct dw_plane *d)
 /* Input row xr (w values) into the two phase rows of stride 2, r0 and r1
  * (qw values each; padded column x + pw is phase (x + pw) % 2, column
  * (x + pw) / 2), 8 pairs at a time by vector shuffles. */
-static TN_KERNEL_CLONES void split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw, int64_t qw)
+TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw,
+                                      int64_t qw)
 {
     float *ph[2] = {r0, r1};
     int64_t x = 0, end = 2 * qw - pw < w ? 2 * qw - pw : w;
@@ -109,7 +110,7 @@ static void pad_plane(const struct conv *g, const struct dw_plane *d, const floa
             }
             if (g->sw == 2) {
                 if (p == 0)
-                    split2(row, row + d->eh * d->qw, xr, g->w, g->pw, d->qw);
+                    tn__conv_split2(row, row + d->eh * d->qw, xr, g->w, g->pw, d->qw);
                 continue;
             }
             for (int64_t j = j0; j < d->qw; j++) {
