@@ -6,3 +6,12 @@ bench_graph_bench_graph_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) -I$(top_srcd
 bench_graph_bench_graph_LDADD = $(TN_LIB) $(JANSSON_LIBS)
 TN_BENCH_SH += bench/graph/graph.sh
 EXTRA_DIST += bench/graph/models.py
+
+# Issue 27's whole-process overhead of `tcompile run` at 32 MiB; `make
+# bench-overhead` runs it alone.
+TN_BENCH_SH += bench/graph/overhead.sh
+EXTRA_DIST += bench/graph/overhead.py
+
+bench-overhead: bin/tcompile/tcompile$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/graph/overhead.sh
+.PHONY: bench-overhead
