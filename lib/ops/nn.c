@@ -282,6 +282,14 @@ struct tn_tensor *tn__composite_max_pool2d(tn_keyset ks, const struct tn_tensor 
                                            bool ceil_mode)
 {
     struct tn_tensor *out, *idx;
+    if (!(ks & TN_KEYSET(TN_KEY_AUTOGRAD))) { /* no graph: the values alone */
+        bool handled;
+        out = tn__cpu_max_pool2d_values(self, kernel_size, kernel_size_len, stride, stride_len,
+                                        padding, padding_len, dilation, dilation_len, ceil_mode,
+                                        &handled);
+        if (handled)
+            return out;
+    }
     if (tn__redispatch_max_pool2d_with_indices(ks, self, kernel_size, kernel_size_len, stride,
                                               stride_len, padding, padding_len, dilation,
                                               dilation_len, ceil_mode, &out, &idx) < 0)

@@ -36,6 +36,17 @@ int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tens
  * (lib/ops/nn_loss.c). */
 struct tn_tensor *tn__nn_reduce_loss(struct tn_tensor *x, int64_t reduction);
 
+/* max_pool2d's values without its indices (lib/ops/cpu/nn_pool.c) for a
+ * float32 CPU input at dilation 1: a new tensor, or NULL with an error;
+ * *handled false (and NULL) for the cases it leaves to the kernel with
+ * indices, errors included. */
+struct tn_tensor *tn__cpu_max_pool2d_values(const struct tn_tensor *self,
+                                            const int64_t *kernel_size, int kernel_size_len,
+                                            const int64_t *stride, int stride_len,
+                                            const int64_t *padding, int padding_len,
+                                            const int64_t *dilation, int dilation_len,
+                                            bool ceil_mode, bool *handled);
+
 /* convolution and convolution_backward with transposed=True, for the
  * kernels of lib/ops/cpu/nn_conv.c (at its end). */
 struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
