@@ -16,7 +16,9 @@ py=python3
 [ -n "$quick" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 # name C H O K S G
 shapes='resnet18.conv3x3_64 64 56 64 3 1 1
+resnet18.conv3x3_128 128 28 128 3 1 1
 resnet18.conv3x3_256 256 14 256 3 1 1
+resnet18.conv3x3_512 512 7 512 3 1 1
 resnet18.down1x1_128 64 56 128 1 2 1
 mbv3s.dw3x3_16 16 56 16 3 2 16
 mbv3s.pw1x1_72 16 28 72 1 1 1
@@ -24,6 +26,7 @@ mbv3s.dw5x5_96 96 14 96 5 2 96
 effb0.dw3x3_96 96 112 96 3 2 96
 effb0.pw1x1_96_24 96 56 24 1 1 1
 effb0.dw5x5_240 240 28 240 5 1 240
+effb0.dw5x5_672 672 14 672 5 2 672
 grouped3x3_g8 128 28 128 3 1 8'
 [ -z "$quick" ] || shapes='mbv3s.dw3x3_16 16 8 16 3 2 16'
 echo "conv2d float32, batch 1, $th thread(s), load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"

@@ -92,22 +92,24 @@ static void test_depthwise_matches_gemm_path(void **state)
 /* The float32 3x3 Winograd kernel (stride 1, 16+ channels, 100+ output
  * tiles of 2x2, issue 27) gives the float64 path's values (im2col and
  * GEMM): padding 0 to 2, odd and even output sizes, batch 2, with and
- * without a bias, and channel counts that are not multiples of 8. */
+ * without a bias, channel counts that are not multiples of 8, and groups
+ * (each group of 16+ channels its own Winograd convolution). */
 static void test_winograd_matches_gemm_path(void **state)
 {
-    const int64_t shapes[][5] = {/* c, oc, h, w, padding */
-                                 {16, 16, 21, 23, 1}, {24, 17, 24, 24, 0},
-                                 {19, 32, 22, 21, 2}, {64, 64, 28, 28, 1}};
+    const int64_t shapes[][6] = {/* c, oc, h, w, padding, groups */
+                                 {16, 16, 21, 23, 1, 1}, {24, 17, 24, 24, 0, 1},
+                                 {19, 32, 22, 21, 2, 1}, {64, 64, 28, 28, 1, 1},
+                                 {32, 48, 20, 22, 1, 2}, {64, 64, 28, 28, 1, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t *p = shapes[i];
         struct tn_tensor *x = tn_randn(TN_SHAPE(2, p[0], p[2], p[3]), TN_FLOAT32, NULL);
-        struct tn_tensor *w = tn_randn(TN_SHAPE(p[1], p[0], 3, 3), TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn(TN_SHAPE(p[1], p[0] / p[5], 3, 3), TN_FLOAT32, NULL);
         struct tn_tensor *b = i % 2 ? NULL : tn_randn(TN_SHAPE(p[1]), TN_FLOAT32, NULL);
         struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
         struct tn_tensor *bd = b ? tn_to_dtype(b, TN_FLOAT64) : NULL;
         const int64_t one[2] = {1, 1}, pad[2] = {p[4], p[4]};
-        struct tn_tensor *y = tn_conv2d(x, w, b, one, 2, pad, 2, one, 2, 1);
-        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, one, 2, pad, 2, one, 2, 1);
+        struct tn_tensor *y = tn_conv2d(x, w, b, one, 2, pad, 2, one, 2, p[5]);
+        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, one, 2, pad, 2, one, 2, p[5]);
         check_close_and_release(y, yd, 2e-5, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
     }
 }

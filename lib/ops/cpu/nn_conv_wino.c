@@ -170,12 +170,13 @@ static TN_KERNEL_CLONES void wino_output(int64_t begin, int64_t end, void *ctx)
 bool tn__conv_wino_fits(const struct conv *g)
 {
     return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-           g->groups == 1 && g->c >= 16 && g->oc >= 16 &&
+           g->cg >= 16 && g->ocg >= 16 &&
            (g->oh + 1) / 2 * ((g->ow + 1) / 2) >= 100;
 }
 
-int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, const float *b,
-                      float *out)
+/* One group (g's groups 1): samples xs and os values apart in x and out. */
+static int wino_group(const struct conv *g, const float *x, const float *w, const float *b,
+                      float *out, int64_t xs, int64_t os)
 {
     struct wino j = {.g = g, .th = (g->oh + 1) / 2, .tw = (g->ow + 1) / 2, .x = x, .w = w, .b = b};
     j.t = j.th * j.tw;
@@ -208,8 +209,8 @@ int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, cons
     tn_parallel_for(g->oc * g->c, 4096, wino_weights, &j);
     openblas_set_num_threads((int)nt);
     for (int64_t s0 = 0; s0 < g->n; s0++) {
-        j.x = x + s0 * g->c * g->h * g->w;
-        j.out = out + s0 * g->oc * g->oh * g->ow;
+        j.x = x + s0 * xs;
+        j.out = out + s0 * os;
         tn_parallel_for(g->c, 1 + 16384 / (16 * j.t + 1), wino_input, &j);
         for (int e = 0; e < 16; e++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->oc, (int)j.t,
@@ -218,5 +219,23 @@ int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, cons
         tn_parallel_for(g->oc, 1 + 16384 / (4 * j.t + 1), wino_output, &j);
     }
     tn_release(st);
+    return TN_OK;
+}
+
+/* Each group as a convolution of its own: cg channels in, ocg out. */
+int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, const float *b,
+                      float *out)
+{
+    struct conv sub = *g;
+    sub.c = g->cg;
+    sub.oc = g->ocg;
+    sub.groups = 1;
+    int64_t xs = g->c * g->h * g->w, os = g->oc * g->oh * g->ow;
+    for (int64_t gr = 0; gr < g->groups; gr++) {
+        int rc = wino_group(&sub, x + gr * g->cg * g->h * g->w, w + gr * g->ocg * g->k,
+                            b ? b + gr * g->ocg : NULL, out + gr * g->ocg * g->oh * g->ow, xs, os);
+        if (rc < 0)
+            return rc;
+    }
     return TN_OK;
 }
