@@ -29,8 +29,6 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
 
 #define DW_SLOTS 8
 
@@ -68,8 +66,8 @@ TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int
         v8f a, b;
         memcpy(&a, xr + x, sizeof a);
         memcpy(&b, xr + x + 8, sizeof b);
-        v8f e = __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14});
-        v8f o = __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15});
+        v8f e = TN_EVEN8(a, b);
+        v8f o = TN_ODD8(a, b);
         memcpy(r0 + (x + pw) / 2, &e, sizeof e);
         memcpy(r1 + (x + pw) / 2, &o, sizeof o);
     }

@@ -60,8 +60,6 @@ static void wino_weights(int64_t begin, int64_t end, void *ctx)
     }
 }
 
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
 
 /* 8 values at p (any alignment) as a vector; the first n (1 to 8) of
  * vector v to p (macros: a function passing vectors warns of its ABI in
@@ -135,7 +133,6 @@ static TN_KERNEL_CLONES void wino_output(int64_t begin, int64_t end, void *ctx)
     const struct wino *j = ctx;
     const struct conv *g = j->g;
     int64_t T = j->t, oT = j->mstride, ol = 2 * j->tw8;
-    const v8i lo = {0, 8, 1, 9, 2, 10, 3, 11}, hi = {4, 12, 5, 13, 6, 14, 7, 15};
     float *buf = j->orows + begin * 2 * ol;
     for (int64_t o = begin; o < end; o++) {
         float bias = j->b ? j->b[o] : 0.0f, *yo = j->out + o * g->oh * g->ow;
@@ -153,7 +150,7 @@ static TN_KERNEL_CLONES void wino_output(int64_t begin, int64_t end, void *ctx)
                 for (int i = 0; i < 2; i++) {
                     v8f y0 = t[i][0] + t[i][1] + t[i][2] + b8;
                     v8f y1 = t[i][1] - t[i][2] - t[i][3] + b8;
-                    v8f a = __builtin_shuffle(y0, y1, lo), c = __builtin_shuffle(y0, y1, hi);
+                    v8f a = TN_ZIPLO8(y0, y1), c = TN_ZIPHI8(y0, y1);
                     memcpy(buf + i * ol + 2 * tx, &a, sizeof a);
                     memcpy(buf + i * ol + 2 * tx + 8, &c, sizeof c);
                 }
