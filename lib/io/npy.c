@@ -183,6 +183,20 @@ int tn__npy_check(const void *data, size_t len, const char *label)
     return npy_header(data, len, label, &h);
 }
 
+/* The strides of a .npy's array: Fortran order keeps its own. */
+static void npy_strides(const struct npy_header *hd, int64_t *strides)
+{
+    if (!hd->fortran) {
+        tn_contiguous_strides(hd->sizes, hd->ndim, strides);
+        return;
+    }
+    int64_t s = 1;
+    for (int d = 0; d < hd->ndim; d++) {
+        strides[d] = s;
+        s *= hd->sizes[d] ? hd->sizes[d] : 1;
+    }
+}
+
 /* A new tensor from .npy bytes (untrusted: the header is parsed within
  * NPY_MAX_HEADER and the data's size checked against len by npy_header before
  * the copy). Fortran order keeps its strides. The caller owns the tensor;
@@ -193,25 +207,11 @@ struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
     struct npy_header hd;
     if (npy_header(b, len, label, &hd) < 0)
         return NULL;
-    bool fortran = hd.fortran;
-    int nd = hd.ndim;
-    int64_t *sizes = hd.sizes, numel = hd.numel;
-    enum tn_dtype dt = hd.dtype;
-    size_t es = tn_dtype_size(dt);
-    struct tn_tensor *t = NULL;
     int64_t strides[TN_MAX_DIMS];
-    if (fortran) {
-        int64_t s = 1;
-        for (int d = 0; d < nd; d++) {
-            strides[d] = s;
-            s *= sizes[d] ? sizes[d] : 1;
-        }
-    } else {
-        tn_contiguous_strides(sizes, nd, strides);
-    }
-    t = tn_empty_strided(sizes, nd, strides, dt);
-    if (t && numel)
-        memcpy(t->storage->data, b + hd.data, (size_t)numel * es);
+    npy_strides(&hd, strides);
+    struct tn_tensor *t = tn_empty_strided(hd.sizes, hd.ndim, strides, hd.dtype);
+    if (t && hd.numel)
+        memcpy(t->storage->data, b + hd.data, (size_t)hd.numel * tn_dtype_size(hd.dtype));
     return t;
 }
 
@@ -254,14 +254,31 @@ int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len)
     return 0;
 }
 
-/* tn_npy_parse over the mapped file (copied out, the mapping released). NULL
- * with an error naming path. */
+/* The mapped file's array as a tensor over the mapping (private, so
+ * writes to the tensor copy pages, never the file; the storage keeps the
+ * map alive) where its data is aligned for its dtype, as checkpoints and
+ * safetensors load; else tn_npy_parse's copy. Copying 32 MiB out of the
+ * map (and faulting in fresh pages for it) was a large part of `tcompile
+ * run`'s whole-process overhead (issue 27). NULL with an error naming
+ * path. */
 struct tn_tensor *tn_npy_load(const char *path)
 {
     struct tn_io_map *m = tn__io_map_open(path);
     if (!m)
         return NULL;
-    struct tn_tensor *t = tn_npy_parse(m->addr, m->len, path);
+    struct npy_header hd;
+    struct tn_tensor *t = NULL;
+    if (m->mapped && npy_header(m->addr, m->len, path, &hd) == 0 && hd.numel &&
+        (uintptr_t)(m->addr + hd.data) % tn_dtype_size(hd.dtype) == 0) {
+        int64_t strides[TN_MAX_DIMS];
+        npy_strides(&hd, strides);
+        struct tn_storage *s =
+            tn__io_map_storage(m, hd.data, (size_t)hd.numel * tn_dtype_size(hd.dtype));
+        t = s ? tn_tensor_from_storage(s, 0, hd.sizes, hd.ndim, strides, hd.dtype) : NULL;
+        tn_storage_release(s);
+    } else {
+        t = tn_npy_parse(m->addr, m->len, path);
+    }
     tn__io_map_release(m);
     return t;
 }

@@ -233,12 +233,38 @@ static void test_safetensors_rules(void **state)
     unlink(path);
 }
 
+/* tn_npy_load reads an aligned .npy in place: the tensor's storage is the
+ * file's private mapping (external memory, not the allocator's; issue 27:
+ * no 32 MiB copy), and writing to it changes neither the file nor a second
+ * load. */
+static void test_npy_load_in_place(void **state)
+{
+    char path[] = "/tmp/test_tensors_npy.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct tn_tensor *a = tn_arange(tn_int(0), tn_int(1000), tn_int(1), TN_FLOAT32);
+    assert_int_equal(tn_npy_save(path, a), 0);
+    struct tn_tensor *x = tn_npy_load(path), *y;
+    assert_non_null(x);
+    assert_non_null(x->storage->free_fn); /* the mapping's, not a fresh block's */
+    ((float *)tn_data(x))[7] = -1;
+    assert_non_null(y = tn_npy_load(path));
+    assert_true(((float *)tn_data(y))[7] == 7.0f);
+    assert_true(((float *)tn_data(y))[999] == 999.0f);
+    tn_release(a);
+    tn_release(x);
+    tn_release(y);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_safetensors),
         cmocka_unit_test(test_read_npz),
         cmocka_unit_test(test_write_roundtrip),
+        cmocka_unit_test(test_npy_load_in_place),
         cmocka_unit_test(test_safetensors_rules),
     };
     return TN_RUN_TESTS(tests);
