@@ -36,8 +36,10 @@
  * column j * sw + p of padded row r. */
 struct dw_plane {
     int64_t eh, qw, wr, nb, blocks, taps;
-    size_t qfloats, ofloats;
+    size_t qfloats;
     int64_t *boff; /* block b's start in q: its first output's padded row and column */
+    int64_t *ooff; /* block b's first output in the plane; its last block of a row
+                    * writes ow % 8 values when ow is not a multiple of 8 */
 };
 
 static void plane_of(const struct conv *g, struct dw_plane *d)
@@ -49,7 +51,6 @@ static void plane_of(const struct conv *g, struct dw_plane *d)
     d->qw = d->wr + (g->kw - 1) * g->dw / g->sw + 1;
     d->taps = g->kh * g->kw;
     d->qfloats = (size_t)(g->sw * d->eh * d->qw);
-    d->ofloats = g->ow == d->wr ? 0 : (size_t)(g->oh * d->wr);
 }
 
 /* Input row xr (w values) into the two phase rows of stride 2, r0 and r1
@@ -80,11 +81,15 @@ static void pad_plane(const struct conv *g, const struct dw_plane *d, const floa
 {
     /* zeros where no input lands: the padding rows, and in the others the
      * columns before ceil((pw - p) / sw) and from (pw + w) / sw - 1 on
-     * (the data overwrites the overlap) */
+     * (the data overwrites the overlap); a small plane (up to 16 KiB) is
+     * zeroed whole in one call instead of two or three a row */
     int64_t head = g->pw / g->sw + 1, tail = (g->pw + g->w) / g->sw - 1;
     head = head < d->qw ? head : d->qw;
     tail = tail < 0 ? 0 : tail;
-    for (int64_t p = 0; p < g->sw; p++)
+    bool whole = d->qfloats <= 4096;
+    if (whole)
+        memset(q, 0, sizeof(float) * d->qfloats);
+    for (int64_t p = 0; p < g->sw && !whole; p++)
         for (int64_t r = 0; r < d->eh; r++) {
             float *row = q + (p * d->eh + r) * d->qw;
             if (r < g->ph || r >= g->ph + g->h) {
@@ -124,7 +129,7 @@ static void pad_plane(const struct conv *g, const struct dw_plane *d, const floa
  * rows of wr values, block b at b * 8): each block's taps summed in a
  * register. Block b reads q from d->boff[b], tap t toff[t] further. */
 static inline __attribute__((always_inline)) void
-dw_blocks(const struct dw_plane *d, const float *q, const int64_t *toff, const float *wp,
+dw_blocks(const struct conv *g, const struct dw_plane *d, const float *q, const int64_t *toff, const float *wp,
           float bias, int64_t b0, int n, float *o)
 {
     const float *base[DW_SLOTS];
@@ -144,25 +149,25 @@ dw_blocks(const struct dw_plane *d, const float *q, const int64_t *toff, const f
             acc[s] += w8 * v;
         }
     }
-    for (int s = 0; s < n; s++)
-        memcpy(o + (b0 + s) * 8, &acc[s], sizeof acc[s]);
+    for (int s = 0; s < n; s++) {
+        int64_t b = b0 + s, left = g->ow - (b % d->nb) * 8;
+        if (left >= 8)
+            memcpy(o + d->ooff[b], &acc[s], sizeof acc[s]);
+        else
+            memcpy(o + d->ooff[b], &acc[s], sizeof(float) * (size_t)left);
+    }
 }
 
-/* One plane: q is its padded copy, o its output (oh x ow), scratch oh x wr
- * when ow is not a multiple of 8. */
+/* One plane: q is its padded copy, o its output (oh x ow). */
 static TN_KERNEL_CLONES void dw_plane_run(const struct conv *g, const struct dw_plane *d,
                                           const float *q, const int64_t *toff, const float *wp,
-                                          float bias, float *o, float *scratch)
+                                          float bias, float *o)
 {
-    float *ob = d->ofloats ? scratch : o;
     int64_t b = 0;
     for (; b + DW_SLOTS <= d->blocks; b += DW_SLOTS)
-        dw_blocks(d, q, toff, wp, bias, b, DW_SLOTS, ob);
+        dw_blocks(g, d, q, toff, wp, bias, b, DW_SLOTS, o);
     if (b < d->blocks)
-        dw_blocks(d, q, toff, wp, bias, b, (int)(d->blocks - b), ob);
-    if (d->ofloats)
-        for (int64_t y = 0; y < g->oh; y++)
-            memcpy(o + y * g->ow, ob + y * d->wr, sizeof(float) * (size_t)g->ow);
+        dw_blocks(g, d, q, toff, wp, bias, b, (int)(d->blocks - b), o);
 }
 
 struct dw_job {
@@ -182,12 +187,12 @@ static void dw_range(int64_t begin, int64_t end, void *ctx)
     const struct conv *g = j->g;
     int64_t planes = g->n * g->c;
     for (int64_t r = begin; r < end; r++) {
-        float *q = j->scratch + (size_t)r * (j->d.qfloats + j->d.ofloats);
+        float *q = j->scratch + (size_t)r * j->d.qfloats;
         for (int64_t p = r * planes / j->ranges; p < (r + 1) * planes / j->ranges; p++) {
             int64_t ch = p % g->c;
             pad_plane(g, &j->d, j->x + p * g->h * g->w, q);
             dw_plane_run(g, &j->d, q, j->toff, j->w + ch * j->d.taps, j->b ? j->b[ch] : 0.0f,
-                         j->out + p * g->oh * g->ow, q + j->d.qfloats);
+                         j->out + p * g->oh * g->ow);
         }
     }
 }
@@ -202,9 +207,10 @@ int tn__conv_depthwise_f32(const struct conv *g, const float *x, const float *w,
     int64_t work = planes * g->oh * g->ow * j.d.taps;
     j.ranges = work / 32768 < t ? work / 32768 : t;
     j.ranges = j.ranges < 1 ? 1 : j.ranges > planes ? planes : j.ranges;
-    int64_t *toff = malloc(sizeof(int64_t) * (size_t)(j.d.taps + j.d.blocks));
+    int64_t *toff = malloc(sizeof(int64_t) * (size_t)(j.d.taps + 2 * j.d.blocks));
     j.d.boff = toff ? toff + j.d.taps : NULL;
-    j.scratch = malloc(sizeof(float) * (j.d.qfloats + j.d.ofloats) * (size_t)j.ranges);
+    j.d.ooff = toff ? toff + j.d.taps + j.d.blocks : NULL;
+    j.scratch = malloc(sizeof(float) * j.d.qfloats * (size_t)j.ranges);
     if (!toff || !j.scratch) {
         free(toff);
         free(j.scratch);
@@ -218,7 +224,10 @@ int tn__conv_depthwise_f32(const struct conv *g, const float *x, const float *w,
         }
     j.toff = toff;
     for (int64_t i = 0; i < j.d.blocks; i++)
+    {
         j.d.boff[i] = i / j.d.nb * g->sh * j.d.qw + i % j.d.nb * 8;
+        j.d.ooff[i] = i / j.d.nb * g->ow + i % j.d.nb * 8;
+    }
     tn_parallel_for(j.ranges, 1, dw_range, &j);
     free(j.scratch);
     free(toff);
