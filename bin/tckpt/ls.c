@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tensor/dcp.h>
+
 #include "tckpt.h"
 
 /* ------------------------------------------------------------------ ls */
@@ -75,11 +77,23 @@ static void ls_row(char *line, size_t w, size_t dw, const char *name, const stru
     fwrite(line, 1, (size_t)(p - line), stdout);
 }
 
+/* The input's value for a listing: a DCP folder's tensors from its
+ * .metadata alone (tn_dcp_load_meta: sizes and dtypes, no tensor bytes
+ * read), any other input loaded whole.  0, or -1 with an error. */
+static int ls_load(struct input *in)
+{
+    struct tn_dcp *d = tn_io_file_dcp(in->f);
+    if (!d)
+        return input_load(in);
+    in->v = tn_dcp_load_meta(d, false);
+    return in->v ? 0 : -1;
+}
+
 /* One file's listing; 0, or 2 after a message when it cannot be read. */
 static int ls_one(const char *path)
 {
     struct input in;
-    if (input_open(&in, path) < 0 || input_load(&in) < 0) {
+    if (input_open(&in, path) < 0 || ls_load(&in) < 0) {
         fprintf(stderr, "tckpt: %s\n", tn_last_error());
         input_free(&in);
         return 2;

@@ -578,7 +578,27 @@ int tn_dcp_read(struct tn_dcp *d, const char *fqn, const int64_t *offsets, struc
     return read_region(d, it, offsets, dst);
 }
 
-struct tn_value *tn_dcp_get(struct tn_dcp *d, size_t i)
+/* A tensor of the item's sizes and dtype on the meta device, over a
+ * storage of its own that owns no bytes (made here: the meta allocator
+ * of lib/dispatch is not linked into every program).  NULL with an error. */
+static struct tn_tensor *meta_tensor(const struct tn_dcp_item *it)
+{
+    size_t nbytes = tn_dtype_size(it->dtype);
+    for (int i = 0; i < it->ndim; i++)
+        nbytes *= (size_t)it->sizes[i]; /* checked below 2^60 elements by tensor_item */
+    struct tn_storage *s = tn_storage_from_external((void *)(uintptr_t)TN_ALIGNMENT, nbytes,
+                                                    (struct tn_device){TN_DEVICE_META, -1},
+                                                    NULL, NULL);
+    if (!s)
+        return NULL;
+    struct tn_tensor *t = tn_tensor_from_storage(s, 0, it->sizes, it->ndim, NULL, it->dtype);
+    tn_storage_release(s);
+    return t;
+}
+
+/* The i-th item's value (tn_dcp_get); with `meta`, a tensor item is a
+ * tensor on the meta device (its sizes and dtype, none of its bytes read). */
+static struct tn_value *item_value(struct tn_dcp *d, size_t i, bool meta)
 {
     if (i >= d->n) {
         tn_set_error(TN_EINVAL, "%s: no item %zu", d->dir, i);
@@ -587,9 +607,9 @@ struct tn_value *tn_dcp_get(struct tn_dcp *d, size_t i)
     const struct tn_dcp_item *it = &d->items[i];
     if (!it->tensor)
         return chunk_value(d, it, &it->chunks[0]);
-    struct tn_tensor *t = tn_empty(it->sizes, it->ndim, it->dtype);
     static const int64_t zero[TN_MAX_DIMS];
-    if (!t || read_region(d, it, zero, t) < 0) {
+    struct tn_tensor *t = meta ? meta_tensor(it) : tn_empty(it->sizes, it->ndim, it->dtype);
+    if (!t || (!meta && read_region(d, it, zero, t) < 0)) {
         tn_release(t);
         return NULL;
     }
@@ -597,6 +617,8 @@ struct tn_value *tn_dcp_get(struct tn_dcp *d, size_t i)
     tn_release(t);
     return v;
 }
+
+struct tn_value *tn_dcp_get(struct tn_dcp *d, size_t i) { return item_value(d, i, false); }
 
 /* Puts v at `path` under root as torch.distributed.checkpoint's
  * set_element does: a str key makes a dict, an int one a list padded with
@@ -666,13 +688,14 @@ static int set_path(struct tn_dcp *d, struct tn_value *root, const struct tn_dcp
     return tn_set_error(TN_EFORMAT, "%s: planner_data of %s is empty", d->dir, it->fqn);
 }
 
-struct tn_value *tn_dcp_load_all(struct tn_dcp *d, bool flat)
+/* tn_dcp_load_all, or with `meta` tn_dcp_load_meta. */
+static struct tn_value *load_all(struct tn_dcp *d, bool flat, bool meta)
 {
     struct tn_value *root = flat ? tn_value_odict() : tn_value_dict();
     if (!root)
         return NULL;
     for (size_t i = 0; i < d->n; i++) {
-        struct tn_value *v = tn_dcp_get(d, i);
+        struct tn_value *v = item_value(d, i, meta);
         int rc = !v ? -1
                  : flat || !d->items[i].path
                      ? tn_value_set(root, tn_value_str(d->items[i].fqn), v)
@@ -684,6 +707,9 @@ struct tn_value *tn_dcp_load_all(struct tn_dcp *d, bool flat)
     }
     return root;
 }
+
+struct tn_value *tn_dcp_load_all(struct tn_dcp *d, bool flat) { return load_all(d, flat, false); }
+struct tn_value *tn_dcp_load_meta(struct tn_dcp *d, bool flat) { return load_all(d, flat, true); }
 
 int tn_dcp_load(const char *dir, struct tn_dcp_shard *shards, size_t n)
 {

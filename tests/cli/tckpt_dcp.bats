@@ -39,6 +39,23 @@ bad_folder() {
     assert_line --partial 'numel=24 min=0 max=23'
 }
 
+@test "ls lists a folder from its .metadata: no tensor's bytes are read" {
+    # rank 0's shard file holds only tensor chunks (model.w, model.c and
+    # exp_avg at offsets 0, 1577 and 3154): zeroed, their bytes are no
+    # zips any more, but their sizes and dtypes stand in .metadata
+    cp -r "$FX/two" "$T/zeroed"
+    head -c "$(wc -c <"$FX/two/__0_0.distcp")" /dev/zero >"$T/zeroed/__0_0.distcp"
+    run tckpt ls "$T/zeroed"
+    assert_success
+    assert_output "$(tckpt ls "$FX/two")"
+    run tckpt ls --json "$T/zeroed"
+    assert_success
+    assert_output "$(tckpt ls --json "$FX/two" | sed "s|$FX/two|$T/zeroed|")"
+    # what does read them still finds the damage
+    run tckpt show "$T/zeroed" model.w
+    assert_failure 2
+}
+
 @test "a folder equals what dcp_to_torch_save wrote of it; convert to .pt matches it" {
     for d in one two; do
         run tckpt diff "$FX/$d" "$FX/$d.pt"

@@ -75,6 +75,48 @@ static bool same(const struct tn_value *a, const struct tn_value *b, const char 
     }
 }
 
+/* Tensors of a tree in walk order, with their paths. */
+struct seen {
+    char *path[64];
+    const struct tn_tensor *t[64];
+    size_t n;
+};
+static int see(const char *path, struct tn_tensor *t, void *ctx)
+{
+    struct seen *s = ctx;
+    assert_true(s->n < 64);
+    s->path[s->n] = strdup(path);
+    s->t[s->n++] = t;
+    return 0;
+}
+
+/* tn_dcp_load_meta's tree lists the tensors of `whole` (tn_dcp_load_all's),
+ * same paths, sizes and dtypes, on the meta device, each its own storage. */
+static void check_meta(struct tn_dcp *d, const struct tn_value *whole)
+{
+    struct tn_value *meta = tn_dcp_load_meta(d, false);
+    if (!meta)
+        print_message("# %s\n", tn_last_error());
+    assert_non_null(meta);
+    struct seen a = {0}, b = {0};
+    assert_int_equal(tn_value_walk_tensors(whole, see, &a), 0);
+    assert_int_equal(tn_value_walk_tensors(meta, see, &b), 0);
+    assert_int_equal(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        assert_string_equal(a.path[i], b.path[i]);
+        assert_int_equal(b.t[i]->device.type, TN_DEVICE_META);
+        assert_int_equal(a.t[i]->dtype, b.t[i]->dtype);
+        assert_int_equal(a.t[i]->ndim, b.t[i]->ndim);
+        assert_memory_equal(a.t[i]->sizes, b.t[i]->sizes, sizeof(int64_t) * a.t[i]->ndim);
+        assert_int_equal(tn_nbytes(a.t[i]), tn_nbytes(b.t[i]));
+        for (size_t j = 0; j < i; j++)
+            assert_ptr_not_equal(b.t[i]->storage, b.t[j]->storage);
+        free(a.path[i]);
+        free(b.path[i]);
+    }
+    tn_value_release(meta);
+}
+
 /* Folder `name` read whole equals what dcp_to_torch_save wrote of it. */
 static void check_whole(const char *name)
 {
@@ -91,6 +133,7 @@ static void check_whole(const char *name)
     assert_non_null(ours);
     assert_non_null(theirs);
     assert_true(same(ours, theirs, name));
+    check_meta(d, ours);
     struct tn_value *flat = tn_dcp_load_all(d, true);
     assert_non_null(flat);
     assert_int_equal(flat->v.dict.n, tn_dcp_count(d));

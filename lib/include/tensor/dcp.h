@@ -89,6 +89,11 @@ struct tn_value *tn_dcp_get(struct tn_dcp *d, size_t i);
  * writes it), or, with `flat`, an ODICT of fqn -> value.  NULL with an
  * error. */
 struct tn_value *tn_dcp_load_all(struct tn_dcp *d, bool flat);
+/* The same tree with every tensor item a tensor on the meta device (its
+ * sizes and dtype, each with a storage of its own) and none of its bytes
+ * read: what a listing needs.  Bytes items are read (they may hold
+ * anything).  NULL with an error. */
+struct tn_value *tn_dcp_load_meta(struct tn_dcp *d, bool flat);
 
 /* The part of a state dict one rank holds, for tn_dcp_load and
  * tn_dcp_save: key `fqn` (flattened, dots between levels), the local
