@@ -105,6 +105,7 @@ struct machine {
     int proto; /* of the PROTO opcode: Py2 names are mapped below 3, as in CPython */
     bool dcp;  /* a DCP .metadata (hooks->dcp) */
     size_t memo_count; /* memo entries set: MEMOIZE's index, as len(memo) in CPython */
+    bool walk; /* the nesting checks walk subtrees (see "Nesting" below) */
 };
 
 /* Sets an error naming the stream, the opcode and its byte offset with fmt's
@@ -171,6 +172,64 @@ static bool is_container(const struct tn_value *v)
            v->kind == TN_VALUE_ODICT;
 }
 
+/* Nesting: no value may hold itself, and none may nest more than MAX_DEPTH
+ * deep.  Python's pickler fills a container before it puts it into its
+ * parent, so in a well-formed stream a container that something holds is
+ * never changed again.  While that holds, each container carries its exact
+ * height (priv_height, 0 meaning 1: an empty one), set when it is made and
+ * raised as children go in, and its holder count (priv_holders, saturating);
+ * a child can then close a cycle only by being the parent itself, and no
+ * ancestor's height can go stale: every insert is O(1).  The first change
+ * to a container that something else holds (possible only through the
+ * memo) makes the load walk: from then on each insert walks the child's
+ * subtree (depth_of) under the visit budget, as a hostile stream deserves.
+ * Heights are upper bounds where a dict key was set twice. */
+
+/* The height of v: 1 for a leaf or an empty container. */
+static unsigned height(const struct tn_value *v)
+{
+    return is_container(v) && v->priv_height ? v->priv_height : 1;
+}
+
+/* Raises parent's height to hold child (capped past the limit). */
+static void raise_height(struct tn_value *parent, const struct tn_value *child)
+{
+    unsigned h = height(child) + 1;
+    if (h > MAX_DEPTH + 1)
+        h = MAX_DEPTH + 1;
+    if (h > height(parent))
+        parent->priv_height = (uint16_t)h;
+}
+
+/* Records that `parent` holds `child` (called as it goes in; a failed
+ * insert leaves counts too high, which is safe): the child's holder count
+ * and the parent's height. */
+static void adopt(struct tn_value *parent, struct tn_value *child)
+{
+    if (!is_container(child))
+        return;
+    if (child->priv_holders < UINT8_MAX)
+        child->priv_holders++;
+    raise_height(parent, child);
+}
+
+/* adopt() for each key and value of dict `src` that `parent` now holds. */
+static void adopt_items(struct tn_value *parent, const struct tn_value *src)
+{
+    for (size_t i = 0; i < src->v.dict.n; i++) {
+        adopt(parent, src->v.dict.keys[i]);
+        adopt(parent, src->v.dict.vals[i]);
+    }
+}
+
+/* Before container c changes: more than `holders` holders (0, or 1 for an
+ * OrderedDict's attribute dict, held by its object) make the load walk. */
+static void changing(struct machine *m, const struct tn_value *c, unsigned holders)
+{
+    if (c->priv_holders > holders)
+        m->walk = true;
+}
+
 /* Depth of v (1 for a leaf); -1 when `target` is inside v (a cycle) or the
  * visit budget is spent (-2). */
 static int depth_of(struct machine *m, const struct tn_value *v, const struct tn_value *target,
@@ -222,7 +281,7 @@ static int check_insert(struct machine *m, const struct tn_value *parent,
 {
     if (!is_container(child))
         return 0;
-    int d = depth_of(m, child, parent, 0);
+    int d = m->walk ? depth_of(m, child, parent, 0) : child == parent ? -1 : (int)height(child);
     if (d == -1)
         return fail(m, TN_EFORMAT, "a container that holds itself is not supported");
     if (d == -2)
@@ -641,6 +700,7 @@ static int dcp_newobj(struct machine *m)
         return tn_last_status();
     }
     o->v.dict.attrs = a;
+    adopt(o, a);
     m->n -= 2;
     tn_value_release(args);
     tn_value_release(cls);
@@ -651,11 +711,15 @@ static int dcp_newobj(struct machine *m)
  * (TensorProperties' __setstate__) is kept as "__state__". */
 static int dcp_build(struct machine *m, struct tn_value *obj, struct tn_value *state)
 {
+    changing(m, obj, 0);
+    changing(m, obj->v.dict.attrs, 1);
     if (check_insert(m, obj, state) < 0)
         return tn_last_status();
     if (state->kind == TN_VALUE_TUPLE) {
         if (tn_value_set(obj->v.dict.attrs, tn_value_str("__state__"), state) < 0)
             return tn_last_status();
+        adopt(obj->v.dict.attrs, state);
+        raise_height(obj, obj->v.dict.attrs);
         m->n--;
         return 0;
     }
@@ -667,6 +731,7 @@ static int dcp_build(struct machine *m, struct tn_value *obj, struct tn_value *s
         if (tn_value_set(obj, tn_value_retain(state->v.dict.keys[i]),
                          tn_value_retain(state->v.dict.vals[i])) < 0)
             return tn_last_status();
+    adopt_items(obj, state);
     m->n--;
     tn_value_release(state);
     return 0;
@@ -748,6 +813,8 @@ static int do_reduce(struct machine *m)
                 return tn_last_status();
             }
         }
+        if (r)
+            adopt_items(r, r);
     } else if (global_is(fn, "torch._utils._rebuild_tensor_v2")) {
         r = rebuild_tensor(m, args, false);
     } else if (global_is(fn, "torch._utils._rebuild_tensor_v3")) {
@@ -889,6 +956,7 @@ static int make_tuple(struct machine *m, size_t base)
             tn_value_release(t);
             return tn_last_status();
         }
+        adopt(t, m->stack[i]);
     }
     m->n = base;
     return push(m, t);
@@ -907,6 +975,7 @@ static int do_setitems(struct machine *m, size_t base)
                     "collections.Counter, but got %s", pytype(d->kind));
     if ((m->n - base) % 2)
         return fail(m, TN_EFORMAT, "odd number of items for SETITEMS");
+    changing(m, d, 0);
     for (size_t i = base; i < m->n; i += 2) {
         if (!hashable(m->stack[i]) && !(m->dcp && dcp_object(m->stack[i])))
             return fail(m, TN_EFORMAT, "unhashable type: '%s'", tn_value_kind_name(m->stack[i]->kind));
@@ -920,8 +989,12 @@ static int do_setitems(struct machine *m, size_t base)
         if (rc) {
             tn_value_release(m->stack[i]);
             tn_value_release(m->stack[i + 1]);
-        } else
+        } else {
+            /* before the set, which may free a key equal to one d has */
+            adopt(d, m->stack[i]);
+            adopt(d, m->stack[i + 1]);
             rc = tn_value_set(d, m->stack[i], m->stack[i + 1]);
+        }
     }
     return rc;
 }
@@ -936,6 +1009,7 @@ static int do_appends(struct machine *m, size_t base)
     struct tn_value *l = m->stack[base - 1];
     if (l->kind != TN_VALUE_LIST)
         return fail(m, TN_EFORMAT, "Can only append to lists, but got %s", pytype(l->kind));
+    changing(m, l, 0);
     for (size_t i = base; i < m->n; i++)
         if (check_insert(m, l, m->stack[i]) < 0)
             return tn_last_status();
@@ -945,8 +1019,8 @@ static int do_appends(struct machine *m, size_t base)
     for (size_t i = base; i < top; i++) {
         if (rc)
             tn_value_release(m->stack[i]);
-        else
-            rc = tn_value_append(l, m->stack[i]);
+        else if (!(rc = tn_value_append(l, m->stack[i])))
+            adopt(l, l->v.seq.items[l->v.seq.n - 1]);
     }
     return rc;
 }
@@ -965,6 +1039,9 @@ static int do_build(struct machine *m)
         if (state->kind != TN_VALUE_DICT)
             return fail(m, TN_EFORMAT, "OrderedDict state must be a dict, not %s",
                         tn_value_kind_name(state->kind));
+        changing(m, obj, 0);
+        if (obj->v.dict.attrs)
+            changing(m, obj->v.dict.attrs, 1);
         if (check_insert(m, obj, state) < 0)
             return tn_last_status();
         if (obj->v.dict.attrs) {
@@ -973,9 +1050,12 @@ static int do_build(struct machine *m)
                 if (tn_value_set(obj->v.dict.attrs, tn_value_retain(state->v.dict.keys[i]),
                                  tn_value_retain(state->v.dict.vals[i])) < 0)
                     return tn_last_status();
+            adopt_items(obj->v.dict.attrs, state);
+            raise_height(obj, obj->v.dict.attrs);
             tn_value_release(state);
         } else {
             obj->v.dict.attrs = state;
+            adopt(obj, state);
         }
         m->n--;
         return 0;

@@ -217,6 +217,62 @@ static void test_null_entry(void **state)
     tn_value_release(d);
 }
 
+/* Loads the pickle `p` (len bytes; protocol 2, as torch.save writes)
+ * and expects a refusal whose message holds `want`. */
+static void expect_refused(const char *p, size_t len, const char *want)
+{
+    struct tn_value *v = tn__pickle_load((const unsigned char *)p, len, "nest", TN_ALLOW_CURRENT,
+                                         NULL);
+    if (v || !strstr(tn_last_error(), want))
+        print_message("# wanted '%s', got %s\n", want, v ? "a value" : tn_last_error());
+    assert_null(v);
+    assert_non_null(strstr(tn_last_error(), want));
+}
+
+/* Q = [R], R = [A] (A memo 0, R memo 1); A.append(a chain of k nested
+ * lists); Q.append(A); Q.append(R): the pickle's length. */
+static size_t deep_pickle(char *p, int k)
+{
+    size_t n = 0;
+    static const char head[] = "\x80\x02]]q\x01]q\x00" "aah\x00";
+    memcpy(p, head, sizeof head - 1);
+    n = sizeof head - 1;
+    for (int i = 0; i < k; i++)
+        p[n++] = ']';
+    for (int i = 0; i < k - 1 + 2; i++) /* the chain, A.append, Q.append(A) */
+        p[n++] = 'a';
+    memcpy(p + n, "h\x01" "a.", 4);
+    return n + 4;
+}
+
+/* The nesting checks stay right when a container is changed after
+ * something took it in (only the memo allows it): a cycle closed through
+ * a container already held, and a height that grows under a holder. */
+static void test_nesting_after_insert(void **state)
+{
+    (void)state;
+    /* L1 = []; L2 = [L1]; L1.append(L2) */
+    static const char cyc_list[] = "\x80\x02]q\x00]q\x01h\x00" "aa.";
+    expect_refused(cyc_list, sizeof cyc_list - 1, "a container that holds itself");
+    /* D = {}; L = [D]; D['k'] = L */
+    static const char cyc_dict[] = "\x80\x02}q\x00X\x01\x00\x00\x00" "k]q\x01h\x00" "as.";
+    expect_refused(cyc_dict, sizeof cyc_dict - 1, "a container that holds itself");
+    /* Q = [R], R = [A]; then A gets a chain of 998 lists (999 deep, as a
+     * child may be) and Q takes A; R, 1000 deep now, must not go into Q */
+    char deep[4096];
+    size_t n = deep_pickle(deep, 998);
+    expect_refused(deep, n, "nested more than 1000 deep");
+    /* with a chain one shorter, R is 999 deep and goes in */
+    n = deep_pickle(deep, 997);
+    struct tn_value *v = tn__pickle_load((const unsigned char *)deep, n, "nest", TN_ALLOW_CURRENT,
+                                         NULL);
+    if (!v)
+        print_message("# %s\n", tn_last_error());
+    assert_non_null(v);
+    assert_int_equal(v->v.seq.n, 3); /* R, A, R */
+    tn_value_release(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_decode_all),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_null_entry),
+        cmocka_unit_test(test_nesting_after_insert),
     };
     return TN_RUN_TESTS(tests);
 }

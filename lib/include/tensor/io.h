@@ -119,6 +119,12 @@ enum tn_value_kind {
 struct tn_value {
     long refcount;
     enum tn_value_kind kind;
+    /* private to lib/io, in what was padding: a container's nesting height
+     * and holder count as the unpickler keeps them, and how the value's
+     * memory was allocated; 0 in what the constructors make */
+    uint16_t priv_height;
+    uint8_t priv_holders;
+    uint8_t priv_mem;
     union {
         bool b;
         int64_t i;
