@@ -378,7 +378,12 @@ static int parse(struct tn_dcp *d, const unsigned char *buf, size_t len)
     d->meta = tn__pickle_load(buf, len, label, TN_ALLOW_CURRENT, &hooks);
     if (!d->meta)
         return tn_last_status();
-    return build(d);
+    /* the key index's values are carved beside .metadata's (value.c) */
+    struct tn__value_arena arena;
+    tn__value_arena_begin(&arena);
+    int rc = build(d);
+    tn__value_arena_end(&arena);
+    return rc;
 }
 
 struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char *dir)
@@ -688,8 +693,21 @@ static int set_path(struct tn_dcp *d, struct tn_value *root, const struct tn_dcp
     return tn_set_error(TN_EFORMAT, "%s: planner_data of %s is empty", d->dir, it->fqn);
 }
 
+static struct tn_value *load_tree(struct tn_dcp *d, bool flat, bool meta);
+
 /* tn_dcp_load_all, or with `meta` tn_dcp_load_meta. */
 static struct tn_value *load_all(struct tn_dcp *d, bool flat, bool meta)
+{
+    /* the tree's many small values from an arena (value.c) */
+    struct tn__value_arena arena;
+    tn__value_arena_begin(&arena);
+    struct tn_value *v = load_tree(d, flat, meta);
+    tn__value_arena_end(&arena);
+    return v;
+}
+
+/* The tree of every item (load_all's work, inside its arena). */
+static struct tn_value *load_tree(struct tn_dcp *d, bool flat, bool meta)
 {
     struct tn_value *root = flat ? tn_value_odict() : tn_value_dict();
     if (!root)

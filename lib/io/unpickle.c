@@ -101,11 +101,14 @@ struct machine {
     size_t memocap;
     long visits;
     size_t pos; /* the current opcode's offset, for messages */
-    const char *opname;
+    int opcode; /* the current opcode, named in messages */
     int proto; /* of the PROTO opcode: Py2 names are mapped below 3, as in CPython */
     bool dcp;  /* a DCP .metadata (hooks->dcp) */
     size_t memo_count; /* memo entries set: MEMOIZE's index, as len(memo) in CPython */
     bool walk; /* the nesting checks walk subtrees (see "Nesting" below) */
+    /* NEWOBJ's strings, shared by the instances (strs are never changed):
+     * "__class__", and the last class's name */
+    struct tn_value *class_key, *class_name;
 };
 
 /* Sets an error naming the stream, the opcode and its byte offset with fmt's
@@ -119,7 +122,8 @@ static int fail(struct machine *m, enum tn_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return tn_set_error(st, "%s: %s at byte %zu: %s", m->label, m->opname, m->pos, msg);
+    return tn_set_error(st, "%s: %s at byte %zu: %s", m->label,
+                        tn__pickle_op_name(m->opcode), m->pos, msg);
 }
 
 /* Pushes v, taking over its reference (released on failure); NULL v passes
@@ -693,8 +697,16 @@ static int dcp_newobj(struct machine *m)
                     cls->kind == TN_VALUE_GLOBAL ? cls->v.str.s : tn_value_kind_name(cls->kind));
     if (args->kind != TN_VALUE_TUPLE || args->v.seq.n)
         return fail(m, TN_EFORMAT, "NEWOBJ of %s: arguments are not supported", cls->v.str.s);
+    if (!m->class_key && !(m->class_key = tn_value_str("__class__")))
+        return tn_last_status();
+    if (!m->class_name || strcmp(m->class_name->v.str.s, cls->v.str.s)) {
+        tn_value_release(m->class_name);
+        if (!(m->class_name = tn_value_str(cls->v.str.s)))
+            return tn_last_status();
+    }
     struct tn_value *o = tn_value_odict(), *a = tn_value_dict();
-    if (!o || !a || tn_value_set(a, tn_value_str("__class__"), tn_value_str(cls->v.str.s)) < 0) {
+    if (!o || !a ||
+        tn_value_set(a, tn_value_retain(m->class_key), tn_value_retain(m->class_name)) < 0) {
         tn_value_release(o);
         tn_value_release(a);
         return tn_last_status();
@@ -1072,22 +1084,14 @@ static int do_build(struct machine *m)
 /* A GLOBAL value naming module.name; NULL with an error. */
 static struct tn_value *global_value(struct machine *m, const char *mod, const char *name)
 {
-    size_t ml = strlen(mod), nl = strlen(name);
-    struct tn_value *g = tn_value_str(mod);
-    char *s = malloc(ml + nl + 2);
-    if (!g || !s) {
-        free(s);
-        tn_value_release(g);
+    char full[512]; /* each part is below 256 bytes (push_global) */
+    snprintf(full, sizeof full, "%s.%s", mod, name);
+    struct tn_value *g = tn_value_str(full);
+    if (!g) {
         fail(m, TN_ENOMEM, "out of memory");
         return NULL;
     }
-    memcpy(s, mod, ml);
-    s[ml] = '.';
-    memcpy(s + ml + 1, name, nl + 1);
-    free(g->v.str.s);
     g->kind = TN_VALUE_GLOBAL;
-    g->v.str.s = s;
-    g->v.str.len = ml + nl + 1;
     return g;
 }
 
@@ -1267,6 +1271,8 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
 {
     struct machine m = {.label = label, .allow = allow, .hooks = hooks, .visits = MAX_VISITS};
     m.dcp = hooks && hooks->dcp;
+    struct tn__value_arena arena;
+    tn__value_arena_begin(&arena);
     struct tn_value *result = NULL;
     size_t pos = 0;
     for (;;) {
@@ -1274,7 +1280,7 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
         if (tn__pickle_decode(buf, len, &pos, &op, label) < 0)
             break;
         m.pos = op.pos;
-        m.opname = tn__pickle_op_name(op.code);
+        m.opcode = op.code;
         if (!(m.dcp ? tn__pickle_op_dcp(op.code) : tn__pickle_op_allowed(op.code, allow))) {
             fail(&m, TN_EFORMAT, "Unsupported operand %d", op.code);
             break;
@@ -1302,5 +1308,8 @@ struct tn_value *tn__pickle_load(const unsigned char *buf, size_t len, const cha
     for (size_t i = 0; i < m.memocap; i++)
         tn_value_release(m.memo[i]);
     free(m.memo);
+    tn_value_release(m.class_key);
+    tn_value_release(m.class_name);
+    tn__value_arena_end(&arena);
     return result;
 }

@@ -9,6 +9,7 @@
 
 #include "io/internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,6 +274,49 @@ static void test_nesting_after_insert(void **state)
     tn_value_release(v);
 }
 
+/* Values made in an arena (value.c) outlive it, are released in any
+ * order and on any thread, and containers keep growing after it ends. */
+static void *release_on_thread(void *v)
+{
+    tn_value_release(v);
+    return NULL;
+}
+
+static void test_arena(void **state)
+{
+    (void)state;
+    struct tn__value_arena a;
+    tn__value_arena_begin(&a);
+    struct tn_value *l = tn_value_list(), *d = tn_value_dict();
+    assert_non_null(l);
+    assert_non_null(d);
+    char name[64];
+    for (int i = 0; i < 20000; i++) { /* past one block */
+        snprintf(name, sizeof name, "key number %d", i);
+        assert_int_equal(tn_value_append(l, tn_value_str(name)), 0);
+        if (i < 100)
+            assert_int_equal(tn_value_set(d, tn_value_str(name), tn_value_int(i)), 0);
+    }
+    tn__value_arena_end(&a);
+    struct tn_value *kept = tn_value_retain(l->v.seq.items[12345]);
+    tn_value_release(l);
+    assert_string_equal(kept->v.str.s, "key number 12345");
+    for (int i = 100; i < 300; i++) { /* grows out of its block */
+        snprintf(name, sizeof name, "key number %d", i);
+        assert_int_equal(tn_value_set(d, tn_value_str(name), tn_value_int(i)), 0);
+    }
+    for (int i = 0; i < 300; i += 37) {
+        snprintf(name, sizeof name, "key number %d", i);
+        assert_non_null(tn_value_get(d, name));
+        assert_int_equal(tn_value_get(d, name)->v.i, i);
+    }
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_on_thread, d), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_string_equal(kept->v.str.s, "key number 12345");
+    tn_value_release(kept);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_null_entry),
         cmocka_unit_test(test_nesting_after_insert),
+        cmocka_unit_test(test_arena),
     };
     return TN_RUN_TESTS(tests);
 }
