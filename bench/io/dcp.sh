@@ -3,16 +3,12 @@
 # machine: tn_dcp_save/tn_dcp_load of a MIB MiB (default 1024) state dict
 # sharded over 2 ranks (bench/io/bench_dcp) against PyTorch 2.x's
 # dcp.save/dcp.load of the same over 2 gloo ranks (bench/io/dcp.py under
-# torch.distributed.run); then `tckpt ls` of a 10,000-key DCP folder that
-# PyTorch wrote (a whole process: .metadata checked and every item read),
-# against PyTorch only unpickling that folder's metadata in a running
-# process (FileSystemReader.read_metadata, the least any listing does).
+# torch.distributed.run).  (`tckpt ls` of a 10,000-key folder: dcp_ls.sh.)
 # Both saves are durable (each file synced once: PyTorch's sync_files),
 # and each starts after a sync; the loads find the files in the page
 # cache, so they measure parsing and copying, not the disk.  Then the asynchronous saves (tn_dcp_save_async,
 # dcp.async_save): how long the caller is held (staging into memory), and
-# until the checkpoint is whole.  tckpt ls is timed on the binary itself where libtool left a
-# wrapper script.  Skips what needs PyTorch 2.x.
+# until the checkpoint is whole.  Skips what needs PyTorch 2.x.
 set -eu
 . "$(dirname "$0")/../quick.sh"
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,44 +42,3 @@ tat=$(echo "$theirs" | awk '/^async_total_s/ {print $2}')
 echo "PyTorch:   save $ts s, load $tl s, async_save held $ta s (done after $tat s)"
 awk -v a="$ts" -v b="$os" -v c="$tl" -v d="$ol" -v e="$ta" -v f="$oa" -v g="$tat" -v h="$oat" \
     'BEGIN {printf "PyTorch time / tensorkit time: save %.2fx, load %.2fx, async held %.2fx, async done %.2fx\n", a / b, c / d, e / f, g / h}'
-# 10,000 keys
-python3 - "$tmp/many" <<'PY'
-import sys, warnings, torch, torch.distributed.checkpoint as dcp
-warnings.simplefilter("ignore")
-dcp.save({f"layers.{i}.weight": torch.full((4,), float(i)) for i in range(10000)},
-         checkpoint_id=sys.argv[1])
-PY
-build=${bin%/bench/io/bench_dcp}
-tckpt=$build/bin/tckpt/tckpt
-if [ -x "$build/bin/tckpt/.libs/tckpt" ]; then # libtool's wrapper would be timed too
-    tckpt=$build/bin/tckpt/.libs/tckpt
-    export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-best() { # best of 3 wall times of the command, in seconds
-    b=
-    for i in 1 2 3; do
-        t0=$(date +%s.%N)
-        "$@" >/dev/null
-        t1=$(date +%s.%N)
-        b=$(awk -v b="$b" -v t="$(echo "$t1 - $t0" | bc)" 'BEGIN {print (b == "" || t < b) ? t : b}')
-    done
-    echo "$b"
-}
-tl=$(best "$tckpt" ls "$tmp/many")
-# PyTorch's side timed inside the process (best of 3), so its import is
-# not counted against it
-pm=$(python3 - "$tmp/many" <<'PY'
-import sys, time
-from torch.distributed.checkpoint import FileSystemReader
-best = 1e30
-for _ in range(3):
-    t0 = time.perf_counter()
-    m = FileSystemReader(sys.argv[1]).read_metadata()
-    n = len(m.state_dict_metadata)
-    best = min(best, time.perf_counter() - t0)
-print(best)
-PY
-)
-echo "tckpt ls of a 10,000-key DCP folder: $tl s (process wall time, every item read)"
-awk -v a="$pm" -v b="$tl" \
-    'BEGIN {printf "PyTorch unpickling its .metadata alone (in process): %.3f s; tckpt ls / that: %.2fx\n", a, b / a}'
