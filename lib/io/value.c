@@ -578,8 +578,9 @@ int tn_value_set(struct tn_value *d, struct tn_value *key, struct tn_value *val)
         return 0;
     }
     if (d->v.dict.n == d->v.dict.cap) {
-        /* keys and values in one array: cap keys, then cap values */
-        size_t cap = d->v.dict.cap ? d->v.dict.cap * 2 : 8;
+        /* keys and values in one array: cap keys, then cap values; 4 to
+         * start, as most dicts of a load are an object's few attributes */
+        size_t cap = d->v.dict.cap ? d->v.dict.cap * 2 : 4;
         bool in;
         struct tn_value **k = array_new(2 * cap * sizeof *k, &in);
         if (!k) {
