@@ -51,8 +51,18 @@ int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, st
         rc = agree(pg, tn__dcp_write_shards(tmp, rank, world, shards, n), dir,
                    "writing the shards");
     if (!rc)
-        rc = agree(pg, rank == 0 ? tn__dcp_finish(tmp, dir, world) : 0, dir,
+        rc = agree(pg, rank == 0 ? tn__dcp_finish(tmp, dir, world, true) : 0, dir,
                    "writing .metadata");
+    if (!rc) {
+        /* the checkpoint it replaced, now at tmp: each rank unlinks its
+         * own old shard files at once, then rank 0 the rest; a failure
+         * there is none of the save's (the next save's first step removes
+         * what is left) */
+        tn__dcp_remove_old(tmp, rank, world);
+        (void)tn_pg_barrier(pg);
+        if (rank == 0)
+            (void)tn__dcp_remove(tmp);
+    }
     if (rc && began) {
         /* every rank is past its writes (or gone): the partial folder goes */
         char msg[1024];

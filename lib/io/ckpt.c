@@ -150,9 +150,10 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
     return rc;
 }
 
-int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value)
+int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value,
+                          uint64_t *writeback)
 {
-    struct tn_zip_writer *w = tn__zip_writer_on(f, label, 64);
+    struct tn_zip_writer *w = tn__zip_writer_on(f, label, 64, writeback);
     return w ? write_archive(w, label, "archive", value, TN_CKPT_TORCH2) : tn_last_status();
 }
 

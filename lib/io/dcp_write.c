@@ -62,6 +62,11 @@ static int remove_flat(const char *dir)
     return rc;
 }
 
+int tn__dcp_remove(const char *tmp)
+{
+    return remove_flat(tmp);
+}
+
 int tn__dcp_discard(const char *tmp)
 {
     tn__out_live_dir(tmp, false);
@@ -134,6 +139,7 @@ static int write_rank(const char *tmp, int rank, const struct part *parts, size_
     FILE *f = tn_out_file(out);
     json_t *items = json_array();
     int rc = 0;
+    uint64_t writeback = 0; /* the disk works while the rest is written */
     char name[64];
     snprintf(name, sizeof name, "__%d_0.distcp", rank);
     for (size_t i = 0; i < n && !rc; i++) {
@@ -163,7 +169,7 @@ static int write_rank(const char *tmp, int rank, const struct part *parts, size_
         }
         char label[4200];
         snprintf(label, sizeof label, "%s: %s", path, p->fqn);
-        rc = v ? tn__ckpt_write_stream(f, label, v) : tn_last_status();
+        rc = v ? tn__ckpt_write_stream(f, label, v, &writeback) : tn_last_status();
         tn_value_release(v);
         long end = ftell(f);
         if (rc)
@@ -506,7 +512,27 @@ static int sync_parent(const char *dir)
     return 0;
 }
 
-int tn__dcp_finish(const char *tmp, const char *dir, int world)
+/* Unlinks this rank's share of the old checkpoint swapped out to `tmp`:
+ * the files `__R_N.distcp` with R % world == rank.  Unlinking a large file
+ * frees its pages and blocks (0.12 s for 512 MiB in the page cache here):
+ * the ranks do it at once, each its own, as PyTorch's ranks truncate their
+ * own files.  Failures are left to the last step's rm (or the next save). */
+void tn__dcp_remove_old(const char *tmp, int rank, int world)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int r, n, len = 0;
+        if (sscanf(e->d_name, "__%d_%d.distcp%n", &r, &n, &len) == 2 && !e->d_name[len] &&
+            r >= 0 && r % world == rank)
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+int tn__dcp_finish(const char *tmp, const char *dir, int world, bool keep_old)
 {
     json_t **descs = calloc((size_t)world, sizeof *descs);
     struct tn_io_buf b = {0};
@@ -538,7 +564,7 @@ int tn__dcp_finish(const char *tmp, const char *dir, int world)
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) != 0)
         return tn_set_error(TN_EIO, "%s: cannot replace it with %s: %s", dir, tmp, strerror(errno));
     sync_parent(dir);
-    return remove_flat(tmp);
+    return keep_old ? 0 : remove_flat(tmp);
 }
 
 /* --------------------------------------------------- one process */
@@ -699,7 +725,7 @@ int tn_dcp_write(const char *dir, const struct tn_value *state, int nranks)
         }
     }
     if (!rc)
-        rc = tn__dcp_finish(tmp, dir, nranks);
+        rc = tn__dcp_finish(tmp, dir, nranks, false);
     if (rc && tmp) {
         int keep = rc;
         char msg[1024];

@@ -64,11 +64,18 @@ int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *writt
 
 /* A zip writer onto an open stream, from its current position: offsets in
  * the archive count from there, alignment too; finish flushes the stream
- * and leaves it open (abort leaves what was written).  `label` names it. */
-struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment);
+ * and leaves it open (abort leaves what was written).  `label` names it.
+ * With `writeback` (the file offset up to which the kernel was asked to
+ * write back, shared by the archives of one file, starting at 0), every
+ * 32 MiB written are handed to the kernel's writeback at once, for a file
+ * the caller syncs at the end; NULL: none. */
+struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment,
+                                        uint64_t *writeback);
 /* torch.save(value) as archive "archive" onto f from its current position
- * (a DCP item).  Returns 0 or an error naming `label`. */
-int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value);
+ * (a DCP item), with tn__zip_writer_on's `writeback`.  Returns 0 or an
+ * error naming `label`. */
+int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value,
+                          uint64_t *writeback);
 
 /* A zip writer that skips its fsync and the writeback it starts early. */
 void tn__zip_writer_no_fsync(struct tn_zip_writer *w);
@@ -249,13 +256,18 @@ struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char 
  * empty by one rank (tn__dcp_begin: refuses a `dir` that exists and is
  * not a DCP folder); each rank's shards written with their description
  * (replicated ones by one rank chosen by the key); then, by one rank,
- * .metadata from the descriptions and the rename over `dir`. */
+ * .metadata from the descriptions and the rename over `dir`; the folder
+ * it replaced is removed then, or with keep_old left at `tmp` for every
+ * rank's tn__dcp_remove_old (its own old shard files, all ranks at once)
+ * and then one rank's tn__dcp_remove (the rest, and the folder). */
 struct tn_dcp_shard;
 char *tn__dcp_tmp_name(const char *dir);
 int tn__dcp_begin(const char *dir, const char *tmp);
 int tn__dcp_write_shards(const char *tmp, int rank, int world, const struct tn_dcp_shard *shards,
                          size_t n);
-int tn__dcp_finish(const char *tmp, const char *dir, int world);
+int tn__dcp_finish(const char *tmp, const char *dir, int world, bool keep_old);
+void tn__dcp_remove_old(const char *tmp, int rank, int world);
+int tn__dcp_remove(const char *tmp);
 /* Removes a failed save's temporary folder (files only). */
 int tn__dcp_discard(const char *tmp);
 /* The mapped bytes of the folder's i-th file (borrowed). */

@@ -439,6 +439,8 @@ struct tn_zip_writer {
     unsigned alignment;
     uint64_t off;
     uint64_t synced; /* bytes before this were handed to the kernel's writeback */
+    uint64_t base;   /* the file offset of the archive's start (a stream's) */
+    uint64_t *wb;    /* the file's writeback cursor (file offset), or NULL: none */
     bool no_fsync;
     bool direct; /* writing through tn__out_direct */
     struct wentry *e;
@@ -469,7 +471,8 @@ struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
     return w;
 }
 
-struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment)
+struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment,
+                                        uint64_t *writeback)
 {
     struct tn_zip_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->path = strdup(label))) {
@@ -480,6 +483,11 @@ struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned ali
     w->alignment = alignment;
     w->f = f;
     w->no_fsync = true;
+    if (writeback) {
+        long at = ftell(f);
+        w->base = at > 0 ? (uint64_t)at : 0;
+        w->wb = writeback;
+    }
     return w;
 }
 
@@ -495,15 +503,18 @@ static int w_put(struct tn_zip_writer *w, const void *p, size_t n)
 
 /* Writes a member's bytes in pieces, each CRC'd just before it is written
  * while it is still in cache (one pass over memory instead of two), and
- * (for a buffered file that is synced; a durable one goes by O_DIRECT)
- * starts the kernel writing each 64 MiB back to disk at once, so the fsync
- * at the end, which atomic writes need, waits for little. */
+ * (for a buffered file that is synced at the end: a durable one, a DCP
+ * shard file; one that is durable goes by O_DIRECT) starts the kernel
+ * writing each W_WRITEBACK bytes back to disk at once, so the disk works
+ * while the rest is written and the fsync at the end waits for little. */
 #define W_CHUNK ((size_t)1 << 22)
-#define W_WRITEBACK ((uint64_t)1 << 26)
+#define W_WRITEBACK ((uint64_t)1 << 25)
 static int w_data(struct tn_zip_writer *w, const void *data, uint64_t len, uint32_t *crc)
 {
     const unsigned char *p = data;
     uint32_t c = 0;
+    if (!w->wb && !w->no_fsync && !w->direct)
+        w->wb = &w->synced;
     while (len) {
         size_t n = len > W_CHUNK ? W_CHUNK : (size_t)len;
         c = tn__io_crc32(c, p, n);
@@ -513,12 +524,12 @@ static int w_data(struct tn_zip_writer *w, const void *data, uint64_t len, uint3
         len -= n;
         tn__io_progress(w->off);
 #ifdef SYNC_FILE_RANGE_WRITE
-        if (!w->no_fsync && !w->direct && w->off - w->synced >= W_WRITEBACK &&
-            fflush(w->f) == 0) {
+        uint64_t at = w->base + w->off;
+        if (w->wb && at - *w->wb >= W_WRITEBACK && fflush(w->f) == 0) {
             /* Only a hint: a failure here shows again at the fsync. */
-            (void)sync_file_range(fileno(w->f), (off_t)w->synced, (off_t)(w->off - w->synced),
+            (void)sync_file_range(fileno(w->f), (off_t)*w->wb, (off_t)(at - *w->wb),
                                   SYNC_FILE_RANGE_WRITE);
-            w->synced = w->off;
+            *w->wb = at;
         }
 #endif
     }

@@ -184,6 +184,8 @@ static void test_save_and_fail(void **state)
     char dir[] = "/tmp/tn-dcpsave-XXXXXX", ck[64];
     fresh(dir, ck, sizeof ck);
     struct rank a[4];
+    char tmpd[96];
+    snprintf(tmpd, sizeof tmpd, "%s/.ck.dcp-tmp", dir);
     for (int world = 2; world <= 3; world++) {
         save(ck, world, -1, -1, a);
         for (int r = 0; r < world; r++) {
@@ -192,6 +194,9 @@ static void test_save_and_fail(void **state)
             assert_int_equal(a[r].rc, 0);
         }
         check_folder(ck, world);
+        /* the 2-rank checkpoint the 3 ranks replaced is gone, every file
+         * (each rank unlinks its own, rank 0 the rest and the folder) */
+        assert_int_not_equal(access(tmpd, F_OK), 0);
     }
     /* rank 1 of 3 fails its write: every rank fails, the 3-rank folder stays */
     save(ck, 3, 1, -1, a);
@@ -202,8 +207,6 @@ static void test_save_and_fail(void **state)
     assert_non_null(strstr(a[1].err, "model.w"));
     assert_non_null(strstr(a[0].err, "another rank failed while writing the shards"));
     check_folder(ck, 3);
-    char tmpd[96];
-    snprintf(tmpd, sizeof tmpd, "%s/.ck.dcp-tmp", dir);
     assert_int_not_equal(access(tmpd, F_OK), 0); /* the partial folder is gone */
     /* rank 2 of 3 dies before saving: ranks 0 and 1 fail, the folder stays */
     save(ck, 3, -1, 2, a);
