@@ -137,6 +137,17 @@ static int write_rank(const char *tmp, int rank, const struct part *parts, size_
     if (!out)
         return tn_last_status();
     FILE *f = tn_out_file(out);
+    /* The file's blocks reserved up front, for the tensors' bytes and a
+     * page of headers each (past the end: the size grows as it is
+     * written): ext4 allocates them in one extent instead of a delayed
+     * allocation per block as the writes come, measured 1.5 s against
+     * 2.9 s (medians of 4) for two 512 MiB files written and synced at
+     * once here, under load.  Only a hint; the excess goes at the end. */
+    uint64_t want = 0;
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].t)
+            want += (uint64_t)tn_numel(parts[i].t) * tn_dtype_size(parts[i].t->dtype) + 8192;
+    bool prealloc = want && fallocate(fileno(f), FALLOC_FL_KEEP_SIZE, 0, (off_t)want) == 0;
     json_t *items = json_array();
     int rc = 0;
     uint64_t writeback = 0; /* the disk works while the rest is written */
@@ -188,6 +199,10 @@ static int write_rank(const char *tmp, int rank, const struct part *parts, size_
         }
         json_array_append_new(items, o);
     }
+    /* blocks reserved past what was written are freed (a truncate to the
+     * size it has does that on ext4 and xfs) */
+    if (!rc && prealloc && (fflush(f) != 0 || ftruncate(fileno(f), ftell(f)) != 0))
+        rc = tn_set_error(TN_EIO, "%s: cannot write: %s", path, strerror(errno));
     if (rc)
         tn_out_abort(out);
     else

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ROWS 7
@@ -197,6 +198,15 @@ static void test_save_and_fail(void **state)
         /* the 2-rank checkpoint the 3 ranks replaced is gone, every file
          * (each rank unlinks its own, rank 0 the rest and the folder) */
         assert_int_not_equal(access(tmpd, F_OK), 0);
+    }
+    /* the blocks each rank reserved for its file beyond what it wrote
+     * (its tensors' bytes and 8 KiB each) are freed at the end */
+    for (int r = 0; r < 3; r++) {
+        char f[128];
+        struct stat st;
+        snprintf(f, sizeof f, "%s/__%d_0.distcp", ck, r);
+        assert_int_equal(stat(f, &st), 0);
+        assert_true((int64_t)st.st_blocks * 512 <= (st.st_size + 4095) / 4096 * 4096 + 4096);
     }
     /* rank 1 of 3 fails its write: every rank fails, the 3-rank folder stays */
     save(ck, 3, 1, -1, a);
