@@ -1,5 +1,6 @@
 # Bats tests of trun (and through it, lib/dist against real PyTorch).
 CLI_TESTS += tests/cli/trun.bats tests/cli/trun_torchrun.bats tests/cli/trun_hosts.bats
+EXTRA_DIST += tests/cli/netns.bash
 EXTRA_DIST += tests/cli/trun/allreduce.py
 # A tensorkit worker (tn_dist_init + the tcp process group) for trun.bats and trun_hosts.bats.
 check_PROGRAMS += tests/cli/trun/pg_worker
