@@ -239,8 +239,14 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* --master-addr, --rdzv-endpoint or --standalone (or their PET_ variables)
+ * named the store's host: a scheduler's endpoint is not used */
+static bool addr_given;
+
 void apply(int c, const char *arg)
 {
+    if (c == O_MADDR || c == O_ENDPOINT || c == O_STANDALONE)
+        addr_given = true;
     switch (c) {
     case O_NPROC: parse_nproc(arg); break;
     case O_NNODES: parse_nnodes(arg); break;
@@ -289,40 +295,151 @@ void apply(int c, const char *arg)
     }
 }
 
-/* The first host of a Slurm hostlist: "gpu[01-04,10],cpu1" -> "gpu01". */
-static void first_host(const char *list, char *out, size_t cap)
+/* The first host of a Slurm hostlist, into out: "node[01-04,07],gpu5" ->
+ * "node01", "rack[2-3]n[1-8]-ib" -> "rack2n1-ib" (each bracket gives the
+ * start of its first range; commas inside brackets do not end the host).
+ * false when the list names no host or it does not fit. */
+static bool first_host(const char *list, char *out, size_t cap)
 {
     size_t o = 0;
-    const char *p = list;
-    while (*p && *p != ',' && *p != '[' && o + 1 < cap)
-        out[o++] = *p++;
-    if (*p == '[')
-        for (p++; *p && *p != '-' && *p != ',' && *p != ']' && o + 1 < cap; p++)
-            out[o++] = *p;
+    for (const char *p = list; *p && *p != ','; p++) {
+        if (*p == '[') {
+            const char *q = p + 1;
+            size_t n = strspn(q, "0123456789");
+            if (!n || !strchr(q, ']'))
+                return false;
+            if (o + n >= cap)
+                return false;
+            memcpy(out + o, q, n);
+            o += n;
+            p = strchr(q, ']');
+            continue;
+        }
+        if (o + 1 >= cap)
+            return false;
+        out[o++] = *p;
+    }
     out[o] = 0;
+    return o > 0;
+}
+
+/* The launching host's address in Open MPI's OMPI_MCA_orte_hnp_uri
+ * ("JOBID.0;tcp://10.0.0.1,10.1.0.1:PORT;tcp6://[::1]:PORT": the first
+ * tcp:// address, else the first tcp6:// one), into out; false when none. */
+static bool hnp_addr(const char *uri, char *out, size_t cap)
+{
+    const char *p = strstr(uri, "tcp://");
+    size_t skip = 6;
+    if (!p) {
+        p = strstr(uri, "tcp6://[");
+        skip = 8;
+    }
+    if (!p)
+        return false;
+    p += skip;
+    size_t n = strcspn(p, skip == 6 ? ",:;" : "]");
+    if (!n || n >= cap)
+        return false;
+    memcpy(out, p, n);
+    out[n] = 0;
+    return true;
+}
+
+/* Which scheduler gave the endpoint (for parse_args' checks), or NULL:
+ * "Slurm's ..." or "Open MPI's ...". */
+static const char *sched_endpoint;
+/* Open MPI's job spans several nodes but named no endpoint (no hnp_uri). */
+static bool ompi_no_endpoint;
+
+static int env_count(const char *name, int min, int dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char what[96];
+    snprintf(what, sizeof what, "%s: '%%s' is not a %s", name, min ? "count" : "rank");
+    return parse_count(v, what, min);
 }
 
 /* Under Slurm's srun or Open MPI's mpirun (one trun per node), the node's
- * rank and the node count come from their variables, and under Slurm the
- * master is the step's first host; PET_ variables and options override. */
+ * rank, the node count and the endpoint (node rank 0's host: Slurm's first
+ * node of the step, Open MPI's launching host) come from their variables;
+ * PET_ variables and options override. More than one trun per node is
+ * refused: their workers would share local ranks (and GPUs). */
 void scheduler_defaults(void)
 {
     const char *v;
     if ((v = getenv("SLURM_NODEID")) && *v) {
-        const char *nn = getenv("SLURM_NNODES");
-        if (nn && *nn)
-            opt.nnodes = parse_count(nn, "SLURM_NNODES: '%s' is not a count", 1);
+        int nodes = env_count("SLURM_STEP_NUM_NODES", 1, env_count("SLURM_NNODES", 1, 1));
+        int tasks = env_count("SLURM_STEP_NUM_TASKS", 1, env_count("SLURM_NTASKS", 1, nodes));
+        if (tasks > nodes) {
+            char m[64];
+            snprintf(m, sizeof m, "%d tasks on %d", tasks, nodes);
+            die_usage("under Slurm, %s nodes: trun starts one node's workers, so run one trun "
+                      "per node (srun --ntasks-per-node=1)", m);
+        }
+        opt.nnodes = nodes;
         opt.node_rank = parse_count(v, "SLURM_NODEID: '%s' is not a rank", 0);
         const char *list = getenv("SLURM_STEP_NODELIST");
         if (!list || !*list)
             list = getenv("SLURM_JOB_NODELIST");
-        if (list && *list)
-            first_host(list, opt.master_addr, sizeof opt.master_addr);
+        if (!list || !*list)
+            list = getenv("SLURM_NODELIST");
+        if (list && *list) {
+            if (!first_host(list, opt.master_addr, sizeof opt.master_addr))
+                die_usage("SLURM_JOB_NODELIST: '%s' names no first host", list);
+            sched_endpoint = "Slurm's first node";
+        }
     } else if ((v = getenv("OMPI_COMM_WORLD_RANK")) && *v) {
-        const char *n = getenv("OMPI_COMM_WORLD_SIZE");
-        if (n && *n)
-            opt.nnodes = parse_count(n, "OMPI_COMM_WORLD_SIZE: '%s' is not a count", 1);
+        int local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
+        if (local > 1) {
+            char m[32];
+            snprintf(m, sizeof m, "%d", local);
+            die_usage("under Open MPI, %s truns run on this node (OMPI_COMM_WORLD_LOCAL_SIZE): "
+                      "trun starts one node's workers, so run one per node (mpirun -npernode 1)", m);
+        }
+        opt.nnodes = env_count("OMPI_COMM_WORLD_SIZE", 1, 1);
         opt.node_rank = parse_count(v, "OMPI_COMM_WORLD_RANK: '%s' is not a rank", 0);
+        const char *uri = getenv("OMPI_MCA_orte_hnp_uri");
+        if (uri && hnp_addr(uri, opt.master_addr, sizeof opt.master_addr))
+            sched_endpoint = "Open MPI's launching host";
+        else
+            ompi_no_endpoint = true;
+    }
+}
+
+/* A scheduler's endpoint is node rank 0's host: with a static rendezvous,
+ * node 0 hosts the store there, so a node 0 elsewhere (mpirun started away
+ * from the first node) is refused at once, not after the other nodes' timeout;
+ * an Open MPI job over several nodes with no launching host's address needs
+ * --master-addr. */
+static void check_sched_endpoint(void)
+{
+    if (addr_given || opt.nnodes < 2)
+        return;
+    if (ompi_no_endpoint && !opt.dynamic)
+        die_usage("%s", "under Open MPI with several nodes, give --master-addr (node rank 0's "
+                        "host): OMPI_MCA_orte_hnp_uri names no launching host");
+    if (!sched_endpoint || opt.dynamic || opt.node_rank != 0)
+        return;
+    /* Slurm names this node in SLURMD_NODENAME (its node names need not be
+     * host names); Open MPI's endpoint is an address of an interface */
+    const char *slurmd = getenv("SLURMD_NODENAME");
+    char here[256] = "";
+    bool ok;
+    if (sched_endpoint[0] == 'S') {
+        ok = !slurmd || !*slurmd || !strcmp(slurmd, opt.master_addr);
+        snprintf(here, sizeof here, "%s", slurmd ? slurmd : "");
+    } else {
+        gethostname(hostname, sizeof hostname);
+        ok = endpoint_is_local(opt.master_addr);
+        snprintf(here, sizeof here, "%s", hostname);
+    }
+    if (!ok) {
+        char m[640];
+        snprintf(m, sizeof m, "%s is %s, but node rank 0 runs on %s", opt.master_addr,
+                 sched_endpoint, here);
+        die_usage("the endpoint %s: give --master-addr (node rank 0's host)", m);
     }
 }
 
@@ -435,6 +552,7 @@ void parse_args(int argc, char **argv)
     opt.dynamic = opt.elastic || (opt.c10d && opt.nnodes > 1);
     if (opt.dynamic && !opt.elastic)
         opt.min_nodes = opt.nnodes;
+    check_sched_endpoint();
     if (!opt.dynamic && opt.node_rank >= opt.nnodes) {
         char m[64];
         snprintf(m, sizeof m, "%d", opt.node_rank);

@@ -1,12 +1,14 @@
 # Hosts made of network namespaces for the Bats tests that run trun across
 # hosts (trun_hosts.bats, trun_sched.bats): two hosts, NS_A (10.77.0.1) and
 # NS_B (10.77.0.2), joined by a veth pair (va$$ and vb$$), each trun with its
-# own host name (a UTS namespace). Needs root and `ip netns`; netns_setup
-# skips the test with the reason elsewhere. Load after helper.bash.
+# own host name (a UTS namespace) and an /etc/hosts where nsa and node01 are
+# 10.77.0.1, nsb and node02 10.77.0.2 (a mount namespace: Gloo and Slurm's
+# node lists resolve names). Needs root and `ip netns`; netns_setup skips the
+# test with the reason elsewhere. Load after helper.bash.
 
 # Makes the two hosts (and $TMP); skips the test where it is not permitted.
 netns_setup() {
-    TMP=$(mktemp -d)
+    TMP=${TMP:-$(mktemp -d)}
     command -v ip >/dev/null || skip "ip (iproute2) is not installed"
     command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
     [ "$(id -u)" = 0 ] || skip "network namespaces need root"
@@ -29,6 +31,7 @@ netns_setup() {
     done
     ip -n "$NS_A" link set "$va" up
     ip -n "$NS_B" link set "$vb" up
+    printf '127.0.0.1 localhost\n10.77.0.1 nsa node01\n10.77.0.2 nsb node02\n' >"$TMP/hosts"
 }
 
 # Kills what a failed test left running on the hosts (ours only: the
@@ -47,7 +50,8 @@ netns_teardown() {
 on_host() {
     local ns=$1 name=$2
     shift 2
-    ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name" "$@"
+    ip netns exec "$ns" unshare --uts --mount sh -c \
+        'mount --bind "$1" /etc/hosts && hostname "$0" && shift && exec "$@"' "$name" "$TMP/hosts" "$@"
 }
 
 # The job's trun on host NS (NAME); its output and "exit STATUS" go to $TMP/NAME.
