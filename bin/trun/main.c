@@ -15,6 +15,13 @@
  */
 #include "trun.h"
 
+/* The store's log lines (out of descriptors, and back), on stderr. */
+static void store_log(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "trun: %s\n", line);
+}
+
 /* Starts the store of a static job at --master-addr:--master-port (0: a
  * free port), on loopback only when the job is this one node and its
  * address is a loopback one (the default); NULL when it cannot (said why). */
@@ -23,7 +30,8 @@ static struct tn_store_server *host_store(void)
     bool loopback = opt.nnodes == 1 && (!strncmp(opt.master_addr, "127.", 4) ||
                                         !strcmp(opt.master_addr, "localhost"));
     struct tn_store_server_opts so = {
-        .host = loopback ? opt.master_addr : NULL, .port = opt.master_port, .listen_fd = -1};
+        .host = loopback ? opt.master_addr : NULL, .port = opt.master_port, .listen_fd = -1,
+        .log = store_log};
     struct tn_store_server *srv = tn_store_server_start(&so);
     if (!srv)
         fprintf(stderr, "trun: cannot host the store: %s\n", tn_last_error());
@@ -94,7 +102,7 @@ int main(int argc, char **argv)
                                         : "--rdzv-backend c10d needs the rendezvous port (--rdzv-endpoint HOST:PORT)");
         /* the trun that binds the endpoint on its own host hosts the store */
         bool local = endpoint_is_local(opt.master_addr);
-        struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1};
+        struct tn_store_server_opts so = {.port = opt.master_port, .listen_fd = -1, .log = store_log};
         srv = local ? tn_store_server_start(&so) : NULL;
         rdzv = tn_store_tcp_connect(opt.master_addr, opt.master_port,
                                     (int64_t)(opt.join_timeout * 1000));

@@ -22,6 +22,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -78,6 +79,9 @@ struct tn_store_server {
     int spare; /* a descriptor held back, closed to accept and shed a client at EMFILE */
     int64_t listen_off_until; /* ns: listeners disarmed until then (0: armed) */
     unsigned long shed; /* clients accepted only to be closed for want of descriptors */
+    bool starved;       /* out of descriptors since the last client accepted (logged) */
+    void (*log)(void *arg, const char *line);
+    void *log_arg;
     bool kicked; /* a finished wait may have left requests to run */
     bool replied; /* this turn of the loop sent something */
 };
@@ -893,14 +897,40 @@ static bool shed_one(struct tn_store_server *s, int lfd)
     return fd >= 0;
 }
 
+/* Says through the server's log (once per shortage) that it ran out of
+ * descriptors (err: EMFILE or ENFILE), or that it accepts clients again. */
+static void log_starved(struct tn_store_server *s, bool starved, int err)
+{
+    if (s->starved == starved)
+        return;
+    s->starved = starved;
+    if (!s->log)
+        return;
+    char line[256];
+    if (starved) {
+        struct rlimit rl = {0};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        snprintf(line, sizeof line,
+                 "store: out of file descriptors (%s, %d clients, ulimit -n %llu): new clients "
+                 "are shed until some close", err == EMFILE ? "EMFILE: the process's limit"
+                                                            : "ENFILE: the system's limit",
+                 s->nconns, (unsigned long long)rl.rlim_cur);
+    } else {
+        snprintf(line, sizeof line, "store: accepting clients again (%lu shed so far)", s->shed);
+    }
+    s->log(s->log_arg, line);
+}
+
 /* Accepts every pending client of listener lfd into a new connection, up
  * to max_clients (those past it are closed); out of descriptors, sheds them
- * (shed_one) or disarms the listeners for LISTEN_BACKOFF_NS. */
+ * (shed_one) or disarms the listeners for LISTEN_BACKOFF_NS, and says so
+ * once in the log. */
 static void accept_all(struct tn_store_server *s, int lfd)
 {
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            log_starved(s, true, errno);
             if (shed_one(s, lfd))
                 continue;
             arm_listeners(s, false);
@@ -909,6 +939,7 @@ static void accept_all(struct tn_store_server *s, int lfd)
         }
         if (fd < 0)
             return; /* EAGAIN, or another error: the client retries */
+        log_starved(s, false, 0);
         if (s->nconns >= s->max_clients) {
             close(fd);
             continue;
@@ -1116,6 +1147,8 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
     }
     s->lfd = s->efd = s->stopfd = s->ufd = -1;
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    s->log = o.log;
+    s->log_arg = o.log_arg;
     const char *mb = getenv("TN_STORE_MAX_BUFFERED");
     char *end = NULL;
     unsigned long long mbv = mb && *mb ? strtoull(mb, &end, 10) : 0;

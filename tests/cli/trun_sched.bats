@@ -173,3 +173,28 @@ slurm_node() {
     for r in 0 1 2 3; do assert_line "[$r]:rank $r of 4 ok"; done
     assert_output --partial "trun: rendezvous round 0: node 1 of 2"
 }
+
+@test "trun's store out of file descriptors says so once on trun's stderr, and again when it accepts clients again" {
+    command -v prlimit >/dev/null || skip "prlimit (util-linux) is not installed"
+    # the worker lowers trun's limit of open files to what it has open and
+    # 2 more, holds 20 connections to the store, closes them and connects
+    # again until a connection stays open (not shed: read times out, > 128)
+    run timeout 60 trun --no-python --master-port 0 bash -c '
+        n=$(ls /proc/$PPID/fd | wc -l)
+        prlimit --pid $PPID --nofile=$((n + 2)):$((n + 2)) || exit 9
+        for i in $(seq 20); do exec {fd}<>"/dev/tcp/127.0.0.1/$MASTER_PORT" || exit 8; done
+        sleep 0.5
+        for f in /proc/$$/fd/*; do f=${f##*/}; [ "$f" -gt 9 ] && eval "exec $f>&-"; done
+        sleep 0.3
+        for i in $(seq 100); do
+            exec {fd}<>"/dev/tcp/127.0.0.1/$MASTER_PORT" || exit 7
+            read -r -t 0.2 -u $fd x
+            [ $? -gt 128 ] && echo done && exit 0
+            eval "exec $fd>&-"
+        done'
+    assert_success
+    assert_line "[0]:done"
+    assert_line --regexp "^trun: store: out of file descriptors \(EMFILE: the process's limit, [0-9]+ clients, ulimit -n [0-9]+\): new clients are shed until some close$"
+    assert_line --regexp '^trun: store: accepting clients again \([1-9][0-9]* shed so far\)$'
+    [ "$(grep -c 'out of file descriptors' <<<"$output")" = 1 ]
+}

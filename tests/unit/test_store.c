@@ -197,16 +197,40 @@ static struct tn_store_server *start(const char *token)
     return srv;
 }
 
+/* The lines a server's log gave (test_emfile), on the server's thread. */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_lines[1024];
+
+static void log_line(void *arg, const char *line)
+{
+    (void)arg;
+    pthread_mutex_lock(&log_mu);
+    size_t n = strlen(log_lines);
+    snprintf(log_lines + n, sizeof log_lines - n, "%s\n", line);
+    pthread_mutex_unlock(&log_mu);
+}
+
+static char *logged(void)
+{
+    pthread_mutex_lock(&log_mu);
+    char *s = strdup(log_lines);
+    pthread_mutex_unlock(&log_mu);
+    return s;
+}
+
 /* Out of descriptors (accept4 fails with EMFILE), the server sheds a pending
  * client through its spare descriptor: the client sees its connection
  * closed at once, where it used to stay in the backlog while the server's
  * loop spun on the listener; the server serves again once descriptors are
- * back. */
+ * back. Its log says so once when the shortage starts and once when it
+ * ends. */
 static void test_emfile(void **state)
 {
     (void)state;
     unsetenv("TN_STORE_TOKEN");
-    struct tn_store_server *srv = start(NULL);
+    struct tn_store_server_opts so = {.host = "127.0.0.1", .listen_fd = -1, .log = log_line};
+    struct tn_store_server *srv = tn_store_server_start(&so);
+    assert_non_null(srv);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)tn_store_server_port(srv))};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -240,6 +264,15 @@ static void test_emfile(void **state)
     assert_int_equal(tn_store_set(s, "k", "v", 1), 0);
     tn_store_release(s);
     tn_store_server_stop(srv);
+    char *l = logged();
+    char want[512];
+    snprintf(want, sizeof want,
+             "store: out of file descriptors (EMFILE: the process's limit, 0 clients, ulimit -n "
+             "%llu): new clients are shed until some close\n"
+             "store: accepting clients again (1 shed so far)\n",
+             (unsigned long long)low.rlim_cur);
+    assert_string_equal(l, want);
+    free(l);
 }
 
 /* The tcp process group's advertised address (key tcp_pg/RANK, "HOST PORT

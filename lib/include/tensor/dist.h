@@ -115,6 +115,11 @@ struct tn_store_server_opts {
     int listen_fd;     /* >= 0: serve this listening socket instead */
     const char *token; /* NULL: TN_STORE_TOKEN from the environment, if set */
     int max_clients;   /* 0: 65536 */
+    /* NULL, or called (on the server's thread) with one line, no newline,
+     * when the server runs out of file descriptors and sheds new clients,
+     * and again when it accepts them again */
+    void (*log)(void *arg, const char *line);
+    void *log_arg;
 };
 
 /* Starts a TCPStore server on its own thread (one epoll loop). It speaks the
