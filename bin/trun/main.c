@@ -111,6 +111,7 @@ int main(int argc, char **argv)
             tn_store_server_stop(srv);
             return 2;
         }
+        torchrun_watch(srv != NULL);
     } else if (opt.node_rank == 0) {
         if (!(srv = host_store()))
             return 2;

@@ -6,6 +6,7 @@
  *   output.c      the workers' output: the console prefix, the logs, the summary
  *   workers.c     starting, watching and stopping one attempt's workers
  *   rendezvous.c  the dynamic rendezvous (--nnodes MIN:MAX, c10d)
+ *   mixed.c       a torchrun node in a trun c10d job: refused on both sides
  *   main.c        the store and the attempts
  */
 #ifndef TRUN_H
@@ -123,5 +124,8 @@ void rdzv_mark(const char *what);
 bool rdzv_failed(void);
 bool rdzv_joining(void);
 int rdzv_workers_store(struct tn_store_server **own, bool host);
+
+/* mixed.c */
+void torchrun_watch(bool host);
 
 #endif

@@ -198,3 +198,40 @@ slurm_node() {
     assert_line --regexp '^trun: store: accepting clients again \([1-9][0-9]* shed so far\)$'
     [ "$(grep -c 'out of file descriptors' <<<"$output")" = 1 ]
 }
+
+# torchrun_node NS NAME ARGS...: torchrun (PyTorch 2.x) on host NS, as node() runs trun.
+torchrun_node() {
+    local ns=$1 name=$2
+    shift 2
+    local rc=0
+    on_host "$ns" "$name" timeout 90 "$TORCH2" -m torch.distributed.run --no-python "$@" \
+        >"$TMP/$name" 2>&1 || rc=$?
+    echo "exit $rc" >>"$TMP/$name"
+}
+
+# Both sides of a mixed job refused, naming why: trun on $1's output, torchrun on $2's.
+mixed_refused() {
+    run cat "$TMP/$1"
+    assert_line "exit 1"
+    assert_line "trun: a torchrun node is in this c10d job: the store holds torchrun's rendezvous state (torch.rendezvous.mixed); trun's rendezvous is not torchrun's, so they cannot form one world: launch every node with trun, or every node with torchrun"
+    run cat "$TMP/$2"
+    assert_line "exit 1"
+    assert_output --partial "ValueError: invalid literal for int() with base 10: \"trun: a trun node is in this c10d job (run id mixed): trun's rendezvous is not torchrun's, so they cannot form one world; launch every node with torchrun, or every node with trun\""
+}
+
+@test "a trun node and a torchrun node in one c10d job, either hosting the store: both refuse, naming why" {
+    require_torch2
+    netns_setup
+    local args=(--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 10.77.0.1:29400
+        --rdzv-id mixed --rdzv-conf join_timeout=60 true)
+    # trun on the endpoint's host hosts the store, torchrun joins it
+    node "$NS_A" nsa "${args[@]}" &
+    torchrun_node "$NS_B" nsb "${args[@]}"
+    wait
+    mixed_refused nsa nsb
+    # torchrun hosts it, trun joins
+    torchrun_node "$NS_A" nsa "${args[@]}" &
+    node "$NS_B" nsb "${args[@]}"
+    wait
+    mixed_refused nsb nsa
+}
