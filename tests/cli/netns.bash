@@ -59,7 +59,7 @@ node() {
     local ns=$1 name=$2
     shift 2
     local rc=0
-    on_host "$ns" "$name" timeout 60 trun --no-python "$@" >"$TMP/$name" 2>&1 || rc=$?
+    on_host "$ns" "$name" timeout 120 trun --no-python "$@" >"$TMP/$name" 2>&1 || rc=$?
     echo "exit $rc" >>"$TMP/$name"
 }
 

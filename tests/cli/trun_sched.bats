@@ -235,3 +235,20 @@ mixed_refused() {
     wait
     mixed_refused nsb nsa
 }
+
+@test "PyTorch gloo workers across two hosts: 2 nodes x 2 workers allreduce, static and c10d rendezvous" {
+    require_torch2
+    netns_setup
+    local py=("$TORCH2" "$TN_SRCDIR/tests/cli/trun/allreduce.py")
+    node "$NS_B" nsb --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.77.0.1 --master-port 29500 "${py[@]}" &
+    node "$NS_A" nsa --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.77.0.1 --master-port 29500 "${py[@]}"
+    wait
+    run cat "$TMP/nsa" "$TMP/nsb"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    local r
+    for r in 0 1 2 3; do assert_line "[$r]:allreduce 10 torch 2"; done
+    run host_pair --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 10.77.0.1 \
+        --rdzv-id gloo --rdzv-conf join_timeout=60 "${py[@]}"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    for r in 0 1 2 3; do assert_line "[$r]:allreduce 10 torch 2"; done
+}
