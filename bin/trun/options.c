@@ -242,11 +242,15 @@ static const struct option longopts[] = {
 /* --master-addr, --rdzv-endpoint or --standalone (or their PET_ variables)
  * named the store's host: a scheduler's endpoint is not used */
 static bool addr_given;
+/* --node-rank or PET_NODE_RANK: no check of the scheduler's tasks a node */
+static bool rank_given;
 
 void apply(int c, const char *arg)
 {
     if (c == O_MADDR || c == O_ENDPOINT || c == O_STANDALONE)
         addr_given = true;
+    if (c == O_NODE_RANK || c == O_STANDALONE)
+        rank_given = true;
     switch (c) {
     case O_NPROC: parse_nproc(arg); break;
     case O_NNODES: parse_nnodes(arg); break;
@@ -350,6 +354,8 @@ static bool hnp_addr(const char *uri, char *out, size_t cap)
 static const char *sched_endpoint;
 /* Open MPI's job spans several nodes but named no endpoint (no hnp_uri). */
 static bool ompi_no_endpoint;
+/* more than one trun a node: why, refused unless --node-rank is given */
+static char crowded[200];
 
 static int env_count(const char *name, int min, int dflt)
 {
@@ -364,20 +370,18 @@ static int env_count(const char *name, int min, int dflt)
 /* Under Slurm's srun or Open MPI's mpirun (one trun per node), the node's
  * rank, the node count and the endpoint (node rank 0's host: Slurm's first
  * node of the step, Open MPI's launching host) come from their variables;
- * PET_ variables and options override. More than one trun per node is
- * refused: their workers would share local ranks (and GPUs). */
+ * PET_ variables and options override (check_sched_endpoint then says
+ * what does not fit). */
 void scheduler_defaults(void)
 {
     const char *v;
     if ((v = getenv("SLURM_NODEID")) && *v) {
         int nodes = env_count("SLURM_STEP_NUM_NODES", 1, env_count("SLURM_NNODES", 1, 1));
         int tasks = env_count("SLURM_STEP_NUM_TASKS", 1, env_count("SLURM_NTASKS", 1, nodes));
-        if (tasks > nodes) {
-            char m[64];
-            snprintf(m, sizeof m, "%d tasks on %d", tasks, nodes);
-            die_usage("under Slurm, %s nodes: trun starts one node's workers, so run one trun "
-                      "per node (srun --ntasks-per-node=1)", m);
-        }
+        if (tasks > nodes)
+            snprintf(crowded, sizeof crowded,
+                     "under Slurm, %d tasks on %d nodes: trun starts one node's workers, so run "
+                     "one trun per node (srun --ntasks-per-node=1)", tasks, nodes);
         opt.nnodes = nodes;
         opt.node_rank = parse_count(v, "SLURM_NODEID: '%s' is not a rank", 0);
         const char *list = getenv("SLURM_STEP_NODELIST");
@@ -392,12 +396,11 @@ void scheduler_defaults(void)
         }
     } else if ((v = getenv("OMPI_COMM_WORLD_RANK")) && *v) {
         int local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
-        if (local > 1) {
-            char m[32];
-            snprintf(m, sizeof m, "%d", local);
-            die_usage("under Open MPI, %s truns run on this node (OMPI_COMM_WORLD_LOCAL_SIZE): "
-                      "trun starts one node's workers, so run one per node (mpirun -npernode 1)", m);
-        }
+        if (local > 1)
+            snprintf(crowded, sizeof crowded,
+                     "under Open MPI, %d truns run on this node (OMPI_COMM_WORLD_LOCAL_SIZE): "
+                     "trun starts one node's workers, so run one per node (mpirun -npernode 1)",
+                     local);
         opt.nnodes = env_count("OMPI_COMM_WORLD_SIZE", 1, 1);
         opt.node_rank = parse_count(v, "OMPI_COMM_WORLD_RANK: '%s' is not a rank", 0);
         const char *uri = getenv("OMPI_MCA_orte_hnp_uri");
@@ -408,13 +411,17 @@ void scheduler_defaults(void)
     }
 }
 
-/* A scheduler's endpoint is node rank 0's host: with a static rendezvous,
+/* More than one trun a node is refused (their workers would share local
+ * ranks and GPUs) unless the node rank is given. A scheduler's endpoint is
+ * node rank 0's host: with a static rendezvous,
  * node 0 hosts the store there, so a node 0 elsewhere (mpirun started away
  * from the first node) is refused at once, not after the other nodes' timeout;
  * an Open MPI job over several nodes with no launching host's address needs
  * --master-addr. */
 static void check_sched_endpoint(void)
 {
+    if (crowded[0] && !rank_given)
+        die_usage("%s", crowded);
     if (addr_given || opt.nnodes < 2)
         return;
     if (ompi_no_endpoint && !opt.dynamic)

@@ -68,6 +68,11 @@ EOF
     assert_line "1 2 1 pet"
     sched_env OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=4 OMPI_MCA_orte_hnp_uri='1.0;tcp://10.9.8.7:1' -- --rdzv-endpoint there:5
     assert_line "2 4 2 there"
+    # an explicit node rank lifts the check of one trun a node
+    sched_env SLURM_NODEID=1 SLURM_NNODES=2 SLURM_NTASKS=4 SLURM_JOB_NODELIST='n[1-2]' -- --node-rank 1
+    assert_line "1 2 1 n1"
+    sched_env OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=2 OMPI_MCA_orte_hnp_uri='1.0;tcp://10.1.2.3:1' -- --node-rank 1
+    assert_line "1 2 1 10.1.2.3"
     # an explicit address also lifts the checks of the scheduler's endpoint
     run env SLURM_NODEID=0 SLURM_NNODES=2 SLURM_NTASKS=2 SLURM_JOB_NODELIST='n[1-2]' SLURMD_NODENAME=n2 \
         trun --no-python --master-addr 127.0.0.1 --nnodes 1 true
