@@ -357,14 +357,15 @@ static bool ompi_no_endpoint;
 /* more than one trun a node: why, refused unless --node-rank is given */
 static char crowded[200];
 
-static int env_count(const char *name, int min, int dflt)
+/* The count in variable name (at least 1), or dflt when it is not set. */
+static int env_count(const char *name, int dflt)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return dflt;
     char what[96];
-    snprintf(what, sizeof what, "%s: '%%s' is not a %s", name, min ? "count" : "rank");
-    return parse_count(v, what, min);
+    snprintf(what, sizeof what, "%s: '%%s' is not a count", name);
+    return parse_count(v, what, 1);
 }
 
 /* Under Slurm's srun or Open MPI's mpirun (one trun per node), the node's
@@ -376,32 +377,36 @@ void scheduler_defaults(void)
 {
     const char *v;
     if ((v = getenv("SLURM_NODEID")) && *v) {
-        int nodes = env_count("SLURM_STEP_NUM_NODES", 1, env_count("SLURM_NNODES", 1, 1));
-        int tasks = env_count("SLURM_STEP_NUM_TASKS", 1, env_count("SLURM_NTASKS", 1, nodes));
+        int nodes = env_count("SLURM_STEP_NUM_NODES", env_count("SLURM_NNODES", 1));
+        int tasks = env_count("SLURM_STEP_NUM_TASKS", env_count("SLURM_NTASKS", nodes));
         if (tasks > nodes)
             snprintf(crowded, sizeof crowded,
                      "under Slurm, %d tasks on %d nodes: trun starts one node's workers, so run "
                      "one trun per node (srun --ntasks-per-node=1)", tasks, nodes);
         opt.nnodes = nodes;
         opt.node_rank = parse_count(v, "SLURM_NODEID: '%s' is not a rank", 0);
-        const char *list = getenv("SLURM_STEP_NODELIST");
-        if (!list || !*list)
-            list = getenv("SLURM_JOB_NODELIST");
-        if (!list || !*list)
-            list = getenv("SLURM_NODELIST");
-        if (list && *list) {
-            if (!first_host(list, opt.master_addr, sizeof opt.master_addr))
-                die_usage("SLURM_JOB_NODELIST: '%s' names no first host", list);
+        static const char *lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                      "SLURM_NODELIST"};
+        for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+            const char *list = getenv(lists[i]);
+            if (!list || !*list)
+                continue;
+            if (!first_host(list, opt.master_addr, sizeof opt.master_addr)) {
+                char what[64];
+                snprintf(what, sizeof what, "%s: '%%s' names no first host", lists[i]);
+                die_usage(what, list);
+            }
             sched_endpoint = "Slurm's first node";
+            break;
         }
     } else if ((v = getenv("OMPI_COMM_WORLD_RANK")) && *v) {
-        int local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
+        int local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
         if (local > 1)
             snprintf(crowded, sizeof crowded,
                      "under Open MPI, %d truns run on this node (OMPI_COMM_WORLD_LOCAL_SIZE): "
                      "trun starts one node's workers, so run one per node (mpirun -npernode 1)",
                      local);
-        opt.nnodes = env_count("OMPI_COMM_WORLD_SIZE", 1, 1);
+        opt.nnodes = env_count("OMPI_COMM_WORLD_SIZE", 1);
         opt.node_rank = parse_count(v, "OMPI_COMM_WORLD_RANK: '%s' is not a rank", 0);
         const char *uri = getenv("OMPI_MCA_orte_hnp_uri");
         if (uri && hnp_addr(uri, opt.master_addr, sizeof opt.master_addr))

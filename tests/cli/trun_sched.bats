@@ -46,9 +46,9 @@ EOF
     # the step's node count before the job's
     sched_env SLURM_NODEID=2 SLURM_NNODES=8 SLURM_STEP_NUM_NODES=3 SLURM_JOB_NODELIST='n[1-8]' --
     assert_line "2 3 2 n1"
-    sched_env SLURM_NODEID=1 SLURM_NNODES=2 SLURM_JOB_NODELIST='node[x-y]' --
+    sched_env SLURM_NODEID=1 SLURM_NNODES=2 SLURM_STEP_NODELIST='node[x-y]' --
     assert_failure 2
-    assert_line "trun: SLURM_JOB_NODELIST: 'node[x-y]' names no first host"
+    assert_line "trun: SLURM_STEP_NODELIST: 'node[x-y]' names no first host"
 }
 
 @test "Slurm: more than one trun per node, or node 0 away from the first node, is refused at once" {
