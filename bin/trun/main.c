@@ -112,6 +112,8 @@ int main(int argc, char **argv)
             return 2;
         }
         torchrun_watch(srv != NULL);
+        if (srv)
+            rdzv_announce_host();
     } else if (opt.node_rank == 0) {
         if (!(srv = host_store()))
             return 2;
@@ -141,8 +143,13 @@ int main(int argc, char **argv)
             }
         }
         if (rdzv) {
-            if (attempt > 0)
+            if (attempt > 0) { /* the round's nodes all left it or were lost */
+                if (rdzv_settle() < 0) {
+                    status = 1;
+                    break;
+                }
                 rdzv_round++;
+            }
             opt.nnodes = opt.max_nodes;
             if (rendezvous() < 0) {
                 status = 1;
@@ -156,6 +163,14 @@ int main(int argc, char **argv)
             }
         }
         int first = run_attempt(attempt, world, &sig);
+        if (first == -6) { /* the store is gone: nothing to leave or wait for */
+            status = 1;
+            tn_store_release(rdzv);
+            rdzv = NULL;
+            break;
+        }
+        if (rdzv)
+            rdzv_leave(first == -1 && !sig);
         if (sig) {
             fprintf(stderr, "trun: received %s, stopped the workers\n", signame(sig));
             status = 128 + sig;
@@ -169,6 +184,28 @@ int main(int argc, char **argv)
             fprintf(stderr, "trun: a node waits to join; restarting the group with it "
                             "(a membership change, not a restart)\n");
             continue;
+        }
+        if (first == -5) {
+            char names[1024];
+            rdzv_lost_names(names, sizeof names);
+            if (rdzv_settle() < 0) { /* fewer than MIN nodes left */
+                status = 1;
+                ended = true;
+                break;
+            }
+            if (restarts < opt.max_restarts) {
+                restarts++;
+                fprintf(stderr, "trun: lost %s (no keep-alive for %g s); restarting the group "
+                                "with the nodes left (%d of %d)\n", names,
+                        opt.keep_alive * opt.keep_alive_max, restarts, opt.max_restarts);
+                continue;
+            }
+            fprintf(stderr, "trun: lost %s (no keep-alive for %g s); no restarts left, "
+                            "stopped this node's workers\n", names,
+                    opt.keep_alive * opt.keep_alive_max);
+            status = 1;
+            ended = true;
+            break;
         }
         if (first == -3) {
             if (restarts < opt.max_restarts) {
@@ -216,8 +253,9 @@ int main(int argc, char **argv)
         tn_store_add(rdzv, ek, 1, &exited);
         for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);
              srv && now_ms() < until;) {
+            /* lost nodes never come to say so */
             if (tn_store_add(rdzv, ek, 0, &exited) < 0 || tn_store_add(rdzv, nk, 0, &nodes) < 0 ||
-                exited >= nodes)
+                exited + rdzv_lost_total() >= nodes)
                 break;
             struct timespec ts = {0, 50 * 1000000L};
             nanosleep(&ts, NULL);

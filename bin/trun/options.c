@@ -26,8 +26,9 @@ void usage(FILE *f)
             "  --rdzv-id ID              the job id (TORCHELASTIC_RUN_ID)\n"
             "  --rdzv-backend NAME       static (node ranks given) or c10d (the nodes meet\n"
             "                            at the endpoint, which assigns their ranks)\n"
-            "  --rdzv-conf K=V,...       join_timeout, last_call_timeout (seconds) of\n"
-            "                            rendezvous jobs (--nnodes MIN:MAX, c10d)\n"
+            "  --rdzv-conf K=V,...       join_timeout, last_call_timeout, keep_alive_interval\n"
+            "                            (seconds), keep_alive_max_attempt of rendezvous\n"
+            "                            jobs (--nnodes MIN:MAX, c10d)\n"
             "  --standalone              one node, a free port, a random id\n"
             "  --max-restarts N          restarts of the worker group (default 0)\n"
             "  --monitor-interval SECS   how often to check the workers (default 0.1)\n"
@@ -170,7 +171,8 @@ static void parse_endpoint(const char *s)
         opt.master_port = parse_count(colon + 1, "--rdzv-endpoint: bad port in '%s'", 0);
 }
 
-/* --rdzv-conf k=v,k=v: join_timeout and last_call_timeout (seconds);
+/* --rdzv-conf k=v,k=v: join_timeout, last_call_timeout and
+ * keep_alive_interval (seconds), keep_alive_max_attempt (a count);
  * torchrun's other keys are accepted and ignored. */
 static void parse_rdzv_conf(const char *s)
 {
@@ -185,6 +187,10 @@ static void parse_rdzv_conf(const char *s)
             opt.join_timeout = parse_secs(eq + 1, "--rdzv-conf: bad join_timeout '%s'");
         else if (!strcmp(kv, "last_call_timeout"))
             opt.last_call = parse_secs(eq + 1, "--rdzv-conf: bad last_call_timeout '%s'");
+        else if (!strcmp(kv, "keep_alive_interval"))
+            opt.keep_alive = parse_secs(eq + 1, "--rdzv-conf: bad keep_alive_interval '%s'");
+        else if (!strcmp(kv, "keep_alive_max_attempt"))
+            opt.keep_alive_max = parse_count(eq + 1, "--rdzv-conf: bad keep_alive_max_attempt '%s'", 1);
     }
 }
 
@@ -528,6 +534,8 @@ void parse_args(int argc, char **argv)
     opt.grace = 5;
     opt.join_timeout = 600;
     opt.last_call = 30;
+    opt.keep_alive = 1;
+    opt.keep_alive_max = 3;
     scheduler_defaults();
     env_defaults();
     int c;

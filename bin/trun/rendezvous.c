@@ -13,7 +13,10 @@
  * comes after its round closed adds itself to the round's "waiting" and
  * waits for the next round; the running nodes see it and, while the round
  * has room, start the next round with it without using a restart. A trun
- * leaving at the job's end sets "done", which sends waiting nodes home. */
+ * leaving at the job's end sets "done", which sends waiting nodes home.
+ * While workers run, the nodes send heartbeats through the store; a node
+ * whose heartbeats stop is lost, and the nodes left meet in the next round
+ * while MIN still holds (see the keep-alive below). */
 #include "trun.h"
 
 #include <ifaddrs.h>
@@ -83,9 +86,20 @@ static void route_addr(char *buf, size_t n)
 
 int rdzv_round;
 
+static int expect; /* nodes the next round waits for at most, 0: unknown */
+static void beat_start(void);
+
 static void rdzv_key(char *k, size_t n, const char *what)
 {
     snprintf(k, n, "rdzv/%s/%d/%s", opt.run_id, rdzv_round, what);
+}
+
+/* The round's key for node rank `node`: "rdzv/<id>/<round>/<what>/<node>". */
+static void node_key(char *k, size_t n, const char *what, int node)
+{
+    char w[64];
+    snprintf(w, sizeof w, "%s/%d", what, node);
+    rdzv_key(k, n, w);
 }
 
 static int rdzv_fail(const char *what)
@@ -194,7 +208,10 @@ int rendezvous(void)
         char hosts[300], me[300];
         rdzv_key(hosts, sizeof hosts, "hosts");
         snprintf(me, sizeof me, "%s%s", idx ? ", " : "", hostname);
-        if (idx < opt.max_nodes && tn_store_append(rdzv, hosts, me, strlen(me)) < 0)
+        char hk[300];
+        node_key(hk, sizeof hk, "host", (int)idx);
+        if (idx < opt.max_nodes && (tn_store_append(rdzv, hosts, me, strlen(me)) < 0 ||
+                                    tn_store_set(rdzv, hk, hostname, strlen(hostname)) < 0))
             return rdzv_fail("join");
         if (idx >= opt.max_nodes) {
             if (rdzv_wait_next() < 0)
@@ -207,14 +224,22 @@ int rendezvous(void)
             for (;;) {
                 if (tn_store_add(rdzv, joined, 0, &count) < 0)
                     return rdzv_fail("count");
-                if (count >= opt.max_nodes || now_ms() >= until)
+                /* after a round lost or gained nodes: as soon as all came */
+                if (count >= opt.max_nodes || now_ms() >= until || (expect && count >= expect))
                     break;
                 struct timespec ts = {0, 20 * 1000000L};
                 nanosleep(&ts, NULL);
             }
             char v[32];
-            snprintf(v, sizeof v, "%lld",
-                     (long long)(count < opt.max_nodes ? count : opt.max_nodes));
+            int64_t n = count < opt.max_nodes ? count : opt.max_nodes;
+            snprintf(v, sizeof v, "%lld", (long long)n);
+            /* every member's heartbeat count exists before any reads them */
+            for (int64_t j = 0; j < n; j++) {
+                char bk[300];
+                node_key(bk, sizeof bk, "beat", (int)j);
+                if (tn_store_add(rdzv, bk, 0, NULL) < 0)
+                    return rdzv_fail("close");
+            }
             if (tn_store_set(rdzv, closed, v, strlen(v)) < 0)
                 return rdzv_fail("close");
         }
@@ -234,6 +259,8 @@ int rendezvous(void)
         opt.nnodes = n;
         fprintf(stderr, "trun: rendezvous round %d: node %d of %d\n", rdzv_round,
                 opt.node_rank, opt.nnodes);
+        expect = 0;
+        beat_start();
         return 0;
     }
 }
@@ -243,13 +270,6 @@ void rdzv_mark(const char *what)
     char k[300];
     rdzv_key(k, sizeof k, what);
     tn_store_add(rdzv, k, 1, NULL);
-}
-
-bool rdzv_failed(void)
-{
-    char k[300];
-    rdzv_key(k, sizeof k, "failed");
-    return rdzv_has(k);
 }
 
 /* Whether a node waits to join and the round has room for it: the group
@@ -310,5 +330,276 @@ int rdzv_workers_store(struct tn_store_server **own, bool host)
     }
     setenv("MASTER_ADDR", addr, 1);
     setenvf("MASTER_PORT", "%d", port);
+    return 0;
+}
+
+/* Keep-alive. While its workers run, every node of a round adds 1 to the
+ * round's "beat/<node rank>" every keep_alive_interval and reads every
+ * node's (one MULTI_GET); a node whose count has not moved for
+ * keep_alive_interval x keep_alive_max_attempt (1 s x 3 by default, where
+ * torchrun's agents take 5 s x 3 and only drop a dead node from the next
+ * rendezvous) is lost: the first node to see it marks it in "lost/<rank>",
+ * names it in "lostnames", counts it in the round's "nlost" and the job's
+ * "lost", and sets the round's "failed", so every node stops its workers. A
+ * node leaving its attempt adds BEAT_LEFT to its count (BEAT_FINISHED when
+ * its workers all succeeded), so it is never taken for dead. The node that
+ * hosts the store has no heartbeat: the store is gone when a store request
+ * fails or goes unanswered for the same time, and each node stops. */
+#define BEAT_LEFT (INT64_C(1) << 40)
+#define BEAT_FINISHED (INT64_C(2) << 40)
+
+static int64_t *beat_seen, *beat_at; /* per node of the round: last count, when it moved */
+static int nbeats;                   /* nodes of the round the arrays are for */
+static int64_t beat_next;            /* when this node beats next */
+static int settled;                  /* rdzv_settle's answer for this round, 0: not yet */
+static char store_host[256];         /* the host name of the trun hosting the store */
+
+static int64_t tolerance_ms(void)
+{
+    return (int64_t)(opt.keep_alive * opt.keep_alive_max * 1000);
+}
+
+/* The store's host (the trun that binds the endpoint) says who it is. */
+void rdzv_announce_host(void)
+{
+    char k[300];
+    snprintf(k, sizeof k, "rdzv/%s/store_host", opt.run_id);
+    tn_store_set(rdzv, k, hostname, strlen(hostname));
+}
+
+/* Whether key k exists: 1, 0, or -1 when the store does not answer. */
+static int rdzv_exists(const char *k)
+{
+    const char *keys[1] = {k};
+    int rc = tn_store_check(rdzv, keys, 1);
+    return rc < 0 ? -1 : rc == 1;
+}
+
+/* The value of key k as text into buf ("" when absent or on error). */
+static void rdzv_text(const char *k, char *buf, size_t n)
+{
+    void *v = NULL;
+    size_t vl = 0;
+    buf[0] = 0;
+    if (rdzv_exists(k) == 1 && tn_store_get(rdzv, k, &v, &vl) == 0)
+        snprintf(buf, n, "%.*s", (int)vl, (char *)v);
+    free(v);
+}
+
+/* The round's keep-alive starts: every node's count is taken to have just
+ * moved, and the store's requests time out as a lost node does. */
+static void beat_start(void)
+{
+    free(beat_seen);
+    free(beat_at);
+    nbeats = opt.nnodes;
+    beat_seen = calloc((size_t)nbeats, sizeof *beat_seen);
+    beat_at = calloc((size_t)nbeats, sizeof *beat_at);
+    int64_t now = now_ms();
+    for (int j = 0; j < nbeats && beat_at; j++)
+        beat_at[j] = now;
+    beat_next = 0;
+    settled = 0;
+    if (!*store_host) {
+        char k[300];
+        snprintf(k, sizeof k, "rdzv/%s/store_host", opt.run_id);
+        rdzv_text(k, store_host, sizeof store_host);
+    }
+    tn_store_set_timeout(rdzv, tolerance_ms());
+}
+
+/* Says that the rendezvous store stopped answering; -1. */
+static int store_lost(void)
+{
+    fprintf(stderr, "trun: lost the rendezvous store at %s:%d (hosted by %s): %s; stopping "
+                    "this node's workers\n", opt.master_addr, opt.master_port,
+            *store_host ? store_host : "its endpoint's host", tn_last_error());
+    return -1;
+}
+
+/* Node j is lost: marked so once, by the first node that sees it. 0, or -1
+ * when the store does not answer. */
+static int declare_lost(int j)
+{
+    char k[300];
+    int64_t first = 0, nth = 0;
+    node_key(k, sizeof k, "lost", j);
+    if (tn_store_add(rdzv, k, 1, &first) < 0)
+        return -1;
+    if (first != 1)
+        return 0;
+    char host[256], name[300];
+    node_key(k, sizeof k, "host", j);
+    rdzv_text(k, host, sizeof host);
+    rdzv_key(k, sizeof k, "nlost");
+    if (tn_store_add(rdzv, k, 1, &nth) < 0)
+        return -1;
+    snprintf(name, sizeof name, "%snode %d (%s)", nth > 1 ? ", " : "", j, *host ? host : "?");
+    rdzv_key(k, sizeof k, "lostnames");
+    if (tn_store_append(rdzv, k, name, strlen(name)) < 0)
+        return -1;
+    snprintf(k, sizeof k, "rdzv/%s/lost", opt.run_id);
+    return tn_store_add(rdzv, k, 1, NULL) < 0 ? -1 : 0;
+}
+
+/* Reads every node's count: a count that moved is a live node; one that
+ * has not moved for the tolerance is declared lost. *pending: the nodes
+ * still in the attempt, *finished: those whose workers all succeeded,
+ * *lost: those declared lost here. 0, or -1 when the store does not answer. */
+static int beat_scan(int *pending, int *finished, int *lost)
+{
+    *pending = *finished = *lost = 0;
+    if (!beat_seen || !beat_at)
+        return 0;
+    char(*names)[300] = calloc((size_t)nbeats, sizeof *names);
+    const char **keys = calloc((size_t)nbeats, sizeof *keys);
+    void **vals = calloc((size_t)nbeats, sizeof *vals);
+    size_t *lens = calloc((size_t)nbeats, sizeof *lens);
+    int rc = names && keys && vals && lens ? 0 : -1;
+    for (int j = 0; j < nbeats && rc == 0; j++) {
+        node_key(names[j], sizeof names[j], "beat", j);
+        keys[j] = names[j];
+    }
+    if (rc == 0)
+        rc = tn_store_multi_get(rdzv, keys, (size_t)nbeats, vals, lens);
+    int64_t now = now_ms();
+    for (int j = 0; j < nbeats && rc == 0; j++) {
+        char num[32];
+        snprintf(num, sizeof num, "%.*s", (int)(lens[j] < 31 ? lens[j] : 31), (char *)vals[j]);
+        int64_t v = strtoll(num, NULL, 10);
+        if (j == opt.node_rank || beat_at[j] < 0) /* beat_at -1: counted lost */
+            continue;
+        if (v >= BEAT_FINISHED) {
+            (*finished)++;
+        } else if (v >= BEAT_LEFT) {
+            /* left for the next round */
+        } else if (v != beat_seen[j]) {
+            beat_seen[j] = v;
+            beat_at[j] = now;
+            (*pending)++;
+        } else if (now - beat_at[j] > tolerance_ms()) {
+            if (declare_lost(j) < 0)
+                rc = -1;
+            beat_at[j] = -1;
+            (*lost)++;
+        } else {
+            (*pending)++;
+        }
+    }
+    for (int j = 0; vals && j < nbeats; j++)
+        free(vals[j]);
+    free(names);
+    free(keys);
+    free(vals);
+    free(lens);
+    return rc;
+}
+
+/* Watches the round while this node's workers run: 0 all is well, 1
+ * another node's worker failed, 2 a node waits to join and the round has
+ * room, 3 a node was lost, -1 the store is gone (said so). Beats every
+ * keep_alive_interval. */
+int rdzv_watch(void)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "failed");
+    int failed = rdzv_exists(k);
+    if (failed < 0)
+        return store_lost();
+    if (failed) {
+        int64_t nlost = 0;
+        rdzv_key(k, sizeof k, "nlost");
+        if (tn_store_add(rdzv, k, 0, &nlost) < 0)
+            return store_lost();
+        return nlost > 0 ? 3 : 1;
+    }
+    rdzv_key(k, sizeof k, "waiting");
+    int waiting = opt.nnodes < opt.max_nodes ? rdzv_exists(k) : 0;
+    if (waiting < 0)
+        return store_lost();
+    if (waiting)
+        return 2;
+    if (now_ms() < beat_next)
+        return 0;
+    beat_next = now_ms() + (int64_t)(opt.keep_alive * 1000);
+    int pending, finished, lost;
+    node_key(k, sizeof k, "beat", opt.node_rank);
+    if (tn_store_add(rdzv, k, 1, NULL) < 0 || beat_scan(&pending, &finished, &lost) < 0)
+        return store_lost();
+    if (!lost)
+        return 0;
+    rdzv_mark("failed");
+    return 3;
+}
+
+/* This node leaves the round's attempt: its count says so (finished: its
+ * workers all succeeded), so no node takes it for dead. */
+void rdzv_leave(bool finished)
+{
+    char k[300];
+    node_key(k, sizeof k, "beat", opt.node_rank);
+    tn_store_add(rdzv, k, finished ? BEAT_FINISHED : BEAT_LEFT, NULL);
+}
+
+/* The names of the nodes lost in this round ("node 2 (HOST), ..."). */
+void rdzv_lost_names(char *buf, size_t n)
+{
+    char k[300];
+    rdzv_key(k, sizeof k, "lostnames");
+    rdzv_text(k, buf, n);
+}
+
+/* Nodes declared lost in the whole job, which the store's host does not
+ * wait for at its end. */
+int64_t rdzv_lost_total(void)
+{
+    char k[300];
+    int64_t v = 0;
+    snprintf(k, sizeof k, "rdzv/%s/lost", opt.run_id);
+    tn_store_add(rdzv, k, 0, &v);
+    return v;
+}
+
+/* Before the next round: waits until every other node of the round has
+ * left its attempt or is lost (at most the tolerance after its last
+ * heartbeat), then counts the nodes the next round can have: the round's
+ * own, less the lost and the finished ones, plus those waiting to join.
+ * Fewer than MIN: says which nodes were lost and returns -1, as the next
+ * round could never form; else 0, and the next round closes as soon as
+ * that many nodes joined it (not after the last call). Once a round: a
+ * second call gives the first one's answer. */
+int rdzv_settle(void)
+{
+    if (settled)
+        return settled > 0 ? 0 : -1;
+    settled = -1;
+    int pending = 1, finished = 0, lost = 0;
+    while (pending) {
+        if (beat_scan(&pending, &finished, &lost) < 0)
+            return store_lost();
+        if (pending) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    char k[300], names[1024];
+    int64_t nlost = 0, waiting = 0;
+    rdzv_key(k, sizeof k, "nlost");
+    if (tn_store_add(rdzv, k, 0, &nlost) < 0)
+        return store_lost();
+    rdzv_key(k, sizeof k, "waiting");
+    if (rdzv_exists(k) == 1 && tn_store_add(rdzv, k, 0, &waiting) < 0)
+        return store_lost();
+    int64_t remain = (int64_t)nbeats - nlost - finished + waiting;
+    if (remain < opt.min_nodes) {
+        rdzv_lost_names(names, sizeof names);
+        fprintf(stderr, "trun: rendezvous round %d: lost %s (no keep-alive for %g s); %lld "
+                        "node%s left, the job needs at least %d: stopping\n",
+                rdzv_round, *names ? names : "no node", opt.keep_alive * opt.keep_alive_max,
+                (long long)remain, remain == 1 ? "" : "s", opt.min_nodes);
+        return -1;
+    }
+    expect = remain < opt.max_nodes ? (int)remain : opt.max_nodes;
+    settled = 1;
     return 0;
 }

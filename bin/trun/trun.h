@@ -76,6 +76,8 @@ struct trun_opts {
     bool c10d;    /* --rdzv-backend c10d */
     bool dynamic; /* node ranks from the rendezvous: elastic, or c10d with N > 1 nodes */
     double join_timeout, last_call; /* seconds (--rdzv-conf) */
+    double keep_alive; /* seconds between a node's heartbeats (--rdzv-conf keep_alive_interval) */
+    int keep_alive_max; /* heartbeats missed before a node is lost (keep_alive_max_attempt) */
 };
 
 extern struct trun_opts opt;
@@ -121,9 +123,14 @@ int run_attempt(int attempt, int world, int *sig);
 int rendezvous(void);
 bool endpoint_is_local(const char *host);
 void rdzv_mark(const char *what);
-bool rdzv_failed(void);
 bool rdzv_joining(void);
 int rdzv_workers_store(struct tn_store_server **own, bool host);
+void rdzv_announce_host(void);
+int rdzv_watch(void);
+void rdzv_leave(bool finished);
+int rdzv_settle(void);
+void rdzv_lost_names(char *buf, size_t n);
+int64_t rdzv_lost_total(void);
 
 /* mixed.c */
 void torchrun_watch(bool host);

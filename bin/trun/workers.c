@@ -234,12 +234,14 @@ int64_t now_ms(void)
 }
 
 /* Runs one attempt. Returns the index of the first failed worker, -1 when
- * all succeeded, -3 when another node's worker failed and -4 when a node
- * waits to join (elastic); *sig is
- * set when a signal to trun ended the attempt. */
+ * all succeeded, -3 when another node's worker failed, -4 when a node
+ * waits to join (elastic), -5 when a node was lost (no heartbeat) and -6
+ * when the rendezvous store is gone; *sig is set when a signal to trun
+ * ended the attempt. */
 int run_attempt(int attempt, int world, int *sig)
 {
-    bool remote = false, joining = false;
+    bool remote = false, joining = false, lost = false, gone = false;
+    int watch = 0;
     int running = 0;
     *sig = 0;
     for (int i = 0; i < opt.nproc; i++) {
@@ -334,9 +336,11 @@ int run_attempt(int attempt, int world, int *sig)
                 kill_at = now_ms() + (int64_t)(opt.grace * 1000);
                 if (rdzv)
                     rdzv_mark("failed");
-            } else if (rdzv && !remote && running > 0 &&
-                       (rdzv_failed() || (joining = rdzv_joining()))) {
+            } else if (rdzv && !remote && running > 0 && (watch = rdzv_watch()) != 0) {
                 remote = true;
+                joining = watch == 2;
+                lost = watch == 3;
+                gone = watch < 0;
                 signal_all(SIGTERM);
                 kill_at = now_ms() + (int64_t)(opt.grace * 1000);
             }
@@ -352,5 +356,7 @@ int run_attempt(int attempt, int world, int *sig)
             fclose(workers[i].err.log);
         workers[i].out.log = workers[i].err.log = NULL;
     }
-    return first < 0 && remote ? (joining ? -4 : -3) : first;
+    if (first >= 0 || !remote)
+        return first;
+    return gone ? -6 : lost ? -5 : joining ? -4 : -3;
 }

@@ -1,5 +1,5 @@
 # Bats tests of trun (and through it, lib/dist against real PyTorch).
-CLI_TESTS += tests/cli/trun.bats tests/cli/trun_torchrun.bats tests/cli/trun_hosts.bats tests/cli/trun_sched.bats
+CLI_TESTS += tests/cli/trun.bats tests/cli/trun_torchrun.bats tests/cli/trun_hosts.bats tests/cli/trun_sched.bats tests/cli/trun_elastic.bats
 EXTRA_DIST += tests/cli/netns.bash
 EXTRA_DIST += tests/cli/trun/allreduce.py
 # A tensorkit worker (tn_dist_init + the tcp process group) for trun.bats and trun_hosts.bats.
