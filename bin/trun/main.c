@@ -127,6 +127,7 @@ int main(int argc, char **argv)
     workers = calloc((size_t)opt.nproc, sizeof *workers);
     int status = 0;
     bool ended = false; /* the job ran to its end here: success or out of restarts */
+    bool quit = false;  /* a signal stopped this node in mid-round */
     opt.max_nodes = opt.nnodes;
     /* attempts number the rounds (TORCHELASTIC_RESTART_COUNT, the logs'
      * attempt_N); restarts count those a failure started */
@@ -169,8 +170,12 @@ int main(int argc, char **argv)
             rdzv = NULL;
             break;
         }
-        if (rdzv)
-            rdzv_leave(first == -1 && !sig);
+        if (rdzv && sig) {
+            rdzv_quit();
+            quit = true;
+        } else if (rdzv) {
+            rdzv_leave(first == -1);
+        }
         if (sig) {
             fprintf(stderr, "trun: received %s, stopped the workers\n", signame(sig));
             status = 128 + sig;
@@ -195,14 +200,12 @@ int main(int argc, char **argv)
             }
             if (restarts < opt.max_restarts) {
                 restarts++;
-                fprintf(stderr, "trun: lost %s (no keep-alive for %g s); restarting the group "
-                                "with the nodes left (%d of %d)\n", names,
-                        opt.keep_alive * opt.keep_alive_max, restarts, opt.max_restarts);
+                fprintf(stderr, "trun: lost %s; restarting the group with the nodes left "
+                                "(%d of %d)\n", names, restarts, opt.max_restarts);
                 continue;
             }
-            fprintf(stderr, "trun: lost %s (no keep-alive for %g s); no restarts left, "
-                            "stopped this node's workers\n", names,
-                    opt.keep_alive * opt.keep_alive_max);
+            fprintf(stderr, "trun: lost %s; no restarts left, stopped this node's workers\n",
+                    names);
             status = 1;
             ended = true;
             break;
@@ -250,7 +253,8 @@ int main(int argc, char **argv)
             snprintf(dk, sizeof dk, "rdzv/%s/done", opt.run_id);
             tn_store_set(rdzv, dk, "1", 1);
         }
-        tn_store_add(rdzv, ek, 1, &exited);
+        if (!quit) /* a node that quit counts as lost */
+            tn_store_add(rdzv, ek, 1, &exited);
         for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);
              srv && now_ms() < until;) {
             /* lost nodes never come to say so */

@@ -88,6 +88,7 @@ int rdzv_round;
 
 static int expect; /* nodes the next round waits for at most, 0: unknown */
 static void beat_start(void);
+static int rdzv_exists(const char *k);
 
 static void rdzv_key(char *k, size_t n, const char *what)
 {
@@ -180,6 +181,7 @@ static int rdzv_wait_next(void)
 int rendezvous(void)
 {
     static bool counted;
+    tn_store_set_timeout(rdzv, (int64_t)(opt.join_timeout * 1000));
     if (!counted) {
         /* every trun that ever joined, for the host's last wait */
         char k[300];
@@ -314,6 +316,14 @@ int rdzv_workers_store(struct tn_store_server **own, bool host)
         if (tn_store_set(rdzv, k, v, strlen(v)) < 0)
             return rdzv_fail("publishing the workers' store");
     }
+    /* beating while node 0 starts it: the others' clocks already run */
+    for (int64_t until = now_ms() + (int64_t)(opt.join_timeout * 1000);
+         rdzv_exists(k) == 0 && now_ms() < until;) {
+        rdzv_beat();
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    tn_store_set_timeout(rdzv, (int64_t)(opt.join_timeout * 1000));
     void *v = NULL;
     size_t n = 0;
     if (tn_store_get(rdzv, k, &v, &n) < 0)
@@ -347,6 +357,9 @@ int rdzv_workers_store(struct tn_store_server **own, bool host)
  * fails or goes unanswered for the same time, and each node stops. */
 #define BEAT_LEFT (INT64_C(1) << 40)
 #define BEAT_FINISHED (INT64_C(2) << 40)
+/* a node that has not beaten since the round formed (it may still be on its
+ * way out of the rendezvous on a loaded host) is lost after this long */
+#define FIRST_BEAT_MS 30000
 
 static int64_t *beat_seen, *beat_at; /* per node of the round: last count, when it moved */
 static int nbeats;                   /* nodes of the round the arrays are for */
@@ -387,7 +400,7 @@ static void rdzv_text(const char *k, char *buf, size_t n)
 }
 
 /* The round's keep-alive starts: every node's count is taken to have just
- * moved, and the store's requests time out as a lost node does. */
+ * moved. */
 static void beat_start(void)
 {
     free(beat_seen);
@@ -398,13 +411,21 @@ static void beat_start(void)
     int64_t now = now_ms();
     for (int j = 0; j < nbeats && beat_at; j++)
         beat_at[j] = now;
-    beat_next = 0;
     settled = 0;
+    beat_next = 0;
+    rdzv_beat(); /* at once: the others' clocks start at their own rendezvous */
     if (!*store_host) {
         char k[300];
         snprintf(k, sizeof k, "rdzv/%s/store_host", opt.run_id);
         rdzv_text(k, store_host, sizeof store_host);
     }
+}
+
+/* The store's requests while the workers run (and the nodes leave the
+ * round) wait no longer than a lost node's tolerance; the rendezvous's
+ * own waits take the join timeout. */
+static void short_timeout(void)
+{
     tn_store_set_timeout(rdzv, tolerance_ms());
 }
 
@@ -417,9 +438,9 @@ static int store_lost(void)
     return -1;
 }
 
-/* Node j is lost: marked so once, by the first node that sees it. 0, or -1
- * when the store does not answer. */
-static int declare_lost(int j)
+/* Node j is lost (why: how we know): marked so once, by the first node
+ * that sees it. 0, or -1 when the store does not answer. */
+static int declare_lost(int j, const char *why)
 {
     char k[300];
     int64_t first = 0, nth = 0;
@@ -434,7 +455,8 @@ static int declare_lost(int j)
     rdzv_key(k, sizeof k, "nlost");
     if (tn_store_add(rdzv, k, 1, &nth) < 0)
         return -1;
-    snprintf(name, sizeof name, "%snode %d (%s)", nth > 1 ? ", " : "", j, *host ? host : "?");
+    snprintf(name, sizeof name, "%snode %d (%s) (%s)", nth > 1 ? ", " : "", j,
+             *host ? host : "?", why);
     rdzv_key(k, sizeof k, "lostnames");
     if (tn_store_append(rdzv, k, name, strlen(name)) < 0)
         return -1;
@@ -477,8 +499,10 @@ static int beat_scan(int *pending, int *finished, int *lost)
             beat_seen[j] = v;
             beat_at[j] = now;
             (*pending)++;
-        } else if (now - beat_at[j] > tolerance_ms()) {
-            if (declare_lost(j) < 0)
+        } else if (now - beat_at[j] > (v ? tolerance_ms() : FIRST_BEAT_MS)) {
+            char why[64];
+            snprintf(why, sizeof why, "no keep-alive for %g s", tolerance_ms() / 1000.0);
+            if (declare_lost(j, why) < 0)
                 rc = -1;
             beat_at[j] = -1;
             (*lost)++;
@@ -495,6 +519,24 @@ static int beat_scan(int *pending, int *finished, int *lost)
     return rc;
 }
 
+/* Adds 1 to this node's heartbeat count now; the store's answer. */
+static int beat(void)
+{
+    char k[300];
+    beat_next = now_ms() + (int64_t)(opt.keep_alive * 1000);
+    node_key(k, sizeof k, "beat", opt.node_rank);
+    return tn_store_add(rdzv, k, 1, NULL);
+}
+
+/* Beats when it is time, while the workers stop (after a failure, a signal,
+ * or for a new round: the grace period can outlast the tolerance). */
+void rdzv_beat(void)
+{
+    short_timeout();
+    if (now_ms() >= beat_next)
+        beat();
+}
+
 /* Watches the round while this node's workers run: 0 all is well, 1
  * another node's worker failed, 2 a node waits to join and the round has
  * room, 3 a node was lost, -1 the store is gone (said so). Beats every
@@ -502,6 +544,7 @@ static int beat_scan(int *pending, int *finished, int *lost)
 int rdzv_watch(void)
 {
     char k[300];
+    short_timeout();
     rdzv_key(k, sizeof k, "failed");
     int failed = rdzv_exists(k);
     if (failed < 0)
@@ -521,10 +564,8 @@ int rdzv_watch(void)
         return 2;
     if (now_ms() < beat_next)
         return 0;
-    beat_next = now_ms() + (int64_t)(opt.keep_alive * 1000);
     int pending, finished, lost;
-    node_key(k, sizeof k, "beat", opt.node_rank);
-    if (tn_store_add(rdzv, k, 1, NULL) < 0 || beat_scan(&pending, &finished, &lost) < 0)
+    if (beat() < 0 || beat_scan(&pending, &finished, &lost) < 0)
         return store_lost();
     if (!lost)
         return 0;
@@ -537,8 +578,20 @@ int rdzv_watch(void)
 void rdzv_leave(bool finished)
 {
     char k[300];
+    short_timeout();
     node_key(k, sizeof k, "beat", opt.node_rank);
     tn_store_add(rdzv, k, finished ? BEAT_FINISHED : BEAT_LEFT, NULL);
+}
+
+/* This node goes away in mid-round (a signal stopped trun): it declares
+ * itself lost, so the others re-form without it at once rather than run on
+ * short of a node (or wait out its heartbeat). */
+void rdzv_quit(void)
+{
+    short_timeout();
+    if (declare_lost(opt.node_rank, "stopped by a signal") == 0)
+        rdzv_mark("failed");
+    rdzv_leave(false); /* the others need not wait out its heartbeat */
 }
 
 /* The names of the nodes lost in this round ("node 2 (HOST), ..."). */
@@ -573,6 +626,7 @@ int rdzv_settle(void)
     if (settled)
         return settled > 0 ? 0 : -1;
     settled = -1;
+    short_timeout();
     int pending = 1, finished = 0, lost = 0;
     while (pending) {
         if (beat_scan(&pending, &finished, &lost) < 0)
@@ -593,9 +647,8 @@ int rdzv_settle(void)
     int64_t remain = (int64_t)nbeats - nlost - finished + waiting;
     if (remain < opt.min_nodes) {
         rdzv_lost_names(names, sizeof names);
-        fprintf(stderr, "trun: rendezvous round %d: lost %s (no keep-alive for %g s); %lld "
-                        "node%s left, the job needs at least %d: stopping\n",
-                rdzv_round, *names ? names : "no node", opt.keep_alive * opt.keep_alive_max,
+        fprintf(stderr, "trun: rendezvous round %d: lost %s; %lld node%s left, the job needs "
+                        "at least %d: stopping\n", rdzv_round, *names ? names : "no node",
                 (long long)remain, remain == 1 ? "" : "s", opt.min_nodes);
         return -1;
     }

@@ -127,6 +127,8 @@ bool rdzv_joining(void);
 int rdzv_workers_store(struct tn_store_server **own, bool host);
 void rdzv_announce_host(void);
 int rdzv_watch(void);
+void rdzv_beat(void);
+void rdzv_quit(void);
 void rdzv_leave(bool finished);
 int rdzv_settle(void);
 void rdzv_lost_names(char *buf, size_t n);

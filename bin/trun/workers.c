@@ -345,6 +345,8 @@ int run_attempt(int attempt, int world, int *sig)
                 kill_at = now_ms() + (int64_t)(opt.grace * 1000);
             }
         }
+        if (rdzv && (remote || first >= 0 || *sig))
+            rdzv_beat();
         if (kill_at >= 0 && running > 0 && now_ms() >= kill_at)
             signal_all(SIGKILL);
     }

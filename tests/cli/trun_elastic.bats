@@ -164,3 +164,37 @@ three_nodes() {
     for h in a b c; do assert_line --regexp "^\[[0-2]\]:round 1 rank [0-2] of 3 on ns$h\$"; done
     [ "$(sed -n 's/^\[\([0-2]\)\]:round 1 rank \1 of 3 on ns[abc]$/\1/p' <<<"$output" | sort | tr -d '\n')" = 012 ]
 }
+
+@test "--nnodes 2:3 across three hosts: a trun stopped by SIGTERM leaves the job, the two left re-form without waiting out its heartbeat" {
+    three_nodes --nnodes 2:3 "${ENDPOINT[@]}" --rdzv-id term --max-restarts 1 sh -c "$(worker 2)"
+    local p
+    for p in $(ip netns pids "$(net_of c)"); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = trun ] && kill -TERM "$p"
+    done
+    wait
+    run cat "$TMP/nsc"
+    assert_line "trun: received SIGTERM, stopped the workers"
+    assert_line "exit 143"
+    run cat "$TMP/nsa" "$TMP/nsb"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    assert_line --regexp '^trun: lost node [0-2] \(nsc\) \(stopped by a signal\); restarting the group with the nodes left \(1 of 1\)$'
+    [ "$(sed -n 's/^\[\([01]\)\]:round 1 rank \1 of 2 on ns[ab]$/\1/p' <<<"$output" | sort | tr -d '\n')" = 01 ]
+}
+
+@test "c10d across hosts: a node whose workers take longer than the heartbeat tolerance to stop is not taken for lost" {
+    # round 0: nsa's worker fails, nsb's ignores SIGTERM for the 6 s grace
+    # (twice the 3 s tolerance); round 1 ends well on both
+    local w='[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && { [ "$(hostname)" = nsa ] && { sleep 1; exit 3; }
+            trap "" TERM; echo "round 0 rank $RANK"; sleep 100; }
+        echo "round $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE on $(hostname)"'
+    local h
+    for h in a b; do
+        run_node "$h" --nnodes 2 --rdzv-backend c10d "${ENDPOINT[@]}" --rdzv-id slow --max-restarts 1 \
+            --grace 6 sh -c "$w"
+    done
+    wait
+    run cat "$TMP/nsa" "$TMP/nsb"
+    [ "$(grep -c '^exit 0$' <<<"$output")" = 2 ]
+    refute_output --partial "lost node"
+    [ "$(sed -n 's/^\[\([01]\)\]:round 1 rank \1 of 2 on ns[ab]$/\1/p' <<<"$output" | sort | tr -d '\n')" = 01 ]
+}
