@@ -261,6 +261,7 @@ int main(int argc, char **argv)
             if (tn_store_add(rdzv, ek, 0, &exited) < 0 || tn_store_add(rdzv, nk, 0, &nodes) < 0 ||
                 exited + rdzv_lost_total() >= nodes)
                 break;
+            rdzv_reap_lost();
             struct timespec ts = {0, 50 * 1000000L};
             nanosleep(&ts, NULL);
         }

@@ -594,6 +594,20 @@ void rdzv_quit(void)
     rdzv_leave(false); /* the others need not wait out its heartbeat */
 }
 
+/* Declares lost the nodes of the round whose heartbeats stopped, as the
+ * store's host waits at the end of the job for the others (a node that
+ * died while this one's workers failed was never declared). */
+void rdzv_reap_lost(void)
+{
+    int pending, finished, lost;
+    short_timeout();
+    if (beat_scan(&pending, &finished, &lost) == 0 && lost) {
+        char names[1024];
+        rdzv_lost_names(names, sizeof names);
+        fprintf(stderr, "trun: lost %s\n", names);
+    }
+}
+
 /* The names of the nodes lost in this round ("node 2 (HOST), ..."). */
 void rdzv_lost_names(char *buf, size_t n)
 {

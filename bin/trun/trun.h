@@ -129,6 +129,7 @@ void rdzv_announce_host(void);
 int rdzv_watch(void);
 void rdzv_beat(void);
 void rdzv_quit(void);
+void rdzv_reap_lost(void);
 void rdzv_leave(bool finished);
 int rdzv_settle(void);
 void rdzv_lost_names(char *buf, size_t n);

@@ -198,3 +198,20 @@ three_nodes() {
     refute_output --partial "lost node"
     [ "$(sed -n 's/^\[\([01]\)\]:round 1 rank \1 of 2 on ns[ab]$/\1/p' <<<"$output" | sort | tr -d '\n')" = 01 ]
 }
+
+@test "c10d across three hosts: when the survivors' workers fail first (as gloo's do when a peer dies), the store's host still ends, declaring the dead node lost" {
+    # the workers fail once $TMP/fail exists, as a collective with a dead
+    # peer does; the join timeout (100 s) outlasts the test's 60 s, so a host
+    # that waited for nsc at the end would be killed by the timeout
+    three_nodes --nnodes 3 --rdzv-backend c10d --rdzv-endpoint 10.78.0.1:29400 --rdzv-id gloo \
+        --rdzv-conf join_timeout=100 sh -c 'echo "round 0 rank $RANK"; while [ ! -e "$0" ]; do sleep 0.1; done; exit 3' "$TMP/fail"
+    kill_host c
+    touch "$TMP/fail"
+    wait
+    # 3: its worker failed first; 1: the other node's did
+    run cat "$TMP/nsa"
+    assert_line --regexp '^exit [13]$'
+    assert_line --regexp '^trun: lost node [0-2] \(nsc\) \(no keep-alive for 3 s\)$'
+    run cat "$TMP/nsb"
+    assert_line --regexp '^exit [13]$'
+}
