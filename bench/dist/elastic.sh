@@ -69,17 +69,19 @@ while time.time() < end:
 PY
 idle='echo ready; exec sleep 300'
 
-# one LAUNCHER KIND ID: the three hosts' launchers; prints the seconds from
+# one LAUNCHER KIND ID PORT: the three hosts' launchers, the endpoint at
+# PORT (each run its own: a store of the last run may still hold its port);
+# prints the seconds from
 # the SIGKILL of host c until both others exited, or "none" past the cap.
 one() {
-    local launcher=$1 kind=$2 id=$3 h
+    local launcher=$1 kind=$2 id=$3 port=$4 h
     local -a cmd
     if [ "$launcher" = trun ]; then
         cmd=(bin/trun/trun)
     else
         cmd=(python3 -m torch.distributed.run)
     fi
-    cmd+=(--nnodes 3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 10.79.0.1:29400
+    cmd+=(--nnodes 3 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "10.79.0.1:$port"
         --rdzv-id "$id" --max-restarts 0)
     if [ "$kind" = idle ]; then
         cmd+=(--no-python sh -c "$idle")
@@ -122,14 +124,16 @@ one() {
     wait
 }
 
-[ -n "$quick" ] && quick_done "dead host, idle workers: survivors out after trun $(one trun idle tquick) s"
+[ -n "$quick" ] && quick_done "dead host, idle workers: survivors out after trun $(one trun idle tquick 29400) s"
+port=29400
 for kind in idle gloo; do
-    ours=$(one trun "$kind" "t$kind")
-    theirs=$(one torchrun "$kind" "p$kind")
+    ours=$(one trun "$kind" "t$kind" $((port += 1)))
+    theirs=$(one torchrun "$kind" "p$kind" $((port += 1)))
     awk -v k="$kind" -v o="$ours" -v t="$theirs" -v cap="$cap" 'BEGIN {
         printf "dead host, %s workers: survivors out after trun %s s, torchrun %s", k, o,
             t == "none" ? "(not within " cap " s)" : t " s"
-        if (o + 0 > 0 && t + 0 > 0) printf ": %.1fx faster", t / o
+        if (o + 0 > 0 && t + 0 >= o + 0) printf ": %.1fx faster", t / o
+        else if (o + 0 > 0 && t + 0 > 0) printf ": %.1fx slower", o / t
         else if (o + 0 > 0 && t == "none") printf ": more than %.0fx faster", cap / o
         printf "\n" }'
 done
