@@ -25,7 +25,7 @@ load helper
     assert_success
     run grep -c "MulBackward0" "$BATS_TEST_TMPDIR/ad.c"
     assert_output 1
-    run grep -q "TN_KEY_AUTOGRAD\] = (void (\*)(void))tn__autograd_mul_Tensor" "$BATS_TEST_TMPDIR/ops.c"
+    run grep -q "TN_KEY_AUTOGRAD\] = GEN_FN(tn__autograd_mul_Tensor)" "$BATS_TEST_TMPDIR/ops.c"
     assert_success
 }
 
