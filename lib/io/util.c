@@ -120,8 +120,8 @@ uint32_t tn__io_crc32(uint32_t crc, const void *data, size_t len)
 static _Thread_local tn_io_progress_fn progress_fn;
 static _Thread_local void *progress_ctx;
 
-/* Sets the calling thread's write-progress callback (tensor/io.h):
- * thread-local, as each writer reports on its own thread; NULL turns it off. */
+/* Sets the calling thread's write-progress callback (tensor/io.h); NULL
+ * turns it off. */
 void tn_io_set_progress(tn_io_progress_fn fn, void *ctx)
 {
     progress_fn = fn;

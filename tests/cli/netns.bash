@@ -1,17 +1,35 @@
 # Hosts made of network namespaces for the Bats tests that run trun across
-# hosts (trun_hosts.bats, trun_sched.bats): two hosts, NS_A (10.77.0.1) and
+# hosts (trun_hosts.bats, trun_sched.bats; trun_elastic.bats, which builds
+# its own three hosts, shares the checks and the clean-up): two hosts, NS_A (10.77.0.1) and
 # NS_B (10.77.0.2), joined by a veth pair (va$$ and vb$$), each trun with its
 # own host name (a UTS namespace) and an /etc/hosts where nsa and node01 are
 # 10.77.0.1, nsb and node02 10.77.0.2 (a mount namespace: Gloo and Slurm's
 # node lists resolve names). Needs root and `ip netns`; netns_setup skips the
 # test with the reason elsewhere. Load after helper.bash.
 
-# Makes the two hosts (and $TMP); skips the test where it is not permitted.
-netns_setup() {
-    TMP=${TMP:-$(mktemp -d)}
+# Skips the test unless ip, unshare and root are here (trun_elastic.bats
+# builds its three bridged hosts itself and shares this and netns_del).
+netns_require() {
     command -v ip >/dev/null || skip "ip (iproute2) is not installed"
     command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
     [ "$(id -u)" = 0 ] || skip "network namespaces need root"
+}
+
+# netns_del NS...: kills what a test left running in each namespace (ours
+# only: the namespaces are the test's) and deletes it; empty names pass.
+netns_del() {
+    local ns p
+    for ns in "$@"; do
+        [ -n "$ns" ] || continue
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+# Makes the two hosts (and $TMP); skips the test where it is not permitted.
+netns_setup() {
+    TMP=${TMP:-$(mktemp -d)}
+    netns_require
     NS_A="tnA$$_$BATS_TEST_NUMBER"
     NS_B="tnB$$_$BATS_TEST_NUMBER"
     ip netns add "$NS_A" 2>"$TMP/err" || skip "ip netns add is not permitted: $(cat "$TMP/err")"
@@ -34,15 +52,9 @@ netns_setup() {
     printf '127.0.0.1 localhost\n10.77.0.1 nsa node01\n10.77.0.2 nsb node02\n' >"$TMP/hosts"
 }
 
-# Kills what a failed test left running on the hosts (ours only: the
-# namespaces are this test's), deletes them and $TMP.
+# Deletes the two hosts, with what a failed test left running there, and $TMP.
 netns_teardown() {
-    local ns p
-    for ns in "${NS_A:-}" "${NS_B:-}"; do
-        [ -n "$ns" ] || continue
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-        ip netns del "$ns" 2>/dev/null || true
-    done
+    netns_del "${NS_A:-}" "${NS_B:-}"
     rm -rf "$TMP"
 }
 

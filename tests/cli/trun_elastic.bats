@@ -8,12 +8,11 @@
 # Needs root and `ip netns`; skipped with the reason elsewhere.
 
 load helper
+load netns
 
 setup() {
     TMP=$(mktemp -d)
-    command -v ip >/dev/null || skip "ip (iproute2) is not installed"
-    command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
-    [ "$(id -u)" = 0 ] || skip "network namespaces need root"
+    netns_require
     NETS=()
     NET_BR="tnE$$_${BATS_TEST_NUMBER}_br"
     ip netns add "$NET_BR" 2>"$TMP/err" || skip "ip netns add is not permitted: $(cat "$TMP/err")"
@@ -51,12 +50,7 @@ make_host() {
 net_of() { echo "tnE$$_${BATS_TEST_NUMBER}_$1"; }
 
 teardown() {
-    local net p
-    for net in "${NETS[@]}"; do
-        # what a test left running there: the namespace is this test's
-        for p in $(ip netns pids "$net" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-        ip netns del "$net" 2>/dev/null || true
-    done
+    netns_del "${NETS[@]}"
     rm -rf "$TMP"
 }
 
