@@ -2,6 +2,8 @@
  * bin/tckpt/ls.c: tckpt ls (one row per tensor, with storages and offsets)
  * and tckpt verify (a full structural check), over one or more files.
  */
+#include <config.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,8 +91,19 @@ static int ls_load(struct input *in)
     return in->v ? 0 : -1;
 }
 
-/* One file's listing; 0, or 2 after a message when it cannot be read. */
-static int ls_one(const char *path)
+/* Whether the last listing's tree may be left to the process's exit:
+ * releasing a 10,000-key DCP tree node by node is a fifth of tckpt ls's
+ * time, and exit returns its memory at once.  Sanitizer builds free it
+ * (TN_SANITIZE), so that a leak there is still one. */
+#if defined(TN_SANITIZE) || defined(__SANITIZE_ADDRESS__)
+#define LS_LEAVE_LAST 0
+#else
+#define LS_LEAVE_LAST 1
+#endif
+
+/* One file's listing; 0, or 2 after a message when it cannot be read.
+ * `last`: the process ends after it (its tree may be left to the exit). */
+static int ls_one(const char *path, bool last)
 {
     struct input in;
     if (input_open(&in, path) < 0 || ls_load(&in) < 0) {
@@ -180,6 +193,10 @@ static int ls_one(const char *path)
     free(stid);
     free(sid);
     entries_free(&l);
+    if (last && LS_LEAVE_LAST) {
+        fflush(stdout);
+        in.v = NULL; /* left to the exit */
+    }
     input_free(&in);
     return 0;
 }
@@ -192,7 +209,7 @@ int cmd_ls(char **files, int n)
          * object a line */
         if (n > 1 && !opt.json)
             printf("%s%s:\n", i ? "\n" : "", files[i]);
-        int r = ls_one(files[i]);
+        int r = ls_one(files[i], i == n - 1);
         if (r > rc)
             rc = r;
     }

@@ -49,6 +49,11 @@ struct tn_tensor *tn__wrapped_scalar(struct tn_scalar s);
  * (caffe2::TypeMeta: "float", "c10::Half"), lib/ops/binary.c. */
 const char *tn__dtype_meta_name(enum tn_dtype dt);
 
+/* fn over [0, n) on the thread pool with OpenBLAS single-threaded inside
+ * (lib/ops/cpu/blas.c, which also keeps OpenBLAS's workers stopped until
+ * its first threaded call) */
+void tn__blas_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx);
+
 /* Kernels for x86-64 CPUs with AVX2 and FMA, picked at run time (the
  * build targets plain x86-64): TN_AVX2 marks such a function (include
  * <immintrin.h> for its intrinsics) and tn__have_avx2() says whether this
@@ -64,9 +69,6 @@ static inline bool tn__have_avx2(void)
 /* The sum of n contiguous float32, and the sum of their squared distances
  * from c, in float64 over blocks of float32 lanes (lib/ops/cpu/reduce.c);
  * only where tn__have_avx2(). */
-/* fn over [0, n) on the thread pool with OpenBLAS single-threaded inside
- * (lib/ops/cpu/linalg.c) */
-void tn__blas_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx);
 TN_AVX2 double tn__sum_f32_avx2(const float *x, int64_t n);
 TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c);
 #endif

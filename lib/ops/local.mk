@@ -23,6 +23,7 @@ libtensor_la_SOURCES += \
 	lib/ops/attention.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
+	lib/ops/cpu/blas.c \
 	lib/ops/cpu/unary.c \
 	lib/ops/cpu/reduce.c \
 	lib/ops/cpu/softmax.c \

@@ -141,3 +141,9 @@ tests_unit_test_dispatch_boxed_SOURCES = tests/unit/test_dispatch_boxed.c
 tests_unit_test_dispatch_boxed_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_dispatch_boxed_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_dispatch_boxed_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_blas
+tests_unit_test_blas_SOURCES = tests/unit/test_blas.c
+tests_unit_test_blas_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_blas_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_blas_LDFLAGS = $(TN_UNIT_LINK)

@@ -206,17 +206,6 @@ static int64_t ceil_div(int64_t a, int64_t b)
     return (a + b - 1) / b;
 }
 
-/* fn over [0, n) on the pool with OpenBLAS single-threaded inside it (its
- * own workers spin after each call and would take the cores the tasks
- * want), then OpenBLAS gets tn_get_num_threads() threads back for its
- * other callers. */
-void tn__blas_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx)
-{
-    openblas_set_num_threads(1);
-    tn_parallel_for(n, grain, fn, ctx);
-    openblas_set_num_threads(tn_get_num_threads());
-}
-
 /* The batch's products on the pool (each task a matrix, or a block of
  * one when the batch is smaller than the thread count). */
 static int gemm_batch(struct gemm_job *j, int64_t batch)
