@@ -36,3 +36,9 @@ tests_unit_test_dcp_SOURCES = tests/unit/test_dcp.c
 tests_unit_test_dcp_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_dcp_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_dcp_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_opcode_table
+tests_unit_test_opcode_table_SOURCES = tests/unit/test_opcode_table.c
+tests_unit_test_opcode_table_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_opcode_table_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_opcode_table_LDFLAGS = $(TN_UNIT_LINK)
