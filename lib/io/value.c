@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Arenas.  A load makes hundreds of thousands of small values (a DCP
  * .metadata of 10,000 keys about 400,000), and one malloc and one free
@@ -17,7 +18,10 @@
  * from blocks: 64 KiB, then each twice the last up to 2 MiB, each aligned
  * to its size.  (Huge pages, asked for with madvise, cut the page faults
  * tenfold but cost three times the system time on this shared machine,
- * in the kernel's compaction: not asked for.)  Every 64 KiB unit of a block
+ * in the kernel's compaction: not asked for.)  A new block's pages are
+ * faulted in at once with madvise(MADV_POPULATE_WRITE) (Linux 5.14; one
+ * call instead of a fault per 4 KiB page as the values fill it; ignored
+ * where refused).  Every 64 KiB unit of a block
  * starts with a pointer to the block's head, so any piece finds its block.
  * A block counts the pieces carved from it that still live, plus one while
  * the arena carves from it; it is freed when the count reaches zero, on
@@ -66,6 +70,20 @@ void tn__value_arena_end(struct tn__value_arena *a)
     arena = a->outer;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14's, where the headers are older */
+#endif
+
+/* Faults in the n bytes at p (page-aligned) writable, in one call. */
+static void populate(void *p, size_t n)
+{
+#ifdef __linux__
+    (void)madvise(p, n, MADV_POPULATE_WRITE);
+#else
+    (void)p, (void)n;
+#endif
+}
+
 /* Makes a's next block current (dropping its hold on the last); false
  * when none could be had. */
 static bool next_block(struct tn__value_arena *a)
@@ -76,6 +94,7 @@ static bool next_block(struct tn__value_arena *a)
     struct block *b = aligned_alloc(size, size);
     if (!b)
         return false;
+    populate(b, size);
     b->self = b;
     b->live = 1;
     if (a->block)
