@@ -165,11 +165,15 @@ static void test_two_ranks(void **state)
     tn_dcp_close(d);
 }
 
-/* Every key of two/ read as `world` ranks would hold it, split along
- * `dim`, glued back and compared with dcp_to_torch_save's tensor. */
-static void reshard(int world, int dim)
+/* Every key of folder `name` (two/, four/) read as `world` ranks would
+ * hold it, split along `dim`, glued back and compared with
+ * dcp_to_torch_save's tensor (name.pt). */
+static void reshard(const char *name, int world, int dim)
 {
-    struct tn_value *ref = tn_load(FIX "/two.pt", NULL);
+    char dir[512], pt[520];
+    snprintf(dir, sizeof dir, FIX "/%s", name);
+    snprintf(pt, sizeof pt, "%s.pt", dir);
+    struct tn_value *ref = tn_load(pt, NULL);
     assert_non_null(ref);
     static const char *const keys[][3] = {{"model.w", "model", "w"}, {"model.c", "model", "c"},
                                           {"model.b", "model", "b"}};
@@ -192,7 +196,7 @@ static void reshard(int world, int dim)
             memcpy(sh[r].global_sizes, full->sizes, sizeof(int64_t) * full->ndim);
             at += len;
         }
-        if (tn_dcp_load(FIX "/two", sh, (size_t)world) < 0)
+        if (tn_dcp_load(dir, sh, (size_t)world) < 0)
             print_message("# %s\n", tn_last_error());
         for (int r = 0; r < world; r++) {
             struct tn_tensor *v = tn_narrow(out, dd, sh[r].offsets[dd], sh[r].tensor->sizes[dd]);
@@ -202,7 +206,8 @@ static void reshard(int world, int dim)
         }
         char *x = tn_test_hex(out), *y = tn_test_hex(full);
         if (strcmp(x, y))
-            print_message("# %s at %d ranks along %d differs\n", keys[k][0], world, dim);
+            print_message("# %s of %s at %d ranks along %d differs\n", keys[k][0], name, world,
+                          dim);
         assert_string_equal(x, y);
         free(x);
         free(y);
@@ -216,7 +221,7 @@ static void test_reshard(void **state)
     (void)state;
     for (int world = 1; world <= 3; world++)
         for (int dim = 0; dim < 2; dim++)
-            reshard(world, dim);
+            reshard("two", world, dim);
     /* a region across both saved chunks, offset in both dimensions */
     struct tn_dcp *d = tn_dcp_open(FIX "/two");
     struct tn_tensor *t = tn_empty(TN_SHAPE(2, 2), TN_FLOAT32);
@@ -231,6 +236,27 @@ static void test_reshard(void **state)
     assert_true(tn_dcp_read(d, "model.c", (int64_t[]){0, 0}, t) < 0);
     tn_release(t);
     tn_dcp_close(d);
+}
+
+/* four/: saved by 4 gloo ranks (rows 2+2+2+1, columns 3+3+3+1), read
+ * whole and by 1, 2 and 3 ranks along either dimension. */
+static void test_four_ranks(void **state)
+{
+    (void)state;
+    check_whole("four");
+    struct tn_dcp *d = tn_dcp_open(FIX "/four");
+    assert_non_null(d);
+    assert_int_equal(tn_dcp_files(d), 4);
+    const struct tn_dcp_item *w = tn_dcp_find(d, "model.w"), *c = tn_dcp_find(d, "model.c");
+    assert_true(w && c);
+    assert_int_equal(w->nchunks, 4);
+    assert_int_equal(w->chunks[3].offsets[0], 6);
+    assert_int_equal(c->nchunks, 4);
+    assert_int_equal(c->chunks[3].offsets[1], 9);
+    tn_dcp_close(d);
+    for (int world = 1; world <= 3; world++)
+        for (int dim = 0; dim < 2; dim++)
+            reshard("four", world, dim);
 }
 
 /* A folder of two/'s .distcp files and bad/<name>.metadata; the caller
@@ -311,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_one_process),
         cmocka_unit_test(test_two_ranks),
         cmocka_unit_test(test_reshard),
+        cmocka_unit_test(test_four_ranks),
         cmocka_unit_test(test_refused),
     };
     return TN_RUN_TESTS(tests);
