@@ -30,8 +30,10 @@ ol=$(echo "$ours" | awk '/^load_s/ {print $2}')
 oa=$(echo "$ours" | awk '/^async_s/ {print $2}')
 oat=$(echo "$ours" | awk '/^async_total_s/ {print $2}')
 of=$(echo "$ours" | awk '/^floor_s/ {print $2}')
+orp=$(echo "$ours" | awk '/^save_replace_s/ {print $2}')
 echo "DCP state dict of $mib MiB, 2 ranks (shared 2-core machine, under load; both saves durable)"
 echo "tensorkit: save $os s, load $ol s, async save held $oa s (done after $oat s)"
+echo "tensorkit: a save over an existing folder (the old one removed in the background): $orp s"
 echo "disk floor: the same bytes raw, pwrite and fdatasync by 2 writers at once: $of s"
 quick_done dcp
 if ! python3 -c 'import torch.distributed.checkpoint' 2>/dev/null; then

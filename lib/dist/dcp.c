@@ -53,15 +53,12 @@ int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, st
     if (!rc)
         rc = agree(pg, rank == 0 ? tn__dcp_finish(tmp, dir, world, true) : 0, dir,
                    "writing .metadata");
-    if (!rc) {
-        /* the checkpoint it replaced, now at tmp: each rank unlinks its
-         * own old shard files at once, then rank 0 the rest; a failure
-         * there is none of the save's (the next save's first step removes
-         * what is left) */
-        tn__dcp_remove_old(tmp, rank, world);
-        (void)tn_pg_barrier(pg);
-        if (rank == 0)
-            (void)tn__dcp_remove(tmp);
+    if (!rc && rank == 0) {
+        /* the checkpoint it replaced, now at tmp, is renamed aside and
+         * unlinked in the background (0.15 s a 512 MiB file here, which
+         * the save no longer waits for); a failure there is none of the
+         * save's (the next save's first step removes what is left) */
+        tn__dcp_remove_later(tmp);
     }
     if (rc && began) {
         /* every rank is past its writes (or gone): the partial folder goes */

@@ -257,17 +257,19 @@ struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char 
  * not a DCP folder); each rank's shards written with their description
  * (replicated ones by one rank chosen by the key); then, by one rank,
  * .metadata from the descriptions and the rename over `dir`; the folder
- * it replaced is removed then, or with keep_old left at `tmp` for every
- * rank's tn__dcp_remove_old (its own old shard files, all ranks at once)
- * and then one rank's tn__dcp_remove (the rest, and the folder). */
+ * it replaced is then removed in the background (tn__dcp_remove_later),
+ * or with keep_old left at `tmp` for the caller. */
 struct tn_dcp_shard;
 char *tn__dcp_tmp_name(const char *dir);
 int tn__dcp_begin(const char *dir, const char *tmp);
 int tn__dcp_write_shards(const char *tmp, int rank, int world, const struct tn_dcp_shard *shards,
                          size_t n);
 int tn__dcp_finish(const char *tmp, const char *dir, int world, bool keep_old);
-void tn__dcp_remove_old(const char *tmp, int rank, int world);
-int tn__dcp_remove(const char *tmp);
+/* The folder at `tmp` (files only) renamed aside and removed on a thread
+ * of its own, which the process's exit waits for; tn__dcp_remove_wait
+ * waits for every such removal now (tests). */
+void tn__dcp_remove_later(const char *tmp);
+void tn__dcp_remove_wait(void);
 /* Removes a failed save's temporary folder (files only). */
 int tn__dcp_discard(const char *tmp);
 /* The mapped bytes of the folder's i-th file (borrowed). */

@@ -12,13 +12,17 @@
  */
 #include "tn_test.h"
 
+#include "io/internal.h"
+
 #include <tensor/dcp.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define ROWS 7
@@ -179,6 +183,18 @@ static void fresh(char *dir, char *ck, size_t cap)
     snprintf(ck, cap, "%s/ck", dir);
 }
 
+/* Entries of folder d but . and .. */
+static int entries(const char *d)
+{
+    DIR *dd = opendir(d);
+    assert_non_null(dd);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dd));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(dd);
+    return n;
+}
+
 static void test_save_and_fail(void **state)
 {
     (void)state;
@@ -195,10 +211,31 @@ static void test_save_and_fail(void **state)
             assert_int_equal(a[r].rc, 0);
         }
         check_folder(ck, world);
-        /* the 2-rank checkpoint the 3 ranks replaced is gone, every file
-         * (each rank unlinks its own, rank 0 the rest and the folder) */
+        /* the 2-rank checkpoint the 3 ranks replaced is renamed aside at
+         * once, and gone, every file, once the background removal ends */
         assert_int_not_equal(access(tmpd, F_OK), 0);
+        tn__dcp_remove_wait();
+        assert_int_equal(entries(dir), 1); /* ck alone */
     }
+    /* an old folder whose process was killed before its removal ended
+     * (a PID that is gone) goes with the next save's first step */
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    assert_true(gone > 0);
+    waitpid(gone, NULL, 0);
+    char stale[160], f0[200];
+    snprintf(stale, sizeof stale, "%s-old-%ld-1", tmpd, (long)gone);
+    assert_int_equal(mkdir(stale, 0777), 0);
+    snprintf(f0, sizeof f0, "%s/__0_0.distcp", stale);
+    FILE *sf = fopen(f0, "w");
+    assert_non_null(sf);
+    fclose(sf);
+    save(ck, 3, -1, -1, a);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(a[r].rc, 0);
+    tn__dcp_remove_wait();
+    assert_int_equal(entries(dir), 1);
     /* the blocks each rank reserved for its file beyond what it wrote
      * (its tensors' bytes and 8 KiB each) are freed at the end */
     for (int r = 0; r < 3; r++) {
