@@ -10,6 +10,7 @@
  * content and walked with limits.  Nothing in the input is ever run.
  */
 #include "io/scan_internal.h"
+#include "io/le.h"
 
 #include <tensor/dcp.h>
 
@@ -170,14 +171,6 @@ char *tn__scan_join(const char *parent, const char *name)
     memcpy(s + a, name, l + 1);
     return s;
 }
-
-/* Little-endian readers over bytes the caller has range-checked. */
-static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 /* Whether b starts with PROTO 0-5, as pickles of protocol 2 and later do. */
 static bool is_pickle_start(const unsigned char *b, size_t len)

@@ -4,6 +4,7 @@
  * exactly as PyTorch's miniz-based PyTorchStreamWriter does.
  */
 #include "io/internal.h"
+#include "io/le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,14 +67,6 @@ static int zip_index(struct tn_zip *z)
     }
     return 0;
 }
-
-/* Little-endian readers over bytes the caller has range-checked. */
-static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 /* Is [off, off+n) inside [0, len)? Without overflow. */
 static bool in_range(uint64_t off, uint64_t n, uint64_t len) { return off <= len && n <= len - off; }
