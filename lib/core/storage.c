@@ -52,7 +52,10 @@ struct tn_block_cache {
 };
 
 /* This thread's cache, made at its first release of a block; a pointer so
- * that it takes 8 bytes of static TLS. */
+ * that it takes 8 bytes of static TLS.  Per thread so that the allocate and
+ * release paths, which read it on every block, take no lock; only this
+ * thread reads and fills it, and at its exit tn_cache_key's destructor frees
+ * the blocks it holds. */
 static _Thread_local struct tn_block_cache *tn_cache TN_TLS_IE;
 /* Where tn_cache points once nothing may be cached on this thread (never
  * written: every store checks `closed` first). */

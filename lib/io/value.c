@@ -42,7 +42,11 @@ struct block {
     long live;          /* pieces carved and not yet dropped, + 1 while current */
 };
 
-static _Thread_local struct tn__value_arena *arena; /* the thread's innermost, or NULL */
+/* The innermost arena begun on this thread (tn__value_arena_begin), or NULL:
+ * the value parsers of this thread carve from it.  Per thread because a
+ * parse runs on one thread and must not carve from an arena another thread's
+ * parse owns and ends; arenas nest through their outer link. */
+static _Thread_local struct tn__value_arena *arena;
 
 static struct block *block_of(const void *p)
 {

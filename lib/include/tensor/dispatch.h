@@ -340,8 +340,13 @@ int tn_ivalue_int(const struct tn_op *op, const struct tn_ivalue *st, int n, int
 int tn_ivalue_double(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                      double *out);
 int tn_ivalue_bool(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, bool *out);
-/* str: points into the stack, or at the default's unquoted text, which lives
- * as long as the process (each call's defaults are its own). */
+/* str: *out points into the stack (the caller's string, valid while the
+ * stack is), or, for an absent argument, at its schema default's unquoted
+ * text: one read-only copy per distinct default, shared by every call and
+ * thread and kept for the life of the process (never free it).  *out is NULL
+ * for an absent optional argument whose default is None or missing.
+ * TN_EINVAL for a non-str value or an absent required one, TN_ENOMEM when the
+ * default cannot be copied. */
 int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                   const char **out);
 int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
