@@ -74,7 +74,12 @@ const struct tn_op *tn_op_find(const char *name)
     char buf[256];
     const char *q = name;
     if (!strstr(name, "::")) {
-        snprintf(buf, sizeof buf, "aten::%s", name);
+        /* A name too long for buf is unknown: truncated, it could match
+         * a registered prefix. */
+        if ((size_t)snprintf(buf, sizeof buf, "aten::%s", name) >= sizeof buf) {
+            tn_set_error(TN_EINVAL, "unknown operator '%.64s...': name too long", name);
+            return NULL;
+        }
         q = buf;
     }
     pthread_mutex_lock(&registry_lock);

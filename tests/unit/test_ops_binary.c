@@ -4,6 +4,7 @@
  * boxed by its op name; a few typed calls check the in-place and out=
  * variants, the Meta key and the key sets.
  */
+#include <string.h>
 #include "ops_cases.h"
 
 static void test_fixture_cases(void **state)
@@ -75,6 +76,14 @@ static void test_meta_and_keys(void **state)
     assert_null(tn_add(NULL, b, tn_int(1)));
     assert_string_equal(tn_last_error(), "add(): argument 'self' (position 1) must be Tensor, not None");
     assert_null(tn_op_find("aten::nonesuch.Tensor"));
+    /* A name that does not fit the lookup buffer is refused, not truncated
+     * (a truncated name could match a registered prefix). */
+    char longname[400];
+    memset(longname, 'x', sizeof longname - 1);
+    memcpy(longname, "add", 3);
+    longname[sizeof longname - 1] = '\0';
+    assert_null(tn_op_find(longname));
+    assert_non_null(strstr(tn_last_error(), "name too long"));
     const struct tn_op *op = tn_op_find("add.out");
     assert_non_null(op);
     assert_string_equal(op->qualname, "aten::add.out");

@@ -150,7 +150,8 @@ struct tn_op {
 int tn_op_register(struct tn_op *op);
 
 /* The op named "aten::add.Tensor", "add.Tensor" (namespace aten), or "add"
- * (the overload without a name); NULL with an error when unknown. */
+ * (the overload without a name); NULL with an error when unknown or, without
+ * a namespace, longer than 249 bytes (never matched by a truncated prefix). */
 const struct tn_op *tn_op_find(const char *name);
 
 /* Calls op boxed. stack holds nargs arguments in schema order (NONE or
