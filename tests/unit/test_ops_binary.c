@@ -84,6 +84,9 @@ static void test_meta_and_keys(void **state)
     longname[sizeof longname - 1] = '\0';
     assert_null(tn_op_find(longname));
     assert_non_null(strstr(tn_last_error(), "name too long"));
+    /* A loadable library that is no tgen plugin: TN_EFORMAT, as documented. */
+    assert_int_equal(tn_library_load("libc.so.6"), TN_EFORMAT);
+    assert_non_null(strstr(tn_last_error(), "no tn_plugin_init"));
     const struct tn_op *op = tn_op_find("add.out");
     assert_non_null(op);
     assert_string_equal(op->qualname, "aten::add.out");

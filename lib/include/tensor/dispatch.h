@@ -165,7 +165,8 @@ int tn_op_arg_index(const struct tn_op *op, const char *name);
 
 /* Loads a plugin built from tgen --plugin output: dlopens `path` and runs
  * the registration function tgen generated into it. Returns 0 or an error
- * (TN_EIO when it cannot load, TN_EINVAL when an op is already there). */
+ * (TN_EIO when it cannot load, TN_EFORMAT when it loads but has no
+ * tn_plugin_init, TN_EINVAL when an op is already there). */
 int tn_library_load(const char *path);
 
 /* ---------------------------------------- what generated code calls */
