@@ -136,7 +136,15 @@ static struct expr *parse_primary(struct parser *p, int depth)
         return NULL;
     }
     if (isdigit((unsigned char)*s) || (*s == '.' && isdigit((unsigned char)s[1]))) {
-        size_t n = strspn(s, "0123456789.eE");
+        /* digits, a point, and an exponent with its sign (1e-12): the
+         * exponent's '-' is part of the number, not a subtraction */
+        size_t n = strspn(s, "0123456789.");
+        if ((s[n] == 'e' || s[n] == 'E') &&
+            (isdigit((unsigned char)s[n + 1]) ||
+             ((s[n + 1] == '-' || s[n + 1] == '+') && isdigit((unsigned char)s[n + 2])))) {
+            n += 1 + (s[n + 1] == '-' || s[n + 1] == '+');
+            n += strspn(s + n, "0123456789");
+        }
         if (n >= sizeof((struct expr *)0)->text) {
             p_error(p, "number too long");
             return NULL;

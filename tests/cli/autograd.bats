@@ -29,6 +29,23 @@ load helper
     assert_success
 }
 
+@test "tgen reads a number's exponent with its sign (1e-12 is one number, not 1e minus 12)" {
+    printf -- '- name: mul.Tensor\n  self: grad * (other + 1e-12)\n  other: grad * 2.5E+3 - 4e2\n' \
+        > "$BATS_TEST_TMPDIR/n.yaml"
+    run tgen --header "$BATS_TEST_TMPDIR/ops.h" --private-header "$BATS_TEST_TMPDIR/ops_gen.h" \
+        --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/n.yaml" \
+        --autograd "$BATS_TEST_TMPDIR/ad.c" "$TN_SRCDIR/schemas/native_functions.yaml"
+    assert_success
+    run grep -cF '{TN__DX_NUM, 0, '"'"' '"'"', "1e-12"}' "$BATS_TEST_TMPDIR/ad.c"
+    assert_output 1
+    run grep -cF '{TN__DX_NUM, 0, '"'"' '"'"', "2.5E+3"}' "$BATS_TEST_TMPDIR/ad.c"
+    assert_output 1
+    run grep -cF '{TN__DX_NUM, 0, '"'"' '"'"', "4e2"}' "$BATS_TEST_TMPDIR/ad.c"
+    assert_output 1
+    run grep -cF '"1e"' "$BATS_TEST_TMPDIR/ad.c"
+    assert_output 0
+}
+
 @test "tgen names the place of a bad formula" {
     printf -- '- name: mul.Tensor\n  self: grad * (other\n' > "$BATS_TEST_TMPDIR/bad.yaml"
     run tgen --source "$BATS_TEST_TMPDIR/ops.c" --derivatives "$BATS_TEST_TMPDIR/bad.yaml" \
