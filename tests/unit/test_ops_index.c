@@ -61,6 +61,40 @@ static void test_index_put_in_place(void **state)
     tn_release(x);
 }
 
+/* gather, flip and roll on Meta (the joint graph's shape pass needs them):
+ * the shapes PyTorch gives, no data read. */
+static void test_meta_gather_flip_roll(void **state)
+{
+    (void)state;
+    struct tn_device meta = {TN_DEVICE_META, 0};
+    struct tn_tensor *x = tn_empty_on(TN_SHAPE(4, 5), TN_FLOAT64, meta);
+    struct tn_tensor *i = tn_empty_on(TN_SHAPE(4, 2), TN_INT64, meta);
+    struct tn_tensor *r = tn_gather(x, 1, i, false);
+    assert_non_null(r);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->dtype, TN_FLOAT64);
+    assert_int_equal(r->ndim, 2);
+    assert_int_equal(r->sizes[0], 4);
+    assert_int_equal(r->sizes[1], 2);
+    tn_release(r);
+    assert_null(tn_gather(x, 2, i, false)); /* a bad dim is still refused */
+    int64_t dims[] = {0}, shifts[] = {3};
+    r = tn_flip(x, dims, 1);
+    assert_non_null(r);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->sizes[0], 4);
+    assert_int_equal(r->sizes[1], 5);
+    tn_release(r);
+    r = tn_roll(x, shifts, 1, dims, 1);
+    assert_non_null(r);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->sizes[0], 4);
+    assert_int_equal(r->sizes[1], 5);
+    tn_release(r);
+    tn_release(i);
+    tn_release(x);
+}
+
 /* On the Meta device the result's shape comes out, with no data. */
 static void test_meta_shape(void **state)
 {
@@ -220,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_typed_none_entry),
         cmocka_unit_test(test_index_put_in_place),
         cmocka_unit_test(test_meta_shape),
+        cmocka_unit_test(test_meta_gather_flip_roll),
         cmocka_unit_test(test_saved_index_version),
     };
     return TN_RUN_TESTS(tests);

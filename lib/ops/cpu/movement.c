@@ -103,8 +103,8 @@ struct tn_tensor *tn__cpu_flip(tn_keyset ks, const struct tn_tensor *self, const
     if (dims_len > 0 && tn__reduce_mask("flip", self, dims, dims_len, mask) < 0)
         return NULL;
     struct tn_tensor *out = like(self);
-    if (!out)
-        return NULL;
+    if (!out || self->device.type == TN_DEVICE_META) /* Meta: the shape only */
+        return out;
     const void *ctx[2] = {self, mask};
     remap(self, out, flip_map, ctx);
     return out;
@@ -172,7 +172,7 @@ struct tn_tensor *tn__cpu_roll(tn_keyset ks, const struct tn_tensor *self, const
         }
     }
     struct tn_tensor *out = like(self);
-    if (out && tn_numel(self) > 0)
+    if (out && tn_numel(self) > 0 && self->device.type != TN_DEVICE_META)
         remap(self, out, roll_map, &r);
     return out;
 }
