@@ -61,7 +61,7 @@ static void test_index_put_in_place(void **state)
     tn_release(x);
 }
 
-/* gather, flip and roll on Meta (the joint graph's shape pass needs them):
+/* gather, flip, roll and where on Meta (the joint graph's shape pass needs them):
  * the shapes PyTorch gives, no data read. */
 static void test_meta_gather_flip_roll(void **state)
 {
@@ -91,6 +91,19 @@ static void test_meta_gather_flip_roll(void **state)
     assert_int_equal(r->sizes[0], 4);
     assert_int_equal(r->sizes[1], 5);
     tn_release(r);
+    /* where.self: the three shapes broadcast, self and other promoted */
+    struct tn_tensor *c = tn_empty_on(TN_SHAPE(5), TN_BOOL, meta);
+    struct tn_tensor *f = tn_empty_on(TN_SHAPE(4, 1), TN_FLOAT32, meta);
+    r = tn_where_self(c, f, x);
+    assert_non_null(r);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->dtype, TN_FLOAT64);
+    assert_int_equal(r->ndim, 2);
+    assert_int_equal(r->sizes[0], 4);
+    assert_int_equal(r->sizes[1], 5);
+    tn_release(r);
+    tn_release(f);
+    tn_release(c);
     tn_release(i);
     tn_release(x);
 }

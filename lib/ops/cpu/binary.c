@@ -492,9 +492,12 @@ struct tn_tensor *tn__cpu_where(tn_keyset ks, const struct tn_tensor *condition,
     enum tn_dtype dt = tn_result_type(ops, 2, NULL, 0);
     if (dt == TN_DTYPE_UNSET)
         return NULL;
-    struct tn_tensor *out = tn_empty_on(shape, nd, dt, self->device);
+    bool meta = condition->device.type == TN_DEVICE_META ||
+                self->device.type == TN_DEVICE_META || other->device.type == TN_DEVICE_META;
+    struct tn_tensor *out = tn_empty_on(shape, nd, dt,
+                                        meta ? (struct tn_device){TN_DEVICE_META, 0} : self->device);
     struct tn_tensor *a = NULL, *b = NULL, *ea = NULL, *eb = NULL, *ec = NULL;
-    if (!out || tn_numel(out) == 0)
+    if (!out || tn_numel(out) == 0 || meta) /* Meta: the shape and dtype only */
         return out;
     if (!(a = tn_to_dtype(self, dt)) || !(b = tn_to_dtype(other, dt)) ||
         !(ea = tn_expand(a, shape, nd)) || !(eb = tn_expand(b, shape, nd)) ||
