@@ -146,6 +146,10 @@ struct tn_tensor *tn__composite_constant_pad_nd(tn_keyset ks, const struct tn_te
         tn__keep_free(&k);
         return c;
     }
+    if (self->device.type == TN_DEVICE_META) { /* Meta: the padded shape only */
+        tn__keep_free(&k);
+        return tn_empty_on(sizes, nd, self->dtype, self->device);
+    }
     TN_KEEP(&k, out, tn_full(sizes, nd, value, self->dtype));
     win = tn_retain(out);
     tn__keep(&k, win);

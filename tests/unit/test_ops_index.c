@@ -61,7 +61,7 @@ static void test_index_put_in_place(void **state)
     tn_release(x);
 }
 
-/* gather, flip, roll and where on Meta (the joint graph's shape pass needs them):
+/* gather, flip, roll, where and constant_pad_nd on Meta (the joint graph's shape pass needs them):
  * the shapes PyTorch gives, no data read. */
 static void test_meta_gather_flip_roll(void **state)
 {
@@ -101,6 +101,15 @@ static void test_meta_gather_flip_roll(void **state)
     assert_int_equal(r->ndim, 2);
     assert_int_equal(r->sizes[0], 4);
     assert_int_equal(r->sizes[1], 5);
+    tn_release(r);
+    /* constant_pad_nd: (1, 2) on the last dim, -1 (a crop) on the first */
+    int64_t pad[] = {1, 2, -1, 0};
+    r = tn_constant_pad_nd(x, pad, 4, tn_float(0.5));
+    assert_non_null(r);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->ndim, 2);
+    assert_int_equal(r->sizes[0], 3);
+    assert_int_equal(r->sizes[1], 8);
     tn_release(r);
     tn_release(f);
     tn_release(c);
