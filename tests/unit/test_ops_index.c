@@ -61,56 +61,38 @@ static void test_index_put_in_place(void **state)
     tn_release(x);
 }
 
-/* gather, flip, roll, where and constant_pad_nd on Meta (the joint graph's shape pass needs them):
- * the shapes PyTorch gives, no data read. */
+/* r is a float64 Meta tensor of sizes (a, b); released. */
+static void assert_meta_2d(struct tn_tensor *r, int64_t a, int64_t b)
+{
+    assert_non_null(r);
+    assert_int_equal(r->device.type, TN_DEVICE_META);
+    assert_int_equal(r->dtype, TN_FLOAT64);
+    assert_int_equal(r->ndim, 2);
+    assert_int_equal(r->sizes[0], a);
+    assert_int_equal(r->sizes[1], b);
+    tn_release(r);
+}
+
+/* gather, flip, roll, where and constant_pad_nd on Meta (the joint graph's
+ * shape pass needs them): the shapes PyTorch gives, no data read. */
 static void test_meta_gather_flip_roll(void **state)
 {
     (void)state;
     struct tn_device meta = {TN_DEVICE_META, 0};
     struct tn_tensor *x = tn_empty_on(TN_SHAPE(4, 5), TN_FLOAT64, meta);
     struct tn_tensor *i = tn_empty_on(TN_SHAPE(4, 2), TN_INT64, meta);
-    struct tn_tensor *r = tn_gather(x, 1, i, false);
-    assert_non_null(r);
-    assert_int_equal(r->device.type, TN_DEVICE_META);
-    assert_int_equal(r->dtype, TN_FLOAT64);
-    assert_int_equal(r->ndim, 2);
-    assert_int_equal(r->sizes[0], 4);
-    assert_int_equal(r->sizes[1], 2);
-    tn_release(r);
+    assert_meta_2d(tn_gather(x, 1, i, false), 4, 2);
     assert_null(tn_gather(x, 2, i, false)); /* a bad dim is still refused */
     int64_t dims[] = {0}, shifts[] = {3};
-    r = tn_flip(x, dims, 1);
-    assert_non_null(r);
-    assert_int_equal(r->device.type, TN_DEVICE_META);
-    assert_int_equal(r->sizes[0], 4);
-    assert_int_equal(r->sizes[1], 5);
-    tn_release(r);
-    r = tn_roll(x, shifts, 1, dims, 1);
-    assert_non_null(r);
-    assert_int_equal(r->device.type, TN_DEVICE_META);
-    assert_int_equal(r->sizes[0], 4);
-    assert_int_equal(r->sizes[1], 5);
-    tn_release(r);
+    assert_meta_2d(tn_flip(x, dims, 1), 4, 5);
+    assert_meta_2d(tn_roll(x, shifts, 1, dims, 1), 4, 5);
     /* where.self: the three shapes broadcast, self and other promoted */
     struct tn_tensor *c = tn_empty_on(TN_SHAPE(5), TN_BOOL, meta);
     struct tn_tensor *f = tn_empty_on(TN_SHAPE(4, 1), TN_FLOAT32, meta);
-    r = tn_where_self(c, f, x);
-    assert_non_null(r);
-    assert_int_equal(r->device.type, TN_DEVICE_META);
-    assert_int_equal(r->dtype, TN_FLOAT64);
-    assert_int_equal(r->ndim, 2);
-    assert_int_equal(r->sizes[0], 4);
-    assert_int_equal(r->sizes[1], 5);
-    tn_release(r);
+    assert_meta_2d(tn_where_self(c, f, x), 4, 5);
     /* constant_pad_nd: (1, 2) on the last dim, -1 (a crop) on the first */
     int64_t pad[] = {1, 2, -1, 0};
-    r = tn_constant_pad_nd(x, pad, 4, tn_float(0.5));
-    assert_non_null(r);
-    assert_int_equal(r->device.type, TN_DEVICE_META);
-    assert_int_equal(r->ndim, 2);
-    assert_int_equal(r->sizes[0], 3);
-    assert_int_equal(r->sizes[1], 8);
-    tn_release(r);
+    assert_meta_2d(tn_constant_pad_nd(x, pad, 4, tn_float(0.5)), 3, 8);
     tn_release(f);
     tn_release(c);
     tn_release(i);
