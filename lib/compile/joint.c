@@ -27,6 +27,7 @@
  */
 #include "compile/internal.h"
 #include "autograd/formula_table.h"
+#include "graph/internal.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -1627,7 +1628,8 @@ static void mark_needs_grad(struct jb *b)
 {
     const struct tn_graph *g = b->g;
     for (int i = 0; i < g->ninputs; i++)
-        if (g->inputs[i].kind == TN_GIN_PARAMETER && g->inputs[i].value >= 0)
+        if (g->inputs[i].kind == TN_GIN_PARAMETER && g->inputs[i].value >= 0 &&
+            !tn__graph_param_frozen(g, i))
             b->needs_grad[g->inputs[i].value] = true;
     for (int k = 0; k < g->nnodes; k++) {
         const struct tn_graph_node *n = &g->nodes[k];

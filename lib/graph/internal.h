@@ -81,6 +81,11 @@ const struct tn_op *tn__graph_builtin(const char *qualname);
 const struct tn_op *tn__graph_factory(const char *qualname);
 extern _Thread_local bool tn__graph_meta_factories;
 bool tn__graph_is_factory(const struct tn_op *op);
+/* Whether input I is a frozen parameter (requires_grad false, as
+ * torch.export records it): it gets no gradient. A graph none of whose
+ * parameters says requires_grad (our writer and the 1.13 exporter leave it
+ * false throughout) has none frozen. */
+bool tn__graph_param_frozen(const struct tn_graph *g, int i);
 
 /* Writes "float32[2, 8]" (or "sym 7") for a tensor into buf. */
 void tn__graph_describe(const struct tn_tensor *t, char *buf, size_t len);

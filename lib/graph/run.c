@@ -104,6 +104,18 @@ int tn__graph_bind(const struct tn_graph *g, const struct tn_value *weights,
     return rc;
 }
 
+bool tn__graph_param_frozen(const struct tn_graph *g, int i)
+{
+    if (g->inputs[i].kind != TN_GIN_PARAMETER || g->inputs[i].value < 0 ||
+        g->values[g->inputs[i].value].requires_grad)
+        return false;
+    for (int k = 0; k < g->ninputs; k++)
+        if (g->inputs[k].kind == TN_GIN_PARAMETER && g->inputs[k].value >= 0 &&
+            g->values[g->inputs[k].value].requires_grad)
+            return true;
+    return false;
+}
+
 /* With autograd: an op without a derivative lets its outputs drop out of
  * the graph, and the parameters before it would silently get no gradient;
  * that is an error naming the node. An op with a derivative records at
@@ -176,7 +188,8 @@ static int run(const struct tn_graph *g, const struct tn_value *weights,
             rc = t ? rc : tn_last_status();
             goto done;
         }
-        if (o.requires_grad && g->inputs[i].kind == TN_GIN_PARAMETER) {
+        if (o.requires_grad && g->inputs[i].kind == TN_GIN_PARAMETER &&
+            !tn__graph_param_frozen(g, i)) {
             /* a leaf of our own over the same storage, so the caller's
              * tensor keeps its flags */
             if (!(slots[vi].t = tn_detach(t)) ||

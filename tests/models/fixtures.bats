@@ -26,3 +26,7 @@ fixture() {
 @test "adaptive_avg_pool1d (Hugging Face Swin), lgamma and its gradient, scatter_reduce and scatter.reduce (issue 25), pow.Scalar, div.Tensor_mode and floor_divide with a number (XCiT, EdgeNeXt, Mixtral)" {
     fixture zoo_ops 19 1
 }
+
+@test "a frozen parameter (requires_grad false, Pegasus's positions) gets no gradient" {
+    fixture zoo_frozen 1 1
+}
