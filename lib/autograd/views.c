@@ -22,6 +22,10 @@ struct geom {
     int64_t in_off, v_off;
     int64_t in_sizes[TN_MAX_DIMS], in_strides[TN_MAX_DIMS];
     int64_t v_sizes[TN_MAX_DIMS], v_strides[TN_MAX_DIMS];
+    /* view or reshape: the view's elements are the input's in row-major
+     * order whatever the strides, so the backward is a reshape, also of an
+     * input whose elements overlap (an expanded one) */
+    bool reshape;
 };
 
 struct geom_node {
@@ -173,8 +177,9 @@ static struct tn_tensor *scatter(const struct tn_tensor *grad, const struct geom
 {
     if (numel_of(g->in_ndim, g->in_sizes) == 0 || numel_of(g->v_ndim, g->v_sizes) == 0)
         return tn_zeros(g->in_sizes, g->in_ndim, g->dtype);
-    struct tn_tensor *fast = view_back(grad, g);
-    if (fast)
+    struct tn_tensor *fast = g->reshape ? tn_reshape(grad, g->in_sizes, g->in_ndim)
+                                        : view_back(grad, g);
+    if (fast || g->reshape)
         return fast;
     struct tn_tensor *in, *view;
     if (layout(g, &in, &view) < 0)
@@ -221,6 +226,8 @@ static struct tn_tensor *gather(const struct tn_tensor *x, const struct geom *g)
 {
     if (numel_of(g->v_ndim, g->v_sizes) == 0)
         return tn_zeros(g->v_sizes, g->v_ndim, g->dtype);
+    if (g->reshape)
+        return tn_reshape(x, g->v_sizes, g->v_ndim);
     struct tn_tensor *in, *view;
     if (layout(g, &in, &view) < 0)
         return NULL;
@@ -251,6 +258,7 @@ static void geom_of(struct geom *g, const struct tn_tensor *in, const struct tn_
     g->v_off = view->offset;
     memcpy(g->v_sizes, view->sizes, sizeof(int64_t) * (size_t)view->ndim);
     memcpy(g->v_strides, view->strides, sizeof(int64_t) * (size_t)view->ndim);
+    g->reshape = false;
 }
 
 int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view, const char *grad_fn)
@@ -261,6 +269,8 @@ int tn__ad_on_view(const struct tn_tensor *in, struct tn_tensor *view, const cha
     }
     struct geom g;
     geom_of(&g, in, view);
+    g.reshape = !grad_fn || !strcmp(grad_fn, "ViewBackward0") ||
+                !strcmp(grad_fn, "UnsafeViewBackward0");
     return record(view, in, &g, grad_fn ? grad_fn : "ViewBackward0", scatter_apply);
 }
 

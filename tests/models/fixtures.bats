@@ -30,3 +30,7 @@ fixture() {
 @test "a frozen parameter (requires_grad false, Pegasus's positions) gets no gradient" {
     fixture zoo_frozen 1 1
 }
+
+@test "backward through a reshape that is a view of an expanded tensor (Falcon's multi-query key and value)" {
+    fixture zoo_expand_view 2 1
+}

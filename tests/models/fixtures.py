@@ -13,6 +13,10 @@ tests/fixtures/graph/torch2/:
                 with and without self) and scatter.reduce (issue 25);
                 pow.Scalar and div.Tensor_mode with a number for other, as
                 timm's XCiT and EdgeNeXt position encodings export them
+  zoo_frozen    a parameter with requires_grad false (Pegasus's sinusoidal
+                positions): it gets no gradient, the other one does
+  zoo_expand_view  backward through a reshape that is a view of an
+                expanded tensor (Falcon's multi-query key and value)
 
     python3 tests/models/fixtures.py
 """
@@ -64,6 +68,26 @@ class Ops(torch.nn.Module):
         return tuple(outs)
 
 
+class Frozen(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 4))
+        self.pos = torch.nn.Parameter(torch.randn(3, 4), requires_grad=False)
+
+    def forward(self, x):
+        return (x * self.w + self.pos).tanh() * self.pos
+
+
+class ExpandView(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 1, 4, 6))
+
+    def forward(self, x):
+        k = (self.w * 2).expand(2, 3, 4, 6)  # one head shared by three
+        return k.reshape(2, 3, 4, 2, 3) * x, k.reshape(6, 24).sum(0)
+
+
 def main():
     torch.manual_seed(0)
     torch2graph.write(Views(), (torch.randn(3, 4), torch.randn(2, 6),
@@ -71,6 +95,10 @@ def main():
                       os.path.join(OUT, "zoo_views"), grads=True)
     torch2graph.write(Ops(), (torch.randn(3, 5), torch.randint(0, 5, (3, 6)), torch.randn(3, 6)),
                       os.path.join(OUT, "zoo_ops"), grads=True)
+    torch2graph.write(Frozen(), (torch.randn(3, 4),), os.path.join(OUT, "zoo_frozen"),
+                      grads=True)
+    torch2graph.write(ExpandView(), (torch.randn(2, 3, 4, 2, 3),),
+                      os.path.join(OUT, "zoo_expand_view"), grads=True)
 
 
 if __name__ == "__main__":
