@@ -248,6 +248,7 @@ struct tn__step {
     int nouts;
     int *outbuf;                  /* per output (NODE: the node's outputs), -1 unused */
     char *why;                    /* NODE: why it stayed extern */
+    bool views;                   /* NODE: an output may be a view of an argument */
     char *label;                  /* the graph nodes it stands for */
 };
 

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool views_input(const struct tn__cprog *P, int b, int depth);
+
 /* ------------------------------------------------------------- arguments */
 
 const struct tn_graph_arg *tn__arg(const struct tn_graph_node *n, const char *name)
@@ -220,11 +222,19 @@ static int add_kernel(struct tn__lctx *L, const struct tn__stage *s)
     return st->label ? TN_OK : tn_set_error(TN_ENOMEM, "out of memory");
 }
 
+static int copy_lv(struct tn__lctx *L, struct tn__lv *v);
+
 static int realize_lv(struct tn__lctx *L, struct tn__lv *v, bool contiguous)
 {
     const struct tn__x *x = &L->P->xs[v->x];
     if (contiguous ? contiguous_load(L->P, v) : x->op == TN_X_LOAD)
         return TN_OK;
+    return copy_lv(L, v);
+}
+
+/* v computed into a buffer of its own, contiguous. */
+static int copy_lv(struct tn__lctx *L, struct tn__lv *v)
+{
     int b = tn__buf_new(L->P, TN_BUF_TEMP, v->dt, numel_of(v->nd, v->sizes));
     if (b < 0)
         return tn_set_error(TN_ENOMEM, "out of memory");
@@ -462,6 +472,9 @@ static int lower_extern(struct tn__lctx *L, int ni, const char *why)
         if (v < 0 || L->g->values[v].is_sym || !L->meta[v])
             continue;
         const struct tn_tensor *t = L->meta[v];
+        /* a view (of an argument: the check's Meta run made it one) shares
+         * its argument's memory, which must outlive it (keep_bases) */
+        L->P->steps[L->P->nsteps - 1].views |= t->base != NULL;
         int b = tn__buf_new(L->P, TN_BUF_EXTERN, t->dtype, tn_numel(t));
         if (b < 0)
             return tn_set_error(TN_ENOMEM, "out of memory");
@@ -655,10 +668,62 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         bool fresh = x->op == TN_X_LOAD && P->bufs[x->buf].kind != TN_BUF_INPUT;
         if (!fresh && (rc = realize_lv(L, lv, true)) < 0)
             return rc;
+        /* nor through a view an extern step made of one (view_as) */
+        x = &P->xs[lv->x];
+        if (x->op == TN_X_LOAD && P->bufs[x->buf].kind != TN_BUF_INPUT &&
+            views_input(P, x->buf, 0) && (rc = copy_lv(L, lv)) < 0)
+            return rc;
         view_of(P, lv, &P->outs[i]);
         P->bufs[P->outs[i].buf].output = true;
     }
     return TN_OK;
+}
+
+/* The extern step that writes buffer b, -1 when none. */
+static int producer(const struct tn__cprog *P, int b)
+{
+    for (int s = 0; s < P->nsteps; s++)
+        if (P->steps[s].kind == TN_STEP_NODE)
+            for (int o = 0; o < P->steps[s].nouts; o++)
+                if (P->steps[s].outbuf[o] == b)
+                    return s;
+    return -1;
+}
+
+/* Whether buffer b is a graph input or a view an extern step made of one
+ * (view_as, reshape_as of an input: contiguous, so kept as a view). */
+static bool views_input(const struct tn__cprog *P, int b, int depth)
+{
+    if (P->bufs[b].kind == TN_BUF_INPUT)
+        return true;
+    int s = depth < 64 ? producer(P, b) : -1;
+    if (s < 0 || !P->steps[s].views)
+        return false;
+    for (int k = 0; k < P->steps[s].nargs; k++)
+        if (views_input(P, P->steps[s].args[k].buf, depth + 1))
+            return true;
+    return false;
+}
+
+/* A view an extern step returns shares its arguments' memory: they live
+ * as long as it does (their arena space is not reused while it is read).
+ * Backwards, so a view of a view passes its reach on. */
+static void keep_bases(struct tn__cprog *P)
+{
+    for (int s = P->nsteps - 1; s >= 0; s--) {
+        const struct tn__step *st = &P->steps[s];
+        if (st->kind != TN_STEP_NODE || !st->views)
+            continue;
+        int last = -1;
+        for (int o = 0; o < st->nouts; o++)
+            if (st->outbuf[o] >= 0 && P->bufs[st->outbuf[o]].last > last)
+                last = P->bufs[st->outbuf[o]].last;
+        for (int k = 0; k < st->nargs; k++) {
+            struct tn__buf *b = &P->bufs[st->args[k].buf];
+            if (b->last < last)
+                b->last = last;
+        }
+    }
 }
 
 /* Each buffer's last reader, so the executor frees it there. */
@@ -735,6 +800,7 @@ struct tn__cprog *tn__lower(const struct tn_graph *g, struct tn_tensor *const *i
     for (int i = 0; i < P->nbufs; i++)
         if (P->bufs[i].output)
             P->bufs[i].last = P->nsteps;
+    keep_bases(P);
     tn__schedule_private(P);
     if (tn__plan_memory(P) < 0)
         goto fail;

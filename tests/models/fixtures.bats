@@ -19,6 +19,14 @@ fixture() {
     graph_matches "$D/$1" "$2" "$3" --strict
 }
 
+# fixture_outputs NAME NOUT: fixture without gradients.
+fixture_outputs() {
+    run tcompile check "$D/$1.json"
+    assert_success
+    outputs_match "$D/$1" "$2" --interpret
+    outputs_match "$D/$1" "$2" --strict
+}
+
 @test "swapaxes, swapdims, reshape_as, view_as, expand_as, type_as (LeViT, MaxViT, RoBERTa, Gemma), in place through swapaxes" {
     fixture zoo_views 6 1
 }
@@ -33,4 +41,8 @@ fixture() {
 
 @test "backward through a reshape that is a view of an expanded tensor (Falcon's multi-query key and value)" {
     fixture zoo_expand_view 2 1
+}
+
+@test "views an extern step returns keep their base's memory (MaxViT, LeViT); an output viewing an input is a copy" {
+    fixture_outputs zoo_alias 4
 }

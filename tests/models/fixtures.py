@@ -15,6 +15,10 @@ tests/fixtures/graph/torch2/:
                 timm's XCiT and EdgeNeXt position encodings export them
   zoo_frozen    a parameter with requires_grad false (Pegasus's sinusoidal
                 positions): it gets no gradient, the other one does
+  zoo_alias     views an extern step (a library kernel) returns, view_as and
+                reshape_as (contiguous, so kept as views), read after later steps that could take their base's
+                buffer (MaxViT, LeViT); an output that is such a view of an
+                input (it must be a copy of its own)
   zoo_expand_view  backward through a reshape that is a view of an
                 expanded tensor (Falcon's multi-query key and value)
 
@@ -78,6 +82,15 @@ class Frozen(torch.nn.Module):
         return (x * self.w + self.pos).tanh() * self.pos
 
 
+class Alias(torch.nn.Module):
+    def forward(self, x, y):
+        d = (x * 2).view_as(x)          # a view of a buffer of ours
+        u = (y + 1).reshape_as(y.t())   # and another
+        z = torch.mm(x.exp() - 1, x + 3)  # buffers that could reuse theirs
+        w = (torch.mm(z, z.sin()).sum(0) + y.sum(1)).tanh()
+        return d * w, u * w, x.view_as(d), y.reshape_as(y.t())
+
+
 class ExpandView(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -99,6 +112,8 @@ def main():
                       grads=True)
     torch2graph.write(ExpandView(), (torch.randn(2, 3, 4, 2, 3),),
                       os.path.join(OUT, "zoo_expand_view"), grads=True)
+    torch2graph.write(Alias(), (torch.randn(6, 6), torch.randn(6, 5)),
+                      os.path.join(OUT, "zoo_alias"))
 
 
 if __name__ == "__main__":
