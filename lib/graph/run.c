@@ -342,8 +342,8 @@ int tn_graph_grad(const struct tn_graph *g, const struct tn_value *weights,
         goto done;
     }
     for (int i = 0, k = 0; i < g->ninputs; i++) {
-        if (g->inputs[i].kind != TN_GIN_PARAMETER)
-            continue;
+        if (!leaves[i])
+            continue; /* not a parameter, or a frozen one */
         struct tn_tensor *gr = res[k++];
         if (!gr)
             continue; /* unused: PyTorch leaves its .grad None */

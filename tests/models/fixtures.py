@@ -75,8 +75,9 @@ class Ops(torch.nn.Module):
 class Frozen(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(3, 4))
+        # frozen first: the gradients after it keep their names
         self.pos = torch.nn.Parameter(torch.randn(3, 4), requires_grad=False)
+        self.w = torch.nn.Parameter(torch.randn(3, 4))
 
     def forward(self, x):
         return (x * self.w + self.pos).tanh() * self.pos
