@@ -71,6 +71,11 @@ zoo() {
 @test "transformers SwinModel (adaptive_avg_pool1d): run and gradients" { zoo hf_swin; }
 @test "timm resnet18d: run and gradients" { zoo timm_resnet18d; }
 @test "timm edgenext_xx_small (pow.Scalar, div with a number): run and gradients" { zoo timm_edgenext; }
+@test "timm xcit_nano_12_p16 at batch 2 (batch norm over tokens): check, run, --interpret" { zoo timm_xcit; }
+@test "transformers FalconForCausalLM (multi-query: a reshape of an expanded key): run and gradients" { zoo falcon; }
+@test "transformers PegasusModel (frozen sinusoidal positions): run and gradients" { zoo pegasus; }
+@test "timm deit_tiny_patch16 on 32x32 images: check, run, --interpret (gradients are rounding noise)" { zoo deit; }
+@test "transformers LevitModel (views of extern views): check, run, --interpret" { zoo hf_levit; }
 
 @test "all-MiniLM-L6-v2's real weights: embeddings and their cosine similarities are PyTorch's" {
     zoo minilm
