@@ -46,3 +46,7 @@ fixture_outputs() {
 @test "views an extern step returns keep their base's memory (MaxViT, LeViT); an output viewing an input is a copy" {
     fixture_outputs zoo_alias 4
 }
+
+@test "batch norm over tokens at batch 1 (XCiT), against a batch-2 run's first sample" {
+    fixture_outputs zoo_bn_tokens 1
+}

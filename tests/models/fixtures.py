@@ -19,6 +19,12 @@ tests/fixtures/graph/torch2/:
                 reshape_as (contiguous, so kept as views), read after later steps that could take their base's
                 buffer (MaxViT, LeViT); an output that is such a view of an
                 input (it must be a copy of its own)
+  zoo_bn_tokens batch norm over tokens (transpose, flatten) at batch 1, as
+                XCiT has it, a regression test only: PyTorch's CPU kernels
+                get XCiT's batch 1 wrong (1.13 and 2.x), so the expected
+                output is the first sample of a batch-2 run (eval mode:
+                samples are independent); at these small sizes PyTorch's
+                batch-1 output agrees with it (1.8e-7)
   zoo_expand_view  backward through a reshape that is a view of an
                 expanded tensor (Falcon's multi-query key and value)
 
@@ -92,6 +98,22 @@ class Alias(torch.nn.Module):
         return d * w, u * w, x.view_as(d), y.reshape_as(y.t())
 
 
+class BNTokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-1, 1)
+
+    def forward(self, x):
+        t = self.bn(self.proj(x).transpose(1, 2)).transpose(1, 2)
+        return t.flatten(1) * 2
+
+
 class ExpandView(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -100,6 +122,17 @@ class ExpandView(torch.nn.Module):
     def forward(self, x):
         k = (self.w * 2).expand(2, 3, 4, 6)  # one head shared by three
         return k.reshape(2, 3, 4, 2, 3) * x, k.reshape(6, 24).sum(0)
+
+
+def bn_tokens():
+    m = BNTokens().eval()
+    x2 = torch.randn(2, 5, 4)
+    prefix = os.path.join(OUT, "zoo_bn_tokens")
+    torch2graph.write(m, (x2[:1].clone(),), prefix)
+    with torch.no_grad():
+        want = m(x2)[:1].clone()
+    expected = torch.load(prefix + "_expected.pt")
+    torch.save({k: want for k in expected}, prefix + "_expected.pt")
 
 
 def main():
@@ -115,6 +148,7 @@ def main():
                       os.path.join(OUT, "zoo_expand_view"), grads=True)
     torch2graph.write(Alias(), (torch.randn(6, 6), torch.randn(6, 5)),
                       os.path.join(OUT, "zoo_alias"))
+    bn_tokens()
 
 
 if __name__ == "__main__":
