@@ -76,6 +76,8 @@ zoo() {
 @test "transformers PegasusModel (frozen sinusoidal positions): run and gradients" { zoo pegasus; }
 @test "timm deit_tiny_patch16 on 32x32 images: check, run, --interpret (gradients are rounding noise)" { zoo deit; }
 @test "transformers LevitModel (views of extern views): check, run, --interpret" { zoo hf_levit; }
+@test "timm levit_128s (view_as of a buffer of ours): check, run, --interpret" { zoo timm_levit; }
+@test "timm maxvit_nano_rw_256 on 64x64 images: check, run, --interpret" { zoo timm_maxvit; }
 
 @test "all-MiniLM-L6-v2's real weights: embeddings and their cosine similarities are PyTorch's" {
     zoo minilm

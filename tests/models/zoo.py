@@ -179,6 +179,10 @@ MODELS = {
     "deit": (timm_model("deit_tiny_patch16_224", size=32, img_size=32), False),
     # forward only (views of views an extern step returns: zoo_alias)
     "hf_levit": (hf_vision("LevitModel", "LevitConfig", 64), False),
+    # forward only: views an extern step returns (view_as, reshape_as)
+    # outliving their base's arena space broke both (zoo_alias)
+    "timm_levit": (timm_model("levit_128s", img_size=64), False),
+    "timm_maxvit": (timm_model("maxvit_nano_rw_256", img_size=64), False),
 }
 
 
