@@ -139,13 +139,7 @@ int tc_write_tensors(const struct tn_value *out, const char *o)
         if (out->v.dict.n != 1)
             return tn_set_error(TN_EINVAL, "%s: the graph has %zu outputs; .npy holds one "
                                 "(write .npz)", o, out->v.dict.n);
-        void *d;
-        size_t n;
-        if (tn_npy_encode(out->v.dict.vals[0]->v.tensor, &d, &n) < 0)
-            return tn_error_prefix("%s", o);
-        int rc = tn_write_file(o, d, n, false);
-        free(d);
-        return rc;
+        return tn_npy_write(o, out->v.dict.vals[0]->v.tensor, false);
     }
     if (has_ext(o, ".pt") || has_ext(o, ".pth"))
         return tn_save(o, out, &(struct tn_save_options){.no_fsync = true});

@@ -258,6 +258,49 @@ static void test_npy_load_in_place(void **state)
     unlink(path);
 }
 
+/* tn_npy_write writes the header and the tensor's own bytes (no encoded
+ * copy, issue 27): the file holds exactly tn_npy_encode's bytes, for a
+ * transposed view (made contiguous) and for an empty tensor too. */
+static void test_npy_write_matches_encode(void **state)
+{
+    char path[] = "/tmp/test_tensors_npyw.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct tn_tensor *a = tn_arange(tn_int(0), tn_int(12), tn_int(1), TN_FLOAT32);
+    struct tn_tensor *b = tn_view(a, (int64_t[]){3, 4}, 2);
+    struct tn_tensor *cases[] = {a, tn_transpose(b, 0, 1),
+                                 tn_empty((int64_t[]){0, 5}, 2, TN_INT64)};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tn_npy_write(path, cases[i], i == 0), 0);
+        void *want, *got;
+        size_t wn, gn;
+        assert_int_equal(tn_npy_encode(cases[i], &want, &wn), 0);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        got = malloc(wn + 1);
+        gn = fread(got, 1, wn + 1, f);
+        fclose(f);
+        assert_int_equal(gn, wn);
+        assert_memory_equal(got, want, wn);
+        free(want);
+        free(got);
+    }
+    struct tn_tensor *x = tn_npy_load(path);
+    assert_non_null(x);
+    assert_int_equal(x->ndim, 2);
+    assert_int_equal(x->sizes[1], 5);
+    tn_release(x);
+    assert_int_equal(tn_npy_write(path, cases[1], false), 0);
+    assert_non_null(x = tn_npy_load(path));
+    assert_true(((float *)tn_data(x))[1] == 4.0f); /* row 0 of the transpose: 0 4 8 */
+    tn_release(x);
+    tn_release(b);
+    for (int i = 0; i < 3; i++)
+        tn_release(cases[i]);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_read_npz),
         cmocka_unit_test(test_write_roundtrip),
         cmocka_unit_test(test_npy_load_in_place),
+        cmocka_unit_test(test_npy_write_matches_encode),
         cmocka_unit_test(test_safetensors_rules),
     };
     return TN_RUN_TESTS(tests);

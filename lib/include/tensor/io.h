@@ -262,6 +262,9 @@ int tn_st_save(const char *path, const struct tn_value *tensors, const struct tn
 struct tn_tensor *tn_npy_load(const char *path);
 struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label);
 int tn_npy_save(const char *path, const struct tn_tensor *t);
+/* tn_npy_save with the fsync optional: header and data written straight
+ * from the tensor, no encoded copy. */
+int tn_npy_write(const char *path, const struct tn_tensor *t, bool sync);
 /* The .npy bytes of t in a malloc'd buffer the caller frees. */
 int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len);
 /* .npz: an ODICT of name -> tensor (".npy" dropped from member names). */
