@@ -9,7 +9,8 @@
  * `bench_ops --dispatch-us` prints only the first number (wall, then CPU
  * time per call) and `bench_ops --ms
  * softmax|sum|conv2d|conv2d_train|conv64|layer_norm|interpolate` one workload's
- * milliseconds (for the scripts).
+ * milliseconds (for the scripts); `bench_ops --mm M K N` tn_mm_out against
+ * cblas_sgemm at one shape (bench/ops/mm.sh).
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -212,11 +213,47 @@ static int conv_shape(char **v)
     return bad ? 2 : 0;
 }
 
+/* `--mm M K N [t]`: tn_mm_out of (M x K) @ (K x N) float32 against
+ * cblas_sgemm called directly (OpenBLAS at tn_get_num_threads() threads),
+ * best of 200 calls each; prints "OURS_US BLAS_US RATIO" (ratio = ours /
+ * blas: above 1 we are slower). With t, the right operand is an N x K
+ * weight transposed, as linear passes it. Issue 27: mm 128x128 at 2
+ * threads, and linears of one row. */
+static int mm_shape(char **v, bool t)
+{
+    int64_t M = strtoll(v[0], NULL, 10), K = strtoll(v[1], NULL, 10), N = strtoll(v[2], NULL, 10);
+    struct tn_tensor *x = tn_randn(TN_SHAPE(M, K), TN_FLOAT32, NULL);
+    struct tn_tensor *w = t ? tn_randn(TN_SHAPE(N, K), TN_FLOAT32, NULL)
+                            : tn_randn(TN_SHAPE(K, N), TN_FLOAT32, NULL);
+    struct tn_tensor *y = t ? tn_t(w) : tn_retain(w);
+    struct tn_tensor *z = tn_empty(TN_SHAPE(M, N), TN_FLOAT32);
+    openblas_set_num_threads(tn_get_num_threads());
+    double tblas = 0, tmm = 0;
+    for (int round = 0; round < 2; round++) { /* alternate, keep the best */
+        double b, m;
+        TN_BENCH_BEST(200, b, cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                                          t ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                                          1.0f, tn_data(x), (int)K, tn_data(w), t ? (int)K : (int)N,
+                                          0.0f, tn_data(z), (int)N));
+        TN_BENCH_BEST(200, m, tn_mm_out(x, y, z));
+        tblas = round && tblas < b ? tblas : b;
+        tmm = round && tmm < m ? tmm : m;
+    }
+    printf("%.2f %.2f %.3f\n", tmm * 1e6, tblas * 1e6, tmm / tblas);
+    tn_release(w);
+    tn_release(x);
+    tn_release(y);
+    tn_release(z);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     double cpu_us;
     if (argc == 8 && !strcmp(argv[1], "--conv"))
         return conv_shape(argv + 2);
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--mm"))
+        return mm_shape(argv + 2, argc == 6 && !strcmp(argv[5], "t"));
     if (argc > 3 && !strcmp(argv[1], "--sweep"))
         return sweep(argv[2], strtoll(argv[3], NULL, 10));
     if (argc > 1 && !strcmp(argv[1], "--dispatch-us")) {

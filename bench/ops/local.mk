@@ -31,3 +31,10 @@ TN_BENCH_SH += bench/ops/conv.sh
 bench-conv: bench/ops/bench_ops$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/conv.sh
 .PHONY: bench-conv
+
+# issue 27's matrix products (mm 128 and 256 at 1 and 2 threads, one-row
+# linears) against cblas_sgemm and PyTorch; `make bench-mm` runs it alone.
+TN_BENCH_SH += bench/ops/mm.sh
+bench-mm: bench/ops/bench_ops$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/ops/mm.sh
+.PHONY: bench-mm

@@ -129,18 +129,21 @@ static void check_product(struct tn_tensor *got, const struct tn_tensor *a,
 
 /* On three threads the products split over the pool: the matrices of a
  * batch, the rows of a tall product, the columns of a wide one (blocks of
- * 16 with a ragged last one), addmm's bias and scalars included. */
+ * 16 with a ragged last one), addmm's bias and scalars included. A product
+ * splits into at most one part per 2^21 multiply-adds (TN_GEMM_SPLIT_MIN),
+ * so the sizes here are large enough for 3 or 2 parts, and a small one
+ * stays whole. */
 static void test_threads(void **state)
 {
     int prev = tn_get_num_threads();
     tn_set_num_threads(3);
-    struct tn_tensor *a = tn_randn(TN_SHAPE(200, 80), TN_FLOAT64, NULL);
-    struct tn_tensor *b = tn_randn(TN_SHAPE(80, 90), TN_FLOAT64, NULL);
-    check_product(tn_mm(a, b), a, b, NULL, 0, 1); /* rows: 80, 80, 40 */
-    struct tn_tensor *bias = tn_randn(TN_SHAPE(90), TN_FLOAT64, NULL);
+    struct tn_tensor *a = tn_randn(TN_SHAPE(400, 128), TN_FLOAT64, NULL);
+    struct tn_tensor *b = tn_randn(TN_SHAPE(128, 150), TN_FLOAT64, NULL);
+    check_product(tn_mm(a, b), a, b, NULL, 0, 1); /* rows: 144, 144, 112 */
+    struct tn_tensor *bias = tn_randn(TN_SHAPE(150), TN_FLOAT64, NULL);
     check_product(tn_addmm(bias, a, b, tn_float(0.5), tn_float(2.0)), a, b, bias, 0.5, 2.0);
     /* wide, with a transposed operand: columns 208, 208, 185 */
-    struct tn_tensor *w = tn_randn(TN_SHAPE(5, 300), TN_FLOAT64, NULL);
+    struct tn_tensor *w = tn_randn(TN_SHAPE(40, 300), TN_FLOAT64, NULL);
     struct tn_tensor *v = tn_randn(TN_SHAPE(601, 300), TN_FLOAT64, NULL);
     struct tn_tensor *vt = tn_t(v);
     check_product(tn_mm(w, vt), w, vt, NULL, 0, 1);
@@ -149,13 +152,47 @@ static void test_threads(void **state)
     struct tn_tensor *y = tn_randn(TN_SHAPE(4, 70, 64), TN_FLOAT64, NULL);
     struct tn_tensor *yt = tn_transpose(y, 1, 2);
     check_product(tn_bmm(x, yt), x, yt, NULL, 0, 1);
-    struct tn_tensor *x2 = tn_randn(TN_SHAPE(2, 300, 64), TN_FLOAT64, NULL);
-    struct tn_tensor *y2 = tn_randn(TN_SHAPE(2, 64, 70), TN_FLOAT64, NULL);
+    struct tn_tensor *x2 = tn_randn(TN_SHAPE(2, 300, 128), TN_FLOAT64, NULL);
+    struct tn_tensor *y2 = tn_randn(TN_SHAPE(2, 128, 110), TN_FLOAT64, NULL);
     check_product(tn_bmm(x2, y2), x2, y2, NULL, 0, 1);
-    struct tn_tensor *all[] = {a, b, bias, w, v, vt, x, y, yt, x2, y2};
+    /* 128^3 is one part's worth: one task, on one thread */
+    struct tn_tensor *s1 = tn_randn(TN_SHAPE(128, 128), TN_FLOAT64, NULL);
+    struct tn_tensor *s2 = tn_randn(TN_SHAPE(128, 128), TN_FLOAT64, NULL);
+    check_product(tn_mm(s1, s2), s1, s2, NULL, 0, 1);
+    struct tn_tensor *all[] = {a, b, bias, w, v, vt, x, y, yt, x2, y2, s1, s2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tn_release(all[i]);
     tn_set_num_threads(prev);
+}
+
+/* One row or one column goes to cblas_?gemv with the vector at its own
+ * stride: a row sliced with step 3 (as1 = 3), a column of a wide matrix
+ * (bs0 = 40), a column output written at stride ldc through addmm_ on a
+ * column of a wider out, and a 1 x 1 of a stepped slice. */
+static void test_gemv_strides(void **state)
+{
+    struct tn_tensor *big = tn_randn(TN_SHAPE(2, 60), TN_FLOAT64, NULL);
+    struct tn_tensor *row = tn_slice(big, 1, 0, TN_END, 3); /* 2 x 20, stride (60, 3) */
+    struct tn_tensor *r1 = tn_slice(row, 0, 0, 1, 1);         /* 1 x 20 */
+    struct tn_tensor *b = tn_randn(TN_SHAPE(20, 30), TN_FLOAT64, NULL);
+    check_product(tn_mm(r1, b), r1, b, NULL, 0, 1);
+    struct tn_tensor *wide = tn_randn(TN_SHAPE(20, 40), TN_FLOAT64, NULL);
+    struct tn_tensor *col = tn_slice(wide, 1, 5, 6, 1); /* 20 x 1, stride (40, 1) */
+    struct tn_tensor *a = tn_randn(TN_SHAPE(7, 20), TN_FLOAT64, NULL);
+    check_product(tn_mm(a, col), a, col, NULL, 0, 1);
+    struct tn_tensor *a2 = tn_randn(TN_SHAPE(20, 7), TN_FLOAT64, NULL), *at = tn_t(a2);
+    check_product(tn_mm(at, col), at, col, NULL, 0, 1);
+    struct tn_tensor *dot = tn_mm(r1, col);
+    check_product(dot, r1, col, NULL, 0, 1);
+    /* out's column 2 of a 7 x 4: c at stride 4, not read at beta 0 (NaN) */
+    struct tn_tensor *out = tn_full(TN_SHAPE(7, 4), tn_float(NAN), TN_FLOAT64);
+    struct tn_tensor *oc = tn_slice(out, 1, 2, 3, 1);
+    assert_int_equal(tn_mm_out(a, col, oc), 0);
+    check_product(tn_retain(oc), a, col, NULL, 0, 1);
+    assert_true(isnan(((double *)tn_data(out))[0]));
+    struct tn_tensor *all[] = {big, row, r1, b, wide, col, a, a2, at, out, oc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
 }
 
 int main(void)
@@ -165,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_strided_operands),
         cmocka_unit_test(test_empty_operands),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_gemv_strides),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -79,6 +79,46 @@ static int no_kernel(enum tn_dtype dt)
                         tn_dtype_info(dt)->c10_name);
 }
 
+/* A product with one row (M == 1) or one column (N == 1) as cblas_?gemv:
+ * sgemm with M == 1 packed all of b before a pass that reads it once (a
+ * classifier head's 1 x 1024 @ 1024 x 1000 ran in 1.7x PyTorch's time,
+ * issue 27). The vector's stride is its own (as1 of a's row, bs0 of b's
+ * column); c's row is contiguous, its column at stride ldc. c is zeroed
+ * first when it is not read (BLAS's beta == 0 may scale it: NaN * 0). K >= 1,
+ * as gemv with no columns returns before touching y. false when a stride
+ * BLAS refuses (0 or above INT32_MAX) sends it back to gemm. */
+static bool gemv(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const struct mat *ma,
+                 int64_t as1, const struct mat *mb, int64_t bs0, char *c, int64_t ldc, double al,
+                 double be, bool use_c)
+{
+    const struct mat *m = M == 1 ? mb : ma; /* the matrix; the other operand is the vector */
+    const char *x = M == 1 ? ma->p : mb->p;
+    int64_t incx = K == 1 ? 1 : M == 1 ? as1 : bs0, incy = M == 1 ? 1 : ldc, ny = M == 1 ? N : M;
+    if (incx < 1 || incx > INT32_MAX || incy < 1 || incy > INT32_MAX)
+        return false;
+    /* y = op(m) x: b is K x N (y = b^T x), a is M x K (y = a x); stored as
+     * rows x cols row-major, or transposed */
+    int64_t rows = M == 1 ? K : M, cols = M == 1 ? N : K;
+    bool t = (m->trans == CblasTrans) != (M == 1);
+    if (m->trans == CblasTrans) {
+        int64_t r = rows;
+        rows = cols, cols = r;
+    }
+    size_t es = tn_dtype_size(dt);
+    if (!use_c)
+        for (int64_t i = 0; i < ny; i++)
+            memset(c + i * incy * (int64_t)es, 0, es);
+    if (dt == TN_FLOAT32)
+        cblas_sgemv(CblasRowMajor, t ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, (float)al,
+                    (const float *)m->p, (int)m->ld, (const float *)x, (int)incx, (float)be,
+                    (float *)c, (int)incy);
+    else
+        cblas_dgemv(CblasRowMajor, t ? CblasTrans : CblasNoTrans, (int)rows, (int)cols, al,
+                    (const double *)m->p, (int)m->ld, (const double *)x, (int)incx, be,
+                    (double *)c, (int)incy);
+    return true;
+}
+
 /* One product: c (M x N, row-major, leading dim ldc) = beta*c + alpha*a@b,
  * with a (M x K) and b (K x N) given by data pointer and element strides.
  * beta is ignored (c's old values are not read) when use_c is false, as
@@ -92,6 +132,9 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
     struct mat ma = describe(a, M, K, as0, as1), mb = describe(b, K, N, bs0, bs1);
     bool blas = ma.ok && mb.ok && ldc <= INT32_MAX && K <= INT32_MAX;
     double al = tn_scalar_to_double(alpha), be = use_c ? tn_scalar_to_double(beta) : 0.0;
+    if (blas && (dt == TN_FLOAT32 || dt == TN_FLOAT64) && (M == 1 || N == 1) && K >= 1 &&
+        gemv(dt, M, N, K, &ma, as1, &mb, bs0, c, ldc, al, be, use_c))
+        return TN_OK;
     switch (dt) {
     case TN_FLOAT32:
     case TN_FLOAT64:
@@ -171,6 +214,11 @@ static bool out_rowmajor(const struct tn_tensor *out)
  * tn_get_num_threads() threads for its other callers (the convolutions). */
 #define TN_GEMM_BLOCK 16
 #define TN_GEMM_TASK_MIN ((int64_t)1 << 18) /* multiply-adds worth a task */
+/* Multiply-adds worth a block of one product split over the pool: waking a
+ * worker and each block's own packing cost more than they gain below it
+ * (issue 27: 128x128x128, 2^21, ran in 32 us split over 2 threads, 25 us
+ * on one, 29 us in OpenBLAS's own 2 threads; 256^3 split gains 1.7x). */
+#define TN_GEMM_SPLIT_MIN ((int64_t)1 << 21)
 
 struct gemm_job {
     enum tn_dtype dt;
@@ -212,8 +260,10 @@ static int gemm_batch(struct gemm_job *j, int64_t batch)
 {
     int64_t nt = tn_get_num_threads(), work = j->M * j->N * (j->K > 0 ? j->K : 1);
     j->rb = j->M, j->cb = j->N, j->nr = j->nc = 1;
-    if (batch < nt && work >= nt * TN_GEMM_TASK_MIN) {
-        int64_t parts = ceil_div(nt, batch);
+    int64_t parts = ceil_div(nt, batch), worth = work / TN_GEMM_SPLIT_MIN;
+    if (parts > worth)
+        parts = worth;
+    if (batch < nt && parts > 1) {
         if (j->M >= j->N)
             j->rb = ceil_div(ceil_div(j->M, parts), TN_GEMM_BLOCK) * TN_GEMM_BLOCK;
         else
