@@ -10,7 +10,26 @@
 #include "ops/internal.h"
 
 /* PyTorch's c10::MemoryFormat and c10::Layout values. */
-enum { MF_CONTIGUOUS = 0, MF_PRESERVE = 1, LAYOUT_STRIDED = 0 };
+enum { MF_CONTIGUOUS = 0, MF_PRESERVE = 1, MF_CHANNELS_LAST = 2, MF_CHANNELS_LAST_3D = 3,
+       LAYOUT_STRIDED = 0 };
+
+/* c10's get_channels_last_strides_2d/3d: channels innermost, then the
+ * spatial dims from the last, the batch outermost; sizes as they are (a
+ * 0 size gives 0 strides above it, as PyTorch's). -1 with the error set
+ * where the rank is not 4 (channels_last) or 5 (channels_last_3d). */
+static int channels_last_strides(const struct tn_tensor *t, int64_t mf, int64_t *strides)
+{
+    int want = mf == MF_CHANNELS_LAST ? 4 : 5;
+    if (t->ndim != want)
+        return tn_set_error(TN_EINVAL, "required rank %d tensor to use %s format", want,
+                            want == 4 ? "channels_last" : "channels_last_3d");
+    strides[1] = 1;
+    strides[want - 1] = t->sizes[1];
+    for (int d = want - 2; d >= 2; d--)
+        strides[d] = strides[d + 1] * t->sizes[d + 1];
+    strides[0] = strides[2] * t->sizes[2];
+    return TN_OK;
+}
 
 /* A meta tensor (tcompile check's shape pass) has no data to write. */
 static bool no_data(const struct tn_tensor *t) { return t->device.type == TN_DEVICE_META; }
@@ -87,20 +106,45 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
     if (pin_memory && *pin_memory)
         return tn_set_error(TN_EINVAL, "_to_copy: pin_memory is not supported"), NULL;
     int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
-    if (mf != MF_PRESERVE && mf != MF_CONTIGUOUS)
-        return tn_set_error(TN_EINVAL, "_to_copy: only the contiguous and preserve memory "
-                            "formats are supported"), NULL;
+    if (mf < MF_CONTIGUOUS || mf > MF_CHANNELS_LAST_3D)
+        return tn_set_error(TN_EINVAL, "_to_copy: unknown memory format %lld", (long long)mf),
+               NULL;
     enum tn_dtype dt = dtype == TN_DTYPE_UNSET ? self->dtype : dtype;
     bool moves = device && !tn_device_equal(*device, self->device);
-    struct tn_tensor *r = mf == MF_PRESERVE && !moves
-                              ? tn_empty_like(self, dt)
-                              : tn_empty_on(self->sizes, self->ndim, dt,
-                                            moves ? *device : self->device);
+    struct tn_tensor *r;
+    if (mf == MF_CHANNELS_LAST || mf == MF_CHANNELS_LAST_3D) {
+        int64_t strides[TN_MAX_DIMS];
+        if (channels_last_strides(self, mf, strides) < 0)
+            return NULL;
+        if (moves)
+            return tn_set_error(TN_EINVAL, "_to_copy: a channels_last copy to another device "
+                                "is not supported"), NULL;
+        r = tn_empty_strided(self->sizes, self->ndim, strides, dt);
+    } else {
+        r = mf == MF_PRESERVE && !moves ? tn_empty_like(self, dt)
+                                        : tn_empty_on(self->sizes, self->ndim, dt,
+                                                      moves ? *device : self->device);
+    }
     if (r && !no_data(r) && tn_copy_(r, self) < 0) {
         tn_release(r);
         return NULL;
     }
     return r;
+}
+
+/* self already in channels_last(_3d) format mf: strides as those formats'
+ * wherever a size is above 1 */
+static bool is_format(const struct tn_tensor *self, int64_t mf)
+{
+    int64_t strides[TN_MAX_DIMS];
+    if ((mf != MF_CHANNELS_LAST && mf != MF_CHANNELS_LAST_3D) ||
+        self->ndim != (mf == MF_CHANNELS_LAST ? 4 : 5))
+        return false;
+    channels_last_strides(self, mf, strides);
+    for (int d = 0; d < self->ndim; d++)
+        if (self->sizes[d] > 1 && self->strides[d] != strides[d])
+            return false;
+    return true;
 }
 
 /* PyTorch's to_impl: self itself when to_will_alias (dtype, layout and
@@ -115,7 +159,7 @@ static struct tn_tensor *to_impl(const struct tn_tensor *self, enum tn_dtype dty
     int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
     if ((dtype == TN_DTYPE_UNSET || dtype == self->dtype) &&
         (!layout || *layout == LAYOUT_STRIDED) && (!device || tn_device_equal(*device, self->device)) &&
-        !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS))
+        !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS || is_format(self, mf)))
         return tn_retain((struct tn_tensor *)self);
     return tn_underscore_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
 }

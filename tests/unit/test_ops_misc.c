@@ -152,6 +152,34 @@ static void test_meta(void **state)
     tn_release(x);
 }
 
+/* _to_copy with memory_format channels_last / channels_last_3d: PyTorch's
+ * strides (x.to(memory_format=...).stride() in torch 2.x and 1.13), and
+ * to.dtype_layout hands back a tensor already in that format itself. */
+static void check_cl(const int64_t *sizes, int ndim, int64_t mf, const int64_t *want)
+{
+    struct tn_tensor *x = tn_zeros(sizes, ndim, TN_FLOAT32);
+    assert_non_null(x);
+    struct tn_tensor *r = tn_underscore_to_copy(x, TN_DTYPE_UNSET, NULL, NULL, NULL, false, &mf);
+    assert_non_null(r);
+    for (int d = 0; d < ndim; d++)
+        assert_int_equal(r->strides[d], want[d]);
+    struct tn_tensor *a = tn_to_dtype_layout(r, TN_DTYPE_UNSET, NULL, NULL, NULL, false, false, &mf);
+    assert_ptr_equal(a, r);
+    tn_release(a);
+    a = tn_to_dtype_layout(x, TN_DTYPE_UNSET, NULL, NULL, NULL, false, false, &mf);
+    assert_ptr_not_equal(a, x);
+    tn_release(a);
+    tn_release(r);
+    tn_release(x);
+}
+
+static void test_channels_last(void **state)
+{
+    check_cl((int64_t[]){2, 3, 4, 5}, 4, 2, (int64_t[]){60, 1, 15, 3});
+    check_cl((int64_t[]){2, 3, 1, 3}, 4, 2, (int64_t[]){9, 1, 9, 3});
+    check_cl((int64_t[]){2, 3, 2, 4, 3}, 5, 3, (int64_t[]){72, 1, 36, 9, 3});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +187,7 @@ int main(void)
         cmocka_unit_test(test_aliasing),
         cmocka_unit_test(test_autograd),
         cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_channels_last),
     };
     return TN_RUN_TESTS(tests);
 }
