@@ -303,6 +303,11 @@ static int lower_copy(struct tn__lctx *L, const struct tn_graph_node *n)
     const struct tn_graph_arg *dev = tn__arg(n, "device");
     if (dev && dev->kind == TN_GARG_DEVICE && dev->s && strncmp(dev->s, "cpu", 3))
         return extern_because(L, "another device");
+    /* torch.export's ChannelsLast 2, ChannelsLast3d 3: strides the
+     * kernel's dense result would not have (a later view depends on them) */
+    const struct tn_graph_arg *mf = tn__arg(n, "memory_format");
+    if (mf && mf->kind == TN_GARG_MEMORY_FORMAT && (mf->items[0].i == 2 || mf->items[0].i == 3))
+        return extern_because(L, "a channels_last copy");
     enum tn_dtype dt = out_compute(L);
     int a = tn__operand(L, n, "self", 0, dt);
     if (a < 0)

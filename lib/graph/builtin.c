@@ -7,6 +7,7 @@
  * An op that native_functions.yaml declares later takes precedence.
  */
 #include "graph/internal.h"
+#include "tensor/ops.h"
 
 #include <string.h>
 
@@ -17,7 +18,7 @@
 #define B(n, d) {n, "bool", TN_IV_BOOL, false, false, true, d}
 #define F(n) {n, "float", TN_IV_DOUBLE, false, false, false, NULL}
 /* MemoryFormat has no boxed tag: a graph may name it, we ignore it */
-#define MF(n) {n, "MemoryFormat?", TN_IV_NONE, true, false, true, "None"}
+#define MF(n) {n, "MemoryFormat?", TN_IV_INT, true, false, true, "None"}
 
 /* Pushes the view `t` as the one result. */
 static int result(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t)
@@ -197,6 +198,11 @@ static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
     ARG_T(0, self);
+    /* clone(memory_format=contiguous/channels_last(_3d)): a copy in that
+     * format (_to_copy's); None or preserve: self's strides kept */
+    if (!strcmp(op->name, "clone") && n > 1 && st[1].tag == TN_IV_INT && st[1].v.i != 1)
+        return result(op, st, tn_underscore_to_copy(self, TN_DTYPE_UNSET, NULL, NULL, NULL,
+                                                    false, &st[1].v.i));
     if (!strcmp(op->name, "clone"))
         return result(op, st, tn_clone(self));
     if (!strcmp(op->name, "contiguous"))

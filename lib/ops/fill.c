@@ -116,10 +116,19 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
         int64_t strides[TN_MAX_DIMS];
         if (channels_last_strides(self, mf, strides) < 0)
             return NULL;
-        if (moves)
-            return tn_set_error(TN_EINVAL, "_to_copy: a channels_last copy to another device "
-                                "is not supported"), NULL;
-        r = tn_empty_strided(self->sizes, self->ndim, strides, dt);
+        /* dense in (N, spatial..., C) order on the target device (Meta
+         * included), seen as (N, C, spatial...): those strides */
+        int64_t sz[TN_MAX_DIMS], perm[TN_MAX_DIMS];
+        int nd = self->ndim;
+        sz[0] = self->sizes[0], sz[nd - 1] = self->sizes[1];
+        for (int d = 2; d < nd; d++)
+            sz[d - 1] = self->sizes[d];
+        perm[0] = 0, perm[1] = nd - 1;
+        for (int d = 2; d < nd; d++)
+            perm[d] = d - 1;
+        struct tn_tensor *base = tn_empty_on(sz, nd, dt, moves ? *device : self->device);
+        r = base ? tn_permute(base, perm, nd) : NULL;
+        tn_release(base);
     } else {
         r = mf == MF_PRESERVE && !moves ? tn_empty_like(self, dt)
                                         : tn_empty_on(self->sizes, self->ndim, dt,

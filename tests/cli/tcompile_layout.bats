@@ -1,0 +1,22 @@
+#!/usr/bin/env bats
+# tcompile on memory formats in graphs: a torch.export graph (PyTorch 2.x,
+# tests/fixtures/graph_layout.py) with clone(memory_format=channels_last) and
+# _to_copy to channels_last / channels_last_3d, each followed by a permute
+# to channels-innermost order and a view that is legal only where the copy
+# has PyTorch's channels_last strides.
+
+load helper
+
+setup() {
+    F="$TN_SRCDIR/tests/fixtures/graph/torch2/layout"
+}
+
+@test "check: clone and _to_copy with channels_last(_3d), then permute and view, are accepted" {
+    run tcompile check "$F.json"
+    assert_success
+    assert_output --partial "ok ("
+}
+
+@test "run: the views of the channels_last copies equal PyTorch 2.x's" {
+    outputs_match "$F" 3
+}
