@@ -193,10 +193,8 @@ static int ls_one(const char *path, bool last)
     free(stid);
     free(sid);
     entries_free(&l);
-    if (last && LS_LEAVE_LAST) {
-        fflush(stdout);
+    if (last && LS_LEAVE_LAST)
         in.v = NULL; /* left to the exit */
-    }
     input_free(&in);
     return 0;
 }
