@@ -39,6 +39,8 @@ static char *archive_name(const char *path, const struct tn_save_options *o)
     return r;
 }
 
+/* qsort order of storage keys (size_t) by their decimal text, as torch
+ * 1.13 writes data/<key> records: sorted(str keys), so "10" before "2". */
 static int key_cmp_lex(const void *a, const void *b)
 {
     char x[24], y[24];
@@ -47,6 +49,8 @@ static int key_cmp_lex(const void *a, const void *b)
     return strcmp(x, y);
 }
 
+/* Adds member prefix/name holding data[0..len) (borrowed) to w.
+ * 0 or an error (w then only aborts). */
 static int add_record(struct tn_zip_writer *w, const char *prefix, const char *name,
                       const void *data, uint64_t len)
 {
@@ -130,6 +134,9 @@ out:
     return rc;
 }
 
+/* Contract in tensor/io.h: `value` (borrowed) as torch.save writes it, in
+ * the layout opts asks for, through a temporary file renamed over path.
+ * 0 or an error naming path (the target then untouched). */
 int tn_save(const char *path, const struct tn_value *value, const struct tn_save_options *opts)
 {
     enum tn_ckpt_layout layout = opts ? opts->layout : TN_CKPT_TORCH2;
@@ -150,6 +157,8 @@ int tn_save(const char *path, const struct tn_value *value, const struct tn_save
     return rc;
 }
 
+/* Contract in internal.h: torch.save(value) as archive "archive" appended
+ * to the caller's stream f (a DCP chunk).  0 or an error naming label. */
 int tn__ckpt_write_stream(FILE *f, const char *label, const struct tn_value *value,
                           uint64_t *writeback)
 {

@@ -32,6 +32,9 @@ struct tn_dcp {
     char *version;
 };
 
+/* True when `path` is a directory holding a regular file .metadata (the
+ * mark of a torch.distributed.checkpoint save).  Only stats; false on any
+ * error, and leaves no error set. */
 bool tn_dcp_is_dir(const char *path)
 {
     struct stat st;
@@ -78,6 +81,8 @@ static int dims(const struct tn_dcp *d, const char *fqn, const char *what,
     return 0;
 }
 
+/* The element count of a chunk of sizes s[0..n): the caller has bounded each
+ * size and checked the product against overflow (tensor_item). */
 static uint64_t volume(const int64_t *s, int n)
 {
     uint64_t v = 1;
@@ -245,6 +250,8 @@ static int place(struct tn_dcp *d, const char *fqn, const struct tn_value *info,
     return 0;
 }
 
+/* True when t is a tuple of exactly n ints equal to o[0..n) (a chunk's
+ * offsets or sizes as the untrusted pickle spelled them). */
 static bool same_dims(const struct tn_value *t, const int64_t *o, int n)
 {
     if (t->kind != TN_VALUE_TUPLE || t->v.seq.n != (size_t)n)
@@ -297,6 +304,10 @@ static int storages(struct tn_dcp *d, const struct tn_value *sd)
     return 0;
 }
 
+/* Turns the unpickled .metadata (d->meta, untrusted) into d->items and the
+ * fqn index: checks every class name, key type, chunk bound and storage
+ * reference, so later reads trust d->items.  Items point into d->meta's
+ * strings (d owns both).  0, or TN_EFORMAT/TN_ENOMEM naming d->dir. */
 static int build(struct tn_dcp *d)
 {
     const struct tn_value *m = d->meta;
@@ -386,6 +397,10 @@ static int parse(struct tn_dcp *d, const unsigned char *buf, size_t len)
     return rc;
 }
 
+/* A reader over .metadata bytes already in memory (the fuzzer's entry);
+ * `dir` only names errors and the data files'
+ * directory.  The bytes are untrusted and borrowed for the call only.
+ * A new reader for tn_dcp_close, or NULL with the error set. */
 struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char *dir)
 {
     struct tn_dcp *d = dcp_new(dir);
@@ -396,6 +411,9 @@ struct tn_dcp *tn__dcp_open_memory(const void *metadata, size_t len, const char 
     return d;
 }
 
+/* Contract in tensor/dcp.h: reads dir/.metadata, maps each data file it
+ * names (bounded by the file's size), validates every chunk.  A new reader
+ * the caller closes with tn_dcp_close; NULL with an error naming `dir`. */
 struct tn_dcp *tn_dcp_open(const char *dir)
 {
     struct tn_dcp *d = dcp_new(dir);
@@ -423,6 +441,8 @@ fail:
     return NULL;
 }
 
+/* Frees the reader, its parsed metadata and unmaps its files; the items,
+ * names and values borrowed from it die with it.  NULL is a no-op. */
 void tn_dcp_close(struct tn_dcp *d)
 {
     if (!d)
@@ -442,6 +462,9 @@ void tn_dcp_close(struct tn_dcp *d)
     free(d);
 }
 
+/* Accessors (tensor/dcp.h).  Items, names and the version are borrowed
+ * from d and live until tn_dcp_close; an index out of range gives NULL
+ * (or 0), tn_dcp_find NULL for a key the checkpoint lacks.  No error set. */
 size_t tn_dcp_count(const struct tn_dcp *d) { return d->n; }
 const struct tn_dcp_item *tn_dcp_item_at(const struct tn_dcp *d, size_t i)
 {
@@ -462,6 +485,9 @@ uint64_t tn_dcp_file_size(const struct tn_dcp *d, size_t i)
     return i < d->nfiles ? d->files[i].map->len : 0;
 }
 const char *tn_dcp_version(const struct tn_dcp *d) { return d->version; }
+
+/* The mapping of data file i (i < tn_dcp_files(d), not checked): borrowed,
+ * valid until tn_dcp_close; *len gets its size. */
 const unsigned char *tn__dcp_file_bytes(const struct tn_dcp *d, size_t i, size_t *len)
 {
     *len = d->files[i].map->len;
@@ -543,6 +569,10 @@ static int copy_overlap(struct tn_tensor *dst, const int64_t *doff, const struct
     return rc;
 }
 
+/* Copies the region of item `it` starting at offsets[] with dst's sizes out
+ * of every chunk that overlaps it.  dst (borrowed) must match the item's
+ * dtype and rank and fit inside it; the chunk bounds were checked by build.
+ * 0, or an error naming d->dir and the key. */
 static int read_region(struct tn_dcp *d, const struct tn_dcp_item *it, const int64_t *offsets,
                        struct tn_tensor *dst)
 {
@@ -575,6 +605,8 @@ static int read_region(struct tn_dcp *d, const struct tn_dcp_item *it, const int
     return 0;
 }
 
+/* Contract in tensor/dcp.h: the region of key `fqn` at offsets[] (one per
+ * dimension) into the caller's dst.  0 or TN_EINVAL naming the key. */
 int tn_dcp_read(struct tn_dcp *d, const char *fqn, const int64_t *offsets, struct tn_tensor *dst)
 {
     const struct tn_dcp_item *it = tn_dcp_find(d, fqn);
@@ -623,6 +655,9 @@ static struct tn_value *item_value(struct tn_dcp *d, size_t i, bool meta)
     return v;
 }
 
+/* Contract in tensor/dcp.h: item i's whole value (a new contiguous tensor
+ * assembled from its chunks, or the bytes item unpickled under the
+ * allowlist).  A new value for tn_value_release; NULL with an error. */
 struct tn_value *tn_dcp_get(struct tn_dcp *d, size_t i) { return item_value(d, i, false); }
 
 /* Puts v at `path` under root as torch.distributed.checkpoint's
@@ -726,9 +761,16 @@ static struct tn_value *load_tree(struct tn_dcp *d, bool flat, bool meta)
     return root;
 }
 
+/* The whole checkpoint as one value (tensor/dcp.h): nested as planner_data
+ * says, or with `flat` an ODICT of fqn -> value; _meta gives meta-device
+ * tensors and reads no tensor bytes.  A new value for tn_value_release;
+ * NULL with an error. */
 struct tn_value *tn_dcp_load_all(struct tn_dcp *d, bool flat) { return load_all(d, flat, false); }
 struct tn_value *tn_dcp_load_meta(struct tn_dcp *d, bool flat) { return load_all(d, flat, true); }
 
+/* Contract in tensor/dcp.h: fills each shard's tensor (borrowed) with its
+ * region of `fqn`, checking the saved global size against the one asked
+ * for; shards with no tensor are skipped.  0 or an error naming dir. */
 int tn_dcp_load(const char *dir, struct tn_dcp_shard *shards, size_t n)
 {
     struct tn_dcp *d = tn_dcp_open(dir);

@@ -83,6 +83,8 @@ static struct trash *trash_list;
 static unsigned long trash_seq;
 static pthread_once_t trash_once = PTHREAD_ONCE_INIT;
 
+/* The background thread of tn__dcp_remove_later: removes t->dir (files
+ * only).  t stays owned by trash_list; tn__dcp_remove_wait joins and frees. */
 static void *trash_main(void *arg)
 {
     struct trash *t = arg;
@@ -90,6 +92,8 @@ static void *trash_main(void *arg)
     return NULL;
 }
 
+/* Contract in internal.h: joins every background removal started so far
+ * and frees its record (installed with atexit, and called by tests). */
 void tn__dcp_remove_wait(void)
 {
     pthread_mutex_lock(&trash_mu);
@@ -105,11 +109,15 @@ void tn__dcp_remove_wait(void)
     }
 }
 
+/* Registers tn__dcp_remove_wait with atexit, once per process (pthread_once). */
 static void trash_atexit(void)
 {
     (void)atexit(tn__dcp_remove_wait);
 }
 
+/* Contract in internal.h: renames `tmp` aside to TMP-old-PID-N and removes
+ * it on a thread of its own; without memory, a rename or a thread it
+ * removes `tmp` now.  Never fails; a leftover is cleared by a later begin. */
 void tn__dcp_remove_later(const char *tmp)
 {
     pthread_once(&trash_once, trash_atexit);
@@ -168,12 +176,17 @@ static void remove_stale_trash(const char *tmp)
     closedir(d);
 }
 
+/* Contract in internal.h: a failed save's `tmp` removed (files only), its
+ * name dropped from the live-output list.  0 or an error. */
 int tn__dcp_discard(const char *tmp)
 {
     tn__out_live_dir(tmp, false);
     return remove_flat(tmp);
 }
 
+/* Contract in internal.h: on one rank, refuses a `dir` that exists and is
+ * not a DCP folder, then makes `tmp` an empty folder (a stale one and dead
+ * processes' TMP-old-* folders removed).  0 or an error naming the path. */
 int tn__dcp_begin(const char *dir, const char *tmp)
 {
     struct stat st;
@@ -201,6 +214,7 @@ struct part {
     int64_t offsets[TN_MAX_DIMS], global[TN_MAX_DIMS];
 };
 
+/* A new JSON array of x[0..n) for a rank's description (caller decrefs). */
 static json_t *ints(const int64_t *x, int n)
 {
     json_t *a = json_array();
@@ -209,6 +223,8 @@ static json_t *ints(const int64_t *x, int n)
     return a;
 }
 
+/* p's key path as a new JSON array (str and int keys; the fqn alone when
+ * the item has no path), for .metadata's planner_data.  Caller decrefs. */
 static json_t *path_json(const struct part *p)
 {
     json_t *a = json_array();
@@ -331,6 +347,10 @@ static bool mine(const struct tn_dcp_shard *s, int rank, int world)
     return (int)(h % (uint64_t)world) == rank;
 }
 
+/* Contract in internal.h: rank `rank` of `world` writes its chunks of the
+ * (borrowed) shards to tmp/__<rank>_0.distcp and their description to
+ * tmp/.rank<rank>.json (replicated items by the one rank their key hashes
+ * to).  0 or an error naming the file. */
 int tn__dcp_write_shards(const char *tmp, int rank, int world, const struct tn_dcp_shard *shards,
                          size_t n)
 {
@@ -376,6 +396,9 @@ static void p_global(struct tn_io_buf *b, const char *mod, const char *name)
     tn__io_buf_printf(b, "c%s\n%s\n", mod, name);
 }
 
+/* The pickle writers below (protocol 2, as torch.save's .metadata): each
+ * appends one opcode sequence to b; a failed allocation sets b->failed,
+ * which the caller checks once at the end. */
 static void p_str(struct tn_io_buf *b, const char *s)
 {
     size_t n = strlen(s);
@@ -384,6 +407,7 @@ static void p_str(struct tn_io_buf *b, const char *s)
     tn__io_buf_put(b, s, n);
 }
 
+/* An int as BININT (32 bits) or LONG1 with 8 bytes. */
 static void p_int(struct tn_io_buf *b, int64_t v)
 {
     if (v >= INT32_MIN && v <= INT32_MAX) {
@@ -410,6 +434,8 @@ static void p_obj(struct tn_io_buf *b, const char *cls)
     p_new(b, cls);
     tn__io_buf_put(b, "}(", 2); /* EMPTY_DICT MARK */
 }
+
+/* Closes p_obj: SETITEMS then BUILD. */
 static void p_obj_end(struct tn_io_buf *b) { tn__io_buf_put(b, "ub", 2); } /* SETITEMS BUILD */
 
 static void p_size(struct tn_io_buf *b, json_t *a)
@@ -429,6 +455,8 @@ struct key {
     size_t n, cap;
 };
 
+/* TensorStorageMetadata for key k (properties, global size, every chunk)
+ * from its first rank description; the descriptions were checked to agree. */
 static void p_tensor_md(struct tn_io_buf *b, const struct key *k)
 {
     json_t *e = k->first;
@@ -459,6 +487,8 @@ static void p_tensor_md(struct tn_io_buf *b, const struct key *k)
     p_obj_end(b);
 }
 
+/* One MetadataIndex(fqn, offset, index) -> _StorageInfo entry of
+ * storage_data for chunk `index` of `fqn` described by e. */
 static void p_storage(struct tn_io_buf *b, const char *fqn, json_t *e, bool tensor, size_t index)
 {
     p_obj(b, "MetadataIndex");
@@ -488,6 +518,7 @@ static void p_storage(struct tn_io_buf *b, const char *fqn, json_t *e, bool tens
     p_obj_end(b);
 }
 
+/* True when two ranks describe the same global size (JSON int arrays). */
 static bool same_json_dims(json_t *a, json_t *b)
 {
     return json_equal(a, b);
@@ -629,6 +660,11 @@ static int sync_parent(const char *dir)
     return 0;
 }
 
+/* Contract in internal.h: on one rank after every rank's write, merges the
+ * .rank<r>.json descriptions (checked: a missing or broken one, or ranks
+ * that disagree on a key's size or dtype, is an error) into .metadata, then renames `tmp` over `dir` (exchanging
+ * with an old DCP folder, removed in the background unless keep_old leaves
+ * it at `tmp`).  0 or an error; on error `dir` is untouched. */
 int tn__dcp_finish(const char *tmp, const char *dir, int world, bool keep_old)
 {
     json_t **descs = calloc((size_t)world, sizeof *descs);
@@ -692,6 +728,8 @@ static bool terminal(const struct tn_value *v)
     return true;
 }
 
+/* A dict key as DCP's fqn text (str, int, or True/False) into buf[cap]
+ * (truncated); 0, or TN_EINVAL for a key type that cannot name an item. */
 static int key_text(const struct tn_value *k, char *buf, size_t cap)
 {
     if (k->kind == TN_VALUE_STR)
@@ -706,6 +744,10 @@ static int key_text(const struct tn_value *k, char *buf, size_t cap)
     return 0;
 }
 
+/* Appends to fl every leaf of v (borrowed) under `path` (borrowed; retained
+ * into fl) as PyTorch's flatten_state_dict does, depth bounded at 64 keys.
+ * Parts borrow v's tensors and values; fl owns the fqn strings and paths.
+ * 0 or an error. */
 static int flatten(struct flat *fl, const struct tn_value *v, struct tn_value *path)
 {
     if (!terminal(v) && path->v.seq.n < 64) {
@@ -769,6 +811,7 @@ static int flatten(struct flat *fl, const struct tn_value *v, struct tn_value *p
     return 0;
 }
 
+/* Frees fl's fqn strings, paths and arrays (not the borrowed values). */
 static void flat_free(struct flat *fl)
 {
     for (size_t i = 0; i < fl->n; i++) {
@@ -779,6 +822,9 @@ static void flat_free(struct flat *fl)
     free(fl->paths);
 }
 
+/* Contract in tensor/dcp.h: one process writes `state` (borrowed) as an
+ * nranks-rank save would, through the same begin/write/finish steps.
+ * 0 or an error naming dir. */
 int tn_dcp_write(const char *dir, const struct tn_value *state, int nranks)
 {
     if (nranks < 1 || nranks > 4096)

@@ -731,6 +731,12 @@ static void not_a_model(struct tn__scan_ctx *c, const unsigned char *b, size_t l
     c->r->format = what;
 }
 
+/* Scans b[0..len) (untrusted; any bytes, any length) by what its leading
+ * bytes say it is: zip, npy, tar, 7z or a compressed stream, a legacy
+ * torch.save, safetensors, a pickle, a zip behind a prefix; else a finding
+ * that it is no model.  Findings go to c->r under `entry`; `name` (may be
+ * NULL) only hints at a pickle; `top` records the format in the report.
+ * Never fails: what cannot be read marks the report incomplete. */
 static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
                       const char *entry, const char *name, bool top)
 {

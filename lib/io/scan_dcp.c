@@ -34,6 +34,8 @@ static void prefix_entries(struct tn_scan_report *r, size_t n0, const char *pref
     }
 }
 
+/* Marks r incomplete with `why` as its first error (copied; later reasons
+ * are dropped). */
 static void incomplete(struct tn_scan_report *r, const char *why)
 {
     r->incomplete = true;
@@ -41,6 +43,11 @@ static void incomplete(struct tn_scan_report *r, const char *why)
         r->error = tn__scan_dupn(why, strlen(why));
 }
 
+/* Contract in scan_internal.h: scans dir/.metadata with the DCP classes
+ * added to opts' allowlist, then every chunk of every .distcp file as a
+ * blob of its own (findings prefixed with file@offset).  The loader's
+ * refusal of the folder (or an unreadable file) is an incomplete scan,
+ * not an error.  0, or an error such as out of memory. */
 int tn__scan_dcp(const char *dir, const struct tn_scan_options *opts, struct tn_scan_report *r)
 {
     struct tn_scan_options o = {0};

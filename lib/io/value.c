@@ -48,6 +48,8 @@ struct block {
  * parse owns and ends; arenas nest through their outer link. */
 static _Thread_local struct tn__value_arena *arena;
 
+/* The block a carved piece p lies in: every 64 KiB unit of a block starts
+ * with a pointer to the block's head (p must be a carved piece). */
 static struct block *block_of(const void *p)
 {
     return *(struct block **)((uintptr_t)p & ~(uintptr_t)(UNIT - 1));
@@ -60,6 +62,9 @@ static void block_drop(struct block *b)
         free(b);
 }
 
+/* Contract in internal.h: makes a (the caller's, on its stack) this
+ * thread's innermost arena; the values parsed until the matching end are
+ * carved from its blocks.  Never fails (a failed block falls back to malloc). */
 void tn__value_arena_begin(struct tn__value_arena *a)
 {
     memset(a, 0, sizeof *a);
@@ -67,6 +72,8 @@ void tn__value_arena_begin(struct tn__value_arena *a)
     arena = a;
 }
 
+/* Ends a: drops its hold on the block being carved (each block is freed
+ * when its last value is released) and restores the outer arena. */
 void tn__value_arena_end(struct tn__value_arena *a)
 {
     if (a->block)

@@ -441,6 +441,10 @@ struct tn_zip_writer {
     int failed;
 };
 
+/* Contract in tensor/io.h: a writer to a temporary file beside `path`
+ * (tn_out_open), renamed over it by tn_zip_writer_finish.  alignment in
+ * 1..4096.  A new writer owned by the caller until finish or abort; NULL
+ * with an error naming path. */
 struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
 {
     if (alignment == 0 || alignment > 4096) {
@@ -464,6 +468,10 @@ struct tn_zip_writer *tn_zip_writer_open(const char *path, unsigned alignment)
     return w;
 }
 
+/* Contract in internal.h: a writer onto the caller's open stream f
+ * (borrowed: flushed at finish, never closed or synced here), offsets and
+ * alignment counted from f's current position; `label` names errors.
+ * A new writer; NULL with an error. */
 struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned alignment,
                                         uint64_t *writeback)
 {
@@ -484,6 +492,8 @@ struct tn_zip_writer *tn__zip_writer_on(FILE *f, const char *label, unsigned ali
     return w;
 }
 
+/* Writes n bytes at the writer's offset; a short write marks the writer
+ * failed (only abort or finish's cleanup remain).  0 or TN_EIO. */
 static int w_put(struct tn_zip_writer *w, const void *p, size_t n)
 {
     if (n && fwrite(p, 1, n, w->f) != n) {
@@ -530,14 +540,18 @@ static int w_data(struct tn_zip_writer *w, const void *data, uint64_t len, uint3
     return 0;
 }
 
+/* The archive is not fsynced at finish (a scratch file, tests). */
 void tn__zip_writer_no_fsync(struct tn_zip_writer *w) { w->no_fsync = true; }
 
+/* The CRC-32 of the member added last (at least one was: an assertion). */
 uint32_t tn__zip_writer_last_crc(const struct tn_zip_writer *w)
 {
     TN_ASSERT(w->n > 0);
     return w->e[w->n - 1].crc;
 }
 
+/* Writes b's bytes and frees them (b is left empty); b's failed allocation
+ * marks the writer failed.  0 or an error. */
 static int w_buf(struct tn_zip_writer *w, struct tn_io_buf *b)
 {
     if (b->failed) {
@@ -636,6 +650,7 @@ int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *dat
     return 0;
 }
 
+/* Frees the writer's records, path and itself (not its file). */
 static void w_free(struct tn_zip_writer *w)
 {
     for (size_t i = 0; i < w->n; i++)
@@ -653,6 +668,10 @@ void tn_zip_writer_abort(struct tn_zip_writer *w)
     w_free(w);
 }
 
+/* Contract in tensor/io.h: the central directory and end records (zip64
+ * where an offset or size needs it), then tn_out_commit's flush, fsync and
+ * rename (a stream writer: a flush only).  Frees w in every case; 0, or an
+ * error with the target untouched. */
 int tn_zip_writer_finish(struct tn_zip_writer *w)
 {
     if (w->failed) {
