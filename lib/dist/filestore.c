@@ -410,6 +410,10 @@ static const struct tn__store_ops file_ops = {
     .destroy = fs_destroy,
 };
 
+/* Contract in tensor/dist.h: a FileStore over the append-only log at path,
+ * shared with num_workers processes; the log is untrusted (another process,
+ * or another program, writes it) and parsed with bounds.  A new reference;
+ * NULL with an error naming path. */
 struct tn_store *tn_store_file_new(const char *path, int num_workers)
 {
     struct file_store *f = calloc(1, sizeof *f);

@@ -17,23 +17,28 @@ void tn__store_init(struct tn_store *s, const struct tn__store_ops *ops)
     atomic_init(&s->timeout_ms, TN_STORE_DEFAULT_TIMEOUT_MS);
 }
 
+/* Takes one more reference to s (NULL: no-op); thread-safe. */
 void tn_store_retain(struct tn_store *s)
 {
     if (s)
         atomic_fetch_add(&s->refs, 1);
 }
 
+/* Drops one reference; the last destroys the store through its kind's
+ * destroy (closing sockets, files).  NULL: no-op. */
 void tn_store_release(struct tn_store *s)
 {
     if (s && atomic_fetch_sub(&s->refs, 1) == 1)
         s->ops->destroy(s);
 }
 
+/* The timeout of s's blocking operations from now on, in ms (< 0 is 0). */
 void tn_store_set_timeout(struct tn_store *s, int64_t timeout_ms)
 {
     atomic_store(&s->timeout_ms, timeout_ms < 0 ? 0 : timeout_ms);
 }
 
+/* The timeout of s's blocking operations, in ms. */
 int64_t tn_store_timeout(const struct tn_store *s)
 {
     return atomic_load(&((struct tn_store *)s)->timeout_ms);
@@ -80,6 +85,13 @@ static int check_value(size_t len)
     return 0;
 }
 
+/* The public store operations (contracts in tensor/dist.h) below each
+ * check the caller's keys and value lengths against TN_STORE_MAX_* (so a
+ * request cannot exceed what a server accepts), then call the kind's op;
+ * an op the kind lacks is TN_ERUNTIME naming it.  Returned values are
+ * malloc'd and the caller's.  0 (or a count) on success, else an error.
+ *
+ * SET: key's value replaced, its waiters woken. */
 int tn_store_set(struct tn_store *s, const char *key, const void *val, size_t len)
 {
     if (check_key(key) < 0 || check_value(len) < 0)
@@ -87,6 +99,7 @@ int tn_store_set(struct tn_store *s, const char *key, const void *val, size_t le
     return s->ops->set(s, key, strlen(key), val, len);
 }
 
+/* GET: waits for key up to the timeout; *val malloc'd, the caller's. */
 int tn_store_get(struct tn_store *s, const char *key, void **val, size_t *len)
 {
     if (check_key(key) < 0)
@@ -94,6 +107,7 @@ int tn_store_get(struct tn_store *s, const char *key, void **val, size_t *len)
     return s->ops->get(s, key, strlen(key), val, len);
 }
 
+/* ADD: the decimal counter at key moved by delta; the new value to *out. */
 int tn_store_add(struct tn_store *s, const char *key, int64_t delta, int64_t *out)
 {
     int64_t tmp;
@@ -102,6 +116,8 @@ int tn_store_add(struct tn_store *s, const char *key, int64_t delta, int64_t *ou
     return s->ops->add(s, key, strlen(key), delta, out ? out : &tmp);
 }
 
+/* COMPARE_SET: desired stored when key holds expected; *val (malloc'd)
+ * is the value now stored. */
 int tn_store_compare_set(struct tn_store *s, const char *key, const void *expected, size_t elen,
                          const void *desired, size_t dlen, void **val, size_t *len)
 {
@@ -112,6 +128,8 @@ int tn_store_compare_set(struct tn_store *s, const char *key, const void *expect
     return s->ops->compare_set(s, key, strlen(key), expected, elen, desired, dlen, val, len);
 }
 
+/* WAIT: until every key exists, or TN_ETIMEOUT (timeout_ms < 0: the
+ * store's). */
 int tn_store_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t timeout_ms)
 {
     if (check_keys(keys, n) < 0)
@@ -121,6 +139,7 @@ int tn_store_wait(struct tn_store *s, const char *const *keys, size_t n, int64_t
     return s->ops->wait(s, keys, n, timeout_ms);
 }
 
+/* CHECK: 1 when every key exists, 0 when one does not. */
 int tn_store_check(struct tn_store *s, const char *const *keys, size_t n)
 {
     if (check_keys(keys, n) < 0)
@@ -128,6 +147,7 @@ int tn_store_check(struct tn_store *s, const char *const *keys, size_t n)
     return s->ops->check(s, keys, n);
 }
 
+/* DELETE_KEY: 1 when key existed, 0 when not. */
 int tn_store_delete(struct tn_store *s, const char *key)
 {
     if (check_key(key) < 0)
@@ -137,6 +157,7 @@ int tn_store_delete(struct tn_store *s, const char *key)
     return s->ops->del(s, key, strlen(key));
 }
 
+/* GETNUMKEYS: the key count into *out. */
 int tn_store_num_keys(struct tn_store *s, int64_t *out)
 {
     if (!s->ops->num_keys)
@@ -144,6 +165,7 @@ int tn_store_num_keys(struct tn_store *s, int64_t *out)
     return s->ops->num_keys(s, out);
 }
 
+/* APPEND: bytes added to key's value (created when missing). */
 int tn_store_append(struct tn_store *s, const char *key, const void *val, size_t len)
 {
     if (check_key(key) < 0 || check_value(len) < 0)
@@ -153,6 +175,8 @@ int tn_store_append(struct tn_store *s, const char *key, const void *val, size_t
     return s->ops->append(s, key, strlen(key), val, len);
 }
 
+/* MULTI_GET: every key's value (waiting), one request where the kind has
+ * it, else one GET each; on failure none is returned (those got freed). */
 int tn_store_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **vals,
                        size_t *lens)
 {
@@ -171,6 +195,8 @@ int tn_store_multi_get(struct tn_store *s, const char *const *keys, size_t n, vo
     return 0;
 }
 
+/* MULTI_SET: every key set, one request where the kind has it, else one
+ * SET each (a failure leaves the earlier ones set). */
 int tn_store_multi_set(struct tn_store *s, const char *const *keys, size_t n,
                        const void *const *vals, const size_t *lens)
 {
@@ -189,6 +215,7 @@ int tn_store_multi_set(struct tn_store *s, const char *const *keys, size_t n,
     return 0;
 }
 
+/* QUEUE_PUSH: val appended to the queue named key. */
 int tn_store_queue_push(struct tn_store *s, const char *key, const void *val, size_t len)
 {
     if (check_key(key) < 0 || check_value(len) < 0)
@@ -198,6 +225,8 @@ int tn_store_queue_push(struct tn_store *s, const char *key, const void *val, si
     return s->ops->queue_push(s, key, strlen(key), val, len);
 }
 
+/* QUEUE_POP: the oldest item (malloc'd), waiting when `block`; empty
+ * without block is TN_EINDEX. */
 int tn_store_queue_pop(struct tn_store *s, const char *key, bool block, void **val, size_t *len)
 {
     if (check_key(key) < 0)
@@ -207,6 +236,7 @@ int tn_store_queue_pop(struct tn_store *s, const char *key, bool block, void **v
     return s->ops->queue_pop(s, key, strlen(key), block, val, len);
 }
 
+/* QUEUE_LEN: the queue's item count into *out. */
 int tn_store_queue_len(struct tn_store *s, const char *key, int64_t *out)
 {
     if (check_key(key) < 0)
@@ -537,6 +567,8 @@ static const struct tn__store_ops hash_ops = {
     .destroy = hs_destroy,
 };
 
+/* Contract in tensor/dist.h: an empty in-process store (a mutex and a
+ * condition variable over the map).  A new reference; NULL with TN_ENOMEM. */
 struct tn_store *tn_store_hash_new(void)
 {
     struct hash_store *h = calloc(1, sizeof *h);
@@ -724,6 +756,9 @@ static int ps_local_addr(struct tn_store *s, char *buf, size_t n)
     return tn__store_local_addr(PS(s)->inner, buf, n);
 }
 
+/* Contract in internal.h: the address of this host that reaches s's server
+ * (the kind's local_addr; a prefix store asks its inner one) into buf[n];
+ * -1 when s is NULL or its kind has none. */
 int tn__store_local_addr(struct tn_store *s, char *buf, size_t n)
 {
     return s && s->ops->local_addr ? s->ops->local_addr(s, buf, n) : -1;
@@ -749,6 +784,9 @@ static const struct tn__store_ops prefix_ops = {
     .destroy = ps_destroy,
 };
 
+/* Contract in tensor/dist.h: a store naming every key prefix + "/" + key
+ * in base, holding a reference to base.  A new reference; NULL with
+ * TN_EINVAL (NULL argument) or TN_ENOMEM. */
 struct tn_store *tn_store_prefix_new(const char *prefix, struct tn_store *base)
 {
     if (!prefix || !base) {

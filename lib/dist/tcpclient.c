@@ -715,6 +715,12 @@ static int try_unix(struct tcp_store *t, const char *tok, int64_t dl)
     return 0;
 }
 
+/* Contract in tensor/dist.h: connects with backoff (10 ms doubling to 1 s)
+ * until timeout_ms (< 0: the default), handshakes (TN_STORE_TOKEN when
+ * set), and moves to our server's unix socket on the same host.  Replies
+ * from the server are untrusted and length-checked.  A new store the
+ * caller releases (tn_store_release); NULL with TN_EINVAL, TN_ETIMEOUT or
+ * TN_EIO naming host:port. */
 struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeout_ms)
 {
     if (!host || port <= 0 || port > 65535) {
@@ -773,6 +779,7 @@ struct tn_store *tn_store_tcp_connect(const char *host, int port, int64_t timeou
     return &t->base;
 }
 
+/* True when s is a TCPStore client now on its server's unix socket (tests). */
 bool tn__store_tcp_local(const struct tn_store *s)
 {
     if (!s || s->ops != &tcp_ops)

@@ -1134,6 +1134,11 @@ static void listen_unix(struct tn_store_server *s)
     s->ufd = fd;
 }
 
+/* Contract in tensor/dist.h: binds (or takes opts->listen_fd, then ours),
+ * reads TN_STORE_TOKEN, TN_STORE_MAX_BUFFERED and
+ * TN_STORE_SENDER_TIMEOUT_MS, and starts the epoll loop's thread; every
+ * byte a client sends is untrusted and bounded there (rd_*).  A new server
+ * for tn_store_server_stop; NULL with an error (bind, token too long). */
 struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts *opts)
 {
     struct tn_store_server_opts o = {0};
@@ -1220,11 +1225,14 @@ fail:
     return NULL;
 }
 
+/* The TCP port bound (the kernel's pick when 0 was asked for). */
 int tn_store_server_port(const struct tn_store_server *srv)
 {
     return srv->port;
 }
 
+/* Wakes the loop through stopfd, joins it, closes every connection and
+ * socket and frees the map and the server.  NULL is a no-op. */
 void tn_store_server_stop(struct tn_store_server *s)
 {
     if (!s)

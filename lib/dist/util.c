@@ -54,6 +54,8 @@ void tn__map_free(struct tn__map *m)
     memset(m, 0, sizeof *m);
 }
 
+/* The entry for k[0..kl) (any bytes: keys come off the wire), or NULL.
+ * Borrowed from m; valid until the entry is unlinked. */
 struct tn__kv *tn__map_find(const struct tn__map *m, const char *k, size_t kl)
 {
     if (!m->nslots)
@@ -88,6 +90,9 @@ static int grow(struct tn__map *m)
     return 0;
 }
 
+/* The entry for k[0..kl), made (the key copied, no value, no queue) when
+ * missing; owned by m.  NULL when out of memory (no error set: the server
+ * thread reports it). */
 struct tn__kv *tn__map_entry(struct tn__map *m, const char *k, size_t kl)
 {
     struct tn__kv *e = tn__map_find(m, k, kl);
@@ -112,6 +117,8 @@ struct tn__kv *tn__map_entry(struct tn__map *m, const char *k, size_t kl)
     return e;
 }
 
+/* Replaces e's value with a copy of v[0..vl) (the old one freed; a first
+ * value counts toward m->count).  0, or TN_ENOMEM with e unchanged. */
 int tn__map_setval(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl)
 {
     char *c = malloc(vl ? vl : 1);
@@ -138,6 +145,8 @@ static void unlink_entry(struct tn__map *m, struct tn__kv *e)
     free_entry(e);
 }
 
+/* Drops e's value; e itself is freed (unusable after) unless it still has
+ * a queue.  True when a value was there. */
 bool tn__map_delval(struct tn__map *m, struct tn__kv *e)
 {
     bool had = e->val != NULL;
@@ -172,6 +181,8 @@ int tn__map_push(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl)
     return 0;
 }
 
+/* e's oldest queued item, now the caller's to free; e is freed when it is
+ * left with neither queue nor value.  NULL when the queue is empty. */
 struct tn__qitem *tn__map_pop(struct tn__map *m, struct tn__kv *e)
 {
     struct tn__qitem *q = e->qhead;
@@ -186,6 +197,10 @@ struct tn__qitem *tn__map_pop(struct tn__map *m, struct tn__kv *e)
     return q;
 }
 
+/* ADD's arithmetic for every store kind: the stored decimal text
+ * old[0..oldlen) (untrusted; NULL: missing, 0) plus delta into *out, and
+ * the text for the new value into buf (32 bytes) and *buflen.  0, or
+ * TN_EINVAL naming key k for a value that is no int64 or an overflow. */
 int tn__add_value(const char *k, size_t kl, const char *old, size_t oldlen, int64_t delta,
                   int64_t *out, char *buf, size_t *buflen)
 {
@@ -277,6 +292,7 @@ int tn__db_str(struct tn__dbuf *b, const void *p, size_t n)
     return tn__db_put(b, p, n);
 }
 
+/* Drops the first n bytes of b (all when n >= len), moving the rest down. */
 void tn__db_consume(struct tn__dbuf *b, size_t n)
 {
     if (n >= b->len) {
@@ -294,6 +310,7 @@ void tn__db_free(struct tn__dbuf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* CLOCK_MONOTONIC in ms: deadlines, never wall time. */
 int64_t tn__now_ms(void)
 {
     struct timespec ts;
@@ -301,6 +318,9 @@ int64_t tn__now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Sets TN_ETIMEOUT in PyTorch's words ("wait timeout after 1000ms, keys:
+ * /a, /b"), each key after `prefix` (may be NULL), the list cut at 511
+ * bytes; returns TN_ETIMEOUT. */
 int tn__wait_timeout_error(int64_t ms, const char *const *keys, size_t n, const char *prefix)
 {
     char list[512];
