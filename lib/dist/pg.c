@@ -10,16 +10,20 @@
 #include <stdio.h>
 #include <time.h>
 
+/* Contract in internal.h: the slot holding pg's async queue (NULL until the
+ * first async call), borrowed; pg_async.c fills and frees it. */
 struct tn__pgq **tn__pg_queue(struct tn_pg *pg)
 {
     return &pg->queue;
 }
 
+/* This process's rank in pg, 0..size-1. */
 int tn_pg_rank(const struct tn_pg *pg)
 {
     return pg->rank;
 }
 
+/* The number of ranks in pg. */
 int tn_pg_size(const struct tn_pg *pg)
 {
     return pg->size;
@@ -163,6 +167,15 @@ static bool same_kind(const struct tn_tensor *a, const struct tn_tensor *b, size
     return a->dtype == b->dtype && tn_nbytes(a) == tn_nbytes(b) * times;
 }
 
+/* The public collectives (contracts in tensor/dist.h) below share one
+ * shape: begin numbers the call (the group's agreed failure again once it
+ * is broken), the tensors (borrowed, updated in place) are checked to be
+ * contiguous on the backend's device with the sizes and dtypes the call
+ * needs, roots and peers to be ranks, then the backend's entry runs; a
+ * collective the backend lacks is TN_ERUNTIME.  0, or a negative status
+ * with an error naming the collective.
+ *
+ * ALLREDUCE: t becomes op over every rank's t. */
 int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
     if (begin(pg, "allreduce") < 0)
@@ -174,6 +187,7 @@ int tn_pg_allreduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
     DISPATCH(allreduce, t, op);
 }
 
+/* BROADCAST: every rank's t becomes root's. */
 int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
     if (begin(pg, "broadcast") < 0)
@@ -186,6 +200,8 @@ int tn_pg_broadcast(struct tn_pg *pg, struct tn_tensor *t, int root)
     DISPATCH(broadcast, t, root);
 }
 
+/* ALLGATHER: out (world_size times in, same dtype) gets every rank's in,
+ * rank-major. */
 int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     if (begin(pg, "allgather") < 0)
@@ -201,6 +217,7 @@ int tn_pg_allgather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_ten
     DISPATCH(allgather, out, in);
 }
 
+/* BARRIER: returns once every rank has called it. */
 int tn_pg_barrier(struct tn_pg *pg)
 {
     if (begin(pg, "barrier") < 0)
@@ -208,6 +225,7 @@ int tn_pg_barrier(struct tn_pg *pg)
     return pg->be->barrier ? pg->be->barrier(pg) : unsupported(pg);
 }
 
+/* SEND: t to rank dst (not this rank); the matching recv takes it. */
 int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
 {
     if (begin(pg, "send") < 0)
@@ -219,6 +237,7 @@ int tn_pg_send(struct tn_pg *pg, const struct tn_tensor *t, int dst)
     DISPATCH(send, t, dst);
 }
 
+/* RECV: t filled from rank src's matching send (src not this rank). */
 int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
     if (begin(pg, "recv") < 0)
@@ -230,6 +249,7 @@ int tn_pg_recv(struct tn_pg *pg, struct tn_tensor *t, int src)
     DISPATCH(recv, t, src);
 }
 
+/* REDUCE: root's t becomes op over every rank's t; others' t unchanged. */
 int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, int root)
 {
     if (begin(pg, "reduce") < 0)
@@ -244,6 +264,8 @@ int tn_pg_reduce(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op, in
     DISPATCH(reduce, t, op, root);
 }
 
+/* GATHER: root's out (world_size inputs; unchecked and may be NULL on
+ * other ranks) gets every rank's in, rank-major. */
 int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
     if (begin(pg, "gather") < 0)
@@ -261,6 +283,8 @@ int tn_pg_gather(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor
     DISPATCH(gather, out, in, root);
 }
 
+/* SCATTER: each rank's out gets its block of root's in (world_size
+ * outputs; unchecked and may be NULL on other ranks). */
 int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in, int root)
 {
     if (begin(pg, "scatter") < 0)
@@ -278,6 +302,8 @@ int tn_pg_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tenso
     DISPATCH(scatter, out, in, root);
 }
 
+/* ALL_TO_ALL: in's block j goes to rank j; out's block j comes from rank j
+ * (equal sizes, divisible by world_size). */
 int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in)
 {
     if (begin(pg, "all_to_all") < 0)
@@ -290,6 +316,9 @@ int tn_pg_all_to_all(struct tn_pg *pg, struct tn_tensor *out, const struct tn_te
     DISPATCH(all_to_all, out, in);
 }
 
+/* REDUCE_SCATTER: out gets block `rank` of op over every rank's in (in
+ * holds world_size outs).  A backend that asks for it (rs_by_allreduce)
+ * gets an allreduce of a copy instead, named reduce_scatter in errors. */
 int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct tn_tensor *in,
                          enum tn_reduce_op op)
 {
@@ -318,6 +347,9 @@ int tn_pg_reduce_scatter(struct tn_pg *pg, struct tn_tensor *out, const struct t
     return rc;
 }
 
+/* Drains and frees the async queue, destroys the backend (telling it
+ * whether the group broke, so it does not wait on peers), drops the store
+ * reference and frees pg.  Every tn_work must be freed first.  NULL: no-op. */
 void tn_pg_free(struct tn_pg *pg)
 {
     if (!pg)
@@ -331,6 +363,9 @@ void tn_pg_free(struct tn_pg *pg)
     free(pg);
 }
 
+/* Contract in internal.h: takes over impl (destroyed here when the group
+ * cannot be made), retains store; timeout_ms < 0 is 30 minutes.  A new
+ * group for tn_pg_free; NULL with TN_ENOMEM. */
 struct tn_pg *tn__pg_new_backend(const struct tn__pg_backend *be, void *impl,
                                  struct tn_store *store, int rank, int size, int64_t timeout_ms)
 {
@@ -365,6 +400,7 @@ int64_t tn__pg_timeout(const struct tn_pg *pg)
     return pg->timeout_ms;
 }
 
+/* The running collective's name ("init" before the first), for messages. */
 const char *tn__pg_op(const struct tn_pg *pg)
 {
     return pg->op;
@@ -376,6 +412,8 @@ uint64_t tn__pg_seq(const struct tn_pg *pg)
     return pg->seq;
 }
 
+/* Contract in internal.h: the failure agreed by every rank through the
+ * store (agree_failure); the group is broken after.  Returns its status. */
 int tn__pg_fail(struct tn_pg *pg, int status)
 {
     return agree_failure(pg, status);
@@ -392,6 +430,9 @@ static const struct {
     {"nccl", tn_pg_new_nccl},
 };
 
+/* Contract in tensor/dist.h: the named backend's constructor (NULL: tcp);
+ * store is borrowed (each backend takes its own reference).  A new group;
+ * NULL with TN_EINVAL for an unknown name or the backend's error. */
 struct tn_pg *tn_pg_new(const char *backend, struct tn_store *store, int rank, int world_size,
                         int64_t timeout_ms)
 {

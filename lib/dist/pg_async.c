@@ -92,6 +92,8 @@ static void *queue_main(void *p)
     return NULL;
 }
 
+/* Contract in internal.h: blocks until every queued collective finished
+ * (a no-op for NULL or on the queue's own thread, which would deadlock). */
 void tn__pgq_drain(struct tn__pgq *q)
 {
     if (!q || on_queue_thread)
@@ -102,6 +104,8 @@ void tn__pgq_drain(struct tn__pgq *q)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* Contract in internal.h: drains q, stops and joins its thread, frees it.
+ * Works still held by the caller must not be used after.  NULL: no-op. */
 void tn__pgq_free(struct tn__pgq *q)
 {
     if (!q)
@@ -171,67 +175,83 @@ static struct tn_work *submit(struct tn_pg *pg, enum work_kind kind, struct tn_t
     return w;
 }
 
+/* The async collectives (contracts in tensor/dist.h): each queues the
+ * synchronous tn_pg_* of the same name on pg's thread (started on first
+ * use), in call order, retaining its tensors until it finished; arguments
+ * are checked when it runs and a failure shows at tn_work_wait.  A new
+ * work for tn_work_free; NULL with TN_EINVAL (NULL pg) or TN_ENOMEM. */
 struct tn_work *tn_pg_allreduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op)
 {
     return submit(pg, W_ALLREDUCE, t, NULL, (int)op, 0);
 }
 
+/* tn_pg_broadcast queued. */
 struct tn_work *tn_pg_broadcast_async(struct tn_pg *pg, struct tn_tensor *t, int root)
 {
     return submit(pg, W_BROADCAST, t, NULL, root, 0);
 }
 
+/* tn_pg_allgather queued. */
 struct tn_work *tn_pg_allgather_async(struct tn_pg *pg, struct tn_tensor *out,
                                       const struct tn_tensor *in)
 {
     return submit(pg, W_ALLGATHER, out, in, 0, 0);
 }
 
+/* tn_pg_barrier queued. */
 struct tn_work *tn_pg_barrier_async(struct tn_pg *pg)
 {
     return submit(pg, W_BARRIER, NULL, NULL, 0, 0);
 }
 
+/* tn_pg_reduce queued. */
 struct tn_work *tn_pg_reduce_async(struct tn_pg *pg, struct tn_tensor *t, enum tn_reduce_op op,
                                    int root)
 {
     return submit(pg, W_REDUCE, t, NULL, (int)op, root);
 }
 
+/* tn_pg_gather queued. */
 struct tn_work *tn_pg_gather_async(struct tn_pg *pg, struct tn_tensor *out,
                                    const struct tn_tensor *in, int root)
 {
     return submit(pg, W_GATHER, out, in, root, 0);
 }
 
+/* tn_pg_scatter queued. */
 struct tn_work *tn_pg_scatter_async(struct tn_pg *pg, struct tn_tensor *out,
                                     const struct tn_tensor *in, int root)
 {
     return submit(pg, W_SCATTER, out, in, root, 0);
 }
 
+/* tn_pg_reduce_scatter queued. */
 struct tn_work *tn_pg_reduce_scatter_async(struct tn_pg *pg, struct tn_tensor *out,
                                            const struct tn_tensor *in, enum tn_reduce_op op)
 {
     return submit(pg, W_REDUCE_SCATTER, out, in, (int)op, 0);
 }
 
+/* tn_pg_all_to_all queued. */
 struct tn_work *tn_pg_all_to_all_async(struct tn_pg *pg, struct tn_tensor *out,
                                        const struct tn_tensor *in)
 {
     return submit(pg, W_ALL_TO_ALL, out, in, 0, 0);
 }
 
+/* tn_pg_send queued. */
 struct tn_work *tn_pg_send_async(struct tn_pg *pg, struct tn_tensor *t, int dst)
 {
     return submit(pg, W_SEND, t, NULL, dst, 0);
 }
 
+/* tn_pg_recv queued. */
 struct tn_work *tn_pg_recv_async(struct tn_pg *pg, struct tn_tensor *t, int src)
 {
     return submit(pg, W_RECV, t, NULL, src, 0);
 }
 
+/* True once w's collective finished, successfully or not (NULL: true). */
 bool tn_work_is_completed(struct tn_work *w)
 {
     if (!w)
@@ -242,6 +262,9 @@ bool tn_work_is_completed(struct tn_work *w)
     return d;
 }
 
+/* Contract in tensor/dist.h: the collective's status with its message as
+ * this thread's error; TN_ETIMEOUT when timeout_ms (>= 0) passed first
+ * (the collective goes on), TN_EINVAL for NULL. */
 int tn_work_wait(struct tn_work *w, int64_t timeout_ms)
 {
     if (!w)
@@ -274,6 +297,7 @@ int tn_work_wait(struct tn_work *w, int64_t timeout_ms)
     return 0;
 }
 
+/* Waits for the collective, releases its tensors and frees w.  NULL: no-op. */
 void tn_work_free(struct tn_work *w)
 {
     if (!w)
