@@ -499,6 +499,11 @@ static const struct tn__pg_backend mpi_backend = {
     .destroy = mpi_destroy,
 };
 
+/* Contract in tensor/dist.h: loads libmpi on first use, initialises MPI
+ * unless the program did, checks rank/world_size (when >= 0) against
+ * MPI_COMM_WORLD's and duplicates it for this group; store (may be NULL) is
+ * where ranks agree on a failure.  A new group; NULL with TN_EDEVICE
+ * without Open MPI, TN_EINVAL on a rank or size mismatch. */
 struct tn_pg *tn_pg_new_mpi(struct tn_store *store, int rank, int world_size, int64_t timeout_ms)
 {
     if (mpi_start() < 0)

@@ -407,6 +407,13 @@ static struct tn_pg *unavailable(const char *why, int code)
     return NULL;
 }
 
+/* Contract in tensor/dist.h: loads NCCL and the CUDA runtime on first use,
+ * picks device LOCAL_RANK (else rank modulo the count), passes rank 0's
+ * ncclUniqueId through store under nccl_pg/id (its length checked), and
+ * makes the communicator on a stream of the group's own.  A new group;
+ * NULL with TN_EDEVICE without NCCL or a device, TN_EINVAL for a bad rank
+ * or size, TN_EFORMAT for an id of the wrong length, TN_ERUNTIME naming the
+ * NCCL call that failed. */
 struct tn_pg *tn_pg_new_nccl(struct tn_store *store, int rank, int world_size, int64_t timeout_ms)
 {
     pthread_once(&load_once, load);

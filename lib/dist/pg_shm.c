@@ -250,6 +250,10 @@ static void part(const int64_t *off, int q, int64_t c, int64_t ce, int64_t *lo, 
         *lo = *hi;
 }
 
+/* Contract in internal.h: buf[0..n) of dt reduced with op (AVG's division
+ * left to the caller) through shared segments made on the first call, a
+ * collective (*sp owns them).  1 when a rank could not make them (every
+ * rank then takes the socket path), else 0 or < 0 with the failure agreed. */
 int tn__pgshm_allreduce(struct tn_pg *pg, struct tn__pgshm **sp, char *buf, int64_t n,
                         enum tn_dtype dt, enum tn_reduce_op op)
 {

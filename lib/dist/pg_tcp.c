@@ -150,6 +150,10 @@ VECTOR_SUM(sum_f32, float)
 VECTOR_SUM(sum_f64, double)
 #undef VECTOR_SUM
 
+/* Contract in internal.h: dst[i] = dst[i] op src[i] for n elements of dt
+ * (both buffers the caller's, n trusted; src may be bytes a peer sent,
+ * any values: NaN propagates through min and max).  AVG sums here; the
+ * caller divides once (tn__pg_divide).  Cannot fail. */
 void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
                         enum tn_reduce_op op)
 {
@@ -228,6 +232,8 @@ void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
 #undef SIXTEEN
 }
 
+/* Contract in internal.h: buf[0..n) /= by, AVG's last step (floating
+ * dtypes; the collective checked the dtype before). */
 void tn__pg_divide(void *buf, int64_t n, enum tn_dtype dt, int by)
 {
     switch (dt) {
@@ -769,6 +775,13 @@ static int shm_agree(struct tn_pg *pg, struct tn_store *store)
     return 0;
 }
 
+/* Contract in tensor/dist.h: listens on host (port 0), publishes the address
+ * under tcp_pg/<rank> in store (borrowed; the group keeps a reference),
+ * connects to every peer (a published address and a peer's rank bytes are
+ * untrusted and checked), and maps shared memory for same-host peers unless
+ * TN_PG_NO_SHM.  A new group for tn_pg_free; NULL with TN_EINVAL for a bad
+ * rank or size, TN_EFORMAT for a bad address, TN_EIO or TN_ETIMEOUT naming
+ * the rank that could not be reached. */
 struct tn_pg *tn_pg_new_tcp(struct tn_store *store, int rank, int world_size, const char *host,
                             int64_t timeout_ms)
 {
@@ -918,11 +931,14 @@ int tn__pg_peer_pid(const struct tn_pg *pg, int peer)
     return pg->be == &tcp_backend ? (int)TCP(pg)->pids[peer] : 0;
 }
 
+/* Contract in internal.h: the running collective's failure waiting for
+ * peer (errno 0: a timeout), agreed with every rank.  Returns its status. */
 int tn__pg_peer_error(struct tn_pg *pg, int peer, const char *what)
 {
     return peer_error(pg, peer, what);
 }
 
+/* True when pg is a tcp group moving large buffers through shared memory. */
 bool tn__pg_uses_shm(const struct tn_pg *pg)
 {
     return pg->be == &tcp_backend && TCP(pg)->shm;
@@ -967,6 +983,9 @@ static const char *pg_host(struct tn_store *store, char *buf, size_t n)
     return "127.0.0.1";
 }
 
+/* Contract in internal.h: tn_pg_new_tcp on the address TN_PG_HOST or
+ * TN_PG_IFNAME names, else the local address of the store's connection,
+ * else 127.0.0.1.  NULL with the error set. */
 struct tn_pg *tn__pg_new_tcp_env(struct tn_store *store, int rank, int world_size,
                                  int64_t timeout_ms)
 {
