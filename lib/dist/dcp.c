@@ -38,6 +38,10 @@ static int agree(struct tn_pg *pg, int rc, const char *dir, const char *step)
     return tn_set_error(TN_EIO, "%s: another rank failed while %s; nothing was saved", dir, step);
 }
 
+/* Contract in tensor/dcp.h: every rank of pg runs begin (rank 0), its
+ * shards, then .metadata and the rename (rank 0), agreeing after each step
+ * so that one rank's failure fails all and leaves the old checkpoint whole.
+ * Shards are borrowed.  0 or an error (the failing rank keeps its own). */
 int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, struct tn_pg *pg)
 {
     int rank = tn_pg_rank(pg), world = tn_pg_size(pg);
@@ -84,6 +88,8 @@ struct tn_dcp_async {
     int done; /* set by the thread when the save has ended */
 };
 
+/* Frees an async save's handle with its staged copies (fqns, tensors,
+ * retained values) and dir. */
 static void staged_free(struct tn_dcp_async *h)
 {
     for (size_t i = 0; h->shards && i < h->n; i++) {
@@ -96,6 +102,8 @@ static void staged_free(struct tn_dcp_async *h)
     free(h);
 }
 
+/* The writing thread: tn_dcp_save over the staged shards, its message kept
+ * in h->err; releases the staged tensors at once, then marks h done. */
 static void *async_main(void *arg)
 {
     struct tn_dcp_async *h = arg;
@@ -111,6 +119,10 @@ static void *async_main(void *arg)
     return NULL;
 }
 
+/* Contract in tensor/dcp.h: stages a copy of every tensor (values are
+ * retained), then saves on a thread of its own that uses pg until the
+ * wait.  0 with *out for tn_dcp_async_wait; else an error with *out NULL
+ * and nothing started (TN_EINVAL for a shard without a key). */
 int tn_dcp_save_async(const char *dir, const struct tn_dcp_shard *shards, size_t n,
                       struct tn_pg *pg, struct tn_dcp_async **out)
 {
@@ -159,11 +171,14 @@ int tn_dcp_save_async(const char *dir, const struct tn_dcp_shard *shards, size_t
     return 0;
 }
 
+/* True once the save ended (tn_dcp_async_wait then does not block). */
 bool tn_dcp_async_done(const struct tn_dcp_async *h)
 {
     return __atomic_load_n(&h->done, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* Joins the save's thread and frees h; 0 or the save's error with its
+ * message.  NULL: 0. */
 int tn_dcp_async_wait(struct tn_dcp_async *h)
 {
     if (!h)

@@ -51,6 +51,8 @@ struct tn_ddp {
     char hook_msg[512];
 };
 
+/* Waits for and frees any bucket still in flight, removes the grad hooks,
+ * releases the parameters and frees d.  NULL: no-op. */
 void tn_ddp_free(struct tn_ddp *d)
 {
     if (!d)
@@ -92,6 +94,11 @@ static int grad_hook(struct tn_tensor *leaf, void *ctx)
     return 0;
 }
 
+/* Contract in tensor/dist.h: retains params (contiguous floating CPU
+ * tensors), broadcasts them from rank 0 (a collective on pg, borrowed for
+ * d's life), puts them in buckets of bucket_bytes (0: 25 MiB) in reverse
+ * order, one dtype each, and hooks each leaf's grad accumulation.  A new
+ * reducer for tn_ddp_free; NULL with an error naming the parameter. */
 struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, size_t n,
                           size_t bucket_bytes)
 {
@@ -169,6 +176,7 @@ struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, siz
     return d;
 }
 
+/* The number of buckets (0 for NULL). */
 size_t tn_ddp_num_buckets(const struct tn_ddp *d)
 {
     return d ? d->nbuckets : 0;
@@ -195,6 +203,10 @@ static int launch(struct tn_ddp *d, struct bucket *b)
     return b->work ? 0 : tn_last_status();
 }
 
+/* Contract in tensor/dist.h: parameter i's grad (contiguous CPU, its dtype
+ * and size, or none: zeros) is final; every full bucket next in order is
+ * packed and its averaging allreduce started.  0, or TN_EINDEX/TN_EINVAL
+ * (twice in one iteration, a bad grad) or the collective's error. */
 int tn_ddp_grad_ready(struct tn_ddp *d, size_t i)
 {
     if (!d || i >= d->n)
@@ -222,6 +234,10 @@ int tn_ddp_grad_ready(struct tn_ddp *d, size_t i)
     return 0;
 }
 
+/* Contract in tensor/dist.h: marks every grad not yet ready, waits for
+ * each bucket and copies the average back into the grads (making a missing
+ * grad), then resets for the next iteration.  0, or the first failure (one
+ * a hook met during backward included). */
 int tn_ddp_finish(struct tn_ddp *d)
 {
     if (!d)
@@ -262,6 +278,7 @@ int tn_ddp_finish(struct tn_ddp *d)
     return rc;
 }
 
+/* The whole averaging after backward: tn_ddp_finish marks every grad. */
 int tn_ddp_sync_grads(struct tn_ddp *d)
 {
     return tn_ddp_finish(d);

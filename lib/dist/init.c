@@ -89,6 +89,12 @@ static int join(struct tn_store *s, int world_size, int64_t timeout_ms)
     return rc;
 }
 
+/* Contract in tensor/dist.h: the rendezvous.  The URL and the environment
+ * are the user's (parsed with bounds: a bad port, rank or size is
+ * TN_EINVAL naming the URL); rank 0 of a tcp:// or env://
+ * rendezvous may host the server.  Fills *out (the caller's; store and
+ * server owned through it, released by tn_dist_finish).  0, or an error
+ * with *out cleared (TN_ETIMEOUT with how many ranks joined). */
 int tn_dist_init(const char *url, int rank, int world_size, int64_t timeout_ms,
                  struct tn_dist_info *out)
 {
@@ -219,6 +225,8 @@ fail:;
     return st < 0 ? st : TN_ERUNTIME;
 }
 
+/* Drops info's store reference, stops a server this rank hosted and clears
+ * info.  NULL: no-op. */
 void tn_dist_finish(struct tn_dist_info *info)
 {
     if (!info)
