@@ -464,26 +464,32 @@ void tn_dcp_close(struct tn_dcp *d)
 
 /* Accessors (tensor/dcp.h).  Items, names and the version are borrowed
  * from d and live until tn_dcp_close; an index out of range gives NULL
- * (or 0), tn_dcp_find NULL for a key the checkpoint lacks.  No error set. */
+ * (or 0); none sets an error.  tn_dcp_count: the number of items. */
 size_t tn_dcp_count(const struct tn_dcp *d) { return d->n; }
+/* Item i, or NULL past the end. */
 const struct tn_dcp_item *tn_dcp_item_at(const struct tn_dcp *d, size_t i)
 {
     return i < d->n ? &d->items[i] : NULL;
 }
+/* The item keyed fqn, or NULL when the checkpoint has none. */
 const struct tn_dcp_item *tn_dcp_find(const struct tn_dcp *d, const char *fqn)
 {
     const struct tn_value *ix = tn_value_get(d->index, fqn);
     return ix ? &d->items[ix->v.i] : NULL;
 }
+/* The number of data files .metadata names. */
 size_t tn_dcp_files(const struct tn_dcp *d) { return d->nfiles; }
+/* Data file i's name, or NULL past the end. */
 const char *tn_dcp_file_name(const struct tn_dcp *d, size_t i)
 {
     return i < d->nfiles ? d->files[i].name : NULL;
 }
+/* Data file i's size in bytes, or 0 past the end. */
 uint64_t tn_dcp_file_size(const struct tn_dcp *d, size_t i)
 {
     return i < d->nfiles ? d->files[i].map->len : 0;
 }
+/* .metadata's version string ("" when it has none). */
 const char *tn_dcp_version(const struct tn_dcp *d) { return d->version; }
 
 /* The mapping of data file i (i < tn_dcp_files(d), not checked): borrowed,
@@ -766,6 +772,7 @@ static struct tn_value *load_tree(struct tn_dcp *d, bool flat, bool meta)
  * tensors and reads no tensor bytes.  A new value for tn_value_release;
  * NULL with an error. */
 struct tn_value *tn_dcp_load_all(struct tn_dcp *d, bool flat) { return load_all(d, flat, false); }
+/* The same tree with meta-device tensors (no tensor bytes read). */
 struct tn_value *tn_dcp_load_meta(struct tn_dcp *d, bool flat) { return load_all(d, flat, true); }
 
 /* Contract in tensor/dcp.h: fills each shard's tensor (borrowed) with its

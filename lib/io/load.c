@@ -31,7 +31,8 @@ struct tn_io_file {
     struct tn_dcp *dcp;    /* dcp: the folder, checked */
 };
 
-/* Is the zip an .npz (every member a .npy)? */
+/* Whether z (borrowed) is an .npz: at least one member, every name ending
+ * in .npy. */
 static bool zip_is_npz(const struct tn_zip *z)
 {
     if (tn_zip_count(z) == 0)
@@ -252,7 +253,9 @@ fail:
     return NULL;
 }
 
-/* A bare .npy as {"<stem>": t}. */
+/* A bare .npy (f's mapping, untrusted, parsed by tn_npy_parse) as a new
+ * ODICT {"<stem>": t}, stem the file name without .npy ("<stdin>" for -).
+ * NULL with an error naming the file. */
 static struct tn_value *load_npy(struct tn_io_file *f)
 {
     const char *label = strcmp(f->path, "-") ? f->path : "<stdin>";

@@ -58,7 +58,9 @@ static int truncated(const char *label, size_t pos, int code)
                         label, tn__pickle_op_name(code), pos);
 }
 
-/* A newline-terminated argument starting at *p. */
+/* A newline-terminated argument starting at *p in buf[0..len) (untrusted):
+ * *s and *n point into buf (borrowed, no NUL), *p moves past the newline.
+ * -1 when no newline follows (the caller names the truncation). */
 static int line_arg(const unsigned char *buf, size_t len, size_t *p, const char **s, size_t *n)
 {
     const unsigned char *nl = *p <= len ? memchr(buf + *p, '\n', len - *p) : NULL;

@@ -16,7 +16,9 @@
 #include <string.h>
 #include <zlib.h>
 
-/* The kind of compressed stream or archive at b, or NULL. */
+/* The kind ("gzip", "bzip2", "xz", "lzma", "zstd", "7z", ...) of the
+ * compressed stream or archive whose magic starts b[0..len) (untrusted; each
+ * test checks len first), a static string; NULL for none. */
 const char *tn__scan_packed_kind(const unsigned char *b, size_t len)
 {
     if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b)

@@ -299,7 +299,10 @@ static struct lit *number(struct lp *P)
     return l;
 }
 
-/* ( ... ), [ ... ], { ... } */
+/* The ( ... ), [ ... ] or { ... } display of the untrusted header text at
+ * P->p (its opener), up to the matching closer.  The literal, owned by P's
+ * list; NULL when the text is no such display, runs out, or memory does
+ * (P->oom). */
 static struct lit *display(struct lp *P)
 {
     char open = *P->p++, close = open == '(' ? ')' : open == '[' ? ']' : '}';

@@ -147,7 +147,8 @@ static uint32_t node_over(struct pm *m, size_t b, size_t n)
 
 static struct sv *top(struct pm *m, uint64_t off);
 
-/* The container on top of the stack receives st[b..n). */
+/* Links the container on top of the stack to each of st[b..n) in the
+ * object graph (an empty stack: nothing; top reports the underflow). */
 static void fill_top(struct pm *m, size_t b, size_t n, uint64_t off)
 {
     struct sv *t = top(m, off);

@@ -150,7 +150,9 @@ static int push(struct machine *m, struct tn_value *v)
     return 0;
 }
 
-/* The items above the topmost mark: their index in the stack. */
+/* Pops the topmost MARK into *base, the stack index of the first item
+ * above it.  0, or TN_EFORMAT ("could not find MARK") on a stream that
+ * pops a mark it never pushed. */
 static int pop_mark(struct machine *m, size_t *base)
 {
     if (!m->nmarks)
@@ -1081,7 +1083,8 @@ static int do_build(struct machine *m)
                 pytype(obj->kind));
 }
 
-/* A GLOBAL value naming module.name; NULL with an error. */
+/* A new GLOBAL value naming module.name (each part already checked below
+ * 256 bytes by push_global).  NULL with TN_ENOMEM set through fail. */
 static struct tn_value *global_value(struct machine *m, const char *mod, const char *name)
 {
     char full[512]; /* each part is below 256 bytes (push_global) */

@@ -565,6 +565,11 @@ static int w_buf(struct tn_zip_writer *w, struct tn_io_buf *b)
     return rc;
 }
 
+/* Contract in tensor/io.h: appends member `name` (up to 64 KiB - 1 bytes)
+ * holding data[0..len) (borrowed, written now), stored, its data aligned
+ * through the FB extra field, with a data descriptor when non-empty and
+ * zip64 fields where a size or offset needs them.  0, or an error after
+ * which w only finishes (failing) or aborts. */
 int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *data, uint64_t len)
 {
     if (w->failed)
@@ -660,6 +665,8 @@ static void w_free(struct tn_zip_writer *w)
     free(w);
 }
 
+/* Contract in tensor/io.h: removes the temporary file (a stream writer
+ * leaves what it wrote) and frees w.  NULL: no-op. */
 void tn_zip_writer_abort(struct tn_zip_writer *w)
 {
     if (!w)
