@@ -35,7 +35,11 @@ static int fs_err(struct file_store *f, const char *what)
     return tn_set_error(TN_EIO, "FileStore %s: %s: %s", f->path, what, strerror(errno));
 }
 
-/* Replays new records into the cache. The file lock is held. */
+/* Replays the records appended since f->pos into the cache; the file lock
+ * is held.  The log is untrusted (any process may write it): a key or value
+ * length past TN_STORE_MAX_* or past the bytes read stops the replay there
+ * (a record still being written, read again next time).  A key starting
+ * with '-' deletes.  0, or TN_EIO/TN_ENOMEM naming the file. */
 static int refresh(struct file_store *f)
 {
     struct stat st;

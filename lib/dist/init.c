@@ -10,7 +10,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-/* Parses a non-negative int; -1 when s is NULL or not one. */
+/* The non-negative decimal int s spells (at most 2^30; s is the user's,
+ * from the environment or a URL); -1 when s is NULL, empty or not one. */
 static int parse_int(const char *s)
 {
     if (!s || !*s)
@@ -35,7 +36,8 @@ static const char *env_first(const char *const *names)
     return NULL;
 }
 
-/* The value of name=... in a query string, copied into out. */
+/* Whether the query string q (the user's URL) has name=...; its value is
+ * copied into out[cap], NUL-terminated and cut to fit. */
 static bool query_param(const char *q, const char *name, char *out, size_t cap)
 {
     size_t nl = strlen(name);

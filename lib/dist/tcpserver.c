@@ -131,7 +131,10 @@ static uint32_t rd_u32(struct rd *r)
     return v;
 }
 
-/* A length-prefixed string no longer than limit. */
+/* The next str of the untrusted request (u64 length + bytes), borrowed
+ * from the read buffer, with its length in *len.  NULL with r->err 1 when
+ * incomplete, -1 (the client is dropped) when the length passes `limit`
+ * or the request would pass MAX_REQUEST. */
 static const char *rd_str(struct rd *r, size_t limit, size_t *len)
 {
     uint64_t n = rd_u64(r);
