@@ -920,6 +920,8 @@ fail:
 
 /* ------------------------------------------------------------ for pg_shm.c, tests, tn_pg_new */
 
+/* The socket to peer (borrowed; the group closes it), or -1 for a group of
+ * another backend. */
 int tn__pg_peer_fd(const struct tn_pg *pg, int peer)
 {
     return pg->be == &tcp_backend ? TCP(pg)->fds[peer] : -1;

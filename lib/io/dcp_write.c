@@ -27,6 +27,9 @@
 
 /* ------------------------------------------------------------ folders */
 
+/* Contract in internal.h: the temporary folder beside `dir` (trailing
+ * slashes dropped): "<parent>/.<name>.dcp-tmp", malloc'd, the caller frees.
+ * NULL with TN_ENOMEM. */
 char *tn__dcp_tmp_name(const char *dir)
 {
     size_t n = strlen(dir);
