@@ -1155,13 +1155,16 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
 {
     size_t base = 0;
     switch (op->code) {
+    /* PROTO n: the protocol version (up to 5) */
     case TN_OP_PROTO:
         if (op->i > 5)
             return fail(m, TN_EFORMAT, "unsupported pickle protocol: %lld", (long long)op->i);
         m->proto = (int)op->i;
         return 0;
+    /* GLOBAL "mod\nname\n": pushes the global if allowed */
     case TN_OP_GLOBAL:
         return push_global(m, op->s, op->slen, op->s2, op->s2len);
+    /* STACK_GLOBAL: mod, name (two strs) -> the global, if allowed */
     case TN_OP_STACK_GLOBAL: {
         /* only a DCP .metadata gets here (tn__pickle_op_dcp) */
         if (need(m, 2) < 0)
@@ -1178,6 +1181,8 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
         tn_value_release(nm);
         return 0;
     }
+    /* SHORT_BINUNICODE: pushes a UTF-8 str; MEMOIZE: memo[count] = top;
+     * FRAME: no effect (its length is a reader's hint) */
     case TN_OP_SHORT_BINUNICODE:
     case TN_OP_MEMOIZE:
     case TN_OP_FRAME:
@@ -1188,61 +1193,79 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
         if (!utf8_ok((const unsigned char *)op->s, op->slen))
             return fail(m, TN_EFORMAT, "'utf-8' codec can't decode the string");
         return push(m, tn_value_str_n(op->s, op->slen));
+    /* REDUCE: callable, args -> callable(*args), for allowed callables only */
     case TN_OP_REDUCE:
         return do_reduce(m);
+    /* BUILD: obj, state -> obj with state set (see do_build for which) */
     case TN_OP_BUILD:
         return do_build(m);
+    /* NEWOBJ: cls, args -> cls.__new__(cls, *args) (DCP .metadata classes only) */
     case TN_OP_NEWOBJ:
         if (m->dcp)
             return dcp_newobj(m);
         return fail(m, TN_EFORMAT, "NEWOBJ (a class instance) is not supported by tensorkit");
+    /* MARK: remembers the stack height for the next MARK-consuming opcode */
     case TN_OP_MARK:
         if (m->nmarks == MAX_MARKS)
             return fail(m, TN_ENOMEM, "more than %u nested MARKs", MAX_MARKS);
         m->marks[m->nmarks++] = m->n;
         return 0;
+    /* TUPLE: the items above the topmost MARK -> one tuple */
     case TN_OP_TUPLE:
         if (pop_mark(m, &base) < 0)
             return tn_last_status();
         return make_tuple(m, base);
+    /* TUPLE1..3: the top 1..3 items -> one tuple */
     case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
         size_t k = (size_t)(op->code - TN_OP_TUPLE1 + 1);
         if (need(m, k) < 0)
             return tn_last_status();
         return make_tuple(m, m->n - k);
     }
+    /* EMPTY_TUPLE, EMPTY_LIST, EMPTY_DICT: push an empty container;
+     * EMPTY_SET is refused */
     case TN_OP_EMPTY_TUPLE: return push(m, tn_value_tuple());
     case TN_OP_EMPTY_LIST: return push(m, tn_value_list());
     case TN_OP_EMPTY_DICT: return push(m, tn_value_dict());
     case TN_OP_EMPTY_SET:
         return fail(m, TN_EFORMAT, "sets are allowed by weights_only but not supported by tensorkit");
+    /* APPEND: list, x -> list with x appended */
     case TN_OP_APPEND:
         if (need(m, 2) < 0)
             return tn_last_status();
         return do_appends(m, m->n - 1);
+    /* APPENDS: list, MARK, items -> list extended by the items */
     case TN_OP_APPENDS:
         if (pop_mark(m, &base) < 0)
             return tn_last_status();
         return do_appends(m, base);
+    /* SETITEM: dict, k, v -> dict with dict[k] = v */
     case TN_OP_SETITEM:
         if (need(m, 3) < 0)
             return tn_last_status();
         return do_setitems(m, m->n - 2);
+    /* SETITEMS: dict, MARK, k1, v1, ... -> dict with each pair set */
     case TN_OP_SETITEMS:
         if (pop_mark(m, &base) < 0)
             return tn_last_status();
         return do_setitems(m, base);
+    /* NONE, NEWTRUE, NEWFALSE: push the constant */
     case TN_OP_NONE: return push(m, tn_value_none());
     case TN_OP_NEWTRUE: return push(m, tn_value_bool(true));
     case TN_OP_NEWFALSE: return push(m, tn_value_bool(false));
+    /* BININT, BININT1, BININT2, LONG1: push the decoded int (a LONG1 past 64
+     * bits is refused) */
     case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2:
         return push(m, tn_value_int(op->i));
     case TN_OP_LONG1:
         if (op->big)
             return fail(m, TN_EFORMAT, "an integer of %zu bytes does not fit in 64 bits", op->slen);
         return push(m, tn_value_int(op->i));
+    /* BINFLOAT: pushes the big-endian double */
     case TN_OP_BINFLOAT:
         return push(m, tn_value_float(op->f));
+    /* BINUNICODE: pushes a str (valid UTF-8 only); SHORT_BINSTRING: an ASCII
+     * str */
     case TN_OP_BINUNICODE:
         if (!utf8_ok((const unsigned char *)op->s, op->slen))
             return fail(m, TN_EFORMAT, "'utf-8' codec can't decode the string");
@@ -1252,8 +1275,11 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
             if ((unsigned char)op->s[i] >= 0x80)
                 return fail(m, TN_EFORMAT, "'ascii' codec can't decode the string");
         return push(m, tn_value_str_n(op->s, op->slen));
+    /* BINPERSID: pid -> the storage the hooks load for it */
     case TN_OP_BINPERSID:
         return do_persid(m);
+    /* BINGET, LONG_BINGET: push memo[i] (a set index only);
+     * BINPUT, LONG_BINPUT: memo[i] = top */
     case TN_OP_BINGET: case TN_OP_LONG_BINGET:
         return memo_get(m, op->i);
     case TN_OP_BINPUT: case TN_OP_LONG_BINPUT:
