@@ -583,6 +583,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     uint64_t off = op->pos;
     struct sv other = {V_OTHER, 0, NULL, 0, X_NONE};
     switch (op->code) {
+    /* PROTO n: the version; past 5 or not first in the stream is an anomaly */
     case TN_OP_PROTO:
         if (op->i > 5)
             pm_anomaly(m, 7, off, "protocol-unsupported");
@@ -590,6 +591,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             pm_anomaly(m, 8, off, "proto-misplaced");
         m->proto = (int)op->i;
         return;
+    /* FRAME n: the frame's end, checked for nesting and a sane length */
     case TN_OP_FRAME:
         if (m->frame_end && off < m->frame_end)
             pm_anomaly(m, 9, off, "frame-nested");
@@ -601,6 +603,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         m->frame_end = off + 9 + (uint64_t)op->i;
         return;
     case TN_OP_STOP: return; /* handled by the caller */
+    /* MARK: remembers the stack height (MAX_MARKS deep, else the stream stops) */
     case TN_OP_MARK:
         if (m->nmarks == m->capmarks) {
             if (m->capmarks >= MAX_MARKS) {
@@ -620,6 +623,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         }
         m->marks[m->nmarks++] = m->n;
         return;
+    /* POP: drops the top item, or a bare mark as CPython does */
     case TN_OP_POP:
         if (m->n > floor_of(m))
             m->n--;
@@ -628,16 +632,20 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         else
             pm_anomaly(m, 1, off, "stack-underflow");
         return;
+    /* POP_MARK: drops everything down to the topmost mark */
     case TN_OP_POP_MARK:
         m->n = pop_mark(m, off);
         return;
+    /* DUP: pushes a copy of the top item */
     case TN_OP_DUP: {
         struct sv *t = top(m, off);
         push(m, t ? *t : other, off);
         return;
     }
+    /* STRING, UNICODE: a str when unescaped (STRING unquoted), else opaque */
     case TN_OP_STRING: push(m, text_value(op->s, op->slen, true), off); return;
     case TN_OP_UNICODE: push(m, text_value(op->s, op->slen, false), off); return;
+    /* the binary strings and bytes: pushed as views into the stream */
     case TN_OP_BINSTRING: case TN_OP_SHORT_BINSTRING: case TN_OP_BINUNICODE:
     case TN_OP_SHORT_BINUNICODE: case TN_OP_BINUNICODE8:
         push(m, (struct sv){V_STR, 0, op->s, op->slen, X_NONE}, off);
@@ -645,6 +653,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_BINBYTES: case TN_OP_SHORT_BINBYTES: case TN_OP_BINBYTES8:
         push(m, (struct sv){V_BYTES, 0, op->s, op->slen, X_NONE}, off);
         return;
+    /* ints: a small non-negative one is kept (shapes, sizes), others are opaque */
     case TN_OP_BININT: case TN_OP_BININT1: case TN_OP_BININT2: case TN_OP_LONG1:
         if (!op->big && op->i >= 0) {
             push(m, (struct sv){V_OTHER, 0, NULL, (size_t)op->i, X_INT}, off);
@@ -652,10 +661,12 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         }
         push(m, other, off);
         return;
+    /* other scalars: opaque */
     case TN_OP_INT: case TN_OP_LONG: case TN_OP_LONG4: case TN_OP_FLOAT: case TN_OP_BINFLOAT:
     case TN_OP_NONE: case TN_OP_NEWTRUE: case TN_OP_NEWFALSE: case TN_OP_BYTEARRAY8:
         push(m, other, off);
         return;
+    /* EMPTY_TUPLE: a 0-d shape; EMPTY_LIST, _DICT, _SET: a new container node */
     case TN_OP_EMPTY_TUPLE: /* a 0-d shape: one element */
         push(m, (struct sv){V_OTHER, 0, NULL, 1, X_SHAPE}, off);
         return;
@@ -665,13 +676,16 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_EMPTY_DICT: case TN_OP_EMPTY_SET:
         push(m, (struct sv){V_OTHER, tn__graph_node(&m->graph), NULL, 0, X_NONE}, off);
         return;
+    /* NEXT_BUFFER: an out-of-band buffer (protocol 5) is an anomaly */
     case TN_OP_NEXT_BUFFER:
         pm_anomaly(m, 12, off, "out-of-band-buffer");
         push(m, other, off);
         return;
+    /* READONLY_BUFFER: checks only that an item is there */
     case TN_OP_READONLY_BUFFER:
         top(m, off);
         return;
+    /* TUPLE, LIST, DICT, FROZENSET: MARK, items -> one container over them */
     case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET: {
         size_t b = pop_mark(m, off);
         struct sv first = b < m->n ? m->st[b] : other;
@@ -684,6 +698,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, v, off);
         return;
     }
+    /* TUPLE1..3: the top 1..3 items -> one tuple */
     case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
         int k = op->code - TN_OP_TUPLE1 + 1;
         bool whole = m->n >= floor_of(m) + (size_t)k;
@@ -697,6 +712,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, v, off);
         return;
     }
+    /* APPEND, APPENDS: items into the container below them */
     case TN_OP_APPEND: case TN_OP_APPENDS: {
         size_t b = op->code == TN_OP_APPEND ? (m->n > floor_of(m) ? m->n - 1 : m->n)
                                             : pop_mark(m, off);
@@ -712,6 +728,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
                           "unpickler appends to lists only");
         return;
     }
+    /* SETITEM(S), ADDITEMS: pairs (or set items) into the container below */
     case TN_OP_SETITEM: case TN_OP_SETITEMS: case TN_OP_ADDITEMS: {
         size_t e = m->n, b;
         if (op->code == TN_OP_SETITEM) {
@@ -728,11 +745,13 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             jaw_items(m, node_of(*t), &m->st[b], e - b);
         return;
     }
+    /* GLOBAL "mod\nname\n": pushes the global, recorded as imported */
     case TN_OP_GLOBAL:
         push_global(m, op->s, op->slen, op->s2, op->s2len, off);
         if (!m->fatal)
             use(m, m->st[m->n - 1], TN_SCAN_IMPORTED, off);
         return;
+    /* STACK_GLOBAL: mod, name -> the global (unresolved when not two strs) */
     case TN_OP_STACK_GLOBAL: {
         struct sv name = pop(m, off), mod = pop(m, off);
         if (name.k == V_STR && mod.k == V_STR) {
@@ -744,6 +763,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0, X_NONE}, off);
         return;
     }
+    /* INST "mod\nname\n": MARK, args -> a call of the global (recorded) */
     case TN_OP_INST: {
         m->n = pop_mark(m, off);
         push_global(m, op->s, op->slen, op->s2, op->s2len, off);
@@ -754,6 +774,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, (struct sv){V_RESULT, tn__graph_node(&m->graph), NULL, 0, X_NONE}, off);
         return;
     }
+    /* OBJ: MARK, cls, args -> a call of cls (recorded) */
     case TN_OP_OBJ: {
         size_t b = pop_mark(m, off);
         struct sv f = b < m->n ? m->st[b] : other;
@@ -765,6 +786,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, (struct sv){V_RESULT, id, NULL, 0, X_NONE}, off);
         return;
     }
+    /* NEWOBJ(_EX): cls, args(, kwargs) -> an instance built (recorded) */
     case TN_OP_NEWOBJ: case TN_OP_NEWOBJ_EX: {
         struct sv kw = op->code == TN_OP_NEWOBJ_EX ? pop(m, off) : other;
         struct sv args = pop(m, off);
@@ -785,6 +807,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
              off);
         return;
     }
+    /* REDUCE: callable, args -> a call (recorded; numpy.dtype kept for joblib) */
     case TN_OP_REDUCE: {
         struct sv args = pop(m, off);
         struct sv f = pop(m, off);
@@ -798,6 +821,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, r, off);
         return;
     }
+    /* BUILD: obj, state -> obj; on a global it is a monkey patch (anomaly) */
     case TN_OP_BUILD: {
         struct sv state = pop(m, off);
         struct sv *t = top(m, off);
@@ -827,6 +851,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         }
         return;
     }
+    /* EXT1/2/4: a copyreg extension code, recorded as a global */
     case TN_OP_EXT1: case TN_OP_EXT2: case TN_OP_EXT4: {
         /* --policy pickle: copyreg's registry is empty in a stock
          * interpreter (only copyreg.add_extension, itself dangerous, fills
@@ -840,6 +865,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             push(m, (struct sv){V_GLOBAL, (uint32_t)i, NULL, 0, X_NONE}, off);
         return;
     }
+    /* PERSID, BINPERSID: a persistent id -> an opaque object */
     case TN_OP_PERSID:
         push(m, other, off);
         return;
@@ -853,6 +879,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
         push(m, other, off);
         return;
     }
+    /* GET, PUT "n\n": the memo by a text key (a non-canonical key is an anomaly) */
     case TN_OP_GET: case TN_OP_PUT: {
         int64_t key;
         bool plain;
@@ -866,6 +893,7 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
             memo_put(m, key, off);
         return;
     }
+    /* BINGET, LONG_BINGET: pushes memo[i]; BINPUT, LONG_BINPUT, MEMOIZE: stores the top */
     case TN_OP_BINGET: case TN_OP_LONG_BINGET:
         memo_get(m, op->i, off);
         return;
