@@ -98,7 +98,8 @@ static const char usage_text[] =
     "                           $XDG_CACHE_HOME/tensorkit, else ~/.cache/tensorkit)\n"
     "      --data=FILE.npz      train: the examples, one array per user input of\n"
     "                           the graph (by name), rows first\n"
-    "      --optimizer=NAME     train: sgd, adam or adamw (PyTorch's defaults)\n"
+    "      --optimizer=NAME     train: sgd, adam or adamw (PyTorch's defaults but\n"
+    "                           for the options below)\n"
     "      --lr=LR              train: the learning rate\n"
     "      --batch-size=N       train: must be the batch the graph was exported for\n"
     "                           (the default); the last partial batch is dropped\n"
@@ -112,6 +113,14 @@ static const char usage_text[] =
     "      --resume=CKPT        train: continue from a checkpoint --save wrote\n"
     "      --log-loss           train: one loss a line per step, instead of the\n"
     "                           JSON line per epoch\n"
+    "      --momentum=M         train, sgd: momentum (0)\n"
+    "      --dampening=D        train, sgd: dampening of the momentum (0)\n"
+    "      --nesterov           train, sgd: Nesterov momentum (needs --momentum\n"
+    "                           and no dampening)\n"
+    "      --betas=B1,B2        train, adam, adamw: the decay rates (0.9,0.999)\n"
+    "      --eps=E              train, adam, adamw: added to the denominator (1e-8)\n"
+    "      --weight-decay=WD    train: L2 penalty (sgd, adam: 0), decoupled decay\n"
+    "                           (adamw: 0.01)\n"
     "  -h, --help               print this help and exit\n"
     "  -V, --version            print the version and exit\n"
     "\n"
@@ -124,7 +133,7 @@ enum {
     OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
     OPT_WEIGHTS_FILE, OPT_DATA, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
     OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS,
-    OPT_PROFILE
+    OPT_PROFILE, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV, OPT_BETAS, OPT_EPS, OPT_WEIGHT_DECAY
 };
 
 static const struct option long_opts[] = {
@@ -156,6 +165,12 @@ static const struct option long_opts[] = {
     {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"log-loss", no_argument, NULL, OPT_LOG_LOSS},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"dampening", required_argument, NULL, OPT_DAMPENING},
+    {"nesterov", no_argument, NULL, OPT_NESTEROV},
+    {"betas", required_argument, NULL, OPT_BETAS},
+    {"eps", required_argument, NULL, OPT_EPS},
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
     {"profile", optional_argument, NULL, OPT_PROFILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -207,6 +222,11 @@ static void check_options(const char *cmd)
     bool comp = !strcmp(cmd, "compile"), cache = !strcmp(cmd, "cache");
     bool build = !strcmp(cmd, "build"), grad = !strcmp(cmd, "grad");
     bool train = !strcmp(cmd, "train");
+    /* train: an option of another optimizer's constructor is refused, as
+     * PyTorch's constructors refuse an unknown keyword */
+    bool sgd = train && tc.optimizer && !strcmp(tc.optimizer, "sgd");
+    bool adams = train && tc.optimizer &&
+                 (!strcmp(tc.optimizer, "adam") || !strcmp(tc.optimizer, "adamw"));
     if (!check && !show && !run && !comp && !cache && !build && !grad && !train)
         tc_usage_error("unknown command '%s'", cmd);
     const struct {
@@ -242,17 +262,30 @@ static void check_options(const char *cmd)
         {tc.save_every > 0, train, "--save-every"},
         {tc.resume != NULL, train, "--resume"},
         {tc.log_loss, train, "--log-loss"},
+        {tc.given_momentum, train && !adams, "--momentum"},
+        {tc.given_dampening, train && !adams, "--dampening"},
+        {tc.nesterov, train && !adams, "--nesterov"},
+        {tc.given_betas, train && !sgd, "--betas"},
+        {tc.given_eps, train && !sgd, "--eps"},
+        {tc.given_weight_decay, train, "--weight-decay"},
     };
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (o[i].given && !o[i].applies) {
             char msg[128];
-            snprintf(msg, sizeof msg, "%s does not apply to '%s'", o[i].name, cmd);
+            if (train) /* every other option applies to train */
+                snprintf(msg, sizeof msg, "%s does not apply to --optimizer %s", o[i].name,
+                         tc.optimizer);
+            else
+                snprintf(msg, sizeof msg, "%s does not apply to '%s'", o[i].name, cmd);
             tc_usage_error("%s", msg);
         }
     if (tc.interpret && (tc.strict || tc.explain))
         tc_usage_error("%s", "--interpret runs no compiler: --strict and --explain do not apply");
     if (tc.profile && tc.grads)
         tc_usage_error("%s", "--profile times a forward run: --grads does not apply");
+    if (tc.nesterov && (tc.momentum <= 0 || tc.dampening != 0))
+        tc_usage_error("%s", "--nesterov: Nesterov momentum requires a --momentum above 0 and "
+                             "zero --dampening");
     if (tc.json && tc.dot)
         tc_usage_error("%s", "show: --json and --dot are two formats; give one");
 }
@@ -269,6 +302,34 @@ static long long count_arg(const char *opt, const char *arg, long long min)
         tc_usage_error("%s", msg);
     }
     return n;
+}
+
+/* A finite number in [min, max) (max exclusive only when open_max), else a
+ * usage error; what the number is for goes in the message. */
+static double real_arg(const char *opt, const char *arg, double min, double max, bool open_max,
+                       const char *what)
+{
+    char *end, msg[200];
+    double x = strtod(arg, &end);
+    if (*end || end == arg || !isfinite(x) || x < min || (open_max ? x >= max : x > max)) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not %s", opt, arg, what);
+        tc_usage_error("%s", msg);
+    }
+    return x;
+}
+
+/* --betas=B1,B2: Adam's two decay rates, each in [0, 1). */
+static void betas_arg(const char *arg)
+{
+    const char *comma = strchr(arg, ',');
+    char first[64];
+    if (!comma || (size_t)(comma - arg) >= sizeof first || strchr(comma + 1, ','))
+        tc_usage_error("--betas: '%s' is not two numbers B1,B2", arg);
+    memcpy(first, arg, (size_t)(comma - arg));
+    first[comma - arg] = 0;
+    tc.beta1 = real_arg("--betas", first, 0, 1, true, "a number from 0 up to (not with) 1");
+    tc.beta2 = real_arg("--betas", comma + 1, 0, 1, true, "a number from 0 up to (not with) 1");
+    tc.given_betas = true;
 }
 
 int main(int argc, char **argv)
@@ -305,6 +366,27 @@ int main(int argc, char **argv)
         case OPT_SAVE: tc.save = optarg; break;
         case OPT_RESUME: tc.resume = optarg; break;
         case OPT_LOG_LOSS: tc.log_loss = true; break;
+        case OPT_NESTEROV: tc.nesterov = true; break;
+        case OPT_MOMENTUM:
+            tc.momentum = real_arg("--momentum", optarg, 0, INFINITY, false,
+                                   "a number from 0 up");
+            tc.given_momentum = true;
+            break;
+        case OPT_DAMPENING:
+            tc.dampening = real_arg("--dampening", optarg, -INFINITY, INFINITY, false,
+                                    "a finite number");
+            tc.given_dampening = true;
+            break;
+        case OPT_BETAS: betas_arg(optarg); break;
+        case OPT_EPS:
+            tc.eps = real_arg("--eps", optarg, 0, INFINITY, false, "a number from 0 up");
+            tc.given_eps = true;
+            break;
+        case OPT_WEIGHT_DECAY:
+            tc.weight_decay = real_arg("--weight-decay", optarg, 0, INFINITY, false,
+                                       "a number from 0 up");
+            tc.given_weight_decay = true;
+            break;
         case OPT_PROFILE:
             if (!optarg)
                 tc.profile = TC_PROFILE_AUTO;

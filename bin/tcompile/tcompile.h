@@ -25,6 +25,10 @@ struct tc_opts {
     double lr;
     long long batch_size, epochs, steps, save_every, seed;
     bool log_loss;
+    /* train's optimizer options, PyTorch's constructor arguments; the
+     * given_* flags tell an option given from its default */
+    double momentum, dampening, beta1, beta2, eps, weight_decay;
+    bool nesterov, given_momentum, given_dampening, given_betas, given_eps, given_weight_decay;
     int profile; /* enum tc_profile_format */
 };
 extern struct tc_opts tc;

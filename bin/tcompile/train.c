@@ -172,11 +172,23 @@ static struct tn_optim *make_optim(struct trainer *t)
     if (!strcmp(tc.optimizer, "sgd")) {
         struct tn_sgd_options s = tn_sgd_defaults();
         s.lr = tc.lr;
+        s.momentum = tc.momentum;
+        s.dampening = tc.dampening;
+        s.nesterov = tc.nesterov;
+        s.weight_decay = tc.weight_decay;
         o = tn_sgd_new(t->params, t->np, &s);
     } else {
         bool w = !strcmp(tc.optimizer, "adamw");
         struct tn_adam_options a = w ? tn_adamw_defaults() : tn_adam_defaults();
         a.lr = tc.lr;
+        if (tc.given_betas) {
+            a.beta1 = tc.beta1;
+            a.beta2 = tc.beta2;
+        }
+        if (tc.given_eps)
+            a.eps = tc.eps;
+        if (tc.given_weight_decay)
+            a.weight_decay = tc.weight_decay;
         o = w ? tn_adamw_new(t->params, t->np, &a) : tn_adam_new(t->params, t->np, &a);
     }
     return o;

@@ -3,7 +3,10 @@
 # tests/fixtures/graph_train.py, trained through the compiled forward and
 # backward graphs of tcompile grad: the losses of 200 steps equal
 # PyTorch's step by step (tests/fixtures/train_torch.py, same weights, data
-# and shuffles) with SGD, Adam and AdamW; a run stopped at step 100 and
+# and shuffles) with SGD, Adam and AdamW, and those of 50 steps with
+# non-default optimizer options (--momentum, --dampening, --nesterov,
+# --betas, --eps, --weight-decay) equal the committed curves of
+# train_torch.py --write and live PyTorch's; a run stopped at step 100 and
 # resumed ends with the weights of an unbroken one, bit for bit; bad
 # input is refused with one line and exit 2.
 
@@ -41,6 +44,48 @@ same_curve() {
 
 @test "train: 200 Adam steps give PyTorch's losses" {
     same_curve adam 0.01
+}
+
+# option_curve NAME OPTIMIZER LR OPTION...: 50 steps with the optimizer's
+# options, ours against tests/fixtures/train/options_NAME.txt (written by
+# train_torch.py --write, PyTorch 2.x) and against live PyTorch 2.x where
+# installed; train_torch.py takes the options as its constructor's keywords.
+option_curve() {
+    local name=$1 opt=$2 lr=$3
+    shift 3
+    run train --optimizer "$opt" --lr "$lr" --steps 50 --log-loss "$@"
+    assert_success
+    echo "$output" > "$W/ours"
+    same_losses_as "$W/ours" "$F/options_$name.txt" 50
+    require_torch2
+    local kw=() a
+    for a in "$@"; do
+        case $a in
+        --nesterov) kw+=(nesterov=1) ;;
+        --*) a=${a#--}; a=${a%%=*}; kw+=("${a//-/_}=${1#*=}") ;;
+        esac
+        shift
+    done
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" "$F" "$opt" "$lr" 50 "${kw[@]}"
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" 50
+}
+
+@test "train: SGD with --momentum, --dampening and --weight-decay gives PyTorch's losses" {
+    option_curve sgd_momentum sgd 0.05 --momentum=0.9 --dampening=0.1 --weight-decay=0.001
+}
+
+@test "train: SGD with --nesterov gives PyTorch's losses" {
+    option_curve sgd_nesterov sgd 0.05 --momentum=0.8 --nesterov --weight-decay=0.0001
+}
+
+@test "train: Adam with --betas, --eps and --weight-decay gives PyTorch's losses" {
+    option_curve adam_options adam 0.01 --betas=0.8,0.99 --eps=1e-6 --weight-decay=0.01
+}
+
+@test "train: AdamW with --betas, --eps and --weight-decay gives PyTorch's losses" {
+    option_curve adamw_options adamw 0.01 --betas=0.85,0.995 --eps=1e-7 --weight-decay=0.1
 }
 
 @test "train: one JSON line per epoch, the loss falling" {
@@ -81,6 +126,76 @@ o = torch.optim.Adam(m.parameters(), lr=0.01); o.load_state_dict(ck['optimizer']
 print(ck['step'], int(o.state_dict()['state'][0]['step']))"
     assert_success
     assert_output "10 10"
+}
+
+@test "train: the options are in the checkpoint's param_groups, which PyTorch loads" {
+    require_torch2
+    run train --optimizer sgd --lr 0.05 --steps 3 --momentum 0.9 --nesterov --weight-decay 0.001 \
+        --save "$W/sgd.pt"
+    assert_success
+    run train --optimizer adamw --lr 0.01 --steps 3 --betas 0.85,0.995 --eps 1e-7 \
+        --weight-decay 0.1 --save "$W/adamw.pt"
+    assert_success
+    run "$TORCH2" -c "
+import sys, torch
+sys.path.insert(0, '$TN_SRCDIR/tests/fixtures')
+from graph_train import MLPLoss
+m = MLPLoss()
+for f, cls in (('sgd', torch.optim.SGD), ('adamw', torch.optim.AdamW)):
+    ck = torch.load('$W/%s.pt' % f)
+    m.load_state_dict(ck['model'])
+    o = cls(m.parameters(), lr=1.0); o.load_state_dict(ck['optimizer'])
+    g = o.param_groups[0]
+    print(f, ' '.join('%s=%s' % (k, g[k]) for k in ('lr', 'momentum', 'dampening', 'nesterov', 'betas', 'eps', 'weight_decay') if k in g))
+    o.step()"
+    assert_success
+    assert_line --index 0 "sgd lr=0.05 momentum=0.9 dampening=0 nesterov=True weight_decay=0.001"
+    assert_line --index 1 "adamw lr=0.01 betas=(0.85, 0.995) eps=1e-07 weight_decay=0.1"
+}
+
+@test "train: a resumed run keeps the checkpoint's optimizer options bit for bit" {
+    run train --optimizer sgd --lr 0.05 --steps 40 --momentum 0.9 --dampening 0.1 --save "$W/full.pt"
+    assert_success
+    run train --optimizer sgd --lr 0.05 --steps 20 --momentum 0.9 --dampening 0.1 --save "$W/half.pt"
+    assert_success
+    run train --optimizer sgd --lr 0.05 --steps 40 --momentum 0.9 --dampening 0.1 \
+        --resume "$W/half.pt" --save "$W/resumed.pt"
+    assert_success
+    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
+    assert_success
+}
+
+@test "train: bad optimizer options" {
+    run train --optimizer sgd --lr 0.1 --steps 2 --momentum -0.5
+    assert_failure 2
+    assert_output --partial "--momentum: '-0.5' is not a number from 0 up"
+    run train --optimizer sgd --lr 0.1 --steps 2 --weight-decay x
+    assert_failure 2
+    assert_output --partial "--weight-decay: 'x' is not a number from 0 up"
+    run train --optimizer adam --lr 0.1 --steps 2 --betas 0.9,1
+    assert_failure 2
+    assert_output --partial "--betas: '1' is not a number from 0 up to (not with) 1"
+    run train --optimizer adam --lr 0.1 --steps 2 --betas 0.9
+    assert_failure 2
+    assert_output --partial "--betas: '0.9' is not two numbers B1,B2"
+    run train --optimizer adamw --lr 0.1 --steps 2 --eps nan
+    assert_failure 2
+    assert_output --partial "--eps: 'nan' is not a number from 0 up"
+    run train --optimizer sgd --lr 0.1 --steps 2 --nesterov
+    assert_failure 2
+    assert_output --partial "--nesterov: Nesterov momentum requires a --momentum above 0 and zero --dampening"
+    run train --optimizer sgd --lr 0.1 --steps 2 --momentum 0.9 --dampening 0.1 --nesterov
+    assert_failure 2
+    assert_output --partial "--nesterov: Nesterov momentum requires"
+    run train --optimizer adam --lr 0.1 --steps 2 --momentum 0.9
+    assert_failure 2
+    assert_output --partial "--momentum does not apply to --optimizer adam"
+    run train --optimizer sgd --lr 0.1 --steps 2 --betas 0.9,0.99
+    assert_failure 2
+    assert_output --partial "--betas does not apply to --optimizer sgd"
+    run tcompile run --weight-decay 0.1 "$F/mlp_ce.json"
+    assert_failure 2
+    assert_output --partial "--weight-decay does not apply to 'run'"
 }
 
 @test "train: a graph without a loss is refused" {
