@@ -809,6 +809,14 @@ static int node_arg(struct jb *b, struct env *e, const char *name, struct jv *ou
 {
     memset(out, 0, sizeof *out);
     const struct tn_graph_arg *a = e->n ? arg_of(e->n, name) : NULL;
+    if (!a && e->n && e->n->op && !strcmp(name, "correction") &&
+        tn_op_arg_index(e->n->op, "unbiased") >= 0) {
+        /* var.dim, std.dim: unbiased (default true) is correction 1, else 0 */
+        const struct tn_graph_arg *u = arg_of(e->n, "unbiased");
+        out->k = J_INT;
+        out->i = !u || u->kind != TN_GARG_BOOL || u->items[0].i;
+        return 1;
+    }
     if (!a) {
         /* the default of the node's op (layer_norm's eps), else the yaml op's */
         const struct tn_op *op = e->n ? e->n->op : NULL;
@@ -1376,6 +1384,9 @@ static const struct { const char *graph, *yaml; } stands_for[] = {
     {"aten::layer_norm", "aten::native_layer_norm"},
     {"aten::max_pool2d", "aten::max_pool2d_with_indices"},
     {"aten::scaled_dot_product_attention", "aten::_tn_attention"},
+    /* their `unbiased` read as correction 1 or 0 (node_arg) */
+    {"aten::var.dim", "aten::var.correction"},
+    {"aten::std.dim", "aten::std.correction"},
 };
 
 /* Node n's derivative from the formulas of derivatives.yaml. 1 when the
@@ -1456,6 +1467,65 @@ static int derive_yaml(struct jb *b, const struct tn_graph_node *n)
     return 0;
 }
 
+/* zeros of forward value v's shape and dtype */
+static const char *zeros_of(struct jb *b, int v)
+{
+    const struct tn_graph_value *x = &b->g->values[v];
+    return emit1(b, "torch.ops.aten.zeros.default",
+                 args(2, named("size", ints_arg(x->sizes, x->ndim), 1),
+                      named("dtype", one("as_scalar_type",
+                                         json_integer(tn_graph_scalar_type(x->dtype))), 2)));
+}
+
+/* select.int and slice.Tensor (views PyTorch differentiates with
+ * select_backward and slice_backward): g put back into zeros of x's shape
+ * by slice_scatter, at the index (g unsqueezed there) or over the slice,
+ * its bounds made what PyTorch makes them (negative from the end, clamped
+ * to the size). */
+static int d_select_slice(struct jb *b, const struct tn_graph_node *n, const char *gy, bool sel)
+{
+    int x = tensor_of(n, "self");
+    if (!wants(b, x))
+        return 0;
+    const struct tn_graph_value *v = &b->g->values[x];
+    int64_t dim = int_of(n, "dim", 0), start, end, step = 1;
+    if (dim < 0)
+        dim += v->ndim;
+    if (dim < 0 || dim >= v->ndim)
+        return tn_set_error(TN_EINVAL, "%s: node '%s': dimension out of range", b->g->label,
+                            n->name);
+    int64_t size = v->sizes[dim];
+    if (sel) {
+        start = int_of(n, "index", 0);
+        start += start < 0 ? size : 0;
+        if (start < 0 || start >= size)
+            return tn_set_error(TN_EINVAL, "%s: node '%s': index out of range", b->g->label,
+                                n->name);
+        end = start + 1;
+        gy = emit1(b, "torch.ops.aten.unsqueeze.default",
+                   args(2, named("self", tensor_arg(gy), 1),
+                        named("dim", one("as_int", json_integer(dim)), 1)));
+    } else {
+        start = int_of(n, "start", 0);
+        end = int_of(n, "end", INT64_MAX);
+        step = int_of(n, "step", 1);
+        start += start < 0 ? size : 0;
+        end += end < 0 ? size : 0;
+        start = start < 0 ? 0 : start > size ? size : start;
+        end = end < start ? start : end > size ? size : end;
+    }
+    const char *z = zeros_of(b, x);
+    accumulate(b, x, emit_like(b, "torch.ops.aten.slice_scatter.default",
+                               args(6, named("self", tensor_arg(z), 1),
+                                    named("src", tensor_arg(gy), 1),
+                                    named("dim", one("as_int", json_integer(dim)), 1),
+                                    named("start", one("as_int", json_integer(start)), 1),
+                                    named("end", one("as_int", json_integer(end)), 1),
+                                    named("step", one("as_int", json_integer(step)), 1)),
+                               x, TN_DTYPE_UNSET));
+    return 0;
+}
+
 /* The derivatives of views and of composite ops that derivatives.yaml
  * has no entry for (PyTorch's neither: they are CompositeImplicitAutograd,
  * differentiated through what they decompose to). 1 when n is none. */
@@ -1521,6 +1591,8 @@ static int derive_structural(struct jb *b, const struct tn_graph_node *n, const 
     }
     if (!strcmp(t, "matmul.default"))
         return d_matmul(b, n, gy);
+    if (!strcmp(t, "select.int") || !strcmp(t, "slice.Tensor"))
+        return d_select_slice(b, n, gy, !strcmp(t, "select.int"));
     return 1;
 }
 
@@ -1539,11 +1611,7 @@ static json_t *piece_grads(struct jb *b, const struct tn_graph_node *n)
                              n->name);
                 return NULL;
             }
-            const struct tn_graph_value *v = &b->g->values[o];
-            g = emit1(b, "torch.ops.aten.zeros.default",
-                      args(2, named("size", ints_arg(v->sizes, v->ndim), 1),
-                           named("dtype", one("as_scalar_type",
-                                              json_integer(tn_graph_scalar_type(v->dtype))), 2)));
+            g = zeros_of(b, o);
         }
         json_array_append_new(l, one("name", json_string(g)));
     }

@@ -106,6 +106,17 @@ grads_match() {
     assert_output --partial "aten::scatter.src("
 }
 
+@test "grad: var and std over dims (var.dim, var.correction, std.dim) and select.int, slice.Tensor" {
+    # var/std through _var_backward's and _std_backward's define: entries
+    # (var.dim's unbiased read as correction); x[:, i] and x[a:b:s] put
+    # back into zeros by slice_scatter (they were refused: no derivative)
+    grads_match "$TN_SRCDIR/tests/fixtures/train/stats_joint" 2 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/stats_joint" 2 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::slice_scatter("
+    assert_output --partial "aten::mean.dim("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
