@@ -1122,6 +1122,7 @@ static int core_fn(struct jb *b, const char *name, const struct jv *a, int na, s
         {"reshape", "torch.ops.aten.reshape.default", {"self", "shape"}},
         {"view", "torch.ops.aten.view.default", {"self", "size"}},
         {"permute", "torch.ops.aten.permute.default", {"self", "dims"}},
+        {"flatten", "torch.ops.aten.flatten.using_ints", {"self", "start_dim", "end_dim"}},
     };
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
         if (strcmp(name, fns[i].name))

@@ -117,6 +117,15 @@ grads_match() {
     assert_output --partial "aten::mean.dim("
 }
 
+@test "grad: max_pool2d_with_indices_backward in a graph: its grad_output's gradient gathered at the indices" {
+    # _max_pool_double_bw's define: entry (flatten, gather on Meta for
+    # the shapes, reshape); it was refused as a helper without one
+    grads_match "$TN_SRCDIR/tests/fixtures/train/pooldbl_joint" 2 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/pooldbl_joint" 2 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::gather("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
