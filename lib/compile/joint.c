@@ -1388,6 +1388,8 @@ static const struct { const char *graph, *yaml; } stands_for[] = {
     /* their `unbiased` read as correction 1 or 0 (node_arg) */
     {"aten::var.dim", "aten::var.correction"},
     {"aten::std.dim", "aten::std.correction"},
+    {"aten::var", "aten::var.correction"},
+    {"aten::std", "aten::std.correction"},
 };
 
 /* Node n's derivative from the formulas of derivatives.yaml. 1 when the

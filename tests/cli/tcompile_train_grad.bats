@@ -106,7 +106,7 @@ grads_match() {
     assert_output --partial "aten::scatter.src("
 }
 
-@test "grad: var and std over dims (var.dim, var.correction, std.dim) and select.int, slice.Tensor" {
+@test "grad: var and std over dims or all (var.dim, var.correction, std.dim, std) and select.int, slice.Tensor" {
     # var/std through _var_backward's and _std_backward's define: entries
     # (var.dim's unbiased read as correction); x[:, i] and x[a:b:s] put
     # back into zeros by slice_scatter (they were refused: no derivative)
