@@ -543,6 +543,7 @@ static int meta_pass(struct tn__lctx *L, struct tn_tensor *const *inputs)
         }
     }
     tn_keyset old = tn_dispatch_set_excluded(tn_dispatch_excluded() | TN_KEYSET(TN_KEY_AUTOGRAD));
+    tn__graph_meta_devices = true;
     for (int ni = 0; ni < g->nnodes && rc == TN_OK; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
         if (tn__graph_call(g, n, slots, &s) == TN_OK)
@@ -569,6 +570,7 @@ static int meta_pass(struct tn__lctx *L, struct tn_tensor *const *inputs)
                 rc = tn_last_status();
         }
     }
+    tn__graph_meta_devices = false;
     tn_dispatch_set_excluded(old);
     for (int i = 0; i < g->nvalues; i++) {
         L->meta[i] = slots[i].t;

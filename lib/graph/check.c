@@ -561,7 +561,7 @@ static int meta_pass(struct checker *c, bool second)
         }
     }
     tn_keyset old = tn_dispatch_set_excluded(tn_dispatch_excluded() | TN_KEYSET(TN_KEY_AUTOGRAD));
-    tn__graph_meta_factories = true;
+    tn__graph_meta_factories = tn__graph_meta_devices = true;
     for (int ni = 0; ni < g->nnodes; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
         if (tn__graph_call(g, n, slots, &s) < 0) {
@@ -584,7 +584,7 @@ static int meta_pass(struct checker *c, bool second)
                 compare(c, n, v, slots[v].t, vals, !second);
         }
     }
-    tn__graph_meta_factories = false;
+    tn__graph_meta_factories = tn__graph_meta_devices = false;
     tn_dispatch_set_excluded(old);
 out:
     for (int i = 0; i < g->nvalues && slots; i++)

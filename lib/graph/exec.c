@@ -49,9 +49,13 @@ static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
     case TN_GARG_NONE:
         iv->tag = TN_IV_NONE; /* checked: only optional arguments take these */
         return TN_OK;
-    case TN_GARG_DEVICE: /* as text ("cuda:1"), where the schema boxes it so */
+    case TN_GARG_DEVICE: /* as text ("cuda:1"), where the schema boxes it so;
+                          * "meta" in a Meta pass, where every value is Meta
+                          * (to(device="cpu") of a Meta tensor would fail there
+                          * and leave its result to the declared sizes,
+                          * contiguous: issue 23's strides) */
         iv->tag = as->tag == TN_IV_STR ? TN_IV_STR : TN_IV_NONE;
-        iv->v.str = a->s;
+        iv->v.str = tn__graph_meta_devices ? "meta" : a->s;
         return TN_OK;
     case TN_GARG_LAYOUT:
     case TN_GARG_MEMORY_FORMAT: {

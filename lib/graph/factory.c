@@ -17,6 +17,7 @@
 /* Per thread: tn_graph_check sets it around its Meta pass, and a graph that
  * another thread runs meanwhile must keep making real tensors. */
 _Thread_local bool tn__graph_meta_factories;
+_Thread_local bool tn__graph_meta_devices;
 
 #define T(n) {n, "Tensor", TN_IV_TENSOR, false, false, false, NULL}
 #define S(n) {n, "Scalar", TN_IV_SCALAR, false, false, false, NULL}

@@ -80,6 +80,9 @@ const struct tn_op *tn__graph_builtin(const char *qualname);
  * pass), those without a tensor argument make Meta tensors. */
 const struct tn_op *tn__graph_factory(const char *qualname);
 extern _Thread_local bool tn__graph_meta_factories;
+/* Set around a Meta pass (tn_graph_check's, the compiler's): the graph's
+ * device arguments read as "meta", where every value is Meta. */
+extern _Thread_local bool tn__graph_meta_devices;
 bool tn__graph_is_factory(const struct tn_op *op);
 /* Whether input I is a frozen parameter (requires_grad false, as
  * torch.export records it): it gets no gradient. A graph none of whose

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # tcompile on memory formats in graphs: a torch.export graph (PyTorch 2.x,
 # tests/fixtures/graph_layout.py) with clone(memory_format=channels_last) and
-# _to_copy to channels_last / channels_last_3d, each followed by a permute
+# _to_copy to channels_last / channels_last_3d, and to.dtype_layout (device
+# "cpu", no dtype) to channels_last, each followed by a permute
 # to channels-innermost order and a view that is legal only where the copy
 # has PyTorch's channels_last strides.
 
@@ -18,5 +19,5 @@ setup() {
 }
 
 @test "run: the views of the channels_last copies equal PyTorch 2.x's" {
-    outputs_match "$F" 3
+    outputs_match "$F" 4
 }
