@@ -141,25 +141,38 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
     return r;
 }
 
-/* self already in channels_last(_3d) format mf: strides as those formats'
- * wherever a size is above 1 */
-static bool is_format(const struct tn_tensor *self, int64_t mf)
+/* c10's is_channels_last_strides_2d_s4 / _3d_s5: strides that suggest
+ * channels_last(_3d), the order {1, last..2, 0} from the fastest, with
+ * c10's fallbacks to contiguous (a C stride of 0, a zero size, N111). */
+static bool strides_like_channels_last(const struct tn_tensor *t, int nd)
 {
-    int64_t strides[TN_MAX_DIMS];
-    if ((mf != MF_CHANNELS_LAST && mf != MF_CHANNELS_LAST_3D) ||
-        self->ndim != (mf == MF_CHANNELS_LAST ? 4 : 5))
+    if (t->ndim != nd || t->strides[1] == 0)
         return false;
-    channels_last_strides(self, mf, strides);
-    for (int d = 0; d < self->ndim; d++)
-        if (self->sizes[d] > 1 && self->strides[d] != strides[d])
+    int64_t min = 0;
+    for (int k = 0; k < nd; k++) {
+        int d = k == 0 ? 1 : k == nd - 1 ? 0 : nd - k;
+        if (t->sizes[d] == 0 || t->strides[d] < min || (d == 0 && min == t->strides[1]))
             return false;
+        min = t->strides[d] * (t->sizes[d] > 1 ? t->sizes[d] : 1);
+    }
     return true;
 }
 
+/* c10's suggest_memory_format: channels_last(_3d) where the strides are
+ * like them, contiguous for every other strided tensor (a transposed or
+ * sliced one included) */
+static int64_t suggest_memory_format(const struct tn_tensor *self)
+{
+    return strides_like_channels_last(self, 4)   ? MF_CHANNELS_LAST
+           : strides_like_channels_last(self, 5) ? MF_CHANNELS_LAST_3D
+                                                 : MF_CONTIGUOUS;
+}
+
 /* PyTorch's to_impl: self itself when to_will_alias (dtype, layout and
- * device unchanged, no copy asked for, the memory format preserve or
- * contiguous, which a strided tensor here suggests); otherwise _to_copy,
- * whose node autograd records. */
+ * device unchanged, no copy asked for, the memory format preserve or the
+ * one self's strides suggest: contiguous keeps a transposed tensor but
+ * copies a channels_last one); otherwise _to_copy, whose node autograd
+ * records. */
 static struct tn_tensor *to_impl(const struct tn_tensor *self, enum tn_dtype dtype,
                                  const int64_t *layout, const struct tn_device *device,
                                  const bool *pin_memory, bool non_blocking, bool copy,
@@ -168,7 +181,7 @@ static struct tn_tensor *to_impl(const struct tn_tensor *self, enum tn_dtype dty
     int64_t mf = memory_format ? *memory_format : MF_PRESERVE;
     if ((dtype == TN_DTYPE_UNSET || dtype == self->dtype) &&
         (!layout || *layout == LAYOUT_STRIDED) && (!device || tn_device_equal(*device, self->device)) &&
-        !copy && (mf == MF_PRESERVE || mf == MF_CONTIGUOUS || is_format(self, mf)))
+        !copy && (mf == MF_PRESERVE || suggest_memory_format(self) == mf))
         return tn_retain((struct tn_tensor *)self);
     return tn_underscore_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
 }

@@ -121,6 +121,28 @@ static int compare_list(int rc, struct tn_ivalue *st, json_t *want, const char *
  * With `follow2`, where the fixture came from PyTorch 1.x and we follow
  * 2.x (an op 1.13 lacks, reworded errors), a differing error is noted, not
  * failed; values are always checked. */
+/* For a case with "layout": whether result t's strides or its being the
+ * first argument self differ from PyTorch's (printed). */
+static bool layout_differs(const struct tn_tensor *t, json_t *want, const struct tn_tensor *self,
+                           bool is_self, const char *what)
+{
+    int64_t sd[TN_MAX_DIMS];
+    char a[128], b[128];
+    int nd = tn_test_ints(json_object_get(want, "stride"), sd);
+    if (nd != t->ndim || memcmp(sd, t->strides, sizeof sd[0] * (size_t)nd) != 0) {
+        print_message("# %s: strides %s, PyTorch's %s\n", what,
+                      tn_shape_format(t->strides, t->ndim, a, sizeof a),
+                      tn_shape_format(sd, nd, b, sizeof b));
+        return true;
+    }
+    if ((t == self) != is_self) {
+        print_message("# %s: the result is %s, PyTorch's %s\n", what,
+                      t == self ? "self" : "a copy", is_self ? "self" : "a copy");
+        return true;
+    }
+    return false;
+}
+
 static void run_op_cases(const char *name_, bool sums, bool follow2)
 {
     json_t *fx = tn_test_fixture(name_);
@@ -149,6 +171,15 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                 assert_non_null(t);
                 if (json_is_true(json_object_get(a, "transpose"))) {
                     struct tn_tensor *tt = tn_transpose(t, 0, 1);
+                    tn_release(t);
+                    t = tt;
+                } else if (json_is_true(json_object_get(a, "layout"))) {
+                    /* laid out with PyTorch's (dense) strides */
+                    int64_t sd[TN_MAX_DIMS];
+                    tn_test_ints(json_object_get(v, "stride"), sd);
+                    struct tn_tensor *tt = tn_empty_strided(t->sizes, t->ndim, sd, t->dtype);
+                    assert_non_null(tt);
+                    assert_int_equal(tn_copy_(tt, t), TN_OK);
                     tn_release(t);
                     t = tt;
                 }
@@ -229,6 +260,10 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                                   json_is_null(w) ? "None" : "a tensor");
                     failed++;
                 } else if (rc == want && !json_is_null(w) && compare(st[i].v.t, w, what, sums) != 0) {
+                    failed++;
+                } else if (rc == want && json_is_true(json_object_get(c, "layout")) &&
+                           layout_differs(st[i].v.t, w, owned[0],
+                                          json_is_true(json_object_get(c, "self")), what)) {
                     failed++;
                 }
                 if (st[i].tag == TN_IV_TENSOR)
