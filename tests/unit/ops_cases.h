@@ -174,7 +174,7 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
                     tn_release(t);
                     t = tt;
                 } else if (json_is_true(json_object_get(a, "layout"))) {
-                    /* laid out with PyTorch's (dense) strides */
+                    /* laid out with PyTorch's strides (a sliced one: a storage with gaps) */
                     int64_t sd[TN_MAX_DIMS];
                     tn_test_ints(json_object_get(v, "stride"), sd);
                     struct tn_tensor *tt = tn_empty_strided(t->sizes, t->ndim, sd, t->dtype);
