@@ -126,8 +126,10 @@ static int f_self(const struct tn_op *op, struct tn_ivalue *st, int n)
     if (dt == TN_DTYPE_UNSET)
         dt = self->dtype;
     struct tn_tensor *t;
-    if (is_new || on_meta(self))
+    if (is_new)
         t = tn_full(size, len, v, dt);
+    else if (on_meta(self)) /* no values; preserve_format's strides as below */
+        return place(op, st, tn_empty_like(self, dt), false);
     else /* PyTorch's preserve_format: self's strides where dense */
         t = tn_full_like(self, v, dt);
     return place(op, st, t, on_meta(self));

@@ -2,7 +2,8 @@
 # tcompile on memory formats in graphs: a torch.export graph (PyTorch 2.x,
 # tests/fixtures/graph_layout.py) with clone(memory_format=channels_last) and
 # _to_copy to channels_last / channels_last_3d, and to.dtype_layout (device
-# "cpu", no dtype) to channels_last, each followed by a permute
+# "cpu", no dtype) to channels_last, clone() and empty_like() of a
+# channels_last value (preserve_format), each followed by a permute
 # to channels-innermost order and a view that is legal only where the copy
 # has PyTorch's channels_last strides.
 
@@ -19,5 +20,5 @@ setup() {
 }
 
 @test "run: the views of the channels_last copies equal PyTorch 2.x's" {
-    outputs_match "$F" 4
+    outputs_match "$F" 6
 }
