@@ -3,7 +3,8 @@
  * ones, full, scalar_tensor, their _like and new_ forms) and two aliases
  * (__and__.Tensor, expand_as) and pow.Scalar, over lib/core's constructors, which stay
  * plain functions outside the dispatcher as the views do (builtin.c).
- * Layout and pin_memory are taken and ignored (strided, CPU); the device is
+ * Layout and pin_memory are taken and ignored (strided, CPU); the _like
+ * forms' memory_format is PyTorch's (preserve by default); the device is
  * the CPU, or self's for the _like and new_ forms, except while
  * tn_graph_check's Meta pass runs, when the graphs's own factories make Meta
  * tensors like every other value there.
@@ -29,7 +30,7 @@ _Thread_local bool tn__graph_meta_devices;
     {"layout", "Layout?", TN_IV_NONE, true, false, true, "None"},              \
     {"device", "Device?", TN_IV_NONE, true, false, true, "None"},              \
     {"pin_memory", "bool?", TN_IV_BOOL, true, false, true, "None"}
-#define MF {"memory_format", "MemoryFormat?", TN_IV_NONE, true, false, true, "None"}
+#define MF {"memory_format", "MemoryFormat?", TN_IV_INT, true, false, true, "None"}
 
 static const struct tn_arg_schema a_arange[] = {S("end"), OPTS};
 static const struct tn_arg_schema a_arange_start[] = {S("start"), S("end"), OPTS};
@@ -125,8 +126,21 @@ static int f_self(const struct tn_op *op, struct tn_ivalue *st, int n)
         return rc;
     if (dt == TN_DTYPE_UNSET)
         dt = self->dtype;
+    /* the _like forms' memory_format (c10's values; None: preserve):
+     * contiguous, or channels_last(_3d) as _to_copy lays them out */
+    int64_t mf = 1;
+    if (!is_new && n == op->nargs && st[n - 1].tag == TN_IV_INT)
+        mf = st[n - 1].v.i;
     struct tn_tensor *t;
-    if (is_new)
+    if (mf == 2 || mf == 3) {
+        t = tn_underscore_to_copy(self, dt, NULL, NULL, NULL, false, &mf);
+        if (t && !on_meta(t) && tn_fill_(t, v) < 0) {
+            tn_release(t);
+            t = NULL;
+        }
+        return place(op, st, t, false);
+    }
+    if (is_new || mf == 0)
         t = tn_full(size, len, v, dt);
     else if (on_meta(self)) /* no values; preserve_format's strides as below */
         return place(op, st, tn_empty_like(self, dt), false);

@@ -3,7 +3,8 @@
 # tests/fixtures/graph_layout.py) with clone(memory_format=channels_last) and
 # _to_copy to channels_last / channels_last_3d, and to.dtype_layout (device
 # "cpu", no dtype) to channels_last, clone() and empty_like() of a
-# channels_last value (preserve_format), each followed by a permute
+# channels_last value (preserve_format), zeros_like/ones_like/full_like with
+# a memory_format, each followed by a permute
 # to channels-innermost order and a view that is legal only where the copy
 # has PyTorch's channels_last strides.
 
@@ -20,5 +21,5 @@ setup() {
 }
 
 @test "run: the views of the channels_last copies equal PyTorch 2.x's" {
-    outputs_match "$F" 6
+    outputs_match "$F" 9
 }
