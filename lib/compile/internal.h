@@ -399,3 +399,11 @@ int tn__matmul(struct tn__lctx *L, const struct tn__lv *a, const struct tn__lv *
                struct tn__lv *out);
 /* Reshapes an lv to sizes (realizing it when no view can); lv in place. */
 int tn__reshape(struct tn__lctx *L, struct tn__lv *lv, int nd, const int64_t *sizes);
+/* The formulas of derivatives.yaml's op entries that tcompile grad cannot
+ * emit as ops: each calls a helper (directly or through a define: entry)
+ * that is no op, no lib/core function and has no define: entry. fn (may be
+ * NULL) gets each one: the op ("aten::mul.Tensor"), its formula's inputs
+ * ("self") and the helper. Returns how many. */
+int tn__joint_unexpressed(void (*fn)(const char *op, const char *inputs, const char *helper,
+                                     void *ctx),
+                          void *ctx);

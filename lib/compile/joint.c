@@ -1190,6 +1190,48 @@ static int shape_fn(const char *name, const struct jv *a, int na, struct jv *out
     return 0;
 }
 
+/* More shape functions: _dim_sized(sizes, dim, k) is sizes with dimension
+ * dim made k; _repeat_split(repeats, sizes) the shape that sees repeat's
+ * result as (r, s) per repeated dimension (r alone per dimension repeat
+ * added in front) and _repeat_summed(repeats, sizes) the positions of its
+ * r's, which repeat's backward sums. */
+static int shape_fn2(const char *name, const struct jv *a, int na, struct jv *out)
+{
+    memset(out, 0, sizeof *out);
+    out->k = J_INTS;
+    if (!strcmp(name, "_dim_sized")) {
+        if (na != 3 || a[0].k != J_INTS || a[1].k != J_INT || a[2].k != J_INT)
+            return tn_set_error(TN_EINVAL, "%s takes sizes, a dim and a size", name);
+        int nd = a[0].n;
+        int64_t d = a[1].i < 0 ? a[1].i + nd : a[1].i;
+        if (d < 0 || d >= nd)
+            return tn_set_error(TN_EINVAL, "%s: dimension %lld out of range", name,
+                                (long long)a[1].i);
+        *out = a[0];
+        out->ints[d] = a[2].i;
+        return 0;
+    }
+    if (na != 2 || a[0].k != J_INTS || a[1].k != J_INTS || a[0].n < a[1].n)
+        return tn_set_error(TN_EINVAL, "%s takes repeats and sizes, no more sizes than repeats",
+                            name);
+    int lead = a[0].n - a[1].n, n = 0, m = 0;
+    int64_t split[2 * TN_MAX_DIMS], summed[TN_MAX_DIMS];
+    for (int d = 0; d < a[0].n; d++) {
+        if (d < lead || a[0].ints[d] != 1) {
+            summed[m++] = n;
+            split[n++] = a[0].ints[d];
+        }
+        if (d >= lead)
+            split[n++] = a[1].ints[d - lead];
+    }
+    if (n > TN_MAX_DIMS)
+        return tn_set_error(TN_EINVAL, "%s: more than %d dimensions", name, TN_MAX_DIMS);
+    bool sum = name[9] == 'u'; /* _repeat_summed */
+    out->n = sum ? m : n;
+    memcpy(out->ints, sum ? summed : split, sizeof *out->ints * (size_t)out->n);
+    return 0;
+}
+
 static int ev_call(struct jb *b, struct env *e, const struct tn__dx *x, int *row, struct jv *out)
 {
     struct jv a[TN_MAX_DIMS * 2];
@@ -1232,6 +1274,9 @@ static int ev_call(struct jb *b, struct env *e, const struct tn__dx *x, int *row
         return call_named(b, x->text, a, na, out);
     if (!strcmp(x->text, "_kept_sizes") || !strcmp(x->text, "_reduced_count"))
         return shape_fn(x->text, a, na, out);
+    if (!strcmp(x->text, "_dim_sized") || !strcmp(x->text, "_repeat_split") ||
+        !strcmp(x->text, "_repeat_summed"))
+        return shape_fn2(x->text, a, na, out);
     struct env *d = calloc(1, sizeof *d);
     if (!d)
         return tn_set_error(TN_ENOMEM, "out of memory");
@@ -2021,4 +2066,69 @@ out:
     json_decref(b.nodes);
     json_decref(b.tv);
     return rc;
+}
+
+/* Whether a call of a formula resolves to ops here: an op, a lib/core
+ * function, a shape function, or a define: entry whose own calls resolve
+ * (depth bounds a define that calls itself). Sets *helper to the first
+ * call that does not. */
+static bool call_expressible(const char *name, int depth, const char **helper);
+
+static bool rows_expressible(int r, int depth, const char **helper)
+{
+    for (int end = skip_rows(r); r < end; r++)
+        if (tn__dx_rows[r].kind == TN__DX_CALL &&
+            !call_expressible(tn__dx_rows[r].text, depth, helper))
+            return false;
+    return true;
+}
+
+static bool call_expressible(const char *name, int depth, const char **helper)
+{
+    static const char *const known[] = {"sizes", "scalar_type", "_kept_sizes", "_reduced_count",
+                                        "_dim_sized", "_repeat_split", "_repeat_summed", "t", "transpose", "expand", "reshape", "view",
+                                        "permute", "flatten"};
+    if (strstr(name, "::"))
+        return true;
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (!strcmp(name, known[i]))
+            return true;
+    bool found = false;
+    for (int i = 0; depth < 16 && i < tn__dx_nentries; i++) {
+        const struct tn__dentry *de = &tn__dx_entries[i];
+        if (!de->params || strcmp(de->name, name))
+            continue;
+        found = true;
+        for (int f = 0; f < de->nf; f++)
+            if (!rows_expressible(tn__dx_formulas[de->formula + f].root, depth + 1, helper))
+                return false;
+    }
+    if (!found && tn_op_find(name)) {
+        found = true;
+    }
+    tn_clear_error();
+    if (!found)
+        *helper = name;
+    return found;
+}
+
+int tn__joint_unexpressed(void (*fn)(const char *op, const char *inputs, const char *helper,
+                                     void *ctx),
+                          void *ctx)
+{
+    int count = 0;
+    for (int i = 0; i < tn__dx_nentries; i++) {
+        const struct tn__dentry *de = &tn__dx_entries[i];
+        if (de->params)
+            continue;
+        for (int f = 0; f < de->nf; f++) {
+            const char *helper = NULL;
+            if (rows_expressible(tn__dx_formulas[de->formula + f].root, 0, &helper))
+                continue;
+            count++;
+            if (fn)
+                fn(de->name, tn__dx_formulas[de->formula + f].inputs, helper, ctx);
+        }
+    }
+    return count;
 }

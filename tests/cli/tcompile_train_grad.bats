@@ -126,6 +126,18 @@ grads_match() {
     assert_output --partial "aten::gather("
 }
 
+@test "grad: amax, max(), repeat, index_select, logit, pow, div with rounding, native_dropout through define: entries" {
+    # _amax_backward, _evenly_distribute_bw, _repeat_bw, _index_select_bw,
+    # _logit_bw, _pow_self_bw, _pow_exp_bw, _div_mode_bw and
+    # _native_dropout_bw over ops; each was refused as a helper without one
+    grads_match "$TN_SRCDIR/tests/fixtures/train/misc_joint" 4 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/misc_joint" 4 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::scatter_add("
+    assert_output --partial "aten::native_dropout_backward("
+    assert_output --partial "aten::pow.Tensor_Tensor("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict

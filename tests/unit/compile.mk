@@ -33,3 +33,11 @@ tests_unit_test_aoti_SOURCES = tests/unit/test_aoti.c lib/aoti/types.c lib/aoti/
 tests_unit_test_aoti_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_aoti_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_aoti_LDFLAGS = $(TN_UNIT_LINK)
+# derivatives.yaml's formulas in joint graphs: each expressible as ops or
+# listed (tests/unit/joint_unexpressed.txt, with its reason).
+UNIT_TESTS += tests/unit/test_joint_coverage
+tests_unit_test_joint_coverage_SOURCES = tests/unit/test_joint_coverage.c
+tests_unit_test_joint_coverage_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_test_joint_coverage_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_joint_coverage_LDFLAGS = $(TN_UNIT_LINK)
+EXTRA_DIST += tests/unit/joint_unexpressed.txt
