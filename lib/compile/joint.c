@@ -191,13 +191,24 @@ static json_t *args(int n, ...)
 
 /* g (of the shape of value `out`) summed back to the shape of value `in`,
  * where broadcasting widened it. */
+static const char *sum_sizes(struct jb *b, const char *g, const int64_t *osizes, int ondim,
+                             int in);
+
 static const char *sum_to(struct jb *b, const char *g, int out, int in)
 {
-    const struct tn_graph_value *o = &b->g->values[out], *i = &b->g->values[in];
+    return sum_sizes(b, g, b->g->values[out].sizes, b->g->values[out].ndim, in);
+}
+
+/* g, of sizes osizes, summed to forward value in's shape (which
+ * broadcasts to osizes). */
+static const char *sum_sizes(struct jb *b, const char *g, const int64_t *osizes, int ondim,
+                             int in)
+{
+    const struct tn_graph_value *i = &b->g->values[in];
     int64_t dims[TN_MAX_DIMS];
-    int nd = 0, lead = o->ndim - i->ndim;
-    for (int d = 0; d < o->ndim; d++)
-        if (d < lead || (i->sizes[d - lead] == 1 && o->sizes[d] != 1))
+    int nd = 0, lead = ondim - i->ndim;
+    for (int d = 0; d < ondim; d++)
+        if (d < lead || (i->sizes[d - lead] == 1 && osizes[d] != 1))
             dims[nd++] = d;
     if (!nd)
         return g;
@@ -1211,6 +1222,13 @@ static int shape_fn2(const char *name, const struct jv *a, int na, struct jv *ou
         out->ints[d] = a[2].i;
         return 0;
     }
+    if (!strcmp(name, "_last_sizes")) { /* _last_sizes(sizes, n): the last n */
+        if (na != 2 || a[0].k != J_INTS || a[1].k != J_INT || a[1].i < 0 || a[1].i > a[0].n)
+            return tn_set_error(TN_EINVAL, "%s takes sizes and a count no larger", name);
+        out->n = (int)a[1].i;
+        memcpy(out->ints, a[0].ints + a[0].n - out->n, sizeof *out->ints * (size_t)out->n);
+        return 0;
+    }
     if (na != 2 || a[0].k != J_INTS || a[1].k != J_INTS || a[0].n < a[1].n)
         return tn_set_error(TN_EINVAL, "%s takes repeats and sizes, no more sizes than repeats",
                             name);
@@ -1275,7 +1293,7 @@ static int ev_call(struct jb *b, struct env *e, const struct tn__dx *x, int *row
     if (!strcmp(x->text, "_kept_sizes") || !strcmp(x->text, "_reduced_count"))
         return shape_fn(x->text, a, na, out);
     if (!strcmp(x->text, "_dim_sized") || !strcmp(x->text, "_repeat_split") ||
-        !strcmp(x->text, "_repeat_summed"))
+        !strcmp(x->text, "_repeat_summed") || !strcmp(x->text, "_last_sizes"))
         return shape_fn2(x->text, a, na, out);
     struct env *d = calloc(1, sizeof *d);
     if (!d)
@@ -1405,6 +1423,33 @@ static void declare_like(struct jb *b, const char *t, int v)
         json_object_set_new(b->tv, t, json_deep_copy(json_object_get(b->ftv, b->g->values[v].name)));
 }
 
+/* A formula's result g for input in, when its declared shape is larger
+ * than in's and in's broadcasts to it (mse_loss_backward's for a 0-d
+ * grad_output: the engine sums such a gradient down, as PyTorch's
+ * validate_outputs): summed to in's shape. Else g. */
+static const char *sum_declared(struct jb *b, const char *g, int in)
+{
+    json_t *m = meta_of(b, g), *sz = m ? json_object_get(m, "sizes") : NULL;
+    const struct tn_graph_value *i = &b->g->values[in];
+    int n = (int)json_array_size(sz), lead = n - i->ndim;
+    if (!json_is_array(sz) || n > TN_MAX_DIMS || lead < 0)
+        return g;
+    int64_t os[TN_MAX_DIMS], no = 1, ni = 1;
+    for (int d = 0; d < n; d++) {
+        json_t *v = json_object_get(json_array_get(sz, (size_t)d), "as_int");
+        if (!json_is_integer(v))
+            return g; /* symbolic */
+        os[d] = json_integer_value(v);
+        no *= os[d];
+        if (d >= lead) {
+            ni *= i->sizes[d - lead];
+            if (i->sizes[d - lead] != 1 && i->sizes[d - lead] != os[d])
+                return g;
+        }
+    }
+    return ni < no ? sum_sizes(b, g, os, n, in) : g;
+}
+
 static bool pointwise(const struct tn_op *op)
 {
     for (int i = 0; i < op->ntags; i++)
@@ -1505,7 +1550,8 @@ static int derive_yaml(struct jb *b, const struct tn_graph_node *n)
             }
             declare_like(b, t, vals[k]);
             /* a pointwise op's inputs broadcast to its result */
-            accumulate(b, vals[k], pointwise(e->op) ? sum_back(b, t, n->outs[0], vals[k]) : t);
+            accumulate(b, vals[k], pointwise(e->op) ? sum_back(b, t, n->outs[0], vals[k])
+                                                    : sum_declared(b, t, vals[k]));
         }
     }
     free(e);
@@ -2086,7 +2132,8 @@ static bool rows_expressible(int r, int depth, const char **helper)
 static bool call_expressible(const char *name, int depth, const char **helper)
 {
     static const char *const known[] = {"sizes", "scalar_type", "_kept_sizes", "_reduced_count",
-                                        "_dim_sized", "_repeat_split", "_repeat_summed", "t", "transpose", "expand", "reshape", "view",
+                                        "_dim_sized", "_repeat_split", "_repeat_summed",
+                                        "_last_sizes", "t", "transpose", "expand", "reshape", "view",
                                         "permute", "flatten"};
     if (strstr(name, "::"))
         return true;

@@ -138,6 +138,17 @@ grads_match() {
     assert_output --partial "aten::pow.Tensor_Tensor("
 }
 
+@test "grad: softmax, log_softmax, mse, smooth_l1, adaptive_avg_pool2d backward ops in a graph, bce's target" {
+    # their double backwards and binary_cross_entropy's target through
+    # define: entries; mse_loss_backward's grad_output (0-d for the mean)
+    # summed back from the gradient's declared shape
+    grads_match "$TN_SRCDIR/tests/fixtures/train/doublebw_joint" 4 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/doublebw_joint" 4 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::_adaptive_avg_pool2d("
+    assert_output --partial "aten::logit("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
