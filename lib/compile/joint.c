@@ -1134,6 +1134,7 @@ static int core_fn(struct jb *b, const char *name, const struct jv *a, int na, s
         {"view", "torch.ops.aten.view.default", {"self", "size"}},
         {"permute", "torch.ops.aten.permute.default", {"self", "dims"}},
         {"flatten", "torch.ops.aten.flatten.using_ints", {"self", "start_dim", "end_dim"}},
+        {"unsqueeze", "torch.ops.aten.unsqueeze.default", {"self", "dim"}},
     };
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
         if (strcmp(name, fns[i].name))
@@ -2134,7 +2135,7 @@ static bool call_expressible(const char *name, int depth, const char **helper)
     static const char *const known[] = {"sizes", "scalar_type", "_kept_sizes", "_reduced_count",
                                         "_dim_sized", "_repeat_split", "_repeat_summed",
                                         "_last_sizes", "t", "transpose", "expand", "reshape", "view",
-                                        "permute", "flatten"};
+                                        "permute", "flatten", "unsqueeze"};
     if (strstr(name, "::"))
         return true;
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)

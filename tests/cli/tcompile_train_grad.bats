@@ -149,6 +149,15 @@ grads_match() {
     assert_output --partial "aten::logit("
 }
 
+@test "grad: binary_cross_entropy_backward in a graph, for grad_output, self and target" {
+    # _bce_double_bw_grad_output, _bce_double_bw and _bce_double_bw_target
+    # over ops (no weight and mean; weight and sum, through _bce_scale)
+    grads_match "$TN_SRCDIR/tests/fixtures/train/bcedbl_joint" 4 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/bcedbl_joint" 4 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::clamp("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
