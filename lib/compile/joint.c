@@ -44,6 +44,8 @@ struct jb {
     int counter;
     int rc;
     json_t *ftv, *tv;    /* the forward's tensor_values; the backward's */
+    json_t *drops;       /* dropout nodes the forward runs as native_dropout:
+                            [node name, its output, its mask] each */
 };
 
 static json_t *one(const char *key, json_t *v)
@@ -1758,6 +1760,43 @@ static int derive_cat_stack(struct jb *b, const struct tn_graph_node *n, bool st
     return 0;
 }
 
+/* dropout in training: the forward runs it as native_dropout, which also
+ * returns its mask (the same draws: PyTorch's CPU dropout is
+ * native_dropout's), saved for the backward, whose gradient is
+ * native_dropout_backward(grad, mask, 1 / (1 - p)) (0 for p = 1); not
+ * training, grad itself. */
+static int d_dropout(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    int x = tensor_of(n, "input");
+    const struct tn_graph_arg *pa = arg_of(n, "p");
+    double p = pa && pa->kind == TN_GARG_FLOAT ? pa->items[0].f
+               : pa && pa->kind == TN_GARG_INT ? (double)pa->items[0].i : 0.5;
+    if (!wants(b, x))
+        return 0;
+    if (!int_of(n, "train", 1)) {
+        accumulate(b, x, gy);
+        return 0;
+    }
+    const char *out = b->g->values[n->outs[0]].name;
+    char mask[256];
+    snprintf(mask, sizeof mask, "%s_mask", out);
+    json_array_append_new(b->drops, json_pack("[sss]", n->name, out, mask));
+    json_t *m = json_deep_copy(json_object_get(b->ftv, out));
+    json_object_set_new(m, "dtype", json_integer(12)); /* torch.bool */
+    json_object_set_new(m, "requires_grad", json_false());
+    json_object_set_new(b->tv, mask, m);
+    const char *gx = emit1(b, "torch.ops.aten.native_dropout_backward.default",
+                           args(3, named("grad_output", tensor_arg(gy), 1),
+                                named("mask", tensor_arg(mask), 1),
+                                named("scale", one("as_float",
+                                                   json_real(p == 1 ? 0.0 : 1.0 / (1.0 - p))),
+                                      1)));
+    /* no Meta kernel: declared like the input, whose shape it has */
+    json_object_set_new(b->tv, gx, json_deep_copy(json_object_get(b->ftv, b->g->values[x].name)));
+    accumulate(b, x, gx);
+    return 0;
+}
+
 /* Emits node n's derivative: a view's or a composite's (above), else the
  * formulas of derivatives.yaml. Returns 0, or TN_EINVAL naming it. */
 static int derive(struct jb *b, const struct tn_graph_node *n)
@@ -1777,6 +1816,8 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
     if (gy && (!strcmp(t, "torch.ops.aten.cat.default") ||
                !strcmp(t, "torch.ops.aten.stack.default")))
         return derive_cat_stack(b, n, !strcmp(t, "torch.ops.aten.stack.default"));
+    if (gy && !strcmp(t, "torch.ops.aten.dropout.default"))
+        return d_dropout(b, n, gy);
     int rc = gy ? derive_structural(b, n, gy) : 1;
     if (rc == 1)
         rc = derive_yaml(b, n);
@@ -1996,6 +2037,7 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
     b.ftv = json_object_get(json_object_get(json_object_get(froot, "graph_module"), "graph"),
                             "tensor_values");
     b.tv = json_object();
+    b.drops = json_array();
     mark_needs_grad(&b);
     if ((rc = seed(&b)) < 0)
         goto out;
@@ -2044,6 +2086,28 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
             continue;
         json_array_append_new(fouts, tensor_arg(g->values[v].name));
         json_array_append_new(fospecs, spec("user_output", g->values[v].name, NULL, NULL));
+    }
+    /* dropout nodes run as native_dropout, their masks saved */
+    for (size_t i = 0; i < json_array_size(b.drops); i++) {
+        json_t *d = json_array_get(b.drops, i);
+        const char *node = json_string_value(json_array_get(d, 0)),
+                   *o = json_string_value(json_array_get(d, 1)),
+                   *mask = json_string_value(json_array_get(d, 2));
+        for (size_t k = 0; k < json_array_size(fnodes); k++) {
+            json_t *j = json_array_get(fnodes, k);
+            if (strcmp(json_string_value(json_object_get(j, "name")), node))
+                continue;
+            json_object_set_new(j, "target",
+                                json_string("torch.ops.aten.native_dropout.default"));
+            json_object_set_new(j, "outputs",
+                                json_pack("[{s:{s:s}},{s:{s:s}}]", "as_tensor", "name", o,
+                                          "as_tensor", "name", mask));
+        }
+        json_object_set(ftv, mask, json_object_get(tv, mask));
+        json_array_append_new(fouts, tensor_arg(mask));
+        json_array_append_new(fospecs, spec("user_output", mask, NULL, NULL));
+        json_array_append_new(ins, tensor_arg(mask));
+        json_array_append_new(inspecs, spec("user_input", mask, NULL, NULL));
     }
     json_object_set_new(fgraph, "is_single_tensor_return", json_false());
     for (int k = 0; k < g->nnodes; k++) {
@@ -2112,6 +2176,7 @@ out:
     json_decref(broot);
     json_decref(b.nodes);
     json_decref(b.tv);
+    json_decref(b.drops);
     return rc;
 }
 

@@ -158,6 +158,27 @@ grads_match() {
     assert_output --partial "aten::clamp("
 }
 
+@test "grad: dropout in training mode: the forward runs native_dropout and saves its mask" {
+    # the fixture's gradients are PyTorch's from the default generator's
+    # initial seed, the draws tcompile run makes (not the eager engine's:
+    # tcompile run --grads draws its own masks, so it is not compared)
+    local p="$TN_SRCDIR/tests/fixtures/train/dropout_joint" mode
+    for mode in --strict --interpret; do
+        run tcompile grad "$p.json" -o "$O"
+        assert_success
+        run tcompile show "$O/forward.json"
+        assert_output --partial "%dropout_1_mask: bool[8, 4] = aten::native_dropout("
+        run tcompile run $mode "$O/forward.json" -w "$p.pt" -i "${p}_inputs.pt" -o "$O/fw.npz"
+        assert_success
+        run tcompile run $mode "$O/backward.json" -w "$p.pt" -i "${p}_inputs.pt" \
+            -i "$O/fw.npz" -o "$O/grads.pt"
+        assert_success
+        run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/grads.pt" "${p}_grads.pt"
+        assert_success
+        assert_output --regexp "4 tensors match"
+    done
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
