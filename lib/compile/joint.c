@@ -1225,6 +1225,15 @@ static int shape_fn2(const char *name, const struct jv *a, int na, struct jv *ou
         out->ints[d] = a[2].i;
         return 0;
     }
+    if (!strcmp(name, "_flat_sizes")) { /* _flat_sizes(sizes): [their product] */
+        if (na != 1 || a[0].k != J_INTS)
+            return tn_set_error(TN_EINVAL, "%s takes sizes", name);
+        out->n = 1;
+        out->ints[0] = 1;
+        for (int d = 0; d < a[0].n; d++)
+            out->ints[0] *= a[0].ints[d];
+        return 0;
+    }
     if (!strcmp(name, "_last_sizes")) { /* _last_sizes(sizes, n): the last n */
         if (na != 2 || a[0].k != J_INTS || a[1].k != J_INT || a[1].i < 0 || a[1].i > a[0].n)
             return tn_set_error(TN_EINVAL, "%s takes sizes and a count no larger", name);
@@ -1296,7 +1305,8 @@ static int ev_call(struct jb *b, struct env *e, const struct tn__dx *x, int *row
     if (!strcmp(x->text, "_kept_sizes") || !strcmp(x->text, "_reduced_count"))
         return shape_fn(x->text, a, na, out);
     if (!strcmp(x->text, "_dim_sized") || !strcmp(x->text, "_repeat_split") ||
-        !strcmp(x->text, "_repeat_summed") || !strcmp(x->text, "_last_sizes"))
+        !strcmp(x->text, "_repeat_summed") || !strcmp(x->text, "_last_sizes") ||
+        !strcmp(x->text, "_flat_sizes"))
         return shape_fn2(x->text, a, na, out);
     struct env *d = calloc(1, sizeof *d);
     if (!d)
@@ -2199,7 +2209,7 @@ static bool call_expressible(const char *name, int depth, const char **helper)
 {
     static const char *const known[] = {"sizes", "scalar_type", "_kept_sizes", "_reduced_count",
                                         "_dim_sized", "_repeat_split", "_repeat_summed",
-                                        "_last_sizes", "t", "transpose", "expand", "reshape", "view",
+                                        "_last_sizes", "_flat_sizes", "t", "transpose", "expand", "reshape", "view",
                                         "permute", "flatten", "unsqueeze"};
     if (strstr(name, "::"))
         return true;

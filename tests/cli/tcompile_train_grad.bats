@@ -179,6 +179,16 @@ grads_match() {
     done
 }
 
+@test "grad: prod over all and over a dim, with zeros, through exclusive cumprods" {
+    # _prod_bw and _prod_dim_bw over ops (no division, so rows with one or
+    # two zeros need no branch); they were refused as helpers without one
+    grads_match "$TN_SRCDIR/tests/fixtures/train/prod_joint" 2 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/prod_joint" 2 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::cumprod("
+    assert_output --partial "aten::flip("
+}
+
 @test "grad: index and index_put, cat and stack, sdpa, eval batch norm (core ops) from derivatives.yaml" {
     grads_match "$D/index" 1 --strict
     grads_match "$D/cat" 6 --strict
