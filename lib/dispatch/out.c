@@ -72,9 +72,17 @@ int tn_dispatch_prepare_out(const struct tn_meta *m, struct tn_tensor *out, bool
             return rc;
     }
     if (out->dtype != m->dtype && out->device.type != TN_DEVICE_META) {
-        *target = tn_dispatch_meta_alloc(m, out->device);
-        if (!*target)
-            return tn_last_status();
+        /* *target stays out on failure, so a caller that finishes whatever
+         * rc (or reads target) never meets NULL; and the failure is always
+         * an error, even from an allocator that did not record one. */
+        struct tn_tensor *tmp = tn_dispatch_meta_alloc(m, out->device);
+        if (!tmp) {
+            int rc = tn_last_status();
+            return rc < 0 ? rc
+                          : tn_set_error(TN_ENOMEM, "out of memory allocating the %s result for out=",
+                                         tn_dtype_info(m->dtype)->c10_name);
+        }
+        *target = tmp;
     }
     out->storage->version++;
     return TN_OK;

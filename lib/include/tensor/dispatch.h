@@ -215,8 +215,10 @@ struct tn_tensor *tn_dispatch_meta_alloc(const struct tn_meta *m, struct tn_devi
  * structured kernel: checks that m's dtype can be cast to out's, that an
  * in-place self has m's shape, resizes an out= tensor of another shape.
  * *target receives the tensor the kernel writes: out itself (borrowed) or a
- * temporary of m's dtype when out's dtype differs. Returns 0 or an error
- * prefixed with `opname`. */
+ * temporary of m's dtype when out's dtype differs; on an error it is out,
+ * never NULL, and tn_dispatch_finish_out(rc, out, *target) is a no-op.
+ * Returns 0 or a negative status (an in-place self is never resized; an
+ * out= tensor may have been resized before a later failure). */
 int tn_dispatch_prepare_out(const struct tn_meta *m, struct tn_tensor *out, bool inplace,
                             struct tn_tensor **target);
 /* Ends what prepare_out began: copies a temporary into out and releases
