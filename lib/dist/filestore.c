@@ -85,25 +85,53 @@ static int refresh(struct file_store *f)
     return rc;
 }
 
-/* Appends one record (u32 length + key, u32 length + value) at the file's
- * end; the exclusive lock is held; 0 or an error. */
+/* Appends b's bytes at the file's end in one write; the exclusive lock is
+ * held, so no reader (PyTorch's included: they flock too) sees them before
+ * they are all there. A short write (disk full, file size limit) is cut
+ * off again, so the log never keeps a partial record that would swallow
+ * the next ones. 0 or TN_EIO naming the file. */
+static int append_bytes(struct file_store *f, const struct tn__dbuf *b)
+{
+    off_t end = lseek(f->fd, 0, SEEK_END);
+    if (end < 0)
+        return fs_err(f, "seek");
+    size_t done = 0;
+    while (done < b->len) {
+        ssize_t w = pwrite(f->fd, b->data + done, b->len - done, end + (off_t)done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int rc = fs_err(f, "write");
+            if (done > 0 && ftruncate(f->fd, end) < 0)
+                rc = fs_err(f, "cutting off a partial write");
+            return rc;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+/* Adds one record (u32 length + key, u32 length + value) to b; 0 or
+ * TN_ENOMEM naming the file. */
+static int put_record(struct file_store *f, struct tn__dbuf *b, const char *k, size_t kl,
+                      const void *v, size_t vl)
+{
+    int rc = tn__db_u32(b, (uint32_t)kl) | tn__db_put(b, k, kl) | tn__db_u32(b, (uint32_t)vl) |
+             tn__db_put(b, v, vl);
+    return rc < 0 ? tn_set_error(TN_ENOMEM, "FileStore %s: out of memory", f->path) : 0;
+}
+
+/* Appends one record at the file's end; the exclusive lock is held; 0 or
+ * an error. */
 static int append_record(struct file_store *f, const char *k, size_t kl, const void *v,
                          size_t vl)
 {
     struct tn__dbuf b = {0};
-    int rc = tn__db_u32(&b, (uint32_t)kl) | tn__db_put(&b, k, kl) |
-             tn__db_u32(&b, (uint32_t)vl) | tn__db_put(&b, v, vl);
-    if (rc < 0) {
-        tn__db_free(&b);
-        return tn_set_error(TN_ENOMEM, "FileStore %s: out of memory", f->path);
-    }
-    off_t end = lseek(f->fd, 0, SEEK_END);
-    ssize_t w = end < 0 ? -1 : pwrite(f->fd, b.data, b.len, end);
-    bool whole = w == (ssize_t)b.len;
+    int rc = put_record(f, &b, k, kl, v, vl);
+    if (rc == 0)
+        rc = append_bytes(f, &b);
     tn__db_free(&b);
-    if (!whole)
-        return fs_err(f, "write");
-    return 0;
+    return rc;
 }
 
 /* Runs with the mutex and the file lock (exclusive or shared). */
@@ -176,6 +204,29 @@ static int fs_set(struct tn_store *s, const char *k, size_t kl, const void *v, s
         unlock(f);
     }
     free(w);
+    return rc;
+}
+
+/* tn__store_ops.multi_set: every record appended in one write under the
+ * exclusive lock, so other readers see all the keys or none; a failed
+ * write leaves the log as it was. 0 or an error. */
+static int fs_multi_set(struct tn_store *s, const char *const *keys, size_t n,
+                        const void *const *v, const size_t *vl)
+{
+    struct file_store *f = FS(s);
+    struct tn__dbuf b = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t kl = strlen(keys[i]);
+        char *w = wkey(keys[i], kl);
+        rc = w ? put_record(f, &b, w, kl + 1, v[i], vl[i]) : TN_ENOMEM;
+        free(w);
+    }
+    if (rc == 0 && (rc = lock(f, LOCK_EX)) == 0) {
+        rc = append_bytes(f, &b);
+        unlock(f);
+    }
+    tn__db_free(&b);
     return rc;
 }
 
@@ -411,6 +462,7 @@ static const struct tn__store_ops file_ops = {
     .del = fs_del,
     .num_keys = fs_num_keys,
     .append = fs_append,
+    .multi_set = fs_multi_set,
     .destroy = fs_destroy,
 };
 

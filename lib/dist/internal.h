@@ -12,7 +12,9 @@
 #include <string.h>
 
 /* One vtable per store kind. A NULL entry means "not supported" except
- * multi_get/multi_set, which fall back to one call per key. Keys arrive as
+ * multi_get, which falls back to one get per key. multi_set must be atomic
+ * (every key set or none, and no reader sees some set without the others),
+ * so it has no per-key fallback: a kind without it refuses multi_set. Keys arrive as
  * byte strings (k, klen); values returned are malloc'd. */
 struct tn__store_ops {
     const char *name;
@@ -84,6 +86,10 @@ struct tn__kv *tn__map_find(const struct tn__map *m, const char *k, size_t kl);
 struct tn__kv *tn__map_entry(struct tn__map *m, const char *k, size_t kl);
 /* Replaces the value (copying); returns 0 or TN_ENOMEM. */
 int tn__map_setval(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl);
+/* Sets every keys[i] to v[i] (vl[i] bytes), all or nothing: 0, or
+ * TN_ENOMEM with the map unchanged. */
+int tn__map_set_all(struct tn__map *m, const char *const *keys, size_t n, const void *const *v,
+                    const size_t *vl);
 /* Drops the value; frees the entry when it has no queue. Returns whether a
  * value existed. */
 bool tn__map_delval(struct tn__map *m, struct tn__kv *e);

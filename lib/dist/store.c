@@ -195,8 +195,8 @@ int tn_store_multi_get(struct tn_store *s, const char *const *keys, size_t n, vo
     return 0;
 }
 
-/* MULTI_SET: every key set, one request where the kind has it, else one
- * SET each (a failure leaves the earlier ones set). */
+/* MULTI_SET: every key set at once, or none (each kind's multi_set is
+ * atomic: a reader never sees some of the keys set without the others). */
 int tn_store_multi_set(struct tn_store *s, const char *const *keys, size_t n,
                        const void *const *vals, const size_t *lens)
 {
@@ -205,14 +205,9 @@ int tn_store_multi_set(struct tn_store *s, const char *const *keys, size_t n,
     for (size_t i = 0; i < n; i++)
         if (check_value(lens[i]) < 0)
             return TN_EINVAL;
-    if (s->ops->multi_set)
-        return s->ops->multi_set(s, keys, n, vals, lens);
-    for (size_t i = 0; i < n; i++) {
-        int rc = s->ops->set(s, keys[i], strlen(keys[i]), vals[i], lens[i]);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    if (!s->ops->multi_set)
+        return unsupported(s, "multi_set");
+    return s->ops->multi_set(s, keys, n, vals, lens);
 }
 
 /* QUEUE_PUSH: val appended to the queue named key. */
@@ -301,6 +296,21 @@ static int hs_set(struct tn_store *s, const char *k, size_t kl, const void *v, s
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
     return rc < 0 ? tn_set_error(TN_ENOMEM, "HashStore: out of memory setting %s", k) : 0;
+}
+
+/* tn__store_ops.multi_set for the HashStore: every value set under one
+ * hold of the lock, all or nothing (tn__map_set_all), waiters woken; 0 or
+ * TN_ENOMEM with no key changed. */
+static int hs_multi_set(struct tn_store *s, const char *const *keys, size_t n,
+                        const void *const *v, const size_t *vl)
+{
+    struct hash_store *h = HS(s);
+    pthread_mutex_lock(&h->mu);
+    int rc = tn__map_set_all(&h->map, keys, n, v, vl);
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return rc < 0 ? tn_set_error(TN_ENOMEM, "HashStore: out of memory in multi_set of %zu keys", n)
+                  : 0;
 }
 
 /* A malloc'd copy of n bytes of v plus a NUL (the caller frees it); NULL
@@ -561,6 +571,7 @@ static const struct tn__store_ops hash_ops = {
     .del = hs_del,
     .num_keys = hs_num_keys,
     .append = hs_append,
+    .multi_set = hs_multi_set,
     .queue_push = hs_queue_push,
     .queue_pop = hs_queue_pop,
     .queue_len = hs_queue_len,

@@ -161,6 +161,54 @@ bool tn__map_delval(struct tn__map *m, struct tn__kv *e)
     return had;
 }
 
+/* Sets keys[i] (NUL-terminated) to v[i][0..vl[i]) for every i, all or
+ * nothing: every copy and entry is made before the first value changes, so
+ * on TN_ENOMEM the map is as it was (entries made for it removed). A key
+ * given twice ends with its last value. */
+int tn__map_set_all(struct tn__map *m, const char *const *keys, size_t n, const void *const *v,
+                    const size_t *vl)
+{
+    if (n == 0)
+        return 0;
+    char **copy = calloc(n, sizeof *copy);
+    struct tn__kv **ent = calloc(n, sizeof *ent);
+    bool *made = calloc(n, sizeof *made);
+    size_t i = 0;
+    int rc = copy && ent && made ? 0 : TN_ENOMEM;
+    for (; rc == 0 && i < n; i++) {
+        size_t kl = strlen(keys[i]);
+        made[i] = !tn__map_find(m, keys[i], kl);
+        copy[i] = malloc(vl[i] ? vl[i] : 1);
+        ent[i] = copy[i] ? tn__map_entry(m, keys[i], kl) : NULL;
+        if (!ent[i]) {
+            made[i] = false;
+            rc = TN_ENOMEM;
+            break;
+        }
+        if (vl[i])
+            memcpy(copy[i], v[i], vl[i]);
+    }
+    if (rc < 0) { /* undo: free the copies, drop the entries made here */
+        for (size_t j = 0; copy && j <= i && j < n; j++) {
+            free(copy[j]);
+            if (made && ent && made[j])
+                tn__map_delval(m, ent[j]);
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            if (!ent[i]->val)
+                m->count++;
+            free(ent[i]->val);
+            ent[i]->val = copy[i];
+            ent[i]->vlen = vl[i];
+        }
+    }
+    free(copy);
+    free(ent);
+    free(made);
+    return rc;
+}
+
 /* Queues a copy of vl bytes of v at e's tail; 0 or TN_ENOMEM. */
 int tn__map_push(struct tn__map *m, struct tn__kv *e, const void *v, size_t vl)
 {

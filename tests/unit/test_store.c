@@ -20,7 +20,10 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,6 +188,119 @@ static void test_file(void **state)
     assert_int_equal(access(path, F_OK), 0);
     tn_store_release(b); /* the last of 2 workers deletes the file */
     assert_int_equal(access(path, F_OK), -1);
+}
+
+/* FileStore multi_set is all or nothing: with the file size limit leaving
+ * room for the first record but not the second, it fails and no key is
+ * set, the log as it was (one set per key left "a" set; one write without
+ * the cut left a's record and part of b's). Then it succeeds, seen by a
+ * second store on the file. In a child, for the limit and SIGXFSZ. */
+static int file_multi_set_child(const char *path)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct tn_store *s = tn_store_file_new(path, 0);
+    if (!s || tn_store_set(s, "x", "1", 1) < 0)
+        return 10;
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return 11;
+    char big[100];
+    memset(big, 'b', sizeof big);
+    const char *keys[2] = {"a", "b"};
+    const void *vals[2] = {"1", big};
+    size_t lens[2] = {1, sizeof big};
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)st.st_size + 20; /* a's record is 11 bytes */
+    if (setrlimit(RLIMIT_FSIZE, &lim) < 0)
+        return 12;
+    int rc = tn_store_multi_set(s, keys, 2, vals, lens);
+    setrlimit(RLIMIT_FSIZE, &old);
+    if (rc != TN_EIO || !strstr(tn_last_error(), path))
+        return 13;
+    struct stat st2;
+    if (stat(path, &st2) < 0 || st2.st_size != st.st_size)
+        return 14;
+    if (tn_store_check(s, keys, 1) != 0 || tn_store_check(s, keys + 1, 1) != 0)
+        return 15;
+    if (tn_store_multi_set(s, keys, 2, vals, lens) < 0)
+        return 16;
+    struct tn_store *t = tn_store_file_new(path, 0);
+    if (!t || tn_store_check(t, keys, 2) != 1)
+        return 17;
+    tn_store_release(t);
+    tn_store_release(s);
+    return 0;
+}
+
+static void test_file_multi_set_atomic(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/tn_filestore_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(file_multi_set_child(path));
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* HashStore multi_set under one lock: a reader woken by a[i] always finds
+ * b[i] too (one set per key let it in between). */
+struct pair_reader {
+    struct tn_store *s;
+    int n, torn;
+};
+
+static void *read_pairs(void *arg)
+{
+    struct pair_reader *r = arg;
+    for (int i = 0; i < r->n; i++) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "a%d", i);
+        snprintf(b, sizeof b, "b%d", i);
+        const char *ka[1] = {a}, *kb[1] = {b};
+        if (tn_store_wait(r->s, ka, 1, 10000) < 0 || tn_store_check(r->s, kb, 1) != 1)
+            r->torn++;
+    }
+    return NULL;
+}
+
+static void test_hash_multi_set_atomic(void **state)
+{
+    (void)state;
+    struct tn_store *s = tn_store_hash_new();
+    assert_non_null(s);
+    struct pair_reader r = {.s = s, .n = 2000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_pairs, &r), 0);
+    for (int i = 0; i < r.n; i++) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "a%d", i);
+        snprintf(b, sizeof b, "b%d", i);
+        const char *keys[2] = {a, b};
+        const void *vals[2] = {"1", "2"};
+        size_t lens[2] = {1, 1};
+        assert_int_equal(tn_store_multi_set(s, keys, 2, vals, lens), 0);
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(r.torn, 0);
+    /* a key given twice ends with its last value */
+    const char *dk[2] = {"d", "d"};
+    const void *dv[2] = {"first", "last"};
+    size_t dl[2] = {5, 4};
+    assert_int_equal(tn_store_multi_set(s, dk, 2, dv, dl), 0);
+    char *v = getstr(s, "d");
+    assert_string_equal(v, "last");
+    free(v);
+    tn_store_release(s);
 }
 
 static struct tn_store_server *start(const char *token)
@@ -741,6 +857,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_command_codes), cmocka_unit_test(test_hash),         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_file),         cmocka_unit_test(test_tcp),
+        cmocka_unit_test(test_file_multi_set_atomic), cmocka_unit_test(test_hash_multi_set_atomic),
         cmocka_unit_test(test_tcp_unix),
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),

@@ -79,6 +79,8 @@ int tn_store_append(struct tn_store *s, const char *key, const void *val, size_t
  * no value is returned. */
 int tn_store_multi_get(struct tn_store *s, const char *const *keys, size_t n, void **vals,
                        size_t *lens);
+/* Sets n keys at once, atomically: every key or none, and no reader sees
+ * some of them set without the others. */
 int tn_store_multi_set(struct tn_store *s, const char *const *keys, size_t n,
                        const void *const *vals, const size_t *lens);
 
