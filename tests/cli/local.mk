@@ -1,6 +1,6 @@
 # Bats tests of the tools and scripts.
 if HAVE_BATS
-CLI_TESTS += tests/cli/bootstrap.bats
+CLI_TESTS += tests/cli/bootstrap.bats tests/cli/configure.bats
 CLI_TESTS += tests/cli/ops_simd.bats
 include tests/cli/dtype.mk
 include tests/cli/print.mk
