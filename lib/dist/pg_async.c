@@ -137,7 +137,13 @@ static struct tn_work *submit(struct tn_pg *pg, enum work_kind kind, struct tn_t
             return NULL;
         }
         pthread_mutex_init(&q->mu, NULL);
-        pthread_cond_init(&q->cv, NULL);
+        /* tn_work_wait's deadlines are on CLOCK_MONOTONIC: a step of the
+         * wall clock neither ends a wait early nor stretches it */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&q->cv, &ca);
+        pthread_condattr_destroy(&ca);
         if (pthread_create(&q->th, NULL, queue_main, q) != 0) {
             pthread_cond_destroy(&q->cv);
             pthread_mutex_destroy(&q->mu);
@@ -272,7 +278,7 @@ int tn_work_wait(struct tn_work *w, int64_t timeout_ms)
     struct tn__pgq *q = w->q;
     struct timespec until;
     if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until); /* the condvar's clock */
         until.tv_sec += (time_t)(timeout_ms / 1000);
         until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) {

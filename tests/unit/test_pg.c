@@ -13,8 +13,25 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The wall clock as libtensor sees it, set back by this many seconds
+ * (test_wait_clock_step): this definition takes the place of libc's for
+ * the library too, as a stepped wall clock would. Other clocks pass. */
+static _Atomic long long wall_clock_back_s;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    int rc = (int)syscall(SYS_clock_gettime, id, ts);
+    if (rc == 0 && (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE))
+        ts->tv_sec -= (time_t)wall_clock_back_s;
+    return rc;
+}
 
 static const enum tn_dtype dtypes[] = {TN_FLOAT32, TN_FLOAT64, TN_FLOAT16, TN_BFLOAT16, TN_INT64,
                                        TN_INT32,   TN_INT16,   TN_INT8,    TN_UINT8,    TN_BOOL};
@@ -354,6 +371,77 @@ static void test_async(void **state)
     }
 }
 
+/* tn_work_wait's timeout runs on the monotonic clock: with the wall clock
+ * an hour behind, waiting 300 ms for a barrier rank 1 has not joined still
+ * waits the 300 ms (it ended at once when the deadline was wall-clock
+ * time, already an hour past), then the barrier completes once rank 1
+ * joins. */
+static atomic_int clock_step_waited; /* rank 0's timed wait is over */
+
+struct clock_step {
+    struct rank r;
+    int rc;
+    int64_t waited_ms;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *clock_step_main(void *p)
+{
+    struct clock_step *c = p;
+    struct tn_pg *pg = tn_pg_new_tcp(c->r.store, c->r.rank, c->r.size, "127.0.0.1", 20000);
+    if (!pg) {
+        c->r.failures = 1000;
+        clock_step_waited = 1;
+        return NULL;
+    }
+    if (c->r.rank == 0) {
+        struct tn_work *w = tn_pg_barrier_async(pg);
+        c->r.failures += !w;
+        wall_clock_back_s = 3600;
+        int64_t t0 = mono_ms();
+        c->rc = tn_work_wait(w, 300);
+        c->waited_ms = mono_ms() - t0;
+        wall_clock_back_s = 0;
+        clock_step_waited = 1;
+        c->r.failures += tn_work_wait(w, 20000) < 0;
+        tn_work_free(w);
+    } else {
+        while (!clock_step_waited) {
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        c->r.failures += tn_pg_barrier(pg) < 0;
+    }
+    tn_pg_free(pg);
+    return NULL;
+}
+
+static void test_wait_clock_step(void **state)
+{
+    (void)state;
+    struct tn_store *store = tn_store_hash_new();
+    struct clock_step c[2];
+    pthread_t th[2];
+    clock_step_waited = 0;
+    for (int r = 0; r < 2; r++) {
+        c[r] = (struct clock_step){.r = {store, r, 2, 0, 0}};
+        pthread_create(&th[r], NULL, clock_step_main, &c[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    assert_int_equal(c[0].r.failures, 0);
+    assert_int_equal(c[1].r.failures, 0);
+    assert_int_equal(c[0].rc, TN_ETIMEOUT);
+    assert_true(c[0].waited_ms >= 250);
+    tn_store_release(store);
+}
+
 struct lonely {
     struct tn_store *store;
     int rank;
@@ -624,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_four_ranks),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_async),
+        cmocka_unit_test(test_wait_clock_step),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_timeout_shm),
         cmocka_unit_test(test_shm_collectives),
