@@ -1067,6 +1067,27 @@ static void *loop(void *arg)
     return NULL;
 }
 
+/* The port fd, a listening TCP socket (IPv4 or IPv6), is bound to, into
+ * *port; TN_EINVAL naming fd when it is no socket (getsockname fails), not
+ * a TCP one, or not listening. The fd is the caller's (trusted to be open,
+ * not its kind). */
+static int bound_port(int fd, int *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return tn_set_error(TN_EINVAL, "TCPStore server: listen_fd %d: %s", fd, strerror(errno));
+    if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+        return tn_set_error(TN_EINVAL, "TCPStore server: listen_fd %d is not a TCP socket", fd);
+    int listening = 0;
+    socklen_t ll = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) < 0 || !listening)
+        return tn_set_error(TN_EINVAL, "TCPStore server: listen_fd %d is not listening", fd);
+    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                           : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
 /* A non-blocking listening socket on host:port (port 0: any; *outport the
  * one bound), or < 0 with the error set. */
 static int listen_on(const char *host, int port, int *outport)
@@ -1099,11 +1120,10 @@ static int listen_on(const char *host, int port, int *outport)
     if (fd < 0)
         return tn_set_error(TN_EIO, "TCPStore server: failed to bind to %s:%d: %s",
                             host ? host : "0.0.0.0", port, strerror(err));
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *outport = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    if (bound_port(fd, outport) < 0) {
+        close(fd);
+        return tn_last_status();
+    }
     return fd;
 }
 
@@ -1141,7 +1161,8 @@ static void listen_unix(struct tn_store_server *s)
  * reads TN_STORE_TOKEN, TN_STORE_MAX_BUFFERED and
  * TN_STORE_SENDER_TIMEOUT_MS, and starts the epoll loop's thread; every
  * byte a client sends is untrusted and bounded there (rd_*).  A new server
- * for tn_store_server_stop; NULL with an error (bind, token too long). */
+ * for tn_store_server_stop; NULL with an error (bind, token too long, a
+ * listen_fd that is no listening TCP socket). */
 struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts *opts)
 {
     struct tn_store_server_opts o = {0};
@@ -1178,13 +1199,11 @@ struct tn_store_server *tn_store_server_start(const struct tn_store_server_opts 
             goto oom;
     }
     if (o.listen_fd >= 0) {
+        /* checked before it is taken over: a refused fd stays the caller's */
+        if (bound_port(o.listen_fd, &s->port) < 0)
+            goto fail;
         s->lfd = o.listen_fd;
         fcntl(s->lfd, F_SETFL, fcntl(s->lfd, F_GETFL) | O_NONBLOCK);
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        getsockname(s->lfd, (struct sockaddr *)&ss, &sl);
-        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
     } else {
         s->lfd = listen_on(o.host, o.port, &s->port);
         if (s->lfd < 0)

@@ -313,6 +313,54 @@ static struct tn_store_server *start(const char *token)
     return srv;
 }
 
+/* A listen_fd that is no listening TCP socket is refused with one line
+ * naming it, and stays the caller's (open); a listening one is served on
+ * its port. The unchecked getsockname gave a port from uninitialised
+ * memory and a server on a descriptor that could never accept. */
+static void test_listen_fd(void **state)
+{
+    (void)state;
+    int fd = open("/dev/null", O_RDONLY);
+    assert_true(fd >= 0);
+    struct tn_store_server_opts o = {.listen_fd = fd};
+    assert_null(tn_store_server_start(&o));
+    assert_int_equal(tn_last_status(), TN_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "listen_fd %d: ", fd);
+    assert_non_null(strstr(tn_last_error(), want));
+    assert_true(fcntl(fd, F_GETFD) >= 0);
+    close(fd);
+
+    int us = socket(AF_UNIX, SOCK_STREAM, 0); /* a socket, not TCP */
+    assert_true(us >= 0);
+    o.listen_fd = us;
+    assert_null(tn_store_server_start(&o));
+    assert_non_null(strstr(tn_last_error(), "is not a TCP socket"));
+    close(us);
+
+    int ts = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(ts >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(ts, (struct sockaddr *)&a, sizeof a), 0);
+    o.listen_fd = ts; /* bound, not listening */
+    assert_null(tn_store_server_start(&o));
+    assert_non_null(strstr(tn_last_error(), "is not listening"));
+    assert_int_equal(listen(ts, 16), 0);
+    socklen_t al = sizeof a;
+    assert_int_equal(getsockname(ts, (struct sockaddr *)&a, &al), 0);
+    struct tn_store_server *srv = tn_store_server_start(&o);
+    assert_non_null(srv);
+    assert_int_equal(tn_store_server_port(srv), ntohs(a.sin_port));
+    struct tn_store *c = tn_store_tcp_connect("127.0.0.1", ntohs(a.sin_port), 5000);
+    assert_non_null(c);
+    assert_int_equal(tn_store_set(c, "k", "v", 1), 0);
+    char *v = getstr(c, "k");
+    assert_string_equal(v, "v");
+    free(v);
+    tn_store_release(c);
+    tn_store_server_stop(srv); /* closes ts, the server's now */
+}
+
 /* The lines a server's log gave (test_emfile), on the server's thread. */
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char log_lines[1024];
@@ -858,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_command_codes), cmocka_unit_test(test_hash),         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_file),         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_file_multi_set_atomic), cmocka_unit_test(test_hash_multi_set_atomic),
+        cmocka_unit_test(test_listen_fd),
         cmocka_unit_test(test_tcp_unix),
         cmocka_unit_test(test_garbage),      cmocka_unit_test(test_token),
         cmocka_unit_test(test_many_clients), cmocka_unit_test(test_dist_init),

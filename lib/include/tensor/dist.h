@@ -114,7 +114,9 @@ struct tn_store_server;
 struct tn_store_server_opts {
     const char *host;  /* address to bind; NULL: 0.0.0.0 */
     int port;          /* 0 picks a free port */
-    int listen_fd;     /* >= 0: serve this listening socket instead */
+    int listen_fd;     /* >= 0: serve this listening TCP socket instead (the
+                        * server owns it once started; one that is no
+                        * listening TCP socket is refused, left open) */
     const char *token; /* NULL: TN_STORE_TOKEN from the environment, if set */
     int max_clients;   /* 0: 65536 */
     /* NULL, or called (on the server's thread) with one line, no newline,
