@@ -174,6 +174,8 @@ int tn_dcp_save_async(const char *dir, const struct tn_dcp_shard *shards, size_t
 /* True once the save ended (tn_dcp_async_wait then does not block). */
 bool tn_dcp_async_done(const struct tn_dcp_async *h)
 {
+    if (!h) /* as tn_dcp_async_wait(NULL): nothing to wait for */
+        return true;
     return __atomic_load_n(&h->done, __ATOMIC_ACQUIRE) != 0;
 }
 

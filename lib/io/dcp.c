@@ -465,32 +465,34 @@ void tn_dcp_close(struct tn_dcp *d)
 /* Accessors (tensor/dcp.h).  Items, names and the version are borrowed
  * from d and live until tn_dcp_close; an index out of range gives NULL
  * (or 0); none sets an error.  tn_dcp_count: the number of items. */
-size_t tn_dcp_count(const struct tn_dcp *d) { return d->n; }
+size_t tn_dcp_count(const struct tn_dcp *d) { return d ? d->n : 0; }
 /* Item i, or NULL past the end. */
 const struct tn_dcp_item *tn_dcp_item_at(const struct tn_dcp *d, size_t i)
 {
-    return i < d->n ? &d->items[i] : NULL;
+    return d && i < d->n ? &d->items[i] : NULL;
 }
 /* The item keyed fqn, or NULL when the checkpoint has none. */
 const struct tn_dcp_item *tn_dcp_find(const struct tn_dcp *d, const char *fqn)
 {
+    if (!d || !fqn)
+        return NULL;
     const struct tn_value *ix = tn_value_get(d->index, fqn);
     return ix ? &d->items[ix->v.i] : NULL;
 }
 /* The number of data files .metadata names. */
-size_t tn_dcp_files(const struct tn_dcp *d) { return d->nfiles; }
+size_t tn_dcp_files(const struct tn_dcp *d) { return d ? d->nfiles : 0; }
 /* Data file i's name, or NULL past the end. */
 const char *tn_dcp_file_name(const struct tn_dcp *d, size_t i)
 {
-    return i < d->nfiles ? d->files[i].name : NULL;
+    return d && i < d->nfiles ? d->files[i].name : NULL;
 }
 /* Data file i's size in bytes, or 0 past the end. */
 uint64_t tn_dcp_file_size(const struct tn_dcp *d, size_t i)
 {
-    return i < d->nfiles ? d->files[i].map->len : 0;
+    return d && i < d->nfiles ? d->files[i].map->len : 0;
 }
 /* .metadata's version string ("" when it has none). */
-const char *tn_dcp_version(const struct tn_dcp *d) { return d->version; }
+const char *tn_dcp_version(const struct tn_dcp *d) { return d ? d->version : ""; }
 
 /* The mapping of data file i (i < tn_dcp_files(d), not checked): borrowed,
  * valid until tn_dcp_close; *len gets its size. */
@@ -615,6 +617,9 @@ static int read_region(struct tn_dcp *d, const struct tn_dcp_item *it, const int
  * dimension) into the caller's dst.  0 or TN_EINVAL naming the key. */
 int tn_dcp_read(struct tn_dcp *d, const char *fqn, const int64_t *offsets, struct tn_tensor *dst)
 {
+    if (!d || !fqn || !dst)
+        return tn_set_error(TN_EINVAL, "tn_dcp_read: the %s is NULL",
+                            !d ? "checkpoint" : !fqn ? "key" : "destination tensor");
     const struct tn_dcp_item *it = tn_dcp_find(d, fqn);
     if (!it)
         return tn_set_error(TN_EINVAL, "%s: no key %s", d->dir, fqn);
@@ -643,6 +648,10 @@ static struct tn_tensor *meta_tensor(const struct tn_dcp_item *it)
  * tensor on the meta device (its sizes and dtype, none of its bytes read). */
 static struct tn_value *item_value(struct tn_dcp *d, size_t i, bool meta)
 {
+    if (!d) {
+        tn_set_error(TN_EINVAL, "tn_dcp_get: the checkpoint is NULL");
+        return NULL;
+    }
     if (i >= d->n) {
         tn_set_error(TN_EINVAL, "%s: no item %zu", d->dir, i);
         return NULL;
@@ -739,6 +748,11 @@ static struct tn_value *load_tree(struct tn_dcp *d, bool flat, bool meta);
 /* tn_dcp_load_all, or with `meta` tn_dcp_load_meta. */
 static struct tn_value *load_all(struct tn_dcp *d, bool flat, bool meta)
 {
+    if (!d) {
+        tn_set_error(TN_EINVAL, "%s: the checkpoint is NULL",
+                     meta ? "tn_dcp_load_meta" : "tn_dcp_load_all");
+        return NULL;
+    }
     /* the tree's many small values from an arena (value.c) */
     struct tn__value_arena arena;
     tn__value_arena_begin(&arena);

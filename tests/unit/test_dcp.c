@@ -331,6 +331,38 @@ static void test_refused(void **state)
     assert_false(tn_dcp_is_dir(FIX "/bad"));
 }
 
+/* The NULL a failed tn_dcp_open gives goes through every accessor: empty
+ * answers, or TN_EINVAL from those that read (each dereferenced it). */
+static void test_null_checkpoint(void **state)
+{
+    (void)state;
+    struct tn_dcp *d = tn_dcp_open(FIX "/no-such-folder");
+    assert_null(d);
+    assert_int_equal(tn_dcp_count(d), 0);
+    assert_null(tn_dcp_item_at(d, 0));
+    assert_null(tn_dcp_find(d, "model.w"));
+    assert_int_equal(tn_dcp_files(d), 0);
+    assert_null(tn_dcp_file_name(d, 0));
+    assert_int_equal(tn_dcp_file_size(d, 0), 0);
+    assert_string_equal(tn_dcp_version(d), "");
+    struct tn_tensor *t = tn_empty(TN_SHAPE(5, 3), TN_FLOAT32);
+    assert_int_equal(tn_dcp_read(d, "model.w", (int64_t[]){0, 0}, t), TN_EINVAL);
+    assert_non_null(strstr(tn_last_error(), "checkpoint is NULL"));
+    tn_release(t);
+    assert_null(tn_dcp_get(d, 0));
+    assert_int_equal(tn_last_status(), TN_EINVAL);
+    assert_null(tn_dcp_load_all(d, true));
+    assert_null(tn_dcp_load_meta(d, false));
+    assert_non_null(strstr(tn_last_error(), "tn_dcp_load_meta"));
+    assert_true(tn_dcp_async_done(NULL));
+    tn_dcp_close(d);
+    /* and a NULL key on an open one */
+    d = tn_dcp_open(FIX "/two");
+    assert_non_null(d);
+    assert_null(tn_dcp_find(d, NULL));
+    tn_dcp_close(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_four_ranks),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_null_checkpoint),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -61,6 +61,9 @@ void tn_dcp_close(struct tn_dcp *d); /* NULL is fine */
 /* Whether `path` is a folder holding `.metadata` (not checked further). */
 bool tn_dcp_is_dir(const char *path);
 
+/* The accessors below take the NULL a failed tn_dcp_open gives: counts
+ * and sizes are 0, items and names NULL, the version "", and tn_dcp_read,
+ * tn_dcp_get and tn_dcp_load_* fail with TN_EINVAL. */
 size_t tn_dcp_count(const struct tn_dcp *d);
 /* The i-th item in .metadata's order (borrowed; lives until close). */
 const struct tn_dcp_item *tn_dcp_item_at(const struct tn_dcp *d, size_t i);
@@ -154,7 +157,8 @@ int tn_dcp_save(const char *dir, const struct tn_dcp_shard *shards, size_t n, st
 struct tn_dcp_async;
 int tn_dcp_save_async(const char *dir, const struct tn_dcp_shard *shards, size_t n,
                       struct tn_pg *pg, struct tn_dcp_async **out);
-/* Whether the save has ended (then tn_dcp_async_wait does not block). */
+/* Whether the save has ended (then tn_dcp_async_wait does not block);
+ * true for NULL. */
 bool tn_dcp_async_done(const struct tn_dcp_async *h);
 /* Waits for the save to end and releases `h` (NULL is fine): 0, or the
  * save's error, as tn_dcp_save would have returned it. */
