@@ -53,6 +53,12 @@ tests_unit_test_ops_sort_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_sort_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_sort_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_loss
+tests_unit_test_ops_loss_SOURCES = tests/unit/test_ops_loss.c tests/unit/ops_cases.h
+tests_unit_test_ops_loss_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_loss_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_loss_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_nn
 tests_unit_test_ops_nn_SOURCES = tests/unit/test_ops_nn.c tests/unit/ops_cases.h
 tests_unit_test_ops_nn_CPPFLAGS = $(TN_UNIT_CPP)

@@ -1,15 +1,14 @@
 /*
- * Unit tests of the nn ops (losses, embedding, layer and batch norm and
- * their backward ops) through the dispatcher: every case of
+ * Unit tests of the nn ops (index_select, embedding, layer and batch norm
+ * and their backward ops) through the dispatcher: every case of
  * tests/fixtures/ops/nn.json (real PyTorch), and batch norm's update of the
- * running statistics.
+ * running statistics. The losses are test_ops_loss's.
  */
 #include "ops_cases.h"
 
 static void test_fixture_cases(void **state)
 {
-    /* nll_loss's target dtype error and _native_batch_norm_legit_no_training
-     * are 2.x's */
+    /* _native_batch_norm_legit_no_training is 2.x's */
     run_op_cases("../ops/nn", true, true);
 }
 

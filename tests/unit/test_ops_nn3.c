@@ -1,9 +1,9 @@
 /*
- * Unit tests of l1_loss, smooth_l1_loss, constant_pad_nd, group_norm,
- * upsample_nearest2d/bilinear2d, conv_transpose2d and their backward ops
- * (lib/ops/nn_loss.c, pad.c, nn.c, conv.c; lib/ops/cpu/nn_loss.c, nn_norm.c,
- * nn_upsample.c, nn_conv.c) through the dispatcher: every case of
- * tests/fixtures/ops/nn3.json (real PyTorch 1.13).
+ * Unit tests of constant_pad_nd, group_norm, upsample_nearest2d/bilinear2d,
+ * conv_transpose2d and their backward ops (lib/ops/pad.c, nn.c, conv.c;
+ * lib/ops/cpu/nn_norm.c, nn_upsample.c, nn_conv.c) through the dispatcher:
+ * every case of tests/fixtures/ops/nn3.json (real PyTorch 1.13). The l1
+ * and smooth l1 losses are test_ops_loss's.
  */
 #include "ops_cases.h"
 

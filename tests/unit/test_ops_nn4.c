@@ -1,9 +1,9 @@
 /*
- * Unit tests of binary_cross_entropy, adaptive_max_pool2d and their
- * backward ops through the dispatcher: every case of
- * tests/fixtures/ops/nn4.json (real PyTorch 1.13), and a channels-last
- * input of the pool (which the fixture format cannot carry) against its
- * contiguous copy.
+ * Unit tests of adaptive_max_pool2d and its backward through the
+ * dispatcher: every case of tests/fixtures/ops/nn4.json (real PyTorch
+ * 1.13), and a channels-last input of the pool (which the fixture format
+ * cannot carry) against its contiguous copy. binary_cross_entropy is
+ * test_ops_loss's.
  */
 #include <string.h>
 
