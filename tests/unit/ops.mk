@@ -77,11 +77,11 @@ tests_unit_test_ops_nn3_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_nn3_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_nn3_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_nn4
-tests_unit_test_ops_nn4_SOURCES = tests/unit/test_ops_nn4.c tests/unit/ops_cases.h
-tests_unit_test_ops_nn4_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_nn4_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_nn4_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_pool
+tests_unit_test_ops_pool_SOURCES = tests/unit/test_ops_pool.c tests/unit/ops_cases.h
+tests_unit_test_ops_pool_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_pool_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_pool_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_misc
 tests_unit_test_ops_misc_SOURCES = tests/unit/test_ops_misc.c tests/unit/ops_cases.h

@@ -1,6 +1,8 @@
 /*
- * Unit tests of adaptive_max_pool2d and its backward through the
- * dispatcher: every case of tests/fixtures/ops/nn4.json (real PyTorch
+ * Unit tests of the pool family (test_ops_nn4 before; max_pool2d,
+ * avg_pool2d and adaptive_avg_pool2d are still test_ops_nn2's):
+ * adaptive_max_pool2d and its backward through the
+ * dispatcher: every case of tests/fixtures/ops/pool.json (real PyTorch
  * 1.13), and a channels-last input of the pool (which the fixture format
  * cannot carry) against its contiguous copy. binary_cross_entropy is
  * test_ops_loss's.
@@ -11,7 +13,7 @@
 
 static void test_fixture_cases(void **state)
 {
-    run_op_cases("../ops/nn4", true, true);
+    run_op_cases("../ops/pool", true, true);
 }
 
 /* The pool of a channels-last view (strides of an (N, H, W, C) tensor)
