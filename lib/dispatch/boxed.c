@@ -11,6 +11,8 @@
 
 #include <tensor/dispatch.h>
 
+/* TN_EINVAL: op's argument i (of the caller's stack, untrusted) is not
+ * `want`; names the op, the argument and its position. */
 static int bad(const struct tn_op *op, int i, const char *want)
 {
     return tn_set_error(TN_EINVAL, "%s: argument '%s' (position %d) must be %s", op->qualname,
@@ -23,12 +25,15 @@ static const struct tn_ivalue *get(const struct tn_ivalue *st, int n, int i)
     return i < n && st[i].tag != TN_IV_NONE ? &st[i] : NULL;
 }
 
+/* TN_EINVAL: op's required argument i is absent and has no default. */
 static int missing(const struct tn_op *op, int i)
 {
     return tn_set_error(TN_EINVAL, "%s: missing value for argument '%s'", op->qualname,
                         op->args[i].name);
 }
 
+/* Contract in tensor/dispatch.h: *out borrows the stack's tensor; NULL
+ * for an absent optional one. */
 int tn_ivalue_tensor(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                      struct tn_tensor **out)
 {
@@ -63,6 +68,8 @@ static int parse_scalar(const char *d, struct tn_scalar *out)
     return -1;
 }
 
+/* Contract in tensor/dispatch.h: a Scalar from a SCALAR, INT, DOUBLE or
+ * BOOL value, or the schema's default number. */
 int tn_ivalue_scalar(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                      struct tn_scalar *out)
 {
@@ -81,6 +88,8 @@ int tn_ivalue_scalar(const struct tn_op *op, const struct tn_ivalue *st, int n, 
     }
 }
 
+/* Contract in tensor/dispatch.h: an INT, or an integral SCALAR, or the
+ * schema's integer default. */
 int tn_ivalue_int(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, int64_t *out)
 {
     const struct tn_ivalue *v = get(st, n, i);
@@ -101,6 +110,8 @@ int tn_ivalue_int(const struct tn_op *op, const struct tn_ivalue *st, int n, int
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: a DOUBLE, INT or real SCALAR, or the
+ * schema's default number. */
 int tn_ivalue_double(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, double *out)
 {
     const struct tn_ivalue *v = get(st, n, i);
@@ -123,6 +134,7 @@ int tn_ivalue_double(const struct tn_op *op, const struct tn_ivalue *st, int n, 
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: a BOOL, or the schema's True/False. */
 int tn_ivalue_bool(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, bool *out)
 {
     const struct tn_ivalue *v = get(st, n, i);
@@ -170,6 +182,8 @@ static const char *str_default(const char *quoted, size_t len)
     return e ? e->s : NULL;
 }
 
+/* Contract in tensor/dispatch.h: *out borrows the stack's string, or is
+ * the default's interned copy (str_default), never a shared buffer. */
 int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int i, const char **out)
 {
     const struct tn_ivalue *v = get(st, n, i);
@@ -192,6 +206,8 @@ int tn_ivalue_str(const struct tn_op *op, const struct tn_ivalue *st, int n, int
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: a DTYPE value in range; TN_DTYPE_UNSET
+ * for an absent optional one. */
 int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                     enum tn_dtype *out)
 {
@@ -205,6 +221,8 @@ int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, i
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: a Tensor?[]; data and len borrow the
+ * stack. */
 int tn_ivalue_opt_tensors(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                           const struct tn_tensor *const **data, int *len)
 {
@@ -225,6 +243,8 @@ int tn_ivalue_opt_tensors(const struct tn_op *op, const struct tn_ivalue *st, in
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: an int[] (or one int) from the stack, or
+ * the schema's default parsed into buf (TN_MAX_DIMS values at most). */
 int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                    int64_t *buf, const int64_t **data, int *len)
 {
@@ -264,6 +284,8 @@ int tn_ivalue_ints(const struct tn_op *op, const struct tn_ivalue *st, int n, in
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: a float[]; data and len borrow the
+ * stack, NULL for None. */
 int tn_ivalue_doubles(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                       const double **data, int *len)
 {
@@ -279,6 +301,7 @@ int tn_ivalue_doubles(const struct tn_op *op, const struct tn_ivalue *st, int n,
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: a Device parsed from its text. */
 int tn_ivalue_device(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
                      struct tn_device *out)
 {
@@ -290,6 +313,7 @@ int tn_ivalue_device(const struct tn_op *op, const struct tn_ivalue *st, int n, 
     return tn_device_parse(s, out) < 0 ? bad(op, i, "torch.device") : TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: releases each tensor, frees the array. */
 void tn_release_list(struct tn_tensor **list, int n)
 {
     for (int i = 0; list && i < n; i++)
@@ -297,6 +321,7 @@ void tn_release_list(struct tn_tensor **list, int n)
     free(list);
 }
 
+/* Contract in tensor/dispatch.h: drops what a result value owns. */
 void tn_ivalue_release(struct tn_ivalue *v)
 {
     if (v->tag == TN_IV_TENSOR)
@@ -327,6 +352,8 @@ void tn_ivalue_release(struct tn_ivalue *v)
             rc = getter(op, st, n, i, &x->v.field);                                 \
     } while (0)
 
+/* Contract in tensor/dispatch.h: each argument read by its schema tag;
+ * the stack is the caller's (borrowed, untrusted in its tags). */
 int tn_dispatch_unbox(const struct tn_op *op, const struct tn_ivalue *st, int n,
                       struct tn_dispatch_arg *a)
 {
@@ -418,6 +445,8 @@ int tn_dispatch_unbox(const struct tn_op *op, const struct tn_ivalue *st, int n,
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: results onto the stack, which takes their
+ * references. */
 int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct tn_dispatch_arg *a,
                     int rc, struct tn_tensor **r, enum tn_box_form form)
 {

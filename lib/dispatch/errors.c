@@ -8,6 +8,8 @@
 
 #include <tensor/dispatch.h>
 
+/* Contract in tensor/dispatch.h: TN_EDEVICE naming the op and the key
+ * (key < 0: every key of the call was excluded). */
 int tn_dispatch_no_kernel(const struct tn_op *op, int key)
 {
     if (key < 0)
@@ -17,12 +19,17 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key)
                         op->qualname, tn_dispatch_key_name((enum tn_dispatch_key)key));
 }
 
+/* Contract in tensor/dispatch.h: TN_EINVAL, PyTorch's "must be Tensor,
+ * not None" (position counts from 1). */
 int tn_dispatch_null_arg(const char *op, const char *arg, int position)
 {
     return tn_set_error(TN_EINVAL, "%s(): argument '%s' (position %d) must be Tensor, not None",
                         op, arg, position);
 }
 
+/* Contract in tensor/dispatch.h: the first NULL among ts that the schema
+ * does not mark optional, walking the Tensor arguments in order; 0 when
+ * every NULL is an optional one. */
 int tn_dispatch_null_tensors(const struct tn_op *op, const struct tn_tensor *const *ts, int n)
 {
     for (int i = 0, k = 0; i < op->nargs && k < n; i++) {
@@ -34,6 +41,7 @@ int tn_dispatch_null_tensors(const struct tn_op *op, const struct tn_tensor *con
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: TN_EINVAL for a malformed Tensor?[]. */
 int tn_dispatch_bad_list(const char *op, const char *arg, int position)
 {
     return tn_set_error(TN_EINVAL, "%s(): argument '%s' (position %d) must be a list of "

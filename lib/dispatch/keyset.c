@@ -21,6 +21,7 @@
 static _Thread_local tn_keyset tls_included TN_TLS_IE;
 static _Thread_local tn_keyset tls_excluded TN_TLS_IE;
 
+/* Contract in tensor/dispatch.h: a static name; key out of range is a bug. */
 const char *tn_dispatch_key_name(enum tn_dispatch_key key)
 {
     static const char *names[TN_NUM_KEYS] = {"CPU", "CUDA", "Meta", "Autograd"};
@@ -28,6 +29,7 @@ const char *tn_dispatch_key_name(enum tn_dispatch_key key)
     return names[key];
 }
 
+/* t's own keys: its device's backend, and Autograd when it requires grad. */
 static inline tn_keyset keyset_of(const struct tn_tensor *t)
 {
     /* device types and backend keys share their numbers (CPU 0, CUDA 1, Meta 2) */
@@ -36,6 +38,7 @@ static inline tn_keyset keyset_of(const struct tn_tensor *t)
 
 tn_keyset tn_tensor_keyset(const struct tn_tensor *t) { return t ? keyset_of(t) : 0; }
 
+/* Contract in tensor/dispatch.h: this thread's included keys; the old set. */
 tn_keyset tn_dispatch_set_included(tn_keyset keys)
 {
     tn_keyset old = tls_included;
@@ -43,6 +46,7 @@ tn_keyset tn_dispatch_set_included(tn_keyset keys)
     return old;
 }
 
+/* Contract in tensor/dispatch.h: this thread's excluded keys; the old set. */
 tn_keyset tn_dispatch_set_excluded(tn_keyset keys)
 {
     tn_keyset old = tls_excluded;
@@ -58,6 +62,9 @@ tn_keyset tn_dispatch_excluded(void) { return tls_excluded; }
  * mark on the same thread. */
 static _Thread_local enum tn_dtype tls_storage_only TN_TLS_IE;
 
+/* Contract in tensor/dispatch.h: the call's key set, with the
+ * TN_KEYSET_STORAGE_ONLY mark (and tls_storage_only set) when a tensor
+ * has a storage-only dtype. */
 tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)
 {
     tn_keyset ks = 0, mark = 0;
@@ -76,6 +83,8 @@ tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)
     return ((ks | tls_included) & ~tls_excluded) | mark;
 }
 
+/* Contract in tensor/dispatch.h: TN_EDTYPE naming the dtype this thread's
+ * last tn_dispatch_keyset marked. */
 int tn_dispatch_storage_only(const struct tn_op *op)
 {
     enum tn_dtype dt = tls_storage_only;

@@ -25,6 +25,7 @@ static bool can_cast(enum tn_dtype from, enum tn_dtype to)
     return true;
 }
 
+/* Whether t has the result's sizes (strides aside). */
 static bool same_shape(const struct tn_meta *m, const struct tn_tensor *t)
 {
     if (m->ndim != t->ndim)
@@ -53,6 +54,8 @@ static int resize_out(struct tn_tensor *out, const struct tn_meta *m)
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: *target is out or a new temporary of
+ * m's dtype, never NULL (out on an error). */
 int tn_dispatch_prepare_out(const struct tn_meta *m, struct tn_tensor *out, bool inplace,
                             struct tn_tensor **target)
 {
@@ -88,6 +91,8 @@ int tn_dispatch_prepare_out(const struct tn_meta *m, struct tn_tensor *out, bool
     return TN_OK;
 }
 
+/* Contract in tensor/dispatch.h: copies a temporary target into out (when
+ * rc >= 0) and releases it; target == out is a no-op. */
 int tn_dispatch_finish_out(int rc, struct tn_tensor *out, struct tn_tensor *target)
 {
     if (target != out) {

@@ -9,6 +9,9 @@
 
 #include <tensor/dispatch.h>
 
+/* Contract in tensor/dispatch.h: dlopens path (trusted code) and runs its
+ * tn_plugin_init; the library stays loaded. 0, or TN_EIO/TN_EFORMAT/the
+ * init's error prefixed with path. */
 int tn_library_load(const char *path)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -21,6 +21,7 @@ static struct tn_op *buckets[TN_OP_BUCKETS];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
 
+/* The bucket of a qualified name (FNV-1a). */
 static unsigned name_hash(const char *s)
 {
     unsigned h = 2166136261u; /* FNV-1a */
@@ -29,6 +30,7 @@ static unsigned name_hash(const char *s)
     return h % TN_OP_BUCKETS;
 }
 
+/* The op named qualname, or NULL; registry_lock is held. */
 static struct tn_op *lookup_locked(const char *qualname)
 {
     for (struct tn_op *op = buckets[name_hash(qualname)]; op; op = op->next)
@@ -37,6 +39,8 @@ static struct tn_op *lookup_locked(const char *qualname)
     return NULL;
 }
 
+/* Chains op in (borrowed for the process's life); TN_EINVAL when its name
+ * is taken. registry_lock is held. */
 static int register_locked(struct tn_op *op)
 {
     if (lookup_locked(op->qualname))
@@ -51,6 +55,8 @@ static int register_locked(struct tn_op *op)
  * (lib/ops/ops_gen.c), registered on first use. */
 extern struct tn_op *const tn__builtin_ops[];
 
+/* Registers every built-in op, once (pthread_once); a duplicate among them
+ * is a bug in the generated table. */
 static void register_builtins(void)
 {
     pthread_mutex_lock(&registry_lock);
@@ -59,6 +65,7 @@ static void register_builtins(void)
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* Contract in tensor/dispatch.h: op is borrowed for the process's life. */
 int tn_op_register(struct tn_op *op)
 {
     pthread_once(&builtin_once, register_builtins);
@@ -68,6 +75,8 @@ int tn_op_register(struct tn_op *op)
     return rc;
 }
 
+/* Contract in tensor/dispatch.h: name is the caller's (any length); the
+ * op is borrowed; NULL with an error naming it. */
 const struct tn_op *tn_op_find(const char *name)
 {
     pthread_once(&builtin_once, register_builtins);
@@ -90,6 +99,7 @@ const struct tn_op *tn_op_find(const char *name)
     return op;
 }
 
+/* Contract in tensor/dispatch.h: the argument's position, or -1. */
 int tn_op_arg_index(const struct tn_op *op, const char *name)
 {
     for (int i = 0; i < op->nargs; i++)
@@ -98,6 +108,8 @@ int tn_op_arg_index(const struct tn_op *op, const char *name)
     return -1;
 }
 
+/* Contract in tensor/dispatch.h: checks nargs, then the op's boxed
+ * wrapper reads the stack (untrusted tags, checked there). */
 int tn_op_call(const struct tn_op *op, struct tn_ivalue *stack, int nargs)
 {
     if (nargs < 0 || nargs > op->nargs)

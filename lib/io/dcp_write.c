@@ -441,6 +441,8 @@ static void p_obj(struct tn_io_buf *b, const char *cls)
 /* Closes p_obj: SETITEMS then BUILD. */
 static void p_obj_end(struct tn_io_buf *b) { tn__io_buf_put(b, "ub", 2); } /* SETITEMS BUILD */
 
+/* Pickles torch.Size(a) for the integer array a (our own JSON, trusted):
+ * GLOBAL torch Size, the sizes as a tuple inside the argument tuple, REDUCE. */
 static void p_size(struct tn_io_buf *b, json_t *a)
 {
     p_global(b, "torch", "Size");
