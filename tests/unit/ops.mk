@@ -59,11 +59,17 @@ tests_unit_test_ops_loss_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_loss_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_loss_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_nn
-tests_unit_test_ops_nn_SOURCES = tests/unit/test_ops_nn.c tests/unit/ops_cases.h
-tests_unit_test_ops_nn_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_nn_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_nn_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_embedding
+tests_unit_test_ops_embedding_SOURCES = tests/unit/test_ops_embedding.c tests/unit/ops_cases.h
+tests_unit_test_ops_embedding_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_embedding_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_embedding_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_norm
+tests_unit_test_ops_norm_SOURCES = tests/unit/test_ops_norm.c tests/unit/ops_cases.h
+tests_unit_test_ops_norm_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_norm_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_norm_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_nn2
 tests_unit_test_ops_nn2_SOURCES = tests/unit/test_ops_nn2.c tests/unit/ops_cases.h

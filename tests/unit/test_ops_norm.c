@@ -1,15 +1,16 @@
 /*
- * Unit tests of the nn ops (index_select, embedding, layer and batch norm
- * and their backward ops) through the dispatcher: every case of
- * tests/fixtures/ops/nn.json (real PyTorch), and batch norm's update of the
- * running statistics. The losses are test_ops_loss's.
+ * Unit tests of the norm family (lib/ops/nn.c, lib/ops/cpu/nn_norm.c):
+ * layer and batch norm and their backward ops through the dispatcher,
+ * every case of tests/fixtures/ops/norm.json (real PyTorch; ops_norm.py),
+ * and batch norm's update of the running statistics. group_norm is still
+ * test_ops_nn3's.
  */
 #include "ops_cases.h"
 
 static void test_fixture_cases(void **state)
 {
     /* _native_batch_norm_legit_no_training is 2.x's */
-    run_op_cases("../ops/nn", true, true);
+    run_op_cases("../ops/norm", true, true);
 }
 
 /* native_batch_norm in training updates running_mean and running_var in
@@ -17,7 +18,7 @@ static void test_fixture_cases(void **state)
  * variance), as PyTorch left them. */
 static void test_running_stats(void **state)
 {
-    json_t *fx = tn_test_fixture("../ops/nn");
+    json_t *fx = tn_test_fixture("../ops/norm");
     json_t *cases = json_object_get(fx, "running"), *c;
     size_t ci;
     assert_true(json_array_size(cases) >= 2);
