@@ -77,11 +77,17 @@ tests_unit_test_ops_nn2_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_nn2_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_nn2_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_nn3
-tests_unit_test_ops_nn3_SOURCES = tests/unit/test_ops_nn3.c tests/unit/ops_cases.h
-tests_unit_test_ops_nn3_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_nn3_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_nn3_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_upsample
+tests_unit_test_ops_upsample_SOURCES = tests/unit/test_ops_upsample.c tests/unit/ops_cases.h
+tests_unit_test_ops_upsample_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_upsample_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_upsample_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_conv
+tests_unit_test_ops_conv_SOURCES = tests/unit/test_ops_conv.c tests/unit/ops_cases.h
+tests_unit_test_ops_conv_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_conv_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_conv_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_pool
 tests_unit_test_ops_pool_SOURCES = tests/unit/test_ops_pool.c tests/unit/ops_cases.h

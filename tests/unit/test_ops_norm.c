@@ -1,9 +1,8 @@
 /*
  * Unit tests of the norm family (lib/ops/nn.c, lib/ops/cpu/nn_norm.c):
- * layer and batch norm and their backward ops through the dispatcher,
- * every case of tests/fixtures/ops/norm.json (real PyTorch; ops_norm.py),
- * and batch norm's update of the running statistics. group_norm is still
- * test_ops_nn3's.
+ * layer, batch and group norm and their backward ops through the
+ * dispatcher, every case of tests/fixtures/ops/norm.json (real PyTorch;
+ * ops_norm.py), and batch norm's update of the running statistics.
  */
 #include "ops_cases.h"
 

@@ -1,7 +1,8 @@
 /*
  * Unit tests of pad's modes: reflection_pad1d/2d/3d, replication_pad1d/2d/3d,
- * their backward ops, _pad_circular and pad, through the dispatcher: every
- * case of tests/fixtures/ops/pad.json (real PyTorch), each result compared.
+ * their backward ops, _pad_circular, constant_pad_nd and pad, through the
+ * dispatcher: every case of tests/fixtures/ops/pad.json (real PyTorch;
+ * ops_pad.py), each result compared.
  */
 #include "ops_cases.h"
 
