@@ -71,11 +71,11 @@ tests_unit_test_ops_norm_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_norm_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_norm_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_nn2
-tests_unit_test_ops_nn2_SOURCES = tests/unit/test_ops_nn2.c tests/unit/ops_cases.h
-tests_unit_test_ops_nn2_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_nn2_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_nn2_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_dropout
+tests_unit_test_ops_dropout_SOURCES = tests/unit/test_ops_dropout.c tests/unit/ops_cases.h
+tests_unit_test_ops_dropout_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_dropout_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_dropout_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_upsample
 tests_unit_test_ops_upsample_SOURCES = tests/unit/test_ops_upsample.c tests/unit/ops_cases.h

@@ -149,7 +149,7 @@ static void run_op_cases(const char *name_, bool sums, bool follow2)
     bool torch1 = follow2 &&
                   strncmp(json_string_value(json_object_get(fx, "torch")), "1.", 2) == 0;
     json_t *cases = json_object_get(fx, "cases");
-    assert_true(json_array_size(cases) > 20);
+    assert_true(json_array_size(cases) > 0); /* none: a broken fixture (dropout has 5) */
     int failed = 0;
     size_t ci;
     json_t *c;

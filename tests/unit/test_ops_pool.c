@@ -1,12 +1,14 @@
 /*
- * Unit tests of the pool family (test_ops_nn4 before; max_pool2d,
- * avg_pool2d and adaptive_avg_pool2d are still test_ops_nn2's):
- * adaptive_max_pool2d and its backward through the
- * dispatcher: every case of tests/fixtures/ops/pool.json (real PyTorch
- * 1.13), and a channels-last input of the pool (which the fixture format
- * cannot carry) against its contiguous copy. binary_cross_entropy is
- * test_ops_loss's.
+ * Unit tests of the pool family (lib/ops/cpu/nn_pool.c) through the
+ * dispatcher: max_pool2d_with_indices and its backward, max_pool2d,
+ * avg_pool2d and its backward, adaptive_avg_pool2d and its backward,
+ * adaptive_max_pool2d and its backward, every case of
+ * tests/fixtures/ops/pool.json (real PyTorch 1.13; ops_pool.py); a
+ * channels-last input of adaptive_max_pool2d (which the fixture format
+ * cannot carry) against its contiguous copy; and max_pool2d's values-only
+ * kernel against max_pool2d_with_indices.
  */
+#include <math.h>
 #include <string.h>
 
 #include "ops_cases.h"
@@ -48,11 +50,48 @@ static void test_adaptive_max_pool2d_channels_last(void **state)
     }
 }
 
+/* max_pool2d with no graph to record takes the values-only float32 kernel
+ * (separable, issue 27); it gives max_pool2d_with_indices' values at
+ * strides 1 to 3, padding, ceil_mode, odd sizes, a 3-D input and a NaN. */
+static void test_max_pool2d_values(void **state)
+{
+    const int64_t cases[][7] = {/* h, w, k, stride, padding, ceil, 3-D */
+                                {112, 112, 3, 2, 1, 0, 0}, {9, 13, 3, 2, 1, 1, 0},
+                                {10, 11, 2, 2, 0, 0, 0},   {8, 9, 3, 1, 1, 0, 1},
+                                {17, 19, 5, 3, 2, 1, 0},   {7, 7, 4, 2, 2, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *p = cases[i];
+        struct tn_tensor *x = p[6] ? tn_randn(TN_SHAPE(3, p[0], p[1]), TN_FLOAT32, NULL)
+                                   : tn_randn(TN_SHAPE(2, 3, p[0], p[1]), TN_FLOAT32, NULL);
+        ((float *)tn_data(x))[5] = NAN;
+        const int64_t k[2] = {p[2], p[2]}, st[2] = {p[3], p[3]}, pad[2] = {p[4], p[4]};
+        const int64_t one[2] = {1, 1};
+        struct tn_tensor *y = tn_max_pool2d(x, k, 2, st, 2, pad, 2, one, 2, p[5]), *e, *ix;
+        assert_non_null(y);
+        assert_int_equal(tn_max_pool2d_with_indices(x, k, 2, st, 2, pad, 2, one, 2, p[5], &e,
+                                                    &ix), 0);
+        assert_int_equal(tn_numel(y), tn_numel(e));
+        assert_int_equal(y->ndim, e->ndim);
+        const float *a = tn_data(y), *b = tn_data(e);
+        int64_t nans = 0;
+        for (int64_t j = 0; j < tn_numel(y); j++) {
+            assert_true(a[j] == b[j] || (isnan(a[j]) && isnan(b[j])));
+            nans += isnan(a[j]);
+        }
+        assert_true(nans >= 1); /* the NaN at row 0, column 5 reached its windows */
+        tn_release(x);
+        tn_release(y);
+        tn_release(e);
+        tn_release(ix);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_adaptive_max_pool2d_channels_last),
+        cmocka_unit_test(test_max_pool2d_values),
     };
     return TN_RUN_TESTS(tests);
 }
