@@ -165,13 +165,19 @@ static void test_prefix(void **state)
     tn_store_release(p);
 }
 
+/* Creates the file named by the mkstemp template path (filled in). */
+static void make_temp(char *path)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
 static void test_file(void **state)
 {
     (void)state;
     char path[] = "/tmp/tn_filestore_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp(path);
     struct tn_store *a = tn_store_file_new(path, 2);
     if (!a)
         print_message("%s\n", tn_last_error());
@@ -238,9 +244,7 @@ static void test_file_multi_set_atomic(void **state)
 {
     (void)state;
     char path[] = "/tmp/tn_filestore_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    make_temp(path);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0)
