@@ -11,8 +11,15 @@
  * normal cost model in the file that includes this header; TN_IVDEP tells
  * it that an output either is an input or does not overlap it (the
  * dispatcher refuses partial overlap), so no alias check is needed; and
- * TN_KERNEL_CLONES builds a loop for AVX-512, AVX2 + FMA and plain x86-64,
- * chosen once at load time by the CPU (gcc's function multiversioning).
+ * TN_KERNEL_CLONES builds a loop for x86-64-v4 (AVX-512 F/BW/CD/DQ/VL,
+ * with AVX2 and FMA), x86-64-v3 (AVX2, FMA) and plain x86-64, chosen once
+ * at load time by the CPU's features (gcc's function multiversioning).
+ * The list was "avx512f", "arch=haswell": the avx512f clone has no FMA for
+ * 256-bit vectors (VEX FMA needs -mfma, EVEX on ymm AVX512VL), so the
+ * 8-float kernels of nn_conv_dw.c multiplied and added apart on AVX-512
+ * machines, and an "arch=" clone is chosen by the CPU's model
+ * (__builtin_cpu_is), not its features: the Haswell loop ran only on
+ * Haswells, every later AVX2 CPU without AVX-512 got plain x86-64.
  * Include it after the other headers.
  */
 #ifndef TN_OPS_CPU_KERNEL_H
@@ -29,7 +36,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&    \
     !defined(__SANITIZE_ADDRESS__)
-#define TN_KERNEL_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#define TN_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TN_KERNEL_CLONES
 #endif
