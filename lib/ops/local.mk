@@ -36,6 +36,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_norm.c \
 	lib/ops/cpu/nn_conv.c \
 	lib/ops/cpu/nn_conv_dw.c \
+	lib/ops/cpu/nn_conv_pw.c \
 	lib/ops/cpu/nn_conv_wino.c \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_dropout.c \

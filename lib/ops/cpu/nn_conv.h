@@ -52,4 +52,21 @@ bool tn__conv_wino_fits(const struct conv *g);
 int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, const float *b,
                       float *out);
 
+/* The longest inner dimension tn__gemm_smallk_f32 takes. */
+#define TN_GEMM_SMALLK_MAX 256
+
+/* C (m x n, rows ldc apart) = A (m x k, lda) B (k x n, ldb), plus bias[i]
+ * on row i when bias is not NULL, float32, k <= TN_GEMM_SMALLK_MAX, on
+ * the calling thread (nn_conv_pw.c). */
+void tn__gemm_smallk_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *c, int64_t ldc, const float *bias);
+
+/* Whether a convolution is a 1x1 at stride 1 without padding with at most
+ * TN_GEMM_SMALLK_MAX input channels a group, and its kernel: per sample
+ * and group one tn__gemm_smallk_f32 of the weight and the input, on the
+ * thread pool, float32 forward as tn__conv_depthwise_f32. */
+bool tn__conv_pw_fits(const struct conv *g);
+int tn__conv_pw_f32(const struct conv *g, const float *x, const float *w, const float *b,
+                    float *out);
+
 #endif
