@@ -55,25 +55,38 @@ static void plane_of(const struct conv *g, struct dw_plane *d)
 
 /* Input row xr (w values) into the two phase rows of stride 2, r0 and r1
  * (qw values each; padded column x + pw is phase (x + pw) % 2, column
- * (x + pw) / 2), 8 pairs at a time by vector shuffles. */
+ * (x + pw) / 2), 8 pairs at a time by vector shuffles, the rest as two
+ * stride-2 runs (a row of 14 was all a scalar loop with a division by 2
+ * and a choice of row per value: on efficientnet_b0's 14x14 5x5 stride-2
+ * layer this split took 4x the taps' time). */
 TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw,
                                       int64_t qw)
 {
-    float *ph[2] = {r0, r1};
     int64_t x = 0, end = 2 * qw - pw < w ? 2 * qw - pw : w;
-    for (; x < end && (x + pw) % 2; x++)
-        ph[(x + pw) % 2][(x + pw) / 2] = xr[x];
-    for (; x + 16 <= end; x += 16) {
+    if (pw % 2) { /* input column 0 is phase 1: one value first, then pairs from x = 1 */
+        if (end > 0)
+            r1[pw / 2] = xr[0];
+        x = 1;
+    }
+    /* from here input column x is phase 0, column (x + pw) / 2 */
+    float *d0 = r0 + (x + pw) / 2, *d1 = r1 + (x + pw) / 2;
+    const float *s = xr + x;
+    int64_t pairs = (end - x) / 2, i = 0;
+    for (; i + 8 <= pairs; i += 8) {
         v8f a, b;
-        memcpy(&a, xr + x, sizeof a);
-        memcpy(&b, xr + x + 8, sizeof b);
+        memcpy(&a, s + 2 * i, sizeof a);
+        memcpy(&b, s + 2 * i + 8, sizeof b);
         v8f e = TN_EVEN8(a, b);
         v8f o = TN_ODD8(a, b);
-        memcpy(r0 + (x + pw) / 2, &e, sizeof e);
-        memcpy(r1 + (x + pw) / 2, &o, sizeof o);
+        memcpy(d0 + i, &e, sizeof e);
+        memcpy(d1 + i, &o, sizeof o);
     }
-    for (; x < end; x++)
-        ph[(x + pw) % 2][(x + pw) / 2] = xr[x];
+    for (; i < pairs; i++) {
+        d0[i] = s[2 * i];
+        d1[i] = s[2 * i + 1];
+    }
+    if (x + 2 * pairs < end) /* an odd count: the last value is phase 0 */
+        d0[pairs] = s[2 * pairs];
 }
 
 /* Fills q (sw phases of eh x qw) from plane xp (h x w). */
@@ -100,22 +113,27 @@ static void pad_plane(const struct conv *g, const struct dw_plane *d, const floa
             if (tail < d->qw)
                 memset(row + tail, 0, sizeof(float) * (size_t)(d->qw - tail));
         }
+    /* (the phase-1 rows of stride 2 are filled with phase 0's; no division
+     * a row: on 14x14 planes it showed) */
+    if (g->sw == 1) {
+        int64_t n = g->w < d->qw - g->pw ? g->w : d->qw - g->pw;
+        for (int64_t y = 0; y < g->h; y++)
+            memcpy(q + (y + g->ph) * d->qw + g->pw, xp + y * g->w, sizeof(float) * (size_t)n);
+        return;
+    }
+    if (g->sw == 2) {
+        for (int64_t y = 0; y < g->h; y++) {
+            float *row = q + (y + g->ph) * d->qw;
+            tn__conv_split2(row, row + d->eh * d->qw, xp + y * g->w, g->w, g->pw, d->qw);
+        }
+        return;
+    }
     for (int64_t p = 0; p < g->sw; p++)
         for (int64_t y = 0; y < g->h; y++) {
             float *row = q + (p * d->eh + y + g->ph) * d->qw;
             const float *xr = xp + y * g->w;
             /* padded column j * sw + p is input column j * sw + p - pw */
             int64_t j0 = g->pw - p <= 0 ? 0 : (g->pw - p + g->sw - 1) / g->sw;
-            if (g->sw == 1) {
-                int64_t n = g->w < d->qw - g->pw ? g->w : d->qw - g->pw;
-                memcpy(row + g->pw, xr, sizeof(float) * (size_t)n);
-                continue;
-            }
-            if (g->sw == 2) {
-                if (p == 0)
-                    tn__conv_split2(row, row + d->eh * d->qw, xr, g->w, g->pw, d->qw);
-                continue;
-            }
             for (int64_t j = j0; j < d->qw; j++) {
                 int64_t x = j * g->sw + p - g->pw;
                 if (x >= g->w)
