@@ -2,7 +2,9 @@
  * test_copy: copy_, clone, contiguous and to(dtype) against PyTorch (the
  * "copy" cases of fixture core/factory.json, written by
  * tests/fixtures/core_factory.py): broadcasting, dtype conversion, views of
- * one storage overlapping, preserve_format strides, and PyTorch's errors.
+ * one storage overlapping, preserve_format strides, and PyTorch's errors;
+ * and copy_ of transposed views through the tiled transpose (lib/core/
+ * copy.c) at its edge sizes.
  */
 #include "tn_test.h"
 
@@ -91,11 +93,74 @@ static void test_copy_fixture_torch2(void **state)
     tn_run_fixture("factory_torch2");
 }
 
+/* copy_ of x.transpose(1, 2), x (b, r, c) holding its own flat index (mod
+ * 1024 for float16), into dst[:, :, off : off + r] of a (b, c, r + pad)
+ * tensor of dtype ddt: every value lands at its transposed place. */
+static void check_transposed(enum tn_dtype sdt, enum tn_dtype ddt, int64_t b, int64_t r,
+                             int64_t c, int64_t off, int64_t pad)
+{
+    int64_t n = b * r * c;
+    struct tn_tensor *f = tn_empty(TN_SHAPE(n), TN_FLOAT64);
+    assert_non_null(f);
+    for (int64_t k = 0; k < n; k++)
+        ((double *)tn_data(f))[k] = (double)(sdt == TN_FLOAT16 ? k % 1024 : k % (1 << 20));
+    struct tn_tensor *fx = tn_to_dtype(f, sdt);
+    struct tn_tensor *x = fx ? tn_reshape(fx, TN_SHAPE(b, r, c)) : NULL;
+    struct tn_tensor *xt = x ? tn_transpose(x, 1, 2) : NULL;
+    struct tn_tensor *big = tn_zeros(TN_SHAPE(b, c, r + pad), ddt);
+    struct tn_tensor *dst = big ? tn_slice(big, 2, off, off + r, 1) : NULL;
+    assert_non_null(xt);
+    assert_non_null(dst);
+    int rc = tn_copy_(dst, xt);
+    if (rc != TN_OK)
+        print_message("# %lldx%lldx%lld: %s\n", (long long)b, (long long)r, (long long)c,
+                      tn_last_error());
+    assert_int_equal(rc, TN_OK);
+    struct tn_tensor *d64 = tn_to_dtype(dst, TN_FLOAT64), *dc = d64 ? tn_contiguous(d64) : NULL;
+    assert_non_null(dc);
+    const double *e = tn_data(f), *g = tn_data(dc);
+    int64_t bad = 0;
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++)
+                if (g[(bi * c + j) * r + i] != e[(bi * r + i) * c + j] && bad++ < 3)
+                    print_message("# %lldx%lldx%lld: dst[%lld][%lld][%lld] is %g, not %g\n",
+                                  (long long)b, (long long)r, (long long)c, (long long)bi,
+                                  (long long)j, (long long)i, g[(bi * c + j) * r + i],
+                                  e[(bi * r + i) * c + j]);
+    assert_int_equal(bad, 0);
+    struct tn_tensor *all[] = {f, fx, x, xt, big, dst, d64, dc};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        tn_release(all[k]);
+}
+
+/* The tiles are 16 x 128 values (a partial one at each edge), 4x4 (2x2 for
+ * 8-byte values) blocks transposed in registers with the rest one value at
+ * a time, other sizes and conversions through the generic tile loop, and
+ * destinations of 8 MiB or more stored past the caches when their rows are
+ * 16-byte aligned. */
+static void test_transposed_tiles(void **state)
+{
+    (void)state;
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 1, 32, 32, 0, 0);
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 1, 33, 131, 0, 0);   /* edges of both dims */
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 2, 129, 47, 1, 2);   /* misaligned rows */
+    check_transposed(TN_INT32, TN_INT32, 3, 50, 64, 0, 0);
+    check_transposed(TN_FLOAT64, TN_FLOAT64, 2, 35, 130, 0, 0);
+    check_transposed(TN_INT64, TN_INT64, 1, 64, 33, 1, 3);
+    check_transposed(TN_FLOAT16, TN_FLOAT16, 1, 40, 70, 0, 0);    /* 2-byte: generic loop */
+    check_transposed(TN_FLOAT32, TN_FLOAT64, 1, 45, 66, 0, 0);    /* conversion */
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 1, 2048, 1100, 0, 0); /* 8.6 MiB: streamed */
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 1, 2050, 1030, 1, 1); /* 8 MiB, rows unaligned */
+    check_transposed(TN_FLOAT64, TN_FLOAT64, 1, 1030, 1030, 0, 2); /* 8 MiB of float64 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_copy_fixture),
         cmocka_unit_test(test_copy_fixture_torch2),
+        cmocka_unit_test(test_transposed_tiles),
     };
     return TN_RUN_TESTS(tests);
 }
