@@ -424,6 +424,9 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                     tn_data(out));
     else if (f32 && tn__conv_pw_fits(&g))
         rc = tn__conv_pw_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL, tn_data(out));
+    else if (f32 && tn__conv_grouped_fits(&g))
+        rc = tn__conv_grouped_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL,
+                                  tn_data(out));
     else if (f32 && tn__conv_wino_fits(&g))
         rc = tn__conv_wino_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL, tn_data(out));
     else

@@ -69,4 +69,12 @@ bool tn__conv_pw_fits(const struct conv *g);
 int tn__conv_pw_f32(const struct conv *g, const float *x, const float *w, const float *b,
                     float *out);
 
+/* Whether a convolution is grouped (not depthwise) at stride 1 without
+ * dilation with patches of at most TN_GEMM_SMALLK_MAX values, and its
+ * kernel (implicit GEMM over a padded copy of each group, nn_conv_pw.c),
+ * float32 forward as tn__conv_depthwise_f32. */
+bool tn__conv_grouped_fits(const struct conv *g);
+int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, const float *b,
+                         float *out);
+
 #endif
