@@ -33,14 +33,16 @@
 /* The kernel for one vector type VT of L floats: blocks of R rows x 2L
  * columns of C held in 2R registers. pw_block_SFX computes rows [i0, i0 +
  * R) (those past m repeat row m - 1 and are not stored) by the 2L columns
- * of panel b (rows ldb apart) into c (ldc), at most `cols` of them;
- * pw_cols_SFX the columns [j0, j1), its last panel, under 2L columns,
- * copied first into a zero-padded k x 2L one. */
+ * of panel b (row p at p * ldb, or at boff[p] when boff is not NULL: the
+ * NULL of pw_cols is a constant once inlined, its loop tests nothing) into
+ * c (ldc), at most `cols` of them; pw_cols_SFX the columns [j0, j1), its
+ * last panel, under 2L columns, copied first into a zero-padded k x 2L
+ * one; pw_implicit_SFX the grouped kernel's loop (below). */
 #define PW_KERNEL(SFX, VT, L, R, ATTR)                                                          \
     static inline __attribute__((always_inline)) void                                          \
     pw_block_##SFX(int64_t m, int64_t k, const float *a, int64_t lda, const float *b,          \
-                   int64_t ldb, float *c, int64_t ldc, const float *bias, int64_t i0,           \
-                   int64_t cols)                                                                \
+                   int64_t ldb, const int64_t *boff, float *c, int64_t ldc, const float *bias,  \
+                   int64_t i0, int64_t cols)                                                    \
     {                                                                                          \
         const float *ar[R];                                                                    \
         VT acc0[R], acc1[R];                                                                   \
@@ -53,46 +55,9 @@
         }                                                                                      \
         for (int64_t p = 0; p < k; p++) {                                                      \
             VT b0, b1;                                                                         \
-            memcpy(&b0, b + p * ldb, sizeof b0);                                               \
-            memcpy(&b1, b + p * ldb + L, sizeof b1);                                           \
-            _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                               \
-            {                                                                                  \
-                VT sv = ar[r][p] - (VT){0};                                                    \
-                acc0[r] += sv * b0;                                                            \
-                acc1[r] += sv * b1;                                                            \
-            }                                                                                  \
-        }                                                                                      \
-        for (int r = 0; r < R && i0 + r < m; r++) {                                            \
-            float *cr = c + (i0 + r) * ldc;                                                    \
-            if (cols >= 2 * L) {                                                               \
-                memcpy(cr, &acc0[r], sizeof acc0[r]);                                          \
-                memcpy(cr + L, &acc1[r], sizeof acc1[r]);                                      \
-            } else {                                                                           \
-                float t[2 * L];                                                                \
-                memcpy(t, &acc0[r], sizeof acc0[r]);                                           \
-                memcpy(t + L, &acc1[r], sizeof acc1[r]);                                       \
-                memcpy(cr, t, sizeof(float) * (size_t)cols);                                   \
-            }                                                                                  \
-        }                                                                                      \
-    }                                                                                          \
-    static inline __attribute__((always_inline)) void                                          \
-    pw_iblock_##SFX(int64_t m, int64_t k, const float *a, const float *b,                      \
-                    const int64_t *boff, float *c, int64_t ldc, const float *bias, int64_t i0,  \
-                    int64_t cols)                                                               \
-    {                                                                                          \
-        const float *ar[R];                                                                    \
-        VT acc0[R], acc1[R];                                                                   \
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                   \
-        {                                                                                      \
-            int64_t i = i0 + r < m ? i0 + r : m - 1;                                           \
-            ar[r] = a + i * k;                                                                 \
-            float v = bias ? bias[i] : 0.0f;                                                   \
-            acc0[r] = acc1[r] = v - (VT){0};                                                   \
-        }                                                                                      \
-        for (int64_t p = 0; p < k; p++) {                                                      \
-            VT b0, b1;                                                                         \
-            memcpy(&b0, b + boff[p], sizeof b0);                                               \
-            memcpy(&b1, b + boff[p] + L, sizeof b1);                                           \
+            const float *bp = b + (boff ? boff[p] : p * ldb);                                  \
+            memcpy(&b0, bp, sizeof b0);                                                        \
+            memcpy(&b1, bp + L, sizeof b1);                                                    \
             _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                               \
             {                                                                                  \
                 VT sv = ar[r][p] - (VT){0};                                                    \
@@ -122,8 +87,8 @@
             for (int64_t x = 0; x < g->ow; x += 2 * L) {                                       \
                 int64_t cols = g->ow - x < 2 * L ? g->ow - x : 2 * L;                          \
                 for (int64_t i = 0; i < g->ocg; i += R)                                        \
-                    pw_iblock_##SFX(g->ocg, g->k, w, q + y * qw + x, boff, o + y * g->ow + x,  \
-                                    hw, bias, i, cols);                                        \
+                    pw_block_##SFX(g->ocg, g->k, w, g->k, q + y * qw + x, 0, boff,             \
+                                   o + y * g->ow + x, hw, bias, i, cols);                      \
             }                                                                                  \
     }                                                                                          \
     static ATTR void pw_cols_##SFX(int64_t m, int64_t k, const float *a, int64_t lda,          \
@@ -144,7 +109,7 @@
                 ld = 2 * L;                                                                    \
             }                                                                                  \
             for (int64_t i = 0; i < m; i += R)                                                 \
-                pw_block_##SFX(m, k, a, lda, panel, ld, c + j, ldc, bias, i, cols);            \
+                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols);      \
         }                                                                                      \
     }
 
