@@ -2,9 +2,10 @@
 # bench/ops/conv.sh: issue 27's convolution figures, run from the build
 # folder: conv2d (batch 1, float32, padding K/2, with bias) at shapes of
 # resnet18 (3x3 and 1x1 downsampling), mobilenet_v3_small and
-# efficientnet_b0 (depthwise 3x3 and 5x5, 1x1 expansions and projections)
-# and a grouped 3x3, ours (bench_ops --conv) against PyTorch (python3, 2.x
-# when it has it) in the same run at TN_NUM_THREADS threads (default 1),
+# efficientnet_b0 (depthwise 3x3 and 5x5, 1x1 expansions and projections),
+# densenet121 (a 256-channel 1x1, the small-k GEMM's longest) and a
+# grouped 3x3, ours (bench_ops --conv) against PyTorch (python3, 2.x when
+# it has it) in the same run at TN_NUM_THREADS threads (default 1),
 # best of 20 each. Prints ms for both and PyTorch's time / ours (above 1:
 # ours is faster). `make bench-conv` runs it alone.
 set -e
@@ -27,6 +28,7 @@ effb0.dw3x3_96 96 112 96 3 2 96
 effb0.pw1x1_96_24 96 56 24 1 1 1
 effb0.dw5x5_240 240 28 240 5 1 240
 effb0.dw5x5_672 672 14 672 5 2 672
+densenet.pw1x1_256_128 256 56 128 1 1 1
 grouped3x3_g8 128 28 128 3 1 8'
 [ -z "$quick" ] || shapes='mbv3s.dw3x3_16 16 8 16 3 2 16'
 echo "conv2d float32, batch 1, $th thread(s), load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"
