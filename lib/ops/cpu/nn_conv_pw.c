@@ -42,7 +42,7 @@
     static inline __attribute__((always_inline)) void                                          \
     pw_block_##SFX(int64_t m, int64_t k, const float *a, int64_t lda, const float *b,          \
                    int64_t ldb, const int64_t *boff, float *c, int64_t ldc, const float *bias,  \
-                   int64_t i0, int64_t cols)                                                    \
+                   int64_t i0, int64_t cols, bool add)                                          \
     {                                                                                          \
         const float *ar[R];                                                                    \
         VT acc0[R], acc1[R];                                                                   \
@@ -52,6 +52,10 @@
             ar[r] = a + i * lda;                                                               \
             float v = bias ? bias[i] : 0.0f;                                                   \
             acc0[r] = acc1[r] = v - (VT){0};                                                   \
+            if (add) {                                                                         \
+                memcpy(&acc0[r], c + i * ldc, sizeof acc0[r]);                                 \
+                memcpy(&acc1[r], c + i * ldc + L, sizeof acc1[r]);                             \
+            }                                                                                  \
         }                                                                                      \
         for (int64_t p = 0; p < k; p++) {                                                      \
             VT b0, b1;                                                                         \
@@ -88,8 +92,16 @@
                 int64_t cols = g->ow - x < 2 * L ? g->ow - x : 2 * L;                          \
                 for (int64_t i = 0; i < g->ocg; i += R)                                        \
                     pw_block_##SFX(g->ocg, g->k, w, g->k, q + y * qw + x, 0, boff,             \
-                                   o + y * g->ow + x, hw, bias, i, cols);                      \
+                                   o + y * g->ow + x, hw, bias, i, cols, false);               \
             }                                                                                  \
+    }                                                                                          \
+    static ATTR void pw_flat_##SFX(int64_t m, int64_t k, const float *a, int64_t lda,          \
+                                   const float *q, const int64_t *boff, float *c, int64_t ldc, \
+                                   int64_t n, const float *bias, bool add)                     \
+    {                                                                                          \
+        for (int64_t f = 0; f < n; f += 2 * L)                                                 \
+            for (int64_t i = 0; i < m; i += R)                                                 \
+                pw_block_##SFX(m, k, a, lda, q + f, 0, boff, c + f, ldc, bias, i, 2 * L, add); \
     }                                                                                          \
     static ATTR void pw_cols_##SFX(int64_t m, int64_t k, const float *a, int64_t lda,          \
                                    const float *b, int64_t ldb, float *c, int64_t ldc,         \
@@ -109,7 +121,7 @@
                 ld = 2 * L;                                                                    \
             }                                                                                  \
             for (int64_t i = 0; i < m; i += R)                                                 \
-                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols);      \
+                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols, false); \
         }                                                                                      \
     }
 
@@ -263,5 +275,96 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
     tn_parallel_for(j.ranges, 1, grouped_range, &j);
     if (j.rc < 0)
         return tn_set_error(TN_ENOMEM, "grouped convolution: out of memory for its scratch");
+    return TN_OK;
+}
+
+/* ------------------------------------------ groups 1, by flat implicit GEMM
+ * A convolution of groups 1 at stride 1 (no dilation) that the Winograd
+ * kernel does not take (under 100 output tiles, under 16 channels, not
+ * 3x3): the input copied once into a zero-padded scratch of rows qw = w +
+ * 2 pw, and the output computed on that padded width, oh x qw values an
+ * output channel laid flat (the qw - ow values at each row's end are
+ * computed and dropped), so that the tap (c, ky, kx) of flat output f is
+ * the scratch at f + c plane + ky qw + kx: 2L contiguous values whatever
+ * the row length (the grouped kernel's row blocks would waste half their
+ * lanes on 14-wide rows). The patch, c kh kw values, is cut into chunks
+ * of up to TN_GEMM_SMALLK_MAX that add into the output blocks in turn;
+ * tasks are runs of 64 output channels. im2col with OpenBLAS: resnet18's
+ * 512-channel 7x7 and 256-channel 14x14 3x3s took 0.85-0.95x PyTorch's
+ * time. Outputs over 1 Mi values on the padded width (3 -> 64 channels
+ * at 224x224: 3.2 Mi) stay with im2col, which was faster there: the flat
+ * output, written once a chunk, no longer stays in cache. */
+bool tn__conv_flat_fits(const struct conv *g)
+{
+    return g->groups == 1 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+           g->kh * g->kw > 1 && g->kh * g->kw <= TN_GEMM_SMALLK_MAX &&
+           g->oc * g->oh * (g->w + 2 * g->pw) <= ((int64_t)1 << 20);
+}
+
+#define FLAT_ROWS 64
+
+struct flat_job {
+    const struct conv *g;
+    const float *w, *b, *q;
+    float *c;
+    const int64_t *boff;
+    int64_t plane, n2, cc;
+};
+
+static void flat_range(int64_t begin, int64_t end, void *ctx)
+{
+    const struct flat_job *j = ctx;
+    const struct conv *g = j->g;
+    int64_t taps = g->kh * g->kw;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t o0 = t * FLAT_ROWS, m = g->oc - o0 < FLAT_ROWS ? g->oc - o0 : FLAT_ROWS;
+        for (int64_t c0 = 0; c0 < g->c; c0 += j->cc) {
+            int64_t cn = g->c - c0 < j->cc ? g->c - c0 : j->cc;
+            const float *a = j->w + o0 * g->k + c0 * taps, *q = j->q + c0 * j->plane;
+            const float *b = c0 == 0 && j->b ? j->b + o0 : NULL;
+            float *c = j->c + o0 * j->n2;
+#ifdef PW_HAVE_V16
+            if (__builtin_cpu_supports("x86-64-v4")) {
+                pw_flat_v16(m, cn * taps, a, g->k, q, j->boff, c, j->n2, j->n2, b, c0 > 0);
+                continue;
+            }
+#endif
+            pw_flat_v8(m, cn * taps, a, g->k, q, j->boff, c, j->n2, j->n2, b, c0 > 0);
+        }
+    }
+}
+
+int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, const float *b,
+                      float *out)
+{
+    int64_t qw = g->w + 2 * g->pw, eh = g->h + 2 * g->ph, plane = eh * qw, taps = g->kh * g->kw;
+    int64_t n = g->oh * qw, n2 = (n + 31) / 32 * 32;
+    int64_t cc = TN_GEMM_SMALLK_MAX / taps, boff[TN_GEMM_SMALLK_MAX];
+    size_t nq = (size_t)(g->c * plane + n2 + g->kh * qw + g->kw + 64);
+    float *q = malloc(sizeof(float) * nq), *c = malloc(sizeof(float) * (size_t)(g->oc * n2));
+    if (!q || !c) {
+        free(q);
+        free(c);
+        return tn_set_error(TN_ENOMEM, "convolution: out of memory for its scratch");
+    }
+    for (int64_t ci = 0; ci < cc; ci++)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++)
+                boff[(ci * g->kh + ky) * g->kw + kx] = ci * plane + ky * qw + kx;
+    struct flat_job j = {g, w, b, q, c, boff, plane, n2, cc};
+    for (int64_t s = 0; s < g->n; s++) {
+        memset(q, 0, sizeof(float) * nq);
+        for (int64_t ci = 0; ci < g->c; ci++)
+            for (int64_t y = 0; y < g->h; y++)
+                memcpy(q + ci * plane + (y + g->ph) * qw + g->pw, x + ((s * g->c + ci) * g->h + y) * g->w,
+                       sizeof(float) * (size_t)g->w);
+        tn_parallel_for((g->oc + FLAT_ROWS - 1) / FLAT_ROWS, 1, flat_range, &j);
+        for (int64_t o = 0; o < g->oc; o++)
+            for (int64_t y = 0; y < g->oh; y++)
+                memcpy(out + ((s * g->oc + o) * g->oh + y) * g->ow, c + o * n2 + y * qw,
+                       sizeof(float) * (size_t)g->ow);
+    }
+    free(q);
+    free(c);
     return TN_OK;
 }
