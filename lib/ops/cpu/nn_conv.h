@@ -10,20 +10,27 @@
 #include <stdint.h>
 
 /* 8-float vectors' shuffles: the even and the odd lanes of a:b, and a
- * and b interleaved (low half, high half), for gcc and clang. */
+ * and b interleaved (low half, high half), and 4-float ones' even and odd
+ * lanes, for gcc and clang. */
 #if defined(__clang__)
 #define TN_EVEN8(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
 #define TN_ODD8(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15)
 #define TN_ZIPLO8(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
 #define TN_ZIPHI8(a, b) __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
+#define TN_EVEN4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define TN_ODD4(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7)
 #else
 #define TN_EVEN8(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 4, 6, 8, 10, 12, 14})
 #define TN_ODD8(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 5, 7, 9, 11, 13, 15})
 #define TN_ZIPLO8(a, b) __builtin_shuffle(a, b, (v8i){0, 8, 1, 9, 2, 10, 3, 11})
 #define TN_ZIPHI8(a, b) __builtin_shuffle(a, b, (v8i){4, 12, 5, 13, 6, 14, 7, 15})
+#define TN_EVEN4(a, b) __builtin_shuffle(a, b, (v4i){0, 2, 4, 6})
+#define TN_ODD4(a, b) __builtin_shuffle(a, b, (v4i){1, 3, 5, 7})
 #endif
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
 
 struct conv {
     int64_t n, c, h, w;     /* input */

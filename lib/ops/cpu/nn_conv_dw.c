@@ -55,8 +55,8 @@ static void plane_of(const struct conv *g, struct dw_plane *d)
 
 /* Input row xr (w values) into the two phase rows of stride 2, r0 and r1
  * (qw values each; padded column x + pw is phase (x + pw) % 2, column
- * (x + pw) / 2), 8 pairs at a time by vector shuffles, the rest as two
- * stride-2 runs (a row of 14 was all a scalar loop with a division by 2
+ * (x + pw) / 2), 8 then 4 pairs at a time by vector shuffles, the rest
+ * as two stride-2 runs (a row of 14 was all a scalar loop with a division by 2
  * and a choice of row per value: on efficientnet_b0's 14x14 5x5 stride-2
  * layer this split took 4x the taps' time). */
 TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw,
@@ -80,6 +80,16 @@ TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int
         v8f o = TN_ODD8(a, b);
         memcpy(d0 + i, &e, sizeof e);
         memcpy(d1 + i, &o, sizeof o);
+    }
+    if (i + 4 <= pairs) { /* 4 pairs in 16-byte vectors (a row of 14 has 7) */
+        v4f a, b;
+        memcpy(&a, s + 2 * i, sizeof a);
+        memcpy(&b, s + 2 * i + 4, sizeof b);
+        v4f e = TN_EVEN4(a, b);
+        v4f o = TN_ODD4(a, b);
+        memcpy(d0 + i, &e, sizeof e);
+        memcpy(d1 + i, &o, sizeof o);
+        i += 4;
     }
     for (; i < pairs; i++) {
         d0[i] = s[2 * i];
