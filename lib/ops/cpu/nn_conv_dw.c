@@ -72,25 +72,22 @@ TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int
     float *d0 = r0 + (x + pw) / 2, *d1 = r1 + (x + pw) / 2;
     const float *s = xr + x;
     int64_t pairs = (end - x) / 2, i = 0;
-    for (; i + 8 <= pairs; i += 8) {
-        v8f a, b;
-        memcpy(&a, s + 2 * i, sizeof a);
-        memcpy(&b, s + 2 * i + 8, sizeof b);
-        v8f e = TN_EVEN8(a, b);
-        v8f o = TN_ODD8(a, b);
-        memcpy(d0 + i, &e, sizeof e);
-        memcpy(d1 + i, &o, sizeof o);
-    }
-    if (i + 4 <= pairs) { /* 4 pairs in 16-byte vectors (a row of 14 has 7) */
-        v4f a, b;
-        memcpy(&a, s + 2 * i, sizeof a);
-        memcpy(&b, s + 2 * i + 4, sizeof b);
-        v4f e = TN_EVEN4(a, b);
-        v4f o = TN_ODD4(a, b);
-        memcpy(d0 + i, &e, sizeof e);
-        memcpy(d1 + i, &o, sizeof o);
-        i += 4;
-    }
+    /* N pairs (N-float vectors VT) from s + 2 i into d0 + i and d1 + i */
+#define SPLIT_PAIRS(VT, N, EVEN, ODD)                                                              \
+    do {                                                                                           \
+        VT a, b;                                                                                   \
+        memcpy(&a, s + 2 * i, sizeof a);                                                           \
+        memcpy(&b, s + 2 * i + N, sizeof b);                                                       \
+        VT e = EVEN(a, b), o = ODD(a, b);                                                          \
+        memcpy(d0 + i, &e, sizeof e);                                                              \
+        memcpy(d1 + i, &o, sizeof o);                                                              \
+        i += N;                                                                                    \
+    } while (0)
+    while (i + 8 <= pairs)
+        SPLIT_PAIRS(v8f, 8, TN_EVEN8, TN_ODD8);
+    if (i + 4 <= pairs) /* a row of 14 has 7 */
+        SPLIT_PAIRS(v4f, 4, TN_EVEN4, TN_ODD4);
+#undef SPLIT_PAIRS
     for (; i < pairs; i++) {
         d0[i] = s[2 * i];
         d1[i] = s[2 * i + 1];
