@@ -36,6 +36,7 @@ struct trainer {
     int64_t rows, batch;
     struct tn_optim *opt;
     int64_t step;
+    int loss_out;                /* the loss's index in g's (and fg's) outputs */
 };
 
 static int fail_at(const char *what, const char *fmt, const char *a, const char *b)
@@ -58,20 +59,21 @@ static struct tn_graph *parse_checked(const char *text, const char *label)
     return g;
 }
 
-/* The loss the graph returns: a LOSS_OUTPUT, else its only user output
- * when that is a scalar. */
-static int has_loss(const struct tn_graph *g)
+/* The index of the loss in g's outputs: a LOSS_OUTPUT, else its only user
+ * output when that is a scalar; -1 when none. */
+static int find_loss(const struct tn_graph *g)
 {
-    int nuser = 0, scalar = 0;
+    int nuser = 0, scalar = 0, at = -1;
     for (int i = 0; i < g->noutputs; i++) {
         if (g->outputs[i].kind == TN_GOUT_LOSS_OUTPUT)
-            return 1;
+            return i;
         if (g->outputs[i].kind == TN_GOUT_USER_OUTPUT) {
             nuser++;
+            at = i;
             scalar += g->outputs[i].value >= 0 && g->values[g->outputs[i].value].ndim == 0;
         }
     }
-    return nuser == 1 && scalar == 1;
+    return nuser == 1 && scalar == 1 ? at : -1;
 }
 
 static void describe(const struct tn_tensor *t, char *buf, size_t len)
@@ -194,6 +196,25 @@ static struct tn_optim *make_optim(struct trainer *t)
     return o;
 }
 
+/* The buffers the forward mutated (batch norm's running statistics and
+ * num_batches_tracked, BUFFER_MUTATION outputs) become the weights the
+ * next step reads and the checkpoint saves, under their state_dict
+ * names. */
+static int carry_buffers(struct trainer *t, const struct tn_value *fo)
+{
+    for (int i = 0; i < t->fg->noutputs; i++) {
+        const struct tn_graph_spec *s = &t->fg->outputs[i];
+        if (s->kind != TN_GOUT_BUFFER_MUTATION || !s->target)
+            continue;
+        struct tn_value *v = tn_value_get(fo, t->fg->values[s->value].name);
+        if (!v || v->kind != TN_VALUE_TENSOR)
+            return tn_set_error(TN_EINVAL, "forward: no value for the buffer '%s'", s->target);
+        if (tn_value_set(t->weights, tn_value_str(s->target), tn_value_retain(v)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* One step on rows idx[0..batch): *loss receives the loss. */
 static int step(struct trainer *t, const int64_t *idx, double *loss)
 {
@@ -211,8 +232,9 @@ static int step(struct trainer *t, const int64_t *idx, double *loss)
     if (rc == 0)
         rc = tn_compile_run(t->fc, t->weights, in, &fo);
     if (rc == 0) {
-        struct tn_tensor *l = fo->v.dict.vals[0]->v.tensor;
+        struct tn_tensor *l = fo->v.dict.vals[t->loss_out]->v.tensor;
         *loss = l->dtype == TN_FLOAT64 ? *(const double *)tn_data(l) : *(const float *)tn_data(l);
+        rc = carry_buffers(t, fo);
         for (size_t k = 0; rc == 0 && k < fo->v.dict.n; k++)
             rc = tn_value_set(in, tn_value_retain(fo->v.dict.keys[k]),
                               tn_value_retain(fo->v.dict.vals[k]));
@@ -266,12 +288,7 @@ static int setup(struct trainer *t, const char *path)
     tc_problems_free(&p);
     if (rc != 0)
         return rc < 0 ? tc_fail() : 2;
-    for (int i = 0; i < t->g->noutputs; i++)
-        if (t->g->outputs[i].kind == TN_GOUT_BUFFER_MUTATION)
-            return fail_at(path, "mutates its buffer '%s' (batch norm's running statistics in "
-                                 "training mode), which train does not carry between steps yet%s",
-                           t->g->outputs[i].target ? t->g->outputs[i].target : "?", "");
-    if (!has_loss(t->g))
+    if ((t->loss_out = find_loss(t->g)) < 0)
         return fail_at(path, "no loss to train: the graph needs a loss output, or one scalar "
                              "output (export the model with its loss)%s%s",
                        "", "");

@@ -204,10 +204,54 @@ for f, cls in (('sgd', torch.optim.SGD), ('adamw', torch.optim.AdamW)):
     assert_output --partial "mlp.json: no loss to train"
 }
 
-@test "train: a graph that mutates its buffers is refused (not carried between steps yet)" {
-    run tcompile train "$G/bntrain.json" -w "$G/bntrain.pt" --data "$F/data.npz" --optimizer sgd --lr 0.1 --steps 2
-    assert_failure 2
-    assert_output --partial "bntrain.json: mutates its buffer 'bn.running_mean'"
+# bn_curve NAME OPTIMIZER LR: 200 steps of cnn_bn (batch norm in training
+# mode) against tests/fixtures/train/NAME.txt and NAME_state.pt (written by
+# train_torch.py --write, PyTorch 2.x) and live PyTorch 2.x where
+# installed: the losses step by step, and the checkpoint's model (the
+# running statistics and num_batches_tracked among it) against PyTorch's
+# state_dict after the last step.
+bn_curve() {
+    run tcompile train "$F/cnn_bn.json" -w "$F/cnn_bn.pt" --data "$F/images.npz" \
+        --optimizer "$2" --lr "$3" --steps 200 --log-loss --save "$W/ck.pt"
+    assert_success
+    echo "$output" > "$W/ours"
+    same_losses_as "$W/ours" "$F/$1.txt" 200
+    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/ck.pt" "$F/$1_state.pt"
+    assert_success
+    assert_output --partial "8 tensors match"
+    run tckpt show "$W/ck.pt" model.bn.num_batches_tracked
+    assert_line --index 0 "tensor(200)"
+    require_torch2
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn --state "$W/theirs.pt" \
+        "$F" "$2" "$3" 200
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" 200
+    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/ck.pt" "$W/theirs.pt"
+    assert_success
+}
+
+@test "train: 200 SGD steps of a CNN with batch norm: PyTorch's losses and running statistics" {
+    bn_curve cnn_bn_sgd sgd 0.1
+}
+
+@test "train: 200 AdamW steps of a CNN with batch norm: PyTorch's losses and running statistics" {
+    bn_curve cnn_bn_adamw adamw 0.01
+}
+
+@test "train: batch norm's running statistics resume bit for bit" {
+    bn() {
+        tcompile train "$F/cnn_bn.json" -w "$F/cnn_bn.pt" --data "$F/images.npz" \
+            --optimizer sgd --lr 0.1 --momentum 0.9 "$@"
+    }
+    run bn --steps 60 --save "$W/full.pt"
+    assert_success
+    run bn --steps 30 --save "$W/half.pt"
+    assert_success
+    run bn --steps 60 --resume "$W/half.pt" --save "$W/resumed.pt"
+    assert_success
+    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
+    assert_success
 }
 
 @test "train: data whose shapes do not fit the graph's inputs" {
