@@ -98,6 +98,8 @@ static const char usage_text[] =
     "                           $XDG_CACHE_HOME/tensorkit, else ~/.cache/tensorkit)\n"
     "      --data=FILE.npz      train: the examples, one array per user input of\n"
     "                           the graph (by name), rows first\n"
+    "      --eval=FILE.npz      train: after each epoch, eval_loss and eval_accuracy\n"
+    "                           on these examples in eval mode\n"
     "      --optimizer=NAME     train: sgd, adam or adamw (PyTorch's defaults but\n"
     "                           for the options below)\n"
     "      --lr=LR              train: the learning rate\n"
@@ -131,7 +133,7 @@ static const char usage_text[] =
 enum {
     OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
     OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
-    OPT_WEIGHTS_FILE, OPT_DATA, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
+    OPT_WEIGHTS_FILE, OPT_DATA, OPT_EVAL, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
     OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS,
     OPT_PROFILE, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV, OPT_BETAS, OPT_EPS, OPT_WEIGHT_DECAY
 };
@@ -155,6 +157,7 @@ static const struct option long_opts[] = {
     {"name", required_argument, NULL, OPT_NAME},
     {"weights-file", no_argument, NULL, OPT_WEIGHTS_FILE},
     {"data", required_argument, NULL, OPT_DATA},
+    {"eval", required_argument, NULL, OPT_EVAL},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr", required_argument, NULL, OPT_LR},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
@@ -252,6 +255,7 @@ static void check_options(const char *cmd)
         {tc.name != NULL, build, "--name"},
         {tc.weights_file, build, "--weights-file"},
         {tc.data != NULL, train, "--data"},
+        {tc.eval != NULL, train, "--eval"},
         {tc.optimizer != NULL, train, "--optimizer"},
         {tc.lr > 0, train, "--lr"},
         {tc.batch_size > 0, train, "--batch-size"},
@@ -362,6 +366,7 @@ int main(int argc, char **argv)
         case OPT_NAME: tc.name = optarg; break;
         case OPT_WEIGHTS_FILE: tc.weights_file = true; break;
         case OPT_DATA: tc.data = optarg; break;
+        case OPT_EVAL: tc.eval = optarg; break;
         case OPT_OPTIMIZER: tc.optimizer = optarg; break;
         case OPT_SAVE: tc.save = optarg; break;
         case OPT_RESUME: tc.resume = optarg; break;

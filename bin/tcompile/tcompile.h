@@ -21,7 +21,7 @@ struct tc_opts {
     const char *inputs[TC_MAX_INPUTS];
     int ninputs;
     /* train */
-    const char *data, *optimizer, *save, *resume;
+    const char *data, *eval, *optimizer, *save, *resume;
     double lr;
     long long batch_size, epochs, steps, save_every, seed;
     bool log_loss;

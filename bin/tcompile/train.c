@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include <tensor/core.h>
 #include <tensor/ops.h>
 #include <tensor/optim.h>
@@ -37,6 +39,14 @@ struct trainer {
     struct tn_optim *opt;
     int64_t step;
     int loss_out;                /* the loss's index in g's (and fg's) outputs */
+    /* --eval: the graph in eval mode, its data, the names of its loss and
+     * of the loss's scores and targets (NULL: no accuracy) */
+    struct tn_graph *eg;
+    struct tn_compiled *ec;
+    struct tn_value *edata;
+    struct tn_tensor *ecols[TC_MAX_INPUTS];
+    int64_t erows;
+    char *eloss, *escores, *etarget;
 };
 
 static int fail_at(const char *what, const char *fmt, const char *a, const char *b)
@@ -85,20 +95,23 @@ static void describe(const struct tn_tensor *t, char *buf, size_t len)
         snprintf(buf + k, len - (size_t)k, "]");
 }
 
-/* The data's columns against the graph's user inputs: the same dtype and
- * trailing sizes, the same number of rows; the batch is the graph's. */
-static int bind_data(struct trainer *t)
+/* The columns of npz (the file `file`) against the graph's user inputs: the
+ * same dtype and trailing sizes, the same number of rows (to *rows); the
+ * batch is the graph's. */
+static int bind_data(struct trainer *t, struct tn_value *npz, const char *file,
+                     struct tn_tensor **cols, int64_t *rows)
 {
     const struct tn_graph *g = t->g;
-    t->rows = -1;
+    *rows = -1;
+    t->ni = 0;
     for (int i = 0; i < g->ninputs; i++) {
         if (g->inputs[i].kind != TN_GIN_USER_INPUT)
             continue;
         const struct tn_graph_value *v = &g->values[g->inputs[i].value];
-        struct tn_value *c = tn_value_get(t->data, v->name);
+        struct tn_value *c = tn_value_get(npz, v->name);
         char want[160], have[160];
         if (!c || c->kind != TN_VALUE_TENSOR)
-            return fail_at(tc.data, "holds no array '%s' for the graph's input of that name%s",
+            return fail_at(file, "holds no array '%s' for the graph's input of that name%s",
                            v->name, "");
         struct tn_tensor *x = c->v.tensor;
         struct tn_tensor meta = {.dtype = v->dtype, .ndim = v->ndim};
@@ -108,18 +121,18 @@ static int bind_data(struct trainer *t)
         bool fits = x->dtype == v->dtype && x->ndim == v->ndim && v->ndim >= 1;
         for (int d = 1; fits && d < v->ndim; d++)
             fits = x->sizes[d] == v->sizes[d];
-        if (fits && t->rows >= 0 && x->sizes[0] != t->rows)
+        if (fits && *rows >= 0 && x->sizes[0] != *rows)
             fits = false;
         if (!fits) {
             char msg[400];
             snprintf(msg, sizeof msg, "'%s' is %s, but the graph takes %s (rows first, the "
                      "same number of rows in every array)", v->name, have, want);
-            return fail_at(tc.data, "%s%s", msg, "");
+            return fail_at(file, "%s%s", msg, "");
         }
-        t->rows = x->sizes[0];
+        *rows = x->sizes[0];
         t->batch = v->sizes[0];
         t->inames[t->ni] = v->name;
-        t->cols[t->ni++] = x;
+        cols[t->ni++] = x;
     }
     if (t->ni == 0)
         return fail_at(t->g->label, "the graph takes no user input to feed the data to%s%s",
@@ -130,8 +143,8 @@ static int bind_data(struct trainer *t)
                  (long long)t->batch, (long long)tc.batch_size);
         return fail_at("--batch-size", "%s%s", msg, "");
     }
-    if (t->rows < t->batch)
-        return fail_at(tc.data, "holds fewer rows than one batch%s%s", "", "");
+    if (*rows < t->batch)
+        return fail_at(file, "holds fewer rows than one batch%s%s", "", "");
     return 0;
 }
 
@@ -215,25 +228,38 @@ static int carry_buffers(struct trainer *t, const struct tn_value *fo)
     return 0;
 }
 
-/* One step on rows idx[0..batch): *loss receives the loss. */
-static int step(struct trainer *t, const int64_t *idx, double *loss)
+/* The batch of rows idx[0..batch) of cols, by input name, into in. */
+static int batch_of(struct trainer *t, struct tn_tensor **cols, const int64_t *idx,
+                    struct tn_value *in)
 {
     int64_t n = t->batch;
     struct tn_tensor *it = tn_empty(&n, 1, TN_INT64);
-    struct tn_value *in = tn_value_dict(), *fo = NULL, *go = NULL;
     int rc = it && in ? 0 : tn_set_error(TN_ENOMEM, "out of memory");
     if (rc == 0)
         memcpy(tn_data(it), idx, (size_t)n * sizeof *idx);
     for (int i = 0; rc == 0 && i < t->ni; i++) {
-        struct tn_tensor *b = tn_index_select(t->cols[i], 0, it);
+        struct tn_tensor *b = tn_index_select(cols[i], 0, it);
         rc = b ? tn_value_set(in, tn_value_str(t->inames[i]), tn_value_tensor(b)) : -1;
         tn_release(b);
     }
+    tn_release(it);
+    return rc;
+}
+
+static double scalar_of(const struct tn_tensor *l)
+{
+    return l->dtype == TN_FLOAT64 ? *(const double *)tn_data(l) : *(const float *)tn_data(l);
+}
+
+/* One step on rows idx[0..batch): *loss receives the loss. */
+static int step(struct trainer *t, const int64_t *idx, double *loss)
+{
+    struct tn_value *in = tn_value_dict(), *fo = NULL, *go = NULL;
+    int rc = batch_of(t, t->cols, idx, in);
     if (rc == 0)
         rc = tn_compile_run(t->fc, t->weights, in, &fo);
     if (rc == 0) {
-        struct tn_tensor *l = fo->v.dict.vals[t->loss_out]->v.tensor;
-        *loss = l->dtype == TN_FLOAT64 ? *(const double *)tn_data(l) : *(const float *)tn_data(l);
+        *loss = scalar_of(fo->v.dict.vals[t->loss_out]->v.tensor);
         rc = carry_buffers(t, fo);
         for (size_t k = 0; rc == 0 && k < fo->v.dict.n; k++)
             rc = tn_value_set(in, tn_value_retain(fo->v.dict.keys[k]),
@@ -248,7 +274,6 @@ static int step(struct trainer *t, const int64_t *idx, double *loss)
     }
     if (rc == 0)
         rc = tn_optim_step(t->opt);
-    tn_release(it);
     tn_value_release(in);
     tn_value_release(fo);
     tn_value_release(go);
@@ -274,6 +299,164 @@ static int save(struct trainer *t)
     return rc;
 }
 
+/* Sets every input of n named `arg` (batch_norm's training, dropout's
+ * train) to false. */
+static void set_false(json_t *n, const char *arg)
+{
+    size_t i;
+    json_t *in;
+    json_array_foreach(json_object_get(n, "inputs"), i, in) {
+        const char *name = json_string_value(json_object_get(in, "name"));
+        if (name && !strcmp(name, arg))
+            json_object_set_new(in, "arg", json_pack("{s:b}", "as_bool", 0));
+    }
+}
+
+/* The as_tensor name of n's input `arg`, or NULL. */
+static const char *tensor_arg(json_t *n, const char *arg)
+{
+    size_t i;
+    json_t *in;
+    json_array_foreach(json_object_get(n, "inputs"), i, in) {
+        const char *name = json_string_value(json_object_get(in, "name"));
+        if (name && !strcmp(name, arg))
+            return json_string_value(
+                json_object_get(json_object_get(json_object_get(in, "arg"), "as_tensor"), "name"));
+    }
+    return NULL;
+}
+
+static bool makes(json_t *n, const char *value)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(n, "outputs"), i, o) {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(o, "as_tensor"), "name"));
+        if (name && !strcmp(name, value))
+            return true;
+        size_t k;
+        json_t *e;
+        json_array_foreach(json_object_get(o, "as_tensors"), k, e) {
+            name = json_string_value(json_object_get(e, "name"));
+            if (name && !strcmp(name, value))
+                return true;
+        }
+    }
+    return false;
+}
+
+static void add_output(json_t *gm, const char *value)
+{
+    json_array_append_new(json_object_get(json_object_get(gm, "graph"), "outputs"),
+                          json_pack("{s:{s:s}}", "as_tensor", "name", value));
+    json_array_append_new(json_object_get(json_object_get(gm, "signature"), "output_specs"),
+                          json_pack("{s:{s:{s:{s:s}}}}", "user_output", "arg", "as_tensor",
+                                    "name", value));
+}
+
+/* --eval: the graph as loaded (text, before functionalisation) in eval
+ * mode: batch_norm's training and dropout's train false (batch norm then
+ * reads the running statistics, dropout is the identity). When the loss is
+ * cross_entropy_loss or nll_loss, its scores and targets become outputs too,
+ * for the accuracy (argmax of the scores over dim 1 against the targets). */
+static int make_eval(struct trainer *t, const char *text, const char *path)
+{
+    json_error_t err;
+    json_t *doc = json_loads(text, 0, &err), *gm = json_object_get(doc, "graph_module"), *n;
+    if (!gm) {
+        json_decref(doc);
+        return fail_at(path, "--eval: cannot read the graph back: %s%s", err.text, "");
+    }
+    const char *loss = t->g->values[t->g->outputs[t->loss_out].value].name;
+    size_t i;
+    json_array_foreach(json_object_get(json_object_get(gm, "graph"), "nodes"), i, n) {
+        const char *target = json_string_value(json_object_get(n, "target"));
+        if (!target)
+            continue;
+        if (!strcmp(target, "torch.ops.aten.batch_norm.default"))
+            set_false(n, "training");
+        else if (strstr(target, "dropout"))
+            set_false(n, "train");
+        else if (strstr(target, "native_batch_norm") &&
+                 !strstr(target, "_native_batch_norm_legit_no_training")) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "--eval: batch norm in the core ATen form (%s) has no "
+                     "eval mode here: export the training IR (torch.export without "
+                     "run_decompositions)", target);
+            json_decref(doc);
+            return fail_at(path, "%s%s", msg, "");
+        }
+        if (makes(n, loss) && (strstr(target, ".cross_entropy_loss.") ||
+                               strstr(target, ".nll_loss.") || strstr(target, ".nll_loss_forward.") ||
+                               strstr(target, ".nll_loss2d."))) {
+            const char *s = tensor_arg(n, "self"), *y = tensor_arg(n, "target");
+            if (s && y) {
+                t->escores = strdup(s);
+                t->etarget = strdup(y);
+            }
+        }
+    }
+    t->eloss = strdup(loss);
+    if (t->escores) {
+        add_output(gm, t->escores);
+        add_output(gm, t->etarget);
+    }
+    char *out = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!out || !t->eloss)
+        return tn_set_error(TN_ENOMEM, "out of memory"), tc_fail();
+    t->eg = parse_checked(out, path);
+    free(out);
+    struct tn_compile_options o = tc_compile_options();
+    if (!t->eg || !(t->ec = tn_compile_new(t->eg, &o)))
+        return tc_fail();
+    return 0;
+}
+
+/* The loss (the mean of the batches') and the accuracy (NAN when the loss
+ * has no scores) of the weights on --eval's full batches, in order. */
+static int evaluate(struct trainer *t, double *loss, double *acc)
+{
+    int64_t nb = t->erows / t->batch, right = 0, *idx = malloc((size_t)t->batch * sizeof *idx);
+    int rc = idx ? 0 : tn_set_error(TN_ENOMEM, "out of memory");
+    *loss = 0;
+    for (int64_t b = 0; rc == 0 && b < nb; b++) {
+        for (int64_t k = 0; k < t->batch; k++)
+            idx[k] = b * t->batch + k;
+        struct tn_value *in = tn_value_dict(), *fo = NULL;
+        rc = batch_of(t, t->ecols, idx, in);
+        if (rc == 0)
+            rc = tn_compile_run(t->ec, t->weights, in, &fo);
+        struct tn_value *l = rc == 0 ? tn_value_get(fo, t->eloss) : NULL;
+        if (rc == 0 && !l)
+            rc = tn_set_error(TN_EINVAL, "eval: no loss '%s'", t->eloss);
+        if (rc == 0)
+            *loss += scalar_of(l->v.tensor);
+        if (rc == 0 && t->escores) {
+            struct tn_value *sv = tn_value_get(fo, t->escores), *yv = tn_value_get(fo, t->etarget);
+            int64_t dim = 1;
+            struct tn_tensor *am = sv ? tn_argmax(sv->v.tensor, &dim, false) : NULL;
+            struct tn_tensor *y = am && yv ? tn_to_dtype(yv->v.tensor, TN_INT64) : NULL;
+            struct tn_tensor *yc = y ? tn_contiguous(y) : NULL, *ac = am ? tn_contiguous(am) : NULL;
+            if (!yc || !ac || tn_numel(yc) != tn_numel(ac))
+                rc = rc ? rc : tn_set_error(TN_EINVAL, "eval: scores and targets do not match");
+            for (int64_t k = 0; rc == 0 && k < tn_numel(ac); k++)
+                right += ((const int64_t *)tn_data(ac))[k] == ((const int64_t *)tn_data(yc))[k];
+            tn_release(am);
+            tn_release(y);
+            tn_release(yc);
+            tn_release(ac);
+        }
+        tn_value_release(in);
+        tn_value_release(fo);
+    }
+    free(idx);
+    *loss /= (double)nb;
+    *acc = t->escores ? (double)right / (double)(nb * t->batch) : NAN;
+    return rc < 0 ? rc : 0;
+}
+
 static int setup(struct trainer *t, const char *path)
 {
     char *fwd = NULL, *bwd = NULL;
@@ -281,17 +464,30 @@ static int setup(struct trainer *t, const char *path)
     int rc;
     if (!(t->g = tn_graph_load(path, NULL, &init)))
         return tc_fail();
+    char *raw = tc.eval ? tn_graph_to_json(t->g) : NULL;
+    if (tc.eval && !raw)
+        return tc_fail();
     struct tc_problems p = {0};
     rc = tn_graph_check(t->g, tc_problems_add_cb, &p);
     if (rc > 0)
         tc_problems_print(&p, t->g, false);
     tc_problems_free(&p);
-    if (rc != 0)
+    if (rc != 0) {
+        free(raw);
         return rc < 0 ? tc_fail() : 2;
-    if ((t->loss_out = find_loss(t->g)) < 0)
+    }
+    if ((t->loss_out = find_loss(t->g)) < 0) {
+        free(raw);
         return fail_at(path, "no loss to train: the graph needs a loss output, or one scalar "
                              "output (export the model with its loss)%s%s",
                        "", "");
+    }
+    if (raw) {
+        rc = make_eval(t, raw, path);
+        free(raw);
+        if (rc)
+            return rc;
+    }
     if (tc.resume) {
         if (!(ckpt = tn_io_load_dict(tc.resume)))
             return tc_fail();
@@ -318,8 +514,14 @@ static int setup(struct trainer *t, const char *path)
     tn_value_release(init);
     if (!(t->data = tn_npz_load(tc.data)))
         return tc_fail();
-    if ((rc = bind_data(t)))
+    if ((rc = bind_data(t, t->data, tc.data, t->cols, &t->rows)))
         return rc;
+    if (tc.eval) {
+        if (!(t->edata = tn_npz_load(tc.eval)))
+            return tc_fail();
+        if ((rc = bind_data(t, t->edata, tc.eval, t->ecols, &t->erows)))
+            return rc;
+    }
     if (tn_compile_joint(t->g, &fwd, &bwd) < 0)
         return tc_fail();
     t->fg = parse_checked(fwd, "forward");
@@ -350,6 +552,12 @@ static void teardown(struct trainer *t)
     tn_graph_free(t->fg);
     tn_graph_free(t->bg);
     tn_graph_free(t->g);
+    tn_compile_free(t->ec);
+    tn_graph_free(t->eg);
+    tn_value_release(t->edata);
+    free(t->eloss);
+    free(t->escores);
+    free(t->etarget);
     tn_value_release(t->weights);
     tn_value_release(t->data);
 }
@@ -408,9 +616,19 @@ int tc_train(const char *path)
             double dt = tc_now() - t0;
             if (tty)
                 fputc('\n', stderr);
-            printf("{\"epoch\": %lld, \"step\": %lld, \"loss\": %.9g, \"examples_per_s\": %.1f}\n",
+            printf("{\"epoch\": %lld, \"step\": %lld, \"loss\": %.9g, \"examples_per_s\": %.1f",
                    (long long)epoch + 1, (long long)t.step, sum / (double)nb,
                    dt > 0 ? (double)(nb * t.batch) / dt : 0.0);
+            double el, ea;
+            if (t.ec && evaluate(&t, &el, &ea) < 0) {
+                rc = tc_fail();
+                break;
+            }
+            if (t.ec && isnan(ea))
+                printf(", \"eval_loss\": %.9g, \"eval_accuracy\": null", el);
+            else if (t.ec)
+                printf(", \"eval_loss\": %.9g, \"eval_accuracy\": %.9g", el, ea);
+            printf("}\n");
             fflush(stdout);
         }
     }

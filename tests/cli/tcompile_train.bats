@@ -254,6 +254,42 @@ bn_curve() {
     assert_success
 }
 
+# eval_matches THEIRS: the eval_loss and eval_accuracy of the JSON lines in
+# $output against THEIRS (one "loss accuracy" line per epoch): losses within
+# 1e-4 relative, accuracies equal.
+eval_matches() {
+    sed -n 's/.*"eval_loss": \([^,]*\), "eval_accuracy": \([^}]*\)}$/\1 \2/p' <<< "$output" > "$W/ours"
+    cut -d' ' -f1 "$W/ours" > "$W/ours_loss"
+    cut -d' ' -f1 "$1" > "$W/theirs_loss"
+    same_losses_as "$W/ours_loss" "$W/theirs_loss" 3
+    diff <(cut -d' ' -f2 "$W/ours") <(cut -d' ' -f2 "$1")
+}
+
+@test "train: --eval gives each epoch's eval_loss and eval_accuracy in eval mode, PyTorch's" {
+    run tcompile train "$F/cnn_bn.json" -w "$F/cnn_bn.pt" --data "$F/images.npz" \
+        --eval "$F/images_test.npz" --optimizer sgd --lr 0.1 --epochs 3
+    assert_success
+    assert_line --index 0 --regexp '^\{"epoch": 1, "step": 8, "loss": [0-9.]+, "examples_per_s": [0-9.]+, "eval_loss": [0-9.]+, "eval_accuracy": 0\.375\}$'
+    local out=$output
+    eval_matches "$F/cnn_bn_eval.txt"
+    require_torch2
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn \
+        --eval images_test.npz "$F" sgd 0.1 24
+    assert_success
+    echo "$output" > "$W/theirs"
+    output=$out
+    eval_matches "$W/theirs"
+}
+
+@test "train: --eval data that does not fit the graph" {
+    run train --optimizer sgd --lr 0.1 --steps 2 --eval "$F/images.npz"
+    assert_failure 2
+    assert_output --partial "images.npz: 'x' is float32[64, 1, 6, 6], but the graph takes float32[8, 6]"
+    run tcompile run --eval "$F/data.npz" "$F/mlp_ce.json"
+    assert_failure 2
+    assert_output --partial "--eval does not apply to 'run'"
+}
+
 @test "train: data whose shapes do not fit the graph's inputs" {
     require_torch1
     /usr/bin/python3 -c "import numpy as np; np.savez('$W/bad.npz', x=np.zeros((10, 5), 'float32'), y=np.zeros(10, 'int64'))"
