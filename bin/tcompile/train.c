@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include <tensor/core.h>
+#include <tensor/dist.h>
 #include <tensor/ops.h>
 #include <tensor/optim.h>
 
@@ -47,6 +48,11 @@ struct trainer {
     struct tn_tensor *ecols[TC_MAX_INPUTS];
     int64_t erows;
     char *eloss, *escores, *etarget;
+    /* under trun (WORLD_SIZE above 1): data parallel */
+    struct tn_dist_info dist;
+    struct tn_pg *pg;
+    struct tn_ddp *ddp;
+    int rank, world;
 };
 
 static int fail_at(const char *what, const char *fmt, const char *a, const char *b)
@@ -272,6 +278,19 @@ static int step(struct trainer *t, const int64_t *idx, double *loss)
         tn_release(t->params[i]->grad);
         t->params[i]->grad = gv ? tn_retain(gv->v.tensor) : NULL;
     }
+    if (rc == 0 && t->ddp)
+        rc = tn_ddp_sync_grads(t->ddp);
+    if (rc == 0 && t->pg) { /* the loss of the whole batch: the ranks' mean */
+        int64_t one = 1;
+        struct tn_tensor *l = tn_empty(&one, 1, TN_FLOAT64);
+        rc = l ? 0 : tn_set_error(TN_ENOMEM, "out of memory");
+        if (rc == 0) {
+            *(double *)tn_data(l) = *loss;
+            rc = tn_pg_allreduce(t->pg, l, TN_REDUCE_SUM);
+            *loss = *(double *)tn_data(l) / t->world;
+        }
+        tn_release(l);
+    }
     if (rc == 0)
         rc = tn_optim_step(t->opt);
     tn_value_release(in);
@@ -457,6 +476,20 @@ static int evaluate(struct trainer *t, double *loss, double *acc)
     return rc < 0 ? rc : 0;
 }
 
+/* trun's (torchrun's) environment: WORLD_SIZE above 1 joins the others. */
+static int join(struct trainer *t)
+{
+    const char *ws = getenv("WORLD_SIZE");
+    t->world = 1;
+    if (!ws || atoi(ws) <= 1)
+        return 0;
+    if (tn_dist_init("env://", -1, -1, 600000, &t->dist) < 0)
+        return tc_fail();
+    t->rank = t->dist.rank;
+    t->world = t->dist.world_size;
+    return 0;
+}
+
 static int setup(struct trainer *t, const char *path)
 {
     char *fwd = NULL, *bwd = NULL;
@@ -534,6 +567,17 @@ static int setup(struct trainer *t, const char *path)
     if (!(t->fc = tn_compile_new(t->fg, &o)) || !(t->bc = tn_compile_new(t->bg, &o)) ||
         !(t->opt = make_optim(t)))
         return tc_fail();
+    if (t->world > 1) {
+        if (t->rows < t->batch * t->world) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "holds fewer rows than one batch of %lld on each of %d "
+                     "ranks", (long long)t->batch, t->world);
+            return fail_at(tc.data, "%s%s", msg, "");
+        }
+        if (!(t->pg = tn_pg_new_tcp(t->dist.store, t->rank, t->world, NULL, 600000)) ||
+            !(t->ddp = tn_ddp_new(t->pg, t->params, (size_t)t->np, 0)))
+            return tc_fail();
+    }
     if (ckpt) {
         if (tn_optim_load_state_dict(t->opt, tn_value_get(ckpt, "optimizer")) < 0) {
             fprintf(stderr, "tcompile: %s: %s\n", tc.resume, tn_last_error());
@@ -546,6 +590,10 @@ static int setup(struct trainer *t, const char *path)
 
 static void teardown(struct trainer *t)
 {
+    tn_ddp_free(t->ddp);
+    tn_pg_free(t->pg);
+    if (t->world > 1)
+        tn_dist_finish(&t->dist);
     tn_optim_free(t->opt);
     tn_compile_free(t->fc);
     tn_compile_free(t->bc);
@@ -570,15 +618,20 @@ int tc_train(const char *path)
         strcmp(tc.optimizer, "adamw"))
         tc_usage_error("--optimizer: '%s' is not sgd, adam or adamw", tc.optimizer);
     struct trainer t = {0};
-    int rc = setup(&t, path);
+    int rc = join(&t);
+    if (rc == 0)
+        rc = setup(&t, path);
     if (rc) {
         teardown(&t);
         return rc;
     }
-    int64_t spe = t.rows / t.batch;
+    /* each rank takes its shard of each batch of batch * world rows; rank
+     * 0 prints and saves */
+    int64_t spe = t.rows / (t.batch * t.world);
+    bool lead = t.rank == 0;
     int64_t total = tc.steps ? tc.steps : tc.epochs * spe;
     struct tn_generator *gen = tn_generator_new((uint64_t)tc.seed);
-    bool tty = isatty(2) && !tc.log_loss;
+    bool tty = lead && isatty(2) && !tc.log_loss;
     for (int64_t epoch = 0; rc == 0 && t.step < total; epoch++) {
         struct tn_tensor *perm = tn_randperm(t.rows, TN_INT64, gen);
         if (!perm) {
@@ -594,31 +647,31 @@ int tc_train(const char *path)
         int64_t nb = 0;
         for (int64_t b = t.step - epoch * spe; b < spe && t.step < total; b++) {
             double loss = 0;
-            if (step(&t, order + b * t.batch, &loss) < 0) {
+            if (step(&t, order + (b * t.world + t.rank) * t.batch, &loss) < 0) {
                 rc = tc_fail();
                 break;
             }
             t.step++;
             sum += loss;
             nb++;
-            if (tc.log_loss)
+            if (tc.log_loss && lead)
                 printf("%.9g\n", loss);
             if (tty)
                 fprintf(stderr, "\repoch %lld step %lld/%lld loss %.4f", (long long)epoch + 1,
                         (long long)t.step, (long long)total, sum / (double)nb);
-            if (tc.save && tc.save_every && t.step % tc.save_every == 0 && save(&t) < 0)
+            if (lead && tc.save && tc.save_every && t.step % tc.save_every == 0 && save(&t) < 0)
                 rc = tc_fail();
             if (rc)
                 break;
         }
         tn_release(perm);
-        if (rc == 0 && nb && !tc.log_loss) {
+        if (rc == 0 && nb && !tc.log_loss && lead) {
             double dt = tc_now() - t0;
             if (tty)
                 fputc('\n', stderr);
             printf("{\"epoch\": %lld, \"step\": %lld, \"loss\": %.9g, \"examples_per_s\": %.1f",
                    (long long)epoch + 1, (long long)t.step, sum / (double)nb,
-                   dt > 0 ? (double)(nb * t.batch) / dt : 0.0);
+                   dt > 0 ? (double)(nb * t.batch * t.world) / dt : 0.0);
             double el, ea;
             if (t.ec && evaluate(&t, &el, &ea) < 0) {
                 rc = tc_fail();
@@ -632,7 +685,7 @@ int tc_train(const char *path)
             fflush(stdout);
         }
     }
-    if (rc == 0 && tc.save && save(&t) < 0)
+    if (rc == 0 && lead && tc.save && save(&t) < 0)
         rc = tc_fail();
     tn_generator_free(gen);
     teardown(&t);

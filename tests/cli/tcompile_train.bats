@@ -290,6 +290,46 @@ eval_matches() {
     assert_output --partial "--eval does not apply to 'run'"
 }
 
+# ranks_equal_one OPTIMIZER LR: 2 ranks under trun, each a shard of 8 rows
+# of each batch of 16, equal one process on mlp_ce16 (the same MLP exported
+# for batches of 16) step by step: the losses (the ranks' mean, printed by
+# rank 0) within 1e-4 relative, and rank 0's checkpoint (the optimizer's
+# state too) within 1e-6 + 1e-5 relative.
+ranks_equal_one() {
+    run timeout 300 trun --no-python --nproc-per-node 2 --master-port 0 \
+        "$TN_BUILDDIR/bin/tcompile/tcompile" train "$F/mlp_ce.json" -w "$F/mlp_ce.pt" \
+        --data "$F/data.npz" --optimizer "$1" --lr "$2" --steps 40 --log-loss --save "$W/two.pt"
+    assert_success
+    refute_line --partial "[1]:"
+    sed -n 's/^\[0\]://p' <<< "$output" > "$W/two"
+    run tcompile train "$F/mlp_ce16.json" -w "$F/mlp_ce.pt" --data "$F/data.npz" \
+        --optimizer "$1" --lr "$2" --steps 40 --log-loss --save "$W/one.pt"
+    assert_success
+    echo "$output" > "$W/one"
+    same_losses_as "$W/two" "$W/one" 40
+    run tckpt diff --atol 1e-6 --rtol 1e-5 "$W/one.pt" "$W/two.pt"
+    assert_success
+    assert_output --regexp ": (4|16) tensors match" # the model's, Adam's moments too
+}
+
+@test "train under trun: 2 ranks of 8 rows equal 1 process on batches of 16 (SGD)" {
+    ranks_equal_one sgd 0.1
+}
+
+@test "train under trun: 2 ranks of 8 rows equal 1 process on batches of 16 (AdamW)" {
+    ranks_equal_one adamw 0.01
+}
+
+@test "train under trun: too few rows for a batch on every rank" {
+    require_torch1
+    /usr/bin/python3 -c "import numpy as np; np.savez('$W/few.npz', x=np.zeros((12, 6), 'float32'), y=np.zeros(12, 'int64'))"
+    run timeout 300 trun --no-python --nproc-per-node 2 --master-port 0 \
+        "$TN_BUILDDIR/bin/tcompile/tcompile" train "$F/mlp_ce.json" -w "$F/mlp_ce.pt" \
+        --data "$W/few.npz" --optimizer sgd --lr 0.1 --steps 2
+    assert_failure
+    assert_output --partial "few.npz: holds fewer rows than one batch of 8 on each of 2 ranks"
+}
+
 @test "train: data whose shapes do not fit the graph's inputs" {
     require_torch1
     /usr/bin/python3 -c "import numpy as np; np.savez('$W/bad.npz', x=np.zeros((10, 5), 'float32'), y=np.zeros(10, 'int64'))"
