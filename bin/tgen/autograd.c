@@ -756,23 +756,22 @@ static void c_store(FILE *f, const struct tg_arg *a)
     const char *n = a->name;
     switch (a->type) {
     case TG_STR:
-        fprintf(f, "    if (%s && !(n_->%s = strdup(%s))) {\n        tn_set_error(TN_ENOMEM, "
-                   "\"out of memory\");\n        goto fail_;\n    }\n", n, n, n);
+        fprintf(f, "    if (%s && !(n_->%s = strdup(%s))) {\n        rc_ = tn_set_error(TN_ENOMEM, "
+                   "\"out of memory\");\n        goto out_;\n    }\n", n, n, n);
         return;
     case TG_INT_LIST:
-        fprintf(f, "    if (%s_len > TN_MAX_DIMS) {\n        tn_set_error(TN_EINVAL, \"%s: more "
-                   "than %%d dims\", TN_MAX_DIMS);\n        goto fail_;\n    }\n", n, n);
+        /* tn__ad_store_dims: the copy, or TN_EINVAL past TN_MAX_DIMS */
         if (a->optional)
             fprintf(f, "    n_->%s_has = %s != NULL;\n", n, n);
-        fprintf(f, "    if (%s && %s_len)\n        memcpy(n_->%s, %s, sizeof(int64_t) * "
-                   "(size_t)%s_len);\n    n_->%s_len = %s_len;\n", n, n, n, n, n, n, n);
+        fprintf(f, "    if ((rc_ = tn__ad_store_dims(n_->%s, &n_->%s_len, %s, %s_len, \"%s\")) < 0)\n"
+                   "        goto out_;\n", n, n, n, n, n);
         return;
     case TG_OPT_TENSOR_LIST: /* each saved (None: nothing), the op has checked the length */
-        fprintf(f, "    if (%s_len > TN_MAX_DIMS) {\n        tn_set_error(TN_EINVAL, \"%s: more "
-                   "than %%d tensors\", TN_MAX_DIMS);\n        goto fail_;\n    }\n"
+        fprintf(f, "    if (%s_len > TN_MAX_DIMS) {\n        rc_ = tn_set_error(TN_EINVAL, \"%s: more "
+                   "than %%d tensors\", TN_MAX_DIMS);\n        goto out_;\n    }\n"
                    "    n_->%s_len = %s_len;\n    for (int k_ = 0; k_ < %s_len; k_++)\n"
-                   "        if (tn__save(&n_->%s_[k_], %s[k_], false, 0) < 0)\n"
-                   "            goto fail_;\n", n, n, n, n, n, n, n);
+                   "        if ((rc_ = tn__save(&n_->%s_[k_], %s[k_], false, 0)) < 0)\n"
+                   "            goto out_;\n", n, n, n, n, n, n, n);
         return;
     default:
         if (a->optional && a->type != TG_SCALAR_TYPE) {
@@ -1066,16 +1065,15 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     for (int k = 0; multi && k < nr; k++)
         if (d->out_diff[k])
             fprintf(f, "    diff_[%d] = r_[%d] && float_like(r_[%d]);\n", k, k, k);
-    fprintf(f, "    struct node_%s *n_ = NULL;\n    if (rc_ < 0 || !tn__ad_needed(ins_, %d))\n"
-               "        goto out_;\n", id, ne);
+    /* tn__ad_node_begin: NULL where rc_ < 0, no input requires grad, or
+     * (rc_ set) making the node failed */
+    fprintf(f, "    struct node_%s *n_ = tn__ad_node_begin(&rc_, ins_, %d, sizeof *n_, \"%s\", "
+               "apply_%s, ", id, ne, d->node, id);
     if (!own_release(fn, uses))
-        fprintf(f, "    n_ = (struct node_%s *)tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, "
-                   "tn__release_saved_at, ins_, %d, %d);\n    if (!n_)\n        goto fail_;\n"
-                   "    n_->n.saved = saved_%s;\n", id, d->node, id, ne, nr, id);
+        fprintf(f, "tn__release_saved_at, %d, saved_%s);\n", nr, id);
     else
-        fprintf(f, "    n_ = (struct node_%s *)tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, "
-                   "release_%s, ins_, %d, %d);\n    if (!n_)\n        goto fail_;\n", id,
-                d->node, id, id, ne, nr);
+        fprintf(f, "release_%s, %d, NULL);\n", id, nr);
+    fputs("    if (!n_)\n        goto out_;\n", f);
     for (int i = 0; i < fn->nargs; i++) {
         unsigned bit = 1u << i;
         const char *nm = fn->args[i].name;
@@ -1084,15 +1082,14 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         if (uses_sizes & bit) {
             fputs("    if (", f);
             cond_of(f, cf, nf, bit, U_SIZES, "&n_->n");
-            fprintf(f, ") {\n        n_->%s_ndim_ = %s->ndim;\n        memcpy(n_->%s_sizes_, "
-                       "%s->sizes, sizeof(int64_t) * (size_t)%s->ndim);\n    }\n",
-                    nm, nm, nm, nm, nm);
+            fprintf(f, ")\n        tn__ad_save_sizes(n_->%s_sizes_, &n_->%s_ndim_, %s);\n", nm,
+                    nm, nm);
         }
         if (fn->args[i].type == TG_TENSOR && (uses & bit)) {
             fputs("    if ((", f);
             cond_of(f, cf, nf, bit, U_ARG, "&n_->n");
-            fprintf(f, ") && tn__save(&n_->%s_, %s, false, 0) < 0)\n        goto fail_;\n", nm,
-                    nm);
+            fprintf(f, ") && (rc_ = tn__save(&n_->%s_, %s, false, 0)) < 0)\n        goto out_;\n",
+                    nm, nm);
         }
     }
     for (int k = 0; k < nr; k++) {
@@ -1101,16 +1098,15 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         /* a result without history is saved as it is (no cycle to break) */
         fputs("    if ((", f);
         cond_of(f, cf, nf, 1u << k, U_RES, "&n_->n");
-        fprintf(f, ") && tn__save(&n_->res%d_, r_[%d], diff_[%d], %d) < 0)\n        goto fail_;\n",
-                k, k, k, k);
+        fprintf(f, ") && (rc_ = tn__save(&n_->res%d_, r_[%d], diff_[%d], %d)) < 0)\n"
+                   "        goto out_;\n", k, k, k, k);
     }
     /* history for the differentiable results, or (rc_ < 0) none of them */
     fprintf(f, "out_:\n    %stn__ad_finish(n_ ? &n_->n : NULL, r_, diff_, %d, rc_)%s;\n",
             multi ? "if ((rc_ = " : "", nr, multi ? ") < 0)\n        return rc_" : "");
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, "    *o%d_ = r_[%d];\n", k, k);
-    fprintf(f, "    return %s;\nfail_:\n    rc_ = tn_last_status();\n    goto out_;\n}\n\n",
-            multi ? "0" : "r_[0]");
+    fprintf(f, "    return %s;\n}\n\n", multi ? "0" : "r_[0]");
     return 0;
 }
 

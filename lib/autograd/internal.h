@@ -90,6 +90,19 @@ int tn__ad_set_edge(struct tn_node *n, int i, const struct tn_tensor *t);
 struct tn_node *tn__ad_node_new(size_t size, const char *name, tn_node_apply_fn apply,
                                 void (*release_saved)(struct tn_node *),
                                 const struct tn_tensor *const *ins, int nnext, int nout);
+/* The node of a functional kernel whose op ran (rc): NULL where rc < 0 or
+ * no input requires grad (rc kept), or where making it failed (*rc the
+ * error); else tn__ad_node_new's node, its saved offsets set where saved
+ * is not NULL (release_saved tn__release_saved_at). */
+void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, size_t size,
+                        const char *name, tn_node_apply_fn apply,
+                        void (*release_saved)(struct tn_node *), int nout,
+                        const uint16_t *saved);
+/* Copies an int list argument (len entries of src, NULL when len is 0)
+ * into a node: 0, or TN_EINVAL naming `what` past TN_MAX_DIMS. */
+int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what);
+/* Keeps t's sizes (a formula's self.sizes()) in a node. */
+void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t);
 /* True when edge i leads somewhere (its gradient is wanted). */
 static inline bool tn__ad_edge(const struct tn_node *n, int i)
 {

@@ -301,6 +301,39 @@ struct tn_node *tn__ad_node_new(size_t size, const char *name, tn_node_apply_fn 
     return n;
 }
 
+void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, size_t size,
+                        const char *name, tn_node_apply_fn apply,
+                        void (*release_saved)(struct tn_node *), int nout,
+                        const uint16_t *saved)
+{
+    if (*rc < 0 || !tn__ad_needed(ins, nnext))
+        return NULL;
+    struct tn_node *n = tn__ad_node_new(size, name, apply, release_saved, ins, nnext, nout);
+    if (!n) {
+        *rc = tn_last_status();
+        return NULL;
+    }
+    if (saved)
+        n->saved = saved;
+    return n;
+}
+
+int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what)
+{
+    if (len > TN_MAX_DIMS)
+        return tn_set_error(TN_EINVAL, "%s: more than %d dims", what, TN_MAX_DIMS);
+    if (src && len)
+        memcpy(dst, src, sizeof(int64_t) * (size_t)len);
+    *dst_len = len;
+    return TN_OK;
+}
+
+void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t)
+{
+    *ndim = t->ndim;
+    memcpy(sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+}
+
 static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c);
 
 void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)
