@@ -1158,7 +1158,6 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
  * node. */
 static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
 {
-    const char *id = fn->ident;
     int nr = fn->nrets;
     kernel_head(f, "int", fn);
     for (int k = 0; k < nr; k++)
@@ -1170,28 +1169,19 @@ static void write_no_derivative_tuple(const struct tg_func *fn, FILE *f)
     call_list(f, fn, 0);
     for (int k = 0; k < nr; k++)
         fprintf(f, ", &r_[%d]", k);
-    fprintf(f, ");\n    tn__ad_below_end(prev_);\n    if (rc_ < 0)\n        return rc_;\n"
-               "    struct tn_node *n_ = NULL;\n    if (tn__ad_needed(ins_, %d)) {\n"
-               "        n_ = tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, NULL, ins_, %d, %d);\n"
-               "        if (!n_)\n            goto fail_;\n", n_edges(fn), fn->node, id,
-            n_edges(fn), nr);
-    fprintf(f, "        for (int k_ = 0; k_ < %d; k_++)\n            if (float_like(r_[k_]) && "
-               "!r_[k_]->requires_grad)\n                tn__ad_set_history(r_[k_], n_, "
-               "(uint32_t)k_);\n        tn__node_release(n_);\n    }\n", nr);
+    fprintf(f, ");\n    tn__ad_below_end(prev_);\n    if (rc_ < 0 || (rc_ = tn__ad_noderiv_tuple(r_, "
+               "%d, ins_, %d, \"%s\", \"%s\")) < 0)\n        return rc_;\n", nr, n_edges(fn),
+            fn->node, fn->name);
     for (int k = 0; k < nr; k++)
         fprintf(f, "    *o%d_ = r_[%d];\n", k, k);
-    fprintf(f, "    return 0;\nfail_:\n    tn__node_release(n_);\n    for (int k_ = 0; k_ < %d; "
-               "k_++)\n        tn_release(r_[k_]);\n    return tn_last_status();\n}\n\n", nr);
+    fputs("    return 0;\n}\n\n", f);
 }
 
+/* The node's backward is tn__ad_noderiv_*'s, which fails naming the op. */
 static void write_no_derivative(const struct tg_func *fn, FILE *f)
 {
-    const char *id = fn->ident;
     int ne = n_edges(fn);
-    fprintf(f, "/* %s: no derivatives.yaml entry */\nstatic int apply_%s(struct tn_node *n0, "
-               "struct tn_tensor *const *grads, struct tn_tensor **out)\n{\n"
-               "    (void)n0;\n    (void)grads;\n    (void)out;\n"
-               "    return not_implemented(\"%s\");\n}\n\n", fn->text, id, fn->name);
+    fprintf(f, "/* %s: no derivatives.yaml entry */\n", fn->text);
     if (fn->nrets > 1) {
         write_no_derivative_tuple(fn, f);
         return;
@@ -1200,7 +1190,6 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
     fputs(")\n{\n", f);
     tensor_array(f, fn);
     fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
-    const char *r = fn->inplace ? "c_" : "r_";
     if (fn->inplace) {
         fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
                    "tn__ad_below_begin();\n        int rc_ = %s(ks & "
@@ -1213,27 +1202,17 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
               "    int rc_ = c_ ? ", f);
         fprintf(f, "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD), c_", fn->rdname);
         call_list(f, fn, 1);
-        fputs(") : tn_last_status();\n    tn__ad_below_end(prev_);\n    if (rc_ < 0) {\n"
-              "        tn_release(c_);\n        return rc_;\n    }\n", f);
-    } else {
-        fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
-                   "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
-        call_list(f, fn, 0);
-        /* integer and bool results are never differentiable; a result that
-         * requires grad already is an input handed back */
-        fputs(");\n    tn__ad_below_end(prev_);\n    if (!r_ || !need_ || !float_like(r_) || "
-              "r_->requires_grad)\n        return r_;\n", f);
+        fprintf(f, ") : tn_last_status();\n    tn__ad_below_end(prev_);\n    if (rc_ < 0) {\n"
+                   "        tn_release(c_);\n        return rc_;\n    }\n"
+                   "    return tn__ad_noderiv_inplace(self, c_, ins_, %d, \"%s\", \"%s\");\n}\n\n",
+                ne, fn->node, fn->name);
+        return;
     }
-    fprintf(f, "    struct tn_node *n_ = tn__ad_node_new(sizeof *n_, \"%s\", apply_%s, NULL, ins_, "
-               "%d, 1);\n    if (!n_)\n        goto fail_;\n", fn->node, id, ne);
-    fprintf(f, "    tn__ad_set_history(%s, n_, 0);\n    tn__node_release(n_);\n", r);
-    if (fn->inplace)
-        fputs("    return tn__ad_commit_inplace(self, c_);\nfail_:\n    if (n_)\n"
-              "        tn__node_release(n_);\n    tn_release(c_);\n    return tn_last_status();\n"
-              "}\n\n", f);
-    else
-        fputs("    return r_;\nfail_:\n    if (n_)\n        tn__node_release(n_);\n"
-              "    tn_release(r_);\n    return NULL;\n}\n\n", f);
+    fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
+               "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
+    call_list(f, fn, 0);
+    fprintf(f, ");\n    tn__ad_below_end(prev_);\n    return tn__ad_noderiv_result(r_, need_, ins_, "
+               "%d, \"%s\", \"%s\");\n}\n\n", ne, fn->node, fn->name);
 }
 
 /* The Autograd kernel of an out= overload (see mark_out_check). */

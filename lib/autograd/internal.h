@@ -103,6 +103,23 @@ void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
 int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what);
 /* Keeps t's sizes (a formula's self.sizes()) in a node. */
 void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t);
+/* Autograd kernels of ops without a derivatives.yaml entry: a result that
+ * is floating or complex and has no history yet takes a node of nnext
+ * edges named `node` whose backward fails as PyTorch's does ("the
+ * derivative for 'op' is not implemented."), where `need`
+ * (tn__ad_needed). tn__ad_noderiv_result takes r and returns it, or NULL
+ * with the error (r released); tn__ad_noderiv_tuple does the same for the
+ * nr results r[] (all released on failure) and returns 0 or the error;
+ * tn__ad_noderiv_inplace gives the node to c (self's clone, which ran the
+ * op) and ends as tn__ad_commit_inplace(self, c). */
+struct tn_tensor *tn__ad_noderiv_result(struct tn_tensor *r, bool need,
+                                        const struct tn_tensor *const *ins, int nnext,
+                                        const char *node, const char *op);
+int tn__ad_noderiv_tuple(struct tn_tensor **r, int nr, const struct tn_tensor *const *ins,
+                         int nnext, const char *node, const char *op);
+int tn__ad_noderiv_inplace(struct tn_tensor *self, struct tn_tensor *c,
+                           const struct tn_tensor *const *ins, int nnext, const char *node,
+                           const char *op);
 /* True when edge i leads somewhere (its gradient is wanted). */
 static inline bool tn__ad_edge(const struct tn_node *n, int i)
 {

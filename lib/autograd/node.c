@@ -334,6 +334,86 @@ void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t)
     memcpy(sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
 }
 
+/* ---------------------------------------- ops without a derivative */
+
+struct noderiv_node {
+    struct tn_node n;
+    const char *op; /* static: the schema's name */
+};
+
+static int noderiv_apply(struct tn_node *n, struct tn_tensor *const *grads, struct tn_tensor **out)
+{
+    (void)grads;
+    (void)out;
+    return tn_set_error(TN_ERUNTIME, "the derivative for '%s' is not implemented.",
+                        ((struct noderiv_node *)n)->op);
+}
+
+static struct tn_node *noderiv_node(const struct tn_tensor *const *ins, int nnext, int nout,
+                                    const char *node, const char *op)
+{
+    struct noderiv_node *n = (struct noderiv_node *)tn__ad_node_new(
+        sizeof *n, node, noderiv_apply, NULL, ins, nnext, nout);
+    if (n)
+        n->op = op;
+    return n ? &n->n : NULL;
+}
+
+static bool noderiv_float(const struct tn_tensor *t)
+{
+    return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);
+}
+
+struct tn_tensor *tn__ad_noderiv_result(struct tn_tensor *r, bool need,
+                                        const struct tn_tensor *const *ins, int nnext,
+                                        const char *node, const char *op)
+{
+    /* integer and bool results are never differentiable; a result that
+     * requires grad already is an input handed back */
+    if (!r || !need || !noderiv_float(r) || r->requires_grad)
+        return r;
+    struct tn_node *n = noderiv_node(ins, nnext, 1, node, op);
+    if (!n) {
+        tn_release(r);
+        return NULL;
+    }
+    tn__ad_set_history(r, n, 0);
+    tn__node_release(n);
+    return r;
+}
+
+int tn__ad_noderiv_tuple(struct tn_tensor **r, int nr, const struct tn_tensor *const *ins,
+                         int nnext, const char *node, const char *op)
+{
+    if (!tn__ad_needed(ins, nnext))
+        return TN_OK;
+    struct tn_node *n = noderiv_node(ins, nnext, nr, node, op);
+    if (!n) {
+        for (int k = 0; k < nr; k++)
+            tn_release(r[k]);
+        return tn_last_status();
+    }
+    for (int k = 0; k < nr; k++)
+        if (noderiv_float(r[k]) && !r[k]->requires_grad)
+            tn__ad_set_history(r[k], n, (uint32_t)k);
+    tn__node_release(n);
+    return TN_OK;
+}
+
+int tn__ad_noderiv_inplace(struct tn_tensor *self, struct tn_tensor *c,
+                           const struct tn_tensor *const *ins, int nnext, const char *node,
+                           const char *op)
+{
+    struct tn_node *n = noderiv_node(ins, nnext, 1, node, op);
+    if (!n) {
+        tn_release(c);
+        return tn_last_status();
+    }
+    tn__ad_set_history(c, n, 0);
+    tn__node_release(n);
+    return tn__ad_commit_inplace(self, c);
+}
+
 static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c);
 
 void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)

@@ -305,11 +305,43 @@ static void test_grad_fn_names(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* An op without a derivatives.yaml entry: its floating result takes a node
+ * whose backward fails naming the op (PyTorch's words), out of place and
+ * in place; an integer result takes none. */
+static void test_no_derivative(void **state)
+{
+    (void)state;
+    int64_t sz[] = {3};
+    struct tn_tensor *x = tn_ones(sz, 1, TN_FLOAT32);
+    assert_non_null(x);
+    assert_int_equal(tn_requires_grad_(x, true), 0);
+    struct tn_tensor *y = tn_digamma(x);
+    assert_non_null(y);
+    assert_string_equal(tn_grad_fn_name(y), "DigammaBackward0");
+    assert_true(tn_backward(&y, 1, (struct tn_tensor *const[]){x}, false, false) < 0);
+    assert_string_equal(tn_last_error(), "the derivative for 'digamma' is not implemented.");
+    struct tn_tensor *z = tn_mul(x, x);
+    assert_non_null(z);
+    assert_int_equal(tn_digamma_(z), 0);
+    assert_string_equal(tn_grad_fn_name(z), "DigammaBackward0");
+    assert_true(tn_backward(&z, 1, (struct tn_tensor *const[]){x}, false, false) < 0);
+    assert_string_equal(tn_last_error(), "the derivative for 'digamma' is not implemented.");
+    struct tn_tensor *i = tn_argmax(x, NULL, false);
+    assert_non_null(i);
+    assert_null(tn_grad_fn_name(i));
+    tn_release(i);
+    tn_release(z);
+    tn_release(y);
+    tn_release(x);
+    tn_clear_error();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_op_gradients),
         cmocka_unit_test(test_grad_fn_names),
+        cmocka_unit_test(test_no_derivative),
     };
     return TN_RUN_TESTS(tests);
 }
