@@ -931,12 +931,23 @@ static void write_formula(FILE *f, const struct tg_formula *fm, const struct com
     fputs("    if (", f);
     for (int e = 0; e < cf->nedge; e++)
         fprintf(f, "%stn__ad_edge(n0, %d)", e ? " || " : "", cf->edge[e]);
-    fprintf(f, ") { /* %s: %s */\n", fm->input, fm->expr);
-    if (cf->nsteps == 0) {
-        fprintf(f, "        out[%d] = tn_retain((struct tn_tensor *)%s);\n    }\n", cf->edge[0],
-                cf->root.text);
+    /* one call: tn__ad_put keeps its result, or gives the error */
+    static const char pre[] = "(t_[0] = ", post[] = ") != NULL";
+    size_t l0 = cf->nsteps ? strlen(cf->steps[0]) : 0;
+    if (cf->nsteps == 1 && cf->nt == 1 && cf->root.kind != V_TUPLE &&
+        !strcmp(cf->root.text, "t_[0]") && !strncmp(cf->steps[0], pre, sizeof pre - 1) &&
+        l0 > sizeof pre + sizeof post && !strcmp(cf->steps[0] + l0 - (sizeof post - 1), post)) {
+        fprintf(f, ") /* %s: %s */\n        if ((rc_ = tn__ad_put(&out[%d], %.*s)) < 0)\n"
+                   "            goto done_;\n", fm->input, fm->expr, cf->edge[0],
+                (int)(l0 - (sizeof pre - 1) - (sizeof post - 1)), cf->steps[0] + sizeof pre - 1);
         return;
     }
+    if (cf->nsteps == 0) {
+        fprintf(f, ") /* %s: %s */\n        out[%d] = tn_retain((struct tn_tensor *)%s);\n",
+                fm->input, fm->expr, cf->edge[0], cf->root.text);
+        return;
+    }
+    fprintf(f, ") { /* %s: %s */\n", fm->input, fm->expr);
     fprintf(f, "        struct tn_tensor *t_[%d] = {0};\n        bool ok_ = ", cf->nt);
     for (int k = 0; k < cf->nsteps; k++)
         fprintf(f, "%s%s", k ? "\n            && " : "", cf->steps[k]);
@@ -1046,17 +1057,20 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     kernel_head(f, multi ? "int" : "struct tn_tensor *", fn);
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, ", struct tn_tensor **o%d_", k);
-    fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n    tn_keyset prev_ = "
-               "tn__ad_below_begin();\n", nr);
-    fprintf(f, multi ? "    int rc_ = %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)"
-                     : "    r_[0] = %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
+    if (multi)
+        fprintf(f, ")\n{\n    struct tn_tensor *r_[%d] = {0};\n    tn_keyset prev_ = "
+                   "tn__ad_below_begin();\n    int rc_ = %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
+                nr, fn->rdname);
+    else
+        fprintf(f, ")\n{\n    tn_keyset prev_ = tn__ad_below_begin();\n"
+                   "    struct tn_tensor *r_[1] = {%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
+                fn->rdname);
     call_list(f, fn, 0);
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, ", &r_[%d]", k);
-    fputs(");\n", f);
-    if (!multi)
-        fputs("    int rc_ = r_[0] ? 0 : tn_last_status();\n", f);
-    fputs("    tn__ad_below_end(prev_);\n", f);
+    /* tn__ad_below_done: 0, or the failed op's error; then below_end */
+    fputs(multi ? ");\n    tn__ad_below_end(prev_);\n"
+                : ")};\n    int rc_ = tn__ad_below_done(prev_, r_[0]);\n", f);
     tensor_array(f, fn);
     fprintf(f, "    bool diff_[%d] = {", nr);
     for (int k = 0; k < nr; k++)

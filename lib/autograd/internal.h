@@ -120,6 +120,18 @@ int tn__ad_noderiv_tuple(struct tn_tensor **r, int nr, const struct tn_tensor *c
 int tn__ad_noderiv_inplace(struct tn_tensor *self, struct tn_tensor *c,
                            const struct tn_tensor *const *ins, int nnext, const char *node,
                            const char *op);
+/* The end of a kernel's call below Autograd (tn__ad_below_end(prev)) that
+ * returned r: 0, or the op's error where r is NULL. */
+int tn__ad_below_done(tn_keyset prev, const struct tn_tensor *r);
+/* Keeps t, a formula's one call's result, in *out: 0, or the call's error
+ * where t is NULL. */
+static inline int tn__ad_put(struct tn_tensor **out, struct tn_tensor *t)
+{
+    if (!t)
+        return tn_last_status();
+    *out = t;
+    return TN_OK;
+}
 /* True when edge i leads somewhere (its gradient is wanted). */
 static inline bool tn__ad_edge(const struct tn_node *n, int i)
 {

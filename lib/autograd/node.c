@@ -318,6 +318,13 @@ void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
     return n;
 }
 
+int tn__ad_below_done(tn_keyset prev, const struct tn_tensor *r)
+{
+    int rc = r ? TN_OK : tn_last_status();
+    tn__ad_below_end(prev);
+    return rc;
+}
+
 int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what)
 {
     if (len > TN_MAX_DIMS)
