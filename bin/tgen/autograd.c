@@ -1147,11 +1147,12 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
     kernel_head(f, "int", ip);
     fputs(")\n{\n", f);
     tensor_array(f, ip);
+    /* tn__ad_below_rc: tn__ad_below_end, then the call's status */
     fprintf(f, "    if (!tn__ad_needed(ins_, %d)) {\n        tn_keyset prev_ = "
-               "tn__ad_below_begin();\n        int rc_ = %s(ks & "
+               "tn__ad_below_begin();\n        return tn__ad_below_rc(prev_, %s(ks & "
                "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(ip), ip->rdname);
     call_list(f, ip, 0);
-    fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
+    fputs("));\n    }\n"
           "    struct tn_tensor *c_ = tn__ad_inplace_clone(self);\n    if (!c_)\n"
           "        return tn_last_status();\n", f);
     fprintf(f, "    return tn__ad_inplace_end(self, c_, %s(c_", fn->cname);
@@ -1206,10 +1207,10 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
     fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
     if (fn->inplace) {
         fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
-                   "tn__ad_below_begin();\n        int rc_ = %s(ks & "
+                   "tn__ad_below_begin();\n        return tn__ad_below_rc(prev_, %s(ks & "
                    "~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
         call_list(f, fn, 0);
-        fputs(");\n        tn__ad_below_end(prev_);\n        return rc_;\n    }\n"
+        fputs("));\n    }\n"
               "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
               "    tn_keyset prev_ = tn__ad_below_begin();\n"
               "    struct tn_tensor *c_ = tn_clone(self);\n"
@@ -1239,10 +1240,10 @@ static void write_out_check(const struct tg_func *fn, FILE *f)
     fprintf(f, "    if (tn__ad_needed(ins_, %d))\n        return tn_set_error(TN_ERUNTIME, \"%s(): "
                "functions with out=... arguments don't support automatic differentiation, but "
                "one of the arguments requires grad.\");\n    tn_keyset prev_ = "
-               "tn__ad_below_begin();\n    int rc_ = %s(ks & "
+               "tn__ad_below_begin();\n    return tn__ad_below_rc(prev_, %s(ks & "
                "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(fn), fn->name, fn->rdname);
     call_list(f, fn, 0);
-    fputs(");\n    tn__ad_below_end(prev_);\n    return rc_;\n}\n\n", f);
+    fputs("));\n}\n\n", f);
 }
 
 static int write_formula_table(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f);

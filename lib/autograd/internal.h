@@ -123,6 +123,14 @@ int tn__ad_noderiv_inplace(struct tn_tensor *self, struct tn_tensor *c,
 /* The end of a kernel's call below Autograd (tn__ad_below_end(prev)) that
  * returned r: 0, or the op's error where r is NULL. */
 int tn__ad_below_done(tn_keyset prev, const struct tn_tensor *r);
+/* tn__ad_below_end(prev), then rc: a kernel's `return
+ * tn__ad_below_rc(prev_, redispatch(...))` ends its call below Autograd. */
+void tn__ad_below_end(tn_keyset prev_excluded);
+static inline int tn__ad_below_rc(tn_keyset prev, int rc)
+{
+    tn__ad_below_end(prev);
+    return rc;
+}
 /* Keeps t, a formula's one call's result, in *out: 0, or the call's error
  * where t is NULL. */
 static inline int tn__ad_put(struct tn_tensor **out, struct tn_tensor *t)
