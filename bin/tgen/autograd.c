@@ -1267,10 +1267,7 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
     fputs("\n"
           "/* a node's pointer and grad, which some formulas do not read */\n"
           "#define TN_UNUSED __attribute__((unused))\n\n", f);
-    fputs("/* PyTorch's words for backward through an op without a derivative. */\n"
-          "static __attribute__((unused)) int not_implemented(const char *op)\n{\n    return tn_set_error(TN_ERUNTIME, "
-          "\"the derivative for '%s' is not implemented.\", op);\n}\n\n"
-          "static __attribute__((unused)) bool float_like(const struct tn_tensor *t)\n{\n"
+    fputs("static __attribute__((unused)) bool float_like(const struct tn_tensor *t)\n{\n"
           "    return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);\n}\n\n", f);
     for (int i = 0; i < ds->n; i++)
         if (write_one(s, ds, &ds->d[i], f) < 0)
