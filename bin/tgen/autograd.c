@@ -1031,11 +1031,11 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             snprintf(nm, sizeof nm, "res%d", i - fn->nargs);
         else
             snprintf(nm, sizeof nm, "%s", fn->args[i].name);
-        fputs("    if (", f);
+        fputs("    if ((", f);
         cond_of(f, cf, nf, bit, res ? U_RES : U_ARG, "n0");
         /* NULL from a saved tensor: freed by an earlier backward, or changed */
-        fprintf(f, ")\n        if ((rc_ = tn__ad_unpack_into(&v_%s, &n_->%s_, n0)) < 0)\n"
-                   "            goto done_;\n", nm, nm);
+        fprintf(f, ") && (rc_ = tn__ad_unpack_into(&v_%s, &n_->%s_, n0)) < 0)\n"
+                   "        goto done_;\n", nm, nm);
     }
     for (int i = 0; i < nf; i++)
         write_formula(f, &d->f[i], &cf[i]);
