@@ -533,6 +533,8 @@ static void write_structured_engine(FILE *f, const struct tg_func *fn, const str
     params(f, fn, 0, fn->nargs, true);
     ret_params(f, fn);
     fprintf(f, ")\n{\n    struct tn_meta m_[%d];\n", nr);
+    for (int i = 0; i < nr; i++) /* contiguous unless the meta function lays it out */
+        fprintf(f, "    m_[%d].strided = false;\n", i);
     const bool fun = !fn->inplace && !fn->is_out;
     if (fun)
         fprintf(f, "    struct tn_tensor *o_[%d] = {NULL}, **t_ = o_;\n", nr);

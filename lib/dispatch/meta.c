@@ -28,5 +28,16 @@ struct tn_tensor *tn_dispatch_meta_alloc(const struct tn_meta *m, struct tn_devi
 {
     if (m->dtype == TN_DTYPE_UNSET)
         return tn_empty_on(m->sizes, m->ndim, m->dtype, device);
+    if (m->strided) { /* dense in another order: as many elements */
+        int64_t numel;
+        if (tn__check_sizes(m->sizes, m->ndim, &numel) != TN_OK)
+            return NULL;
+        struct tn_storage *s = tn_storage_new((size_t)numel * tn_dtype_size(m->dtype), device);
+        if (!s)
+            return NULL;
+        struct tn_tensor *t = tn__tensor_make(s, 0, m->sizes, m->strides, m->ndim, m->dtype);
+        tn_storage_release(s);
+        return t;
+    }
     return tn__tensor_new(m->sizes, m->ndim, m->dtype, device);
 }

@@ -51,6 +51,8 @@ static int binary_meta(const struct tn_tensor *a, const struct tn_tensor *b, str
             return tn_last_status();
         m->ndim = nd;
     }
+    const struct tn_tensor *in[2] = {a, b};
+    tn__meta_iter_layout(m, in, 2);
     /* two tensors of one dtype promote to it (neither a wrapped number) */
     if (a->dtype == b->dtype && !((a->flags | b->flags) & TN_TENSOR_WRAPPED_NUMBER)) {
         m->dtype = a->dtype;

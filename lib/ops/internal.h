@@ -25,6 +25,16 @@ enum tn_binop {
 
 /* The common dtype of two operands (torch.result_type), a tensor marked
  * TN_TENSOR_WRAPPED_NUMBER counting as a Python scalar. */
+/* The strides PyTorch's TensorIterator gives the result (sizes, ndim) of an
+ * elementwise op over in[0..n) (NULL entries skipped): 1 with them in
+ * `strides` (dense), 0 where the result is contiguous. ops/layout.c. */
+int tn__iter_strides(const struct tn_tensor *const *in, int n, const int64_t *sizes, int ndim,
+                     int64_t *strides);
+/* m->strided and m->strides from tn__iter_strides. */
+static inline void tn__meta_iter_layout(struct tn_meta *m, const struct tn_tensor *const *in, int n)
+{
+    m->strided = tn__iter_strides(in, n, m->sizes, m->ndim, m->strides) > 0;
+}
 enum tn_dtype tn__binary_dtype(const struct tn_tensor *a, const struct tn_tensor *b);
 
 /* out = op(a, b) on the CPU, a and b broadcast to out's shape and computed

@@ -20,6 +20,7 @@ libtensor_la_SOURCES += \
 	lib/ops/index.c \
 	lib/ops/conv.c \
 	lib/ops/fill.c \
+	lib/ops/layout.c \
 	lib/ops/attention.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \

@@ -14,6 +14,7 @@ static int unary_meta(const struct tn_tensor *self, enum tn_dtype dtype, struct 
     m->ndim = self->ndim;
     memcpy(m->sizes, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
     m->dtype = dtype;
+    tn__meta_iter_layout(m, &self, 1);
     return TN_OK;
 }
 

@@ -206,6 +206,11 @@ struct tn_meta {
     int ndim;
     int64_t sizes[TN_MAX_DIMS];
     enum tn_dtype dtype;
+    /* false (what the engine sets before the meta function): contiguous;
+     * true: dense with `strides` (a meta function's layout, as PyTorch's
+     * TensorIterator gives an elementwise result: tn__iter_strides) */
+    bool strided;
+    int64_t strides[TN_MAX_DIMS];
 };
 
 /* A new uninitialised tensor for m on `device`. */

@@ -494,8 +494,13 @@ struct tn_tensor *tn__cpu_where(tn_keyset ks, const struct tn_tensor *condition,
         return NULL;
     bool meta = condition->device.type == TN_DEVICE_META ||
                 self->device.type == TN_DEVICE_META || other->device.type == TN_DEVICE_META;
-    struct tn_tensor *out = tn_empty_on(shape, nd, dt,
-                                        meta ? (struct tn_device){TN_DEVICE_META, 0} : self->device);
+    /* laid out as TensorIterator lays out where's result (the condition first) */
+    struct tn_meta m = {.ndim = nd, .dtype = dt};
+    memcpy(m.sizes, shape, sizeof(int64_t) * (size_t)nd);
+    const struct tn_tensor *in[3] = {condition, self, other};
+    tn__meta_iter_layout(&m, in, 3);
+    struct tn_tensor *out = tn_dispatch_meta_alloc(
+        &m, meta ? (struct tn_device){TN_DEVICE_META, 0} : self->device);
     struct tn_tensor *a = NULL, *b = NULL, *ea = NULL, *eb = NULL, *ec = NULL;
     if (!out || tn_numel(out) == 0 || meta) /* Meta: the shape and dtype only */
         return out;
