@@ -141,30 +141,13 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
     return r;
 }
 
-/* c10's is_channels_last_strides_2d_s4 / _3d_s5: strides that suggest
- * channels_last(_3d), the order {1, last..2, 0} from the fastest, with
- * c10's fallbacks to contiguous (a C stride of 0, a zero size, N111). */
-static bool strides_like_channels_last(const struct tn_tensor *t, int nd)
-{
-    if (t->ndim != nd || t->strides[1] == 0)
-        return false;
-    int64_t min = 0;
-    for (int k = 0; k < nd; k++) {
-        int d = k == 0 ? 1 : k == nd - 1 ? 0 : nd - k;
-        if (t->sizes[d] == 0 || t->strides[d] < min || (d == 0 && min == t->strides[1]))
-            return false;
-        min = t->strides[d] * (t->sizes[d] > 1 ? t->sizes[d] : 1);
-    }
-    return true;
-}
-
 /* c10's suggest_memory_format: channels_last(_3d) where the strides are
  * like them, contiguous for every other strided tensor (a transposed or
  * sliced one included) */
 static int64_t suggest_memory_format(const struct tn_tensor *self)
 {
-    return strides_like_channels_last(self, 4)   ? MF_CHANNELS_LAST
-           : strides_like_channels_last(self, 5) ? MF_CHANNELS_LAST_3D
+    return tn__strides_like_channels_last(self, 4)   ? MF_CHANNELS_LAST
+           : tn__strides_like_channels_last(self, 5) ? MF_CHANNELS_LAST_3D
                                                  : MF_CONTIGUOUS;
 }
 

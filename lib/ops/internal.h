@@ -30,6 +30,13 @@ enum tn_binop {
  * `strides` (dense), 0 where the result is contiguous. ops/layout.c. */
 int tn__iter_strides(const struct tn_tensor *const *in, int n, const int64_t *sizes, int ndim,
                      int64_t *strides);
+/* c10's is_channels_last_strides_2d_s4 (nd 4) / _3d_s5 (nd 5): what
+ * suggest_memory_format reads. ops/layout.c. */
+bool tn__strides_like_channels_last(const struct tn_tensor *t, int nd);
+/* r itself, or (where cl and r is 4-d and not channels_last already) a
+ * channels_last copy of it, r released: the layout the nn kernels PyTorch
+ * allocates with suggest_memory_format give their results. NULL passes. */
+struct tn_tensor *tn__channels_last_if(struct tn_tensor *r, bool cl);
 /* m->strided and m->strides from tn__iter_strides. */
 static inline void tn__meta_iter_layout(struct tn_meta *m, const struct tn_tensor *const *in, int n)
 {

@@ -142,3 +142,38 @@ int tn__iter_strides(const struct tn_tensor *const *in, int n, const int64_t *si
     }
     return 1;
 }
+
+/* c10's is_channels_last_strides_2d_s4 / _3d_s5: strides that suggest
+ * channels_last(_3d), the order {1, last..2, 0} from the fastest, with
+ * c10's fallbacks to contiguous (a C stride of 0, a zero size, N111). */
+bool tn__strides_like_channels_last(const struct tn_tensor *t, int nd)
+{
+    if (t->ndim != nd || t->strides[1] == 0)
+        return false;
+    int64_t min = 0;
+    for (int k = 0; k < nd; k++) {
+        int d = k == 0 ? 1 : k == nd - 1 ? 0 : nd - k;
+        if (t->sizes[d] == 0 || t->strides[d] < min || (d == 0 && min == t->strides[1]))
+            return false;
+        min = t->strides[d] * (t->sizes[d] > 1 ? t->sizes[d] : 1);
+    }
+    return true;
+}
+
+struct tn_tensor *tn__channels_last_if(struct tn_tensor *r, bool cl)
+{
+    if (!r || !cl || r->ndim != 4 || channels_last_contiguous(r))
+        return r;
+    int64_t st[4];
+    st[1] = 1;
+    st[3] = r->sizes[1];
+    st[2] = st[3] * r->sizes[3];
+    st[0] = st[2] * r->sizes[2];
+    struct tn_tensor *o = tn_empty_strided(r->sizes, 4, st, r->dtype);
+    if (o && tn_copy_(o, r) != TN_OK) {
+        tn_release(o);
+        o = NULL;
+    }
+    tn_release(r);
+    return o;
+}

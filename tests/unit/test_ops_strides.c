@@ -1,7 +1,9 @@
 /*
- * Unit tests of the strides of elementwise results (lib/ops/layout.c, the
- * layout PyTorch's TensorIterator gives them): every case of
- * tests/fixtures/ops/strides.json (real PyTorch 1.13; 2.x agrees on each),
+ * Unit tests of the strides of results: elementwise ops (lib/ops/layout.c,
+ * the layout PyTorch's TensorIterator gives them) and channels_last through
+ * conv, pooling, batch norm and cat and their backwards: every case of
+ * tests/fixtures/ops/strides.json (real PyTorch 1.13; 2.x agrees on each, and adds
+ * _native_batch_norm_legit_no_training),
  * values and strides, the strides compared as PyTorch's
  * check_significant_strides does (dimensions of size 1 ignored). Then the
  * same layout under the Meta device, where no kernel runs.

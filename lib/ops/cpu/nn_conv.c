@@ -384,7 +384,7 @@ static double run_sum(bool f32, const void *p, int64_t n)
     return s;
 }
 
-struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *input,
+static struct tn_tensor *conv_forward(tn_keyset ks, const struct tn_tensor *input,
                                       const struct tn_tensor *weight, const struct tn_tensor *bias,
                                       const int64_t *stride, int stride_len,
                                       const int64_t *padding, int padding_len,
@@ -442,7 +442,24 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
     return tn__nn_to(out, input->dtype);
 }
 
-int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *input,
+                                      const struct tn_tensor *weight, const struct tn_tensor *bias,
+                                      const int64_t *stride, int stride_len,
+                                      const int64_t *padding, int padding_len,
+                                      const int64_t *dilation, int dilation_len, bool transposed,
+                                      const int64_t *output_padding, int output_padding_len,
+                                      int64_t groups)
+{
+    /* PyTorch's CPU convolution: channels_last where input's or weight's
+     * suggest_memory_format is (_determine_backend_memory_format) */
+    bool cl = tn__strides_like_channels_last(input, 4) || tn__strides_like_channels_last(weight, 4);
+    return tn__channels_last_if(conv_forward(ks, input, weight, bias, stride, stride_len, padding,
+                                             padding_len, dilation, dilation_len, transposed,
+                                             output_padding, output_padding_len, groups),
+                                cl);
+}
+
+static int convolution_bwd_plain(tn_keyset ks, const struct tn_tensor *grad_output,
                                  const struct tn_tensor *input, const struct tn_tensor *weight,
                                  const int64_t *bias_sizes, int bias_sizes_len,
                                  const int64_t *stride, int stride_len, const int64_t *padding,
@@ -519,6 +536,40 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     *result1 = tn__nn_to(gw, input->dtype);
     *result2 = tn__nn_to(gb, input->dtype);
     return TN_OK;
+}
+
+int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+                                 const struct tn_tensor *input, const struct tn_tensor *weight,
+                                 const int64_t *bias_sizes, int bias_sizes_len,
+                                 const int64_t *stride, int stride_len, const int64_t *padding,
+                                 int padding_len, const int64_t *dilation, int dilation_len,
+                                 bool transposed, const int64_t *output_padding,
+                                 int output_padding_len, int64_t groups, const bool *output_mask,
+                                 int output_mask_len, struct tn_tensor **result0,
+                                 struct tn_tensor **result1, struct tn_tensor **result2)
+{
+    /* grad_input and grad_weight in the forward's memory format */
+    int rc = convolution_bwd_plain(ks, grad_output, input, weight, bias_sizes, bias_sizes_len, stride,
+                                   stride_len, padding, padding_len, dilation, dilation_len,
+                                   transposed, output_padding, output_padding_len, groups,
+                                   output_mask, output_mask_len, result0, result1, result2);
+    bool cl = tn__strides_like_channels_last(input, 4) || tn__strides_like_channels_last(weight, 4);
+    if (rc >= 0 && cl) {
+        bool bad = false;
+        for (int i = 0; i < 2; i++) {
+            struct tn_tensor **r = i ? result1 : result0;
+            if (*r && !(*r = tn__channels_last_if(*r, true)))
+                bad = true;
+        }
+        if (bad) {
+            rc = tn_last_status();
+            tn_release(*result0);
+            tn_release(*result1);
+            tn_release(*result2);
+            *result0 = *result1 = *result2 = NULL;
+        }
+    }
+    return rc;
 }
 
 /* --------------------------------------------------- transposed convolution

@@ -310,8 +310,20 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
     if (inside && g.kw == 2 && g.sw == 2 && g.kh <= 8 && g.h * g.w < INT32_MAX)
         fn32 = maxpool2w_f32;
 #endif
-    return maxpool_run(self, &g, fn32, inside ? maxpool_inside_f64 : maxpool_f64,
-                       g.oh * g.ow * g.kh * g.kw, result0, result1);
+    rc = maxpool_run(self, &g, fn32, inside ? maxpool_inside_f64 : maxpool_f64,
+                     g.oh * g.ow * g.kh * g.kw, result0, result1);
+    /* PyTorch's max_pool2d_with_indices_out_cpu: self's suggest_memory_format */
+    if (rc >= 0 && tn__strides_like_channels_last(self, 4)) {
+        *result0 = tn__channels_last_if(*result0, true);
+        *result1 = tn__channels_last_if(*result1, true);
+        if (!*result0 || !*result1) {
+            rc = tn_last_status();
+            tn_release(*result0);
+            tn_release(*result1);
+            *result0 = *result1 = NULL;
+        }
+    }
+    return rc;
 }
 
 /* ------------------------------------------- max_pool2d without indices
@@ -495,7 +507,8 @@ static struct tn_tensor *maxpool_backward(const struct tn_tensor *grad_output,
     struct maxpool_bw_job j = {g, f32, tn_data(go), tn_data(ix), tn_data(gi)};
     tn_parallel_for(g->planes, tn__grain_of(g->h * g->w), maxpool_bw_planes, &j);
     tn__nn_drop(0, go, ix, NULL, NULL);
-    return tn__nn_to(gi, self->dtype);
+    return tn__channels_last_if(tn__nn_to(gi, self->dtype),
+                                tn__strides_like_channels_last(self, 4));
 }
 
 struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
@@ -513,7 +526,8 @@ struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
                      "hold %lld values", (long long)(g.planes * g.oh * g.ow));
         return NULL;
     }
-    return maxpool_backward(grad_output, self, indices, &g);
+    return tn__channels_last_if(maxpool_backward(grad_output, self, indices, &g),
+                                tn__strides_like_channels_last(self, 4));
 }
 
 /* The window of output (oy, ox) of an average pool and its divisor. */
@@ -579,7 +593,7 @@ struct tn_tensor *tn__cpu_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
                 yp[(p * g.oh + oy) * g.ow + ox] = s / div;
             }
     tn_release(x);
-    return tn__nn_to(y, self->dtype);
+    return tn__channels_last_if(tn__nn_to(y, self->dtype), tn__strides_like_channels_last(self, 4));
 }
 
 struct tn_tensor *tn__cpu_avg_pool2d_backward(tn_keyset ks, const struct tn_tensor *grad_output,
@@ -618,7 +632,8 @@ struct tn_tensor *tn__cpu_avg_pool2d_backward(tn_keyset ks, const struct tn_tens
                         dp[(p * g.h + yy) * g.w + xx] += v;
             }
     tn_release(go);
-    return tn__nn_to(gi, self->dtype);
+    return tn__channels_last_if(tn__nn_to(gi, self->dtype),
+                                tn__strides_like_channels_last(self, 4));
 }
 
 /* adaptive windows: [floor(o * in / out), ceil((o + 1) * in / out)) */
@@ -719,7 +734,7 @@ struct tn_tensor *tn__cpu__adaptive_avg_pool2d(tn_keyset ks, const struct tn_ten
     }
     adaptive(false, tn_data(x), tn_data(y), planes, h, w, oh, ow);
     tn_release(x);
-    return tn__nn_to(y, self->dtype);
+    return tn__channels_last_if(tn__nn_to(y, self->dtype), tn__strides_like_channels_last(self, 4));
 }
 
 struct tn_tensor *tn__cpu__adaptive_avg_pool2d_backward(tn_keyset ks,
@@ -742,7 +757,8 @@ struct tn_tensor *tn__cpu__adaptive_avg_pool2d_backward(tn_keyset ks,
     }
     adaptive(true, tn_data(go), tn_data(gi), planes, h, w, oh, ow);
     tn_release(go);
-    return tn__nn_to(gi, self->dtype);
+    return tn__channels_last_if(tn__nn_to(gi, self->dtype),
+                                tn__strides_like_channels_last(self, 4));
 }
 
 /* adaptive_max_pool2d over planes [begin, end): the adaptive windows of
@@ -880,5 +896,6 @@ struct tn_tensor *tn__cpu_adaptive_max_pool2d_backward(tn_keyset ks,
     }
     if (tn__nn_check_float("adaptive_max_pool2d_backward", self) < 0)
         return NULL;
-    return maxpool_backward(grad_output, self, indices, &g);
+    return tn__channels_last_if(maxpool_backward(grad_output, self, indices, &g),
+                                tn__strides_like_channels_last(self, 4));
 }

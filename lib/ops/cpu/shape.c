@@ -467,7 +467,7 @@ struct tn_tensor *tn__cpu_scatter_reduce_two(tn_keyset ks, const struct tn_tenso
 
 /* torch.cat: the tensors' common dtype; 1-D empty tensors are skipped as
  * PyTorch's legacy rule says. */
-struct tn_tensor *tn__cpu_cat(tn_keyset ks, const struct tn_tensor *const *tensors,
+static struct tn_tensor *cats(tn_keyset ks, const struct tn_tensor *const *tensors,
                               int tensors_len, int64_t dim)
 {
     if (tensors_len == 0) {
@@ -537,4 +537,15 @@ struct tn_tensor *tn__cpu_cat(tn_keyset ks, const struct tn_tensor *const *tenso
         at += t->sizes[d];
     }
     return out;
+}
+
+struct tn_tensor *tn__cpu_cat(tn_keyset ks, const struct tn_tensor *const *tensors,
+                              int tensors_len, int64_t dim)
+{
+    /* PyTorch's cat: channels_last when every input suggests it
+     * (compute_output_memory_format), else contiguous */
+    bool cl = tensors_len > 0;
+    for (int i = 0; cl && i < tensors_len; i++)
+        cl = tensors[i] && tn__strides_like_channels_last(tensors[i], 4);
+    return tn__channels_last_if(cats(ks, tensors, tensors_len, dim), cl);
 }
