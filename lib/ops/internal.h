@@ -37,6 +37,18 @@ bool tn__strides_like_channels_last(const struct tn_tensor *t, int nd);
  * channels_last copy of it, r released: the layout the nn kernels PyTorch
  * allocates with suggest_memory_format give their results. NULL passes. */
 struct tn_tensor *tn__channels_last_if(struct tn_tensor *r, bool cl);
+/* rc, and where rc >= 0 and cl, *r0, *r1, *r2 (NULL ones skipped) through
+ * tn__channels_last_if; when that fails, its error with all three released
+ * and NULL. */
+int tn__channels_last_outs(int rc, bool cl, struct tn_tensor **r0, struct tn_tensor **r1,
+                           struct tn_tensor **r2);
+/* PyTorch's CPU convolution lays its results out channels_last where
+ * input's or weight's suggest_memory_format is (4-d). */
+static inline bool tn__conv_channels_last(const struct tn_tensor *input,
+                                          const struct tn_tensor *weight)
+{
+    return tn__strides_like_channels_last(input, 4) || tn__strides_like_channels_last(weight, 4);
+}
 /* m->strided and m->strides from tn__iter_strides. */
 static inline void tn__meta_iter_layout(struct tn_meta *m, const struct tn_tensor *const *in, int n)
 {

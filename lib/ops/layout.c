@@ -160,6 +160,25 @@ bool tn__strides_like_channels_last(const struct tn_tensor *t, int nd)
     return true;
 }
 
+int tn__channels_last_outs(int rc, bool cl, struct tn_tensor **r0, struct tn_tensor **r1,
+                           struct tn_tensor **r2)
+{
+    struct tn_tensor **r[3] = {r0, r1, r2};
+    bool bad = false;
+    for (int i = 0; rc >= 0 && cl && i < 3; i++)
+        if (r[i] && *r[i] && !(*r[i] = tn__channels_last_if(*r[i], true)))
+            bad = true;
+    if (!bad)
+        return rc;
+    rc = tn_last_status();
+    for (int i = 0; i < 3; i++)
+        if (r[i]) {
+            tn_release(*r[i]);
+            *r[i] = NULL;
+        }
+    return rc;
+}
+
 struct tn_tensor *tn__channels_last_if(struct tn_tensor *r, bool cl)
 {
     if (!r || !cl || r->ndim != 4 || channels_last_contiguous(r))

@@ -384,7 +384,7 @@ static double run_sum(bool f32, const void *p, int64_t n)
     return s;
 }
 
-static struct tn_tensor *conv_forward(tn_keyset ks, const struct tn_tensor *input,
+struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *input,
                                       const struct tn_tensor *weight, const struct tn_tensor *bias,
                                       const int64_t *stride, int stride_len,
                                       const int64_t *padding, int padding_len,
@@ -393,10 +393,13 @@ static struct tn_tensor *conv_forward(tn_keyset ks, const struct tn_tensor *inpu
                                       int64_t groups)
 {
     struct conv g;
+    bool cl = tn__conv_channels_last(input, weight); /* the result's layout */
     if (transposed) /* (below) */
-        return tn__nn_conv_transposed(input, weight, bias, stride, stride_len, padding,
-                                      padding_len, dilation, dilation_len, output_padding,
-                                      output_padding_len, groups);
+        return tn__channels_last_if(
+            tn__nn_conv_transposed(input, weight, bias, stride, stride_len, padding, padding_len,
+                                   dilation, dilation_len, output_padding, output_padding_len,
+                                   groups),
+            cl);
     if (conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
                       dilation_len, groups, &g) < 0)
         return NULL;
@@ -439,27 +442,10 @@ static struct tn_tensor *conv_forward(tn_keyset ks, const struct tn_tensor *inpu
         tn_release(out);
         return NULL;
     }
-    return tn__nn_to(out, input->dtype);
+    return tn__channels_last_if(tn__nn_to(out, input->dtype), cl);
 }
 
-struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *input,
-                                      const struct tn_tensor *weight, const struct tn_tensor *bias,
-                                      const int64_t *stride, int stride_len,
-                                      const int64_t *padding, int padding_len,
-                                      const int64_t *dilation, int dilation_len, bool transposed,
-                                      const int64_t *output_padding, int output_padding_len,
-                                      int64_t groups)
-{
-    /* PyTorch's CPU convolution: channels_last where input's or weight's
-     * suggest_memory_format is (_determine_backend_memory_format) */
-    bool cl = tn__strides_like_channels_last(input, 4) || tn__strides_like_channels_last(weight, 4);
-    return tn__channels_last_if(conv_forward(ks, input, weight, bias, stride, stride_len, padding,
-                                             padding_len, dilation, dilation_len, transposed,
-                                             output_padding, output_padding_len, groups),
-                                cl);
-}
-
-static int convolution_bwd_plain(tn_keyset ks, const struct tn_tensor *grad_output,
+int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_output,
                                  const struct tn_tensor *input, const struct tn_tensor *weight,
                                  const int64_t *bias_sizes, int bias_sizes_len,
                                  const int64_t *stride, int stride_len, const int64_t *padding,
@@ -474,10 +460,12 @@ static int convolution_bwd_plain(tn_keyset ks, const struct tn_tensor *grad_outp
     if (output_mask_len != 3)
         return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", output_mask_len);
     if (transposed) /* (below) */
-        return tn__nn_conv_transposed_backward(grad_output, input, weight, stride, stride_len,
-                                               padding, padding_len, dilation, dilation_len,
-                                               output_padding, output_padding_len, groups,
-                                               output_mask, result0, result1, result2);
+        return tn__channels_last_outs(
+            tn__nn_conv_transposed_backward(grad_output, input, weight, stride, stride_len,
+                                            padding, padding_len, dilation, dilation_len,
+                                            output_padding, output_padding_len, groups,
+                                            output_mask, result0, result1, result2),
+            tn__conv_channels_last(input, weight), result0, result1, result2);
     int rc = conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
                            dilation_len, groups, &g);
     if (rc < 0)
@@ -535,41 +523,8 @@ static int convolution_bwd_plain(tn_keyset ks, const struct tn_tensor *grad_outp
     *result0 = tn__nn_to(gi, input->dtype);
     *result1 = tn__nn_to(gw, input->dtype);
     *result2 = tn__nn_to(gb, input->dtype);
-    return TN_OK;
-}
-
-int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_output,
-                                 const struct tn_tensor *input, const struct tn_tensor *weight,
-                                 const int64_t *bias_sizes, int bias_sizes_len,
-                                 const int64_t *stride, int stride_len, const int64_t *padding,
-                                 int padding_len, const int64_t *dilation, int dilation_len,
-                                 bool transposed, const int64_t *output_padding,
-                                 int output_padding_len, int64_t groups, const bool *output_mask,
-                                 int output_mask_len, struct tn_tensor **result0,
-                                 struct tn_tensor **result1, struct tn_tensor **result2)
-{
-    /* grad_input and grad_weight in the forward's memory format */
-    int rc = convolution_bwd_plain(ks, grad_output, input, weight, bias_sizes, bias_sizes_len, stride,
-                                   stride_len, padding, padding_len, dilation, dilation_len,
-                                   transposed, output_padding, output_padding_len, groups,
-                                   output_mask, output_mask_len, result0, result1, result2);
-    bool cl = tn__strides_like_channels_last(input, 4) || tn__strides_like_channels_last(weight, 4);
-    if (rc >= 0 && cl) {
-        bool bad = false;
-        for (int i = 0; i < 2; i++) {
-            struct tn_tensor **r = i ? result1 : result0;
-            if (*r && !(*r = tn__channels_last_if(*r, true)))
-                bad = true;
-        }
-        if (bad) {
-            rc = tn_last_status();
-            tn_release(*result0);
-            tn_release(*result1);
-            tn_release(*result2);
-            *result0 = *result1 = *result2 = NULL;
-        }
-    }
-    return rc;
+    return tn__channels_last_outs(TN_OK, tn__conv_channels_last(input, weight), result0, result1,
+                                  result2);
 }
 
 /* --------------------------------------------------- transposed convolution

@@ -354,7 +354,7 @@ static int bn_eval_f32(const struct tn_tensor *input, const struct tn_tensor *we
     return TN_OK;
 }
 
-static int batch_norm_fw_plain(tn_keyset ks, const struct tn_tensor *input,
+int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
                               const struct tn_tensor *weight, const struct tn_tensor *bias,
                               const struct tn_tensor *running_mean,
                               const struct tn_tensor *running_var, bool training, double momentum,
@@ -376,7 +376,9 @@ static int batch_norm_fw_plain(tn_keyset ks, const struct tn_tensor *input,
         *result0 = r[0];
         *result1 = r[1];
         *result2 = r[2];
-        return TN_OK;
+        /* PyTorch's batch_norm_cpu: the output as input's suggest_memory_format */
+        return tn__channels_last_outs(TN_OK, tn__strides_like_channels_last(input, 4), result0,
+                                      result1, result2);
     }
     struct tn_tensor *x = tn__nn_f64(input), *w = tn__nn_f64(weight), *b = tn__nn_f64(bias);
     struct tn_tensor *rm = tn__nn_f64(running_mean), *rv = tn__nn_f64(running_var);
@@ -436,30 +438,12 @@ static int batch_norm_fw_plain(tn_keyset ks, const struct tn_tensor *input,
     if (rc < 0)
         return tn__nn_drop(rc, r[0], r[1], r[2], NULL);
     static const bool all[3] = {true, true, true};
-    return three_out(r, all, input->dtype, result0, result1, result2);
+    return tn__channels_last_outs(three_out(r, all, input->dtype, result0, result1, result2),
+                                  tn__strides_like_channels_last(input, 4), result0, result1,
+                                  result2);
 }
 
-int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
-                              const struct tn_tensor *weight, const struct tn_tensor *bias,
-                              const struct tn_tensor *running_mean,
-                              const struct tn_tensor *running_var, bool training, double momentum,
-                              double eps, struct tn_tensor **result0, struct tn_tensor **result1,
-                              struct tn_tensor **result2)
-{
-    /* PyTorch's batch_norm_cpu: the output as input's suggest_memory_format */
-    int rc = batch_norm_fw_plain(ks, input, weight, bias, running_mean, running_var, training,
-                                 momentum, eps, result0, result1, result2);
-    if (rc >= 0 && tn__strides_like_channels_last(input, 4) &&
-        !(*result0 = tn__channels_last_if(*result0, true))) {
-        rc = tn_last_status();
-        tn_release(*result1);
-        tn_release(*result2);
-        *result1 = *result2 = NULL;
-    }
-    return rc;
-}
-
-static int batch_norm_bw_plain(
+int tn__cpu_native_batch_norm_backward(
     tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *input,
     const struct tn_tensor *weight, const struct tn_tensor *running_mean,
     const struct tn_tensor *running_var, const struct tn_tensor *save_mean,
@@ -513,29 +497,11 @@ static int batch_norm_bw_plain(
     }
     tn__nn_drop(0, g, x, w, mt);
     tn_release(vt);
-    return three_out(r, output_mask, input->dtype, result0, result1, result2);
-}
-
-int tn__cpu_native_batch_norm_backward(
-    tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *input,
-    const struct tn_tensor *weight, const struct tn_tensor *running_mean,
-    const struct tn_tensor *running_var, const struct tn_tensor *save_mean,
-    const struct tn_tensor *save_invstd, bool train, double eps, const bool *output_mask,
-    int output_mask_len, struct tn_tensor **result0, struct tn_tensor **result1,
-    struct tn_tensor **result2)
-{
     /* grad_input as input's suggest_memory_format (batch_norm_backward_cpu) */
-    int rc = batch_norm_bw_plain(ks, grad_out, input, weight, running_mean, running_var, save_mean,
-                                 save_invstd, train, eps, output_mask, output_mask_len, result0,
-                                 result1, result2);
-    if (rc >= 0 && *result0 && tn__strides_like_channels_last(input, 4) &&
-        !(*result0 = tn__channels_last_if(*result0, true))) {
-        rc = tn_last_status();
-        tn_release(*result1);
-        tn_release(*result2);
-        *result1 = *result2 = NULL;
-    }
-    return rc;
+    return tn__channels_last_outs(three_out(r, output_mask, input->dtype, result0, result1,
+                                            result2),
+                                  tn__strides_like_channels_last(input, 4), result0, result1,
+                                  result2);
 }
 
 /* ------------------------------------------------------------ group norm */

@@ -313,17 +313,8 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
     rc = maxpool_run(self, &g, fn32, inside ? maxpool_inside_f64 : maxpool_f64,
                      g.oh * g.ow * g.kh * g.kw, result0, result1);
     /* PyTorch's max_pool2d_with_indices_out_cpu: self's suggest_memory_format */
-    if (rc >= 0 && tn__strides_like_channels_last(self, 4)) {
-        *result0 = tn__channels_last_if(*result0, true);
-        *result1 = tn__channels_last_if(*result1, true);
-        if (!*result0 || !*result1) {
-            rc = tn_last_status();
-            tn_release(*result0);
-            tn_release(*result1);
-            *result0 = *result1 = NULL;
-        }
-    }
-    return rc;
+    return tn__channels_last_outs(rc, tn__strides_like_channels_last(self, 4), result0, result1,
+                                  NULL);
 }
 
 /* ------------------------------------------- max_pool2d without indices
