@@ -137,10 +137,20 @@ def close(actual, expected, grad=False):
     return None
 
 
+def strides_differ(actual, expected):
+    """Whether the strides differ as check_significant_strides finds them
+    (dimensions of size 1, and empty tensors, ignored)."""
+    if expected.layout != torch.strided or expected.numel() == 0:
+        return False
+    return any(n != 1 and a != b for n, a, b in
+               zip(expected.shape, actual.stride(), expected.stride()))
+
+
 class Sweep:
     def __init__(self, a):
         self.a = a
         self.results = {}  # key -> (status, message)
+        self.strides = [0, []]  # forward results whose strides were compared; those differing
         self.timing = time.time()
 
     def run_tcompile(self, d, doc, weights, inputs, names, grads):
@@ -233,6 +243,12 @@ class Sweep:
             why = close(out[name], e.detach())
             if why:
                 return "wrong", "output %d: %s" % (i, why)
+            if not grad:  # counted, not failed: the strides PyTorch gives its result
+                self.strides[0] += 1
+                if strides_differ(out[name], e):
+                    self.strides[1].append("%s %s output %d: strides %s, PyTorch's %s" % (
+                        opinfo_key(op), str(dtype).replace("torch.", ""), i,
+                        list(out[name].stride()), list(e.stride())))
         if grad:
             want = {}
             sig = ep.graph_signature
@@ -371,6 +387,11 @@ def main():
         ops = [o for o in op_db if opinfo_key(o) in seen]
     for line in summary(res):
         print(line)
+    if sw.strides[0]:
+        print("sweep.py: strides of %d forward results compared, %d differ from PyTorch's" %
+              (sw.strides[0], len(sw.strides[1])))
+        for line in sw.strides[1][:20]:
+            print("  " + line)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({k: list(v) for k, v in sorted(res.items())}, f, indent=0)
