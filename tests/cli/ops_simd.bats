@@ -19,21 +19,21 @@ body() {
         awk -v f="<$1>:" '$2 == f { on = 1; next } /^[0-9a-f]+ </ { on = 0 } on'
 }
 
-@test "float32 add and mul have an AVX2 clone with packed ymm arithmetic" {
-    run body add1_f32.arch_haswell
+@test "float32 add and mul have an AVX2 (x86-64-v3) clone with packed ymm arithmetic" {
+    run body add1_f32.arch_x86_64_v3
     assert_output --regexp 'vaddps.*%ymm'
-    run body mul_f32.arch_haswell
+    run body mul_f32.arch_x86_64_v3
     assert_output --regexp 'vmulps.*%ymm'
-    run body add_f32.arch_haswell
+    run body add_f32.arch_x86_64_v3
     assert_output --regexp 'vfmadd[0-9]+ps.*%ymm'
 }
 
 @test "the plain x86-64 float32 add is packed SSE, and unary loops are vectorised" {
     run body add1_f32.default
     assert_output --regexp 'addps'
-    run body neg_f32.arch_haswell
+    run body neg_f32.arch_x86_64_v3
     assert_output --regexp '%ymm'
-    run body abs_f32.arch_haswell
+    run body abs_f32.arch_x86_64_v3
     assert_output --regexp 'vandps.*%ymm'
     run body exp_f32_run
     assert_output --regexp 'vfmadd[0-9]+ps'
