@@ -278,6 +278,10 @@ TN_CMP_SCALAR(lt)
 TN_CMP_SCALAR(le)
 TN_CMP_SCALAR(gt)
 TN_CMP_SCALAR(ge)
+/* bitwise_*.Scalar: .Tensor with the wrapped number (PyTorch's own form) */
+TN_CMP_SCALAR(bitwise_and)
+TN_CMP_SCALAR(bitwise_or)
+TN_CMP_SCALAR(bitwise_xor)
 
 /* ------------------------------------------------------ more binary ops */
 
