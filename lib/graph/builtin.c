@@ -194,6 +194,18 @@ static int b_as_strided(const struct tn_op *op, struct tn_ivalue *st, int n)
     return result(op, st, tn_as_strided(self, size, len, stride, off));
 }
 
+/* diagonal(self, offset=0, dim1=0, dim2=1): a view (core's tn_diagonal,
+ * DiagonalBackward0 under autograd), in the core ATen set. */
+static int b_diagonal(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, offset);
+    ARG_I(2, d1);
+    ARG_I(3, d2);
+    return result(op, st, tn_diagonal(self, offset, d1, d2));
+}
+
 static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -287,6 +299,8 @@ static const struct tn_arg_schema a_slice[] = {T("self"), I("dim", "0"), OI("sta
                                                I("step", "1")};
 static const struct tn_arg_schema a_as_strided[] = {T("self"), IL("size", NULL),
                                                     IL("stride", NULL), OI("storage_offset")};
+static const struct tn_arg_schema a_diagonal[] = {T("self"), I("offset", "0"), I("dim1", "0"),
+                                                  I("dim2", "1")};
 static const struct tn_arg_schema a_clone[] = {T("self"), MF("memory_format")};
 static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
                                                  {"train", "bool", TN_IV_BOOL, false, false,
@@ -331,6 +345,7 @@ static const struct tn_op builtins[] = {
     OP("select", ".int", a_select, b_select, 1),
     OP("slice", ".Tensor", a_slice, b_slice, 1),
     OP("as_strided", "", a_as_strided, b_as_strided, 1),
+    OP("diagonal", "", a_diagonal, b_diagonal, 1),
     OP("clone", "", a_clone, b_clone, 1),
     OP("contiguous", "", a_clone, b_clone, 1),
     OP("detach", "", a_self, b_clone, 1),
