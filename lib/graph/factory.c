@@ -43,6 +43,8 @@ static const struct tn_arg_schema a_like[] = {T("self"), OPTS, MF};
 static const struct tn_arg_schema a_full_like[] = {T("self"), S("fill_value"), OPTS, MF};
 static const struct tn_arg_schema a_new[] = {T("self"), IL("size"), OPTS};
 static const struct tn_arg_schema a_new_full[] = {T("self"), IL("size"), S("fill_value"), OPTS};
+static const struct tn_arg_schema a_empty[] = {IL("size"), OPTS, MF};
+static const struct tn_arg_schema a_empty_strided[] = {IL("size"), IL("stride"), OPTS};
 static const struct tn_arg_schema a_two[] = {T("self"), T("other")};
 static const struct tn_arg_schema a_pow_scalar[] = {S("self"), T("exponent")};
 
@@ -150,6 +152,63 @@ static int f_self(const struct tn_op *op, struct tn_ivalue *st, int n)
 }
 
 /* __and__.Tensor is bitwise_and; expand_as is expand to other's sizes. */
+/* empty.memory_format and empty_strided (core ATen): zeros (any values
+ * will do, as for empty_like), laid out as asked: contiguous, channels_last
+ * (_3d) as _to_copy lays them out, or the given strides; on Meta too (a
+ * storage as long as the strides reach, viewed with them). */
+static int f_empty(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    bool strided = !strcmp(op->name, "empty_strided");
+    int64_t buf[TN_MAX_DIMS], sbuf[TN_MAX_DIMS];
+    const int64_t *size = NULL, *stride = NULL;
+    int len = 0, slen = 0;
+    enum tn_dtype dt;
+    if ((rc = tn_ivalue_ints(op, st, n, 0, buf, &size, &len)) < 0 ||
+        (strided && (rc = tn_ivalue_ints(op, st, n, 1, sbuf, &stride, &slen)) < 0) ||
+        (rc = tn_ivalue_dtype(op, st, n, strided ? 2 : 1, &dt)) < 0)
+        return rc;
+    if (strided && slen != len)
+        return tn_set_error(TN_ESHAPE, "%s: mismatch in length of strides and shape",
+                            op->qualname);
+    int64_t mf = 1;
+    if (!strided && n == op->nargs && st[n - 1].tag == TN_IV_INT)
+        mf = st[n - 1].v.i;
+    struct tn_tensor *t = NULL;
+    if (tn__graph_meta_factories) {
+        const struct tn_device m = {TN_DEVICE_META, -1};
+        if (!strided)
+            t = tn_empty_on(size, len, dt, m);
+    } else if (!strided) {
+        t = tn_zeros(size, len, dt);
+    }
+    if (!strided) {
+        if (t && (mf == 2 || mf == 3)) {
+            struct tn_tensor *c =
+                tn_underscore_to_copy(t, t->dtype, NULL, NULL, NULL, false, &mf);
+            tn_release(t);
+            t = c;
+        }
+        return place(op, st, t, false);
+    }
+    if (tn__graph_meta_factories) {
+        const struct tn_device m = {TN_DEVICE_META, -1};
+        int64_t extent = 1;
+        for (int i = 0; i < len; i++)
+            extent = size[i] == 0 ? 0 : extent + (extent ? (size[i] - 1) * stride[i] : 0);
+        struct tn_tensor *base = tn_empty_on(&extent, 1, dt, m);
+        t = base ? tn_as_strided(base, size, len, stride, 0) : NULL;
+        tn_release(base);
+        return place(op, st, t, false);
+    }
+    t = tn_empty_strided(size, len, stride, dt);
+    if (t && tn_fill_(t, tn_int(0)) < 0) {
+        tn_release(t);
+        t = NULL;
+    }
+    return place(op, st, t, false);
+}
+
 static int f_alias(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -204,6 +263,8 @@ static const struct tn_op factories[] = {
     OP("new_zeros", "", a_new, f_self),
     OP("new_ones", "", a_new, f_self),
     OP("new_full", "", a_new_full, f_self),
+    OP("empty", ".memory_format", a_empty, f_empty),
+    OP("empty_strided", "", a_empty_strided, f_empty),
     OP("__and__", ".Tensor", a_two, f_alias),
     OP("expand_as", "", a_two, f_alias),
     OP("pow", ".Scalar", a_pow_scalar, f_pow_scalar),

@@ -5,7 +5,7 @@
 # (hardswish_, hardsigmoid, pow.Tensor_Scalar, min.other, clamp_min,
 # where.ScalarOther, slice_scatter, fmod.Scalar, special_erfinv, and the view
 # as_strided): tests/fixtures/graph_factory.py's graph as PyTorch 2.x
-# exports it (issue 23).
+# exports it (issue 23); empty, empty_strided and diagonal: graph_empty.py's.
 
 load helper
 
@@ -28,4 +28,18 @@ setup() {
 
 @test "run (compiled, --strict): the same output and gradients" {
     graph_matches "$F" 1 2 --strict
+}
+
+# tests/fixtures/graph_empty.py: empty.memory_format (channels_last, then
+# permute and view), empty_strided with padded strides, and diagonal
+@test "empty, empty_strided, diagonal: check (Meta strides) and run, as PyTorch 2.x" {
+    E="$TN_SRCDIR/tests/fixtures/graph/torch2/empty"
+    run tcompile check "$E.json"
+    assert_success
+    assert_output --regexp "ok \(27 nodes, 3 inputs, 1 output\)"
+    run tcompile check --missing "$E.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+    graph_matches "$E" 1 2 --interpret
+    graph_matches "$E" 1 2 --strict
 }
