@@ -52,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the quick subset `make check` runs: ops from each family the fixes touch
 # (the first QUICK_SAMPLES samples of each dtype)
 QUICK = ["div", "addcmul", "addcdiv", "lerp", "logit", "masked_fill", "gather", "mT", "mH",
-         "log_softmax", "where", "sum"]
+         "log_softmax", "where", "sum", "diagonal"]
 QUICK_SAMPLES = 3
 
 
