@@ -364,3 +364,29 @@ struct tn_tensor *tn__composite_slice_scatter(tn_keyset ks, const struct tn_tens
     tn_release(idx);
     return r;
 }
+
+struct tn_tensor *tn__composite_select_scatter(tn_keyset ks, const struct tn_tensor *self,
+                                               const struct tn_tensor *src, int64_t dim,
+                                               int64_t index)
+{
+    struct tn_tensor *v = tn_select(self, dim, index);
+    if (!v)
+        return NULL;
+    bool same = src->ndim == v->ndim &&
+                !memcmp(src->sizes, v->sizes, sizeof *src->sizes * (size_t)src->ndim);
+    if (!same) {
+        char a[128], b[128];
+        tn_set_error(TN_ESHAPE, "expected src to have a size equal to the slice of self. src size "
+                     "= %s, slice size = %s", tn_shape_format(src->sizes, src->ndim, a, sizeof a),
+                     tn_shape_format(v->sizes, v->ndim, b, sizeof b));
+        tn_release(v);
+        return NULL;
+    }
+    tn_release(v);
+    int d = tn_wrap_dim(dim, self->ndim);
+    int64_t lo = index < 0 ? index + self->sizes[d] : index, hi = lo + 1;
+    struct tn_tensor *u = tn_unsqueeze(src, d);
+    struct tn_tensor *r = u ? tn_slice_scatter(self, u, d, &lo, &hi, 1) : NULL;
+    tn_release(u);
+    return r;
+}
