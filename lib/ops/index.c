@@ -390,3 +390,65 @@ struct tn_tensor *tn__composite_select_scatter(tn_keyset ks, const struct tn_ten
     tn_release(u);
     return r;
 }
+
+struct tn_tensor *tn__composite_masked_scatter(tn_keyset ks, const struct tn_tensor *self,
+                                               const struct tn_tensor *mask,
+                                               const struct tn_tensor *source)
+{
+    if (mask->dtype != TN_BOOL) {
+        tn_set_error(TN_EDTYPE, "masked_scatter_ only supports boolean masks, but got mask with "
+                     "dtype %s", tn_dtype_info(mask->dtype)->c10_name);
+        return NULL;
+    }
+    if (source->dtype != self->dtype) {
+        tn_set_error(TN_EDTYPE, "masked_scatter: expected self and source to have same dtypes "
+                     "but got%s and %s", tn_dtype_info(self->dtype)->c10_name,
+                     tn_dtype_info(source->dtype)->c10_name);
+        return NULL;
+    }
+    int64_t shape[TN_MAX_DIMS], all = -1;
+    int nd = tn_broadcast_shapes(self->sizes, self->ndim, mask->sizes, mask->ndim, shape);
+    if (nd < 0)
+        return NULL;
+    struct tn_tensor *s = tn_expand(self, shape, nd), *m = tn_expand(mask, shape, nd);
+    struct tn_tensor *mf = m ? tn_reshape(m, &all, 1) : NULL;
+    struct tn_tensor *c = mf ? tn_cumsum(mf, 0, TN_INT64) : NULL;
+    struct tn_tensor *r = NULL, *idx = NULL, *src = NULL, *g = NULL, *gs = NULL;
+    if (!s || !c)
+        goto out;
+    int64_t n = tn_numel(c), ones = 0;
+    if (n > 0 && c->device.type != TN_DEVICE_META) {
+        struct tn_tensor *last = tn_select(c, 0, n - 1);
+        if (!last)
+            goto out;
+        ones = (int64_t)tn_item_double(last);
+        tn_release(last);
+        if (ones > tn_numel(source)) {
+            tn_set_error(TN_ESHAPE, "Number of elements of source < number of ones in mask");
+            goto out;
+        }
+    }
+    if (tn_numel(source) == 0) { /* nothing to take (and no one in mask) */
+        r = tn_where_self(m, s, s);
+        goto out;
+    }
+    idx = tn_sub_scalar(c, tn_int(1), tn_int(1));
+    struct tn_tensor *ic = idx ? tn_clamp_min(idx, tn_int(0)) : NULL;
+    tn_release(idx);
+    idx = ic;
+    src = idx ? tn_reshape(source, &all, 1) : NULL;
+    const struct tn_tensor *ix[1] = {idx};
+    g = src ? tn_index(src, ix, 1) : NULL;
+    gs = g ? tn_reshape(g, shape, nd) : NULL;
+    r = gs ? tn_where_self(m, gs, s) : NULL;
+out:
+    tn_release(s);
+    tn_release(m);
+    tn_release(mf);
+    tn_release(c);
+    tn_release(idx);
+    tn_release(src);
+    tn_release(g);
+    tn_release(gs);
+    return r;
+}
