@@ -268,16 +268,26 @@ static int b_assert_metadata(const struct tn_op *op, struct tn_ivalue *st, int n
     return 0;
 }
 
+/* sym_size.int, sym_stride.int (a dim's size or stride), sym_numel and
+ * sym_storage_offset: the int, on Meta too */
 static int b_sym_size(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
     ARG_T(0, self);
-    ARG_I(1, dim);
-    int d = tn_wrap_dim(dim, self->ndim);
-    if (d < 0)
-        return tn_error_prefix("%s", op->qualname);
+    int64_t v;
+    if (!strcmp(op->name, "sym_numel")) {
+        v = tn_numel(self);
+    } else if (!strcmp(op->name, "sym_storage_offset")) {
+        v = self->offset;
+    } else {
+        ARG_I(1, dim);
+        int d = tn_wrap_dim(dim, self->ndim);
+        if (d < 0)
+            return tn_error_prefix("%s", op->qualname);
+        v = !strcmp(op->name, "sym_stride") ? self->strides[d] : self->sizes[d];
+    }
     st[0].tag = TN_IV_INT;
-    st[0].v.i = self->sizes[d];
+    st[0].v.i = v;
     return 1;
 }
 
@@ -354,6 +364,9 @@ static const struct tn_op builtins[] = {
     OP("lift_fresh_copy", "", a_self, b_clone, 1),
     OP("dropout", "", a_dropout, b_dropout, 1),
     OP("sym_size", ".int", a_sym_size, b_sym_size, 1),
+    OP("sym_stride", ".int", a_sym_size, b_sym_size, 1),
+    OP("sym_numel", "", a_self, b_sym_size, 1),
+    OP("sym_storage_offset", "", a_self, b_sym_size, 1),
     OP("unflatten", ".int", a_unflatten, b_unflatten, 1),
     OP("_assert_tensor_metadata", "", a_assert_metadata, b_assert_metadata, 0),
 };

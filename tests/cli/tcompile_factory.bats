@@ -43,3 +43,13 @@ setup() {
     graph_matches "$E" 1 2 --interpret
     graph_matches "$E" 1 2 --strict
 }
+
+# tests/fixtures/graph_symint.py: sym_numel.default of a dynamic batch
+@test "sym_numel: check and run, as PyTorch 2.x" {
+    S="$TN_SRCDIR/tests/fixtures/graph/torch2/symint"
+    run tcompile check --missing "$S.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+    graph_matches "$S" 1 2 --interpret
+    graph_matches "$S" 1 2 --strict
+}
