@@ -330,6 +330,19 @@ struct tn_tensor *tn__composite_index_backward(tn_keyset ks, const struct tn_ten
  * of its clamped start, end and step) with None before them, so autograd
  * comes from index_put's derivatives; src is cast to self's dtype, as the
  * slice's copy_ would, and must have the slice's sizes. */
+/* slice_scatter's and select_scatter's check: src has the view's sizes */
+static int src_fits(const struct tn_tensor *src, const struct tn_tensor *v)
+{
+    if (src->ndim == v->ndim &&
+        !memcmp(src->sizes, v->sizes, sizeof *src->sizes * (size_t)src->ndim))
+        return TN_OK;
+    char a[128], b[128];
+    return tn_set_error(TN_ESHAPE, "expected src to have a size equal to the slice of self. src "
+                        "size = %s, slice size = %s",
+                        tn_shape_format(src->sizes, src->ndim, a, sizeof a),
+                        tn_shape_format(v->sizes, v->ndim, b, sizeof b));
+}
+
 struct tn_tensor *tn__composite_slice_scatter(tn_keyset ks, const struct tn_tensor *self,
                                               const struct tn_tensor *src, int64_t dim,
                                               const int64_t *start, const int64_t *end,
@@ -339,13 +352,7 @@ struct tn_tensor *tn__composite_slice_scatter(tn_keyset ks, const struct tn_tens
     if (!v)
         return NULL;
     int d = tn_wrap_dim(dim, self->ndim);
-    bool same = src->ndim == v->ndim &&
-                !memcmp(src->sizes, v->sizes, sizeof *src->sizes * (size_t)src->ndim);
-    char a[128], b[128];
-    if (!same) {
-        tn_set_error(TN_ESHAPE, "expected src to have a size equal to the slice of self. src size "
-                     "= %s, slice size = %s", tn_shape_format(src->sizes, src->ndim, a, sizeof a),
-                     tn_shape_format(v->sizes, v->ndim, b, sizeof b));
+    if (src_fits(src, v) < 0) {
         tn_release(v);
         return NULL;
     }
@@ -372,17 +379,10 @@ struct tn_tensor *tn__composite_select_scatter(tn_keyset ks, const struct tn_ten
     struct tn_tensor *v = tn_select(self, dim, index);
     if (!v)
         return NULL;
-    bool same = src->ndim == v->ndim &&
-                !memcmp(src->sizes, v->sizes, sizeof *src->sizes * (size_t)src->ndim);
-    if (!same) {
-        char a[128], b[128];
-        tn_set_error(TN_ESHAPE, "expected src to have a size equal to the slice of self. src size "
-                     "= %s, slice size = %s", tn_shape_format(src->sizes, src->ndim, a, sizeof a),
-                     tn_shape_format(v->sizes, v->ndim, b, sizeof b));
-        tn_release(v);
-        return NULL;
-    }
+    int rc = src_fits(src, v);
     tn_release(v);
+    if (rc < 0)
+        return NULL;
     int d = tn_wrap_dim(dim, self->ndim);
     int64_t lo = index < 0 ? index + self->sizes[d] : index, hi = lo + 1;
     struct tn_tensor *u = tn_unsqueeze(src, d);
