@@ -350,3 +350,40 @@ int tn__meta_cumprod_out(const struct tn_tensor *self, int64_t dim, enum tn_dtyp
 {
     return scan_meta(self, dim, dtype, m);
 }
+
+/* any.dims: dim NULL (None) reduces every dim, an empty list none (then
+ * only the test != 0, in uint8 for uint8 as any's result) */
+struct tn_tensor *tn__composite_any_dims(tn_keyset ks, const struct tn_tensor *self,
+                                         const int64_t *dim, int dim_len, bool keepdim)
+{
+    bool mask[TN_MAX_DIMS];
+    if (dim && dim_len == 0) {
+        memset(mask, 0, sizeof mask);
+    } else if (tn__reduce_mask("any", self, dim, dim_len, mask) < 0) {
+        return NULL;
+    }
+    struct tn_tensor *r = tn_ne_scalar(self, tn_int(0));
+    if (r && self->dtype == TN_UINT8) {
+        struct tn_tensor *u = tn_to_dtype(r, TN_UINT8);
+        tn_release(r);
+        r = u;
+    }
+    int64_t sizes[TN_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; r && i < self->ndim; i++) {
+        if (!mask[i]) {
+            sizes[nd++] = self->sizes[i];
+            continue;
+        }
+        if (keepdim)
+            sizes[nd++] = 1;
+        struct tn_tensor *a = tn_any_dim(r, i, true);
+        tn_release(r);
+        r = a;
+    }
+    if (!r || nd == r->ndim)
+        return r;
+    struct tn_tensor *v = tn_reshape(r, sizes, nd);
+    tn_release(r);
+    return v;
+}
