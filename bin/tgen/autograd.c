@@ -712,7 +712,7 @@ static int edge_of(const struct tg_func *fn, int i)
 
 static int n_edges(const struct tg_func *fn) { return edge_of(fn, fn->nargs); }
 
-/* "tn__ad_edge(&n_->n, 0) || tn__ad_edge(&n_->n, 2)" for the formulas
+/* "tn__ad_edge(&n_->node_, 0) || tn__ad_edge(&n_->node_, 2)" for the formulas
  * whose uses (uses_sizes, uses_res) have `bit`; every formula for bit 0. */
 static void cond_of(FILE *f, const struct compiled *cf, int nf, unsigned bit,
                     enum uses_kind kind, const char *node)
@@ -865,7 +865,7 @@ static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct 
 {
     const struct tg_func *fn = d->fn;
     const char *id = fn->ident;
-    fprintf(f, "/* %s: %s:%d */\nstruct node_%s {\n    struct tn_node n;\n", d->name, ds->path,
+    fprintf(f, "/* %s: %s:%d */\nstruct node_%s {\n    struct tn_node node_;\n", d->name, ds->path,
             d->line, id);
     for (int i = 0; i < fn->nargs; i++) {
         const struct tg_arg *a = &fn->args[i];
@@ -1095,13 +1095,13 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             c_store(f, &fn->args[i]);
         if (uses_sizes & bit) {
             fputs("    if (", f);
-            cond_of(f, cf, nf, bit, U_SIZES, "&n_->n");
+            cond_of(f, cf, nf, bit, U_SIZES, "&n_->node_");
             fprintf(f, ")\n        tn__ad_save_sizes(n_->%s_sizes_, &n_->%s_ndim_, %s);\n", nm,
                     nm, nm);
         }
         if (fn->args[i].type == TG_TENSOR && (uses & bit)) {
             fputs("    if ((", f);
-            cond_of(f, cf, nf, bit, U_ARG, "&n_->n");
+            cond_of(f, cf, nf, bit, U_ARG, "&n_->node_");
             fprintf(f, ") && (rc_ = tn__save(&n_->%s_, %s, false, 0)) < 0)\n        goto out_;\n",
                     nm, nm);
         }
@@ -1111,12 +1111,12 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             continue;
         /* a result without history is saved as it is (no cycle to break) */
         fputs("    if ((", f);
-        cond_of(f, cf, nf, 1u << k, U_RES, "&n_->n");
+        cond_of(f, cf, nf, 1u << k, U_RES, "&n_->node_");
         fprintf(f, ") && (rc_ = tn__save(&n_->res%d_, r_[%d], diff_[%d], %d)) < 0)\n"
                    "        goto out_;\n", k, k, k, k);
     }
     /* history for the differentiable results, or (rc_ < 0) none of them */
-    fprintf(f, "out_:\n    %stn__ad_finish(n_ ? &n_->n : NULL, r_, diff_, %d, rc_)%s;\n",
+    fprintf(f, "out_:\n    %stn__ad_finish(n_ ? &n_->node_ : NULL, r_, diff_, %d, rc_)%s;\n",
             multi ? "if ((rc_ = " : "", nr, multi ? ") < 0)\n        return rc_" : "");
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, "    *o%d_ = r_[%d];\n", k, k);

@@ -538,6 +538,18 @@ fail:
     return NULL;
 }
 
+/* polygamma(n, x): grad * polygamma(n + 1, x) */
+struct tn_tensor *tn__polygamma_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  int64_t n)
+{
+    struct tn_tensor *p = tn_polygamma(n + 1, self), *r = NULL;
+    if (p) {
+        r = tn_mul(grad, p);
+        tn_release(p);
+    }
+    return r;
+}
+
 /* pow(self, exponent) for self: grad exponent self^(exponent-1), 0 where
  * exponent is 0 */
 struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,

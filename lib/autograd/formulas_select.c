@@ -333,3 +333,126 @@ fail:
     tn_release(m);
     return r;
 }
+
+/* scatter_reduce_backward (FunctionsManual.cpp) for the five reductions:
+ * which 0 is self's gradient, 1 src's. sum: grad, and grad gathered;
+ * mean: grad over each place's count (self's own value counted with
+ * include_self); prod: the product without the element, zeros handled as
+ * PyTorch does (a lone zero of src takes the product of the others, two
+ * zeros give 0); amax/amin: grad shared evenly among the elements equal to
+ * the result. Without include_self, self's scattered-to places get 0. */
+static struct tn_tensor *scatter_reduce_self_bw(const struct tn_tensor *grad,
+                                                const struct tn_tensor *self, int64_t dim,
+                                                const struct tn_tensor *index,
+                                                const struct tn_tensor *src, const char *reduce,
+                                                bool include_self, const struct tn_tensor *result)
+{
+    struct tn_tensor *a = NULL, *b = NULL, *c = NULL, *r = NULL;
+    if (strcmp(reduce, "sum") == 0) {
+        STEP(r, tn_retain((struct tn_tensor *)grad));
+    } else if (strcmp(reduce, "prod") == 0) {
+        STEP(a, tn_eq_scalar(self, tn_int(0)));
+        STEP(a, tn_masked_fill_scalar(self, a, tn_int(1)));  /* masked_self */
+        STEP(b, tn_scatter_reduce_two(a, dim, index, src, reduce, include_self));
+        STEP(r, tn_mul(grad, b));
+        STEP(r, tn_div(r, a));
+    } else if (strcmp(reduce, "mean") == 0) {
+        STEP(a, include_self ? tn_ones_like(grad, TN_DTYPE_UNSET)
+                             : tn_zeros_like(grad, TN_DTYPE_UNSET));
+        STEP(b, tn_ones_like(src, TN_DTYPE_UNSET));
+        STEP(a, tn_scatter_add(a, dim, index, b));
+        STEP(b, tn_eq_scalar(a, tn_int(0)));
+        STEP(a, tn_masked_fill_scalar(a, b, tn_int(1)));  /* N */
+        STEP(r, tn_div(grad, a));
+    } else if (strcmp(reduce, "amax") == 0 || strcmp(reduce, "amin") == 0) {
+        STEP(c, tn_gather(result, dim, index, false));
+        STEP(c, tn_eq(src, c));
+        STEP(c, tn_to_dtype(c, self->dtype));   /* src_is_result */
+        STEP(b, tn_eq(self, result));
+        STEP(a, tn_to_dtype(b, self->dtype));   /* self_is_result */
+        STEP(a, tn_scatter_add(a, dim, index, c));
+        STEP(a, tn_div(grad, a));                /* grad_distributed */
+        STEP(r, tn_mul(b, a));
+    } else {
+        tn_set_error(TN_EINVAL, "reduce argument must be either sum, prod, mean, amax or amin, "
+                     "got %s", reduce);
+        goto fail;
+    }
+    if (!include_self)
+        STEP(r, tn_scatter_value(r, dim, index, tn_int(0)));
+fail:
+    tn_release(a);
+    tn_release(b);
+    tn_release(c);
+    return r;
+}
+
+static struct tn_tensor *scatter_reduce_src_bw(const struct tn_tensor *grad,
+                                               const struct tn_tensor *self, int64_t dim,
+                                               const struct tn_tensor *index,
+                                               const struct tn_tensor *src, const char *reduce,
+                                               bool include_self, const struct tn_tensor *result)
+{
+    struct tn_tensor *a = NULL, *b = NULL, *c = NULL, *r = NULL;
+    if (strcmp(reduce, "sum") == 0) {
+        STEP(r, tn_gather(grad, dim, index, false));
+    } else if (strcmp(reduce, "prod") == 0) {
+        STEP(a, tn_eq_scalar(src, tn_int(0)));                /* src_zero */
+        STEP(b, tn_zeros_like(self, TN_DTYPE_UNSET));
+        STEP(c, tn_to_dtype(a, self->dtype));
+        STEP(b, tn_scatter_add(b, dim, index, c));
+        STEP(b, tn_gather(b, dim, index, false));
+        STEP(b, tn_eq_scalar(b, tn_int(1)));
+        STEP(b, tn_logical_and(a, b));                         /* src_single_zero */
+        STEP(c, tn_masked_fill_scalar(src, b, tn_int(1)));     /* masked_src */
+        STEP(c, tn_scatter_reduce_two(self, dim, index, c, reduce, include_self));
+        STEP(c, tn_mul(grad, c));
+        STEP(c, tn_gather(c, dim, index, false));              /* the lone zeros' */
+        STEP(r, tn_mul(grad, result));
+        STEP(r, tn_gather(r, dim, index, false));
+        STEP(a, tn_masked_fill_scalar(src, a, tn_int(1)));
+        STEP(r, tn_div(r, a));
+        STEP(r, tn_where_self(b, c, r));
+    } else if (strcmp(reduce, "mean") == 0) {
+        STEP(a, include_self ? tn_ones_like(grad, TN_DTYPE_UNSET)
+                             : tn_zeros_like(grad, TN_DTYPE_UNSET));
+        STEP(b, tn_ones_like(src, TN_DTYPE_UNSET));
+        STEP(a, tn_scatter_add(a, dim, index, b));
+        STEP(b, tn_eq_scalar(a, tn_int(0)));
+        STEP(a, tn_masked_fill_scalar(a, b, tn_int(1)));  /* N */
+        STEP(a, tn_gather(a, dim, index, false));
+        STEP(r, tn_gather(grad, dim, index, false));
+        STEP(r, tn_div(r, a));
+    } else if (strcmp(reduce, "amax") == 0 || strcmp(reduce, "amin") == 0) {
+        STEP(c, tn_gather(result, dim, index, false));
+        STEP(c, tn_eq(src, c));                           /* src == value */
+        STEP(b, tn_to_dtype(c, self->dtype));
+        STEP(a, tn_eq(self, result));
+        STEP(a, tn_to_dtype(a, self->dtype));
+        STEP(a, tn_scatter_add(a, dim, index, b));
+        STEP(a, tn_div(grad, a));
+        STEP(a, tn_gather(a, dim, index, false));
+        STEP(r, tn_mul(c, a));
+    } else {
+        tn_set_error(TN_EINVAL, "reduce argument must be either sum, prod, mean, amax or amin, "
+                     "got %s", reduce);
+        goto fail;
+    }
+fail:
+    tn_release(a);
+    tn_release(b);
+    tn_release(c);
+    return r;
+}
+
+struct tn_tensor *tn__scatter_reduce_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                        int64_t dim, const struct tn_tensor *index,
+                                        const struct tn_tensor *src, const char *reduce,
+                                        bool include_self, const struct tn_tensor *result,
+                                        int which)
+{
+    return which == 0 ? scatter_reduce_self_bw(grad, self, dim, index, src, reduce, include_self,
+                                               result)
+                      : scatter_reduce_src_bw(grad, self, dim, index, src, reduce, include_self,
+                                              result);
+}

@@ -277,6 +277,8 @@ struct tn_tensor *tn__clamp_bw(const struct tn_tensor *grad, const struct tn_ten
 struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   const struct tn_tensor *other, const char *mode, int which);
 struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim);
+struct tn_tensor *tn__polygamma_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                  int64_t n);
 struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   const struct tn_tensor *exponent);
 struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
@@ -296,6 +298,11 @@ struct tn_tensor *tn__repeat_bw(const struct tn_tensor *grad, const int64_t *rep
                                 const int64_t *sizes, int ndim);
 struct tn_tensor *tn__prod_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
                               const struct tn_tensor *result);
+struct tn_tensor *tn__scatter_reduce_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                        int64_t dim, const struct tn_tensor *index,
+                                        const struct tn_tensor *src, const char *reduce,
+                                        bool include_self, const struct tn_tensor *result,
+                                        int which);
 struct tn_tensor *tn__prod_dim_bw(const struct tn_tensor *grad, const struct tn_tensor *input,
                                   const struct tn_tensor *result, int64_t dim, bool keepdim);
 struct tn_tensor *tn__cumprod_bw(const struct tn_tensor *grad, const struct tn_tensor *input,

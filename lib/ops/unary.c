@@ -155,6 +155,13 @@ int tn__meta_logit_out(const struct tn_tensor *self, const double *eps, struct t
     return unary_meta(self, float_dtype(self->dtype), m);
 }
 
+int tn__meta_polygamma_out(int64_t n, const struct tn_tensor *self, struct tn_meta *m)
+{
+    if (n < 0)
+        return tn_set_error(TN_EINVAL, "polygamma(n, x) does not support negative n.");
+    return unary_meta(self, float_dtype(self->dtype), m);
+}
+
 int tn__meta_nan_to_num_out(const struct tn_tensor *self, const double *nan, const double *posinf,
                             const double *neginf, struct tn_meta *m)
 {
@@ -226,6 +233,13 @@ struct tn_tensor *tn__composite_hardswish(tn_keyset ks, const struct tn_tensor *
 struct tn_tensor *tn__composite_special_erfinv(tn_keyset ks, const struct tn_tensor *self)
 {
     return tn_erfinv(self);
+}
+
+/* torch.special.polygamma is polygamma. */
+struct tn_tensor *tn__composite_special_polygamma(tn_keyset ks, int64_t n,
+                                                 const struct tn_tensor *self)
+{
+    return tn_polygamma(n, self);
 }
 
 /* clamp_min(self, min): clamp with no upper bound. */

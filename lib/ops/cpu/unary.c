@@ -40,7 +40,7 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
        U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
        U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
        U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_CLAMP, U_ACOSH, U_ASINH, U_ATANH,
-       U_LGAMMA, U_DIGAMMA,
+       U_LGAMMA, U_DIGAMMA, U_POLYGAMMA,
        U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
@@ -245,6 +245,89 @@ static double digamma_d(double x)
     return result + log(x) - 0.5 / x - y;
 }
 
+/* Hurwitz's zeta(x, q) as PyTorch's zeta (Cephes): the sum of (q + k)^-x
+ * up to k = 9 (or sooner, converged), then the Euler-Maclaurin tail with
+ * Bernoulli's coefficients; accumulated in double. */
+static double zeta_d(double x, double q)
+{
+    static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+                               -1.8924375803183791606e9, 7.47242496e10,
+                               -2.950130727918164224e12, 1.1646782814350067249e14,
+                               -4.5979787224074726105e15, 1.8152105401943546773e17,
+                               -7.1661652561756670113e18};
+    const double MACHEP = 1.11022302462515654042E-16;
+    if (x == 1)
+        return INFINITY;
+    if (x < 1)
+        return NAN;
+    if (q <= 0) {
+        if (q == floor(q))
+            return INFINITY;
+        if (x != floor(x))
+            return NAN;
+    }
+    double s = pow(q, -x), a = q, b = 0;
+    int i = 0;
+    while (i < 9 || a <= 9.0) {
+        i += 1;
+        a += 1;
+        b = pow(a, -x);
+        s += b;
+        if (-MACHEP * s < b && b < MACHEP * s)
+            return s;
+    }
+    double w = a, k = 0, t;
+    s += b * w / (x - 1);
+    s -= 0.5 * b;
+    a = 1;
+    for (int j = 0; j < 12; j++) {
+        a *= x + k;
+        b /= w;
+        t = a * b / A[j];
+        s = s + t;
+        t = fabs(t / s);
+        if (t < MACHEP)
+            return s;
+        k += 1;
+        a *= x + k;
+        b /= w;
+        k += 1;
+    }
+    return s;
+}
+
+/* polygamma(n, x) as PyTorch's kernels: digamma for n 0, calc_trigamma
+ * for 1 (in the loop's type, its series' tail in double), else
+ * (-1)^(n+1) n! zeta(n + 1, x). */
+#define TN_POLYGAMMA(FN, CT, LGAMMA, EXP, SIN)                                                 \
+    static CT FN(CT x, int n)                                                                  \
+    {                                                                                          \
+        if (n == 0)                                                                            \
+            return (CT)digamma_d((double)x);                                                   \
+        if (n == 1) {                                                                          \
+            const CT pi = (CT)M_PI;                                                            \
+            CT sign = 1, result = 0;                                                           \
+            if (x < 0.5f) {                                                                    \
+                sign = -1;                                                                     \
+                const CT sin_pi_x = SIN(pi * x);                                               \
+                result -= (pi * pi) / (sin_pi_x * sin_pi_x);                                   \
+                x = 1 - x;                                                                     \
+            }                                                                                  \
+            for (int i = 0; i < 6; ++i) {                                                      \
+                result += 1 / (x * x);                                                         \
+                x += 1;                                                                        \
+            }                                                                                  \
+            const CT ixx = 1 / (x * x);                                                        \
+            result += (CT)((1 + 1 / (2 * x) +                                                  \
+                            ixx * (1. / 6 - ixx * (1. / 30 - ixx * (1. / 42)))) / x);          \
+            return sign * result;                                                              \
+        }                                                                                      \
+        return ((n % 2) ? (CT)1 : (CT)-1) * EXP(LGAMMA((CT)n + (CT)1)) *                       \
+               (CT)zeta_d((double)(CT)(n + 1), (double)x);                                     \
+    }
+TN_POLYGAMMA(polygamma_kf, float, lgammaf, expf, sinf)
+TN_POLYGAMMA(polygamma_k, double, lgamma, exp, sin)
+
 /* clamp in PyTorch's order, min(max(x, lo), hi), with NaN from x or from
  * a bound propagating; P: lo, hi, has lo, has hi. */
 static inline double clamp_d(double x, const double *P)
@@ -296,6 +379,7 @@ TN_LOGIT_CLAMP(f16, float)
     TN_ULOOP(erfinv_##SFX, IT, IT, CT, LD, ST, (CT)erfinv_d((double)x))                      \
     TN_ULOOP(lgamma_##SFX, IT, IT, CT, LD, ST, F(lgamma)(x))                                   \
     TN_ULOOP(digamma_##SFX, IT, IT, CT, LD, ST, (CT)digamma_d((double)x))                    \
+    TN_ULOOP(polygamma_##SFX, IT, IT, CT, LD, ST, F(polygamma_k)(x, (int)P[0]))               \
     TN_ULOOP(silu_##SFX, IT, IT, CT, LD, ST, x / ((CT)1 + F(exp)(-x)))                         \
     TN_ULOOP(mish_##SFX, IT, IT, CT, LD, ST, x * F(tanh)(F(log1p)(F(exp)(x))))                 \
     TN_ULOOP(gelu_##SFX, IT, IT, CT, LD, ST, (CT)0.5 * x * ((CT)1 + F(erf)(x * (CT)M_SQRT1_2))) \
@@ -462,6 +546,7 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_ERFINV] = {ROW_R(erfinv)},
     [U_LGAMMA] = {ROW_R(lgamma)},
     [U_DIGAMMA] = {ROW_R(digamma)},
+    [U_POLYGAMMA] = {ROW_R(polygamma)},
     [U_BITWISE_NOT] = {ROW_I(bitwise_not), [TN_BOOL] = bitwise_not_b},
     [U_LOGICAL_NOT] = {ROW_R(logical_not), ROW_I(logical_not), [TN_BOOL] = logical_not_b,
                        [TN_COMPLEX64] = logical_not_c64},
@@ -489,7 +574,7 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_vml_cpu", "reciprocal_cpu",
                                           "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu",
                                           "acosh_cpu", "asinh_cpu", "atanh_cpu", "lgamma_vml_cpu",
-                                          "digamma"};
+                                          "digamma", "polygamma"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
  * except for abs of complex). */
@@ -693,6 +778,13 @@ int tn__cpu_logit_out(tn_keyset ks, const struct tn_tensor *self, const double *
     if (eps && *eps >= 0)
         return unary_p(U_LOGIT_EPS, self, out, eps);
     return unary(U_LOGIT, self, out);
+}
+
+int tn__cpu_polygamma_out(tn_keyset ks, int64_t n, const struct tn_tensor *self,
+                          struct tn_tensor *out)
+{
+    double P[1] = {(double)n};
+    return unary_p(U_POLYGAMMA, self, out, P);
 }
 
 int tn__cpu_nan_to_num_out(tn_keyset ks, const struct tn_tensor *self, const double *nan,
