@@ -2,7 +2,9 @@
  * ops/cpu/softmax.c: softmax and log_softmax along one dim on the CPU. Each
  * row (outer x inner positions, D elements apart by `inner`) takes its max,
  * the sum of exp(x - max) and then writes exp(x - max) / sum, or x - max -
- * log(sum); float16/bfloat16 compute in float, float64 in double. Rows are
+ * log(sum); float16/bfloat16 compute in float (log_softmax over the last dim
+ * rounds the sum and its log to the dtype first, as PyTorch's lastdim kernel
+ * does), float64 in double. Rows are
  * split over the thread pool.
  */
 #include <config.h>
@@ -18,6 +20,7 @@ struct sjob {
     char *out;
     int64_t D, inner;
     bool log;
+    bool lastdim; /* dim is the last: PyTorch's _lastdim kernels */
 };
 
 
@@ -40,6 +43,14 @@ struct sjob {
                 for (int64_t d = 0; d < j->D; d++)                                             \
                     sum += EXP(LD(in[base + d * st]) - mx);                                    \
                 CT ls = LOG(sum);                                                              \
+                if (sizeof(T) < sizeof(CT) && j->lastdim) {                                    \
+                    /* the reduced types' lastdim kernel keeps the sum and its */              \
+                    /* log as T: each rounded, x - max - log(sum) in float */                  \
+                    T t_;                                                                      \
+                    ST(t_, sum);                                                               \
+                    ST(t_, LOG(LD(t_)));                                                       \
+                    ls = LD(t_);                                                               \
+                }                                                                              \
                 for (int64_t d = 0; d < j->D; d++)                                             \
                     ST(out[base + d * st], LD(in[base + d * st]) - mx - ls);                   \
             } else if (sizeof(T) == sizeof(CT)) {                                              \
@@ -169,7 +180,7 @@ static int softmax(const struct tn_tensor *self, int64_t dim, bool log, struct t
         tn_release(target);
         return tn_last_status();
     }
-    struct sjob j = {tn_data(in), tn_data(target), 1, 1, log};
+    struct sjob j = {tn_data(in), tn_data(target), 1, 1, log, d == self->ndim - 1};
     int64_t outer = 1;
     for (int i = 0; i < self->ndim; i++) {
         if (i < d)
