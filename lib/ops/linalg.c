@@ -119,6 +119,34 @@ static struct tn_tensor *squeeze_dim(struct tn_tensor *t, int64_t dim)
     return r;
 }
 
+/* PyTorch's should_fold: one operand of 3 or more dims, the other of 1 or
+ * 2, and the larger's batch dims folding into rows without a copy (or the
+ * smaller requiring grad, where PyTorch folds anyway to keep the backward
+ * small, or nothing to multiply). The larger is b transposed when b is. */
+static bool should_fold(const struct tn_tensor *a, const struct tn_tensor *b)
+{
+    bool a_larger = a->ndim >= b->ndim;
+    const struct tn_tensor *big = a_larger ? a : b, *small = a_larger ? b : a;
+    int n = big->ndim;
+    if (!(n >= 3 && small->ndim <= 2))
+        return false;
+    if (small->requires_grad || small->grad_fn)
+        return true;
+    int64_t sizes[TN_MAX_DIMS], strides[TN_MAX_DIMS];
+    memcpy(sizes, big->sizes, sizeof(int64_t) * (size_t)n);
+    memcpy(strides, big->strides, sizeof(int64_t) * (size_t)n);
+    if (!a_larger) { /* b.mT */
+        int64_t t = sizes[n - 1]; sizes[n - 1] = sizes[n - 2]; sizes[n - 2] = t;
+        t = strides[n - 1]; strides[n - 1] = strides[n - 2]; strides[n - 2] = t;
+    }
+    if (tn_numel(big) == 0)
+        return true;
+    for (int i = 0; i < n - 2; i++)
+        if (strides[i] != strides[i + 1] * sizes[i + 1])
+            return false;
+    return true;
+}
+
 struct tn_tensor *tn__composite_matmul(tn_keyset ks, const struct tn_tensor *a,
                                        const struct tn_tensor *b)
 {
@@ -137,19 +165,32 @@ struct tn_tensor *tn__composite_matmul(tn_keyset ks, const struct tn_tensor *a,
             r = squeeze_dim(r, -1);
         if (da == 1)
             r = squeeze_dim(r, 0);
-    } else if (da >= 3 && db <= 2) {
-        /* fold a's batch dims into the rows of one mm */
-        int64_t k = a->sizes[da - 1];
-        x = tn_reshape(a, TN_SHAPE(tn_rows(a), k));
-        y = db == 1 ? tn_unsqueeze(b, 1) : tn_retain((struct tn_tensor *)b);
-        struct tn_tensor *p = x && y ? tn_mm(x, y) : NULL;
-        if (p) {
+    } else if (should_fold(a, b)) {
+        /* the larger operand's batch dims folded into the rows of one mm
+         * (or mv), b transposed when it is the larger, as PyTorch's
+         * _matmul_impl */
+        bool transpose = db > da;
+        x = transpose ? tn_transpose(b, -1, -2) : tn_retain((struct tn_tensor *)a);
+        y = !transpose ? tn_retain((struct tn_tensor *)b)
+                       : da == 2 ? tn_t(a) : tn_retain((struct tn_tensor *)a);
+        if (x && y) {
             int64_t shape[TN_MAX_DIMS];
-            memcpy(shape, a->sizes, sizeof(int64_t) * (size_t)(da - 1));
-            int nd = da - 1;
-            if (db == 2)
-                shape[nd++] = b->sizes[1];
-            r = tn_view(p, shape, nd);
+            int nd = x->ndim - 1;
+            memcpy(shape, x->sizes, sizeof(int64_t) * (size_t)nd);
+            if (y->ndim == 2)
+                shape[nd++] = y->sizes[1];
+            struct tn_tensor *f = tn_reshape(x, TN_SHAPE(tn_rows(x), x->sizes[x->ndim - 1]));
+            struct tn_tensor *p = !f ? NULL : y->ndim == 2 ? tn_mm(f, y) : tn_mv(f, y);
+            struct tn_tensor *v = p ? tn_view(p, shape, nd) : NULL;
+            if (v && transpose && y->ndim == 2) {
+                struct tn_tensor *m = tn_transpose(v, -1, -2);
+                r = m ? tn_contiguous(m) : NULL;
+                tn_release(m);
+                tn_release(v);
+            } else {
+                r = v;
+            }
+            tn_release(f);
             tn_release(p);
         }
     } else {

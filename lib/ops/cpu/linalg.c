@@ -324,11 +324,52 @@ int tn__cpu_mm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_t
     return batched(self, mat2, out, tn_int(1), tn_int(0), false);
 }
 
+/* PyTorch's small bmm (baddbmm_cpu_kernel, below 400 multiply-adds a
+ * matrix): each element a sum over k in order, in the op math type (float
+ * for bfloat16 and float16), no BLAS; its rounding is what assert_close
+ * compares against where the terms cancel. */
+#define TN_SMALL_BMM(SFX, T, CT, LD, ST)                                                       \
+    static void small_bmm_##SFX(const struct tn_tensor *a, const struct tn_tensor *b,          \
+                                struct tn_tensor *out)                                         \
+    {                                                                                          \
+        const T *pa = tn_data(a), *pb = tn_data(b);                                            \
+        T *po = tn_data(out);                                                                  \
+        for (int64_t bi = 0; bi < out->sizes[0]; bi++)                                         \
+            for (int64_t i = 0; i < out->sizes[1]; i++)                                        \
+                for (int64_t j = 0; j < out->sizes[2]; j++) {                                  \
+                    CT acc = 0;                                                                \
+                    for (int64_t k = 0; k < a->sizes[2]; k++) {                                \
+                        CT x = LD(pa[bi * a->strides[0] + i * a->strides[1] + k * a->strides[2]]); \
+                        CT y = LD(pb[bi * b->strides[0] + k * b->strides[1] + j * b->strides[2]]); \
+                        acc += x * y;                                                          \
+                    }                                                                          \
+                    ST(po[bi * out->strides[0] + i * out->strides[1] + j * out->strides[2]], acc); \
+                }                                                                              \
+    }
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+TN_SMALL_BMM(f32, float, float, LD_ID, ST_ID)
+TN_SMALL_BMM(f64, double, double, LD_ID, ST_ID)
+TN_SMALL_BMM(bf16, tn_bfloat16, float, LD_BF, ST_BF)
+#pragma GCC pop_options
+
 int tn__cpu_bmm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *mat2,
                     struct tn_tensor *out)
 {
     if (out->dtype == TN_BOOL)
         return tn_set_error(TN_EDTYPE, "\"bmm\" not implemented for 'Bool'");
+    int64_t work = self->sizes[2] * out->sizes[1] * out->sizes[2];
+    void (*small)(const struct tn_tensor *, const struct tn_tensor *, struct tn_tensor *) = NULL;
+    switch (out->dtype) {
+    case TN_FLOAT32: small = small_bmm_f32; break;
+    case TN_FLOAT64: small = small_bmm_f64; break;
+    case TN_BFLOAT16: small = small_bmm_bf16; break;
+    default: break;
+    }
+    if (small && work < 400 && self->dtype == out->dtype && mat2->dtype == out->dtype) {
+        small(self, mat2, out);
+        return TN_OK;
+    }
     return batched(self, mat2, out, tn_int(1), tn_int(0), false);
 }
 
