@@ -167,11 +167,29 @@ struct tn_tensor *tn__composite_baddbmm(tn_keyset ks, const struct tn_tensor *se
         return NULL;
     struct tn_keep k = {0};
     struct tn_tensor *p, *s, *r;
+    if ((self->dtype == TN_BFLOAT16 || self->dtype == TN_FLOAT16) &&
+        batch1->dtype == self->dtype && batch2->dtype == self->dtype) {
+        /* PyTorch's kernels sum and scale in float and round once */
+        struct tn_tensor *a, *b, *c;
+        TN_KEEP(&k, c, tn_to_dtype(self, TN_FLOAT32));
+        TN_KEEP(&k, a, tn_to_dtype(batch1, TN_FLOAT32));
+        TN_KEEP(&k, b, tn_to_dtype(batch2, TN_FLOAT32));
+        TN_KEEP(&k, r, tn__composite_baddbmm(ks, c, a, b, beta, alpha));
+        TN_KEEP(&k, r, tn_to_dtype(r, self->dtype));
+        return tn__keep_out(&k, r);
+    }
+    if (tn_dtype_is_integral(self->dtype, false)) {
+        /* integer tensors take alpha and beta as integers (truncated), as
+         * PyTorch's kernel converts them to its int64 math type */
+        if (beta.kind == TN_SCALAR_FLOAT)
+            beta = tn_int((int64_t)beta.v.f);
+        if (alpha.kind == TN_SCALAR_FLOAT)
+            alpha = tn_int((int64_t)alpha.v.f);
+    }
     TN_KEEP(&k, p, tn_bmm(batch1, batch2));
     if (tn_scalar_to_double(beta) == 0) {
-        struct tn_tensor *e;
-        TN_KEEP(&k, e, tn_expand(p, self->sizes, self->ndim));
-        TN_KEEP(&k, r, tn_mul_scalar(e, alpha));
+        /* self (broadcast to the product's shape) is not read */
+        TN_KEEP(&k, r, tn_mul_scalar(p, alpha));
         TN_KEEP(&k, r, tn_to_dtype(r, self->dtype));
         return tn__keep_out(&k, r);
     }

@@ -189,8 +189,9 @@ class Sweep:
         from torch.utils._pytree import tree_flatten
         leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-        if any(t.is_complex() or t.device.type != "cpu" or t.is_sparse for t in tensors):
-            return "skip", "complex or sparse tensor in the sample"
+        if any(t.is_complex() or t.device.type != "cpu" or t.layout != torch.strided
+               for t in tensors):
+            return "skip", "complex or sparse (COO, CSR, ...) tensor in the sample"
         if not tensors:
             return "skip", "no tensor in the sample"
         tensors = [t.detach().clone() if t.is_contiguous() else t.detach() for t in tensors]
