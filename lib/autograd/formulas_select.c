@@ -341,61 +341,78 @@ fail:
  * PyTorch does (a lone zero of src takes the product of the others, two
  * zeros give 0); amax/amin: grad shared evenly among the elements equal to
  * the result. Without include_self, self's scattered-to places get 0. */
-static struct tn_tensor *scatter_reduce_self_bw(const struct tn_tensor *grad,
-                                                const struct tn_tensor *self, int64_t dim,
-                                                const struct tn_tensor *index,
-                                                const struct tn_tensor *src, const char *reduce,
-                                                bool include_self, const struct tn_tensor *result)
+/* mean's count N of each place (self's own value counted with
+ * include_self; places nothing reaches count 1) */
+static struct tn_tensor *scatter_mean_count(const struct tn_tensor *grad, int64_t dim,
+                                            const struct tn_tensor *index,
+                                            const struct tn_tensor *src, bool include_self)
+{
+    struct tn_tensor *n = NULL, *b = NULL;
+    STEP(n, include_self ? tn_ones_like(grad, TN_DTYPE_UNSET)
+                         : tn_zeros_like(grad, TN_DTYPE_UNSET));
+    STEP(b, tn_ones_like(src, TN_DTYPE_UNSET));
+    STEP(n, tn_scatter_add(n, dim, index, b));
+    STEP(b, tn_eq_scalar(n, tn_int(0)));
+    STEP(n, tn_masked_fill_scalar(n, b, tn_int(1)));
+fail:
+    tn_release(b);
+    return n;
+}
+
+/* grad and n gathered at the index, grad's over n's */
+static struct tn_tensor *div_gathered(const struct tn_tensor *grad,
+                                              const struct tn_tensor *n, int64_t dim,
+                                              const struct tn_tensor *index)
+{
+    struct tn_tensor *g = NULL, *m = NULL;
+    STEP(g, tn_gather(grad, dim, index, false));
+    STEP(m, tn_gather(n, dim, index, false));
+    STEP(g, tn_div(g, m));
+fail:
+    tn_release(m);
+    return g;
+}
+
+/* amax/amin: grad over the count of elements equal to the result, and
+ * (in *self_is, *src_is) which of self's and src's are */
+static struct tn_tensor *scatter_minmax_share(const struct tn_tensor *grad,
+                                              const struct tn_tensor *self, int64_t dim,
+                                              const struct tn_tensor *index,
+                                              const struct tn_tensor *src,
+                                              const struct tn_tensor *result,
+                                              struct tn_tensor **self_is, struct tn_tensor **src_is)
+{
+    struct tn_tensor *c = NULL, *n = NULL;
+    *self_is = *src_is = NULL;
+    STEP(c, tn_gather(result, dim, index, false));
+    STEP(*src_is, tn_eq(src, c));
+    STEP(c, tn_to_dtype(*src_is, self->dtype));
+    STEP(*self_is, tn_eq(self, result));
+    STEP(n, tn_to_dtype(*self_is, self->dtype));
+    STEP(n, tn_scatter_add(n, dim, index, c));
+    STEP(n, tn_div(grad, n));
+fail:
+    tn_release(c);
+    return n;
+}
+
+struct tn_tensor *tn__scatter_reduce_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                        int64_t dim, const struct tn_tensor *index,
+                                        const struct tn_tensor *src, const char *reduce,
+                                        bool include_self, const struct tn_tensor *result,
+                                        int which)
 {
     struct tn_tensor *a = NULL, *b = NULL, *c = NULL, *r = NULL;
+    bool minmax = strcmp(reduce, "amax") == 0 || strcmp(reduce, "amin") == 0;
     if (strcmp(reduce, "sum") == 0) {
-        STEP(r, tn_retain((struct tn_tensor *)grad));
-    } else if (strcmp(reduce, "prod") == 0) {
+        STEP(r, which == 0 ? tn_retain((struct tn_tensor *)grad)
+                           : tn_gather(grad, dim, index, false));
+    } else if (strcmp(reduce, "prod") == 0 && which == 0) {
         STEP(a, tn_eq_scalar(self, tn_int(0)));
         STEP(a, tn_masked_fill_scalar(self, a, tn_int(1)));  /* masked_self */
         STEP(b, tn_scatter_reduce_two(a, dim, index, src, reduce, include_self));
         STEP(r, tn_mul(grad, b));
         STEP(r, tn_div(r, a));
-    } else if (strcmp(reduce, "mean") == 0) {
-        STEP(a, include_self ? tn_ones_like(grad, TN_DTYPE_UNSET)
-                             : tn_zeros_like(grad, TN_DTYPE_UNSET));
-        STEP(b, tn_ones_like(src, TN_DTYPE_UNSET));
-        STEP(a, tn_scatter_add(a, dim, index, b));
-        STEP(b, tn_eq_scalar(a, tn_int(0)));
-        STEP(a, tn_masked_fill_scalar(a, b, tn_int(1)));  /* N */
-        STEP(r, tn_div(grad, a));
-    } else if (strcmp(reduce, "amax") == 0 || strcmp(reduce, "amin") == 0) {
-        STEP(c, tn_gather(result, dim, index, false));
-        STEP(c, tn_eq(src, c));
-        STEP(c, tn_to_dtype(c, self->dtype));   /* src_is_result */
-        STEP(b, tn_eq(self, result));
-        STEP(a, tn_to_dtype(b, self->dtype));   /* self_is_result */
-        STEP(a, tn_scatter_add(a, dim, index, c));
-        STEP(a, tn_div(grad, a));                /* grad_distributed */
-        STEP(r, tn_mul(b, a));
-    } else {
-        tn_set_error(TN_EINVAL, "reduce argument must be either sum, prod, mean, amax or amin, "
-                     "got %s", reduce);
-        goto fail;
-    }
-    if (!include_self)
-        STEP(r, tn_scatter_value(r, dim, index, tn_int(0)));
-fail:
-    tn_release(a);
-    tn_release(b);
-    tn_release(c);
-    return r;
-}
-
-static struct tn_tensor *scatter_reduce_src_bw(const struct tn_tensor *grad,
-                                               const struct tn_tensor *self, int64_t dim,
-                                               const struct tn_tensor *index,
-                                               const struct tn_tensor *src, const char *reduce,
-                                               bool include_self, const struct tn_tensor *result)
-{
-    struct tn_tensor *a = NULL, *b = NULL, *c = NULL, *r = NULL;
-    if (strcmp(reduce, "sum") == 0) {
-        STEP(r, tn_gather(grad, dim, index, false));
     } else if (strcmp(reduce, "prod") == 0) {
         STEP(a, tn_eq_scalar(src, tn_int(0)));                /* src_zero */
         STEP(b, tn_zeros_like(self, TN_DTYPE_UNSET));
@@ -413,46 +430,26 @@ static struct tn_tensor *scatter_reduce_src_bw(const struct tn_tensor *grad,
         STEP(a, tn_masked_fill_scalar(src, a, tn_int(1)));
         STEP(r, tn_div(r, a));
         STEP(r, tn_where_self(b, c, r));
-    } else if (strcmp(reduce, "mean") == 0) {
-        STEP(a, include_self ? tn_ones_like(grad, TN_DTYPE_UNSET)
-                             : tn_zeros_like(grad, TN_DTYPE_UNSET));
-        STEP(b, tn_ones_like(src, TN_DTYPE_UNSET));
-        STEP(a, tn_scatter_add(a, dim, index, b));
-        STEP(b, tn_eq_scalar(a, tn_int(0)));
-        STEP(a, tn_masked_fill_scalar(a, b, tn_int(1)));  /* N */
-        STEP(a, tn_gather(a, dim, index, false));
-        STEP(r, tn_gather(grad, dim, index, false));
-        STEP(r, tn_div(r, a));
-    } else if (strcmp(reduce, "amax") == 0 || strcmp(reduce, "amin") == 0) {
-        STEP(c, tn_gather(result, dim, index, false));
-        STEP(c, tn_eq(src, c));                           /* src == value */
-        STEP(b, tn_to_dtype(c, self->dtype));
-        STEP(a, tn_eq(self, result));
-        STEP(a, tn_to_dtype(a, self->dtype));
-        STEP(a, tn_scatter_add(a, dim, index, b));
-        STEP(a, tn_div(grad, a));
-        STEP(a, tn_gather(a, dim, index, false));
-        STEP(r, tn_mul(c, a));
+    } else if (strcmp(reduce, "mean") == 0 || minmax) {
+        /* mean: grad / N; amax/amin: (is the result) * grad / the count
+         * of those; src's gathered at the index */
+        STEP(a, minmax ? scatter_minmax_share(grad, self, dim, index, src, result, &b, &c)
+                       : scatter_mean_count(grad, dim, index, src, include_self));
+        if (!minmax)
+            STEP(a, which == 0 ? tn_div(grad, a) : div_gathered(grad, a, dim, index));
+        else if (which == 1)
+            STEP(a, tn_gather(a, dim, index, false));
+        STEP(r, !minmax ? tn_retain(a) : tn_mul(which == 0 ? b : c, a));
     } else {
         tn_set_error(TN_EINVAL, "reduce argument must be either sum, prod, mean, amax or amin, "
                      "got %s", reduce);
         goto fail;
     }
+    if (which == 0 && !include_self)
+        STEP(r, tn_scatter_value(r, dim, index, tn_int(0)));
 fail:
     tn_release(a);
     tn_release(b);
     tn_release(c);
     return r;
-}
-
-struct tn_tensor *tn__scatter_reduce_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
-                                        int64_t dim, const struct tn_tensor *index,
-                                        const struct tn_tensor *src, const char *reduce,
-                                        bool include_self, const struct tn_tensor *result,
-                                        int which)
-{
-    return which == 0 ? scatter_reduce_self_bw(grad, self, dim, index, src, reduce, include_self,
-                                               result)
-                      : scatter_reduce_src_bw(grad, self, dim, index, src, reduce, include_self,
-                                              result);
 }
