@@ -217,3 +217,14 @@ grads_match() {
     run tcompile show "$O/backward.json"
     assert_line "%relu: float32[8, 16] = aten::relu(self=%tanh)"
 }
+
+@test "grad: scatter_reduce (sum, prod, mean, amax, amin, with and without self), digamma and polygamma through define: entries" {
+    # _scatter_reduce_bw's defines (ties shared, zeros in prod) and
+    # _polygamma_bw's (n + 1 computed while the graph is built); both were
+    # refused as helpers without one
+    grads_match "$TN_SRCDIR/tests/fixtures/train/scatter_joint" 2 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/scatter_joint" 2 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::scatter_reduce.two("
+    assert_output --partial "aten::polygamma("
+}

@@ -258,11 +258,14 @@ static struct tn_tensor *index_op(int kind, const char *op, const struct tn_tens
     int d = tn_wrap_dim(dim, self->ndim);
     if (d < 0 || index_check(op, self, d, index_, kind == G_GATHER ? NULL : src) < 0)
         return NULL;
-    /* gather on Meta: index's shape, self's dtype, no data */
-    if (kind == G_GATHER && (self->device.type == TN_DEVICE_META ||
-                             index_->device.type == TN_DEVICE_META))
-        return tn_empty_on(index_->sizes, index_->ndim, self->dtype,
+    /* on Meta: a gather has index's shape, a scatter self's; self's
+     * dtype, no data */
+    if (self->device.type == TN_DEVICE_META || index_->device.type == TN_DEVICE_META ||
+        (src && src->device.type == TN_DEVICE_META)) {
+        const struct tn_tensor *shape = kind == G_GATHER ? index_ : self;
+        return tn_empty_on(shape->sizes, shape->ndim, self->dtype,
                            (struct tn_device){TN_DEVICE_META, 0});
+    }
     struct tn_tensor *index = tn_to_dtype(index_, TN_INT64);
     if (!index)
         return NULL;
