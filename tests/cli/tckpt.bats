@@ -220,3 +220,22 @@ print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "
         assert_output --partial "$k"
     done
 }
+
+@test "diff: an infinity equals only itself, whatever the tolerances (torch.allclose)" {
+    require_torch1
+    /usr/bin/python3 -c '
+import sys, torch
+inf = float("inf")
+torch.save({"a": torch.tensor([-inf, 1.0, inf]), "lr": inf}, sys.argv[1] + "/i.pt")
+torch.save({"a": torch.tensor([0.0, 1.0, inf]), "lr": 1e30}, sys.argv[1] + "/z.pt")
+torch.save({"a": torch.tensor([-inf, 1.0, -inf]), "lr": inf}, sys.argv[1] + "/n.pt")' "$BATS_TEST_TMPDIR"
+    run tckpt diff --atol 1 --rtol 1 "$BATS_TEST_TMPDIR/i.pt" "$BATS_TEST_TMPDIR/i.pt"
+    assert_success
+    run tckpt diff --atol 1 --rtol 1 "$BATS_TEST_TMPDIR/z.pt" "$BATS_TEST_TMPDIR/i.pt"
+    assert_failure 1
+    assert_output --partial "a: 1 of 3 elements differ"
+    assert_output --partial "lr:"
+    run tckpt diff --atol 1 --rtol 1 "$BATS_TEST_TMPDIR/n.pt" "$BATS_TEST_TMPDIR/i.pt"
+    assert_failure 1
+    assert_output --partial "a: 1 of 3 elements differ"
+}
