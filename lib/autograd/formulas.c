@@ -571,17 +571,21 @@ fail:
 }
 
 /* pow for exponent: grad result log(self), 0 where self is 0 and exponent
- * is not negative */
+ * is not negative (PyTorch's pow_backward_exponent: -inf at 0 with a
+ * negative exponent, NaN with a NaN one) */
 struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                 const struct tn_tensor *exponent,
                                  const struct tn_tensor *result)
 {
     struct tn_tensor *l = NULL, *m = NULL, *z = NULL;
     STEP(l, tn_log(self));
     STEP(l, tn_mul(l, result));
     STEP(l, tn_mul(grad, l));
-    STEP(m, tn_ne_scalar(self, tn_int(0)));
+    STEP(m, tn_eq_scalar(self, tn_int(0)));
+    STEP(z, tn_ge_scalar(exponent, tn_int(0)));
+    STEP(m, tn_logical_and(m, z));
     STEP(z, tn_zeros_like(l, TN_DTYPE_UNSET));
-    STEP(z, tn_where_self(m, l, z));
+    STEP(z, tn_where_self(m, z, l));
     drop(2, l, m);
     return z;
 fail:

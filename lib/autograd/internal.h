@@ -282,6 +282,7 @@ struct tn_tensor *tn__polygamma_bw(const struct tn_tensor *grad, const struct tn
 struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   const struct tn_tensor *exponent);
 struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                 const struct tn_tensor *exponent,
                                  const struct tn_tensor *result);
 
 /* ----- the selecting, moving and multiplying ops (formulas_select.c) */

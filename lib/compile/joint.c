@@ -1108,10 +1108,11 @@ static const struct tn__dentry *find_define(const char *name, const struct jv *a
             } else if (!strncmp(p, "=None", 5)) { /* name=None: only an absent value */
                 ok = k < na && a[k].k == J_NONE;
                 p += 5;
-            } else if (*p == '=') { /* name=number: only that integer */
+            } else if (*p == '=') { /* name=number: only that integer (or float) */
                 char *end;
-                long long want = strtoll(p + 1, &end, 10);
-                ok = k < na && a[k].k == J_INT && a[k].i == want;
+                double want = strtod(p + 1, &end);
+                ok = k < na && ((a[k].k == J_INT && (double)a[k].i == want) ||
+                                (a[k].k == J_FLOAT && a[k].f == want));
                 p = end;
             }
             d->pname[k] = nm;

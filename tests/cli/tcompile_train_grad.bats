@@ -228,3 +228,14 @@ grads_match() {
     assert_output --partial "aten::scatter_reduce.two("
     assert_output --partial "aten::polygamma("
 }
+
+@test "grad: pow at 0 with negative exponents (-inf), native_dropout with p 1, cumprod with zeros, as PyTorch" {
+    # _pow_exp_bw's zero only where the exponent is not negative (PyTorch's
+    # pow_backward_exponent), _native_dropout_bw's p = 1 define (scale 0,
+    # not inf), _cumprod_bw's define without a branch on the zeros
+    grads_match "$TN_SRCDIR/tests/fixtures/train/zeros_joint" 5 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/zeros_joint" 5 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::cumprod("
+    assert_output --partial "aten::logical_and("
+}
