@@ -239,3 +239,13 @@ grads_match() {
     assert_output --partial "aten::cumprod("
     assert_output --partial "aten::logical_and("
 }
+
+@test "grad: embedding_dense_backward in the graph (padding_idx, scale_grad_by_freq) through _embedding_double_bw's define" {
+    # an embedding of grad, zeros at padding_idx; index_select runs on Meta
+    # for the graph check
+    grads_match "$TN_SRCDIR/tests/fixtures/train/embdbl_joint" 2 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/embdbl_joint" 2 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::embedding("
+    assert_output --partial "aten::masked_fill.Scalar("
+}

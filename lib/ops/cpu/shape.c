@@ -43,6 +43,14 @@ struct tn_tensor *tn__cpu_index_select(tn_keyset ks, const struct tn_tensor *sel
         return NULL;
     }
     int64_t n = self->ndim ? self->sizes[d] : 1;
+    if (self->device.type == TN_DEVICE_META || index->device.type == TN_DEVICE_META) {
+        /* on Meta: self's shape with dim as long as index, no data */
+        int64_t sz[TN_MAX_DIMS];
+        memcpy(sz, self->sizes, sizeof(int64_t) * (size_t)self->ndim);
+        if (self->ndim)
+            sz[d] = tn_numel(index);
+        return tn_empty_on(sz, self->ndim, self->dtype, (struct tn_device){TN_DEVICE_META, 0});
+    }
     struct tn_tensor *idx = indices64(index, n, "index out of range in self");
     if (!idx)
         return NULL;
