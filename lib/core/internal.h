@@ -182,6 +182,32 @@ static inline int64_t tn__grain_of(int64_t work)
  * tn_numel, tn_is_contiguous, tn_data and tn_contiguous_strides are these
  * (an exported function called inside the library goes through the PLT). */
 
+/* --- thread-local state (DESIGN.md, Threads) -----------------------------
+ * DESIGN.md limits the state a thread carries to grad mode, the dispatch
+ * key sets and the last error.  Those are the only thread-locals a caller
+ * can set and read back across calls, with one exception the public API
+ * asks for:
+ *   dispatch/keyset.c tls_included, tls_excluded  the key sets (grad mode is
+ *                                                Autograd in tls_excluded)
+ *   core/error.c tn_error_buf, tn_error_status   the last error
+ *   io/util.c progress_fn, progress_ctx          tn_io_set_progress's callback,
+ *                                                per thread by its contract
+ * The rest carry nothing from one public call to the next; each is per
+ * thread only so that its fast path takes no lock, or so that a worker or
+ * a nested call knows where it runs:
+ *   dispatch/keyset.c tls_storage_only           the dtype behind the key set's
+ *                                                storage-only mark, read by the
+ *                                                error the same call raises
+ *   core/storage.c tn_cache                      the freed-block cache (no lock)
+ *   core/thread.c tn_in_pool                     a nested parallel_for runs inline
+ *   io/value.c arena                             the running parse's arena
+ *   graph/arena.c active                         jansson's hooks have no context
+ *                                                argument: the running parse's arena
+ *   graph/factory.c tn__graph_meta_factories,    set around tn_graph_check's and
+ *     tn__graph_meta_devices                     tcompile's lowering's Meta passes
+ * tests/cli/threads.bats fails on a _Thread_local under lib/ missing here:
+ * a new one is added to this list, with its reason, or is not added. */
+
 /* Thread-locals on every op's path use the initial-exec model: an offset
  * from the thread pointer instead of a __tls_get_addr call. Only a few
  * bytes each (static TLS is scarce for a library loaded by dlopen). */

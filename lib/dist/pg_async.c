@@ -44,15 +44,11 @@ struct tn__pgq {
     pthread_t th;
 };
 
-/* Whether this thread is a queue thread: it must not wait on its own queue. */
-static _Thread_local bool on_queue_thread;
-
 /* The queue's thread: runs the queued work in order, each through the
  * blocking collective, until tn__pgq_free stops it. */
 static void *queue_main(void *p)
 {
     struct tn__pgq *q = p;
-    on_queue_thread = true;
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->head && !q->stop)
@@ -93,10 +89,11 @@ static void *queue_main(void *p)
 }
 
 /* Contract in internal.h: blocks until every queued collective finished
- * (a no-op for NULL or on the queue's own thread, which would deadlock). */
+ * (a no-op for NULL or on the queue's own thread, which would deadlock).
+ * q->th is set before any work is queued, and queuing takes q->mu. */
 void tn__pgq_drain(struct tn__pgq *q)
 {
-    if (!q || on_queue_thread)
+    if (!q || pthread_equal(pthread_self(), q->th))
         return;
     pthread_mutex_lock(&q->mu);
     while (q->pending > 0)
