@@ -141,30 +141,42 @@ void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...) __attribute__(
  *   TORCH2  2.x's only (BINFLOAT)
  *   CKPT    weights_only, but not a DCP .metadata (persistent ids)
  *   DCP     a DCP .metadata only (pickle.dumps's protocol 4 forms)
- *   NONE    no reader of ours executes it; the scanner walks it all the same */
+ *   NONE    no reader of ours executes it; the scanner walks it all the same
+ * and the slice of the stack it builds from, which both machines take
+ * through tn__pickle_op_slice (pickletools' stack_before, checked by
+ * test_opcode_table):
+ *   T1-T3   the top 1-3 items make one value (TUPLE1-3)
+ *   F1, F2  the top 1 or 2 items go into the container below them
+ *   TM      the items above the topmost MARK, which is popped
+ *   FM      those items go into the container below the MARK
+ *   NO      none (any other opcode) */
 #define TN_PICKLE_OPCODES(X) \
-    X(MARK, '(', ALL) X(STOP, '.', ALL) X(POP, '0', NONE) X(POP_MARK, '1', NONE)            \
-    X(DUP, '2', NONE) X(FLOAT, 'F', NONE) X(INT, 'I', NONE) X(BININT, 'J', ALL)             \
-    X(BININT1, 'K', ALL) X(LONG, 'L', NONE) X(BININT2, 'M', ALL) X(NONE, 'N', ALL)          \
-    X(PERSID, 'P', NONE) X(BINPERSID, 'Q', CKPT) X(REDUCE, 'R', ALL) X(STRING, 'S', NONE)   \
-    X(BINSTRING, 'T', NONE) X(SHORT_BINSTRING, 'U', ALL) X(UNICODE, 'V', NONE)              \
-    X(BINUNICODE, 'X', ALL) X(APPEND, 'a', ALL) X(BUILD, 'b', ALL) X(GLOBAL, 'c', ALL)      \
-    X(DICT, 'd', NONE) X(EMPTY_DICT, '}', ALL) X(APPENDS, 'e', ALL) X(GET, 'g', NONE)       \
-    X(BINGET, 'h', ALL) X(INST, 'i', NONE) X(LONG_BINGET, 'j', ALL) X(LIST, 'l', NONE)      \
-    X(EMPTY_LIST, ']', ALL) X(OBJ, 'o', NONE) X(PUT, 'p', NONE) X(BINPUT, 'q', ALL)         \
-    X(LONG_BINPUT, 'r', ALL) X(SETITEM, 's', ALL) X(TUPLE, 't', ALL) X(EMPTY_TUPLE, ')', ALL) \
-    X(SETITEMS, 'u', ALL) X(BINFLOAT, 'G', TORCH2) X(PROTO, 0x80, ALL) X(NEWOBJ, 0x81, ALL) \
-    X(EXT1, 0x82, NONE) X(EXT2, 0x83, NONE) X(EXT4, 0x84, NONE) X(TUPLE1, 0x85, ALL)        \
-    X(TUPLE2, 0x86, ALL) X(TUPLE3, 0x87, ALL) X(NEWTRUE, 0x88, ALL) X(NEWFALSE, 0x89, ALL)  \
-    X(LONG1, 0x8a, ALL) X(LONG4, 0x8b, NONE) X(BINBYTES, 'B', NONE)                         \
-    X(SHORT_BINBYTES, 'C', NONE) X(SHORT_BINUNICODE, 0x8c, DCP) X(BINUNICODE8, 0x8d, NONE)  \
-    X(BINBYTES8, 0x8e, NONE) X(EMPTY_SET, 0x8f, ALL) X(ADDITEMS, 0x90, NONE)                \
-    X(FROZENSET, 0x91, NONE) X(NEWOBJ_EX, 0x92, NONE) X(STACK_GLOBAL, 0x93, DCP)            \
-    X(MEMOIZE, 0x94, DCP) X(FRAME, 0x95, DCP) X(BYTEARRAY8, 0x96, NONE)                     \
-    X(NEXT_BUFFER, 0x97, NONE) X(READONLY_BUFFER, 0x98, NONE)
+    X(MARK, '(', ALL, NO) X(STOP, '.', ALL, NO) X(POP, '0', NONE, NO) X(POP_MARK, '1', NONE, TM)  \
+    X(DUP, '2', NONE, NO) X(FLOAT, 'F', NONE, NO) X(INT, 'I', NONE, NO) X(BININT, 'J', ALL, NO)   \
+    X(BININT1, 'K', ALL, NO) X(LONG, 'L', NONE, NO) X(BININT2, 'M', ALL, NO)                      \
+    X(NONE, 'N', ALL, NO) X(PERSID, 'P', NONE, NO) X(BINPERSID, 'Q', CKPT, NO)                    \
+    X(REDUCE, 'R', ALL, NO) X(STRING, 'S', NONE, NO) X(BINSTRING, 'T', NONE, NO)                  \
+    X(SHORT_BINSTRING, 'U', ALL, NO) X(UNICODE, 'V', NONE, NO) X(BINUNICODE, 'X', ALL, NO)        \
+    X(APPEND, 'a', ALL, F1) X(BUILD, 'b', ALL, NO) X(GLOBAL, 'c', ALL, NO)                        \
+    X(DICT, 'd', NONE, TM) X(EMPTY_DICT, '}', ALL, NO) X(APPENDS, 'e', ALL, FM)                   \
+    X(GET, 'g', NONE, NO) X(BINGET, 'h', ALL, NO) X(INST, 'i', NONE, TM)                          \
+    X(LONG_BINGET, 'j', ALL, NO) X(LIST, 'l', NONE, TM) X(EMPTY_LIST, ']', ALL, NO)               \
+    X(OBJ, 'o', NONE, TM) X(PUT, 'p', NONE, NO) X(BINPUT, 'q', ALL, NO)                           \
+    X(LONG_BINPUT, 'r', ALL, NO) X(SETITEM, 's', ALL, F2) X(TUPLE, 't', ALL, TM)                  \
+    X(EMPTY_TUPLE, ')', ALL, NO) X(SETITEMS, 'u', ALL, FM) X(BINFLOAT, 'G', TORCH2, NO)           \
+    X(PROTO, 0x80, ALL, NO) X(NEWOBJ, 0x81, ALL, NO) X(EXT1, 0x82, NONE, NO)                      \
+    X(EXT2, 0x83, NONE, NO) X(EXT4, 0x84, NONE, NO) X(TUPLE1, 0x85, ALL, T1)                      \
+    X(TUPLE2, 0x86, ALL, T2) X(TUPLE3, 0x87, ALL, T3) X(NEWTRUE, 0x88, ALL, NO)                   \
+    X(NEWFALSE, 0x89, ALL, NO) X(LONG1, 0x8a, ALL, NO) X(LONG4, 0x8b, NONE, NO)                   \
+    X(BINBYTES, 'B', NONE, NO) X(SHORT_BINBYTES, 'C', NONE, NO)                                   \
+    X(SHORT_BINUNICODE, 0x8c, DCP, NO) X(BINUNICODE8, 0x8d, NONE, NO)                             \
+    X(BINBYTES8, 0x8e, NONE, NO) X(EMPTY_SET, 0x8f, ALL, NO) X(ADDITEMS, 0x90, NONE, FM)          \
+    X(FROZENSET, 0x91, NONE, TM) X(NEWOBJ_EX, 0x92, NONE, NO) X(STACK_GLOBAL, 0x93, DCP, NO)      \
+    X(MEMOIZE, 0x94, DCP, NO) X(FRAME, 0x95, DCP, NO) X(BYTEARRAY8, 0x96, NONE, NO)               \
+    X(NEXT_BUFFER, 0x97, NONE, NO) X(READONLY_BUFFER, 0x98, NONE, NO)
 
 enum tn_pickle_opcode {
-#define TN_X_OP(N, c, r) TN_OP_##N = c,
+#define TN_X_OP(N, c, r, k) TN_OP_##N = c,
     TN_PICKLE_OPCODES(TN_X_OP)
 #undef TN_X_OP
 };
@@ -177,6 +189,15 @@ enum tn__pickle_reader {
     TN_PICKLE_READER_CKPT,
     TN_PICKLE_READER_DCP,
 };
+
+/* An opcode's slice of the stack (the fourth column above). */
+#define TN_PICKLE_SLICE_MARK (-1)
+struct tn__pickle_slice {
+    int items; /* the top `items` items, or TN_PICKLE_SLICE_MARK: those above the topmost MARK */
+    bool into; /* they go into the container below them (F1, F2, FM) */
+};
+/* The slice of `code` ({0, false} for NO and for a byte that is none). */
+struct tn__pickle_slice tn__pickle_op_slice(int code);
 
 /* The name of an opcode ("BINFLOAT"), or NULL for a byte that is none. */
 const char *tn__pickle_op_name(int code);

@@ -13,7 +13,7 @@
 const char *tn__pickle_op_name(int code)
 {
     switch (code) {
-#define TN_X_NAME(N, c, r) case c: return #N;
+#define TN_X_NAME(N, c, r, k) case c: return #N;
         TN_PICKLE_OPCODES(TN_X_NAME)
 #undef TN_X_NAME
     default:
@@ -25,11 +25,29 @@ const char *tn__pickle_op_name(int code)
 static enum tn__pickle_reader op_reader(int code)
 {
     switch (code) {
-#define TN_X_READER(N, c, r) case c: return TN_PICKLE_READER_##r;
+#define TN_X_READER(N, c, r, k) case c: return TN_PICKLE_READER_##r;
         TN_PICKLE_OPCODES(TN_X_READER)
 #undef TN_X_READER
     default:
         return TN_PICKLE_READER_NONE;
+    }
+}
+
+/* The table's fourth column as counts (io/internal.h). */
+struct tn__pickle_slice tn__pickle_op_slice(int code)
+{
+    enum { NO, T1, T2, T3, F1, F2, TM, FM };
+    static const struct tn__pickle_slice of[] = {
+        [NO] = {0, false}, [T1] = {1, false}, [T2] = {2, false}, [T3] = {3, false},
+        [F1] = {1, true}, [F2] = {2, true}, [TM] = {TN_PICKLE_SLICE_MARK, false},
+        [FM] = {TN_PICKLE_SLICE_MARK, true},
+    };
+    switch (code) {
+#define TN_X_SLICE(N, c, r, k) case c: return of[k];
+        TN_PICKLE_OPCODES(TN_X_SLICE)
+#undef TN_X_SLICE
+    default:
+        return of[NO];
     }
 }
 

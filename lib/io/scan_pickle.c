@@ -255,6 +255,32 @@ static size_t pop_mark(struct pm *m, uint64_t off)
     return m->marks[--m->nmarks];
 }
 
+/* Where the opcode's slice of the stack starts (its column in the opcode
+ * table, io/internal.h): above the topmost MARK, which is popped (a missing
+ * one reported), or at the top k items; m->n when fewer than k sit above
+ * the floor (drop_slice's pops report that underflow). */
+static size_t slice_start(struct pm *m, int code, uint64_t off)
+{
+    struct tn__pickle_slice sl = tn__pickle_op_slice(code);
+    if (sl.items == TN_PICKLE_SLICE_MARK)
+        return pop_mark(m, off);
+    size_t k = (size_t)sl.items;
+    return m->n >= floor_of(m) + k ? m->n - k : m->n;
+}
+
+/* Drops the slice slice_start found at b: down to b after a MARK, else the
+ * top k items one pop at a time (each missing one a stack-underflow). */
+static void drop_slice(struct pm *m, int code, size_t b, uint64_t off)
+{
+    struct tn__pickle_slice sl = tn__pickle_op_slice(code);
+    if (sl.items == TN_PICKLE_SLICE_MARK) {
+        m->n = b;
+        return;
+    }
+    for (int k = sl.items; k > 0; k--)
+        pop(m, off);
+}
+
 /* FNV-1a over "mod\0name", for the table of globals met. */
 static size_t global_hash(const char *mod, const char *name)
 {
@@ -685,42 +711,31 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     case TN_OP_READONLY_BUFFER:
         top(m, off);
         return;
-    /* TUPLE, LIST, DICT, FROZENSET: MARK, items -> one container over them */
-    case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET: {
-        size_t b = pop_mark(m, off);
+    /* TUPLE, LIST, DICT, FROZENSET: MARK, items -> one container over them;
+     * TUPLE1..3: the top 1..3 items -> one tuple (with fewer, an opaque
+     * tuple and a stack-underflow) */
+    case TN_OP_TUPLE: case TN_OP_LIST: case TN_OP_DICT: case TN_OP_FROZENSET:
+    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
+        size_t b = slice_start(m, op->code, off);
+        bool tuple = op->code != TN_OP_LIST && op->code != TN_OP_DICT &&
+                     op->code != TN_OP_FROZENSET;
+        /* after a MARK every item above it; else all k items or none */
+        bool whole = tn__pickle_op_slice(op->code).items == TN_PICKLE_SLICE_MARK || b < m->n;
         struct sv first = b < m->n ? m->st[b] : other;
         struct sv v = op->code == TN_OP_LIST ? (struct sv){V_LIST, 0, NULL, 0, X_NONE}
-                      : op->code == TN_OP_TUPLE ? tuple_of(first) : other;
-        if (op->code == TN_OP_TUPLE)
+                      : tuple              ? tuple_of(first)
+                                           : other;
+        if (tuple && whole)
             shape_of(m, &v, b, m->n);
-        v.g = node_over(m, b, m->n);
-        m->n = b;
-        push(m, v, off);
-        return;
-    }
-    /* TUPLE1..3: the top 1..3 items -> one tuple */
-    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
-        int k = op->code - TN_OP_TUPLE1 + 1;
-        bool whole = m->n >= floor_of(m) + (size_t)k;
-        struct sv first = whole ? m->st[m->n - (size_t)k] : other;
-        struct sv v = tuple_of(first);
-        if (whole)
-            shape_of(m, &v, m->n - (size_t)k, m->n);
-        v.g = whole ? node_over(m, m->n - (size_t)k, m->n) : 0;
-        for (; k > 0; k--)
-            pop(m, off);
+        v.g = whole ? node_over(m, b, m->n) : 0;
+        drop_slice(m, op->code, b, off);
         push(m, v, off);
         return;
     }
     /* APPEND, APPENDS: items into the container below them */
     case TN_OP_APPEND: case TN_OP_APPENDS: {
-        size_t b = op->code == TN_OP_APPEND ? (m->n > floor_of(m) ? m->n - 1 : m->n)
-                                            : pop_mark(m, off);
-        size_t e = m->n;
-        if (op->code == TN_OP_APPEND)
-            pop(m, off);
-        else
-            m->n = b;
+        size_t b = slice_start(m, op->code, off), e = m->n;
+        drop_slice(m, op->code, b, off);
         fill_top(m, b, e, off);
         struct sv *t = top(m, off);
         if (t && t->k != V_LIST) /* 1.13 appends to lists only */
@@ -730,15 +745,8 @@ static void step(struct pm *m, const struct tn_pickle_op *op)
     }
     /* SETITEM(S), ADDITEMS: pairs (or set items) into the container below */
     case TN_OP_SETITEM: case TN_OP_SETITEMS: case TN_OP_ADDITEMS: {
-        size_t e = m->n, b;
-        if (op->code == TN_OP_SETITEM) {
-            b = e >= floor_of(m) + 2 ? e - 2 : e;
-            pop(m, off);
-            pop(m, off);
-        } else {
-            b = pop_mark(m, off);
-            m->n = b;
-        }
+        size_t e = m->n, b = slice_start(m, op->code, off);
+        drop_slice(m, op->code, b, off);
         fill_top(m, b, e, off);
         struct sv *t = op->code != TN_OP_ADDITEMS && m->n > floor_of(m) ? &m->st[m->n - 1] : NULL;
         if (t)

@@ -170,6 +170,21 @@ static int need(struct machine *m, size_t k)
     return 0;
 }
 
+/* The stack index of the first item of the opcode's slice (its column in
+ * the opcode table, io/internal.h) into *base: the MARK's, which is popped,
+ * or the top k items', with k + 1 items above the floor when a container
+ * sits below them.  0, or TN_EFORMAT as pop_mark and need. */
+static int take(struct machine *m, int code, size_t *base)
+{
+    struct tn__pickle_slice sl = tn__pickle_op_slice(code);
+    if (sl.items == TN_PICKLE_SLICE_MARK)
+        return pop_mark(m, base);
+    if (need(m, (size_t)sl.items + sl.into) < 0)
+        return tn_last_status();
+    *base = m->n - (size_t)sl.items;
+    return 0;
+}
+
 /* Whether v can hold other values (list, tuple, dict, odict): what the cycle
  * and depth checks walk. */
 static bool is_container(const struct tn_value *v)
@@ -1210,18 +1225,10 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
             return fail(m, TN_ENOMEM, "more than %u nested MARKs", MAX_MARKS);
         m->marks[m->nmarks++] = m->n;
         return 0;
-    /* TUPLE: the items above the topmost MARK -> one tuple */
-    case TN_OP_TUPLE:
-        if (pop_mark(m, &base) < 0)
-            return tn_last_status();
-        return make_tuple(m, base);
-    /* TUPLE1..3: the top 1..3 items -> one tuple */
-    case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3: {
-        size_t k = (size_t)(op->code - TN_OP_TUPLE1 + 1);
-        if (need(m, k) < 0)
-            return tn_last_status();
-        return make_tuple(m, m->n - k);
-    }
+    /* TUPLE, TUPLE1..3: the items above the topmost MARK, or the top 1..3
+     * -> one tuple */
+    case TN_OP_TUPLE: case TN_OP_TUPLE1: case TN_OP_TUPLE2: case TN_OP_TUPLE3:
+        return take(m, op->code, &base) < 0 ? tn_last_status() : make_tuple(m, base);
     /* EMPTY_TUPLE, EMPTY_LIST, EMPTY_DICT: push an empty container;
      * EMPTY_SET is refused */
     case TN_OP_EMPTY_TUPLE: return push(m, tn_value_tuple());
@@ -1229,26 +1236,14 @@ static int step(struct machine *m, const struct tn_pickle_op *op)
     case TN_OP_EMPTY_DICT: return push(m, tn_value_dict());
     case TN_OP_EMPTY_SET:
         return fail(m, TN_EFORMAT, "sets are allowed by weights_only but not supported by tensorkit");
-    /* APPEND: list, x -> list with x appended */
-    case TN_OP_APPEND:
-        if (need(m, 2) < 0)
-            return tn_last_status();
-        return do_appends(m, m->n - 1);
-    /* APPENDS: list, MARK, items -> list extended by the items */
-    case TN_OP_APPENDS:
-        if (pop_mark(m, &base) < 0)
-            return tn_last_status();
-        return do_appends(m, base);
-    /* SETITEM: dict, k, v -> dict with dict[k] = v */
-    case TN_OP_SETITEM:
-        if (need(m, 3) < 0)
-            return tn_last_status();
-        return do_setitems(m, m->n - 2);
-    /* SETITEMS: dict, MARK, k1, v1, ... -> dict with each pair set */
-    case TN_OP_SETITEMS:
-        if (pop_mark(m, &base) < 0)
-            return tn_last_status();
-        return do_setitems(m, base);
+    /* APPEND: list, x -> list with x appended; APPENDS: list, MARK, items
+     * -> list extended by the items */
+    case TN_OP_APPEND: case TN_OP_APPENDS:
+        return take(m, op->code, &base) < 0 ? tn_last_status() : do_appends(m, base);
+    /* SETITEM: dict, k, v -> dict with dict[k] = v; SETITEMS: dict, MARK,
+     * k1, v1, ... -> dict with each pair set */
+    case TN_OP_SETITEM: case TN_OP_SETITEMS:
+        return take(m, op->code, &base) < 0 ? tn_last_status() : do_setitems(m, base);
     /* NONE, NEWTRUE, NEWFALSE: push the constant */
     case TN_OP_NONE: return push(m, tn_value_none());
     case TN_OP_NEWTRUE: return push(m, tn_value_bool(true));
