@@ -85,7 +85,7 @@ struct tn_tensor *tn_empty_strided(const int64_t *sizes, int ndim, const int64_t
     if (tn_required_elements(sizes, strides, ndim, 0, &need) != TN_OK)
         return NULL;
     dtype = tn_or_default(dtype);
-    size_t bytes;
+    size_t bytes = 0;
     if (tn_required_bytes(need, dtype, &bytes) != TN_OK)
         return NULL;
     struct tn_storage *s = tn_storage_new(bytes, TN_CPU);
@@ -435,7 +435,7 @@ struct tn_tensor *tn_from_blob(void *data, const int64_t *sizes, int ndim, const
     if (tn_required_elements(sizes, strides, ndim, 0, &need) != TN_OK)
         return NULL;
     dtype = tn_or_default(dtype);
-    size_t bytes;
+    size_t bytes = 0;
     if (tn_required_bytes(need, dtype, &bytes) != TN_OK)
         return NULL;
     struct tn_storage *s = tn_storage_from_external(data, bytes, TN_CPU, free_fn, ctx);
