@@ -1230,22 +1230,6 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
                "%d, \"%s\", \"%s\");\n}\n\n", ne, fn->node, fn->name);
 }
 
-/* The Autograd kernel of an out= overload (see mark_out_check). */
-static void write_out_check(const struct tg_func *fn, FILE *f)
-{
-    fprintf(f, "/* %s */\n", fn->text);
-    kernel_head(f, "int", fn);
-    fputs(")\n{\n", f);
-    tensor_array(f, fn);
-    fprintf(f, "    if (tn__ad_needed(ins_, %d))\n        return tn_set_error(TN_ERUNTIME, \"%s(): "
-               "functions with out=... arguments don't support automatic differentiation, but "
-               "one of the arguments requires grad.\");\n    tn_keyset prev_ = "
-               "tn__ad_below_begin();\n    return tn__ad_below_rc(prev_, %s(ks & "
-               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(fn), fn->name, fn->rdname);
-    call_list(f, fn, 0);
-    fputs("));\n}\n\n", f);
-}
-
 static int write_formula_table(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f);
 
 int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f,
@@ -1275,9 +1259,6 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
     for (int i = 0; i < s->nfuncs; i++)
         if (s->funcs[i].no_derivative)
             write_no_derivative(&s->funcs[i], f);
-    for (int i = 0; i < s->nfuncs; i++)
-        if (s->funcs[i].out_check)
-            write_out_check(&s->funcs[i], f);
     for (int i = 0; i < s->nfuncs; i++) {
         const struct tg_func *ip = &s->funcs[i];
         if (!ip->inplace || !ip->autograd[0])

@@ -307,7 +307,9 @@ static int mark_no_derivative(struct tg_schema *s)
 
 /* The out= overloads with a Tensor argument: PyTorch refuses them when an
  * argument requires grad (grad mode on) rather than writing a result
- * without history. */
+ * without history. No kernel is generated: their op table's Autograd slot
+ * holds lib/dispatch's marker, tn_dispatch_out_requires_grad, which the
+ * dispatch answers with that refusal (gen.c). */
 static void mark_out_check(struct tg_schema *s)
 {
     for (int i = 0; i < s->nfuncs; i++) {
@@ -318,7 +320,6 @@ static void mark_out_check(struct tg_schema *s)
         if (!f->is_out || f->autograd[0] || !tensor_arg)
             continue;
         f->out_check = true;
-        snprintf(f->autograd, sizeof f->autograd, "tn__autograd_%s", f->ident);
     }
 }
 

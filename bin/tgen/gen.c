@@ -790,6 +790,8 @@ static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *f
         char gen[200];
         if (k == 3 && fn->autograd[0]) {
             kern = fn->autograd; /* derivatives.yaml's, before a decomposition */
+        } else if (k == 3 && fn->out_check) {
+            kern = "tn_dispatch_out_requires_grad"; /* a marker: the dispatch refuses */
         } else if (d && k < 3 && (d->kernel[k] || k == TG_KEY_META)) {
             snprintf(gen, sizeof gen, "st_%d", st); /* the engine, for every backend key */
             kern = gen;

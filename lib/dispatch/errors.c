@@ -1,7 +1,7 @@
 /*
  * dispatch/errors.c: the errors the generated entry points raise for a call
- * they cannot run: no kernel for its key, a None where a tensor is needed, a
- * malformed tensor list. Each sets the thread's last error in PyTorch's
+ * they cannot run: no kernel for its key, an out= call under autograd, a
+ * None where a tensor is needed, a malformed tensor list. Each sets the thread's last error in PyTorch's
  * words and returns the (negative) status.
  */
 #include <config.h>
@@ -46,4 +46,14 @@ int tn_dispatch_bad_list(const char *op, const char *arg, int position)
 {
     return tn_set_error(TN_EINVAL, "%s(): argument '%s' (position %d) must be a list of "
                         "optional tensors", op, arg, position);
+}
+
+/* Contract in tensor/dispatch.h: TN_ERUNTIME in PyTorch's words (its
+ * out= overloads check this in their Autograd kernel; here the dispatch
+ * does, for every out= op, when the Autograd key is reached). */
+int tn_dispatch_out_requires_grad(const struct tn_op *op)
+{
+    return tn_set_error(TN_ERUNTIME, "%s(): functions with out=... arguments don't support "
+                        "automatic differentiation, but one of the arguments requires grad.",
+                        op->name);
 }

@@ -183,8 +183,17 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key);
  * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE. */
 int tn_dispatch_storage_only(const struct tn_op *op);
 
+/* Not a kernel but a marker in an out= op's Autograd slot (tgen puts it
+ * there; it is never called through the slot): PyTorch refuses an out= call
+ * when an argument requires grad in grad mode, which is what reaching the
+ * Autograd key means. Sets "add(): functions with out=... arguments don't
+ * support automatic differentiation, but one of the arguments requires
+ * grad." for op and returns TN_ERUNTIME. */
+int tn_dispatch_out_requires_grad(const struct tn_op *op);
+
 /* The kernel for the highest key of ks, Autograd falling through; NULL with
- * an error when none. Inlined into every entry: it is the dispatch. */
+ * an error when none (or an out= op's refusal at Autograd). Inlined into
+ * every entry: it is the dispatch. */
 __attribute__((always_inline)) static inline void (*tn_dispatch_kernel(const struct tn_op *op, tn_keyset ks))(void)
 {
     if (ks & TN_KEYSET_STORAGE_ONLY) {
@@ -194,6 +203,11 @@ __attribute__((always_inline)) static inline void (*tn_dispatch_kernel(const str
     int k = tn_keyset_highest(ks);
     if (k == TN_KEY_AUTOGRAD && !op->kernels[k])
         k = tn_keyset_highest(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD));
+    else if (k == TN_KEY_AUTOGRAD &&
+             op->kernels[k] == (void (*)(void))tn_dispatch_out_requires_grad) {
+        tn_dispatch_out_requires_grad(op);
+        return NULL;
+    }
     if (k < 0 || !op->kernels[k]) {
         tn_dispatch_no_kernel(op, k);
         return NULL;
