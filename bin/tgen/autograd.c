@@ -1147,21 +1147,20 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
     kernel_head(f, "int", ip);
     fputs(")\n{\n", f);
     tensor_array(f, ip);
-    /* tn__ad_below_rc: tn__ad_below_end, then the call's status */
-    fprintf(f, "    if (!tn__ad_needed(ins_, %d)) {\n        tn_keyset prev_ = "
-               "tn__ad_below_begin();\n        return tn__ad_below_rc(prev_, %s(ks & "
-               "~TN_KEYSET(TN_KEY_AUTOGRAD)", n_edges(ip), ip->rdname);
+    /* no input requiring grad: the op below Autograd (tn__ad_below_rc ends
+     * it), else on a clone of self whose result self takes */
+    fprintf(f, "    tn_keyset prev_;\n    if (tn__ad_below_unless_needed(ins_, %d, &prev_))\n"
+               "        return tn__ad_below_rc(prev_, %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
+            n_edges(ip), ip->rdname);
     call_list(f, ip, 0);
-    fputs("));\n    }\n"
-          "    struct tn_tensor *c_ = tn__ad_inplace_clone(self);\n    if (!c_)\n"
-          "        return tn_last_status();\n", f);
-    fprintf(f, "    return tn__ad_inplace_end(self, c_, %s(c_", fn->cname);
+    fputs("));\n    struct tn_tensor *c_ = tn__ad_inplace_clone(self);\n", f);
+    fprintf(f, "    return c_ ? tn__ad_inplace_end(self, c_, %s(c_", fn->cname);
     call_list(f, ip, 1);
     /* the node the op has just made for o_ alone takes the in-place name */
     if (inplace_node(ip))
-        fprintf(f, "), \"%s\");\n}\n\n", inplace_node(ip));
+        fprintf(f, "), \"%s\") : tn_last_status();\n}\n\n", inplace_node(ip));
     else
-        fputs("), NULL);\n}\n\n", f);
+        fputs("), NULL) : tn_last_status();\n}\n\n", f);
 }
 
 /* The Autograd kernel of an op without a derivatives.yaml entry (see

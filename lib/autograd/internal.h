@@ -177,6 +177,10 @@ int tn__ad_unpack_into(struct tn_tensor **v, const struct tn_saved *s, struct tn
  * when it failed: its status is returned) names o's node `node` when
  * given, and commits o into self (tn__ad_commit_inplace). */
 struct tn_tensor *tn__ad_inplace_clone(struct tn_tensor *self);
+/* An in-place kernel's first step: true, with *prev from tn__ad_below_begin,
+ * when no input of ins[0..n) needs grad (tn__ad_needed), so the op runs below
+ * Autograd; false, *prev untouched, when the node is needed. */
+bool tn__ad_below_unless_needed(const struct tn_tensor *const *ins, int n, tn_keyset *prev);
 int tn__ad_inplace_end(struct tn_tensor *self, struct tn_tensor *c, struct tn_tensor *o,
                        const char *node);
 /* A release_saved for a node whose saved values are the struct tn_saved

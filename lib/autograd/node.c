@@ -755,6 +755,14 @@ struct tn_tensor *tn__ad_inplace_clone(struct tn_tensor *self)
     return tn__ad_check_inplace(self) < 0 ? NULL : tn_clone(self);
 }
 
+bool tn__ad_below_unless_needed(const struct tn_tensor *const *ins, int n, tn_keyset *prev)
+{
+    if (tn__ad_needed(ins, n))
+        return false;
+    *prev = tn__ad_below_begin();
+    return true;
+}
+
 int tn__ad_inplace_end(struct tn_tensor *self, struct tn_tensor *c, struct tn_tensor *o,
                        const char *node)
 {
