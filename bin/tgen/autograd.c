@@ -30,6 +30,8 @@
 
 #include "tgen.h"
 
+static int edge_of(const struct tg_func *fn, int i);
+
 /* ------------------------------------------------------------------ AST */
 
 enum ek { E_NUM, E_STR, E_ID, E_CALL, E_BIN, E_NEG };
@@ -431,7 +433,7 @@ static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
     if (r >= 0) {
         c->uses_res |= 1u << r;
         out->kind = V_TENSOR;
-        snprintf(out->text, sizeof out->text, "v_res%d", r);
+        snprintf(out->text, sizeof out->text, "v_[%d]", edge_of(c->fn, c->fn->nargs) + r);
         return 0;
     }
     if (!strcmp(n, "true") || !strcmp(n, "false")) {
@@ -447,7 +449,7 @@ static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
     switch (a->type) {
     case TG_TENSOR:
         out->kind = V_TENSOR;
-        snprintf(out->text, sizeof out->text, "v_%s", n);
+        snprintf(out->text, sizeof out->text, "v_[%d]", edge_of(c->fn, i));
         break;
     case TG_SCALAR:
         out->kind = a->optional ? V_RAW : V_SCALAR;
@@ -730,6 +732,48 @@ static void cond_of(FILE *f, const struct compiled *cf, int nf, unsigned bit,
         fputs("false", f);
 }
 
+/* The edges whose formulas read what `bit` names (cond_of's edges) as a
+ * bit mask. */
+static unsigned long edge_mask(const struct compiled *cf, int nf, unsigned bit,
+                               enum uses_kind kind)
+{
+    unsigned long m = 0;
+    for (int i = 0; i < nf; i++) {
+        unsigned u = kind == U_ARG ? cf[i].uses : cf[i].uses_res;
+        if (u & bit)
+            for (int e = 0; e < cf[i].nedge; e++)
+                m |= 1ul << cf[i].edge[e];
+    }
+    return m;
+}
+
+/* The node's saved tensors as a table (autograd/internal.h, struct
+ * tn__ad_slot) that the kernel saves and apply unpacks through: the Tensor
+ * arguments the formulas read, then the results. Returns how many (none:
+ * no table). */
+static int write_slots(FILE *f, const struct tg_func *fn, const struct compiled *cf, int nf,
+                       unsigned uses, unsigned uses_res, const char *id)
+{
+    int n = 0;
+    for (int i = 0; i < fn->nargs + fn->nrets; i++) {
+        bool res = i >= fn->nargs;
+        unsigned bit = 1u << (res ? i - fn->nargs : i);
+        if ((!res && fn->args[i].type != TG_TENSOR) || !((res ? uses_res : uses) & bit))
+            continue;
+        if (!n++)
+            fprintf(f, "static const struct tn__ad_slot slots_%s[] = {", id);
+        if (res)
+            fprintf(f, "{offsetof(struct node_%s, res%d_), %d, 0x%lx}, ", id, i - fn->nargs,
+                    n_edges(fn) + i - fn->nargs, edge_mask(cf, nf, bit, U_RES));
+        else
+            fprintf(f, "{offsetof(struct node_%s, %s_), %d, 0x%lx}, ", id, fn->args[i].name,
+                    edge_of(fn, i), edge_mask(cf, nf, bit, U_ARG));
+    }
+    if (n)
+        fputs("{0, 0, 0}};\n\n", f);
+    return n;
+}
+
 static void c_member(FILE *f, const struct tg_arg *a)
 {
     const char *n = a->name;
@@ -995,18 +1039,21 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     while (g0 < nr - 1 && !d->out_diff[g0])
         g0++;
     write_node_struct(f, ds, d, uses, uses_sizes, uses_res);
+    /* the saved tensors, which apply unpacks into v_[] (Tensor arguments by
+     * their edge, then the results) */
+    if (ne > 32) {
+        fprintf(stderr, "tgen: %s: more than 32 Tensor arguments\n", fn->name);
+        return -1;
+    }
+    bool slots = write_slots(f, fn, cf, nf, uses, uses_res, id) > 0;
 
     /* apply */
     fprintf(f, "static int apply_%s(struct tn_node *n0, struct tn_tensor *const *grads, "
                "struct tn_tensor **out)\n{\n    struct node_%s *n_ TN_UNUSED = (struct node_%s *)n0;\n"
                "    const struct tn_tensor *grad TN_UNUSED = grads[%d];\n    int rc_ = 0;\n",
             id, id, id, g0);
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
-            fprintf(f, "    struct tn_tensor *v_%s = NULL;\n", fn->args[i].name);
-    for (int k = 0; k < nr; k++)
-        if (uses_res & (1u << k))
-            fprintf(f, "    struct tn_tensor *v_res%d = NULL;\n", k);
+    if (slots)
+        fprintf(f, "    struct tn_tensor *v_[%d] = {NULL};\n", ne + nr);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i))) {
             const char *nm = fn->args[i].name;
@@ -1019,33 +1066,15 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
                        "                rc_ = tn_last_status();\n                goto done_;\n"
                        "            }\n", nm, nm, nm, nm);
         }
-    for (int i = 0; i < fn->nargs + nr; i++) {
-        bool res = i >= fn->nargs;
-        unsigned bit = 1u << (res ? i - fn->nargs : i);
-        if (!res && fn->args[i].type != TG_TENSOR)
-            continue;
-        if (!((res ? uses_res : uses) & bit))
-            continue;
-        char nm[80];
-        if (res)
-            snprintf(nm, sizeof nm, "res%d", i - fn->nargs);
-        else
-            snprintf(nm, sizeof nm, "%s", fn->args[i].name);
-        fputs("    if ((", f);
-        cond_of(f, cf, nf, bit, res ? U_RES : U_ARG, "n0");
-        /* NULL from a saved tensor: freed by an earlier backward, or changed */
-        fprintf(f, ") && (rc_ = tn__ad_unpack_into(&v_%s, &n_->%s_, n0)) < 0)\n"
-                   "        goto done_;\n", nm, nm);
-    }
+    /* NULL from a saved tensor: freed by an earlier backward, or changed */
+    if (slots)
+        fprintf(f, "    if ((rc_ = tn__ad_unpack_all(n0, slots_%s, v_)) < 0)\n        goto done_;\n",
+                id);
     for (int i = 0; i < nf; i++)
         write_formula(f, &d->f[i], &cf[i]);
     fputs("done_: __attribute__((unused));\n", f);
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
-            fprintf(f, "    tn_release(v_%s);\n", fn->args[i].name);
-    for (int k = 0; k < nr; k++)
-        if (uses_res & (1u << k))
-            fprintf(f, "    tn_release(v_res%d);\n", k);
+    if (slots)
+        fprintf(f, "    tn__ad_release_all(v_, %d);\n", ne + nr);
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i)))
             fprintf(f, "    for (int k_ = 0; k_ < TN_MAX_DIMS; k_++)\n        tn_release(v_%s[k_]);\n",
@@ -1099,22 +1128,11 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             fprintf(f, ")\n        tn__ad_save_sizes(n_->%s_sizes_, &n_->%s_ndim_, %s);\n", nm,
                     nm, nm);
         }
-        if (fn->args[i].type == TG_TENSOR && (uses & bit)) {
-            fputs("    if ((", f);
-            cond_of(f, cf, nf, bit, U_ARG, "&n_->node_");
-            fprintf(f, ") && (rc_ = tn__save(&n_->%s_, %s, false, 0)) < 0)\n        goto out_;\n",
-                    nm, nm);
-        }
     }
-    for (int k = 0; k < nr; k++) {
-        if (!(uses_res & (1u << k)))
-            continue;
-        /* a result without history is saved as it is (no cycle to break) */
-        fputs("    if ((", f);
-        cond_of(f, cf, nf, 1u << k, U_RES, "&n_->node_");
-        fprintf(f, ") && (rc_ = tn__save(&n_->res%d_, r_[%d], diff_[%d], %d)) < 0)\n"
-                   "        goto out_;\n", k, k, k, k);
-    }
+    /* a result without history is saved as it is (no cycle to break) */
+    if (slots)
+        fprintf(f, "    if ((rc_ = tn__ad_save_all(&n_->node_, slots_%s, %d, ins_, r_, diff_)) < 0)\n"
+                   "        goto out_;\n", id, ne);
     /* history for the differentiable results, or (rc_ < 0) none of them */
     fprintf(f, "out_:\n    %stn__ad_finish(n_ ? &n_->node_ : NULL, r_, diff_, %d, rc_)%s;\n",
             multi ? "if ((rc_ = " : "", nr, multi ? ") < 0)\n        return rc_" : "");

@@ -170,6 +170,29 @@ struct tn_tensor *tn__unpack(const struct tn_saved *s, struct tn_node *n);
  *   to n is dropped; with rc < 0 the results r[0..nr) are released and set
  *   NULL. Returns rc. */
 int tn__ad_unpack_into(struct tn_tensor **v, const struct tn_saved *s, struct tn_node *n);
+/* A node's saved tensors as tgen lists them (one row each, ended by at 0):
+ * the struct tn_saved at byte offset `at` of the node holds Tensor argument
+ * `v` (its index among the Tensor arguments, the kernel's ins_[v]) or, for
+ * v >= the op's number of Tensor arguments nt, result v - nt; it is saved
+ * and unpacked only when one of the edges in the bit mask `edges` leads
+ * somewhere (the formulas reading it are wanted).
+ * - tn__ad_save_all: the kernel's saves, in row order: an argument as
+ *   tn__save(.., ins[v], false, 0), result k as tn__save(.., r[k], diff[k],
+ *   k). 0, or the first failure's status.
+ * - tn__ad_unpack_all: apply's unpacks into v[row's v], in row order, as
+ *   tn__ad_unpack_into; 0 or the first failure's status (the tensors
+ *   unpacked so far stay in v, for tn__ad_release_all).
+ * - tn__ad_release_all: releases v[0..n). */
+struct tn__ad_slot {
+    uint16_t at;
+    uint8_t v;
+    uint32_t edges;
+};
+int tn__ad_save_all(struct tn_node *n, const struct tn__ad_slot *sl, int nt,
+                    const struct tn_tensor *const *ins, struct tn_tensor *const *r,
+                    const bool *diff);
+int tn__ad_unpack_all(struct tn_node *n, const struct tn__ad_slot *sl, struct tn_tensor **v);
+void tn__ad_release_all(struct tn_tensor **v, int n);
 /* An in-place Autograd kernel runs its op out of place on a clone of self:
  * tn__ad_inplace_clone checks that self may be changed in place
  * (tn__ad_check_inplace) and clones it (NULL with the error);

@@ -755,6 +755,51 @@ struct tn_tensor *tn__ad_inplace_clone(struct tn_tensor *self)
     return tn__ad_check_inplace(self) < 0 ? NULL : tn_clone(self);
 }
 
+/* Whether an edge of mask leads somewhere (tn__ad_edge for each bit). */
+static bool slot_wanted(const struct tn_node *n, uint32_t mask)
+{
+    for (int e = 0; mask; e++, mask >>= 1)
+        if ((mask & 1) && tn__ad_edge(n, e))
+            return true;
+    return false;
+}
+
+/* Contract in autograd/internal.h. */
+int tn__ad_save_all(struct tn_node *n, const struct tn__ad_slot *sl, int nt,
+                    const struct tn_tensor *const *ins, struct tn_tensor *const *r,
+                    const bool *diff)
+{
+    for (; sl->at; sl++) {
+        if (!slot_wanted(n, sl->edges))
+            continue;
+        struct tn_saved *s = (struct tn_saved *)((char *)n + sl->at);
+        int k = sl->v - nt;
+        int rc = k < 0 ? tn__save(s, ins[sl->v], false, 0) : tn__save(s, r[k], diff[k], (uint32_t)k);
+        if (rc < 0)
+            return rc;
+    }
+    return TN_OK;
+}
+
+/* Contract in autograd/internal.h. */
+int tn__ad_unpack_all(struct tn_node *n, const struct tn__ad_slot *sl, struct tn_tensor **v)
+{
+    for (; sl->at; sl++) {
+        int rc;
+        if (slot_wanted(n, sl->edges) &&
+            (rc = tn__ad_unpack_into(&v[sl->v], (const struct tn_saved *)((char *)n + sl->at), n)) < 0)
+            return rc;
+    }
+    return TN_OK;
+}
+
+/* Contract in autograd/internal.h. */
+void tn__ad_release_all(struct tn_tensor **v, int n)
+{
+    for (int k = 0; k < n; k++)
+        tn_release(v[k]);
+}
+
 bool tn__ad_below_unless_needed(const struct tn_tensor *const *ins, int n, tn_keyset *prev)
 {
     if (tn__ad_needed(ins, n))
