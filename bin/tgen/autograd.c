@@ -926,18 +926,9 @@ static void write_node_struct(FILE *f, const struct tg_derivs *ds, const struct 
             fprintf(f, "    struct tn_saved res%d_;\n", k);
     fputs("};\n\n", f);
 
-    /* saved tensors only: a table of their offsets for tn__release_saved_at */
-    if (!own_release(fn, uses)) {
-        fprintf(f, "static const uint16_t saved_%s[] = {", id);
-        for (int i = 0; i < fn->nargs; i++)
-            if (fn->args[i].type == TG_TENSOR && (uses & (1u << i)))
-                fprintf(f, "offsetof(struct node_%s, %s_), ", id, fn->args[i].name);
-        for (int k = 0; k < fn->nrets; k++)
-            if (uses_res & (1u << k))
-                fprintf(f, "offsetof(struct node_%s, res%d_), ", id, k);
-        fputs("0};\n\n", f);
+    /* saved tensors only: tn__release_saved_at walks the slot table */
+    if (!own_release(fn, uses))
         return;
-    }
     fprintf(f, "static void release_%s(struct tn_node *n0)\n{\n    struct node_%s *n_ TN_UNUSED = "
                "(struct node_%s *)n0;\n", id, id, id);
     for (int i = 0; i < fn->nargs; i++) {
@@ -1113,7 +1104,8 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     fprintf(f, "    struct node_%s *n_ = tn__ad_node_begin(&rc_, ins_, %d, sizeof *n_, \"%s\", "
                "apply_%s, ", id, ne, d->node, id);
     if (!own_release(fn, uses))
-        fprintf(f, "tn__release_saved_at, %d, saved_%s);\n", nr, id);
+        fprintf(f, slots ? "tn__release_saved_at, %d, slots_%s);\n"
+                         : "tn__release_saved_at, %d, NULL);\n", nr, id);
     else
         fprintf(f, "release_%s, %d, NULL);\n", id, nr);
     fputs("    if (!n_)\n        goto out_;\n", f);

@@ -39,13 +39,15 @@ struct tn_hook; /* a registered tensor hook (node.c) */
 typedef int (*tn_node_apply_fn)(struct tn_node *n, struct tn_tensor *const *grads,
                                 struct tn_tensor **out);
 
+struct tn__ad_slot;
+
 struct tn_node {
     struct tn_node_header h;
     tn_node_apply_fn apply;
     void (*release_saved)(struct tn_node *n); /* drops saved values; NULL when none */
-    /* for release_saved == tn__release_saved_at: the offsets of the node's
-     * struct tn_saved members, 0-ended (tgen's nodes) */
-    const uint16_t *saved;
+    /* for release_saved == tn__release_saved_at: the node's struct tn_saved
+     * members, as tgen's slot table lists them (NULL: none) */
+    const struct tn__ad_slot *saved;
     int nnext;
     struct tn_edge *next;                     /* nnext edges (inputs of the forward op) */
     int nout;
@@ -92,12 +94,12 @@ struct tn_node *tn__ad_node_new(size_t size, const char *name, tn_node_apply_fn 
                                 const struct tn_tensor *const *ins, int nnext, int nout);
 /* The node of a functional kernel whose op ran (rc): NULL where rc < 0 or
  * no input requires grad (rc kept), or where making it failed (*rc the
- * error); else tn__ad_node_new's node, its saved offsets set where saved
+ * error); else tn__ad_node_new's node, its saved slots set where saved
  * is not NULL (release_saved tn__release_saved_at). */
 void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, size_t size,
                         const char *name, tn_node_apply_fn apply,
                         void (*release_saved)(struct tn_node *), int nout,
-                        const uint16_t *saved);
+                        const struct tn__ad_slot *saved);
 /* Copies an int list argument (len entries of src, NULL when len is 0)
  * into a node: 0, or TN_EINVAL naming `what` past TN_MAX_DIMS. */
 int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what);

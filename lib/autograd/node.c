@@ -304,7 +304,7 @@ struct tn_node *tn__ad_node_new(size_t size, const char *name, tn_node_apply_fn 
 void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, size_t size,
                         const char *name, tn_node_apply_fn apply,
                         void (*release_saved)(struct tn_node *), int nout,
-                        const uint16_t *saved)
+                        const struct tn__ad_slot *saved)
 {
     if (*rc < 0 || !tn__ad_needed(ins, nnext))
         return NULL;
@@ -821,8 +821,8 @@ int tn__ad_inplace_end(struct tn_tensor *self, struct tn_tensor *c, struct tn_te
 
 void tn__release_saved_at(struct tn_node *n)
 {
-    for (const uint16_t *at = n->saved; at && *at; at++)
-        tn__saved_release((struct tn_saved *)((char *)n + *at));
+    for (const struct tn__ad_slot *sl = n->saved; sl && sl->at; sl++)
+        tn__saved_release((struct tn_saved *)((char *)n + sl->at));
 }
 
 int tn__ad_take(struct tn_tensor **out, struct tn_tensor **t, int nt, int k, bool ok)
