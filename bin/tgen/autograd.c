@@ -1213,30 +1213,31 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
     kernel_head(f, fn->inplace ? "int" : "struct tn_tensor *", fn);
     fputs(")\n{\n", f);
     tensor_array(f, fn);
-    fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
-    if (fn->inplace) {
-        fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
-                   "tn__ad_below_begin();\n        return tn__ad_below_rc(prev_, %s(ks & "
-                   "~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
+    if (!fn->inplace) {
+        /* need_ before the call, which runs below Autograd; the result's node after */
+        fprintf(f, "    bool need_;\n    tn_keyset prev_ = tn__ad_noderiv_begin(ins_, %d, &need_);\n"
+                   "    return tn__ad_noderiv_result(prev_, %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
+                ne, fn->rdname);
         call_list(f, fn, 0);
-        fputs("));\n    }\n"
-              "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
-              "    tn_keyset prev_ = tn__ad_below_begin();\n"
-              "    struct tn_tensor *c_ = tn_clone(self);\n"
-              "    int rc_ = c_ ? ", f);
-        fprintf(f, "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD), c_", fn->rdname);
-        call_list(f, fn, 1);
-        fprintf(f, ") : tn_last_status();\n    tn__ad_below_end(prev_);\n    if (rc_ < 0) {\n"
-                   "        tn_release(c_);\n        return rc_;\n    }\n"
-                   "    return tn__ad_noderiv_inplace(self, c_, ins_, %d, \"%s\", \"%s\");\n}\n\n",
-                ne, fn->node, fn->name);
+        fprintf(f, "), need_, ins_, %d, \"%s\", \"%s\");\n}\n\n", ne, fn->node, fn->name);
         return;
     }
-    fprintf(f, "    tn_keyset prev_ = tn__ad_below_begin();\n    struct tn_tensor *r_ = "
-               "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
+    fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
+    fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
+               "tn__ad_below_begin();\n        return tn__ad_below_rc(prev_, %s(ks & "
+               "~TN_KEYSET(TN_KEY_AUTOGRAD)", fn->rdname);
     call_list(f, fn, 0);
-    fprintf(f, ");\n    tn__ad_below_end(prev_);\n    return tn__ad_noderiv_result(r_, need_, ins_, "
-               "%d, \"%s\", \"%s\");\n}\n\n", ne, fn->node, fn->name);
+    fputs("));\n    }\n"
+          "    if (tn__ad_check_inplace(self) < 0)\n        return tn_last_status();\n"
+          "    tn_keyset prev_ = tn__ad_below_begin();\n"
+          "    struct tn_tensor *c_ = tn_clone(self);\n"
+          "    int rc_ = c_ ? ", f);
+    fprintf(f, "%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD), c_", fn->rdname);
+    call_list(f, fn, 1);
+    fprintf(f, ") : tn_last_status();\n    tn__ad_below_end(prev_);\n    if (rc_ < 0) {\n"
+               "        tn_release(c_);\n        return rc_;\n    }\n"
+               "    return tn__ad_noderiv_inplace(self, c_, ins_, %d, \"%s\", \"%s\");\n}\n\n",
+            ne, fn->node, fn->name);
 }
 
 static int write_formula_table(const struct tg_schema *s, const struct tg_derivs *ds, FILE *f);

@@ -371,10 +371,17 @@ static bool noderiv_float(const struct tn_tensor *t)
     return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);
 }
 
-struct tn_tensor *tn__ad_noderiv_result(struct tn_tensor *r, bool need,
+tn_keyset tn__ad_noderiv_begin(const struct tn_tensor *const *ins, int nnext, bool *need)
+{
+    *need = tn__ad_needed(ins, nnext);
+    return tn__ad_below_begin();
+}
+
+struct tn_tensor *tn__ad_noderiv_result(tn_keyset prev, struct tn_tensor *r, bool need,
                                         const struct tn_tensor *const *ins, int nnext,
                                         const char *node, const char *op)
 {
+    tn__ad_below_end(prev);
     /* integer and bool results are never differentiable; a result that
      * requires grad already is an input handed back */
     if (!r || !need || !noderiv_float(r) || r->requires_grad)
