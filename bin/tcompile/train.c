@@ -6,9 +6,11 @@
  * backward on what it saved, and an optimizer of lib/optim on the
  * gradients. Batches are drawn as PyTorch's DataLoader(shuffle=True,
  * drop_last=True, generator=torch.Generator().manual_seed(SEED)) draws
- * them: one randperm of the rows per epoch. A checkpoint holds the
- * weights, the optimizer's state_dict (PyTorch's layout) and the step, so
- * --resume replays the shuffles and continues bit for bit.
+ * them: one randperm of the rows per epoch. Dropout draws its masks from
+ * the default generator. A checkpoint holds the weights, the optimizer's
+ * state_dict (PyTorch's layout), the step and the default generator's
+ * state (rng_state: torch.get_rng_state()'s bytes), so --resume replays
+ * the shuffles, restores the generator and continues bit for bit.
  */
 #include <math.h>
 #include <stdio.h>
@@ -299,11 +301,16 @@ static int step(struct trainer *t, const int64_t *idx, double *loss)
     return rc < 0 ? rc : 0;
 }
 
-/* {"model": weights, "optimizer": state_dict, "step": n}, atomically. */
+/* {"model": weights, "optimizer": state_dict, "step": n, "rng_state":
+ * the default generator's state}, atomically. */
 static int save(struct trainer *t)
 {
     struct tn_value *ck = tn_value_dict(), *sd = tn_optim_state_dict(t->opt);
-    int rc = ck && sd ? 0 : -1;
+    struct tn_tensor *rng = tn_generator_get_state(NULL);
+    int rc = ck && sd && rng ? 0 : -1;
+    if (rc == 0)
+        rc = tn_value_set(ck, tn_value_str("rng_state"), tn_value_tensor(rng));
+    tn_release(rng);
     if (rc == 0)
         rc = tn_value_set(ck, tn_value_str("model"), tn_value_retain(t->weights));
     if (rc == 0)
@@ -533,6 +540,12 @@ static int setup(struct trainer *t, const char *path)
         t->step = st->v.i;
         if ((rc = bind_weights(t, m, tc.resume)))
             return rc;
+        /* the dropout masks' generator (a checkpoint without one: the
+         * initial seed's, as before rng_state was saved) */
+        struct tn_value *rs = tn_value_get(ckpt, "rng_state");
+        if (rs && (rs->kind != TN_VALUE_TENSOR || tn_generator_set_state(NULL, rs->v.tensor) < 0))
+            return fail_at(tc.resume, "rng_state: %s%s",
+                           rs->kind == TN_VALUE_TENSOR ? tn_last_error() : "not a tensor", "");
     } else {
         if (tc.weights) {
             tn_value_release(init);

@@ -202,6 +202,93 @@ void tn_generator_free(struct tn_generator *g)
     free(g);
 }
 
+/* ------------------------------------------------------------- state */
+
+/*
+ * PyTorch's CPUGeneratorImplState as torch.get_rng_state() and
+ * Generator.get_state() return it (x86-64 and aarch64 layout): the legacy
+ * THGeneratorState (initial seed u64 at 0, left i32 at 8, seeded i32 at 12,
+ * next u64 at 16, the 624 state words as u64 from 24, normal_x, normal_y
+ * and normal_rho f64 at 5016, 5024, 5032, normal_is_valid i32 at 5040,
+ * padded to 5048), then the cached float normal f32 at 5048 and its valid
+ * flag at 5052, padded to 5056. The cached double normal is normal_y, as
+ * PyTorch's get_state writes it; we cache no float normal.
+ */
+#define TN_STATE_LEGACY 5048
+
+static void tn_put(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t tn_get(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+struct tn_tensor *tn_generator_get_state(struct tn_generator *g)
+{
+    int64_t n = TN_GENERATOR_STATE_BYTES;
+    struct tn_tensor *t = tn_zeros(&n, 1, TN_UINT8);
+    if (!t)
+        return NULL;
+    unsigned char *p = tn_data(t);
+    g = tn_gen(g);
+    pthread_mutex_lock(&g->mu);
+    tn_put(p, g->seed, 8);
+    tn_put(p + 8, (uint32_t)g->left, 4);
+    tn_put(p + 12, 1, 4);
+    tn_put(p + 16, (uint64_t)g->next, 8);
+    for (int i = 0; i < TN_MT_N; i++)
+        tn_put(p + 24 + 8 * i, g->state[i], 8);
+    if (g->has_normal) {
+        uint64_t bits;
+        memcpy(&bits, &g->next_normal, sizeof bits);
+        tn_put(p + 5024, bits, 8);
+        tn_put(p + 5040, 1, 4);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return t;
+}
+
+int tn_generator_set_state(struct tn_generator *g, const struct tn_tensor *state)
+{
+    if (!state || state->dtype != TN_UINT8 || state->ndim != 1 ||
+        (state->sizes[0] != TN_GENERATOR_STATE_BYTES && state->sizes[0] != TN_STATE_LEGACY))
+        return tn_set_error(TN_EINVAL, "a generator's state is a uint8 tensor of %d (or %d) "
+                            "bytes, as torch.get_rng_state() returns", TN_GENERATOR_STATE_BYTES,
+                            TN_STATE_LEGACY);
+    struct tn_tensor *c = tn_contiguous(state);
+    if (!c)
+        return -1;
+    const unsigned char *p = tn_data(c);
+    int64_t left = (int32_t)tn_get(p + 8, 4);
+    uint64_t next = tn_get(p + 16, 8);
+    if (left < 1 || left > TN_MT_N || next > TN_MT_N) {
+        tn_release(c);
+        return tn_set_error(TN_EINVAL, "a generator's state with left %lld and next %llu: "
+                            "not PyTorch's CPU generator's", (long long)left,
+                            (unsigned long long)next);
+    }
+    g = tn_gen(g);
+    pthread_mutex_lock(&g->mu);
+    g->seed = tn_get(p, 8);
+    g->left = (int)left;
+    g->next = (int)next;
+    for (int i = 0; i < TN_MT_N; i++)
+        g->state[i] = (uint32_t)tn_get(p + 24 + 8 * i, 8);
+    g->has_normal = tn_get(p + 5040, 4) != 0;
+    uint64_t bits = tn_get(p + 5024, 8);
+    memcpy(&g->next_normal, &bits, sizeof bits);
+    pthread_mutex_unlock(&g->mu);
+    tn_release(c);
+    return 0;
+}
+
 /* -------------------------------------------------------- element order */
 
 /*

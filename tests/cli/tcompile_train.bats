@@ -109,7 +109,46 @@ option_curve() {
     assert_line --index 0 --regexp '^\{"epoch": 13, "step": 104, '
     run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
     assert_success
-    assert_output --partial "16 tensors match"
+    assert_output --partial "17 tensors match" # the model's, AdamW's moments, rng_state
+}
+
+@test "train: dropout's generator in the checkpoint: stopped at step 100 and resumed equals an unbroken run bit for bit" {
+    # mlp_drop draws a dropout mask each step from the default generator;
+    # a resume without its state (rng_state) would draw step 101's mask
+    # from the initial seed and the weights would differ
+    drop() {
+        tcompile train "$F/mlp_drop.json" -w "$F/mlp_drop.pt" --data "$F/data.npz" \
+            --optimizer adamw --lr 0.01 --seed 3 "$@"
+    }
+    run drop --steps 200 --save "$W/full.pt"
+    assert_success
+    run drop --steps 100 --save "$W/half.pt"
+    assert_success
+    run drop --steps 200 --resume "$W/half.pt" --save "$W/resumed.pt"
+    assert_success
+    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
+    assert_success
+    assert_output --partial "17 tensors match"
+    # a bad rng_state is refused, naming the checkpoint
+    require_torch2
+    "$TORCH2" -c "
+import torch
+ck = torch.load('$W/half.pt'); ck['rng_state'] = ck['rng_state'][:100]; torch.save(ck, '$W/bad.pt')"
+    run drop --steps 200 --resume "$W/bad.pt"
+    assert_failure 2
+    assert_output --partial "bad.pt: rng_state: a generator's state is a uint8 tensor of 5056 (or 5048) bytes"
+    # the bytes are torch.get_rng_state()'s: PyTorch takes them back as
+    # they are, and a run without dropout saves the initial seed's state
+    run train --optimizer sgd --lr 0.1 --steps 2 --save "$W/nodrop.pt"
+    assert_success
+    run "$TORCH2" -c "
+import torch
+r = torch.load('$W/half.pt')['rng_state']
+torch.set_rng_state(r)
+print(torch.equal(torch.get_rng_state(), r), torch.equal(torch.load('$W/nodrop.pt')['rng_state'],
+      torch.Generator().manual_seed(67280421310721).get_state()))"
+    assert_success
+    assert_output "True True"
 }
 
 @test "train: the checkpoint loads in PyTorch (model and optimizer state_dicts)" {
@@ -309,7 +348,7 @@ ranks_equal_one() {
     same_losses_as "$W/two" "$W/one" 40
     run tckpt diff --atol 1e-6 --rtol 1e-5 "$W/one.pt" "$W/two.pt"
     assert_success
-    assert_output --regexp ": (4|16) tensors match" # the model's, Adam's moments too
+    assert_output --regexp ": (5|17) tensors match" # the model's, Adam's moments too, rng_state
 }
 
 @test "train under trun: 2 ranks of 8 rows equal 1 process on batches of 16 (SGD)" {

@@ -531,6 +531,14 @@ void tn_generator_set_torch1(struct tn_generator *g, bool on);
 enum tn_rng_cpu { TN_RNG_CPU_AVX2 = 0, TN_RNG_CPU_DEFAULT, TN_RNG_CPU_AVX512 };
 void tn_generator_set_cpu(struct tn_generator *g, enum tn_rng_cpu cpu);
 
+/* g's state (NULL: the default generator's) as the bytes of PyTorch's
+ * torch.get_rng_state() / Generator.get_state(): a uint8 tensor of
+ * TN_GENERATOR_STATE_BYTES that torch.set_rng_state takes, and back (the
+ * legacy 5048-byte form too); EINVAL for anything else. */
+#define TN_GENERATOR_STATE_BYTES 5056
+struct tn_tensor *tn_generator_get_state(struct tn_generator *g);
+int tn_generator_set_state(struct tn_generator *g, const struct tn_tensor *state);
+
 /* In the functions below `g` NULL means the default generator. */
 struct tn_tensor *tn_rand(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                           struct tn_generator *g);
