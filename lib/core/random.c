@@ -384,8 +384,13 @@ static int tn_not_implemented(const char *kernel, enum tn_dtype dt)
                         tn_dtype_info(dt)->c10_name);
 }
 
+/* 0: draw; 1: a meta tensor, which has no values and draws nothing (as
+ * PyTorch's meta kernels leave the generator alone, so a shape pass such
+ * as tn_graph_check's does not move it); else an error. */
 static int tn_check_cpu(const struct tn_tensor *t)
 {
+    if (t->device.type == TN_DEVICE_META)
+        return 1;
     if (t->device.type != TN_DEVICE_CPU)
         return tn_set_error(TN_EDEVICE, "random numbers are only implemented on the CPU");
     if (tn_dtype_is_storage_only(t->dtype)) /* no sampling kernel knows them */
@@ -473,8 +478,9 @@ static int tn_real_view(const struct tn_tensor *t, struct tn_tensor *out)
 
 int tn_uniform_(struct tn_tensor *t, double from, double to, struct tn_generator *g)
 {
-    if (tn_check_cpu(t))
-        return tn_last_status();
+    int meta = tn_check_cpu(t);
+    if (meta)
+        return meta < 0 ? tn_last_status() : 0;
     if (t->dtype == TN_COMPLEX64) {
         /* the real and imaginary parts, each uniform in [from, to) */
         struct tn_tensor re;
@@ -789,8 +795,9 @@ static void tn_normal_elem(char *p, void *vctx)
 
 int tn_normal_(struct tn_tensor *t, double mean, double std, struct tn_generator *g)
 {
-    if (tn_check_cpu(t))
-        return tn_last_status();
+    int meta = tn_check_cpu(t);
+    if (meta)
+        return meta < 0 ? tn_last_status() : 0;
     if (!(std >= 0.0))
         return tn_set_error(TN_EINVAL, "normal expects std >= 0.0, but found std %g", std);
     if (t->dtype == TN_COMPLEX64) {
@@ -830,8 +837,9 @@ static void tn_bernoulli_elem(char *p, void *vctx)
 
 int tn_bernoulli_(struct tn_tensor *t, double p, struct tn_generator *g)
 {
-    if (tn_check_cpu(t))
-        return tn_last_status();
+    int meta = tn_check_cpu(t);
+    if (meta)
+        return meta < 0 ? tn_last_status() : 0;
     if (!(p >= 0 && p <= 1))
         return tn_set_error(TN_EINVAL, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
     g = tn_gen(g);
@@ -916,8 +924,9 @@ static void tn_random_elem(char *p, void *vctx)
 
 int tn_random_(struct tn_tensor *t, int64_t from, int64_t to, struct tn_generator *g)
 {
-    if (tn_check_cpu(t))
-        return tn_last_status();
+    int meta = tn_check_cpu(t);
+    if (meta)
+        return meta < 0 ? tn_last_status() : 0;
     if (from >= to)
         return tn_set_error(TN_EINVAL,
                             "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",

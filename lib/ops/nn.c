@@ -344,7 +344,8 @@ struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *in
         return tn_retain((struct tn_tensor *)input);
     if (p == 1)
         return tn__nn_scale(input, 0.0);
-    struct tn_tensor *noise = tn_empty(input->sizes, input->ndim, input->dtype);
+    /* on the input's device: a meta pass draws nothing */
+    struct tn_tensor *noise = tn_empty_on(input->sizes, input->ndim, input->dtype, input->device);
     struct tn_tensor *q = wrapped(1 - p), *d = NULL, *r = NULL;
     if (noise && q && tn_bernoulli_(noise, 1 - p, NULL) == 0 && (d = tn_div(noise, q)) != NULL)
         r = tn_mul(input, d);
