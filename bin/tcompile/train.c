@@ -259,11 +259,36 @@ static double scalar_of(const struct tn_tensor *l)
     return l->dtype == TN_FLOAT64 ? *(const double *)tn_data(l) : *(const float *)tn_data(l);
 }
 
+/* Under trun: rank 0's buffers (batch norm's running statistics) to every
+ * rank, as PyTorch's DDP (broadcast_buffers=True) does before each
+ * forward, so the ranks start each step from equal statistics. */
+static int broadcast_buffers(struct trainer *t)
+{
+    for (int i = 0; i < t->g->ninputs; i++) {
+        const struct tn_graph_spec *s = &t->g->inputs[i];
+        if (s->kind != TN_GIN_BUFFER || !s->target)
+            continue;
+        struct tn_value *v = tn_value_get(t->weights, s->target);
+        if (!v || v->kind != TN_VALUE_TENSOR)
+            continue;
+        struct tn_tensor *b = tn_contiguous(v->v.tensor);
+        int rc = b ? tn_pg_broadcast(t->pg, b, 0) : -1;
+        if (rc == 0 && b != v->v.tensor)
+            rc = tn_value_set(t->weights, tn_value_str(s->target), tn_value_tensor(b));
+        tn_release(b);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* One step on rows idx[0..batch): *loss receives the loss. */
 static int step(struct trainer *t, const int64_t *idx, double *loss)
 {
     struct tn_value *in = tn_value_dict(), *fo = NULL, *go = NULL;
     int rc = batch_of(t, t->cols, idx, in);
+    if (rc == 0 && t->pg)
+        rc = broadcast_buffers(t);
     if (rc == 0)
         rc = tn_compile_run(t->fc, t->weights, in, &fo);
     if (rc == 0) {
@@ -319,8 +344,13 @@ static int save(struct trainer *t)
         tn_value_release(sd);
     if (rc == 0)
         rc = tn_value_set(ck, tn_value_str("step"), tn_value_int(t->step));
-    if (rc == 0)
+    if (rc == 0 && t->rank > 0) { /* TCOMPILE_SAVE_RANKS: CKPT.rankR */
+        char path[4096];
+        snprintf(path, sizeof path, "%s.rank%d", tc.save, t->rank);
+        rc = tn_save(path, ck, NULL);
+    } else if (rc == 0) {
         rc = tn_save(tc.save, ck, NULL);
+    }
     tn_value_release(ck);
     return rc;
 }
@@ -642,6 +672,8 @@ int tc_train(const char *path)
      * 0 prints and saves */
     int64_t spe = t.rows / (t.batch * t.world);
     bool lead = t.rank == 0;
+    const char *sr = getenv("TCOMPILE_SAVE_RANKS");
+    bool saves = lead || (sr && *sr && strcmp(sr, "0"));
     int64_t total = tc.steps ? tc.steps : tc.epochs * spe;
     struct tn_generator *gen = tn_generator_new((uint64_t)tc.seed);
     bool tty = lead && isatty(2) && !tc.log_loss;
@@ -672,7 +704,7 @@ int tc_train(const char *path)
             if (tty)
                 fprintf(stderr, "\repoch %lld step %lld/%lld loss %.4f", (long long)epoch + 1,
                         (long long)t.step, (long long)total, sum / (double)nb);
-            if (lead && tc.save && tc.save_every && t.step % tc.save_every == 0 && save(&t) < 0)
+            if (saves && tc.save && tc.save_every && t.step % tc.save_every == 0 && save(&t) < 0)
                 rc = tc_fail();
             if (rc)
                 break;
@@ -698,7 +730,7 @@ int tc_train(const char *path)
             fflush(stdout);
         }
     }
-    if (rc == 0 && lead && tc.save && save(&t) < 0)
+    if (rc == 0 && saves && tc.save && save(&t) < 0)
         rc = tc_fail();
     tn_generator_free(gen);
     teardown(&t);

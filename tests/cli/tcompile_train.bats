@@ -112,6 +112,20 @@ option_curve() {
     assert_output --partial "17 tensors match" # the model's, AdamW's moments, rng_state
 }
 
+# resumes_bit_for_bit CMD N HALF: CMD (a function running tcompile train)
+# for N steps, and for HALF steps then resumed to N: the checkpoints equal
+# bit for bit (tckpt diff's output left in $output).
+resumes_bit_for_bit() {
+    run "$1" --steps "$2" --save "$W/full.pt"
+    assert_success
+    run "$1" --steps "$3" --save "$W/half.pt"
+    assert_success
+    run "$1" --steps "$2" --resume "$W/half.pt" --save "$W/resumed.pt"
+    assert_success
+    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
+    assert_success
+}
+
 @test "train: dropout's generator in the checkpoint: stopped at step 100 and resumed equals an unbroken run bit for bit" {
     # mlp_drop draws a dropout mask each step from the default generator;
     # a resume without its state (rng_state) would draw step 101's mask
@@ -120,14 +134,7 @@ option_curve() {
         tcompile train "$F/mlp_drop.json" -w "$F/mlp_drop.pt" --data "$F/data.npz" \
             --optimizer adamw --lr 0.01 --seed 3 "$@"
     }
-    run drop --steps 200 --save "$W/full.pt"
-    assert_success
-    run drop --steps 100 --save "$W/half.pt"
-    assert_success
-    run drop --steps 200 --resume "$W/half.pt" --save "$W/resumed.pt"
-    assert_success
-    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
-    assert_success
+    resumes_bit_for_bit drop 200 100
     assert_output --partial "17 tensors match"
     # a bad rng_state is refused, naming the checkpoint
     require_torch2
@@ -283,14 +290,7 @@ bn_curve() {
         tcompile train "$F/cnn_bn.json" -w "$F/cnn_bn.pt" --data "$F/images.npz" \
             --optimizer sgd --lr 0.1 --momentum 0.9 "$@"
     }
-    run bn --steps 60 --save "$W/full.pt"
-    assert_success
-    run bn --steps 30 --save "$W/half.pt"
-    assert_success
-    run bn --steps 60 --resume "$W/half.pt" --save "$W/resumed.pt"
-    assert_success
-    run tckpt diff --atol 0 --rtol 0 "$W/full.pt" "$W/resumed.pt"
-    assert_success
+    resumes_bit_for_bit bn 60 30
 }
 
 # eval_matches THEIRS: the eval_loss and eval_accuracy of the JSON lines in
@@ -357,6 +357,31 @@ ranks_equal_one() {
 
 @test "train under trun: 2 ranks of 8 rows equal 1 process on batches of 16 (AdamW)" {
     ranks_equal_one adamw 0.01
+}
+
+@test "train under trun: batch norm's running statistics broadcast from rank 0 before each forward, as PyTorch's DDP" {
+    # DDP(broadcast_buffers=True) gives every rank rank 0's buffers before
+    # each forward; each rank then updates them from its own shard. Both
+    # ranks' state after 12 steps (TCOMPILE_SAVE_RANKS: rank 1 writes
+    # CKPT.rank1) against tests/fixtures/train_ddp_torch.py's (PyTorch 2.x,
+    # gloo, committed as cnn_bn_ddp.rank{0,1}.pt) and live PyTorch's. Without
+    # the broadcast rank 1's running statistics differ (rank 0's do not).
+    run env TCOMPILE_SAVE_RANKS=1 timeout 300 trun --no-python --nproc-per-node 2 --master-port 0 \
+        "$TN_BUILDDIR/bin/tcompile/tcompile" train "$F/cnn_bn.json" -w "$F/cnn_bn.pt" \
+        --data "$F/images.npz" --optimizer sgd --lr 0.1 --steps 12 --log-loss --save "$W/two.pt"
+    assert_success
+    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/two.pt" "$F/cnn_bn_ddp.rank0.pt"
+    assert_success
+    assert_output --partial "8 tensors match"
+    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/two.pt.rank1" "$F/cnn_bn_ddp.rank1.pt"
+    assert_success
+    assert_output --partial "8 tensors match"
+    require_torch2
+    run timeout 300 "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_ddp_torch.py" "$F" 0.1 12 "$W/theirs"
+    assert_success
+    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/two.pt.rank1" "$W/theirs.rank1.pt"
+    assert_success
+    assert_output --partial "8 tensors match"
 }
 
 @test "train under trun: too few rows for a batch on every rank" {
