@@ -38,3 +38,9 @@ body() {
     run body exp_f32_run
     assert_output --regexp 'vfmadd[0-9]+ps'
 }
+
+@test "float32 exp has a sixteen-lane AVX-512 loop scaling by vscalefps" {
+    run body exp_f32_run16
+    assert_output --regexp 'vfmadd[0-9]+ps.*%zmm'
+    assert_output --regexp 'vscalefps.*%zmm'
+}

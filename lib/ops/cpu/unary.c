@@ -458,7 +458,30 @@ TN_VEC8_RUN(silu, silu8)
         NAME##_f32(p, s, n, ctx);                                                              \
     }
 TN_VEC8(gelu)
-TN_VEC8(exp)
+#ifdef TN_HAVE_AVX2
+/* exp of a contiguous run sixteen at a time, the tail under a mask */
+TN_AVX512 static void exp_f32_run16(float *o, const float *a, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(o + i, tn__exp16(_mm512_loadu_ps(a + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(o + i, m, tn__exp16(_mm512_maskz_loadu_ps(m, a + i)));
+    }
+}
+#endif
+static void exp_f32_vec(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+#ifdef TN_HAVE_AVX2
+    if (s[0] == sizeof(float) && s[1] == sizeof(float) && tn__have_avx512()) {
+        exp_f32_run16((float *)(void *)p[0], (const float *)(const void *)p[1], n);
+        return;
+    }
+#endif
+    TN_VEC8_CALL(exp)
+    exp_f32(p, s, n, ctx);
+}
 TN_VEC8(sigmoid)
 TN_VEC8(silu)
 

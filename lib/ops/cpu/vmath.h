@@ -10,6 +10,19 @@
 
 #include "ops/internal.h"
 
+/* p = e^r, r = x - n ln2 (ln2 in two parts), by the degree-7 polynomial,
+ * for the vectors of type T with intrinsics MM##_... (_mm256, _mm512) */
+#define TN_EXP_POLY(MM, T, x, n, p)                                                                \
+    T r_ = MM##_fnmadd_ps(n, MM##_set1_ps(0.693359375f), x);                                       \
+    r_ = MM##_fnmadd_ps(n, MM##_set1_ps(-2.12194440e-4f), r_);                                     \
+    T p = MM##_set1_ps(1.9875691500e-4f);                                                          \
+    p = MM##_fmadd_ps(p, r_, MM##_set1_ps(1.3981999507e-3f));                                      \
+    p = MM##_fmadd_ps(p, r_, MM##_set1_ps(8.3334519073e-3f));                                      \
+    p = MM##_fmadd_ps(p, r_, MM##_set1_ps(4.1665795894e-2f));                                      \
+    p = MM##_fmadd_ps(p, r_, MM##_set1_ps(1.6666665459e-1f));                                      \
+    p = MM##_fmadd_ps(p, r_, MM##_set1_ps(5.0000001201e-1f));                                      \
+    p = MM##_fmadd_ps(p, MM##_mul_ps(r_, r_), MM##_add_ps(r_, MM##_set1_ps(1.0f)))
+
 /* e^x for eight floats: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts),
  * e^r by a degree-7 polynomial (Cephes' expf coefficients, within an ulp or
  * two of the correctly rounded value), times 2^n applied as two halves so
@@ -20,20 +33,32 @@ TN_AVX2 static inline __m256 tn__exp8(__m256 x)
     x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    TN_EXP_POLY(_mm256, __m256, x, n, p);
     __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1);
     __m256i n2 = _mm256_sub_epi32(ni, n1), bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* tn__exp8 on sixteen lanes for AVX-512 CPUs (TN_AVX512 functions; call
+ * where tn__have_avx512()): the same reduction and polynomial, and 2^n
+ * applied by one vscalefps, which rounds once as tn__exp8's two halves do,
+ * so every float gives the same bits (checked over all 2^32 inputs).
+ * With eight lanes exp of 10^4 to 10^6 floats moved 20-22 GB/s at 1
+ * thread, PyTorch's AVX-512 one 2.6x that at 10^5; now 50-55 (README). */
+#define TN_AVX512 __attribute__((target("avx512f")))
+static inline bool tn__have_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+TN_AVX512 static inline __m512 tn__exp16(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    TN_EXP_POLY(_mm512, __m512, x, n, p);
+    return _mm512_scalef_ps(p, n);
 }
 
 /* gelu(x) = x/2 (1 + erf(x/sqrt 2)) for eight floats, erf(z) for |z| as
