@@ -2,10 +2,10 @@
  * autograd/formulas_nn.c: the helpers of the formulas of the nn backward
  * ops themselves (mse_loss_backward, smooth_l1_loss_backward,
  * binary_cross_entropy_backward, _adaptive_avg_pool2d_backward,
- * max_pool2d_with_indices_backward), and binary_cross_entropy's target
- * gradient, whose
- * gradients are the second derivatives of the losses and pools, as
- * PyTorch's derivatives.yaml gives them. Written with the public ops like
+ * max_pool2d_with_indices_backward), whose gradients are the second
+ * derivatives of the losses and pools, as PyTorch's derivatives.yaml gives
+ * them; binary_cross_entropy's target gradient; native_group_norm's
+ * gradients, mean's and rstd's included. Written with the public ops like
  * those of formulas.c; arguments are borrowed, the result is new or NULL.
  */
 #include "autograd/internal.h"
@@ -238,5 +238,56 @@ struct tn_tensor *tn__bce_double_bw_target(const struct tn_tensor *g,
 fail:
     tn_release(a);
     tn_release(r);
+    return NULL;
+}
+
+/* native_group_norm's gradients as PyTorch's derivatives.yaml gives them
+ * (its mean and rstd results are differentiable too): which 1 and 2 are
+ * weight's and bias's, from native_group_norm_backward of g0; which 0 is
+ * input's, that plus what mean (g1) and rstd (g2) pass back: mean is the
+ * average of a group's m elements and rstd = (var + eps)^-1/2 of their
+ * biased variance, so each element takes (g1 - g2 rstd^3 (x - mean)) / m. */
+struct tn_tensor *tn__group_norm_bw(const struct tn_tensor *g0, const struct tn_tensor *g1,
+                                    const struct tn_tensor *g2, const struct tn_tensor *input,
+                                    const struct tn_tensor *mean, const struct tn_tensor *rstd,
+                                    const struct tn_tensor *weight, int64_t N, int64_t C,
+                                    int64_t HxW, int64_t group, int which)
+{
+    bool mask[3] = {which == 0, which == 1, which == 2};
+    struct tn_tensor *r[3] = {NULL, NULL, NULL};
+    if (tn_native_group_norm_backward(g0, input, mean, rstd, weight, N, C, HxW, group, mask, 3,
+                                      &r[0], &r[1], &r[2]) < 0)
+        return NULL;
+    if (which != 0 || tn_numel(input) == 0)
+        return r[which];
+    int64_t m = tn_numel(input) / (N * group);
+    const int64_t blocks[3] = {N, group, m}, stats[3] = {N, group, 1};
+    struct tn_tensor *x = NULL, *mu = NULL, *rs = NULL, *t = NULL, *a = NULL, *dx = r[0];
+    STEP(x, tn_reshape(input, blocks, 3));
+    STEP(mu, tn_reshape(mean, stats, 3));
+    STEP(rs, tn_reshape(rstd, stats, 3));
+    STEP(t, tn_sub(x, mu, tn_int(1)));             /* x - mean */
+    STEP(a, tn_pow_scalar(rs, tn_int(3)));
+    STEP(a, tn_mul(a, t));
+    STEP(t, tn_reshape(g2, stats, 3));
+    STEP(a, tn_mul(a, t));                         /* g2 rstd^3 (x - mean) */
+    STEP(t, tn_reshape(g1, stats, 3));
+    STEP(a, tn_sub(t, a, tn_int(1)));
+    STEP(a, tn_div_scalar(a, tn_int(m)));
+    STEP(a, tn_reshape(a, input->sizes, input->ndim));
+    STEP(dx, tn_add(dx, a, tn_int(1)));
+    tn_release(x);
+    tn_release(mu);
+    tn_release(rs);
+    tn_release(t);
+    tn_release(a);
+    return dx;
+fail:
+    tn_release(x);
+    tn_release(mu);
+    tn_release(rs);
+    tn_release(t);
+    tn_release(a);
+    tn_release(dx);
     return NULL;
 }

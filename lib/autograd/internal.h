@@ -345,6 +345,11 @@ struct tn_tensor *tn__native_dropout_bw(const struct tn_tensor *grad, const stru
                                         double p, const bool *train);
 
 /* ----- the nn backward ops' own gradients (formulas_nn.c) */
+struct tn_tensor *tn__group_norm_bw(const struct tn_tensor *g0, const struct tn_tensor *g1,
+                                    const struct tn_tensor *g2, const struct tn_tensor *input,
+                                    const struct tn_tensor *mean, const struct tn_tensor *rstd,
+                                    const struct tn_tensor *weight, int64_t N, int64_t C,
+                                    int64_t HxW, int64_t group, int which);
 struct tn_tensor *tn__mse_loss_double_bw(const struct tn_tensor *grad, const int64_t *sizes,
                                          int ndim, int64_t reduction);
 struct tn_tensor *tn__smooth_l1_double_bw(const struct tn_tensor *grad,

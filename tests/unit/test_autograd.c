@@ -15,6 +15,7 @@
 struct call {
     const char *op;
     int nargs;
+    int result; /* which result of an op returning several ("result", 0 by default) */
     json_t *args;
     struct tn_tensor *t[MAXA]; /* tensor arguments (NULL for others) */
     struct tn_tensor *list[MAXA][8]; /* a Tensor?[] argument ("tlist"), NULL for None */
@@ -109,12 +110,15 @@ static struct tn_tensor *run_call(struct call *c)
     int n = tn_op_call(op, st, c->nargs);
     if (n < 0)
         return NULL;
-    /* an op returning several tensors: the first (autograd_ops.py's too) */
-    for (int k = 1; k < n; k++)
-        tn_release(st[k].v.t);
-    if (st[0].tag == TN_IV_TENSORLIST)
-        return cat_pieces(&st[0]);
-    return st[0].v.t;
+    /* an op returning several tensors: the case's result (autograd_ops.py's
+     * too), the first unless it says */
+    assert_true(c->result < (n > 0 ? n : 1));
+    for (int k = 0; k < n; k++)
+        if (k != c->result)
+            tn_release(st[k].v.t);
+    if (st[c->result].tag == TN_IV_TENSORLIST)
+        return cat_pieces(&st[c->result]);
+    return st[c->result].v.t;
 }
 
 /* Elementwise closeness of t and the fixture tensor `exp`. */
@@ -166,6 +170,7 @@ static struct tn_tensor *gc_fn(struct tn_tensor *const *inputs, void *ctx)
 static void load_call(json_t *cs, struct call *c)
 {
     c->op = json_string_value(json_object_get(cs, "op"));
+    c->result = (int)json_integer_value(json_object_get(cs, "result"));
     c->args = json_object_get(cs, "args");
     c->nargs = (int)json_array_size(c->args);
     assert_true(c->nargs <= MAXA);
