@@ -108,7 +108,9 @@ static const char usage_text[] =
     "      --epochs=E           train: passes over the data\n"
     "      --steps=S            train: optimizer steps in all (instead of --epochs)\n"
     "      --seed=S             train: the shuffle's seed (0), as PyTorch's\n"
-    "                           torch.Generator().manual_seed(S) with randperm\n"
+    "                           torch.Generator().manual_seed(S) with randperm;\n"
+    "                           run: seed the default generator first, as\n"
+    "                           torch.manual_seed(S) (dropout, rand, ...)\n"
     "      --save=CKPT          train: write the weights, the optimizer state and\n"
     "                           the step to CKPT (atomically) at the end\n"
     "      --save-every=N       train: also every N steps\n"
@@ -261,7 +263,7 @@ static void check_options(const char *cmd)
         {tc.batch_size > 0, train, "--batch-size"},
         {tc.epochs > 0, train, "--epochs"},
         {tc.steps > 0, train, "--steps"},
-        {tc.seed > 0, train, "--seed"},
+        {tc.given_seed, run || train, "--seed"},
         {tc.save != NULL, train, "--save"},
         {tc.save_every > 0, train, "--save-every"},
         {tc.resume != NULL, train, "--resume"},
@@ -413,7 +415,10 @@ int main(int argc, char **argv)
         case OPT_EPOCHS: tc.epochs = count_arg("--epochs", optarg, 1); break;
         case OPT_STEPS: tc.steps = count_arg("--steps", optarg, 1); break;
         case OPT_SAVE_EVERY: tc.save_every = count_arg("--save-every", optarg, 1); break;
-        case OPT_SEED: tc.seed = count_arg("--seed", optarg, 0); break;
+        case OPT_SEED:
+            tc.seed = count_arg("--seed", optarg, 0);
+            tc.given_seed = true;
+            break;
         case OPT_RECOMPILE_LIMIT: {
             char *end;
             long n = strtol(optarg, &end, 10);

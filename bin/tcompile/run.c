@@ -232,6 +232,8 @@ int tc_run(const char *path)
                 "(profile the graph it was built from)\n", path);
         return 2;
     }
+    if (tc.given_seed) /* torch.manual_seed(S) before the model runs */
+        tn_manual_seed((uint64_t)tc.seed);
     if (tc_is_package(path))
         return tc_run_package(path);
     struct tn_value *weights = NULL, *inputs = NULL, *out = NULL, *grads = NULL;
@@ -251,6 +253,8 @@ int tc_run(const char *path)
     }
     double best = 0, compile_s = 0;
     for (int r = 0; r < tc.repeat; r++) {
+        if (tc.given_seed && r > 0) /* each repetition draws what the first did */
+            tn_manual_seed((uint64_t)tc.seed);
         tn_value_release(out);
         out = NULL;
         tn_value_release(grads);

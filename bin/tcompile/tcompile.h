@@ -24,7 +24,7 @@ struct tc_opts {
     const char *data, *eval, *optimizer, *save, *resume;
     double lr;
     long long batch_size, epochs, steps, save_every, seed;
-    bool log_loss;
+    bool log_loss, given_seed; /* given_seed: run seeds the default generator */
     /* train's optimizer options, PyTorch's constructor arguments; the
      * given_* flags tell an option given from its default */
     double momentum, dampening, beta1, beta2, eps, weight_decay;

@@ -8,6 +8,10 @@ tests/fixtures/graph/torch2/:
                   self to the mask's shape, gather with an empty uint8 index
   opinfo_logit    logit(p, eps=0.25) with p inside and outside [eps, 1-eps]:
                   its gradient (0 outside)
+  opinfo_dropout  dropout in training mode of float32, float64 and
+                  bfloat16, one after another, as PyTorch draws them after
+                  torch.manual_seed(42) (what OpInfo's wrapper_set_seed
+                  does; tcompile run --seed 42)
 
     python3 tests/opinfo/fixtures.py
 """
@@ -45,6 +49,12 @@ class Logit(torch.nn.Module):
         return torch.logit(self.p * s, eps=0.25)
 
 
+class Dropouts(torch.nn.Module):
+    def forward(self, x, y, z):
+        f = torch.nn.functional.dropout
+        return f(x.exp(), 0.5, True), f(y, 0.2, True), f(z * 2, 0.3, True)
+
+
 def main():
     torch.manual_seed(0)
     x = torch.randn(6)
@@ -59,6 +69,13 @@ def main():
     e = torch.empty(0, dtype=torch.uint8)
     torch2graph.write(Values(), (x, a, b, c, n, d, m, e), os.path.join(OUT, "opinfo_values"))
     torch2graph.write(Logit(), (torch.ones(1),), os.path.join(OUT, "opinfo_logit"), grads=True)
+    ins = (torch.randn(5, 7), torch.randn(4, 6, dtype=torch.float64), torch.randn(3, 9).to(bf))
+    prefix = os.path.join(OUT, "opinfo_dropout")
+    torch2graph.write(Dropouts(), ins, prefix)
+    expected = torch.load(prefix + "_expected.pt")
+    torch.manual_seed(42)
+    with torch.no_grad():
+        torch.save(dict(zip(expected, Dropouts()(*ins))), prefix + "_expected.pt")
 
 
 if __name__ == "__main__":
