@@ -61,7 +61,9 @@ static int ln_shape(const struct tn_tensor *input, const int64_t *ns, int ns_len
     return tn__nn_check_float("LayerNormKernelImpl", input);
 }
 
-/* One row of a layer norm in type T: mean and 1/std in float64. */
+/* One row of a layer norm in type T: mean and 1/std in float64, then
+ * x * rstd - mean * rstd with both products in T, as PyTorch's kernel (so a
+ * row of one element, or of equal ones, gives exactly 0). */
 #define TN_LN_ROW(SFX, T)                                                                      \
     static void ln_row_##SFX(const T *x, T *y, const T *w, const T *b, int64_t n, double eps,  \
                              T *mean, T *rstd)                                                 \
@@ -73,7 +75,7 @@ static int ln_shape(const struct tn_tensor *input, const int64_t *ns, int ns_len
         for (int64_t j = 0; j < n; j++)                                                        \
             q += ((double)x[j] - mu) * ((double)x[j] - mu);                                    \
         double r = 1.0 / sqrt(q / (double)n + eps);                                            \
-        T tm = (T)mu, tr = (T)r, sh = (T)(-mu * r);                                            \
+        T tm = (T)mu, tr = (T)r, sh = -(tm * tr);                                              \
         for (int64_t j = 0; j < n; j++) {                                                      \
             T v = x[j] * tr + sh;                                                              \
             y[j] = w ? (b ? v * w[j] + b[j] : v * w[j]) : (b ? v + b[j] : v);                  \
@@ -98,7 +100,7 @@ TN_AVX2 static void ln_row_f32_avx2(const float *x, float *y, const float *w, co
     float c = (float)mu;
     double q = tn__sqdev_f32_avx2(x, n, c) - (double)n * (mu - c) * (mu - c);
     double r = 1.0 / sqrt((q > 0 ? q : 0) / (double)n + eps);
-    float tr = (float)r, sh = (float)(-mu * r);
+    float tr = (float)r, sh = -(c * tr);
     __m256 vr = _mm256_set1_ps(tr), vs = _mm256_set1_ps(sh);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
