@@ -8,6 +8,7 @@
 #include <config.h>
 
 #include "ops/internal.h"
+#include <string.h>
 
 /* PyTorch's c10::MemoryFormat and c10::Layout values. */
 enum { MF_CONTIGUOUS = 0, MF_PRESERVE = 1, MF_CHANNELS_LAST = 2, MF_CHANNELS_LAST_3D = 3,
@@ -135,6 +136,40 @@ struct tn_tensor *tn__composite__to_copy(tn_keyset ks, const struct tn_tensor *s
                                                       moves ? *device : self->device);
     }
     if (r && !no_data(r) && tn_copy_(r, self) < 0) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* copy (the functional copy_, core ATen): a new tensor of self's sizes,
+ * dtype and device, self's strides where it is dense (PyTorch's
+ * clone-then-copy_), holding src broadcast to self and converted; through
+ * copy_ so the gradient reaches src alone */
+struct tn_tensor *tn__composite_copy(tn_keyset ks, const struct tn_tensor *self,
+                                     const struct tn_tensor *src, bool non_blocking)
+{
+    struct tn_tensor *r = tn_empty_like(self, TN_DTYPE_UNSET);
+    if (!r)
+        return NULL;
+    if (no_data(r) || no_data(src)) { /* Meta: only the broadcast is checked */
+        int64_t shape[TN_MAX_DIMS];
+        int nd = tn_broadcast_shapes(self->sizes, self->ndim, src->sizes, src->ndim, shape);
+        if (nd >= 0 && (nd != self->ndim ||
+                        memcmp(shape, self->sizes, (size_t)nd * sizeof *shape) != 0)) {
+            char a[256], b[256];
+            tn_set_error(TN_ESHAPE, "output with shape %s doesn't match the broadcast shape %s",
+                         tn_shape_format(self->sizes, self->ndim, a, sizeof a),
+                         tn_shape_format(shape, nd, b, sizeof b));
+            nd = -1;
+        }
+        if (nd < 0) {
+            tn_release(r);
+            return NULL;
+        }
+        return r;
+    }
+    if (tn_copy_(r, src) < 0) {
         tn_release(r);
         return NULL;
     }
