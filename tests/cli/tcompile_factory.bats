@@ -5,7 +5,8 @@
 # (hardswish_, hardsigmoid, pow.Tensor_Scalar, min.other, clamp_min,
 # where.ScalarOther, slice_scatter, fmod.Scalar, special_erfinv, and the view
 # as_strided): tests/fixtures/graph_factory.py's graph as PyTorch 2.x
-# exports it (issue 23); empty, empty_strided and diagonal: graph_empty.py's.
+# exports it (issue 23); empty, empty_strided and diagonal: graph_empty.py's;
+# rand, randn and randperm with run --seed: graph_random.py's.
 
 load helper
 
@@ -52,4 +53,25 @@ setup() {
     assert_output "nothing missing (1 graph)"
     graph_matches "$S" 1 2 --interpret
     graph_matches "$S" 1 2 --strict
+}
+
+# tests/fixtures/graph_random.py: rand (float32, float64), randn and randperm
+# (int64 and int32) in a forward, drawn as PyTorch's CPU generator draws
+# them after torch.manual_seed(2024): tcompile run --seed=2024
+@test "rand, randn, randperm: run --seed gives torch.manual_seed's numbers" {
+    R="$TN_SRCDIR/tests/fixtures/graph/torch2/random"
+    run tcompile check --missing "$R.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+    outputs_match "$R" 2 --interpret --seed=2024
+    outputs_match "$R" 2 --strict --seed=2024
+    # another seed, other numbers
+    run tcompile run --interpret --seed=7 "$R.json" -w "$R.pt" -i "${R}_inputs.pt" \
+        -o "$BATS_TEST_TMPDIR/out.pt"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.pt" "${R}_expected.pt"
+    assert_failure
+    run tcompile check --seed=1 "$R.json"
+    assert_failure 2
+    assert_output --partial "--seed"
 }
