@@ -277,3 +277,174 @@ struct tn_tensor *tn__composite_linear(tn_keyset ks, const struct tn_tensor *inp
     tn_release(wt);
     return r;
 }
+
+/* ------------------------------------------------- cdist and pdist */
+
+/* releases each of the tensors named (NULL ones skipped) */
+#define RELEASE_ALL(...)                                                        \
+    do {                                                                        \
+        struct tn_tensor *all_[] = {__VA_ARGS__};                               \
+        for (size_t i_ = 0; i_ < sizeof all_ / sizeof *all_; i_++)              \
+            tn_release(all_[i_]);                                               \
+    } while (0)
+
+/* PyTorch's cdist/pdist kernels: float32 and float64 only */
+static int dist_dtype(const char *op, const char *which, const struct tn_tensor *t)
+{
+    if (t->dtype == TN_FLOAT32 || t->dtype == TN_FLOAT64)
+        return TN_OK;
+    if (!tn_dtype_is_floating(t->dtype))
+        return !strcmp(op, "cdist")
+                   ? tn_set_error(TN_EDTYPE, "cdist only supports floating-point dtypes, %s got: %s",
+                                  which, tn_dtype_info(t->dtype)->c10_name)
+                   : tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", op,
+                                  tn_dtype_info(t->dtype)->c10_name);
+    return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", op,
+                        tn_dtype_info(t->dtype)->c10_name);
+}
+
+/* The p-norm over the last dim of the differences a - b (broadcast):
+ * PyTorch's direct kernels (p 0: the count of differing columns, 1, 2,
+ * inf: the largest, else (sum |d|^p)^(1/p)), as linalg_vector_norm
+ * computes them, so the gradient is its. */
+static struct tn_tensor *pnorm_of_diff(const struct tn_tensor *a, const struct tn_tensor *b,
+                                       double p)
+{
+    struct tn_tensor *d = tn_sub(a, b, tn_int(1));
+    if (!d)
+        return NULL;
+    int64_t last = -1;
+    struct tn_tensor *r = tn_linalg_vector_norm(d, tn_float(p), &last, 1, false, TN_DTYPE_UNSET);
+    tn_release(d);
+    return r;
+}
+
+/* _euclidean_dist of PyTorch's Distance.cpp (cdist's p = 2 through mm):
+ * [-2 x1, |x1|^2, 1] @ [x2, 1, |x2|^2]^T, clamped to 1e-30, square-rooted */
+static struct tn_tensor *euclidean_dist(const struct tn_tensor *x1, const struct tn_tensor *x2)
+{
+    int64_t last = -1;
+    struct tn_tensor *q1 = tn_pow_scalar(x1, tn_int(2)), *q2 = tn_pow_scalar(x2, tn_int(2));
+    struct tn_tensor *n1 = q1 ? tn_sum_dim_intlist(q1, &last, 1, true, TN_DTYPE_UNSET) : NULL;
+    struct tn_tensor *n2 = q2 ? tn_sum_dim_intlist(q2, &last, 1, true, TN_DTYPE_UNSET) : NULL;
+    struct tn_tensor *o1 = n1 ? tn_ones_like(n1, TN_DTYPE_UNSET) : NULL;
+    struct tn_tensor *o2 = n2 ? tn_ones_like(n2, TN_DTYPE_UNSET) : NULL;
+    struct tn_tensor *m1 = tn_mul_scalar(x1, tn_int(-2));
+    struct tn_tensor *a = NULL, *b = NULL, *bt = NULL, *mm = NULL, *c = NULL, *r = NULL;
+    if (o1 && o2 && m1) {
+        const struct tn_tensor *la[3] = {m1, n1, o1}, *lb[3] = {x2, o2, n2};
+        a = tn_cat(la, 3, -1);
+        b = a ? tn_cat(lb, 3, -1) : NULL;
+    }
+    bt = b ? tn_transpose(b, -2, -1) : NULL;
+    mm = bt ? tn_matmul(a, bt) : NULL;
+    c = mm ? tn_clamp_min(mm, tn_float(1e-30)) : NULL;
+    r = c ? tn_sqrt(c) : NULL;
+    RELEASE_ALL(q1, q2, n1, n2, o1, o2, m1, a, b, bt, mm, c);
+    return r;
+}
+
+/* _cdist_forward (core ATen): x1 [*, P, M], x2 [*, R, M], batch dims
+ * broadcast, -> [*, P, R]; p = 2 goes through mm (euclidean_dist) when
+ * compute_mode is 1, or None/0 with P or R over 25, as PyTorch's
+ * cdist_impl; otherwise the p-norm of the differences. PyTorch's errors. */
+struct tn_tensor *tn__composite__cdist_forward(tn_keyset ks, const struct tn_tensor *x1,
+                                               const struct tn_tensor *x2, double p,
+                                               const int64_t *compute_mode)
+{
+    if (x1->ndim < 2 || x2->ndim < 2) {
+        tn_set_error(TN_ESHAPE, "cdist only supports at least 2D tensors, %s got: %dD",
+                     x1->ndim < 2 ? "X1" : "X2", x1->ndim < 2 ? x1->ndim : x2->ndim);
+        return NULL;
+    }
+    int64_t c1 = x1->sizes[x1->ndim - 1], c2 = x2->sizes[x2->ndim - 1];
+    if (c1 != c2) {
+        tn_set_error(TN_ESHAPE, "X1 and X2 must have the same number of columns. X1: %lld X2: %lld",
+                     (long long)c1, (long long)c2);
+        return NULL;
+    }
+    if (dist_dtype("cdist", "X1", x1) < 0 || dist_dtype("cdist", "X2", x2) < 0)
+        return NULL;
+    if (!(p >= 0)) {
+        tn_set_error(TN_EINVAL, "cdist only supports non-negative p values");
+        return NULL;
+    }
+    int64_t mode = compute_mode ? *compute_mode : 0;
+    if (mode < 0 || mode > 2) {
+        tn_set_error(TN_EINVAL, "possible modes: 0, 1, 2, but was: %lld", (long long)mode);
+        return NULL;
+    }
+    if (x1->dtype != x2->dtype) {
+        tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
+                     tn_dtype_info(x1->dtype)->c10_name, tn_dtype_info(x2->dtype)->c10_name);
+        return NULL;
+    }
+    int64_t r1 = x1->sizes[x1->ndim - 2], r2 = x2->sizes[x2->ndim - 2];
+    if (p == 2 && (mode == 1 || (mode == 0 && (r1 > 25 || r2 > 25))))
+        return euclidean_dist(x1, x2);
+    struct tn_tensor *a = tn_unsqueeze(x1, -2), *b = tn_unsqueeze(x2, -3);
+    struct tn_tensor *r = a && b ? pnorm_of_diff(a, b, p) : NULL;
+    tn_release(a);
+    tn_release(b);
+    return r;
+}
+
+/* _pdist_forward (core ATen): self [N, M] -> the N(N-1)/2 distances of
+ * rows i < j in row-major order of (i, j), as torch.pdist's; the p-norm of
+ * the differences of the rows those indices pick. F.pdist's errors (the
+ * aten op itself reads a 3-D input as rows, which we refuse). */
+struct tn_tensor *tn__composite__pdist_forward(tn_keyset ks, const struct tn_tensor *self,
+                                               double p)
+{
+    if (self->ndim != 2) {
+        tn_set_error(TN_ESHAPE, "pdist only supports 2D tensors, got: %dD", self->ndim);
+        return NULL;
+    }
+    if (dist_dtype("pdist", NULL, self) < 0)
+        return NULL;
+    if (!(p >= 0)) {
+        tn_set_error(TN_EINVAL, "pdist only supports non-negative p values");
+        return NULL;
+    }
+    int64_t n = self->sizes[0], k = n > 1 ? n * (n - 1) / 2 : 0, at = 0;
+    /* the pairs (i, j), i < j, on self's device (no values on Meta) */
+    struct tn_tensor *ii = tn_empty_on(&k, 1, TN_INT64, self->device);
+    struct tn_tensor *jj = tn_empty_on(&k, 1, TN_INT64, self->device);
+    struct tn_tensor *hi = NULL, *hj = NULL, *a = NULL, *b = NULL, *r = NULL;
+    if (!ii || !jj)
+        goto out;
+    if (self->device.type != TN_DEVICE_META) {
+        bool cpu = self->device.type == TN_DEVICE_CPU;
+        hi = cpu ? tn_retain(ii) : tn_zeros(&k, 1, TN_INT64);
+        hj = cpu ? tn_retain(jj) : tn_zeros(&k, 1, TN_INT64);
+        if (!hi || !hj)
+            goto out;
+        int64_t *pi = tn_data(hi), *pj = tn_data(hj);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = i + 1; j < n; j++, at++)
+                pi[at] = i, pj[at] = j;
+        if (!cpu && (tn_copy_(ii, hi) < 0 || tn_copy_(jj, hj) < 0))
+            goto out;
+    }
+    const struct tn_tensor *xi[1] = {ii}, *xj[1] = {jj};
+    a = tn_index(self, xi, 1);
+    b = a ? tn_index(self, xj, 1) : NULL;
+    r = b ? pnorm_of_diff(a, b, p) : NULL;
+out:
+    RELEASE_ALL(ii, jj, hi, hj, a, b);
+    return r;
+}
+
+/* cdist and pdist (what torch.export writes for torch.cdist and
+ * F.pdist): the forwards above */
+struct tn_tensor *tn__composite_cdist(tn_keyset ks, const struct tn_tensor *x1,
+                                      const struct tn_tensor *x2, double p,
+                                      const int64_t *compute_mode)
+{
+    return tn__composite__cdist_forward(ks, x1, x2, p, compute_mode);
+}
+
+struct tn_tensor *tn__composite_pdist(tn_keyset ks, const struct tn_tensor *self, double p)
+{
+    return tn__composite__pdist_forward(ks, self, p);
+}
