@@ -7,6 +7,8 @@
  */
 #include <config.h>
 
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ops/nn_internal.h"
@@ -405,4 +407,313 @@ struct tn_tensor *tn__composite_embedding_backward_weight(tn_keyset ks,
 {
     return tn_embedding_dense_backward(grad, indices, weight->ndim ? weight->sizes[0] : 1,
                                        padding_idx, scale_grad_by_freq);
+}
+
+/* ------------------------------------------------ 3-D pooling
+ * max_pool3d_with_indices and avg_pool3d (core ATen) as decompositions:
+ * self padded (with the lowest value for max, zeros for avg) far enough
+ * for every window, ceil_mode's last one included, its windows gathered
+ * as [N, C, oD, oH, oW, kD * kH * kW] (stride and dilation in the table of
+ * positions); max reduces the window (its index mapped to d * H * W +
+ * h * W + w of the unpadded plane through another table), avg sums it and
+ * divides by PyTorch's divisor. The gradients are those of pad,
+ * index_select, max.dim/sum and div. PyTorch's checks and words. */
+struct pool3 {
+    int64_t k[3], s[3], p[3], d[3], in[3], out[3];
+};
+
+static int pool3_geometry(const char *op, const struct tn_tensor *self, const int64_t *ks,
+                          int nks, const int64_t *st, int nst, const int64_t *pd, int npd,
+                          const int64_t *dl, int ndl, bool ceil_mode, struct pool3 *g)
+{
+    if (nks != 1 && nks != 3)
+        return tn_set_error(TN_EINVAL, "%s: kernel_size must either be a single int, or a tuple "
+                            "of three ints", op);
+    if (nst != 0 && nst != 1 && nst != 3)
+        return tn_set_error(TN_EINVAL, "%s: stride must either be omitted, a single int, or a "
+                            "tuple of three ints", op);
+    if (npd != 1 && npd != 3)
+        return tn_set_error(TN_EINVAL, "%s: padding must either be a single int, or a tuple of "
+                            "three ints", op);
+    if (ndl != 1 && ndl != 3)
+        return tn_set_error(TN_EINVAL, "%s: dilation must be either a single int, or a tuple of "
+                            "three ints", op);
+    bool empty = self->ndim != 4 && self->ndim != 5; /* a batch of 0 is allowed */
+    for (int i = self->ndim == 5 ? 1 : 0; !empty && i < self->ndim; i++)
+        empty = self->sizes[i] == 0;
+    if (empty)
+        return tn_set_error(TN_ESHAPE, "non-empty 4D or 5D (batch mode) tensor expected for input");
+    for (int i = 0; i < 3; i++) {
+        g->k[i] = ks[nks == 1 ? 0 : i];
+        g->s[i] = nst == 0 ? g->k[i] : st[nst == 1 ? 0 : i];
+        g->p[i] = pd[npd == 1 ? 0 : i];
+        g->d[i] = dl[ndl == 1 ? 0 : i];
+        g->in[i] = self->sizes[self->ndim - 3 + i];
+    }
+    if (g->k[0] <= 0 || g->k[1] <= 0 || g->k[2] <= 0)
+        return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got kT: %lld "
+                            "kH: %lld kW: %lld", (long long)g->k[0], (long long)g->k[1],
+                            (long long)g->k[2]);
+    if (g->s[0] <= 0 || g->s[1] <= 0 || g->s[2] <= 0)
+        return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got dT: %lld dH: "
+                            "%lld dW: %lld", (long long)g->s[0], (long long)g->s[1],
+                            (long long)g->s[2]);
+    if (g->d[0] <= 0 || g->d[1] <= 0 || g->d[2] <= 0)
+        return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got dilationT: "
+                            "%lld dilationH: %lld dilationW: %lld", (long long)g->d[0],
+                            (long long)g->d[1], (long long)g->d[2]);
+    for (int i = 0; i < 3; i++) {
+        int64_t eff = g->d[i] * (g->k[i] - 1) + 1;
+        if (g->p[i] < 0 || g->p[i] > eff / 2)
+            return tn_set_error(TN_EINVAL, "pad should be at most half of effective kernel size, "
+                                "but got pad=%lld, kernel_size=%lld and dilation=%lld",
+                                (long long)g->p[i], (long long)g->k[i], (long long)g->d[i]);
+        /* PyTorch's pooling_output_shape */
+        int64_t num = g->in[i] + 2 * g->p[i] - eff + (ceil_mode ? g->s[i] - 1 : 0);
+        int64_t o = (num >= 0 ? num / g->s[i] : -((-num + g->s[i] - 1) / g->s[i])) + 1;
+        if (ceil_mode && (o - 1) * g->s[i] >= g->in[i] + g->p[i])
+            o--;
+        g->out[i] = o;
+    }
+    if (g->out[0] < 1 || g->out[1] < 1 || g->out[2] < 1) {
+        if (!strcmp(op, "avg_pool3d"))
+            return tn_set_error(TN_ESHAPE, "input image (T: %lld H: %lld W: %lld) smaller than "
+                                "kernel size (kT: %lld kH: %lld kW: %lld)", (long long)g->in[0],
+                                (long long)g->in[1], (long long)g->in[2], (long long)g->k[0],
+                                (long long)g->k[1], (long long)g->k[2]);
+        int64_t c = self->sizes[self->ndim - 4];
+        return tn_set_error(TN_ESHAPE, "Given input size: (%lldx%lldx%lldx%lld). Calculated "
+                            "output size: (%lldx%lldx%lldx%lld). Output size is too small",
+                            (long long)c, (long long)g->in[0], (long long)g->in[1],
+                            (long long)g->in[2], (long long)c, (long long)g->out[0],
+                            (long long)g->out[1], (long long)g->out[2]);
+    }
+    return TN_OK;
+}
+
+/* self as [N, C, D, H, W] (a 4-D input gets N = 1), padded with `value`,
+ * its windows gathered as [N, C, oD, oH, oW, kD * kH * kW] by index_select
+ * of the flattened padded plane through a table of positions (a gather
+ * rather than an overlapping view, so that the gradient is index_select's) */
+static struct tn_tensor *pool3_windows(const struct tn_tensor *self, const struct pool3 *g,
+                                       struct tn_scalar value)
+{
+    struct tn_tensor *x5 = self->ndim == 4 ? tn_unsqueeze(self, 0) : tn_retain((struct tn_tensor *)self);
+    if (!x5)
+        return NULL;
+    int64_t pad[6], ps[3]; /* constant_pad_nd's order: the last dim first */
+    for (int i = 0; i < 3; i++) {
+        int64_t need = (g->out[i] - 1) * g->s[i] + g->d[i] * (g->k[i] - 1) + 1 - g->p[i] - g->in[i];
+        pad[2 * (2 - i)] = g->p[i];
+        pad[2 * (2 - i) + 1] = need > 0 ? need : 0;
+        ps[i] = g->in[i] + g->p[i] + pad[2 * (2 - i) + 1];
+    }
+    struct tn_tensor *xp = tn_constant_pad_nd(x5, pad, 6, value);
+    int64_t fl[3] = {x5->sizes[0], x5->sizes[1], ps[0] * ps[1] * ps[2]};
+    int64_t K = g->k[0] * g->k[1] * g->k[2], O = g->out[0] * g->out[1] * g->out[2], OK = O * K;
+    struct tn_tensor *xf = xp ? tn_reshape(xp, fl, 3) : NULL;
+    struct tn_tensor *table = xf ? tn_empty_on(&OK, 1, TN_INT64, xf->device) : NULL, *r = NULL;
+    if (table && table->device.type == TN_DEVICE_CPU) {
+        int64_t *t = tn_data(table);
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t l = 0; l < K; l++) {
+                int64_t oo[3] = {o / (g->out[1] * g->out[2]), o / g->out[2] % g->out[1], o % g->out[2]};
+                int64_t ll[3] = {l / (g->k[1] * g->k[2]), l / g->k[2] % g->k[1], l % g->k[2]}, at = 0;
+                for (int i = 0; i < 3; i++)
+                    at = at * ps[i] + oo[i] * g->s[i] + ll[i] * g->d[i];
+                t[o * K + l] = at;
+            }
+    } else if (table && table->device.type != TN_DEVICE_META) {
+        tn_set_error(TN_EDEVICE, "3-D pooling: only the CPU and Meta are supported");
+        goto out;
+    }
+    struct tn_tensor *sel = table ? tn_index_select(xf, 2, table) : NULL;
+    int64_t wsz[6] = {fl[0], fl[1], g->out[0], g->out[1], g->out[2], K};
+    r = sel ? tn_reshape(sel, wsz, 6) : NULL;
+    tn_release(sel);
+out:
+    tn_release(x5);
+    tn_release(xp);
+    tn_release(xf);
+    tn_release(table);
+    return r;
+}
+
+/* the result back to self's rank (a 4-D input's N = 1 dropped) */
+static struct tn_tensor *pool3_rank(const struct tn_tensor *self, struct tn_tensor *r)
+{
+    if (!r || self->ndim == 5)
+        return r;
+    struct tn_tensor *s = tn_squeeze_dims(r, (const int64_t[]){0}, 1);
+    tn_release(r);
+    return s;
+}
+
+int tn__composite_max_pool3d_with_indices(tn_keyset ks, const struct tn_tensor *self,
+                                          const int64_t *kernel_size, int kernel_size_len,
+                                          const int64_t *stride, int stride_len,
+                                          const int64_t *padding, int padding_len,
+                                          const int64_t *dilation, int dilation_len,
+                                          bool ceil_mode, struct tn_tensor **result0,
+                                          struct tn_tensor **result1)
+{
+    struct pool3 g;
+    *result0 = *result1 = NULL;
+    int rc = pool3_geometry("max_pool3d", self, kernel_size, kernel_size_len, stride,
+                            stride_len, padding, padding_len, dilation, dilation_len, ceil_mode,
+                            &g);
+    if (rc < 0)
+        return rc;
+    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64)
+        return tn_set_error(TN_EDTYPE, "\"max_pool3d_with_indices\" not implemented for '%s'",
+                            tn_dtype_info(self->dtype)->c10_name);
+    struct tn_scalar lowest = tn_dtype_is_floating(self->dtype) ? tn_float(-INFINITY)
+                              : self->dtype == TN_UINT8 ? tn_int(0)
+                              : self->dtype == TN_INT8 ? tn_int(INT8_MIN)
+                              : self->dtype == TN_INT16 ? tn_int(INT16_MIN)
+                              : self->dtype == TN_INT32 ? tn_int(INT32_MIN) : tn_int(INT64_MIN);
+    int64_t K = g.k[0] * g.k[1] * g.k[2], O = g.out[0] * g.out[1] * g.out[2];
+    struct tn_tensor *wf = pool3_windows(self, &g, lowest);
+    struct tn_tensor *v = NULL, *li = NULL, *table = NULL, *tx = NULL, *ix = NULL, *liu = NULL;
+    if (!wf || tn_max_dim(wf, -1, false, &v, &li) < 0)
+        goto out;
+    /* table[od, oh, ow, l]: the plane index window l of output (od, oh, ow) reads */
+    int64_t tsz[4] = {g.out[0], g.out[1], g.out[2], K};
+    table = tn_empty_on(tsz, 4, TN_INT64, li->device);
+    if (!table)
+        goto out;
+    if (li->device.type == TN_DEVICE_CPU) {
+        int64_t *t = tn_data(table);
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t l = 0; l < K; l++) {
+                int64_t oo[3] = {o / (g.out[1] * g.out[2]), o / g.out[2] % g.out[1], o % g.out[2]};
+                int64_t ll[3] = {l / (g.k[1] * g.k[2]), l / g.k[2] % g.k[1], l % g.k[2]}, at = 0;
+                for (int i = 0; i < 3; i++)
+                    at = at * g.in[i] + oo[i] * g.s[i] - g.p[i] + ll[i] * g.d[i];
+                t[o * K + l] = at;
+            }
+    } else if (li->device.type != TN_DEVICE_META) {
+        tn_set_error(TN_EDEVICE, "max_pool3d_with_indices: only the CPU and Meta are supported");
+        goto out;
+    }
+    int64_t esz[6] = {li->sizes[0], li->sizes[1], g.out[0], g.out[1], g.out[2], K};
+    tx = tn_expand(table, esz, 6);
+    liu = tx ? tn_unsqueeze(li, -1) : NULL;
+    struct tn_tensor *gi = liu ? tn_gather(tx, -1, liu, false) : NULL;
+    ix = gi ? tn_squeeze_dims(gi, (const int64_t[]){-1}, 1) : NULL;
+    tn_release(gi);
+    if (!ix)
+        goto out;
+    *result0 = pool3_rank(self, v);
+    *result1 = pool3_rank(self, ix);
+    v = ix = NULL;
+    if (*result0 && *result1 && tn__strides_like_channels_last(self, 5)) {
+        /* PyTorch's kernel: self's suggest_memory_format */
+        int64_t mf = 3;
+        struct tn_tensor *a = tn_underscore_to_copy(*result0, TN_DTYPE_UNSET, NULL, NULL, NULL, false, &mf);
+        struct tn_tensor *b = tn_underscore_to_copy(*result1, TN_DTYPE_UNSET, NULL, NULL, NULL, false, &mf);
+        tn_release(*result0);
+        tn_release(*result1);
+        *result0 = a, *result1 = b;
+    }
+    if (!*result0 || !*result1) {
+        tn_release(*result0);
+        tn_release(*result1);
+        *result0 = *result1 = NULL;
+    }
+out:
+    tn_release(wf);
+    tn_release(v);
+    tn_release(li);
+    tn_release(table);
+    tn_release(tx);
+    tn_release(liu);
+    tn_release(ix);
+    return *result0 ? TN_OK : tn_last_status() ? tn_last_status() : TN_EINVAL;
+}
+
+struct tn_tensor *tn__composite_avg_pool3d(tn_keyset ks, const struct tn_tensor *self,
+                                           const int64_t *kernel_size, int kernel_size_len,
+                                           const int64_t *stride, int stride_len,
+                                           const int64_t *padding, int padding_len,
+                                           bool ceil_mode, bool count_include_pad,
+                                           const int64_t *divisor_override)
+{
+    struct pool3 g;
+    const int64_t one = 1;
+    if (pool3_geometry("avg_pool3d", self, kernel_size, kernel_size_len, stride, stride_len,
+                       padding, padding_len, &one, 1, ceil_mode, &g) < 0)
+        return NULL;
+    if (divisor_override && *divisor_override == 0)
+        return tn_set_error(TN_EINVAL, "divisor must be not zero"), NULL;
+    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64 || self->dtype == TN_BFLOAT16 ||
+        self->dtype == TN_FLOAT16)
+        return tn_set_error(TN_EDTYPE, "\"avg_pool3d_out_frame\" not implemented for '%s'",
+                            tn_dtype_info(self->dtype)->c10_name), NULL;
+    struct tn_tensor *w = pool3_windows(self, &g, tn_int(0));
+    int64_t last = -1;
+    struct tn_tensor *s = w ? tn_sum_dim_intlist(w, &last, 1, false, TN_DTYPE_UNSET) : NULL;
+    tn_release(w);
+    if (!s)
+        return NULL;
+    /* the divisor of each output, PyTorch's: the override, or the window
+     * clipped to the padded input (count_include_pad), or to the input */
+    int64_t dsz[3] = {g.out[0], g.out[1], g.out[2]};
+    bool fl = tn_dtype_is_floating(self->dtype);
+    struct tn_tensor *dv = tn_empty_on(dsz, 3, fl ? self->dtype : TN_INT64, s->device), *r = NULL;
+    if (dv && s->device.type == TN_DEVICE_CPU) {
+        int64_t o = 0;
+        for (int64_t a = 0; a < g.out[0]; a++)
+            for (int64_t b = 0; b < g.out[1]; b++)
+                for (int64_t c = 0; c < g.out[2]; c++, o++) {
+                    int64_t at[3] = {a, b, c}, n = 1;
+                    for (int i = 0; i < 3; i++) {
+                        int64_t lo = at[i] * g.s[i] - g.p[i], hi = lo + g.k[i];
+                        if (hi > g.in[i] + g.p[i])
+                            hi = g.in[i] + g.p[i];
+                        int64_t cnt = hi - lo;
+                        if (!count_include_pad) {
+                            lo = lo < 0 ? 0 : lo;
+                            hi = hi > g.in[i] ? g.in[i] : hi;
+                            cnt = hi - lo;
+                        }
+                        n *= cnt;
+                    }
+                    if (divisor_override)
+                        n = *divisor_override;
+                    if (self->dtype == TN_FLOAT32)
+                        ((float *)tn_data(dv))[o] = (float)n;
+                    else if (self->dtype == TN_FLOAT64)
+                        ((double *)tn_data(dv))[o] = (double)n;
+                    else
+                        ((int64_t *)tn_data(dv))[o] = n;
+                }
+    } else if (dv && s->device.type != TN_DEVICE_META) {
+        tn_set_error(TN_EDEVICE, "avg_pool3d: only the CPU and Meta are supported");
+        tn_release(dv);
+        dv = NULL;
+    }
+    if (dv)
+        r = fl ? tn_div(s, dv) : tn_div_mode(s, dv, "trunc");
+    tn_release(s);
+    tn_release(dv);
+    return pool3_rank(self, r);
+}
+
+/* max_pool3d (what torch.export writes for F.max_pool3d): the values of
+ * max_pool3d_with_indices */
+struct tn_tensor *tn__composite_max_pool3d(tn_keyset ks, const struct tn_tensor *self,
+                                           const int64_t *kernel_size, int kernel_size_len,
+                                           const int64_t *stride, int stride_len,
+                                           const int64_t *padding, int padding_len,
+                                           const int64_t *dilation, int dilation_len,
+                                           bool ceil_mode)
+{
+    struct tn_tensor *v = NULL, *ix = NULL;
+    if (tn__composite_max_pool3d_with_indices(ks, self, kernel_size, kernel_size_len, stride,
+                                              stride_len, padding, padding_len, dilation,
+                                              dilation_len, ceil_mode, &v, &ix) < 0)
+        return NULL;
+    tn_release(ix);
+    return v;
 }
