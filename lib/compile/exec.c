@@ -45,6 +45,9 @@ static struct tn_tensor *view(struct tn_tensor *const *T, const struct tn__view 
 static int set_buf(const struct tn__cprog *P, struct tn_tensor **T, char **B, int b,
                    struct tn_tensor *t, const char *what)
 {
+    if (!t) /* an output the op left undefined (a mask's false) */
+        return tn_set_error(TN_ERUNTIME, "%s: %s gave no tensor where the compiled plan "
+                            "expects one", P->g->label, what);
     if (tn_numel(t) != P->bufs[b].numel || t->dtype != P->bufs[b].dt) {
         char got[128];
         tn__graph_describe(t, got, sizeof got);
