@@ -705,6 +705,14 @@ static void declare_outputs(struct jb *b, const struct tn_op *op, const struct j
         for (int k = 2; k < nt; k++)
             if (!like[k])
                 like[k] = like[k - 1];
+        /* group norm's without a weight: those of weight and bias are (C) */
+        if (!strcmp(op->name, "native_group_norm_backward") && na > 6 && like[0] &&
+            !like[1] && a[6].k == J_INT && meta_of(b, like[0])) {
+            for (int k = 1; k < 3; k++)
+                json_object_set_new(b->tv, out->tup[k], meta_sized(meta_of(b, like[0]),
+                                                                   &a[6].i, 1));
+            nt = 1;
+        }
     } else if (nt == 1) {
         const char *want = strstr(op->name, "_weight") ? "weight"
                            : strstr(op->name, "_bias") ? "bias" : NULL;
@@ -729,6 +737,15 @@ static void declare_outputs(struct jb *b, const struct tn_op *op, const struct j
                 json_object_set_new(b->tv, out->tup[k], meta_sized(meta_of(b, like[0]), s,
                                                                    v->ndim));
         }
+        nt = 1;
+    }
+    if (!strcmp(op->name, "native_group_norm") && na > 6 && a[0].k == J_TENSOR &&
+        a[3].k == J_INT && a[6].k == J_INT && meta_of(b, a[0].t)) {
+        /* its input's, and mean and rstd (N, group) */
+        like[0] = a[0].t;
+        int64_t s[2] = {a[3].i, a[6].i};
+        for (int k = 1; k < 3; k++)
+            json_object_set_new(b->tv, out->tup[k], meta_sized(meta_of(b, like[0]), s, 2));
         nt = 1;
     }
     for (int k = 0; k < nt; k++) {
@@ -828,6 +845,26 @@ static int node_arg(struct jb *b, struct env *e, const char *name, struct jv *ou
         const struct tn_graph_arg *u = arg_of(e->n, "unbiased");
         out->k = J_INT;
         out->i = !u || u->kind != TN_GARG_BOOL || u->items[0].i;
+        return 1;
+    }
+    if (!a && e->n && e->n->op && !strcmp(e->n->op->qualname, "aten::group_norm") &&
+        (!strcmp(name, "N") || !strcmp(name, "C") || !strcmp(name, "HxW") ||
+         !strcmp(name, "group"))) {
+        /* group_norm as native_group_norm: N, C and HxW of the input's shape
+         * (HxW the product of the dims after C), group its num_groups */
+        int x = tensor_of(e->n, "input");
+        const struct tn_graph_arg *g = arg_of(e->n, "num_groups");
+        if (x < 0 || b->g->values[x].ndim < 2 || !g || g->kind != TN_GARG_INT)
+            return tn_set_error(TN_EINVAL, "group_norm: no input of 2 or more dims or no "
+                                           "num_groups");
+        const struct tn_graph_value *v = &b->g->values[x];
+        out->k = J_INT;
+        out->i = name[0] == 'N' ? v->sizes[0] : name[0] == 'C' ? v->sizes[1] : g->items[0].i;
+        if (name[0] == 'H') {
+            out->i = 1;
+            for (int d = 2; d < v->ndim; d++)
+                out->i *= v->sizes[d];
+        }
         return 1;
     }
     if (!a) {
@@ -1235,6 +1272,19 @@ static int shape_fn2(const char *name, const struct jv *a, int na, struct jv *ou
             out->ints[0] *= a[0].ints[d];
         return 0;
     }
+    if (!strcmp(name, "_group_sizes")) { /* _group_sizes(sizes, N, group): [N, group, rest] */
+        if (na != 3 || a[0].k != J_INTS || a[1].k != J_INT || a[2].k != J_INT || a[1].i <= 0 ||
+            a[2].i <= 0)
+            return tn_set_error(TN_EINVAL, "%s takes sizes, N and a group count", name);
+        int64_t n = 1;
+        for (int d = 0; d < a[0].n; d++)
+            n *= a[0].ints[d];
+        out->n = 3;
+        out->ints[0] = a[1].i;
+        out->ints[1] = a[2].i;
+        out->ints[2] = n / (a[1].i * a[2].i);
+        return 0;
+    }
     if (!strcmp(name, "_last_sizes")) { /* _last_sizes(sizes, n): the last n */
         if (na != 2 || a[0].k != J_INTS || a[1].k != J_INT || a[1].i < 0 || a[1].i > a[0].n)
             return tn_set_error(TN_EINVAL, "%s takes sizes and a count no larger", name);
@@ -1301,13 +1351,33 @@ static int ev_call(struct jb *b, struct env *e, const struct tn__dx *x, int *row
         out->i = b->g->values[v].dtype;
         return 0;
     }
+    if (!strcmp(x->text, "_result")) { /* _result(tuple op's call, k): its result k */
+        if (na != 2 || a[0].k != J_TUPLE || a[1].k != J_INT || a[1].i < 0 || a[1].i >= a[0].n)
+            return tn_set_error(TN_EINVAL, "_result takes a call returning several tensors "
+                                           "and the index of one");
+        const char *t = a[0].tup[a[1].i];
+        memset(out, 0, sizeof *out);
+        out->k = J_TENSOR;
+        out->t = t;
+        return 0;
+    }
+    if (!strcmp(x->text, "_bools")) { /* _bools(true, false, ...): a bool[] */
+        memset(out, 0, sizeof *out);
+        out->k = J_BOOLS;
+        for (int i = 0; i < na; i++) {
+            if (a[i].k != J_BOOL)
+                return tn_set_error(TN_EINVAL, "_bools takes true and false only");
+            out->ints[out->n++] = a[i].i;
+        }
+        return 0;
+    }
     if (strstr(x->text, "::"))
         return call_named(b, x->text, a, na, out);
     if (!strcmp(x->text, "_kept_sizes") || !strcmp(x->text, "_reduced_count"))
         return shape_fn(x->text, a, na, out);
     if (!strcmp(x->text, "_dim_sized") || !strcmp(x->text, "_repeat_split") ||
         !strcmp(x->text, "_repeat_summed") || !strcmp(x->text, "_last_sizes") ||
-        !strcmp(x->text, "_flat_sizes"))
+        !strcmp(x->text, "_flat_sizes") || !strcmp(x->text, "_group_sizes"))
         return shape_fn2(x->text, a, na, out);
     struct env *d = calloc(1, sizeof *d);
     if (!d)
@@ -1487,6 +1557,8 @@ static const struct { const char *graph, *yaml; } stands_for[] = {
     {"aten::softmax.int", "aten::_softmax"},
     {"aten::log_softmax.int", "aten::_log_softmax"},
     {"aten::layer_norm", "aten::native_layer_norm"},
+    /* N, C, HxW and group read from the input's shape and num_groups (node_arg) */
+    {"aten::group_norm", "aten::native_group_norm"},
     {"aten::max_pool2d", "aten::max_pool2d_with_indices"},
     {"aten::scaled_dot_product_attention", "aten::_tn_attention"},
     /* their `unbiased` read as correction 1 or 0 (node_arg) */
@@ -2210,7 +2282,8 @@ static bool call_expressible(const char *name, int depth, const char **helper)
 {
     static const char *const known[] = {"sizes", "scalar_type", "_kept_sizes", "_reduced_count",
                                         "_dim_sized", "_repeat_split", "_repeat_summed",
-                                        "_last_sizes", "_flat_sizes", "t", "transpose", "expand", "reshape", "view",
+                                        "_last_sizes", "_flat_sizes", "_group_sizes", "_result",
+                                        "_bools", "t", "transpose", "expand", "reshape", "view",
                                         "permute", "flatten", "unsqueeze"};
     if (strstr(name, "::"))
         return true;

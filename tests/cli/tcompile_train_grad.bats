@@ -280,3 +280,13 @@ print(abs(float(a) - float(b)) <= 1e-6 * abs(float(a)), float(a), float(b))"
     assert_output --partial "aten::embedding("
     assert_output --partial "aten::masked_fill.Scalar("
 }
+
+@test "grad: GroupNorm (aten.group_norm as native_group_norm) and native_group_norm's mean and rstd through _group_norm_bw's define" {
+    # result k of native_group_norm_backward by _result; the input's
+    # gradient takes what mean and rstd pass back
+    grads_match "$TN_SRCDIR/tests/fixtures/train/gnorm_joint" 4 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/gnorm_joint" 4 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::native_group_norm_backward("
+    assert_output --partial "aten::native_group_norm("
+}
