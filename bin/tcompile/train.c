@@ -7,7 +7,8 @@
  * gradients. Batches are drawn as PyTorch's DataLoader(shuffle=True,
  * drop_last=True, generator=torch.Generator().manual_seed(SEED)) draws
  * them: one randperm of the rows per epoch. Dropout draws its masks from
- * the default generator. A checkpoint holds the weights, the optimizer's
+ * the default generator, which --seed S seeds as torch.manual_seed(S)
+ * (the shuffle's generator is seeded with S too). A checkpoint holds the weights, the optimizer's
  * state_dict (PyTorch's layout), the step and the default generator's
  * state (rng_state: torch.get_rng_state()'s bytes), so --resume replays
  * the shuffles, restores the generator and continues bit for bit.
@@ -558,6 +559,13 @@ static int setup(struct trainer *t, const char *path)
         if (rc)
             return rc;
     }
+    /* --seed S seeds dropout's generator too, as a script calling
+     * torch.manual_seed(S) does (every rank alike, so DDP ranks draw the
+     * same masks, as PyTorch's do when seeded alike); a checkpoint's
+     * rng_state, restored below, takes over on --resume. Without --seed
+     * the generator keeps its initial seed, as a script that never seeds. */
+    if (tc.given_seed)
+        tn_manual_seed((uint64_t)tc.seed);
     if (tc.resume) {
         if (!(ckpt = tn_io_load_dict(tc.resume)))
             return tc_fail();
@@ -570,8 +578,8 @@ static int setup(struct trainer *t, const char *path)
         t->step = st->v.i;
         if ((rc = bind_weights(t, m, tc.resume)))
             return rc;
-        /* the dropout masks' generator (a checkpoint without one: the
-         * initial seed's, as before rng_state was saved) */
+        /* the dropout masks' generator (a checkpoint without one: as
+         * seeded above, --seed's or the initial seed) */
         struct tn_value *rs = tn_value_get(ckpt, "rng_state");
         if (rs && (rs->kind != TN_VALUE_TENSOR || tn_generator_set_state(NULL, rs->v.tensor) < 0))
             return fail_at(tc.resume, "rng_state: %s%s",

@@ -112,6 +112,29 @@ option_curve() {
     assert_output --partial "17 tensors match" # the model's, AdamW's moments, rng_state
 }
 
+@test "train: --seed seeds dropout as torch.manual_seed: 200 AdamW steps of mlp_drop give PyTorch's losses" {
+    # --seed seeded the shuffle alone: the masks came from the initial
+    # seed, where a PyTorch script calling torch.manual_seed(3) draws them
+    # after seed 3 (main's first loss already 1.369, PyTorch's 1.325)
+    require_torch2
+    run tcompile train "$F/mlp_drop.json" -w "$F/mlp_drop.pt" --data "$F/data.npz" \
+        --optimizer adamw --lr 0.01 --seed 3 --steps 200 --log-loss
+    assert_success
+    echo "$output" > "$W/ours"
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_drop "$F" adamw 0.01 200 3
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" 200
+    # and the generator saved is torch.manual_seed(5)'s where nothing drew
+    run train --optimizer sgd --lr 0.1 --seed 5 --steps 2 --save "$W/seeded.pt"
+    assert_success
+    run "$TORCH2" -c "
+import torch
+print(torch.equal(torch.load('$W/seeded.pt')['rng_state'], torch.Generator().manual_seed(5).get_state()))"
+    assert_success
+    assert_output "True"
+}
+
 # resumes_bit_for_bit CMD N HALF: CMD (a function running tcompile train)
 # for N steps, and for HALF steps then resumed to N: the checkpoints equal
 # bit for bit (tckpt diff's output left in $output).
