@@ -1,12 +1,16 @@
 """bench/compile/train.py: issue 17's figures. A training step (forward,
-backward, optimizer) of an MLP with its cross-entropy loss through
-`tcompile train` against PyTorch 2.x eager and torch.compile of the same
+backward, optimizer) of an MLP with its cross-entropy loss, a CNN (two
+conv, batch norm in training mode, relu, max-pool stages and a linear
+head, cross-entropy) and a pre-norm transformer encoder block (the
+views-and-permutes block of tests/fixtures/graph_joint.py, wider, with an
+MSE loss against a target) through `tcompile train` against PyTorch 2.x eager and torch.compile of the same
 step, at 1 and 2 threads, with each run's peak RSS. Steps per second are
 the best epoch's (tcompile train's JSON lines; PyTorch timed the same way,
 after a warm-up epoch), each variant in its own process; ratios are
 PyTorch's time over ours. Figures on a shared machine are noisy.
 
     python3 train.py --tcompile bin/tcompile/tcompile [--epochs E] [--threads 1,2]
+                     [--models mlp,cnn,block]
 """
 import argparse
 import json
@@ -21,7 +25,11 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-BATCH, IN, HIDDEN, CLASSES, ROWS = 64, 64, 256, 10, 64 * 40
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "fixtures"))
+from graph_joint import Block  # noqa: E402
+
+IN, HIDDEN, CLASSES = 64, 256, 10
 
 
 class MLPLoss(nn.Module):
@@ -37,17 +45,71 @@ class MLPLoss(nn.Module):
         return F.cross_entropy(self.fc3(h), y)
 
 
+class CNNLoss(nn.Module):
+    """28x28 one-channel images: conv 3x3 (no bias: batch norm follows),
+    batch norm, relu, 2x2 max-pool, twice (16 then 32 channels), linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 16, 3, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32 * 7 * 7, CLASSES)
+
+    def forward(self, x, y):
+        h = F.max_pool2d(torch.relu(self.b1(self.c1(x))), 2)
+        h = F.max_pool2d(torch.relu(self.b2(self.c2(h))), 2)
+        return F.cross_entropy(self.fc(h.flatten(1)), y)
+
+
+class BlockLoss(Block):
+    """tests/fixtures/graph_joint.py's pre-norm encoder block, width 64 and
+    4 heads, with the mean squared error to a target as its loss."""
+
+    def __init__(self):
+        super().__init__(d=64, heads=4)
+
+    def forward(self, x, y):
+        # the MSE written out: torch.export writes F.mse_loss with
+        # aten.broadcast_tensors, which libtensor does not declare, and
+        # e ** 2 as pow.Tensor_Scalar, which has no graph derivative yet
+        e = super().forward(x) - y
+        return (e * e).mean()
+
+
+def _labels(g, n):
+    return torch.randint(0, CLASSES, (n,), generator=g)
+
+
+# name: (module, batch, rows, x's shape after the batch, y from (generator, rows),
+#        description)
+MODELS = {
+    "mlp": (MLPLoss, 64, 64 * 40, (IN,), _labels,
+            "MLP %d-%d-%d-%d, cross-entropy" % (IN, HIDDEN, HIDDEN, CLASSES)),
+    "cnn": (CNNLoss, 32, 32 * 20, (1, 28, 28), _labels,
+            "CNN 1x28x28 conv16-bn-relu-pool conv32-bn-relu-pool linear, cross-entropy"),
+    "block": (BlockLoss, 16, 16 * 20, (32, 64),
+              lambda g, n: torch.randn(n, 32, 64, generator=g),
+              "transformer block width 64, 4 heads, 32 tokens, MSE"),
+}
+MODEL = os.environ.get("TN_BENCH_TRAIN_MODEL", "mlp")  # the one factory() exports
+
+
 def factory():
+    cls, batch, _, shape, ys, _ = MODELS[MODEL]
     torch.manual_seed(0)
-    return MLPLoss(), (torch.randn(BATCH, IN), torch.randint(0, CLASSES, (BATCH,)))
+    g = torch.Generator().manual_seed(1)
+    return cls(), (torch.randn((batch,) + shape, generator=g), ys(g, batch))
 
 
-def torch_worker(d, mode, epochs, threads):
+def torch_worker(d, name, mode, epochs, threads):
     torch.set_num_threads(threads)
     import numpy as np
-    model = MLPLoss()
-    model.load_state_dict(torch.load(os.path.join(d, "m.pt")))
-    data = np.load(os.path.join(d, "data.npz"))
+    cls, BATCH, ROWS = MODELS[name][:3]
+    model = cls().train()
+    model.load_state_dict(torch.load(os.path.join(d, name + ".pt")))
+    data = np.load(os.path.join(d, name + "_data.npz"))
     x, y = torch.from_numpy(data["x"]), torch.from_numpy(data["y"])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     fwd = torch.compile(model) if mode == "compile" else model
@@ -93,37 +155,31 @@ def run_to(cmd, env, path):
     return p.returncode, int(lines[-1]) if lines and lines[-1].isdigit() else 0
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tcompile", required=True)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--worker", nargs=3)
-    a = ap.parse_args()
-    if a.worker:
-        return torch_worker(a.worker[0], a.worker[1], a.epochs, int(a.worker[2]))
-    d = tempfile.mkdtemp(prefix="tn-bench-train-")
+def bench(a, d, name):
+    """Prints the rows of one model: ours, then PyTorch eager and torch.compile."""
+    cls, BATCH, ROWS, shape, ys, what = MODELS[name]
     src = os.path.dirname(os.path.abspath(__file__))
+    m = os.path.join(d, name)
     subprocess.run([sys.executable, os.path.join(src, "..", "..", "share", "tools", "torch2graph.py"),
-                    os.path.abspath(__file__) + ":factory", "-o", os.path.join(d, "m")],
-                   check=True, stdout=subprocess.DEVNULL)
+                    os.path.abspath(__file__) + ":factory", "-o", m], check=True,
+                   stdout=subprocess.DEVNULL, env=dict(os.environ, TN_BENCH_TRAIN_MODEL=name))
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(ROWS, IN, generator=g)
-    y = torch.randint(0, CLASSES, (ROWS,), generator=g)
+    x = torch.randn((ROWS,) + shape, generator=g)
+    y = ys(g, ROWS)
     import numpy as np
-    np.savez(os.path.join(d, "data.npz"), x=x.numpy(), y=y.numpy())
-    print("training step of an MLP %d-%d-%d-%d with cross-entropy, AdamW, batch %d, %d steps/epoch"
-          % (IN, HIDDEN, HIDDEN, CLASSES, BATCH, ROWS // BATCH))
+    np.savez(m + "_data.npz", x=x.numpy(), y=y.numpy())
+    print("\n%s: AdamW, batch %d, %d steps/epoch" % (what, BATCH, ROWS // BATCH))
     print("%-8s %-14s %12s %10s %16s" % ("threads", "variant", "steps/s", "peak MiB", "ours vs it"))
     for th in [int(t) for t in a.threads.split(",")]:
         env = dict(os.environ, TN_NUM_THREADS=str(th), OMP_NUM_THREADS=str(th))
         out = os.path.join(d, "ours.jsonl")
-        cmd = [a.tcompile, "train", os.path.join(d, "m.json"), "-w", os.path.join(d, "m.pt"),
-               "--data", os.path.join(d, "data.npz"), "--optimizer", "adamw", "--lr", "1e-3",
+        cmd = [a.tcompile, "train", m + ".json", "-w", m + ".pt",
+               "--data", m + "_data.npz", "--optimizer", "adamw", "--lr", "1e-3",
                "--epochs", str(a.epochs + 1)]
         status, peak_kib = run_to(cmd, env, out)
         if status:
-            sys.exit("train.py: tcompile train failed")
+            print("%-8d %-14s %12s" % (th, "tcompile", "failed"))
+            continue
         lines = [json.loads(l) for l in open(out)][1:]
         ours = max(l["examples_per_s"] for l in lines) / BATCH
         ours_peak = peak_kib / 1024
@@ -131,7 +187,7 @@ def main():
         for mode in ("eager", "compile"):
             res = os.path.join(d, mode + ".json")
             cmd = [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--tcompile",
-                   a.tcompile, "--epochs", str(a.epochs), "--worker", d, mode, str(th)]
+                   a.tcompile, "--epochs", str(a.epochs), "--worker", d, name, mode, str(th)]
             status, _ = run_to(cmd, env, res)
             if status:
                 print("%-8d %-14s %12s" % (th, "torch " + mode, "failed"))
@@ -139,7 +195,26 @@ def main():
             r = json.loads(open(res).read().strip().splitlines()[-1])
             print("%-8d %-14s %12.1f %10.1f %9.2fx %4.2fx" % (
                 th, "torch " + mode, r["steps_per_s"], r["peak_mib"], ours / r["steps_per_s"],
-                ours_peak / r["peak_mib"]))
+                ours_peak / r["peak_mib"]), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tcompile", required=True)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--models", default="mlp,cnn,block")
+    ap.add_argument("--worker", nargs=4)
+    a = ap.parse_args()
+    if a.worker:
+        return torch_worker(a.worker[0], a.worker[1], a.worker[2], a.epochs, int(a.worker[3]))
+    d = tempfile.mkdtemp(prefix="tn-bench-train-")
+    print("a training step (forward, backward, AdamW) through tcompile train against "
+          "PyTorch's eager and torch.compile, best epoch after a warm-up")
+    for name in a.models.split(","):
+        if name not in MODELS:
+            sys.exit("train.py: --models: '%s' is not one of %s" % (name, ",".join(MODELS)))
+        bench(a, d, name)
     print("(last column pair: our steps/s over its, our peak RSS over its)")
 
 

@@ -1,9 +1,11 @@
 #!/bin/sh
 # bench/compile/train.sh: issue 17's figures (bench/compile/train.py), run
-# from the build folder: a training step of an MLP with its loss through
+# from the build folder: a training step of an MLP, a CNN (batch norm in
+# training mode) and a transformer block, each with its loss, through
 # tcompile train against PyTorch 2.x eager and torch.compile, 1 and 2
 # threads, steps per second and peak RSS. Arguments go to train.py
-# (--epochs, --threads). Needs PyTorch 2.x (`python3` or tests/torch2-python).
+# (--epochs, --threads, --models mlp,cnn,block). Needs PyTorch 2.x
+# (`python3` or tests/torch2-python).
 set -e
 . "$(dirname "$0")/../quick.sh"
 src=$(cd "$(dirname "$0")/../.." && pwd)
