@@ -208,12 +208,14 @@ def main():
     a = ap.parse_args()
     if a.worker:
         return torch_worker(a.worker[0], a.worker[1], a.worker[2], a.epochs, int(a.worker[3]))
+    for name in a.models.split(","):
+        if name not in MODELS:
+            sys.stderr.write("train.py: --models: '%s' is not one of %s\n" % (name, ",".join(MODELS)))
+            sys.exit(2)
     d = tempfile.mkdtemp(prefix="tn-bench-train-")
     print("a training step (forward, backward, AdamW) through tcompile train against "
           "PyTorch's eager and torch.compile, best epoch after a warm-up")
     for name in a.models.split(","):
-        if name not in MODELS:
-            sys.exit("train.py: --models: '%s' is not one of %s" % (name, ",".join(MODELS)))
         bench(a, d, name)
     print("(last column pair: our steps/s over its, our peak RSS over its)")
 
