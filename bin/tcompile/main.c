@@ -5,6 +5,7 @@
  * (tensor/compile.h), and manage the compile cache (cache.c).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include <tensor/core.h>
 #include <tensor/graph.h>
@@ -24,6 +26,7 @@
 static const char usage_text[] =
     "Usage: tcompile COMMAND [OPTION]... GRAPH\n"
     "  or:  tcompile check [--missing] [--json] GRAPH...\n"
+    "  or:  tcompile run [OPTION]... --batch=FILE\n"
     "Check, show and run graphs exported from PyTorch: torch.export's JSON\n"
     "(ExportedProgram) or a .pt2 archive from torch.export.save; '-' reads\n"
     "standard input.\n"
@@ -81,6 +84,9 @@ static const char usage_text[] =
     "                           every output), in --output's formats\n"
     "      --time               run: print the compile time and the time the run\n"
     "                           took to stderr\n"
+    "      --batch=FILE         run: one run per line of FILE (GRAPH and options,\n"
+    "                           tab-separated), each in a child process; prints\n"
+    "                           LINE<TAB>exit N|signal N<TAB>first stderr line\n"
     "      --repeat=N           run: run N times (the time is the fastest)\n"
     "      --profile[=FORMAT]   run: time every node and every op kind (target),\n"
     "                           sorted, to stderr: a table when stderr is a\n"
@@ -139,7 +145,8 @@ enum {
     OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
     OPT_WEIGHTS_FILE, OPT_DATA, OPT_EVAL, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
     OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS,
-    OPT_PROFILE, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV, OPT_BETAS, OPT_EPS, OPT_WEIGHT_DECAY
+    OPT_PROFILE, OPT_MOMENTUM, OPT_DAMPENING, OPT_NESTEROV, OPT_BETAS, OPT_EPS, OPT_WEIGHT_DECAY,
+    OPT_BATCH
 };
 
 static const struct option long_opts[] = {
@@ -179,6 +186,7 @@ static const struct option long_opts[] = {
     {"eps", required_argument, NULL, OPT_EPS},
     {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
     {"profile", optional_argument, NULL, OPT_PROFILE},
+    {"batch", required_argument, NULL, OPT_BATCH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -276,6 +284,7 @@ static void check_options(const char *cmd)
         {tc.given_betas, train && !sgd, "--betas"},
         {tc.given_eps, train && !sgd, "--eps"},
         {tc.given_weight_decay, train, "--weight-decay"},
+        {tc.batch != NULL, run, "--batch"},
     };
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (o[i].given && !o[i].applies) {
@@ -340,23 +349,14 @@ static void betas_arg(const char *arg)
     tc.given_betas = true;
 }
 
-int main(int argc, char **argv)
+/* The options from optind on into tc (GNU getopt_long: the graphs are
+ * left from optind on). */
+static void parse_options(int argc, char **argv)
 {
     int c;
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
-    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
-        printf("tcompile (tensorkit) %s\n", tn_version());
-        return 0;
-    }
-    if (argc < 2)
-        tc_usage_error("%s", "missing command");
-    const char *cmd = argv[1];
-    optind = 2;
     while ((c = getopt_long(argc, argv, "w:i:o:hV", long_opts, NULL)) != -1) {
         switch (c) {
+        case OPT_BATCH: tc.batch = optarg; break;
         case OPT_JSON: tc.json = true; break;
         case OPT_DOT: tc.dot = true; break;
         case OPT_MISSING: tc.missing = true; break;
@@ -444,12 +444,161 @@ int main(int argc, char **argv)
             tc.inputs[tc.ninputs++] = optarg;
             break;
         case 'o': tc.output = optarg; break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        case 'V': printf("tcompile (tensorkit) %s\n", tn_version()); return 0;
+        case 'h': fputs(usage_text, stdout); exit(0);
+        case 'V': printf("tcompile (tensorkit) %s\n", tn_version()); exit(0);
         default: tc_usage_error("%s", "unknown option");
         }
     }
+}
+
+/* ------------------------------------------------------------ run --batch */
+
+/* run --batch FILE: each line of FILE is one run's GRAPH and options,
+ * separated by tabs (as on the command line after `tcompile run`, on top of
+ * the options given with --batch). Each runs in a child of its own (fork,
+ * no exec: libtensor is loaded and set up once), so a run that dies of a
+ * signal ends only itself; what it would print goes nowhere (give it
+ * --output), its first line of stderr comes back. One line per run on
+ * stdout, as each ends: LINE<TAB>exit N or signal N<TAB>MESSAGE. */
+static int batch_one(char *line, const struct tc_opts *base, char **msg)
+{
+    char *argv[2 * TC_MAX_INPUTS + 64];
+    int argc = 0;
+    argv[argc++] = "tcompile";
+    for (char *f = strtok(line, "\t"); f; f = strtok(NULL, "\t")) {
+        if (argc == (int)(sizeof argv / sizeof argv[0]) - 1) {
+            *msg = strdup("too many arguments on the line");
+            return -1;
+        }
+        argv[argc++] = f;
+    }
+    argv[argc] = NULL;
+    int fd[2];
+    if (pipe(fd) < 0) {
+        *msg = strdup(strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        *msg = strdup(strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(fd[1], 2);
+        if (null >= 0)
+            dup2(null, 1);
+        close(fd[0]);
+        close(fd[1]);
+        tc = *base;
+        tc.batch = NULL;
+        optind = 0; /* GNU getopt: start again, from argv[1] */
+        parse_options(argc, argv);
+        check_options("run");
+        if (optind != argc - 1)
+            tc_usage_error("%s", "run: needs exactly one GRAPH");
+        int rc = tc_run(argv[optind]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    close(fd[1]);
+    size_t n = 0, cap = 4096;
+    char *buf = malloc(cap + 1), chunk[4096];
+    ssize_t k;
+    while ((k = read(fd[0], chunk, sizeof chunk)) != 0) {
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        size_t take = (size_t)k < cap - n ? (size_t)k : cap - n; /* the rest is read, not kept */
+        if (buf)
+            memcpy(buf + n, chunk, take);
+        n += take;
+    }
+    close(fd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (buf) {
+        buf[n] = 0;
+        char *s = buf;
+        while (*s == '\n' || *s == ' ' || *s == '\r')
+            s++;
+        s[strcspn(s, "\n\r")] = 0;
+        for (char *t = s; *t; t++)
+            if (*t == '\t')
+                *t = ' ';
+        *msg = strdup(s);
+        free(buf);
+    }
+    return status;
+}
+
+static int tc_batch(const char *path)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+    if (!f) {
+        fprintf(stderr, "tcompile: --batch: %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    const struct tc_opts base = tc;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long no = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        no++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0])
+            continue;
+        char *msg = NULL;
+        int status = batch_one(line, &base, &msg);
+        if (status < 0)
+            printf("%ld\terror\t%s\n", no, msg ? msg : "");
+        else if (WIFSIGNALED(status))
+            printf("%ld\tsignal %d\t%s\n", no, WTERMSIG(status), msg ? msg : "");
+        else
+            printf("%ld\texit %d\t%s\n", no, WEXITSTATUS(status), msg ? msg : "");
+        free(msg);
+        fflush(stdout);
+    }
+    int err = ferror(f);
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    if (err) {
+        fprintf(stderr, "tcompile: --batch: %s: read error\n", path);
+        return 2;
+    }
+    return tn_stdout_flush() < 0 ? tc_fail() : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+        printf("tcompile (tensorkit) %s\n", tn_version());
+        return 0;
+    }
+    if (argc < 2)
+        tc_usage_error("%s", "missing command");
+    const char *cmd = argv[1];
+    optind = 2;
+    parse_options(argc, argv);
     check_options(cmd);
+    if (tc.batch) {
+        if (optind != argc)
+            tc_usage_error("%s", "--batch: the graphs are on FILE's lines; give no GRAPH");
+        return tc_batch(tc.batch);
+    }
     if (!strcmp(cmd, "check") && optind < argc) {
         if (tc.missing)
             return tc_missing(argv + optind, argc - optind);

@@ -30,6 +30,7 @@ struct tc_opts {
     double momentum, dampening, beta1, beta2, eps, weight_decay;
     bool nesterov, given_momentum, given_dampening, given_betas, given_eps, given_weight_decay;
     int profile; /* enum tc_profile_format */
+    const char *batch; /* run --batch FILE: one run per line */
 };
 extern struct tc_opts tc;
 

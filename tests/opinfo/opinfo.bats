@@ -91,3 +91,62 @@ require_op_db() {
     assert_failure 1
     assert_output --partial "NEW FAILURE abs|float32|fwd|0: refused: tcompile: refused"
 }
+
+@test "tcompile run --batch: one run per line, each result on its own line, a failure ends only its run" {
+    B="$BATS_TEST_TMPDIR/runs.txt"
+    T="$BATS_TEST_TMPDIR"
+    {
+        printf '%s\t-w\t%s\t-i\t%s\t-o\t%s\t--seed\t42\n' "$D/opinfo_dropout.json" \
+            "$D/opinfo_dropout.pt" "$D/opinfo_dropout_inputs.pt" "$T/a.pt"
+        printf '%s\t-w\t%s\t-o\t%s\n' "$D/opinfo_logit.json" "$D/opinfo_logit.pt" "$T/b.pt"
+        printf '\n%s\t-o\t%s\n' "$T/absent.json" "$T/c.pt"
+        printf '%s\t--bogus\n' "$D/opinfo_values.json"
+        printf '%s\t-w\t%s\t-i\t%s\t-o\t%s\t--seed\t41\n' "$D/opinfo_dropout.json" \
+            "$D/opinfo_dropout.pt" "$D/opinfo_dropout_inputs.pt" "$T/e.pt"
+    } >"$B"
+    run tcompile run --interpret --batch "$B"
+    assert_success
+    assert_line --index 0 "$(printf '1\texit 0\t')"
+    assert_line --index 1 --partial "$(printf '2\texit 2\ttcompile: %s: no value for the user input' "$D/opinfo_logit.json")"
+    assert_line --index 2 --partial "$(printf '4\texit 2\ttcompile: %s: ' "$T/absent.json")"
+    assert_line --index 3 --partial "$(printf '5\texit 2\t')"
+    assert_line --index 4 "$(printf '6\texit 0\t')"
+    # each line's own --seed: the first gives PyTorch's masks, the last others
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$T/a.pt" "$D/opinfo_dropout_expected.pt"
+    assert_success
+    run tckpt diff "$T/e.pt" "$D/opinfo_dropout_expected.pt"
+    assert_failure 1
+    run tcompile run --batch "$T/none.txt"
+    assert_failure 2
+    assert_output --partial "--batch: $T/none.txt: "
+    run tcompile run --batch "$B" "$D/opinfo_logit.json"
+    assert_failure 2
+    assert_output --partial "give no GRAPH"
+    run tcompile show --batch "$B" "$D/opinfo_logit.json"
+    assert_failure 2
+    assert_output --partial "--batch does not apply to 'show'"
+}
+
+@test "a batch that dies: its samples without a result run again one per process" {
+    require_op_db
+    # a tcompile whose --batch gives the first line's result and then dies
+    cat >"$BATS_TEST_TMPDIR/tc" <<EOS
+#!/bin/sh
+case " \$* " in
+*" --batch "*) printf '1\texit 2\ttcompile: refused in the batch\n'; kill -SEGV \$\$ ;;
+esac
+exec "$TC" "\$@"
+EOS
+    chmod +x "$BATS_TEST_TMPDIR/tc"
+    : >"$BATS_TEST_TMPDIR/xf.txt"
+    run "$TORCH2" "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops addcmul --max-samples 3 \
+        --xfail "$BATS_TEST_TMPDIR/xf.txt" -v
+    assert_failure 1
+    assert_output --partial "addcmul|float32|fwd|0 refused tcompile: refused in the batch"
+    assert_output --partial "addcmul|float32|fwd|1 pass"
+    assert_output --partial "addcmul|float32|fwd|2 pass"
+    refute_output --partial "addcmul|float32|fwd|1 crash"
+    run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops addcmul --max-samples 3 --xfail "$BATS_TEST_TMPDIR/xf.txt" --batch 1
+    assert_success
+    assert_output --partial " tcompile processes (0 samples run again alone)"
+}

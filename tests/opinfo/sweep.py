@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sweep.py: PyTorch's OpInfo database (op_db) as tensorkit's oracle.
 
-    python3 sweep.py --tcompile PATH [--ops NAME,...] [--quick] [-j N]
+    python3 sweep.py --tcompile PATH [--ops NAME,...] [--quick] [--batch N]
                      [--xfail FILE] [--update] [--work DIR] [--json FILE]
 
 For every OpInfo of torch.testing._internal.common_methods_invocations.op_db
@@ -16,6 +16,10 @@ its outputs are compared as PyTorch's own tests compare them
 exact for integers and bool). For float32 and float64 samples of ops with
 autograd, the sample's floating tensors also become parameters and
 `tcompile run --grads` must give PyTorch's d(sum of the outputs)/d(each).
+Up to --batch samples (64) of one OpInfo, dtype and mode run in one
+`tcompile run --batch` process, each sample in a child of its own there (a
+crash ends only its sample); a sample a batch gives no result for runs
+again in a process of its own.
 
 Each sample ends in one of
   pass      tensorkit gives PyTorch's values
@@ -169,40 +173,92 @@ class Sweep:
         self.results = {}  # key -> (status, message)
         self.strides = [0, []]  # forward results whose strides were compared; those differing
         self.timing = time.time()
+        self.processes = 0  # tcompile processes started
+        self.fallbacks = 0  # samples a batch gave no result for, run again alone
 
-    def run_tcompile(self, d, doc, weights, inputs, names, grads, seed=None):
+    def write_run(self, d, doc, weights, inputs, names, grads, seed=None):
+        """The sample's files in d; the arguments of its `tcompile run`."""
+        os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "g.json"), "w") as f:
             json.dump(doc, f)
         torch.save({k: v.detach().contiguous().clone() for k, v in weights.items()},
                    os.path.join(d, "w.pt"))
         torch.save({n: t.detach() for n, t in zip(names, inputs)}, os.path.join(d, "i.pt"))
-        cmd = [self.a.tcompile, "run", "--interpret", os.path.join(d, "g.json"),
-               "-o", os.path.join(d, "o.pt")]
+        args = ["--interpret", os.path.join(d, "g.json"), "-o", os.path.join(d, "o.pt")]
         if weights:
-            cmd += ["-w", os.path.join(d, "w.pt")]
+            args += ["-w", os.path.join(d, "w.pt")]
         if names:
-            cmd += ["-i", os.path.join(d, "i.pt")]
+            args += ["-i", os.path.join(d, "i.pt")]
         if grads:
-            cmd += ["--grads", os.path.join(d, "gr.pt")]
+            args += ["--grads", os.path.join(d, "gr.pt")]
         if seed is not None:
-            cmd += ["--seed", str(seed)]
+            args += ["--seed", str(seed)]
         for f in ("o.pt", "gr.pt"):
             if os.path.exists(os.path.join(d, f)):
                 os.unlink(os.path.join(d, f))
+        return args
+
+    @staticmethod
+    def ended(d, grads, how, stderr_line):
+        """A run's (status, message, (outputs, gradients)) from how it ended:
+        ("exit", N) or ("signal", N)."""
+        if how[0] == "signal":
+            return "crash", "signal %d: %s" % (how[1], stderr_line), None
+        if how[1] != 0:
+            # the graph's file name is the harness's, not the op's
+            return "refused", stderr_line.replace(os.path.join(d, "g.json") + ": ", ""), None
+        try:
+            out = torch.load(os.path.join(d, "o.pt"))
+            gr = torch.load(os.path.join(d, "gr.pt")) if grads else None
+        except Exception as e:  # the harness's own failure: never quiet
+            return "crash", "harness: %s: %s" % (type(e).__name__, first_line(str(e))), None
+        return None, None, (out, gr)
+
+    def run_one(self, d, args, grads):
+        """One sample, one process."""
+        cmd = [self.a.tcompile, "run"] + args
+        self.processes += 1
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=self.a.timeout)
         except subprocess.TimeoutExpired:
             return "crash", "timed out after %ss" % self.a.timeout, None
-        if p.returncode < 0:
-            return "crash", "signal %d: %s" % (-p.returncode, first_line(p.stderr)), None
-        if p.returncode != 0:
-            msg = first_line(p.stderr)
-            # the graph's file name is the harness's, not the op's
-            msg = msg.replace(os.path.join(d, "g.json") + ": ", "")
-            return "refused", msg, None
-        out = torch.load(os.path.join(d, "o.pt"))
-        gr = torch.load(os.path.join(d, "gr.pt")) if grads else None
-        return None, None, (out, gr)
+        how = ("signal", -p.returncode) if p.returncode < 0 else ("exit", p.returncode)
+        return self.ended(d, grads, how, first_line(p.stderr))
+
+    def run_batch(self, runs):
+        """Several samples in one `tcompile run --batch` (runs: [(d, args,
+        grads)]): each in a child of its own there, so one that crashes ends
+        only itself. A sample the batch gives no line for (it died, or ran
+        past the time limit, or this tcompile has no --batch) runs again in
+        a process of its own. The results, in the order of runs."""
+        if len(runs) == 1 or self.a.batch <= 1:
+            return [self.run_one(*r) for r in runs]
+        lines = os.path.join(os.path.dirname(runs[0][0]), "batch.txt")
+        with open(lines, "w") as f:
+            for d, args, _ in runs:
+                f.write("\t".join(args) + "\n")
+        self.processes += 1
+        p = subprocess.Popen([self.a.tcompile, "run", "--batch", lines], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=self.a.timeout * len(runs))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)  # its children too
+            out, _ = p.communicate()
+        got = {}
+        for line in out.splitlines():
+            f = line.split("\t", 2)
+            if len(f) == 3 and f[0].isdigit() and f[1].split(" ")[0] in ("exit", "signal"):
+                how, n = f[1].split(" ")
+                got[int(f[0]) - 1] = ((how, int(n)), f[2].strip()[:300] or "(no message)")
+        res = []
+        for i, (d, args, grads) in enumerate(runs):
+            if i in got:
+                res.append(self.ended(d, grads, *got[i]))
+            else:
+                self.fallbacks += 1
+                res.append(self.run_one(d, args, grads))
+        return res
 
     def one(self, d, op, sample, dtype, grad):
         from torch.utils._pytree import tree_flatten
@@ -251,42 +307,44 @@ class Sweep:
         outs = list(ep.graph_signature.user_outputs)
         if grad and len(outs) != len(expected):
             return "skip", "outputs differ from the export's"
-        status, msg, got = self.run_tcompile(d, doc, weights, inputs, names, grad,
-                                             SEEDED if seeded(op) else None)
-        if status:
-            return status, msg
-        out, gr = got
-        for i, (name, e) in enumerate(zip(outs, expected)):
-            if name is None or name not in out:
-                if name in names:  # the graph returns an input as it is
-                    continue
-                return "wrong", "output %d (%s) missing" % (i, name)
-            if op.name in UNINITIALIZED:
-                e = torch.zeros_like(e, memory_format=torch.contiguous_format)
-                out[name] = torch.zeros_like(out[name])
-            why = close(out[name], e.detach())
-            if why:
-                return "wrong", "output %d: %s" % (i, why)
-            if not grad:  # counted, not failed: the strides PyTorch gives its result
-                self.strides[0] += 1
-                if strides_differ(out[name], e):
-                    self.strides[1].append("%s %s output %d: strides %s, PyTorch's %s" % (
-                        opinfo_key(op), str(dtype).replace("torch.", ""), i,
-                        list(out[name].stride()), list(e.stride())))
-        if grad:
-            want = {}
-            sig = ep.graph_signature
-            for ph, fqn in sig.inputs_to_parameters.items():
-                p = dict(m.named_parameters())[fqn]
-                if p.grad is not None:
-                    want[fqn] = p.grad
-            for fqn, g in want.items():
-                if fqn not in gr:
-                    return "wrong", "gradient of %s missing" % fqn
-                why = close(gr[fqn], g, grad=True)
+        args = self.write_run(d, doc, weights, inputs, names, grad,
+                              SEEDED if seeded(op) else None)
+
+        def finish(got):
+            out, gr = got
+            for i, (name, e) in enumerate(zip(outs, expected)):
+                if name is None or name not in out:
+                    if name in names:  # the graph returns an input as it is
+                        continue
+                    return "wrong", "output %d (%s) missing" % (i, name)
+                if op.name in UNINITIALIZED:
+                    e = torch.zeros_like(e, memory_format=torch.contiguous_format)
+                    out[name] = torch.zeros_like(out[name])
+                why = close(out[name], e.detach())
                 if why:
-                    return "wrong", "gradient of %s: %s" % (fqn, why)
-        return "pass", ""
+                    return "wrong", "output %d: %s" % (i, why)
+                if not grad:  # counted, not failed: the strides PyTorch gives its result
+                    self.strides[0] += 1
+                    if strides_differ(out[name], e):
+                        self.strides[1].append("%s %s output %d: strides %s, PyTorch's %s" % (
+                            opinfo_key(op), str(dtype).replace("torch.", ""), i,
+                            list(out[name].stride()), list(e.stride())))
+            if grad:
+                want = {}
+                sig = ep.graph_signature
+                for ph, fqn in sig.inputs_to_parameters.items():
+                    p = dict(m.named_parameters())[fqn]
+                    if p.grad is not None:
+                        want[fqn] = p.grad
+                for fqn, g in want.items():
+                    if fqn not in gr:
+                        return "wrong", "gradient of %s missing" % fqn
+                    why = close(gr[fqn], g, grad=True)
+                    if why:
+                        return "wrong", "gradient of %s: %s" % (fqn, why)
+            return "pass", ""
+
+        return "run", (d, args, grad), finish
 
     def sweep_op(self, op, d):
         key0 = opinfo_key(op)
@@ -303,17 +361,39 @@ class Sweep:
                     self.results["%s|%s|%s|*" % (key0, dname, "grad" if grad else "fwd")] = (
                         "skip", "no samples: %s" % first_line(str(e)))
                     continue
-                for i, s in enumerate(samples[:self.a.max_samples]):
-                    key = "%s|%s|%s|%d" % (key0, dname, "grad" if grad else "fwd", i)
-                    try:
-                        st, msg = self.one(d, op, s, dtype, grad)
-                    except Exception as e:  # the harness's own failure: never quiet
-                        st, msg = "crash", "harness: %s: %s" % (type(e).__name__,
-                                                                first_line(str(e)))
-                    self.results[key] = (st, msg)
-                    if self.a.verbose:
-                        print("%s %s %s" % (key, st, msg), file=sys.stderr)
+                todo = list(enumerate(samples[:self.a.max_samples]))
+                for at in range(0, len(todo), max(self.a.batch, 1)):
+                    self.batch(d, op, dtype, "%s|%s|%s|" % (key0, dname, "grad" if grad else "fwd"),
+                               todo[at:at + max(self.a.batch, 1)], grad)
 
+    def batch(self, d, op, dtype, prefix, todo, grad):
+        """Samples todo ([(number, sample)]) of one OpInfo, dtype and mode:
+        exported one by one, run by one `tcompile run --batch`, compared one
+        by one."""
+        def harness(e):  # the harness's own failure: never quiet
+            return "crash", "harness: %s: %s" % (type(e).__name__, first_line(str(e)))
+        runs, done = [], {}
+        for i, s in todo:
+            try:
+                r = self.one(os.path.join(d, str(i)), op, s, dtype, grad)
+            except Exception as e:
+                r = harness(e)
+            if r[0] == "run":
+                runs.append((i, r))
+            else:
+                done[i] = r
+        for (i, r), (status, msg, got) in zip(runs, self.run_batch([r[1] for _, r in runs])):
+            if status:
+                done[i] = (status, msg)
+                continue
+            try:
+                done[i] = r[2](got)
+            except Exception as e:
+                done[i] = harness(e)
+        for i, _ in todo:
+            self.results[prefix + str(i)] = done[i]
+            if self.a.verbose:
+                print("%s%d %s %s" % (prefix, i, done[i][0], done[i][1]), file=sys.stderr)
 
 def read_xfail(path):
     xf = {}
@@ -360,7 +440,10 @@ def main():
     p.add_argument("--xfail", default=os.path.join(HERE, "expected-failures.txt"))
     p.add_argument("--update", action="store_true", help="rewrite the expected-failure list")
     p.add_argument("--json", help="write every sample's result here")
-    p.add_argument("--timeout", type=int, default=60)
+    p.add_argument("--timeout", type=int, default=60, help="seconds a sample may run")
+    p.add_argument("--batch", type=int, default=64, metavar="N",
+                   help="run up to N samples in one `tcompile run --batch` process "
+                        "(1: a process per sample)")
     p.add_argument("--shard", default="0/1", help="K/N: the K-th of N slices of op_db")
     p.add_argument("--results", nargs="+", metavar="JSON",
                    help="take the results of earlier runs' --json instead of sweeping "
@@ -411,6 +494,8 @@ def main():
         ops = [o for o in op_db if opinfo_key(o) in seen]
     for line in summary(res):
         print(line)
+    print("sweep.py: %d tcompile processes (%d samples run again alone), %.1f s" %
+          (sw.processes, sw.fallbacks, time.time() - sw.timing))
     if sw.strides[0]:
         print("sweep.py: strides of %d forward results compared, %d differ from PyTorch's" %
               (sw.strides[0], len(sw.strides[1])))
