@@ -541,19 +541,37 @@ static int batch_one(char *line, const struct tc_opts *base, char **msg)
 
 static int tc_batch(const char *path)
 {
+    /* read whole before the first fork: a child's exit must not move a
+     * shared file offset under a stream still being read */
     FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
     if (!f) {
         fprintf(stderr, "tcompile: --batch: %s: %s\n", path, strerror(errno));
         return 2;
     }
+    char *text = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&text, &size);
+    char chunk[65536];
+    size_t k;
+    while (mem && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, k, mem);
+    int err = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!mem || fclose(mem) != 0 || err) {
+        fprintf(stderr, "tcompile: --batch: %s: %s\n", path,
+                err ? "read error" : "out of memory");
+        free(text);
+        return 2;
+    }
     const struct tc_opts base = tc;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
     long no = 0;
-    while ((len = getline(&line, &cap, f)) >= 0) {
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
         no++;
-        line[strcspn(line, "\r\n")] = 0;
+        line[strcspn(line, "\r")] = 0;
         if (!line[0])
             continue;
         char *msg = NULL;
@@ -567,14 +585,7 @@ static int tc_batch(const char *path)
         free(msg);
         fflush(stdout);
     }
-    int err = ferror(f);
-    free(line);
-    if (f != stdin)
-        fclose(f);
-    if (err) {
-        fprintf(stderr, "tcompile: --batch: %s: read error\n", path);
-        return 2;
-    }
+    free(text);
     return tn_stdout_flush() < 0 ? tc_fail() : 0;
 }
 
