@@ -15,3 +15,6 @@ EXTRA_DIST += bench/graph/overhead.py
 bench-overhead: bin/tcompile/tcompile$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/graph/overhead.sh
 .PHONY: bench-overhead
+
+# Issue 25's OpInfo sweep: a tcompile process per sample against run --batch.
+TN_BENCH_SH += bench/graph/opinfo_sweep.sh

@@ -175,6 +175,7 @@ class Sweep:
         self.timing = time.time()
         self.processes = 0  # tcompile processes started
         self.fallbacks = 0  # samples a batch gave no result for, run again alone
+        self.run_time = 0.0  # seconds in tcompile processes (and reading their outputs)
 
     def write_run(self, d, doc, weights, inputs, names, grads, seed=None):
         """The sample's files in d; the arguments of its `tcompile run`."""
@@ -382,7 +383,10 @@ class Sweep:
                 runs.append((i, r))
             else:
                 done[i] = r
-        for (i, r), (status, msg, got) in zip(runs, self.run_batch([r[1] for _, r in runs])):
+        t0 = time.time()
+        ran = self.run_batch([r[1] for _, r in runs])
+        self.run_time += time.time() - t0
+        for (i, r), (status, msg, got) in zip(runs, ran):
             if status:
                 done[i] = (status, msg)
                 continue
@@ -494,8 +498,9 @@ def main():
         ops = [o for o in op_db if opinfo_key(o) in seen]
     for line in summary(res):
         print(line)
-    print("sweep.py: %d tcompile processes (%d samples run again alone), %.1f s" %
-          (sw.processes, sw.fallbacks, time.time() - sw.timing))
+    print("sweep.py: %d tcompile processes (%d samples run again alone), %.1f s in all, "
+          "%.1f s running tcompile" % (sw.processes, sw.fallbacks, time.time() - sw.timing,
+                                       sw.run_time))
     if sw.strides[0]:
         print("sweep.py: strides of %d forward results compared, %d differ from PyTorch's" %
               (sw.strides[0], len(sw.strides[1])))
