@@ -35,11 +35,6 @@ tests_unit_test_ops_softmax_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_softmax_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_softmax_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_reduce2
-tests_unit_test_ops_reduce2_SOURCES = tests/unit/test_ops_reduce2.c tests/unit/ops_cases.h
-tests_unit_test_ops_reduce2_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_reduce2_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_reduce2_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_ternary
 tests_unit_test_ops_ternary_SOURCES = tests/unit/test_ops_ternary.c tests/unit/ops_cases.h
@@ -137,11 +132,6 @@ tests_unit_test_ops_index_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_index_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_index_LDFLAGS = $(TN_UNIT_LINK)
 
-UNIT_TESTS += tests/unit/test_ops_v2
-tests_unit_test_ops_v2_SOURCES = tests/unit/test_ops_v2.c tests/unit/ops_cases.h
-tests_unit_test_ops_v2_CPPFLAGS = $(TN_UNIT_CPP)
-tests_unit_test_ops_v2_LDADD = $(TN_UNIT_LIBS)
-tests_unit_test_ops_v2_LDFLAGS = $(TN_UNIT_LINK)
 UNIT_TESTS += tests/unit/test_ops_zoo
 tests_unit_test_ops_zoo_SOURCES = tests/unit/test_ops_zoo.c tests/unit/ops_cases.h
 tests_unit_test_ops_zoo_CPPFLAGS = $(TN_UNIT_CPP)

@@ -23,10 +23,11 @@
 #define PER_OP 8        /* cases of one op kept (varied: the fixtures sweep dtypes) */
 #define PER_GRAPH 160   /* nodes of one graph */
 
-static const char *const files[] = {"unary", "binary", "ternary", "reduce", "reduce2",
+static const char *const files[] = {"unary", "binary", "ternary", "reduce",
                                     "softmax", "loss", "embedding", "norm", "conv", "pool",
                                     "dropout", "pad", "upsample", "misc", "shape", "movement",
-                                    "split", "v2"};
+                                    "split", "conv_v2", "unary_v2", "reduce_v2", "misc_v2",
+                                    "pool_v2", "norm_v2"};
 
 struct batch {
     json_t *inputs, *outputs, *nodes, *tv;   /* the graph being built */

@@ -4,7 +4,8 @@
  * transposed), its backward, conv2d and conv_transpose2d, every case of
  * tests/fixtures/ops/conv.json (real PyTorch 1.13; ops_conv.py); and the
  * float32 depthwise and Winograd kernels against the float64 GEMM path.
- * The half-precision and padding='same' cases are test_ops_v2's (2.x).
+ * The half-precision cases are conv_v2.json's (2.x alone); padding='same'
+ * is test_ops_misc's.
  */
 #include <math.h>
 
@@ -14,6 +15,13 @@
 static void test_fixture_cases(void **state)
 {
     run_op_cases("../ops/conv", true, true);
+}
+
+/* The cases whose reference is PyTorch 2.x alone (tests/fixtures/ops/conv_v2.json by
+ * ops_conv_v2.py): bfloat16 and float16 convolution (1.13 rounds every partial sum). */
+static void test_fixture_cases_v2(void **state)
+{
+    run_op_cases("../ops/conv_v2", true, true);
 }
 
 /* y (float32) is within tol * (1 + |e|) of yd (float64) everywhere; then
@@ -147,6 +155,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_depthwise_matches_gemm_path),
         cmocka_unit_test(test_winograd_matches_gemm_path),
         cmocka_unit_test(test_winograd_direct_small),

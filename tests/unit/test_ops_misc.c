@@ -14,6 +14,13 @@ static void test_fixture_cases(void **state)
     run_op_cases("../ops/misc", true, true);
 }
 
+/* The cases whose reference is PyTorch 2.x alone (tests/fixtures/ops/misc_v2.json by
+ * ops_misc_v2.py): copy strides and words (1.13 gives contiguous strides, expand's words). */
+static void test_fixture_cases_v2(void **state)
+{
+    run_op_cases("../ops/misc_v2", true, true);
+}
+
 /* A boxed call of op `name` on stack[0..n); the one result. */
 static struct tn_tensor *call1(const char *name, struct tn_ivalue *st, int n)
 {
@@ -184,6 +191,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_aliasing),
         cmocka_unit_test(test_autograd),
         cmocka_unit_test(test_meta),

@@ -12,6 +12,13 @@ static void test_fixture_cases(void **state)
     run_op_cases("../ops/norm", true, true);
 }
 
+/* The cases whose reference is PyTorch 2.x alone (tests/fixtures/ops/norm_v2.json by
+ * ops_norm_v2.py): native_layer_norm rows of equal elements (2.x gives exactly 0). */
+static void test_fixture_cases_v2(void **state)
+{
+    run_op_cases("../ops/norm_v2", true, true);
+}
+
 /* native_batch_norm in training updates running_mean and running_var in
  * place: (1 - momentum) * old + momentum * the batch's mean (unbiased
  * variance), as PyTorch left them. */
@@ -47,6 +54,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_running_stats),
     };
     return TN_RUN_TESTS(tests);

@@ -18,6 +18,13 @@ static void test_fixture_cases(void **state)
     run_op_cases("../ops/pool", true, true);
 }
 
+/* The cases whose reference is PyTorch 2.x alone (tests/fixtures/ops/pool_v2.json by
+ * ops_pool_v2.py): channels_last_3d max_pool3d_with_indices (1.13 gives contiguous results). */
+static void test_fixture_cases_v2(void **state)
+{
+    run_op_cases("../ops/pool_v2", true, true);
+}
+
 /* The pool of a channels-last view (strides of an (N, H, W, C) tensor)
  * equals that of the same values laid out contiguously, and so does the
  * backward's gradient, in float32 (own loop) and float64. */
@@ -90,6 +97,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_adaptive_max_pool2d_channels_last),
         cmocka_unit_test(test_max_pool2d_values),
     };
