@@ -418,76 +418,170 @@ struct tn_tensor *tn__composite_embedding_backward_weight(tn_keyset ks,
  * h * W + w of the unpadded plane through another table), avg sums it and
  * divides by PyTorch's divisor. The gradients are those of pad,
  * index_select, max.dim/sum and div. PyTorch's checks and words. */
-struct pool3 {
-    int64_t k[3], s[3], p[3], d[3], in[3], out[3];
-};
-
-static int pool3_geometry(const char *op, const struct tn_tensor *self, const int64_t *ks,
-                          int nks, const int64_t *st, int nst, const int64_t *pd, int npd,
-                          const int64_t *dl, int ndl, bool ceil_mode, struct pool3 *g)
+/* Whether the n values of v fit a C int, as PyTorch's pools read them. */
+static bool pool_ints(const int64_t *v, int n)
 {
-    if (nks != 1 && nks != 3)
-        return tn_set_error(TN_EINVAL, "%s: kernel_size must either be a single int, or a tuple "
-                            "of three ints", op);
-    if (nst != 0 && nst != 1 && nst != 3)
-        return tn_set_error(TN_EINVAL, "%s: stride must either be omitted, a single int, or a "
-                            "tuple of three ints", op);
-    if (npd != 1 && npd != 3)
-        return tn_set_error(TN_EINVAL, "%s: padding must either be a single int, or a tuple of "
-                            "three ints", op);
-    if (ndl != 1 && ndl != 3)
+    for (int i = 0; i < n; i++)
+        if (v[i] < INT32_MIN || v[i] > INT32_MAX)
+            return false;
+    return true;
+}
+
+static int pool_int_error(void)
+{
+    return tn_set_error(TN_EINVAL, "value cannot be converted to type int without overflow");
+}
+
+/* Contract in ops/nn_internal.h. One checker for the 2-D and 3-D pools,
+ * in PyTorch 2.x's order and words: the list lengths (max_pool2d, avg_pool2d
+ * and max_pool3d say "must either be", avg_pool3d "must be"), the early rank
+ * check of the max pools and avg_pool3d, the divisor, then
+ * pooling_output_shape per spatial dim (Pool.h) and pool2d_shape_check /
+ * pool3d_shape_check (PoolingChecks.h). */
+int tn__pool_check(enum tn__pool_kind kind, const struct tn_tensor *self, const int64_t *ks,
+                   int nks, const int64_t *st, int nst, const int64_t *pd, int npd,
+                   const int64_t *dl, int ndl, bool ceil_mode, const int64_t *divisor_override,
+                   struct tn__pool *g)
+{
+    static const char *const ops[] = {"max_pool2d", "avg_pool2d", "max_pool3d", "avg_pool3d"};
+    const char *op = ops[kind], *either = kind == TN_POOL_AVG3D ? "" : "either ";
+    bool avg = kind == TN_POOL_AVG2D || kind == TN_POOL_AVG3D;
+    int n = kind == TN_POOL_MAX2D || kind == TN_POOL_AVG2D ? 2 : 3, nd = self->ndim;
+    const char *count = n == 2 ? "two" : "three";
+    char shape[256];
+    tn_shape_format(self->sizes, nd, shape, sizeof shape);
+    /* each list's length, then its values as C ints (safe_downcast) */
+    if (nks != 1 && nks != n)
+        return tn_set_error(TN_EINVAL, "%s: kernel_size must %sbe a single int, or a tuple of "
+                            "%s ints", op, either, count);
+    if (!pool_ints(ks, nks))
+        return pool_int_error();
+    if (nst != 0 && nst != 1 && nst != n)
+        return tn_set_error(TN_EINVAL, "%s: stride must %sbe omitted, a single int, or a tuple "
+                            "of %s ints", op, either, count);
+    if (!pool_ints(st, nst))
+        return pool_int_error();
+    if (npd != 1 && npd != n)
+        return tn_set_error(TN_EINVAL, "%s: padding must %sbe a single int, or a tuple of %s "
+                            "ints", op, either, count);
+    if (!pool_ints(pd, npd))
+        return pool_int_error();
+    if (!avg && ndl != 1 && ndl != n)
         return tn_set_error(TN_EINVAL, "%s: dilation must be either a single int, or a tuple of "
-                            "three ints", op);
-    bool empty = self->ndim != 4 && self->ndim != 5; /* a batch of 0 is allowed */
-    for (int i = self->ndim == 5 ? 1 : 0; !empty && i < self->ndim; i++)
-        empty = self->sizes[i] == 0;
-    if (empty)
-        return tn_set_error(TN_ESHAPE, "non-empty 4D or 5D (batch mode) tensor expected for input");
-    for (int i = 0; i < 3; i++) {
+                            "%s ints", op, count);
+    if (!avg && !pool_ints(dl, ndl))
+        return pool_int_error();
+    if (kind != TN_POOL_AVG2D && nd != n + 1 && nd != n + 2)
+        return tn_set_error(TN_ESHAPE, "non-empty %dD or %dD (batch mode) tensor expected for "
+                            "input", n + 1, n + 2);
+    if (avg && divisor_override && *divisor_override == 0)
+        return tn_set_error(TN_EINVAL, "divisor must be not zero");
+    if (nd == 0) /* avg_pool2d reads size(-3) first */
+        return tn_set_error(TN_EINDEX, "Dimension specified as -3 but tensor has no dimensions");
+    if (nd < n + 1)
+        return tn_wrap_dim(-3, nd) < 0 ? tn_last_status() : TN_OK;
+    g->n = n;
+    g->planes = self->sizes[nd - n - 1];
+    for (int i = 0; i < n; i++) {
         g->k[i] = ks[nks == 1 ? 0 : i];
         g->s[i] = nst == 0 ? g->k[i] : st[nst == 1 ? 0 : i];
         g->p[i] = pd[npd == 1 ? 0 : i];
-        g->d[i] = dl[ndl == 1 ? 0 : i];
-        g->in[i] = self->sizes[self->ndim - 3 + i];
+        g->d[i] = avg ? 1 : dl[ndl == 1 ? 0 : i];
+        g->in[i] = self->sizes[nd - n + i];
     }
-    if (g->k[0] <= 0 || g->k[1] <= 0 || g->k[2] <= 0)
-        return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got kT: %lld "
-                            "kH: %lld kW: %lld", (long long)g->k[0], (long long)g->k[1],
-                            (long long)g->k[2]);
-    if (g->s[0] <= 0 || g->s[1] <= 0 || g->s[2] <= 0)
-        return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got dT: %lld dH: "
-                            "%lld dW: %lld", (long long)g->s[0], (long long)g->s[1],
-                            (long long)g->s[2]);
-    if (g->d[0] <= 0 || g->d[1] <= 0 || g->d[2] <= 0)
-        return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got dilationT: "
-                            "%lld dilationH: %lld dilationW: %lld", (long long)g->d[0],
-                            (long long)g->d[1], (long long)g->d[2]);
-    for (int i = 0; i < 3; i++) {
-        int64_t eff = g->d[i] * (g->k[i] - 1) + 1;
-        if (g->p[i] < 0 || g->p[i] > eff / 2)
+    /* pooling_output_shape, dim by dim */
+    for (int i = 0; i < n; i++) {
+        int64_t eff;
+        if (g->s[i] == 0)
+            return tn_set_error(TN_EINVAL, "stride should not be zero");
+        if (g->p[i] < 0)
+            return tn_set_error(TN_EINVAL, "pad must be non-negative, but got pad: %lld",
+                                (long long)g->p[i]);
+        if (__builtin_mul_overflow(g->k[i] - 1, g->d[i], &eff) ||
+            __builtin_add_overflow(eff, 1, &eff))
+            return tn_set_error(TN_EINVAL, "effective kernel size overflows, but got "
+                                "kernel_size=%lld and dilation=%lld", (long long)g->k[i],
+                                (long long)g->d[i]);
+        if (g->p[i] > eff / 2)
             return tn_set_error(TN_EINVAL, "pad should be at most half of effective kernel size, "
                                 "but got pad=%lld, kernel_size=%lld and dilation=%lld",
                                 (long long)g->p[i], (long long)g->k[i], (long long)g->d[i]);
-        /* PyTorch's pooling_output_shape */
         int64_t num = g->in[i] + 2 * g->p[i] - eff + (ceil_mode ? g->s[i] - 1 : 0);
         int64_t o = (num >= 0 ? num / g->s[i] : -((-num + g->s[i] - 1) / g->s[i])) + 1;
         if (ceil_mode && (o - 1) * g->s[i] >= g->in[i] + g->p[i])
             o--;
         g->out[i] = o;
     }
-    if (g->out[0] < 1 || g->out[1] < 1 || g->out[2] < 1) {
-        if (!strcmp(op, "avg_pool3d"))
-            return tn_set_error(TN_ESHAPE, "input image (T: %lld H: %lld W: %lld) smaller than "
-                                "kernel size (kT: %lld kH: %lld kW: %lld)", (long long)g->in[0],
-                                (long long)g->in[1], (long long)g->in[2], (long long)g->k[0],
-                                (long long)g->k[1], (long long)g->k[2]);
-        int64_t c = self->sizes[self->ndim - 4];
+    /* pool2d_shape_check / pool3d_shape_check */
+    const int64_t *k = g->k, *s = g->s, *d = g->d, *p = g->p, *in = g->in, *out = g->out;
+    if (n == 2) {
+        if (k[0] <= 0 || k[1] <= 0)
+            return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got "
+                                "kH: %lld kW: %lld", (long long)k[0], (long long)k[1]);
+        if (s[0] <= 0 || s[1] <= 0)
+            return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got dH: "
+                                "%lld dW: %lld", (long long)s[0], (long long)s[1]);
+        if (d[0] <= 0 || d[1] <= 0)
+            return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got "
+                                "dilationH: %lld dilationW: %lld", (long long)d[0],
+                                (long long)d[1]);
+        const int64_t *z = self->sizes;
+        bool valid = z[1] != 0 && z[2] != 0;
+        if (nd == 4 && tn__strides_like_channels_last(self, 4)) {
+            if (!valid || z[3] == 0)
+                return tn_set_error(TN_ESHAPE, "Expected 4D (batch mode) tensor expected for "
+                                    "input with channels_last layout with optional 0 dim batch "
+                                    "size for input, but got: %s", shape);
+        } else if (!(nd == 3 && z[0] != 0 && valid) && !(nd == 4 && valid && z[3] != 0)) {
+            return tn_set_error(TN_ESHAPE, "Expected 3D or 4D (batch mode) tensor with optional "
+                                "0 dim batch size for input, but got:%s", shape);
+        }
+        if (k[1] / 2 < p[1] || k[0] / 2 < p[0])
+            return tn_set_error(TN_EINVAL, "pad should be smaller than or equal to half of "
+                                "kernel size, but got padW = %lld, padH = %lld, kW = %lld, "
+                                "kH = %lld", (long long)p[1], (long long)p[0], (long long)k[1],
+                                (long long)k[0]);
+        if (out[0] < 1 || out[1] < 1)
+            return tn_set_error(TN_ESHAPE, "Given input size: (%lldx%lldx%lld). Calculated "
+                                "output size: (%lldx%lldx%lld). Output size is too small",
+                                (long long)g->planes, (long long)in[0], (long long)in[1],
+                                (long long)g->planes, (long long)out[0], (long long)out[1]);
+        return TN_OK;
+    }
+    if (k[0] <= 0 || k[1] <= 0 || k[2] <= 0)
+        return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got kT: %lld "
+                            "kH: %lld kW: %lld", (long long)k[0], (long long)k[1],
+                            (long long)k[2]);
+    if (s[0] <= 0 || s[1] <= 0 || s[2] <= 0)
+        return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got dT: %lld dH: "
+                            "%lld dW: %lld", (long long)s[0], (long long)s[1], (long long)s[2]);
+    if (d[0] <= 0 || d[1] <= 0 || d[2] <= 0)
+        return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got dilationT: "
+                            "%lld dilationH: %lld dilationW: %lld", (long long)d[0],
+                            (long long)d[1], (long long)d[2]);
+    /* check_non_empty_dims: a batch of 0 is allowed */
+    for (int i = nd == 5 ? 1 : 0; i < nd; i++)
+        if (self->sizes[i] == 0)
+            return tn_set_error(TN_ESHAPE, "%s: Expected input to have non-zero size for "
+                                "non-batch dimensions, but input has sizes %s with dimension %d "
+                                "being empty", avg ? "avg_pool3d()" :
+                                "max_pool3d_with_indices_out_cpu_template()", shape, i);
+    if (avg && (in[0] < k[0] || in[1] < k[1] || in[2] < k[2]))
+        return tn_set_error(TN_ESHAPE, "input image (T: %lld H: %lld W: %lld) smaller than "
+                            "kernel size (kT: %lld kH: %lld kW: %lld)", (long long)in[0],
+                            (long long)in[1], (long long)in[2], (long long)k[0], (long long)k[1],
+                            (long long)k[2]);
+    if (k[0] / 2 < p[0] || k[2] / 2 < p[2] || k[1] / 2 < p[1])
+        return tn_set_error(TN_EINVAL, "pad should be smaller than or equal to half of kernel "
+                            "size, but got kT: %lld kW: %lld kH: %lld padT: %lld padW: %lld "
+                            "padH: %lld", (long long)k[0], (long long)k[2], (long long)k[1],
+                            (long long)p[0], (long long)p[2], (long long)p[1]);
+    if (out[0] < 1 || out[1] < 1 || out[2] < 1)
         return tn_set_error(TN_ESHAPE, "Given input size: (%lldx%lldx%lldx%lld). Calculated "
                             "output size: (%lldx%lldx%lldx%lld). Output size is too small",
-                            (long long)c, (long long)g->in[0], (long long)g->in[1],
-                            (long long)g->in[2], (long long)c, (long long)g->out[0],
-                            (long long)g->out[1], (long long)g->out[2]);
-    }
+                            (long long)g->planes, (long long)in[0], (long long)in[1],
+                            (long long)in[2], (long long)g->planes, (long long)out[0],
+                            (long long)out[1], (long long)out[2]);
     return TN_OK;
 }
 
@@ -495,7 +589,7 @@ static int pool3_geometry(const char *op, const struct tn_tensor *self, const in
  * its windows gathered as [N, C, oD, oH, oW, kD * kH * kW] by index_select
  * of the flattened padded plane through a table of positions (a gather
  * rather than an overlapping view, so that the gradient is index_select's) */
-static struct tn_tensor *pool3_windows(const struct tn_tensor *self, const struct pool3 *g,
+static struct tn_tensor *pool3_windows(const struct tn_tensor *self, const struct tn__pool *g,
                                        struct tn_scalar value)
 {
     struct tn_tensor *x5 = self->ndim == 4 ? tn_unsqueeze(self, 0) : tn_retain((struct tn_tensor *)self);
@@ -557,11 +651,10 @@ int tn__composite_max_pool3d_with_indices(tn_keyset ks, const struct tn_tensor *
                                           bool ceil_mode, struct tn_tensor **result0,
                                           struct tn_tensor **result1)
 {
-    struct pool3 g;
+    struct tn__pool g;
     *result0 = *result1 = NULL;
-    int rc = pool3_geometry("max_pool3d", self, kernel_size, kernel_size_len, stride,
-                            stride_len, padding, padding_len, dilation, dilation_len, ceil_mode,
-                            &g);
+    int rc = tn__pool_check(TN_POOL_MAX3D, self, kernel_size, kernel_size_len, stride, stride_len,
+                            padding, padding_len, dilation, dilation_len, ceil_mode, NULL, &g);
     if (rc < 0)
         return rc;
     if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64)
@@ -639,13 +732,10 @@ struct tn_tensor *tn__composite_avg_pool3d(tn_keyset ks, const struct tn_tensor 
                                            bool ceil_mode, bool count_include_pad,
                                            const int64_t *divisor_override)
 {
-    struct pool3 g;
-    const int64_t one = 1;
-    if (pool3_geometry("avg_pool3d", self, kernel_size, kernel_size_len, stride, stride_len,
-                       padding, padding_len, &one, 1, ceil_mode, &g) < 0)
+    struct tn__pool g;
+    if (tn__pool_check(TN_POOL_AVG3D, self, kernel_size, kernel_size_len, stride, stride_len,
+                       padding, padding_len, NULL, 0, ceil_mode, divisor_override, &g) < 0)
         return NULL;
-    if (divisor_override && *divisor_override == 0)
-        return tn_set_error(TN_EINVAL, "divisor must be not zero"), NULL;
     if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64 || self->dtype == TN_BFLOAT16 ||
         self->dtype == TN_FLOAT16)
         return tn_set_error(TN_EDTYPE, "\"avg_pool3d_out_frame\" not implemented for '%s'",

@@ -36,6 +36,32 @@ int tn__nn_drop(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_tens
  * (lib/ops/nn_loss.c). */
 struct tn_tensor *tn__nn_reduce_loss(struct tn_tensor *x, int64_t reduction);
 
+/* The geometry of a pool over n = 2 (H, W) or 3 (T, H, W) spatial dims:
+ * per spatial dim i the kernel, stride, padding, dilation (1 for the
+ * average pools), input and output sizes; planes is the channel count,
+ * size(-n - 1). */
+struct tn__pool {
+    int n;
+    int64_t planes;
+    int64_t k[3], s[3], p[3], d[3], in[3], out[3];
+};
+
+/* The pooling op whose arguments are checked: PyTorch words and orders
+ * each one's checks a little differently. */
+enum tn__pool_kind { TN_POOL_MAX2D, TN_POOL_AVG2D, TN_POOL_MAX3D, TN_POOL_AVG3D };
+
+/* Checks a pool's arguments (lists of lengths nks, nst (0: the kernel),
+ * npd, ndl; dl and ndl unused by the average pools, divisor_override by
+ * the max pools; NULL for none) against self's shape as PyTorch 2.x does,
+ * in its order and words (lib/ops/nn.c), and fills *g: 0, or a negative
+ * status with the error set. The forward and backward kernels of
+ * max_pool2d, avg_pool2d (cpu/nn_pool.c), max_pool3d and avg_pool3d
+ * (nn.c) all start here. */
+int tn__pool_check(enum tn__pool_kind kind, const struct tn_tensor *self, const int64_t *ks,
+                   int nks, const int64_t *st, int nst, const int64_t *pd, int npd,
+                   const int64_t *dl, int ndl, bool ceil_mode, const int64_t *divisor_override,
+                   struct tn__pool *g);
+
 /* max_pool2d's values without its indices (lib/ops/cpu/nn_pool.c) for a
  * float32 CPU input at dilation 1: a new tensor, or NULL with an error;
  * *handled false (and NULL) for the cases it leaves to the kernel with

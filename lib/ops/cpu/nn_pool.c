@@ -20,72 +20,23 @@ struct pool {
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-static int64_t pick(const int64_t *v, int len, int i, int64_t def)
+/* The 2-D geometry of a max (dilation dl) or average (divisor_override)
+ * pool, checked by tn__pool_check (lib/ops/nn.c) in PyTorch's order and
+ * words: 0, or a negative status with the error set. */
+static int pool_geometry(enum tn__pool_kind kind, const struct tn_tensor *self, const int64_t *ks,
+                         int ks_len, const int64_t *st, int st_len, const int64_t *pd, int pd_len,
+                         const int64_t *dl, int dl_len, bool ceil_mode,
+                         const int64_t *divisor_override, struct pool *g)
 {
-    return len <= 0 ? def : v[len == 1 ? 0 : i];
-}
-
-/* PyTorch's pooling_output_shape */
-static int64_t out_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil_mode)
-{
-    int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-    int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-    if (ceil_mode && (o - 1) * s >= in + p)
-        o--;
-    return o;
-}
-
-static int pool_geometry(const char *op, const struct tn_tensor *self, const int64_t *ks, int ks_len,
-                         const int64_t *st, int st_len, const int64_t *pd, int pd_len,
-                         const int64_t *dl, int dl_len, bool ceil_mode, struct pool *g)
-{
-    char a[128];
-    if (self->ndim != 3 && self->ndim != 4)
-        return tn_set_error(TN_ESHAPE, "non-empty 3D or 4D (batch mode) tensor expected for input");
-    if (ks_len != 1 && ks_len != 2)
-        return tn_set_error(TN_EINVAL, "%s: kernel_size must either be a single int, or a tuple "
-                            "of two ints", op);
-    if (st_len != 0 && st_len != 1 && st_len != 2)
-        return tn_set_error(TN_EINVAL, "%s: stride must either be omitted, a single int, or a "
-                            "tuple of two ints", op);
-    if (pd_len != 1 && pd_len != 2)
-        return tn_set_error(TN_EINVAL, "%s: padding must either be a single int, or a tuple of "
-                            "two ints", op);
-    g->kh = pick(ks, ks_len, 0, 1);
-    g->kw = pick(ks, ks_len, 1, 1);
-    g->sh = pick(st, st_len, 0, g->kh);
-    g->sw = pick(st, st_len, 1, g->kw);
-    g->ph = pick(pd, pd_len, 0, 0);
-    g->pw = pick(pd, pd_len, 1, 0);
-    g->dh = pick(dl, dl_len, 0, 1);
-    g->dw = pick(dl, dl_len, 1, 1);
-    if (g->kh <= 0 || g->kw <= 0)
-        return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got kH: %lld "
-                            "kW: %lld", (long long)g->kh, (long long)g->kw);
-    if (g->sh <= 0 || g->sw <= 0)
-        return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got dH: %lld dW: "
-                            "%lld", (long long)g->sh, (long long)g->sw);
-    if (g->dh <= 0 || g->dw <= 0)
-        return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got dilationH: "
-                            "%lld dilationW: %lld", (long long)g->dh, (long long)g->dw);
-    if (g->ph > g->kh / 2 || g->pw > g->kw / 2)
-        return tn_set_error(TN_EINVAL, "pad should be at most half of effective kernel size, but "
-                            "got pad=%lld, kernel_size=%lld and dilation=%lld",
-                            (long long)(g->ph > g->kh / 2 ? g->ph : g->pw),
-                            (long long)(g->ph > g->kh / 2 ? g->kh : g->kw),
-                            (long long)(g->ph > g->kh / 2 ? g->dh : g->dw));
-    int nd = self->ndim;
-    g->h = self->sizes[nd - 2];
-    g->w = self->sizes[nd - 1];
+    struct tn__pool q;
+    int rc = tn__pool_check(kind, self, ks, ks_len, st, st_len, pd, pd_len, dl, dl_len,
+                            ceil_mode, divisor_override, &q);
+    if (rc < 0)
+        return rc;
+    *g = (struct pool){.h = q.in[0], .w = q.in[1], .oh = q.out[0], .ow = q.out[1],
+                       .kh = q.k[0], .kw = q.k[1], .sh = q.s[0], .sw = q.s[1],
+                       .ph = q.p[0], .pw = q.p[1], .dh = q.d[0], .dw = q.d[1]};
     g->planes = g->h * g->w > 0 ? tn_numel(self) / (g->h * g->w) : 0;
-    g->oh = out_size(g->h, g->kh, g->ph, g->sh, g->dh, ceil_mode);
-    g->ow = out_size(g->w, g->kw, g->pw, g->sw, g->dw, ceil_mode);
-    if (g->oh < 1 || g->ow < 1)
-        return tn_set_error(TN_ESHAPE, "Given input size: (%lldx%lldx%lld). Calculated output "
-                            "size: (%lldx%lldx%lld). Output size is too small",
-                            (long long)self->sizes[nd - 3], (long long)g->h, (long long)g->w,
-                            (long long)self->sizes[nd - 3], (long long)g->oh, (long long)g->ow);
-    (void)a;
     return TN_OK;
 }
 
@@ -296,8 +247,8 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                                     struct tn_tensor **result1)
 {
     struct pool g; /* (integers too, as 2.x: 1.13 refuses them) */
-    int rc = pool_geometry("max_pool2d", self, kernel_size, kernel_size_len, stride, stride_len,
-                           padding, padding_len, dilation, dilation_len, ceil_mode, &g);
+    int rc = pool_geometry(TN_POOL_MAX2D, self, kernel_size, kernel_size_len, stride, stride_len,
+                           padding, padding_len, dilation, dilation_len, ceil_mode, NULL, &g);
     if (rc == TN_OK)
         rc = tn__nn_check_dtype("max_pool2d", self->dtype,
                                 self->dtype != TN_BOOL && self->dtype != TN_COMPLEX64);
@@ -413,8 +364,8 @@ struct tn_tensor *tn__cpu_max_pool2d_values(const struct tn_tensor *self,
     struct pool g;
     *handled = false;
     if (self->dtype != TN_FLOAT32 || self->device.type != TN_DEVICE_CPU ||
-        pool_geometry("max_pool2d", self, kernel_size, kernel_size_len, stride, stride_len,
-                      padding, padding_len, dilation, dilation_len, ceil_mode, &g) < 0 ||
+        pool_geometry(TN_POOL_MAX2D, self, kernel_size, kernel_size_len, stride, stride_len,
+                      padding, padding_len, dilation, dilation_len, ceil_mode, NULL, &g) < 0 ||
         g.dh != 1 || g.dw != 1 || g.planes == 0)
         return NULL; /* the kernel with indices answers, errors included */
     *handled = true;
@@ -509,8 +460,8 @@ struct tn_tensor *tn__cpu_max_pool2d_with_indices_backward(
     bool ceil_mode, const struct tn_tensor *indices)
 {
     struct pool g;
-    if (pool_geometry("max_pool2d", self, kernel_size, kernel_size_len, stride, stride_len,
-                      padding, padding_len, dilation, dilation_len, ceil_mode, &g) < 0)
+    if (pool_geometry(TN_POOL_MAX2D, self, kernel_size, kernel_size_len, stride, stride_len,
+                      padding, padding_len, dilation, dilation_len, ceil_mode, NULL, &g) < 0)
         return NULL;
     if (tn_numel(grad_output) != g.planes * g.oh * g.ow || tn_numel(indices) != tn_numel(grad_output)) {
         tn_set_error(TN_ESHAPE, "max_pool2d_with_indices_backward: grad_output and indices must "
@@ -544,11 +495,8 @@ static int avg_geometry(const struct tn_tensor *self, const int64_t *ks, int ks_
                         const int64_t *st, int st_len, const int64_t *pd, int pd_len,
                         bool ceil_mode, const int64_t *divisor_override, struct pool *g)
 {
-    if (divisor_override && *divisor_override == 0)
-        return tn_set_error(TN_EINVAL, "divisor must be not zero");
-    static const int64_t one = 1;
-    return pool_geometry("avg_pool2d", self, ks, ks_len, st, st_len, pd, pd_len, &one, 1,
-                         ceil_mode, g);
+    return pool_geometry(TN_POOL_AVG2D, self, ks, ks_len, st, st_len, pd, pd_len, NULL, 0,
+                         ceil_mode, divisor_override, g);
 }
 
 struct tn_tensor *tn__cpu_avg_pool2d(tn_keyset ks, const struct tn_tensor *self,
