@@ -184,29 +184,48 @@ static inline int64_t tn__grain_of(int64_t work)
 
 /* --- thread-local state (DESIGN.md, Threads) -----------------------------
  * DESIGN.md limits the state a thread carries to grad mode, the dispatch
- * key sets and the last error.  Those are the only thread-locals a caller
- * can set and read back across calls, with one exception the public API
- * asks for:
+ * key sets and the last error.  Every thread-local of the library is of one
+ * of three kinds, each with its rule; the list below names each one under
+ * its kind, with its reason:
+ *   state  carried from one public call to the next, set and read back by
+ *          the caller: DESIGN's three (grad mode is a key set), and one
+ *          more only, the per-thread setting the public API documents
+ *          (tn_io_set_progress).  Nothing else joins this kind.
+ *   call   set inside one public call before anything in it reads the
+ *          value, and back to its idle value (or never read again) when
+ *          the call returns: an argument that a callback or an inner
+ *          function cannot be passed.  It carries nothing between calls.
+ *   cache  memory kept for reuse on this thread so that its fast path takes
+ *          no lock: a call's results are the same with the cache empty.
+ * state:
  *   dispatch/keyset.c tls_included, tls_excluded  the key sets (grad mode is
  *                                                Autograd in tls_excluded)
  *   core/error.c tn_error_buf, tn_error_status   the last error
  *   io/util.c progress_fn, progress_ctx          tn_io_set_progress's callback,
  *                                                per thread by its contract
- * The rest carry nothing from one public call to the next; each is per
- * thread only so that its fast path takes no lock, or so that a worker or
- * a nested call knows where it runs:
+ * call:
  *   dispatch/keyset.c tls_storage_only           the dtype behind the key set's
- *                                                storage-only mark, read by the
- *                                                error the same call raises
- *   core/storage.c tn_cache                      the freed-block cache (no lock)
- *   core/thread.c tn_in_pool                     a nested parallel_for runs inline
- *   io/value.c arena                             the running parse's arena
+ *                                                storage-only mark, set by
+ *                                                tn_dispatch_keyset and read by
+ *                                                the error the same call raises
+ *   core/thread.c tn_in_pool                     true inside a parallel region
+ *                                                (and on a pool worker, which
+ *                                                runs nothing else): a nested
+ *                                                parallel_for runs inline
+ *   io/value.c arena                             the running parse's arena,
+ *                                                begun and ended by the parse
  *   graph/arena.c active                         jansson's hooks have no context
- *                                                argument: the running parse's arena
+ *                                                argument: the running parse's
+ *                                                arena, NULL after it
  *   graph/factory.c tn__graph_meta_factories,    set around tn_graph_check's and
- *     tn__graph_meta_devices                     tcompile's lowering's Meta passes
- * tests/cli/threads.bats fails on a _Thread_local under lib/ missing here:
- * a new one is added to this list, with its reason, or is not added. */
+ *     tn__graph_meta_devices                     tcompile's lowering's Meta
+ *                                                passes, cleared after them
+ * cache:
+ *   core/storage.c tn_cache                      the freed-block cache (no lock)
+ * tests/cli/threads.bats fails on a _Thread_local under lib/ missing here or
+ * listed under no kind, on another kind, and on a state entry beyond the
+ * six names above: a new thread-local joins this list under its kind, with
+ * its reason, or is not added. */
 
 /* Thread-locals on every op's path use the initial-exec model: an offset
  * from the thread pointer instead of a __tls_get_addr call. Only a few

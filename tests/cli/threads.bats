@@ -1,7 +1,10 @@
 #!/usr/bin/env bats
 # DESIGN.md's Threads rule: thread-local state is limited to grad mode, the
 # key sets and the last error.  lib/core/internal.h lists every thread-local
-# of the library with its reason; a new _Thread_local must join that list.
+# of the library with its reason under one of three kinds (state, call,
+# cache) whose rules it states; a new _Thread_local must join that list, and
+# state (what a caller sees carried between calls) holds DESIGN's names and
+# the progress callback alone.
 
 load helper
 
@@ -42,4 +45,49 @@ listing() {
         grep -rqw --include='*.c' "_Thread_local.*\b$name\b" "$TN_SRCDIR/lib" ||
             fail "lib/core/internal.h lists $name, which no _Thread_local defines"
     done
+}
+
+# "kind name" for each name the list gives, kind the heading ("state:",
+# "call:", "cache:") it stands under, "none" before the first
+kinds() {
+    listing | awk '
+        /^ \* [a-z]+:$/ { kind = substr($2, 1, length($2) - 1); next }
+        /^ \*   [a-z_]+\/[a-z_]+\.c / || /^ \*     [a-z_]/ {
+            line = $0
+            sub(/^ \*   [a-z_]+\/[a-z_]+\.c /, "", line)
+            sub(/^ \*     /, "", line)
+            sub(/  .*/, "", line)
+            gsub(/,/, " ", line)
+            n = split(line, names, " ")
+            for (i = 1; i <= n; i++) print (kind == "" ? "none" : kind), names[i]
+        }'
+}
+
+@test "every thread-local is listed under one of the three kinds, and state holds DESIGN's alone" {
+    local kind name file n=0
+    run kinds
+    assert_success
+    local listed=$output
+    while read -r kind name; do
+        n=$((n + 1))
+        case $kind in
+        state)
+            # DESIGN's three (key sets, with grad mode, and the last error) and
+            # tn_io_set_progress's per-thread callback, which its contract asks for
+            case $name in
+            tls_included | tls_excluded | tn_error_buf | tn_error_status | progress_fn | progress_ctx) ;;
+            *) fail "$name is listed as state, which DESIGN.md's Threads rule does not allow" ;;
+            esac
+            ;;
+        call | cache) ;;
+        *) fail "$name is listed under '$kind', not one of state, call, cache" ;;
+        esac
+    done <<<"$listed"
+    [ "$n" -ge 3 ] || fail "found only $n listed names: the pattern is wrong"
+    run defined
+    assert_success
+    while read -r file name; do
+        grep -qE "^(state|call|cache) $name\$" <<<"$listed" ||
+            fail "lib/$file's thread-local $name is listed under no kind"
+    done <<<"$output"
 }
