@@ -107,10 +107,12 @@ int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, c
 void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t);
 /* Autograd kernels of ops without a derivatives.yaml entry: a result that
  * is floating or complex and has no history yet takes a node of nnext
- * edges named `node` whose backward fails as PyTorch's does ("the
- * derivative for 'op' is not implemented."), where `need`
- * (tn__ad_needed). A functional kernel begins with tn__ad_noderiv_begin
- * (*need set, then tn__ad_below_begin's prev returned), runs its op below
+ * edges whose backward fails as PyTorch's does (NotImplemented,
+ * "derivative for aten::op is not implemented"; for an op PyTorch
+ * differentiates, node.c's noderiv_pytorch_has, named `node` and "the
+ * derivative for 'op' is not implemented."), where `need` (tn__ad_needed).
+ * A functional kernel begins with tn__ad_noderiv_begin (*need set, then
+ * tn__ad_below_begin's prev returned), runs its op below
  * Autograd, and ends with tn__ad_noderiv_result, which ends the call below
  * (tn__ad_below_end(prev)), takes r and returns it, or NULL with the error
  * (r released); tn__ad_noderiv_tuple does the same for the

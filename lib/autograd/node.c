@@ -343,26 +343,46 @@ void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t)
 
 /* ---------------------------------------- ops without a derivative */
 
+/* The ops without a derivatives.yaml entry here whose PyTorch counterpart
+ * has one: their node keeps the op's name, as PyTorch's does, and fails as
+ * a derivatives.yaml not_implemented() entry does ("the derivative for
+ * 'op' is not implemented."). The last four are ours, in the place of
+ * backward ops PyTorch differentiates. Every other op has none in PyTorch
+ * either (scatter.reduce, native_group_norm_backward): its node is
+ * NotImplemented and fails naming aten::op, as PyTorch's does. */
+static const char *const noderiv_pytorch_has[] = {
+    "convolution_backward", "native_batch_norm_backward", "native_dropout_backward",
+    "native_layer_norm_backward", "convolution_backward_input", "convolution_backward_weight",
+    "convolution_backward_bias", "_tn_attention_backward"};
+
 struct noderiv_node {
     struct tn_node n;
     const char *op; /* static: the schema's name */
+    bool named;     /* in noderiv_pytorch_has */
 };
 
 static int noderiv_apply(struct tn_node *n, struct tn_tensor *const *grads, struct tn_tensor **out)
 {
     (void)grads;
     (void)out;
-    return tn_set_error(TN_ERUNTIME, "the derivative for '%s' is not implemented.",
-                        ((struct noderiv_node *)n)->op);
+    const struct noderiv_node *d = (const struct noderiv_node *)n;
+    if (d->named)
+        return tn_set_error(TN_ERUNTIME, "the derivative for '%s' is not implemented.", d->op);
+    return tn_set_error(TN_ERUNTIME, "derivative for aten::%s is not implemented", d->op);
 }
 
 static struct tn_node *noderiv_node(const struct tn_tensor *const *ins, int nnext, int nout,
                                     const char *node, const char *op)
 {
+    bool named = false;
+    for (size_t i = 0; i < sizeof noderiv_pytorch_has / sizeof *noderiv_pytorch_has; i++)
+        named |= !strcmp(op, noderiv_pytorch_has[i]);
     struct noderiv_node *n = (struct noderiv_node *)tn__ad_node_new(
-        sizeof *n, node, noderiv_apply, NULL, ins, nnext, nout);
-    if (n)
+        sizeof *n, named ? node : "NotImplemented", noderiv_apply, NULL, ins, nnext, nout);
+    if (n) {
         n->op = op;
+        n->named = named;
+    }
     return n ? &n->n : NULL;
 }
 

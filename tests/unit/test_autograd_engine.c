@@ -191,9 +191,13 @@ static void expect_not_implemented(int rc, const char *op)
     assert_string_equal(tn_last_error(), want);
 }
 
-/* An op with a kernel and no derivatives.yaml entry (native_dropout_backward
- * here) records a node that fails in backward instead of a result that
- * silently does not require grad; integer results (argmax) get no node. */
+/* An op with a kernel and no derivatives.yaml entry records a node that
+ * fails in backward instead of a result that silently does not require
+ * grad; integer results (argmax) get no node. One PyTorch differentiates
+ * (native_dropout_backward) keeps its node name and fails in the words of
+ * PyTorch's not_implemented() formulas (nextafter's); one PyTorch has no
+ * entry for either (scatter.value_reduce) is PyTorch's NotImplemented node,
+ * failing in its words. */
 static void test_not_implemented(void **state)
 {
     (void)state;
@@ -209,6 +213,19 @@ static void test_not_implemented(void **state)
     assert_null(x->grad);
     tn_release(s);
     tn_release(t);
+    struct tn_tensor *idx = tn_zeros(TN_SHAPE(3), TN_INT64);
+    struct tn_tensor *z = tn_scatter_value_reduce(x, 0, idx, tn_float(2.0), "multiply");
+    assert_non_null(z);
+    assert_string_equal(tn_grad_fn_name(z),
+                        json_string_value(json_object_get(fx, "no_derivative_node")));
+    assert_string_equal(json_string_value(json_object_get(fx, "no_derivative_op")), "scatter");
+    s = sum(z);
+    assert_true(tn_backward(&s, 1, NULL, false, false) < 0);
+    assert_string_equal(tn_last_error(), msg("no_derivative"));
+    assert_null(x->grad);
+    tn_release(s);
+    tn_release(z);
+    tn_release(idx);
     struct tn_tensor *i = tn_argmax(x, NULL, false);
     assert_non_null(i);
     assert_false(i->requires_grad);
