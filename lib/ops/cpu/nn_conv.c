@@ -27,18 +27,68 @@ static int64_t param(const int64_t *v, int len, int i, int64_t def)
     return len <= 0 ? def : v[len == 1 ? 0 : i];
 }
 
+/* Tensor::toString(), which PyTorch's mkldnn check prints: the legacy
+ * type name of the first eight c10 scalar types, Byte to Double
+ * ("torch.FloatTensor"), else "CPUBFloat16Type", "CPUBoolType". */
+static const char *type_string(enum tn_dtype dt, char *buf, size_t len)
+{
+    const struct tn_dtype_info *d = tn_dtype_info(dt);
+    if (d->scalar_type <= 7)
+        snprintf(buf, len, "torch.%sTensor", d->c10_name);
+    else
+        snprintf(buf, len, "CPU%sType", d->c10_name);
+    return buf;
+}
+
+/* Whether PyTorch 2.x's forward convolution takes its mkldnn backend
+ * (ConvParams::use_mkldnn, with the input and weight seen as 2-D: a 1-D
+ * one has height 1): bfloat16 and float16 inputs on a CPU that mkldnn runs
+ * them on (AVX-512, as the fixtures' machine; elsewhere PyTorch takes its
+ * slow kernel and words), float32 by the geometry (its thread count is
+ * ours); never another dtype. n, chw: the input's batch and C*H*W. */
+static bool conv_mkldnn(enum tn_dtype dt, int64_t n, int64_t chw, int64_t kh, int64_t kw,
+                        bool strided, bool dilated, int64_t groups)
+{
+    if (dt == TN_BFLOAT16 || dt == TN_FLOAT16)
+        return true;
+    return dt == TN_FLOAT32 &&
+           (strided || dilated || n >= 16 || kw != 1 || kh != 1 || tn_get_num_threads() > 1) &&
+           (groups > 1 || (kw > 3 && kh > 3) || n > 1 || n * chw > 20480);
+}
+
+/* A weight (or, on mkldnn, a bias) of another dtype than the input's, in
+ * the words of the backend PyTorch takes (conv_mkldnn): mkldnn's check, or
+ * the slow kernel's, which reads the weight only. After the shape checks,
+ * as in PyTorch. */
+static int conv_types(const struct tn_tensor *input, const struct tn_tensor *weight,
+                      const struct tn_tensor *bias, bool mkldnn)
+{
+    char a[48], b[48];
+    if (!mkldnn)
+        return weight->dtype == input->dtype
+                   ? TN_OK
+                   : tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
+                                  tn_dtype_info(input->dtype)->c10_name,
+                                  tn_dtype_info(weight->dtype)->c10_name);
+    const struct tn_tensor *p = weight->dtype != input->dtype ? weight : bias;
+    if (!p || p->dtype == input->dtype)
+        return TN_OK;
+    return tn_set_error(TN_EDTYPE, "Input type (%s) and %s type (%s) should be the same or input "
+                        "should be a MKLDNN tensor and %s is a dense tensor",
+                        type_string(input->dtype, a, sizeof a), p == weight ? "weight" : "bias",
+                        type_string(p->dtype, b, sizeof b), p == weight ? "weight" : "bias");
+}
+
 /* The geometry of a convolution, with PyTorch's checks and words. 1-D
- * inputs (N, C, L) are 2-D with height 1. */
+ * inputs (N, C, L) are 2-D with height 1. fwd: the forward's type checks
+ * (conv_types, bias included), else the slow kernel's (convolution_backward). */
 static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *weight,
-                         const int64_t *stride, int stride_len, const int64_t *padding,
-                         int padding_len, const int64_t *dilation, int dilation_len,
-                         int64_t groups, struct conv *g)
+                         const struct tn_tensor *bias, bool fwd, const int64_t *stride,
+                         int stride_len, const int64_t *padding, int padding_len,
+                         const int64_t *dilation, int dilation_len, int64_t groups,
+                         struct conv *g)
 {
     char a[128], b[128];
-    if (weight->dtype != input->dtype)
-        return tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
-                            tn_dtype_info(input->dtype)->c10_name,
-                            tn_dtype_info(weight->dtype)->c10_name);
     if (weight->ndim != 3 && weight->ndim != 4)
         return tn_set_error(TN_ESHAPE, "convolution: expected a 3-D or 4-D weight, got %s",
                             tn_shape_format(weight->sizes, weight->ndim, a, sizeof a));
@@ -99,7 +149,10 @@ static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *
     g->cg = g->c / groups;
     g->ocg = g->oc / groups;
     g->k = g->cg * g->kh * g->kw;
-    return tn__nn_check_float("slow_conv2d_cpu", input);
+    bool mkldnn = fwd && conv_mkldnn(input->dtype, g->n, g->c * g->h * g->w, g->kh, g->kw,
+                                     g->sh != 1 || g->sw != 1, g->dh != 1 || g->dw != 1, groups);
+    int rc = conv_types(input, weight, bias, mkldnn);
+    return rc < 0 ? rc : tn__nn_check_float("slow_conv2d_cpu", input);
 }
 
 /* The output columns ox of a patch row whose input column x0 + ox * sw lies
@@ -400,8 +453,8 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                    dilation, dilation_len, output_padding, output_padding_len,
                                    groups),
             cl);
-    if (conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
-                      dilation_len, groups, &g) < 0)
+    if (conv_geometry(input, weight, bias, true, stride, stride_len, padding, padding_len,
+                      dilation, dilation_len, groups, &g) < 0)
         return NULL;
     /* float16 and bfloat16 compute in float32 and round once, as 2.x */
     bool f32 = input->dtype != TN_FLOAT64, direct = conv_direct(&g);
@@ -466,8 +519,8 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
                                             output_padding, output_padding_len, groups,
                                             output_mask, result0, result1, result2),
             tn__conv_channels_last(input, weight), result0, result1, result2);
-    int rc = conv_geometry(input, weight, stride, stride_len, padding, padding_len, dilation,
-                           dilation_len, groups, &g);
+    int rc = conv_geometry(input, weight, NULL, false, stride, stride_len, padding, padding_len,
+                           dilation, dilation_len, groups, &g);
     if (rc < 0)
         return rc;
     int64_t hw = g.oh * g.ow;
@@ -559,6 +612,22 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
                             tn_shape_format(input->sizes, input->ndim, b, sizeof b),
                             (long long)weight->sizes[0],
                             (long long)(input->ndim > 1 ? input->sizes[1] : 0)), NULL;
+    /* mkldnn takes a transposed convolution as a forward one, unless an
+     * output padding reaches its stride */
+    bool strided = false, dilated = false, big = false;
+    int64_t chw = input->sizes[1];
+    for (int i = 0; i < input->ndim - 2; i++) {
+        int64_t st = tparam(stride, stride_len, i, 1);
+        strided |= st != 1;
+        dilated |= tparam(dilation, dilation_len, i, 1) != 1;
+        big |= tparam(output_padding, output_padding_len, i, 0) >= st;
+        chw *= input->sizes[2 + i];
+    }
+    if (conv_types(input, weight, bias,
+                   !big && conv_mkldnn(input->dtype, input->sizes[0], chw,
+                                       input->ndim == 4 ? weight->sizes[2] : 1,
+                                       weight->sizes[input->ndim - 1], strided, dilated, groups)) < 0)
+        return NULL;
     int64_t osz[4] = {input->sizes[0], weight->sizes[1] * groups};
     for (int i = 0; i < input->ndim - 2; i++)
         osz[2 + i] = (input->sizes[2 + i] - 1) * tparam(stride, stride_len, i, 1) -
