@@ -171,7 +171,7 @@ int main(int argc, char **argv)
             opt.given |= (unsigned)c;
     }
     if (optind >= argc)
-        usage_error("%s", "missing command (ls, show, get, verify, convert or diff)");
+        usage_error("%s", "missing command (ls, show, get, verify, convert, diff or scan)");
     const char *cmd = argv[optind];
     char **args = argv + optind + 1;
     int nargs = argc - optind - 1;

@@ -191,6 +191,7 @@ print(np.array_equal(a, t.numpy(), equal_nan=True))' "$BATS_TEST_TMPDIR/f.npy" "
 @test "usage errors exit 2 with a hint; --help and --version exit 0" {
     run tckpt
     assert_failure 2
+    assert_line --index 0 "tckpt: missing command (ls, show, get, verify, convert, diff or scan)"
     assert_output --partial "Try 'tckpt --help'"
     run tckpt frobnicate x
     assert_failure 2
