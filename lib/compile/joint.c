@@ -335,73 +335,47 @@ static int d_matmul(struct jb *b, const struct tn_graph_node *n, const char *gy)
     return 0;
 }
 
-static const char *transpose01(struct jb *b, const char *x)
+/* conv2d through tensorkit's convolution_backward_input and _weight (what
+ * derivatives.yaml's convolution entry calls, so the compiled gradients are
+ * the eager engine's bit for bit: convolution_backward's bool[3] mask has
+ * no boxed form yet), gbias = sum(gy) over all but dimension 1. The weight
+ * gradient was conv2d(x^T, gy^T) with stride and dilation swapped: a
+ * convolution whose kernel is the output's whole plane, which the im2col
+ * path ran 7x slower than convolution_backward's gemm over the patches. */
+static json_t *conv_bw_args(struct jb *b, const char *gy, int x, int w, const int64_t *s,
+                            const int64_t *p, const int64_t *d, int64_t groups)
 {
-    return emit1(b, "torch.ops.aten.transpose.int",
-                 args(3, named("self", tensor_arg(x), 1),
-                      named("dim0", one("as_int", json_integer(0)), 1),
-                      named("dim1", one("as_int", json_integer(1)), 1)));
+    int64_t zero[2] = {0, 0};
+    return args(9, named("grad_output", tensor_arg(gy), 1), named("input", tensor_arg(fv(b, x)), 1),
+                named("weight", tensor_arg(fv(b, w)), 1), named("stride", ints_arg(s, 2), 1),
+                named("padding", ints_arg(p, 2), 1), named("dilation", ints_arg(d, 2), 1),
+                named("transposed", one("as_bool", json_false()), 1),
+                named("output_padding", ints_arg(zero, 2), 1),
+                named("groups", one("as_int", json_integer(groups)), 1));
 }
 
-/* conv2d (groups 1) as ops, for convolution_backward's bool[3] mask has no
- * boxed form yet: gx = conv_transpose2d(gy, weight) with the output
- * padding that gives x's size back, gweight = conv2d(x^T, gy^T) with
- * stride and dilation swapped, transposed back (^T: dimensions 0 and 1
- * swapped), gbias = sum(gy) over all but dimension 1. */
 static int d_conv(struct jb *b, const struct tn_graph_node *n, const char *gy)
 {
     int x = tensor_of(n, "input"), w = tensor_of(n, "weight"), bias = tensor_of(n, "bias");
     const struct tn_graph_arg *st = arg_of(n, "stride"), *pad = arg_of(n, "padding"),
                               *dil = arg_of(n, "dilation");
-    const struct tn_graph_value *xv = &b->g->values[x], *wv = &b->g->values[w],
-                                *yv = &b->g->values[n->outs[0]];
-    int64_t s[2], p[2], d[2], op[2];
-    bool exact = xv->ndim == 4 && int_of(n, "groups", 1) == 1;
-    for (int i = 0; exact && i < 2; i++) {
+    const struct tn_graph_value *xv = &b->g->values[x];
+    int64_t s[2], p[2], d[2], groups = int_of(n, "groups", 1);
+    if (xv->ndim != 4)
+        return tn_set_error(TN_EINVAL, "%s: node '%s': the graph derivative of conv2d takes "
+                                       "a batched (4-D) input",
+                            b->g->label, n->name);
+    for (int i = 0; i < 2; i++) {
         s[i] = st && st->n ? st->items[st->n == 1 ? 0 : i].i : 1;
         p[i] = pad && pad->n ? pad->items[pad->n == 1 ? 0 : i].i : 0;
         d[i] = dil && dil->n ? dil->items[dil->n == 1 ? 0 : i].i : 1;
-        int64_t k = wv->sizes[2 + i], in = xv->sizes[2 + i], out = yv->sizes[2 + i];
-        op[i] = in - ((out - 1) * s[i] - 2 * p[i] + d[i] * (k - 1) + 1);
-        exact = (in + 2 * p[i] - s[i] * (out - 1) - 1) / d[i] + 1 == k &&
-                (in + 2 * p[i] - s[i] * (out - 1) - 1) % d[i] == 0;
     }
-    if (!exact)
-        return tn_set_error(TN_EINVAL, "%s: node '%s': the graph derivative of conv2d takes "
-                                       "groups 1 and strides that cover the input exactly",
-                            b->g->label, n->name);
     if (wants(b, x))
-        accumulate(b, x, emit_like(b, "torch.ops.aten.conv_transpose2d.input",
-                               args(7, named("input", tensor_arg(gy), 1),
-                                    named("weight", tensor_arg(fv(b, w)), 1),
-                                    named("bias", one("as_none", json_true()), 1),
-                                    named("stride", ints_arg(s, 2), 1),
-                                    named("padding", ints_arg(p, 2), 1),
-                                    named("output_padding", ints_arg(op, 2), 1),
-                                    named("dilation", ints_arg(d, 2), 1)),
-                               x, TN_DTYPE_UNSET));
-    if (wants(b, w)) {
-        const char *gw = emit1(b, "torch.ops.aten.conv2d.default",
-                               args(6, named("input", tensor_arg(transpose01(b, fv(b, x))), 1),
-                                    named("weight", tensor_arg(transpose01(b, gy)), 1),
-                                    named("bias", one("as_none", json_true()), 1),
-                                    named("stride", ints_arg(d, 2), 1),
-                                    named("padding", ints_arg(p, 2), 1),
-                                    named("dilation", ints_arg(s, 2), 1)));
-        /* declared as the weight's meta with dimensions 0 and 1 swapped */
-        json_t *m = json_deep_copy(json_object_get(b->ftv, wv->name));
-        json_t *sz = json_object_get(m, "sizes"), *strides = json_array();
-        json_t *s0 = json_incref(json_array_get(sz, 0));
-        json_array_set(sz, 0, json_array_get(sz, 1));
-        json_array_set_new(sz, 1, s0);
-        int64_t c[4] = {wv->sizes[0] * wv->sizes[2] * wv->sizes[3], wv->sizes[2] * wv->sizes[3],
-                        wv->sizes[3], 1};
-        for (int i = 0; i < 4; i++)
-            json_array_append_new(strides, one("as_int", json_integer(c[i])));
-        json_object_set_new(m, "strides", strides);
-        json_object_set_new(b->tv, gw, m);
-        accumulate(b, w, transpose01(b, gw));
-    }
+        accumulate(b, x, emit_like(b, "torch.ops.tn.convolution_backward_input.default",
+                               conv_bw_args(b, gy, x, w, s, p, d, groups), x, TN_DTYPE_UNSET));
+    if (wants(b, w))
+        accumulate(b, w, emit_like(b, "torch.ops.tn.convolution_backward_weight.default",
+                               conv_bw_args(b, gy, x, w, s, p, d, groups), w, TN_DTYPE_UNSET));
     if (wants(b, bias)) {
         int64_t dims[3] = {0, 2, 3};
         accumulate(b, bias, emit1(b, "torch.ops.aten.sum.dim_IntList",
