@@ -290,6 +290,22 @@ static int lower_where(struct tn__lctx *L, const struct tn_graph_node *n)
     return tn__set_out(L, 0, tn__x_where(L->P, c, a, b), dt);
 }
 
+/* relu's backward: 0 where self <= threshold (compared in the compute
+ * dtype, as the CPU kernel compares in the element type), else the
+ * gradient; a NaN self keeps the gradient. Fused, it joins batch norm's
+ * backward reductions instead of a pass of its own through libtensor. */
+static int lower_threshold_backward(struct tn__lctx *L, const struct tn_graph_node *n)
+{
+    enum tn_dtype dt = out_compute(L);
+    if (!tn_dtype_is_floating(dt))
+        return extern_because(L, "a dtype it does not take");
+    int g = tn__operand(L, n, "grad_output", 0, dt), x = tn__operand(L, n, "self", 0, dt);
+    if (g < 0 || x < 0)
+        return extern_because(L, "an argument it does not take");
+    int c = tn__x_bin(L->P, TN_X_LE, TN_BOOL, x, k_(L, dt, tn__arg_float(n, "threshold", 0)));
+    return tn__set_out(L, 0, tn__x_where(L->P, c, k_(L, dt, 0), g), dt);
+}
+
 static int lower_logical_not(struct tn__lctx *L, const struct tn_graph_node *n)
 {
     int a = tn__operand(L, n, "self", 0, TN_BOOL);
@@ -932,6 +948,7 @@ static const struct {
     {"aten::sum.dim_IntList", lower_sum},
     {"aten::t", lower_transpose},
     {"aten::tanh", lower_tanh},
+    {"aten::threshold_backward", lower_threshold_backward},
     {"aten::to.dtype", lower_copy},
     {"aten::transpose.int", lower_transpose},
     {"aten::unbind.int", lower_unbind},
