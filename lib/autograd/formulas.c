@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "autograd/internal.h"
+#include "ops/internal.h"
 
 /* Releases n tensors (NULL is fine): the ends of the helpers below. */
 static void drop(int n, ...)
@@ -568,6 +569,19 @@ struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_
 fail:
     drop(3, e1, p, z);
     return NULL;
+}
+
+/* pow.Tensor_Scalar for self: pow.Tensor_Tensor's formula with the
+ * exponent a wrapped number, as the op computes (so x ** 2 differentiates
+ * as before it had an entry, bit for bit); PyTorch's pow_backward: grad
+ * exponent self^(exponent-1), 0 for exponent 0 */
+struct tn_tensor *tn__pow_scalar_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    struct tn_scalar exponent)
+{
+    struct tn_tensor *e = tn__wrapped_scalar(exponent);
+    struct tn_tensor *r = e ? tn__pow_self_bw(grad, self, e) : NULL;
+    tn_release(e);
+    return r;
 }
 
 /* pow for exponent: grad result log(self), 0 where self is 0 and exponent

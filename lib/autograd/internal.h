@@ -316,6 +316,8 @@ struct tn_tensor *tn__polygamma_bw(const struct tn_tensor *grad, const struct tn
                                   int64_t n);
 struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   const struct tn_tensor *exponent);
+struct tn_tensor *tn__pow_scalar_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                    struct tn_scalar exponent);
 struct tn_tensor *tn__pow_exp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                  const struct tn_tensor *exponent,
                                  const struct tn_tensor *result);

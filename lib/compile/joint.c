@@ -1817,6 +1817,20 @@ static int derive_cat_stack(struct jb *b, const struct tn_graph_node *n, bool st
     return 0;
 }
 
+/* broadcast_tensors: each result's gradient summed back to its input's
+ * shape (what PyTorch's expand backward does: sum_to_size); a result no
+ * path reached gives its input nothing. */
+static int derive_broadcast(struct jb *b, const struct tn_graph_node *n)
+{
+    const struct tn_graph_arg *l = arg_of(n, "tensors");
+    for (int i = 0; l && i < l->n && i < n->nout; i++) {
+        int x = l->items[i].value, o = n->outs[i];
+        if (x >= 0 && o >= 0 && b->grad[o] && wants(b, x))
+            accumulate(b, x, sum_to(b, b->grad[o], o, x));
+    }
+    return 0;
+}
+
 /* dropout in training: the forward runs it as native_dropout, which also
  * returns its mask (the same draws: PyTorch's CPU dropout is
  * native_dropout's), saved for the backward, whose gradient is
@@ -1869,6 +1883,8 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
         return derive_pieces(b, n, false);
     if (!strcmp(t, "torch.ops.aten.unbind.int"))
         return derive_pieces(b, n, true);
+    if (!strcmp(t, "torch.ops.aten.broadcast_tensors.default"))
+        return derive_broadcast(b, n);
     const char *gy = n->nout > 0 && n->outs[0] >= 0 ? b->grad[n->outs[0]] : NULL;
     if (gy && (!strcmp(t, "torch.ops.aten.cat.default") ||
                !strcmp(t, "torch.ops.aten.stack.default")))

@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/internal.h"
 
@@ -132,6 +133,33 @@ int tn__composite_chunk(tn_keyset ks, const struct tn_tensor *self, int64_t chun
     if (size == 0) /* chunks empty pieces, as PyTorch's split_with_sizes gives */
         return narrow_pieces(self, d, NULL, chunks, 0, result, "chunk");
     return tn__composite_split(ks, self, (size - 1) / chunks + 1, d, result);
+}
+
+/* broadcast_tensors: every tensor expanded to the shape all of them
+ * broadcast to (torch.broadcast_shapes' rule and error). */
+int tn__composite_broadcast_tensors(tn_keyset ks, const struct tn_tensor *const *tensors,
+                                    int tensors_len, struct tn_tensor ***result)
+{
+    int64_t shape[TN_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < tensors_len; i++) {
+        int64_t next[TN_MAX_DIMS];
+        int r = tn_broadcast_shapes(shape, nd, tensors[i]->sizes, tensors[i]->ndim, next);
+        if (r < 0)
+            return tn_last_status();
+        memcpy(shape, next, sizeof(int64_t) * (size_t)r);
+        nd = r;
+    }
+    struct tn_tensor **p = pieces_new("broadcast_tensors", tensors_len);
+    if (!p)
+        return tn_last_status();
+    for (int i = 0; i < tensors_len; i++)
+        if (!(p[i] = tn_expand(tensors[i], shape, nd))) {
+            tn_release_list(p, i);
+            return tn_last_status();
+        }
+    *result = p;
+    return tensors_len;
 }
 
 int tn__composite_unbind_int(tn_keyset ks, const struct tn_tensor *self, int64_t dim,

@@ -135,6 +135,22 @@ print(torch.equal(torch.load('$W/seeded.pt')['rng_state'], torch.Generator().man
     assert_output "True"
 }
 
+@test "train: F.mse_loss against a broadcast target and h ** 2: 200 AdamW steps give PyTorch's losses" {
+    # torch.export writes aten.broadcast_tensors then mse_loss, and h ** 2
+    # as pow.Tensor_Scalar: main refused both (no op, no graph derivative)
+    run tcompile train "$F/mlp_mse.json" -w "$F/mlp_mse.pt" --data "$F/regress.npz" \
+        --optimizer adamw --lr 0.01 --steps 200 --log-loss
+    assert_success
+    echo "$output" > "$W/ours"
+    same_losses_as "$W/ours" "$F/mlp_mse_adamw.txt" 200
+    require_torch2
+    # (-W ignore: mse_loss warns on stderr that the target's size differs)
+    run "$TORCH2" -W ignore "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_mse "$F" adamw 0.01 200
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" 200
+}
+
 # resumes_bit_for_bit CMD N HALF: CMD (a function running tcompile train)
 # for N steps, and for HALF steps then resumed to N: the checkpoints equal
 # bit for bit (tckpt diff's output left in $output).

@@ -290,3 +290,16 @@ print(abs(float(a) - float(b)) <= 1e-6 * abs(float(a)), float(a), float(b))"
     assert_output --partial "aten::native_group_norm_backward("
     assert_output --partial "aten::native_group_norm("
 }
+
+@test "grad: F.mse_loss (broadcast_tensors, then mse_loss) and x ** k (pow.Tensor_Scalar) give PyTorch's gradients" {
+    # broadcast_tensors' gradients summed back to each input's shape (the
+    # [8, 1] prediction the target broadcasts); _pow_scalar_bw's defines:
+    # exponents 2, 2.5, 3, -1.5, 1 and 0 (zeros, PyTorch's pow_backward)
+    grads_match "$TN_SRCDIR/tests/fixtures/train/mse_joint" 4 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/mse_joint" 4 --interpret
+    run tcompile show "$O/forward.json"
+    assert_output --partial "aten::broadcast_tensors("
+    run tcompile show "$O/backward.json"
+    assert_output --partial "aten::mse_loss_backward("
+    assert_output --partial "aten::pow.Tensor_Scalar("
+}

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the ops returning Tensor[] (split.Tensor, split_with_sizes,
- * chunk, unbind.int, tensor_split): every case of tests/fixtures/ops/
+ * chunk, unbind.int, tensor_split, broadcast_tensors): every case of tests/fixtures/ops/
  * split.json (real PyTorch) through the boxed dispatcher, each piece
  * compared; the typed C form (count, array of new references,
  * tn_release_list); that the pieces are views of self; and gradients
@@ -90,6 +90,50 @@ static void test_backward_through_pieces(void **state)
     tn_release(x);
 }
 
+/* broadcast_tensors (F.mse_loss's export): views of each input expanded to
+ * the shape they broadcast to, PyTorch's error when they do not, and each
+ * input's gradient summed back to its own shape (expand's backward). */
+static void test_broadcast_tensors(void **state)
+{
+    struct tn_tensor *a = tn_arange(tn_int(0), tn_int(3), tn_int(1), TN_FLOAT64);
+    struct tn_tensor *a2 = tn_reshape(a, TN_SHAPE(3, 1));
+    struct tn_tensor *b = tn_ones(TN_SHAPE(4), TN_FLOAT64);
+    struct tn_tensor *c = tn_ones(TN_SHAPE(2, 1, 1), TN_FLOAT64);
+    assert_int_equal(tn_requires_grad_(a2, true), 0);
+    const struct tn_tensor *in[3] = {a2, b, c};
+    struct tn_tensor **p = NULL;
+    assert_int_equal(tn_broadcast_tensors(in, 3, &p), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(p[i]->ndim, 3);
+        assert_int_equal(p[i]->sizes[0], 2);
+        assert_int_equal(p[i]->sizes[1], 3);
+        assert_int_equal(p[i]->sizes[2], 4);
+        assert_ptr_equal(p[i]->storage, in[i]->storage);
+    }
+    assert_int_equal(p[0]->strides[0], 0);
+    assert_int_equal(p[0]->strides[2], 0);
+    struct tn_tensor *g = tn_ones(TN_SHAPE(2, 3, 4), TN_FLOAT64);
+    assert_int_equal(tn_backward(&p[0], 1, &g, false, false), 0);
+    assert_non_null(a2->grad);
+    assert_int_equal(a2->grad->ndim, 2);
+    for (int i = 0; i < 3; i++)
+        assert_true(((const double *)tn_data(a2->grad))[i] == 8.0);
+    tn_release_list(p, 3);
+    p = (struct tn_tensor **)a; /* overwritten */
+    struct tn_tensor *d = tn_ones(TN_SHAPE(2), TN_FLOAT64);
+    const struct tn_tensor *bad[2] = {d, b};
+    assert_true(tn_broadcast_tensors(bad, 2, &p) < 0);
+    assert_null(p);
+    assert_string_equal(tn_last_error(), "The size of tensor a (2) must match the size of "
+                                         "tensor b (4) at non-singleton dimension 0");
+    tn_release(d);
+    tn_release(g);
+    tn_release(c);
+    tn_release(b);
+    tn_release(a2);
+    tn_release(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -97,6 +141,7 @@ int main(void)
         cmocka_unit_test(test_typed_views),
         cmocka_unit_test(test_typed_errors),
         cmocka_unit_test(test_backward_through_pieces),
+        cmocka_unit_test(test_broadcast_tensors),
     };
     return TN_RUN_TESTS(tests);
 }
