@@ -44,8 +44,11 @@ struct jb {
     int counter;
     int rc;
     json_t *ftv, *tv;    /* the forward's tensor_values; the backward's */
-    json_t *drops;       /* dropout nodes the forward runs as native_dropout:
-                            [node name, its output, its mask] each */
+    json_t *drops;       /* nodes the forward runs as an op returning what
+                            the backward reads too (dropout as
+                            native_dropout, its mask; max_pool2d as
+                            max_pool2d_with_indices, its indices): [node
+                            name, its output, the second result, the op] */
 };
 
 static json_t *one(const char *key, json_t *v)
@@ -1831,6 +1834,65 @@ static int derive_broadcast(struct jb *b, const struct tn_graph_node *n)
     return 0;
 }
 
+/* Has the forward run node n as `target`, whose second result (OUTPUT_what,
+ * of n's output's shape and dtype dt, written into name) the forward saves
+ * and the backward reads. */
+static void run_as(struct jb *b, const struct tn_graph_node *n, const char *target,
+                   const char *what, enum tn_dtype dt, char *name, size_t len)
+{
+    const char *out = b->g->values[n->outs[0]].name;
+    snprintf(name, len, "%s_%s", out, what);
+    json_array_append_new(b->drops, json_pack("[ssss]", n->name, out, name, target));
+    json_t *m = json_deep_copy(json_object_get(b->ftv, out));
+    json_object_set_new(m, "dtype", json_integer(tn_graph_scalar_type(dt)));
+    json_object_set_new(m, "requires_grad", json_false());
+    json_object_set_new(b->tv, name, m);
+}
+
+/* An int[] argument of n as an as_ints argument, def (n_def items) when
+ * n has none. */
+static json_t *ints_of(const struct tn_graph_node *n, const char *name, const int64_t *def,
+                       int n_def)
+{
+    const struct tn_graph_arg *a = arg_of(n, name);
+    int64_t v[TN_MAX_DIMS];
+    if (!a || (a->kind != TN_GARG_INTS && a->kind != TN_GARG_INT) || a->n > TN_MAX_DIMS)
+        return ints_arg(def, n_def);
+    for (int i = 0; i < a->n; i++)
+        v[i] = a->items[i].i;
+    return ints_arg(v, a->n);
+}
+
+/* max_pool2d: the forward runs it as max_pool2d_with_indices (the kernel
+ * its values come from anyway) and saves the indices, so the backward's
+ * max_pool2d_with_indices_backward (derivatives.yaml's formula, the same
+ * call) reads them instead of pooling the input again: 0.4 ms of
+ * bench/compile/train.sh's CNN step. */
+static int d_max_pool(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    int x = tensor_of(n, "self");
+    if (!wants(b, x))
+        return 0;
+    char idx[256];
+    run_as(b, n, "torch.ops.aten.max_pool2d_with_indices.default", "indices", TN_INT64, idx,
+           sizeof idx);
+    static const int64_t zero[1] = {0}, one1[1] = {1};
+    const struct tn_graph_arg *cm = arg_of(n, "ceil_mode");
+    accumulate(b, x, emit_like(b, "torch.ops.aten.max_pool2d_with_indices_backward.default",
+                               args(8, named("grad_output", tensor_arg(gy), 1),
+                                    named("self", tensor_arg(fv(b, x)), 1),
+                                    named("kernel_size", ints_of(n, "kernel_size", NULL, 0), 1),
+                                    named("stride", ints_of(n, "stride", NULL, 0), 1),
+                                    named("padding", ints_of(n, "padding", zero, 1), 1),
+                                    named("dilation", ints_of(n, "dilation", one1, 1), 1),
+                                    named("ceil_mode", one("as_bool", json_boolean(
+                                                           cm && cm->kind == TN_GARG_BOOL &&
+                                                           cm->items[0].i)), 1),
+                                    named("indices", tensor_arg(idx), 1)),
+                               x, TN_DTYPE_UNSET));
+    return 0;
+}
+
 /* dropout in training: the forward runs it as native_dropout, which also
  * returns its mask (the same draws: PyTorch's CPU dropout is
  * native_dropout's), saved for the backward, whose gradient is
@@ -1848,14 +1910,8 @@ static int d_dropout(struct jb *b, const struct tn_graph_node *n, const char *gy
         accumulate(b, x, gy);
         return 0;
     }
-    const char *out = b->g->values[n->outs[0]].name;
     char mask[256];
-    snprintf(mask, sizeof mask, "%s_mask", out);
-    json_array_append_new(b->drops, json_pack("[sss]", n->name, out, mask));
-    json_t *m = json_deep_copy(json_object_get(b->ftv, out));
-    json_object_set_new(m, "dtype", json_integer(12)); /* torch.bool */
-    json_object_set_new(m, "requires_grad", json_false());
-    json_object_set_new(b->tv, mask, m);
+    run_as(b, n, "torch.ops.aten.native_dropout.default", "mask", TN_BOOL, mask, sizeof mask);
     const char *gx = emit1(b, "torch.ops.aten.native_dropout_backward.default",
                            args(3, named("grad_output", tensor_arg(gy), 1),
                                 named("mask", tensor_arg(mask), 1),
@@ -1891,6 +1947,8 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
         return derive_cat_stack(b, n, !strcmp(t, "torch.ops.aten.stack.default"));
     if (gy && !strcmp(t, "torch.ops.aten.dropout.default"))
         return d_dropout(b, n, gy);
+    if (gy && !strcmp(t, "torch.ops.aten.max_pool2d.default") && n->nout == 1)
+        return d_max_pool(b, n, gy);
     int rc = gy ? derive_structural(b, n, gy) : 1;
     if (rc == 1)
         rc = derive_yaml(b, n);
@@ -2160,7 +2218,8 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
         json_array_append_new(fouts, tensor_arg(g->values[v].name));
         json_array_append_new(fospecs, spec("user_output", g->values[v].name, NULL, NULL));
     }
-    /* dropout nodes run as native_dropout, their masks saved */
+    /* dropout nodes run as native_dropout, their masks saved; max_pool2d
+     * as max_pool2d_with_indices, its indices saved */
     for (size_t i = 0; i < json_array_size(b.drops); i++) {
         json_t *d = json_array_get(b.drops, i);
         const char *node = json_string_value(json_array_get(d, 0)),
@@ -2170,8 +2229,7 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
             json_t *j = json_array_get(fnodes, k);
             if (strcmp(json_string_value(json_object_get(j, "name")), node))
                 continue;
-            json_object_set_new(j, "target",
-                                json_string("torch.ops.aten.native_dropout.default"));
+            json_object_set(j, "target", json_array_get(d, 3));
             json_object_set_new(j, "outputs",
                                 json_pack("[{s:{s:s}},{s:{s:s}}]", "as_tensor", "name", o,
                                           "as_tensor", "name", mask));
