@@ -10,7 +10,10 @@ after a warm-up epoch), each variant in its own process; ratios are
 PyTorch's time over ours. Figures on a shared machine are noisy.
 
     python3 train.py --tcompile bin/tcompile/tcompile [--epochs E] [--threads 1,2]
-                     [--models mlp,cnn,block]
+                     [--models mlp,cnn,block] [--baseline OTHER/tcompile]
+
+--baseline runs another tcompile (a build of an older commit) on the same
+graphs and data right after ours: its row's ratios are ours over it.
 """
 import argparse
 import json
@@ -71,9 +74,9 @@ class BlockLoss(Block):
         super().__init__(d=64, heads=4)
 
     def forward(self, x, y):
-        # the MSE written out: torch.export writes F.mse_loss with
-        # aten.broadcast_tensors, which libtensor does not declare, and
-        # e ** 2 as pow.Tensor_Scalar, which has no graph derivative yet
+        # the MSE written out (F.mse_loss exports aten.broadcast_tensors
+        # and e ** 2 pow.Tensor_Scalar, which tcompile train takes since
+        # 0737550 but a --baseline build before it refuses)
         e = super().forward(x) - y
         return (e * e).mean()
 
@@ -93,7 +96,7 @@ MODELS = {
               lambda g, n: torch.randn(n, 32, 64, generator=g),
               "transformer block width 64, 4 heads, 32 tokens, MSE"),
 }
-MODEL = os.environ.get("TN_BENCH_TRAIN_MODEL", "mlp")  # the one factory() exports
+MODEL = "mlp"  # the one factory() builds
 
 
 def factory():
@@ -101,6 +104,24 @@ def factory():
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     return cls(), (torch.randn((batch,) + shape, generator=g), ys(g, batch))
+
+
+def export_train(name, prefix):
+    """The model in training mode through torch.export (the training IR:
+    batch_norm with training=True, as PyTorch's steps run it), to
+    prefix.json and its weights to prefix.pt. share/tools/torch2graph.py
+    exports in eval mode, which gave the CNN's batch norm the running
+    statistics (a cheaper step than PyTorch's) until this script used
+    this."""
+    from torch._export.serde.serialize import serialize
+    global MODEL
+    MODEL = name
+    module, inputs = factory()
+    ep = torch.export.export(module.train(), inputs)
+    doc = json.loads(serialize(ep).exported_program)
+    with open(prefix + ".json", "w") as f:
+        json.dump(doc, f)
+    torch.save({k: v.detach().clone() for k, v in ep.state_dict.items()}, prefix + ".pt")
 
 
 def torch_worker(d, name, mode, epochs, threads):
@@ -155,14 +176,28 @@ def run_to(cmd, env, path):
     return p.returncode, int(lines[-1]) if lines and lines[-1].isdigit() else 0
 
 
+def run_ours(tcompile, m, env, d, epochs, batch):
+    """tcompile train of model prefix m: (best steps/s, peak RSS in MiB),
+    (None, None) when it fails."""
+    out = os.path.join(d, "ours.jsonl")
+    cmd = [tcompile, "train", m + ".json", "-w", m + ".pt", "--data", m + "_data.npz",
+           "--optimizer", "adamw", "--lr", "1e-3"]
+    # one step first, untimed, so that the compile cache holds the kernels:
+    # wait4's peak RSS counts the C compiler a cold run starts (38 MiB
+    # against the MLP's 13), and a build of another commit misses the cache
+    run_to(cmd + ["--steps", "1"], env, out)
+    status, peak_kib = run_to(cmd + ["--epochs", str(epochs + 1)], env, out)
+    if status:
+        return None, None
+    lines = [json.loads(l) for l in open(out)][1:]
+    return max(l["examples_per_s"] for l in lines) / batch, peak_kib / 1024
+
+
 def bench(a, d, name):
     """Prints the rows of one model: ours, then PyTorch eager and torch.compile."""
     cls, BATCH, ROWS, shape, ys, what = MODELS[name]
-    src = os.path.dirname(os.path.abspath(__file__))
     m = os.path.join(d, name)
-    subprocess.run([sys.executable, os.path.join(src, "..", "..", "share", "tools", "torch2graph.py"),
-                    os.path.abspath(__file__) + ":factory", "-o", m], check=True,
-                   stdout=subprocess.DEVNULL, env=dict(os.environ, TN_BENCH_TRAIN_MODEL=name))
+    export_train(name, m)
     g = torch.Generator().manual_seed(1)
     x = torch.randn((ROWS,) + shape, generator=g)
     y = ys(g, ROWS)
@@ -172,18 +207,18 @@ def bench(a, d, name):
     print("%-8s %-14s %12s %10s %16s" % ("threads", "variant", "steps/s", "peak MiB", "ours vs it"))
     for th in [int(t) for t in a.threads.split(",")]:
         env = dict(os.environ, TN_NUM_THREADS=str(th), OMP_NUM_THREADS=str(th))
-        out = os.path.join(d, "ours.jsonl")
-        cmd = [a.tcompile, "train", m + ".json", "-w", m + ".pt",
-               "--data", m + "_data.npz", "--optimizer", "adamw", "--lr", "1e-3",
-               "--epochs", str(a.epochs + 1)]
-        status, peak_kib = run_to(cmd, env, out)
-        if status:
+        ours, ours_peak = run_ours(a.tcompile, m, env, d, a.epochs, BATCH)
+        if ours is None:
             print("%-8d %-14s %12s" % (th, "tcompile", "failed"))
             continue
-        lines = [json.loads(l) for l in open(out)][1:]
-        ours = max(l["examples_per_s"] for l in lines) / BATCH
-        ours_peak = peak_kib / 1024
         print("%-8d %-14s %12.1f %10.1f %16s" % (th, "tcompile", ours, ours_peak, ""))
+        if a.baseline:
+            base, base_peak = run_ours(a.baseline, m, env, d, a.epochs, BATCH)
+            if base is None:
+                print("%-8d %-14s %12s" % (th, "baseline", "failed"))
+            else:
+                print("%-8d %-14s %12.1f %10.1f %9.2fx %4.2fx" % (
+                    th, "baseline", base, base_peak, ours / base, ours_peak / base_peak))
         for mode in ("eager", "compile"):
             res = os.path.join(d, mode + ".json")
             cmd = [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--tcompile",
@@ -204,6 +239,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default="mlp,cnn,block")
+    ap.add_argument("--baseline", help="another tcompile (an older build), run beside ours")
     ap.add_argument("--worker", nargs=4)
     a = ap.parse_args()
     if a.worker:
