@@ -303,3 +303,13 @@ print(abs(float(a) - float(b)) <= 1e-6 * abs(float(a)), float(a), float(b))"
     assert_output --partial "aten::mse_loss_backward("
     assert_output --partial "aten::pow.Tensor_Scalar("
 }
+
+@test "grad: conv2d with groups 2 and stride 2, and a stride that leaves input columns unread, give PyTorch's gradients" {
+    # through tn::convolution_backward_input and _weight, the eager
+    # engine's ops (main refused both: groups 1 and exact strides only)
+    grads_match "$TN_SRCDIR/tests/fixtures/train/gconv_joint" 4 --strict
+    grads_match "$TN_SRCDIR/tests/fixtures/train/gconv_joint" 4 --interpret
+    run tcompile show "$O/backward.json"
+    assert_output --partial "tn::convolution_backward_weight("
+    assert_output --partial "tn::convolution_backward_input("
+}
