@@ -669,8 +669,9 @@ static const char *write_structured(FILE *f, struct rows *r, const struct tg_fun
 /* The op's two entries: below a key, and the public one, which checks the
  * arguments and computes the key set first. Each hands its op and
  * descriptor to the trampoline of its signature (k). The public entry's
- * checks stay in it: a shared one would cost each call a jump and a copy
- * of its by-value arguments. */
+ * checks stay in it (inlined: tn_dispatch_entry_keyset): a shared one would
+ * cost each call a jump and a copy of its by-value arguments. A failed
+ * check's TN_KEYSET_FAILED makes the trampoline return the failure. */
 static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd)
 {
     char sdb[200];
@@ -682,26 +683,27 @@ static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd
     fputs("); }\n", f);
     /* the public entry: check the arguments, compute the key set */
     entry_decl(f, fn, fn->cname, false);
-    fputs("\n{\n", f);
     const char *fail = returns_int(fn) ? "tn_last_status()" : "NULL";
     char rb[80];
-    for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
-        fprintf(f, "    *%s = NULL;\n", ret_name(fn, i, rb, sizeof rb));
+    bool lists = false, body = multi_ret(fn) || list_ret(fn);
+    for (int i = 0; i < fn->nargs; i++)
+        lists |= fn->args[i].type == TG_OPT_TENSOR_LIST;
     /* the tensors, checked against NULL by the op's argument table */
     int nt = 0, nreq = 0;
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR)
             nt++, nreq += !fn->args[i].optional;
-    if (nt) {
+    body |= lists;
+    fputs(body ? "\n{\n" : "\n{ ", f);
+    for (int i = 0; (multi_ret(fn) || list_ret(fn)) && i < fn->nrets; i++)
+        fprintf(f, "    *%s = NULL;\n", ret_name(fn, i, rb, sizeof rb));
+    if (nt && lists) {
         fputs("    const struct tn_tensor *ts_[] = {", f);
         for (int i = 0, n = 0; i < fn->nargs; i++)
             if (fn->args[i].type == TG_TENSOR)
                 fprintf(f, "%s%s", n++ ? ", " : "", fn->args[i].name);
         fputs("};\n", f);
     }
-    bool lists = false;
-    for (int i = 0; i < fn->nargs; i++)
-        lists |= fn->args[i].type == TG_OPT_TENSOR_LIST;
     if (nreq && lists) /* the tensors first, then the lists */
         fprintf(f, "    if (tn_dispatch_check_tensors(&op_%s, ts_, %d) < 0)\n        return %s;\n",
                 fn->ident, nt, fail);
@@ -711,14 +713,20 @@ static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd
                        "tn_dispatch_bad_list(\"%s\", \"%s\", %d)%s;\n", fn->args[i].name,
                     fn->args[i].name, fn->args[i].name, returns_int(fn) ? "" : "(void)", fn->name,
                     fn->args[i].name, i + 1, returns_int(fn) ? "" : ", NULL");
-    fputs("    return ", f);
-    if (nreq && !lists)
-        fprintf(f, "tn_dispatch_check_tensors(&op_%s, ts_, %d) < 0 ? %s : ", fn->ident, nt, fail);
-    fprintf(f, "rd_%d(&op_%s, %s, ", k, fn->ident, sdb);
+    fprintf(f, "%sreturn rd_%d(&op_%s, %s, ", body ? "    " : "", k, fn->ident, sdb);
     /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
     bool first = true;
-    if (nt)
-        fprintf(f, "tn_dispatch_keyset(ts_, %d)", nt), first = false;
+    if (nt && lists) {
+        fprintf(f, "tn_dispatch_keyset(ts_, %d)", nt);
+    } else if (nt) { /* the tensors as a compound literal */
+        fprintf(f, nreq ? "tn_dispatch_entry_keyset(&op_%s, " : "tn_dispatch_keyset(", fn->ident);
+        fputs("(const struct tn_tensor *const[]){", f);
+        for (int i = 0, n = 0; i < fn->nargs; i++)
+            if (fn->args[i].type == TG_TENSOR)
+                fprintf(f, "%s%s", n++ ? ", " : "", fn->args[i].name);
+        fprintf(f, "}, %d)", nt);
+    }
+    first = !nt;
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR_LIST || fn->args[i].type == TG_OPT_TENSOR_LIST) {
             fprintf(f, "%stn_dispatch_keyset(%s, %s_len)", first ? "" : " | ", fn->args[i].name,
@@ -729,7 +737,7 @@ static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd
         fputs("tn_dispatch_keyset(NULL, 0)", f);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
-    fputs(");\n}\n", f);
+    fputs(body ? ");\n}\n" : "); }\n", f);
 }
 
 /* The argument table of fn, one row of the table per argument; written

@@ -179,6 +179,11 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key);
  * storage-only dtype (TN_FOR_EACH_STORAGE_DTYPE), which no kernel takes. */
 #define TN_KEYSET_STORAGE_ONLY ((tn_keyset)1u << 31)
 
+/* Not a key: tn_dispatch_entry_keyset's mark for a call whose argument
+ * check failed (its error set), which tn_dispatch_kernel answers with NULL
+ * and no error of its own. */
+#define TN_KEYSET_FAILED ((tn_keyset)1u << 30)
+
 /* "\"add\" not implemented for 'Float8_e4m3fn'" for the storage-only dtype
  * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE. */
 int tn_dispatch_storage_only(const struct tn_op *op);
@@ -196,8 +201,9 @@ int tn_dispatch_out_requires_grad(const struct tn_op *op);
  * every entry: it is the dispatch. */
 __attribute__((always_inline)) static inline void (*tn_dispatch_kernel(const struct tn_op *op, tn_keyset ks))(void)
 {
-    if (ks & TN_KEYSET_STORAGE_ONLY) {
-        tn_dispatch_storage_only(op);
+    if (__builtin_expect(ks & (TN_KEYSET_STORAGE_ONLY | TN_KEYSET_FAILED), 0)) {
+        if (!(ks & TN_KEYSET_FAILED))
+            tn_dispatch_storage_only(op);
         return NULL;
     }
     int k = tn_keyset_highest(ks);
@@ -258,6 +264,15 @@ static inline int tn_dispatch_check_tensors(const struct tn_op *op,
         if (__builtin_expect(!ts[k], 0))
             return tn_dispatch_null_tensors(op, ts, n);
     return 0;
+}
+/* A public entry's key set: tn_dispatch_check_tensors, then
+ * tn_dispatch_keyset over the same tensors; TN_KEYSET_FAILED when the check
+ * failed, so that the entry's trampoline returns its failure (NULL, or the
+ * check's status) with the check's error. */
+__attribute__((always_inline)) static inline tn_keyset tn_dispatch_entry_keyset(
+    const struct tn_op *op, const struct tn_tensor *const *ts, int n)
+{
+    return tn_dispatch_check_tensors(op, ts, n) < 0 ? TN_KEYSET_FAILED : tn_dispatch_keyset(ts, n);
 }
 /* The error for a Tensor?[] argument with a negative length, or NULL with a
  * positive one. Returns TN_EINVAL. */
