@@ -1075,6 +1075,23 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     /* the functional kernel: results in r_[], each differentiable one
      * (output_differentiability, and floating or complex) taking the node */
     kernel_head(f, multi ? "int" : "struct tn_tensor *", fn);
+    bool fields = own_release(fn, uses) || uses_sizes;
+    for (int i = 0; i < fn->nargs; i++)
+        fields |= fn->args[i].type != TG_TENSOR && (uses & (1u << i));
+    if (!multi && !fields) { /* a node of saved tensors alone: tn__ad_record1 */
+        fprintf(f, ")\n{\n    tn_keyset prev_ = tn__ad_below_begin();\n"
+                   "    struct tn_tensor *r_[1] = {%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
+                fn->rdname);
+        call_list(f, fn, 0);
+        fputs(")};\n    return tn__ad_record1(tn__ad_below_done(prev_, r_[0]), "
+              "(const struct tn_tensor *const[]){", f);
+        for (int i = 0, k = 0; i < fn->nargs; i++)
+            if (fn->args[i].type == TG_TENSOR)
+                fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
+        fprintf(f, "}, %d, r_, sizeof(struct node_%s), \"%s\", apply_%s, %s%s);\n}\n\n", ne, id,
+                d->node, id, slots ? "slots_" : "NULL", slots ? id : "");
+        return 0;
+    }
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, ", struct tn_tensor **o%d_", k);
     if (multi)

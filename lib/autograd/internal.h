@@ -100,6 +100,16 @@ void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
                         const char *name, tn_node_apply_fn apply,
                         void (*release_saved)(struct tn_node *), int nout,
                         const struct tn__ad_slot *saved);
+/* The rest of a functional kernel of one result whose node keeps no value
+ * but its saved tensors (tgen's kernels of that kind end with it): the op
+ * ran (rc, result r[0]); tn__ad_node_begin(&rc, ins, nnext, size, name,
+ * apply, tn__release_saved_at, 1, saved), with a node and saved
+ * tn__ad_save_all(node, saved, nnext, ins, r, {true}), then
+ * tn__ad_finish(node, r, {true}, 1, rc). Returns r[0]: the result, or NULL
+ * with the error (the result released). */
+struct tn_tensor *tn__ad_record1(int rc, const struct tn_tensor *const *ins, int nnext,
+                                 struct tn_tensor **r, size_t size, const char *name,
+                                 tn_node_apply_fn apply, const struct tn__ad_slot *saved);
 /* Copies an int list argument (len entries of src, NULL when len is 0)
  * into a node: 0, or TN_EINVAL naming `what` past TN_MAX_DIMS. */
 int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what);

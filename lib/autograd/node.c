@@ -318,6 +318,20 @@ void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
     return n;
 }
 
+/* Contract in autograd/internal.h. */
+struct tn_tensor *tn__ad_record1(int rc, const struct tn_tensor *const *ins, int nnext,
+                                 struct tn_tensor **r, size_t size, const char *name,
+                                 tn_node_apply_fn apply, const struct tn__ad_slot *saved)
+{
+    static const bool diff[1] = {true};
+    struct tn_node *n = tn__ad_node_begin(&rc, ins, nnext, size, name, apply,
+                                          tn__release_saved_at, 1, saved);
+    if (n && saved)
+        rc = tn__ad_save_all(n, saved, nnext, ins, r, diff);
+    tn__ad_finish(n, r, diff, 1, rc);
+    return r[0];
+}
+
 int tn__ad_below_done(tn_keyset prev, const struct tn_tensor *r)
 {
     int rc = r ? TN_OK : tn_last_status();
