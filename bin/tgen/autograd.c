@@ -30,6 +30,9 @@
 
 #include "tgen.h"
 
+/* lib/autograd's TN__AD_MAX_V: the most values a kind's apply unpacks */
+#define TG_MAX_V 40
+
 static int edge_of(const struct tg_func *fn, int i);
 
 /* ------------------------------------------------------------------ AST */
@@ -961,6 +964,10 @@ static void kernel_head(FILE *f, const char *ret, const struct tg_func *fn)
 }
 
 /* One formula's part of apply: out[edge] for each of its inputs. */
+/* How a formula that failed leaves: to apply's done_ label, or, in a
+ * kind's formulas function, returning its status. */
+static const char *fail_exit = "goto done_;";
+
 static void write_formula(FILE *f, const struct tg_formula *fm, const struct compiled *cf)
 {
     fputs("    if (", f);
@@ -973,8 +980,9 @@ static void write_formula(FILE *f, const struct tg_formula *fm, const struct com
         !strcmp(cf->root.text, "t_[0]") && !strncmp(cf->steps[0], pre, sizeof pre - 1) &&
         l0 > sizeof pre + sizeof post && !strcmp(cf->steps[0] + l0 - (sizeof post - 1), post)) {
         fprintf(f, ") /* %s: %s */\n        if ((rc_ = tn__ad_put(&out[%d], %.*s)) < 0)\n"
-                   "            goto done_;\n", fm->input, fm->expr, cf->edge[0],
-                (int)(l0 - (sizeof pre - 1) - (sizeof post - 1)), cf->steps[0] + sizeof pre - 1);
+                   "            %s\n", fm->input, fm->expr, cf->edge[0],
+                (int)(l0 - (sizeof pre - 1) - (sizeof post - 1)), cf->steps[0] + sizeof pre - 1,
+                fail_exit);
         return;
     }
     if (cf->nsteps == 0) {
@@ -990,7 +998,7 @@ static void write_formula(FILE *f, const struct tg_formula *fm, const struct com
     int k;
     if (cf->root.kind != V_TUPLE && sscanf(cf->root.text, "t_[%d]", &k) == 1) {
         fprintf(f, "        if ((rc_ = tn__ad_take(&out[%d], t_, %d, %d, ok_)) < 0)\n"
-                   "            goto done_;\n    }\n", cf->edge[0], cf->nt, k);
+                   "            %s\n    }\n", cf->edge[0], cf->nt, k, fail_exit);
         return;
     }
     fputs("        if (ok_) {\n", f);
@@ -1003,8 +1011,51 @@ static void write_formula(FILE *f, const struct tg_formula *fm, const struct com
                 cf->root.text, cf->root.text);
     fprintf(f, "        }\n        for (int i_ = 0; i_ < %d; i_++)\n"
                "            tn_release(t_[i_]);\n        if (!ok_) {\n"
-               "            rc_ = tn_last_status();\n            goto done_;\n        }\n    }\n",
-            cf->nt);
+               "            rc_ = tn_last_status();\n            %s\n        }\n    }\n",
+            cf->nt, fail_exit);
+}
+
+/* The apply of a node whose op takes the index tensors of a Tensor?[]
+ * argument (index, index_put): it unpacks them and its saved tensors,
+ * runs the formulas and releases what it unpacked. */
+static void write_apply(FILE *f, const struct tg_deriv *d, const struct compiled *cf,
+                        unsigned uses, bool slots, int g0)
+{
+    const struct tg_func *fn = d->fn;
+    const char *id = fn->ident;
+    int nf = d->nf, ne = n_edges(fn), nr = fn->nrets;
+    fprintf(f, "static int apply_%s(struct tn_node *n0, struct tn_tensor *const *grads, "
+               "struct tn_tensor **out)\n{\n    struct node_%s *n_ TN_UNUSED = (struct node_%s *)n0;\n"
+               "    const struct tn_tensor *grad TN_UNUSED = grads[%d];\n    int rc_ = 0;\n",
+            id, id, id, g0);
+    if (slots)
+        fprintf(f, "    struct tn_tensor *v_[%d] = {NULL};\n", ne + nr);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i))) {
+            const char *nm = fn->args[i].name;
+            fprintf(f, "    struct tn_tensor *v_%s[TN_MAX_DIMS] = {NULL};\n    if (", nm);
+            cond_of(f, cf, nf, 1u << i, U_ARG, "n0");
+            /* a None entry saved nothing; the others as a Tensor argument */
+            fprintf(f, ")\n        for (int k_ = 0; k_ < n_->%s_len; k_++)\n"
+                       "            if ((n0->released || n_->%s_[k_].t) &&\n"
+                       "                !(v_%s[k_] = tn__unpack(&n_->%s_[k_], n0))) {\n"
+                       "                rc_ = tn_last_status();\n                goto done_;\n"
+                       "            }\n", nm, nm, nm, nm);
+        }
+    /* NULL from a saved tensor: freed by an earlier backward, or changed */
+    if (slots)
+        fprintf(f, "    if ((rc_ = tn__ad_unpack_all(n0, slots_%s, v_)) < 0)\n        goto done_;\n",
+                id);
+    for (int i = 0; i < nf; i++)
+        write_formula(f, &d->f[i], &cf[i]);
+    fputs("done_: __attribute__((unused));\n", f);
+    if (slots)
+        fprintf(f, "    tn__ad_release_all(v_, %d);\n", ne + nr);
+    for (int i = 0; i < fn->nargs; i++)
+        if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i)))
+            fprintf(f, "    for (int k_ = 0; k_ < TN_MAX_DIMS; k_++)\n        tn_release(v_%s[k_]);\n",
+                    fn->args[i].name);
+    fputs("    return rc_;\n}\n\n", f);
 }
 
 static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
@@ -1038,40 +1089,34 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     }
     bool slots = write_slots(f, fn, cf, nf, uses, uses_res, id) > 0;
 
-    /* apply */
-    fprintf(f, "static int apply_%s(struct tn_node *n0, struct tn_tensor *const *grads, "
-               "struct tn_tensor **out)\n{\n    struct node_%s *n_ TN_UNUSED = (struct node_%s *)n0;\n"
-               "    const struct tn_tensor *grad TN_UNUSED = grads[%d];\n    int rc_ = 0;\n",
-            id, id, id, g0);
-    if (slots)
-        fprintf(f, "    struct tn_tensor *v_[%d] = {NULL};\n", ne + nr);
+    /* the formulas of a kind (tn__ad_apply_kind unpacks and releases), or,
+     * for the index tensors of a Tensor?[] argument, an apply of its own */
+    bool lists = ne + nr > TG_MAX_V;
     for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i))) {
-            const char *nm = fn->args[i].name;
-            fprintf(f, "    struct tn_tensor *v_%s[TN_MAX_DIMS] = {NULL};\n    if (", nm);
-            cond_of(f, cf, nf, 1u << i, U_ARG, "n0");
-            /* a None entry saved nothing; the others as a Tensor argument */
-            fprintf(f, ")\n        for (int k_ = 0; k_ < n_->%s_len; k_++)\n"
-                       "            if ((n0->released || n_->%s_[k_].t) &&\n"
-                       "                !(v_%s[k_] = tn__unpack(&n_->%s_[k_], n0))) {\n"
-                       "                rc_ = tn_last_status();\n                goto done_;\n"
-                       "            }\n", nm, nm, nm, nm);
+        lists |= fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i));
+    if (!lists) {
+        bool fields = false;
+        for (int i = 0; i < nf; i++) {
+            fields |= strstr(cf[i].root.text, "n_->") != NULL;
+            for (int k = 0; k < cf[i].nsteps; k++)
+                fields |= strstr(cf[i].steps[k], "n_->") != NULL;
         }
-    /* NULL from a saved tensor: freed by an earlier backward, or changed */
-    if (slots)
-        fprintf(f, "    if ((rc_ = tn__ad_unpack_all(n0, slots_%s, v_)) < 0)\n        goto done_;\n",
-                id);
-    for (int i = 0; i < nf; i++)
-        write_formula(f, &d->f[i], &cf[i]);
-    fputs("done_: __attribute__((unused));\n", f);
-    if (slots)
-        fprintf(f, "    tn__ad_release_all(v_, %d);\n", ne + nr);
-    for (int i = 0; i < fn->nargs; i++)
-        if (fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i)))
-            fprintf(f, "    for (int k_ = 0; k_ < TN_MAX_DIMS; k_++)\n        tn_release(v_%s[k_]);\n",
-                    fn->args[i].name);
-    fputs("    return rc_;\n}\n\n", f);
-
+        fprintf(f, "static int fx_%s(struct tn_node *n0, const struct tn_tensor *grad, "
+                   "struct tn_tensor *const *grads, struct tn_tensor *const *v_, "
+                   "struct tn_tensor **out)\n{\n", id);
+        if (fields)
+            fprintf(f, "    struct node_%s *n_ = (struct node_%s *)n0;\n", id, id);
+        fputs("    int rc_ = 0;\n", f);
+        fail_exit = "return rc_;";
+        for (int i = 0; i < nf; i++)
+            write_formula(f, &d->f[i], &cf[i]);
+        fail_exit = "goto done_;";
+        fprintf(f, "    return rc_;\n}\n\nstatic const struct tn__ad_kind kind_%s = "
+                   "{\"%s\", fx_%s, %s%s, %d, %d};\n\n", id, d->node, id,
+                slots ? "slots_" : "NULL", slots ? id : "", g0, ne + nr);
+    }
+    if (lists) /* apply, unpacking the index tensors too */
+        write_apply(f, d, cf, uses, slots, g0);
     /* the functional kernel: results in r_[], each differentiable one
      * (output_differentiability, and floating or complex) taking the node */
     kernel_head(f, multi ? "int" : "struct tn_tensor *", fn);
@@ -1088,9 +1133,13 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         for (int i = 0, k = 0; i < fn->nargs; i++)
             if (fn->args[i].type == TG_TENSOR)
                 fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
-        fprintf(f, "}, %d, r_, sizeof(struct node_%s), \"%s\", apply_%s, %s%s);\n}\n\n", ne, id,
-                d->node, id, slots ? "slots_" : "NULL", slots ? id : "");
-        return 0;
+        if (!lists) {
+            fprintf(f, "}, %d, r_, sizeof(struct node_%s), &kind_%s);\n}\n\n", ne, id, id);
+            return 0;
+        }
+        fprintf(stderr, "tgen: %s: a node of saved tensors alone with Tensor?[] arguments\n",
+                fn->name);
+        return -1;
     }
     for (int k = 0; multi && k < nr; k++)
         fprintf(f, ", struct tn_tensor **o%d_", k);
@@ -1118,8 +1167,12 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             fprintf(f, "    diff_[%d] = r_[%d] && float_like(r_[%d]);\n", k, k, k);
     /* tn__ad_node_begin: NULL where rc_ < 0, no input requires grad, or
      * (rc_ set) making the node failed */
-    fprintf(f, "    struct node_%s *n_ = tn__ad_node_begin(&rc_, ins_, %d, sizeof *n_, \"%s\", "
-               "apply_%s, ", id, ne, d->node, id);
+    if (lists)
+        fprintf(f, "    struct node_%s *n_ = tn__ad_node_begin(&rc_, ins_, %d, sizeof *n_, \"%s\", "
+                   "apply_%s, ", id, ne, d->node, id);
+    else
+        fprintf(f, "    struct node_%s *n_ = tn__ad_kind_begin(&rc_, ins_, %d, sizeof *n_, &kind_%s, ",
+                id, ne, id);
     if (!own_release(fn, uses))
         fprintf(f, slots ? "tn__release_saved_at, %d, slots_%s);\n"
                          : "tn__release_saved_at, %d, NULL);\n", nr, id);

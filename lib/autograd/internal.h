@@ -48,6 +48,8 @@ struct tn_node {
     /* for release_saved == tn__release_saved_at: the node's struct tn_saved
      * members, as tgen's slot table lists them (NULL: none) */
     const struct tn__ad_slot *saved;
+    /* for apply == tn__ad_apply_kind: the node's kind (NULL otherwise) */
+    const struct tn__ad_kind *kind;
     int nnext;
     struct tn_edge *next;                     /* nnext edges (inputs of the forward op) */
     int nout;
@@ -100,16 +102,39 @@ void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
                         const char *name, tn_node_apply_fn apply,
                         void (*release_saved)(struct tn_node *), int nout,
                         const struct tn__ad_slot *saved);
+/* A kind of node of tgen's, one per derivatives.yaml entry: its grad_fn
+ * name, its formulas, its saved tensors' slots (NULL: none), the result
+ * whose gradient the formulas call grad (g0), and how many values its
+ * saved tensors unpack into (nv: the Tensor arguments, then the results).
+ * Its nodes' apply is tn__ad_apply_kind, which unpacks the saved tensors
+ * into v[0..nv) (tn__ad_unpack_all; the formulas do not run when that
+ * fails), runs the formulas (0 or the first failure's status; each wanted
+ * edge's gradient left in out[]) with grads[g0] as grad, releases v and
+ * returns the status. */
+#define TN__AD_MAX_V 40
+struct tn__ad_kind {
+    const char *name;
+    int (*formulas)(struct tn_node *n, const struct tn_tensor *grad,
+                    struct tn_tensor *const *grads, struct tn_tensor *const *v,
+                    struct tn_tensor **out);
+    const struct tn__ad_slot *slots;
+    int g0, nv;
+};
+int tn__ad_apply_kind(struct tn_node *n, struct tn_tensor *const *grads, struct tn_tensor **out);
+/* tn__ad_node_begin(rc, ins, nnext, size, k->name, tn__ad_apply_kind,
+ * release_saved, nout, saved), the node's kind set to k. */
+void *tn__ad_kind_begin(int *rc, const struct tn_tensor *const *ins, int nnext, size_t size,
+                        const struct tn__ad_kind *k, void (*release_saved)(struct tn_node *),
+                        int nout, const struct tn__ad_slot *saved);
 /* The rest of a functional kernel of one result whose node keeps no value
  * but its saved tensors (tgen's kernels of that kind end with it): the op
- * ran (rc, result r[0]); tn__ad_node_begin(&rc, ins, nnext, size, name,
- * apply, tn__release_saved_at, 1, saved), with a node and saved
- * tn__ad_save_all(node, saved, nnext, ins, r, {true}), then
+ * ran (rc, result r[0]); tn__ad_kind_begin(&rc, ins, nnext, size, k,
+ * tn__release_saved_at, 1, k->slots), with a node and slots
+ * tn__ad_save_all(node, k->slots, nnext, ins, r, {true}), then
  * tn__ad_finish(node, r, {true}, 1, rc). Returns r[0]: the result, or NULL
  * with the error (the result released). */
 struct tn_tensor *tn__ad_record1(int rc, const struct tn_tensor *const *ins, int nnext,
-                                 struct tn_tensor **r, size_t size, const char *name,
-                                 tn_node_apply_fn apply, const struct tn__ad_slot *saved);
+                                 struct tn_tensor **r, size_t size, const struct tn__ad_kind *k);
 /* Copies an int list argument (len entries of src, NULL when len is 0)
  * into a node: 0, or TN_EINVAL naming `what` past TN_MAX_DIMS. */
 int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what);

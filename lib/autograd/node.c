@@ -319,15 +319,44 @@ void *tn__ad_node_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
 }
 
 /* Contract in autograd/internal.h. */
+void *tn__ad_kind_begin(int *rc, const struct tn_tensor *const *ins, int nnext, size_t size,
+                        const struct tn__ad_kind *k, void (*release_saved)(struct tn_node *),
+                        int nout, const struct tn__ad_slot *saved)
+{
+    struct tn_node *n = tn__ad_node_begin(rc, ins, nnext, size, k->name, tn__ad_apply_kind,
+                                          release_saved, nout, saved);
+    if (n)
+        n->kind = k;
+    return n;
+}
+
+/* Contract in autograd/internal.h. */
+int tn__ad_apply_kind(struct tn_node *n, struct tn_tensor *const *grads, struct tn_tensor **out)
+{
+    const struct tn__ad_kind *k = n->kind;
+    struct tn_tensor *v[TN__AD_MAX_V];
+    int rc = 0;
+    if (k->slots) {
+        for (int i = 0; i < k->nv; i++)
+            v[i] = NULL;
+        rc = tn__ad_unpack_all(n, k->slots, v);
+    }
+    if (rc >= 0)
+        rc = k->formulas(n, grads[k->g0], grads, k->slots ? v : NULL, out);
+    if (k->slots)
+        tn__ad_release_all(v, k->nv);
+    return rc;
+}
+
+/* Contract in autograd/internal.h. */
 struct tn_tensor *tn__ad_record1(int rc, const struct tn_tensor *const *ins, int nnext,
-                                 struct tn_tensor **r, size_t size, const char *name,
-                                 tn_node_apply_fn apply, const struct tn__ad_slot *saved)
+                                 struct tn_tensor **r, size_t size, const struct tn__ad_kind *k)
 {
     static const bool diff[1] = {true};
-    struct tn_node *n = tn__ad_node_begin(&rc, ins, nnext, size, name, apply,
-                                          tn__release_saved_at, 1, saved);
-    if (n && saved)
-        rc = tn__ad_save_all(n, saved, nnext, ins, r, diff);
+    struct tn_node *n = tn__ad_kind_begin(&rc, ins, nnext, size, k, tn__release_saved_at, 1,
+                                          k->slots);
+    if (n && k->slots)
+        rc = tn__ad_save_all(n, k->slots, nnext, ins, r, diff);
     tn__ad_finish(n, r, diff, 1, rc);
     return r[0];
 }
