@@ -460,8 +460,9 @@ static void sig_params(FILE *f, const struct tg_func *g, const char *lead)
  *   for a structured op's backend key is the engine of its C signature
  *   and takes the op's descriptor sd first; each op's redispatch entry
  *   and public entry (after its argument checks) call it;
- * - bx_k, boxed: unpacks the stack (tn_dispatch_unbox), calls the op's
- *   typed entry, boxes what it returns (tn_dispatch_box). */
+ * - bx_k, boxed: lib/dispatch's engine (tn_dispatch_boxed: unpack the
+ *   stack, call, box the results) with cl_k, the call of the op's typed
+ *   entry with the unpacked arguments. */
 static void write_signature(FILE *f, const struct tg_func *fn, int k)
 {
     struct tg_func g;
@@ -483,16 +484,11 @@ static void write_signature(FILE *f, const struct tg_func *fn, int k)
     ret_call(f, &g);
     fprintf(f, ") : %s;\n}\n", fail);
 
-    fprintf(f, "static int bx_%d(const struct tn_op *op, struct tn_ivalue *st, int n)\n{\n", k);
-    fprintf(f, "    struct tn_dispatch_arg a_[%d];\n    if (tn_dispatch_unbox(op, st, n, a_) < 0)\n"
-               "        return tn_last_status();\n", g.nargs ? g.nargs : 1);
-    if (multi_ret(&g))
-        fprintf(f, "    struct tn_tensor *r_[%d] = {NULL};\n", g.nrets);
-    else if (list_ret(&g) || returns_int(&g))
-        fputs("    struct tn_tensor **r_ = NULL;\n", f);
-    else
-        fputs("    struct tn_tensor *r_[1];\n", f);
-    fprintf(f, "    int rc_ = %s((%s (*)(", returns_int(&g) ? "" : "(r_[0] = ", rt);
+    /* the typed call the boxed engine (tn_dispatch_boxed) runs, and the
+     * boxed kernel handing it over */
+    fprintf(f, "static int cl_%d(const struct tn_op *op, const struct tn_dispatch_arg *a_, "
+               "struct tn_tensor **r_, struct tn_tensor ***l_)\n{ return %s((%s (*)(", k,
+            returns_int(&g) ? "" : "(r_[0] = ", rt);
     sig_params(f, &g, "");
     fputs("))op->entry)(", f);
     for (int i = 0; i < g.nargs; i++) {
@@ -501,11 +497,12 @@ static void write_signature(FILE *f, const struct tg_func *fn, int k)
         unboxed_arg(f, &g.args[i], i);
     }
     if (list_ret(&g))
-        fputs(", &r_", f);
+        fputs(", l_", f);
     for (int i = 0; multi_ret(&g) && i < g.nrets; i++)
         fprintf(f, ", &r_[%d]", i);
-    fputs(!returns_int(&g) ? ")) ? 0 : tn_last_status();\n" : ");\n", f);
-    fprintf(f, "    return tn_dispatch_box(op, st, a_, rc_, r_, %s);\n}\n\n", box_form(&g));
+    fputs(!returns_int(&g) ? ")) ? 0 : tn_last_status(); }\n" : "); }\n", f);
+    fprintf(f, "static int bx_%d(const struct tn_op *op, struct tn_ivalue *st, int n)\n"
+               "{ return tn_dispatch_boxed(op, st, n, cl_%d, %s); }\n\n", k, k, box_form(&g));
 }
 
 /* The structured signature: kind, parameters, inputs, outputs, and for a

@@ -477,3 +477,18 @@ int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct t
     }
     return op->nrets;
 }
+
+/* Contract in tensor/dispatch.h. */
+int tn_dispatch_boxed(const struct tn_op *op, struct tn_ivalue *st, int n,
+                      tn_dispatch_typed_call call, enum tn_box_form form)
+{
+    struct tn_dispatch_arg a[TN_DISPATCH_MAX_ARGS];
+    if (op->nargs > TN_DISPATCH_MAX_ARGS || op->nrets > TN_DISPATCH_MAX_RETS)
+        return tn_set_error(TN_EINVAL, "%s: more than %d arguments or %d results", op->qualname,
+                            TN_DISPATCH_MAX_ARGS, TN_DISPATCH_MAX_RETS);
+    if (tn_dispatch_unbox(op, st, n, a) < 0)
+        return tn_last_status();
+    struct tn_tensor *r[TN_DISPATCH_MAX_RETS] = {NULL}, **list = NULL;
+    int rc = call(op, a, r, &list);
+    return tn_dispatch_box(op, st, a, rc, form == TN_BOX_LIST ? list : r, form);
+}

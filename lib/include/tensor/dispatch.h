@@ -368,6 +368,22 @@ enum tn_box_form {
 int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct tn_dispatch_arg *a,
                     int rc, struct tn_tensor **r, enum tn_box_form form);
 
+/* A generated op's boxed kernel (its op->boxed, one line of tgen's per C
+ * signature) is this engine: it unpacks the stack into a
+ * (tn_dispatch_unbox), runs `call`, the typed call of the op's signature
+ * (the op's entry with the unpacked arguments, results in r[0..nrets) or,
+ * for a Tensor[], in *list; 0, or the entry's failure status), then boxes
+ * the results by `form` (tn_dispatch_box). Returns what tn_dispatch_box
+ * returns, or the failed unpack's status. An op of more than
+ * TN_DISPATCH_MAX_ARGS arguments or TN_DISPATCH_MAX_RETS results gets
+ * TN_EINVAL. */
+#define TN_DISPATCH_MAX_ARGS 32
+#define TN_DISPATCH_MAX_RETS 8
+typedef int (*tn_dispatch_typed_call)(const struct tn_op *op, const struct tn_dispatch_arg *a,
+                                      struct tn_tensor **r, struct tn_tensor ***list);
+int tn_dispatch_boxed(const struct tn_op *op, struct tn_ivalue *st, int n,
+                      tn_dispatch_typed_call call, enum tn_box_form form);
+
 /* Boxed helpers: read argument i of the stack as the schema's type, or take
  * its default; 0 or TN_EINVAL naming the op and the argument. */
 int tn_ivalue_tensor(const struct tn_op *op, const struct tn_ivalue *st, int n, int i,
