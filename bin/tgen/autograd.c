@@ -1158,10 +1158,14 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     fputs(multi ? ");\n    tn__ad_below_end(prev_);\n"
                 : ")};\n    int rc_ = tn__ad_below_done(prev_, r_[0]);\n", f);
     tensor_array(f, fn);
-    fprintf(f, "    bool diff_[%d] = {", nr);
-    for (int k = 0; k < nr; k++)
-        fprintf(f, "%s%s", k ? ", " : "", multi ? "false" : "true");
-    fputs("};\n", f);
+    /* one result of a kind's node: tn__ad_record1_end saves and finishes */
+    bool end1 = !multi && !lists;
+    if (!end1) {
+        fprintf(f, "    bool diff_[%d] = {", nr);
+        for (int k = 0; k < nr; k++)
+            fprintf(f, "%s%s", k ? ", " : "", multi ? "false" : "true");
+        fputs("};\n", f);
+    }
     for (int k = 0; multi && k < nr; k++)
         if (d->out_diff[k])
             fprintf(f, "    diff_[%d] = r_[%d] && float_like(r_[%d]);\n", k, k, k);
@@ -1192,6 +1196,11 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
         }
     }
     /* a result without history is saved as it is (no cycle to break) */
+    if (end1) {
+        fprintf(f, "out_:\n    return tn__ad_record1_end(n_ ? &n_->node_ : NULL, rc_, ins_, %d, r_);\n}\n\n",
+                ne);
+        return 0;
+    }
     if (slots)
         fprintf(f, "    if ((rc_ = tn__ad_save_all(&n_->node_, slots_%s, %d, ins_, r_, diff_)) < 0)\n"
                    "        goto out_;\n", id, ne);

@@ -135,6 +135,14 @@ void *tn__ad_kind_begin(int *rc, const struct tn_tensor *const *ins, int nnext, 
  * with the error (the result released). */
 struct tn_tensor *tn__ad_record1(int rc, const struct tn_tensor *const *ins, int nnext,
                                  struct tn_tensor **r, size_t size, const struct tn__ad_kind *k);
+/* The end of a kernel of one result whose node n (NULL when none: no
+ * input needed grad, or rc < 0) is of a kind: with n and rc >= 0 (the
+ * op ran and the kernel kept its arguments in n), tn__ad_save_all(n,
+ * kind's slots, nnext, ins, r, {true}) when the kind has slots; then
+ * tn__ad_finish(n, r, {true}, 1, rc). Returns r[0], or NULL with the
+ * error (the result released). tn__ad_record1 ends with it. */
+struct tn_tensor *tn__ad_record1_end(struct tn_node *n, int rc, const struct tn_tensor *const *ins,
+                                     int nnext, struct tn_tensor **r);
 /* Copies an int list argument (len entries of src, NULL when len is 0)
  * into a node: 0, or TN_EINVAL naming `what` past TN_MAX_DIMS. */
 int tn__ad_store_dims(int64_t *dst, int *dst_len, const int64_t *src, int len, const char *what);

@@ -349,16 +349,23 @@ int tn__ad_apply_kind(struct tn_node *n, struct tn_tensor *const *grads, struct 
 }
 
 /* Contract in autograd/internal.h. */
+struct tn_tensor *tn__ad_record1_end(struct tn_node *n, int rc, const struct tn_tensor *const *ins,
+                                     int nnext, struct tn_tensor **r)
+{
+    static const bool diff[1] = {true};
+    if (n && rc >= 0 && n->kind->slots)
+        rc = tn__ad_save_all(n, n->kind->slots, nnext, ins, r, diff);
+    tn__ad_finish(n, r, diff, 1, rc);
+    return r[0];
+}
+
+/* Contract in autograd/internal.h. */
 struct tn_tensor *tn__ad_record1(int rc, const struct tn_tensor *const *ins, int nnext,
                                  struct tn_tensor **r, size_t size, const struct tn__ad_kind *k)
 {
-    static const bool diff[1] = {true};
     struct tn_node *n = tn__ad_kind_begin(&rc, ins, nnext, size, k, tn__release_saved_at, 1,
                                           k->slots);
-    if (n && k->slots)
-        rc = tn__ad_save_all(n, k->slots, nnext, ins, r, diff);
-    tn__ad_finish(n, r, diff, 1, rc);
-    return r[0];
+    return tn__ad_record1_end(n, rc, ins, nnext, r);
 }
 
 int tn__ad_below_done(tn_keyset prev, const struct tn_tensor *r)
