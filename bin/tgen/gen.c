@@ -463,21 +463,27 @@ static void sig_params(FILE *f, const struct tg_func *g, const char *lead)
  * - bx_k, boxed: lib/dispatch's engine (tn_dispatch_boxed: unpack the
  *   stack, call, box the results) with cl_k, the call of the op's typed
  *   entry with the unpacked arguments. */
-static void write_signature(FILE *f, const struct tg_func *fn, int k)
+static void write_signature(FILE *f, const struct tg_func *fn, int k, bool structured)
 {
     struct tg_func g;
     char names[TG_MAX_ARGS + TG_MAX_RETS][8];
     generic(fn, &g, names);
     const char *rt = ret_type(fn), *fail = returns_int(fn) ? "tn_last_status()" : "NULL";
-    fprintf(f, "static inline %s rd_%d(const struct tn_op *op, const struct gen_structured *sd, ", rt, k);
+    /* the descriptor only where an op of the signature is structured */
+    fprintf(f, "static inline %s rd_%d(const struct tn_op *op, %s", rt, k,
+            structured ? "const struct gen_structured *sd, " : "");
     sig_params(f, &g, "tn_keyset ks");
-    fprintf(f, ")\n{\n    void (*k_)(void) = tn_dispatch_kernel(op, ks);\n"
-               "    if (sd && k_ && k_ != op->kernels[TN_KEY_AUTOGRAD])\n        return ((%s (*)(", rt);
-    sig_params(f, &g, "const struct gen_structured *, tn_keyset");
-    fputs("))k_)(sd, ks", f);
-    call_args(f, &g, 0, g.nargs, true);
-    ret_call(f, &g);
-    fprintf(f, ");\n    return k_ ? ((%s (*)(", rt);
+    fputs(")\n{\n    void (*k_)(void) = tn_dispatch_kernel(op, ks);\n", f);
+    if (structured) {
+        fprintf(f, "    if (sd && k_ && k_ != op->kernels[TN_KEY_AUTOGRAD])\n        return ((%s (*)(",
+                rt);
+        sig_params(f, &g, "const struct gen_structured *, tn_keyset");
+        fputs("))k_)(sd, ks", f);
+        call_args(f, &g, 0, g.nargs, true);
+        ret_call(f, &g);
+        fputs(");\n", f);
+    }
+    fprintf(f, "    return k_ ? ((%s (*)(", rt);
     sig_params(f, &g, "tn_keyset");
     fputs("))k_)(ks", f);
     call_args(f, &g, 0, g.nargs, true);
@@ -669,12 +675,12 @@ static const char *write_structured(FILE *f, struct rows *r, const struct tg_fun
  * checks stay in it (inlined: tn_dispatch_entry_keyset): a shared one would
  * cost each call a jump and a copy of its by-value arguments. A failed
  * check's TN_KEYSET_FAILED makes the trampoline return the failure. */
-static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd)
+static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd, bool sig_sd)
 {
     char sdb[200];
-    snprintf(sdb, sizeof sdb, sd ? "&sd_%s" : "NULL", sd);
+    snprintf(sdb, sizeof sdb, !sig_sd ? "" : sd ? "&sd_%s, " : "NULL, ", sd);
     entry_decl(f, fn, fn->rdname, true);
-    fprintf(f, "\n{ return rd_%d(&op_%s, %s, ks", k, fn->ident, sdb);
+    fprintf(f, "\n{ return rd_%d(&op_%s, %sks", k, fn->ident, sdb);
     call_args(f, fn, 0, fn->nargs, true);
     ret_call(f, fn);
     fputs("); }\n", f);
@@ -710,7 +716,7 @@ static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd
                        "tn_dispatch_bad_list(\"%s\", \"%s\", %d)%s;\n", fn->args[i].name,
                     fn->args[i].name, fn->args[i].name, returns_int(fn) ? "" : "(void)", fn->name,
                     fn->args[i].name, i + 1, returns_int(fn) ? "" : ", NULL");
-    fprintf(f, "%sreturn rd_%d(&op_%s, %s, ", body ? "    " : "", k, fn->ident, sdb);
+    fprintf(f, "%sreturn rd_%d(&op_%s, %s", body ? "    " : "", k, fn->ident, sdb);
     /* the tensors of a Tensor[] count too (cat of tensors that require grad) */
     bool first = true;
     if (nt && lists) {
@@ -835,22 +841,25 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
     int *st = calloc(n, sizeof *st);
     const char **sd = calloc(n, sizeof *sd), **args = calloc(n, sizeof *args);
     const char **tags = calloc(n, sizeof *tags);
+    bool *sig_sd = calloc(n, sizeof *sig_sd);
     struct rows rs[3];
     for (int i = 0; i < 3; i++)
         rs[i] = (struct rows){calloc(n, sizeof(char *)), calloc(n, sizeof(char *)), 0};
     int rc = 0;
-    if (!keys || !sig || !st || !sd || !args || !tags || !rs[0].text || !rs[0].ident ||
+    if (!keys || !sig || !st || !sd || !args || !tags || !sig_sd || !rs[0].text || !rs[0].ident ||
         !rs[1].text || !rs[1].ident || !rs[2].text || !rs[2].ident)
         goto oom;
     char key[96];
-    /* the trampolines, one set per C signature */
+    /* the trampolines, one set per C signature; sig_sd[k]: whether an op of
+     * signature k is structured */
     for (int i = 0; i < s->nfuncs; i++) {
         box_key(&s->funcs[i], key, sizeof key);
-        int n0 = nk;
         sig[i] = intern(keys, &nk, key);
-        if (nk > n0)
-            write_signature(f, &s->funcs[i], sig[i]);
+        sig_sd[sig[i]] |= structured_of(s, &s->funcs[i]) != NULL;
     }
+    for (int i = 0, done = 0; i < s->nfuncs; i++)
+        if (sig[i] == done) /* a signature's first op */
+            write_signature(f, &s->funcs[i], done++, sig_sd[sig[i]]);
     /* the structured engines, one per signature, and the descriptors */
     nk = 0;
     for (int i = 0; i < s->nfuncs; i++) {
@@ -880,7 +889,7 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
     fputc('\n', f);
     /* the typed entry points */
     for (int i = 0; i < s->nfuncs; i++)
-        write_entry(f, &s->funcs[i], sig[i], sd[i]);
+        write_entry(f, &s->funcs[i], sig[i], sd[i], sig_sd[sig[i]]);
     fputc('\n', f);
     if (plugin) {
         fputs("int tn_plugin_init(void)\n{\n    int rc;\n", f);
@@ -912,6 +921,7 @@ oom:
     free(sd);
     free(args);
     free(tags);
+    free(sig_sd);
     return rc < 0 || ferror(f) ? -1 : 0;
 }
 
