@@ -41,13 +41,14 @@ static bool json_float(const json_t *v, double *out)
 /* torch.export's ScalarType numbers (torch/_export/serde/schema.py). */
 static const struct { int st; enum tn_dtype dt; } scalar_types[] = {
     {1, TN_UINT8}, {2, TN_INT8}, {3, TN_INT16}, {4, TN_INT32}, {5, TN_INT64},
-    {6, TN_FLOAT16}, {7, TN_FLOAT32}, {8, TN_FLOAT64}, {10, TN_COMPLEX64},
+    {6, TN_FLOAT16}, {7, TN_FLOAT32}, {8, TN_FLOAT64}, {10, TN_COMPLEX64}, {11, TN_COMPLEX128},
     {12, TN_BOOL}, {13, TN_BFLOAT16},
 };
 /* Older writers used the enum's names. */
 static const char *const scalar_type_names[] = {
     [1] = "BYTE", [2] = "CHAR", [3] = "SHORT", [4] = "INT", [5] = "LONG", [6] = "HALF",
-    [7] = "FLOAT", [8] = "DOUBLE", [10] = "COMPLEXFLOAT", [12] = "BOOL", [13] = "BFLOAT16",
+    [7] = "FLOAT", [8] = "DOUBLE", [10] = "COMPLEXFLOAT", [11] = "COMPLEXDOUBLE", [12] = "BOOL",
+    [13] = "BFLOAT16",
 };
 
 enum tn_dtype tn_graph_dtype(int st)

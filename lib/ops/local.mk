@@ -2,7 +2,7 @@
 # lib/ops, CPU kernels in lib/ops/cpu.
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
 	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h \
-	lib/ops/cpu/nn_conv.h
+	lib/ops/cpu/nn_conv.h lib/ops/fft_internal.h lib/ops/fft_exec.h lib/ops/fft_lines.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -22,6 +22,8 @@ libtensor_la_SOURCES += \
 	lib/ops/fill.c \
 	lib/ops/layout.c \
 	lib/ops/attention.c \
+	lib/ops/fft.c \
+	lib/ops/fft_plan.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/blas.c \

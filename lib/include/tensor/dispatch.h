@@ -185,7 +185,10 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key);
 #define TN_KEYSET_FAILED ((tn_keyset)1u << 30)
 
 /* "\"add\" not implemented for 'Float8_e4m3fn'" for the storage-only dtype
- * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE. */
+ * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE, or 0 (no
+ * error) where op computes on that dtype: the FFT ops (_fft_r2c, _fft_c2r,
+ * _fft_c2c and torch.fft's fft_*) read and write complex128, which no
+ * other kernel does yet. */
 int tn_dispatch_storage_only(const struct tn_op *op);
 
 /* Not a kernel but a marker in an out= op's Autograd slot (tgen puts it
@@ -202,9 +205,9 @@ int tn_dispatch_out_requires_grad(const struct tn_op *op);
 __attribute__((always_inline)) static inline void (*tn_dispatch_kernel(const struct tn_op *op, tn_keyset ks))(void)
 {
     if (__builtin_expect(ks & (TN_KEYSET_STORAGE_ONLY | TN_KEYSET_FAILED), 0)) {
-        if (!(ks & TN_KEYSET_FAILED))
-            tn_dispatch_storage_only(op);
-        return NULL;
+        if (ks & TN_KEYSET_FAILED || tn_dispatch_storage_only(op) < 0)
+            return NULL;
+        ks &= ~TN_KEYSET_STORAGE_ONLY;
     }
     int k = tn_keyset_highest(ks);
     if (k == TN_KEY_AUTOGRAD && !op->kernels[k])

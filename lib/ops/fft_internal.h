@@ -1,0 +1,54 @@
+/*
+ * ops/fft_internal.h: the FFT engine behind _fft_r2c, _fft_c2r and
+ * _fft_c2c (lib/ops/fft_plan.c; never installed).
+ *
+ * Why our own: the build's dependencies are fixed (C11, OpenBLAS; no FFTW,
+ * whose GPL would also bind libtensor's users, and no MKL), and what the
+ * three ops need is small: one complex transform of any length. A plan per length holds the factors and the twiddles:
+ * lengths whose prime factors are 2, 3, 5 and primes up to 31 run an
+ * iterative mixed-radix Stockham (self-sorting, no bit reversal) Cooley-
+ * Tukey with radix 4, 2, 3, 5 butterflies and a plain DFT for the other
+ * small primes; any other length runs Bluestein's chirp-z transform over a
+ * power-of-two plan. Transforms run in double, float tensors' too: PyTorch's
+ * float32 results (MKL, pocketfft) are off the exact ones by up to about
+ * 1e-7 of the largest value, and a float butterfly chain of our own would
+ * add its own error of that size, failing the float32 OpInfo tolerances
+ * where a double one passes them (fft.fft2 int64 sample 5).
+ */
+#ifndef TN_OPS_FFT_INTERNAL_H
+#define TN_OPS_FFT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct tn__fft_plan;
+
+/* The plan for length n >= 1 (kept in a process-wide cache of recent
+ * lengths, or made for this call when the cache is full); NULL with
+ * TN_ENOMEM set when it cannot be allocated. Give it back with
+ * tn__fft_plan_put. Thread-safe. */
+struct tn__fft_plan *tn__fft_plan_get(int64_t n);
+void tn__fft_plan_put(struct tn__fft_plan *p);
+
+/* How many complex values of scratch space tn__fft_exec_* needs. */
+int64_t tn__fft_work_len(const struct tn__fft_plan *p);
+
+/* The forward DFT (exp(-2 pi i jk/n), unnormalized) of the n interleaved
+ * complex values at data (re, im, re, im, ...), in place; work holds
+ * tn__fft_work_len complex values. The inverse is conj(fwd(conj(x))),
+ * which callers fold into their gather and scatter. */
+void tn__fft_exec_d(const struct tn__fft_plan *p, double *data, double *work);
+
+struct tn_tensor;
+
+/* The FFTs' backward formulas as PyTorch's (fft_r2c_backward,
+ * fft_c2r_backward, and c2c the other way), in lib/ops/fft.c; derivatives.yaml calls them. New references. */
+struct tn_tensor *tn__fft_r2c_bw(const struct tn_tensor *grad, const int64_t *dim, int dim_len,
+                                 int64_t normalization, bool onesided, const int64_t *sizes,
+                                 int ndim);
+struct tn_tensor *tn__fft_c2r_bw(const struct tn_tensor *grad, const int64_t *dim, int dim_len,
+                                 int64_t normalization);
+struct tn_tensor *tn__fft_c2c_bw(const struct tn_tensor *grad, const int64_t *dim, int dim_len,
+                                 int64_t normalization, bool forward);
+
+#endif
