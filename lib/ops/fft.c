@@ -491,9 +491,9 @@ static struct tn_tensor *resize_input(struct tn_tensor *x, const int64_t *dims,
 /* torch.fft.<fn>n (1-D: s and dim of one value; has_dim false: dim None):
  * PyTorch's canonicalize_fft_shape_and_dim_args, promote_tensor_fft and
  * resize_fft_input, then r2c, c2r or c2c. */
-static struct tn_tensor *fft_any(enum fft_fn fn, const struct tn_tensor *self, const int64_t *s,
-                                 int s_len, const int64_t *dim, int dim_len, bool has_dim,
-                                 const char *norm)
+static struct tn_tensor *fft_any(enum fft_fn fn, bool nd, const struct tn_tensor *self,
+                                 const int64_t *s, int s_len, const int64_t *dim, int dim_len,
+                                 bool has_dim, const char *norm)
 {
     const char *name = fn_name[fn];
     int64_t dims[TN_MAX_DIMS], shape[TN_MAX_DIMS];
@@ -562,14 +562,28 @@ static struct tn_tensor *fft_any(enum fft_fn fn, const struct tn_tensor *self, c
             return NULL;
     }
     struct tn_tensor *r;
+    if (!cplx && !c2r && (nd || n == 0) && (fn == F_FFT || fn == F_IFFT)) {
+        /* fft2/fftn of a real input: PyTorch makes it complex for a c2c
+         * (whose layout its result has) */
+        struct tn_tensor *c = tn_to_dtype(x, x->dtype == TN_FLOAT64 ? TN_COMPLEX128 : TN_COMPLEX64);
+        tn_release(x);
+        if (!(x = c))
+            return NULL;
+        cplx = true;
+    }
     if (c2r) {
         r = tn_underscore_fft_c2r(x, dims, n, mode, last_n);
         if (fn == F_HFFT)
             r = reverse_mod(r, dims, n);
     } else if (cplx) {
-        r = tn_underscore_fft_c2c(x, dims, n, mode, fn_forward[fn]);
-    } else if (n == 0) {
-        r = tn_to_dtype(x, x->dtype == TN_FLOAT64 ? TN_COMPLEX128 : TN_COMPLEX64);
+        r = n ? tn_underscore_fft_c2c(x, dims, n, mode, fn_forward[fn]) : tn_retain(x);
+    } else if (fn == F_IHFFT && n > 1) {
+        /* r2c along the last dim (conjugated: of x reversed there), then an
+         * inverse c2c over the others, as PyTorch's ihfftn (and its layout) */
+        x = reverse_mod(x, dims + n - 1, 1);
+        struct tn_tensor *h = x ? tn_underscore_fft_r2c(x, dims + n - 1, 1, mode, true) : NULL;
+        r = h ? tn_underscore_fft_c2c(h, dims, n - 1, mode, false) : NULL;
+        tn_release(h);
     } else {
         if (!fn_forward[fn]) /* ifft, ihfft: conj(r2c(x)) is r2c(x reversed) */
             x = reverse_mod(x, dims, n);
@@ -583,19 +597,19 @@ static struct tn_tensor *fft_any(enum fft_fn fn, const struct tn_tensor *self, c
     struct tn_tensor *tn__composite_fft_##f(tn_keyset ks, const struct tn_tensor *self,         \
                                             const int64_t *n, int64_t dim, const char *norm)    \
     {                                                                                           \
-        return fft_any(FN_, self, n, n ? 1 : 0, &dim, 1, true, norm);                           \
+        return fft_any(FN_, false, self, n, n ? 1 : 0, &dim, 1, true, norm);                    \
     }                                                                                           \
     struct tn_tensor *tn__composite_fft_##f##2(tn_keyset ks, const struct tn_tensor *self,      \
                                                const int64_t *s, int s_len, const int64_t *dim, \
                                                int dim_len, const char *norm)                   \
     {                                                                                           \
-        return fft_any(FN_, self, s, s_len, dim, dim_len, true, norm);                          \
+        return fft_any(FN_, true, self, s, s_len, dim, dim_len, true, norm);                    \
     }                                                                                           \
     struct tn_tensor *tn__composite_fft_##f##n(tn_keyset ks, const struct tn_tensor *self,      \
                                                const int64_t *s, int s_len, const int64_t *dim, \
                                                int dim_len, const char *norm)                   \
     {                                                                                           \
-        return fft_any(FN_, self, s, s_len, dim, dim_len, dim != NULL, norm);                   \
+        return fft_any(FN_, true, self, s, s_len, dim, dim_len, dim != NULL, norm);             \
     }
 FFT_1D(fft, F_FFT)
 FFT_1D(ifft, F_IFFT)

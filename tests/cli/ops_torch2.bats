@@ -46,3 +46,4 @@ check_family() {
 @test "convolution (transposed too) and its backward agree with PyTorch 2.x" { check_family conv; }
 @test "conv1d, the padding=same/valid convolutions, upsample .vec, fill, zero, _to_copy and to.dtype agree with PyTorch 2.x" { check_family misc; }
 @test "scaled_dot_product_attention (masks, causal, GQA, the CPU flash pair, gradients) agrees with PyTorch 2.x" { check_family sdpa; }
+@test "the FFTs (_fft_r2c, _fft_c2r, _fft_c2c, torch.fft's functions) agree with PyTorch 2.x, strides included" { check_family fft; }

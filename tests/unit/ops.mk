@@ -166,3 +166,9 @@ tests_unit_test_ops_strides_SOURCES = tests/unit/test_ops_strides.c tests/unit/o
 tests_unit_test_ops_strides_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_strides_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_strides_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_fft
+tests_unit_test_ops_fft_SOURCES = tests/unit/test_ops_fft.c tests/unit/ops_cases.h
+tests_unit_test_ops_fft_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_fft_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_fft_LDFLAGS = $(TN_UNIT_LINK)

@@ -25,7 +25,7 @@ static void tolerance(enum tn_dtype dt, bool sums, double *rtol, double *atol)
         /* ops that add up products (mm, reductions): summation order
          * differs from PyTorch's, so allow for rounding of the terms */
         switch (dt) {
-        case TN_FLOAT64: *rtol = 1e-10; *atol = 1e-10; return;
+        case TN_FLOAT64: case TN_COMPLEX128: *rtol = 1e-10; *atol = 1e-10; return;
         case TN_FLOAT32: *rtol = 1e-5; *atol = 1e-4; return;
         case TN_COMPLEX64: *rtol = 1e-5; *atol = 1e-4; return;
         case TN_FLOAT16: *rtol = 1e-2; *atol = 2e-2; return;
@@ -34,7 +34,7 @@ static void tolerance(enum tn_dtype dt, bool sums, double *rtol, double *atol)
         }
     }
     switch (dt) {
-    case TN_FLOAT64: *rtol = 1e-12; *atol = 1e-12; break;
+    case TN_FLOAT64: case TN_COMPLEX128: *rtol = 1e-12; *atol = 1e-12; break;
     case TN_FLOAT32: *rtol = 1e-6; *atol = 1e-6; break;
     case TN_COMPLEX64: *rtol = 1e-5; *atol = 1e-5; break;
     case TN_FLOAT16: *rtol = 1e-3; *atol = 1e-3; break;
@@ -70,14 +70,15 @@ static int compare(const struct tn_tensor *t, json_t *want, const char *what, bo
     } else if (rtol == 0) {
         rc = tn_test_compare(t, want, what, 0);
     } else {
-        /* complex64 compares as pairs of floats */
-        bool cplx = w->dtype == TN_COMPLEX64;
+        /* complex64 (complex128) compares as pairs of floats (doubles) */
+        bool cplx = tn_dtype_is_complex(w->dtype);
+        enum tn_dtype part = w->dtype == TN_COMPLEX64    ? TN_FLOAT32
+                             : w->dtype == TN_COMPLEX128 ? TN_FLOAT64
+                                                         : w->dtype;
         struct tn_tensor *gc = tn_contiguous(t);
         int64_t n = tn_numel(w) * (cplx ? 2 : 1);
-        struct tn_tensor *gv = tn_from_blob(tn_data(gc), TN_SHAPE(n), NULL,
-                                            cplx ? TN_FLOAT32 : w->dtype, NULL, NULL);
-        struct tn_tensor *wv = tn_from_blob(tn_data(w), TN_SHAPE(n), NULL,
-                                            cplx ? TN_FLOAT32 : w->dtype, NULL, NULL);
+        struct tn_tensor *gv = tn_from_blob(tn_data(gc), TN_SHAPE(n), NULL, part, NULL, NULL);
+        struct tn_tensor *wv = tn_from_blob(tn_data(w), TN_SHAPE(n), NULL, part, NULL, NULL);
         struct tn_tensor *g64 = tn_to_dtype(gv, TN_FLOAT64), *w64 = tn_to_dtype(wv, TN_FLOAT64);
         const double *gd = tn_data(g64), *wd = tn_data(w64);
         for (int64_t i = 0; i < n && rc == 0; i++)
