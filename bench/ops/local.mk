@@ -38,3 +38,13 @@ TN_BENCH_SH += bench/ops/mm.sh
 bench-mm: bench/ops/bench_ops$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/mm.sh
 .PHONY: bench-mm
+
+# the FFTs (lengths 2^10 .. 2^20, a mixed-radix and two prime lengths, a
+# batch) against torch.fft; `make bench-fft` runs it alone.
+TN_BENCH_BIN += bench/ops/bench_fft
+bench_ops_bench_fft_SOURCES = bench/ops/bench_fft.c bench/bench.h
+bench_ops_bench_fft_LDADD = $(TN_LIB) -lm
+TN_BENCH_SH += bench/ops/fft.sh
+bench-fft: bench/ops/bench_fft$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/ops/fft.sh
+.PHONY: bench-fft
