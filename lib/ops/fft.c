@@ -209,21 +209,56 @@ static struct tn_tensor *relayout(struct tn_tensor *out, const int64_t *strides)
     return t;
 }
 
+/* out laid out (relayout), or NULL with out released where rc < 0. */
+static struct tn_tensor *finish(struct tn_tensor *out, int rc, const int64_t *layout)
+{
+    if (rc < 0) {
+        tn_release(out);
+        return NULL;
+    }
+    return relayout(out, layout);
+}
+
+/* The checks the three kernels share: self's dtype (complex or real
+ * float), dim (wrapped into dims; at least one where `need`),
+ * normalization and, where `points`, no empty transformed dim. 0 or the
+ * error (PyTorch 2.x's words). */
+static int check_args(const char *op, const struct tn_tensor *self, bool want_complex,
+                      const int64_t *dim, int dim_len, bool need, int64_t normalization,
+                      bool points, int *dims)
+{
+    const char *name = tn_dtype_info(self->dtype)->c10_name;
+    if (want_complex && !tn_dtype_is_complex(self->dtype))
+        return tn_set_error(TN_EDTYPE, "Only supports complex dtypes, but found: %s", name);
+    if (!want_complex && self->dtype != TN_FLOAT32 && self->dtype != TN_FLOAT64)
+        return tn_set_error(TN_EDTYPE, tn_dtype_is_floating(self->dtype)
+                                           ? "Unsupported dtype %s"
+                                           : "Only supports floating-point dtypes, but found: %s",
+                            name);
+    if (dim_len > self->ndim)
+        return tn_set_error(TN_EINVAL, "%s: %d dims for a %d-dim tensor", op, dim_len, self->ndim);
+    if (fft_dims(op, self, dim, dim_len, need, dims) < 0 || check_norm(op, normalization) < 0 ||
+        (points && check_points(self, dims, dim_len) < 0))
+        return -1;
+    return 0;
+}
+
+/* The layout of a transform of self over dims (sorted as ATen's _sort_dims
+ * sorts them, the last kept last where keep_last) with result sizes. */
+static void result_layout(const struct tn_tensor *self, const int64_t *sizes, const int *dims,
+                          int dim_len, bool keep_last, int64_t *layout)
+{
+    int sorted[TN_MAX_DIMS];
+    memcpy(sorted, dims, sizeof(int) * dim_len);
+    sort_dims(sorted, dim_len, self->strides, keep_last);
+    fft_layout(sizes, self->ndim, self->strides, sorted, dim_len, layout);
+}
+
 struct tn_tensor *tn__cpu__fft_r2c(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
                                    int dim_len, int64_t normalization, bool onesided)
 {
     int dims[TN_MAX_DIMS];
-    if (self->dtype != TN_FLOAT32 && self->dtype != TN_FLOAT64)
-        return tn_set_error(TN_EDTYPE, tn_dtype_is_floating(self->dtype)
-                                           ? "Unsupported dtype %s"
-                                           : "Only supports floating-point dtypes, but found: %s",
-                            tn_dtype_info(self->dtype)->c10_name),
-               NULL;
-    if (dim_len > self->ndim)
-        return tn_set_error(TN_EINVAL, "_fft_r2c: %d dims for a %d-dim tensor", dim_len, self->ndim),
-               NULL;
-    if (fft_dims("_fft_r2c", self, dim, dim_len, true, dims) < 0 ||
-        check_norm("_fft_r2c", normalization) < 0 || check_points(self, dims, dim_len) < 0)
+    if (check_args("_fft_r2c", self, false, dim, dim_len, true, normalization, true, dims) < 0)
         return NULL;
     int last = dims[dim_len - 1];
     int64_t n = self->sizes[last], sizes[TN_MAX_DIMS];
@@ -231,11 +266,8 @@ struct tn_tensor *tn__cpu__fft_r2c(tn_keyset ks, const struct tn_tensor *self, c
     if (onesided)
         sizes[last] = n / 2 + 1;
     bool dbl = self->dtype == TN_FLOAT64;
-    int sorted[TN_MAX_DIMS];
     int64_t layout[TN_MAX_DIMS];
-    memcpy(sorted, dims, sizeof(int) * dim_len);
-    sort_dims(sorted, dim_len, self->strides, true);
-    fft_layout(sizes, self->ndim, self->strides, sorted, dim_len, layout);
+    result_layout(self, sizes, dims, dim_len, true, layout);
     struct tn_tensor *out = tn_empty_on(sizes, self->ndim, dbl ? TN_COMPLEX128 : TN_COMPLEX64,
                                         self->device);
     if (!out || is_meta(self) || tn_numel(out) == 0)
@@ -246,56 +278,32 @@ struct tn_tensor *tn__cpu__fft_r2c(tn_keyset ks, const struct tn_tensor *self, c
                           tn_data(x), tn_data(out), false, dim_len == 1 ? scale : 1.0)
                : -1;
     tn_release(x);
-    if (rc < 0 || c2c_passes(out, dims, dim_len - 1, false, scale) < 0) {
-        tn_release(out);
-        return NULL;
-    }
-    return relayout(out, layout);
+    if (rc == 0)
+        rc = c2c_passes(out, dims, dim_len - 1, false, scale);
+    return finish(out, rc, layout);
 }
 
 struct tn_tensor *tn__cpu__fft_c2c(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
                                    int dim_len, int64_t normalization, bool forward)
 {
     int dims[TN_MAX_DIMS];
-    if (!tn_dtype_is_complex(self->dtype))
-        return tn_set_error(TN_EDTYPE, "Only supports complex dtypes, but found: %s",
-                            tn_dtype_info(self->dtype)->c10_name),
-               NULL;
-    if (dim_len > self->ndim)
-        return tn_set_error(TN_EINVAL, "_fft_c2c: %d dims for a %d-dim tensor", dim_len, self->ndim),
-               NULL;
-    if (fft_dims("_fft_c2c", self, dim, dim_len, false, dims) < 0 ||
-        check_norm("_fft_c2c", normalization) < 0 || check_points(self, dims, dim_len) < 0)
-        return NULL;
-    int sorted[TN_MAX_DIMS];
     int64_t layout[TN_MAX_DIMS];
-    memcpy(sorted, dims, sizeof(int) * dim_len);
-    sort_dims(sorted, dim_len, self->strides, false);
-    fft_layout(self->sizes, self->ndim, self->strides, sorted, dim_len, layout);
+    if (check_args("_fft_c2c", self, true, dim, dim_len, false, normalization, true, dims) < 0)
+        return NULL;
+    result_layout(self, self->sizes, dims, dim_len, false, layout);
     struct tn_tensor *out = fresh_copy(self);
     if (!out || is_meta(self) || tn_numel(out) == 0 || dim_len == 0)
         return relayout(out, layout);
-    if (c2c_passes(out, dims, dim_len, !forward,
-                   norm_scale(normalization, self->sizes, dims, dim_len)) < 0) {
-        tn_release(out);
-        return NULL;
-    }
-    return relayout(out, layout);
+    return finish(out, c2c_passes(out, dims, dim_len, !forward,
+                                  norm_scale(normalization, self->sizes, dims, dim_len)),
+                  layout);
 }
 
 struct tn_tensor *tn__cpu__fft_c2r(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
                                    int dim_len, int64_t normalization, int64_t last_dim_size)
 {
     int dims[TN_MAX_DIMS];
-    if (!tn_dtype_is_complex(self->dtype))
-        return tn_set_error(TN_EDTYPE, "Only supports complex dtypes, but found: %s",
-                            tn_dtype_info(self->dtype)->c10_name),
-               NULL;
-    if (dim_len > self->ndim)
-        return tn_set_error(TN_EINVAL, "_fft_c2r: %d dims for a %d-dim tensor", dim_len, self->ndim),
-               NULL;
-    if (fft_dims("_fft_c2r", self, dim, dim_len, true, dims) < 0 ||
-        check_norm("_fft_c2r", normalization) < 0)
+    if (check_args("_fft_c2r", self, true, dim, dim_len, true, normalization, false, dims) < 0)
         return NULL;
     int last = dims[dim_len - 1];
     int64_t n = last_dim_size, in_n = self->sizes[last], sizes[TN_MAX_DIMS];
@@ -311,13 +319,10 @@ struct tn_tensor *tn__cpu__fft_c2r(tn_keyset ks, const struct tn_tensor *self, c
     bool dbl = self->dtype == TN_COMPLEX128;
     /* 2.x: an MKL c2c over the other dims, laid out as it lays out, then
      * the c2r along the last */
-    int sorted[TN_MAX_DIMS];
     int64_t mid[TN_MAX_DIMS], layout[TN_MAX_DIMS];
     const int64_t *ref = self->strides;
     if (dim_len > 1) {
-        memcpy(sorted, dims, sizeof(int) * (dim_len - 1));
-        sort_dims(sorted, dim_len - 1, self->strides, false);
-        fft_layout(self->sizes, self->ndim, self->strides, sorted, dim_len - 1, mid);
+        result_layout(self, self->sizes, dims, dim_len - 1, false, mid);
         ref = mid;
     }
     fft_layout(sizes, self->ndim, ref, &last, 1, layout);
@@ -332,11 +337,7 @@ struct tn_tensor *tn__cpu__fft_c2r(tn_keyset ks, const struct tn_tensor *self, c
         rc = run_pass(PASS_C2R, dbl, self->sizes, self->ndim, last, n, in_n, n, tn_data(x),
                       tn_data(out), true, norm_scale(normalization, sizes, dims, dim_len));
     tn_release(x);
-    if (rc < 0) {
-        tn_release(out);
-        return NULL;
-    }
-    return relayout(out, layout);
+    return finish(out, rc, layout);
 }
 
 /* ------------------------------------------------ backward helpers */
