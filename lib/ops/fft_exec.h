@@ -78,9 +78,11 @@ static inline void FN(butterfly)(int rad, R *vr, R *vi, const R *roots)
 
 /* One Stockham pass: x holds rad^-1 n sub-transforms of length ns done;
  * y gets n/(ns rad) of length ns rad. tw holds exp(-2 pi i rk/(ns rad))
- * at [k rad + r]. */
-static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *roots, const R *x,
-                     R *y)
+ * at [k rad + r]. Inlined per radix (FN(pass) below), so the butterfly's
+ * switch and the loops over r resolve at compile time. */
+static inline __attribute__((always_inline)) void FN(pass_rad)(int64_t n, const int rad, int64_t ns,
+                                                               const R *tw, const R *roots,
+                                                               const R *x, R *y)
 {
     int64_t q = n / rad, nb = q / ns;
     R vr[FFT_MAX_RADIX], vi[FFT_MAX_RADIX];
@@ -89,7 +91,8 @@ static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *roots
         R *yb = y + 2 * b * ns * rad;
         for (int64_t k = 0; k < ns; k++) {
             const R *w = tw + 2 * k * rad;
-            for (int r = 0; r < rad; r++) {
+            vr[0] = xb[2 * k], vi[0] = xb[2 * k + 1];
+            for (int r = 1; r < rad; r++) {
                 R ar = xb[2 * (k + r * q)], ai = xb[2 * (k + r * q) + 1];
                 R wr = w[2 * r], wi = w[2 * r + 1];
                 vr[r] = ar * wr - ai * wi;
@@ -101,6 +104,18 @@ static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *roots
                 yb[2 * (k + r * ns) + 1] = vi[r];
             }
         }
+    }
+}
+
+static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *roots, const R *x,
+                     R *y)
+{
+    switch (rad) {
+    case 2: FN(pass_rad)(n, 2, ns, tw, roots, x, y); return;
+    case 3: FN(pass_rad)(n, 3, ns, tw, roots, x, y); return;
+    case 4: FN(pass_rad)(n, 4, ns, tw, roots, x, y); return;
+    case 5: FN(pass_rad)(n, 5, ns, tw, roots, x, y); return;
+    default: FN(pass_rad)(n, rad, ns, tw, roots, x, y); return;
     }
 }
 
