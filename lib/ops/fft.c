@@ -29,6 +29,7 @@ struct fft_pass {
     const void *in;
     void *out;
     bool in_complex, out_complex, inverse;
+    bool half; /* an even real transform of n through plan (n/2's): real_half */
     double scale;
     atomic_bool failed;
 };
@@ -58,11 +59,12 @@ static int run_pass(enum pass_kind kind, bool dbl, const int64_t *sizes, int ndi
     int64_t lines = outer * inner;
     if (lines == 0 || n == 0)
         return 0;
-    struct tn__fft_plan *plan = tn__fft_plan_get(n);
+    bool half = kind != PASS_C2C && n % 2 == 0;
+    struct tn__fft_plan *plan = tn__fft_plan_get(half ? n / 2 : n);
     if (!plan)
         return tn_last_status();
     struct fft_pass ps = {kind, plan, n, in_n, out_n, inner, in, out,
-                          kind != PASS_R2C, kind != PASS_C2R, inverse, scale, false};
+                          kind != PASS_R2C, kind != PASS_C2R, inverse, half, scale, false};
     int64_t grain = 16384 / n + 1;
     tn_parallel_for(lines, grain, dbl ? pass_range_d : pass_range_f, &ps);
     tn__fft_plan_put(plan);

@@ -33,6 +33,11 @@ void tn__fft_plan_put(struct tn__fft_plan *p);
 /* How many complex values of scratch space tn__fft_exec_* needs. */
 int64_t tn__fft_work_len(const struct tn__fft_plan *p);
 
+/* exp(-2 pi i k/(2n)) for k = 0..n (interleaved pairs) of the plan for n:
+ * what turns its complex transform of n into a real one of 2n (the even
+ * and odd samples as real and imaginary parts, then one butterfly). */
+const double *tn__fft_real_twiddles(const struct tn__fft_plan *p);
+
 /* The forward DFT (exp(-2 pi i jk/n), unnormalized) of the n interleaved
  * complex values at data (re, im, re, im, ...), in place; work holds
  * tn__fft_work_len complex values. The inverse is conj(fwd(conj(x))),

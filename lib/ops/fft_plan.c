@@ -25,6 +25,7 @@ struct tn__fft_plan {
     /* Stockham: each pass's twiddles and roots; Bluestein: chirp (n) then
      * the filter's scaled FFT (sub->n) */
     double *twd;
+    double *rtw;                /* exp(-2 pi i k/(2n)), k = 0..n: a real transform of 2n */
     struct tn__fft_plan *sub;   /* Bluestein's power-of-two plan, or NULL */
     bool cached;
 };
@@ -43,6 +44,7 @@ static void plan_free(struct tn__fft_plan *p)
         return;
     plan_free(p->sub);
     free(p->twd);
+    free(p->rtw);
     free(p);
 }
 
@@ -98,6 +100,11 @@ static struct tn__fft_plan *plan_make(int64_t n)
     if (!p)
         return NULL;
     p->n = n;
+    /* the real transforms of length 2n run as complex ones of n (fft.c) */
+    if (!(p->rtw = malloc((size_t)(n + 1) * 2 * sizeof(double))))
+        goto fail;
+    for (int64_t k = 0; k <= n; k++)
+        root(p->rtw + 2 * k, k, 2 * n);
     int64_t rest = n;
     while (rest % 4 == 0 && p->nf < FFT_MAX_FACTORS)
         p->fac[p->nf++] = 4, rest /= 4;
@@ -182,3 +189,5 @@ void tn__fft_plan_put(struct tn__fft_plan *p)
 }
 
 int64_t tn__fft_work_len(const struct tn__fft_plan *p) { return p->sub ? 2 * p->sub->n : p->n; }
+
+const double *tn__fft_real_twiddles(const struct tn__fft_plan *p) { return p->rtw; }

@@ -111,11 +111,10 @@ static void test_meta(void **state)
 }
 
 /* Gradients by finite differences (float64; the complex results reach a
- * real loss through rfft -> irfft, c2c in between): d sum(w * y)/dx. */
-static void test_gradients(void **state)
+ * real loss through rfft -> irfft, c2c in between): d sum(w * y)/dx, for a
+ * last size n odd (plain) or even (the half-length real path). */
+static void check_gradients(int64_t n)
 {
-    (void)state;
-    const int64_t n = 9;
     struct tn_tensor *x = tn_randn(TN_SHAPE(2, n), TN_FLOAT64, NULL);
     struct tn_tensor *w = tn_randn(TN_SHAPE(2, n), TN_FLOAT64, NULL);
     struct tn_tensor *xr = tn_clone(x);
@@ -158,6 +157,13 @@ static void test_gradients(void **state)
     tn_release(xr);
     tn_release(w);
     tn_release(x);
+}
+
+static void test_gradients(void **state)
+{
+    (void)state;
+    check_gradients(9);
+    check_gradients(8);
 }
 
 int main(void)
