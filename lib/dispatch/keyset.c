@@ -91,7 +91,8 @@ int tn_dispatch_storage_only(const struct tn_op *op)
 {
     enum tn_dtype dt = tls_storage_only;
     if (dt == TN_COMPLEX128 && !strcmp(op->ns, "aten") &&
-        (!strncmp(op->name, "_fft_", 5) || !strncmp(op->name, "fft_", 4)))
+        (!strncmp(op->name, "_fft_", 5) || !strncmp(op->name, "fft_", 4) ||
+         !strcmp(op->name, "_conj_physical")))
         return 0;
     return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", op->name,
                         tn_dtype_is_storage_only(dt) ? tn_dtype_info(dt)->c10_name : "?");

@@ -3,7 +3,8 @@
  * _fft_c2c: CPU and Meta kernels over ops/fft_plan.c's engine, which says
  * why we have our own), their backward helpers (derivatives.yaml), and
  * torch.fft's functions (fft_fft ... fft_ihfftn, fftshift) composed of
- * them as PyTorch's SpectralOps.cpp composes them.
+ * them as PyTorch's SpectralOps.cpp composes them (the conjugates through
+ * _conj_physical).
  *
  * Normalization is ATen's fft_norm_mode: 0 none, 1 by 1/sqrt(n), 2 by
  * 1/n, n the product of the signal sizes over `dim` (the output's for
@@ -342,6 +343,32 @@ struct tn_tensor *tn__cpu__fft_c2r(tn_keyset ks, const struct tn_tensor *self, c
     return finish(out, rc, layout);
 }
 
+/* _conj_physical: the conjugate, laid out as self where self is dense
+ * (empty_like's preserve), a copy for real dtypes. The FFTs' conjugates
+ * (ifft of a real input, hfft, ihfft) go through it, as in PyTorch. */
+struct tn_tensor *tn__cpu__conj_physical(tn_keyset ks, const struct tn_tensor *self)
+{
+    if (tn_dtype_is_storage_only(self->dtype) && self->dtype != TN_COMPLEX128)
+        return tn_set_error(TN_EDTYPE, "\"conj_physical\" not implemented for '%s'",
+                            tn_dtype_info(self->dtype)->c10_name), NULL;
+    struct tn_tensor *out = tn_empty_like(self, TN_DTYPE_UNSET);
+    if (!out || is_meta(self))
+        return out;
+    if (tn_copy_(out, self) < 0) {
+        tn_release(out);
+        return NULL;
+    }
+    /* out is dense: its numel values lie in one block */
+    int64_t n = tn_dtype_is_complex(out->dtype) ? tn_numel(out) : 0;
+    if (out->dtype == TN_COMPLEX128)
+        for (double *p = tn_data(out); n-- > 0; p += 2)
+            p[1] = -p[1];
+    else
+        for (float *p = tn_data(out); n-- > 0; p += 2)
+            p[1] = -p[1];
+    return out;
+}
+
 /* ------------------------------------------------ backward helpers */
 
 /* The real part of a complex tensor, as a new contiguous tensor. */
@@ -447,23 +474,6 @@ static int norm_mode(const char *norm, bool forward)
     if (!strcmp(norm, "ortho"))
         return 1;
     return tn_set_error(TN_EINVAL, "Invalid normalization mode: \"%s\"", norm);
-}
-
-/* x reversed modulo its length along dims (x[-t mod n]): for a real x,
- * the DFT of that is the conjugate of x's, which is how ifft of a real
- * input, ihfft and hfft take their conjugates without a complex op. */
-static struct tn_tensor *reverse_mod(struct tn_tensor *x, const int64_t *dims, int n)
-{
-    if (!x)
-        return NULL;
-    int64_t ones[TN_MAX_DIMS];
-    for (int i = 0; i < n; i++)
-        ones[i] = 1;
-    struct tn_tensor *f = tn_flip(x, dims, n);
-    tn_release(x);
-    struct tn_tensor *r = f ? tn_roll(f, ones, n, dims, n) : NULL;
-    tn_release(f);
-    return r;
 }
 
 /* x cut or zero-padded at the end of each of dims[i] to shape[i]. */
@@ -574,23 +584,33 @@ static struct tn_tensor *fft_any(enum fft_fn fn, bool nd, const struct tn_tensor
             return NULL;
         cplx = true;
     }
-    if (c2r) {
+    if (fn == F_HFFT) {
+        /* c2c forward over the other dims, conjugate, c2r along the last */
+        struct tn_tensor *h = n > 1 ? tn_underscore_fft_c2c(x, dims, n - 1, mode, true)
+                                    : tn_retain(x);
+        struct tn_tensor *c = h ? tn_underscore_conj_physical(h) : NULL;
+        r = c ? tn_underscore_fft_c2r(c, dims + n - 1, 1, mode, last_n) : NULL;
+        tn_release(c);
+        tn_release(h);
+    } else if (c2r) {
         r = tn_underscore_fft_c2r(x, dims, n, mode, last_n);
-        if (fn == F_HFFT)
-            r = reverse_mod(r, dims, n);
     } else if (cplx) {
         r = n ? tn_underscore_fft_c2c(x, dims, n, mode, fn_forward[fn]) : tn_retain(x);
-    } else if (fn == F_IHFFT && n > 1) {
-        /* r2c along the last dim (conjugated: of x reversed there), then an
-         * inverse c2c over the others, as PyTorch's ihfftn (and its layout) */
-        x = reverse_mod(x, dims + n - 1, 1);
-        struct tn_tensor *h = x ? tn_underscore_fft_r2c(x, dims + n - 1, 1, mode, true) : NULL;
-        r = h ? tn_underscore_fft_c2c(h, dims, n - 1, mode, false) : NULL;
+    } else if (fn == F_IHFFT) {
+        /* the conjugate of r2c along the last dim, then an inverse c2c over
+         * the others */
+        struct tn_tensor *h = tn_underscore_fft_r2c(x, dims + n - 1, 1, mode, true);
+        struct tn_tensor *c = h ? tn_underscore_conj_physical(h) : NULL;
+        r = !c ? NULL : n > 1 ? tn_underscore_fft_c2c(c, dims, n - 1, mode, false) : tn_retain(c);
+        tn_release(c);
         tn_release(h);
     } else {
-        if (!fn_forward[fn]) /* ifft, ihfft: conj(r2c(x)) is r2c(x reversed) */
-            x = reverse_mod(x, dims, n);
-        r = x ? tn_underscore_fft_r2c(x, dims, n, mode, fn == F_RFFT || fn == F_IHFFT) : NULL;
+        r = tn_underscore_fft_r2c(x, dims, n, mode, fn == F_RFFT);
+        if (r && !fn_forward[fn]) { /* ifft of a real input: the conjugate */
+            struct tn_tensor *c = tn_underscore_conj_physical(r);
+            tn_release(r);
+            r = c;
+        }
     }
     tn_release(x);
     return r;

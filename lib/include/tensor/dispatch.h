@@ -187,8 +187,8 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key);
 /* "\"add\" not implemented for 'Float8_e4m3fn'" for the storage-only dtype
  * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE, or 0 (no
  * error) where op computes on that dtype: the FFT ops (_fft_r2c, _fft_c2r,
- * _fft_c2c and torch.fft's fft_*) read and write complex128, which no
- * other kernel does yet. */
+ * _fft_c2c, torch.fft's fft_* and _conj_physical) read and write
+ * complex128, which no other kernel does yet. */
 int tn_dispatch_storage_only(const struct tn_op *op);
 
 /* Not a kernel but a marker in an out= op's Autograd slot (tgen puts it
