@@ -78,6 +78,19 @@ refer_to_all() {
     local yaml=$TN_SRCDIR/schemas/native_functions.yaml n
     echo '#include <tensor/ops.h>' >ops.c
     declared ops >ops.list
+    # the schema's underscore ops (aten::_softmax, ...) and the C names tgen
+    # gives them, one per overload: every one a tn_underscore_ name, and
+    # those names exactly the installed header's tn_underscore_ functions
+    tgen --list "$yaml" | awk -F'\t' '$1 ~ /^aten::_/ { print $2 }' | sort >want.list
+    n=$(grep -c '^- func: _' "$yaml")
+    [ "$(wc -l <want.list)" -eq "$n" ] ||
+        fail "tgen --list gives $(wc -l <want.list) underscore ops, the schema $n"
+    [ "$n" -ge 2 ] || fail "only $n underscore ops in the schema: the pattern is wrong"
+    run grep -v '^tn_underscore_' want.list
+    assert_output ""
+    grep '^tn_underscore_' ops.list | sort >got.list
+    run diff want.list got.list
+    assert_success
     run grep -x -e tn_underscore_softmax -e tn_underscore_to_copy ops.list
     assert_success
 }
