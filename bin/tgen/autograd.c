@@ -439,6 +439,11 @@ static int emit_name(struct ctx *c, const struct expr *e, struct val *out)
         snprintf(out->text, sizeof out->text, "v_[%d]", edge_of(c->fn, c->fn->nargs) + r);
         return 0;
     }
+    if (!strcmp(n, "None")) { /* an absent Tensor? argument (PyTorch's Tensor()) */
+        out->kind = V_TENSOR;
+        strcpy(out->text, "NULL");
+        return 0;
+    }
     if (!strcmp(n, "true") || !strcmp(n, "false")) {
         out->kind = V_RAW;
         strcpy(out->text, n);

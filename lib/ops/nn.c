@@ -186,6 +186,29 @@ int tn__composite__native_batch_norm_legit_no_training(
                                            false, momentum, eps, result0, result1, result2);
 }
 
+/* torch.export's core ATen batch norm: native_batch_norm, its running
+ * statistics (if any) updated in place in training as there. */
+int tn__composite__native_batch_norm_legit(
+    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
+    const struct tn_tensor *bias, const struct tn_tensor *running_mean,
+    const struct tn_tensor *running_var, bool training, double momentum, double eps,
+    struct tn_tensor **result0, struct tn_tensor **result1, struct tn_tensor **result2)
+{
+    return tn__redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
+                                           training, momentum, eps, result0, result1, result2);
+}
+
+int tn__composite__native_batch_norm_legit_no_stats(
+    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
+    const struct tn_tensor *bias, bool training, double momentum, double eps,
+    struct tn_tensor **result0, struct tn_tensor **result1, struct tn_tensor **result2)
+{
+    if (!training) /* PyTorch's words (batch_norm_cpu) */
+        return tn_set_error(TN_EINVAL, "running_mean must be defined in evaluation mode");
+    return tn__redispatch_native_batch_norm(ks, input, weight, bias, NULL, NULL, training,
+                                           momentum, eps, result0, result1, result2);
+}
+
 /* The functional IR's training batch norm: native_batch_norm updating
  * copies of the running statistics, returned as the last two results. */
 int tn__composite__native_batch_norm_legit_functional(
