@@ -420,6 +420,59 @@ TN_CONV_BW(convolution_backward_input, 0)
 TN_CONV_BW(convolution_backward_weight, 1)
 TN_CONV_BW(convolution_backward_bias, 2)
 
+/* embedding_bag.padding_idx: _embedding_bag with indices and offsets of
+ * one integer type (int32 only when both are), padding_idx None as -1 and
+ * a negative one counted from the end, as PyTorch's. */
+int tn__composite_embedding_bag_padding_idx(
+    tn_keyset ks, const struct tn_tensor *weight, const struct tn_tensor *indices,
+    const struct tn_tensor *offsets, bool scale_grad_by_freq, int64_t mode, bool sparse,
+    const struct tn_tensor *per_sample_weights, bool include_last_offset,
+    const int64_t *padding_idx, struct tn_tensor **result0, struct tn_tensor **result1,
+    struct tn_tensor **result2, struct tn_tensor **result3)
+{
+    int64_t pad = -1, nw = weight->ndim ? weight->sizes[0] : 0;
+    if (padding_idx) {
+        pad = *padding_idx;
+        if (pad < -nw || pad >= nw)
+            return tn_set_error(TN_EINDEX, "padding_idx must be within the number of "
+                                "embeddings, -%lld through %lld, but got %lld", (long long)nw,
+                                (long long)(nw - 1), (long long)pad);
+        if (pad < 0)
+            pad += nw;
+    }
+    struct tn_tensor *i = NULL, *o = NULL;
+    if (indices->dtype != offsets->dtype && (indices->dtype == TN_INT32 || indices->dtype == TN_INT64) &&
+        (offsets->dtype == TN_INT32 || offsets->dtype == TN_INT64)) {
+        i = tn_to_dtype(indices, TN_INT64);
+        o = i ? tn_to_dtype(offsets, TN_INT64) : NULL;
+        if (!o) {
+            tn_release(i);
+            return tn_last_status();
+        }
+    }
+    int rc = tn_underscore_embedding_bag(weight, i ? i : indices, o ? o : offsets,
+                                         scale_grad_by_freq, mode, sparse, per_sample_weights,
+                                         include_last_offset, pad, result0, result1, result2,
+                                         result3);
+    tn_release(i);
+    tn_release(o);
+    return rc;
+}
+
+int tn__composite_embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
+                                const struct tn_tensor *indices, const struct tn_tensor *offsets,
+                                bool scale_grad_by_freq, int64_t mode, bool sparse,
+                                const struct tn_tensor *per_sample_weights,
+                                bool include_last_offset, struct tn_tensor **result0,
+                                struct tn_tensor **result1, struct tn_tensor **result2,
+                                struct tn_tensor **result3)
+{
+    return tn__composite_embedding_bag_padding_idx(ks, weight, indices, offsets,
+                                                   scale_grad_by_freq, mode, sparse,
+                                                   per_sample_weights, include_last_offset, NULL,
+                                                   result0, result1, result2, result3);
+}
+
 /* embedding's weight gradient, num_weights taken from the weight */
 struct tn_tensor *tn__composite_embedding_backward_weight(tn_keyset ks,
                                                           const struct tn_tensor *grad,
