@@ -5,9 +5,10 @@
  * its derivative calls. Values are computed in float64 and rounded once into
  * weight's dtype (float16, bfloat16, float32, float64). The three integer
  * results follow PyTorch 2.x's CPU kernel exactly, since its backward reads
- * them: offset2bag (each index's bag; empty for mode sum without
- * padding_idx but float64, where PyTorch's fast path skips it), bag_size (the indices
- * other than padding_idx in each bag; zeros for sum) and max_indices (for
+ * them: offset2bag (each index's bag; empty on PyTorch's fast path: mode
+ * sum without padding_idx, weight not float64, rows of stride 1), bag_size
+ * (the indices other than padding_idx in each bag; zeros for sum) and
+ * max_indices (for
  * max the row each maximum came from, first one on ties, 0 in an empty bag;
  * for sum and mean a copy of bag_size). Integer results are int32 when
  * indices and offsets both are, else int64.
@@ -76,7 +77,8 @@ static int eb_check(const struct tn_tensor *weight, const struct tn_tensor *indi
 
 /* The four results' shapes and dtypes, as new tensors on `dev`. */
 static int eb_results(const struct tn_tensor *weight, const struct tn_tensor *indices,
-                      const struct tn_tensor *offsets, int64_t mode, bool include_last_offset,
+                      const struct tn_tensor *offsets, const struct tn_tensor *psw,
+                      int64_t mode, bool include_last_offset,
                       int64_t padding_idx, struct tn_device dev, struct tn_tensor **r)
 {
     int64_t nb = tn_numel(offsets) - (include_last_offset ? 1 : 0), d = weight->sizes[1];
@@ -84,9 +86,11 @@ static int eb_results(const struct tn_tensor *weight, const struct tn_tensor *in
         nb = 0;
     enum tn_dtype it = indices->dtype == TN_INT32 && offsets->dtype == TN_INT32 ? TN_INT32
                                                                                  : TN_INT64;
-    int64_t o2b = mode == EB_SUM && padding_idx < 0 && weight->dtype != TN_FLOAT64
-                      ? 0
-                      : tn_numel(indices);
+    /* PyTorch's is_fast_path: no float64, unit row stride, no padding_idx */
+    bool fast = mode == EB_SUM && padding_idx < 0 && weight->dtype != TN_FLOAT64 &&
+                (weight->sizes[1] <= 1 || weight->strides[1] == 1) &&
+                (!psw || tn_numel(psw) <= 1 || psw->strides[0] == 1);
+    int64_t o2b = fast ? 0 : tn_numel(indices);
     r[0] = tn_empty_on(TN_SHAPE(nb, d), weight->dtype, dev);
     r[1] = tn_empty_on(TN_SHAPE(o2b), it, dev);
     r[2] = tn_empty_on(TN_SHAPE(nb), it, dev);
@@ -110,8 +114,8 @@ int tn__meta__embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
 {
     struct tn_tensor *r[4];
     int rc = eb_check(weight, indices, offsets, mode, per_sample_weights);
-    if (rc < 0 || (rc = eb_results(weight, indices, offsets, mode, include_last_offset,
-                                   padding_idx, weight->device, r)) < 0)
+    if (rc < 0 || (rc = eb_results(weight, indices, offsets, per_sample_weights, mode,
+                                   include_last_offset, padding_idx, weight->device, r)) < 0)
         return rc;
     *result0 = r[0], *result1 = r[1], *result2 = r[2], *result3 = r[3];
     return TN_OK;
@@ -187,8 +191,8 @@ int tn__cpu__embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
                          "valid range [0, %lld)", (long long)i, (long long)ip[i], (long long)nw);
             goto fail;
         }
-    if (eb_results(weight, indices, offsets, mode, include_last_offset, padding_idx, TN_CPU,
-                   r) < 0)
+    if (eb_results(weight, indices, offsets, per_sample_weights, mode, include_last_offset,
+                   padding_idx, TN_CPU, r) < 0)
         goto fail;
     const double *wp = tn_data(w), *pp = ps ? tn_data(ps) : NULL;
     double *ap = tn_data(acc);
