@@ -883,3 +883,90 @@ struct tn_tensor *tn__composite_max_pool3d(tn_keyset ks, const struct tn_tensor 
     tn_release(ix);
     return v;
 }
+
+/* ------------------------------------------------ adaptive 3-D average pooling
+ * _adaptive_avg_pool3d as a decomposition: an adaptive average is separable
+ * (window o of a dimension of size n is [floor(o n / out), ceil((o + 1) n /
+ * out))), so it is three products with averaging matrices, W, then H, then
+ * D, computed in float64 (float32 for float32, float16 and bfloat16, as
+ * PyTorch's accumulation type) and rounded once; Meta shapes and gradients
+ * are those of matmul. PyTorch's checks and words. */
+static struct tn_tensor *avg_matrix(int64_t out, int64_t n, enum tn_dtype dt,
+                                    struct tn_device dev)
+{
+    struct tn_tensor *p = tn_empty_on(TN_SHAPE(out, n), TN_FLOAT64, dev);
+    if (!p || dev.type == TN_DEVICE_META)
+        return p ? tn__nn_to(p, dt) : NULL;
+    double *d = tn_data(p);
+    for (int64_t o = 0; o < out; o++) {
+        int64_t lo = o * n / out, hi = ((o + 1) * n + out - 1) / out;
+        for (int64_t i = 0; i < n; i++)
+            d[o * n + i] = i >= lo && i < hi ? 1.0 / (double)(hi - lo) : 0.0;
+    }
+    return tn__nn_to(p, dt);
+}
+
+struct tn_tensor *tn__composite__adaptive_avg_pool3d(tn_keyset ks, const struct tn_tensor *self,
+                                                     const int64_t *output_size,
+                                                     int output_size_len)
+{
+    char a[128];
+    if (output_size_len != 3)
+        return tn_set_error(TN_EINVAL, "adaptive_avg_pool3d: output_size must be 3"), NULL;
+    enum tn_dtype dt = self->dtype;
+    if (dt != TN_FLOAT32 && dt != TN_FLOAT64 && dt != TN_FLOAT16 && dt != TN_BFLOAT16)
+        return tn_set_error(TN_EDTYPE, "\"adaptive_avg_pool3d_cpu\" not implemented for '%s'",
+                            tn_dtype_info(dt)->c10_name), NULL;
+    if (self->ndim != 4 && self->ndim != 5)
+        return tn_set_error(TN_ESHAPE, "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got "
+                            "%s", tn_shape_format(self->sizes, self->ndim, a, sizeof a)), NULL;
+    for (int i = self->ndim - 4; i < self->ndim; i++)
+        if (i > 0 || self->ndim == 4)
+            if (self->sizes[i] == 0)
+                return tn_set_error(TN_ESHAPE, "adaptive_avg_pool3d(): Expected input to have "
+                                    "non-zero size for non-batch dimensions, but input has sizes "
+                                    "%s with dimension %d being empty",
+                                    tn_shape_format(self->sizes, self->ndim, a, sizeof a), i),
+                       NULL;
+    for (int i = 0; i < 3; i++)
+        if (output_size[i] < 0)
+            return tn_set_error(TN_EINVAL, "adaptive_avg_pool3d: output_size must be "
+                                "non-negative, got %lld", (long long)output_size[i]), NULL;
+    const int64_t *in = self->sizes + self->ndim - 3;
+    enum tn_dtype ct = dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
+    struct tn_keep k = {0};
+    struct tn_tensor *x, *pd, *ph, *pw, *pwt, *y, *z, *zf, *v, *r;
+    TN_KEEP(&k, x, tn__nn_as(self, ct));
+    TN_KEEP(&k, pd, avg_matrix(output_size[0], in[0], ct, self->device));
+    TN_KEEP(&k, ph, avg_matrix(output_size[1], in[1], ct, self->device));
+    TN_KEEP(&k, pw, avg_matrix(output_size[2], in[2], ct, self->device));
+    TN_KEEP(&k, pwt, tn_transpose(pw, 0, 1));
+    TN_KEEP(&k, y, tn_matmul(x, pwt));  /* [.., D, H, oW] */
+    TN_KEEP(&k, z, tn_matmul(ph, y));   /* [.., D, oH, oW] */
+    int64_t sz[5];
+    int nd = self->ndim;
+    memcpy(sz, self->sizes, sizeof(int64_t) * (size_t)(nd - 3));
+    sz[nd - 3] = in[0];
+    sz[nd - 2] = output_size[1] * output_size[2];
+    TN_KEEP(&k, zf, tn_reshape(z, sz, nd - 1));
+    TN_KEEP(&k, v, tn_matmul(pd, zf));  /* [.., oD, oH * oW] */
+    sz[nd - 3] = output_size[0];
+    sz[nd - 2] = output_size[1];
+    sz[nd - 1] = output_size[2];
+    TN_KEEP(&k, r, tn_reshape(v, sz, nd));
+    if (dt != ct)
+        TN_KEEP(&k, r, tn_to_dtype(r, dt));
+    else
+        TN_KEEP(&k, r, tn_contiguous(r));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+struct tn_tensor *tn__composite_adaptive_avg_pool3d(tn_keyset ks, const struct tn_tensor *self,
+                                                    const int64_t *output_size,
+                                                    int output_size_len)
+{
+    return tn__composite__adaptive_avg_pool3d(ks, self, output_size, output_size_len);
+}
