@@ -235,3 +235,104 @@ struct tn_tensor *tn__composite_conv_transpose2d_input(
     tn__nn_drop(0, x, r, NULL, NULL);
     return s;
 }
+
+/* col2im (F.fold's core ATen op): self [N, C * kH * kW, L] (or without N)
+ * summed into [N, C, H, W], each column's kH * kW values added where im2col
+ * took them from. A decomposition: the columns scatter_add'ed into the
+ * padded plane through a table of positions (in PyTorch's order: channel and
+ * kernel offset, then block), the padding sliced off; Meta shapes and the
+ * gradient (im2col: a gather) are those ops'. PyTorch's checks and words. */
+struct tn_tensor *tn__composite_col2im(tn_keyset ks, const struct tn_tensor *self,
+                                       const int64_t *output_size, int output_size_len,
+                                       const int64_t *kernel_size, int kernel_size_len,
+                                       const int64_t *dilation, int dilation_len,
+                                       const int64_t *padding, int padding_len,
+                                       const int64_t *stride, int stride_len)
+{
+    char a[128];
+    const int64_t *arr[5] = {output_size, kernel_size, dilation, padding, stride};
+    const int lens[5] = {output_size_len, kernel_size_len, dilation_len, padding_len, stride_len};
+    const char *names[5] = {"output_size", "kernel_size", "dilation", "padding", "stride"};
+    int64_t v[5][2];
+    for (int i = 0; i < 5; i++) {
+        if (lens[i] != 2 && lens[i] != 1)
+            return tn_set_error(TN_EINVAL, "It is expected %s equals to 2, but got size %d",
+                                names[i], lens[i]), NULL;
+        v[i][0] = arr[i][0];
+        v[i][1] = arr[i][lens[i] - 1];
+    }
+    int64_t oh = v[0][0], ow = v[0][1], kh = v[1][0], kw = v[1][1], dh = v[2][0], dw = v[2][1];
+    int64_t ph = v[3][0], pw = v[3][1], sh = v[4][0], sw = v[4][1];
+    if (kh <= 0 || kw <= 0)
+        return tn_set_error(TN_EINVAL, "kernel size should be greater than zero, but got "
+                            "kernel_height: %lld kernel_width: %lld", (long long)kh,
+                            (long long)kw), NULL;
+    if (sh <= 0 || sw <= 0)
+        return tn_set_error(TN_EINVAL, "stride should be greater than zero, but got stride_height: "
+                            "%lld stride_width: %lld", (long long)sh, (long long)sw), NULL;
+    if (dh <= 0 || dw <= 0)
+        return tn_set_error(TN_EINVAL, "dilation should be greater than zero, but got "
+                            "dilation_height: %lld dilation_width: %lld", (long long)dh,
+                            (long long)dw), NULL;
+    if (ph < 0 || pw < 0)
+        return tn_set_error(TN_EINVAL, "padding should be non-negative, but got pad_height: %lld "
+                            "pad_width: %lld", (long long)ph, (long long)pw), NULL;
+    bool batched = self->ndim == 3;
+    if ((self->ndim != 2 && self->ndim != 3) || self->sizes[self->ndim - 2] == 0 ||
+        self->sizes[self->ndim - 1] == 0)
+        return tn_set_error(TN_ESHAPE, "Expected 2D or 3D (batch mode) tensor for input with "
+                            "possibly 0 batch size and non-zero dimensions for input, but got: %s",
+                            tn_shape_format(self->sizes, self->ndim, a, sizeof a)), NULL;
+    int64_t ck = self->sizes[self->ndim - 2], l = self->sizes[self->ndim - 1];
+    if (ck % (kh * kw))
+        return tn_set_error(TN_ESHAPE, "Expected size of input's dimension 1 to be divisible by "
+                            "the product of kernel_size, but got input.size(1)=%lld and "
+                            "kernel_size=(%lld, %lld).", (long long)ck, (long long)kh,
+                            (long long)kw), NULL;
+    int64_t lh = (oh + 2 * ph - (dh * (kh - 1) + 1)) / sh + 1;
+    int64_t lw = (ow + 2 * pw - (dw * (kw - 1) + 1)) / sw + 1;
+    if (lh < 1 || lw < 1 || l != lh * lw)
+        return tn_set_error(TN_ESHAPE, "Given output_size=(%lld, %lld), kernel_size=(%lld, %lld), "
+                            "dilation=(%lld, %lld), padding=(%lld, %lld), stride=(%lld, %lld), "
+                            "expected size of input's dimension 2 to match the calculated number "
+                            "of sliding blocks %lld * %lld = %lld, but got input.size(2)=%lld.",
+                            (long long)oh, (long long)ow, (long long)kh, (long long)kw,
+                            (long long)dh, (long long)dw, (long long)ph, (long long)pw,
+                            (long long)sh, (long long)sw, (long long)lh, (long long)lw,
+                            (long long)(lh * lw), (long long)l), NULL;
+    if (!tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"col2im_out_cpu\" not implemented for '%s'",
+                            tn_dtype_info(self->dtype)->c10_name), NULL;
+    int64_t n = batched ? self->sizes[0] : 1, c = ck / (kh * kw), k = kh * kw;
+    int64_t hp = oh + 2 * ph, wp = ow + 2 * pw;
+    struct tn_keep kp = {0};
+    struct tn_tensor *x, *table, *idx, *z, *s, *r;
+    TN_KEEP(&kp, x, tn_reshape(self, TN_SHAPE(n, c, k * l)));
+    TN_KEEP(&kp, table, tn_empty_on(TN_SHAPE(k * l), TN_INT64, self->device));
+    if (self->device.type == TN_DEVICE_CPU) {
+        int64_t *t = tn_data(table);
+        for (int64_t ki = 0; ki < kh; ki++)
+            for (int64_t kj = 0; kj < kw; kj++)
+                for (int64_t bi = 0; bi < lh; bi++)
+                    for (int64_t bj = 0; bj < lw; bj++)
+                        *t++ = (bi * sh + ki * dh) * wp + bj * sw + kj * dw;
+    } else if (self->device.type != TN_DEVICE_META) {
+        tn_set_error(TN_EDEVICE, "col2im: only the CPU and Meta are supported");
+        goto fail;
+    }
+    TN_KEEP(&kp, idx, tn_expand(table, TN_SHAPE(n, c, k * l)));
+    TN_KEEP(&kp, z, tn_empty_on(TN_SHAPE(n, c, hp * wp), self->dtype, self->device));
+    if (self->device.type == TN_DEVICE_CPU && tn_fill_(z, tn_int(0)) < 0)
+        goto fail;
+    TN_KEEP(&kp, s, tn_scatter_add(z, 2, idx, x));
+    TN_KEEP(&kp, r, tn_reshape(s, TN_SHAPE(n, c, hp, wp)));
+    TN_KEEP(&kp, r, tn_slice(r, 2, ph, ph + oh, 1));
+    TN_KEEP(&kp, r, tn_slice(r, 3, pw, pw + ow, 1));
+    TN_KEEP(&kp, r, batched ? tn_contiguous(r) : tn_reshape(r, TN_SHAPE(c, oh, ow)));
+    if (!batched)
+        TN_KEEP(&kp, r, tn_contiguous(r));
+    return tn__keep_out(&kp, r);
+fail:
+    tn__keep_free(&kp);
+    return NULL;
+}
