@@ -1,17 +1,16 @@
 /*
  * ops/cpu/nn_embedding_bag.c: _embedding_bag (the core ATen form of
  * F.embedding_bag: sums, means or maxima of weight's rows over bags of
- * indices given by offsets) with its Meta shapes, and the two backward ops
- * its derivative calls. Values are computed in float64 and rounded once into
- * weight's dtype (float16, bfloat16, float32, float64). The three integer
- * results follow PyTorch 2.x's CPU kernel exactly, since its backward reads
- * them: offset2bag (each index's bag; empty on PyTorch's fast path: mode
- * sum without padding_idx, weight not float64, rows of stride 1), bag_size
- * (the indices other than padding_idx in each bag; zeros for sum) and
- * max_indices (for
- * max the row each maximum came from, first one on ties, 0 in an empty bag;
- * for sum and mean a copy of bag_size). Integer results are int32 when
- * indices and offsets both are, else int64.
+ * indices given by offsets; Meta shapes from the same kernel) and the two
+ * backward ops its derivative calls. Values are computed in float64 and
+ * rounded once into weight's dtype (float16, bfloat16, float32, float64).
+ * The three integer results follow PyTorch 2.x's CPU kernel exactly, since
+ * its backward reads them: offset2bag (each index's bag; empty on PyTorch's
+ * fast path: mode sum without padding_idx, weight not float64, rows of
+ * stride 1), bag_size (the indices other than padding_idx in each bag; zeros
+ * for sum) and max_indices (for max the row each maximum came from, first
+ * one on ties, 0 in an empty bag; for sum and mean a copy of bag_size).
+ * Integer results are int32 when indices and offsets both are, else int64.
  */
 #include <config.h>
 
@@ -104,23 +103,6 @@ static int eb_results(const struct tn_tensor *weight, const struct tn_tensor *in
     return TN_OK;
 }
 
-int tn__meta__embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
-                            const struct tn_tensor *indices, const struct tn_tensor *offsets,
-                            bool scale_grad_by_freq, int64_t mode, bool sparse,
-                            const struct tn_tensor *per_sample_weights, bool include_last_offset,
-                            int64_t padding_idx, struct tn_tensor **result0,
-                            struct tn_tensor **result1, struct tn_tensor **result2,
-                            struct tn_tensor **result3)
-{
-    struct tn_tensor *r[4];
-    int rc = eb_check(weight, indices, offsets, mode, per_sample_weights);
-    if (rc < 0 || (rc = eb_results(weight, indices, offsets, per_sample_weights, mode,
-                                   include_last_offset, padding_idx, weight->device, r)) < 0)
-        return rc;
-    *result0 = r[0], *result1 = r[1], *result2 = r[2], *result3 = r[3];
-    return TN_OK;
-}
-
 /* Each index's bag (length n) from offsets (nb bags; the last runs to the
  * end of the indices), after PyTorch's checks of offsets. NULL with an
  * error. */
@@ -168,9 +150,17 @@ int tn__cpu__embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
                            struct tn_tensor **result1, struct tn_tensor **result2,
                            struct tn_tensor **result3)
 {
+    struct tn_tensor *r[4] = {NULL, NULL, NULL, NULL};
     int rc = eb_check(weight, indices, offsets, mode, per_sample_weights);
     if (rc < 0)
         return rc;
+    if (weight->device.type == TN_DEVICE_META) { /* the shapes alone */
+        if ((rc = eb_results(weight, indices, offsets, per_sample_weights, mode,
+                             include_last_offset, padding_idx, weight->device, r)) < 0)
+            return rc;
+        *result0 = r[0], *result1 = r[1], *result2 = r[2], *result3 = r[3];
+        return TN_OK;
+    }
     int64_t n = tn_numel(indices), noff = tn_numel(offsets), nw = weight->sizes[0];
     int64_t nb = noff - (include_last_offset ? 1 : 0), d = weight->sizes[1];
     if (nb < 0)
@@ -181,7 +171,6 @@ int tn__cpu__embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
     struct tn_tensor *acc = w && (ps || !per_sample_weights) ? tn__nn_zeros64(TN_SHAPE(nb, d))
                                                              : NULL;
     int64_t *bag = acc ? bags_of(tn_data(off), noff, nb, n) : NULL;
-    struct tn_tensor *r[4] = {NULL, NULL, NULL, NULL};
     if (!bag)
         goto fail;
     const int64_t *ip = tn_data(idx);
