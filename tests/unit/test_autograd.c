@@ -269,7 +269,7 @@ static const char *const other_decomposition[] = {
     "matmul", "logsumexp", "linalg_vector_norm", "lerp.Scalar", "lerp.Tensor", "addcmul",
     "addcdiv", "binary_cross_entropy_with_logits", "nll_loss_nd", "cross_entropy_loss",
     "split.Tensor", "split_with_sizes", "chunk", "unbind.int", "tensor_split.sections",
-    "tensor_split.indices", NULL,
+    "tensor_split.indices", "col2im", "_adaptive_avg_pool3d", NULL,
 };
 
 /* The grad_fn name of each case's result against PyTorch 2.x's
