@@ -977,6 +977,8 @@ static int ev_name(struct jb *b, struct env *e, const char *n, struct jv *out)
             *out = e->pval[i];
             return 0;
         }
+    if (!strcmp(n, "None")) /* an absent Tensor? argument */
+        return 0;               /* (memset: J_NONE) */
     if (!strcmp(n, "true") || !strcmp(n, "false")) {
         out->k = J_BOOL;
         out->i = n[0] == 't';

@@ -6,6 +6,8 @@
 # updated running statistics as buffer mutations):
 # tests/fixtures/graph_bntrain.py. The output, the three updated buffers and
 # the four parameters' gradients must be PyTorch's.
+# Without running statistics (_native_batch_norm_legit.no_stats): the output
+# and the gradients.
 
 load helper
 
@@ -33,4 +35,9 @@ setup() {
 @test "eval mode, _native_batch_norm_legit_no_training: gradients, interpreted and compiled" {
     graph_matches "$D/bneval_core" 1 4 --interpret
     graph_matches "$D/bneval_core" 1 4 --strict
+}
+
+@test "no running statistics, _native_batch_norm_legit.no_stats: output and gradients, interpreted and compiled" {
+    graph_matches "$D/bnnostats_core" 1 4 --interpret
+    graph_matches "$D/bnnostats_core" 1 4 --strict
 }

@@ -50,6 +50,11 @@ grads_match() {
     assert_line --regexp '^return \(%b_bn_running_mean_mutated, %b_bn_running_var_mutated, '
 }
 
+@test "grad: batch norm without running statistics (_native_batch_norm_legit.no_stats, tests/fixtures/graph_bntrain.py)" {
+    grads_match "$D/bnnostats_core" 4 --strict
+    grads_match "$D/bnnostats_core" 4 --interpret
+}
+
 @test "grad: an MLP with cross_entropy as its loss (tests/fixtures/graph_train.py)" {
     grads_match "$TN_SRCDIR/tests/fixtures/train/mlp_ce" 4 --strict
 }
