@@ -901,8 +901,9 @@ struct tn_tensor *tn__composite_max_pool3d(tn_keyset ks, const struct tn_tensor 
  * _adaptive_avg_pool3d as a decomposition: an adaptive average is separable
  * (window o of a dimension of size n is [floor(o n / out), ceil((o + 1) n /
  * out))), so it is three products with averaging matrices, W, then H, then
- * D, computed in float64 (float32 for float32, float16 and bfloat16, as
- * PyTorch's accumulation type) and rounded once; Meta shapes and gradients
+ * D, computed in float64 (float32 for float32, float16 and bfloat16) and
+ * rounded once, except that float16 and bfloat16 take the values PyTorch's
+ * kernel rounds step by step (pool3_half_values); Meta shapes and gradients
  * are those of matmul. PyTorch's checks and words. */
 static struct tn_tensor *avg_matrix(int64_t out, int64_t n, enum tn_dtype dt,
                                     struct tn_device dev)
@@ -917,6 +918,54 @@ static struct tn_tensor *avg_matrix(int64_t out, int64_t n, enum tn_dtype dt,
             d[o * n + i] = i >= lo && i < hi ? 1.0 / (double)(hi - lo) : 0.0;
     }
     return tn__nn_to(p, dt);
+}
+
+/* float16 and bfloat16: the values of PyTorch's CPU kernel, which keeps a
+ * running sum in the dtype (over d, then h, then w) and divides it by kD,
+ * kH and kW in turn, each step rounded; a new float32 tensor of them. */
+static float round_half(enum tn_dtype dt, float v)
+{
+    return dt == TN_BFLOAT16 ? tn_bfloat16_to_float(tn_bfloat16_from_float(v))
+                             : tn_half_to_float(tn_half_from_float(v));
+}
+
+static struct tn_tensor *pool3_half_values(const struct tn_tensor *self, const int64_t *osz)
+{
+    int nd = self->ndim;
+    int64_t planes = 1, sz[5];
+    for (int i = 0; i < nd - 3; i++)
+        planes *= self->sizes[i];
+    memcpy(sz, self->sizes, sizeof(int64_t) * (size_t)(nd - 3));
+    memcpy(sz + nd - 3, osz, 3 * sizeof(int64_t));
+    const int64_t *in = self->sizes + nd - 3;
+    struct tn_tensor *x = tn__nn_as(self, TN_FLOAT32), *out = x ? tn_empty(sz, nd, TN_FLOAT32) : NULL;
+    if (!out) {
+        tn_release(x);
+        return NULL;
+    }
+    const float *xp = tn_data(x);
+    float *op = tn_data(out);
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t od = 0; od < osz[0]; od++)
+            for (int64_t oh = 0; oh < osz[1]; oh++)
+                for (int64_t ow = 0; ow < osz[2]; ow++) {
+                    int64_t lo[3], hi[3], o[3] = {od, oh, ow};
+                    for (int i = 0; i < 3; i++) {
+                        lo[i] = o[i] * in[i] / osz[i];
+                        hi[i] = ((o[i] + 1) * in[i] + osz[i] - 1) / osz[i];
+                    }
+                    float s = 0;
+                    for (int64_t d = lo[0]; d < hi[0]; d++)
+                        for (int64_t h = lo[1]; h < hi[1]; h++)
+                            for (int64_t w = lo[2]; w < hi[2]; w++)
+                                s = round_half(self->dtype,
+                                               s + xp[((p * in[0] + d) * in[1] + h) * in[2] + w]);
+                    for (int i = 0; i < 3; i++)
+                        s = round_half(self->dtype, s / (float)(hi[i] - lo[i]));
+                    *op++ = s;
+                }
+    tn_release(x);
+    return out;
 }
 
 struct tn_tensor *tn__composite__adaptive_avg_pool3d(tn_keyset ks, const struct tn_tensor *self,
@@ -967,6 +1016,15 @@ struct tn_tensor *tn__composite__adaptive_avg_pool3d(tn_keyset ks, const struct 
     sz[nd - 2] = output_size[1];
     sz[nd - 1] = output_size[2];
     TN_KEEP(&k, r, tn_reshape(v, sz, nd));
+    if (dt != ct && self->device.type == TN_DEVICE_CPU) {
+        /* PyTorch's rounded values, the products' gradient: r + (them - r), the
+         * difference detached (exact in float32, so the sum is them) */
+        struct tn_tensor *hv, *d, *dd;
+        TN_KEEP(&k, hv, pool3_half_values(self, output_size));
+        TN_KEEP(&k, d, tn_sub(hv, r, tn_int(1)));
+        TN_KEEP(&k, dd, tn_detach(d));
+        TN_KEEP(&k, r, tn_add(r, dd, tn_int(1)));
+    }
     if (dt != ct)
         TN_KEEP(&k, r, tn_to_dtype(r, dt));
     else
@@ -981,5 +1039,10 @@ struct tn_tensor *tn__composite_adaptive_avg_pool3d(tn_keyset ks, const struct t
                                                     const int64_t *output_size,
                                                     int output_size_len)
 {
+    /* PyTorch's: a mean over the three dims for an output of 1 x 1 x 1 */
+    if (output_size_len == 3 && output_size[0] == 1 && output_size[1] == 1 &&
+        output_size[2] == 1 && (self->ndim == 4 || self->ndim == 5) &&
+        tn_dtype_is_floating(self->dtype))
+        return tn_mean_dim(self, (const int64_t[]){-1, -2, -3}, 3, true, TN_DTYPE_UNSET);
     return tn__composite__adaptive_avg_pool3d(ks, self, output_size, output_size_len);
 }
