@@ -125,7 +125,7 @@ static int64_t *bags_of(const int64_t *off, int64_t noff, int64_t nb, int64_t n)
         return NULL;
     }
     for (int64_t i = 0; i < n; i++)
-        bag[i] = 0;
+        bag[i] = nb ? 0 : -1; /* PyTorch's -1 where there are no bags */
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = off[b], hi = b + 1 < nb ? off[b + 1] : n;
         for (int64_t i = lo < 0 ? 0 : lo; i < hi && i < n; i++)
@@ -195,7 +195,7 @@ int tn__cpu__embedding_bag(tn_keyset ks, const struct tn_tensor *weight,
     }
     for (int64_t i = 0; i < n; i++) {
         int64_t b = bag[i], j = ip[i];
-        if (j == padding_idx)
+        if (j == padding_idx || b < 0 || b >= nb) /* (b -1: no bags) */
             continue;
         const double *row = wp + j * d;
         double *o = ap + b * d;
@@ -310,7 +310,7 @@ struct tn_tensor *tn__cpu_embedding_bag_backward_weight(
             count[ip[i]]++;
         for (int64_t i = 0; i < n; i++) {
             int64_t j = ip[i], b = bag[i];
-            if (j == padding_idx)
+            if (j == padding_idx || b < 0 || b >= nb)
                 continue;
             double s = pp ? pp[i] : 1.0;
             if (mode == EB_MEAN)
@@ -355,7 +355,7 @@ struct tn_tensor *tn__cpu__embedding_bag_per_sample_weights_backward(
     const int64_t *ip = tn_data(idx);
     double *op = tn_data(out);
     for (int64_t i = 0; i < n; i++) {
-        if (ip[i] == padding_idx)
+        if (ip[i] == padding_idx || bag[i] < 0 || bag[i] >= nb)
             continue;
         double s = 0;
         for (int64_t k = 0; k < d; k++)
