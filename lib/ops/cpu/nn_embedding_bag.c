@@ -366,3 +366,59 @@ struct tn_tensor *tn__cpu__embedding_bag_per_sample_weights_backward(
     tn__nn_drop(0, g, w, idx, NULL);
     return tn__nn_to(out, grad->dtype);
 }
+
+/* embedding_renorm (the functional form of embedding_renorm_, which
+ * F.embedding and F.embedding_bag call with max_norm): a copy of self whose
+ * rows named by indices (each once) have a norm_type norm of at most
+ * max_norm, scaled by max_norm / (norm + 1e-7) where larger, as PyTorch's. */
+struct tn_tensor *tn__cpu_embedding_renorm(tn_keyset ks, const struct tn_tensor *self,
+                                           const struct tn_tensor *indices, double max_norm,
+                                           double norm_type)
+{
+    if (!tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "norm(): input dtype should be either floating point or "
+                            "complex. Got %s instead.", tn_dtype_info(self->dtype)->c10_name),
+               NULL;
+    if (self->ndim != 2)
+        return tn_set_error(TN_ESHAPE, "embedding_renorm: self must be 2-D, got %d-D",
+                            self->ndim), NULL;
+    if (indices->dtype != TN_INT64 && indices->dtype != TN_INT32)
+        return tn_set_error(TN_EDTYPE, "embedding_renorm_: indices must be Long or Int, got %s",
+                            tn_dtype_info(indices->dtype)->c10_name), NULL;
+    int64_t nw = self->sizes[0], d = self->sizes[1], n = tn_numel(indices);
+    struct tn_tensor *w = tn__nn_f64(self), *idx = w ? as64(indices) : NULL;
+    bool *seen = idx ? calloc((size_t)nw + 1, 1) : NULL;
+    if (!seen) {
+        if (idx)
+            tn_set_error(TN_ENOMEM, "embedding_renorm: out of memory");
+        tn__nn_drop(0, w, idx, NULL, NULL);
+        return NULL;
+    }
+    const int64_t *ip = tn_data(idx);
+    double *wp = tn_data(w);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ip[i];
+        if (j < 0 || j >= nw) {
+            free(seen);
+            tn__nn_drop(0, w, idx, NULL, NULL);
+            return tn_set_error(TN_EINDEX, "index out of range in self"), NULL;
+        }
+        if (seen[j])
+            continue;
+        seen[j] = true;
+        double norm = 0, *row = wp + j * d;
+        for (int64_t k = 0; k < d; k++) {
+            double a = fabs(row[k]);
+            norm = norm_type == 1 ? norm + a : norm_type == 2 ? norm + a * a
+                   : isinf(norm_type) ? fmax(norm, a) : norm + pow(a, norm_type);
+        }
+        norm = norm_type == 2 ? sqrt(norm) : norm_type == 1 || isinf(norm_type)
+                                                 ? norm : pow(norm, 1.0 / norm_type);
+        if (norm > max_norm)
+            for (int64_t k = 0; k < d; k++)
+                row[k] *= max_norm / (norm + 1e-7);
+    }
+    free(seen);
+    tn_release(idx);
+    return tn__nn_to(w, self->dtype);
+}
