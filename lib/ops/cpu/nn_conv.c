@@ -79,11 +79,35 @@ static int conv_types(const struct tn_tensor *input, const struct tn_tensor *wei
                         type_string(p->dtype, b, sizeof b), p == weight ? "weight" : "bias");
 }
 
+/* convolution_backward's check of a weight of another dtype, which only
+ * its input gradient reads (a weight or bias gradient alone takes any
+ * weight): the backend the forward would take (conv_mkldnn) decides, as in
+ * PyTorch 2.x. mkldnn computes with a float32, bfloat16 or float16 weight
+ * whatever the input's dtype and fails on others in its words (2.x's: 1.13
+ * names no dtype); the slow kernel wants the input's dtype. */
+static int conv_backward_types(const struct tn_tensor *input, const struct tn_tensor *weight,
+                               bool mkldnn)
+{
+    enum tn_dtype w = weight->dtype;
+    if (!mkldnn)
+        return conv_types(input, weight, NULL, false);
+    if (w == TN_FLOAT32 || w == TN_BFLOAT16 || w == TN_FLOAT16)
+        return TN_OK;
+    return tn_set_error(TN_EDTYPE, "itensor_view_from_dense expects float/bfloat16/half/int8/fp8 "
+                        "tensor input%s", tn_dtype_info(w)->c10_name);
+}
+
+/* What conv_geometry checks the dtypes for: the forward (conv_types, bias
+ * included), or convolution_backward with or without the input gradient
+ * (conv_backward_types). */
+enum conv_use { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
+
 /* The geometry of a convolution, with PyTorch's checks and words. 1-D
- * inputs (N, C, L) are 2-D with height 1. fwd: the forward's type checks
- * (conv_types, bias included), else the slow kernel's (convolution_backward). */
+ * inputs (N, C, L) are 2-D with height 1. Returns 1 for a forward
+ * convolution of an input without values, whose dtypes PyTorch does not
+ * check (conv_empty). */
 static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *weight,
-                         const struct tn_tensor *bias, bool fwd, const int64_t *stride,
+                         const struct tn_tensor *bias, enum conv_use use, const int64_t *stride,
                          int stride_len, const int64_t *padding, int padding_len,
                          const int64_t *dilation, int dilation_len, int64_t groups,
                          struct conv *g)
@@ -149,10 +173,40 @@ static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *
     g->cg = g->c / groups;
     g->ocg = g->oc / groups;
     g->k = g->cg * g->kh * g->kw;
-    bool mkldnn = fwd && conv_mkldnn(input->dtype, g->n, g->c * g->h * g->w, g->kh, g->kw,
-                                     g->sh != 1 || g->sw != 1, g->dh != 1 || g->dw != 1, groups);
-    int rc = conv_types(input, weight, bias, mkldnn);
+    if (use == CONV_FORWARD && tn_numel(input) == 0)
+        return 1;
+    bool mkldnn = conv_mkldnn(input->dtype, g->n, g->c * g->h * g->w, g->kh, g->kw,
+                              g->sh != 1 || g->sw != 1, g->dh != 1 || g->dw != 1, groups);
+    int rc = use == CONV_FORWARD      ? conv_types(input, weight, bias, mkldnn)
+             : use == CONV_GRAD_INPUT ? conv_backward_types(input, weight, mkldnn)
+                                      : TN_OK;
     return rc < 0 ? rc : tn__nn_check_float("slow_conv2d_cpu", input);
+}
+
+/* PyTorch's Empty backend, for an input without values once the shape
+ * checks pass, before any dtype check: input.view(-1) times the weight's
+ * first value (the flattened weight when it has none) viewed as the
+ * output (sizes osz), plus bias[0] in place. So the result has that
+ * product's dtype (int64 input, float32 weight: float32; float32 input,
+ * float64 weight: float32) and a bias that does not cast to it fails as
+ * add_ does. */
+static struct tn_tensor *conv_empty(const struct tn_tensor *input, const struct tn_tensor *weight,
+                                    const struct tn_tensor *bias, const int64_t *osz, int ndim)
+{
+    int64_t all = -1;
+    struct tn_tensor *wf = tn_reshape(weight, &all, 1);
+    struct tn_tensor *w0 = wf && tn_numel(wf) > 0 ? tn_select(wf, 0, 0) : NULL;
+    const struct tn_tensor *ops[2] = {input, w0 ? w0 : wf};
+    enum tn_dtype dt = wf && (w0 || !tn_numel(wf)) ? tn_result_type(ops, 2, NULL, 0)
+                                                   : TN_DTYPE_UNSET;
+    struct tn_tensor *out = dt != TN_DTYPE_UNSET ? tn_empty(osz, ndim, dt) : NULL;
+    struct tn_tensor *b0 = out && bias && tn_numel(bias) ? tn_select(bias, 0, 0) : NULL;
+    if (out && b0 && tn_add_(out, b0, tn_int(1)) < 0) {
+        tn_release(out);
+        out = NULL;
+    }
+    tn__nn_drop(0, wf, w0, b0, NULL);
+    return out;
 }
 
 /* The output columns ox of a patch row whose input column x0 + ox * sw lies
@@ -453,8 +507,9 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                    dilation, dilation_len, output_padding, output_padding_len,
                                    groups),
             cl);
-    if (conv_geometry(input, weight, bias, true, stride, stride_len, padding, padding_len,
-                      dilation, dilation_len, groups, &g) < 0)
+    int rc = conv_geometry(input, weight, bias, CONV_FORWARD, stride, stride_len, padding,
+                           padding_len, dilation, dilation_len, groups, &g);
+    if (rc < 0)
         return NULL;
     /* float16 and bfloat16 compute in float32 and round once, as 2.x */
     bool f32 = input->dtype != TN_FLOAT64, direct = conv_direct(&g);
@@ -463,6 +518,8 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
     int64_t per = direct ? 0 : g.k * hw, nscratch = R * per > 0 ? R * per : 1;
     if (input->ndim == 3)
         osz[2] = g.ow;
+    if (rc == 1)
+        return conv_empty(input, weight, bias, osz, input->ndim);
     struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
     struct tn_tensor *b = tn__nn_as(bias, ct);
     struct tn_tensor *out = tn_empty(osz, input->ndim, ct);
@@ -474,7 +531,6 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
     }
     struct conv_job j = {&g, f32, f32 ? 4 : 8, R, per, tn_data(x), tn_data(w),
                          b ? tn_data(b) : NULL, NULL, tn_data(out), NULL, NULL, tn_data(scratch)};
-    int rc = TN_OK;
     if (f32 && conv_depthwise(&g))
         rc = tn__conv_depthwise_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL,
                                     tn_data(out));
@@ -519,8 +575,9 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
                                             output_padding, output_padding_len, groups,
                                             output_mask, result0, result1, result2),
             tn__conv_channels_last(input, weight), result0, result1, result2);
-    int rc = conv_geometry(input, weight, NULL, false, stride, stride_len, padding, padding_len,
-                           dilation, dilation_len, groups, &g);
+    int rc = conv_geometry(input, weight, NULL, output_mask[0] ? CONV_GRAD_INPUT : CONV_GRAD_WEIGHT,
+                           stride, stride_len, padding, padding_len, dilation, dilation_len,
+                           groups, &g);
     if (rc < 0)
         return rc;
     int64_t hw = g.oh * g.ow;
@@ -623,17 +680,19 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
         big |= tparam(output_padding, output_padding_len, i, 0) >= st;
         chw *= input->sizes[2 + i];
     }
-    if (conv_types(input, weight, bias,
-                   !big && conv_mkldnn(input->dtype, input->sizes[0], chw,
-                                       input->ndim == 4 ? weight->sizes[2] : 1,
-                                       weight->sizes[input->ndim - 1], strided, dilated, groups)) < 0)
-        return NULL;
     int64_t osz[4] = {input->sizes[0], weight->sizes[1] * groups};
     for (int i = 0; i < input->ndim - 2; i++)
         osz[2 + i] = (input->sizes[2 + i] - 1) * tparam(stride, stride_len, i, 1) -
                      2 * tparam(padding, padding_len, i, 0) +
                      tparam(dilation, dilation_len, i, 1) * (weight->sizes[2 + i] - 1) +
                      tparam(output_padding, output_padding_len, i, 0) + 1;
+    if (tn_numel(input) == 0)
+        return conv_empty(input, weight, bias, osz, input->ndim);
+    if (conv_types(input, weight, bias,
+                   !big && conv_mkldnn(input->dtype, input->sizes[0], chw,
+                                       input->ndim == 4 ? weight->sizes[2] : 1,
+                                       weight->sizes[input->ndim - 1], strided, dilated, groups)) < 0)
+        return NULL;
     struct tn_tensor *shape = tn_zeros(osz, input->ndim, input->dtype), *r[3] = {NULL};
     bool mask[3] = {true, false, false};
     if (!shape || tn_convolution_backward(input, shape, weight, NULL, 0, stride, stride_len,
@@ -646,11 +705,17 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
     tn_release(shape);
     if (!bias)
         return r[0];
+    /* added in place, as PyTorch 2.x's slow kernel does: a bias of another
+     * dtype (taken off mkldnn) leaves the input's dtype, the sum rounded once */
     int64_t bsz[4] = {1, tn_numel(bias), 1, 1};
     struct tn_tensor *bv = tn_reshape(bias, bsz, input->ndim);
-    struct tn_tensor *out = bv ? tn_add(r[0], bv, tn_int(1)) : NULL;
-    tn__nn_drop(0, bv, r[0], NULL, NULL);
-    return out;
+    int rc = bv ? tn_add_(r[0], bv, tn_int(1)) : tn_last_status();
+    tn_release(bv);
+    if (rc < 0) {
+        tn_release(r[0]);
+        return NULL;
+    }
+    return r[0];
 }
 
 int tn__nn_conv_transposed_backward(const struct tn_tensor *grad_output,
