@@ -484,10 +484,28 @@ int tn__ad_noderiv_tuple(struct tn_tensor **r, int nr, const struct tn_tensor *c
     return TN_OK;
 }
 
+/* The ops without a derivative whose in-place form PyTorch records no
+ * node for (its autograd lets logical_not_ through to logical_not.out,
+ * which gen_variable_type.py's DONT_REQUIRE_DERIVATIVE leaves
+ * untracked): the values change and the version moves, but self keeps its
+ * history (a non-leaf's MulBackward0 stays, and its gradient flows through
+ * as before). Checked under 1.13 and 2.15. The other in-place ops of that
+ * list (logical_and_, logical_or_, logical_xor_) are not ops here; the
+ * comparisons in place (eq_, lt_...) have a derivatives.yaml entry. */
+static const char *const noderiv_untracked[] = {"logical_not"};
+
 int tn__ad_noderiv_inplace(struct tn_tensor *self, struct tn_tensor *c,
                            const struct tn_tensor *const *ins, int nnext, const char *node,
                            const char *op)
 {
+    for (size_t i = 0; i < sizeof noderiv_untracked / sizeof *noderiv_untracked; i++)
+        if (!strcmp(op, noderiv_untracked[i])) {
+            bool prev = tn_set_grad_enabled(false);
+            int rc = tn_copy_(self, c);
+            tn_set_grad_enabled(prev);
+            tn_release(c);
+            return rc;
+        }
     struct tn_node *n = noderiv_node(ins, nnext, 1, node, op);
     if (!n) {
         tn_release(c);

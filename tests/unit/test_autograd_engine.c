@@ -323,6 +323,29 @@ static void test_inplace_nonleaf(void **state)
     tn_release(x);
 }
 
+/* logical_not_ on a float tensor records no node in PyTorch: the values
+ * change and the version moves, but a non-leaf keeps its node (x * x's
+ * MulBackward0) and passes its gradient on. */
+static void test_untracked_inplace(void **state)
+{
+    (void)state;
+    struct tn_tensor *x = leaf("x"), *y = tn_mul(x, x);
+    uint64_t v = y->storage->version;
+    assert_int_equal(tn_logical_not_(y), 0);
+    assert_true(y->storage->version > v);
+    assert_true(y->requires_grad);
+    const char *node = json_string_value(json_object_get(fx, "untracked_node"));
+    assert_non_null(node);
+    assert_string_equal(tn_grad_fn_name(y), node);
+    expect_close(y, "untracked_values", 0);
+    struct tn_tensor *s = sum(y);
+    assert_int_equal(tn_backward(&s, 1, NULL, false, false), 0);
+    expect_close(x->grad, "untracked_grad", 0);
+    tn_release(s);
+    tn_release(y);
+    tn_release(x);
+}
+
 static void test_views(void **state)
 {
     (void)state;
@@ -750,7 +773,7 @@ int main(void)
         cmocka_unit_test(test_convnet_step),
         cmocka_unit_test(test_detach_and_modes), cmocka_unit_test(test_grad_owns_memory),
         cmocka_unit_test(test_copy_slices),     cmocka_unit_test(test_not_implemented),
-        cmocka_unit_test(test_batch_norm_twice),
+        cmocka_unit_test(test_batch_norm_twice), cmocka_unit_test(test_untracked_inplace),
         cmocka_unit_test(test_retain_grad),
         cmocka_unit_test(test_out_requires_grad),
         cmocka_unit_test(test_nn_double_backward),
