@@ -177,8 +177,9 @@ static void test_root_errors(void **state)
 }
 
 /* PyTorch's message for backward through an op without a derivative, for
- * op `op`: the fixture's (from nextafter, which has none in PyTorch) with
- * the op's name swapped, the only part that varies. */
+ * op `op`: the fixture's (from nextafter, whose derivative 1.13 declares
+ * not_implemented(); 2.x has one) with the op's name swapped, the only
+ * part that varies. */
 static void expect_not_implemented(int rc, const char *op)
 {
     const char *m = msg("not_implemented"), *name = json_string_value(json_object_get(fx,
