@@ -79,6 +79,13 @@ static int conv_types(const struct tn_tensor *input, const struct tn_tensor *wei
                         type_string(p->dtype, b, sizeof b), p == weight ? "weight" : "bias");
 }
 
+/* conv_mkldnn for a convolution of geometry g. */
+static bool conv_mkldnn_g(enum tn_dtype dt, const struct conv *g)
+{
+    return conv_mkldnn(dt, g->n, g->c * g->h * g->w, g->kh, g->kw, g->sh != 1 || g->sw != 1,
+                       g->dh != 1 || g->dw != 1, g->groups);
+}
+
 /* convolution_backward's check of a weight of another dtype, which only
  * its input gradient reads (a weight or bias gradient alone takes any
  * weight): the backend the forward would take (conv_mkldnn) decides, as in
@@ -175,8 +182,7 @@ static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *
     g->k = g->cg * g->kh * g->kw;
     if (use == CONV_FORWARD && tn_numel(input) == 0)
         return 1;
-    bool mkldnn = conv_mkldnn(input->dtype, g->n, g->c * g->h * g->w, g->kh, g->kw,
-                              g->sh != 1 || g->sw != 1, g->dh != 1 || g->dw != 1, groups);
+    bool mkldnn = conv_mkldnn_g(input->dtype, g);
     int rc = use == CONV_FORWARD      ? conv_types(input, weight, bias, mkldnn)
              : use == CONV_GRAD_INPUT ? conv_backward_types(input, weight, mkldnn)
                                       : TN_OK;
@@ -594,10 +600,12 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
     struct tn_tensor *go = tn__nn_as(grad_output, ct);
     struct tn_tensor *gi = output_mask[0] ? tn_empty(input->sizes, input->ndim, ct) : NULL;
-    struct tn_tensor *gw = output_mask[1] ? tn_zeros(weight->sizes, weight->ndim, ct) : NULL;
+    /* mkldnn's backward gives the weight's gradient with the bias's, asked for or not */
+    bool want_w = output_mask[1] || (output_mask[2] && conv_mkldnn_g(input->dtype, &g));
+    struct tn_tensor *gw = want_w ? tn_zeros(weight->sizes, weight->ndim, ct) : NULL;
     struct tn_tensor *gb = output_mask[2] ? tn_zeros(&g.oc, 1, ct) : NULL;
     struct tn_tensor *scratch = tn_empty(&nscratch, 1, ct);
-    if (!x || !w || !go || (output_mask[0] && !gi) || (output_mask[1] && !gw) ||
+    if (!x || !w || !go || (output_mask[0] && !gi) || (want_w && !gw) ||
         (output_mask[2] && !gb) || !scratch) {
         tn__nn_drop(0, x, w, go, gi);
         tn_release(scratch);
