@@ -3,6 +3,8 @@
  * argmax, argmin, cumsum, cumprod, logsumexp, var, std) through the
  * dispatcher: every case of tests/fixtures/ops/reduce.json (real PyTorch).
  */
+#include <math.h>
+
 #include "ops_cases.h"
 
 static void test_fixture_cases(void **state)
@@ -18,11 +20,52 @@ static void test_fixture_cases_v2(void **state)
     run_op_cases("../ops/reduce_v2", true, true);
 }
 
+/* Reduced dims that are one contiguous block run as one: the sum of a
+ * 97 x 1030 float32 matrix is the sum of its flat view, bit for bit; dims
+ * that are not adjacent in memory (0 and 2 of a 3-D tensor, a transposed
+ * pair) still reduce every element once (against a float64 sum). */
+static void test_merged_runs(void **state)
+{
+    struct tn_tensor *m = tn_randn(TN_SHAPE(97, 1030), TN_FLOAT32, NULL);
+    struct tn_tensor *flat = tn_reshape(m, TN_SHAPE(97 * 1030));
+    struct tn_tensor *s2 = tn_sum(m, TN_DTYPE_UNSET), *s1 = tn_sum(flat, TN_DTYPE_UNSET);
+    assert_memory_equal(tn_data(s2), tn_data(s1), 4);
+    struct tn_tensor *x = tn_randn(TN_SHAPE(6, 5, 70), TN_FLOAT32, NULL);
+    const int64_t d02[2] = {0, 2}, d01[2] = {0, 1};
+    struct tn_tensor *r = tn_sum_dim_intlist(x, d02, 2, false, TN_DTYPE_UNSET);
+    struct tn_tensor *xt = tn_transpose(x, 0, 1);
+    struct tn_tensor *rt = tn_sum_dim_intlist(xt, d01, 2, false, TN_DTYPE_UNSET);
+    const float *xv = tn_data(x);
+    for (int j = 0; j < 5; j++) {
+        double w = 0;
+        for (int i = 0; i < 6; i++)
+            for (int k = 0; k < 70; k++)
+                w += xv[(i * 5 + j) * 70 + k];
+        assert_true(fabs(((float *)tn_data(r))[j] - w) < 1e-4);
+    }
+    for (int k = 0; k < 70; k++) {
+        double w = 0;
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 5; j++)
+                w += xv[(i * 5 + j) * 70 + k];
+        assert_true(fabs(((float *)tn_data(rt))[k] - w) < 1e-4);
+    }
+    tn_release(rt);
+    tn_release(xt);
+    tn_release(r);
+    tn_release(x);
+    tn_release(s1);
+    tn_release(s2);
+    tn_release(flat);
+    tn_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_fixture_cases_v2),
+        cmocka_unit_test(test_merged_runs),
     };
     return TN_RUN_TESTS(tests);
 }

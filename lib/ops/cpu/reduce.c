@@ -392,6 +392,20 @@ static int reduce(int op, const char *name, const struct tn_tensor *self, const 
                 j.rin[a] = j.rin[b], j.rsz[a] = j.rsz[b];
                 j.rin[b] = t, j.rsz[b] = u;
             }
+    /* a reduced dim that steps over the one inside it exactly once joins
+     * it, so that a contiguous block is one run (a sum of 10^5 float32 as
+     * 97 rows of 1030 spent 40% of its time between runs, issue 27) */
+    int nr = 0;
+    for (int a = 0; a < j.nr; a++) {
+        if (nr > 0 && j.rin[nr - 1] == j.rin[a] * j.rsz[a]) {
+            j.rsz[nr - 1] *= j.rsz[a];
+            j.rin[nr - 1] = j.rin[a];
+        } else {
+            j.rsz[nr] = j.rsz[a];
+            j.rin[nr++] = j.rin[a];
+        }
+    }
+    j.nr = nr;
     int64_t nout = tn_numel(out);
     if (j.nred == 0) {
         /* an empty sum is 0 and an empty mean NaN, with no input to read */
