@@ -44,3 +44,9 @@ body() {
     assert_output --regexp 'vfmadd[0-9]+ps.*%zmm'
     assert_output --regexp 'vscalefps.*%zmm'
 }
+
+@test "float32 softmax rows have a sixteen-lane AVX-512 loop (the same bits: test_ops_softmax)" {
+    run body rows_f32_avx512
+    assert_output --regexp 'vscalefps.*%zmm'
+    assert_output --regexp 'vaddps.*%ymm'
+}
