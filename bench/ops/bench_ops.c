@@ -154,8 +154,9 @@ static double workload_ms(const char *name)
 /* --sweep OP N (bench/ops/sweep.sh): "SECONDS MEMCPY_SECONDS" of OP on N
  * float32 elements, each the best of enough runs to fill about a tenth of
  * a second: add, mul, exp (out=, as PyTorch's side), sum (of all), badd
- * (an N/1024 x 1024 matrix plus a row of 1024, out=); MEMCPY_SECONDS a
- * memcpy of the N elements. */
+ * (an N/1024 x 1024 matrix plus a row of 1024, out=), softmax and lsm
+ * (log_softmax) over the rows of that matrix (new outputs, as PyTorch's
+ * side); MEMCPY_SECONDS a memcpy of the N elements. */
 static int sweep(const char *op, int64_t n)
 {
     int64_t rows = n / 1024 > 0 ? n / 1024 : 1, cols = n / rows;
@@ -177,6 +178,10 @@ static int sweep(const char *op, int64_t n)
         TN_BENCH_BEST(reps, t, rc |= tn_exp_out(a, o));
     else if (!strcmp(op, "sum"))
         TN_BENCH_BEST(reps, t, tn_release(tn_sum(a, TN_DTYPE_UNSET)));
+    else if (!strcmp(op, "softmax"))
+        TN_BENCH_BEST(reps, t, tn_release(tn_underscore_softmax(a, 1, false)));
+    else if (!strcmp(op, "lsm"))
+        TN_BENCH_BEST(reps, t, tn_release(tn_underscore_log_softmax(a, 1, false)));
     TN_BENCH_BEST(reps, tc, memcpy(dst, tn_data(a), (size_t)(rows * cols) * 4));
     if (t >= 0 && !rc)
         printf("%.9f %.9f\n", t, tc);

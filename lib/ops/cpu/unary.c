@@ -463,6 +463,11 @@ TN_VEC8(gelu)
 TN_AVX512 static void exp_f32_run16(float *o, const float *a, int64_t n)
 {
     int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 e0 = tn__exp16(_mm512_loadu_ps(a + i)), e1 = tn__exp16(_mm512_loadu_ps(a + i + 16));
+        _mm512_storeu_ps(o + i, e0);
+        _mm512_storeu_ps(o + i + 16, e1);
+    }
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(o + i, tn__exp16(_mm512_loadu_ps(a + i)));
     if (i < n) {
