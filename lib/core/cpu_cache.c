@@ -201,31 +201,15 @@ static void tn_big_unmap(struct tn_big *b)
 
 /* ------------------------------------------------------ configuration */
 
-/* TN_CPU_CACHE_BYTES: bytes, with an optional k, M or G (powers of 1024);
- * anything else leaves the default. */
+/* TN_CPU_CACHE_BYTES, or the default. */
 static size_t tn_big_limit_from_env(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     size_t gib = (size_t)1 << 30, limit = gib;
     if (pages > 0 && psz > 0 && (size_t)pages / 8 * (size_t)psz < gib)
         limit = (size_t)pages / 8 * (size_t)psz;
-    const char *env = getenv("TN_CPU_CACHE_BYTES");
-    if (!env || !*env || *env < '0' || *env > '9')
-        return limit;
-    char *end;
-    unsigned long long v = strtoull(env, &end, 10);
-    int shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*end || v > (unsigned long long)(TN_BIG_MAX >> shift))
-        return limit;
-    return (size_t)(v << shift);
+    uint64_t v;
+    return tn__env_bytes("TN_CPU_CACHE_BYTES", TN_BIG_MAX, &v) ? (size_t)v : limit;
 }
 
 void tn__cpu_cache_configure(void)
@@ -372,3 +356,25 @@ void tn__cpu_cache_configure(void) {}
 void tn_cpu_empty_cache(void) {}
 
 #endif
+
+bool tn__env_bytes(const char *name, uint64_t max, uint64_t *bytes)
+{
+    const char *env = getenv(name);
+    if (!env || !*env || *env < '0' || *env > '9')
+        return false;
+    char *end;
+    unsigned long long v = strtoull(env, &end, 10);
+    int shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20;
+    else if (*end == 'g' || *end == 'G')
+        shift = 30;
+    if (shift)
+        end++;
+    if (*end || v > (unsigned long long)(max >> shift))
+        return false;
+    *bytes = (uint64_t)v << shift;
+    return true;
+}

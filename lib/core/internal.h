@@ -40,6 +40,10 @@ bool tn__cpu_cache_free(void *ptr);
  * the first large allocation reads), for the tests. */
 size_t tn__cpu_cache_idle_bytes(void);
 void tn__cpu_cache_configure(void);
+/* Environment variable `name` as a byte count: digits with an optional k, M
+ * or G (powers of 1024), at most max; false (bytes untouched) when unset or
+ * anything else. */
+bool tn__env_bytes(const char *name, uint64_t max, uint64_t *bytes);
 
 /* What the core asks of a device backend loaded at run time (the CUDA one
  * lives in lib/ops/cuda and is a shared object of its own). */
