@@ -83,10 +83,12 @@ const char *tn__dtype_meta_name(enum tn_dtype dt);
  * its first threaded call) */
 void tn__blas_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx);
 
-/* Rereads TN_STREAM_BYTES, the output size from which add, sub, mul and
- * div of float32/float64 write with non-temporal stores (the first such
- * run reads it; lib/ops/cpu/binary.c), for the tests. */
+/* TN_STREAM_BYTES: the output size from which add, sub, mul and div of
+ * float32/float64 and exp of float32 write with non-temporal stores (the
+ * first call reads it; lib/ops/cpu/binary.c); its rereading, for the
+ * tests. */
 void tn__stream_configure(void);
+int64_t tn__stream_bytes(void);
 
 /* Kernels for x86-64 CPUs with AVX2 and FMA, picked at run time (the
  * build targets plain x86-64): TN_AVX2 marks such a function (include

@@ -4,6 +4,7 @@
  * every case of tests/fixtures/ops/unary.json (real PyTorch).
  */
 #include "ops_cases.h"
+#include "ops/internal.h"
 
 static void test_fixture_cases(void **state)
 {
@@ -102,12 +103,12 @@ static void test_lgamma_gradcheck(void **state)
  * length from 0 to 70 and at 1000, out= into the front of a larger
  * tensor: within 2 ulp of expf over [-110, 95] (overflow, subnormals, 0),
  * NaN and infinities as expf, and the values past the run untouched. */
-static void test_exp_f32_runs(void **state)
+static void exp_f32_runs(int64_t off)
 {
     for (int64_t n = 0; n <= 1000; n = n == 70 ? 1000 : n + 1) {
         struct tn_tensor *x = tn_empty(TN_SHAPE(n), TN_FLOAT32);
-        struct tn_tensor *big = tn_full(TN_SHAPE(n + 20), tn_float(7.0), TN_FLOAT32);
-        struct tn_tensor *o = tn_narrow(big, 0, 0, n);
+        struct tn_tensor *big = tn_full(TN_SHAPE(n + 20 + off), tn_float(7.0), TN_FLOAT32);
+        struct tn_tensor *o = tn_narrow(big, 0, off, n);
         assert_non_null(o);
         float *a = tn_data(x);
         for (int64_t i = 0; i < n; i++)
@@ -118,7 +119,9 @@ static void test_exp_f32_runs(void **state)
             a[n - 3] = -INFINITY;
         }
         assert_int_equal(tn_exp_out(x, o), TN_OK);
-        const float *y = tn_data(big);
+        const float *y = (const float *)tn_data(big) + off;
+        for (int64_t i = 0; i < off; i++)
+            assert_true(y[i - off] == 7.0f);
         for (int64_t i = 0; i < n; i++) {
             float e = expf(a[i]);
             if (isnan(e) || isinf(e) || e == 0.0f)
@@ -134,12 +137,30 @@ static void test_exp_f32_runs(void **state)
     }
 }
 
+static void test_exp_f32_runs(void **state)
+{
+    exp_f32_runs(0);
+}
+
+/* the same with non-temporal stores from 64 bytes (the default starts in
+ * the hundreds of MiB), the output aligned and 1 to 15 floats off */
+static void test_exp_f32_runs_streamed(void **state)
+{
+    setenv("TN_STREAM_BYTES", "64", 1);
+    tn__stream_configure();
+    for (int64_t off = 0; off < 16; off += off < 3 ? 1 : 6)
+        exp_f32_runs(off);
+    unsetenv("TN_STREAM_BYTES");
+    tn__stream_configure();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_exp_f32_runs),
+        cmocka_unit_test(test_exp_f32_runs_streamed),
         cmocka_unit_test(test_lgamma_gradcheck),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_meta_activation),

@@ -139,8 +139,7 @@ void tn__stream_configure(void)
     __atomic_store_n(&stream_bytes, v ? (int64_t)v : 1, __ATOMIC_RELAXED);
 }
 
-#ifdef __SSE2__
-static int64_t nt_bytes(void)
+int64_t tn__stream_bytes(void)
 {
     int64_t b = __atomic_load_n(&stream_bytes, __ATOMIC_RELAXED);
     if (!b) {
@@ -149,6 +148,9 @@ static int64_t nt_bytes(void)
     }
     return b;
 }
+
+#ifdef __SSE2__
+#define nt_bytes tn__stream_bytes
 #define TN_STREAM32(dst, v)                                                                    \
     do {                                                                                       \
         union {                                                                                \

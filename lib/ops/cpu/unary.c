@@ -463,6 +463,19 @@ TN_VEC8(gelu)
 TN_AVX512 static void exp_f32_run16(float *o, const float *a, int64_t n)
 {
     int64_t i = 0;
+    if (n * (int64_t)sizeof(float) >= tn__stream_bytes()) {
+        /* as binary.c's large outputs: not read in before being written */
+        int64_t head = (int64_t)((64 - ((uintptr_t)o & 63)) & 63) / 4;
+        if ((uintptr_t)o % 4 == 0 && head < n) {
+            if (head) {
+                __mmask16 m = (__mmask16)((1u << head) - 1);
+                _mm512_mask_storeu_ps(o, m, tn__exp16(_mm512_maskz_loadu_ps(m, a)));
+            }
+            for (i = head; i + 16 <= n; i += 16)
+                _mm512_stream_ps(o + i, tn__exp16(_mm512_loadu_ps(a + i)));
+            _mm_sfence();
+        }
+    }
     for (; i + 32 <= n; i += 32) {
         __m512 e0 = tn__exp16(_mm512_loadu_ps(a + i)), e1 = tn__exp16(_mm512_loadu_ps(a + i + 16));
         _mm512_storeu_ps(o + i, e0);
