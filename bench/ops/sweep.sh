@@ -35,9 +35,8 @@ while [ "$r" -lt "$rounds" ]; do
         done
     done
     if [ -n "$quick" ]; then
-        echo "quick mode: PyTorch baseline not run"
         cat "$tmp/ours"
-        exit 0
+        quick_done sweep
     fi
     "$py" - "$th" "$sizes" "$ops" >>"$tmp/theirs" <<'PY'
 import sys, time, torch
