@@ -32,6 +32,7 @@ struct bctx {
     bool ab;             /* alpha for bool */
     float _Complex ac;   /* alpha for complex */
     int zero_div;        /* an integer division by zero happened */
+    bool stream;         /* the whole output is TN_STREAM_BYTES or more */
 };
 
 /* c10's floor division of floats (div_floor_floating). */
@@ -177,7 +178,7 @@ int64_t tn__stream_bytes(void)
     {                                                                                          \
         typedef T V __attribute__((vector_size(32), aligned(sizeof(T)), may_alias));         \
         enum { L = 32 / sizeof(T) };                                                           \
-        (void)vctx;                                                                            \
+        const struct bctx *ctx = vctx;                                                         \
         T *O = (T *)(void *)p[0];                                                              \
         const T *A = (const T *)(const void *)p[1], *B = (const T *)(const void *)p[2];       \
         int64_t i = 0;                                                                         \
@@ -186,7 +187,7 @@ int64_t tn__stream_bytes(void)
             V yv;                                                                              \
             for (int k = 0; k < L; k++)                                                        \
                 yv[k] = *B;                                                                    \
-            if (n * (int64_t)sizeof(T) >= nt_bytes()) {                                        \
+            if (ctx->stream || n * (int64_t)sizeof(T) >= nt_bytes()) {                         \
                 for (; i < n && ((uintptr_t)(O + i) & 31); i++) {                              \
                     T x = A[i], y = B[i * sb];                                                 \
                     O[i] = (EXPR);                                                             \
@@ -471,6 +472,8 @@ int tn__cpu_binary(enum tn_binop op, const struct tn_tensor *a, const struct tn_
     if (n == 0)
         return TN_OK;
     size_t es = tn__dtype_size(compute);
+    /* a broadcast add of rows runs row by row: the whole output decides */
+    ctx.stream = n * (int64_t)es >= tn__stream_bytes();
     int rc = TN_OK;
     struct tn_tensor *ca = NULL, *cb = NULL;
     /* operands already in the compute dtype are used as they are */
