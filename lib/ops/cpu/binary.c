@@ -110,14 +110,6 @@ static inline float _Complex cdiv(float _Complex x, float _Complex y)
         }                                                                                      \
     }
 
-/* The same loop for float and double add (alpha 1), sub (alpha 1), mul and
- * div (EXPR over 32-byte vectors of T, the same operation element by
- * element, so the same bits): contiguous and scalar-broadcast runs go four
- * 32-byte vectors a step. gcc vectorises the plain loop with 64-byte
- * vectors in the x86-64-v4 clone, which run 10% slower than 32-byte ones
- * once the operands are in L2 rather than L1 (bench/ops/sweep.sh at 10^5,
- * issue 27; PyTorch's Vectorized<float> is 32 bytes there too). The SLP
- * vectoriser, left on, joins the four into two 64-byte vectors. */
 /* Runs whose output is at least this many bytes are written with
  * non-temporal stores (32 bytes at a time, as two SSE2 movntdq so that
  * every clone has them): an output that cannot stay in the last-level
@@ -168,6 +160,14 @@ int64_t tn__stream_bytes(void)
 #define TN_SFENCE() ((void)0)
 #endif
 
+/* The same loop for float and double add (alpha 1), sub (alpha 1), mul and
+ * div (EXPR over 32-byte vectors of T, the same operation element by
+ * element, so the same bits): contiguous and scalar-broadcast runs go four
+ * 32-byte vectors a step. gcc vectorises the plain loop with 64-byte
+ * vectors in the x86-64-v4 clone, which run 10% slower than 32-byte ones
+ * once the operands are in L2 rather than L1 (bench/ops/sweep.sh at 10^5,
+ * issue 27; PyTorch's Vectorized<float> is 32 bytes there too). The SLP
+ * vectoriser, left on, joins the four into two 64-byte vectors. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define TN_NO_SLP __attribute__((optimize("no-tree-slp-vectorize", "no-tree-loop-vectorize")))
 #else
