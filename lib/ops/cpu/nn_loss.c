@@ -57,6 +57,19 @@ static struct tn_tensor *nll_targets(const struct tn_tensor *target, int64_t c, 
     return t;
 }
 
+/* v rounded to dtype as PyTorch's scalar_t arithmetic rounds each step
+ * (float16 and bfloat16 through float, as c10's operators compute) */
+static double nll_round(double v, enum tn_dtype dt)
+{
+    if (dt == TN_FLOAT64)
+        return v;
+    if (dt == TN_FLOAT32)
+        return (float)v;
+    return tn__round16((float)v, dt);
+}
+
+#define NLL_LEVELS 8 /* PyTorch's cascade_sum_num_levels */
+
 int tn__cpu_nll_loss_forward(tn_keyset ks, const struct tn_tensor *self,
                              const struct tn_tensor *target, const struct tn_tensor *weight,
                              int64_t reduction, int64_t ignore_index, struct tn_tensor **output,
@@ -77,15 +90,53 @@ int tn__cpu_nll_loss_forward(tn_keyset ks, const struct tn_tensor *self,
     }
     const int64_t *tp = tn_data(t);
     const double *xp = tn_data(x), *wp = w ? tn_data(w) : NULL;
-    double *op = tn_data(out), sum = 0, wsum = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (tp[i] == ignore_index)
-            continue;
-        double wi = wp ? wp[tp[i]] : 1.0, l = -wi * xp[i * c + tp[i]];
-        if (none)
-            op[i] = l;
-        sum += l;
-        wsum += wi;
+    double *op = tn_data(out), wsum = 0, sum = 0;
+    enum tn_dtype dt = self->dtype;
+    if (none || self->ndim == 1) {
+        for (int64_t i = 0; i < n; i++) {
+            if (tp[i] == ignore_index)
+                continue;
+            double wi = wp ? wp[tp[i]] : 1.0, l = nll_round(-(wi * xp[i * c + tp[i]]), dt);
+            if (none)
+                op[i] = l;
+            sum += l;
+            wsum += wi;
+        }
+    } else {
+        /* PyTorch's cascade sum in the input's dtype (nll_loss_out_frame):
+         * bfloat16 rounds after every step, and so must we to give its
+         * values; the loss of element i subtracted from level 0, whose
+         * levels carry up at every multiple of 2^(level_power*(j+1)) */
+        double lsum[NLL_LEVELS] = {0}, psum[NLL_LEVELS] = {0};
+        int64_t ignored = 0, power = 0;
+        while (((int64_t)1 << power) < n)
+            power++;
+        power = power / NLL_LEVELS > 4 ? power / NLL_LEVELS : 4;
+        int64_t mask = ((int64_t)1 << power) - 1;
+        for (int64_t i = 0; i < n; i++) {
+            if (tp[i] == ignore_index) {
+                ignored++;
+                continue;
+            }
+            double xi = xp[i * c + tp[i]];
+            if (wp) {
+                lsum[0] = nll_round(lsum[0] - nll_round(xi * wp[tp[i]], dt), dt);
+                psum[0] = nll_round(psum[0] + wp[tp[i]], dt);
+            } else {
+                lsum[0] = nll_round(lsum[0] - xi, dt);
+            }
+            for (int j = 0; j + 1 < NLL_LEVELS && (i & (mask << (j * power))) == 0; j++) {
+                lsum[j + 1] = nll_round(lsum[j + 1] + lsum[j], dt);
+                psum[j + 1] = nll_round(psum[j + 1] + psum[j], dt);
+                lsum[j] = psum[j] = 0;
+            }
+        }
+        wsum = wp ? 0 : nll_round((double)(n - ignored), dt);
+        for (int j = 0; j < NLL_LEVELS; j++) {
+            sum = nll_round(sum + lsum[j], dt);
+            if (wp)
+                wsum = nll_round(wsum + psum[j], dt);
+        }
     }
     if (!none)
         op[0] = reduction == TN_REDUCTION_MEAN ? sum / wsum : sum;
