@@ -248,10 +248,11 @@ struct tn_tensor *tn__composite_linear(tn_keyset ks, const struct tn_tensor *inp
     struct tn_tensor *r;
     if (input->ndim == 2 && bias) {
         r = tn_addmm(bias, input, wt, tn_int(1), tn_int(1));
-    } else if (input->ndim > 2 && bias && bias->ndim <= 1) {
-        /* the batch dims folded into the rows of one addmm, as PyTorch
-         * does: the bias goes in as the product's start (beta 1), not as
-         * a second pass over the output */
+    } else if (input->ndim != 2 && input->ndim > 0 && bias && bias->ndim <= 1) {
+        /* the batch dims folded into the rows of one addmm (a vector as
+         * one row), as PyTorch 2.x's _flatten_nd_linear does: the bias
+         * goes in as the product's start (beta 1), not as a second pass
+         * over the output, so bfloat16 rounds once */
         int nd = input->ndim;
         struct tn_tensor *x = tn_reshape(input, TN_SHAPE(tn_rows(input), input->sizes[nd - 1]));
         struct tn_tensor *p = x ? tn_addmm(bias, x, wt, tn_int(1), tn_int(1)) : NULL;
