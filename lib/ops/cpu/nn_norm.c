@@ -363,8 +363,8 @@ static int bn_eval_f32(const struct tn_tensor *input, const struct tn_tensor *we
  * same bits). */
 #define TN_BN_STATS(X)                                                                           \
     static void bn_stats_##X(const X *xp, int64_t nb, int64_t c, int64_t s, int64_t ch,          \
-                             double momentum, double eps, double *rmp, double *rvp, double *mu,  \
-                             double *inv)                                                        \
+                             enum tn_dtype half, double momentum, double eps, double *rmp,       \
+                             double *rvp, double *mu, double *inv)                               \
     {                                                                                            \
         int64_t cnt = nb * s;                                                                    \
         double sum = 0, q = 0;                                                                   \
@@ -377,7 +377,17 @@ static int bn_eval_f32(const struct tn_tensor *input, const struct tn_tensor *we
                 double d = xp[(i * c + ch) * s + k] - *mu;                                       \
                 q += d * d;                                                                      \
             }                                                                                    \
+        if (half != TN_DTYPE_UNSET) {                                                            \
+            /* PyTorch's batch_norm_cpu_collect_stats for float16 and                            \
+             * bfloat16 stores the mean and the sum of squares in the input's                    \
+             * dtype: the invstd (of that dtype too), the output and the                         \
+             * running statistics come from the rounded ones */                                   \
+            *mu = tn__round16((float)*mu, half);                                                 \
+            q = tn__round16((float)q, half);                                                     \
+        }                                                                                        \
         *inv = 1.0 / sqrt(q / (double)cnt + eps);                                                \
+        if (half != TN_DTYPE_UNSET)                                                              \
+            *inv = tn__round16((float)*inv, half);                                               \
         /* PyTorch's update: the unbiased variance into running_var */                           \
         if (rmp)                                                                                 \
             rmp[ch] = (1 - momentum) * rmp[ch] + momentum * *mu;                                 \
@@ -412,7 +422,7 @@ static int bn_train_f32(const struct tn_tensor *input, const double *wp, const d
     double *smp = tn_data(r[1]), *sip = tn_data(r[2]);
     for (int64_t ch = 0; ch < c; ch++) {
         double mu, inv;
-        bn_stats_float(xp, nb, c, s, ch, momentum, eps, rmp, rvp, &mu, &inv);
+        bn_stats_float(xp, nb, c, s, ch, TN_DTYPE_UNSET, momentum, eps, rmp, rvp, &mu, &inv);
         smp[ch] = mu;
         sip[ch] = inv;
         double a = inv * chan(wp, ch, 1), sh = chan(bp, ch, 0) - mu * a;
@@ -454,6 +464,15 @@ int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
                                       result1, result2);
     }
     bool f32 = training && input->dtype == TN_FLOAT32;
+    /* statistics of the input's dtype (PyTorch's mixed type, a float32
+     * weight, bias or running statistic, keeps them in float32) */
+    enum tn_dtype half =
+        (input->dtype == TN_BFLOAT16 || input->dtype == TN_FLOAT16) &&
+                (!weight || weight->dtype == input->dtype) && (!bias || bias->dtype == input->dtype) &&
+                (!running_mean || running_mean->dtype == input->dtype) &&
+                (!running_var || running_var->dtype == input->dtype)
+            ? input->dtype
+            : TN_DTYPE_UNSET;
     struct tn_tensor *x = f32 ? NULL : tn__nn_f64(input), *w = tn__nn_f64(weight);
     struct tn_tensor *b = tn__nn_f64(bias);
     struct tn_tensor *rm = tn__nn_f64(running_mean), *rv = tn__nn_f64(running_var);
@@ -479,7 +498,7 @@ int tn__cpu_native_batch_norm(tn_keyset ks, const struct tn_tensor *input,
         for (int64_t ch = 0; ch < c; ch++) {
             double mu, inv;
             if (training) {
-                bn_stats_double(xp, nb, c, s, ch, momentum, eps, rmp, rvp, &mu, &inv);
+                bn_stats_double(xp, nb, c, s, ch, half, momentum, eps, rmp, rvp, &mu, &inv);
                 smp[ch] = mu;
                 sip[ch] = inv;
             } else {
