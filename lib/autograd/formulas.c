@@ -557,7 +557,15 @@ struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_
                                   const struct tn_tensor *exponent)
 {
     struct tn_tensor *e1 = NULL, *p = NULL, *z = NULL;
-    STEP(e1, tn_sub_scalar(exponent, tn_int(1), tn_int(1)));
+    if ((exponent->flags & TN_TENSOR_WRAPPED_NUMBER) && tn_dtype_is_floating(exponent->dtype)) {
+        /* a Python float: exponent - 1 as a float64 wrapped number too
+         * (the two scalars' difference would promote to the default
+         * float32, and pow(x, 1/3)'s gradient lose digits at float64) */
+        STEP(e1, tn_scalar_tensor(tn_float(tn_item_double(exponent) - 1), TN_FLOAT64));
+        e1->flags |= TN_TENSOR_WRAPPED_NUMBER;
+    } else {
+        STEP(e1, tn_sub_scalar(exponent, tn_int(1), tn_int(1)));
+    }
     STEP(p, tn_pow(self, e1));
     STEP(p, tn_mul(p, exponent));
     STEP(p, tn_mul(grad, p));

@@ -228,6 +228,17 @@ struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn
         TN_KEEP(&k, nz, tn_ne_scalar(a, tn_int(0)));
         TN_KEEP(&k, nz, tn_to_dtype(nz, a->dtype));
         TN_KEEP(&k, r, tn_sum_dim_intlist(nz, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+        if (x->requires_grad) {
+            /* the count's derivative is 0 (PyTorch's norm_backward for ord
+             * 0): the result kept in the autograd graph through a sum of
+             * nothing of x (where, not x * 0, which is NaN at inf) */
+            struct tn_tensor *no, *zero, *w, *s;
+            TN_KEEP(&k, no, tn_zeros_like(a, TN_BOOL));
+            TN_KEEP(&k, zero, tn_zeros_like(a, TN_DTYPE_UNSET));
+            TN_KEEP(&k, w, tn_where_self(no, a, zero));
+            TN_KEEP(&k, s, tn_sum_dim_intlist(w, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+            TN_KEEP(&k, r, tn_add(r, s, tn_int(1)));
+        }
     } else if (p == 1) {
         TN_KEEP(&k, r, tn_sum_dim_intlist(a, dim, dim_len, keepdim, TN_DTYPE_UNSET));
     } else if (p == 2) {

@@ -12,8 +12,15 @@ tests/fixtures/graph/torch2/:
                   bfloat16, one after another, as PyTorch draws them after
                   torch.manual_seed(42) (what OpInfo's wrapper_set_seed
                   does; tcompile run --seed 42)
+  opinfo_bf16     bfloat16 where PyTorch's kernels round at given steps:
+                  nll_loss's cascade sum in bfloat16 (4-D input, mean and
+                  sum), linear of a vector with a bias (one addmm, one
+                  rounding), batch_norm in training (the mean, the sum of
+                  squares and the invstd rounded to bfloat16)
+  opinfo_norm     float64 gradients of norm(p=3) (pow's 1/3 exponent kept
+                  at float64) and of linalg.vector_norm(ord=0) (zero)
 
-    python3 tests/opinfo/fixtures.py
+    python3 tests/opinfo/fixtures.py [NAME...]
 """
 import os
 import sys
@@ -55,7 +62,50 @@ class Dropouts(torch.nn.Module):
         return f(x.exp(), 0.5, True), f(y, 0.2, True), f(z * 2, 0.3, True)
 
 
+class Bf16(torch.nn.Module):
+    def forward(self, x, t, v, w, b, cw, y):
+        f = torch.nn.functional
+        return (f.nll_loss(x, t), f.nll_loss(x, t, reduction="sum"),
+                f.cross_entropy(f.linear(v, w, b), torch.tensor(6), cw, reduction="sum"),
+                f.linear(v, w, b),
+                f.batch_norm(y, None, None, training=True, eps=0.5))
+
+
+class Norms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.p = torch.nn.Parameter(torch.randn(5, 5, dtype=torch.float64))
+
+    def forward(self, s):
+        return (torch.norm(self.p * s, 3, 1),
+                torch.linalg.vector_norm(self.p * s, 0, 1),
+                torch.pow((self.p * s).abs(), 1 / 3))
+
+
+def bf16_samples():
+    """The op_db samples that found the defects, made again (torch.manual_seed(0)
+    as sweep.py does; op_db's own samples kept out of this file's needs)."""
+    torch.manual_seed(0)
+    x = (torch.rand(2, 3, 2, 2) * 18 - 9).to(bf)
+    t = torch.tensor([[[2, 0], [1, 0]], [[0, 0], [2, 2]]])
+    v = torch.randn(8).to(bf)
+    w = torch.randn(8, 8).to(bf)
+    b = (torch.rand(8) * 18 - 9).to(bf)
+    cw = (torch.rand(8) * 2).to(bf)
+    y = (torch.rand(3, 2, 3, 4) * 18 - 9).to(bf)
+    return x, t, v, w, b, cw, y
+
+
 def main():
+    want = set(sys.argv[1:])
+    if want:  # only the graphs named: the others stay as committed
+        if "opinfo_bf16" in want:
+            torch2graph.write(Bf16(), bf16_samples(), os.path.join(OUT, "opinfo_bf16"))
+        if "opinfo_norm" in want:
+            torch2graph.write(Norms(), (torch.ones(1, dtype=torch.float64),),
+                              os.path.join(OUT, "opinfo_norm"), grads=True)
+        return
     torch.manual_seed(0)
     x = torch.randn(6)
     # issue 25's examples first: addcmul -3.515625 + -1.4609375 * -2.21875,
@@ -76,6 +126,9 @@ def main():
     torch.manual_seed(42)
     with torch.no_grad():
         torch.save(dict(zip(expected, Dropouts()(*ins))), prefix + "_expected.pt")
+    torch2graph.write(Bf16(), bf16_samples(), os.path.join(OUT, "opinfo_bf16"))
+    torch2graph.write(Norms(), (torch.ones(1, dtype=torch.float64),),
+                      os.path.join(OUT, "opinfo_norm"), grads=True)
 
 
 if __name__ == "__main__":
