@@ -872,6 +872,7 @@ static const struct {
     {"aten::amax", lower_amax},
     {"aten::amin", lower_amin},
     {"aten::batch_norm", lower_batch_norm},
+    {"aten::broadcast_to", lower_expand},
     {"aten::ceil", lower_ceil},
     {"aten::clamp", lower_clamp},
     {"aten::clone", lower_copy},

@@ -302,6 +302,8 @@ static const struct tn_arg_schema a_unsqueeze[] = {T("self"), I("dim", NULL)};
 static const struct tn_arg_schema a_squeeze_dims[] = {T("self"), IL("dim", NULL)};
 static const struct tn_arg_schema a_expand[] = {T("self"), IL("size", NULL),
                                                 B("implicit", "False")};
+/* broadcast_to is expand without `implicit` (what torch.masked's ops export) */
+static const struct tn_arg_schema a_broadcast_to[] = {T("self"), IL("size", NULL)};
 static const struct tn_arg_schema a_flatten[] = {T("self"), I("start_dim", "0"),
                                                  I("end_dim", "-1")};
 static const struct tn_arg_schema a_select[] = {T("self"), I("dim", NULL), I("index", NULL)};
@@ -351,6 +353,7 @@ static const struct tn_op builtins[] = {
     OP("squeeze", ".dim", a_unsqueeze, b_squeeze, 1),
     OP("squeeze", ".dims", a_squeeze_dims, b_squeeze, 1),
     OP("expand", "", a_expand, b_expand, 1),
+    OP("broadcast_to", "", a_broadcast_to, b_expand, 1),
     OP("flatten", ".using_ints", a_flatten, b_flatten, 1),
     OP("select", ".int", a_select, b_select, 1),
     OP("slice", ".Tensor", a_slice, b_slice, 1),

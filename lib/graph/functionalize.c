@@ -454,7 +454,8 @@ static int read_value(struct fz *z, int v)
 
 static const char *const view_ops[] = {
     "view", "_unsafe_view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze",
-    "permute", "transpose", "t", "alias", "detach", "select", "slice", "expand", "split",
+    "permute", "transpose", "t", "alias", "detach", "select", "slice", "expand", "broadcast_to",
+    "split",
     "split_with_sizes", "chunk", "unbind", "narrow", "diagonal", "as_strided", "unfold",
     "view_as", "reshape_as", "expand_as", "movedim", "swapaxes", "swapdims", "view_as_real", "view_as_complex",
     "real", "imag", "tensor_split", "hsplit", "vsplit", "_reshape_alias", "lift_fresh",

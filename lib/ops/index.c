@@ -452,3 +452,52 @@ out:
     tn_release(gs);
     return r;
 }
+
+/* take: self flattened, indexed by index (negative ones from the end), in
+ * index's shape; PyTorch's checks and words. The gradient is
+ * index_select's. */
+struct tn_tensor *tn__composite_take(tn_keyset ks, const struct tn_tensor *self,
+                                     const struct tn_tensor *index)
+{
+    if (index->dtype != TN_INT64) {
+        tn_set_error(TN_EDTYPE, "take(): Expected a long tensor for index, but got %s",
+                     tn_dtype_info(index->dtype)->c10_name);
+        return NULL;
+    }
+    int64_t n = tn_numel(self), m = tn_numel(index);
+    if (n == 0 && m > 0) {
+        tn_set_error(TN_EINVAL, "take(): tried to take from an empty tensor");
+        return NULL;
+    }
+    struct tn_tensor *flat = tn_reshape(self, &n, 1), *ic = tn_contiguous(index);
+    struct tn_tensor *w = NULL, *sel = NULL, *r = NULL;
+    if (ic && ic->device.type != TN_DEVICE_META) /* (Meta: the shape only, no values) */
+        w = tn_empty(&m, 1, TN_INT64);
+    else if (ic)
+        w = tn_retain(ic);
+    if (flat && w && w != ic) {
+        const int64_t *ip = tn_data(ic);
+        int64_t *wp = tn_data(w);
+        int64_t i = 0;
+        for (; i < m; i++) {
+            if (ip[i] < -n || ip[i] >= n) {
+                tn_set_error(TN_EINDEX, "out of range: tried to access index %lld on a tensor "
+                             "of %lld elements.", (long long)ip[i], (long long)n);
+                break;
+            }
+            wp[i] = ip[i] < 0 ? ip[i] + n : ip[i];
+        }
+        if (i == m && (sel = tn_index_select(flat, 0, w)))
+            r = tn_reshape(sel, index->sizes, index->ndim);
+    } else if (flat && w) {
+        struct tn_tensor *w1 = tn_reshape(w, &m, 1);
+        if (w1 && (sel = tn_index_select(flat, 0, w1)))
+            r = tn_reshape(sel, index->sizes, index->ndim);
+        tn_release(w1);
+    }
+    tn_release(flat);
+    tn_release(ic);
+    tn_release(w);
+    tn_release(sel);
+    return r;
+}

@@ -168,6 +168,26 @@ struct tn_tensor *tn__composite_batch_norm(tn_keyset ks, const struct tn_tensor 
                                            double momentum, double eps, bool cudnn_enabled)
 {
     struct tn_tensor *out, *a, *b;
+    if (tn_numel(input) == 0) {
+        /* PyTorch's _batch_norm_impl_index: an empty input (of any rank)
+         * gives a copy of it, times weight[0] plus bias[0], not a view
+         * (the gradient's chain stays whole) */
+        struct tn_keep k = {0};
+        struct tn_tensor *w0, *b0;
+        TN_KEEP(&k, out, tn_clone(input));
+        if (weight) {
+            TN_KEEP(&k, w0, tn_select(weight, 0, 0));
+            TN_KEEP(&k, out, tn_mul(out, w0));
+        }
+        if (bias) {
+            TN_KEEP(&k, b0, tn_select(bias, 0, 0));
+            TN_KEEP(&k, out, tn_add(out, b0, tn_int(1)));
+        }
+        return tn__keep_out(&k, out);
+    fail:
+        tn__keep_free(&k);
+        return NULL;
+    }
     if (tn__redispatch_native_batch_norm(ks, input, weight, bias, running_mean, running_var,
                                         training, momentum, eps, &out, &a, &b) < 0)
         return NULL;

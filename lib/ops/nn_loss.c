@@ -33,6 +33,37 @@ struct tn_tensor *tn__composite_l1_loss(tn_keyset ks, const struct tn_tensor *se
     return r;
 }
 
+/* kl_div as PyTorch's: exp(target) (target - self) for a log target, else
+ * xlogy(target, target) - target self (0 where target is 0), reduced */
+struct tn_tensor *tn__composite_kl_div(tn_keyset ks, const struct tn_tensor *self,
+                                       const struct tn_tensor *target, int64_t reduction,
+                                       bool log_target)
+{
+    struct tn_keep k = {0};
+    struct tn_tensor *a, *b, *r;
+    if (log_target) {
+        TN_KEEP(&k, a, tn_exp(target));
+        TN_KEEP(&k, b, tn_sub(target, self, tn_int(1)));
+        TN_KEEP(&k, r, tn_mul(a, b));
+    } else {
+        /* xlogy(t, t): t log t, 0 at t = 0 (log of 1 there, so that the
+         * branch where leaves out has no inf to make a NaN gradient) */
+        struct tn_tensor *z, *one, *tl, *xl, *ts;
+        TN_KEEP(&k, z, tn_eq_scalar(target, tn_int(0)));
+        TN_KEEP(&k, one, tn_ones_like(target, TN_DTYPE_UNSET));
+        TN_KEEP(&k, tl, tn_where_self(z, one, target));
+        TN_KEEP(&k, tl, tn_log(tl));
+        TN_KEEP(&k, xl, tn_mul(target, tl));
+        TN_KEEP(&k, ts, tn_mul(target, self));
+        TN_KEEP(&k, r, tn_sub(xl, ts, tn_int(1)));
+    }
+    TN_KEEP(&k, r, tn__nn_reduce_loss(r, reduction));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- losses */
 
 /* nll_loss_nd: nll_loss over (N, C, d1, ...) too: classes moved last and

@@ -415,6 +415,30 @@ static struct tn_tensor *einsum_letters(const char *equation, const struct tn_te
                          "was given", len, x ? x->ndim : 0, t);
             goto fail;
         }
+        /* a subscript repeated in one operand ('ii->i', 'iji->j'): its
+         * diagonal, which diagonal() puts last, as PyTorch's einsum does */
+        for (int a = 0; a < len; a++) {
+            const char *again = strchr(terms[t] + a + 1, terms[t][a]);
+            if (!again)
+                continue;
+            int b = (int)(again - terms[t]);
+            char c = terms[t][a];
+            if (x->sizes[a] != x->sizes[b]) {
+                tn_set_error(TN_ESHAPE, "einsum(): subscript %c is repeated for operand %d but "
+                             "the sizes don't match, %lld != %lld", c, t,
+                             (long long)x->sizes[a], (long long)x->sizes[b]);
+                goto fail;
+            }
+            struct tn_tensor *dg;
+            TN_KEEP(&k, dg, tn_diagonal(x, 0, a, b));
+            x = dg;
+            memmove(terms[t] + b, terms[t] + b + 1, (size_t)(len - b));
+            memmove(terms[t] + a, terms[t] + a + 1, (size_t)(len - a));
+            len -= 2;
+            terms[t][len++] = c;
+            terms[t][len] = 0;
+            a = -1; /* again from the start: the letters moved */
+        }
         int64_t perm[TN_MAX_DIMS], sizes[TN_MAX_DIMS];
         int np = 0;
         for (int j = 0; j < no; j++) {
@@ -422,11 +446,6 @@ static struct tn_tensor *einsum_letters(const char *equation, const struct tn_te
             sizes[j] = 1;
             if (!at)
                 continue;
-            if (strchr(at + 1, order[j])) {
-                tn_set_error(TN_EINVAL, "einsum(): a subscript repeated in one operand (a "
-                             "diagonal) is not supported yet");
-                goto fail;
-            }
             perm[np++] = at - terms[t];
             sizes[j] = x->sizes[at - terms[t]];
             int64_t *prev = &seen[(int)order[j]];

@@ -19,6 +19,10 @@ tests/fixtures/graph/torch2/:
                   squares and the invstd rounded to bfloat16)
   opinfo_norm     float64 gradients of norm(p=3) (pow's 1/3 exponent kept
                   at float64) and of linalg.vector_norm(ord=0) (zero)
+  opinfo_refused  what tensorkit refused: broadcast_to (torch.masked's
+                  ops), einsum with a subscript repeated in one operand,
+                  take (negative indices), kl_div (both targets), batch
+                  norm of an empty input (a copy)
 
     python3 tests/opinfo/fixtures.py [NAME...]
 """
@@ -83,6 +87,21 @@ class Norms(torch.nn.Module):
                 torch.pow((self.p * s).abs(), 1 / 3))
 
 
+class Refused(torch.nn.Module):
+    def forward(self, x, y, i, s, t, e):
+        f = torch.nn.functional
+        return (torch.broadcast_to(x, (2, 3, 4)), torch.einsum("iji->j", y),
+                torch.einsum("ii", y[:, 0]), torch.take(x, i),
+                f.kl_div(s, t, reduction="batchmean"), f.kl_div(s, t.log(), log_target=True),
+                f.batch_norm(e, None, None, training=True))
+
+
+def refused_inputs():
+    torch.manual_seed(0)
+    return (torch.randn(3, 1), torch.randn(3, 4, 3), torch.tensor([[0, -1], [2, -3]]),
+            torch.randn(3, 5).log_softmax(1), torch.rand(3, 5), torch.randn(0))
+
+
 def bf16_samples():
     """The op_db samples that found the defects, made again (torch.manual_seed(0)
     as sweep.py does; op_db's own samples kept out of this file's needs)."""
@@ -102,6 +121,8 @@ def main():
     if want:  # only the graphs named: the others stay as committed
         if "opinfo_bf16" in want:
             torch2graph.write(Bf16(), bf16_samples(), os.path.join(OUT, "opinfo_bf16"))
+        if "opinfo_refused" in want:
+            torch2graph.write(Refused(), refused_inputs(), os.path.join(OUT, "opinfo_refused"))
         if "opinfo_norm" in want:
             torch2graph.write(Norms(), (torch.ones(1, dtype=torch.float64),),
                               os.path.join(OUT, "opinfo_norm"), grads=True)
@@ -129,6 +150,7 @@ def main():
     torch2graph.write(Bf16(), bf16_samples(), os.path.join(OUT, "opinfo_bf16"))
     torch2graph.write(Norms(), (torch.ones(1, dtype=torch.float64),),
                       os.path.join(OUT, "opinfo_norm"), grads=True)
+    torch2graph.write(Refused(), refused_inputs(), os.path.join(OUT, "opinfo_refused"))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,11 @@ require_op_db() {
     assert_success
 }
 
+@test "fixed refusals: broadcast_to, einsum 'iji->j' and 'ii', take, kl_div, batch_norm of an empty input" {
+    outputs_match "$D/opinfo_refused" 7 --interpret
+    outputs_match "$D/opinfo_refused" 7 --strict
+}
+
 @test "tcompile run --seed is refused by the commands that draw nothing" {
     run tcompile show --seed 1 "$D/opinfo_dropout.json"
     assert_failure 2
