@@ -380,6 +380,17 @@ static int parse_arg_inner(struct reader *r, json_t *j, struct tn_graph_arg *a)
     } else if (!strcmp(arm, "as_sym_int")) {
         a->kind = TN_GARG_INT;
         return sym_item(r, v, it);
+    } else if (!strcmp(arm, "as_sym_bool")) {
+        /* a SymBool (the size checks export writes for data-dependent
+         * sizes: u0 >= 0 into _assert_scalar): a SymInt of 0 or 1 */
+        json_t *bv = json_is_object(v) ? json_object_get(v, "as_bool") : NULL;
+        a->kind = TN_GARG_INT;
+        if (json_is_boolean(bv)) {
+            it->value = -1;
+            it->i = json_is_true(bv);
+            return TN_OK;
+        }
+        return sym_item(r, v, it);
     } else if (!strcmp(arm, "as_float") && json_float(v, &it->f)) {
         a->kind = TN_GARG_FLOAT;
     } else if (!strcmp(arm, "as_bool") && json_is_boolean(v)) {

@@ -23,6 +23,9 @@ tests/fixtures/graph/torch2/:
                   ops), einsum with a subscript repeated in one operand,
                   take (negative indices), kl_div (both targets), batch
                   norm of an empty input (a copy)
+  opinfo_dynamic  data-dependent sizes (masked_select, nonzero): the
+                  SymBool checks export writes (_operator.ge/le into
+                  _assert_scalar)
 
     python3 tests/opinfo/fixtures.py [NAME...]
 """
@@ -96,6 +99,17 @@ class Refused(torch.nn.Module):
                 f.batch_norm(e, None, None, training=True))
 
 
+class Dynamic(torch.nn.Module):
+    def forward(self, x, m):
+        return torch.masked_select(x, m), torch.nonzero(m), torch.masked_select(x.t(), m.t())
+
+
+def dynamic_inputs():
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    return x, x > 0
+
+
 def refused_inputs():
     torch.manual_seed(0)
     return (torch.randn(3, 1), torch.randn(3, 4, 3), torch.tensor([[0, -1], [2, -3]]),
@@ -123,6 +137,8 @@ def main():
             torch2graph.write(Bf16(), bf16_samples(), os.path.join(OUT, "opinfo_bf16"))
         if "opinfo_refused" in want:
             torch2graph.write(Refused(), refused_inputs(), os.path.join(OUT, "opinfo_refused"))
+        if "opinfo_dynamic" in want:
+            torch2graph.write(Dynamic(), dynamic_inputs(), os.path.join(OUT, "opinfo_dynamic"))
         if "opinfo_norm" in want:
             torch2graph.write(Norms(), (torch.ones(1, dtype=torch.float64),),
                               os.path.join(OUT, "opinfo_norm"), grads=True)
@@ -151,6 +167,7 @@ def main():
     torch2graph.write(Norms(), (torch.ones(1, dtype=torch.float64),),
                       os.path.join(OUT, "opinfo_norm"), grads=True)
     torch2graph.write(Refused(), refused_inputs(), os.path.join(OUT, "opinfo_refused"))
+    torch2graph.write(Dynamic(), dynamic_inputs(), os.path.join(OUT, "opinfo_dynamic"))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,16 @@ require_op_db() {
     outputs_match "$D/opinfo_refused" 7 --strict
 }
 
+@test "fixed refusals: data-dependent sizes, and the SymBool checks export writes for them (_operator.ge/le, _assert_scalar)" {
+    outputs_match "$D/opinfo_dynamic" 3 --interpret
+    # a check that fails at run time gives its message (u0 <= 12 made u0 <= 1)
+    sed '181s/"as_int": 12/"as_int": 1/' "$D/opinfo_dynamic.json" >"$BATS_TEST_TMPDIR/g.json"
+    run tcompile run --interpret "$BATS_TEST_TMPDIR/g.json" -w "$D/opinfo_dynamic.pt" \
+        -i "$D/opinfo_dynamic_inputs.pt" -o "$BATS_TEST_TMPDIR/o.pt"
+    assert_failure
+    assert_output --partial "Runtime assertion failed for expression u0 <= 12 on node 'le'"
+}
+
 @test "tcompile run --seed is refused by the commands that draw nothing" {
     run tcompile show --seed 1 "$D/opinfo_dropout.json"
     assert_failure 2
