@@ -1,7 +1,7 @@
 # PyTorch's OpInfo database as the oracle (issue 25): the quick subset in
 # `make check`, the whole of op_db in `make check-opinfo` (skipped with a
 # reason without PyTorch 2.x). OPINFO_FLAGS passes options to sweep.py
-# (--ops NAME,..., --update, --json FILE, --shard K/N). core_missing.py
+# (--ops NAME,..., --update, --json FILE, --shard K/N, --jobs N). core_missing.py
 # lists the core ATen overloads libtensor cannot run yet.
 CLI_TESTS += tests/opinfo/opinfo.bats
 EXTRA_DIST += tests/opinfo/sweep.py tests/opinfo/expected-failures.txt tests/opinfo/fixtures.py \

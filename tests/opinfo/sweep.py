@@ -2,7 +2,7 @@
 """sweep.py: PyTorch's OpInfo database (op_db) as tensorkit's oracle.
 
     python3 sweep.py --tcompile PATH [--ops NAME,...] [--quick] [--batch N]
-                     [--xfail FILE] [--update] [--work DIR] [--json FILE]
+                     [--jobs N] [--xfail FILE] [--update] [--json FILE]
 
 For every OpInfo of torch.testing._internal.common_methods_invocations.op_db
 (or those named by --ops, or the quick subset), every dtype of float32,
@@ -13,13 +13,18 @@ the op on the sample's tensors is exported with torch.export.export (as a
 user would: no run_decompositions) and run with `tcompile run --interpret`;
 its outputs are compared as PyTorch's own tests compare them
 (torch.testing.assert_close's tolerances for the dtype, NaN equal to NaN,
-exact for integers and bool). For float32 and float64 samples of ops with
+exact for integers and bool; for sort and argsort without stable=True,
+indices that order equal elements otherwise pass when they select the
+same values, as PyTorch's own tests allow). For float32 and float64 samples of ops with
 autograd, the sample's floating tensors also become parameters and
 `tcompile run --grads` must give PyTorch's d(sum of the outputs)/d(each).
 Up to --batch samples (64) of one OpInfo, dtype and mode run in one
 `tcompile run --batch` process, each sample in a child of its own there (a
 crash ends only its sample); a sample a batch gives no result for runs
-again in a process of its own.
+again in a process of its own. OpInfos are swept by --jobs worker
+processes (one per CPU), each taking the next OpInfo when done; the summary
+splits the time per sample compared into its steps (making the samples,
+PyTorch's own run, torch.export, writing files, tcompile, comparing).
 
 Each sample ends in one of
   pass      tensorkit gives PyTorch's values
@@ -56,7 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the quick subset `make check` runs: ops from each family the fixes touch
 # (the first QUICK_SAMPLES samples of each dtype)
 QUICK = ["div", "addcmul", "addcdiv", "lerp", "logit", "masked_fill", "gather", "mT", "mH",
-         "log_softmax", "where", "sum", "diagonal"]
+         "log_softmax", "where", "sum", "diagonal", "argsort"]
 QUICK_SAMPLES = 3
 
 # OpInfos whose outputs are uninitialized memory (PyTorch's own tests
@@ -70,6 +75,38 @@ UNINITIALIZED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty
 # runs torch.manual_seed(SEEDED) first: tcompile run --seed does the same,
 # and libtensor's generator draws what PyTorch's CPU generator draws
 SEEDED = 42
+
+
+# OpInfos that sort, and which of their outputs holds the indices: with
+# stable=False the order of equal elements is unspecified, and PyTorch's
+# own tests (test_sort_and_select) compare the values those indices select,
+# so a tie ordered otherwise is not a wrong value
+UNSTABLE = {"argsort": 0, "sort": 1}
+
+
+def tie_order(op, sample, at, got, want):
+    """None when output `at` of an unstable sort's sample differs from
+    PyTorch's only in the order of equal elements; else a reason (or False
+    when the rule does not apply)."""
+    if UNSTABLE.get(op.name) != at or not isinstance(sample.input, torch.Tensor):
+        return False
+    args, kw = sample.args, sample.kwargs
+    dim = kw.get("dim", args[0] if len(args) > 0 else -1)
+    if kw.get("stable", args[2] if len(args) > 2 else False):
+        return False
+    x = sample.input
+    if x.dim() == 0 or got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if not torch.equal(torch.sort(got, dim).values, torch.sort(want, dim).values):
+        return "indices that are not a permutation along dim %d" % dim
+    why = close(x.gather(dim, got), x.gather(dim, want))
+    return why and "the values the indices select differ: " + why
+
+
+# where a sample's time goes: making the samples (OpInfo's sample_inputs),
+# PyTorch's own run (and backward), torch.export, writing the graph and
+# tensors, tcompile, comparing its results
+PHASES = ("samples", "reference", "export", "write", "tcompile", "compare")
 
 
 def seeded(op):
@@ -176,6 +213,15 @@ class Sweep:
         self.processes = 0  # tcompile processes started
         self.fallbacks = 0  # samples a batch gave no result for, run again alone
         self.run_time = 0.0  # seconds in tcompile processes (and reading their outputs)
+        # seconds of each step, for the split of a sample's time
+        self.times = dict.fromkeys(PHASES, 0.0)
+        self.mark = time.perf_counter()
+
+    def lap(self, phase):
+        """The time since the last lap (or since one() began) goes to phase."""
+        now = time.perf_counter()
+        self.times[phase] += now - self.mark
+        self.mark = now
 
     def write_run(self, d, doc, weights, inputs, names, grads, seed=None):
         """The sample's files in d; the arguments of its `tcompile run`."""
@@ -263,6 +309,7 @@ class Sweep:
 
     def one(self, d, op, sample, dtype, grad):
         from torch.utils._pytree import tree_flatten
+        self.mark = time.perf_counter()
         leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         if any(t.is_complex() or t.device.type != "cpu" or t.layout != torch.strided
@@ -299,10 +346,13 @@ class Sweep:
                 loss.backward()
             except Exception as e:
                 return "skip", "PyTorch cannot differentiate it: %s" % first_line(str(e))
+        self.lap("reference")
         try:
             ep, doc, weights = export(m, inputs)
         except Exception as e:
+            self.lap("export")
             return "skip", "torch.export refuses it: %s" % first_line(str(e))
+        self.lap("export")
         names = [s.arg.name for s in ep.graph_signature.input_specs
                  if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
         outs = list(ep.graph_signature.user_outputs)
@@ -310,6 +360,7 @@ class Sweep:
             return "skip", "outputs differ from the export's"
         args = self.write_run(d, doc, weights, inputs, names, grad,
                               SEEDED if seeded(op) else None)
+        self.lap("write")
 
         def finish(got):
             out, gr = got
@@ -322,6 +373,9 @@ class Sweep:
                     e = torch.zeros_like(e, memory_format=torch.contiguous_format)
                     out[name] = torch.zeros_like(out[name])
                 why = close(out[name], e.detach())
+                if why and not grad:
+                    ties = tie_order(op, sample, i, out[name], e.detach())
+                    why = why if ties is False else ties
                 if why:
                     return "wrong", "output %d: %s" % (i, why)
                 if not grad:  # counted, not failed: the strides PyTorch gives its result
@@ -356,8 +410,10 @@ class Sweep:
                 if grad and (dname not in ("float32", "float64") or not op.supports_autograd):
                     continue
                 torch.manual_seed(0)
+                self.mark = time.perf_counter()
                 try:
                     samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+                    self.lap("samples")
                 except Exception as e:
                     self.results["%s|%s|%s|*" % (key0, dname, "grad" if grad else "fwd")] = (
                         "skip", "no samples: %s" % first_line(str(e)))
@@ -386,6 +442,8 @@ class Sweep:
         t0 = time.time()
         ran = self.run_batch([r[1] for _, r in runs])
         self.run_time += time.time() - t0
+        self.times["tcompile"] += time.time() - t0
+        self.mark = time.perf_counter()
         for (i, r), (status, msg, got) in zip(runs, ran):
             if status:
                 done[i] = (status, msg)
@@ -394,10 +452,67 @@ class Sweep:
                 done[i] = r[2](got)
             except Exception as e:
                 done[i] = harness(e)
+        self.lap("compare")
         for i, _ in todo:
             self.results[prefix + str(i)] = done[i]
             if self.a.verbose:
                 print("%s%d %s %s" % (prefix, i, done[i][0], done[i][1]), file=sys.stderr)
+
+# --jobs: OpInfos swept by worker processes, each taking the next OpInfo
+# when it is done with one (their costs differ by 1000x, so no fixed
+# slices). Spawned, not forked: a fork of a process that has run torch can
+# hang in its thread pools; each worker imports op_db once.
+WORKER_OPS = {}
+
+
+def worker_init():
+    torch.set_num_threads(1)
+    WORKER_OPS.update((opinfo_key(o), o) for o in load_op_db())
+
+
+def worker_sweep(a, key):
+    """One OpInfo swept in a worker: what the parent merges."""
+    sw = Sweep(a)
+    with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
+        sw.sweep_op(WORKER_OPS[key], d)
+    return sw.results, sw.processes, sw.fallbacks, sw.run_time, sw.times, sw.strides
+
+
+def sweep_all(sw, ops, jobs):
+    """ops swept into sw: in this process, or by `jobs` worker processes."""
+    say = sw.a.verbose or len(ops) > 50  # a long sweep says where it is
+    if jobs <= 1 or len(ops) <= 1:
+        with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
+            for i, op in enumerate(ops):
+                if say:
+                    print("sweep.py: [%d/%d] %s" % (i + 1, len(ops), opinfo_key(op)),
+                          file=sys.stderr, flush=True)
+                sw.sweep_op(op, d)
+        return
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    with cf.ProcessPoolExecutor(min(jobs, len(ops)), mp_context=mp.get_context("spawn"),
+                                initializer=worker_init) as ex:
+        todo = {ex.submit(worker_sweep, sw.a, opinfo_key(op)): opinfo_key(op) for op in ops}
+        for n, f in enumerate(cf.as_completed(todo)):
+            key = todo[f]
+            try:
+                results, processes, fallbacks, run_time, times, strides = f.result()
+            except Exception as e:  # the worker died: never quiet
+                sw.results[key + "|*|*|*"] = ("crash", "harness: worker: %s: %s" % (
+                    type(e).__name__, first_line(str(e))))
+                continue
+            sw.results.update(results)
+            sw.processes += processes
+            sw.fallbacks += fallbacks
+            sw.run_time += run_time
+            for k, v in times.items():
+                sw.times[k] += v
+            sw.strides[0] += strides[0]
+            sw.strides[1] += strides[1]
+            if say:
+                print("sweep.py: [%d/%d] %s" % (n + 1, len(ops), key), file=sys.stderr, flush=True)
+
 
 def read_xfail(path):
     xf = {}
@@ -449,6 +564,9 @@ def main():
                    help="run up to N samples in one `tcompile run --batch` process "
                         "(1: a process per sample)")
     p.add_argument("--shard", default="0/1", help="K/N: the K-th of N slices of op_db")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="sweep OpInfos in N worker processes (default: one per CPU; "
+                        "1: in this process)")
     p.add_argument("--results", nargs="+", metavar="JSON",
                    help="take the results of earlier runs' --json instead of sweeping "
                         "(with --ops, only those OpInfos are swept again)")
@@ -486,12 +604,8 @@ def main():
             for key in [k for k in sw.results if k.split("|")[0] == opinfo_key(op)]:
                 del sw.results[key]
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
-        for i, op in enumerate(ops):
-            if a.verbose or len(ops) > 50:  # a long sweep says where it is
-                print("sweep.py: [%d/%d] %s" % (i + 1, len(ops), opinfo_key(op)),
-                      file=sys.stderr, flush=True)
-            sw.sweep_op(op, d)
+    jobs = a.jobs or len(os.sched_getaffinity(0))
+    sweep_all(sw, ops, jobs)
     res = sw.results
     if a.results:
         seen = {k.split("|")[0] for k in res}
@@ -501,6 +615,15 @@ def main():
     print("sweep.py: %d tcompile processes (%d samples run again alone), %.1f s in all, "
           "%.1f s running tcompile" % (sw.processes, sw.fallbacks, time.time() - sw.timing,
                                        sw.run_time))
+    ran = sum(1 for v in res.values() if v[0] != "skip")
+    total = sum(sw.times.values())
+    if ops and ran and total:
+        print("sweep.py: %d OpInfos by %d process%s, %.1f s wall; per sample compared (%d): %s; "
+              "%.1f ms in all" % (len(ops), min(jobs, len(ops)), "es" if jobs > 1 else "",
+                                  time.time() - sw.timing, ran,
+                                  ", ".join("%s %.1f ms (%.0f%%)" % (
+                                      k, 1000 * v / ran, 100 * v / total if total else 0)
+                                      for k, v in sw.times.items()), 1000 * total / ran))
     if sw.strides[0]:
         print("sweep.py: strides of %d forward results compared, %d differ from PyTorch's" %
               (sw.strides[0], len(sw.strides[1])))
