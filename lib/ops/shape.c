@@ -220,7 +220,33 @@ struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn
     if (dtype != TN_DTYPE_UNSET)
         TN_KEEP(&k, x, tn_to_dtype(self, dtype));
     TN_KEEP(&k, a, tn_abs(x));
-    if (isinf(p)) {
+    if (isinf(p) && x->requires_grad) {
+        /* PyTorch's linalg_vector_norm_backward for ord inf: sgn(x) times
+         * grad / count over the maxima of |x|, NaNs counted among them (so
+         * a NaN gives 0, where amax's own rule gives NaN everywhere): the
+         * value r, plus sum(w |x|) - its value, through which autograd
+         * finds w sgn(x), where that sum is finite (0 where it is not) */
+        struct tn_tensor *ad, *r0, *m, *n, *cnt, *w, *wa, *sv, *s0, *d, *fin, *z;
+        TN_KEEP(&k, ad, tn_detach(a));
+        TN_KEEP(&k, r0, p > 0 ? tn_amax(ad, dim, dim_len, true) : tn_amin(ad, dim, dim_len, true));
+        TN_KEEP(&k, m, tn_eq(ad, r0));
+        TN_KEEP(&k, n, tn_isnan(ad));
+        TN_KEEP(&k, m, tn_logical_or(m, n));
+        TN_KEEP(&k, m, tn_to_dtype(m, a->dtype));
+        TN_KEEP(&k, cnt, tn_sum_dim_intlist(m, dim, dim_len, true, TN_DTYPE_UNSET));
+        TN_KEEP(&k, w, tn_div(m, cnt));
+        TN_KEEP(&k, wa, tn_mul(w, a));
+        TN_KEEP(&k, sv, tn_sum_dim_intlist(wa, dim, dim_len, keepdim, TN_DTYPE_UNSET));
+        TN_KEEP(&k, s0, tn_detach(sv));
+        TN_KEEP(&k, d, tn_sub(sv, s0, tn_int(1)));
+        TN_KEEP(&k, fin, tn_isinf(s0));
+        TN_KEEP(&k, n, tn_isnan(s0));
+        TN_KEEP(&k, fin, tn_logical_or(fin, n));
+        TN_KEEP(&k, z, tn_zeros_like(d, TN_DTYPE_UNSET));
+        TN_KEEP(&k, d, tn_where_self(fin, z, d));
+        TN_KEEP(&k, r, p > 0 ? tn_amax(ad, dim, dim_len, keepdim) : tn_amin(ad, dim, dim_len, keepdim));
+        TN_KEEP(&k, r, tn_add(r, d, tn_int(1)));
+    } else if (isinf(p)) {
         r = p > 0 ? tn_amax(a, dim, dim_len, keepdim) : tn_amin(a, dim, dim_len, keepdim);
         TN_KEEP(&k, r, r);
     } else if (p == 0) {

@@ -18,7 +18,8 @@ tests/fixtures/graph/torch2/:
                   rounding), batch_norm in training (the mean, the sum of
                   squares and the invstd rounded to bfloat16)
   opinfo_norm     float64 gradients of norm(p=3) (pow's 1/3 exponent kept
-                  at float64) and of linalg.vector_norm(ord=0) (zero)
+                  at float64), of linalg.vector_norm(ord=0) (zero) and of
+                  ord +-inf with ties and NaNs (PyTorch's own rule)
   opinfo_refused  what tensorkit refused: broadcast_to (torch.masked's
                   ops), einsum with a subscript repeated in one operand,
                   take (negative indices), kl_div (both targets), batch
@@ -83,11 +84,19 @@ class Norms(torch.nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.p = torch.nn.Parameter(torch.randn(5, 5, dtype=torch.float64))
+        nan = torch.zeros(5, 5, dtype=torch.float64)
+        nan[0, 0] = nan[1, 1] = float("nan")
+        self.register_buffer("nan", nan)
 
     def forward(self, s):
         return (torch.norm(self.p * s, 3, 1),
                 torch.linalg.vector_norm(self.p * s, 0, 1),
-                torch.pow((self.p * s).abs(), 1 / 3))
+                torch.pow((self.p * s).abs(), 1 / 3),
+                # ord inf with ties and a NaN (PyTorch's rule: NaNs count
+                # among the maxima, their sgn is 0)
+                torch.linalg.vector_norm(self.p * s + self.nan, float("inf"), 1),
+                torch.linalg.vector_norm(self.p * s + self.nan, float("inf")),
+                torch.linalg.vector_norm(self.p.round() * s, -float("inf"), 0))
 
 
 class Refused(torch.nn.Module):
