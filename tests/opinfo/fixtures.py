@@ -23,7 +23,8 @@ tests/fixtures/graph/torch2/:
   opinfo_refused  what tensorkit refused: broadcast_to (torch.masked's
                   ops), einsum with a subscript repeated in one operand,
                   take (negative indices), kl_div (both targets), batch
-                  norm of an empty input (a copy)
+                  norm of an empty input (a copy), int64 conv2d and conv1d
+                  (groups, stride, dilation)
   opinfo_dynamic  data-dependent sizes (masked_select, nonzero): the
                   SymBool checks export writes (_operator.ge/le into
                   _assert_scalar)
@@ -100,9 +101,11 @@ class Norms(torch.nn.Module):
 
 
 class Refused(torch.nn.Module):
-    def forward(self, x, y, i, s, t, e):
+    def forward(self, x, y, i, s, t, e, ix, iw, ib):
         f = torch.nn.functional
-        return (torch.broadcast_to(x, (2, 3, 4)), torch.einsum("iji->j", y),
+        return (f.conv2d(ix, iw, ib, groups=2, padding=1, stride=(2, 1)),
+                f.conv1d(ix[:, :, 0], iw[:, :, 0], groups=2, dilation=2),
+                torch.broadcast_to(x, (2, 3, 4)), torch.einsum("iji->j", y),
                 torch.einsum("ii", y[:, 0]), torch.take(x, i),
                 f.kl_div(s, t, reduction="batchmean"), f.kl_div(s, t.log(), log_target=True),
                 f.batch_norm(e, None, None, training=True))
@@ -122,7 +125,9 @@ def dynamic_inputs():
 def refused_inputs():
     torch.manual_seed(0)
     return (torch.randn(3, 1), torch.randn(3, 4, 3), torch.tensor([[0, -1], [2, -3]]),
-            torch.randn(3, 5).log_softmax(1), torch.rand(3, 5), torch.randn(0))
+            torch.randn(3, 5).log_softmax(1), torch.rand(3, 5), torch.randn(0),
+            torch.randint(-9, 9, (2, 4, 6, 6)), torch.randint(-9, 9, (6, 2, 3, 3)),
+            torch.randint(-9, 9, (6,)))
 
 
 def bf16_samples():

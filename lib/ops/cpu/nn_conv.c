@@ -186,7 +186,9 @@ static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *
     int rc = use == CONV_FORWARD      ? conv_types(input, weight, bias, mkldnn)
              : use == CONV_GRAD_INPUT ? conv_backward_types(input, weight, mkldnn)
                                       : TN_OK;
-    return rc < 0 ? rc : tn__nn_check_float("slow_conv2d_cpu", input);
+    if (rc < 0 || input->dtype == TN_INT64) /* (2.x's slow_conv2d takes int64: conv_int64) */
+        return rc;
+    return tn__nn_check_float("slow_conv2d_cpu", input);
 }
 
 /* PyTorch's Empty backend, for an input without values once the shape
@@ -213,6 +215,36 @@ static struct tn_tensor *conv_empty(const struct tn_tensor *input, const struct 
     }
     tn__nn_drop(0, wf, w0, b0, NULL);
     return out;
+}
+
+/* int64 convolution, as PyTorch 2.x computes it (integer products and sums,
+ * wrapping on overflow): a direct loop, these being small and rare. x, w
+ * and b contiguous int64; out (N, OC, OH, OW). */
+static void conv_int64(const struct conv *g, const int64_t *x, const int64_t *w, const int64_t *b,
+                       int64_t *out)
+{
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t oc = 0; oc < g->oc; oc++) {
+            int64_t c0 = oc / g->ocg * g->cg;
+            for (int64_t oy = 0; oy < g->oh; oy++)
+                for (int64_t ox = 0; ox < g->ow; ox++) {
+                    uint64_t acc = b ? (uint64_t)b[oc] : 0;
+                    for (int64_t ci = 0; ci < g->cg; ci++)
+                        for (int64_t ky = 0; ky < g->kh; ky++) {
+                            int64_t iy = oy * g->sh - g->ph + ky * g->dh;
+                            if (iy < 0 || iy >= g->h)
+                                continue;
+                            for (int64_t kx = 0; kx < g->kw; kx++) {
+                                int64_t ix = ox * g->sw - g->pw + kx * g->dw;
+                                if (ix < 0 || ix >= g->w)
+                                    continue;
+                                acc += (uint64_t)x[((n * g->c + c0 + ci) * g->h + iy) * g->w + ix] *
+                                       (uint64_t)w[((oc * g->cg + ci) * g->kh + ky) * g->kw + kx];
+                            }
+                        }
+                    out[((n * g->oc + oc) * g->oh + oy) * g->ow + ox] = (int64_t)acc;
+                }
+        }
 }
 
 /* The output columns ox of a patch row whose input column x0 + ox * sw lies
@@ -526,6 +558,16 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
         osz[2] = g.ow;
     if (rc == 1)
         return conv_empty(input, weight, bias, osz, input->ndim);
+    if (input->dtype == TN_INT64) {
+        struct tn_tensor *xi = tn__nn_as(input, TN_INT64), *wi = tn__nn_as(weight, TN_INT64);
+        struct tn_tensor *bi = tn__nn_as(bias, TN_INT64), *oi = tn_empty(osz, input->ndim, TN_INT64);
+        if (xi && wi && (!bias || bi) && oi)
+            conv_int64(&g, tn_data(xi), tn_data(wi), bi ? tn_data(bi) : NULL, tn_data(oi));
+        else
+            tn_release(oi), oi = NULL;
+        tn__nn_drop(0, xi, wi, bi, NULL);
+        return oi ? tn__channels_last_if(oi, cl) : NULL;
+    }
     struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
     struct tn_tensor *b = tn__nn_as(bias, ct);
     struct tn_tensor *out = tn_empty(osz, input->ndim, ct);
@@ -584,7 +626,7 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
     int rc = conv_geometry(input, weight, NULL, output_mask[0] ? CONV_GRAD_INPUT : CONV_GRAD_WEIGHT,
                            stride, stride_len, padding, padding_len, dilation, dilation_len,
                            groups, &g);
-    if (rc < 0)
+    if (rc < 0 || (rc = tn__nn_check_float("slow_conv2d_cpu", input)) < 0) /* (no int64 grads) */
         return rc;
     int64_t hw = g.oh * g.ow;
     if (tn_numel(grad_output) != g.n * g.oc * hw)
