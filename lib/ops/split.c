@@ -184,6 +184,20 @@ int tn__composite_unbind_int(tn_keyset ks, const struct tn_tensor *self, int64_t
     return (int)n;
 }
 
+/* nonzero_numpy (nonzero(as_tuple=True)): nonzero's columns, as PyTorch's
+ * (a 0-dim self as one element) */
+int tn__composite_nonzero_numpy(tn_keyset ks, const struct tn_tensor *self,
+                                struct tn_tensor ***result)
+{
+    struct tn_tensor *s = self->ndim == 0 ? tn_unsqueeze(self, 0)
+                                          : tn_retain((struct tn_tensor *)self);
+    struct tn_tensor *nz = s ? tn_nonzero(s) : NULL;
+    int rc = nz ? tn__composite_unbind_int(ks, nz, 1, result) : tn_last_status();
+    tn_release(s);
+    tn_release(nz);
+    return rc;
+}
+
 static int tensor_split_dim(const struct tn_tensor *self, int64_t dim)
 {
     if (self->ndim == 0)

@@ -25,7 +25,8 @@ tests/fixtures/graph/torch2/:
                   take (negative indices), kl_div (both targets), batch
                   norm of an empty input (a copy), int64 conv2d and conv1d
                   (groups, stride, dilation)
-  opinfo_dynamic  data-dependent sizes (masked_select, nonzero): the
+  opinfo_dynamic  data-dependent sizes (masked_select, nonzero, nonzero
+                  as_tuple, which exports nonzero_numpy): the
                   SymBool checks export writes (_operator.ge/le into
                   _assert_scalar)
 
@@ -113,7 +114,8 @@ class Refused(torch.nn.Module):
 
 class Dynamic(torch.nn.Module):
     def forward(self, x, m):
-        return torch.masked_select(x, m), torch.nonzero(m), torch.masked_select(x.t(), m.t())
+        return (torch.masked_select(x, m), torch.nonzero(m), torch.masked_select(x.t(), m.t()),
+                *torch.nonzero(m, as_tuple=True))
 
 
 def dynamic_inputs():
