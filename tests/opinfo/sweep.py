@@ -565,8 +565,8 @@ def main():
                         "(1: a process per sample)")
     p.add_argument("--shard", default="0/1", help="K/N: the K-th of N slices of op_db")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="sweep OpInfos in N worker processes (default: one per CPU; "
-                        "1: in this process)")
+                   help="sweep OpInfos in N worker processes (default: one per CPU, "
+                        "1 with --quick; 1: in this process)")
     p.add_argument("--results", nargs="+", metavar="JSON",
                    help="take the results of earlier runs' --json instead of sweeping "
                         "(with --ops, only those OpInfos are swept again)")
@@ -604,7 +604,9 @@ def main():
             for key in [k for k in sw.results if k.split("|")[0] == opinfo_key(op)]:
                 del sw.results[key]
     torch.set_num_threads(1)
-    jobs = a.jobs or len(os.sched_getaffinity(0))
+    # (the quick subset in one process: a worker's import of op_db costs
+    # more than its few samples)
+    jobs = a.jobs or (1 if a.quick else len(os.sched_getaffinity(0)))
     sweep_all(sw, ops, jobs)
     res = sw.results
     if a.results:
