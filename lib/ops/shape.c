@@ -220,12 +220,24 @@ struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn
     if (dtype != TN_DTYPE_UNSET)
         TN_KEEP(&k, x, tn_to_dtype(self, dtype));
     TN_KEEP(&k, a, tn_abs(x));
-    if (isinf(p) && x->requires_grad) {
+    bool nan_in = false;
+    if (isinf(p) && x->requires_grad && a->device.type != TN_DEVICE_META) {
+        /* amax's own rule is PyTorch's but for NaNs (below), and the rule
+         * below loses the gradient of an infinite element: each where it
+         * serves */
+        struct tn_tensor *isn, *any;
+        TN_KEEP(&k, isn, tn_isnan(a));
+        TN_KEEP(&k, any, tn_any(isn));
+        nan_in = tn_item_double(any) != 0;
+    }
+    if (isinf(p) && x->requires_grad && nan_in) {
         /* PyTorch's linalg_vector_norm_backward for ord inf: sgn(x) times
          * grad / count over the maxima of |x|, NaNs counted among them (so
          * a NaN gives 0, where amax's own rule gives NaN everywhere): the
          * value r, plus sum(w |x|) - its value, through which autograd
-         * finds w sgn(x), where that sum is finite (0 where it is not) */
+         * finds w sgn(x), where that sum is finite (0 where it is not: an
+         * infinite element beside a NaN elsewhere gets 0, not PyTorch's
+         * w sgn(x)) */
         struct tn_tensor *ad, *r0, *m, *n, *cnt, *w, *wa, *sv, *s0, *d, *fin, *z;
         TN_KEEP(&k, ad, tn_detach(a));
         TN_KEEP(&k, r0, p > 0 ? tn_amax(ad, dim, dim_len, true) : tn_amin(ad, dim, dim_len, true));
