@@ -13,6 +13,10 @@ lib_aoti_libtensor_aoti_la_SOURCES = lib/aoti/types.c lib/aoti/tensor.c lib/aoti
 lib_aoti_libtensor_aoti_la_LDFLAGS = -avoid-version -shared -no-undefined \
 	-export-symbols-regex '^(aoti_torch_|Sleef_)'
 lib_aoti_libtensor_aoti_la_LIBADD = $(TN_LIB) -lm
+# Shared only (-shared above): --tag=disable-static makes libtool compile
+# each source once, position-independent, instead of a second, unused
+# non-PIC object for a static library that is never made.
+lib_aoti_libtensor_aoti_la_LIBTOOLFLAGS = --tag=disable-static
 TN_AOTI_STANDIN_LDFLAGS = -module -avoid-version -shared -no-undefined
 lib_aoti_libtorch_la_SOURCES = lib/aoti/standin.c
 lib_aoti_libtorch_la_LDFLAGS = $(TN_AOTI_STANDIN_LDFLAGS)
