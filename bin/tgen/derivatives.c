@@ -275,6 +275,21 @@ static void name_kernels(struct tg_schema *s, struct tg_func *fn)
  * implemented, rather than a result that silently does not require grad.
  * out= overloads still run below Autograd; of an op returning a tuple,
  * the floating results take the node. */
+/* The comparisons, whose functional result is always bool: no node can
+ * record on it (tn__ad_noderiv_result returns a bool result as it is), so
+ * they get no Autograd kernel and dispatch falls through to their kernel.
+ * Their in-place forms (eq_: self's dtype) keep one. */
+static bool bool_result(const struct tg_func *f)
+{
+    static const char *const names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+    if (f->inplace || strcmp(f->ns, "aten"))
+        return false;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(f->name, names[i]))
+            return true;
+    return false;
+}
+
 static int mark_no_derivative(struct tg_schema *s)
 {
     for (int i = 0; i < s->nfuncs; i++) {
@@ -287,7 +302,7 @@ static int mark_no_derivative(struct tg_schema *s)
         for (int r = 0; r < f->nrets; r++)
             tensors &= f->rets[r].type == TG_TENSOR;
         if (f->autograd[0] || f->is_out || !own || f->kernel[TG_KEY_IMPLICIT] || !tensor_arg ||
-            !tensors)
+            !tensors || bool_result(f))
             continue;
         /* a view (`Tensor(a)`) shares its input's history; in place needs self first */
         if (f->inplace ? !(f->args[0].type == TG_TENSOR && f->args[0].mutable_)

@@ -232,6 +232,18 @@ static void test_not_implemented(void **state)
     assert_false(i->requires_grad);
     assert_null(i->grad_fn);
     tn_release(i);
+    /* comparisons have no Autograd kernel: their bool results, as PyTorch's,
+     * neither require grad nor carry a node */
+    struct tn_tensor *(*const cmp[])(const struct tn_tensor *, const struct tn_tensor *) = {
+        tn_eq, tn_ne, tn_lt, tn_le, tn_gt, tn_ge};
+    for (size_t k = 0; k < sizeof cmp / sizeof *cmp; k++) {
+        struct tn_tensor *c = cmp[k](x, x);
+        assert_non_null(c);
+        assert_int_equal(c->dtype, TN_BOOL);
+        assert_false(c->requires_grad);
+        assert_null(c->grad_fn);
+        tn_release(c);
+    }
     tn_release(y);
     tn_release(x);
 }
