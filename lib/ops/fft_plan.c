@@ -2,6 +2,13 @@
  * ops/fft_plan.c: FFT plans (factors and twiddles per length, cached) and
  * the transform itself, in double (ops/fft_internal.h says what and why).
  */
+/* -O3 for this file (the build's default is -O2): its vectoriser takes the
+ * butterflies' loops over k, 1.6x at 2^16 and for a batch of 256 lines of
+ * 1024, same results (no FMA, no reassociation). A four-step pass for
+ * large powers of two and an AVX2 clone measured slower than this. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include "ops/fft_internal.h"
 
 #include "core/internal.h"
