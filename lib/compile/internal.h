@@ -340,9 +340,9 @@ struct tn__lctx {
     int *uses;                    /* per graph value: the nodes and outputs reading it */
     const struct tn_graph_node *n;/* the node being lowered */
     char why[200];                /* why it stays extern */
-    char pend[1024];              /* nodes lowered into no kernel yet */
-    bool cur_used;                /* the node being lowered made a kernel */
     const char *ext;              /* the extern node whose arguments are realized */
+    int *xnode;                   /* per expression before xmapped: the node made it, -1 */
+    int xmapped;
 };
 
 /* A lowering: 0 lowered, 1 left to the dispatcher (why in L->why), or a

@@ -196,12 +196,80 @@ static int64_t numel_of(int nd, const int64_t *sizes)
     return n;
 }
 
-/* A load of all of buffer b (contiguous) over sizes. */
-static int load_all(struct tn__cprog *P, int b, int nd, const int64_t *sizes)
+static int map_xs(struct tn__lctx *L, int ni);
+
+/* A load of a step's result, buffer b: no node's expression (a kernel
+ * reading it computes none of the nodes before), -1 when out of memory. */
+static int result_load(struct tn__lctx *L, int b, int nd, const int64_t *coef)
+{
+    if (map_xs(L, L->n ? (int)(L->n - L->g->nodes) : -1) < 0)
+        return -1;
+    int x = tn__x_load(L->P, b, nd, 0, coef);
+    return x < 0 || map_xs(L, -1) < 0 ? -1 : x;
+}
+
+/* A load of all of buffer b (contiguous) over sizes: a step's result. */
+static int load_all(struct tn__lctx *L, int b, int nd, const int64_t *sizes)
 {
     int64_t st[TN_MAX_DIMS];
     tn_contiguous_strides(sizes, nd, st);
-    return tn__x_load(P, b, nd, 0, st);
+    return result_load(L, b, nd, st);
+}
+
+/* The nodes whose expressions x reads, into mark (per node); whether x
+ * reads memory. A load of a step's result is no node's (a view of it is
+ * the view's); an expression made since xmapped is the node being
+ * lowered's; one of constants only is anybody's (hash-consed: the first
+ * maker's). */
+static bool mark_nodes(const struct tn__lctx *L, int x, unsigned char *seen, unsigned char *mark)
+{
+    if (x < 0)
+        return false;
+    if (seen[x])
+        return seen[x] == 2;
+    const struct tn__x *e = &L->P->xs[x];
+    bool reads = e->op == TN_X_LOAD;
+    reads |= mark_nodes(L, e->a, seen, mark);
+    reads |= mark_nodes(L, e->b, seen, mark);
+    reads |= mark_nodes(L, e->c, seen, mark);
+    int ni = x < L->xmapped ? L->xnode[x] : L->n ? (int)(L->n - L->g->nodes) : -1;
+    if (ni >= 0 && reads)
+        mark[ni] = 1;
+    seen[x] = reads ? 2 : 1;
+    return reads;
+}
+
+/* A kernel's label: the graph nodes its stage computes, in graph order
+ * (the node being lowered, or the extern one whose argument it is, when
+ * it only copies an input). */
+static char *kernel_label(const struct tn__lctx *L, const struct tn__stage *s)
+{
+    const struct tn_graph *g = L->g;
+    unsigned char *seen = calloc((size_t)L->P->nx + 1, 1);
+    unsigned char *mark = calloc((size_t)g->nnodes + 1, 1);
+    size_t len = 1;
+    char *label = NULL;
+    if (seen && mark) {
+        mark_nodes(L, s->x, seen, mark);
+        for (int i = 0; i < g->nnodes; i++)
+            len += mark[i] ? strlen(g->nodes[i].name) + 2 : 0;
+        const char *dflt = L->n ? L->n->name : L->ext ? L->ext : "output";
+        label = malloc(len + strlen(dflt));
+        if (label) {
+            label[0] = '\0';
+            for (int i = 0; i < g->nnodes; i++)
+                if (mark[i]) {
+                    if (label[0])
+                        strcat(label, ", ");
+                    strcat(label, g->nodes[i].name);
+                }
+            if (!label[0])
+                strcpy(label, dflt);
+        }
+    }
+    free(seen);
+    free(mark);
+    return label;
 }
 
 /* A kernel step of one stage. */
@@ -213,12 +281,7 @@ static int add_kernel(struct tn__lctx *L, const struct tn__stage *s)
         return tn_set_error(TN_ENOMEM, "out of memory");
     st->stage0 = si;
     st->nstages = 1;
-    size_t len = strlen(L->pend);
-    if (L->n)
-        snprintf(L->pend + len, sizeof L->pend - len, "%s%s", len ? ", " : "", L->n->name);
-    st->label = strdup(L->pend[0] ? L->pend : L->ext ? L->ext : "output");
-    L->pend[0] = '\0';
-    L->cur_used = true;
+    st->label = kernel_label(L, s);
     return st->label ? TN_OK : tn_set_error(TN_ENOMEM, "out of memory");
 }
 
@@ -244,7 +307,7 @@ static int copy_lv(struct tn__lctx *L, struct tn__lv *v)
     int rc = add_kernel(L, &s);
     if (rc < 0)
         return rc;
-    v->x = load_all(L->P, b, v->nd, v->sizes);
+    v->x = load_all(L, b, v->nd, v->sizes);
     return v->x < 0 ? tn_set_error(TN_ENOMEM, "out of memory") : TN_OK;
 }
 
@@ -315,7 +378,7 @@ int tn__reduce(struct tn__lctx *L, const struct tn__lv *in, unsigned mask, int r
         }
         o += !rd;
     }
-    if ((r.x = tn__x_load(L->P, s.buf, r.nd, 0, coef)) < 0)
+    if ((r.x = result_load(L, s.buf, r.nd, coef)) < 0)
         return tn_set_error(TN_ENOMEM, "out of memory");
     *out = r;
     return TN_OK;
@@ -412,7 +475,7 @@ int tn__matmul(struct tn__lctx *L, const struct tn__lv *a, const struct tn__lv *
     view_of(L->P, &bb, &st->args[1]);
     st->outbuf[0] = ob;
     struct tn__lv r = {.nd = 2, .dt = dt, .sizes = {sz[0], sz[1]}};
-    if ((r.x = load_all(L->P, ob, 2, sz)) < 0)
+    if ((r.x = load_all(L, ob, 2, sz)) < 0)
         return tn_set_error(TN_ENOMEM, "out of memory");
     *out = r;
     return TN_OK;
@@ -483,7 +546,7 @@ static int lower_extern(struct tn__lctx *L, int ni, const char *why)
         lv->nd = t->ndim;
         lv->dt = t->dtype;
         memcpy(lv->sizes, t->sizes, sizeof lv->sizes);
-        if ((lv->x = load_all(L->P, b, t->ndim, t->sizes)) < 0)
+        if ((lv->x = load_all(L, b, t->ndim, t->sizes)) < 0)
             return tn_set_error(TN_ENOMEM, "out of memory");
     }
     return TN_OK;
@@ -597,8 +660,21 @@ static bool mutates(const struct tn_graph_node *n)
     return (len > 1 && q[len - 1] == '_' && q[0] != '_') || (dot && !strncmp(dot, ".out", 4));
 }
 
+/* The expressions made since the last call: node ni's (-1: before any). */
+static int map_xs(struct tn__lctx *L, int ni)
+{
+    int *m = realloc(L->xnode, ((size_t)L->P->nx + 1) * sizeof *m);
+    if (!m)
+        return tn_set_error(TN_ENOMEM, "out of memory");
+    L->xnode = m;
+    for (; L->xmapped < L->P->nx; L->xmapped++)
+        m[L->xmapped] = ni;
+    return TN_OK;
+}
+
 static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
 {
+    int rc2;
     const struct tn_graph *g = L->g;
     struct tn__cprog *P = L->P;
     int rc = meta_pass(L, inputs);
@@ -622,6 +698,8 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         if ((v->x = tn__x_load(P, b, t->ndim, 0, t->strides)) < 0)
             return tn_set_error(TN_ENOMEM, "out of memory");
     }
+    if ((rc = map_xs(L, -1)) < 0) /* the inputs' loads: no node's */
+        return rc;
     for (int ni = 0; ni < g->nnodes; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
         tn__lower_fn fn = tn__decomp_find(n->op->qualname);
@@ -629,7 +707,6 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         L->n = n;
         L->ext = NULL;
         L->why[0] = '\0';
-        L->cur_used = false;
         rc = 1;
         if (!fn)
             snprintf(L->why, sizeof L->why, "no lowering for %s", n->op->qualname);
@@ -639,11 +716,10 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
             rc = fn(L, n);
         if (rc < 0)
             return tn_error_prefix("%s: node '%s'", g->label, n->name);
+        if ((rc2 = map_xs(L, ni)) < 0)
+            return rc2;
         if (rc == 0) {
             P->nfused++;
-            size_t len = strlen(L->pend);
-            if (!L->cur_used)
-                snprintf(L->pend + len, sizeof L->pend - len, "%s%s", len ? ", " : "", n->name);
             /* a value many read, costly to recompute: computed once */
             for (int k = 0; k < n->nout; k++) {
                 int v = n->outs[k];
@@ -655,7 +731,7 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         }
         L->n = NULL;
         L->ext = n->name;
-        if ((rc = lower_extern(L, ni, L->why)) < 0)
+        if ((rc = lower_extern(L, ni, L->why)) < 0 || (rc = map_xs(L, ni)) < 0)
             return rc;
     }
     L->n = NULL;
@@ -816,5 +892,6 @@ done:
     free(L.meta);
     free(L.v);
     free(L.uses);
+    free(L.xnode);
     return P;
 }

@@ -66,6 +66,19 @@ static bool local_reads(const struct tn__cprog *P, int x, int g0, int g1, int nr
     return true;
 }
 
+/* Whether the list "a, b, c" holds the name q[0..n). */
+static bool has_name(const char *list, const char *q, size_t n)
+{
+    for (const char *p = list; *p;) {
+        size_t m = strcspn(p, ",");
+        if (m == n && !strncmp(p, q, n))
+            return true;
+        p += m;
+        p += strspn(p, ", ");
+    }
+    return false;
+}
+
 void tn__schedule(struct tn__cprog *P)
 {
     unsigned char *seen = calloc((size_t)P->nx + 1, 1);
@@ -109,12 +122,17 @@ void tn__schedule(struct tn__cprog *P)
                 char *label = malloc(len + 1);
                 if (label) {
                     label[0] = '\0';
+                    /* each node once: the steps' labels are lists */
                     for (int k = i; k < j; k++)
-                        if (P->steps[k].label && P->steps[k].label[0] &&
-                            !strstr(label, P->steps[k].label)) {
-                            if (label[0])
-                                strcat(label, ", ");
-                            strcat(label, P->steps[k].label);
+                        for (const char *q = P->steps[k].label; q && *q;) {
+                            size_t n = strcspn(q, ",");
+                            if (!has_name(label, q, n)) {
+                                if (label[0])
+                                    strcat(label, ", ");
+                                strncat(label, q, n);
+                            }
+                            q += n;
+                            q += strspn(q, ", ");
                         }
                 }
                 for (int k = i; k < j; k++)

@@ -111,3 +111,22 @@ compiled_as_interpreted() {
     run tcompile compile --repeat=3 "$FX/mlp.json"
     assert_failure 2
 }
+
+@test "--explain and --profile name a fused kernel by the nodes it computes" {
+    # the kernels of mlp: the mm epilogues fused with relu, tanh, and
+    # log_softmax; "output" is no node, and flatten (a view the mm reads)
+    # is in no kernel of cnn
+    run tcompile run --explain "$FX/mlp.json" -w "$FX/mlp.pt" -i "$FX/mlp_inputs.pt" -o "$TMP/o.npz"
+    assert_success
+    assert_output --partial "float32: linear, relu"
+    assert_output --partial "float32: linear_1, tanh"
+    assert_output --partial "float32: linear_2, log_softmax"
+    refute_output --partial "log_softmax, output"
+    run tcompile run --explain "$FX/cnn.json" -w "$FX/cnn.pt" -i "$FX/cnn_inputs.pt" -o "$TMP/o.npz"
+    assert_success
+    assert_output --partial "pointwise over [2, 5] float32: linear"$'\n'
+    refute_output --partial "flatten, linear"
+    run tcompile run --profile=json "$FX/mlp.json" -w "$FX/mlp.pt" -i "$FX/mlp_inputs.pt" -o "$TMP/o.npz"
+    assert_success
+    assert_output --partial '"name": "linear_2, log_softmax", "target": "kernel"'
+}
