@@ -130,3 +130,11 @@ compiled_as_interpreted() {
     assert_success
     assert_output --partial '"name": "linear_2, log_softmax", "target": "kernel"'
 }
+
+@test "--grads runs the interpreter: --explain and --strict are usage errors (exit 2), no crash" {
+    run tcompile run --grads="$TMP/g.npz" --explain "$FX/cnn.json" -w "$FX/cnn.pt" -i "$FX/cnn_inputs.pt" -o "$TMP/o.npz"
+    assert_failure 2
+    assert_output --partial "--grads runs the interpreter: --strict and --explain do not apply"
+    run tcompile run --grads="$TMP/g.npz" --strict "$FX/cnn.json" -w "$FX/cnn.pt" -i "$FX/cnn_inputs.pt" -o "$TMP/o.npz"
+    assert_failure 2
+}
