@@ -298,8 +298,8 @@ static void check_options(const char *cmd)
         }
     if (tc.interpret && (tc.strict || tc.explain))
         tc_usage_error("%s", "--interpret runs no compiler: --strict and --explain do not apply");
-    if (tc.grads && (tc.strict || tc.explain))
-        tc_usage_error("%s", "--grads runs the interpreter: --strict and --explain do not apply");
+    if (tc.grads && tc.explain)
+        tc_usage_error("%s", "--grads runs the interpreter: --explain does not apply");
     if (tc.profile && tc.grads)
         tc_usage_error("%s", "--profile times a forward run: --grads does not apply");
     if (tc.nesterov && (tc.momentum <= 0 || tc.dampening != 0))
