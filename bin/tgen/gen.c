@@ -199,9 +199,11 @@ static void meta_name(FILE *f, const struct tg_func *out)
     fprintf(f, "%.*s__meta%s", (int)(us - out->cname), out->cname, us);
 }
 
+/* Ends a declaration's line with its schema in a comment (one line per
+ * declaration: "int tn_add_(...); " then the comment "add_.Tensor(...) -> Tensor(a!)"). */
 static void comment(FILE *f, const struct tg_func *fn)
 {
-    fprintf(f, "/* %s%s%s */\n", strcmp(fn->ns, "aten") ? "" : "", fn->text, "");
+    fprintf(f, " /* %s */\n", fn->text);
 }
 
 /* ---------------------------------------------------------------- header */
@@ -297,11 +299,13 @@ int tg_write_header(const struct tg_schema *s, FILE *f, const char *guard, bool 
         const struct tg_func *fn = &s->funcs[i];
         if (fn->manual_binding && split) /* lib/core's function is the public one */
             continue;
-        comment(f, fn);
         if (fn->manual_binding)
             fputs("#ifdef TN_OPS_NATIVE\n", f);
         entry_decl(f, fn, fn->cname, false);
-        fputs(fn->manual_binding ? ";\n#endif\n" : ";\n", f);
+        fputc(';', f);
+        comment(f, fn);
+        if (fn->manual_binding)
+            fputs("#endif\n", f);
     }
     if (!split) {
         fputs("\n#ifdef TN_OPS_NATIVE\n", f);
@@ -321,10 +325,10 @@ int tg_write_private(const struct tg_schema *s, FILE *f, const char *guard, cons
                " * installed; none of these is exported. */\n#include <%s>\n\n", include);
     for (int i = 0; i < s->nfuncs; i++)
         if (s->funcs[i].manual_binding) { /* reached boxed, or through lib/core's */
-            comment(f, &s->funcs[i]);
             fputs("__attribute__((visibility(\"hidden\"))) ", f);
             entry_decl(f, &s->funcs[i], s->funcs[i].cname, false);
-            fputs(";\n", f);
+            fputc(';', f);
+            comment(f, &s->funcs[i]);
         }
     redispatch_decls(f, s);
     native_decls(f, s, false);
@@ -384,7 +388,7 @@ static char arg_code(const struct tg_arg *a)
     return '?';
 }
 
-/* How a boxed trampoline hands back what the entry returned. */
+/* How the boxed engine hands back what the entry returned (op->form). */
 static const char *box_form(const struct tg_func *fn)
 {
     return list_ret(fn) ? "TN_BOX_LIST" : multi_ret(fn) ? "TN_BOX_TUPLE"
@@ -460,9 +464,10 @@ static void sig_params(FILE *f, const struct tg_func *g, const char *lead)
  *   for a structured op's backend key is the engine of its C signature
  *   and takes the op's descriptor sd first; each op's redispatch entry
  *   and public entry (after its argument checks) call it;
- * - bx_k, boxed: lib/dispatch's engine (tn_dispatch_boxed: unpack the
- *   stack, call, box the results) with cl_k, the call of the op's typed
- *   entry with the unpacked arguments. */
+ * - cl_k, boxed: the call of the op's typed entry with the unpacked
+ *   arguments, which the op table holds (op->call, with op->form) for
+ *   lib/dispatch's engine (tn_dispatch_boxed: unpack the stack, call, box
+ *   the results) that tn_op_call runs. */
 static void write_signature(FILE *f, const struct tg_func *fn, int k, bool structured)
 {
     struct tg_func g;
@@ -490,8 +495,7 @@ static void write_signature(FILE *f, const struct tg_func *fn, int k, bool struc
     ret_call(f, &g);
     fprintf(f, ") : %s;\n}\n", fail);
 
-    /* the typed call the boxed engine (tn_dispatch_boxed) runs, and the
-     * boxed kernel handing it over */
+    /* the typed call the boxed engine (tn_dispatch_boxed) runs */
     fprintf(f, "static int cl_%d(const struct tn_op *op, const struct tn_dispatch_arg *a_, "
                "struct tn_tensor **r_, struct tn_tensor ***l_)\n{ return %s((%s (*)(", k,
             returns_int(&g) ? "" : "(r_[0] = ", rt);
@@ -506,9 +510,7 @@ static void write_signature(FILE *f, const struct tg_func *fn, int k, bool struc
         fputs(", l_", f);
     for (int i = 0; multi_ret(&g) && i < g.nrets; i++)
         fprintf(f, ", &r_[%d]", i);
-    fputs(!returns_int(&g) ? ")) ? 0 : tn_last_status(); }\n" : "); }\n", f);
-    fprintf(f, "static int bx_%d(const struct tn_op *op, struct tn_ivalue *st, int n)\n"
-               "{ return tn_dispatch_boxed(op, st, n, cl_%d, %s); }\n\n", k, k, box_form(&g));
+    fputs(!returns_int(&g) ? ")) ? 0 : tn_last_status(); }\n\n" : "); }\n\n", f);
 }
 
 /* The structured signature: kind, parameters, inputs, outputs, and for a
@@ -785,9 +787,10 @@ static const char *write_tags(FILE *f, struct rows *r, const struct tg_func *fn)
 }
 
 /* The table row of fn: names, schema, arguments, the kernel of each key,
- * the boxed trampoline and the typed entry it calls. */
+ * the typed entry, and its signature's typed call and box form for the
+ * boxed engine (no boxed kernel of its own). */
 static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *fn, const char *args,
-                     const char *tags, int bx, int st)
+                     const char *tags, int sig, int st)
 {
     const struct tg_func *d = structured_of(s, fn);
     fprintf(f, "static struct tn_op op_%s = {\"%s\", \"%s%s\", \"%s\", \"%s::%s%s%s%s\", ",
@@ -818,7 +821,7 @@ static void write_op(FILE *f, const struct tg_schema *s, const struct tg_func *f
             fprintf(f, "%s[%s] = GEN_FN(%s)", n++ ? ", " : "",
                     k < 3 ? key_enum[k] : "TN_KEY_AUTOGRAD", kern);
     }
-    fprintf(f, "}, bx_%d, GEN_FN(%s), NULL};\n", bx, fn->cname);
+    fprintf(f, "}, NULL, GEN_FN(%s), NULL, cl_%d, %s};\n", fn->cname, sig, box_form(fn));
 }
 
 int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, const char *private,

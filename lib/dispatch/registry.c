@@ -109,11 +109,13 @@ int tn_op_arg_index(const struct tn_op *op, const char *name)
 }
 
 /* Contract in tensor/dispatch.h: checks nargs, then the op's boxed
- * wrapper reads the stack (untrusted tags, checked there). */
+ * wrapper, or for a generated op the boxed engine with its signature's
+ * typed call, reads the stack (untrusted tags, checked there). */
 int tn_op_call(const struct tn_op *op, struct tn_ivalue *stack, int nargs)
 {
     if (nargs < 0 || nargs > op->nargs)
         return tn_set_error(TN_EINVAL, "%s takes %d arguments but %d were given", op->qualname,
                             op->nargs, nargs);
-    return op->boxed(op, stack, nargs);
+    return op->boxed ? op->boxed(op, stack, nargs)
+                     : tn_dispatch_boxed(op, stack, nargs, op->call, op->form);
 }

@@ -121,6 +121,20 @@ struct tn_op;
  * stack[0]. Returns the number of results, or a negative tn_status. */
 typedef int (*tn_boxed_fn)(const struct tn_op *op, struct tn_ivalue *stack, int nargs);
 
+struct tn_dispatch_arg;
+/* A signature's typed call (see tn_dispatch_boxed below): op's entry with
+ * the unpacked arguments a, results in r[0..nrets) or, for a Tensor[], in
+ * *list; 0, or the entry's failure status. */
+typedef int (*tn_dispatch_typed_call)(const struct tn_op *op, const struct tn_dispatch_arg *a,
+                                      struct tn_tensor **r, struct tn_tensor ***list);
+/* How a typed entry returned its results (see tensor/ops.h). */
+enum tn_box_form {
+    TN_BOX_TENSOR, /* one new tensor, r[0] */
+    TN_BOX_STATUS, /* in-place or out=: the results are the mutated arguments */
+    TN_BOX_TUPLE,  /* op->nrets tensors in r[], NULL ones are None */
+    TN_BOX_LIST    /* Tensor[]: r is the malloc'd array of rc tensors */
+};
+
 struct tn_op {
     const char *ns;        /* "aten" */
     const char *name;      /* "add_" */
@@ -139,9 +153,14 @@ struct tn_op {
      * which takes the op's generated descriptor (meta function, out=
      * kernels) before the key set: only its generated entry calls it. */
     void (*kernels[TN_NUM_KEYS])(void);
-    tn_boxed_fn boxed;     /* unpacks the stack and calls the typed entry */
+    tn_boxed_fn boxed;     /* unpacks the stack and calls the typed entry; NULL: */
     void (*entry)(void);   /* the typed entry (tn_add), cast: what boxed calls */
     struct tn_op *next;    /* the registry's chain */
+    /* A generated op leaves boxed NULL: tn_op_call runs lib/dispatch's
+     * engine, tn_dispatch_boxed(op, stack, nargs, call, form), with its C
+     * signature's typed call (one per signature, not per op). */
+    tn_dispatch_typed_call call;
+    enum tn_box_form form;
 };
 
 /* Adds op to the registry, so tn_op_find sees it. Returns 0, or TN_EINVAL
@@ -359,22 +378,14 @@ struct tn_dispatch_arg {
 int tn_dispatch_unbox(const struct tn_op *op, const struct tn_ivalue *st, int n,
                       struct tn_dispatch_arg *a);
 
-/* How a typed entry returned its results (see tensor/ops.h). */
-enum tn_box_form {
-    TN_BOX_TENSOR, /* one new tensor, r[0] */
-    TN_BOX_STATUS, /* in-place or out=: the results are the mutated arguments */
-    TN_BOX_TUPLE,  /* op->nrets tensors in r[], NULL ones are None */
-    TN_BOX_LIST    /* Tensor[]: r is the malloc'd array of rc tensors */
-};
-
 /* Leaves a boxed call's results on the stack from stack[0]: returns rc when
  * negative, else the number of results. The stack takes the references in
  * r (and a LIST's array); mutated arguments are retained. */
 int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct tn_dispatch_arg *a,
                     int rc, struct tn_tensor **r, enum tn_box_form form);
 
-/* A generated op's boxed kernel (its op->boxed, one line of tgen's per C
- * signature) is this engine: it unpacks the stack into a
+/* A generated op's boxed call (tn_op_call with op->boxed NULL: op->call,
+ * op->form) is this engine: it unpacks the stack into a
  * (tn_dispatch_unbox), runs `call`, the typed call of the op's signature
  * (the op's entry with the unpacked arguments, results in r[0..nrets) or,
  * for a Tensor[], in *list; 0, or the entry's failure status), then boxes
@@ -384,8 +395,6 @@ int tn_dispatch_box(const struct tn_op *op, struct tn_ivalue *st, const struct t
  * TN_EINVAL. */
 #define TN_DISPATCH_MAX_ARGS 32
 #define TN_DISPATCH_MAX_RETS 8
-typedef int (*tn_dispatch_typed_call)(const struct tn_op *op, const struct tn_dispatch_arg *a,
-                                      struct tn_tensor **r, struct tn_tensor ***list);
 int tn_dispatch_boxed(const struct tn_op *op, struct tn_ivalue *st, int n,
                       tn_dispatch_typed_call call, enum tn_box_form form);
 
