@@ -757,10 +757,11 @@ static unsigned long edge_mask(const struct compiled *cf, int nf, unsigned bit,
 
 /* The node's saved tensors as a table (autograd/internal.h, struct
  * tn__ad_slot) that the kernel saves and apply unpacks through: the Tensor
- * arguments the formulas read, then the results. Returns how many (none:
- * no table). */
+ * arguments the formulas read, then the results; in a plain node (struct
+ * tn__ad_saved_node) one after the other. Returns how many (none: no
+ * table). */
 static int write_slots(FILE *f, const struct tg_func *fn, const struct compiled *cf, int nf,
-                       unsigned uses, unsigned uses_res, const char *id)
+                       unsigned uses, unsigned uses_res, const char *id, bool plain)
 {
     int n = 0;
     for (int i = 0; i < fn->nargs + fn->nrets; i++) {
@@ -770,7 +771,11 @@ static int write_slots(FILE *f, const struct tg_func *fn, const struct compiled 
             continue;
         if (!n++)
             fprintf(f, "static const struct tn__ad_slot slots_%s[] = {", id);
-        if (res)
+        if (plain) /* the generic node's n-1'th */
+            fprintf(f, "{TN__AD_SAVED(%d), %d, 0x%lx}, ", n - 1,
+                    res ? n_edges(fn) + i - fn->nargs : edge_of(fn, i),
+                    edge_mask(cf, nf, bit, res ? U_RES : U_ARG));
+        else if (res)
             fprintf(f, "{offsetof(struct node_%s, res%d_), %d, 0x%lx}, ", id, i - fn->nargs,
                     n_edges(fn) + i - fn->nargs, edge_mask(cf, nf, bit, U_RES));
         else
@@ -975,27 +980,33 @@ static const char *fail_exit = "goto done_;";
 
 static void write_formula(FILE *f, const struct tg_formula *fm, const struct compiled *cf)
 {
-    fputs("    if (", f);
+    /* the edges' test, "tn__ad_edge(n0, 0) || ..." (TG_MAX_RETS edges fit) */
+    char test[256];
+    int tl = 0;
     for (int e = 0; e < cf->nedge; e++)
-        fprintf(f, "%stn__ad_edge(n0, %d)", e ? " || " : "", cf->edge[e]);
-    /* one call: tn__ad_put keeps its result, or gives the error */
+        tl += snprintf(test + tl, sizeof test - (size_t)tl, "%stn__ad_edge(n0, %d)",
+                       e ? " || " : "", cf->edge[e]);
+    bool one = cf->nedge == 1;
+    /* one call: tn__ad_put keeps its result, or gives the error; the
+     * edge's test and the call are one condition */
     static const char pre[] = "(t_[0] = ", post[] = ") != NULL";
     size_t l0 = cf->nsteps ? strlen(cf->steps[0]) : 0;
     if (cf->nsteps == 1 && cf->nt == 1 && cf->root.kind != V_TUPLE &&
         !strcmp(cf->root.text, "t_[0]") && !strncmp(cf->steps[0], pre, sizeof pre - 1) &&
         l0 > sizeof pre + sizeof post && !strcmp(cf->steps[0] + l0 - (sizeof post - 1), post)) {
-        fprintf(f, ") /* %s: %s */\n        if ((rc_ = tn__ad_put(&out[%d], %.*s)) < 0)\n"
-                   "            %s\n", fm->input, fm->expr, cf->edge[0],
+        fprintf(f, "    if (%s%s%s /* %s: %s */ && (rc_ = tn__ad_put(&out[%d], %.*s)) < 0)\n"
+                   "        %s\n", one ? "" : "(", test, one ? "" : ")", fm->input, fm->expr,
+                cf->edge[0],
                 (int)(l0 - (sizeof pre - 1) - (sizeof post - 1)), cf->steps[0] + sizeof pre - 1,
                 fail_exit);
         return;
     }
     if (cf->nsteps == 0) {
-        fprintf(f, ") /* %s: %s */\n        out[%d] = tn_retain((struct tn_tensor *)%s);\n",
-                fm->input, fm->expr, cf->edge[0], cf->root.text);
+        fprintf(f, "    if (%s) /* %s: %s */\n        out[%d] = tn_retain((struct tn_tensor *)%s);\n",
+                test, fm->input, fm->expr, cf->edge[0], cf->root.text);
         return;
     }
-    fprintf(f, ") { /* %s: %s */\n", fm->input, fm->expr);
+    fprintf(f, "    if (%s) { /* %s: %s */\n", test, fm->input, fm->expr);
     fprintf(f, "        struct tn_tensor *t_[%d] = {0};\n        bool ok_ = ", cf->nt);
     for (int k = 0; k < cf->nsteps; k++)
         fprintf(f, "%s%s", k ? "\n            && " : "", cf->steps[k]);
@@ -1085,31 +1096,41 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     int g0 = 0; /* `grad`: the first differentiable result's */
     while (g0 < nr - 1 && !d->out_diff[g0])
         g0++;
-    write_node_struct(f, ds, d, uses, uses_sizes, uses_res);
+    /* the formulas of a kind (tn__ad_apply_kind unpacks and releases), or,
+     * for the index tensors of a Tensor?[] argument, an apply of its own */
+    bool lists = ne + nr > TG_MAX_V;
+    for (int i = 0; i < fn->nargs; i++)
+        lists |= fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i));
+    /* whether the node keeps values beside its saved tensors */
+    bool fields = own_release(fn, uses) || uses_sizes;
+    for (int i = 0; i < fn->nargs; i++)
+        fields |= fn->args[i].type != TG_TENSOR && (uses & (1u << i));
+    /* a node of one result that keeps saved tensors alone is lib/autograd's
+     * struct tn__ad_saved_node, its slots at TN__AD_SAVED(i): no struct */
+    bool plain = !multi && !fields && !lists;
+    if (plain)
+        fprintf(f, "/* %s: %s:%d */\n", d->name, ds->path, d->line);
+    else
+        write_node_struct(f, ds, d, uses, uses_sizes, uses_res);
     /* the saved tensors, which apply unpacks into v_[] (Tensor arguments by
      * their edge, then the results) */
     if (ne > 32) {
         fprintf(stderr, "tgen: %s: more than 32 Tensor arguments\n", fn->name);
         return -1;
     }
-    bool slots = write_slots(f, fn, cf, nf, uses, uses_res, id) > 0;
-
-    /* the formulas of a kind (tn__ad_apply_kind unpacks and releases), or,
-     * for the index tensors of a Tensor?[] argument, an apply of its own */
-    bool lists = ne + nr > TG_MAX_V;
-    for (int i = 0; i < fn->nargs; i++)
-        lists |= fn->args[i].type == TG_OPT_TENSOR_LIST && (uses & (1u << i));
+    int nslots = write_slots(f, fn, cf, nf, uses, uses_res, id, plain);
+    bool slots = nslots > 0;
     if (!lists) {
-        bool fields = false;
+        bool reads = false; /* whether the formulas read the node's values */
         for (int i = 0; i < nf; i++) {
-            fields |= strstr(cf[i].root.text, "n_->") != NULL;
+            reads |= strstr(cf[i].root.text, "n_->") != NULL;
             for (int k = 0; k < cf[i].nsteps; k++)
-                fields |= strstr(cf[i].steps[k], "n_->") != NULL;
+                reads |= strstr(cf[i].steps[k], "n_->") != NULL;
         }
         fprintf(f, "static int fx_%s(struct tn_node *n0, const struct tn_tensor *grad, "
                    "struct tn_tensor *const *grads, struct tn_tensor *const *v_, "
                    "struct tn_tensor **out)\n{\n", id);
-        if (fields)
+        if (reads)
             fprintf(f, "    struct node_%s *n_ = (struct node_%s *)n0;\n", id, id);
         fputs("    int rc_ = 0;\n", f);
         fail_exit = "return rc_;";
@@ -1125,9 +1146,6 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
     /* the functional kernel: results in r_[], each differentiable one
      * (output_differentiability, and floating or complex) taking the node */
     kernel_head(f, multi ? "int" : "struct tn_tensor *", fn);
-    bool fields = own_release(fn, uses) || uses_sizes;
-    for (int i = 0; i < fn->nargs; i++)
-        fields |= fn->args[i].type != TG_TENSOR && (uses & (1u << i));
     if (!multi && !fields) { /* a node of saved tensors alone: tn__ad_record1 */
         fprintf(f, ")\n{\n    tn_keyset prev_ = tn__ad_below_begin();\n"
                    "    struct tn_tensor *r_[1] = {%s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
@@ -1139,7 +1157,7 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             if (fn->args[i].type == TG_TENSOR)
                 fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
         if (!lists) {
-            fprintf(f, "}, %d, r_, sizeof(struct node_%s), &kind_%s);\n}\n\n", ne, id, id);
+            fprintf(f, "}, %d, r_, TN__AD_SAVED(%d), &kind_%s);\n}\n\n", ne, nslots, id);
             return 0;
         }
         fprintf(stderr, "tgen: %s: a node of saved tensors alone with Tensor?[] arguments\n",

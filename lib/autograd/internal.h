@@ -239,6 +239,15 @@ struct tn__ad_slot {
     uint8_t v;
     uint32_t edges;
 };
+/* The node of a kind that keeps nothing but saved tensors (mul, exp, ...:
+ * tgen writes no struct for it): its slot i is saved[i], at offset
+ * TN__AD_SAVED(i), and TN__AD_SAVED(n) is the size of a node of n. */
+struct tn__ad_saved_node {
+    struct tn_node node_;
+    struct tn_saved saved[];
+};
+#define TN__AD_SAVED(i) \
+    (offsetof(struct tn__ad_saved_node, saved) + (size_t)(i) * sizeof(struct tn_saved))
 int tn__ad_save_all(struct tn_node *n, const struct tn__ad_slot *sl, int nt,
                     const struct tn_tensor *const *ins, struct tn_tensor *const *r,
                     const bool *diff);
