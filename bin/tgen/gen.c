@@ -223,8 +223,12 @@ static void entry_decl(FILE *f, const struct tg_func *fn, const char *name, bool
  * removed (hidden: the library's own, or the plugin's). */
 static void redispatch_decls(FILE *f, const struct tg_schema *s)
 {
-    fputs("/* Below a key: each op's kernel for a key set the caller gives. */\n", f);
+    fputs("/* Below a key: each op's kernel for a key set the caller gives (with\n"
+          " * tgen --redispatch, only the ops an Autograd kernel or a hand-written\n"
+          " * kernel calls so: add one to the list in lib/ops/local.mk). */\n", f);
     for (int i = 0; i < s->nfuncs; i++) {
+        if (s->funcs[i].no_redispatch)
+            continue;
         fputs("__attribute__((visibility(\"hidden\"))) ", f);
         entry_decl(f, &s->funcs[i], s->funcs[i].rdname, true);
         fputs(";\n", f);
@@ -671,7 +675,8 @@ static const char *write_structured(FILE *f, struct rows *r, const struct tg_fun
     return row_end(f, r, m, &buf, fn->ident, "static const struct gen_structured sd_%s = %s;\n");
 }
 
-/* The op's two entries: below a key, and the public one, which checks the
+/* The op's two entries: below a key (unless --redispatch left it none),
+ * and the public one, which checks the
  * arguments and computes the key set first. Each hands its op and
  * descriptor to the trampoline of its signature (k). The public entry's
  * checks stay in it (inlined: tn_dispatch_entry_keyset): a shared one would
@@ -681,11 +686,13 @@ static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd
 {
     char sdb[200];
     snprintf(sdb, sizeof sdb, !sig_sd ? "" : sd ? "&sd_%s, " : "NULL, ", sd);
-    entry_decl(f, fn, fn->rdname, true);
-    fprintf(f, "\n{ return rd_%d(&op_%s, %sks", k, fn->ident, sdb);
-    call_args(f, fn, 0, fn->nargs, true);
-    ret_call(f, fn);
-    fputs("); }\n", f);
+    if (!fn->no_redispatch) {
+        entry_decl(f, fn, fn->rdname, true);
+        fprintf(f, "\n{ return rd_%d(&op_%s, %sks", k, fn->ident, sdb);
+        call_args(f, fn, 0, fn->nargs, true);
+        ret_call(f, fn);
+        fputs("); }\n", f);
+    }
     /* the public entry: check the arguments, compute the key set */
     entry_decl(f, fn, fn->cname, false);
     const char *fail = returns_int(fn) ? "tn_last_status()" : "NULL";

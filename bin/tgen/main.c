@@ -41,10 +41,37 @@ static void usage(FILE *f)
           "  -d, --derivatives=FILE  the backward formulas (derivatives.yaml): the op\n"
           "                        table gets their Autograd kernels\n"
           "  -a, --autograd=PATH   with --derivatives: write the Autograd kernels to PATH\n"
+          "  -R, --redispatch=OPS  write the entry below a key (tn__redispatch_*) only\n"
+          "                        for the ops whose Autograd kernel calls it and for\n"
+          "                        OPS (name.overload, comma-separated: those the\n"
+          "                        hand-written kernels call); without it, every op\n"
+          "                        has one\n"
           "  -h, --help            show this help and exit\n"
           "  -V, --version         show the version and exit\n\n"
           "FILE - reads standard input. Exit status: 0 success, 2 a usage error or a bad\n"
           "schema (reported as file:line:column: message).\n", f);
+}
+
+/* --redispatch=OPS: an entry below a key only for the ops whose Autograd
+ * kernel (named by tg_load_derivatives) calls it and for each op of OPS
+ * ("cat,sort.values_stable"). 0, or -1 after naming an op the schema lacks. */
+static int only_redispatch(struct tg_schema *s, const char *ops)
+{
+    for (int i = 0; i < s->nfuncs; i++)
+        s->funcs[i].no_redispatch = !s->funcs[i].autograd[0];
+    for (const char *p = ops; *p;) {
+        size_t n = strcspn(p, ",");
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        struct tg_func *f = (struct tg_func *)tg_find(s, name);
+        if (!f) {
+            fprintf(stderr, "tgen: --redispatch: %s: no such op in %s\n", name, s->path);
+            return -1;
+        }
+        f->no_redispatch = false;
+        p += n + (p[n] == ',');
+    }
+    return 0;
 }
 
 /* Whether the regular file at path holds exactly buf[0..len) (a pipe or a
@@ -162,12 +189,14 @@ int main(int argc, char **argv)
         {"derivatives", required_argument, NULL, 'd'}, {"autograd", required_argument, NULL, 'a'},
         {"private-header", required_argument, NULL, 'P'},
         {"private-include", required_argument, NULL, 'I'},
+        {"redispatch", required_argument, NULL, 'R'},
         {"version", no_argument, NULL, 'V'},   {NULL, 0, NULL, 0}};
     bool list = false, json = false, plugin = false;
     const char *header = NULL, *source = NULL, *include = NULL, *output = NULL;
     const char *derivs = NULL, *autograd = NULL, *priv = NULL, *priv_inc = NULL;
+    const char *redisp = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "ljH:c:i:po:d:a:P:I:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ljH:c:i:po:d:a:P:I:R:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'l': list = true; break;
         case 'j': json = true; break;
@@ -180,6 +209,7 @@ int main(int argc, char **argv)
         case 'a': autograd = optarg; break;
         case 'P': priv = optarg; break;
         case 'I': priv_inc = optarg; break;
+        case 'R': redisp = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("tgen (tensorkit) %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -224,6 +254,11 @@ int main(int argc, char **argv)
     /* before the writers: it names the Autograd kernels of the op table */
     struct tg_derivs ds = {0};
     if (derivs && tg_load_derivatives(derivs, &s, &ds) < 0) {
+        tg_free_derivatives(&ds);
+        tg_free(&s);
+        return 2;
+    }
+    if (redisp && only_redispatch(&s, redisp) < 0) {
         tg_free_derivatives(&ds);
         tg_free(&s);
         return 2;

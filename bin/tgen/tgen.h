@@ -76,6 +76,7 @@ struct tg_func {
     char cname[160];     /* tn_add_out */
     char ident[160];     /* add_out: name.overload made an identifier (unique) */
     char rdname[192];    /* tn__redispatch_add_out: the entry below a key */
+    bool no_redispatch;  /* --redispatch left it none: nothing calls it */
     char autograd[176];  /* its Autograd kernel (from derivatives.yaml), "" when none */
     /* no derivatives.yaml entry: the Autograd kernel records a node (named
      * `node`) whose backward fails with PyTorch's "not implemented" */
