@@ -852,16 +852,31 @@ static void call_list(FILE *f, const struct tg_func *fn, int first)
     }
 }
 
-static void tensor_array(FILE *f, const struct tg_func *fn)
+/* fn's Tensor arguments as an array: "{self, other}" ({NULL}: none). */
+static void tensor_list(FILE *f, const struct tg_func *fn)
 {
-    fputs("    const struct tn_tensor *ins_[] = {", f);
+    fputc('{', f);
     int k = 0;
     for (int i = 0; i < fn->nargs; i++)
         if (fn->args[i].type == TG_TENSOR)
             fprintf(f, "%s%s", k++ ? ", " : "", fn->args[i].name);
     if (!k)
         fputs("NULL", f);
-    fprintf(f, "};\n");
+    fputc('}', f);
+}
+
+static void tensor_array(FILE *f, const struct tg_func *fn)
+{
+    fputs("    const struct tn_tensor *ins_[] = ", f);
+    tensor_list(f, fn);
+    fputs(";\n", f);
+}
+
+/* The same as a compound literal, "(const struct tn_tensor *const[]){self, other}". */
+static void tensor_literal(FILE *f, const struct tg_func *fn)
+{
+    fputs("(const struct tn_tensor *const[])", f);
+    tensor_list(f, fn);
 }
 
 /* Compiles formula i of d into cf (its steps into `steps`). */
@@ -1257,16 +1272,17 @@ static void write_inplace(const struct tg_func *ip, const struct tg_func *fn, FI
 {
     fprintf(f, "/* %s */\n", ip->text);
     kernel_head(f, "int", ip);
-    fputs(")\n{\n", f);
-    tensor_array(f, ip);
+    fputs(")\n{\n    tn_keyset prev_;\n    struct tn_tensor *c_;\n", f);
     /* no input requiring grad: the op below Autograd (tn__ad_below_rc ends
      * it), else on a clone of self whose result self takes */
-    fprintf(f, "    tn_keyset prev_;\n    if (tn__ad_below_unless_needed(ins_, %d, &prev_))\n"
+    fputs("    if (tn__ad_below_unless_needed(", f);
+    tensor_literal(f, ip);
+    fprintf(f, ", %d, &prev_))\n"
                "        return tn__ad_below_rc(prev_, %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
             n_edges(ip), ip->rdname);
     call_list(f, ip, 0);
-    fputs("));\n    struct tn_tensor *c_ = tn__ad_inplace_clone(self);\n", f);
-    fprintf(f, "    return c_ ? tn__ad_inplace_end(self, c_, %s(c_", fn->cname);
+    fprintf(f, "));\n    return (c_ = tn__ad_inplace_clone(self)) ? "
+               "tn__ad_inplace_end(self, c_, %s(c_", fn->cname);
     call_list(f, ip, 1);
     /* the node the op has just made for o_ alone takes the in-place name */
     if (inplace_node(ip))
@@ -1314,16 +1330,20 @@ static void write_no_derivative(const struct tg_func *fn, FILE *f)
     }
     kernel_head(f, fn->inplace ? "int" : "struct tn_tensor *", fn);
     fputs(")\n{\n", f);
-    tensor_array(f, fn);
     if (!fn->inplace) {
-        /* need_ before the call, which runs below Autograd; the result's node after */
-        fprintf(f, "    bool need_;\n    tn_keyset prev_ = tn__ad_noderiv_begin(ins_, %d, &need_);\n"
-                   "    return tn__ad_noderiv_result(prev_, %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
-                ne, fn->rdname);
+        /* the call's state (need_ before the call, which runs below
+         * Autograd; the result's node after), its inputs a compound literal
+         * of the kernel's block */
+        fputs("    struct tn__ad_noderiv_call c_ = tn__ad_noderiv_begin(", f);
+        tensor_literal(f, fn);
+        fprintf(f, ", %d, \"%s\", \"%s\");\n"
+                   "    return tn__ad_noderiv_result(&c_, %s(ks & ~TN_KEYSET(TN_KEY_AUTOGRAD)",
+                ne, fn->node, fn->name, fn->rdname);
         call_list(f, fn, 0);
-        fprintf(f, "), need_, ins_, %d, \"%s\", \"%s\");\n}\n\n", ne, fn->node, fn->name);
+        fputs("));\n}\n\n", f);
         return;
     }
+    tensor_array(f, fn);
     fprintf(f, "    bool need_ = tn__ad_needed(ins_, %d);\n", ne);
     fprintf(f, "    if (!need_ || !float_like(self)) {\n        tn_keyset prev_ = "
                "tn__ad_below_begin();\n        return tn__ad_below_rc(prev_, %s(ks & "

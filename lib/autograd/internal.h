@@ -154,18 +154,25 @@ void tn__ad_save_sizes(int64_t *sizes, int *ndim, const struct tn_tensor *t);
  * "derivative for aten::op is not implemented"; for an op PyTorch
  * differentiates, node.c's noderiv_pytorch_has, named `node` and "the
  * derivative for 'op' is not implemented."), where `need` (tn__ad_needed).
- * A functional kernel begins with tn__ad_noderiv_begin (*need set, then
- * tn__ad_below_begin's prev returned), runs its op below
- * Autograd, and ends with tn__ad_noderiv_result, which ends the call below
- * (tn__ad_below_end(prev)), takes r and returns it, or NULL with the error
- * (r released); tn__ad_noderiv_tuple does the same for the
+ * A functional kernel begins with tn__ad_noderiv_begin, which returns the
+ * call's state (its inputs and names as given, need, then
+ * tn__ad_below_begin's prev), runs its op below Autograd, and ends with
+ * tn__ad_noderiv_result, which ends the call below (tn__ad_below_end(prev)),
+ * takes r and returns it, or NULL with the error (r released); the inputs
+ * must live until then (the kernel's own array). tn__ad_noderiv_tuple does the same for the
  * nr results r[] (all released on failure) and returns 0 or the error;
  * tn__ad_noderiv_inplace gives the node to c (self's clone, which ran the
  * op) and ends as tn__ad_commit_inplace(self, c). */
-tn_keyset tn__ad_noderiv_begin(const struct tn_tensor *const *ins, int nnext, bool *need);
-struct tn_tensor *tn__ad_noderiv_result(tn_keyset prev, struct tn_tensor *r, bool need,
-                                        const struct tn_tensor *const *ins, int nnext,
-                                        const char *node, const char *op);
+struct tn__ad_noderiv_call {
+    const struct tn_tensor *const *ins;
+    int nnext;
+    const char *node, *op;
+    bool need;
+    tn_keyset prev;
+};
+struct tn__ad_noderiv_call tn__ad_noderiv_begin(const struct tn_tensor *const *ins, int nnext,
+                                                const char *node, const char *op);
+struct tn_tensor *tn__ad_noderiv_result(const struct tn__ad_noderiv_call *c, struct tn_tensor *r);
 int tn__ad_noderiv_tuple(struct tn_tensor **r, int nr, const struct tn_tensor *const *ins,
                          int nnext, const char *node, const char *op);
 int tn__ad_noderiv_inplace(struct tn_tensor *self, struct tn_tensor *c,

@@ -441,22 +441,22 @@ static bool noderiv_float(const struct tn_tensor *t)
     return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);
 }
 
-tn_keyset tn__ad_noderiv_begin(const struct tn_tensor *const *ins, int nnext, bool *need)
+struct tn__ad_noderiv_call tn__ad_noderiv_begin(const struct tn_tensor *const *ins, int nnext,
+                                                const char *node, const char *op)
 {
-    *need = tn__ad_needed(ins, nnext);
-    return tn__ad_below_begin();
+    struct tn__ad_noderiv_call c = {ins, nnext, node, op, tn__ad_needed(ins, nnext), 0};
+    c.prev = tn__ad_below_begin(); /* after need: grad mode as the caller has it */
+    return c;
 }
 
-struct tn_tensor *tn__ad_noderiv_result(tn_keyset prev, struct tn_tensor *r, bool need,
-                                        const struct tn_tensor *const *ins, int nnext,
-                                        const char *node, const char *op)
+struct tn_tensor *tn__ad_noderiv_result(const struct tn__ad_noderiv_call *c, struct tn_tensor *r)
 {
-    tn__ad_below_end(prev);
+    tn__ad_below_end(c->prev);
     /* integer and bool results are never differentiable; a result that
      * requires grad already is an input handed back */
-    if (!r || !need || !noderiv_float(r) || r->requires_grad)
+    if (!r || !c->need || !noderiv_float(r) || r->requires_grad)
         return r;
-    struct tn_node *n = noderiv_node(ins, nnext, 1, node, op);
+    struct tn_node *n = noderiv_node(c->ins, c->nnext, 1, c->node, c->op);
     if (!n) {
         tn_release(r);
         return NULL;
