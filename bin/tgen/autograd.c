@@ -1220,6 +1220,27 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
                          : "tn__release_saved_at, %d, NULL);\n", nr, id);
     else
         fprintf(f, "release_%s, %d, NULL);\n", id, nr);
+    /* a kernel of one result whose node keeps plain values alone (no
+     * copy that can fail) stores them under one test, without a label */
+    int nplain = 0;
+    bool stores = end1 && !uses_sizes; /* whether none can fail */
+    for (int i = 0; i < fn->nargs; i++) {
+        const struct tg_arg *a = &fn->args[i];
+        if (a->type == TG_TENSOR || !(uses & (1u << i)))
+            continue;
+        nplain++;
+        stores &= a->type != TG_STR && a->type != TG_INT_LIST && a->type != TG_OPT_TENSOR_LIST &&
+                 (!a->optional || a->type == TG_SCALAR_TYPE);
+    }
+    if (stores && nplain) {
+        fputs(nplain > 1 ? "    if (n_) {\n" : "    if (n_)\n", f);
+        for (int i = 0; i < fn->nargs; i++)
+            if (fn->args[i].type != TG_TENSOR && (uses & (1u << i)))
+                fprintf(f, "        n_->%s = %s;\n", fn->args[i].name, fn->args[i].name);
+        fprintf(f, "%s    return tn__ad_record1_end(n_ ? &n_->node_ : NULL, rc_, ins_, %d, r_);\n}\n\n",
+                nplain > 1 ? "    }\n" : "", ne);
+        return 0;
+    }
     fputs("    if (!n_)\n        goto out_;\n", f);
     for (int i = 0; i < fn->nargs; i++) {
         unsigned bit = 1u << i;
