@@ -18,12 +18,19 @@ static void *meta_alloc(size_t nbytes, int device_index, void *ctx)
 }
 static void meta_free(void *ptr, int device_index, void *ctx) {}
 
+/* At load, before any op can allocate: the Meta device's allocator (a
+ * static table the registry keeps; never unregistered). */
 __attribute__((constructor)) static void register_meta_allocator(void)
 {
     static const struct tn_allocator a = {meta_alloc, meta_free, NULL};
     tn_register_allocator(TN_DEVICE_META, &a);
 }
 
+/* Contract in tensor/dispatch.h: a new uninitialised tensor (the caller's
+ * reference) of m's sizes and dtype on `device`, contiguous, or dense in
+ * the order m->strides gives when m->strided; NULL with the error for sizes
+ * tn__check_sizes refuses or a failed allocation. m is the op's meta
+ * function's result, trusted as the library's own (not user input). */
 struct tn_tensor *tn_dispatch_meta_alloc(const struct tn_meta *m, struct tn_device device)
 {
     if (m->dtype == TN_DTYPE_UNSET)
