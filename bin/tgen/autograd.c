@@ -1089,6 +1089,32 @@ static void write_apply(FILE *f, const struct tg_deriv *d, const struct compiled
     fputs("    return rc_;\n}\n\n", f);
 }
 
+/* The formulas functions written so far whose bodies read no node value,
+ * by body: shared_fx returns the id of the first with `body` (kept), or
+ * `id` after keeping body under it. Past FX_SEEN bodies, each its own. */
+#define FX_SEEN 1024
+static struct {
+    char *body;
+    const char *id;
+} fx_seen[FX_SEEN];
+static int n_fx_seen;
+
+static const char *shared_fx(const char *body, const char *id)
+{
+    for (int i = 0; i < n_fx_seen; i++)
+        if (!strcmp(fx_seen[i].body, body))
+            return fx_seen[i].id;
+    if (n_fx_seen < FX_SEEN && (fx_seen[n_fx_seen].body = strdup(body)))
+        fx_seen[n_fx_seen++].id = id;
+    return id;
+}
+
+static void shared_fx_free(void)
+{
+    while (n_fx_seen > 0)
+        free(fx_seen[--n_fx_seen].body);
+}
+
 static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
                      const struct tg_deriv *d, FILE *f)
 {
@@ -1142,18 +1168,32 @@ static int write_one(const struct tg_schema *s, const struct tg_derivs *ds,
             for (int k = 0; k < cf[i].nsteps; k++)
                 reads |= strstr(cf[i].steps[k], "n_->") != NULL;
         }
-        fprintf(f, "static int fx_%s(struct tn_node *n0, const struct tn_tensor *grad, "
-                   "struct tn_tensor *const *grads, struct tn_tensor *const *v_, "
-                   "struct tn_tensor **out)\n{\n", id);
+        /* the body first: a kind whose body (formulas and their comments)
+         * is an earlier kind's, reading no value of its node, shares that
+         * kind's function (frac, _to_copy, add.Scalar: "self: grad") */
+        char *body = NULL;
+        size_t blen = 0;
+        FILE *b = open_memstream(&body, &blen);
+        if (!b)
+            return -1;
         if (reads)
-            fprintf(f, "    struct node_%s *n_ = (struct node_%s *)n0;\n", id, id);
-        fputs("    int rc_ = 0;\n", f);
+            fprintf(b, "    struct node_%s *n_ = (struct node_%s *)n0;\n", id, id);
+        fputs("    int rc_ = 0;\n", b);
         fail_exit = "return rc_;";
         for (int i = 0; i < nf; i++)
-            write_formula(f, &d->f[i], &cf[i]);
+            write_formula(b, &d->f[i], &cf[i]);
         fail_exit = "goto done_;";
-        fprintf(f, "    return rc_;\n}\n\nstatic const struct tn__ad_kind kind_%s = "
-                   "{\"%s\", fx_%s, %s%s, %d, %d};\n\n", id, d->node, id,
+        fputs("    return rc_;\n", b);
+        if (fclose(b) != 0 || !body)
+            return -1;
+        const char *fx = reads ? id : shared_fx(body, id);
+        if (fx == id)
+            fprintf(f, "static int fx_%s(struct tn_node *n0, const struct tn_tensor *grad, "
+                       "struct tn_tensor *const *grads, struct tn_tensor *const *v_, "
+                       "struct tn_tensor **out)\n{\n%s}\n\n", id, body);
+        free(body);
+        fprintf(f, "static const struct tn__ad_kind kind_%s = "
+                   "{\"%s\", fx_%s, %s%s, %d, %d};\n\n", id, d->node, fx,
                 slots ? "slots_" : "NULL", slots ? id : "", g0, ne + nr);
     }
     if (lists) /* apply, unpacking the index tensors too */
@@ -1406,9 +1446,12 @@ int tg_write_autograd(const struct tg_schema *s, const struct tg_derivs *ds, FIL
           "#define TN_UNUSED __attribute__((unused))\n\n", f);
     fputs("static __attribute__((unused)) bool float_like(const struct tn_tensor *t)\n{\n"
           "    return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);\n}\n\n", f);
-    for (int i = 0; i < ds->n; i++)
-        if (write_one(s, ds, &ds->d[i], f) < 0)
-            return -1;
+    int rc = 0;
+    for (int i = 0; i < ds->n && rc == 0; i++)
+        rc = write_one(s, ds, &ds->d[i], f);
+    shared_fx_free();
+    if (rc < 0)
+        return -1;
     for (int i = 0; i < s->nfuncs; i++)
         if (s->funcs[i].no_derivative)
             write_no_derivative(&s->funcs[i], f);
