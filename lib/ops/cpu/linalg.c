@@ -219,6 +219,12 @@ static bool out_rowmajor(const struct tn_tensor *out)
  * (issue 27: 128x128x128, 2^21, ran in 32 us split over 2 threads, 25 us
  * on one, 29 us in OpenBLAS's own 2 threads; 256^3 split gains 1.7x). */
 #define TN_GEMM_SPLIT_MIN ((int64_t)1 << 21)
+/* The same for a product of one row or one column (gemv): it reads its
+ * matrix once, so the split pays from far fewer multiply-adds, each
+ * worker streaming its own part of the matrix (issue 27: a 1 x 1024 @
+ * (1000 x 1024)^T linear at 2 threads ran at one thread's speed, 0.28x
+ * PyTorch's). */
+#define TN_GEMV_SPLIT_MIN ((int64_t)1 << 18)
 
 struct gemm_job {
     enum tn_dtype dt;
@@ -260,7 +266,9 @@ static int gemm_batch(struct gemm_job *j, int64_t batch)
 {
     int64_t nt = tn_get_num_threads(), work = j->M * j->N * (j->K > 0 ? j->K : 1);
     j->rb = j->M, j->cb = j->N, j->nr = j->nc = 1;
-    int64_t parts = ceil_div(nt, batch), worth = work / TN_GEMM_SPLIT_MIN;
+    bool vec = (j->M == 1 || j->N == 1) && (j->dt == TN_FLOAT32 || j->dt == TN_FLOAT64);
+    int64_t parts = ceil_div(nt, batch),
+            worth = work / (vec ? TN_GEMV_SPLIT_MIN : TN_GEMM_SPLIT_MIN);
     if (parts > worth)
         parts = worth;
     if (batch < nt && parts > 1) {
