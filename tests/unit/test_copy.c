@@ -139,6 +139,18 @@ static void check_transposed(enum tn_dtype sdt, enum tn_dtype ddt, int64_t b, in
  * a time, other sizes and conversions through the generic tile loop, and
  * destinations of 8 MiB or more stored past the caches when their rows are
  * 16-byte aligned. */
+/* The AVX-512 path's whole 16 x 16 blocks (tiles of 16 rows whose width is
+ * a multiple of 16, beside tiles that fall back): a narrow last tile of 48
+ * columns, rows past the last 16, a padded and an offset destination, int32
+ * through the same path as float32. */
+static void test_transposed_blocks16(void **state)
+{
+    (void)state;
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 2, 83, 176, 0, 0);
+    check_transposed(TN_INT32, TN_INT32, 1, 96, 304, 3, 13);
+    check_transposed(TN_FLOAT32, TN_FLOAT32, 1, 16, 16 * 129, 0, 16);
+}
+
 static void test_transposed_tiles(void **state)
 {
     (void)state;
@@ -161,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_copy_fixture),
         cmocka_unit_test(test_copy_fixture_torch2),
         cmocka_unit_test(test_transposed_tiles),
+        cmocka_unit_test(test_transposed_blocks16),
     };
     return TN_RUN_TESTS(tests);
 }
