@@ -195,6 +195,73 @@ static void test_gemv_strides(void **state)
         tn_release(all[i]);
 }
 
+/* float32 a (M x K) @ b (K x N) into columns [0, N) of an M x (N + 5)
+ * buffer of NaN (plus c, M x N, when given: addmm at beta = alpha = 1),
+ * against the float64 product of the same values; the 5 columns past N must
+ * stay NaN. */
+static void check_f32_product(const struct tn_tensor *a, const struct tn_tensor *b,
+                              const struct tn_tensor *c)
+{
+    int64_t M = a->sizes[0], K = a->sizes[1], N = b->sizes[1];
+    struct tn_tensor *buf = tn_full(TN_SHAPE(M, N + 5), tn_float(NAN), TN_FLOAT32);
+    struct tn_tensor *out = tn_slice(buf, 1, 0, N, 1);
+    if (c)
+        assert_int_equal(tn_copy_(out, c), 0);
+    struct tn_tensor *got = c ? tn_addmm(out, a, b, tn_int(1), tn_int(1)) : NULL;
+    if (!c)
+        assert_int_equal(tn_mm_out(a, b, out), 0);
+    struct tn_tensor *a64 = tn_to_dtype(a, TN_FLOAT64), *b64 = tn_to_dtype(b, TN_FLOAT64);
+    struct tn_tensor *w = tn_mm(a64, b64);
+    struct tn_tensor *c64 = c ? tn_to_dtype(c, TN_FLOAT64) : NULL;
+    struct tn_tensor *want = c ? tn_add(w, c64, tn_int(1)) : tn_retain(w);
+    struct tn_tensor *g64 = tn_to_dtype(c ? got : out, TN_FLOAT64), *gc = tn_contiguous(g64);
+    assert_non_null(want);
+    assert_non_null(gc);
+    const double *p = tn_data(gc), *q = tn_data(want);
+    for (int64_t i = 0; i < M * N; i++)
+        if (!(fabs(p[i] - q[i]) <= 1e-5 * (K + fabs(q[i]))))
+            fail_msg("%lldx%lldx%lld: element %lld is %.9g, float64 gives %.9g", (long long)M,
+                     (long long)K, (long long)N, (long long)i, p[i], q[i]);
+    const float *pb = tn_data(buf);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < N + 5; j++)
+            if (!isnan(pb[i * (N + 5) + j]))
+                fail_msg("%lldx%lldx%lld: [%lld][%lld] past the output written",
+                         (long long)M, (long long)K, (long long)N, (long long)i, (long long)j);
+    struct tn_tensor *all[] = {buf, out, got, a64, b64, w, c64, want, g64, gc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+}
+
+/* float32 products from 128^3 up to 256 a dim, both operands row-major,
+ * which take the AVX-512 small-product kernel where the CPU has it: row
+ * blocks of 8 with 3 rows left, column blocks of 32 with 1 and 8 left (the
+ * masked loads and stores), strided operands, c added. */
+static void test_small_f32(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{128, 128, 128}, {131, 129, 161}, {250, 256, 40},
+                                        {256, 256, 256}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        struct tn_tensor *a = tn_randn(TN_SHAPE(shapes[s][0], shapes[s][1]), TN_FLOAT32, NULL);
+        struct tn_tensor *b = tn_randn(TN_SHAPE(shapes[s][1], shapes[s][2]), TN_FLOAT32, NULL);
+        struct tn_tensor *c = tn_randn(TN_SHAPE(shapes[s][0], shapes[s][2]), TN_FLOAT32, NULL);
+        check_f32_product(a, b, NULL);
+        check_f32_product(a, b, c);
+        tn_release(a);
+        tn_release(b);
+        tn_release(c);
+    }
+    struct tn_tensor *abig = tn_randn(TN_SHAPE(200, 300), TN_FLOAT32, NULL);
+    struct tn_tensor *a = tn_slice(abig, 1, 10, 266, 1); /* 200 x 256, row stride 300 */
+    struct tn_tensor *bbig = tn_randn(TN_SHAPE(256, 100), TN_FLOAT32, NULL);
+    struct tn_tensor *b = tn_slice(bbig, 1, 3, 67, 1); /* 256 x 64, row stride 100 */
+    check_f32_product(a, b, NULL);
+    struct tn_tensor *all[] = {abig, a, bbig, b};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tn_release(all[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_empty_operands),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_gemv_strides),
+        cmocka_unit_test(test_small_f32),
     };
     return TN_RUN_TESTS(tests);
 }
