@@ -122,8 +122,8 @@ static void tn_tile_transpose(char *dst, int64_t dld, const char *src, int64_t s
  * (i, j) at dst + j * dld + i * 4), transposed in zmm registers: every
  * destination row is one whole 64-byte store, past the caches when nt (dst
  * then 64-byte aligned, dld a multiple of 64). */
-__attribute__((target("avx512f"))) static void tn_t16(char *dst, int64_t dld,
-                                                      const char *src, int64_t sld, bool nt)
+__attribute__((target("avx512f"))) void tn__t16(char *dst, int64_t dld, const char *src,
+                                                int64_t sld, bool nt)
 {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++)
@@ -161,7 +161,7 @@ struct tn_tile_job {
     struct tn_conv_ctx conv;
     int64_t nblocks1; /* tiles along dim 1 */
     bool nt;          /* stores past the caches (see tn_copy_tiled) */
-    bool t16;         /* 4-byte values, same dtype, tn_t16 can run */
+    bool t16;         /* 4-byte values, same dtype, tn__t16 can run */
 };
 
 static void tn_tile_rows(int64_t begin, int64_t end, void *arg)
@@ -198,7 +198,7 @@ static void tn_tile_rows(int64_t begin, int64_t end, void *arg)
                 for (int64_t i = 0; i < ti; i++)
                     memcpy(buf + i * tj * ses, src + i * it->strides[1][0], (size_t)(tj * ses));
                 for (int64_t j = 0; j < tj; j += 16)
-                    tn_t16(dst + j * it->strides[0][1], it->strides[0][1], (char *)buf + j * 4,
+                    tn__t16(dst + j * it->strides[0][1], it->strides[0][1], (char *)buf + j * 4,
                            tj * ses, nt);
                 continue;
             }
@@ -240,7 +240,7 @@ static bool tn_copy_tiled(const struct tn_iter *it, struct tn_conv_ctx conv)
     job.t16 = conv.ddt == conv.sdt && ses == 4 && it->strides[0][0] == 4 &&
               __builtin_cpu_supports("avx512f");
     if (job.t16 && it->strides[0][1] % 64)
-        job.nt = false; /* tn_t16 streams whole lines only */
+        job.nt = false; /* tn__t16 streams whole lines only */
 #endif
     int64_t outer = it->numel / (it->sizes[0] * it->sizes[1]);
     int64_t work = outer * job.nblocks1;

@@ -321,4 +321,12 @@ static inline void tn__contiguous_strides(const int64_t *sizes, int ndim, int64_
 struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                                  struct tn_device device);
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* 16 x 16 4-byte values from src (row i at src + i * sld bytes) to dst
+ * (value (i, j) at dst + j * dld + i * 4), transposed in AVX-512 registers
+ * (callers check the CPU has it); each destination row one 64-byte store,
+ * streamed past the caches when nt (dst and dld then multiples of 64). */
+void tn__t16(char *dst, int64_t dld, const char *src, int64_t sld, bool nt);
+#endif
+
 #endif

@@ -233,8 +233,8 @@ static void check_f32_product(const struct tn_tensor *a, const struct tn_tensor 
         tn_release(all[i]);
 }
 
-/* float32 products from 128^3 up to 256 a dim, both operands row-major,
- * which take the AVX-512 small-product kernel where the CPU has it: row
+/* float32 products from 128^3 up to 256 a dim, a row-major, b row-major or
+ * transposed, which take the AVX-512 small-product kernel where the CPU has it: row
  * blocks of 8 with 3 rows left, column blocks of 32 with 1 and 8 left (the
  * masked loads and stores), strided operands, c added. */
 static void test_small_f32(void **state)
@@ -248,10 +248,26 @@ static void test_small_f32(void **state)
         struct tn_tensor *c = tn_randn(TN_SHAPE(shapes[s][0], shapes[s][2]), TN_FLOAT32, NULL);
         check_f32_product(a, b, NULL);
         check_f32_product(a, b, c);
+        /* b transposed, as linear passes its weight (packed 32 columns at
+         * a time: 16 x 16 blocks, the last k and columns one by one) */
+        struct tn_tensor *wt = tn_randn(TN_SHAPE(shapes[s][2], shapes[s][1]), TN_FLOAT32, NULL);
+        struct tn_tensor *bt = tn_t(wt);
+        check_f32_product(a, bt, NULL);
+        check_f32_product(a, bt, c);
         tn_release(a);
         tn_release(b);
         tn_release(c);
+        tn_release(wt);
+        tn_release(bt);
     }
+    struct tn_tensor *x = tn_randn(TN_SHAPE(64, 200), TN_FLOAT32, NULL);
+    struct tn_tensor *wbig = tn_randn(TN_SHAPE(250, 300), TN_FLOAT32, NULL);
+    struct tn_tensor *wk = tn_slice(wbig, 1, 7, 207, 1), *wkt = tn_t(wk); /* row stride 300 */
+    check_f32_product(x, wkt, NULL);
+    tn_release(x);
+    tn_release(wbig);
+    tn_release(wk);
+    tn_release(wkt);
     struct tn_tensor *abig = tn_randn(TN_SHAPE(200, 300), TN_FLOAT32, NULL);
     struct tn_tensor *a = tn_slice(abig, 1, 10, 266, 1); /* 200 x 256, row stride 300 */
     struct tn_tensor *bbig = tn_randn(TN_SHAPE(256, 100), TN_FLOAT32, NULL);

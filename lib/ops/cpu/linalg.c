@@ -122,8 +122,9 @@ static bool gemv(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const struct
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TN_SMALL_SGEMM 1
-/* Small float32 products (every dim up to TN_SMALL_GEMM_MAX, both operands
- * row-major) on AVX-512 without packing: blocks of R rows x 32 columns of c
+/* Small float32 products (every dim up to TN_SMALL_GEMM_MAX, a row-major,
+ * b row-major or transposed, the latter packed 32 columns at a time) on
+ * AVX-512 without packing a: blocks of R rows x 32 columns of c
  * in 2R zmm accumulators, each k one row of b (two loads, the last block's
  * columns under a mask) and R broadcasts of a; b's 32-column panel (32 KiB
  * at K = 256) stays in L1 while the row blocks pass over it. Each element is
@@ -181,20 +182,49 @@ TN_SG_BLOCK(4)
 TN_SG_BLOCK(2)
 TN_SG_BLOCK(1)
 
-/* c (M x N) = a @ b, or c + a @ b when add (c read once, after the sum, as
- * OpenBLAS adds beta * c == c to alpha * a@b == a@b); a and b row-major. */
-static void small_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
-                        const float *b, int64_t ldb, float *c, int64_t ldc, bool add)
+/* b's columns [j, j + w) of a transposed b (column j at b + j * ldb, its k
+ * contiguous) as a K x 32 panel p (value (k, jj) at p[k * 32 + jj]): 16 x 16
+ * blocks through tn__t16, the last k and columns one by one. */
+static void sg_pack_t(float *p, const float *b, int64_t ldb, int64_t j, int64_t w, int64_t K)
 {
-    int64_t i = 0;
-    for (; i + 8 <= M; i += 8)
-        sg_rows8(N, K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
-    for (; i + 4 <= M; i += 4)
-        sg_rows4(N, K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
-    for (; i + 2 <= M; i += 2)
-        sg_rows2(N, K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
-    for (; i < M; i++)
-        sg_rows1(N, K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
+    for (int64_t jb = 0; jb < w; jb += 16) {
+        int64_t k = 0;
+        if (w - jb >= 16)
+            for (; k + 16 <= K; k += 16)
+                tn__t16((char *)(p + k * 32 + jb), 32 * sizeof(float),
+                        (const char *)(b + (j + jb) * ldb + k), ldb * (int64_t)sizeof(float),
+                        false);
+        for (int64_t jj = jb; jj < w && jj < jb + 16; jj++)
+            for (int64_t kk = k; kk < K; kk++)
+                p[kk * 32 + jj] = b[(j + jj) * ldb + kk];
+    }
+}
+
+/* c (M x N) = a @ b, or c + a @ b when add (c read once, after the sum, as
+ * OpenBLAS adds beta * c == c to alpha * a@b == a@b); a row-major, b
+ * row-major or, when bt, transposed (linear's weight), packed 32 columns
+ * at a time. */
+static void small_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add)
+{
+    _Alignas(64) float panel[TN_SMALL_GEMM_MAX * 32];
+    for (int64_t j = 0; j < N; j += 32) {
+        int64_t w = N - j < 32 ? N - j : 32, pld = ldb;
+        const float *p = b + j;
+        if (bt) {
+            sg_pack_t(panel, b, ldb, j, w, K);
+            p = panel, pld = 32;
+        }
+        int64_t i = 0;
+        for (; i + 8 <= M; i += 8)
+            sg_rows8(w, K, a + i * lda, lda, p, pld, c + i * ldc + j, ldc, add);
+        for (; i + 4 <= M; i += 4)
+            sg_rows4(w, K, a + i * lda, lda, p, pld, c + i * ldc + j, ldc, add);
+        for (; i + 2 <= M; i += 2)
+            sg_rows2(w, K, a + i * lda, lda, p, pld, c + i * ldc + j, ldc, add);
+        for (; i < M; i++)
+            sg_rows1(w, K, a + i * lda, lda, p, pld, c + i * ldc + j, ldc, add);
+    }
 }
 #endif
 
@@ -222,12 +252,12 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
             return tn_set_error(TN_EINVAL, "gemm: unsupported strides"); /* callers copy first */
 #ifdef TN_SMALL_SGEMM
         if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0) && K >= 1 &&
-            ma.trans == CblasNoTrans && mb.trans == CblasNoTrans && M <= TN_SMALL_GEMM_MAX &&
+            ma.trans == CblasNoTrans && M <= TN_SMALL_GEMM_MAX &&
             N <= TN_SMALL_GEMM_MAX && K <= TN_SMALL_GEMM_MAX &&
             M * N * K >= TN_SMALL_GEMM_MIN &&
             __builtin_cpu_supports("avx512f")) {
             small_sgemm(M, N, K, (const float *)ma.p, ma.ld, (const float *)mb.p, mb.ld,
-                        (float *)c, ldc, use_c);
+                        mb.trans == CblasTrans, (float *)c, ldc, use_c);
             return TN_OK;
         }
 #endif
