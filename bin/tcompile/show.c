@@ -88,7 +88,8 @@ void tc_problems_free(struct tc_problems *p)
 static void value_type(const struct tn_graph_value *v, char *buf, size_t len)
 {
     if (v->is_sym) {
-        snprintf(buf, len, "SymInt");
+        static const char *const types[] = {"SymInt", "SymFloat", "SymBool"};
+        snprintf(buf, len, "%s", types[v->sym_type]);
         return;
     }
     if (v->dtype == TN_DTYPE_UNSET) {

@@ -653,6 +653,8 @@ out:
  * interpreter (functionalisation is not done yet). */
 static bool mutates(const struct tn_graph_node *n)
 {
+    if (strcmp(n->op->ns, "aten") && strcmp(n->op->ns, "prims"))
+        return false; /* _operator::and_ and the like compute a number */
     const char *q = strstr(n->op->qualname, "::");
     q = q ? q + 2 : n->op->qualname;
     const char *dot = strchr(q, '.');
@@ -680,11 +682,25 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
     int rc = meta_pass(L, inputs);
     if (rc < 0)
         return rc;
-    for (int i = 0; i < g->nnodes; i++)
+    for (int i = 0; i < g->nnodes; i++) {
+        const struct tn_op *op = g->nodes[i].op;
         if (mutates(&g->nodes[i]))
             return tn_set_error(TN_EINVAL, "%s: node '%s' (%s) writes its argument in place "
-                                "(not compiled yet)", g->label, g->nodes[i].name,
-                                g->nodes[i].op->qualname);
+                                "(not compiled yet)", g->label, g->nodes[i].name, op->qualname);
+        /* a program's numbers are fixed when it is compiled (the Meta
+         * pass's); item()'s come from the data of each run */
+        if (!strcmp(op->qualname, "aten::item") || !strcmp(op->qualname, "aten::_local_scalar_dense"))
+            return tn_set_error(TN_EINVAL, "%s: node '%s' (%s) makes a number of a tensor's "
+                                "values (not compiled yet)", g->label, g->nodes[i].name,
+                                op->qualname);
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            const struct tn_graph_arg *a = &g->nodes[i].in[k].arg;
+            if (a->kind == TN_GARG_FLOAT && a->items[0].value >= 0) /* P->ints has no floats */
+                return tn_set_error(TN_EINVAL, "%s: node '%s' (%s) takes the SymFloat '%s' "
+                                    "(not compiled yet)", g->label, g->nodes[i].name,
+                                    op->qualname, g->values[a->items[0].value].name);
+        }
+    }
     for (int i = 0; i < g->ninputs; i++) {
         const struct tn_tensor *t = inputs[i];
         int b = tn__buf_new(P, TN_BUF_INPUT, t->dtype, tn_numel(t));

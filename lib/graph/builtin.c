@@ -291,46 +291,6 @@ static int b_sym_size(const struct tn_op *op, struct tn_ivalue *st, int n)
     return 1;
 }
 
-/* Python's operators on SymInts (_operator.ge, ... as torch.export writes
- * them): an int, 0 or 1 for a comparison (a SymBool) */
-static int b_sym_binary(const struct tn_op *op, struct tn_ivalue *st, int n)
-{
-    int rc;
-    ARG_I(0, a);
-    ARG_I(1, b);
-    const char *o = op->name;
-    int64_t v;
-    if (!strcmp(o, "ge"))
-        v = a >= b;
-    else if (!strcmp(o, "gt"))
-        v = a > b;
-    else if (!strcmp(o, "le"))
-        v = a <= b;
-    else if (!strcmp(o, "lt"))
-        v = a < b;
-    else if (!strcmp(o, "eq"))
-        v = a == b;
-    else if (!strcmp(o, "ne"))
-        v = a != b;
-    else if (!strcmp(o, "add"))
-        v = a + b;
-    else if (!strcmp(o, "sub"))
-        v = a - b;
-    else if (!strcmp(o, "mul"))
-        v = a * b;
-    else if (!strcmp(o, "floordiv") || !strcmp(o, "mod")) {
-        if (b == 0)
-            return tn_set_error(TN_EINVAL, "%s: division by zero", op->qualname);
-        int64_t q = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
-        v = o[0] == 'f' ? q : a - q * b;
-    } else {
-        TN_ASSERT(0);
-    }
-    st[0].tag = TN_IV_INT;
-    st[0].v.i = v;
-    return 1;
-}
-
 /* _assert_scalar: export's runtime check of a SymBool (u0 >= 0 after
  * nonzero): its message when false. The Meta pass before a run knows no
  * data-dependent size, so it checks nothing there. */
@@ -387,7 +347,6 @@ static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
 static const struct tn_arg_schema a_unflatten[] = {T("self"), I("dim", NULL),
                                                    IL("sizes", NULL)};
 static const struct tn_arg_schema a_sym_size[] = {T("self"), I("dim", NULL)};
-static const struct tn_arg_schema a_sym_binary[] = {I("a", NULL), I("b", NULL)};
 static const struct tn_arg_schema a_assert_scalar[] = {
     I("self", NULL), {"assert_msg", "str", TN_IV_STR, false, false, false, NULL}};
 static const struct tn_arg_schema a_constrain[] = {I("size", NULL), OI("min"), OI("max")};
@@ -401,10 +360,6 @@ static const struct tn_arg_schema a_assert_metadata[] = {
 #define OP(name, ovl, args, fn, nrets)                                                        \
     {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, nrets,   \
      NULL, 0, {0}, fn, NULL, NULL}
-
-#define SYM(name)                                                                            \
-    {"_operator", name, "", "_operator::" name, NULL, a_sym_binary,                          \
-     sizeof a_sym_binary / sizeof *a_sym_binary, 1, NULL, 0, {0}, b_sym_binary, NULL, NULL}
 
 static const struct tn_op builtins[] = {
     OP("view", "", a_view, b_view, 1),
@@ -445,8 +400,6 @@ static const struct tn_op builtins[] = {
     OP("_assert_scalar", "", a_assert_scalar, b_assert_scalar, 0),
     OP("sym_constrain_range_for_size", "", a_constrain, b_constrain, 0),
     OP("sym_constrain_range", "", a_constrain, b_constrain, 0),
-    SYM("ge"), SYM("gt"), SYM("le"), SYM("lt"), SYM("eq"), SYM("ne"), SYM("add"), SYM("sub"),
-    SYM("mul"), SYM("floordiv"), SYM("mod"),
     OP("sym_stride", ".int", a_sym_size, b_sym_size, 1),
     OP("sym_numel", "", a_self, b_sym_size, 1),
     OP("sym_storage_offset", "", a_self, b_sym_size, 1),
@@ -456,6 +409,9 @@ static const struct tn_op builtins[] = {
 
 const struct tn_op *tn__graph_builtin(const char *qualname)
 {
+    const struct tn_op *sym = tn__graph_sym_op(qualname);
+    if (sym)
+        return sym;
     for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
         if (!strcmp(builtins[i].qualname, qualname))
             return &builtins[i];
@@ -465,18 +421,22 @@ const struct tn_op *tn__graph_builtin(const char *qualname)
 /* "torch.ops.aten.addmm.default" -> "aten::addmm", ".int" kept. */
 const struct tn_op *tn_graph_op(const char *target)
 {
-    static const char prefix[] = "torch.ops.", pyop[] = "_operator.";
+    static const char prefix[] = "torch.ops.";
+    static const char *const pyops[] = {"_operator.", "torch.", "math."};
     char q[256];
-    if (!strncmp(target, pyop, sizeof pyop - 1) && strlen(target) < 64) {
-        /* Python's operators on SymInts: _operator.ge -> _operator::ge */
-        snprintf(q, sizeof q, "_operator::%s", target + sizeof pyop - 1);
-        const struct tn_op *op = tn__graph_builtin(q);
-        if (op) {
-            tn_clear_error();
+    for (size_t i = 0; i < sizeof pyops / sizeof *pyops; i++) {
+        size_t k = strlen(pyops[i]);
+        if (strncmp(target, pyops[i], k) || !strncmp(target, prefix, sizeof prefix - 1) ||
+            strlen(target) >= 64)
+            continue;
+        /* Python's operators on SymInts, SymFloats and SymBools:
+         * _operator.ge -> _operator::ge, torch.sym_float -> torch::sym_float */
+        snprintf(q, sizeof q, "%.*s::%s", (int)k - 1, target, target + k);
+        const struct tn_op *op = tn__graph_sym_op(q);
+        if (op)
             return op;
-        }
-        tn_set_error(TN_EINVAL, "unsupported target '%s' (an operator on SymInts tensorkit "
-                     "does not know)", target);
+        tn_set_error(TN_EINVAL, "unsupported target '%s' (an operation on SymInts or SymFloats "
+                     "tensorkit does not know)", target);
         return NULL;
     }
     if (strncmp(target, prefix, sizeof prefix - 1) || strlen(target) >= sizeof q) {

@@ -6,6 +6,7 @@
 #include "graph/internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,15 +96,17 @@ static int to_ivalue(const struct tn_graph *g, const struct tn_graph_input *in,
         }
         return TN_OK;
     }
-    case TN_GARG_FLOAT:
+    case TN_GARG_FLOAT: {
+        double x = it->value >= 0 ? slots[it->value].f : it->f; /* a SymFloat's value */
         if (as->tag == TN_IV_SCALAR) {
             iv->tag = TN_IV_SCALAR;
-            iv->v.s = tn_float(it->f);
+            iv->v.s = tn_float(x);
         } else {
             iv->tag = TN_IV_DOUBLE;
-            iv->v.f = it->f;
+            iv->v.f = x;
         }
         return TN_OK;
+    }
     case TN_GARG_BOOL:
         if (as->tag == TN_IV_SCALAR) {
             iv->tag = TN_IV_SCALAR;
@@ -245,8 +248,14 @@ int tn__graph_call(const struct tn_graph *g, const struct tn_graph_node *n,
             } else {
                 tn_release(st[k].v.t);
             }
-        } else if (st[k].tag == TN_IV_INT && v >= 0) {
-            slots[v].i = st[k].v.i;
+        } else if (v >= 0 && (st[k].tag == TN_IV_INT || st[k].tag == TN_IV_BOOL)) {
+            slots[v].i = st[k].tag == TN_IV_INT ? st[k].v.i : st[k].v.b;
+            slots[v].f = (double)slots[v].i;
+            slots[v].set = true;
+        } else if (v >= 0 && st[k].tag == TN_IV_DOUBLE) { /* a SymFloat */
+            double f = st[k].v.f;
+            slots[v].f = f;
+            slots[v].i = isfinite(f) && fabs(f) < 9.2e18 ? (int64_t)f : 0;
             slots[v].set = true;
         }
     }

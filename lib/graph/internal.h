@@ -75,6 +75,9 @@ int tn__graph_bare_symbol(const char *expr, char *buf, size_t len);
 /* The schema arguments of the graph's own ops (views that lib/core
  * implements outside the dispatcher). */
 const struct tn_op *tn__graph_builtin(const char *qualname);
+/* symbolic.c's ops on Python numbers (_operator::add, torch::sym_float,
+ * math::trunc) and item / _local_scalar_dense; NULL for another name. */
+const struct tn_op *tn__graph_sym_op(const char *qualname);
 /* The factories and aliases of factory.c (which tn__graph_builtin also
  * finds); while tn__graph_meta_factories is set (tn_graph_check's Meta
  * pass), those without a tensor argument make Meta tensors. */
@@ -93,10 +96,13 @@ bool tn__graph_param_frozen(const struct tn_graph *g, int i);
 /* Writes "float32[2, 8]" (or "sym 7") for a tensor into buf. */
 void tn__graph_describe(const struct tn_tensor *t, char *buf, size_t len);
 
-/* A value while a graph runs: its tensor (owned), or its int. */
+/* A value while a graph runs: its tensor (owned), or its number (a
+ * SymFloat's in f, its value as an int in i; a SymInt's or SymBool's in i,
+ * as a double in f). */
 struct tn__graph_slot {
     struct tn_tensor *t;
     int64_t i;
+    double f;
     bool set;
 };
 

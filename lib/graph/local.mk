@@ -9,6 +9,7 @@ libtensor_la_SOURCES += \
 	lib/graph/check.c \
 	lib/graph/functionalize.c \
 	lib/graph/builtin.c \
+	lib/graph/symbolic.c \
 	lib/graph/factory.c \
 	lib/graph/exec.c \
 	lib/graph/run.c \

@@ -237,16 +237,25 @@ static int tensor_ref(struct reader *r, json_t *j, const char *what)
     return n ? tn__graph_intern(r->g, n) : TN_EFORMAT;
 }
 
-/* A SymInt argument: {"as_name": "sym"} or {"as_int": 3}. */
-static int sym_item(struct reader *r, json_t *j, struct tn_graph_item *it)
+/* A SymInt argument: {"as_name": "sym"} or {"as_int": 3}; a SymFloat's
+ * {"as_name"} or {"as_float": 0.5}; a SymBool's {"as_name"} or {"as_bool"}. */
+static int sym_item(struct reader *r, json_t *j, struct tn_graph_item *it,
+                    enum tn_graph_sym_type type)
 {
+    static const char *const what[] = {"a SymInt", "a SymFloat", "a SymBool"};
+    static const char *const constant[] = {"as_int", "as_float", "as_bool"};
     json_t *v;
-    const char *arm = union_arm(r, j, "a SymInt", &v);
+    const char *arm = union_arm(r, j, what[type], &v);
     if (!arm)
         return TN_EFORMAT;
     it->value = -1;
-    if (!strcmp(arm, "as_int") && json_is_integer(v)) {
-        it->i = json_integer_value(v);
+    if (!strcmp(arm, constant[type])) {
+        if (type == TN_GSYM_INT && json_is_integer(v))
+            it->i = json_integer_value(v);
+        else if (type == TN_GSYM_BOOL && json_is_boolean(v))
+            it->i = json_is_true(v);
+        else if (type != TN_GSYM_FLOAT || !json_float(v, &it->f))
+            return fail(r, "%s: %s holds no such value", what[type], arm);
         return TN_OK;
     }
     if (!strcmp(arm, "as_name")) {
@@ -257,10 +266,12 @@ static int sym_item(struct reader *r, json_t *j, struct tn_graph_item *it)
         if (k < 0)
             return k;
         r->g->values[k].is_sym = true;
+        r->g->values[k].sym_type = type;
         it->value = k;
         return TN_OK;
     }
-    return fail(r, "a SymInt must be {\"as_int\": n} or {\"as_name\": s}, not '%s'", arm);
+    return fail(r, "%s must be {\"%s\": x} or {\"as_name\": s}, not '%s'", what[type],
+                constant[type], arm);
 }
 
 static int alloc_items(struct reader *r, struct tn_graph_arg *a, size_t n)
@@ -304,7 +315,7 @@ static int parse_list(struct reader *r, json_t *v, struct tn_graph_arg *a, const
             break;
         case TN_GARG_INTS:
             if (!strcmp(arm, "as_sym_ints")) {
-                if ((rc = sym_item(r, e, it)) < 0)
+                if ((rc = sym_item(r, e, it, TN_GSYM_INT)) < 0)
                     return rc;
             } else if (json_is_integer(e)) {
                 it->i = json_integer_value(e);
@@ -379,18 +390,17 @@ static int parse_arg_inner(struct reader *r, json_t *j, struct tn_graph_arg *a)
         it->i = json_integer_value(v);
     } else if (!strcmp(arm, "as_sym_int")) {
         a->kind = TN_GARG_INT;
-        return sym_item(r, v, it);
+        return sym_item(r, v, it, TN_GSYM_INT);
     } else if (!strcmp(arm, "as_sym_bool")) {
         /* a SymBool (the size checks export writes for data-dependent
-         * sizes: u0 >= 0 into _assert_scalar): a SymInt of 0 or 1 */
-        json_t *bv = json_is_object(v) ? json_object_get(v, "as_bool") : NULL;
+         * sizes: u0 >= 0 into _assert_scalar; item() of a bool tensor):
+         * an int of 0 or 1, written back as as_sym_bool */
         a->kind = TN_GARG_INT;
-        if (json_is_boolean(bv)) {
-            it->value = -1;
-            it->i = json_is_true(bv);
-            return TN_OK;
-        }
-        return sym_item(r, v, it);
+        a->sym_bool = true;
+        return sym_item(r, v, it, TN_GSYM_BOOL);
+    } else if (!strcmp(arm, "as_sym_float")) {
+        a->kind = TN_GARG_FLOAT; /* item() of a floating tensor, and what follows */
+        return sym_item(r, v, it, TN_GSYM_FLOAT);
     } else if (!strcmp(arm, "as_float") && json_float(v, &it->f)) {
         a->kind = TN_GARG_FLOAT;
     } else if (!strcmp(arm, "as_bool") && json_is_boolean(v)) {
@@ -491,10 +501,11 @@ static int parse_node(struct reader *r, json_t *j, struct tn_graph_node *n, int 
         /* as_tensors (a tuple result): one output per item */
         int nitems = a.kind == TN_GARG_NONE ? 1 : a.n;
         if (a.kind != TN_GARG_NONE && a.kind != TN_GARG_TENSOR && a.kind != TN_GARG_TENSORS &&
-            !(a.kind == TN_GARG_INT && a.items[0].value >= 0)) {
+            !((a.kind == TN_GARG_INT || a.kind == TN_GARG_FLOAT) && a.items[0].value >= 0)) {
             free(a.items);
             free(a.s);
-            return fail(r, "an output must be a tensor, a list of tensors, a SymInt or None");
+            return fail(r, "an output must be a tensor, a list of tensors, a SymInt, a "
+                        "SymFloat, a SymBool or None");
         }
         int *grown = realloc(n->outs, (size_t)(n->nout + nitems + 1) * sizeof *n->outs);
         if (!grown) {
@@ -797,15 +808,21 @@ static int parse_graph(struct reader *r, json_t *root)
                 return strlen(k) > MAX_NAME ? fail(r, "a name longer than %d", MAX_NAME) : rc;
         }
     }
-    if (json_is_object(sv)) {
+    static const char *const sections[] = {"sym_int_values", "sym_float_values",
+                                           "sym_bool_values"};
+    for (int t = TN_GSYM_INT; t <= TN_GSYM_BOOL; t++) {
         const char *k;
         json_t *v;
+        sv = json_object_get(graph, sections[t]);
+        if (!json_is_object(sv))
+            continue;
         json_object_foreach(sv, k, v) {
             if (strlen(k) > MAX_NAME)
                 return fail(r, "a name longer than %d", MAX_NAME);
             if ((rc = tn__graph_intern(g, k)) < 0)
                 return rc;
             g->values[rc].is_sym = true;
+            g->values[rc].sym_type = (enum tn_graph_sym_type)t;
         }
     }
     at(r, "graph inputs", NULL, -1);

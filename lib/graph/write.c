@@ -41,6 +41,13 @@ static json_t *float_json(double f)
     return json_real(f);
 }
 
+/* {"as_sym_int": {"as_name": v}}, or as_sym_float / as_sym_bool by its type */
+static json_t *sym_ref(const struct tn_graph *g, int v)
+{
+    static const char *const arms[] = {"as_sym_int", "as_sym_float", "as_sym_bool"};
+    return one(arms[g->values[v].sym_type], one("as_name", json_string(g->values[v].name)));
+}
+
 static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
 {
     json_t *l;
@@ -48,10 +55,17 @@ static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
     switch (a->kind) {
     case TN_GARG_NONE: return one("as_none", json_true());
     case TN_GARG_TENSOR: return one("as_tensor", tref(g, a->items[0].value));
-    case TN_GARG_INT:
-        return a->items[0].value >= 0 ? one("as_sym_int", sym_item(g, a->items))
-                                      : one("as_int", json_integer(a->items[0].i));
-    case TN_GARG_FLOAT: return one("as_float", float_json(a->items[0].f));
+    case TN_GARG_INT: {
+        int v = a->items[0].value;
+        if (v >= 0)
+            return sym_ref(g, v);
+        if (a->sym_bool) /* as_sym_bool's constant */
+            return one("as_sym_bool", one("as_bool", json_boolean(a->items[0].i)));
+        return one("as_int", json_integer(a->items[0].i));
+    }
+    case TN_GARG_FLOAT:
+        return a->items[0].value >= 0 ? sym_ref(g, a->items[0].value)
+                                      : one("as_float", float_json(a->items[0].f));
     case TN_GARG_BOOL: return one("as_bool", json_boolean(a->items[0].i));
     case TN_GARG_STRING: return one("as_string", json_string(a->s));
     case TN_GARG_DTYPE:
@@ -146,7 +160,8 @@ static json_t *spec_json(const struct tn_graph *g, const struct tn_graph_spec *s
 static json_t *graph_json(const struct tn_graph *g)
 {
     json_t *graph = json_object(), *nodes = json_array(), *tv = json_object();
-    json_t *ins = json_array(), *outs = json_array(), *syms = json_object();
+    json_t *ins = json_array(), *outs = json_array();
+    json_t *syms[] = {json_object(), json_object(), json_object()}; /* int, float, bool */
     for (int i = 0; i < g->ninputs; i++)
         json_array_append_new(ins, one("as_tensor", tref(g, g->inputs[i].value)));
     for (int i = 0; i < g->noutputs; i++)
@@ -165,8 +180,7 @@ static json_t *graph_json(const struct tn_graph *g)
         if (n->nout == 1) {
             int v = n->outs[0];
             json_array_append_new(out, v < 0 ? one("as_none", json_true())
-                                  : g->values[v].is_sym
-                                  ? one("as_sym_int", one("as_name", json_string(g->values[v].name)))
+                                  : g->values[v].is_sym ? sym_ref(g, v)
                                   : one("as_tensor", tref(g, v)));
         } else if (n->nout > 1) {
             json_t *l = json_array();
@@ -185,7 +199,7 @@ static json_t *graph_json(const struct tn_graph *g)
     for (int i = 0; i < g->nvalues; i++) {
         const struct tn_graph_value *v = &g->values[i];
         if (v->is_sym)
-            json_object_set_new(syms, v->name, one("as_name", json_string(v->name)));
+            json_object_set_new(syms[v->sym_type], v->name, one("as_name", json_string(v->name)));
         else if (v->has_meta || v->dtype != TN_DTYPE_UNSET)
             json_object_set_new(tv, v->name, meta_json(v));
     }
@@ -193,11 +207,11 @@ static json_t *graph_json(const struct tn_graph *g)
     json_object_set_new(graph, "outputs", outs);
     json_object_set_new(graph, "nodes", nodes);
     json_object_set_new(graph, "tensor_values", tv);
-    json_object_set_new(graph, "sym_int_values", syms);
-    json_object_set_new(graph, "sym_bool_values", json_object());
+    json_object_set_new(graph, "sym_int_values", syms[TN_GSYM_INT]);
+    json_object_set_new(graph, "sym_bool_values", syms[TN_GSYM_BOOL]);
     json_object_set_new(graph, "is_single_tensor_return", json_false());
     json_object_set_new(graph, "custom_obj_values", json_object());
-    json_object_set_new(graph, "sym_float_values", json_object());
+    json_object_set_new(graph, "sym_float_values", syms[TN_GSYM_FLOAT]);
     return graph;
 }
 

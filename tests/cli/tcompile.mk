@@ -33,3 +33,4 @@ CLI_TESTS += tests/cli/tcompile_build.bats
 check_PROGRAMS += tests/cli/tcompile/model_main
 tests_cli_tcompile_model_main_SOURCES = tests/cli/tcompile/model_main.c
 tests_cli_tcompile_model_main_LDADD = $(TN_LIB)
+CLI_TESTS += tests/cli/tcompile_item.bats

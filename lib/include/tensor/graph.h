@@ -36,9 +36,9 @@ enum tn_garg_kind {
     TN_GARG_NONE = 0,
     TN_GARG_TENSOR,      /* as_tensor: items[0].value */
     TN_GARG_TENSORS,     /* as_tensors; as_optional_tensors (value -1 for None) */
-    TN_GARG_INT,         /* as_int, as_sym_int: items[0] */
+    TN_GARG_INT,         /* as_int, as_sym_int, as_sym_bool: items[0] */
     TN_GARG_INTS,        /* as_ints, as_sym_ints */
-    TN_GARG_FLOAT,       /* as_float: items[0].f */
+    TN_GARG_FLOAT,       /* as_float, as_sym_float: items[0] */
     TN_GARG_FLOATS,
     TN_GARG_BOOL,        /* as_bool: items[0].i */
     TN_GARG_BOOLS,
@@ -50,7 +50,8 @@ enum tn_garg_kind {
 };
 
 /* One item of an argument: a constant (i or f), or a value of the graph
- * (value >= 0: a tensor, or a SymInt that a node computes). */
+ * (value >= 0: a tensor, or a SymInt, SymFloat or SymBool that a node
+ * computes). */
 struct tn_graph_item {
     int64_t i;
     double f;
@@ -62,6 +63,7 @@ struct tn_graph_arg {
     int n;                        /* items; 1 for the scalar kinds */
     struct tn_graph_item *items;
     char *s;
+    bool sym_bool;                /* TN_GARG_INT read from as_sym_bool */
 };
 
 /* One NamedArgument of a node. */
@@ -74,10 +76,16 @@ struct tn_graph_input {
 #define TN_GRAPH_UNDEFINED (-2)   /* value.def: named but never defined */
 #define TN_GRAPH_INPUT (-1)       /* value.def: a graph input */
 
-/* A tensor or SymInt of the graph, with what tensor_values declares. */
+/* The numbers of a graph: in sym_int_values, sym_float_values and
+ * sym_bool_values, and as_sym_int, as_sym_float, as_sym_bool arguments. */
+enum tn_graph_sym_type { TN_GSYM_INT = 0, TN_GSYM_FLOAT, TN_GSYM_BOOL };
+
+/* A tensor or a number (SymInt, SymFloat, SymBool) of the graph, with what
+ * tensor_values declares. */
 struct tn_graph_value {
     char *name;
-    bool is_sym;                  /* in sym_int_values: an int, not a tensor */
+    bool is_sym;                  /* a Python number (sym_*_values), not a tensor */
+    enum tn_graph_sym_type sym_type; /* which number, when is_sym */
     bool has_meta;                /* tensor_values describes it */
     enum tn_dtype dtype;
     int ndim;
