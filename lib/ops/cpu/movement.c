@@ -94,6 +94,33 @@ static struct tn_tensor *like(const struct tn_tensor *self)
     return tn_empty_on(self->sizes, self->ndim, self->dtype, self->device);
 }
 
+/* like(), laid out as PyTorch lays out the result of an op on self: flip
+ * as its TensorIterator does (self's order where self is dense), roll
+ * (one dim at a time) in self's suggest_memory_format (channels_last or
+ * channels_last_3d where self's strides look so, else contiguous). */
+static struct tn_tensor *like_laid(const struct tn_tensor *self, bool iter)
+{
+    struct tn_meta m = {.ndim = self->ndim, .dtype = self->dtype};
+    memcpy(m.sizes, self->sizes, (size_t)self->ndim * sizeof *m.sizes);
+    if (iter) {
+        tn__meta_iter_layout(&m, &self, 1);
+    } else if (tn__strides_like_channels_last(self, 4) ||
+               tn__strides_like_channels_last(self, 5)) {
+        /* channels first, then the last spatial dim back to the first, then N */
+        int nd = self->ndim;
+        int64_t st = 1;
+        m.strides[1] = st;
+        st *= self->sizes[1];
+        for (int d = nd - 1; d >= 2; d--) {
+            m.strides[d] = st;
+            st *= self->sizes[d];
+        }
+        m.strides[0] = st;
+        m.strided = true;
+    }
+    return tn_dispatch_meta_alloc(&m, self->device);
+}
+
 struct tn_tensor *tn__cpu_flip(tn_keyset ks, const struct tn_tensor *self, const int64_t *dims,
                                int dims_len)
 {
@@ -102,7 +129,7 @@ struct tn_tensor *tn__cpu_flip(tn_keyset ks, const struct tn_tensor *self, const
     /* an empty list flips nothing (tn__reduce_mask reads it as every dim) */
     if (dims_len > 0 && tn__reduce_mask("flip", self, dims, dims_len, mask) < 0)
         return NULL;
-    struct tn_tensor *out = like(self);
+    struct tn_tensor *out = like_laid(self, true);
     if (!out || self->device.type == TN_DEVICE_META) /* Meta: the shape only */
         return out;
     const void *ctx[2] = {self, mask};
@@ -171,7 +198,9 @@ struct tn_tensor *tn__cpu_roll(tn_keyset ks, const struct tn_tensor *self, const
             r.shift[d] += shifts[i];
         }
     }
-    struct tn_tensor *out = like(self);
+    /* no dims: PyTorch rolls the flattened tensor, and views it back
+     * contiguous */
+    struct tn_tensor *out = r.flat ? like(self) : like_laid(self, false);
     if (out && tn_numel(self) > 0 && self->device.type != TN_DEVICE_META)
         remap(self, out, roll_map, &r);
     return out;
@@ -275,6 +304,7 @@ struct nonzero_walk {
     int ndim;
     int64_t count;
     int64_t *out; /* NULL: count only */
+    int64_t n;    /* the count, once known: the stride of out's dim 1 */
 };
 
 static void nonzero_visit(void *ctx, const int64_t *idx, const char *element)
@@ -282,21 +312,25 @@ static void nonzero_visit(void *ctx, const int64_t *idx, const char *element)
     struct nonzero_walk *w = ctx;
     if (!element_nonzero(element, w->dtype))
         return;
-    if (w->out)
-        memcpy(w->out + w->count * w->ndim, idx, sizeof(int64_t) * (size_t)w->ndim);
+    for (int d = 0; w->out && d < w->ndim; d++)
+        w->out[w->count + d * w->n] = idx[d];
     w->count++;
 }
 
-/* The indices of self's non-zero elements, one row each (int64 [n, ndim]). */
+/* The indices of self's non-zero elements, one row each (int64 [n, ndim]),
+ * laid out as PyTorch's: the transpose of an [ndim, n] buffer (strides
+ * (1, n)), one index of every element after another. */
 struct tn_tensor *tn__cpu_nonzero(tn_keyset ks, const struct tn_tensor *self)
 {
     (void)ks;
-    struct nonzero_walk w = {self->dtype, self->ndim, 0, NULL};
+    struct nonzero_walk w = {self->dtype, self->ndim, 0, NULL, 0};
     visit(self, nonzero_visit, &w); /* count first: the result's size */
-    int64_t sizes[2] = {w.count, self->ndim};
-    struct tn_tensor *out = tn_empty_on(sizes, 2, TN_INT64, self->device);
+    struct tn_meta m = {.ndim = 2, .sizes = {w.count, self->ndim}, .dtype = TN_INT64,
+                        .strided = true, .strides = {1, w.count}};
+    struct tn_tensor *out = tn_dispatch_meta_alloc(&m, self->device);
     if (!out)
         return NULL;
+    w.n = w.count;
     w.count = 0;
     w.out = tn_data(out);
     visit(self, nonzero_visit, &w);
