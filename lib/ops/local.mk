@@ -44,6 +44,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_embedding_bag.c \
 	lib/ops/cpu/nn_grid_sample.c \
+	lib/ops/cpu/nn_grid_sample3d.c \
 	lib/ops/cpu/nn_dropout.c \
 	lib/ops/cpu/nn_upsample.c \
 	lib/ops/cpu/attention.c \

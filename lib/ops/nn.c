@@ -440,16 +440,15 @@ TN_CONV_BW(convolution_backward_input, 0)
 TN_CONV_BW(convolution_backward_weight, 1)
 TN_CONV_BW(convolution_backward_bias, 2)
 
-/* grid_sampler: grid_sampler_2d for 4-D inputs (3-D ones, grid_sampler_3d,
- * are not here), as PyTorch's without cuDNN. */
+/* grid_sampler: grid_sampler_2d for 4-D inputs, grid_sampler_3d for 5-D
+ * ones, as PyTorch's without cuDNN. */
 struct tn_tensor *tn__composite_grid_sampler(tn_keyset ks, const struct tn_tensor *input,
                                              const struct tn_tensor *grid,
                                              int64_t interpolation_mode, int64_t padding_mode,
                                              bool align_corners)
 {
     if (input->ndim == 5)
-        return tn_set_error(TN_EINVAL, "grid_sampler: 5-D inputs (grid_sampler_3d) are not "
-                            "supported yet"), NULL;
+        return tn_grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners);
     return tn_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners);
 }
 

@@ -131,4 +131,24 @@ static inline struct tn_tensor *tn__keep_out(struct tn_keep *k, struct tn_tensor
     return r;
 }
 
+/* grid sampling (ops/cpu/nn_grid_sample.c), for grid_sampler_3d: PyTorch's
+ * checks of grid_sampler_2d (nd 4) or _3d (nd 5), 0 or an error; and a
+ * grid coordinate in [-1, 1] to a source index of a dim of `size` with
+ * padding 0 zeros, 1 border, 2 reflection, *g its derivative. */
+int tn__gs_check(const struct tn_tensor *input, const struct tn_tensor *grid,
+                 int64_t interpolation_mode, int64_t padding_mode, int nd);
+double tn__gs_source_index(double c, int64_t size, int padding, bool align, double *g);
+/* bicubic's pieces: the coordinate unpadded (*g its derivative), the four
+ * taps' cubic weights at fraction t and their derivatives, a tap's padded
+ * index (-1: it reads a zero) */
+double tn__gs_unnormalize(double c, int64_t size, bool align, double *g);
+void tn__gs_cubic_coeffs(double c[4], double t);
+void tn__gs_cubic_coeffs_grad(double c[4], double t);
+int64_t tn__gs_tap1(int64_t x, int64_t size, int padding, bool align);
+/* The backward's results: gin and ggr (float64, owned: each released or
+ * passed on) into dt where wanted, NULL where not; 0 or an error with both
+ * NULL. */
+int tn__gs_results(struct tn_tensor *gin, struct tn_tensor *ggr, bool want_in, bool want_grid,
+                   enum tn_dtype dt, struct tn_tensor **result0, struct tn_tensor **result1);
+
 #endif

@@ -22,7 +22,7 @@ enum { GS_BILINEAR = 0, GS_NEAREST = 1, GS_BICUBIC = 2 };
 enum { GS_ZEROS = 0, GS_BORDER = 1, GS_REFLECTION = 2 };
 
 /* [-1, 1] to pixel coordinates; *g the derivative */
-static double unnormalize(double c, int64_t size, bool align, double *g)
+double tn__gs_unnormalize(double c, int64_t size, bool align, double *g)
 {
     if (align) {
         *g = (double)(size - 1) / 2;
@@ -91,10 +91,10 @@ static double safe_int(double c)
     return isfinite(c) && c > (double)INT_MIN && c < (double)INT_MAX ? c : -100;
 }
 
-static double source_index(double c, int64_t size, int padding, bool align, double *g)
+double tn__gs_source_index(double c, int64_t size, int padding, bool align, double *g)
 {
     double gu, gp;
-    c = unnormalize(c, size, align, &gu);
+    c = tn__gs_unnormalize(c, size, align, &gu);
     c = pad_coord(c, size, padding, align, &gp);
     *g = gu * gp;
     return safe_int(c);
@@ -105,7 +105,7 @@ static bool inside(int64_t x, int64_t y, int64_t w, int64_t h)
     return x >= 0 && x < w && y >= 0 && y < h;
 }
 
-static void cubic_coeffs(double c[4], double t)
+void tn__gs_cubic_coeffs(double c[4], double t)
 {
     const double a = -0.75;
     double x = t + 1;
@@ -117,7 +117,7 @@ static void cubic_coeffs(double c[4], double t)
     c[3] = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
 }
 
-static void cubic_coeffs_grad(double c[4], double t)
+void tn__gs_cubic_coeffs_grad(double c[4], double t)
 {
     const double a = -0.75;
     double x = -1 - t;
@@ -130,24 +130,29 @@ static void cubic_coeffs_grad(double c[4], double t)
     c[3] = (3 * a * x - 10 * a) * x + 8 * a;
 }
 
+int64_t tn__gs_tap1(int64_t x, int64_t size, int padding, bool align)
+{
+    double g;
+    int64_t i = (int64_t)safe_int(pad_coord((double)x, size, padding, align, &g));
+    return i >= 0 && i < size ? i : -1;
+}
+
 /* bicubic's tap (x, y), padded; -1 when it reads zeros */
 static int64_t tap(int64_t x, int64_t y, int64_t w, int64_t h, int padding, bool align)
 {
-    double g;
-    double fx = safe_int(pad_coord((double)x, w, padding, align, &g));
-    double fy = safe_int(pad_coord((double)y, h, padding, align, &g));
-    int64_t ix = (int64_t)fx, iy = (int64_t)fy;
-    return inside(ix, iy, w, h) ? iy * w + ix : -1;
+    int64_t ix = tn__gs_tap1(x, w, padding, align), iy = tn__gs_tap1(y, h, padding, align);
+    return ix >= 0 && iy >= 0 ? iy * w + ix : -1;
 }
 
-static int gs_check(const struct tn_tensor *input, const struct tn_tensor *grid,
-                    int64_t interpolation_mode, int64_t padding_mode)
+int tn__gs_check(const struct tn_tensor *input, const struct tn_tensor *grid,
+                 int64_t interpolation_mode, int64_t padding_mode, int nd)
 {
     char a[128], b[128];
     enum tn_dtype dt = input->dtype;
     if (dt != TN_FLOAT32 && dt != TN_FLOAT64 && dt != TN_FLOAT16 && dt != TN_BFLOAT16)
-        return tn_set_error(TN_EDTYPE, "\"grid_sampler_2d_cpu_kernel_impl\" not implemented for "
-                            "'%s'", tn_dtype_info(dt)->c10_name);
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'",
+                            nd == 4 ? "grid_sampler_2d_cpu_kernel_impl" : "grid_sampler3d_cpu",
+                            tn_dtype_info(dt)->c10_name);
     if (grid->dtype != dt)
         return tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
                             tn_dtype_info(dt)->c10_name, tn_dtype_info(grid->dtype)->c10_name);
@@ -165,13 +170,13 @@ static int gs_check(const struct tn_tensor *input, const struct tn_tensor *grid,
             return tn_set_error(TN_ESHAPE, "grid_sampler(): expected input to have non-empty "
                                 "spatial dimensions, but input has sizes %s with dimension %d "
                                 "being empty", a, i);
-    if (input->ndim != 4 || grid->ndim != 4)
-        return tn_set_error(TN_ESHAPE, "grid_sampler(): expected 4D input and grid with same "
+    if (input->ndim != nd || grid->ndim != nd)
+        return tn_set_error(TN_ESHAPE, "grid_sampler(): expected %dD input and grid with same "
                             "number of dimensions, but got input with sizes %s and grid with "
-                            "sizes %s", a, b);
+                            "sizes %s", nd, a, b);
     if (interpolation_mode < 0 || interpolation_mode > 2 || padding_mode < 0 || padding_mode > 2)
-        return tn_set_error(TN_EINVAL, "grid_sampler_2d: interpolation_mode must be 0, 1 or 2 "
-                            "and padding_mode 0, 1 or 2 (got %lld and %lld)",
+        return tn_set_error(TN_EINVAL, "grid_sampler_%dd: interpolation_mode must be 0, 1 or 2 "
+                            "and padding_mode 0, 1 or 2 (got %lld and %lld)", nd - 2,
                             (long long)interpolation_mode, (long long)padding_mode);
     return TN_OK;
 }
@@ -181,7 +186,7 @@ struct tn_tensor *tn__cpu_grid_sampler_2d(tn_keyset ks, const struct tn_tensor *
                                           int64_t interpolation_mode, int64_t padding_mode,
                                           bool align_corners)
 {
-    if (gs_check(input, grid, interpolation_mode, padding_mode) < 0)
+    if (tn__gs_check(input, grid, interpolation_mode, padding_mode, 4) < 0)
         return NULL;
     int64_t n = input->sizes[0], c = input->sizes[1], h = input->sizes[2], w = input->sizes[3];
     int64_t oh = grid->sizes[1], ow = grid->sizes[2];
@@ -203,10 +208,11 @@ struct tn_tensor *tn__cpu_grid_sampler_2d(tn_keyset ks, const struct tn_tensor *
             const double *img = xp + b * c * h * w;
             double *o = op + b * c * oh * ow + p;
             if (interpolation_mode == GS_BICUBIC) {
-                double ix = unnormalize(gx, w, al, &g), iy = unnormalize(gy, h, al, &g);
+                double ix = tn__gs_unnormalize(gx, w, al, &g);
+                double iy = tn__gs_unnormalize(gy, h, al, &g);
                 double fx = floor(ix), fy = floor(iy), cx[4], cy[4];
-                cubic_coeffs(cx, ix - fx);
-                cubic_coeffs(cy, iy - fy);
+                tn__gs_cubic_coeffs(cx, ix - fx);
+                tn__gs_cubic_coeffs(cy, iy - fy);
                 int64_t t[16];
                 for (int i = 0; i < 4; i++)
                     for (int j = 0; j < 4; j++)
@@ -223,7 +229,8 @@ struct tn_tensor *tn__cpu_grid_sampler_2d(tn_keyset ks, const struct tn_tensor *
                 }
                 continue;
             }
-            double ix = source_index(gx, w, pad, al, &g), iy = source_index(gy, h, pad, al, &g);
+            double ix = tn__gs_source_index(gx, w, pad, al, &g);
+            double iy = tn__gs_source_index(gy, h, pad, al, &g);
             if (interpolation_mode == GS_NEAREST) {
                 int64_t nx = (int64_t)nearbyint(ix), ny = (int64_t)nearbyint(iy);
                 for (int64_t ch = 0; inside(nx, ny, w, h) && ch < c; ch++)
@@ -255,7 +262,7 @@ int tn__cpu_grid_sampler_2d_backward(tn_keyset ks, const struct tn_tensor *grad_
                                      struct tn_tensor **result1)
 {
     char a[128];
-    int rc = gs_check(input, grid, interpolation_mode, padding_mode);
+    int rc = tn__gs_check(input, grid, interpolation_mode, padding_mode, 4);
     if (rc < 0)
         return rc;
     int64_t n = input->sizes[0], c = input->sizes[1], h = input->sizes[2], w = input->sizes[3];
@@ -287,12 +294,13 @@ int tn__cpu_grid_sampler_2d_backward(tn_keyset ks, const struct tn_tensor *grad_
             const double *img = xp + b * c * h * w, *g0 = gop + b * c * oh * ow + p;
             double *gi = gip + b * c * h * w, gix = 0, giy = 0, mx, my;
             if (interpolation_mode == GS_BICUBIC) {
-                double ix = unnormalize(gx, w, al, &mx), iy = unnormalize(gy, h, al, &my);
+                double ix = tn__gs_unnormalize(gx, w, al, &mx);
+                double iy = tn__gs_unnormalize(gy, h, al, &my);
                 double fx = floor(ix), fy = floor(iy), cx[4], cy[4], dx[4], dy[4];
-                cubic_coeffs(cx, ix - fx);
-                cubic_coeffs(cy, iy - fy);
-                cubic_coeffs_grad(dx, ix - fx);
-                cubic_coeffs_grad(dy, iy - fy);
+                tn__gs_cubic_coeffs(cx, ix - fx);
+                tn__gs_cubic_coeffs(cy, iy - fy);
+                tn__gs_cubic_coeffs_grad(dx, ix - fx);
+                tn__gs_cubic_coeffs_grad(dy, iy - fy);
                 for (int i = 0; i < 4; i++)      /* x */
                     for (int j = 0; j < 4; j++) { /* y */
                         int64_t t = tap((int64_t)fx - 1 + i, (int64_t)fy - 1 + j, w, h, pad, al);
@@ -309,7 +317,8 @@ int tn__cpu_grid_sampler_2d_backward(tn_keyset ks, const struct tn_tensor *grad_
                 ggp[(b * oh * ow + p) * 2 + 1] = my * giy;
                 continue;
             }
-            double ix = source_index(gx, w, pad, al, &mx), iy = source_index(gy, h, pad, al, &my);
+            double ix = tn__gs_source_index(gx, w, pad, al, &mx);
+            double iy = tn__gs_source_index(gy, h, pad, al, &my);
             if (interpolation_mode == GS_NEAREST) {
                 int64_t nx = (int64_t)nearbyint(ix), ny = (int64_t)nearbyint(iy);
                 for (int64_t ch = 0; inside(nx, ny, w, h) && ch < c; ch++)
@@ -338,8 +347,14 @@ int tn__cpu_grid_sampler_2d_backward(tn_keyset ks, const struct tn_tensor *grad_
             ggp[(b * oh * ow + p) * 2 + 1] = my * giy;
         }
     tn__nn_drop(0, go, x, gr, NULL);
-    *result0 = want_in ? tn__nn_to(gin, input->dtype) : NULL;
-    *result1 = want_grid ? tn__nn_to(ggr, grid->dtype) : NULL;
+    return tn__gs_results(gin, ggr, want_in, want_grid, input->dtype, result0, result1);
+}
+
+int tn__gs_results(struct tn_tensor *gin, struct tn_tensor *ggr, bool want_in, bool want_grid,
+                   enum tn_dtype dt, struct tn_tensor **result0, struct tn_tensor **result1)
+{
+    *result0 = want_in ? tn__nn_to(gin, dt) : NULL;
+    *result1 = want_grid ? tn__nn_to(ggr, dt) : NULL;
     if (!want_in)
         tn_release(gin);
     if (!want_grid)
