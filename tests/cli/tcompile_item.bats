@@ -13,7 +13,7 @@ setup() {
 }
 
 @test "check: item, _local_scalar_dense and the sym ops are known" {
-    for g in item_float item_int item_dtypes item_core; do
+    for g in item_float item_int item_dtypes item_core item_grads; do
         run tcompile check --missing "$D/$g.json"
         assert_success
         assert_output "nothing missing (1 graph)"
@@ -28,6 +28,11 @@ setup() {
     outputs_match "$D/item_core" 3 --interpret
     # float16, bfloat16, float64, int32, uint8, int8, int16 and bool
     outputs_match "$D/item_dtypes" 8 --interpret
+}
+
+@test "run --grads: a parameter's gradient through a SymFloat factor" {
+    graph_matches "$D/item_grads" 1 2 --interpret
+    graph_matches "$D/item_grads" 1 2
 }
 
 @test "run: item() is read from each run's data" {
