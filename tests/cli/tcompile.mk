@@ -34,3 +34,4 @@ check_PROGRAMS += tests/cli/tcompile/model_main
 tests_cli_tcompile_model_main_SOURCES = tests/cli/tcompile/model_main.c
 tests_cli_tcompile_model_main_LDADD = $(TN_LIB)
 CLI_TESTS += tests/cli/tcompile_item.bats
+CLI_TESTS += tests/cli/tcompile_complex.bats
