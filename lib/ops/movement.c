@@ -73,3 +73,32 @@ struct tn_tensor *tn__composite_argsort_stable(tn_keyset ks, const struct tn_ten
     (void)ks;
     return sort_indices(self, &stable, dim, descending);
 }
+
+/* fliplr and flipud: flip of dim 1 (at least 2-D) and of dim 0 (at least
+ * 1-D), with PyTorch's messages */
+static struct tn_tensor *flip_dim(const struct tn_tensor *self, int64_t dim)
+{
+    if (self->ndim < dim + 1) {
+        tn_set_error(TN_EINVAL, "Input must be >= %d-d.", (int)dim + 1);
+        return NULL;
+    }
+    return tn_flip(self, &dim, 1);
+}
+
+struct tn_tensor *tn__composite_fliplr(tn_keyset ks, const struct tn_tensor *self)
+{
+    (void)ks;
+    return flip_dim(self, 1);
+}
+
+struct tn_tensor *tn__composite_flipud(tn_keyset ks, const struct tn_tensor *self)
+{
+    (void)ks;
+    return flip_dim(self, 0);
+}
+
+struct tn_tensor *tn__composite_argwhere(tn_keyset ks, const struct tn_tensor *self)
+{
+    (void)ks;
+    return tn_nonzero(self);
+}
