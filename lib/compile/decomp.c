@@ -757,31 +757,71 @@ static int lower_layer_norm(struct tn__lctx *L, const struct tn_graph_node *n)
     return n->nout > 2 && OUT(2) ? tn__set_out(L, 2, rstd, acc) : TN_OK;
 }
 
-/* batch_norm with the running statistics (eval): per channel (dim 1) */
+/* batch_norm in training mode without running statistics (what
+ * functionalisation leaves: the statistics' update is ops of its own):
+ * the batch's mean and biased variance per channel (dim 1), summed in
+ * float64 as PyTorch's CPU kernel accumulates (acc_type<float> is double),
+ * then y = (x - mean) * rsqrt(var + eps) as in eval. Not the eager
+ * kernel's order of operations bit for bit (torch.compile's is not
+ * either): tcompile_train_grad.bats holds it to PyTorch's gradients. */
+static int batch_stats(struct tn__lctx *L, const struct tn_graph_node *n, struct tn__lv *x,
+                       enum tn_dtype acc, int *mean, int *var)
+{
+    struct tn__cprog *P = L->P;
+    int64_t count = 1;
+    unsigned mask = 0;
+    for (int d = 0; d < x->nd; d++)
+        if (d != 1) {
+            mask |= 1u << d;
+            count *= x->sizes[d];
+        }
+    if (count <= 1) /* PyTorch's error ('Expected more than 1 value per channel') */
+        return extern_because(L, "one value per channel");
+    if (tn__arg_tensor(n, "running_mean") >= 0 || tn__arg_tensor(n, "running_var") >= 0)
+        return extern_because(L, "batch norm in training mode updates its statistics");
+    int rc = tn__realize_costly(L, x); /* read three times: computed once */
+    struct tn__lv xd = *x, m, v;
+    xd.x = tn__x_cast(P, TN_FLOAT64, x->x);
+    if (rc < 0 || (rc = mean_of(L, &xd, mask, TN_FLOAT64, &m)) < 0)
+        return rc;
+    struct tn__lv sq = xd;
+    int c = tn__x_bin(P, TN_X_SUB, TN_FLOAT64, xd.x, tn__bcast_lv(L, &m, xd.nd, xd.sizes));
+    sq.x = tn__x_bin(P, TN_X_MUL, TN_FLOAT64, c, c);
+    if ((rc = mean_of(L, &sq, mask, TN_FLOAT64, &v)) < 0)
+        return rc;
+    *mean = tn__x_cast(P, acc, tn__bcast_lv(L, &m, x->nd, x->sizes));
+    *var = tn__x_cast(P, acc, tn__bcast_lv(L, &v, x->nd, x->sizes));
+    return TN_OK;
+}
+
+/* batch_norm: per channel (dim 1), with the running statistics (eval) or
+ * the batch's (training, batch_stats) */
 static int lower_batch_norm(struct tn__lctx *L, const struct tn_graph_node *n)
 {
     bool legit = strstr(n->op->qualname, "no_training") != NULL;
-    if (!legit && tn__arg_int(L, n, "training", 1))
-        return extern_because(L, "batch norm in training mode updates its statistics");
+    bool training = !legit && tn__arg_int(L, n, "training", 1);
     for (int k = 1; k < n->nout; k++)
         if (n->outs[k] >= 0 && L->uses[n->outs[k]])
             return extern_because(L, "its saved statistics are read");
     int v = tn__arg_tensor(n, "input");
     enum tn_dtype dt = OUT(0)->dtype, acc = tn__compute_dtype(dt);
     struct tn__cprog *P = L->P;
-    const struct tn__lv *x = &L->v[v];
+    struct tn__lv xl = L->v[v], *x = &xl;
     if (x->nd < 2 || !tn_dtype_is_floating(dt))
         return extern_because(L, "a shape it does not take");
     /* a [C] vector along dim 1 of the input's space */
     struct tn__vmap m = {.nold = 1, .src = {1}, .mul = {1}};
     int ch[4];
     const char *names[4] = {"running_mean", "running_var", "weight", "bias"};
-    for (int i = 0; i < 4; i++) {
+    for (int i = training ? 2 : 0; i < 4; i++) {
         int t = tn__arg_tensor(n, names[i]);
         ch[i] = t < 0 ? -1 : tn__x_cast(P, acc, tn__x_remap(P, L->v[t].x, &m));
         if (i < 2 && ch[i] < 0)
             return extern_because(L, "no running statistics");
     }
+    int rc = training ? batch_stats(L, n, x, acc, &ch[0], &ch[1]) : TN_OK;
+    if (rc != TN_OK)
+        return rc;
     int y = tn__x_bin(P, TN_X_SUB, acc, tn__x_cast(P, acc, x->x), ch[0]);
     y = tn__x_bin(P, TN_X_MUL, acc, y,
                   tn__x_un(P, TN_X_RSQRT, acc,
