@@ -76,7 +76,7 @@ static int run_node(const struct tn__cprog *P, const struct tn__step *st, struct
     for (int k = 0; k < st->nargs && rc == TN_OK; k++)
         if (!(slots[st->argv[k]].t = view(T, &st->args[k])))
             rc = tn_last_status();
-    if (rc == TN_OK)
+    if (rc == TN_OK && (rc = tn__exec_conv_bw(n, slots)) == 1) /* (convbw.c) */
         rc = tn__graph_call(g, n, slots, sc);
     for (int o = 0; o < n->nout && rc == TN_OK; o++) {
         int v = n->outs[o];

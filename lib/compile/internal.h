@@ -407,3 +407,12 @@ int tn__reshape(struct tn__lctx *L, struct tn__lv *lv, int nd, const int64_t *si
 int tn__joint_unexpressed(void (*fn)(const char *op, const char *inputs, const char *helper,
                                      void *ctx),
                           void *ctx);
+
+/* convbw.c: runs node n of a compiled program when it is a float32 2-D
+ * convolution's weight gradient (groups 1: products over chunks of the
+ * batch) or input gradient (stride 1, no dilation: the forward
+ * convolution of the output gradient), its result in
+ * slots[n->outs[0]].t: TN_OK, 1 when it takes no such node (the caller
+ * runs it through libtensor), or a negative status. */
+struct tn__graph_slot;
+int tn__exec_conv_bw(const struct tn_graph_node *n, struct tn__graph_slot *slots);
