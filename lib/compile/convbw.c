@@ -19,12 +19,15 @@
  */
 #include "compile/internal.h"
 #include "graph/internal.h"
+#include "ops/internal.h"
 
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <tensor/ops.h>
+
+typedef float v8 __attribute__((vector_size(32)));
 
 #define WGRAD_BUDGET ((int64_t)192 << 10)
 
@@ -34,7 +37,25 @@ struct wgrad {
     const float *x, *go;
     float *cols, *got; /* (k, nb * hw) patches, (oc, nb * hw) output gradient */
     int64_t s0, nb;    /* the chunk's samples */
+    float *out;        /* the weight's gradient, (oc, k) */
+    int64_t blocks;    /* of its rows, one product each */
 };
+
+/* Rows [b oc / blocks, (b + 1) oc / blocks) of dW (+)= gout @ cols^T for
+ * the chunk: each row's sum runs in the same order however the rows are
+ * split, so that the result does not depend on the thread count. */
+static void wgrad_rows(int64_t begin, int64_t end, void *ctx)
+{
+    const struct wgrad *q = ctx;
+    int64_t k = q->c * q->kh * q->kw, ld = q->nb * q->oh * q->ow;
+    for (int64_t b = begin; b < end; b++) {
+        int64_t r0 = b * q->oc / q->blocks, r1 = (b + 1) * q->oc / q->blocks;
+        if (r1 > r0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)k, (int)ld,
+                        1.0f, q->got + r0 * ld, (int)ld, q->cols, (int)ld, q->s0 ? 1.0f : 0.0f,
+                        q->out + r0 * k, (int)k);
+    }
+}
 
 /* An int list argument of a run node: its items (a SymInt's from the
  * slots), one value spread over both dims; false when absent or not 2. */
@@ -80,10 +101,13 @@ static void wgrad_sample(int64_t begin, int64_t end, void *ctx)
                             r[ox] = 0.0f;
                         if (q->sw == 1) {
                             int64_t hi = q->w - x0 < q->ow ? q->w - x0 : q->ow;
-                            if (hi > ox) {
-                                memcpy(r + ox, xr + ox, sizeof(float) * (size_t)(hi - ox));
-                                ox = hi;
+                            for (; ox + 8 <= hi; ox += 8) { /* short rows: no memcpy call */
+                                v8 t;
+                                memcpy(&t, xr + ox, sizeof t);
+                                memcpy(r + ox, &t, sizeof t);
                             }
+                            for (; ox < hi; ox++)
+                                r[ox] = xr[ox];
                         } else {
                             for (; ox < q->ow && x0 + ox * q->sw < q->w; ox++)
                                 r[ox] = xr[ox * q->sw];
@@ -185,17 +209,14 @@ int tn__exec_conv_bw(const struct tn_graph_node *n, struct tn__graph_slot *slots
         return tn_last_status();
     }
     q.cols = tn_data(scratch);
-    float *out = tn_data(gw);
-    int threads = tn_get_num_threads();
+    q.out = tn_data(gw);
+    q.blocks = tn_get_num_threads() < q.oc ? tn_get_num_threads() : q.oc;
     for (int64_t s0 = 0; s0 < q.n; s0 += nb) {
         q.s0 = s0;
         q.nb = q.n - s0 < nb ? q.n - s0 : nb;
         q.got = q.cols + k * q.nb * hw;
         tn_parallel_for(q.nb, 1, wgrad_sample, &q);
-        openblas_set_num_threads(threads);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q.oc, (int)k,
-                    (int)(q.nb * hw), 1.0f, q.got, (int)(q.nb * hw), q.cols, (int)(q.nb * hw),
-                    s0 ? 1.0f : 0.0f, out, (int)k);
+        tn__blas_parallel_for(q.blocks, 1, wgrad_rows, &q);
     }
     tn_release(scratch);
     slots[n->outs[0]].t = gw;
