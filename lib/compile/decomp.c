@@ -765,7 +765,8 @@ static int lower_layer_norm(struct tn__lctx *L, const struct tn_graph_node *n)
  * kernel's order of operations bit for bit (torch.compile's is not
  * either): tcompile_train_grad.bats holds it to PyTorch's gradients. */
 static int batch_stats(struct tn__lctx *L, const struct tn_graph_node *n, struct tn__lv *x,
-                       enum tn_dtype acc, int *mean, int *var)
+                       enum tn_dtype acc, int *mean, int *var, struct tn__lv *m,
+                       struct tn__lv *v)
 {
     struct tn__cprog *P = L->P;
     int64_t count = 1;
@@ -780,28 +781,31 @@ static int batch_stats(struct tn__lctx *L, const struct tn_graph_node *n, struct
     if (tn__arg_tensor(n, "running_mean") >= 0 || tn__arg_tensor(n, "running_var") >= 0)
         return extern_because(L, "batch norm in training mode updates its statistics");
     int rc = tn__realize_costly(L, x); /* read three times: computed once */
-    struct tn__lv xd = *x, m, v;
+    struct tn__lv xd = *x;
     xd.x = tn__x_cast(P, TN_FLOAT64, x->x);
-    if (rc < 0 || (rc = mean_of(L, &xd, mask, TN_FLOAT64, &m)) < 0)
+    if (rc < 0 || (rc = mean_of(L, &xd, mask, TN_FLOAT64, m)) < 0)
         return rc;
     struct tn__lv sq = xd;
-    int c = tn__x_bin(P, TN_X_SUB, TN_FLOAT64, xd.x, tn__bcast_lv(L, &m, xd.nd, xd.sizes));
+    int c = tn__x_bin(P, TN_X_SUB, TN_FLOAT64, xd.x, tn__bcast_lv(L, m, xd.nd, xd.sizes));
     sq.x = tn__x_bin(P, TN_X_MUL, TN_FLOAT64, c, c);
-    if ((rc = mean_of(L, &sq, mask, TN_FLOAT64, &v)) < 0)
+    if ((rc = mean_of(L, &sq, mask, TN_FLOAT64, v)) < 0)
         return rc;
-    *mean = tn__x_cast(P, acc, tn__bcast_lv(L, &m, x->nd, x->sizes));
-    *var = tn__x_cast(P, acc, tn__bcast_lv(L, &v, x->nd, x->sizes));
+    *mean = tn__x_cast(P, acc, tn__bcast_lv(L, m, x->nd, x->sizes));
+    *var = tn__x_cast(P, acc, tn__bcast_lv(L, v, x->nd, x->sizes));
     return TN_OK;
 }
 
 /* batch_norm: per channel (dim 1), with the running statistics (eval) or
- * the batch's (training, batch_stats) */
+ * the batch's (training, batch_stats); native_batch_norm in training also
+ * gives them (save_mean, save_invstd: [C], what tcompile grad's forward
+ * saves for the backward) */
 static int lower_batch_norm(struct tn__lctx *L, const struct tn_graph_node *n)
 {
     bool legit = strstr(n->op->qualname, "no_training") != NULL;
     bool training = !legit && tn__arg_int(L, n, "training", 1);
+    bool native = !strcmp(n->op->qualname, "aten::native_batch_norm");
     for (int k = 1; k < n->nout; k++)
-        if (n->outs[k] >= 0 && L->uses[n->outs[k]])
+        if (n->outs[k] >= 0 && L->uses[n->outs[k]] && !(native && training))
             return extern_because(L, "its saved statistics are read");
     int v = tn__arg_tensor(n, "input");
     enum tn_dtype dt = OUT(0)->dtype, acc = tn__compute_dtype(dt);
@@ -819,14 +823,26 @@ static int lower_batch_norm(struct tn__lctx *L, const struct tn_graph_node *n)
         if (i < 2 && ch[i] < 0)
             return extern_because(L, "no running statistics");
     }
-    int rc = training ? batch_stats(L, n, x, acc, &ch[0], &ch[1]) : TN_OK;
+    struct tn__lv sm, sv;
+    int rc = training ? batch_stats(L, n, x, acc, &ch[0], &ch[1], &sm, &sv) : TN_OK;
     if (rc != TN_OK)
         return rc;
+    double eps = tn__arg_float(n, "eps", 1e-5);
     int y = tn__x_bin(P, TN_X_SUB, acc, tn__x_cast(P, acc, x->x), ch[0]);
     y = tn__x_bin(P, TN_X_MUL, acc, y,
                   tn__x_un(P, TN_X_RSQRT, acc,
-                           tn__x_bin(P, TN_X_ADD, acc, ch[1],
-                                     k_(L, acc, tn__arg_float(n, "eps", 1e-5)))));
+                           tn__x_bin(P, TN_X_ADD, acc, ch[1], k_(L, acc, eps))));
+    if (native && training && n->nout == 3) { /* save_mean, save_invstd: [C] */
+        int64_t c = x->sizes[1];
+        if ((rc = tn__reshape(L, &sm, 1, &c)) < 0 || (rc = tn__reshape(L, &sv, 1, &c)) < 0)
+            return rc;
+        if (OUT(1) && (rc = tn__set_out(L, 1, tn__x_cast(P, acc, sm.x), acc)) < 0)
+            return rc;
+        int is = tn__x_un(P, TN_X_RSQRT, acc,
+                          tn__x_bin(P, TN_X_ADD, acc, tn__x_cast(P, acc, sv.x), k_(L, acc, eps)));
+        if (OUT(2) && (rc = tn__set_out(L, 2, is, acc)) < 0)
+            return rc;
+    }
     if (ch[2] >= 0)
         y = tn__x_bin(P, TN_X_MUL, acc, y, ch[2]);
     if (ch[3] >= 0)
@@ -958,6 +974,7 @@ static const struct {
     {"aten::mul.Scalar", lower_mul},
     {"aten::mul.Tensor", lower_mul},
     {"aten::narrow", lower_narrow},
+    {"aten::native_batch_norm", lower_batch_norm},
     {"aten::native_layer_norm", lower_layer_norm},
     {"aten::ne.Scalar", lower_ne},
     {"aten::ne.Tensor", lower_ne},

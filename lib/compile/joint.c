@@ -481,8 +481,11 @@ static const char *mean_keep(struct jb *b, const char *x, const int64_t *dims, i
                       named("keepdim", one("as_bool", json_true()), 1)));
 }
 
+static void run_as_bn(struct jb *b, const struct tn_graph_node *n, char *mean, char *invstd,
+                      size_t len);
+
 /* batch_norm in training mode (the batch's statistics, biased variance),
- * recomputed from x: xh = (x - mean) * s with s = rsqrt(var + eps), then
+ * saved by the forward (run_as_bn) or recomputed from x: xh = (x - mean) * s with s = rsqrt(var + eps), then
  * gx = s * (g - mean(g) - xh * mean(g * xh)) with g = gy * weight,
  * gweight = sum(gy * xh), gbias = sum(gy), over every dimension but 1. */
 static int d_batch_norm_train(struct jb *b, const struct tn_graph_node *n, const char *gy,
@@ -490,10 +493,22 @@ static int d_batch_norm_train(struct jb *b, const struct tn_graph_node *n, const
 {
     int x = tensor_of(n, "input"), w = tensor_of(n, "weight"), bias = tensor_of(n, "bias");
     const struct tn_graph_value *xv = &b->g->values[x];
-    const char *xs = fv(b, x);
-    const char *c = bin(b, "sub", xs, mean_keep(b, xs, dims, nd));
-    const char *var = mean_keep(b, bin(b, "mul", c, c), dims, nd);
-    const char *s = rsqrt_eps(b, var, eps);
+    const char *xs = fv(b, x), *c, *s;
+    if (n->op && !strcmp(n->op->qualname, "aten::batch_norm") && tensor_of(n, "running_mean") < 0 &&
+        tensor_of(n, "running_var") < 0 && arg_of(n, "cudnn_enabled") &&
+        (xv->dtype == TN_FLOAT32 || xv->dtype == TN_FLOAT64)) {
+        /* the forward's own statistics, saved (run_as_bn) */
+        char mean[256], invstd[256];
+        int64_t shape[TN_MAX_DIMS];
+        for (int d = 0; d < xv->ndim; d++)
+            shape[d] = d == 1 ? xv->sizes[1] : 1;
+        run_as_bn(b, n, mean, invstd, sizeof mean);
+        c = bin(b, "sub", xs, reshape(b, mean, shape, xv->ndim));
+        s = reshape(b, invstd, shape, xv->ndim);
+    } else {
+        c = bin(b, "sub", xs, mean_keep(b, xs, dims, nd));
+        s = rsqrt_eps(b, mean_keep(b, bin(b, "mul", c, c), dims, nd), eps);
+    }
     const char *xh = bin(b, "mul", c, s);
     if (wants(b, x)) {
         int64_t shape[TN_MAX_DIMS];
@@ -1844,11 +1859,36 @@ static void run_as(struct jb *b, const struct tn_graph_node *n, const char *targ
 {
     const char *out = b->g->values[n->outs[0]].name;
     snprintf(name, len, "%s_%s", out, what);
-    json_array_append_new(b->drops, json_pack("[ssss]", n->name, out, name, target));
+    json_array_append_new(b->drops, json_pack("[sss[s]n]", n->name, out, target, name));
     json_t *m = json_deep_copy(json_object_get(b->ftv, out));
     json_object_set_new(m, "dtype", json_integer(tn_graph_scalar_type(dt)));
     json_object_set_new(m, "requires_grad", json_false());
     json_object_set_new(b->tv, name, m);
+}
+
+/* batch_norm in training mode without running statistics run by the
+ * forward as native_batch_norm (the same arguments but cudnn_enabled),
+ * whose save_mean and save_invstd ([C], written into mean and invstd) the
+ * forward saves for the backward, which then does not compute the
+ * batch's statistics a second time. */
+static void run_as_bn(struct jb *b, const struct tn_graph_node *n, char *mean, char *invstd,
+                      size_t len)
+{
+    const char *out = b->g->values[n->outs[0]].name;
+    const struct tn_graph_value *xv = &b->g->values[tensor_of(n, "input")];
+    snprintf(mean, len, "%s_save_mean", out);
+    snprintf(invstd, len, "%s_save_invstd", out);
+    json_array_append_new(b->drops, json_pack("[sss[ss]s]", n->name, out,
+                                              "torch.ops.aten.native_batch_norm.default", mean,
+                                              invstd, "cudnn_enabled"));
+    const char *names[2] = {mean, invstd};
+    for (int i = 0; i < 2; i++) {
+        json_t *m = json_deep_copy(json_object_get(b->ftv, out));
+        json_object_set_new(m, "sizes", json_pack("[{sI}]", "as_int", (json_int_t)xv->sizes[1]));
+        json_object_set_new(m, "strides", json_pack("[{si}]", "as_int", 1));
+        json_object_set_new(m, "requires_grad", json_false());
+        json_object_set_new(b->tv, names[i], m);
+    }
 }
 
 /* An int[] argument of n as an as_ints argument, def (n_def items) when
@@ -2223,24 +2263,38 @@ int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
     /* dropout nodes run as native_dropout, their masks saved; max_pool2d
      * as max_pool2d_with_indices, its indices saved */
     for (size_t i = 0; i < json_array_size(b.drops); i++) {
-        json_t *d = json_array_get(b.drops, i);
+        /* [node, its output, the op it runs as, [its other results], an
+         * argument that op does not take or null] */
+        json_t *d = json_array_get(b.drops, i), *more = json_array_get(d, 3);
         const char *node = json_string_value(json_array_get(d, 0)),
                    *o = json_string_value(json_array_get(d, 1)),
-                   *mask = json_string_value(json_array_get(d, 2));
+                   *drop = json_string_value(json_array_get(d, 4));
         for (size_t k = 0; k < json_array_size(fnodes); k++) {
-            json_t *j = json_array_get(fnodes, k);
-            if (strcmp(json_string_value(json_object_get(j, "name")), node))
+            json_t *j = json_array_get(fnodes, k), *jo = json_array(),
+                   *jin = json_object_get(j, "inputs");
+            if (strcmp(json_string_value(json_object_get(j, "name")), node)) {
+                json_decref(jo);
                 continue;
-            json_object_set(j, "target", json_array_get(d, 3));
-            json_object_set_new(j, "outputs",
-                                json_pack("[{s:{s:s}},{s:{s:s}}]", "as_tensor", "name", o,
-                                          "as_tensor", "name", mask));
+            }
+            json_object_set(j, "target", json_array_get(d, 2));
+            json_array_append_new(jo, json_pack("{s:{s:s}}", "as_tensor", "name", o));
+            for (size_t r = 0; r < json_array_size(more); r++)
+                json_array_append_new(jo, json_pack("{s:{s:O}}", "as_tensor", "name",
+                                                    json_array_get(more, r)));
+            json_object_set_new(j, "outputs", jo);
+            for (size_t a = 0; drop && a < json_array_size(jin); a++)
+                if (!strcmp(json_string_value(json_object_get(json_array_get(jin, a), "name")),
+                            drop))
+                    json_array_remove(jin, a--);
         }
-        json_object_set(ftv, mask, json_object_get(tv, mask));
-        json_array_append_new(fouts, tensor_arg(mask));
-        json_array_append_new(fospecs, spec("user_output", mask, NULL, NULL));
-        json_array_append_new(ins, tensor_arg(mask));
-        json_array_append_new(inspecs, spec("user_input", mask, NULL, NULL));
+        for (size_t r = 0; r < json_array_size(more); r++) {
+            const char *mask = json_string_value(json_array_get(more, r));
+            json_object_set(ftv, mask, json_object_get(tv, mask));
+            json_array_append_new(fouts, tensor_arg(mask));
+            json_array_append_new(fospecs, spec("user_output", mask, NULL, NULL));
+            json_array_append_new(ins, tensor_arg(mask));
+            json_array_append_new(inspecs, spec("user_input", mask, NULL, NULL));
+        }
     }
     json_object_set_new(fgraph, "is_single_tensor_return", json_false());
     for (int k = 0; k < g->nnodes; k++) {
