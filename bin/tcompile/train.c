@@ -23,6 +23,7 @@
 
 #include <tensor/core.h>
 #include <tensor/dist.h>
+#include <tensor/io.h>
 #include <tensor/ops.h>
 #include <tensor/optim.h>
 
@@ -64,6 +65,42 @@ static int fail_at(const char *what, const char *fmt, const char *a, const char 
     fprintf(stderr, fmt, a, b);
     fputc('\n', stderr);
     return 2;
+}
+
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* tcompile train holds --data and --eval in memory: an archive whose
+ * arrays (the members' uncompressed sizes) take more than the memory
+ * available is refused by name before any is read, rather than failing
+ * half way through or waking the OOM killer. 0, or 2 with the message. */
+static int data_fits(const char *file)
+{
+    struct tn_zip *z = tn_zip_open(file);
+    if (!z)
+        return tc_fail();
+    uint64_t need = 0, avail = mem_available();
+    for (size_t i = 0; i < tn_zip_count(z); i++)
+        need += tn_zip_entry_at(z, i)->size;
+    tn_zip_close(z);
+    if (!avail || need <= avail)
+        return 0;
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)(need >> 20));
+    snprintf(b, sizeof b, "%llu", (unsigned long long)(avail >> 20));
+    return fail_at(file, "its arrays take %s MiB, more than the %s MiB of memory available "
+                   "(tcompile train holds the data in memory)", a, b);
 }
 
 /* A checked graph from JSON text. */
@@ -596,6 +633,8 @@ static int setup(struct trainer *t, const char *path)
             return rc;
     }
     tn_value_release(init);
+    if ((rc = data_fits(tc.data)) || (tc.eval && (rc = data_fits(tc.eval))))
+        return rc;
     if (!(t->data = tn_npz_load(tc.data)))
         return tc_fail();
     if ((rc = bind_data(t, t->data, tc.data, t->cols, &t->rows)))
