@@ -813,6 +813,8 @@ static int lower_batch_norm(struct tn__lctx *L, const struct tn_graph_node *n)
     struct tn__lv xl = L->v[v], *x = &xl;
     if (x->nd < 2 || !tn_dtype_is_floating(dt))
         return extern_because(L, "a shape it does not take");
+    if (training && dt != TN_FLOAT32 && dt != TN_FLOAT64) /* (b52e24c's rounding) */
+        return extern_because(L, "training statistics of a half type round as the kernel's");
     /* a [C] vector along dim 1 of the input's space */
     struct tn__vmap m = {.nold = 1, .src = {1}, .mul = {1}};
     int ch[4];
