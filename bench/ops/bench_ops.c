@@ -192,14 +192,15 @@ static int sweep(const char *op, int64_t n)
     return t < 0 || rc ? 2 : 0;
 }
 
-/* --conv C H O K S G (bench/ops/conv.sh): seconds (best of enough runs)
- * of conv2d of a 1 x C x H x H float32 input with O filters K x K, stride
- * S, padding K/2, G groups, with a bias. */
-static int conv_shape(char **v)
+/* --conv C H O K S G [N] (bench/ops/conv.sh, resnet18_conv.sh): seconds
+ * (best of enough runs) of conv2d of an N x C x H x H float32 input (N 1
+ * when not given) with O filters K x K, stride S, padding K/2, G groups,
+ * with a bias. */
+static int conv_shape(char **v, int64_t n)
 {
     int64_t c = atoll(v[0]), h = atoll(v[1]), o = atoll(v[2]), k = atoll(v[3]),
             st = atoll(v[4]), g = atoll(v[5]);
-    struct tn_tensor *x = tn_randn(TN_SHAPE(1, c, h, h), TN_FLOAT32, NULL);
+    struct tn_tensor *x = tn_randn(TN_SHAPE(n, c, h, h), TN_FLOAT32, NULL);
     struct tn_tensor *w = tn_randn(TN_SHAPE(o, c / g, k, k), TN_FLOAT32, NULL);
     struct tn_tensor *b = tn_randn(TN_SHAPE(o), TN_FLOAT32, NULL);
     const int64_t stride[2] = {st, st}, pad[2] = {k / 2, k / 2}, dil[2] = {1, 1};
@@ -255,8 +256,8 @@ static int mm_shape(char **v, bool t)
 int main(int argc, char **argv)
 {
     double cpu_us;
-    if (argc == 8 && !strcmp(argv[1], "--conv"))
-        return conv_shape(argv + 2);
+    if ((argc == 8 || argc == 9) && !strcmp(argv[1], "--conv"))
+        return conv_shape(argv + 2, argc == 9 ? atoll(argv[8]) : 1);
     if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--mm"))
         return mm_shape(argv + 2, argc == 6 && !strcmp(argv[5], "t"));
     if (argc > 3 && !strcmp(argv[1], "--sweep"))

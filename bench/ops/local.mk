@@ -48,3 +48,10 @@ TN_BENCH_SH += bench/ops/fft.sh
 bench-fft: bench/ops/bench_fft$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/fft.sh
 .PHONY: bench-fft
+
+# issue 27's resnet18 convolutions (every conv2d shape, batch 1 and 8,
+# GFLOP/s against PyTorch's); `make bench-resnet18-conv` runs it alone.
+TN_BENCH_SH += bench/ops/resnet18_conv.sh
+bench-resnet18-conv: bench/ops/bench_ops$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/ops/resnet18_conv.sh
+.PHONY: bench-resnet18-conv
