@@ -84,10 +84,12 @@ bool tn__conv_grouped_fits(const struct conv *g);
 int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, const float *b,
                          float *out);
 
-/* Whether a convolution is of groups 1 at stride 1 without dilation, not
- * 1x1, with an output of at most 1 Mi values a sample on the padded
- * width, and its kernel (flat implicit GEMM over a padded copy of the
- * input, nn_conv_pw.c), float32 forward as tn__conv_depthwise_f32. */
+/* Whether a convolution is of groups 1 at stride 1 or 2 (both ways)
+ * without dilation, not 1x1, with an output of at most 1 Mi values a
+ * sample on the padded width (halved at stride 2), and its kernel (flat
+ * implicit GEMM over a padded copy of the input, split into its four
+ * phase planes at stride 2, nn_conv_pw.c), float32 forward as
+ * tn__conv_depthwise_f32. */
 bool tn__conv_flat_fits(const struct conv *g);
 int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, const float *b,
                       float *out);

@@ -293,12 +293,23 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
  * 512-channel 7x7 and 256-channel 14x14 3x3s took 0.85-0.95x PyTorch's
  * time. Outputs over 1 Mi values on the padded width (3 -> 64 channels
  * at 224x224: 3.2 Mi) stay with im2col, which was faster there: the flat
- * output, written once a chunk, no longer stays in cache. */
+ * output, written once a chunk, no longer stays in cache.
+ * At stride 2 the input is split into its four phase planes (padded row
+ * Y, column X to plane (Y % 2, X % 2) at (Y / 2, X / 2)), so that tap (c,
+ * ky, kx) of flat output f = oy qw + ox is again one contiguous run, at f
+ * + c plane + phase (ky % 2, kx % 2)'s plane + ky / 2 qw + kx / 2, and
+ * the output rows are qw = ceil((w + 2 pw) / 2) wide (ow or one more).
+ * im2col + OpenBLAS took 1.1-1.5x this time at resnet18's stride-2
+ * layers (bench/ops/resnet18_conv.sh, 1 thread, thread CPU time,
+ * interleaved best-of runs, batch 1: 7x7 stem 2.48 -> 1.66 ms, 3x3 64 ->
+ * 128 0.82 -> 0.74, 128 -> 256 0.76 -> 0.71, 256 -> 512 0.96 -> 0.79;
+ * batch 8 alike); its 1x1 stride-2 downsamples were slower here (a plain
+ * subsampling copy is all their im2col does) and stay with it. */
 bool tn__conv_flat_fits(const struct conv *g)
 {
-    return g->groups == 1 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
-           g->kh * g->kw > 1 && g->kh * g->kw <= TN_GEMM_SMALLK_MAX &&
-           g->oc * g->oh * (g->w + 2 * g->pw) <= ((int64_t)1 << 20);
+    int64_t s = g->sh, taps = g->kh * g->kw, qw = (g->w + 2 * g->pw + s - 1) / s;
+    return g->groups == 1 && g->sh == g->sw && s <= 2 && g->dh == 1 && g->dw == 1 &&
+           taps > 1 && taps <= TN_GEMM_SMALLK_MAX && g->oc * g->oh * qw <= ((int64_t)1 << 20);
 }
 
 #define FLAT_ROWS 64
@@ -334,10 +345,34 @@ static void flat_range(int64_t begin, int64_t end, void *ctx)
     }
 }
 
+/* Sample s's channels into the zero-padded scratch q (planes `plane`
+ * apart): at stride 1 one plane of rows qw; at stride 2 the four phase
+ * planes of rows qw (padded row Y, column X at phase (Y % 2, X % 2), row
+ * Y / 2, column X / 2), eh / 2 rows each, so that a stride-2 tap is a
+ * contiguous run of its phase plane as a stride-1 tap is of the plane. */
+static void flat_fill(const struct conv *g, const float *x, float *q, size_t nq, int64_t qw,
+                      int64_t eh, int64_t plane)
+{
+    memset(q, 0, sizeof(float) * nq);
+    for (int64_t ci = 0; ci < g->c; ci++)
+        for (int64_t y = 0; y < g->h; y++) {
+            const float *xr = x + (ci * g->h + y) * g->w;
+            int64_t Y = y + g->ph;
+            if (g->sh == 1) {
+                memcpy(q + ci * plane + Y * qw + g->pw, xr, sizeof(float) * (size_t)g->w);
+                continue;
+            }
+            float *r0 = q + ci * plane + ((Y % 2) * 2 * eh + Y / 2) * qw;
+            tn__conv_split2(r0, r0 + eh * qw, xr, g->w, g->pw, qw);
+        }
+}
+
 int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, const float *b,
                       float *out)
 {
-    int64_t qw = g->w + 2 * g->pw, eh = g->h + 2 * g->ph, plane = eh * qw, taps = g->kh * g->kw;
+    /* rows of qw values, eh of them a plane (a phase plane at stride 2) */
+    int64_t st = g->sh, qw = (g->w + 2 * g->pw + st - 1) / st, eh = (g->h + 2 * g->ph + st - 1) / st;
+    int64_t plane = st * st * eh * qw, taps = g->kh * g->kw;
     int64_t n = g->oh * qw, n2 = (n + 31) / 32 * 32;
     int64_t cc = TN_GEMM_SMALLK_MAX / taps, boff[TN_GEMM_SMALLK_MAX];
     size_t nq = (size_t)(g->c * plane + n2 + g->kh * qw + g->kw + 64);
@@ -350,14 +385,11 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
     for (int64_t ci = 0; ci < cc; ci++)
         for (int64_t ky = 0; ky < g->kh; ky++)
             for (int64_t kx = 0; kx < g->kw; kx++)
-                boff[(ci * g->kh + ky) * g->kw + kx] = ci * plane + ky * qw + kx;
+                boff[(ci * g->kh + ky) * g->kw + kx] =
+                    ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
     struct flat_job j = {g, w, b, q, c, boff, plane, n2, cc};
     for (int64_t s = 0; s < g->n; s++) {
-        memset(q, 0, sizeof(float) * nq);
-        for (int64_t ci = 0; ci < g->c; ci++)
-            for (int64_t y = 0; y < g->h; y++)
-                memcpy(q + ci * plane + (y + g->ph) * qw + g->pw, x + ((s * g->c + ci) * g->h + y) * g->w,
-                       sizeof(float) * (size_t)g->w);
+        flat_fill(g, x + s * g->c * g->h * g->w, q, nq, qw, eh, plane);
         tn_parallel_for((g->oc + FLAT_ROWS - 1) / FLAT_ROWS, 1, flat_range, &j);
         for (int64_t o = 0; o < g->oc; o++)
             for (int64_t y = 0; y < g->oh; y++)
