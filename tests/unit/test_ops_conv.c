@@ -93,14 +93,19 @@ static void test_depthwise_matches_gemm_path(void **state)
 /* The float32 3x3 Winograd kernel (stride 1, 16+ channels, 100+ output
  * tiles of 2x2, issue 27) gives the float64 path's values (im2col and
  * GEMM): padding 0 to 2, odd and even output sizes, batch 2, with and
- * without a bias, channel counts that are not multiples of 8, and groups
- * (each group of 16+ channels its own Winograd convolution). */
+ * without a bias, channel counts that are not multiples of 8, groups
+ * (each group of 16+ channels its own Winograd convolution), and planes
+ * of several blocks of tile rows. */
 static void test_winograd_matches_gemm_path(void **state)
 {
     const int64_t shapes[][6] = {/* c, oc, h, w, padding, groups */
                                  {16, 16, 21, 23, 1, 1}, {24, 17, 24, 24, 0, 1},
                                  {19, 32, 22, 21, 2, 1}, {64, 64, 28, 28, 1, 1},
-                                 {32, 48, 20, 22, 1, 2}, {64, 64, 28, 28, 1, 4}};
+                                 {32, 48, 20, 22, 1, 2}, {64, 64, 28, 28, 1, 4},
+                                 /* blocks of 192+ tiles: 7 tile rows of 30 (5
+                                  * blocks, the last of 3 rows), 4 of 60 (6, the
+                                  * last of 2) */
+                                 {16, 20, 62, 60, 1, 1}, {17, 16, 45, 121, 0, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t *p = shapes[i];
         struct tn_tensor *x = tn_randn(TN_SHAPE(2, p[0], p[2], p[3]), TN_FLOAT32, NULL);

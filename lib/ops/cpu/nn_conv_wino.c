@@ -18,9 +18,12 @@
 #include "ops/cpu/kernel.h"
 #include "ops/cpu/nn_conv.h"
 
+#define WINO_TILES 192
+
 struct wino {
     const struct conv *g;
-    int64_t th, tw, t;  /* tiles: rows, columns, all */
+    int64_t th, tw, t;  /* tiles: rows, columns, a block (rb rows) */
+    int64_t ty0, ty1;   /* the block of tile rows being transformed */
     const float *x, *w, *b;
     float *u, *v, *m, *out, *rows, *orows;
     int64_t rowlen, tw8;
@@ -71,17 +74,14 @@ static void wino_weights(int64_t begin, int64_t end, void *ctx)
         memcpy((p), &st8_, sizeof(float) * (size_t)((n) < 8 ? (n) : 8));                          \
     } while (0)
 
-/* V[e][ch][t] = (B^T d B)[e] of every tile of channels [begin, end) of
- * the sample at j->x, 8 tiles of a row at a time. Each padded input row is
- * first split into its even and odd columns (E and O, le values each), so
- * that the 4 columns of 8 neighbouring tiles are the contiguous runs
- * E[tx], O[tx], E[tx + 1], O[tx + 1]. Each channel has its own part of
- * j->rows. */
-static TN_KERNEL_CLONES void wino_input(int64_t begin, int64_t end, void *ctx)
+/* Each padded input row of channels [begin, end) of the sample at j->x
+ * split into its even and odd columns (E and O, le values each), once a
+ * sample, into the channel's own part of j->rows. */
+static void wino_split(int64_t begin, int64_t end, void *ctx)
 {
     const struct wino *j = ctx;
     const struct conv *g = j->g;
-    int64_t T = j->t, cT = j->vstride, le = j->rowlen, nr = 2 * j->th + 2;
+    int64_t le = j->rowlen, nr = 2 * j->th + 2;
     for (int64_t ch = begin; ch < end; ch++) {
         const float *xc = j->x + ch * g->h * g->w;
         float *eo = j->rows + ch * nr * 2 * le;
@@ -93,11 +93,24 @@ static TN_KERNEL_CLONES void wino_input(int64_t begin, int64_t end, void *ctx)
                 continue;
             tn__conv_split2(e, o, xc + y * g->w, g->w, g->pw, le);
         }
-        for (int64_t ty = 0; ty < j->th; ty++) {
+    }
+}
+
+/* V[e][ch][t] = (B^T d B)[e] of the tiles of the block's rows [ty0, ty1)
+ * of channels [begin, end), from wino_split's rows, 8 tiles of a row at a
+ * time: the 4 columns of 8 neighbouring tiles are the contiguous runs
+ * E[tx], O[tx], E[tx + 1], O[tx + 1]. */
+static TN_KERNEL_CLONES void wino_input(int64_t begin, int64_t end, void *ctx)
+{
+    const struct wino *j = ctx;
+    int64_t T = j->t, cT = j->vstride, le = j->rowlen, nr = 2 * j->th + 2;
+    for (int64_t ch = begin; ch < end; ch++) {
+        const float *eo = j->rows + ch * nr * 2 * le;
+        for (int64_t ty = j->ty0; ty < j->ty1; ty++) {
             const float *rw[4];
             for (int i = 0; i < 4; i++)
                 rw[i] = eo + (2 * ty + i) * 2 * le;
-            float *vo = j->v + ch * T + ty * j->tw;
+            float *vo = j->v + ch * T + (ty - j->ty0) * j->tw;
             for (int64_t tx = 0; tx < j->tw; tx += 8) {
                 v8f d[4][4], t[4][4];
                 for (int i = 0; i < 4; i++) {
@@ -124,10 +137,10 @@ static TN_KERNEL_CLONES void wino_input(int64_t begin, int64_t end, void *ctx)
     }
 }
 
-/* out[o] = A^T M A (+ bias) for output channels [begin, end), 8 tiles of
- * a row at a time: their two output rows are interleaved into a scratch
- * pair of rows (j->orows, 2 x 16 values a block, per channel) and copied
- * out. */
+/* out[o] = A^T M A (+ bias) for output channels [begin, end) at the
+ * block's tile rows, 8 tiles of a row at a time: their two output rows
+ * are interleaved into a scratch pair of rows (j->orows, 2 x 16 values a
+ * block, per channel) and copied out. */
 static TN_KERNEL_CLONES void wino_output(int64_t begin, int64_t end, void *ctx)
 {
     const struct wino *j = ctx;
@@ -137,8 +150,8 @@ static TN_KERNEL_CLONES void wino_output(int64_t begin, int64_t end, void *ctx)
     for (int64_t o = begin; o < end; o++) {
         float bias = j->b ? j->b[o] : 0.0f, *yo = j->out + o * g->oh * g->ow;
         v8f b8 = {bias, bias, bias, bias, bias, bias, bias, bias};
-        for (int64_t ty = 0; ty < j->th; ty++) {
-            const float *mo = j->m + o * T + ty * j->tw;
+        for (int64_t ty = j->ty0; ty < j->ty1; ty++) {
+            const float *mo = j->m + o * T + (ty - j->ty0) * j->tw;
             for (int64_t tx = 0; tx < j->tw; tx += 8) {
                 v8f m[16], t[2][4];
                 for (int e = 0; e < 16; e++)
@@ -176,7 +189,18 @@ static int wino_group(const struct conv *g, const float *x, const float *w, cons
                       float *out, int64_t xs, int64_t os)
 {
     struct wino j = {.g = g, .th = (g->oh + 1) / 2, .tw = (g->ow + 1) / 2, .x = x, .w = w, .b = b};
-    j.t = j.th * j.tw;
+    /* the tiles go through the transforms and products in blocks of rb
+     * tile rows, WINO_TILES tiles or more: the 16 V and M matrices of the
+     * whole plane (3.2 MB each at resnet18's 64-channel 56x56 layers)
+     * left the L2 cache between the input transform, the products and
+     * the output transform. bench_ops --conv 64 56 64 3 1 (1 thread,
+     * thread CPU time): whole plane 1.30 ms, blocks of 84 tiles 1.17-1.22,
+     * 128 1.13-1.14, 196 1.12 (batch 8: 11.3-12.0 -> 9.8-10.0); its
+     * 128-channel 28x28 layers (196 tiles) were slower in blocks of 84 or
+     * 128 (1.20-1.25 -> 1.23-1.41) and stay whole. */
+    int64_t rb = (WINO_TILES + j.tw - 1) / j.tw;
+    rb = rb < j.th ? rb : j.th;
+    j.t = rb * j.tw;
     j.tw8 = (j.tw + 7) / 8 * 8;
     /* an even or odd half of a padded row: the 8-tile blocks read up to
      * tw8 + 8 values of it */
@@ -208,12 +232,17 @@ static int wino_group(const struct conv *g, const float *x, const float *w, cons
     for (int64_t s0 = 0; s0 < g->n; s0++) {
         j.x = x + s0 * xs;
         j.out = out + s0 * os;
-        tn_parallel_for(g->c, 1 + 16384 / (16 * j.t + 1), wino_input, &j);
-        for (int e = 0; e < 16; e++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->oc, (int)j.t,
-                        (int)g->c, 1.0f, j.u + e * g->oc * g->c, (int)g->c, j.v + e * j.vstride,
-                        (int)j.t, 0.0f, j.m + e * j.mstride, (int)j.t);
-        tn_parallel_for(g->oc, 1 + 16384 / (4 * j.t + 1), wino_output, &j);
+        tn_parallel_for(g->c, 1 + 16384 / (16 * j.th * j.tw + 1), wino_split, &j);
+        for (j.ty0 = 0; j.ty0 < j.th; j.ty0 = j.ty1) {
+            j.ty1 = j.ty0 + rb < j.th ? j.ty0 + rb : j.th;
+            int64_t bt = (j.ty1 - j.ty0) * j.tw;
+            tn_parallel_for(g->c, 1 + 16384 / (16 * bt + 1), wino_input, &j);
+            for (int e = 0; e < 16; e++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->oc, (int)bt,
+                            (int)g->c, 1.0f, j.u + e * g->oc * g->c, (int)g->c,
+                            j.v + e * j.vstride, (int)j.t, 0.0f, j.m + e * j.mstride, (int)j.t);
+            tn_parallel_for(g->oc, 1 + 16384 / (4 * bt + 1), wino_output, &j);
+        }
     }
     tn_release(st);
     return TN_OK;
