@@ -41,6 +41,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_conv_dw.c \
 	lib/ops/cpu/nn_conv_pw.c \
 	lib/ops/cpu/nn_conv_wino.c \
+	lib/ops/cpu/conv3d.c \
 	lib/ops/cpu/nn_pool.c \
 	lib/ops/cpu/nn_embedding_bag.c \
 	lib/ops/cpu/nn_grid_sample.c \

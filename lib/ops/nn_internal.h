@@ -92,6 +92,27 @@ int tn__nn_conv_transposed_backward(const struct tn_tensor *grad_output,
                                     struct tn_tensor **result0, struct tn_tensor **result1,
                                     struct tn_tensor **result2);
 
+/* The 1-D and 2-D CPU kernels of convolution and convolution_backward
+ * (cpu/nn_conv.c), which tn__cpu_convolution_nd and
+ * tn__cpu_convolution_backward_nd (cpu/conv3d.c, the registered kernels)
+ * hand what they do not take themselves. */
+struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *input,
+                                      const struct tn_tensor *weight, const struct tn_tensor *bias,
+                                      const int64_t *stride, int stride_len,
+                                      const int64_t *padding, int padding_len,
+                                      const int64_t *dilation, int dilation_len, bool transposed,
+                                      const int64_t *output_padding, int output_padding_len,
+                                      int64_t groups);
+int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+                                 const struct tn_tensor *input, const struct tn_tensor *weight,
+                                 const int64_t *bias_sizes, int bias_sizes_len,
+                                 const int64_t *stride, int stride_len, const int64_t *padding,
+                                 int padding_len, const int64_t *dilation, int dilation_len,
+                                 bool transposed, const int64_t *output_padding,
+                                 int output_padding_len, int64_t groups, const bool *output_mask,
+                                 int output_mask_len, struct tn_tensor **result0,
+                                 struct tn_tensor **result1, struct tn_tensor **result2);
+
 /* Floating dtypes only: PyTorch's "\"name\" not implemented for 'Long'". */
 int tn__nn_check_float(const char *kernel, const struct tn_tensor *t);
 /* 0, or PyTorch's '"kernel" not implemented for 'Int'' unless ok */
