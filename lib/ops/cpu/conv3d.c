@@ -39,6 +39,11 @@ static enum tn_dtype compute_dtype(enum tn_dtype dt)
     return dt == TN_INT64 || dt == TN_FLOAT64 ? dt : TN_FLOAT32;
 }
 
+static bool half(enum tn_dtype dt)
+{
+    return dt == TN_BFLOAT16 || dt == TN_FLOAT16;
+}
+
 /* A 3-D convolution's geometry, with PyTorch's checks and words. */
 struct g3 {
     int64_t n, c, oc, in[3], k[3], s[3], p[3], d[3], out[3], groups;
@@ -429,6 +434,91 @@ static struct tn_tensor *transposed_int64(const struct tn_tensor *input,
     return o;
 }
 
+/* bfloat16 and float16 transposed convolution where PyTorch 2.x takes its
+ * slow kernel (an output padding that reaches its stride keeps mkldnn
+ * off), in its roundings: per sample and group the columns weight^T x
+ * input computed in float32 and rounded to the dtype, then added into the
+ * output (col2im/col2vol: channel, kernel offset, input position in that
+ * order) with each sum rounded, then the bias with one rounding more.
+ * Dims as transposed_int64's. */
+static struct tn_tensor *transposed_half(const struct tn_tensor *input,
+                                         const struct tn_tensor *weight,
+                                         const struct tn_tensor *bias, const int64_t *stride,
+                                         int stride_len, const int64_t *padding, int padding_len,
+                                         const int64_t *dilation, int dilation_len,
+                                         const int64_t *osz, int64_t groups)
+{
+    enum tn_dtype dt = input->dtype;
+    int sd = input->ndim - 2, off = 3 - sd;
+    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1}, s[3] = {1, 1, 1};
+    int64_t p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+    for (int i = 0; i < sd; i++) {
+        in[off + i] = input->sizes[2 + i];
+        k[off + i] = weight->sizes[2 + i];
+        out[off + i] = osz[2 + i];
+        s[off + i] = arg(stride, stride_len, i, 1);
+        p[off + i] = arg(padding, padding_len, i, 0);
+        d[off + i] = arg(dilation, dilation_len, i, 1);
+    }
+    if (weight->dtype != dt || (bias && bias->dtype != dt))
+        return tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
+                            tn_dtype_info(dt)->c10_name,
+                            tn_dtype_info(weight->dtype != dt ? weight->dtype
+                                                              : bias->dtype)->c10_name), NULL;
+    struct tn_tensor *xf = tn__nn_as(input, TN_FLOAT32), *wf = tn__nn_as(weight, TN_FLOAT32);
+    struct tn_tensor *bf = tn__nn_as(bias, TN_FLOAT32), *o = tn_zeros(osz, input->ndim, TN_FLOAT32);
+    int64_t n = input->sizes[0], c = input->sizes[1], cg = c / groups, ocg = weight->sizes[1];
+    int64_t oc = ocg * groups, isp = in[0] * in[1] * in[2], osp = out[0] * out[1] * out[2];
+    int64_t ksp = k[0] * k[1] * k[2];
+    int64_t ncol = isp > 0 ? isp : 1;
+    struct tn_tensor *col = tn_empty(&ncol, 1, TN_FLOAT32);
+    if (!xf || !wf || (bias && !bf) || !o || !col) {
+        tn__nn_drop(0, xf, wf, bf, o);
+        tn_release(col);
+        return NULL;
+    }
+    const float *x = tn_data(xf), *w = tn_data(wf);
+    float *r = tn_data(o), *cl = tn_data(col);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t gr = 0; gr < groups; gr++)
+            for (int64_t o2 = 0; o2 < ocg; o2++) {
+                float *rc = r + (b * oc + gr * ocg + o2) * osp;
+                for (int64_t kk = 0; kk < ksp; kk++) {
+                    int64_t k0 = kk / (k[1] * k[2]), k1 = kk / k[2] % k[1], k2 = kk % k[2];
+                    for (int64_t l = 0; l < isp; l++) { /* the column of (o2, kk) */
+                        float acc = 0;
+                        for (int64_t ci = 0; ci < cg; ci++)
+                            acc += w[((gr * cg + ci) * ocg + o2) * ksp + kk] *
+                                   x[(b * c + gr * cg + ci) * isp + l];
+                        cl[l] = tn__round16(acc, dt);
+                    }
+                    for (int64_t i0 = 0; i0 < in[0]; i0++) {
+                        int64_t y0 = i0 * s[0] - p[0] + k0 * d[0];
+                        if (y0 < 0 || y0 >= out[0])
+                            continue;
+                        for (int64_t i1 = 0; i1 < in[1]; i1++) {
+                            int64_t y1 = i1 * s[1] - p[1] + k1 * d[1];
+                            if (y1 < 0 || y1 >= out[1])
+                                continue;
+                            for (int64_t i2 = 0; i2 < in[2]; i2++) {
+                                int64_t y2 = i2 * s[2] - p[2] + k2 * d[2];
+                                if (y2 < 0 || y2 >= out[2])
+                                    continue;
+                                float *dst = rc + (y0 * out[1] + y1) * out[2] + y2;
+                                *dst = tn__round16(*dst + cl[(i0 * in[1] + i1) * in[2] + i2], dt);
+                            }
+                        }
+                    }
+                }
+                if (bf)
+                    for (int64_t i = 0; i < osp; i++)
+                        rc[i] = tn__round16(rc[i] + ((const float *)tn_data(bf))[gr * ocg + o2],
+                                            dt);
+            }
+    tn__nn_drop(0, xf, wf, bf, col);
+    return tn__nn_to(o, dt);
+}
+
 /* The transposed convolutions nn_conv.c does not take (see the top). */
 static struct tn_tensor *transposed_forward(const struct tn_tensor *input,
                                             const struct tn_tensor *weight,
@@ -439,13 +529,20 @@ static struct tn_tensor *transposed_forward(const struct tn_tensor *input,
                                             int output_padding_len, int64_t groups,
                                             const int64_t *osz, const int64_t *ext)
 {
+    bool extra = false;
+    for (int i = 0; i < input->ndim - 2; i++)
+        extra |= ext[i] > 0;
+    if (extra && half(input->dtype))
+        return transposed_half(input, weight, bias, stride, stride_len, padding, padding_len,
+                               dilation, dilation_len, osz, groups);
     if (input->dtype == TN_INT64)
         return transposed_int64(input, weight, bias, stride, stride_len, padding, padding_len,
                                 dilation, dilation_len, osz, groups);
-    /* 3-D computes in float32 and rounds once (mkldnn's deconvolution, the
-     * bias with it); the others as nn_conv.c's slow path, the bias added
-     * in place */
-    enum tn_dtype ct = input->ndim == 5 ? compute_dtype(input->dtype) : input->dtype;
+    /* mkldnn's deconvolution (3-D, half precision) computes in float32
+     * and rounds once, the bias with it; the others as nn_conv.c's slow
+     * path, the bias added in place */
+    enum tn_dtype ct = input->ndim == 5 || half(input->dtype) ? compute_dtype(input->dtype)
+                                                              : input->dtype;
     struct tn_tensor *x = tn__nn_as(input, ct), *w = tn__nn_as(weight, ct);
     struct tn_tensor *xp = x ? pad_right(x, ext) : NULL;
     struct tn_tensor *shape = tn_zeros(osz, input->ndim, ct), *r[3] = {NULL};
@@ -525,12 +622,17 @@ fail:
 /* Whether this file takes a transposed convolution (see the top): 3-D,
  * int64 with values, or an output padding that reaches its stride. */
 static bool transposed_here(const struct tn_tensor *input, const struct tn_tensor *weight,
-                            const int64_t *stride, int stride_len, const int64_t *output_padding,
-                            int output_padding_len, bool forward)
+                            const struct tn_tensor *bias, const int64_t *stride, int stride_len,
+                            const int64_t *output_padding, int output_padding_len, bool forward)
 {
     if (weight->ndim < 3 || weight->ndim > 5 || input->ndim != weight->ndim)
         return false;
     if (weight->ndim == 5 || (forward && input->dtype == TN_INT64 && tn_numel(input) > 0))
+        return true;
+    /* a half-precision one with a bias: mkldnn adds it before its one
+     * rounding (nn_conv.c adds it to the rounded result) */
+    if (forward && bias && half(input->dtype) && weight->dtype == input->dtype &&
+        bias->dtype == input->dtype && tn_numel(input) > 0)
         return true;
     for (int i = 0; i < weight->ndim - 2; i++) {
         int64_t s = arg(stride, stride_len, i, 1);
@@ -553,7 +655,7 @@ struct tn_tensor *tn__cpu_convolution_nd(tn_keyset ks, const struct tn_tensor *i
     if (weight->ndim == 5 && !transposed)
         return conv3d_forward(input, weight, bias, stride, stride_len, padding, padding_len,
                               dilation, dilation_len, groups);
-    if (transposed && transposed_here(input, weight, stride, stride_len, output_padding,
+    if (transposed && transposed_here(input, weight, bias, stride, stride_len, output_padding,
                                       output_padding_len, true)) {
         int64_t osz[TN_MAX_DIMS], ext[3];
         bool extra;
@@ -590,7 +692,7 @@ int tn__cpu_convolution_backward_nd(tn_keyset ks, const struct tn_tensor *grad_o
         return conv3d_backward(grad_output, input, weight, stride, stride_len, padding,
                                padding_len, dilation, dilation_len, groups, output_mask, result0,
                                result1, result2);
-    if (transposed && transposed_here(input, weight, stride, stride_len, output_padding,
+    if (transposed && transposed_here(input, weight, NULL, stride, stride_len, output_padding,
                                       output_padding_len, false)) {
         int64_t osz[TN_MAX_DIMS], ext[3];
         bool extra;
