@@ -160,6 +160,11 @@ tests_unit_test_ops_conv_paths_SOURCES = tests/unit/test_ops_conv_paths.c tests/
 tests_unit_test_ops_conv_paths_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_conv_paths_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_conv_paths_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_conv3d
+tests_unit_test_ops_conv3d_SOURCES = tests/unit/test_ops_conv3d.c tests/unit/ops_cases.h
+tests_unit_test_ops_conv3d_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_conv3d_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_conv3d_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_strides
 tests_unit_test_ops_strides_SOURCES = tests/unit/test_ops_strides.c tests/unit/ops_cases.h
