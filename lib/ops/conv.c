@@ -8,6 +8,7 @@
  */
 #include <config.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/nn_internal.h"
@@ -365,4 +366,113 @@ struct tn_tensor *tn__composite_col2im(tn_keyset ks, const struct tn_tensor *sel
 fail:
     tn__keep_free(&kp);
     return NULL;
+}
+
+/* ------------------------------------------------------------------ Meta */
+
+/* convolution's and convolution_backward's Meta kernels (shape-only runs,
+ * tcompile check): the output sizes PyTorch's convolution gives, 1-D to
+ * 3-D, regular and transposed, in the input's dtype; the checks of the
+ * shapes the sizes need, in the CPU kernels' words. */
+static int conv_meta_sizes(const struct tn_tensor *input, const struct tn_tensor *weight,
+                           const int64_t *stride, int stride_len, const int64_t *padding,
+                           int padding_len, const int64_t *dilation, int dilation_len,
+                           bool transposed, const int64_t *output_padding,
+                           int output_padding_len, int64_t groups, int64_t *osz)
+{
+    char a[128], b[128];
+    int k = weight->ndim;
+    if (k < 3 || k > 5)
+        return tn_set_error(TN_ESHAPE, "convolution: expected a 3-D, 4-D or 5-D weight, got %s",
+                            tn_shape_format(weight->sizes, k, a, sizeof a));
+    if (input->ndim != k)
+        return tn_set_error(TN_ESHAPE, "Expected %d-dimensional input for %d-dimensional weight "
+                            "%s, but got %d-dimensional input of size %s instead", k, k,
+                            tn_shape_format(weight->sizes, k, a, sizeof a), input->ndim,
+                            tn_shape_format(input->sizes, input->ndim, b, sizeof b));
+    if (groups <= 0)
+        return tn_set_error(TN_EINVAL, "non-positive groups is not supported");
+    int64_t want = transposed ? weight->sizes[0] : weight->sizes[1] * groups;
+    char given[48];
+    if (transposed)
+        snprintf(given, sizeof given, "transposed=1");
+    else
+        snprintf(given, sizeof given, "groups=%lld", (long long)groups);
+    if (input->sizes[1] != want)
+        return tn_set_error(TN_ESHAPE, "Given %s, weight of size %s, expected input%s to have "
+                            "%lld channels, but got %lld channels instead", given,
+                            tn_shape_format(weight->sizes, k, a, sizeof a),
+                            tn_shape_format(input->sizes, k, b, sizeof b), (long long)want,
+                            (long long)input->sizes[1]);
+    osz[0] = input->sizes[0];
+    osz[1] = transposed ? weight->sizes[1] * groups : weight->sizes[0];
+    for (int i = 0; i < k - 2; i++) {
+        int64_t s = stride_len ? stride[stride_len == 1 ? 0 : i] : 1;
+        int64_t p = padding_len ? padding[padding_len == 1 ? 0 : i] : 0;
+        int64_t d = dilation_len ? dilation[dilation_len == 1 ? 0 : i] : 1;
+        int64_t op = output_padding_len ? output_padding[output_padding_len == 1 ? 0 : i] : 0;
+        int64_t in = input->sizes[2 + i], kk = weight->sizes[2 + i];
+        if (s <= 0)
+            return tn_set_error(TN_EINVAL, "non-positive stride is not supported");
+        if (d <= 0)
+            return tn_set_error(TN_EINVAL, "dilation should be greater than zero");
+        osz[2 + i] = transposed ? (in - 1) * s - 2 * p + d * (kk - 1) + op + 1
+                                : (in + 2 * p - d * (kk - 1) - 1) / s + 1;
+        if (osz[2 + i] <= 0 || (!transposed && in + 2 * p < d * (kk - 1) + 1))
+            return tn_set_error(TN_ESHAPE, "convolution: the input's size %lld at dim %d gives "
+                                "no output (kernel %lld, stride %lld, padding %lld, dilation "
+                                "%lld)", (long long)in, 2 + i, (long long)kk, (long long)s,
+                                (long long)p, (long long)d);
+    }
+    return TN_OK;
+}
+
+struct tn_tensor *tn__meta_convolution(tn_keyset ks, const struct tn_tensor *input,
+                                       const struct tn_tensor *weight,
+                                       const struct tn_tensor *bias, const int64_t *stride,
+                                       int stride_len, const int64_t *padding, int padding_len,
+                                       const int64_t *dilation, int dilation_len, bool transposed,
+                                       const int64_t *output_padding, int output_padding_len,
+                                       int64_t groups)
+{
+    int64_t osz[TN_MAX_DIMS];
+    if (conv_meta_sizes(input, weight, stride, stride_len, padding, padding_len, dilation,
+                        dilation_len, transposed, output_padding, output_padding_len, groups,
+                        osz) < 0)
+        return NULL;
+    return tn_empty_on(osz, input->ndim, input->dtype, input->device);
+}
+
+int tn__meta_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_output,
+                                  const struct tn_tensor *input, const struct tn_tensor *weight,
+                                  const int64_t *bias_sizes, int bias_sizes_len,
+                                  const int64_t *stride, int stride_len, const int64_t *padding,
+                                  int padding_len, const int64_t *dilation, int dilation_len,
+                                  bool transposed, const int64_t *output_padding,
+                                  int output_padding_len, int64_t groups, const bool *output_mask,
+                                  int output_mask_len, struct tn_tensor **result0,
+                                  struct tn_tensor **result1, struct tn_tensor **result2)
+{
+    int64_t osz[TN_MAX_DIMS], nb = transposed ? weight->sizes[1] * groups : weight->sizes[0];
+    *result0 = *result1 = *result2 = NULL;
+    if (output_mask_len != 3)
+        return tn_set_error(TN_EINVAL, "output_mask must hold 3 bools, not %d", output_mask_len);
+    int rc = conv_meta_sizes(input, weight, stride, stride_len, padding, padding_len, dilation,
+                             dilation_len, transposed, output_padding, output_padding_len,
+                             groups, osz);
+    if (rc < 0)
+        return rc;
+    if (bias_sizes && bias_sizes_len == 1)
+        nb = bias_sizes[0];
+    struct tn_tensor *r[3] = {
+        output_mask[0] ? tn_empty_on(input->sizes, input->ndim, input->dtype, input->device)
+                       : NULL,
+        output_mask[1] ? tn_empty_on(weight->sizes, weight->ndim, input->dtype, input->device)
+                       : NULL,
+        output_mask[2] ? tn_empty_on(&nb, 1, input->dtype, input->device) : NULL};
+    for (int i = 0; i < 3; i++)
+        if (output_mask[i] && !r[i])
+            return tn__nn_drop(tn_last_status(), r[0], r[1], r[2], NULL);
+    *result0 = r[0], *result1 = r[1], *result2 = r[2];
+    return TN_OK;
 }
