@@ -499,6 +499,24 @@ static void compare(struct checker *c, const struct tn_graph_node *n, int vi,
     }
 }
 
+/* Whether output t of node n is one whose sizes torch.export decides
+ * otherwise than the kernel, and are taken as declared: embedding_bag's
+ * offset2bag, bag_size and max_indices, whose sizes PyTorch's meta
+ * functions give by whether the weight requires grad (_embedding_bag or
+ * _embedding_bag_forward_only), which a graph does not record (the
+ * kernel's sizes follow the weight it is given), and by a fast path
+ * that is not the CPU kernel's (bfloat16). Nothing but the shape check
+ * reads them; the values' dtype and rank must still agree. */
+static bool aux_by_export(const struct tn_graph_node *n, const struct tn_graph_value *v,
+                          const struct tn_tensor *t)
+{
+    const char *q = n->op->qualname;
+    if (strcmp(q, "aten::embedding_bag") && strcmp(q, "aten::embedding_bag.padding_idx") &&
+        strcmp(q, "aten::_embedding_bag"))
+        return false;
+    return v->has_meta && v->dtype == t->dtype && v->ndim == t->ndim;
+}
+
 /* Symbol values for pass `second`: the hints, then one more (or less). */
 static void assign(const struct tn_graph *g, bool second, int64_t *vals)
 {
@@ -580,6 +598,8 @@ static int meta_pass(struct checker *c, bool second)
         }
         for (int k = 0; k < n->nout; k++) {
             int v = n->outs[k];
+            if (v >= 0 && slots[v].t && k > 0 && aux_by_export(n, &g->values[v], slots[v].t))
+                continue;
             if (v >= 0 && slots[v].t)
                 compare(c, n, v, slots[v].t, vals, !second);
         }

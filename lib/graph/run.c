@@ -128,6 +128,11 @@ static int check_recorded(const struct tn_graph *g, const struct tn_graph_node *
     bool in_grad = false;
     if (tn__graph_is_factory(n->op))
         return TN_OK;
+    /* detach leaves the graph by design (PyTorch's output_differentiability
+     * [False]): a torch.no_grad() block in the model, such as
+     * F.embedding_bag's max_norm renorm of the weight, exports as one */
+    if (!strcmp(n->op->name, "detach") || !strcmp(n->op->name, "detach_"))
+        return TN_OK;
     /* reshape_as, view_as, expand_as, type_as: `other` gives only sizes or
      * a dtype, and no gradient flows to it */
     size_t len = strlen(n->op->name);

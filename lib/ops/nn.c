@@ -452,6 +452,105 @@ struct tn_tensor *tn__composite_grid_sampler(tn_keyset ks, const struct tn_tenso
     return tn_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners);
 }
 
+/* zeros on dev (a Meta tensor: sizes only) */
+static struct tn_tensor *zeros_on(const int64_t *sz, int nd, enum tn_dtype dt,
+                                  struct tn_device dev)
+{
+    struct tn_tensor *r = tn_empty_on(sz, nd, dt, dev);
+    if (r && dev.type == TN_DEVICE_CPU && tn_fill_(r, tn_int(0)) < 0) {
+        tn_release(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* *t (released) as a tensor of n values (n x d for d > 0) of its dtype:
+ * its values where they fit, zeros past them. */
+static int resize_aux(struct tn_tensor **t, int64_t n, int64_t d)
+{
+    int64_t sz[2] = {n, d};
+    int nd = d > 0 ? 2 : 1;
+    if ((*t)->ndim == nd && (*t)->sizes[0] == n && (nd == 1 || (*t)->sizes[1] == d))
+        return TN_OK;
+    struct tn_tensor *r = zeros_on(sz, nd, (*t)->dtype, (*t)->device);
+    if (!r)
+        return tn_last_status();
+    if ((*t)->device.type == TN_DEVICE_CPU && (*t)->ndim == nd && tn_numel(*t) > 0 && n > 0 &&
+        (nd == 1 || (*t)->sizes[1] == d)) {
+        int64_t m = (*t)->sizes[0] < n ? (*t)->sizes[0] : n;
+        struct tn_tensor *dst = tn_slice(r, 0, 0, m, 1), *src = tn_slice(*t, 0, 0, m, 1);
+        int rc = dst && src ? tn_copy_(dst, src) : tn_last_status();
+        tn__nn_drop(0, dst, src, NULL, NULL);
+        if (rc < 0) {
+            tn_release(r);
+            return rc;
+        }
+    }
+    tn_release(*t);
+    *t = r;
+    return TN_OK;
+}
+
+/* embedding_bag's offset2bag, bag_size and max_indices in the sizes
+ * torch.export declares for them (PyTorch's meta functions of
+ * _embedding_bag, or of _embedding_bag_forward_only, which
+ * embedding_bag calls for a weight that does not require grad), where
+ * those differ from its CPU kernel's: offset2bag of every index off
+ * float32/float16 (bfloat16 is on the CPU kernel's fast path, not on the
+ * meta function's; its bags computed here), bag_size of every offset
+ * (include_last_offset, forward only). Values the kernel has none for are
+ * 0. Nothing reads these outputs but the graph's shape check. */
+static int embedding_bag_export_sizes(const struct tn_tensor *weight,
+                                      const struct tn_tensor *indices,
+                                      const struct tn_tensor *offsets, int64_t mode,
+                                      const struct tn_tensor *psw, bool include_last_offset,
+                                      int64_t pad, struct tn_tensor **offset2bag,
+                                      struct tn_tensor **bag_size,
+                                      struct tn_tensor **max_indices)
+{
+    if (weight->ndim != 2 || offsets->ndim != 1 || indices->ndim != 1 ||
+        (weight->device.type != TN_DEVICE_CPU && weight->device.type != TN_DEVICE_META))
+        return TN_OK;
+    int64_t nb = offsets->sizes[0] - (include_last_offset ? 1 : 0), ni = indices->sizes[0];
+    if (nb < 0)
+        return TN_OK;
+    bool fast = (weight->dtype == TN_FLOAT32 || weight->dtype == TN_FLOAT16) &&
+                (weight->sizes[1] <= 1 || weight->strides[1] == 1) && pad < 0 &&
+                (!psw || psw->ndim != 1 || psw->sizes[0] <= 1 || psw->strides[0] == 1);
+    int64_t o2b = mode != 0 || !fast ? ni : 0;
+    int64_t bags = weight->requires_grad ? nb : offsets->sizes[0];
+    if ((*offset2bag)->sizes[0] != o2b) {
+        struct tn_tensor *r = zeros_on(&o2b, 1, (*offset2bag)->dtype, weight->device);
+        if (!r)
+            return tn_last_status();
+        if (o2b && weight->device.type == TN_DEVICE_CPU) { /* the bag of each index */
+            struct tn_tensor *of = tn__nn_as(offsets, TN_INT64);
+            struct tn_tensor *rl = of ? tn__nn_as(r, TN_INT64) : NULL;
+            if (!rl) {
+                tn__nn_drop(0, of, r, NULL, NULL);
+                return tn_last_status();
+            }
+            const int64_t *ov = tn_data(of);
+            int64_t *bv = tn_data(rl), b = 0;
+            for (int64_t k = 0; k < ni; k++) {
+                while (b + 1 < nb && ov[b + 1] <= k)
+                    b++;
+                bv[k] = b;
+            }
+            int rc = rl != r ? tn_copy_(r, rl) : TN_OK;
+            tn__nn_drop(0, of, rl, NULL, NULL);
+            if (rc < 0) {
+                tn_release(r);
+                return rc;
+            }
+        }
+        tn_release(*offset2bag);
+        *offset2bag = r;
+    }
+    int rc = resize_aux(bag_size, bags, 0);
+    return rc < 0 ? rc : resize_aux(max_indices, nb, mode == 2 ? weight->sizes[1] : 0);
+}
+
 /* embedding_bag.padding_idx: _embedding_bag with indices and offsets of
  * one integer type (int32 only when both are), padding_idx None as -1 and
  * a negative one counted from the end, as PyTorch's. */
@@ -486,8 +585,16 @@ int tn__composite_embedding_bag_padding_idx(
                                          scale_grad_by_freq, mode, sparse, per_sample_weights,
                                          include_last_offset, pad, result0, result1, result2,
                                          result3);
+    if (rc >= 0)
+        rc = embedding_bag_export_sizes(weight, i ? i : indices, o ? o : offsets, mode,
+                                        per_sample_weights, include_last_offset, pad, result1,
+                                        result2, result3);
     tn_release(i);
     tn_release(o);
+    if (rc < 0) {
+        tn__nn_drop(0, *result0, *result1, *result2, *result3);
+        *result0 = *result1 = *result2 = *result3 = NULL;
+    }
     return rc;
 }
 
