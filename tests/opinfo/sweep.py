@@ -61,7 +61,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the quick subset `make check` runs: ops from each family the fixes touch
 # (the first QUICK_SAMPLES samples of each dtype)
 QUICK = ["div", "addcmul", "addcdiv", "lerp", "logit", "masked_fill", "gather", "mT", "mH",
-         "log_softmax", "where", "sum", "diagonal", "argsort"]
+         "log_softmax", "where", "sum", "diagonal", "argsort", "nn.functional.conv3d",
+         "nn.functional.conv_transpose3d", "nn.functional.embedding_bag"]
 QUICK_SAMPLES = 3
 
 # OpInfos whose outputs are uninitialized memory (PyTorch's own tests
