@@ -104,32 +104,41 @@ static struct tn_tensor *conv_batchify(const char *name, int dims, const struct 
     return s;
 }
 
-struct tn_tensor *tn__composite_conv1d(tn_keyset ks, const struct tn_tensor *input,
-                                       const struct tn_tensor *weight,
-                                       const struct tn_tensor *bias, const int64_t *stride,
-                                       int stride_len, const int64_t *padding, int padding_len,
-                                       const int64_t *dilation, int dilation_len, int64_t groups)
-{
-    struct conv_call c = {.weight = weight, .bias = bias, .stride = stride, .padding = padding,
-                          .dilation = dilation, .stride_len = stride_len,
-                          .padding_len = padding_len, .dilation_len = dilation_len,
-                          .groups = groups};
-    return conv_batchify("conv1d", 1, input, &c);
-}
+/* conv1d and conv3d, conv_transpose1d and conv_transpose3d: convolution
+ * with a (C, L...) input as one sample (3-D: lib/ops/cpu/conv3d.c) */
+#define CONV_PLAIN(NAME, DIMS)                                                                    \
+    struct tn_tensor *tn__composite_##NAME(                                                       \
+        tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,              \
+        const struct tn_tensor *bias, const int64_t *stride, int stride_len,                      \
+        const int64_t *padding, int padding_len, const int64_t *dilation, int dilation_len,       \
+        int64_t groups)                                                                           \
+    {                                                                                             \
+        struct conv_call c = {.weight = weight, .bias = bias, .stride = stride,                   \
+                              .padding = padding, .dilation = dilation,                           \
+                              .stride_len = stride_len, .padding_len = padding_len,               \
+                              .dilation_len = dilation_len, .groups = groups};                    \
+        return conv_batchify(#NAME, DIMS, input, &c);                                             \
+    }
+CONV_PLAIN(conv1d, 1)
+CONV_PLAIN(conv3d, 3)
 
-struct tn_tensor *tn__composite_conv_transpose1d(
-    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
-    const struct tn_tensor *bias, const int64_t *stride, int stride_len, const int64_t *padding,
-    int padding_len, const int64_t *output_padding, int output_padding_len, int64_t groups,
-    const int64_t *dilation, int dilation_len)
-{
-    struct conv_call c = {.weight = weight, .bias = bias, .stride = stride, .padding = padding,
-                          .dilation = dilation, .output_padding = output_padding,
-                          .stride_len = stride_len, .padding_len = padding_len,
-                          .dilation_len = dilation_len, .output_padding_len = output_padding_len,
-                          .transposed = true, .groups = groups};
-    return conv_batchify("conv_transpose1d", 1, input, &c);
-}
+#define CONV_TRANSPOSE(NAME, DIMS, FN)                                                            \
+    struct tn_tensor *tn__composite_##FN(                                                         \
+        tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,              \
+        const struct tn_tensor *bias, const int64_t *stride, int stride_len,                      \
+        const int64_t *padding, int padding_len, const int64_t *output_padding,                   \
+        int output_padding_len, int64_t groups, const int64_t *dilation, int dilation_len)        \
+    {                                                                                             \
+        struct conv_call c = {.weight = weight, .bias = bias, .stride = stride,                   \
+                              .padding = padding, .dilation = dilation,                           \
+                              .output_padding = output_padding, .stride_len = stride_len,         \
+                              .padding_len = padding_len, .dilation_len = dilation_len,           \
+                              .output_padding_len = output_padding_len, .transposed = true,       \
+                              .groups = groups};                                                  \
+        return conv_batchify(#NAME, DIMS, input, &c);                                             \
+    }
+CONV_TRANSPOSE(conv_transpose1d, 1, conv_transpose1d)
+CONV_TRANSPOSE(conv_transpose3d, 3, conv_transpose3d_input)
 
 /* conv1d.padding and conv2d.padding: a padding string for the sizes */
 #define CONV_PADDING(NAME, DIMS)                                                                  \
@@ -146,35 +155,6 @@ struct tn_tensor *tn__composite_conv_transpose1d(
 CONV_PADDING(conv1d, 1)
 CONV_PADDING(conv2d, 2)
 CONV_PADDING(conv3d, 3)
-
-/* conv3d and conv_transpose3d: convolution of 5-D tensors (a 4-D input is
- * one sample), which lib/ops/cpu/conv3d.c computes */
-struct tn_tensor *tn__composite_conv3d(tn_keyset ks, const struct tn_tensor *input,
-                                       const struct tn_tensor *weight,
-                                       const struct tn_tensor *bias, const int64_t *stride,
-                                       int stride_len, const int64_t *padding, int padding_len,
-                                       const int64_t *dilation, int dilation_len, int64_t groups)
-{
-    struct conv_call c = {.weight = weight, .bias = bias, .stride = stride, .padding = padding,
-                          .dilation = dilation, .stride_len = stride_len,
-                          .padding_len = padding_len, .dilation_len = dilation_len,
-                          .groups = groups};
-    return conv_batchify("conv3d", 3, input, &c);
-}
-
-struct tn_tensor *tn__composite_conv_transpose3d_input(
-    tn_keyset ks, const struct tn_tensor *input, const struct tn_tensor *weight,
-    const struct tn_tensor *bias, const int64_t *stride, int stride_len, const int64_t *padding,
-    int padding_len, const int64_t *output_padding, int output_padding_len, int64_t groups,
-    const int64_t *dilation, int dilation_len)
-{
-    struct conv_call c = {.weight = weight, .bias = bias, .stride = stride, .padding = padding,
-                          .dilation = dilation, .output_padding = output_padding,
-                          .stride_len = stride_len, .padding_len = padding_len,
-                          .dilation_len = dilation_len, .output_padding_len = output_padding_len,
-                          .transposed = true, .groups = groups};
-    return conv_batchify("conv_transpose3d", 3, input, &c);
-}
 
 /* ------------------------------------------------------------ upsample */
 

@@ -356,6 +356,29 @@ static struct tn_tensor *pad_right(const struct tn_tensor *x, const int64_t *ext
                : tn_retain((struct tn_tensor *)x);
 }
 
+/* A transposed convolution of 1 to 3 spatial dims seen as 3 (leading
+ * ones): input, kernel and output sizes, stride, padding, dilation. */
+struct tgeo {
+    int64_t in[3], k[3], out[3], s[3], p[3], d[3];
+};
+
+static void tgeo_fill(struct tgeo *t, const struct tn_tensor *input,
+                      const struct tn_tensor *weight, const int64_t *stride, int stride_len,
+                      const int64_t *padding, int padding_len, const int64_t *dilation,
+                      int dilation_len, const int64_t *osz)
+{
+    int sd = input->ndim - 2, off = 3 - sd;
+    for (int i = 0; i < 3; i++) {
+        int j = i - off;
+        t->in[i] = j < 0 ? 1 : input->sizes[2 + j];
+        t->k[i] = j < 0 ? 1 : weight->sizes[2 + j];
+        t->out[i] = j < 0 ? 1 : osz[2 + j];
+        t->s[i] = j < 0 ? 1 : arg(stride, stride_len, j, 1);
+        t->p[i] = j < 0 ? 0 : arg(padding, padding_len, j, 0);
+        t->d[i] = j < 0 ? 1 : arg(dilation, dilation_len, j, 1);
+    }
+}
+
 /* int64 transposed convolution: every input value times the weight added
  * where the kernel puts it (wrapping, as PyTorch 2.x's integer loop);
  * input (N, C, spatial), weight (C, OCg, k...), 1 to 3 spatial dims seen as
@@ -367,17 +390,10 @@ static struct tn_tensor *transposed_int64(const struct tn_tensor *input,
                                           const int64_t *dilation, int dilation_len,
                                           const int64_t *osz, int64_t groups)
 {
-    int sd = input->ndim - 2, off = 3 - sd;
-    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1}, s[3] = {1, 1, 1};
-    int64_t p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
-    for (int i = 0; i < sd; i++) {
-        in[off + i] = input->sizes[2 + i];
-        k[off + i] = weight->sizes[2 + i];
-        out[off + i] = osz[2 + i];
-        s[off + i] = arg(stride, stride_len, i, 1);
-        p[off + i] = arg(padding, padding_len, i, 0);
-        d[off + i] = arg(dilation, dilation_len, i, 1);
-    }
+    struct tgeo t;
+    tgeo_fill(&t, input, weight, stride, stride_len, padding, padding_len, dilation,
+              dilation_len, osz);
+    const int64_t *in = t.in, *k = t.k, *out = t.out, *s = t.s, *p = t.p, *d = t.d;
     if (weight->dtype != TN_INT64)
         return tn_set_error(TN_EDTYPE, "expected scalar type Long but found %s",
                             tn_dtype_info(weight->dtype)->c10_name), NULL;
@@ -449,17 +465,10 @@ static struct tn_tensor *transposed_half(const struct tn_tensor *input,
                                          const int64_t *osz, int64_t groups)
 {
     enum tn_dtype dt = input->dtype;
-    int sd = input->ndim - 2, off = 3 - sd;
-    int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1}, s[3] = {1, 1, 1};
-    int64_t p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
-    for (int i = 0; i < sd; i++) {
-        in[off + i] = input->sizes[2 + i];
-        k[off + i] = weight->sizes[2 + i];
-        out[off + i] = osz[2 + i];
-        s[off + i] = arg(stride, stride_len, i, 1);
-        p[off + i] = arg(padding, padding_len, i, 0);
-        d[off + i] = arg(dilation, dilation_len, i, 1);
-    }
+    struct tgeo t;
+    tgeo_fill(&t, input, weight, stride, stride_len, padding, padding_len, dilation,
+              dilation_len, osz);
+    const int64_t *in = t.in, *k = t.k, *out = t.out, *s = t.s, *p = t.p, *d = t.d;
     if (weight->dtype != dt || (bias && bias->dtype != dt))
         return tn_set_error(TN_EDTYPE, "expected scalar type %s but found %s",
                             tn_dtype_info(dt)->c10_name,
