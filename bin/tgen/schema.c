@@ -359,7 +359,12 @@ static void make_names(struct tg_func *f, bool keep_tensor)
      * ops (_softmax) are tn_underscore_softmax: tn__ names are the
      * library's private ones, which it does not export. */
     bool aten = !strcmp(f->ns, "aten");
-    snprintf(f->cname, sizeof f->cname, "%s_%s%s%s%s%s", aten ? "tn" : f->ns,
+    /* PyTorch's own other namespaces (torch_nn::, the custom ops of
+     * torch.nn) are libtensor's ops too, exported as tn_<ns>_<op> */
+    char ns[96];
+    snprintf(ns, sizeof ns, "%s%s", strncmp(f->ns, "torch_", 6) ? "" : "tn_",
+             aten ? "tn" : f->ns);
+    snprintf(f->cname, sizeof f->cname, "%s_%s%s%s%s%s", ns,
              aten && f->name[0] == '_' ? "underscore_" : "", aten && f->name[0] == '_' ?
              f->name + 1 : f->name, suffix, f->inplace ? "_" : "", f->is_out ? "_out" : "");
     snprintf(f->ident, sizeof f->ident, "%s_%s%s%s", strcmp(f->ns, "aten") ? f->ns : "",

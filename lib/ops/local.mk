@@ -19,6 +19,7 @@ libtensor_la_SOURCES += \
 	lib/ops/pad.c \
 	lib/ops/index.c \
 	lib/ops/conv.c \
+	lib/ops/linear_cross_entropy.c \
 	lib/ops/fill.c \
 	lib/ops/layout.c \
 	lib/ops/attention.c \

@@ -62,7 +62,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (the first QUICK_SAMPLES samples of each dtype)
 QUICK = ["div", "addcmul", "addcdiv", "lerp", "logit", "masked_fill", "gather", "mT", "mH",
          "log_softmax", "where", "sum", "diagonal", "argsort", "nn.functional.conv3d",
-         "nn.functional.conv_transpose3d", "nn.functional.embedding_bag"]
+         "nn.functional.conv_transpose3d", "nn.functional.embedding_bag",
+         "nn.functional.linear_cross_entropy"]
 QUICK_SAMPLES = 3
 
 # OpInfos whose outputs are uninitialized memory (PyTorch's own tests
