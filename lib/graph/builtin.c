@@ -359,7 +359,7 @@ static const struct tn_arg_schema a_assert_metadata[] = {
 
 #define OP(name, ovl, args, fn, nrets)                                                        \
     {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, nrets,   \
-     NULL, 0, {0}, fn, NULL, NULL}
+     NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
 
 static const struct tn_op builtins[] = {
     OP("view", "", a_view, b_view, 1),

@@ -284,7 +284,7 @@ static int f_random(const struct tn_op *op, struct tn_ivalue *st, int n)
 
 #define OP(name, ovl, args, fn)                                                               \
     {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, 1,       \
-     NULL, 0, {0}, fn, NULL, NULL}
+     NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
 
 static const struct tn_op factories[] = {
     OP("arange", "", a_arange, f_plain),

@@ -265,7 +265,7 @@ static const struct tn_arg_schema a_self[] = {{"self", "Tensor", TN_IV_TENSOR, f
 
 #define SOP(ns, name, args, fn)                                                              \
     {ns, name, "", ns "::" name, NULL, args, sizeof args / sizeof *args, 1, NULL, 0, {0}, fn,  \
-     NULL, NULL}
+     NULL, NULL, NULL, 0}
 #define BIN(name) SOP("_operator", name, a_two, b_binary)
 
 static const struct tn_op sym_ops[] = {
