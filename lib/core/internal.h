@@ -216,7 +216,7 @@ static inline int64_t tn__grain_of(int64_t work)
  *                                                (and on a pool worker, which
  *                                                runs nothing else): a nested
  *                                                parallel_for runs inline
- *   io/value.c arena                             the running parse's arena,
+ *   core/value.c arena                           the running parse's arena,
  *                                                begun and ended by the parse
  *   graph/arena.c active                         jansson's hooks have no context
  *                                                argument: the running parse's
@@ -328,5 +328,25 @@ struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype d
  * streamed past the caches when nt (dst and dld then multiples of 64). */
 void tn__t16(char *dst, int64_t dld, const char *src, int64_t sld, bool nt);
 #endif
+
+/* --------------------------------------------- values (core/value.c) */
+
+struct tn_value;
+/* d[key] = val for a string key (d a DICT or ODICT); consumes val, also on
+ * failure, and takes a NULL val as the failure to build it.  Returns 0 or
+ * TN_ENOMEM.  For the state_dict builders of lib/nn and lib/optim. */
+int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val);
+/* core/value.c: an arena for the many small values one load makes.  Between
+ * begin and end (nested: the innermost wins) the calling thread's new
+ * values are carved from blocks the arena owns; they are released as any
+ * value and may outlive the arena, which ends (on the same thread) while
+ * they live.  The caller owns the struct, on its stack. */
+struct tn__value_arena {
+    void *block; /* the block being carved, or NULL */
+    size_t size, used; /* its size, and the bytes carved from it */
+    struct tn__value_arena *outer;
+};
+void tn__value_arena_begin(struct tn__value_arena *a);
+void tn__value_arena_end(struct tn__value_arena *a);
 
 #endif

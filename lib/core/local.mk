@@ -1,4 +1,4 @@
-tensorinclude_HEADERS += lib/include/tensor/core.h
+tensorinclude_HEADERS += lib/include/tensor/core.h lib/include/tensor/value.h
 noinst_HEADERS += lib/core/internal.h
 libtensor_la_SOURCES += \
 	lib/core/error.c \
@@ -15,4 +15,5 @@ libtensor_la_SOURCES += \
 	lib/core/copy.c \
 	lib/core/print.c \
 	lib/core/random.c \
-	lib/core/thread.c
+	lib/core/thread.c \
+	lib/core/value.c

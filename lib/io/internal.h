@@ -30,23 +30,6 @@ struct tn_io_file;
 /* The format tn_io_file_open found for f. */
 enum tn__io_format tn__io_file_kind(const struct tn_io_file *f);
 
-/* d[key] = val for a string key (d a DICT or ODICT); consumes val, also on
- * failure, and takes a NULL val as the failure to build it.  Returns 0 or
- * TN_ENOMEM.  For the state_dict builders of lib/nn and lib/optim. */
-int tn__value_set_str(struct tn_value *d, const char *key, struct tn_value *val);
-/* value.c: an arena for the many small values one load makes.  Between
- * begin and end (nested: the innermost wins) the calling thread's new
- * values are carved from blocks the arena owns; they are released as any
- * value and may outlive the arena, which ends (on the same thread) while
- * they live.  The caller owns the struct, on its stack. */
-struct tn__value_arena {
-    void *block; /* the block being carved, or NULL */
-    size_t size, used; /* its size, and the bytes carved from it */
-    struct tn__value_arena *outer;
-};
-void tn__value_arena_begin(struct tn__value_arena *a);
-void tn__value_arena_end(struct tn__value_arena *a);
-
 /* Sizes and offsets from this value on are written in zip64 fields: 4 GiB
  * - 1 (0xFFFFFFFF), as the format requires.  Only tests change it, to
  * exercise the zip64 path without writing 4 GiB. */

@@ -4,7 +4,6 @@ noinst_HEADERS += lib/io/internal.h lib/io/le.h lib/io/scan_internal.h
 libtensor_la_SOURCES += \
 	lib/io/util.c \
 	lib/io/zip.c \
-	lib/io/value.c \
 	lib/io/pickle.c \
 	lib/io/unpickle.c \
 	lib/io/ckpt.c \

@@ -1,11 +1,12 @@
 /*
  * nn/state_dict.c: a module's state_dict as the value tree torch.save
  * writes and torch.load reads, and load_state_dict from one.  nn builds on
- * io's value tree (io depends on core alone, DESIGN.md), so a module's
- * state_dict lives with the module.
+ * core's value tree (tensor/value.h; io depends on core alone and nn never
+ * on io, DESIGN.md), so a module's state_dict lives with the module.
  */
-#include "io/internal.h"
+#include "core/internal.h"
 #include <tensor/nn.h>
+#include <tensor/value.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /*
  * optim/state_dict.c: an optimizer's state_dict as the value tree
  * torch.save writes and torch.load reads, and load_state_dict from one.
- * optim builds on io's value tree (io depends on core alone, DESIGN.md).
+ * optim builds on core's value tree (tensor/value.h; io depends on core
+ * alone and optim never on io, DESIGN.md).
  *
  * The layout is PyTorch's optimizer.state_dict(): parameters are numbered
  * by their position in the group, the state of each is a dict of tensors
@@ -9,8 +10,9 @@
  * hyperparameter under PyTorch's names, 2.x's set of keys, so that either
  * version's load_state_dict takes it.
  */
-#include "io/internal.h"
+#include "core/internal.h"
 #include <tensor/optim.h>
+#include <tensor/value.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,6 +6,7 @@
 #define TENSOR_TENSOR_H
 
 #include <tensor/core.h>
+#include <tensor/value.h>
 #include <tensor/dispatch.h>
 #include <tensor/ops.h>
 #include <tensor/autograd.h>
