@@ -5,7 +5,8 @@
 # read for its #include lines: each `#include "X/..."` names module X, each
 # `#include <tensor/Y.h>` the module the table below gives Y.h; a file
 # including a module below its own, a header the table lacks, or a folder
-# under lib/ that is no module fails.  Generated sources (ops_gen.c,
+# under lib/ that is no module fails, and so does io using any module but
+# core (DESIGN.md: io "depends only on core").  Generated sources (ops_gen.c,
 # autograd_gen.c, tensor/ops.h) are read from the build folder too.
 
 load helper
@@ -26,6 +27,10 @@ compile 8
 dist 9
 aoti 10'
 
+# module -> the only modules it may use, where DESIGN.md says more than
+# the order does ("io ... Depends only on core")
+ONLY='io core'
+
 # installed header -> the module that defines it; tensor.h is everything,
 # so it counts as the last module's
 HEADERS='core.h core
@@ -41,6 +46,19 @@ graph.h graph
 compile.h compile
 dist.h dist
 tensor.h dist'
+
+# awk: level[module] from levels, and allowed[module] (" core ", spaced for
+# index()) and may[module] ("core") from only, both passed with -v
+TABLES='
+    function tables(    n, i, l, w, m) {
+        n = split(levels, l, "\n")
+        for (i = 1; i <= n; i++) { split(l[i], w, " "); level[w[1]] = w[2] }
+        n = split(only, l, "\n")
+        for (i = 1; i <= n; i++) {
+            m = l[i]; sub(/ .*/, "", m)
+            allowed[m] = " " l[i] " "; may[m] = substr(l[i], length(m) + 2)
+        }
+    }'
 
 # sources ROOT...: "relpath" of every source file under ROOT/lib, each once
 sources() {
@@ -65,10 +83,9 @@ check() {
                 break
             fi
         done
-    done | awk -v levels="$LEVELS" -v headers="$HEADERS" '
+    done | awk -v levels="$LEVELS" -v headers="$HEADERS" -v only="$ONLY" "$TABLES"'
         BEGIN {
-            n = split(levels, l, "\n")
-            for (i = 1; i <= n; i++) { split(l[i], w, " "); level[w[1]] = w[2] }
+            tables()
             n = split(headers, h, "\n")
             for (i = 1; i <= n; i++) { split(h[i], w, " "); owner[w[1]] = w[2] }
         }
@@ -120,6 +137,9 @@ check() {
             if (level[them] >= level[me])
                 print file ":" line ": " me " (" level[me] ") includes " name " of " them \
                       " (" level[them] "), not above it in DESIGN.md`s list"
+            else if ((me in allowed) && !index(allowed[me], " " them " "))
+                print file ":" line ": " me " includes " name " of " them ", but DESIGN.md lets " \
+                      me " use only " may[me]
         }' | tr '`' "'"
 }
 
@@ -165,6 +185,8 @@ roots() {
     printf '#include <tensor/other.h>\n#include "local.h"\n#include "misc/x.h"\n' >"$t/lib/core/odd.c"
     printf '#include <tensor/core.h>\n' >"$t/lib/extra/x.c"
     printf '#include <tensor/graph.h>\n' >"$t/lib/include/tensor/io.h"
+    mkdir -p "$t/lib/io"
+    printf '#include "core/internal.h"\n#include "ops/internal.h"\n' >"$t/lib/io/x.c"
     run check "$t"
     assert_success
     assert_line 'lib/nn/down.c:1: nn (5) includes io/internal.h of io (6), not above it in DESIGN.md'"'"'s list'
@@ -175,8 +197,10 @@ roots() {
     assert_line 'lib/core/odd.c:3: includes "misc/x.h", not a module'"'"'s header'
     assert_line --partial 'lib/extra/x.c:1: lib/extra is not a module'
     assert_line --partial 'lib/include/tensor/io.h:1: io (6) includes tensor/graph.h of graph (7)'
+    assert_line 'lib/io/x.c:2: io includes ops/internal.h of ops, but DESIGN.md lets io use only core'
     refute_output --partial 'ok.c'
-    [ "${#lines[@]}" -eq 8 ] || fail "expected 8 findings: $output"
+    refute_output --partial 'lib/io/x.c:1'
+    [ "${#lines[@]}" -eq 9 ] || fail "expected 9 findings: $output"
 }
 
 # The same order at link level: for each object libtensor is built of
@@ -208,10 +232,9 @@ symbol_uses() {
     objects | while read -r m o; do
         nm --defined-only -g "$o" | awk -v m="$m" -v o="$o" 'NF == 3 { print "D", $3, m, o }'
         nm -u "$o" | awk -v m="$m" -v o="$o" '{ print "U", $NF, m, o }'
-    done | awk -v levels="$LEVELS" -v known="$KNOWN" -v b="$TN_BUILDDIR/" '
+    done | awk -v levels="$LEVELS" -v known="$KNOWN" -v b="$TN_BUILDDIR/" -v only="$ONLY" "$TABLES"'
         BEGIN {
-            n = split(levels, l, "\n")
-            for (i = 1; i <= n; i++) { split(l[i], w, " "); level[w[1]] = w[2] }
+            tables()
             nk = split(known, k, "\n")
         }
         $1 == "D" { def[$2] = $3; next }
@@ -221,13 +244,18 @@ symbol_uses() {
                 split(use[i], u, " ")
                 if (!(u[1] in def) || def[u[1]] == u[2]) continue
                 them = def[u[1]]
+                o = index(u[3], b) == 1 ? substr(u[3], length(b) + 1) : u[3]
+                if ((u[2] in allowed) && !index(allowed[u[2]], " " them " ")) {
+                    print o ": " u[2] " uses " u[1] " of " them ", but DESIGN.md lets " u[2] \
+                          " use only " may[u[2]]
+                    continue
+                }
                 if (level[them] < level[u[2]]) continue
                 ok = 0
                 for (j = 1; j <= nk; j++) {
                     split(k[j], w, " ")
                     if (w[1] == u[2] && w[2] == them && u[1] ~ w[3]) ok = 1
                 }
-                o = index(u[3], b) == 1 ? substr(u[3], length(b) + 1) : u[3]
                 if (!ok)
                     print o ": " u[2] " (" level[u[2]] ") uses " u[1] " of " them " (" level[them] ")"
             }
