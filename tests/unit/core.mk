@@ -22,3 +22,9 @@ tests_unit_test_file_SOURCES = tests/unit/test_file.c
 tests_unit_test_file_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_file_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_file_LDFLAGS = $(TN_UNIT_LINK)
+# core's nested values (tensor/value.h, lib/core/value.c)
+UNIT_TESTS += tests/unit/test_value
+tests_unit_test_value_SOURCES = tests/unit/test_value.c
+tests_unit_test_value_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_value_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_value_LDFLAGS = $(TN_UNIT_LINK)
