@@ -208,9 +208,10 @@ roots() {
 }
 
 # The same order at link level: for each object libtensor is built of
-# (lib/M/.../.libs/libtensor_la-F.o in the build folder), every symbol it
-# uses that another module's object defines.  Two uses below are known and
-# kept, each a table the dispatcher is handed rather than a call: the
+# (lib/M/.../.libs/libtensor_la-F.o in the build folder, or beside .libs),
+# every symbol it uses that another module's object defines.  Two uses
+# below are known and kept, each a table the dispatcher is handed rather
+# than a call: the
 # generated registration table (lib/ops/ops_gen.c, tgen's) holds each op's
 # Autograd kernel, tn__autograd_*, beside its CPU and Meta ones; and
 # lib/dispatch/registry.c reads that table, tn__builtin_ops, at load.
@@ -225,6 +226,7 @@ objects() {
     sources "$TN_SRCDIR" "$TN_BUILDDIR" | grep '\.c$' | grep -v '^lib/aoti/\|^lib/include/' |
         while read -r f; do
             o=$TN_BUILDDIR/$(dirname "$f")/.libs/libtensor_la-$(basename "${f%.c}").o
+            [ -f "$o" ] || o=${o/\/.libs\//\/} # libtool's objects without PIC copies
             [ -f "$o" ] && echo "$(cut -d/ -f2 <<<"$f") $o"
         done
 }
