@@ -273,7 +273,9 @@ static void native_decls(FILE *f, const struct tg_schema *s, bool plugin)
         }
     }
     fputs(plugin ? "/* The registration function tn_library_load() runs. */\nint tn_plugin_init(void);\n"
-                 : "/* Every built-in op, NULL-terminated. */\nextern struct tn_op *const tn__builtin_ops[];\n", f);
+                 : "/* Every built-in op, NULL-terminated. */\nextern struct tn_op *const tn__builtin_ops[];\n"
+                   "/* Queues a built-in table for registration (lib/dispatch/registry.c). */\n"
+                   "void tn__op_register_builtins(struct tn_op *const *table);\n", f);
 }
 
 static void header_top(FILE *f, const struct tg_schema *s, const char *guard)
@@ -916,7 +918,16 @@ int tg_write_source(const struct tg_schema *s, FILE *f, const char *header, cons
             fprintf(f, " &op_%s,", s->funcs[i].ident);
             col += w;
         }
-        fputs("\n    NULL\n};\n", f);
+        fputs("\n    NULL\n};\n\n"
+              "/* Hands the table to the dispatcher (lib/dispatch/registry.c registers it\n"
+              " * on the first lookup), so that dispatch never names ops.  A constructor\n"
+              " * in this object, which holds every op's public entry point: a static\n"
+              " * link that calls any op carries it (tensor.pc's Libs.private names the\n"
+              " * table for one that does not), and libtensor.so runs it at load, before\n"
+              " * any plugin's registration. */\n"
+              "__attribute__((constructor)) static void builtin_ops_hand_over(void)\n"
+              "{\n    tn__op_register_builtins(tn__builtin_ops);\n}\n",
+              f);
     }
     if (0) {
 oom:

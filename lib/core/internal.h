@@ -25,6 +25,13 @@ int tn__out_direct(struct tn_out *o);
  * save's); at most 8 at once, more are not registered. */
 void tn__out_live_dir(const char *dir, bool add);
 
+/* dispatch/registry.c: queues ops' NULL-terminated table of built-in ops
+ * (tgen's, in lib/ops/ops_gen.c, whose constructor calls this at load) for
+ * registration on the next lookup, so that dispatch does not name ops.
+ * The table is borrowed for the process's life. */
+struct tn_op;
+void tn__op_register_builtins(struct tn_op *const *table);
+
 /* The allocator registered for a device type, or NULL when none is. */
 const struct tn_allocator *tn__allocator(enum tn_device_type type);
 

@@ -1,7 +1,8 @@
 /*
  * dispatch/registry.c: the op registry, a hash table from qualified name
  * ("aten::add.Tensor") to struct tn_op, under one lock. The built-in ops
- * come from tgen's table (lib/ops/ops_gen.c) on first use; plugins and
+ * come from tgen's table, which lib/ops/ops_gen.c hands over at load
+ * (tn__op_register_builtins), registered on first use; plugins and
  * programs add theirs with tn_op_register. Registered ops are borrowed for
  * the life of the process: nothing is ever removed.
  */
@@ -19,7 +20,9 @@
 
 static struct tn_op *buckets[TN_OP_BUCKETS];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+/* The built-in table ops hands over (tn__op_register_builtins), registered
+ * on the next lookup or registration; registry_lock guards it. */
+static struct tn_op *const *builtins_pending;
 
 /* The bucket of a qualified name (FNV-1a). */
 static unsigned name_hash(const char *s)
@@ -51,25 +54,30 @@ static int register_locked(struct tn_op *op)
     return TN_OK;
 }
 
-/* Every built-in op, NULL-terminated: the table tgen generates with the ops
- * (lib/ops/ops_gen.c), registered on first use. */
-extern struct tn_op *const tn__builtin_ops[];
+/* Registers the pending built-in table, if any; a duplicate among them is
+ * a bug in the generated table. registry_lock is held. */
+static void register_builtins_locked(void)
+{
+    if (!builtins_pending)
+        return;
+    for (struct tn_op *const *op = builtins_pending; *op; op++)
+        TN_ASSERT(register_locked(*op) == TN_OK);
+    builtins_pending = NULL;
+}
 
-/* Registers every built-in op, once (pthread_once); a duplicate among them
- * is a bug in the generated table. */
-static void register_builtins(void)
+/* Contract in core/internal.h: table is borrowed for the process's life. */
+void tn__op_register_builtins(struct tn_op *const *table)
 {
     pthread_mutex_lock(&registry_lock);
-    for (struct tn_op *const *op = tn__builtin_ops; *op; op++)
-        TN_ASSERT(register_locked(*op) == TN_OK);
+    builtins_pending = table;
     pthread_mutex_unlock(&registry_lock);
 }
 
 /* Contract in tensor/dispatch.h: op is borrowed for the process's life. */
 int tn_op_register(struct tn_op *op)
 {
-    pthread_once(&builtin_once, register_builtins);
     pthread_mutex_lock(&registry_lock);
+    register_builtins_locked();
     int rc = register_locked(op);
     pthread_mutex_unlock(&registry_lock);
     return rc;
@@ -79,7 +87,6 @@ int tn_op_register(struct tn_op *op)
  * op is borrowed; NULL with an error naming it. */
 const struct tn_op *tn_op_find(const char *name)
 {
-    pthread_once(&builtin_once, register_builtins);
     char buf[256];
     const char *q = name;
     if (!strstr(name, "::")) {
@@ -92,6 +99,7 @@ const struct tn_op *tn_op_find(const char *name)
         q = buf;
     }
     pthread_mutex_lock(&registry_lock);
+    register_builtins_locked();
     struct tn_op *op = lookup_locked(q);
     pthread_mutex_unlock(&registry_lock);
     if (!op)

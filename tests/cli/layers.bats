@@ -209,16 +209,18 @@ roots() {
 
 # The same order at link level: for each object libtensor is built of
 # (lib/M/.../.libs/libtensor_la-F.o in the build folder, or beside .libs),
-# every symbol it uses that another module's object defines.  Two uses
-# below are known and kept, each a table the dispatcher is handed rather
-# than a call: the
-# generated registration table (lib/ops/ops_gen.c, tgen's) holds each op's
-# Autograd kernel, tn__autograd_*, beside its CPU and Meta ones; and
-# lib/dispatch/registry.c reads that table, tn__builtin_ops, at load.
-# Registering them from their own modules (autograd filling its key,
-# ops handing its table over) is tgen's and dispatch's work.
-KNOWN='ops autograd ^tn__autograd_
-dispatch ops ^tn__builtin_ops$'
+# every symbol it uses that another module's object defines.  One use below
+# is known and kept, a table the dispatcher is handed rather than a call:
+# the generated registration table (lib/ops/ops_gen.c, tgen's) holds each
+# op's Autograd kernel, tn__autograd_*, beside its CPU and Meta ones, as
+# issue 20 prescribes ("the registration table is compiled with the ops").
+# Autograd filling its own key would need a second generated table keyed by
+# op name and a dispatch call to patch registered ops' kernels after the
+# fact (and an order between the two hand-overs), for no gain: the table
+# only stores addresses, ops never calls them.  The table itself now goes
+# the other way: ops hands it to dispatch (tn__op_register_builtins, from a
+# constructor in ops_gen.c), and dispatch no longer names tn__builtin_ops.
+KNOWN='ops autograd ^tn__autograd_'
 
 # objects: "module object" of each built libtensor object, from the sources
 objects() {
