@@ -124,6 +124,9 @@ static const char usage_text[] =
     "                           the step to CKPT (atomically) at the end\n"
     "      --save-every=N       train: also every N steps\n"
     "      --resume=CKPT        train: continue from a checkpoint --save wrote\n"
+    "      --eager              train: gradients from the eager engine (autograd\n"
+    "                           through the interpreter, as run --grads) instead of\n"
+    "                           the compiled forward and backward graphs\n"
     "      --log-loss           train: one loss a line per step, instead of the\n"
     "                           JSON line per epoch\n"
     "      --momentum=M         train, sgd: momentum (0)\n"
@@ -142,7 +145,7 @@ static const char usage_text[] =
     "See tcompile(1) and tensorkit-graph(5) for more.\n";
 
 enum {
-    OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EXPLAIN,
+    OPT_JSON = 256, OPT_DOT, OPT_TIME, OPT_REPEAT, OPT_GRADS, OPT_INTERPRET, OPT_EAGER, OPT_EXPLAIN,
     OPT_STRICT, OPT_RECOMPILE_LIMIT, OPT_CACHE_DIR, OPT_MISSING, OPT_HEADER, OPT_NAME,
     OPT_WEIGHTS_FILE, OPT_DATA, OPT_EVAL, OPT_OPTIMIZER, OPT_LR, OPT_BATCH_SIZE, OPT_EPOCHS, OPT_STEPS,
     OPT_SEED, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_LOG_LOSS,
@@ -161,6 +164,7 @@ static const struct option long_opts[] = {
     {"grads", required_argument, NULL, OPT_GRADS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"interpret", no_argument, NULL, OPT_INTERPRET},
+    {"eager", no_argument, NULL, OPT_EAGER},
     {"explain", no_argument, NULL, OPT_EXPLAIN},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"recompile-limit", required_argument, NULL, OPT_RECOMPILE_LIMIT},
@@ -259,6 +263,7 @@ static void check_options(const char *cmd)
         {tc.time, run || comp || build, "--time"},
         {tc.repeat > 1, run, "--repeat"},
         {tc.interpret, run, "--interpret"},
+        {tc.eager, train, "--eager"},
         {tc.profile != TC_PROFILE_OFF, run, "--profile"},
         {tc.explain, run || comp || build, "--explain"},
         {tc.strict, run || comp, "--strict"},
@@ -366,6 +371,7 @@ static void parse_options(int argc, char **argv)
         case OPT_TIME: tc.time = true; break;
         case OPT_GRADS: tc.grads = optarg; break;
         case OPT_INTERPRET: tc.interpret = true; break;
+        case OPT_EAGER: tc.eager = true; break;
         case OPT_EXPLAIN: tc.explain = true; break;
         case OPT_STRICT: tc.strict = true; break;
         case OPT_CACHE_DIR: tc.cache_dir = optarg; break;

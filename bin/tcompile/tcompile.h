@@ -15,7 +15,7 @@
 
 struct tc_opts {
     bool json, dot, time;
-    bool interpret, strict, explain, missing, weights_file;
+    bool interpret, eager, strict, explain, missing, weights_file;
     int repeat, recompile_limit;
     const char *weights, *output, *grads, *cache_dir, *header, *name;
     const char *inputs[TC_MAX_INPUTS];

@@ -12,6 +12,9 @@
  * state_dict (PyTorch's layout), the step and the default generator's
  * state (rng_state: torch.get_rng_state()'s bytes), so --resume replays
  * the shuffles, restores the generator and continues bit for bit.
+ * --eager takes each step's gradients from the eager engine instead
+ * (tn_graph_grad: the graph run in the interpreter with autograd, the
+ * formulas' C helpers), the same loop otherwise.
  */
 #include <math.h>
 #include <stdio.h>
@@ -259,13 +262,13 @@ static struct tn_optim *make_optim(struct trainer *t)
  * num_batches_tracked, BUFFER_MUTATION outputs) become the weights the
  * next step reads and the checkpoint saves, under their state_dict
  * names. */
-static int carry_buffers(struct trainer *t, const struct tn_value *fo)
+static int carry_buffers(struct trainer *t, const struct tn_graph *fg, const struct tn_value *fo)
 {
-    for (int i = 0; i < t->fg->noutputs; i++) {
-        const struct tn_graph_spec *s = &t->fg->outputs[i];
+    for (int i = 0; i < fg->noutputs; i++) {
+        const struct tn_graph_spec *s = &fg->outputs[i];
         if (s->kind != TN_GOUT_BUFFER_MUTATION || !s->target)
             continue;
-        struct tn_value *v = tn_value_get(fo, t->fg->values[s->value].name);
+        struct tn_value *v = tn_value_get(fo, fg->values[s->value].name);
         if (!v || v->kind != TN_VALUE_TENSOR)
             return tn_set_error(TN_EINVAL, "forward: no value for the buffer '%s'", s->target);
         if (tn_value_set(t->weights, tn_value_str(s->target), tn_value_retain(v)) < 0)
@@ -327,16 +330,22 @@ static int step(struct trainer *t, const int64_t *idx, double *loss)
     int rc = batch_of(t, t->cols, idx, in);
     if (rc == 0 && t->pg)
         rc = broadcast_buffers(t);
-    if (rc == 0)
+    if (rc == 0 && tc.eager) { /* the graph's own outputs, in its order */
+        rc = tn_graph_grad(t->g, t->weights, in, &fo, &go);
+        if (rc == 0) {
+            *loss = scalar_of(fo->v.dict.vals[t->loss_out]->v.tensor);
+            rc = carry_buffers(t, t->g, fo);
+        }
+    } else if (rc == 0)
         rc = tn_compile_run(t->fc, t->weights, in, &fo);
-    if (rc == 0) {
+    if (rc == 0 && !tc.eager) {
         *loss = scalar_of(fo->v.dict.vals[t->loss_out]->v.tensor);
-        rc = carry_buffers(t, fo);
+        rc = carry_buffers(t, t->fg, fo);
         for (size_t k = 0; rc == 0 && k < fo->v.dict.n; k++)
             rc = tn_value_set(in, tn_value_retain(fo->v.dict.keys[k]),
                               tn_value_retain(fo->v.dict.vals[k]));
     }
-    if (rc == 0)
+    if (rc == 0 && !tc.eager)
         rc = tn_compile_run(t->bc, t->weights, in, &go);
     for (int i = 0; rc == 0 && i < t->np; i++) {
         struct tn_value *gv = tn_value_get(go, t->pnames[i]);
@@ -654,7 +663,8 @@ static int setup(struct trainer *t, const char *path)
     if (!t->bg)
         return tc_fail();
     struct tn_compile_options o = tc_compile_options();
-    if (!(t->fc = tn_compile_new(t->fg, &o)) || !(t->bc = tn_compile_new(t->bg, &o)) ||
+    if ((!tc.eager && (!(t->fc = tn_compile_new(t->fg, &o)) ||
+                       !(t->bc = tn_compile_new(t->bg, &o)))) ||
         !(t->opt = make_optim(t)))
         return tc_fail();
     if (t->world > 1) {

@@ -22,6 +22,7 @@ CLI_TESTS += tests/cli/tcompile_cache.bats
 CLI_TESTS += tests/cli/tcompile_train_grad.bats
 CLI_TESTS += tests/cli/tcompile_train.bats
 CLI_TESTS += tests/cli/tcompile_train_data.bats
+CLI_TESTS += tests/cli/tcompile_train_eager.bats
 # Fills a compile cache for tcompile_cache.bats (libtensor linked
 # statically, for tn__cc_load).
 check_PROGRAMS += tests/cli/tcompile/cache_fill
