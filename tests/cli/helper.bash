@@ -46,6 +46,26 @@ same_losses_as() {
     assert_success
 }
 
+# cnn_bn_curve NAME OPTIMIZER LR [OPTION...]: 200 steps of `tcompile train
+# OPTION...` of tests/fixtures/train/cnn_bn (batch norm in training mode)
+# against that folder's NAME.txt losses and NAME_state.pt model (the running
+# statistics among it), written by train_torch.py --write; the
+# checkpoint left in $W/ck.pt, our losses in $W/ours.
+cnn_bn_curve() {
+    local f="$TN_SRCDIR/tests/fixtures/train" name=$1 opt=$2 lr=$3
+    shift 3
+    run tcompile train "$f/cnn_bn.json" -w "$f/cnn_bn.pt" --data "$f/images.npz" \
+        --optimizer "$opt" --lr "$lr" --steps 200 --log-loss --save "$W/ck.pt" "$@"
+    assert_success
+    echo "$output" > "$W/ours"
+    same_losses_as "$W/ours" "$f/$name.txt" 200
+    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/ck.pt" "$f/${name}_state.pt"
+    assert_success
+    assert_output --partial "8 tensors match"
+    run tckpt show "$W/ck.pt" model.bn.num_batches_tracked
+    assert_line --index 0 "tensor(200)"
+}
+
 # graph_matches PREFIX NOUT NGRADS [OPTION...]: `tcompile run OPTION...` of
 # the fixture graph PREFIX.json (weights PREFIX.pt, inputs PREFIX_inputs.pt)
 # gives the NOUT outputs of PREFIX_expected.pt and the NGRADS (a number or a

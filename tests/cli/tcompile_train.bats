@@ -289,23 +289,14 @@ for f, cls in (('sgd', torch.optim.SGD), ('adamw', torch.optim.AdamW)):
     assert_output --partial "mlp.json: no loss to train"
 }
 
-# bn_curve NAME OPTIMIZER LR: 200 steps of cnn_bn (batch norm in training
+# bn_curve NAME OPTIMIZER LR: helper.bash's cnn_bn_curve, 200 steps of cnn_bn (batch norm in training
 # mode) against tests/fixtures/train/NAME.txt and NAME_state.pt (written by
 # train_torch.py --write, PyTorch 2.x) and live PyTorch 2.x where
 # installed: the losses step by step, and the checkpoint's model (the
 # running statistics and num_batches_tracked among it) against PyTorch's
 # state_dict after the last step.
 bn_curve() {
-    run tcompile train "$F/cnn_bn.json" -w "$F/cnn_bn.pt" --data "$F/images.npz" \
-        --optimizer "$2" --lr "$3" --steps 200 --log-loss --save "$W/ck.pt"
-    assert_success
-    echo "$output" > "$W/ours"
-    same_losses_as "$W/ours" "$F/$1.txt" 200
-    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/ck.pt" "$F/$1_state.pt"
-    assert_success
-    assert_output --partial "8 tensors match"
-    run tckpt show "$W/ck.pt" model.bn.num_batches_tracked
-    assert_line --index 0 "tensor(200)"
+    cnn_bn_curve "$@"
     require_torch2
     run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn --state "$W/theirs.pt" \
         "$F" "$2" "$3" 200

@@ -14,27 +14,12 @@ setup() {
     W="$BATS_TEST_TMPDIR"
 }
 
-# eager_bn NAME OPTIMIZER LR: 200 eager steps of cnn_bn against
-# tests/fixtures/train/NAME.txt and NAME_state.pt
-eager_bn() {
-    run tcompile train --eager "$F/cnn_bn.json" -w "$F/cnn_bn.pt" --data "$F/images.npz" \
-        --optimizer "$2" --lr "$3" --steps 200 --log-loss --save "$W/ck.pt"
-    assert_success
-    echo "$output" > "$W/ours"
-    same_losses_as "$W/ours" "$F/$1.txt" 200
-    run tckpt diff --prefix model. --atol 1e-5 --rtol 1e-4 "$W/ck.pt" "$F/$1_state.pt"
-    assert_success
-    assert_output --partial "8 tensors match"
-    run tckpt show "$W/ck.pt" model.bn.num_batches_tracked
-    assert_line --index 0 "tensor(200)"
-}
-
 @test "train --eager: 200 SGD steps of the CNN with batch norm: PyTorch's losses and running statistics" {
-    eager_bn cnn_bn_sgd sgd 0.1
+    cnn_bn_curve cnn_bn_sgd sgd 0.1 --eager
 }
 
 @test "train --eager: 200 AdamW steps of the CNN with batch norm: PyTorch's losses and running statistics" {
-    eager_bn cnn_bn_adamw adamw 0.01
+    cnn_bn_curve cnn_bn_adamw adamw 0.01 --eager
 }
 
 @test "train --eager: 200 SGD and AdamW steps of the MLP give PyTorch's losses" {
