@@ -336,6 +336,22 @@ struct tn_tensor *tn__tensor_new(const int64_t *sizes, int ndim, enum tn_dtype d
 void tn__t16(char *dst, int64_t dld, const char *src, int64_t sld, bool nt);
 #endif
 
+/* ------------------------------------------- byte buffers (core/bytes.c) */
+
+/* A growable byte buffer: io's writers (pickle, zip, npy, checkpoints)
+ * and the value walk's dotted paths. */
+struct tn__bytes {
+    unsigned char *data;
+    size_t len, cap;
+    int failed; /* an allocation failed: every later put is ignored */
+};
+void tn__bytes_put(struct tn__bytes *b, const void *p, size_t n);
+void tn__bytes_byte(struct tn__bytes *b, unsigned char c);
+void tn__bytes_u16(struct tn__bytes *b, uint16_t v);
+void tn__bytes_u32(struct tn__bytes *b, uint32_t v);
+void tn__bytes_u64(struct tn__bytes *b, uint64_t v);
+void tn__bytes_printf(struct tn__bytes *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* --------------------------------------------- values (core/value.c) */
 
 struct tn_value;

@@ -16,4 +16,5 @@ libtensor_la_SOURCES += \
 	lib/core/print.c \
 	lib/core/random.c \
 	lib/core/thread.c \
+	lib/core/bytes.c \
 	lib/core/value.c

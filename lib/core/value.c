@@ -10,8 +10,6 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -682,75 +680,25 @@ const char *tn_value_kind_name(enum tn_value_kind kind)
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
-/* The dotted key path of a walk: a NUL-terminated string that grows;
- * `failed` once an allocation failed (every later append is ignored). */
-struct path {
-    char *s;
-    size_t len, cap;
-    bool failed;
-};
-
-/* Appends n bytes to p and keeps it NUL-terminated. */
-static void path_put(struct path *p, const char *s, size_t n)
-{
-    if (p->failed)
-        return;
-    if (p->len + n + 1 > p->cap) {
-        size_t cap = p->cap ? p->cap : 64;
-        while (cap < p->len + n + 1)
-            cap *= 2;
-        char *w = realloc(p->s, cap);
-        if (!w) {
-            p->failed = true;
-            return;
-        }
-        p->s = w;
-        p->cap = cap;
-    }
-    memcpy(p->s + p->len, s, n);
-    p->len += n;
-    p->s[p->len] = 0;
-}
-
-/* Appends printf's text (a number's, at most 63 bytes) to p. */
-static void path_printf(struct path *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void path_printf(struct path *p, const char *fmt, ...)
-{
-    char buf[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    path_put(p, buf, n < 0 ? 0 : (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-/* Cuts p back to its first len bytes (a length it had). */
-static void path_cut(struct path *p, size_t len)
-{
-    if (!p->failed)
-        p->s[p->len = len] = 0;
-}
-
 /* Appends a key's text to the path: strings as they are, numbers in
  * decimal, anything else as its type name. */
-static void path_key(struct path *p, const struct tn_value *k)
+static void path_key(struct tn__bytes *p, const struct tn_value *k)
 {
     if (p->len)
-        path_put(p, ".", 1);
+        tn__bytes_byte(p, '.');
     switch (k->kind) {
-    case TN_VALUE_STR: path_put(p, k->v.str.s, k->v.str.len); break;
-    case TN_VALUE_INT: path_printf(p, "%lld", (long long)k->v.i); break;
-    case TN_VALUE_BOOL: path_printf(p, "%s", k->v.b ? "True" : "False"); break;
-    case TN_VALUE_FLOAT: path_printf(p, "%.17g", k->v.f); break;
-    case TN_VALUE_NONE: path_printf(p, "None"); break;
-    default: path_printf(p, "<%s>", tn_value_kind_name(k->kind)); break;
+    case TN_VALUE_STR: tn__bytes_put(p, k->v.str.s, k->v.str.len); break;
+    case TN_VALUE_INT: tn__bytes_printf(p, "%lld", (long long)k->v.i); break;
+    case TN_VALUE_BOOL: tn__bytes_printf(p, "%s", k->v.b ? "True" : "False"); break;
+    case TN_VALUE_FLOAT: tn__bytes_printf(p, "%.17g", k->v.f); break;
+    case TN_VALUE_NONE: tn__bytes_printf(p, "None"); break;
+    default: tn__bytes_printf(p, "<%s>", tn_value_kind_name(k->kind)); break;
     }
 }
 
 /* Calls fn on every leaf under v: a tensor, a scalar, a string, an empty
  * container (the containers themselves are gone through). */
-static int walk(const struct tn_value *v, struct path *path, tn_value_leaf_fn fn, void *ctx,
+static int walk(const struct tn_value *v, struct tn__bytes *path, tn_value_leaf_fn fn, void *ctx,
                 int depth)
 {
     if (depth > 1000)
@@ -760,24 +708,26 @@ static int walk(const struct tn_value *v, struct path *path, tn_value_leaf_fn fn
     bool seq = v->kind == TN_VALUE_TUPLE || v->kind == TN_VALUE_LIST;
     bool dict = v->kind == TN_VALUE_DICT || v->kind == TN_VALUE_ODICT;
     if ((!seq && !dict) || (seq ? v->v.seq.n : v->v.dict.n) == 0) {
+        tn__bytes_byte(path, 0);
         if (path->failed)
             return tn_set_error(TN_ENOMEM, "out of memory");
-        return fn(path->s, v, ctx);
+        path->len--;
+        return fn((const char *)path->data, v, ctx);
     }
     if (seq) {
         for (size_t i = 0; i < v->v.seq.n && !rc; i++) {
             if (path->len)
-                path_put(path, ".", 1);
-            path_printf(path, "%zu", i);
+                tn__bytes_byte(path, '.');
+            tn__bytes_printf(path, "%zu", i);
             rc = walk(v->v.seq.items[i], path, fn, ctx, depth + 1);
-            path_cut(path, mark);
+            path->len = mark;
         }
         return rc;
     }
     for (size_t i = 0; i < v->v.dict.n && !rc; i++) {
         path_key(path, v->v.dict.keys[i]);
         rc = walk(v->v.dict.vals[i], path, fn, ctx, depth + 1);
-        path_cut(path, mark);
+        path->len = mark;
     }
     return rc;
 }
@@ -787,10 +737,9 @@ static int walk(const struct tn_value *v, struct path *path, tn_value_leaf_fn fn
  * result. */
 int tn_value_walk(const struct tn_value *v, tn_value_leaf_fn fn, void *ctx)
 {
-    struct path path = {0};
-    path_put(&path, "", 0); /* "" for a leaf at the top */
+    struct tn__bytes path = {0};
     int rc = walk(v, &path, fn, ctx, 0);
-    free(path.s);
+    free(path.data);
     return rc;
 }
 

@@ -69,7 +69,7 @@ static int add_record(struct tn_zip_writer *w, const char *prefix, const char *n
 static int write_archive(struct tn_zip_writer *w, const char *label, const char *prefix,
                          const struct tn_value *value, enum tn_ckpt_layout layout)
 {
-    struct tn_io_buf pkl = {0};
+    struct tn__bytes pkl = {0};
     struct tn_pickle_storages st = {0};
     size_t *order = NULL;
     int rc = tn__pickle_dump(value, &pkl, &st);

@@ -394,62 +394,62 @@ int tn__dcp_write_shards(const char *tmp, int rank, int world, const struct tn_d
 
 /* The pickle's pieces (protocol 2, as the full pickle module reads it and
  * as lib/io's DCP mode accepts it). */
-static void p_global(struct tn_io_buf *b, const char *mod, const char *name)
+static void p_global(struct tn__bytes *b, const char *mod, const char *name)
 {
-    tn__io_buf_printf(b, "c%s\n%s\n", mod, name);
+    tn__bytes_printf(b, "c%s\n%s\n", mod, name);
 }
 
 /* The pickle writers below (protocol 2, as torch.save's .metadata): each
  * appends one opcode sequence to b; a failed allocation sets b->failed,
  * which the caller checks once at the end. */
-static void p_str(struct tn_io_buf *b, const char *s)
+static void p_str(struct tn__bytes *b, const char *s)
 {
     size_t n = strlen(s);
-    tn__io_buf_byte(b, 'X');
-    tn__io_buf_u32(b, (uint32_t)n);
-    tn__io_buf_put(b, s, n);
+    tn__bytes_byte(b, 'X');
+    tn__bytes_u32(b, (uint32_t)n);
+    tn__bytes_put(b, s, n);
 }
 
 /* An int as BININT (32 bits) or LONG1 with 8 bytes. */
-static void p_int(struct tn_io_buf *b, int64_t v)
+static void p_int(struct tn__bytes *b, int64_t v)
 {
     if (v >= INT32_MIN && v <= INT32_MAX) {
-        tn__io_buf_byte(b, 'J');
-        tn__io_buf_u32(b, (uint32_t)(int32_t)v);
+        tn__bytes_byte(b, 'J');
+        tn__bytes_u32(b, (uint32_t)(int32_t)v);
     } else {
-        tn__io_buf_byte(b, 0x8a);
-        tn__io_buf_byte(b, 8);
-        tn__io_buf_u64(b, (uint64_t)v);
+        tn__bytes_byte(b, 0x8a);
+        tn__bytes_byte(b, 8);
+        tn__bytes_u64(b, (uint64_t)v);
     }
 }
 
 /* cls.__new__(cls). */
-static void p_new(struct tn_io_buf *b, const char *cls)
+static void p_new(struct tn__bytes *b, const char *cls)
 {
     p_global(b, "torch.distributed.checkpoint.metadata", cls);
-    tn__io_buf_put(b, ")\x81", 2); /* EMPTY_TUPLE NEWOBJ */
+    tn__bytes_put(b, ")\x81", 2); /* EMPTY_TUPLE NEWOBJ */
 }
 
 /* cls.__new__(cls) then BUILD with the dict that follows (caller ends it
  * with p_obj_end). */
-static void p_obj(struct tn_io_buf *b, const char *cls)
+static void p_obj(struct tn__bytes *b, const char *cls)
 {
     p_new(b, cls);
-    tn__io_buf_put(b, "}(", 2); /* EMPTY_DICT MARK */
+    tn__bytes_put(b, "}(", 2); /* EMPTY_DICT MARK */
 }
 
 /* Closes p_obj: SETITEMS then BUILD. */
-static void p_obj_end(struct tn_io_buf *b) { tn__io_buf_put(b, "ub", 2); } /* SETITEMS BUILD */
+static void p_obj_end(struct tn__bytes *b) { tn__bytes_put(b, "ub", 2); } /* SETITEMS BUILD */
 
 /* Pickles torch.Size(a) for the integer array a (our own JSON, trusted):
  * GLOBAL torch Size, the sizes as a tuple inside the argument tuple, REDUCE. */
-static void p_size(struct tn_io_buf *b, json_t *a)
+static void p_size(struct tn__bytes *b, json_t *a)
 {
     p_global(b, "torch", "Size");
-    tn__io_buf_put(b, "((", 2);
+    tn__bytes_put(b, "((", 2);
     for (size_t i = 0; i < json_array_size(a); i++)
         p_int(b, json_integer_value(json_array_get(a, i)));
-    tn__io_buf_put(b, "ttR", 3); /* TUPLE, TUPLE (the argument tuple), REDUCE */
+    tn__bytes_put(b, "ttR", 3); /* TUPLE, TUPLE (the argument tuple), REDUCE */
 }
 
 /* One key: its description and its chunks (entries of the ranks' files). */
@@ -462,24 +462,24 @@ struct key {
 
 /* TensorStorageMetadata for key k (properties, global size, every chunk)
  * from its first rank description; the descriptions were checked to agree. */
-static void p_tensor_md(struct tn_io_buf *b, const struct key *k)
+static void p_tensor_md(struct tn__bytes *b, const struct key *k)
 {
     json_t *e = k->first;
     p_obj(b, "TensorStorageMetadata");
     p_str(b, "properties");
     p_new(b, "TensorProperties"); /* its state: a tuple for __setstate__ */
-    tn__io_buf_byte(b, '(');
+    tn__bytes_byte(b, '(');
     p_global(b, "torch", json_string_value(json_object_get(e, "dtype")));
     p_global(b, "torch.serialization", "_get_layout");
     p_str(b, "torch.strided");
-    tn__io_buf_put(b, "\x85R\x89", 3); /* TUPLE1 REDUCE False (requires_grad) */
+    tn__bytes_put(b, "\x85R\x89", 3); /* TUPLE1 REDUCE False (requires_grad) */
     p_global(b, "torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING");
     p_int(b, 0);
-    tn__io_buf_put(b, "\x85R\x89tb", 5); /* TUPLE1 REDUCE False(pin) TUPLE BUILD */
+    tn__bytes_put(b, "\x85R\x89tb", 5); /* TUPLE1 REDUCE False(pin) TUPLE BUILD */
     p_str(b, "size");
     p_size(b, json_object_get(e, "size"));
     p_str(b, "chunks");
-    tn__io_buf_put(b, "](", 2);
+    tn__bytes_put(b, "](", 2);
     for (size_t c = 0; c < k->n; c++) {
         p_obj(b, "ChunkStorageMetadata");
         p_str(b, "offsets");
@@ -488,13 +488,13 @@ static void p_tensor_md(struct tn_io_buf *b, const struct key *k)
         p_size(b, json_object_get(k->chunks[c], "sizes"));
         p_obj_end(b);
     }
-    tn__io_buf_byte(b, 'e'); /* APPENDS */
+    tn__bytes_byte(b, 'e'); /* APPENDS */
     p_obj_end(b);
 }
 
 /* One MetadataIndex(fqn, offset, index) -> _StorageInfo entry of
  * storage_data for chunk `index` of `fqn` described by e. */
-static void p_storage(struct tn_io_buf *b, const char *fqn, json_t *e, bool tensor, size_t index)
+static void p_storage(struct tn__bytes *b, const char *fqn, json_t *e, bool tensor, size_t index)
 {
     p_obj(b, "MetadataIndex");
     p_str(b, "fqn");
@@ -503,15 +503,15 @@ static void p_storage(struct tn_io_buf *b, const char *fqn, json_t *e, bool tens
     if (tensor)
         p_size(b, json_object_get(e, "offsets"));
     else
-        tn__io_buf_byte(b, 'N');
+        tn__bytes_byte(b, 'N');
     p_str(b, "index");
     if (tensor)
         p_int(b, (int64_t)index);
     else
-        tn__io_buf_byte(b, 'N');
+        tn__bytes_byte(b, 'N');
     p_obj_end(b);
     p_global(b, "torch.distributed.checkpoint.filesystem", "_StorageInfo");
-    tn__io_buf_put(b, ")\x81}(", 4);
+    tn__bytes_put(b, ")\x81}(", 4);
     p_str(b, "relative_path");
     p_str(b, json_string_value(json_object_get(e, "file")));
     p_str(b, "offset");
@@ -519,7 +519,7 @@ static void p_storage(struct tn_io_buf *b, const char *fqn, json_t *e, bool tens
     p_str(b, "length");
     p_int(b, json_integer_value(json_object_get(e, "length")));
     p_str(b, "transform_descriptors");
-    tn__io_buf_byte(b, 'N');
+    tn__bytes_byte(b, 'N');
     p_obj_end(b);
 }
 
@@ -530,7 +530,7 @@ static bool same_json_dims(json_t *a, json_t *b)
 }
 
 /* Reads the ranks' descriptions and writes .metadata's pickle into b. */
-static int metadata(const char *tmp, int world, struct tn_io_buf *b, json_t **descs)
+static int metadata(const char *tmp, int world, struct tn__bytes *b, json_t **descs)
 {
     struct key *keys = NULL;
     size_t nk = 0, capk = 0;
@@ -589,10 +589,10 @@ static int metadata(const char *tmp, int world, struct tn_io_buf *b, json_t **de
         }
     }
     if (!rc) {
-        tn__io_buf_put(b, "\x80\x02", 2);
+        tn__bytes_put(b, "\x80\x02", 2);
         p_obj(b, "Metadata");
         p_str(b, "state_dict_metadata");
-        tn__io_buf_put(b, "}(", 2);
+        tn__bytes_put(b, "}(", 2);
         for (size_t i = 0; i < nk; i++) {
             p_str(b, keys[i].fqn);
             if (json_object_get(keys[i].first, "dtype")) {
@@ -601,12 +601,12 @@ static int metadata(const char *tmp, int world, struct tn_io_buf *b, json_t **de
                 p_new(b, "BytesStorageMetadata");
             }
         }
-        tn__io_buf_byte(b, 'u');
+        tn__bytes_byte(b, 'u');
         p_str(b, "planner_data");
-        tn__io_buf_put(b, "}(", 2);
+        tn__bytes_put(b, "}(", 2);
         for (size_t i = 0; i < nk; i++) {
             p_str(b, keys[i].fqn);
-            tn__io_buf_byte(b, '(');
+            tn__bytes_byte(b, '(');
             size_t j;
             json_t *x;
             json_array_foreach(json_object_get(keys[i].first, "path"), j, x) {
@@ -615,11 +615,11 @@ static int metadata(const char *tmp, int world, struct tn_io_buf *b, json_t **de
                 else
                     p_str(b, json_string_value(x));
             }
-            tn__io_buf_byte(b, 't');
+            tn__bytes_byte(b, 't');
         }
-        tn__io_buf_byte(b, 'u');
+        tn__bytes_byte(b, 'u');
         p_str(b, "storage_data");
-        tn__io_buf_put(b, "}(", 2);
+        tn__bytes_put(b, "}(", 2);
         for (size_t i = 0; i < nk; i++) {
             if (json_object_get(keys[i].first, "dtype"))
                 for (size_t c = 0; c < keys[i].n; c++)
@@ -627,13 +627,13 @@ static int metadata(const char *tmp, int world, struct tn_io_buf *b, json_t **de
             else
                 p_storage(b, keys[i].fqn, keys[i].first, false, 0);
         }
-        tn__io_buf_byte(b, 'u');
+        tn__bytes_byte(b, 'u');
         p_str(b, "storage_meta");
-        tn__io_buf_byte(b, 'N');
+        tn__bytes_byte(b, 'N');
         p_str(b, "version");
         p_str(b, "1.0.0");
         p_obj_end(b);
-        tn__io_buf_byte(b, '.');
+        tn__bytes_byte(b, '.');
         if (b->failed)
             rc = tn_set_error(TN_ENOMEM, "out of memory");
     }
@@ -673,7 +673,7 @@ static int sync_parent(const char *dir)
 int tn__dcp_finish(const char *tmp, const char *dir, int world, bool keep_old)
 {
     json_t **descs = calloc((size_t)world, sizeof *descs);
-    struct tn_io_buf b = {0};
+    struct tn__bytes b = {0};
     if (!descs)
         return tn_set_error(TN_ENOMEM, "out of memory");
     int rc = metadata(tmp, world, &b, descs);
@@ -788,17 +788,17 @@ static int flatten(struct flat *fl, const struct tn_value *v, struct tn_value *p
         if (!p || !q)
             return tn_set_error(TN_ENOMEM, "out of memory");
     }
-    struct tn_io_buf fqn = {0};
+    struct tn__bytes fqn = {0};
     for (size_t j = 0; j < path->v.seq.n; j++) {
         const struct tn_value *k = path->v.seq.items[j];
         if (j)
-            tn__io_buf_byte(&fqn, '.');
+            tn__bytes_byte(&fqn, '.');
         if (k->kind == TN_VALUE_INT)
-            tn__io_buf_printf(&fqn, "%lld", (long long)k->v.i);
+            tn__bytes_printf(&fqn, "%lld", (long long)k->v.i);
         else
-            tn__io_buf_put(&fqn, k->v.str.s, k->v.str.len);
+            tn__bytes_put(&fqn, k->v.str.s, k->v.str.len);
     }
-    tn__io_buf_byte(&fqn, 0);
+    tn__bytes_byte(&fqn, 0);
     if (fqn.failed)
         return tn_set_error(TN_ENOMEM, "out of memory");
     struct part *p = &fl->p[fl->n];

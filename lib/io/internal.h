@@ -102,19 +102,6 @@ struct tn_value *tn__st_load_map(struct tn_io_map *m, const char *path, struct t
 struct tn_value *tn__legacy_load(struct tn_io_map *m, const char *label,
                                  const struct tn_load_options *opts);
 
-/* A growable byte buffer. */
-struct tn_io_buf {
-    unsigned char *data;
-    size_t len, cap;
-    int failed; /* an allocation failed: every later put is ignored */
-};
-void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n);
-void tn__io_buf_byte(struct tn_io_buf *b, unsigned char c);
-void tn__io_buf_u16(struct tn_io_buf *b, uint16_t v);
-void tn__io_buf_u32(struct tn_io_buf *b, uint32_t v);
-void tn__io_buf_u64(struct tn_io_buf *b, uint64_t v);
-void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* ------------------------------------------------------------ pickle ops */
 
 /* Pickle opcodes (protocols 0-5): the one table of name, byte and the
@@ -226,7 +213,7 @@ struct tn_pickle_storages {
  * _rebuild_tensor_v2 and Parameters as _rebuild_parameter).  Appends to
  * `out` and fills `st` (which the caller frees with free() on s and dtype;
  * the storages are borrowed from the tensors).  Returns 0 or an error. */
-int tn__pickle_dump(const struct tn_value *v, struct tn_io_buf *out, struct tn_pickle_storages *st);
+int tn__pickle_dump(const struct tn_value *v, struct tn__bytes *out, struct tn_pickle_storages *st);
 
 /* ------------------------------------------------------- pickle machine */
 

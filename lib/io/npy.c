@@ -218,30 +218,30 @@ struct tn_tensor *tn_npy_parse(const void *data, size_t len, const char *label)
 /* The .npy header (format 1.0, C order, padded as numpy pads it so the
  * data starts 64-aligned) of the contiguous c into *o. 0, or TN_EDTYPE for
  * a dtype numpy lacks, or TN_ENOMEM (o freed). */
-static int npy_header_bytes(const struct tn_tensor *c, struct tn_io_buf *o)
+static int npy_header_bytes(const struct tn_tensor *c, struct tn__bytes *o)
 {
     const char *descr = tn_dtype_info(c->dtype)->numpy;
     if (!descr)
         return tn_set_error(TN_EDTYPE, "numpy has no %s dtype", tn_dtype_name(c->dtype));
-    struct tn_io_buf h = {0};
-    tn__io_buf_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    struct tn__bytes h = {0};
+    tn__bytes_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < c->ndim; d++)
-        tn__io_buf_printf(&h, d + 1 == c->ndim && c->ndim == 1 ? "%lld," : d + 1 < c->ndim ? "%lld, " : "%lld",
+        tn__bytes_printf(&h, d + 1 == c->ndim && c->ndim == 1 ? "%lld," : d + 1 < c->ndim ? "%lld, " : "%lld",
                           (long long)c->sizes[d]);
-    tn__io_buf_printf(&h, "), }");
+    tn__bytes_printf(&h, "), }");
     /* numpy pads with spaces and a newline so the data starts 64-aligned. */
     size_t total = 10 + h.len + 1;
     size_t pad = (64 - total % 64) % 64;
     for (size_t i = 0; i < pad; i++)
-        tn__io_buf_byte(&h, ' ');
-    tn__io_buf_byte(&h, '\n');
-    tn__io_buf_put(o, "\x93NUMPY\x01\x00", 8);
-    tn__io_buf_u16(o, (uint16_t)h.len);
-    tn__io_buf_put(o, h.data, h.len);
+        tn__bytes_byte(&h, ' ');
+    tn__bytes_byte(&h, '\n');
+    tn__bytes_put(o, "\x93NUMPY\x01\x00", 8);
+    tn__bytes_u16(o, (uint16_t)h.len);
+    tn__bytes_put(o, h.data, h.len);
     free(h.data);
     if (o->failed || h.failed || h.len > 0xFFFF) {
         free(o->data);
-        *o = (struct tn_io_buf){0};
+        *o = (struct tn__bytes){0};
         return tn_set_error(TN_ENOMEM, "out of memory encoding .npy");
     }
     return 0;
@@ -257,10 +257,10 @@ int tn_npy_encode(const struct tn_tensor *t, void **out, size_t *len)
     struct tn_tensor *c = tn_contiguous(t);
     if (!c)
         return tn_last_status();
-    struct tn_io_buf o = {0};
+    struct tn__bytes o = {0};
     int rc = npy_header_bytes(c, &o);
     if (rc == 0) {
-        tn__io_buf_put(&o, tn_data(c), tn_nbytes(c));
+        tn__bytes_put(&o, tn_data(c), tn_nbytes(c));
         if (o.failed) {
             free(o.data);
             rc = tn_set_error(TN_ENOMEM, "out of memory encoding .npy");
@@ -315,7 +315,7 @@ int tn_npy_write(const char *path, const struct tn_tensor *t, bool sync)
     struct tn_tensor *c = tn_contiguous(t);
     if (!c)
         return tn_error_prefix("%s", path);
-    struct tn_io_buf h = {0};
+    struct tn__bytes h = {0};
     if (npy_header_bytes(c, &h) < 0) {
         tn_release(c);
         return tn_error_prefix("%s", path);

@@ -311,7 +311,7 @@ static int memo_put(struct memo *m, const void *k, uint32_t v)
 }
 
 struct writer {
-    struct tn_io_buf *out;
+    struct tn__bytes *out;
     struct memo memo;
     uint32_t next; /* the next memo index (len(memo)) */
     struct tn_pickle_storages *st;
@@ -331,11 +331,11 @@ static uint32_t put_fresh(struct writer *w)
 {
     uint32_t idx = w->next++;
     if (idx < 256) {
-        tn__io_buf_byte(w->out, TN_OP_BINPUT);
-        tn__io_buf_byte(w->out, (unsigned char)idx);
+        tn__bytes_byte(w->out, TN_OP_BINPUT);
+        tn__bytes_byte(w->out, (unsigned char)idx);
     } else {
-        tn__io_buf_byte(w->out, TN_OP_LONG_BINPUT);
-        tn__io_buf_u32(w->out, idx);
+        tn__bytes_byte(w->out, TN_OP_LONG_BINPUT);
+        tn__bytes_u32(w->out, idx);
     }
     return idx;
 }
@@ -354,11 +354,11 @@ static int try_get(struct writer *w, const void *key)
     if (idx < 0)
         return 0;
     if (idx < 256) {
-        tn__io_buf_byte(w->out, TN_OP_BINGET);
-        tn__io_buf_byte(w->out, (unsigned char)idx);
+        tn__bytes_byte(w->out, TN_OP_BINGET);
+        tn__bytes_byte(w->out, (unsigned char)idx);
     } else {
-        tn__io_buf_byte(w->out, TN_OP_LONG_BINGET);
-        tn__io_buf_u32(w->out, (uint32_t)idx);
+        tn__bytes_byte(w->out, TN_OP_LONG_BINGET);
+        tn__bytes_u32(w->out, (uint32_t)idx);
     }
     return 1;
 }
@@ -369,8 +369,8 @@ static int save_global(struct writer *w, const void *key, const char *module, co
 {
     if (try_get(w, key))
         return 0;
-    tn__io_buf_byte(w->out, TN_OP_GLOBAL);
-    tn__io_buf_printf(w->out, "%s\n%s\n", module, name);
+    tn__bytes_byte(w->out, TN_OP_GLOBAL);
+    tn__bytes_printf(w->out, "%s\n%s\n", module, name);
     return put_memo(w, key);
 }
 
@@ -379,14 +379,14 @@ static int save_global(struct writer *w, const void *key, const char *module, co
 static void save_int(struct writer *w, int64_t x)
 {
     if (x >= 0 && x < 256) {
-        tn__io_buf_byte(w->out, TN_OP_BININT1);
-        tn__io_buf_byte(w->out, (unsigned char)x);
+        tn__bytes_byte(w->out, TN_OP_BININT1);
+        tn__bytes_byte(w->out, (unsigned char)x);
     } else if (x >= 0 && x < 65536) {
-        tn__io_buf_byte(w->out, TN_OP_BININT2);
-        tn__io_buf_u16(w->out, (uint16_t)x);
+        tn__bytes_byte(w->out, TN_OP_BININT2);
+        tn__bytes_u16(w->out, (uint16_t)x);
     } else if (x >= INT32_MIN && x <= INT32_MAX) {
-        tn__io_buf_byte(w->out, TN_OP_BININT);
-        tn__io_buf_u32(w->out, (uint32_t)(int32_t)x);
+        tn__bytes_byte(w->out, TN_OP_BININT);
+        tn__bytes_u32(w->out, (uint32_t)(int32_t)x);
     } else {
         /* pickle's encode_long: the fewest two's complement bytes. */
         unsigned char b[8];
@@ -396,9 +396,9 @@ static void save_int(struct writer *w, int64_t x)
         int n = 8;
         while (n > 1 && b[n - 1] == (x < 0 ? 0xff : 0) && ((b[n - 2] & 0x80) != 0) == (x < 0))
             n--;
-        tn__io_buf_byte(w->out, TN_OP_LONG1);
-        tn__io_buf_byte(w->out, (unsigned char)n);
-        tn__io_buf_put(w->out, b, (size_t)n);
+        tn__bytes_byte(w->out, TN_OP_LONG1);
+        tn__bytes_byte(w->out, (unsigned char)n);
+        tn__bytes_put(w->out, b, (size_t)n);
     }
 }
 
@@ -412,9 +412,9 @@ static int save_str_key(struct writer *w, const void *key, const char *s, size_t
         return 0;
     if (n > UINT32_MAX)
         return tn_set_error(TN_EINVAL, "a string of %zu bytes is too long to pickle", n);
-    tn__io_buf_byte(w->out, TN_OP_BINUNICODE);
-    tn__io_buf_u32(w->out, (uint32_t)n);
-    tn__io_buf_put(w->out, s, n);
+    tn__bytes_byte(w->out, TN_OP_BINUNICODE);
+    tn__bytes_u32(w->out, (uint32_t)n);
+    tn__bytes_put(w->out, s, n);
     return put_memo(w, k);
 }
 
@@ -427,11 +427,11 @@ static int save_items(struct writer *w, const struct tn_value *d)
     for (size_t b = 0; b < n; b += 1000) {
         size_t k = n - b < 1000 ? n - b : 1000;
         if (k > 1)
-            tn__io_buf_byte(w->out, TN_OP_MARK);
+            tn__bytes_byte(w->out, TN_OP_MARK);
         for (size_t i = b; i < b + k; i++)
             if (save(w, d->v.dict.keys[i]) < 0 || save(w, d->v.dict.vals[i]) < 0)
                 return tn_last_status();
-        tn__io_buf_byte(w->out, k > 1 ? TN_OP_SETITEMS : TN_OP_SETITEM);
+        tn__bytes_byte(w->out, k > 1 ? TN_OP_SETITEMS : TN_OP_SETITEM);
     }
     return 0;
 }
@@ -442,8 +442,8 @@ static int save_empty_odict(struct writer *w)
 {
     if (save_global(w, &k_odict, "collections", "OrderedDict") < 0)
         return tn_last_status();
-    tn__io_buf_byte(w->out, TN_OP_EMPTY_TUPLE);
-    tn__io_buf_byte(w->out, TN_OP_REDUCE);
+    tn__bytes_byte(w->out, TN_OP_EMPTY_TUPLE);
+    tn__bytes_byte(w->out, TN_OP_REDUCE);
     /* A fresh object: memoized under a key nothing else has. */
     put_fresh(w);
     return 0;
@@ -453,14 +453,14 @@ static int save_empty_odict(struct writer *w)
 static int save_int_tuple(struct writer *w, const int64_t *x, int n)
 {
     if (n == 0) {
-        tn__io_buf_byte(w->out, TN_OP_EMPTY_TUPLE);
+        tn__bytes_byte(w->out, TN_OP_EMPTY_TUPLE);
         return 0;
     }
     if (n > 3)
-        tn__io_buf_byte(w->out, TN_OP_MARK);
+        tn__bytes_byte(w->out, TN_OP_MARK);
     for (int i = 0; i < n; i++)
         save_int(w, x[i]);
-    tn__io_buf_byte(w->out, n == 1 ? TN_OP_TUPLE1 : n == 2 ? TN_OP_TUPLE2 : n == 3 ? TN_OP_TUPLE3
+    tn__bytes_byte(w->out, n == 1 ? TN_OP_TUPLE1 : n == 2 ? TN_OP_TUPLE2 : n == 3 ? TN_OP_TUPLE3
                                                                                : TN_OP_TUPLE);
     put_fresh(w);
     return 0;
@@ -500,7 +500,7 @@ static int save_storage(struct writer *w, const struct tn_tensor *t)
     const struct tn_dtype_info *di = tn_dtype_info(t->dtype);
     /* dtypes without a storage class go as an untyped storage of bytes */
     size_t esize = di->storage_class ? di->size : 1;
-    tn__io_buf_byte(w->out, TN_OP_MARK);
+    tn__bytes_byte(w->out, TN_OP_MARK);
     if (save_str_key(w, &k_storage_str, "storage", 7) < 0 ||
         (di->storage_class
              ? save_global(w, &k_storage_class[t->dtype], "torch", di->storage_class)
@@ -513,9 +513,9 @@ static int save_storage(struct writer *w, const struct tn_tensor *t)
         save_str_key(w, &k_cpu_str, "cpu", 3) < 0)
         return tn_last_status();
     save_int(w, (int64_t)(s->nbytes / esize));
-    tn__io_buf_byte(w->out, TN_OP_TUPLE);
+    tn__bytes_byte(w->out, TN_OP_TUPLE);
     put_fresh(w);
-    tn__io_buf_byte(w->out, TN_OP_BINPERSID);
+    tn__bytes_byte(w->out, TN_OP_BINPERSID);
     return 0;
 }
 
@@ -530,19 +530,19 @@ static int save_plain_tensor(struct writer *w, const struct tn_tensor *t, bool r
     if (save_global(w, v3 ? &k_rebuild_v3 : &k_rebuild_v2, "torch._utils",
                     v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2") < 0)
         return tn_last_status();
-    tn__io_buf_byte(w->out, TN_OP_MARK);
+    tn__bytes_byte(w->out, TN_OP_MARK);
     if (save_storage(w, t) < 0)
         return tn_last_status();
     save_int(w, t->offset);
     save_int_tuple(w, t->sizes, t->ndim);
     save_int_tuple(w, t->strides, t->ndim);
-    tn__io_buf_byte(w->out, requires_grad ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
+    tn__bytes_byte(w->out, requires_grad ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
     if (save_empty_odict(w) < 0 ||
         (v3 && save_global(w, &k_dtype_global[t->dtype], "torch", tn_dtype_name(t->dtype)) < 0))
         return tn_last_status();
-    tn__io_buf_byte(w->out, TN_OP_TUPLE);
+    tn__bytes_byte(w->out, TN_OP_TUPLE);
     put_fresh(w);
-    tn__io_buf_byte(w->out, TN_OP_REDUCE);
+    tn__bytes_byte(w->out, TN_OP_REDUCE);
     return 0;
 }
 
@@ -560,12 +560,12 @@ static int save_tensor(struct writer *w, const struct tn_tensor *t)
         if (save_plain_tensor(w, t, false) < 0)
             return tn_last_status();
         put_fresh(w); /* self.data: a fresh tensor object */
-        tn__io_buf_byte(w->out, t->requires_grad ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
+        tn__bytes_byte(w->out, t->requires_grad ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
         if (save_empty_odict(w) < 0)
             return tn_last_status();
-        tn__io_buf_byte(w->out, TN_OP_TUPLE3);
+        tn__bytes_byte(w->out, TN_OP_TUPLE3);
         put_fresh(w);
-        tn__io_buf_byte(w->out, TN_OP_REDUCE);
+        tn__bytes_byte(w->out, TN_OP_REDUCE);
         return put_memo(w, t);
     }
     if (save_plain_tensor(w, t, t->requires_grad) < 0)
@@ -585,10 +585,10 @@ static int save(struct writer *w, const struct tn_value *v)
     int rc = 0;
     switch (v->kind) {
     case TN_VALUE_NONE:
-        tn__io_buf_byte(w->out, TN_OP_NONE);
+        tn__bytes_byte(w->out, TN_OP_NONE);
         break;
     case TN_VALUE_BOOL:
-        tn__io_buf_byte(w->out, v->v.b ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
+        tn__bytes_byte(w->out, v->v.b ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);
         break;
     case TN_VALUE_INT:
         save_int(w, v->v.i);
@@ -596,9 +596,9 @@ static int save(struct writer *w, const struct tn_value *v)
     case TN_VALUE_FLOAT: {
         uint64_t bits;
         memcpy(&bits, &v->v.f, 8);
-        tn__io_buf_byte(w->out, TN_OP_BINFLOAT);
+        tn__bytes_byte(w->out, TN_OP_BINFLOAT);
         for (int i = 7; i >= 0; i--)
-            tn__io_buf_byte(w->out, (unsigned char)(bits >> (8 * i)));
+            tn__bytes_byte(w->out, (unsigned char)(bits >> (8 * i)));
         break;
     }
     case TN_VALUE_STR:
@@ -607,18 +607,18 @@ static int save(struct writer *w, const struct tn_value *v)
     case TN_VALUE_TUPLE: {
         size_t n = v->v.seq.n;
         if (n == 0) {
-            tn__io_buf_byte(w->out, TN_OP_EMPTY_TUPLE);
+            tn__bytes_byte(w->out, TN_OP_EMPTY_TUPLE);
             break;
         }
         if (try_get(w, v))
             break;
         if (n > 3)
-            tn__io_buf_byte(w->out, TN_OP_MARK);
+            tn__bytes_byte(w->out, TN_OP_MARK);
         for (size_t i = 0; i < n && !rc; i++)
             rc = save(w, v->v.seq.items[i]);
         if (rc)
             break;
-        tn__io_buf_byte(w->out, n == 1 ? TN_OP_TUPLE1 : n == 2 ? TN_OP_TUPLE2 : n == 3 ? TN_OP_TUPLE3
+        tn__bytes_byte(w->out, n == 1 ? TN_OP_TUPLE1 : n == 2 ? TN_OP_TUPLE2 : n == 3 ? TN_OP_TUPLE3
                                                                                    : TN_OP_TUPLE);
         rc = put_memo(w, v);
         break;
@@ -626,24 +626,24 @@ static int save(struct writer *w, const struct tn_value *v)
     case TN_VALUE_LIST: {
         if (try_get(w, v))
             break;
-        tn__io_buf_byte(w->out, TN_OP_EMPTY_LIST);
+        tn__bytes_byte(w->out, TN_OP_EMPTY_LIST);
         if ((rc = put_memo(w, v)) < 0)
             break;
         size_t n = v->v.seq.n;
         for (size_t b = 0; b < n && !rc; b += 1000) {
             size_t k = n - b < 1000 ? n - b : 1000;
             if (k > 1)
-                tn__io_buf_byte(w->out, TN_OP_MARK);
+                tn__bytes_byte(w->out, TN_OP_MARK);
             for (size_t i = b; i < b + k && !rc; i++)
                 rc = save(w, v->v.seq.items[i]);
-            tn__io_buf_byte(w->out, k > 1 ? TN_OP_APPENDS : TN_OP_APPEND);
+            tn__bytes_byte(w->out, k > 1 ? TN_OP_APPENDS : TN_OP_APPEND);
         }
         break;
     }
     case TN_VALUE_DICT:
         if (try_get(w, v))
             break;
-        tn__io_buf_byte(w->out, TN_OP_EMPTY_DICT);
+        tn__bytes_byte(w->out, TN_OP_EMPTY_DICT);
         if ((rc = put_memo(w, v)) == 0)
             rc = save_items(w, v);
         break;
@@ -652,13 +652,13 @@ static int save(struct writer *w, const struct tn_value *v)
             break;
         if ((rc = save_global(w, &k_odict, "collections", "OrderedDict")) < 0)
             break;
-        tn__io_buf_byte(w->out, TN_OP_EMPTY_TUPLE);
-        tn__io_buf_byte(w->out, TN_OP_REDUCE);
+        tn__bytes_byte(w->out, TN_OP_EMPTY_TUPLE);
+        tn__bytes_byte(w->out, TN_OP_REDUCE);
         if ((rc = put_memo(w, v)) < 0 || (rc = save_items(w, v)) < 0)
             break;
         if (v->v.dict.attrs && v->v.dict.attrs->v.dict.n) {
             if ((rc = save(w, v->v.dict.attrs)) == 0)
-                tn__io_buf_byte(w->out, TN_OP_BUILD);
+                tn__bytes_byte(w->out, TN_OP_BUILD);
         }
         break;
     case TN_VALUE_TENSOR:
@@ -696,14 +696,14 @@ static int save(struct writer *w, const struct tn_value *v)
 /* Pickles v as torch.save does (io/internal.h): appends protocol 2 bytes to
  * out and the storages met to st (caller frees st's arrays; the storages stay
  * borrowed from v's tensors). 0 or an error. */
-int tn__pickle_dump(const struct tn_value *v, struct tn_io_buf *out, struct tn_pickle_storages *st)
+int tn__pickle_dump(const struct tn_value *v, struct tn__bytes *out, struct tn_pickle_storages *st)
 {
     struct writer w = {.out = out, .st = st};
-    tn__io_buf_byte(out, TN_OP_PROTO);
-    tn__io_buf_byte(out, 2);
+    tn__bytes_byte(out, TN_OP_PROTO);
+    tn__bytes_byte(out, 2);
     int rc = save(&w, v);
     if (rc == 0) {
-        tn__io_buf_byte(out, TN_OP_STOP);
+        tn__bytes_byte(out, TN_OP_STOP);
         if (out->failed)
             rc = tn_set_error(TN_ENOMEM, "out of memory pickling");
     }

@@ -530,16 +530,16 @@ static struct tn_value *rebuild_parameter(struct machine *m, const struct tn_val
 
 /* Python's repr of a value, at most about 1,000 bytes, for the text of
  * an opaque value. */
-static void repr(struct tn_io_buf *b, const struct tn_value *v, int depth)
+static void repr(struct tn__bytes *b, const struct tn_value *v, int depth)
 {
     if (b->len > 1000 || depth > 20) {
-        tn__io_buf_printf(b, "...");
+        tn__bytes_printf(b, "...");
         return;
     }
     switch (v->kind) {
-    case TN_VALUE_NONE: tn__io_buf_printf(b, "None"); break;
-    case TN_VALUE_BOOL: tn__io_buf_printf(b, v->v.b ? "True" : "False"); break;
-    case TN_VALUE_INT: tn__io_buf_printf(b, "%lld", (long long)v->v.i); break;
+    case TN_VALUE_NONE: tn__bytes_printf(b, "None"); break;
+    case TN_VALUE_BOOL: tn__bytes_printf(b, v->v.b ? "True" : "False"); break;
+    case TN_VALUE_INT: tn__bytes_printf(b, "%lld", (long long)v->v.i); break;
     case TN_VALUE_FLOAT: {
         char t[40];
         for (int prec = 1; prec <= 17; prec++) {
@@ -547,147 +547,147 @@ static void repr(struct tn_io_buf *b, const struct tn_value *v, int depth)
             if (strtod(t, NULL) == v->v.f)
                 break;
         }
-        tn__io_buf_printf(b, "%s%s", t, strpbrk(t, ".eEni") ? "" : ".0");
+        tn__bytes_printf(b, "%s%s", t, strpbrk(t, ".eEni") ? "" : ".0");
         break;
     }
     case TN_VALUE_STR:
-        tn__io_buf_byte(b, '\'');
+        tn__bytes_byte(b, '\'');
         for (size_t i = 0; i < v->v.str.len; i++) {
             unsigned char c = (unsigned char)v->v.str.s[i];
             if (c == '\'' || c == '\\')
-                tn__io_buf_printf(b, "\\%c", c);
+                tn__bytes_printf(b, "\\%c", c);
             else if (c < 0x20 || c == 0x7f)
-                tn__io_buf_printf(b, "\\x%02x", c);
+                tn__bytes_printf(b, "\\x%02x", c);
             else
-                tn__io_buf_byte(b, c);
+                tn__bytes_byte(b, c);
         }
-        tn__io_buf_byte(b, '\'');
+        tn__bytes_byte(b, '\'');
         break;
     case TN_VALUE_TUPLE:
     case TN_VALUE_LIST:
-        tn__io_buf_byte(b, v->kind == TN_VALUE_TUPLE ? '(' : '[');
+        tn__bytes_byte(b, v->kind == TN_VALUE_TUPLE ? '(' : '[');
         for (size_t i = 0; i < v->v.seq.n; i++) {
             if (i)
-                tn__io_buf_printf(b, ", ");
+                tn__bytes_printf(b, ", ");
             repr(b, v->v.seq.items[i], depth + 1);
         }
         if (v->kind == TN_VALUE_TUPLE && v->v.seq.n == 1)
-            tn__io_buf_byte(b, ',');
-        tn__io_buf_byte(b, v->kind == TN_VALUE_TUPLE ? ')' : ']');
+            tn__bytes_byte(b, ',');
+        tn__bytes_byte(b, v->kind == TN_VALUE_TUPLE ? ')' : ']');
         break;
     case TN_VALUE_DICT:
     case TN_VALUE_ODICT:
-        tn__io_buf_byte(b, '{');
+        tn__bytes_byte(b, '{');
         for (size_t i = 0; i < v->v.dict.n; i++) {
             if (i)
-                tn__io_buf_printf(b, ", ");
+                tn__bytes_printf(b, ", ");
             repr(b, v->v.dict.keys[i], depth + 1);
-            tn__io_buf_printf(b, ": ");
+            tn__bytes_printf(b, ": ");
             repr(b, v->v.dict.vals[i], depth + 1);
         }
-        tn__io_buf_byte(b, '}');
+        tn__bytes_byte(b, '}');
         break;
     case TN_VALUE_TENSOR: {
         char shape[256];
-        tn__io_buf_printf(b, "tensor(%s %s)", tn_dtype_name(v->v.tensor->dtype),
+        tn__bytes_printf(b, "tensor(%s %s)", tn_dtype_name(v->v.tensor->dtype),
                           tn_shape_format(v->v.tensor->sizes, v->v.tensor->ndim, shape, sizeof shape));
         break;
     }
     case TN_VALUE_GLOBAL:
-    case TN_VALUE_OPAQUE: tn__io_buf_put(b, v->v.str.s, v->v.str.len); break;
-    default: tn__io_buf_printf(b, "<%s>", tn_value_kind_name(v->kind)); break;
+    case TN_VALUE_OPAQUE: tn__bytes_put(b, v->v.str.s, v->v.str.len); break;
+    default: tn__bytes_printf(b, "<%s>", tn_value_kind_name(v->kind)); break;
     }
 }
 
 /* bytes as Python shows them, from the latin-1 str that protocol 2 pickles
  * them as (each code point below 256, UTF-8 encoded). */
-static void repr_latin1(struct tn_io_buf *b, const struct tn_value *s)
+static void repr_latin1(struct tn__bytes *b, const struct tn_value *s)
 {
     /* Python quotes with ' unless the bytes hold a ' and no " */
     bool sq = memchr(s->v.str.s, '\'', s->v.str.len), dq = memchr(s->v.str.s, '"', s->v.str.len);
     char q = sq && !dq ? '"' : '\'';
-    tn__io_buf_byte(b, 'b');
-    tn__io_buf_byte(b, (unsigned char)q);
+    tn__bytes_byte(b, 'b');
+    tn__bytes_byte(b, (unsigned char)q);
     for (size_t i = 0; i < s->v.str.len; i++) {
         unsigned c = (unsigned char)s->v.str.s[i];
         if ((c & 0xe0) == 0xc0 && i + 1 < s->v.str.len)
             c = (c & 0x1f) << 6 | ((unsigned char)s->v.str.s[++i] & 0x3f);
         if (c == (unsigned char)q || c == '\\')
-            tn__io_buf_printf(b, "\\%c", c);
+            tn__bytes_printf(b, "\\%c", c);
         else if (c == '\t' || c == '\n' || c == '\r')
-            tn__io_buf_printf(b, "\\%c", c == '\t' ? 't' : c == '\n' ? 'n' : 'r');
+            tn__bytes_printf(b, "\\%c", c == '\t' ? 't' : c == '\n' ? 'n' : 'r');
         else if (c < 0x20 || c >= 0x7f)
-            tn__io_buf_printf(b, "\\x%02x", c & 0xff);
+            tn__bytes_printf(b, "\\x%02x", c & 0xff);
         else
-            tn__io_buf_byte(b, (unsigned char)c);
+            tn__bytes_byte(b, (unsigned char)c);
     }
-    tn__io_buf_byte(b, (unsigned char)q);
+    tn__bytes_byte(b, (unsigned char)q);
 }
 
 /* The opaque value a call to an allowed global makes when tensorkit cannot
  * rebuild it: shown as Python shows the result where that is simple. */
 static struct tn_value *opaque(const struct tn_value *fn, const struct tn_value *args)
 {
-    struct tn_io_buf b = {0};
+    struct tn__bytes b = {0};
     size_t n = args->v.seq.n;
     const struct tn_value *a0 = n ? args->v.seq.items[0] : NULL;
     if (global_is(fn, "torch.device") && n >= 1 && a0->kind == TN_VALUE_STR) {
         const char *colon = strchr(a0->v.str.s, ':');
-        tn__io_buf_printf(&b, "device(type='%.*s'",
+        tn__bytes_printf(&b, "device(type='%.*s'",
                           (int)(colon ? (size_t)(colon - a0->v.str.s) : a0->v.str.len), a0->v.str.s);
         if (colon)
-            tn__io_buf_printf(&b, ", index=%s", colon + 1);
+            tn__bytes_printf(&b, ", index=%s", colon + 1);
         else if (n == 2 && args->v.seq.items[1]->kind == TN_VALUE_INT)
-            tn__io_buf_printf(&b, ", index=%lld", (long long)args->v.seq.items[1]->v.i);
-        tn__io_buf_byte(&b, ')');
+            tn__bytes_printf(&b, ", index=%lld", (long long)args->v.seq.items[1]->v.i);
+        tn__bytes_byte(&b, ')');
     } else if (global_is(fn, "builtins.set") && n == 1 && a0->kind == TN_VALUE_LIST) {
         if (!a0->v.seq.n)
-            tn__io_buf_printf(&b, "set()");
+            tn__bytes_printf(&b, "set()");
         for (size_t i = 0; i < a0->v.seq.n; i++) {
-            tn__io_buf_printf(&b, i ? ", " : "{");
+            tn__bytes_printf(&b, i ? ", " : "{");
             repr(&b, a0->v.seq.items[i], 1);
         }
         if (a0->v.seq.n)
-            tn__io_buf_byte(&b, '}');
+            tn__bytes_byte(&b, '}');
     } else if (global_is(fn, "builtins.complex") && n == 2 &&
                (a0->kind == TN_VALUE_FLOAT || a0->kind == TN_VALUE_INT) &&
                args->v.seq.items[1]->kind == TN_VALUE_FLOAT) {
         double re = a0->kind == TN_VALUE_FLOAT ? a0->v.f : (double)a0->v.i;
         double im = args->v.seq.items[1]->v.f;
-        tn__io_buf_printf(&b, "(%.17g%s%.17gj)", re, im < 0 || signbit(im) ? "" : "+", im);
+        tn__bytes_printf(&b, "(%.17g%s%.17gj)", re, im < 0 || signbit(im) ? "" : "+", im);
     } else if (global_is(fn, "_codecs.encode") && n == 2 && a0->kind == TN_VALUE_STR) {
         repr_latin1(&b, a0);
     } else if (global_is(fn, "torch._utils._rebuild_qtensor") && n >= 5 &&
                a0->kind == TN_VALUE_STORAGE && a0->v.storage.quantized &&
                args->v.seq.items[2]->kind == TN_VALUE_TUPLE) {
         /* (storage, offset, size, stride, quantizer params, ...) */
-        tn__io_buf_printf(&b, "tensor(%s ", a0->v.storage.quantized);
+        tn__bytes_printf(&b, "tensor(%s ", a0->v.storage.quantized);
         const struct tn_value *size = args->v.seq.items[2];
         for (size_t i = 0; i < size->v.seq.n; i++) {
-            tn__io_buf_printf(&b, i ? ", " : "[");
+            tn__bytes_printf(&b, i ? ", " : "[");
             repr(&b, size->v.seq.items[i], 1);
         }
-        tn__io_buf_printf(&b, size->v.seq.n ? "], quantizer=" : "[], quantizer=");
+        tn__bytes_printf(&b, size->v.seq.n ? "], quantizer=" : "[], quantizer=");
         repr(&b, args->v.seq.items[4], 1);
-        tn__io_buf_byte(&b, ')');
+        tn__bytes_byte(&b, ')');
     } else if (global_is(fn, "builtins.bytearray") && n >= 1 &&
                (a0->kind == TN_VALUE_STR || (a0->kind == TN_VALUE_OPAQUE && a0->v.str.s[0] == 'b'))) {
-        tn__io_buf_printf(&b, "bytearray(");
+        tn__bytes_printf(&b, "bytearray(");
         if (a0->kind == TN_VALUE_STR)
             repr_latin1(&b, a0);
         else /* bytes, already b'...' */
-            tn__io_buf_put(&b, a0->v.str.s, a0->v.str.len);
-        tn__io_buf_byte(&b, ')');
+            tn__bytes_put(&b, a0->v.str.s, a0->v.str.len);
+        tn__bytes_byte(&b, ')');
     } else {
-        tn__io_buf_printf(&b, "%s(", fn->v.str.s);
+        tn__bytes_printf(&b, "%s(", fn->v.str.s);
         for (size_t i = 0; i < n; i++) {
             if (i)
-                tn__io_buf_printf(&b, ", ");
+                tn__bytes_printf(&b, ", ");
             repr(&b, args->v.seq.items[i], 1);
         }
-        tn__io_buf_byte(&b, ')');
+        tn__bytes_byte(&b, ')');
     }
-    tn__io_buf_byte(&b, 0);
+    tn__bytes_byte(&b, 0);
     struct tn_value *r = b.failed ? NULL : tn_value_str((const char *)b.data);
     free(b.data);
     if (!r)
@@ -783,15 +783,15 @@ static struct tn_value *dcp_reduce(struct machine *m, const struct tn_value *fn,
         a[0]->kind == TN_VALUE_INT)
         return tn_value_retain(a[0]);
     if (!strncmp(f, "pathlib.", 8)) {
-        struct tn_io_buf b = {0};
+        struct tn__bytes b = {0};
         for (size_t i = 0; i < n; i++) {
             if (a[i]->kind != TN_VALUE_STR) {
                 free(b.data);
                 break;
             }
             if (i)
-                tn__io_buf_byte(&b, '/');
-            tn__io_buf_put(&b, a[i]->v.str.s, a[i]->v.str.len);
+                tn__bytes_byte(&b, '/');
+            tn__bytes_put(&b, a[i]->v.str.s, a[i]->v.str.len);
             if (i + 1 == n) {
                 struct tn_value *r = b.failed ? NULL : tn_value_str_n((const char *)b.data, b.len);
                 free(b.data);

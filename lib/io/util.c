@@ -5,7 +5,6 @@
 #include "io/internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -151,86 +150,6 @@ int tn__io_write_progress(FILE *f, const void *data, size_t len, uint64_t *writt
         tn__io_progress(*written);
     }
     return 0;
-}
-
-/* Appends n bytes to b, doubling its capacity as needed; after a failed
- * allocation b->failed is set and every later put is a no-op, so callers
- * check once at the end. */
-void tn__io_buf_put(struct tn_io_buf *b, const void *p, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n)
-            cap *= 2;
-        unsigned char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = 1;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-/* Appends one byte (tn__io_buf_put's rules). */
-void tn__io_buf_byte(struct tn_io_buf *b, unsigned char c) { tn__io_buf_put(b, &c, 1); }
-
-/* Appends v little-endian in 2 bytes (tn__io_buf_put's rules). */
-void tn__io_buf_u16(struct tn_io_buf *b, uint16_t v)
-{
-    unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
-    tn__io_buf_put(b, x, 2);
-}
-
-/* Appends v little-endian in 4 bytes (tn__io_buf_put's rules). */
-void tn__io_buf_u32(struct tn_io_buf *b, uint32_t v)
-{
-    unsigned char x[4];
-    for (int i = 0; i < 4; i++)
-        x[i] = (unsigned char)(v >> (8 * i));
-    tn__io_buf_put(b, x, 4);
-}
-
-/* Appends v little-endian in 8 bytes (tn__io_buf_put's rules). */
-void tn__io_buf_u64(struct tn_io_buf *b, uint64_t v)
-{
-    unsigned char x[8];
-    for (int i = 0; i < 8; i++)
-        x[i] = (unsigned char)(v >> (8 * i));
-    tn__io_buf_put(b, x, 8);
-}
-
-/* Appends printf's output (no NUL) to b (tn__io_buf_put's rules). */
-void tn__io_buf_printf(struct tn_io_buf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->failed = 1;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        tn__io_buf_put(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->failed = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    tn__io_buf_put(b, big, (size_t)n);
-    free(big);
 }
 
 /* The whole of a stream (stdin, a pipe, a device) in memory, for readers

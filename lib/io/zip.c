@@ -552,7 +552,7 @@ uint32_t tn__zip_writer_last_crc(const struct tn_zip_writer *w)
 
 /* Writes b's bytes and frees them (b is left empty); b's failed allocation
  * marks the writer failed.  0 or an error. */
-static int w_buf(struct tn_zip_writer *w, struct tn_io_buf *b)
+static int w_buf(struct tn_zip_writer *w, struct tn__bytes *b)
 {
     if (b->failed) {
         free(b->data);
@@ -608,46 +608,46 @@ int tn_zip_writer_add(struct tn_zip_writer *w, const char *name, const void *dat
     uint64_t aligned = (start + w->alignment - 1) / w->alignment * w->alignment;
     size_t pad = (size_t)(aligned - start);
 
-    struct tn_io_buf b = {0};
-    tn__io_buf_u32(&b, SIG_LOCAL);
-    tn__io_buf_u16(&b, 0);  /* version needed */
-    tn__io_buf_u16(&b, e->flags);
-    tn__io_buf_u16(&b, 0);  /* method: stored */
-    tn__io_buf_u16(&b, 0);  /* time */
-    tn__io_buf_u16(&b, 0);  /* date */
-    tn__io_buf_u32(&b, 0);  /* crc: in the descriptor */
-    tn__io_buf_u32(&b, 0);
-    tn__io_buf_u32(&b, 0);
-    tn__io_buf_u16(&b, (uint16_t)nlen);
-    tn__io_buf_u16(&b, (uint16_t)(z64 + 4 + pad));
-    tn__io_buf_put(&b, name, nlen);
+    struct tn__bytes b = {0};
+    tn__bytes_u32(&b, SIG_LOCAL);
+    tn__bytes_u16(&b, 0);  /* version needed */
+    tn__bytes_u16(&b, e->flags);
+    tn__bytes_u16(&b, 0);  /* method: stored */
+    tn__bytes_u16(&b, 0);  /* time */
+    tn__bytes_u16(&b, 0);  /* date */
+    tn__bytes_u32(&b, 0);  /* crc: in the descriptor */
+    tn__bytes_u32(&b, 0);
+    tn__bytes_u32(&b, 0);
+    tn__bytes_u16(&b, (uint16_t)nlen);
+    tn__bytes_u16(&b, (uint16_t)(z64 + 4 + pad));
+    tn__bytes_put(&b, name, nlen);
     if (z64) {
-        tn__io_buf_u16(&b, 1);
-        tn__io_buf_u16(&b, (uint16_t)(z64 - 4));
+        tn__bytes_u16(&b, 1);
+        tn__bytes_u16(&b, (uint16_t)(z64 - 4));
         if (big_size) {
-            tn__io_buf_u64(&b, len);
-            tn__io_buf_u64(&b, len);
+            tn__bytes_u64(&b, len);
+            tn__bytes_u64(&b, len);
         }
         if (big_off)
-            tn__io_buf_u64(&b, e->header_offset);
+            tn__bytes_u64(&b, e->header_offset);
     }
-    tn__io_buf_put(&b, "FB", 2);
-    tn__io_buf_u16(&b, (uint16_t)pad);
+    tn__bytes_put(&b, "FB", 2);
+    tn__bytes_u16(&b, (uint16_t)pad);
     for (size_t i = 0; i < pad; i++)
-        tn__io_buf_byte(&b, 'Z');
+        tn__bytes_byte(&b, 'Z');
     if (w_buf(w, &b) < 0)
         return tn_last_status();
     if (w_data(w, data, len, &e->crc) < 0)
         return tn_last_status();
     if (len) {
-        tn__io_buf_u32(&b, SIG_DESC);
-        tn__io_buf_u32(&b, e->crc);
+        tn__bytes_u32(&b, SIG_DESC);
+        tn__bytes_u32(&b, e->crc);
         if (big_size || big_off) {
-            tn__io_buf_u64(&b, len);
-            tn__io_buf_u64(&b, len);
+            tn__bytes_u64(&b, len);
+            tn__bytes_u64(&b, len);
         } else {
-            tn__io_buf_u32(&b, (uint32_t)len);
-            tn__io_buf_u32(&b, (uint32_t)len);
+            tn__bytes_u32(&b, (uint32_t)len);
+            tn__bytes_u32(&b, (uint32_t)len);
         }
         if (w_buf(w, &b) < 0)
             return tn_last_status();
@@ -686,67 +686,67 @@ int tn_zip_writer_finish(struct tn_zip_writer *w)
         return tn_last_status() ? tn_last_status() : TN_EIO;
     }
     uint64_t cdoff = w->off;
-    struct tn_io_buf b = {0};
+    struct tn__bytes b = {0};
     for (size_t i = 0; i < w->n; i++) {
         struct wentry *e = &w->e[i];
         bool big_size = e->size >= tn__zip64_threshold,
              big_off = e->header_offset >= tn__zip64_threshold;
         size_t nlen = strlen(e->name);
         size_t xlen = (big_size || big_off) ? 4 + (big_size ? 16 : 0) + (big_off ? 8 : 0) : 0;
-        tn__io_buf_u32(&b, SIG_CENTRAL);
-        tn__io_buf_u16(&b, 0); /* made by */
-        tn__io_buf_u16(&b, 0); /* needed */
-        tn__io_buf_u16(&b, e->flags);
-        tn__io_buf_u16(&b, 0);
-        tn__io_buf_u16(&b, 0);
-        tn__io_buf_u16(&b, 0);
-        tn__io_buf_u32(&b, e->crc);
-        tn__io_buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
-        tn__io_buf_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
-        tn__io_buf_u16(&b, (uint16_t)nlen);
-        tn__io_buf_u16(&b, (uint16_t)xlen);
-        tn__io_buf_u16(&b, 0); /* comment */
-        tn__io_buf_u16(&b, 0); /* disk */
-        tn__io_buf_u16(&b, 0); /* internal attributes */
-        tn__io_buf_u32(&b, 0); /* external attributes */
-        tn__io_buf_u32(&b, big_off ? 0xFFFFFFFFu : (uint32_t)e->header_offset);
-        tn__io_buf_put(&b, e->name, nlen);
+        tn__bytes_u32(&b, SIG_CENTRAL);
+        tn__bytes_u16(&b, 0); /* made by */
+        tn__bytes_u16(&b, 0); /* needed */
+        tn__bytes_u16(&b, e->flags);
+        tn__bytes_u16(&b, 0);
+        tn__bytes_u16(&b, 0);
+        tn__bytes_u16(&b, 0);
+        tn__bytes_u32(&b, e->crc);
+        tn__bytes_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
+        tn__bytes_u32(&b, big_size ? 0xFFFFFFFFu : (uint32_t)e->size);
+        tn__bytes_u16(&b, (uint16_t)nlen);
+        tn__bytes_u16(&b, (uint16_t)xlen);
+        tn__bytes_u16(&b, 0); /* comment */
+        tn__bytes_u16(&b, 0); /* disk */
+        tn__bytes_u16(&b, 0); /* internal attributes */
+        tn__bytes_u32(&b, 0); /* external attributes */
+        tn__bytes_u32(&b, big_off ? 0xFFFFFFFFu : (uint32_t)e->header_offset);
+        tn__bytes_put(&b, e->name, nlen);
         if (xlen) {
-            tn__io_buf_u16(&b, 1);
-            tn__io_buf_u16(&b, (uint16_t)(xlen - 4));
+            tn__bytes_u16(&b, 1);
+            tn__bytes_u16(&b, (uint16_t)(xlen - 4));
             if (big_size) {
-                tn__io_buf_u64(&b, e->size);
-                tn__io_buf_u64(&b, e->size);
+                tn__bytes_u64(&b, e->size);
+                tn__bytes_u64(&b, e->size);
             }
             if (big_off)
-                tn__io_buf_u64(&b, e->header_offset);
+                tn__bytes_u64(&b, e->header_offset);
         }
     }
     uint64_t cdsize = b.len;
     uint64_t eocd64 = cdoff + cdsize;
     /* miniz writes the zip64 end records always. */
-    tn__io_buf_u32(&b, SIG_EOCD64);
-    tn__io_buf_u64(&b, 44);
-    tn__io_buf_u16(&b, 0x031e);
-    tn__io_buf_u16(&b, 45);
-    tn__io_buf_u32(&b, 0);
-    tn__io_buf_u32(&b, 0);
-    tn__io_buf_u64(&b, w->n);
-    tn__io_buf_u64(&b, w->n);
-    tn__io_buf_u64(&b, cdsize);
-    tn__io_buf_u64(&b, cdoff);
-    tn__io_buf_u32(&b, SIG_LOC64);
-    tn__io_buf_u32(&b, 0);
-    tn__io_buf_u64(&b, eocd64);
-    tn__io_buf_u32(&b, 1);
-    tn__io_buf_u32(&b, SIG_EOCD);
-    tn__io_buf_u16(&b, 0);
-    tn__io_buf_u16(&b, 0);
-    tn__io_buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
-    tn__io_buf_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
-    tn__io_buf_u32(&b, cdsize >= tn__zip64_threshold ? 0xFFFFFFFFu : (uint32_t)cdsize);
-    tn__io_buf_u32(&b, cdoff >= tn__zip64_threshold ? 0xFFFFFFFFu : (uint32_t)cdoff);
-    tn__io_buf_u16(&b, 0);
+    tn__bytes_u32(&b, SIG_EOCD64);
+    tn__bytes_u64(&b, 44);
+    tn__bytes_u16(&b, 0x031e);
+    tn__bytes_u16(&b, 45);
+    tn__bytes_u32(&b, 0);
+    tn__bytes_u32(&b, 0);
+    tn__bytes_u64(&b, w->n);
+    tn__bytes_u64(&b, w->n);
+    tn__bytes_u64(&b, cdsize);
+    tn__bytes_u64(&b, cdoff);
+    tn__bytes_u32(&b, SIG_LOC64);
+    tn__bytes_u32(&b, 0);
+    tn__bytes_u64(&b, eocd64);
+    tn__bytes_u32(&b, 1);
+    tn__bytes_u32(&b, SIG_EOCD);
+    tn__bytes_u16(&b, 0);
+    tn__bytes_u16(&b, 0);
+    tn__bytes_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
+    tn__bytes_u16(&b, w->n >= 0xFFFF ? 0xFFFF : (uint16_t)w->n);
+    tn__bytes_u32(&b, cdsize >= tn__zip64_threshold ? 0xFFFFFFFFu : (uint32_t)cdsize);
+    tn__bytes_u32(&b, cdoff >= tn__zip64_threshold ? 0xFFFFFFFFu : (uint32_t)cdoff);
+    tn__bytes_u16(&b, 0);
     if (w_buf(w, &b) < 0) {
         tn_zip_writer_abort(w);
         return tn_last_status();

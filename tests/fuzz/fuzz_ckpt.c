@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         struct tn_value *v = tn__pickle_load(data, size, "fuzz.pkl", (enum tn_ckpt_allowlist)a, &h);
         if (v) {
             /* What loads must save. */
-            struct tn_io_buf out = {0};
+            struct tn__bytes out = {0};
             struct tn_pickle_storages st = {0};
             tn__pickle_dump(v, &out, &st);
             free(out.data);

@@ -178,7 +178,7 @@ static void test_roundtrip(void **state)
     for (int i = 0; i < 2500; i++)
         tn_value_append(l, tn_value_int(i * 1000003LL));
     tn_value_set(d, tn_value_str("h\xc3\xa9"), l);
-    struct tn_io_buf out = {0};
+    struct tn__bytes out = {0};
     struct tn_pickle_storages st = {0};
     assert_int_equal(tn__pickle_dump(d, &out, &st), 0);
     assert_int_equal(st.n, 0);
