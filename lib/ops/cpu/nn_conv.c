@@ -719,15 +719,13 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
                             tn_shape_format(input->sizes, input->ndim, b, sizeof b),
                             (long long)weight->sizes[0],
                             (long long)(input->ndim > 1 ? input->sizes[1] : 0)), NULL;
-    /* mkldnn takes a transposed convolution as a forward one, unless an
-     * output padding reaches its stride */
-    bool strided = false, dilated = false, big = false;
+    /* mkldnn takes a transposed convolution as a forward one (one whose
+     * output padding reaches its stride is conv3d.c's, never here) */
+    bool strided = false, dilated = false;
     int64_t chw = input->sizes[1];
     for (int i = 0; i < input->ndim - 2; i++) {
-        int64_t st = tparam(stride, stride_len, i, 1);
-        strided |= st != 1;
+        strided |= tparam(stride, stride_len, i, 1) != 1;
         dilated |= tparam(dilation, dilation_len, i, 1) != 1;
-        big |= tparam(output_padding, output_padding_len, i, 0) >= st;
         chw *= input->sizes[2 + i];
     }
     int64_t osz[4] = {input->sizes[0], weight->sizes[1] * groups};
@@ -739,9 +737,9 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
     if (tn_numel(input) == 0)
         return conv_empty(input, weight, bias, osz, input->ndim);
     if (conv_types(input, weight, bias,
-                   !big && conv_mkldnn(input->dtype, input->sizes[0], chw,
-                                       input->ndim == 4 ? weight->sizes[2] : 1,
-                                       weight->sizes[input->ndim - 1], strided, dilated, groups)) < 0)
+                   conv_mkldnn(input->dtype, input->sizes[0], chw,
+                               input->ndim == 4 ? weight->sizes[2] : 1,
+                               weight->sizes[input->ndim - 1], strided, dilated, groups)) < 0)
         return NULL;
     struct tn_tensor *shape = tn_zeros(osz, input->ndim, input->dtype), *r[3] = {NULL};
     bool mask[3] = {true, false, false};
