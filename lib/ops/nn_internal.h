@@ -120,6 +120,13 @@ int tn__nn_check_dtype(const char *kernel, enum tn_dtype dtype, bool ok);
 int tn__nn_check_loss_dtype(const char *kernel, const struct tn_tensor *self,
                             const struct tn_tensor *target);
 
+/* One value of an int[] argument (stride, padding, ...) for spatial dim i:
+ * PyTorch expands a single value to every dim; def when there is none. */
+static inline int64_t tn__nn_param(const int64_t *v, int len, int i, int64_t def)
+{
+    return len <= 0 ? def : v[len == 1 ? 0 : i];
+}
+
 /* Intermediate tensors of a decomposition, released together at the end:
  * TN_KEEP(k, x, tn_mul(a, b)) leaves x owned by k or jumps to `fail`. */
 struct tn_keep {

@@ -23,13 +23,6 @@
 
 #include "ops/nn_internal.h"
 
-/* One value of an int[] argument for spatial dim i (a single value serves
- * every dim). */
-static int64_t arg(const int64_t *v, int len, int i, int64_t def)
-{
-    return len <= 0 ? def : v[len == 1 ? 0 : i];
-}
-
 static const int64_t zeros[TN_MAX_DIMS];
 
 /* The dtype 3-D convolution computes in: int64 and float64 as they are,
@@ -80,9 +73,9 @@ static int geometry3(const struct tn_tensor *input, const struct tn_tensor *weig
     for (int i = 0; i < 3; i++) {
         g->in[i] = input->sizes[2 + i];
         g->k[i] = weight->sizes[2 + i];
-        g->s[i] = arg(stride, stride_len, i, 1);
-        g->p[i] = arg(padding, padding_len, i, 0);
-        g->d[i] = arg(dilation, dilation_len, i, 1);
+        g->s[i] = tn__nn_param(stride, stride_len, i, 1);
+        g->p[i] = tn__nn_param(padding, padding_len, i, 0);
+        g->d[i] = tn__nn_param(dilation, dilation_len, i, 1);
         if (g->s[i] <= 0)
             return tn_set_error(TN_EINVAL, "non-positive stride is not supported");
         if (g->p[i] < 0)
@@ -316,9 +309,10 @@ static int transposed_shape(const struct tn_tensor *input, const struct tn_tenso
     osz[1] = weight->sizes[1] * groups;
     *extra = false;
     for (int i = 0; i < sd; i++) {
-        int64_t s = arg(stride, stride_len, i, 1), p = arg(padding, padding_len, i, 0);
-        int64_t d = arg(dilation, dilation_len, i, 1);
-        int64_t op = arg(output_padding, output_padding_len, i, 0);
+        int64_t s = tn__nn_param(stride, stride_len, i, 1);
+        int64_t p = tn__nn_param(padding, padding_len, i, 0);
+        int64_t d = tn__nn_param(dilation, dilation_len, i, 1);
+        int64_t op = tn__nn_param(output_padding, output_padding_len, i, 0);
         if (s <= 0)
             return tn_set_error(TN_EINVAL, "non-positive stride is not supported");
         if (d <= 0)
@@ -373,9 +367,9 @@ static void tgeo_fill(struct tgeo *t, const struct tn_tensor *input,
         t->in[i] = j < 0 ? 1 : input->sizes[2 + j];
         t->k[i] = j < 0 ? 1 : weight->sizes[2 + j];
         t->out[i] = j < 0 ? 1 : osz[2 + j];
-        t->s[i] = j < 0 ? 1 : arg(stride, stride_len, j, 1);
-        t->p[i] = j < 0 ? 0 : arg(padding, padding_len, j, 0);
-        t->d[i] = j < 0 ? 1 : arg(dilation, dilation_len, j, 1);
+        t->s[i] = j < 0 ? 1 : tn__nn_param(stride, stride_len, j, 1);
+        t->p[i] = j < 0 ? 0 : tn__nn_param(padding, padding_len, j, 0);
+        t->d[i] = j < 0 ? 1 : tn__nn_param(dilation, dilation_len, j, 1);
     }
 }
 
@@ -644,8 +638,8 @@ static bool transposed_here(const struct tn_tensor *input, const struct tn_tenso
         bias->dtype == input->dtype && tn_numel(input) > 0)
         return true;
     for (int i = 0; i < weight->ndim - 2; i++) {
-        int64_t s = arg(stride, stride_len, i, 1);
-        if (s > 0 && arg(output_padding, output_padding_len, i, 0) >= s)
+        int64_t s = tn__nn_param(stride, stride_len, i, 1);
+        if (s > 0 && tn__nn_param(output_padding, output_padding_len, i, 0) >= s)
             return true;
     }
     return false;

@@ -20,13 +20,6 @@
 #include "ops/cpu/nn_conv.h"
 
 
-/* One value of an int[] argument for a spatial dim: PyTorch expands a
- * single value to every dim. */
-static int64_t param(const int64_t *v, int len, int i, int64_t def)
-{
-    return len <= 0 ? def : v[len == 1 ? 0 : i];
-}
-
 /* Tensor::toString(), which PyTorch's mkldnn check prints: the legacy
  * type name of the first eight c10 scalar types, Byte to Double
  * ("torch.FloatTensor"), else "CPUBFloat16Type", "CPUBoolType". */
@@ -151,12 +144,12 @@ static int conv_geometry(const struct tn_tensor *input, const struct tn_tensor *
                             "at dimension 0, but got weight of size %s instead", (long long)groups,
                             (long long)groups, tn_shape_format(weight->sizes, weight->ndim, a, sizeof a));
     int hi = two ? 0 : -1, wi = two ? 1 : 0;
-    g->sh = hi < 0 ? 1 : param(stride, stride_len, hi, 1);
-    g->sw = param(stride, stride_len, wi, 1);
-    g->ph = hi < 0 ? 0 : param(padding, padding_len, hi, 0);
-    g->pw = param(padding, padding_len, wi, 0);
-    g->dh = hi < 0 ? 1 : param(dilation, dilation_len, hi, 1);
-    g->dw = param(dilation, dilation_len, wi, 1);
+    g->sh = hi < 0 ? 1 : tn__nn_param(stride, stride_len, hi, 1);
+    g->sw = tn__nn_param(stride, stride_len, wi, 1);
+    g->ph = hi < 0 ? 0 : tn__nn_param(padding, padding_len, hi, 0);
+    g->pw = tn__nn_param(padding, padding_len, wi, 0);
+    g->dh = hi < 0 ? 1 : tn__nn_param(dilation, dilation_len, hi, 1);
+    g->dw = tn__nn_param(dilation, dilation_len, wi, 1);
     if (g->sh <= 0 || g->sw <= 0)
         return tn_set_error(TN_EINVAL, "non-positive stride is not supported");
     if (g->ph < 0 || g->pw < 0)
@@ -695,11 +688,6 @@ int tn__cpu_convolution_backward(tn_keyset ks, const struct tn_tensor *grad_outp
  * weight gradient that convolution's weight gradient with the two
  * activations swapped. nn_conv.c hands transposed calls here. */
 
-static int64_t tparam(const int64_t *v, int len, int i, int64_t def)
-{
-    return len <= 0 ? def : v[len == 1 ? 0 : i];
-}
-
 struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
                                          const struct tn_tensor *weight,
                                          const struct tn_tensor *bias, const int64_t *stride,
@@ -724,16 +712,16 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
     bool strided = false, dilated = false;
     int64_t chw = input->sizes[1];
     for (int i = 0; i < input->ndim - 2; i++) {
-        strided |= tparam(stride, stride_len, i, 1) != 1;
-        dilated |= tparam(dilation, dilation_len, i, 1) != 1;
+        strided |= tn__nn_param(stride, stride_len, i, 1) != 1;
+        dilated |= tn__nn_param(dilation, dilation_len, i, 1) != 1;
         chw *= input->sizes[2 + i];
     }
     int64_t osz[4] = {input->sizes[0], weight->sizes[1] * groups};
     for (int i = 0; i < input->ndim - 2; i++)
-        osz[2 + i] = (input->sizes[2 + i] - 1) * tparam(stride, stride_len, i, 1) -
-                     2 * tparam(padding, padding_len, i, 0) +
-                     tparam(dilation, dilation_len, i, 1) * (weight->sizes[2 + i] - 1) +
-                     tparam(output_padding, output_padding_len, i, 0) + 1;
+        osz[2 + i] = (input->sizes[2 + i] - 1) * tn__nn_param(stride, stride_len, i, 1) -
+                     2 * tn__nn_param(padding, padding_len, i, 0) +
+                     tn__nn_param(dilation, dilation_len, i, 1) * (weight->sizes[2 + i] - 1) +
+                     tn__nn_param(output_padding, output_padding_len, i, 0) + 1;
     if (tn_numel(input) == 0)
         return conv_empty(input, weight, bias, osz, input->ndim);
     if (conv_types(input, weight, bias,
