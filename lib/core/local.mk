@@ -1,5 +1,5 @@
 tensorinclude_HEADERS += lib/include/tensor/core.h lib/include/tensor/value.h
-noinst_HEADERS += lib/core/internal.h
+noinst_HEADERS += lib/core/internal.h lib/core/le.h
 libtensor_la_SOURCES += \
 	lib/core/error.c \
 	lib/core/file.c \

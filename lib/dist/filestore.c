@@ -59,11 +59,11 @@ static int refresh(struct file_store *f)
     size_t p = 0, len = (size_t)r;
     int rc = 0;
     while (len - p >= 4) {
-        uint32_t kl = tn__le32((unsigned char *)buf + p);
+        uint32_t kl = tn__rd32((unsigned char *)buf + p);
         if (kl > TN_STORE_MAX_KEY + 2 || len - p - 4 < (size_t)kl + 4)
             break;
         const char *k = buf + p + 4;
-        uint32_t vl = tn__le32((unsigned char *)k + kl);
+        uint32_t vl = tn__rd32((unsigned char *)k + kl);
         if (vl > TN_STORE_MAX_VALUE || len - p - 8 - kl < vl)
             break;
         const char *v = k + kl + 4;

@@ -7,6 +7,8 @@
 
 #include <tensor/dist.h>
 
+#include "core/le.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,20 +124,6 @@ int tn__db_u64(struct tn__dbuf *b, uint64_t v);
 int tn__db_str(struct tn__dbuf *b, const void *p, size_t n); /* u64 length + bytes */
 void tn__db_consume(struct tn__dbuf *b, size_t n);
 void tn__db_free(struct tn__dbuf *b);
-
-/* Little-endian loads (the wire is host order; every supported host is
- * little-endian, and writing it out makes that explicit). */
-static inline uint64_t tn__le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-static inline uint32_t tn__le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 /* ------------------------------------------------------------ protocol */
 

@@ -139,7 +139,7 @@ static int recv_i64(struct tcp_store *t, int64_t *v, int64_t deadline)
     unsigned char b[8];
     int rc = recv_all(t, b, 8, deadline);
     if (rc == 0)
-        *v = (int64_t)tn__le64(b);
+        *v = (int64_t)tn__rd64(b);
     return rc;
 }
 
@@ -647,7 +647,7 @@ static int handshake(struct tcp_store *t, const char *tok, bool probe, int64_t d
     }
     if (rc == 0)
         rc = recv_all(t, r, 4, dl);
-    if (rc == 0 && tn__le32(r) != nonce)
+    if (rc == 0 && tn__rd32(r) != nonce)
         rc = TN_EFORMAT;
     if (rc == 0 && probe) {
         rc = recv_all(t, r, 1, dl); /* the probe: 0 (present) from our server only */

@@ -116,7 +116,7 @@ static uint64_t rd_u64(struct rd *r)
 {
     if (!rd_have(r, 8))
         return 0;
-    uint64_t v = tn__le64(r->p + r->pos);
+    uint64_t v = tn__rd64(r->p + r->pos);
     r->pos += 8;
     return v;
 }
@@ -126,7 +126,7 @@ static uint32_t rd_u32(struct rd *r)
 {
     if (!rd_have(r, 4))
         return 0;
-    uint32_t v = tn__le32(r->p + r->pos);
+    uint32_t v = tn__rd32(r->p + r->pos);
     r->pos += 4;
     return v;
 }
@@ -706,7 +706,7 @@ static long handle(struct tn_store_server *s, struct conn *c, size_t at)
                 c->need = 5;
                 return 0;
             }
-            c->mode = tn__le32(r.p + 1) == TN_STORE_MAGIC ? MODE_V2 : MODE_V1;
+            c->mode = tn__rd32(r.p + 1) == TN_STORE_MAGIC ? MODE_V2 : MODE_V1;
         } else {
             c->mode = MODE_V1;
         }

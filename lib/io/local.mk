@@ -1,6 +1,6 @@
 # lib/io: zip, pickle, torch checkpoints, safetensors, npy/npz.
 tensorinclude_HEADERS += lib/include/tensor/io.h lib/include/tensor/dcp.h
-noinst_HEADERS += lib/io/internal.h lib/io/le.h lib/io/scan_internal.h
+noinst_HEADERS += lib/io/internal.h lib/io/scan_internal.h
 libtensor_la_SOURCES += \
 	lib/io/util.c \
 	lib/io/zip.c \

@@ -10,7 +10,7 @@
  * content and walked with limits.  Nothing in the input is ever run.
  */
 #include "io/scan_internal.h"
-#include "io/le.h"
+#include "core/le.h"
 
 #include <tensor/dcp.h>
 
@@ -271,17 +271,17 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
     /* The central directory's start bounds the last gap. */
     uint64_t cd = len;
     for (size_t p = len >= 22 ? len - 22 + 1 : 0; p-- > 0 && p + 65557 >= len;)
-        if (rd32(b + p) == 0x06054b50) {
-            cd = rd32(b + p + 16);
+        if (tn__rd32(b + p) == 0x06054b50) {
+            cd = tn__rd32(b + p + 16);
             break;
         }
     uint64_t at = 0;
     for (size_t i = 0; i <= n; i++) {
         uint64_t end = i < n ? iv[2 * i] : (cd < len ? cd : len);
         for (uint64_t p = at; p + 30 <= end && p + 30 <= len; p++) {
-            if (rd32(b + p) != 0x04034b50)
+            if (tn__rd32(b + p) != 0x04034b50)
                 continue;
-            size_t nl = rd16(b + p + 26), xl = rd16(b + p + 28);
+            size_t nl = tn__rd16(b + p + 26), xl = tn__rd16(b + p + 28);
             char nm[256] = "?";
             if (p + 30 + nl <= len) {
                 size_t k = nl < 255 ? nl : 255;
@@ -297,8 +297,8 @@ static void scan_zip_gaps(struct tn__scan_ctx *c, const unsigned char *b, size_t
                 break;
             }
             member_anomaly(c, sub, p, "zip-unindexed-entry");
-            uint64_t cs = rd32(b + p + 18), data = p + 30 + nl + xl;
-            if (rd16(b + p + 8) == 0 && data <= len && cs <= len - data)
+            uint64_t cs = tn__rd32(b + p + 18), data = p + 30 + nl + xl;
+            if (tn__rd16(b + p + 8) == 0 && data <= len && cs <= len - data)
                 tn__scan_member(c, b + data, (size_t)cs, sub, nm);
             free(sub);
             p = data > p ? data - 1 : p;
@@ -351,11 +351,11 @@ static void scan_zip(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
             member_anomaly(c, sub, e->header_offset, "zip-duplicate-name");
         /* The local header must agree with the central directory. */
         const unsigned char *lh = b + e->header_offset;
-        size_t lnl = rd16(lh + 26);
+        size_t lnl = tn__rd16(lh + 26);
         if (lnl != strlen(nm) || e->header_offset + 30 + lnl > len ||
             memcmp(lh + 30, nm, lnl))
             member_anomaly(c, sub, e->header_offset, "zip-name-mismatch");
-        else if (rd16(lh + 8) != e->method || ((rd16(lh + 6) ^ e->flags) & ~8u & 0xff))
+        else if (tn__rd16(lh + 8) != e->method || ((tn__rd16(lh + 6) ^ e->flags) & ~8u & 0xff))
             member_anomaly(c, sub, e->header_offset, "zip-header-mismatch");
         const char *slash = strchr(nm, '/');
         if (torch && slash) {
@@ -506,14 +506,14 @@ static void scan_legacy_member(struct tn__scan_ctx *c, const unsigned char *b, s
         if (legacy_pickle(c, b, len, &pos, entry, &dummy, storages ? &esize : NULL) < 0)
             return;
         if (storages) {
-            uint64_t numel = len - pos >= 8 ? rd64(b + pos) : 0;
+            uint64_t numel = len - pos >= 8 ? tn__rd64(b + pos) : 0;
             if (!esize || len - pos < 8 || numel > (len - pos - 8) / esize) {
                 legacy_broken(c, entry, at);
                 return;
             }
             pos += 8 + (size_t)numel * esize;
         } else {
-            uint32_t nd = len - pos >= 4 ? rd32(b + pos) : UINT32_MAX;
+            uint32_t nd = len - pos >= 4 ? tn__rd32(b + pos) : UINT32_MAX;
             if (nd > 64 || len - pos < 16 + 16 * (size_t)nd) {
                 legacy_broken(c, entry, at);
                 return;
@@ -615,14 +615,14 @@ static void scan_npy(struct tn__scan_ctx *c, const unsigned char *b, size_t len,
     }
     size_t hl, at;
     if (b[6] == 1) {
-        hl = rd16(b + 8);
+        hl = tn__rd16(b + 8);
         at = 10;
     } else {
         if (len < 12) {
             tn__scan_anomaly(c, entry, 0, "npy-header");
             return;
         }
-        hl = rd32(b + 8);
+        hl = tn__rd32(b + 8);
         at = 12;
     }
     if (hl > len - at) {
@@ -669,9 +669,9 @@ static void scan_safetensors(struct tn__scan_ctx *c, const unsigned char *b, siz
  * empty archive). */
 static bool is_zip(const unsigned char *b, size_t len)
 {
-    if (len >= 4 && rd32(b) == 0x04034b50)
+    if (len >= 4 && tn__rd32(b) == 0x04034b50)
         return true;
-    if (len >= 4 && rd32(b) == 0x06054b50) /* an empty archive */
+    if (len >= 4 && tn__rd32(b) == 0x06054b50) /* an empty archive */
         return true;
     return false;
 }
@@ -684,12 +684,12 @@ static bool zip_shift(const unsigned char *b, size_t len, size_t *shift)
     if (len < 22)
         return false;
     for (size_t p = len - 22 + 1; p-- > 0 && p + 65557 >= len;)
-        if (rd32(b + p) == 0x06054b50) {
-            uint64_t cdsize = rd32(b + p + 12), cdoff = rd32(b + p + 16);
-            if (!rd16(b + p + 10) || cdsize > p || cdoff > p - cdsize)
+        if (tn__rd32(b + p) == 0x06054b50) {
+            uint64_t cdsize = tn__rd32(b + p + 12), cdoff = tn__rd32(b + p + 16);
+            if (!tn__rd16(b + p + 10) || cdsize > p || cdoff > p - cdsize)
                 return false;
             *shift = (size_t)(p - cdsize - cdoff);
-            return *shift > 0 && *shift < len && rd32(b + *shift) == 0x04034b50;
+            return *shift > 0 && *shift < len && tn__rd32(b + *shift) == 0x04034b50;
         }
     return false;
 }
@@ -775,7 +775,7 @@ static void scan_blob(struct tn__scan_ctx *c, const unsigned char *b, size_t len
         tn__scan_pickles(c, b, len, entry, 5, true);
         return;
     }
-    if (len >= 10 && b[8] == '{' && rd64(b) >= 2) {
+    if (len >= 10 && b[8] == '{' && tn__rd64(b) >= 2) {
         FMT("safetensors");
         scan_safetensors(c, b, len, entry);
         return;

@@ -4,7 +4,7 @@
  * exactly as PyTorch's miniz-based PyTorchStreamWriter does.
  */
 #include "io/internal.h"
-#include "io/le.h"
+#include "core/le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +78,7 @@ static int zip64_extra(const unsigned char *ex, size_t exlen, uint64_t *size, ui
 {
     size_t p = 0;
     while (p + 4 <= exlen) {
-        uint16_t tag = rd16(ex + p), n = rd16(ex + p + 2);
+        uint16_t tag = tn__rd16(ex + p), n = tn__rd16(ex + p + 2);
         if (p + 4 + n > exlen)
             break;
         if (tag == 1) {
@@ -91,7 +91,7 @@ static int zip64_extra(const unsigned char *ex, size_t exlen, uint64_t *size, ui
                 if (k + 8 > n)
                     return tn_set_error(TN_EFORMAT, "%s: %s: truncated zip64 extra field", label,
                                         name);
-                *want[i] = rd64(f + k);
+                *want[i] = tn__rd64(f + k);
                 k += 8;
             }
             return 0;
@@ -121,23 +121,23 @@ static int zip_parse(struct tn_zip *z)
     size_t eocd = (size_t)-1;
     size_t lo = len >= 22 + 65535 ? len - 22 - 65535 : 0;
     for (size_t p = len - 22 + 1; p-- > lo;) {
-        if (rd32(b + p) == SIG_EOCD) {
+        if (tn__rd32(b + p) == SIG_EOCD) {
             eocd = p;
             break;
         }
     }
     if (eocd == (size_t)-1)
         return tn_set_error(TN_EFORMAT, "%s: not a zip archive (no end of central directory)", L);
-    uint64_t count = rd16(b + eocd + 10);
-    uint64_t cdsize = rd32(b + eocd + 12);
-    uint64_t cdoff = rd32(b + eocd + 16);
-    if (eocd >= 20 && rd32(b + eocd - 20) == SIG_LOC64) {
-        uint64_t off64 = rd64(b + eocd - 20 + 8);
-        if (!in_range(off64, 56, len) || rd32(b + off64) != SIG_EOCD64)
+    uint64_t count = tn__rd16(b + eocd + 10);
+    uint64_t cdsize = tn__rd32(b + eocd + 12);
+    uint64_t cdoff = tn__rd32(b + eocd + 16);
+    if (eocd >= 20 && tn__rd32(b + eocd - 20) == SIG_LOC64) {
+        uint64_t off64 = tn__rd64(b + eocd - 20 + 8);
+        if (!in_range(off64, 56, len) || tn__rd32(b + off64) != SIG_EOCD64)
             return tn_set_error(TN_EFORMAT, "%s: corrupt zip64 end of central directory", L);
-        count = rd64(b + off64 + 32);
-        cdsize = rd64(b + off64 + 40);
-        cdoff = rd64(b + off64 + 48);
+        count = tn__rd64(b + off64 + 32);
+        cdsize = tn__rd64(b + off64 + 40);
+        cdoff = tn__rd64(b + off64 + 48);
     }
     if (!in_range(cdoff, cdsize, len))
         return tn_set_error(TN_EFORMAT, "%s: central directory lies outside the file", L);
@@ -150,17 +150,17 @@ static int zip_parse(struct tn_zip *z)
         return tn_set_error(TN_ENOMEM, "%s: out of memory reading the central directory", L);
     size_t p = cdoff, end = cdoff + cdsize, np = 0;
     for (uint64_t i = 0; i < count; i++) {
-        if (!in_range(p, 46, end) || rd32(b + p) != SIG_CENTRAL)
+        if (!in_range(p, 46, end) || tn__rd32(b + p) != SIG_CENTRAL)
             return tn_set_error(TN_EFORMAT, "%s: corrupt central directory entry %llu", L,
                                 (unsigned long long)i);
         struct tn_zip_entry *e = &z->entries[i];
-        e->flags = rd16(b + p + 8);
-        e->method = rd16(b + p + 10);
-        e->crc = rd32(b + p + 16);
-        e->csize = rd32(b + p + 20);
-        e->size = rd32(b + p + 24);
-        size_t nlen = rd16(b + p + 28), xlen = rd16(b + p + 30), clen = rd16(b + p + 32);
-        e->header_offset = rd32(b + p + 42);
+        e->flags = tn__rd16(b + p + 8);
+        e->method = tn__rd16(b + p + 10);
+        e->crc = tn__rd32(b + p + 16);
+        e->csize = tn__rd32(b + p + 20);
+        e->size = tn__rd32(b + p + 24);
+        size_t nlen = tn__rd16(b + p + 28), xlen = tn__rd16(b + p + 30), clen = tn__rd16(b + p + 32);
+        e->header_offset = tn__rd32(b + p + 42);
         if (!in_range(p + 46, nlen + xlen + clen, end))
             return tn_set_error(TN_EFORMAT, "%s: corrupt central directory entry %llu", L,
                                 (unsigned long long)i);
@@ -184,10 +184,10 @@ static int zip_parse(struct tn_zip *z)
         if (e->method == 0 && e->csize != e->size && !(e->flags & 1))
             return tn_set_error(TN_EFORMAT, "%s: %s is stored but its sizes differ", L, nm);
         uint64_t h = e->header_offset;
-        if (!in_range(h, 30, len) || rd32(b + h) != SIG_LOCAL)
+        if (!in_range(h, 30, len) || tn__rd32(b + h) != SIG_LOCAL)
             return tn_set_error(TN_EFORMAT, "%s: %s: no local file header at offset %llu", L, nm,
                                 (unsigned long long)h);
-        e->data_offset = h + 30 + rd16(b + h + 26) + rd16(b + h + 28);
+        e->data_offset = h + 30 + tn__rd16(b + h + 26) + tn__rd16(b + h + 28);
         if (!in_range(e->data_offset, e->csize, len))
             return tn_set_error(TN_EFORMAT, "%s: %s: %llu bytes at offset %llu run past the end "
                                 "of the file (%zu bytes)", L, nm, (unsigned long long)e->csize,
