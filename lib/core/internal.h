@@ -177,6 +177,15 @@ void tn__convert_strided(char *d, enum tn_dtype ddt, int64_t dstep, const char *
 /* Rounds a float to float16 or bfloat16 (dtype) and back. */
 float tn__round16(float x, enum tn_dtype dtype);
 
+/* How long (ns) a pool thread polls before it sleeps: the bound
+ * OMP_WAIT_POLICY (PASSIVE 0, ACTIVE a second) and then TN_SPIN_US
+ * (microseconds, which wins) ask for, -1 when neither does (values they
+ * cannot read are ignored, as TN_NUM_THREADS's are); tn__thread_spin sets
+ * the pool's bound in place of theirs (a negative ns leaves it) and returns
+ * the one it had. */
+int64_t tn__thread_spin_env(void);
+int64_t tn__thread_spin(int64_t ns);
+
 /* Elements above which copies and fills go parallel. */
 #define TN_PARALLEL_GRAIN 32768
 

@@ -28,3 +28,9 @@ tests_unit_test_value_SOURCES = tests/unit/test_value.c
 tests_unit_test_value_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_value_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_value_LDFLAGS = $(TN_UNIT_LINK)
+# the thread pool and its wait policy (lib/core/thread.c)
+UNIT_TESTS += tests/unit/test_thread
+tests_unit_test_thread_SOURCES = tests/unit/test_thread.c
+tests_unit_test_thread_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_thread_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_thread_LDFLAGS = $(TN_UNIT_LINK)
