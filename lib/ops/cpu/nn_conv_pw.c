@@ -400,3 +400,160 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
     free(c);
     return TN_OK;
 }
+
+/* ------------------------- groups 1, output channels in the vector lanes
+ * The flat kernel puts output positions in the vector lanes and computes
+ * each sample's rows on the padded width in blocks of 2L: on small planes
+ * much of that is dropped (512 channels at 7x7: 49 of 64 columns kept,
+ * 256 at 14x14 196 of 224, a stride-2 3x3 to 7x7 49 of 64), and at batch 8
+ * resnet18's 7x7 and 14x14 layers took 1.1-1.4x PyTorch's time. Here the
+ * lanes hold 2L output channels and a block's R rows are R output
+ * positions, taken in turn over the whole batch (rows of one block may lie
+ * in two samples), so that only the batch's last block has spare rows:
+ * the block reads the weight transposed (K x oc, zero-padded to 32
+ * channels) as its panel and broadcasts the input, each sample copied
+ * into the flat kernel's padded (phase-split at stride 2) scratch, where
+ * tap p of the position whose window starts at offset f is f + aoff[p].
+ * The result, positions x channels, is transposed into the output. Costs
+ * a transposed copy of the weight (panels of 32 channels, K x 32 each) a
+ * call, and its blocks are slower than the flat kernel's (the panel
+ * streams from L2 where the flat kernel's taps stay in L1), so it runs
+ * where the flat kernel would drop over a fifth of its columns, from
+ * batch 4: bench/ops/resnet18_conv.sh at batch 8, 1 thread, thread CPU
+ * time, 512 channels at 7x7 22.2-22.5 -> 20.2-20.5 ms, 256 -> 512 3x3
+ * stride 2 11.4-11.5 -> 10.4-11.0 (256 at 14x14, 196 of 224 kept, was
+ * slower here: 19.7 -> 21.4). */
+#define PW_TKERNEL(SFX, VT, L, R, ATTR)                                                        \
+    static ATTR void pw_trows_##SFX(const float *const *ar, int64_t k, const int64_t *aoff,    \
+                                    const float *b, const float *bias, float *c,               \
+                                    int64_t ldc, int64_t rows)                                 \
+    {                                                                                          \
+        VT acc0[R], acc1[R], b0, b1;                                                           \
+        memcpy(&b0, bias, sizeof b0);                                                          \
+        memcpy(&b1, bias + L, sizeof b1);                                                      \
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                   \
+        {                                                                                      \
+            acc0[r] = b0;                                                                      \
+            acc1[r] = b1;                                                                      \
+        }                                                                                      \
+        for (int64_t p = 0; p < k; p++) {                                                      \
+            int64_t off = aoff[p];                                                             \
+            memcpy(&b0, b + p * 32, sizeof b0);                                                \
+            memcpy(&b1, b + p * 32 + L, sizeof b1);                                            \
+            _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                               \
+            {                                                                                  \
+                VT sv = ar[r][off] - (VT){0};                                                  \
+                acc0[r] += sv * b0;                                                            \
+                acc1[r] += sv * b1;                                                            \
+            }                                                                                  \
+        }                                                                                      \
+        for (int r = 0; r < R && r < rows; r++) {                                              \
+            memcpy(c + r * ldc, &acc0[r], sizeof acc0[r]);                                     \
+            memcpy(c + r * ldc + L, &acc1[r], sizeof acc1[r]);                                 \
+        }                                                                                      \
+    }
+
+PW_TKERNEL(v8, v8f, 8, 6, TN_KERNEL_CLONES)
+#ifdef PW_HAVE_V16
+PW_TKERNEL(v16, v16f, 16, 8, __attribute__((target("arch=x86-64-v4"))))
+#endif
+
+bool tn__conv_tflat_fits(const struct conv *g)
+{
+    int64_t s = g->sh, qw = (g->w + 2 * g->pw + s - 1) / s, hw = g->oh * g->ow;
+    return tn__conv_flat_fits(g) && g->n >= 4 &&
+           (double)hw / (double)((g->oh * qw + 31) / 32 * 32) < 0.8;
+}
+
+struct tflat_job {
+    const struct conv *g;
+    const float *q, *wt, *bias;
+    const int64_t *aoff;
+    float *c;
+    int64_t nq, qw, ocp, blocks;
+    int rows; /* R of the kernel run */
+};
+
+/* tasks: (32 output channels, run of TFLAT_RUN blocks of rows) */
+#define TFLAT_RUN 16
+
+static void tflat_range(int64_t begin, int64_t end, void *ctx)
+{
+    const struct tflat_job *j = ctx;
+    const struct conv *g = j->g;
+    int64_t hw = g->oh * g->ow, m = g->n * hw, runs = (j->blocks + TFLAT_RUN - 1) / TFLAT_RUN;
+    const float *ar[16];
+    for (int64_t t = begin; t < end; t++) {
+        int64_t o0 = t / runs * 32, b0 = t % runs * TFLAT_RUN;
+        int64_t b1 = b0 + TFLAT_RUN < j->blocks ? b0 + TFLAT_RUN : j->blocks;
+        for (int64_t blk = b0; blk < b1; blk++) {
+            int64_t i0 = blk * j->rows;
+            for (int r = 0; r < j->rows; r++) {
+                int64_t i = i0 + r < m ? i0 + r : m - 1, s = i / hw, oy = i % hw / g->ow;
+                ar[r] = j->q + s * j->nq + oy * j->qw + i % hw % g->ow;
+            }
+            const float *wt = j->wt + o0 * g->k, *bias = j->bias + o0;
+            float *c = j->c + i0 * j->ocp + o0;
+#ifdef PW_HAVE_V16
+            if (j->rows == 8) {
+                pw_trows_v16(ar, g->k, j->aoff, wt, bias, c, j->ocp, m - i0);
+                continue;
+            }
+#endif
+            for (int h = 0; h < 32; h += 16) /* (8-float vectors: 16 channels a block) */
+                pw_trows_v8(ar, g->k, j->aoff, wt + h, bias + h, c + h, j->ocp, m - i0);
+        }
+    }
+}
+
+int tn__conv_tflat_f32(const struct conv *g, const float *x, const float *w, const float *b,
+                       float *out)
+{
+    int64_t st = g->sh, qw = (g->w + 2 * g->pw + st - 1) / st, eh = (g->h + 2 * g->ph + st - 1) / st;
+    int64_t plane = st * st * eh * qw, hw = g->oh * g->ow, m = g->n * hw;
+    int64_t ocp = (g->oc + 31) / 32 * 32, nq = g->c * plane + g->kh * qw + g->kw + 64;
+    int rows = 6;
+#ifdef PW_HAVE_V16
+    if (__builtin_cpu_supports("x86-64-v4"))
+        rows = 8;
+#endif
+    float *q = malloc(sizeof(float) * (size_t)(g->n * nq));
+    float *wt = malloc(sizeof(float) * (size_t)(g->k * ocp + ocp));
+    float *c = malloc(sizeof(float) * (size_t)((m + rows) * ocp));
+    int64_t *aoff = malloc(sizeof(int64_t) * (size_t)g->k);
+    if (!q || !wt || !c || !aoff) {
+        free(q);
+        free(wt);
+        free(c);
+        free(aoff);
+        return tn_set_error(TN_ENOMEM, "convolution: out of memory for its scratch");
+    }
+    float *bias = wt + g->k * ocp;
+    memset(wt, 0, sizeof(float) * (size_t)(g->k * ocp + ocp));
+    for (int64_t o = 0; o < g->oc; o++)
+        bias[o] = b ? b[o] : 0.0f;
+    for (int64_t o = 0; o < g->oc; o++) /* (a panel's K x 32 values stay in L2) */
+        for (int64_t p = 0; p < g->k; p++)
+            wt[(o / 32 * g->k + p) * 32 + o % 32] = w[o * g->k + p];
+    for (int64_t ci = 0; ci < g->c; ci++)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++)
+                aoff[(ci * g->kh + ky) * g->kw + kx] =
+                    ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
+    for (int64_t s = 0; s < g->n; s++)
+        flat_fill(g, x + s * g->c * g->h * g->w, q + s * nq, (size_t)nq, qw, eh, plane);
+    struct tflat_job j = {g, q, wt, bias, aoff, c, nq, qw, ocp, (m + rows - 1) / rows, rows};
+    int64_t runs = (j.blocks + TFLAT_RUN - 1) / TFLAT_RUN;
+    tn_parallel_for(ocp / 32 * runs, 1, tflat_range, &j);
+    for (int64_t s = 0; s < g->n; s++)
+        for (int64_t o0 = 0; o0 < g->oc; o0 += 32)
+            for (int64_t i0 = 0; i0 < hw; i0 += 32)
+                for (int64_t o = o0; o < o0 + 32 && o < g->oc; o++)
+                    for (int64_t i = i0; i < i0 + 32 && i < hw; i++)
+                        out[(s * g->oc + o) * hw + i] = c[(s * hw + i) * ocp + o];
+    free(q);
+    free(wt);
+    free(c);
+    free(aoff);
+    return TN_OK;
+}
