@@ -30,6 +30,24 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
+/* One step of a register block's sums: row bp of B (2L values) times the
+ * R values ar[r][ai] of A broadcast, into the accumulators acc0 and acc1
+ * (R vectors each) of the block that uses it. */
+#define PW_STEP(VT, L, R, bp, ai)                                                              \
+    do {                                                                                       \
+        VT b0_, b1_;                                                                           \
+        const float *bp_ = (bp);                                                               \
+        int64_t ai_ = (ai);                                                                    \
+        memcpy(&b0_, bp_, sizeof b0_);                                                         \
+        memcpy(&b1_, bp_ + (L), sizeof b1_);                                                   \
+        _Pragma("GCC unroll 16") for (int r = 0; r < (R); r++)                                 \
+        {                                                                                      \
+            VT sv = ar[r][ai_] - (VT){0};                                                      \
+            acc0[r] += sv * b0_;                                                               \
+            acc1[r] += sv * b1_;                                                               \
+        }                                                                                      \
+    } while (0)
+
 /* The kernel for one vector type VT of L floats: blocks of R rows x 2L
  * columns of C held in 2R registers. pw_block_SFX computes rows [i0, i0 +
  * R) (those past m repeat row m - 1 and are not stored) by the 2L columns
@@ -57,18 +75,8 @@
                 memcpy(&acc1[r], c + i * ldc + L, sizeof acc1[r]);                             \
             }                                                                                  \
         }                                                                                      \
-        for (int64_t p = 0; p < k; p++) {                                                      \
-            VT b0, b1;                                                                         \
-            const float *bp = b + (boff ? boff[p] : p * ldb);                                  \
-            memcpy(&b0, bp, sizeof b0);                                                        \
-            memcpy(&b1, bp + L, sizeof b1);                                                    \
-            _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                               \
-            {                                                                                  \
-                VT sv = ar[r][p] - (VT){0};                                                    \
-                acc0[r] += sv * b0;                                                            \
-                acc1[r] += sv * b1;                                                            \
-            }                                                                                  \
-        }                                                                                      \
+        for (int64_t p = 0; p < k; p++)                                                        \
+            PW_STEP(VT, L, R, b + (boff ? boff[p] : p * ldb), p);                              \
         for (int r = 0; r < R && i0 + r < m; r++) {                                            \
             float *cr = c + (i0 + r) * ldc;                                                    \
             if (cols >= 2 * L) {                                                               \
@@ -436,17 +444,8 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
             acc0[r] = b0;                                                                      \
             acc1[r] = b1;                                                                      \
         }                                                                                      \
-        for (int64_t p = 0; p < k; p++) {                                                      \
-            int64_t off = aoff[p];                                                             \
-            memcpy(&b0, b + p * 32, sizeof b0);                                                \
-            memcpy(&b1, b + p * 32 + L, sizeof b1);                                            \
-            _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                               \
-            {                                                                                  \
-                VT sv = ar[r][off] - (VT){0};                                                  \
-                acc0[r] += sv * b0;                                                            \
-                acc1[r] += sv * b1;                                                            \
-            }                                                                                  \
-        }                                                                                      \
+        for (int64_t p = 0; p < k; p++)                                                        \
+            PW_STEP(VT, L, R, b + p * 32, aoff[p]);                                            \
         for (int r = 0; r < R && r < rows; r++) {                                              \
             memcpy(c + r * ldc, &acc0[r], sizeof acc0[r]);                                     \
             memcpy(c + r * ldc + L, &acc1[r], sizeof acc1[r]);                                 \
