@@ -568,7 +568,7 @@ static bool tn_double_overflows(double f, enum tn_dtype dtype)
     case TN_UINT8: lo = 0.0; hi = 255.0; break;
     default: return false;
     }
-    if (tn_dtype_is_floating(dtype) || dtype == TN_COMPLEX64) {
+    if (tn_dtype_is_floating(dtype) || tn_dtype_is_complex(dtype)) {
         if (isinf(f) || isnan(f))
             return false;
     } else if (isnan(f)) {

@@ -439,9 +439,9 @@ TN_F8_STORES(float8_e4m3fnuz, FLOAT8_E4M3FNUZ)
 #define TN_SRC_LIST(X, dn)                                                                      \
     X(dn, float32, f) X(dn, float64, f) X(dn, float16, f) X(dn, bfloat16, f) X(dn, int64, i)    \
     X(dn, int32, i) X(dn, int16, i) X(dn, int8, i) X(dn, uint8, u) X(dn, bool, b)               \
-    X(dn, complex64, c) X(dn, float8_e5m2, f) X(dn, float8_e4m3fn, f) X(dn, float8_e5m2fnuz, f) \
-    X(dn, float8_e4m3fnuz, f) X(dn, uint16, u) X(dn, uint32, u) X(dn, uint64, U)                \
-    X(dn, complex128, C)
+    X(dn, complex64, c) X(dn, complex128, C) X(dn, float8_e5m2, f) X(dn, float8_e4m3fn, f)      \
+    X(dn, float8_e5m2fnuz, f) X(dn, float8_e4m3fnuz, f) X(dn, uint16, u) X(dn, uint32, u)       \
+    X(dn, uint64, U)
 
 /* One strided conversion loop per (dst, src) pair. */
 typedef void (*tn_conv_fn)(char *d, int64_t dstep, const char *s, int64_t sstep, int64_t n);
@@ -564,13 +564,14 @@ void tn_scalar_store(void *dst, enum tn_dtype dtype, struct tn_scalar s)
         tn_convert(dst, dtype, &s.v.f, TN_FLOAT64, 1);
         break;
     case TN_SCALAR_COMPLEX: {
-        /* complex128 is not a dtype here: real targets take the real part of
-         * the double value directly so no precision is lost on the way. */
+        /* real targets take the real part of the double value directly so
+         * no precision is lost on the way; CMPLX keeps an infinite part's
+         * partner (re + im * I would make it NaN) */
         if (dtype == TN_COMPLEX64) {
-            tn_complex64 c = (float)s.v.c.re + (float)s.v.c.im * I;
+            tn_complex64 c = CMPLXF((float)s.v.c.re, (float)s.v.c.im);
             memcpy(dst, &c, sizeof c);
         } else if (dtype == TN_COMPLEX128) {
-            tn_complex128 c = s.v.c.re + s.v.c.im * I;
+            tn_complex128 c = CMPLX(s.v.c.re, s.v.c.im);
             memcpy(dst, &c, sizeof c);
         } else if (dtype == TN_BOOL) {
             *(bool *)dst = s.v.c.re != 0 || s.v.c.im != 0;

@@ -104,7 +104,7 @@ struct tn_tensor *tn_full(const int64_t *sizes, int ndim, struct tn_scalar value
         case TN_SCALAR_BOOL: dtype = TN_BOOL; break;
         case TN_SCALAR_INT: dtype = TN_INT64; break;
         case TN_SCALAR_FLOAT: dtype = tn_get_default_dtype(); break;
-        case TN_SCALAR_COMPLEX: dtype = TN_COMPLEX64; break;
+        case TN_SCALAR_COMPLEX: dtype = tn__dtype_complex(tn_get_default_dtype()); break;
         }
     }
     struct tn_tensor *t = tn_empty(sizes, ndim, dtype);
@@ -277,6 +277,22 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
     return t;
 }
 
+/* linspace's complex steps: each part as the real dtype R's, from both ends. */
+#define TN_LINSPACE_CPX(T, R, FMA)                                                             \
+    do {                                                                                       \
+        R ar = (R)tn_scalar_to_double(start), br = (R)tn_scalar_to_double(end);                \
+        R ai = start.kind == TN_SCALAR_COMPLEX ? (R)start.v.c.im : 0;                          \
+        R bi = end.kind == TN_SCALAR_COMPLEX ? (R)end.v.c.im : 0;                              \
+        R sr = (br - ar) / (R)(steps - 1), si = (bi - ai) / (R)(steps - 1);                    \
+        T *o = (T *)p;                                                                         \
+        for (int64_t i = 0; i < steps; i++) {                                                  \
+            R m = (R)(i < half ? i : steps - i - 1);                                           \
+            R re = i < half ? FMA(sr, m, ar) : FMA(-sr, m, br);                                \
+            R im = i < half ? FMA(si, m, ai) : FMA(-si, m, bi);                                \
+            o[i] = re + im * _Complex_I;                                                       \
+        }                                                                                      \
+    } while (0)
+
 /*
  * torch.linspace as PyTorch 2.x computes it (1.13 vectorised it, with other
  * roundings): the first half counts up from start, the second half down from
@@ -331,18 +347,9 @@ struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int6
             tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT32, 1);
         }
     } else if (dtype == TN_COMPLEX64) {
-        struct tn_scalar zs = start, ze = end;
-        float ar = (float)tn_scalar_to_double(zs), br = (float)tn_scalar_to_double(ze);
-        float ai = zs.kind == TN_SCALAR_COMPLEX ? (float)zs.v.c.im : 0.0f;
-        float bi = ze.kind == TN_SCALAR_COMPLEX ? (float)ze.v.c.im : 0.0f;
-        float sr = (br - ar) / (float)(steps - 1), si = (bi - ai) / (float)(steps - 1);
-        tn_complex64 *o = (tn_complex64 *)p;
-        for (int64_t i = 0; i < steps; i++) {
-            float m = (float)(i < half ? i : steps - i - 1);
-            float re = i < half ? fmaf(sr, m, ar) : fmaf(-sr, m, br);
-            float im = i < half ? fmaf(si, m, ai) : fmaf(-si, m, bi);
-            o[i] = re + im * _Complex_I;
-        }
+        TN_LINSPACE_CPX(tn_complex64, float, fmaf);
+    } else if (dtype == TN_COMPLEX128) {
+        TN_LINSPACE_CPX(tn_complex128, double, fma);
     } else {
         /* integers: the truncated ends, a double step, truncated results */
         char ta[8], tb[8];

@@ -8,6 +8,21 @@
 #include <config.h>
 #include <tensor/core.h>
 
+/* The real dtype of a complex one's parts (complex64 -> float32, complex128
+ * -> float64), any other dtype itself: c10's toRealValueType. */
+static inline enum tn_dtype tn__dtype_real(enum tn_dtype dt)
+{
+    return dt == TN_COMPLEX64 ? TN_FLOAT32 : dt == TN_COMPLEX128 ? TN_FLOAT64 : dt;
+}
+
+/* The complex dtype whose parts are `dt` (float64 -> complex128, a complex
+ * dtype itself, anything else complex64): c10's toComplexType for the
+ * dtypes tensorkit has. */
+static inline enum tn_dtype tn__dtype_complex(enum tn_dtype dt)
+{
+    return dt == TN_FLOAT64 || dt == TN_COMPLEX128 ? TN_COMPLEX128 : TN_COMPLEX64;
+}
+
 #define TN_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
 #define TN_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
 

@@ -478,10 +478,10 @@ static void tn_put_suffixes(struct tn_sb *sb, size_t body, char (*suffixes)[TN_S
 static bool tn_has_default_dtype(enum tn_dtype dt)
 {
     enum tn_dtype def = tn_get_default_dtype();
-    /* complex64 is the default complex dtype only while float32 is the
-     * default (with float64 it is complex128, which tensorkit lacks). */
-    return dt == def || (dt == TN_COMPLEX64 && def == TN_FLOAT32) || dt == TN_INT64 ||
-           dt == TN_BOOL;
+    /* the default complex dtype: complex64 with float32, complex128 with
+     * float64 (complex32 with float16, which tensorkit lacks) */
+    bool cdef = (def == TN_FLOAT32 || def == TN_FLOAT64) && dt == tn__dtype_complex(def);
+    return dt == def || cdef || dt == TN_INT64 || dt == TN_BOOL;
 }
 
 /* A CPU tensor with t's values and geometry, for a non-empty tensor on

@@ -30,6 +30,8 @@ static int tn_rank(enum tn_dtype d)
     case TN_BFLOAT16: return 0;
     case TN_FLOAT32: return 1;
     case TN_FLOAT64: return 2;
+    case TN_COMPLEX64: return 1;
+    case TN_COMPLEX128: return 2;
     default: return 0;
     }
 }
@@ -60,7 +62,7 @@ enum tn_dtype tn_promote_types(enum tn_dtype a, enum tn_dtype b)
         enum tn_dtype hi = ca > cb ? a : b, lo = ca > cb ? b : a;
         /* float64 with complex64 is complex128 in PyTorch. */
         if (tn_category(hi) == 3 && lo == TN_FLOAT64)
-            return tn_unsupported(a, b, "complex128");
+            return TN_COMPLEX128;
         return hi;
     }
     switch (ca) {
@@ -74,7 +76,7 @@ enum tn_dtype tn_promote_types(enum tn_dtype a, enum tn_dtype b)
             return TN_FLOAT32;
         return tn_rank(a) > tn_rank(b) ? a : b;
     default:
-        return a; /* complex64 is the only complex dtype */
+        return tn_rank(a) > tn_rank(b) ? a : b;
     }
 }
 
@@ -85,7 +87,7 @@ static enum tn_dtype tn_scalar_dtype(struct tn_scalar s)
     case TN_SCALAR_BOOL: return TN_BOOL;
     case TN_SCALAR_INT: return TN_INT64;
     case TN_SCALAR_FLOAT: return tn_get_default_dtype();
-    default: return TN_COMPLEX64;
+    default: return tn__dtype_complex(tn_get_default_dtype());
     }
 }
 
@@ -117,11 +119,12 @@ static enum tn_dtype tn_combine(enum tn_dtype higher, enum tn_dtype lower)
         return higher;
     if (cl == 3) {
         if (ch == 2) {
-            /* keep the higher class's precision: float32 -> complex64.
-             * (PyTorch 1.13 made bfloat16 complex64 too; 2.x refuses.) */
-            if (higher == TN_FLOAT32)
-                return TN_COMPLEX64;
-            return tn_unsupported(higher, lower, higher == TN_FLOAT64 ? "complex128" : "complex32");
+            /* keep the higher class's precision: float32 -> complex64,
+             * float64 -> complex128. (PyTorch 1.13 made bfloat16 complex64
+             * too; 2.x refuses.) */
+            if (higher == TN_FLOAT32 || higher == TN_FLOAT64)
+                return tn__dtype_complex(higher);
+            return tn_unsupported(higher, lower, "complex32");
         }
         return lower;
     }

@@ -466,7 +466,7 @@ static int tn_real_view(const struct tn_tensor *t, struct tn_tensor *out)
         return tn_set_error(TN_ESHAPE, "a complex tensor of %d dimensions has no real view",
                             t->ndim);
     *out = *t;
-    out->dtype = TN_FLOAT32;
+    out->dtype = tn__dtype_real(t->dtype);
     out->offset = t->offset * 2;
     for (int d = 0; d < t->ndim; d++)
         out->strides[d] = t->strides[d] * 2;
@@ -481,7 +481,7 @@ int tn_uniform_(struct tn_tensor *t, double from, double to, struct tn_generator
     int meta = tn_check_cpu(t);
     if (meta)
         return meta < 0 ? tn_last_status() : 0;
-    if (t->dtype == TN_COMPLEX64) {
+    if (tn_dtype_is_complex(t->dtype)) {
         /* the real and imaginary parts, each uniform in [from, to) */
         struct tn_tensor re;
         return tn_real_view(t, &re) ? tn_last_status() : tn_uniform_(&re, from, to, g);
@@ -800,7 +800,7 @@ int tn_normal_(struct tn_tensor *t, double mean, double std, struct tn_generator
         return meta < 0 ? tn_last_status() : 0;
     if (!(std >= 0.0))
         return tn_set_error(TN_EINVAL, "normal expects std >= 0.0, but found std %g", std);
-    if (t->dtype == TN_COMPLEX64) {
+    if (tn_dtype_is_complex(t->dtype)) {
         /* each part carries half the variance */
         struct tn_tensor re;
         return tn_real_view(t, &re) ? tn_last_status() : tn_normal_(&re, mean, std / sqrt(2.0), g);
@@ -844,7 +844,7 @@ int tn_bernoulli_(struct tn_tensor *t, double p, struct tn_generator *g)
         return tn_set_error(TN_EINVAL, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
     g = tn_gen(g);
     /* 1.13 had no float16 kernel either */
-    if (t->dtype == TN_COMPLEX64 || (t->dtype == TN_FLOAT16 && g->torch1))
+    if (tn_dtype_is_complex(t->dtype) || (t->dtype == TN_FLOAT16 && g->torch1))
         return tn_not_implemented("bernoulli_scalar_cpu_", t->dtype);
     struct tn_bernoulli_ctx c = {g, t->dtype, p};
     pthread_mutex_lock(&g->mu);
@@ -933,7 +933,7 @@ int tn_random_(struct tn_tensor *t, int64_t from, int64_t to, struct tn_generato
                             (long long)from, (long long)to);
     enum tn_dtype dt = t->dtype;
     const char *ty = tn_cpp_type_name(dt);
-    if (dt == TN_COMPLEX64)
+    if (tn_dtype_is_complex(dt))
         return tn_set_error(TN_EDTYPE, "check_random_bounds handles only integral, floating-point "
                                        "and boolean types");
     if (tn_dtype_is_floating(dt)) {
@@ -985,7 +985,7 @@ struct tn_tensor *tn_rand(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                           struct tn_generator *g)
 {
     dtype = tn_float_or_default(dtype);
-    if (!tn_dtype_is_floating(dtype) && dtype != TN_COMPLEX64) {
+    if (!tn_dtype_is_floating(dtype) && !tn_dtype_is_complex(dtype)) {
         tn_not_implemented("check_uniform_bounds", dtype);
         return NULL;
     }
@@ -1001,7 +1001,7 @@ struct tn_tensor *tn_randn(const int64_t *sizes, int ndim, enum tn_dtype dtype,
                            struct tn_generator *g)
 {
     dtype = tn_float_or_default(dtype);
-    if (!tn_dtype_is_floating(dtype) && dtype != TN_COMPLEX64) {
+    if (!tn_dtype_is_floating(dtype) && !tn_dtype_is_complex(dtype)) {
         tn_not_implemented("normal_kernel_cpu", dtype);
         return NULL;
     }
@@ -1046,7 +1046,7 @@ struct tn_tensor *tn_randperm(int64_t n, enum tn_dtype dtype, struct tn_generato
                      (long long)n, (long long)n);
         return NULL;
     }
-    if (dtype == TN_BOOL || dtype == TN_COMPLEX64) {
+    if (dtype == TN_BOOL || tn_dtype_is_complex(dtype)) {
         tn_not_implemented("randperm", dtype);
         return NULL;
     }

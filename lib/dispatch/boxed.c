@@ -215,7 +215,7 @@ int tn_ivalue_dtype(const struct tn_op *op, const struct tn_ivalue *st, int n, i
     *out = TN_DTYPE_UNSET;
     if (!v)
         return op->args[i].optional ? TN_OK : missing(op, i);
-    /* a storage-only dtype (complex128, float8, uint16..64) only where the
+    /* a storage-only dtype (float8, uint16..64) only where the
      * op converts to it (to, _to_copy: tn_copy_ converts between every
      * dtype); no kernel of another op computes on one */
     bool converts = !strcmp(op->name, "_to_copy") || !strcmp(op->name, "to");

@@ -15,8 +15,6 @@
 
 #include "core/internal.h"
 
-#include <string.h>
-
 /* The include and exclude sets (grad mode is Autograd in tls_excluded):
  * per thread, as in PyTorch, so no_grad on one thread leaves the others
  * recording. Read by every call: initial-exec (core/internal.h). */
@@ -90,16 +88,6 @@ tn_keyset tn_dispatch_keyset(const struct tn_tensor *const *tensors, int n)
 int tn_dispatch_storage_only(const struct tn_op *op)
 {
     enum tn_dtype dt = tls_storage_only;
-    /* the FFTs, their conjugate, roll (fftshift's) and constant_pad_nd (the
-     * FFTs' zero padding to n) with its backward: byte copies and fills */
-    if (dt == TN_COMPLEX128 && !strcmp(op->ns, "aten") &&
-        (!strncmp(op->name, "_fft_", 5) || !strncmp(op->name, "fft_", 4) ||
-         !strcmp(op->name, "_conj_physical") || !strcmp(op->name, "roll") ||
-         !strcmp(op->name, "constant_pad_nd")))
-        return 0;
-    if (dt == TN_COMPLEX128 && !strcmp(op->ns, "tn") &&
-        !strcmp(op->name, "constant_pad_nd_backward"))
-        return 0;
     return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", op->name,
                         tn_dtype_is_storage_only(dt) ? tn_dtype_info(dt)->c10_name : "?");
 }

@@ -114,7 +114,7 @@ struct tn_ddp *tn_ddp_new(struct tn_pg *pg, struct tn_tensor *const *params, siz
             tn_set_error(TN_EINVAL, "ddp: parameter %zu must be a contiguous CPU tensor", i);
             return NULL;
         }
-        if (!tn_dtype_is_floating(p->dtype) && p->dtype != TN_COMPLEX64) {
+        if (!tn_dtype_is_floating(p->dtype) && !tn_dtype_is_complex(p->dtype)) {
             tn_set_error(TN_EDTYPE, "ddp: parameter %zu is %s; gradients are averaged, so "
                                     "parameters must be floating point", i,
                          tn_dtype_name(p->dtype));

@@ -143,10 +143,10 @@ static int check_tensor(struct tn_pg *pg, const struct tn_tensor *t)
 /* Whether op reduces dt (AVG needs floating point; complex has no order). */
 static int check_op(struct tn_pg *pg, enum tn_dtype dt, enum tn_reduce_op op)
 {
-    if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(dt) && dt != TN_COMPLEX64)
+    if (op == TN_REDUCE_AVG && !tn_dtype_is_floating(dt) && !tn_dtype_is_complex(dt))
         return tn_set_error(TN_EDTYPE, "%s: AVG needs a floating point tensor, not %s", pg->op,
                             tn_dtype_name(dt));
-    if (dt == TN_COMPLEX64 && (op == TN_REDUCE_MIN || op == TN_REDUCE_MAX))
+    if (tn_dtype_is_complex(dt) && (op == TN_REDUCE_MIN || op == TN_REDUCE_MAX))
         return tn_set_error(TN_EDTYPE, "%s: MIN and MAX are not defined for complex", pg->op);
     return 0;
 }

@@ -32,7 +32,7 @@ typedef void mpi_user_fn(void *in, void *inout, int *len, MPI_Datatype *dt);
 #define MPI_IN_PLACE ((void *)1)
 #define MPI_THREAD_SERIALIZED 2
 
-enum { N_DT = TN_COMPLEX64 + 1 };
+enum { N_DT = TN_NUM_DTYPES };
 
 static struct {
     int (*Initialized)(int *);

@@ -190,6 +190,7 @@ static int nc_type(enum tn_dtype dt)
     case TN_UINT8:
     case TN_BOOL: return NC_UINT8;
     case TN_COMPLEX64: return NC_F32;
+    case TN_COMPLEX128: return NC_F64;
     default: return -1;
     }
 }
@@ -201,8 +202,8 @@ static int nc_op(struct tn_pg *pg, const struct tn_tensor *t, enum tn_reduce_op 
                  size_t *count)
 {
     *type = nc_type(t->dtype);
-    *count = (size_t)tn_numel(t) * (t->dtype == TN_COMPLEX64 ? 2 : 1);
-    if (*type < 0 || (t->dtype == TN_COMPLEX64 && op != TN_REDUCE_SUM && op != TN_REDUCE_AVG))
+    *count = (size_t)tn_numel(t) * (tn_dtype_is_complex(t->dtype) ? 2 : 1);
+    if (*type < 0 || (tn_dtype_is_complex(t->dtype) && op != TN_REDUCE_SUM && op != TN_REDUCE_AVG))
         return tn_set_error(TN_EDTYPE, "%s: NCCL cannot reduce %s tensors with this op",
                             tn__pg_op(pg), tn_dtype_name(t->dtype));
     if (t->dtype == TN_BOOL)

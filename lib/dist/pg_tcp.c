@@ -218,13 +218,8 @@ void tn__pg_reduce_into(void *dst, const void *src, int64_t n, enum tn_dtype dt,
             d[i] = any ? (d[i] || s[i]) : (d[i] && s[i]);
         break;
     }
-    case TN_COMPLEX64: {
-        tn_complex64 *d = dst;
-        const tn_complex64 *s = src;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = op == TN_REDUCE_PRODUCT ? d[i] * s[i] : d[i] + s[i];
-        break;
-    }
+    case TN_COMPLEX64: LOOP(tn_complex64, op == TN_REDUCE_PRODUCT ? a * b : a + b); break;
+    case TN_COMPLEX128: LOOP(tn_complex128, op == TN_REDUCE_PRODUCT ? a * b : a + b); break;
     default: TN_ASSERT(!"a dtype without a reduction");
     }
 #undef LOOP
@@ -249,6 +244,7 @@ void tn__pg_divide(void *buf, int64_t n, enum tn_dtype dt, int by)
                 tn_bfloat16_from_float(tn_bfloat16_to_float(((tn_bfloat16 *)buf)[i]) / (float)by);
         break;
     case TN_COMPLEX64: for (int64_t i = 0; i < n; i++) ((tn_complex64 *)buf)[i] /= (float)by; break;
+    case TN_COMPLEX128: for (int64_t i = 0; i < n; i++) ((tn_complex128 *)buf)[i] /= by; break;
     default: break;
     }
 }

@@ -112,7 +112,7 @@ static int b_matrix_t(const struct tn_op *op, struct tn_ivalue *st, int n)
         return tn_set_error(TN_ESHAPE, "%s: tensor.%s is only supported on matrices or batches "
                             "of matrices. Got %d-D tensor.", op->qualname,
                             conj ? "mH" : "mT", self->ndim);
-    if (conj && self->dtype == TN_COMPLEX64)
+    if (conj && tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "%s: the conjugate view of a complex tensor is not "
                             "supported", op->qualname);
     return result(op, st, tn_transpose(self, -2, -1));

@@ -166,7 +166,7 @@ int tn__composite_add_scalar_(tn_keyset ks, struct tn_tensor *self, struct tn_sc
 struct tn_tensor *tn__composite_pow_tensor_scalar(tn_keyset ks, const struct tn_tensor *self,
                                                   struct tn_scalar exponent)
 {
-    if (!tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64 &&
+    if (!tn_dtype_is_floating(self->dtype) && !tn_dtype_is_complex(self->dtype) &&
         (exponent.kind == TN_SCALAR_INT || exponent.kind == TN_SCALAR_BOOL) &&
         tn_scalar_to_int64(exponent) < 0)
         return tn_set_error(TN_EINVAL, "Integers to negative integer powers are not allowed."),
@@ -461,7 +461,8 @@ const char *tn__dtype_meta_name(enum tn_dtype dt)
         [TN_FLOAT32] = "float", [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half",
         [TN_BFLOAT16] = "c10::BFloat16", [TN_INT64] = "long int", [TN_INT32] = "int",
         [TN_INT16] = "short int", [TN_INT8] = "signed char", [TN_UINT8] = "unsigned char",
-        [TN_BOOL] = "bool", [TN_COMPLEX64] = "c10::complex<float>"};
+        [TN_BOOL] = "bool", [TN_COMPLEX64] = "c10::complex<float>",
+        [TN_COMPLEX128] = "c10::complex<double>"};
     return names[dt];
 }
 
@@ -472,7 +473,7 @@ static int lerp_check(const struct tn_tensor *self, const struct tn_tensor *othe
         return tn_set_error(TN_EDTYPE, "expected dtype %s for `%s` but got dtype %s",
                             tn__dtype_meta_name(self->dtype), what,
                             tn__dtype_meta_name(other->dtype));
-    if (!other && !tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64)
+    if (!other && !tn_dtype_is_floating(self->dtype) && !tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", kernel,
                             tn_dtype_info(self->dtype)->c10_name);
     return TN_OK;

@@ -8,8 +8,7 @@
  *
  * Normalization is ATen's fft_norm_mode: 0 none, 1 by 1/sqrt(n), 2 by
  * 1/n, n the product of the signal sizes over `dim` (the output's for
- * c2r). float32 gives complex64, float64 complex128 (a storage-only dtype
- * elsewhere: these kernels read and write it).
+ * c2r). float32 gives complex64, float64 complex128.
  */
 #include "ops/internal.h"
 #include "ops/fft_internal.h"
@@ -348,7 +347,7 @@ struct tn_tensor *tn__cpu__fft_c2r(tn_keyset ks, const struct tn_tensor *self, c
  * (ifft of a real input, hfft, ihfft) go through it, as in PyTorch. */
 struct tn_tensor *tn__cpu__conj_physical(tn_keyset ks, const struct tn_tensor *self)
 {
-    if (tn_dtype_is_storage_only(self->dtype) && self->dtype != TN_COMPLEX128)
+    if (tn_dtype_is_storage_only(self->dtype))
         return tn_set_error(TN_EDTYPE, "\"conj_physical\" not implemented for '%s'",
                             tn_dtype_info(self->dtype)->c10_name), NULL;
     struct tn_tensor *out = tn_empty_like(self, TN_DTYPE_UNSET);
@@ -377,7 +376,7 @@ static struct tn_tensor *real_part(struct tn_tensor *c)
     if (!c)
         return NULL;
     struct tn_tensor re = *c; /* a real view over c's storage, borrowed */
-    re.dtype = c->dtype == TN_COMPLEX128 ? TN_FLOAT64 : TN_FLOAT32;
+    re.dtype = tn__dtype_real(c->dtype);
     re.offset = c->offset * 2;
     for (int d = 0; d < c->ndim; d++)
         re.strides[d] = c->strides[d] * 2;
@@ -557,7 +556,7 @@ static struct tn_tensor *fft_any(enum fft_fn fn, bool nd, const struct tn_tensor
     }
     /* promote_tensor_fft: integers to the default dtype; no half types on the CPU */
     enum tn_dtype dt = self->dtype;
-    if (dt == TN_FLOAT16 || dt == TN_BFLOAT16 || (tn_dtype_is_storage_only(dt) && dt != TN_COMPLEX128))
+    if (dt == TN_FLOAT16 || dt == TN_BFLOAT16 || tn_dtype_is_storage_only(dt))
         return tn_set_error(TN_EDTYPE, "Unsupported dtype %s", tn_dtype_info(dt)->c10_name), NULL;
     bool cplx = tn_dtype_is_complex(dt);
     if ((fn == F_RFFT || fn == F_IHFFT) && cplx)
@@ -569,7 +568,7 @@ static struct tn_tensor *fft_any(enum fft_fn fn, bool nd, const struct tn_tensor
     if (!x)
         return NULL;
     if (c2r && !cplx) { /* a real input to a c2r becomes complex (after resizing) */
-        struct tn_tensor *c = tn_to_dtype(x, x->dtype == TN_FLOAT64 ? TN_COMPLEX128 : TN_COMPLEX64);
+        struct tn_tensor *c = tn_to_dtype(x, tn__dtype_complex(x->dtype));
         tn_release(x);
         if (!(x = c))
             return NULL;
@@ -578,7 +577,7 @@ static struct tn_tensor *fft_any(enum fft_fn fn, bool nd, const struct tn_tensor
     if (!cplx && !c2r && (nd || n == 0) && (fn == F_FFT || fn == F_IFFT)) {
         /* fft2/fftn of a real input: PyTorch makes it complex for a c2c
          * (whose layout its result has) */
-        struct tn_tensor *c = tn_to_dtype(x, x->dtype == TN_FLOAT64 ? TN_COMPLEX128 : TN_COMPLEX64);
+        struct tn_tensor *c = tn_to_dtype(x, tn__dtype_complex(x->dtype));
         tn_release(x);
         if (!(x = c))
             return NULL;

@@ -24,6 +24,7 @@ static const char *cpp_type_name(enum tn_dtype dt)
     case TN_UINT8: return "unsigned char";
     case TN_BOOL: return "bool";
     case TN_COMPLEX64: return "c10::complex<float>";
+    case TN_COMPLEX128: return "c10::complex<double>";
     default: return "?";
     }
 }

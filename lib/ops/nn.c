@@ -872,7 +872,7 @@ int tn__composite_max_pool3d_with_indices(tn_keyset ks, const struct tn_tensor *
                             padding, padding_len, dilation, dilation_len, ceil_mode, NULL, &g);
     if (rc < 0)
         return rc;
-    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64)
+    if (self->dtype == TN_BOOL || tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "\"max_pool3d_with_indices\" not implemented for '%s'",
                             tn_dtype_info(self->dtype)->c10_name);
     struct tn_scalar lowest = tn_dtype_is_floating(self->dtype) ? tn_float(-INFINITY)
@@ -951,7 +951,7 @@ struct tn_tensor *tn__composite_avg_pool3d(tn_keyset ks, const struct tn_tensor 
     if (tn__pool_check(TN_POOL_AVG3D, self, kernel_size, kernel_size_len, stride, stride_len,
                        padding, padding_len, NULL, 0, ceil_mode, divisor_override, &g) < 0)
         return NULL;
-    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64 || self->dtype == TN_BFLOAT16 ||
+    if (self->dtype == TN_BOOL || tn_dtype_is_complex(self->dtype) || self->dtype == TN_BFLOAT16 ||
         self->dtype == TN_FLOAT16)
         return tn_set_error(TN_EDTYPE, "\"avg_pool3d_out_frame\" not implemented for '%s'",
                             tn_dtype_info(self->dtype)->c10_name), NULL;

@@ -160,7 +160,8 @@ struct tn_tensor *tn__composite_logsumexp(tn_keyset ks, const struct tn_tensor *
         return r;
     }
     /* complex (2.x): the shift is the max of the real parts */
-    struct tn_tensor *xr = x->dtype == TN_COMPLEX64 ? tn_to_dtype(x, TN_FLOAT32) : tn_retain(x);
+    struct tn_tensor *xr = tn_dtype_is_complex(x->dtype) ? tn_to_dtype(x, tn__dtype_real(x->dtype))
+                                                        : tn_retain(x);
     if (!xr) {
         tn_release(x);
         return NULL;
@@ -193,14 +194,14 @@ done:
 struct tn_tensor *tn__composite_var(tn_keyset ks, const struct tn_tensor *self, const int64_t *dim,
                                     int dim_len, const struct tn_scalar *correction, bool keepdim)
 {
-    if (!tn_dtype_is_floating(self->dtype) && self->dtype != TN_COMPLEX64)
+    if (!tn_dtype_is_floating(self->dtype) && !tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "std and var only support floating point and complex "
                             "dtypes"), NULL;
     struct tn_tensor *r = NULL, *mean = NULL, *d = NULL, *a = NULL, *sq = NULL, *s = NULL;
     if (!(mean = tn_mean_dim(self, dim, dim_len, true, TN_DTYPE_UNSET)) ||
         !(d = tn_sub(self, mean, tn_int(1))))
         goto done;
-    if (self->dtype == TN_COMPLEX64) {
+    if (tn_dtype_is_complex(self->dtype)) {
         if (!(a = tn_abs(d)))
             goto done;
     } else {
@@ -268,9 +269,9 @@ struct tn_tensor *tn__composite_std_dim(tn_keyset ks, const struct tn_tensor *se
  * PyTorch's own words for what they refuse. */
 static struct tn_tensor *max_all(const char *op, const struct tn_tensor *self, bool is_max)
 {
-    if (self->dtype == TN_COMPLEX64)
-        return tn_set_error(TN_EDTYPE, "\"%s_all\" not implemented for 'ComplexFloat'", op),
-               NULL;
+    if (tn_dtype_is_complex(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"%s_all\" not implemented for '%s'", op,
+                            tn_dtype_info(self->dtype)->c10_name), NULL;
     if (tn_numel(self) == 0)
         return tn_set_error(TN_EINVAL, "%s(): Expected reduction dim to be specified for "
                             "input.numel() == 0. Specify the reduction dim with the 'dim' "
@@ -294,7 +295,7 @@ static int arg_meta(const char *op, const struct tn_tensor *self, const int64_t 
                     bool keepdim, struct tn_meta *m)
 {
     /* PyTorch 2.x's words (1.13 named the kernel) */
-    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64)
+    if (self->dtype == TN_BOOL || tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "%s(): does not support %s input", op,
                             self->dtype == TN_BOOL ? "bool" : "complex");
     if (dim) {

@@ -21,7 +21,7 @@ static int check_mask(const struct tn_tensor *mask)
         [TN_INT64] = "long int", [TN_INT32] = "int", [TN_INT16] = "short int",
         [TN_INT8] = "signed char", [TN_UINT8] = "unsigned char", [TN_FLOAT32] = "float",
         [TN_FLOAT64] = "double", [TN_FLOAT16] = "c10::Half", [TN_BFLOAT16] = "c10::BFloat16",
-        [TN_COMPLEX64] = "c10::complex<float>"};
+        [TN_COMPLEX64] = "c10::complex<float>", [TN_COMPLEX128] = "c10::complex<double>"};
     const char *nm = (int)mask->dtype < TN_NUM_DTYPES ? names[mask->dtype] : NULL;
     return tn_set_error(TN_EDTYPE, "masked_fill_ only supports boolean masks, but got mask with "
                         "dtype %s", nm ? nm : tn_dtype_name(mask->dtype));

@@ -32,7 +32,7 @@ static int extreme_meta(const char *op, const struct tn_tensor *self, int64_t di
     int d = tn_wrap_dim(dim, self->ndim);
     if (d < 0)
         return tn_last_status();
-    if (self->dtype == TN_COMPLEX64)
+    if (tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "%s(): does not support complex input", op);
     if (self->ndim > 0 && self->sizes[d] == 0)
         return tn_set_error(TN_EINVAL, "%s(): Expected reduction dim %d to have non-zero size.", op,
@@ -58,7 +58,7 @@ int tn__meta_sort_values_stable_out(const struct tn_tensor *self, const bool *st
 {
     if (tn_wrap_dim(dim, self->ndim) < 0)
         return tn_last_status();
-    if (self->dtype == TN_COMPLEX64) /* (PyTorch 2.x's words) */
+    if (tn_dtype_is_complex(self->dtype)) /* (PyTorch 2.x's words) */
         return tn_set_error(TN_EDTYPE, "Sort does not support complex dtypes on CPU");
     pair_meta(self, -1, -1, m);
     return TN_OK;
@@ -73,7 +73,7 @@ int tn__meta_topk_values_out(const struct tn_tensor *self, int64_t k, int64_t di
     int64_t n = self->ndim ? self->sizes[d] : 1;
     if (k < 0 || k > n)
         return tn_set_error(TN_EINVAL, "selected index k out of range");
-    if (self->dtype == TN_BOOL || self->dtype == TN_COMPLEX64)
+    if (self->dtype == TN_BOOL || tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "topk does not support %s dtypes on CPU",
                             self->dtype == TN_BOOL ? "bool" : "complex");
     pair_meta(self, self->ndim ? d : -1, k, m);

@@ -34,7 +34,7 @@ int tn__meta_neg_out(const struct tn_tensor *self, struct tn_meta *m)
 
 int tn__meta_abs_out(const struct tn_tensor *self, struct tn_meta *m)
 {
-    return unary_meta(self, self->dtype == TN_COMPLEX64 ? TN_FLOAT32 : self->dtype, m);
+    return unary_meta(self, tn__dtype_real(self->dtype), m);
 }
 
 #define TN_FLOAT_META(op)                                                                      \
@@ -81,7 +81,7 @@ static int same_meta(const struct tn_tensor *self, struct tn_meta *m)
 
 int tn__meta_sign_out(const struct tn_tensor *self, struct tn_meta *m)
 {
-    if (self->dtype == TN_COMPLEX64)
+    if (tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "Unlike NumPy, torch.sign is not intended to support "
                             "complex numbers. Please use torch.sgn instead.");
     return same_meta(self, m);
@@ -90,7 +90,7 @@ int tn__meta_sign_out(const struct tn_tensor *self, struct tn_meta *m)
 #define TN_NOCOMPLEX_META(op)                                                                  \
     int tn__meta_##op##_out(const struct tn_tensor *self, struct tn_meta *m)                   \
     {                                                                                          \
-        if (self->dtype == TN_COMPLEX64)                                                       \
+        if (tn_dtype_is_complex(self->dtype))                                                       \
             return tn_set_error(TN_EDTYPE, #op " is not supported for complex inputs");        \
         return same_meta(self, m);                                                             \
     }
@@ -133,7 +133,7 @@ int tn__meta_hardtanh_out(const struct tn_tensor *self, struct tn_scalar min_val
 {
     if (self->dtype == TN_BOOL)
         return tn_set_error(TN_EDTYPE, "Bool inputs not supported for hardtanh");
-    if (self->dtype == TN_COMPLEX64)
+    if (tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types");
     return same_meta(self, m);
 }
@@ -175,7 +175,7 @@ int tn__meta_clamp_out(const struct tn_tensor *self, const struct tn_scalar *min
 {
     if (!min && !max)
         return tn_set_error(TN_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not be None");
-    if (self->dtype == TN_COMPLEX64)
+    if (tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types");
     struct tn_scalar s[2];
     int n = 0;
@@ -279,8 +279,8 @@ struct tn_tensor *tn__composite_clamp_tensor(tn_keyset ks, const struct tn_tenso
     if (!min && !max)
         return tn_set_error(TN_EINVAL, "torch.clamp: At least one of 'min' or 'max' must not "
                             "be None"), NULL;
-    if (self->dtype == TN_COMPLEX64 || (min && min->dtype == TN_COMPLEX64) ||
-        (max && max->dtype == TN_COMPLEX64))
+    if (tn_dtype_is_complex(self->dtype) || (min && tn_dtype_is_complex(min->dtype)) ||
+        (max && tn_dtype_is_complex(max->dtype)))
         return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types"), NULL;
     if (min && max && self->dtype == TN_BOOL && min->dtype == TN_BOOL && max->dtype == TN_BOOL)
         return tn_set_error(TN_EDTYPE, "\"clamp_cpu\" not implemented for 'Bool'"), NULL;

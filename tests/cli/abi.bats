@@ -94,3 +94,27 @@ refer_to_all() {
     run grep -x -e tn_underscore_softmax -e tn_underscore_to_copy ops.list
     assert_success
 }
+
+@test "the soname and the dtype enum's values are the ABI this version promises" {
+    command -v readelf >/dev/null || skip "no readelf"
+    cd "$BATS_TEST_TMPDIR"
+    # configure.ac's TN_LT_VERSION 1:0:0 (current - age = 1): bumped when
+    # complex128 joined the computing dtypes and renumbered the storage-only
+    # ones; a change to these values needs a new current with age 0
+    run readelf -d "$LIB/libtensor.so"
+    assert_success
+    assert_output --partial "Library soname: [libtensor.so.1]"
+    cat >enum.c <<'C'
+#include <stdio.h>
+#include <tensor/core.h>
+int main(void)
+{
+    printf("%d %d %d %d %d %d %d\n", TN_COMPLEX64, TN_COMPLEX128, TN_NUM_DTYPES,
+           TN_FLOAT8_E5M2, TN_UINT16, TN_UINT64, TN_NUM_ALL_DTYPES);
+    return 0;
+}
+C
+    gcc -std=c11 -I"$INC" enum.c -o enum || fail "enum.c does not build"
+    run ./enum
+    assert_output "10 11 12 12 16 18 19"
+}

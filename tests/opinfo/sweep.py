@@ -3,10 +3,12 @@
 
     python3 sweep.py --tcompile PATH [--ops NAME,...] [--quick] [--batch N]
                      [--jobs N] [--xfail FILE] [--update] [--json FILE]
+                     [--dtypes NAME,...]
 
 For every OpInfo of torch.testing._internal.common_methods_invocations.op_db
 (or those named by --ops, or the quick subset), every dtype of float32,
-float64, int64, bool and bfloat16 that the OpInfo supports on the CPU, and
+float64, int64, bool and bfloat16 (or of those --dtypes names, complex64
+and complex128 among them) that the OpInfo supports on the CPU, and
 every sample it gives (torch.manual_seed(0) before each OpInfo and dtype, so
 the samples are the same from run to run on one PyTorch), a module calling
 the op on the sample's tensors is exported with torch.export.export (as a
@@ -56,6 +58,14 @@ import torch
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64,
           "bool": torch.bool, "bfloat16": torch.bfloat16}
+# what --dtypes may name: the swept ones and the complex ones, whose
+# samples (complex tensors) are swept only when they are asked for
+SWEEPABLE = dict(DTYPES, complex64=torch.complex64, complex128=torch.complex128)
+
+
+def swept_dtypes(a):
+    """The dtypes to sweep: --dtypes's (main checked the names), or DTYPES."""
+    return {n: SWEEPABLE[n] for n in a.dtypes.split(",")} if a.dtypes else DTYPES
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # the quick subset `make check` runs: ops from each family the fixes touch
@@ -314,8 +324,8 @@ class Sweep:
         self.mark = time.perf_counter()
         leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-        if any(t.is_complex() or t.device.type != "cpu" or t.layout != torch.strided
-               for t in tensors):
+        if any((t.is_complex() and not dtype.is_complex) or t.device.type != "cpu" or
+               t.layout != torch.strided for t in tensors):
             return "skip", "complex or sparse (COO, CSR, ...) tensor in the sample"
         if not tensors:
             return "skip", "no tensor in the sample"
@@ -405,7 +415,7 @@ class Sweep:
 
     def sweep_op(self, op, d):
         key0 = opinfo_key(op)
-        for dname, dtype in DTYPES.items():
+        for dname, dtype in swept_dtypes(self.a).items():
             if dtype not in op.supported_dtypes("cpu"):
                 continue
             for grad in (False, True):
@@ -572,8 +582,16 @@ def main():
     p.add_argument("--results", nargs="+", metavar="JSON",
                    help="take the results of earlier runs' --json instead of sweeping "
                         "(with --ops, only those OpInfos are swept again)")
+    p.add_argument("--dtypes", help="comma-separated dtypes to sweep instead of %s (also: "
+                   "complex64, complex128)" % ",".join(DTYPES))
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args()
+    if a.dtypes:
+        bad = [n for n in a.dtypes.split(",") if n not in SWEEPABLE]
+        if bad:
+            print("sweep.py: --dtypes: %s is not one of %s" % (bad[0], ",".join(SWEEPABLE)),
+                  file=sys.stderr)
+            return 2
     try:
         op_db = load_op_db()
     except Exception as e:

@@ -322,8 +322,8 @@ static struct tn_value *build_value(bool floats)
     struct tn_value *dts = tn_value_dict();
     for (int d = 0; d < TN_NUM_DTYPES; d++) {
         struct tn_tensor *t = d == TN_BOOL ? tn_ones(TN_SHAPE(3), TN_BOOL)
-                              : d == TN_COMPLEX64
-                                  ? tn_full(TN_SHAPE(2), tn_complex(1.5, -2), TN_COMPLEX64)
+                              : tn_dtype_is_complex((enum tn_dtype)d)
+                                  ? tn_full(TN_SHAPE(2), tn_complex(1.5, -2), (enum tn_dtype)d)
                                   : tn_arange(tn_int(-2), tn_int(3), tn_int(1), (enum tn_dtype)d);
         if (d == TN_UINT8) {
             tn_release(t);

@@ -94,7 +94,9 @@ void tn_assert_fail(const char *expr, const char *file, int line, const char *fu
     X(UINT8, uint8, uint8_t, 1, "ByteStorage", "U8", "|u1", 0, u, "Byte")                      \
     X(BOOL, bool, bool, 1, "BoolStorage", "BOOL", "|b1", 11, b, "Bool")                        \
     X(COMPLEX64, complex64, tn_complex64, 8, "ComplexFloatStorage", "C64", "<c8", 9, c,        \
-      "ComplexFloat")
+      "ComplexFloat")                                                                          \
+    X(COMPLEX128, complex128, tn_complex128, 16, "ComplexDoubleStorage", NULL, "<c16", 10, c,  \
+      "ComplexDouble")
 
 /*
  * Storage-only dtypes, with the same columns: PyTorch 2.x's newer dtypes.
@@ -115,14 +117,12 @@ void tn_assert_fail(const char *expr, const char *file, int line, const char *fu
       "Float8_e4m3fnuz")                                                                       \
     X(UINT16, uint16, uint16_t, 2, NULL, "U16", "<u2", 27, u, "UInt16")                         \
     X(UINT32, uint32, uint32_t, 4, NULL, "U32", "<u4", 28, u, "UInt32")                         \
-    X(UINT64, uint64, uint64_t, 8, NULL, "U64", "<u8", 29, u, "UInt64")                         \
-    X(COMPLEX128, complex128, tn_complex128, 16, "ComplexDoubleStorage", NULL, "<c16", 10, c,  \
-      "ComplexDouble")
+    X(UINT64, uint64, uint64_t, 8, NULL, "U64", "<u8", 29, u, "UInt64")
 
 /* Every dtype, computing and storage-only (tables of names and conversions). */
 #define TN_FOR_EACH_ANY_DTYPE(X) TN_FOR_EACH_DTYPE(X) TN_FOR_EACH_STORAGE_DTYPE(X)
 
-/* float16 and bfloat16 are kept as their bits; complex64 as C's complex. */
+/* float16 and bfloat16 are kept as their bits; complex64/128 as C's complex. */
 typedef struct { uint16_t bits; } tn_half;
 typedef struct { uint16_t bits; } tn_bfloat16;
 typedef float _Complex tn_complex64;
@@ -218,7 +218,7 @@ void tn_scalar_store(void *dst, enum tn_dtype dtype, struct tn_scalar s);
 struct tn_scalar tn_scalar_load(const void *src, enum tn_dtype dtype);
 
 /* torch.promote_types(a, b). TN_DTYPE_UNSET with an error where PyTorch's
- * result (complex32/complex128) is not a dtype tensorkit has. */
+ * result (complex32) is not a dtype tensorkit has. */
 enum tn_dtype tn_promote_types(enum tn_dtype a, enum tn_dtype b);
 
 struct tn_tensor;
@@ -389,7 +389,7 @@ struct tn_tensor *tn_empty_strided(const int64_t *sizes, int ndim, const int64_t
                                    enum tn_dtype dtype);
 struct tn_tensor *tn_zeros(const int64_t *sizes, int ndim, enum tn_dtype dtype);
 struct tn_tensor *tn_ones(const int64_t *sizes, int ndim, enum tn_dtype dtype);
-/* torch.full: dtype UNSET infers bool, int64, the default float or complex64
+/* torch.full: dtype UNSET infers bool, int64, the default float or its complex
  * from the value's kind. */
 struct tn_tensor *tn_full(const int64_t *sizes, int ndim, struct tn_scalar value,
                           enum tn_dtype dtype);

@@ -204,12 +204,9 @@ int tn_dispatch_no_kernel(const struct tn_op *op, int key);
 #define TN_KEYSET_FAILED ((tn_keyset)1u << 30)
 
 /* "\"add\" not implemented for 'Float8_e4m3fn'" for the storage-only dtype
- * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE, or 0 (no
- * error) where op computes on that dtype: the FFT ops (_fft_r2c, _fft_c2r,
- * _fft_c2c, torch.fft's fft_* and _conj_physical) read and write
- * complex128, and roll (fftshift's) and constant_pad_nd (their zero
- * padding to n, and its backward) copy and fill it; no other kernel takes
- * it yet. */
+ * this thread's last tn_dispatch_keyset met. Returns TN_EDTYPE: no kernel
+ * takes a storage-only dtype (complex128, which the FFTs alone took, is a
+ * computing dtype since libtensor.so.1). */
 int tn_dispatch_storage_only(const struct tn_op *op);
 
 /* Not a kernel but a marker in an out= op's Autograd slot (tgen puts it

@@ -30,7 +30,7 @@ struct bctx {
     double af;           /* alpha for floating dtypes */
     uint64_t ai;         /* alpha for integers (two's complement) */
     bool ab;             /* alpha for bool */
-    float _Complex ac;   /* alpha for complex */
+    double _Complex ac;  /* alpha for complex */
     int zero_div;        /* an integer division by zero happened */
     bool stream;         /* the whole output is TN_STREAM_BYTES or more */
 };
@@ -57,27 +57,30 @@ struct bctx {
         r_;                                                                                    \
     })
 
-/* numpy's and c10's complex division (Smith's method). */
-static inline float _Complex cdiv(float _Complex x, float _Complex y)
-{
-    float a = crealf(x), b = cimagf(x), c = crealf(y), d = cimagf(y);
-    float ac = fabsf(c), ad = fabsf(d), re, im;
-    if (ac >= ad) {
-        if (ac == 0 && ad == 0) {
-            re = a / ac;
-            im = b / ad;
-        } else {
-            float rat = d / c, scl = 1.0f / (c + d * rat);
-            re = (a + b * rat) * scl;
-            im = (b - a * rat) * scl;
-        }
-    } else {
-        float rat = c / d, scl = 1.0f / (d + c * rat);
-        re = (a * rat + b) * scl;
-        im = (b * rat - a) * scl;
+/* numpy's and c10's complex division (Smith's method), in the real type R. */
+#define TN_CDIV(NAME, R, FABS)                                                                 \
+    static inline R _Complex NAME(R _Complex x, R _Complex y)                                  \
+    {                                                                                          \
+        R a = __real__ x, b = __imag__ x, c = __real__ y, d = __imag__ y;                      \
+        R ac = FABS(c), ad = FABS(d), re, im;                                                  \
+        if (ac >= ad) {                                                                        \
+            if (ac == 0 && ad == 0) {                                                          \
+                re = a / ac;                                                                   \
+                im = b / ad;                                                                   \
+            } else {                                                                           \
+                R rat = d / c, scl = (R)1 / (c + d * rat);                                     \
+                re = (a + b * rat) * scl;                                                      \
+                im = (b - a * rat) * scl;                                                      \
+            }                                                                                  \
+        } else {                                                                               \
+            R rat = c / d, scl = (R)1 / (d + c * rat);                                         \
+            re = (a * rat + b) * scl;                                                          \
+            im = (b * rat - a) * scl;                                                          \
+        }                                                                                      \
+        return re + im * _Complex_I;                                                           \
     }
-    return re + im * _Complex_I;
-}
+TN_CDIV(cdiv_c64, float, fabsf)
+TN_CDIV(cdiv_c128, double, fabs)
 
 /* One inner loop: out (OT) = EXPR(x, y) with x, y loaded from IT as CT. */
 #define TN_LOOP(NAME, IT, OT, CT, LD, ST, EXPR)                                                \
@@ -353,34 +356,37 @@ TN_LOOP(lxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
 TN_LOOP(band_b, bool, bool, bool, LD_ID, ST_ID, x && y)
 TN_LOOP(bor_b, bool, bool, bool, LD_ID, ST_ID, x || y)
 TN_LOOP(bxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
-TN_LOOP(land_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != 0 && y != 0)
-TN_LOOP(lor_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != 0 || y != 0)
-TN_LOOP(lxor_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, (x != 0) != (y != 0))
-
-TN_LOOP(add_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x + ctx->ac * y)
-TN_LOOP(sub_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x - ctx->ac * y)
-TN_LOOP(mul_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x * y)
-TN_LOOP(div_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cdiv(x, y))
-TN_LOOP(eq_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == y)
-TN_LOOP(ne_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x != y)
-/* in double, as c10's complex pow (exp(y * log(x))) */
-TN_LOOP(pow_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-        (tn_complex64)cpow((double _Complex)x, (double _Complex)y))
+/* complex: alpha is ctx->ac in T; pow in double, as c10's complex pow
+ * (exp(y * log(x))) */
+#define TN_CPX_LOOPS(SFX, T)                                                                   \
+    TN_LOOP(land_##SFX, T, bool, T, LD_ID, ST_ID, x != 0 && y != 0)                            \
+    TN_LOOP(lor_##SFX, T, bool, T, LD_ID, ST_ID, x != 0 || y != 0)                             \
+    TN_LOOP(lxor_##SFX, T, bool, T, LD_ID, ST_ID, (x != 0) != (y != 0))                        \
+    TN_LOOP(add_##SFX, T, T, T, LD_ID, ST_ID, x + (T)ctx->ac * y)                              \
+    TN_LOOP(sub_##SFX, T, T, T, LD_ID, ST_ID, x - (T)ctx->ac * y)                              \
+    TN_LOOP(mul_##SFX, T, T, T, LD_ID, ST_ID, x * y)                                           \
+    TN_LOOP(div_##SFX, T, T, T, LD_ID, ST_ID, cdiv_##SFX(x, y))                                \
+    TN_LOOP(eq_##SFX, T, bool, T, LD_ID, ST_ID, x == y)                                        \
+    TN_LOOP(ne_##SFX, T, bool, T, LD_ID, ST_ID, x != y)                                        \
+    TN_LOOP(pow_##SFX, T, T, T, LD_ID, ST_ID, (T)cpow((double _Complex)x, (double _Complex)y))
+TN_CPX_LOOPS(c64, tn_complex64)
+TN_CPX_LOOPS(c128, tn_complex128)
 
 /* [op][dtype]; NULL: PyTorch has no such kernel either */
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
                   [TN_BFLOAT16] = op##_bf16
 #define ROW_I(op) [TN_INT64] = op##_i64, [TN_INT32] = op##_i32, [TN_INT16] = op##_i16,         \
                   [TN_INT8] = op##_i8, [TN_UINT8] = op##_u8
+#define ROW_C(op) [TN_COMPLEX64] = op##_c64, [TN_COMPLEX128] = op##_c128
 static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
-    [TN_BINOP_ADD] = {ROW_F(add), ROW_I(add), [TN_BOOL] = add_b, [TN_COMPLEX64] = add_c64},
-    [TN_BINOP_SUB] = {ROW_F(sub), ROW_I(sub), [TN_COMPLEX64] = sub_c64},
-    [TN_BINOP_MUL] = {ROW_F(mul), ROW_I(mul), [TN_BOOL] = mul_b, [TN_COMPLEX64] = mul_c64},
-    [TN_BINOP_DIV] = {ROW_F(div), [TN_COMPLEX64] = div_c64},
+    [TN_BINOP_ADD] = {ROW_F(add), ROW_I(add), [TN_BOOL] = add_b, ROW_C(add)},
+    [TN_BINOP_SUB] = {ROW_F(sub), ROW_I(sub), ROW_C(sub)},
+    [TN_BINOP_MUL] = {ROW_F(mul), ROW_I(mul), [TN_BOOL] = mul_b, ROW_C(mul)},
+    [TN_BINOP_DIV] = {ROW_F(div), ROW_C(div)},
     [TN_BINOP_DIV_TRUNC] = {ROW_F(divt), ROW_I(divt)},
     [TN_BINOP_DIV_FLOOR] = {ROW_F(divf), ROW_I(divf)},
-    [TN_BINOP_EQ] = {ROW_F(eq), ROW_I(eq), [TN_BOOL] = eq_b, [TN_COMPLEX64] = eq_c64},
-    [TN_BINOP_NE] = {ROW_F(ne), ROW_I(ne), [TN_BOOL] = ne_b, [TN_COMPLEX64] = ne_c64},
+    [TN_BINOP_EQ] = {ROW_F(eq), ROW_I(eq), [TN_BOOL] = eq_b, ROW_C(eq)},
+    [TN_BINOP_NE] = {ROW_F(ne), ROW_I(ne), [TN_BOOL] = ne_b, ROW_C(ne)},
     [TN_BINOP_LT] = {ROW_F(lt), ROW_I(lt), [TN_BOOL] = lt_b},
     [TN_BINOP_LE] = {ROW_F(le), ROW_I(le), [TN_BOOL] = le_b},
     [TN_BINOP_GT] = {ROW_F(gt), ROW_I(gt), [TN_BOOL] = gt_b},
@@ -389,16 +395,16 @@ static const tn_iter_fn loops[TN_NUM_BINOPS][TN_NUM_DTYPES] = {
     [TN_BINOP_MINIMUM] = {ROW_F(min), ROW_I(min), [TN_BOOL] = min_b},
     [TN_BINOP_REMAINDER] = {ROW_F(rem), ROW_I(rem)},
     [TN_BINOP_FMOD] = {ROW_F(fmod), ROW_I(fmod)},
-    [TN_BINOP_POW] = {ROW_F(pow), ROW_I(pow), [TN_COMPLEX64] = pow_c64},
+    [TN_BINOP_POW] = {ROW_F(pow), ROW_I(pow), ROW_C(pow)},
     [TN_BINOP_ATAN2] = {ROW_F(atan2)},
-    [TN_BINOP_LAND] = {ROW_F(land), ROW_I(land), [TN_BOOL] = land_b, [TN_COMPLEX64] = land_c64},
-    [TN_BINOP_LOR] = {ROW_F(lor), ROW_I(lor), [TN_BOOL] = lor_b, [TN_COMPLEX64] = lor_c64},
-    [TN_BINOP_LXOR] = {ROW_F(lxor), ROW_I(lxor), [TN_BOOL] = lxor_b, [TN_COMPLEX64] = lxor_c64},
+    [TN_BINOP_LAND] = {ROW_F(land), ROW_I(land), [TN_BOOL] = land_b, ROW_C(land)},
+    [TN_BINOP_LOR] = {ROW_F(lor), ROW_I(lor), [TN_BOOL] = lor_b, ROW_C(lor)},
+    [TN_BINOP_LXOR] = {ROW_F(lxor), ROW_I(lxor), [TN_BOOL] = lxor_b, ROW_C(lxor)},
     [TN_BINOP_BAND] = {ROW_I(band), [TN_BOOL] = band_b},
     [TN_BINOP_BOR] = {ROW_I(bor), [TN_BOOL] = bor_b},
     [TN_BINOP_BXOR] = {ROW_I(bxor), [TN_BOOL] = bxor_b},
-    [TN_BINOP_ADD1] = {ROW_F(add1), ROW_I(add), [TN_BOOL] = add_b, [TN_COMPLEX64] = add_c64},
-    [TN_BINOP_SUB1] = {ROW_F(sub1), ROW_I(sub), [TN_COMPLEX64] = sub_c64},
+    [TN_BINOP_ADD1] = {ROW_F(add1), ROW_I(add), [TN_BOOL] = add_b, ROW_C(add)},
+    [TN_BINOP_SUB1] = {ROW_F(sub1), ROW_I(sub), ROW_C(sub)},
 };
 
 /* PyTorch's kernel names, for "not implemented for" messages. */
@@ -432,8 +438,7 @@ static void alpha_ctx(struct bctx *ctx, struct tn_scalar alpha)
         ctx->ai = (uint64_t)tn_scalar_to_int64(alpha);
     }
     ctx->ab = ctx->af != 0;
-    ctx->ac = alpha.kind == TN_SCALAR_COMPLEX ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I
-                                              : (float)ctx->af;
+    ctx->ac = alpha.kind == TN_SCALAR_COMPLEX ? CMPLX(alpha.v.c.re, alpha.v.c.im) : ctx->af;
 }
 
 /* Runs fn in one inner run when out, a and b (in the compute dtype, of

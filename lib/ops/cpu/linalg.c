@@ -1,6 +1,6 @@
 /*
- * ops/cpu/linalg.c: matrix products on the CPU. float32, float64 and
- * complex64 go to OpenBLAS (cblas_?gemm) straight from the tensors' memory
+ * ops/cpu/linalg.c: matrix products on the CPU. float32, float64, complex64
+ * and complex128 go to OpenBLAS (cblas_?gemm) straight from the tensors' memory
  * when their strides allow, so mm costs what sgemm costs; the other dtypes
  * use a loop that accumulates float16/bfloat16 in float32 (as PyTorch's
  * opmath) and integers with two's-complement wrap.
@@ -248,6 +248,7 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
     case TN_FLOAT32:
     case TN_FLOAT64:
     case TN_COMPLEX64:
+    case TN_COMPLEX128:
         if (!blas)
             return tn_set_error(TN_EINVAL, "gemm: unsupported strides"); /* callers copy first */
 #ifdef TN_SMALL_SGEMM
@@ -270,15 +271,20 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
                         (const double *)ma.p, (int)ma.ld, (const double *)mb.p, (int)mb.ld, be,
                         (double *)c, (int)ldc);
         } else {
-            float _Complex ca = alpha.kind == TN_SCALAR_COMPLEX
-                                    ? (float)alpha.v.c.re + (float)alpha.v.c.im * _Complex_I
-                                    : (float)al;
-            float _Complex cb = !use_c ? 0
-                                : beta.kind == TN_SCALAR_COMPLEX
-                                    ? (float)beta.v.c.re + (float)beta.v.c.im * _Complex_I
-                                    : (float)tn_scalar_to_double(beta);
-            cblas_cgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, &ca, ma.p,
-                        (int)ma.ld, mb.p, (int)mb.ld, &cb, c, (int)ldc);
+            double _Complex za = alpha.kind == TN_SCALAR_COMPLEX
+                                     ? CMPLX(alpha.v.c.re, alpha.v.c.im) : al;
+            double _Complex zb = !use_c ? 0
+                                 : beta.kind == TN_SCALAR_COMPLEX
+                                     ? CMPLX(beta.v.c.re, beta.v.c.im)
+                                     : be;
+            if (dt == TN_COMPLEX128) {
+                cblas_zgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, &za, ma.p,
+                            (int)ma.ld, mb.p, (int)mb.ld, &zb, c, (int)ldc);
+            } else {
+                float _Complex ca = (float _Complex)za, cb = (float _Complex)zb;
+                cblas_cgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, &ca, ma.p,
+                            (int)ma.ld, mb.p, (int)mb.ld, &cb, c, (int)ldc);
+            }
         }
         return TN_OK;
     case TN_FLOAT16:
@@ -399,7 +405,8 @@ static int gemm_batch(struct gemm_job *j, int64_t batch)
         j->nr = ceil_div(j->M, j->rb), j->nc = ceil_div(j->N, j->cb);
     }
     switch (j->dt) { /* the error on this thread, not a worker's */
-    case TN_FLOAT32: case TN_FLOAT64: case TN_COMPLEX64: case TN_FLOAT16: case TN_BFLOAT16:
+    case TN_FLOAT32: case TN_FLOAT64: case TN_COMPLEX64: case TN_COMPLEX128: case TN_FLOAT16:
+    case TN_BFLOAT16:
     case TN_INT64: case TN_INT32: case TN_INT16: case TN_INT8: case TN_UINT8:
         break;
     default:

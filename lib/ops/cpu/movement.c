@@ -262,10 +262,10 @@ struct tn_tensor *tn__cpu_repeat(tn_keyset ks, const struct tn_tensor *self,
 /* Whether the element at p is not zero (-0.0 is zero, NaN is not). */
 static bool element_nonzero(const char *p, enum tn_dtype dtype)
 {
-    if (dtype == TN_COMPLEX64) {
-        float c[2];
-        memcpy(c, p, sizeof c);
-        return c[0] != 0.0f || c[1] != 0.0f;
+    if (tn_dtype_is_complex(dtype)) {
+        tn_complex128 c;
+        tn__convert_strided((char *)&c, TN_COMPLEX128, 16, p, dtype, 0, 1);
+        return c != 0;
     }
     if (tn_dtype_is_floating(dtype)) {
         double d;

@@ -251,7 +251,7 @@ int tn__cpu_max_pool2d_with_indices(tn_keyset ks, const struct tn_tensor *self,
                            padding, padding_len, dilation, dilation_len, ceil_mode, NULL, &g);
     if (rc == TN_OK)
         rc = tn__nn_check_dtype("max_pool2d", self->dtype,
-                                self->dtype != TN_BOOL && self->dtype != TN_COMPLEX64);
+                                self->dtype != TN_BOOL && !tn_dtype_is_complex(self->dtype));
     if (rc < 0)
         return rc;
     bool inside = !g.ph && !g.pw && g.dh == 1 && g.dw == 1 && (g.oh - 1) * g.sh + g.kh <= g.h &&

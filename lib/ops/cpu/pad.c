@@ -180,7 +180,7 @@ static struct tn_tensor *pad_forward(const struct tn_tensor *self, const int64_t
     return out;
 }
 
-enum add_kind { ADD_F64, ADD_F32, ADD_C64, ADD_F16 };
+enum add_kind { ADD_F64, ADD_F32, ADD_C64, ADD_C128, ADD_F16 };
 
 /* gi[where o was read from] += go[o] over every output element, in output
  * order; inlined per kind (a constant at each call) so the inner loop has
@@ -203,6 +203,9 @@ add_back(const struct pad_geom *g, int64_t *const map[3], void *gi, const void *
                     } else if (kind == ADD_C64) {
                         ((float *)gi)[2 * i] += ((const float *)go)[2 * o];
                         ((float *)gi)[2 * i + 1] += ((const float *)go)[2 * o + 1];
+                    } else if (kind == ADD_C128) {
+                        ((double *)gi)[2 * i] += ((const double *)go)[2 * o];
+                        ((double *)gi)[2 * i + 1] += ((const double *)go)[2 * o + 1];
                     } else {
                         float *d = (float *)gi + i;
                         *d = tn__round16(*d + ((const float *)go)[o], dt);
@@ -212,7 +215,8 @@ add_back(const struct pad_geom *g, int64_t *const map[3], void *gi, const void *
 }
 
 /* grad_input: each grad_output element added where the forward read it,
- * in float64 (float64 grads) or float32 (the rest; complex as pairs). */
+ * in float64 (float64 grads), complex64/128 as pairs of float32/64, or
+ * float32 (the rest). */
 static struct tn_tensor *pad_backward(const struct tn_tensor *grad_output,
                                       const struct tn_tensor *self, const int64_t *padding,
                                       int padding_len, const char *name, int mode, int nsp)
@@ -223,7 +227,7 @@ static struct tn_tensor *pad_backward(const struct tn_tensor *grad_output,
     if (pad_geometry(name, mode, nsp, self, padding, padding_len, &g) < 0)
         return NULL;
     enum tn_dtype dt = self->dtype;
-    if (!tn_dtype_is_floating(dt) && dt != TN_COMPLEX64) {
+    if (!tn_dtype_is_floating(dt) && !tn_dtype_is_complex(dt)) {
         tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", bname,
                      tn_dtype_info(dt)->c10_name);
         return NULL;
@@ -240,9 +244,8 @@ static struct tn_tensor *pad_backward(const struct tn_tensor *grad_output,
     }
     if (self->device.type == TN_DEVICE_META)
         return tn_empty_like(self, TN_DTYPE_UNSET);
-    bool f64 = dt == TN_FLOAT64, cplx = dt == TN_COMPLEX64, r16 = dt == TN_FLOAT16 ||
-                                                                   dt == TN_BFLOAT16;
-    enum tn_dtype ct = f64 ? TN_FLOAT64 : cplx ? TN_COMPLEX64 : TN_FLOAT32;
+    bool f64 = dt == TN_FLOAT64, r16 = dt == TN_FLOAT16 || dt == TN_BFLOAT16;
+    enum tn_dtype ct = f64 || tn_dtype_is_complex(dt) ? dt : TN_FLOAT32;
     struct tn_tensor *go = tn_to_dtype(grad_output, ct), *goc = go ? tn_contiguous(go) : NULL;
     struct tn_tensor *gi = tn_zeros(self->sizes, self->ndim, ct);
     int64_t *map[3], *buf = goc && gi ? pad_maps(&g, map) : NULL;
@@ -251,8 +254,10 @@ static struct tn_tensor *pad_backward(const struct tn_tensor *grad_output,
         goto done;
     if (f64)
         add_back(&g, map, tn_data(gi), tn_data(goc), ADD_F64, dt);
-    else if (cplx)
+    else if (dt == TN_COMPLEX64)
         add_back(&g, map, tn_data(gi), tn_data(goc), ADD_C64, dt);
+    else if (dt == TN_COMPLEX128)
+        add_back(&g, map, tn_data(gi), tn_data(goc), ADD_C128, dt);
     else if (r16)
         add_back(&g, map, tn_data(gi), tn_data(goc), ADD_F16, dt);
     else

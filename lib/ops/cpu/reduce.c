@@ -219,45 +219,46 @@ TN_RED_INT(i8, int8_t)
 TN_RED_INT(u8, uint8_t)
 TN_RED_INT(b, bool)
 
-static void sum_c64(const char *p, int64_t n, int64_t s, union acc *a)
-{
-    double _Complex acc = a->c;
-    for (int64_t i = 0; i < n; i++)
-        acc += *(const tn_complex64 *)(p + i * s);
-    a->c = acc;
-}
-
-static void prod_c64(const char *p, int64_t n, int64_t s, union acc *a)
-{
-    double _Complex acc = a->c;
-    for (int64_t i = 0; i < n; i++)
-        acc *= *(const tn_complex64 *)(p + i * s);
-    a->c = acc;
-}
-
-static void fin_c64(char *dst, union acc a, int64_t count, int op)
-{
-    double _Complex v = op == R_MEAN ? a.c / (double)count : a.c;
-    *(tn_complex64 *)dst = (float)creal(v) + (float)cimag(v) * _Complex_I;
-}
+/* complex sums and products accumulate in double _Complex */
+#define TN_RED_CPX(SFX, T)                                                                     \
+    static void sum_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                   \
+    {                                                                                          \
+        double _Complex acc = a->c;                                                            \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            acc += *(const T *)(p + i * s);                                                    \
+        a->c = acc;                                                                            \
+    }                                                                                          \
+    static void prod_##SFX(const char *p, int64_t n, int64_t s, union acc *a)                  \
+    {                                                                                          \
+        double _Complex acc = a->c;                                                            \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            acc *= *(const T *)(p + i * s);                                                    \
+        a->c = acc;                                                                            \
+    }                                                                                          \
+    static void fin_##SFX(char *dst, union acc a, int64_t count, int op)                       \
+    {                                                                                          \
+        *(T *)dst = (T)(op == R_MEAN ? a.c / (double)count : a.c);                             \
+    }
+TN_RED_CPX(c64, tn_complex64)
+TN_RED_CPX(c128, tn_complex128)
 
 #define ROW(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,     \
                 [TN_BFLOAT16] = op##_bf16, [TN_INT64] = op##_i64, [TN_INT32] = op##_i32,       \
                 [TN_INT16] = op##_i16, [TN_INT8] = op##_i8, [TN_UINT8] = op##_u8
+#define ROW_C(op) [TN_COMPLEX64] = op##_c64, [TN_COMPLEX128] = op##_c128
 static const red_fn red_table[R_NUM][TN_NUM_DTYPES] = {
-    [R_SUM] = {ROW(sum), [TN_BOOL] = sum_b, [TN_COMPLEX64] = sum_c64},
-    [R_PROD] = {ROW(prod), [TN_BOOL] = prod_b, [TN_COMPLEX64] = prod_c64},
+    [R_SUM] = {ROW(sum), [TN_BOOL] = sum_b, ROW_C(sum)},
+    [R_PROD] = {ROW(prod), [TN_BOOL] = prod_b, ROW_C(prod)},
     /* any and all run over the input converted to bool */
     [R_ARGMAX] = {ROW(argmax), [TN_BOOL] = argmax_b}, /* (the meta refuses bool first) */
     [R_ARGMIN] = {ROW(argmin), [TN_BOOL] = argmin_b},
     [R_ANY] = {[TN_BOOL] = max_b},
     [R_ALL] = {[TN_BOOL] = min_b},
-    [R_MEAN] = {ROW(sum), [TN_COMPLEX64] = sum_c64},
+    [R_MEAN] = {ROW(sum), ROW_C(sum)},
     [R_MAX] = {ROW(max), [TN_BOOL] = max_b},
     [R_MIN] = {ROW(min), [TN_BOOL] = min_b},
 };
-static const fin_fn fin_table[TN_NUM_DTYPES] = {ROW(fin), [TN_BOOL] = fin_b,
-                                                [TN_COMPLEX64] = fin_c64};
+static const fin_fn fin_table[TN_NUM_DTYPES] = {ROW(fin), [TN_BOOL] = fin_b, ROW_C(fin)};
 
 struct job {
     int op;
@@ -278,7 +279,7 @@ static union acc acc_init(const struct job *j)
     union acc a;
     memset(&a, 0, sizeof a);
     if (j->op == R_PROD) {
-        if (j->dtype == TN_COMPLEX64)
+        if (tn_dtype_is_complex(j->dtype))
             a.c = 1;
         else if (tn_dtype_is_floating(j->dtype))
             a.d = 1;
@@ -543,7 +544,6 @@ typedef void (*scan_fn)(const char *in, int64_t is, char *out, int64_t os, int64
         }                                                                                      \
     }
 #define ST_I(d, v) ((d) = (__typeof__(d))(v))
-#define ST_C(d, v) ((d) = (float)creal(v) + (float)cimag(v) * _Complex_I)
 TN_SCAN(f32, float, double, LD_ID, ST_F)
 TN_SCAN(f64, double, double, LD_ID, ST_D)
 TN_SCAN(f16, tn_half, double, LD_H, ST_H)
@@ -554,9 +554,9 @@ TN_SCAN(i16, int16_t, uint64_t, (int64_t), ST_I)
 TN_SCAN(i8, int8_t, uint64_t, (int64_t), ST_I)
 TN_SCAN(u8, uint8_t, uint64_t, (int64_t), ST_I)
 TN_SCAN(b, bool, uint64_t, (int64_t), ST_I)
-TN_SCAN(c64, tn_complex64, double _Complex, LD_ID, ST_C)
-static const scan_fn scan_table[TN_NUM_DTYPES] = {ROW(scan), [TN_BOOL] = scan_b,
-                                                  [TN_COMPLEX64] = scan_c64};
+TN_SCAN(c64, tn_complex64, double _Complex, LD_ID, ST_I)
+TN_SCAN(c128, tn_complex128, double _Complex, LD_ID, ST_I)
+static const scan_fn scan_table[TN_NUM_DTYPES] = {ROW(scan), [TN_BOOL] = scan_b, ROW_C(scan)};
 
 static int scan(bool prod, const struct tn_tensor *self, int64_t dim_, struct tn_tensor *out)
 {

@@ -465,7 +465,7 @@ struct tn_tensor *tn__cpu_scatter_reduce_two(tn_keyset ks, const struct tn_tenso
                      "got %s", reduce ? reduce : "None");
         return NULL;
     }
-    if ((self->dtype == TN_COMPLEX64 && (how.op == R_MAX || how.op == R_MIN)) ||
+    if ((tn_dtype_is_complex(self->dtype) && (how.op == R_MAX || how.op == R_MIN)) ||
         (self->dtype == TN_BOOL && how.op == R_MEAN)) {
         tn_set_error(TN_EDTYPE, "\"scatter_gather_tensor_cpu_reduce_%s\" not implemented for "
                      "'%s'", names[how.op], tn_dtype_info(self->dtype)->c10_name);

@@ -121,54 +121,55 @@ TN_INT_ULOOPS(i8, int8_t)
 TN_INT_ULOOPS(u8, uint8_t)
 #pragma GCC diagnostic pop
 
-TN_ULOOP(neg_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, -x)
-TN_ULOOP(abs_c64, tn_complex64, float, tn_complex64, LD_ID, ST_ID, cabsf(x))
-TN_ULOOP(exp_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cexpf(x))
-TN_ULOOP(log_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, clogf(x))
-TN_ULOOP(sqrt_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csqrtf(x))
-TN_ULOOP(sin_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csinf(x))
-TN_ULOOP(cos_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ccosf(x))
-TN_ULOOP(tanh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ctanhf(x))
-TN_ULOOP(sigmoid_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-         1.0f / (1.0f + cexpf(-x)))
-
-TN_ULOOP(tan_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ctanf(x))
-TN_ULOOP(asin_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, casinf(x))
-TN_ULOOP(acos_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cacosf(x))
-TN_ULOOP(atan_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, catanf(x))
-TN_ULOOP(acosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, cacoshf(x))
-TN_ULOOP(asinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, casinhf(x))
-TN_ULOOP(atanh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, catanhf(x))
-TN_ULOOP(sinh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, csinhf(x))
-TN_ULOOP(cosh_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, ccoshf(x))
-TN_ULOOP(reciprocal_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, 1.0f / x)
-
-/* exp2, expm1, log2, log10, log1p and rsqrt of complex64, in double: expm1
- * and log1p by their real and imaginary parts, so that a small z keeps its
- * digits (cexp(z) - 1 would lose them). */
-static inline tn_complex64 expm1_z(double _Complex z)
+/* complex of T, its real type R, C's functions F(cexp) (cexpf or cexp);
+ * exp2, expm1, log2, log10, log1p and rsqrt in double: expm1 and log1p by
+ * their real and imaginary parts, so that a small z keeps its digits
+ * (cexp(z) - 1 would lose them). */
+static inline double _Complex expm1_z(double _Complex z)
 {
     double x = creal(z), y = cimag(z), s = sin(y / 2);
-    return (tn_complex64)CMPLX(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+    return CMPLX(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
-static inline tn_complex64 log1p_z(double _Complex z)
+static inline double _Complex log1p_z(double _Complex z)
 {
     double x = creal(z), y = cimag(z);
     if (fabs(x) >= 0.5 || fabs(y) >= 0.5)
-        return (tn_complex64)clog(1 + z);
-    return (tn_complex64)CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
+        return clog(1 + z);
+    return CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
 }
-TN_ULOOP(exp2_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-         (tn_complex64)cexp((double _Complex)x * M_LN2))
-TN_ULOOP(expm1_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, expm1_z(x))
-TN_ULOOP(log2_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-         (tn_complex64)(clog((double _Complex)x) / M_LN2))
-TN_ULOOP(log10_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-         (tn_complex64)(clog((double _Complex)x) / M_LN10))
-TN_ULOOP(log1p_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, log1p_z(x))
-TN_ULOOP(rsqrt_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-         (tn_complex64)(1 / csqrt((double _Complex)x)))
+#define TN_CPX_ULOOPS(SFX, T, R, F)                                                            \
+    TN_ULOOP(neg_##SFX, T, T, T, LD_ID, ST_ID, -x)                                             \
+    TN_ULOOP(abs_##SFX, T, R, T, LD_ID, ST_ID, F(cabs)(x))                                     \
+    TN_ULOOP(exp_##SFX, T, T, T, LD_ID, ST_ID, F(cexp)(x))                                     \
+    TN_ULOOP(log_##SFX, T, T, T, LD_ID, ST_ID, F(clog)(x))                                     \
+    TN_ULOOP(sqrt_##SFX, T, T, T, LD_ID, ST_ID, F(csqrt)(x))                                   \
+    TN_ULOOP(sin_##SFX, T, T, T, LD_ID, ST_ID, F(csin)(x))                                     \
+    TN_ULOOP(cos_##SFX, T, T, T, LD_ID, ST_ID, F(ccos)(x))                                     \
+    TN_ULOOP(tanh_##SFX, T, T, T, LD_ID, ST_ID, F(ctanh)(x))                                   \
+    TN_ULOOP(sigmoid_##SFX, T, T, T, LD_ID, ST_ID, (R)1 / ((R)1 + F(cexp)(-x)))                \
+    TN_ULOOP(tan_##SFX, T, T, T, LD_ID, ST_ID, F(ctan)(x))                                     \
+    TN_ULOOP(asin_##SFX, T, T, T, LD_ID, ST_ID, F(casin)(x))                                   \
+    TN_ULOOP(acos_##SFX, T, T, T, LD_ID, ST_ID, F(cacos)(x))                                   \
+    TN_ULOOP(atan_##SFX, T, T, T, LD_ID, ST_ID, F(catan)(x))                                   \
+    TN_ULOOP(acosh_##SFX, T, T, T, LD_ID, ST_ID, F(cacosh)(x))                                 \
+    TN_ULOOP(asinh_##SFX, T, T, T, LD_ID, ST_ID, F(casinh)(x))                                 \
+    TN_ULOOP(atanh_##SFX, T, T, T, LD_ID, ST_ID, F(catanh)(x))                                 \
+    TN_ULOOP(sinh_##SFX, T, T, T, LD_ID, ST_ID, F(csinh)(x))                                   \
+    TN_ULOOP(cosh_##SFX, T, T, T, LD_ID, ST_ID, F(ccosh)(x))                                   \
+    TN_ULOOP(reciprocal_##SFX, T, T, T, LD_ID, ST_ID, (R)1 / x)                                \
+    TN_ULOOP(exp2_##SFX, T, T, T, LD_ID, ST_ID, (T)cexp((double _Complex)x * M_LN2))           \
+    TN_ULOOP(expm1_##SFX, T, T, T, LD_ID, ST_ID, (T)expm1_z(x))                                \
+    TN_ULOOP(log2_##SFX, T, T, T, LD_ID, ST_ID, (T)(clog((double _Complex)x) / M_LN2))         \
+    TN_ULOOP(log10_##SFX, T, T, T, LD_ID, ST_ID, (T)(clog((double _Complex)x) / M_LN10))       \
+    TN_ULOOP(log1p_##SFX, T, T, T, LD_ID, ST_ID, (T)log1p_z(x))                                \
+    TN_ULOOP(rsqrt_##SFX, T, T, T, LD_ID, ST_ID, (T)(1 / csqrt((double _Complex)x)))           \
+    TN_ULOOP(silu_##SFX, T, T, T, LD_ID, ST_ID, x / ((R)1 + F(cexp)(-x)))                      \
+    TN_ULOOP(isnan_##SFX, T, bool, T, LD_ID, ST_ID, isnan(__real__ x) || isnan(__imag__ x))    \
+    TN_ULOOP(isinf_##SFX, T, bool, T, LD_ID, ST_ID, isinf(__real__ x) || isinf(__imag__ x))    \
+    TN_ULOOP(nan_to_num_##SFX, T, T, T, LD_ID, ST_ID,                                          \
+             (R)nan_to_num_d(__real__ x, P) + (R)nan_to_num_d(__imag__ x, P) * _Complex_I)      \
+    TN_ULOOP(logical_not_##SFX, T, bool, T, LD_ID, ST_ID, x == 0)
 
 /* erfinv has no C library function: a polynomial first guess (after Giles,
  * "Approximating the erfinv function") refined by two Newton steps on erf
@@ -529,24 +530,19 @@ TN_ULOOP(isnan_b, bool, bool, bool, LD_ID, ST_ID, x != x)
 TN_ULOOP(bitwise_not_b, bool, bool, bool, LD_ID, ST_ID, !x)
 TN_ULOOP(logical_not_b, bool, bool, bool, LD_ID, ST_ID, !x)
 #pragma GCC diagnostic pop
-TN_ULOOP(silu_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID, x / (1.0f + cexpf(-x)))
-TN_ULOOP(isnan_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID,
-         isnan(crealf(x)) || isnan(cimagf(x)))
-TN_ULOOP(isinf_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID,
-         isinf(crealf(x)) || isinf(cimagf(x)))
-static inline float nan_to_num_f(float x, const double *P)
+static inline double nan_to_num_d(double x, const double *P)
 {
-    return isnan(x) ? (float)P[0] : (isinf(x) ? (float)(x > 0 ? P[1] : P[2]) : x);
+    return isnan(x) ? P[0] : (isinf(x) ? (x > 0 ? P[1] : P[2]) : x);
 }
-TN_ULOOP(nan_to_num_c64, tn_complex64, tn_complex64, tn_complex64, LD_ID, ST_ID,
-         CMPLXF(nan_to_num_f(crealf(x), P), nan_to_num_f(cimagf(x), P)))
-TN_ULOOP(logical_not_c64, tn_complex64, bool, tn_complex64, LD_ID, ST_ID, x == 0)
+TN_CPX_ULOOPS(c64, tn_complex64, float, FN_F)
+TN_CPX_ULOOPS(c128, tn_complex128, double, FN_D)
 
+#define ROW_C(op) [TN_COMPLEX64] = op##_c64, [TN_COMPLEX128] = op##_c128
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
-                  [TN_BFLOAT16] = op##_bf16, [TN_COMPLEX64] = op##_c64
+                  [TN_BFLOAT16] = op##_bf16, ROW_C(op)
 /* ROW_F with the AVX2 float32 kernel */
 #define ROW_FV(op) [TN_FLOAT32] = op##_f32_vec, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16, \
-                   [TN_BFLOAT16] = op##_bf16, [TN_COMPLEX64] = op##_c64
+                   [TN_BFLOAT16] = op##_bf16, ROW_C(op)
 #define ROW_R(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
                   [TN_BFLOAT16] = op##_bf16
 #define ROW_I(op) [TN_INT64] = op##_i64, [TN_INT32] = op##_i32, [TN_INT16] = op##_i16,         \
@@ -590,7 +586,7 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_POLYGAMMA] = {ROW_R(polygamma)},
     [U_BITWISE_NOT] = {ROW_I(bitwise_not), [TN_BOOL] = bitwise_not_b},
     [U_LOGICAL_NOT] = {ROW_R(logical_not), ROW_I(logical_not), [TN_BOOL] = logical_not_b,
-                       [TN_COMPLEX64] = logical_not_c64},
+                       ROW_C(logical_not)},
     [U_SILU] = {ROW_FV(silu)},
     [U_MISH] = {ROW_R(mish)},
     [U_GELU] = {[TN_FLOAT32] = gelu_f32_vec, [TN_FLOAT64] = gelu_f64, [TN_FLOAT16] = gelu_f16,
@@ -656,7 +652,7 @@ static int unary_pred(int op, const struct tn_tensor *self, struct tn_tensor *ou
 
 static int unary_p(int op, const struct tn_tensor *self, struct tn_tensor *out, const double *P)
 {
-    enum tn_dtype in = op == U_ABS && self->dtype == TN_COMPLEX64 ? TN_COMPLEX64 : out->dtype;
+    enum tn_dtype in = op == U_ABS && tn_dtype_is_complex(self->dtype) ? self->dtype : out->dtype;
     tn_iter_fn fn = uloops[op][in];
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", unames[op],
@@ -714,7 +710,7 @@ static int relu_check(const struct tn_tensor *self)
 {
     if (self->dtype == TN_BOOL)
         return tn_set_error(TN_EDTYPE, "Boolean inputs not supported for relu");
-    if (self->dtype == TN_COMPLEX64)
+    if (tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "clamp is not supported for complex types");
     return TN_OK;
 }
@@ -834,7 +830,7 @@ int tn__cpu_nan_to_num_out(tn_keyset ks, const struct tn_tensor *self, const dou
     /* defaults: 0 and the dtype's largest and lowest finite values */
     double big;
     switch (out->dtype) {
-    case TN_FLOAT64: big = DBL_MAX; break;
+    case TN_FLOAT64: case TN_COMPLEX128: big = DBL_MAX; break;
     case TN_FLOAT16: big = 65504.0; break;
     case TN_BFLOAT16: big = 3.3895313892515355e38; break;
     default: big = FLT_MAX; break;
