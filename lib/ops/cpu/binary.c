@@ -586,18 +586,21 @@ TN_CMP_KERNEL(logical_xor, TN_BINOP_LXOR)
 /* --- where ----------------------------------------------------------------
  * A select moves bytes: one loop per element size serves every dtype. */
 
-#define TN_SELECT(BITS)                                                                        \
+#define TN_SELECT(BITS, T)                                                                     \
     static void select##BITS(char **p, const int64_t *s, int64_t n, void *ctx)                 \
     {                                                                                          \
         for (int64_t i = 0; i < n; i++)                                                        \
-            *(uint##BITS##_t *)(p[0] + i * s[0]) =                                             \
-                *(const uint8_t *)(p[1] + i * s[1]) ? *(const uint##BITS##_t *)(p[2] + i * s[2]) \
-                                                    : *(const uint##BITS##_t *)(p[3] + i * s[3]); \
+            *(T *)(p[0] + i * s[0]) = *(const uint8_t *)(p[1] + i * s[1])                      \
+                                          ? *(const T *)(p[2] + i * s[2])                      \
+                                          : *(const T *)(p[3] + i * s[3]);                     \
     }
-TN_SELECT(8)
-TN_SELECT(16)
-TN_SELECT(32)
-TN_SELECT(64)
+/* complex128's 16 bytes, aligned as its 8-byte parts */
+struct tn__bytes16 { uint64_t w[2]; };
+TN_SELECT(8, uint8_t)
+TN_SELECT(16, uint16_t)
+TN_SELECT(32, uint32_t)
+TN_SELECT(64, uint64_t)
+TN_SELECT(128, struct tn__bytes16)
 
 /* where(condition, self, other): the three broadcast together (condition
  * first, so the error names the sizes in PyTorch's order), self and other
@@ -641,7 +644,8 @@ struct tn_tensor *tn__cpu_where(tn_keyset ks, const struct tn_tensor *condition,
         goto done;
     }
     size_t es = tn_dtype_size(dt);
-    tn_iter_fn fn = es == 1 ? select8 : es == 2 ? select16 : es == 4 ? select32 : select64;
+    tn_iter_fn fn = es == 1 ? select8 : es == 2 ? select16 : es == 4 ? select32
+                  : es == 8 ? select64 : select128;
     struct tn_iter it;
     char *base[4] = {tn_data(out), tn_data(ec), tn_data(ea), tn_data(eb)};
     const int64_t *strides[4] = {out->strides, ec->strides, ea->strides, eb->strides};
