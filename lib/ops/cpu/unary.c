@@ -138,25 +138,17 @@ static inline double _Complex log1p_z(double _Complex z)
         return clog(1 + z);
     return CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
 }
+/* op_SFX(x) = C's c<op> of the part type (F(cexp): cexpf or cexp) */
+#define TN_CPX_FN(op, SFX, T, F) TN_ULOOP(op##_##SFX, T, T, T, LD_ID, ST_ID, F(c##op)(x))
 #define TN_CPX_ULOOPS(SFX, T, R, F)                                                            \
+    TN_CPX_FN(exp, SFX, T, F) TN_CPX_FN(log, SFX, T, F) TN_CPX_FN(sqrt, SFX, T, F)             \
+    TN_CPX_FN(sin, SFX, T, F) TN_CPX_FN(cos, SFX, T, F) TN_CPX_FN(tan, SFX, T, F)              \
+    TN_CPX_FN(asin, SFX, T, F) TN_CPX_FN(acos, SFX, T, F) TN_CPX_FN(atan, SFX, T, F)           \
+    TN_CPX_FN(sinh, SFX, T, F) TN_CPX_FN(cosh, SFX, T, F) TN_CPX_FN(tanh, SFX, T, F)           \
+    TN_CPX_FN(asinh, SFX, T, F) TN_CPX_FN(acosh, SFX, T, F) TN_CPX_FN(atanh, SFX, T, F)        \
     TN_ULOOP(neg_##SFX, T, T, T, LD_ID, ST_ID, -x)                                             \
     TN_ULOOP(abs_##SFX, T, R, T, LD_ID, ST_ID, F(cabs)(x))                                     \
-    TN_ULOOP(exp_##SFX, T, T, T, LD_ID, ST_ID, F(cexp)(x))                                     \
-    TN_ULOOP(log_##SFX, T, T, T, LD_ID, ST_ID, F(clog)(x))                                     \
-    TN_ULOOP(sqrt_##SFX, T, T, T, LD_ID, ST_ID, F(csqrt)(x))                                   \
-    TN_ULOOP(sin_##SFX, T, T, T, LD_ID, ST_ID, F(csin)(x))                                     \
-    TN_ULOOP(cos_##SFX, T, T, T, LD_ID, ST_ID, F(ccos)(x))                                     \
-    TN_ULOOP(tanh_##SFX, T, T, T, LD_ID, ST_ID, F(ctanh)(x))                                   \
     TN_ULOOP(sigmoid_##SFX, T, T, T, LD_ID, ST_ID, (R)1 / ((R)1 + F(cexp)(-x)))                \
-    TN_ULOOP(tan_##SFX, T, T, T, LD_ID, ST_ID, F(ctan)(x))                                     \
-    TN_ULOOP(asin_##SFX, T, T, T, LD_ID, ST_ID, F(casin)(x))                                   \
-    TN_ULOOP(acos_##SFX, T, T, T, LD_ID, ST_ID, F(cacos)(x))                                   \
-    TN_ULOOP(atan_##SFX, T, T, T, LD_ID, ST_ID, F(catan)(x))                                   \
-    TN_ULOOP(acosh_##SFX, T, T, T, LD_ID, ST_ID, F(cacosh)(x))                                 \
-    TN_ULOOP(asinh_##SFX, T, T, T, LD_ID, ST_ID, F(casinh)(x))                                 \
-    TN_ULOOP(atanh_##SFX, T, T, T, LD_ID, ST_ID, F(catanh)(x))                                 \
-    TN_ULOOP(sinh_##SFX, T, T, T, LD_ID, ST_ID, F(csinh)(x))                                   \
-    TN_ULOOP(cosh_##SFX, T, T, T, LD_ID, ST_ID, F(ccosh)(x))                                   \
     TN_ULOOP(reciprocal_##SFX, T, T, T, LD_ID, ST_ID, (R)1 / x)                                \
     TN_ULOOP(exp2_##SFX, T, T, T, LD_ID, ST_ID, (T)cexp((double _Complex)x * M_LN2))           \
     TN_ULOOP(expm1_##SFX, T, T, T, LD_ID, ST_ID, (T)expm1_z(x))                                \
