@@ -24,6 +24,13 @@
  * count: one of the two sees the other, so no wake-up is lost, and the
  * mutex the sleeper holds from its count to pthread_cond_wait keeps the
  * broadcast from falling between its check and its sleep.
+ *
+ * A fork leaves the child one thread: the pool's workers, and any thread
+ * running a job, exist only in the parent, and a lock or sleepers count they
+ * held is stale.  As PyTorch does, a pthread_atfork handler (set when the
+ * first worker starts) makes the child forget the pool: every lock, count
+ * and the job state start afresh, and the child's first parallel job starts
+ * workers of its own.
  */
 #include "core/internal.h"
 
@@ -297,10 +304,43 @@ static void *tn_worker(void *arg)
     return NULL;
 }
 
+/* The child of a fork: the pool's threads, and whatever thread ran a job,
+ * exist in the parent only, so the pool (locks, counts, posted job) starts
+ * afresh and tn_pool_grow makes new workers on the first parallel job. */
+static void tn_pool_forget(void)
+{
+    static const pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static const pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    tn_pool_lock = mu;
+    tn_pool_mu = mu;
+    tn_pool_wake = cv;
+    tn_pool_done = cv;
+    tn_wake_sleepers = tn_done_sleepers = 0;
+    tn_pool_started = 0;
+    tn_pool_state = TN_STATE(tn_pool_generation, 0, 0);
+    tn_job.next = tn_job.pending = 0;
+    tn_job.active = 0;
+}
+
+/* Before a fork: the wait policy read, so that no thread of the parent is
+ * inside its pthread_once when the child is made. */
+static void tn_pool_before_fork(void)
+{
+    pthread_once(&tn_spin_once, tn_spin_configure);
+}
+
+static void tn_pool_atfork(void)
+{
+    pthread_atfork(tn_pool_before_fork, NULL, tn_pool_forget);
+}
+static pthread_once_t tn_atfork_once = PTHREAD_ONCE_INIT;
+
 /* Starts workers up to `want` (the caller holds tn_pool_lock). Returns how
  * many exist. */
 static int tn_pool_grow(int want)
 {
+    if (want > 0)
+        pthread_once(&tn_atfork_once, tn_pool_atfork);
     while (tn_pool_started < want) {
         pthread_t th;
         pthread_attr_t attr;

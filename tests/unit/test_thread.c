@@ -3,8 +3,9 @@
  * policy: every element of every job run once (jobs of one chunk to many,
  * fewer helpers than workers), callers on several threads at once, nested
  * calls inline, no wake-up lost at the edge of the spin, the policy read
- * from OMP_WAIT_POLICY and TN_SPIN_US, and workers asleep once the pool is
- * idle.  No timing is asserted: a lost wake-up hangs (ttest's time limit
+ * from OMP_WAIT_POLICY and TN_SPIN_US, workers asleep once the pool is
+ * idle, and a working pool of its own in the child of a fork (after a job,
+ * and from a thread while another thread runs jobs).  No timing is asserted: a lost wake-up hangs (ttest's time limit
  * catches it), and the idle check waits as long as a loaded machine needs.
  */
 #include "tn_test.h"
@@ -13,7 +14,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -155,7 +158,7 @@ static int others_running(void)
         return -1;
     int running = 0;
     long self = 0;
-    char path[64], line[256];
+    char path[300], line[256];
     FILE *f = fopen("/proc/thread-self/stat", "r");
     if (f && fgets(line, sizeof line, f))
         self = strtol(line, NULL, 10);
@@ -215,6 +218,143 @@ static void test_idle_workers_sleep(void **state)
     free(marks);
 }
 
+/* Threads of this process (entries of /proc/self/task); -1 without /proc. */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The child's side of a fork: it has one thread, runs parallel jobs of 3
+ * threads (checking every element), and then has workers of its own. Exit
+ * status 0 when all held; no cmocka calls, which would return into the
+ * parent's test. */
+_Noreturn static void child_jobs(void)
+{
+    int code = 0;
+    if (thread_count() > 1)
+        code |= 1; /* the parent's threads came along */
+    tn_set_num_threads(3);
+    int64_t *marks = calloc(4099, sizeof *marks);
+    for (int r = 0; marks && r < 20; r++)
+        tn_parallel_for(4099, 1, count_range, marks);
+    for (int64_t i = 0; marks && i < 4099; i++)
+        if (marks[i] != 20)
+            code |= 2; /* an element run twice or never */
+    if (!marks)
+        code |= 4;
+    if (thread_count() == 1)
+        code |= 8; /* no pool: the jobs ran on this thread alone */
+    free(marks);
+    _exit(code);
+}
+
+/* Waits up to 60 s for the child (it must not wait forever on the parent's
+ * pool), killing it past that; its exit status, or -1. */
+static int reap(pid_t pid)
+{
+    for (int waited = 0; waited < 60000; waited += 5) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (r < 0)
+            return -1;
+        sleep_ms(5);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static int fork_child_jobs(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        child_jobs();
+    return pid < 0 ? -1 : reap(pid);
+}
+
+/* A fork after parallel jobs, under each wait policy: the child runs jobs
+ * on a fresh pool and exits; the parent's pool still works. */
+static void test_fork_after_job(void **state)
+{
+    (void)state;
+    if (thread_count() < 0)
+        TN_TEST_SKIP("no /proc/self/task");
+    int64_t *marks = calloc(4099, sizeof *marks);
+    int64_t old = tn__thread_spin(-1);
+    tn_set_num_threads(3);
+    for (size_t s = 0; s < sizeof spins / sizeof *spins; s++) {
+        tn__thread_spin(spins[s]);
+        run_jobs(marks, 4099, 1, 50);
+        assert_int_equal(fork_child_jobs(), 0);
+        run_jobs(marks, 4099, 1, 50);
+    }
+    tn__thread_spin(old);
+    tn_set_num_threads(2);
+    free(marks);
+}
+
+struct busy {
+    int64_t *marks;
+    int stop; /* atomic */
+};
+
+static void *busy_jobs(void *arg)
+{
+    struct busy *b = arg;
+    while (!__atomic_load_n(&b->stop, __ATOMIC_RELAXED))
+        run_jobs(b->marks, 40009, 1, 5);
+    return NULL;
+}
+
+struct forks {
+    int n, failed;
+};
+
+static void *forker(void *arg)
+{
+    struct forks *f = arg;
+    for (int i = 0; i < f->n; i++)
+        f->failed += fork_child_jobs() != 0;
+    return NULL;
+}
+
+/* Forks from one thread while another runs jobs (the pool's lock held, its
+ * workers inside a job or going to sleep): each child gets a pool of its
+ * own and exits. */
+static void test_fork_during_jobs(void **state)
+{
+    (void)state;
+    if (thread_count() < 0)
+        TN_TEST_SKIP("no /proc/self/task");
+    int64_t old = tn__thread_spin(-1);
+    tn_set_num_threads(3);
+    for (size_t s = 0; s < sizeof spins / sizeof *spins; s++) {
+        tn__thread_spin(spins[s]);
+        struct busy b = {calloc(40009, sizeof(int64_t)), 0};
+        struct forks f = {20, 0};
+        pthread_t jobs, forks;
+        assert_int_equal(pthread_create(&jobs, NULL, busy_jobs, &b), 0);
+        assert_int_equal(pthread_create(&forks, NULL, forker, &f), 0);
+        assert_int_equal(pthread_join(forks, NULL), 0);
+        __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED);
+        assert_int_equal(pthread_join(jobs, NULL), 0);
+        assert_int_equal(f.failed, 0);
+        free(b.marks);
+    }
+    tn__thread_spin(old);
+    tn_set_num_threads(2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +363,8 @@ int main(void)
         cmocka_unit_test(test_nested_inline),
         cmocka_unit_test(test_policy_from_env),
         cmocka_unit_test(test_idle_workers_sleep),
+        cmocka_unit_test(test_fork_after_job),
+        cmocka_unit_test(test_fork_during_jobs),
     };
     return TN_RUN_TESTS(tests);
 }
