@@ -593,6 +593,124 @@ out:
     free(done);
 }
 
+/* Sums over the rows of a matrix, per column (a bias's gradient, a layer
+ * norm's weight and bias gradients): a kernel of sum stages whose
+ * outputs' last dim steps by one through every load that moves with it
+ * (by none through the others). The generic reduction walks each
+ * output's column with a stride; this one keeps a strip of COLS outputs'
+ * accumulators per stage and adds each row's strip to them in one vector
+ * loop, every stage in the same pass over the rows. Each output still
+ * sums its rows in order. Returns false, emitting nothing, when the
+ * kernel is not that shape. */
+#define COLS 64
+static bool emit_colsum(struct tn__out *o, struct tn__cprog *P, int k, struct tn__step *st)
+{
+    int loads[512], keep[TN_MAX_DIMS], nl = 0, s1 = st->stage0 + st->nstages;
+    const struct tn__stage *s0 = &P->stages[st->stage0];
+    for (int i = st->stage0; i < s1; i++)
+        if (P->stages[i].red != TN_RED_SUM || P->bufs[P->stages[i].buf].private_)
+            return false;
+    unsigned char *seen = calloc((size_t)P->nx + 1, 1), *done = calloc((size_t)P->nx + 1, 1);
+    char **addr = calloc((size_t)P->nx + 1, sizeof *addr);
+    bool ok = seen && done && addr, moves = false;
+    for (int i = st->stage0; ok && i < s1; i++)
+        nl = loads_of(P, P->stages[i].x, loads, nl, 512, seen);
+    struct tn__stage shape = *s0;
+    shape.nred = st->nstages > 1 ? st->nrow : s0->nred;
+    struct space sp;
+    if (ok)
+        collapse(P, &shape, loads, nl, &sp, keep);
+    int nouter = ok ? sp.nd - sp.nred : 0, c = nouter - 1;
+    ok = ok && nouter >= 1 && sp.nred >= 1 && nl < 512;
+    for (int i = 0; i < nl && ok; i++) {
+        const struct tn__x *x = &P->xs[loads[i]];
+        int64_t cc = new_coef(x, &shape, &sp, c);
+        ok = (cc == 0 || cc == 1) && producer(P, st, x->buf) < 0;
+        moves |= cc == 1;
+    }
+    if (!ok || !moves)
+        goto out;
+    int64_t outer = 1, row = 1;
+    for (int j = 0; j < sp.nd; j++)
+        *(j < nouter ? &outer : &row) *= sp.sizes[j];
+    st->nouter = outer;
+    int64_t work = row * st->nstages;
+    st->grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+    tn__put(o, "\n/* %s: %d sum%s per column, %d loads */\n", st->label ? st->label : "", st->nstages,
+        st->nstages == 1 ? "" : "s", nl);
+    tn__put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
+    tn__put(o, "    char *const *B = (char *const *)ctx;\n");
+    for (int i = st->stage0; i < s1; i++) {
+        int b = P->stages[i].buf;
+        tn__put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(P->bufs[b].dt), b,
+            store_type(P->bufs[b].dt), b);
+    }
+    for (int i = 0; i < nl; i++) {
+        int b = P->xs[loads[i]].buf;
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++)
+            dup = P->xs[loads[j]].buf == b;
+        if (!dup)
+            tn__put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
+                store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
+    }
+    /* a strip: from o0, up to COLS outputs, not past the last dim's end */
+    tn__put(o, "    for (int64_t o0 = o_lo; o0 < o_hi;) {\n        int64_t q = o0;\n");
+    for (int j = c; j >= 0; j--) {
+        if (j)
+            tn__put(o, "        const int64_t i%d = q %% %" PRId64 ";\n        q /= %" PRId64 ";\n", j,
+                sp.sizes[j], sp.sizes[j]);
+        else
+            tn__put(o, "        const int64_t i0 = q;\n");
+    }
+    tn__put(o, "        int64_t n = %" PRId64 " - i%d;\n", sp.sizes[c], c);
+    tn__put(o, "        n = n < o_hi - o0 ? n : o_hi - o0;\n        n = n < %d ? n : %d;\n", COLS, COLS);
+    for (int i = st->stage0; i < s1; i++)
+        tn__put(o, "        %s acc%d[%d];\n        for (int64_t j = 0; j < n; j++)\n"
+                   "            acc%d[j] = 0;\n", calc_type(P->stages[i].acc), i, COLS, i);
+    char buf[160];
+    for (int i = 0; i < nl; i++) {
+        const struct tn__x *x = &P->xs[loads[i]];
+        tn__put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
+        for (int j = 0; j <= c; j++) {
+            int64_t cc = new_coef(x, &shape, &sp, j);
+            if (cc)
+                tn__put(o, " + i%d * %" PRId64, j, cc);
+        }
+        tn__put(o, ";\n");
+        size_t len = (size_t)snprintf(buf, sizeof buf, new_coef(x, &shape, &sp, c) ? "a%d + j" : "a%d",
+                                      loads[i]);
+        for (int j = nouter; j < sp.nd && len < sizeof buf; j++) {
+            int64_t cc = new_coef(x, &shape, &sp, j);
+            if (cc)
+                len += (size_t)snprintf(buf + len, sizeof buf - len, " + r%d * %" PRId64, j, cc);
+        }
+        addr[loads[i]] = strdup(buf);
+        o->oom |= !addr[loads[i]];
+    }
+    for (int j = nouter; j < sp.nd; j++)
+        tn__put(o, "        for (int64_t r%d = 0; r%d < %" PRId64 "; r%d++)\n", j, j, sp.sizes[j], j);
+    tn__put(o, "        {\n        #pragma omp simd\n        for (int64_t j = 0; j < n; j++) {\n");
+    for (int i = st->stage0; i < s1; i++) {
+        emit_x(o, P, P->stages[i].x, done, (const char *const *)addr);
+        tn__put(o, "            acc%d[j] += t%d;\n", i, P->stages[i].x);
+    }
+    tn__put(o, "        }\n        }\n        for (int64_t j = 0; j < n; j++) {\n");
+    for (int i = st->stage0; i < s1; i++) {
+        snprintf(buf, sizeof buf, "acc%d[j]", i);
+        tn__put(o, "            ");
+        store(o, P->stages[i].buf, P->bufs[P->stages[i].buf].dt, "o0 + j", buf);
+    }
+    tn__put(o, "        }\n        o0 += n;\n    }\n}\n");
+out:
+    for (int i = 0; addr && i <= P->nx; i++)
+        free(addr[i]);
+    free(addr);
+    free(seen);
+    free(done);
+    return ok && moves;
+}
+
 char *tn__codegen(struct tn__cprog *P)
 {
     struct tn__out o = {0};
@@ -605,7 +723,7 @@ char *tn__codegen(struct tn__cprog *P)
             continue;
         else if (P->steps[i].nstages == 1 && P->stages[P->steps[i].stage0].red == TN_RED_NONE)
             emit_stage(&o, P, i, &P->steps[i], &P->stages[P->steps[i].stage0]);
-        else
+        else if (!emit_colsum(&o, P, i, &P->steps[i]))
             emit_group(&o, P, i, &P->steps[i]);
     if (o.oom) {
         free(o.s);

@@ -757,6 +757,95 @@ static int lower_layer_norm(struct tn__lctx *L, const struct tn_graph_node *n)
     return n->nout > 2 && OUT(2) ? tn__set_out(L, 2, rstd, acc) : TN_OK;
 }
 
+/* native_layer_norm_backward over rows of the normalised dims (N values),
+ * from the saved mean and rstd: xhat = (x - mean) rstd, g = grad weight,
+ * grad_input = rstd (g - sum(g)/N - xhat sum(g xhat)/N), grad_weight and
+ * grad_bias the sums of grad xhat and of grad over the other dims; the
+ * formula of PyTorch's CPU kernel, its two row sums one pass and the
+ * column sums a kernel each. */
+static int lower_layer_norm_backward(struct tn__lctx *L, const struct tn_graph_node *n)
+{
+    int gv = tn__arg_tensor(n, "grad_out"), v = tn__arg_tensor(n, "input");
+    int mv = tn__arg_tensor(n, "mean"), rv = tn__arg_tensor(n, "rstd");
+    int w = tn__arg_tensor(n, "weight");
+    int64_t ns[TN_MAX_DIMS];
+    int k = tn__arg_ints(L, n, "normalized_shape", ns);
+    struct tn__cprog *P = L->P;
+    struct tn__lv x = L->v[v];
+    enum tn_dtype dt = L->v[v].dt, acc = tn__compute_dtype(dt);
+    if (gv < 0 || mv < 0 || rv < 0 || k < 0 || k > x.nd)
+        return extern_because(L, "an argument it does not take");
+    if (dt != TN_FLOAT32 && dt != TN_FLOAT64) /* PyTorch rounds between */
+        return extern_because(L, "a dtype other than float32 and float64");
+    unsigned rows = 0, cols = 0; /* the normalised dims; the others */
+    int64_t count = 1;
+    for (int d = 0; d < x.nd; d++)
+        if (d >= x.nd - k) {
+            rows |= 1u << d;
+            count *= x.sizes[d];
+        } else
+            cols |= 1u << d;
+    int grad = tn__x_cast(P, acc, tn__bcast(L, gv, x.nd, x.sizes));
+    int rstd = tn__x_cast(P, acc, tn__bcast(L, rv, x.nd, x.sizes));
+    int c = tn__x_bin(P, TN_X_SUB, acc, tn__x_cast(P, acc, x.x),
+                      tn__x_cast(P, acc, tn__bcast(L, mv, x.nd, x.sizes)));
+    struct tn__lv xhat = x, g = x, gx = x, s1, s2;
+    xhat.dt = g.dt = gx.dt = acc;
+    xhat.x = tn__x_bin(P, TN_X_MUL, acc, c, rstd);
+    g.x = w < 0 ? grad
+                : tn__x_bin(P, TN_X_MUL, acc, grad, tn__x_cast(P, acc, tn__bcast(L, w, x.nd, x.sizes)));
+    gx.x = tn__x_bin(P, TN_X_MUL, acc, g.x, xhat.x);
+    int rc;
+    if ((rc = tn__reduce(L, &g, rows, TN_RED_SUM, acc, true, &s1)) < 0 ||
+        (rc = tn__reduce(L, &gx, rows, TN_RED_SUM, acc, true, &s2)) < 0)
+        return rc;
+    int inv = k_(L, acc, 1.0 / (double)(count ? count : 1));
+    int a = tn__x_bin(P, TN_X_MUL, acc, tn__bcast_lv(L, &s1, x.nd, x.sizes), inv);
+    int b = tn__x_bin(P, TN_X_MUL, acc, tn__bcast_lv(L, &s2, x.nd, x.sizes), inv);
+    int dx = tn__x_bin(P, TN_X_SUB, acc, tn__x_bin(P, TN_X_SUB, acc, g.x, a),
+                       tn__x_bin(P, TN_X_MUL, acc, xhat.x, b));
+    if ((rc = tn__set_out(L, 0, tn__x_bin(P, TN_X_MUL, acc, dx, rstd), acc)) < 0)
+        return rc;
+    /* grad_weight and grad_bias, where asked for */
+    for (int o = 1; o <= 2; o++) {
+        struct tn__lv e = x, sum;
+        e.dt = acc;
+        e.x = o == 1 ? tn__x_bin(P, TN_X_MUL, acc, grad, xhat.x) : grad;
+        if (n->nout <= o || !OUT(o))
+            continue;
+        if ((rc = tn__reduce(L, &e, cols, TN_RED_SUM, acc, false, &sum)) < 0 ||
+            (rc = tn__set_out(L, o, sum.x, acc)) < 0)
+            return rc;
+    }
+    return TN_OK;
+}
+
+/* _softmax_backward_data: output (grad - sum(grad output, dim)), in
+ * float for the half types; over the last dim their sum is rounded to
+ * the dtype, as PyTorch's kernel for that dim keeps it (its kernel for
+ * the other dims keeps it in float) */
+static int lower_softmax_backward(struct tn__lctx *L, const struct tn_graph_node *n)
+{
+    enum tn_dtype dt = out_compute(L);
+    if (!tn_dtype_is_floating(dt))
+        return extern_because(L, "an integral softmax");
+    int g = tn__operand(L, n, "grad_output", 0, dt), y = tn__operand(L, n, "output", 0, dt);
+    if (g < 0 || y < 0)
+        return extern_because(L, "an argument it does not take");
+    const struct tn_tensor *o = OUT(0);
+    struct tn__lv gy = {.x = tn__x_bin(L->P, TN_X_MUL, dt, g, y), .nd = o->ndim, .dt = dt}, s;
+    memcpy(gy.sizes, o->sizes, sizeof gy.sizes);
+    int nd = gy.nd ? gy.nd : 1;
+    unsigned mask = gy.nd ? 1u << wrap(tn__arg_int(L, n, "dim", -1), nd) : 0;
+    int rc = tn__reduce(L, &gy, mask, TN_RED_SUM, dt, true, &s);
+    if (rc < 0)
+        return rc;
+    if (dt != o->dtype && mask >> (nd - 1) & 1) /* PyTorch's last-dim kernel rounds it */
+        s.x = tn__x_cast(L->P, dt, tn__x_cast(L->P, o->dtype, s.x));
+    int d = tn__x_bin(L->P, TN_X_SUB, dt, g, tn__bcast_lv(L, &s, gy.nd, gy.sizes));
+    return tn__set_out(L, 0, tn__x_bin(L->P, TN_X_MUL, dt, y, d), dt);
+}
+
 /* batch_norm in training mode without running statistics (what
  * functionalisation leaves: the statistics' update is ops of its own):
  * the batch's mean and biased variance per channel (dim 1), summed in
@@ -920,6 +1009,7 @@ static const struct {
     {"aten::_log_softmax", lower_log_softmax},
     {"aten::_native_batch_norm_legit_no_training", lower_batch_norm},
     {"aten::_softmax", lower_softmax},
+    {"aten::_softmax_backward_data", lower_softmax_backward},
     {"aten::_to_copy", lower_copy},
     {"aten::_unsafe_view", lower_reshape},
     {"aten::abs", lower_abs},
@@ -978,6 +1068,7 @@ static const struct {
     {"aten::narrow", lower_narrow},
     {"aten::native_batch_norm", lower_batch_norm},
     {"aten::native_layer_norm", lower_layer_norm},
+    {"aten::native_layer_norm_backward", lower_layer_norm_backward},
     {"aten::ne.Scalar", lower_ne},
     {"aten::ne.Tensor", lower_ne},
     {"aten::neg", lower_neg},

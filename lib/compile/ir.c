@@ -143,6 +143,10 @@ int tn__x_bin(struct tn__cprog *P, int op, enum tn_dtype dt, int a, int b)
         (((op == TN_X_MUL || op == TN_X_DIV) && kb->k == 1.0) ||
          ((op == TN_X_ADD || op == TN_X_SUB) && kb->k == 0.0 && !signbit(kb->k))))
         return a;
+    /* erf(x) + 1 (gelu's derivative): 1 + erf as one op, as gelu computes it */
+    if (op == TN_X_ADD && kb->op == TN_X_CONST && kb->k == 1.0 && P->xs[a].op == TN_X_ERF &&
+        P->xs[a].dt == dt && dt == TN_FLOAT32)
+        return tn__x_un(P, TN_X_ERF1P, dt, P->xs[a].a);
     if (op == TN_X_ADD || op == TN_X_MUL || op == TN_X_MAX || op == TN_X_MIN ||
         op == TN_X_EQ || op == TN_X_NE || op == TN_X_AND || op == TN_X_OR) {
         if (a > b) { /* commutative: one order, so CSE sees a+b and b+a alike */

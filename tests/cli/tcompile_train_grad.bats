@@ -97,6 +97,20 @@ grads_match() {
     assert_output --partial "aten::tanh("
 }
 
+@test "grad: the block's backward in kernels: layer norm and softmax backward fused, bias and norm weight gradients summed per column" {
+    p="$TN_SRCDIR/tests/fixtures/train/block_joint"
+    grads_match "$p" 12 --strict
+    run tcompile compile --explain "$O/backward.json" -w "$p.pt" -i "${p}_inputs.pt" -i "$O/fw.npz" -o "$O/c"
+    assert_success
+    refute_output --partial "extern aten::native_layer_norm_backward"
+    refute_output --partial "extern aten::_softmax_backward_data"
+    run grep -c "sums* per column" "$O/c/kernel.c"
+    assert_success
+    # and gelu's output is saved, not recomputed (its erf costs more)
+    run tcompile show "$O/forward.json"
+    assert_output --regexp "return \(.*%gelu"
+}
+
 @test "grad: activations whose eager derivatives are C helpers, through their define: entries" {
     # silu, mish, leaky_relu, hardtanh, elu, softplus, maximum, minimum and
     # clamp (both bounds, min only, max only): the same gradients as
