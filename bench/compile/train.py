@@ -14,6 +14,12 @@ PyTorch's time over ours. Figures on a shared machine are noisy.
 
 --baseline runs another tcompile (a build of an older commit) on the same
 graphs and data right after ours: its row's ratios are ours over it.
+
+--cpu counts steps per second of CPU time instead of wall time (use it
+with --threads 1 on a loaded machine, where the wall clock measures the
+other processes): ours from two runs, one epoch and 1 + E epochs, the
+difference of their CPU times over the E epochs' steps (start-up and
+loading left out); PyTorch's over its E epochs after the warm-up.
 """
 import argparse
 import json
@@ -135,10 +141,10 @@ def torch_worker(d, name, mode, epochs, threads):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     fwd = torch.compile(model) if mode == "compile" else model
     g = torch.Generator().manual_seed(0)
-    best = 0.0
+    best, cpu = 0.0, 0.0
     for e in range(epochs + 1):
         perm = torch.randperm(ROWS, generator=g)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for b in range(ROWS // BATCH):
             idx = perm[b * BATCH:(b + 1) * BATCH]
             opt.zero_grad()
@@ -148,8 +154,10 @@ def torch_worker(d, name, mode, epochs, threads):
         dt = time.perf_counter() - t0
         if e:  # the first epoch warms up (and compiles)
             best = max(best, ROWS // BATCH / dt)
+            cpu += time.process_time() - c0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"steps_per_s": best, "peak_mib": peak}))
+    print(json.dumps({"steps_per_s": best, "steps_per_cpu_s": epochs * (ROWS // BATCH) / cpu,
+                      "peak_mib": peak}))
 
 
 # A fork of this process, torch imported, keeps the peak RSS it had before
@@ -162,23 +170,26 @@ if pid == 0:
     os.dup2(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
     os.execvp(sys.argv[2], sys.argv[2:])
 _, status, ru = os.wait4(pid, 0)
-sys.stderr.write("%d\\n" % ru.ru_maxrss)
+sys.stderr.write("%.6f\\n%d\\n" % (ru.ru_utime + ru.ru_stime, ru.ru_maxrss))
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
 def run_to(cmd, env, path):
-    """Runs cmd with its stdout in path; returns (exit status, its peak RSS in KiB)."""
+    """Runs cmd with its stdout in path; returns (exit status, its peak RSS
+    in KiB, its CPU seconds)."""
     p = subprocess.run([sys.executable, "-c", LAUNCH, path] + cmd, env=env,
                        stderr=subprocess.PIPE, text=True)
     lines = p.stderr.splitlines()
-    sys.stderr.write("".join(l + "\n" for l in lines[:-1]))
-    return p.returncode, int(lines[-1]) if lines and lines[-1].isdigit() else 0
+    sys.stderr.write("".join(l + "\n" for l in lines[:-2]))
+    if len(lines) < 2 or not lines[-1].isdigit():
+        return p.returncode, 0, 0.0
+    return p.returncode, int(lines[-1]), float(lines[-2])
 
 
-def run_ours(tcompile, m, env, d, epochs, batch):
+def run_ours(tcompile, m, env, d, epochs, batch, cpu=False):
     """tcompile train of model prefix m: (best steps/s, peak RSS in MiB),
-    (None, None) when it fails."""
+    (None, None) when it fails; with cpu, steps per CPU second."""
     out = os.path.join(d, "ours.jsonl")
     cmd = [tcompile, "train", m + ".json", "-w", m + ".pt", "--data", m + "_data.npz",
            "--optimizer", "adamw", "--lr", "1e-3"]
@@ -186,9 +197,14 @@ def run_ours(tcompile, m, env, d, epochs, batch):
     # wait4's peak RSS counts the C compiler a cold run starts (38 MiB
     # against the MLP's 13), and a build of another commit misses the cache
     run_to(cmd + ["--steps", "1"], env, out)
-    status, peak_kib = run_to(cmd + ["--epochs", str(epochs + 1)], env, out)
-    if status:
+    if cpu:
+        one = run_to(cmd + ["--epochs", "1"], env, out)
+    status, peak_kib, secs = run_to(cmd + ["--epochs", str(epochs + 1)], env, out)
+    if status or (cpu and one[0]):
         return None, None
+    if cpu:
+        steps = json.loads(open(out).readline())["step"]  # an epoch's
+        return epochs * steps / max(secs - one[2], 1e-9), peak_kib / 1024
     lines = [json.loads(l) for l in open(out)][1:]
     return max(l["examples_per_s"] for l in lines) / batch, peak_kib / 1024
 
@@ -204,16 +220,17 @@ def bench(a, d, name):
     import numpy as np
     np.savez(m + "_data.npz", x=x.numpy(), y=y.numpy())
     print("\n%s: AdamW, batch %d, %d steps/epoch" % (what, BATCH, ROWS // BATCH))
-    print("%-8s %-14s %12s %10s %16s" % ("threads", "variant", "steps/s", "peak MiB", "ours vs it"))
+    print("%-8s %-14s %12s %10s %16s" % ("threads", "variant", "steps/cpu-s" if a.cpu else "steps/s",
+                                         "peak MiB", "ours vs it"))
     for th in [int(t) for t in a.threads.split(",")]:
         env = dict(os.environ, TN_NUM_THREADS=str(th), OMP_NUM_THREADS=str(th))
-        ours, ours_peak = run_ours(a.tcompile, m, env, d, a.epochs, BATCH)
+        ours, ours_peak = run_ours(a.tcompile, m, env, d, a.epochs, BATCH, a.cpu)
         if ours is None:
             print("%-8d %-14s %12s" % (th, "tcompile", "failed"))
             continue
         print("%-8d %-14s %12.1f %10.1f %16s" % (th, "tcompile", ours, ours_peak, ""))
         if a.baseline:
-            base, base_peak = run_ours(a.baseline, m, env, d, a.epochs, BATCH)
+            base, base_peak = run_ours(a.baseline, m, env, d, a.epochs, BATCH, a.cpu)
             if base is None:
                 print("%-8d %-14s %12s" % (th, "baseline", "failed"))
             else:
@@ -223,13 +240,14 @@ def bench(a, d, name):
             res = os.path.join(d, mode + ".json")
             cmd = [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--tcompile",
                    a.tcompile, "--epochs", str(a.epochs), "--worker", d, name, mode, str(th)]
-            status, _ = run_to(cmd, env, res)
+            status = run_to(cmd, env, res)[0]
             if status:
                 print("%-8d %-14s %12s" % (th, "torch " + mode, "failed"))
                 continue
             r = json.loads(open(res).read().strip().splitlines()[-1])
+            theirs = r["steps_per_cpu_s" if a.cpu else "steps_per_s"]
             print("%-8d %-14s %12.1f %10.1f %9.2fx %4.2fx" % (
-                th, "torch " + mode, r["steps_per_s"], r["peak_mib"], ours / r["steps_per_s"],
+                th, "torch " + mode, theirs, r["peak_mib"], ours / theirs,
                 ours_peak / r["peak_mib"]), flush=True)
 
 
@@ -240,6 +258,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default="mlp,cnn,block")
     ap.add_argument("--baseline", help="another tcompile (an older build), run beside ours")
+    ap.add_argument("--cpu", action="store_true", help="steps per CPU second, not wall second")
     ap.add_argument("--worker", nargs=4)
     a = ap.parse_args()
     if a.worker:

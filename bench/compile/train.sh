@@ -5,7 +5,8 @@
 # tcompile train against PyTorch 2.x eager and torch.compile, 1 and 2
 # threads, steps per second and peak RSS. Arguments go to train.py
 # (--epochs, --threads, --models mlp,cnn,block, --baseline OTHER/tcompile:
-# another build run beside ours, on the same graphs). Needs PyTorch 2.x
+# another build run beside ours, on the same graphs; --cpu: steps per CPU
+# second, for a loaded machine, with --threads 1). Needs PyTorch 2.x
 # (`python3` or tests/torch2-python).
 set -e
 . "$(dirname "$0")/../quick.sh"
