@@ -295,6 +295,18 @@ static void store(struct tn__out *o, int buf, enum tn_dtype bt, const char *at, 
         tn__put(o, "b%d[%s] = (%s)%s;\n", buf, at, store_type(bt), v);
 }
 
+/* Frees an emitter's scratch: the address strings and marks per
+ * expression. */
+static void free_scratch(const struct tn__cprog *P, char **addr, unsigned char *seen,
+                         unsigned char *done)
+{
+    for (int i = 0; addr && i <= P->nx; i++)
+        free(addr[i]);
+    free(addr);
+    free(seen);
+    free(done);
+}
+
 #define BLOCK 4096
 
 /* One stage as the body of kernel k. Fills the step's outer count and
@@ -406,11 +418,7 @@ static void emit_stage(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
     }
     tn__put(o, "    }\n}\n");
 out:
-    for (int i = 0; addr && i <= P->nx; i++)
-        free(addr[i]);
-    free(addr);
-    free(seen);
-    free(done);
+    free_scratch(P, addr, seen, done);
 }
 
 /* The initial value of a reduction's accumulator. */
@@ -438,6 +446,73 @@ static int producer(const struct tn__cprog *P, const struct tn__step *st, int b)
     return -1;
 }
 
+/* A kernel's parallel loop over the outer dims of sp: the step's outer
+ * count and grain. Returns the elements of a row (the reduced dims). */
+static int64_t parallel_loop(struct tn__step *st, const struct space *sp, int nouter)
+{
+    int64_t outer = 1, row = 1;
+    for (int j = 0; j < sp->nd; j++)
+        *(j < nouter ? &outer : &row) *= sp->sizes[j];
+    st->nouter = outer;
+    int64_t work = row * st->nstages;
+    st->grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+    return row;
+}
+
+/* Declares the buffers the kernel's loads read (once each; not those its
+ * stages write). */
+static void declare_reads(struct tn__out *o, const struct tn__cprog *P, const struct tn__step *st,
+                          const int *loads, int nl)
+{
+    for (int i = 0; i < nl; i++) {
+        int b = P->xs[loads[i]].buf;
+        bool dup = producer(P, st, b) >= 0;
+        for (int j = 0; j < i && !dup; j++)
+            dup = P->xs[loads[j]].buf == b;
+        if (!dup)
+            tn__put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
+                store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
+    }
+}
+
+/* The indices i0.. i(nod - 1) of the outer dims from q. The outermost
+ * index is what is left: no size of it in the code, so one kernel serves
+ * every batch size. */
+static void decode_outer(struct tn__out *o, const struct space *sp, int nod)
+{
+    for (int j = nod - 1; j >= 0; j--) {
+        if (j)
+            tn__put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp->sizes[j]);
+        else
+            tn__put(o, "        const int64_t i0 = q;\n");
+        if (j)
+            tn__put(o, "        q /= %" PRId64 ";\n", sp->sizes[j]);
+    }
+}
+
+/* Load x's base at the outer index (dims below nod), "const int64_t aX";
+ * then its address within the row into buf: "aX" and a term per
+ * reduced dim it steps through (after `inner`, "" or " + j"). */
+static void load_addr(struct tn__out *o, const struct tn__cprog *P, int lx,
+                      const struct tn__stage *shape, const struct space *sp, int nod,
+                      const char *inner, char *buf, size_t cap)
+{
+    const struct tn__x *x = &P->xs[lx];
+    tn__put(o, "        const int64_t a%d = %" PRId64, lx, x->off);
+    for (int j = 0; j < nod; j++) {
+        int64_t c = new_coef(x, shape, sp, j);
+        if (c)
+            tn__put(o, " + i%d * %" PRId64, j, c);
+    }
+    tn__put(o, ";\n");
+    size_t len = (size_t)snprintf(buf, cap, "a%d%s", lx, inner);
+    for (int j = sp->nd - sp->nred; j < sp->nd && len < cap; j++) {
+        int64_t c = new_coef(x, shape, sp, j);
+        if (c)
+            len += (size_t)snprintf(buf + len, cap - len, c == 1 ? " + r%d" : " + r%d * %" PRId64, j, c);
+    }
+}
+
 /* A kernel of reductions and pointwise stages over one loop space: the
  * outer loop is shared, each stage runs its inner (row) loops in turn; a
  * reduction's result that only the kernel reads is a local, a pointwise
@@ -461,12 +536,7 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
     struct space sp;
     collapse(P, &shape, loads, nl, &sp, keep);
     int nouter = sp.nd - sp.nred;
-    int64_t outer = 1, row = 1;
-    for (int j = 0; j < sp.nd; j++)
-        *(j < nouter ? &outer : &row) *= sp.sizes[j];
-    st->nouter = outer;
-    int64_t work = row * st->nstages;
-    st->grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+    int64_t row = parallel_loop(st, &sp, nouter);
 
     tn__put(o, "\n/* %s: %d stage%s, %d loads */\n", st->label ? st->label : "", st->nstages,
         st->nstages == 1 ? "" : "s", nl);
@@ -482,26 +552,9 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         else if (s->red == TN_RED_NONE)
             tn__put(o, "    %s row%d[%" PRId64 "];\n", calc_type(b->dt), s->buf, row);
     }
-    for (int i = 0; i < nl; i++) {
-        int b = P->xs[loads[i]].buf;
-        bool dup = producer(P, st, b) >= 0;
-        for (int j = 0; j < i && !dup; j++)
-            dup = P->xs[loads[j]].buf == b;
-        if (!dup)
-            tn__put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
-                store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
-    }
+    declare_reads(o, P, st, loads, nl);
     tn__put(o, "    for (int64_t o = o_lo; o < o_hi; o++) {\n        int64_t q = o;\n");
-    for (int j = nouter - 1; j >= 0; j--) {
-        /* the outermost index is what is left: no size of it in the
-         * code, so one kernel serves every batch size */
-        if (j)
-            tn__put(o, "        const int64_t i%d = q %% %" PRId64 ";\n", j, sp.sizes[j]);
-        else
-            tn__put(o, "        const int64_t i0 = q;\n");
-        if (j)
-            tn__put(o, "        q /= %" PRId64 ";\n", sp.sizes[j]);
-    }
+    decode_outer(o, &sp, nouter);
     char buf[160];
     for (int i = 0; i < nl; i++) {
         const struct tn__x *x = &P->xs[loads[i]];
@@ -513,20 +566,7 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
             addr[loads[i]] = strdup(buf);
             continue;
         }
-        tn__put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
-        for (int j = 0; j < nouter; j++) {
-            int64_t c = new_coef(x, &shape, &sp, j);
-            if (c)
-                tn__put(o, " + i%d * %" PRId64, j, c);
-        }
-        tn__put(o, ";\n");
-        size_t len = (size_t)snprintf(buf, sizeof buf, "a%d", loads[i]);
-        for (int j = nouter; j < sp.nd && len < sizeof buf; j++) {
-            int64_t c = new_coef(x, &shape, &sp, j);
-            if (c)
-                len += (size_t)snprintf(buf + len, sizeof buf - len,
-                                        c == 1 ? " + r%d" : " + r%d * %" PRId64, j, c);
-        }
+        load_addr(o, P, loads[i], &shape, &sp, nouter, "", buf, sizeof buf);
         addr[loads[i]] = strdup(buf);
     }
     for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
@@ -586,11 +626,7 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
     }
     tn__put(o, "    }\n}\n");
 out:
-    for (int i = 0; addr && i <= P->nx; i++)
-        free(addr[i]);
-    free(addr);
-    free(seen);
-    free(done);
+    free_scratch(P, addr, seen, done);
 }
 
 /* Sums over the rows of a matrix, per column (a bias's gradient, a layer
@@ -630,12 +666,7 @@ static bool emit_colsum(struct tn__out *o, struct tn__cprog *P, int k, struct tn
     }
     if (!ok || !moves)
         goto out;
-    int64_t outer = 1, row = 1;
-    for (int j = 0; j < sp.nd; j++)
-        *(j < nouter ? &outer : &row) *= sp.sizes[j];
-    st->nouter = outer;
-    int64_t work = row * st->nstages;
-    st->grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+    parallel_loop(st, &sp, nouter);
     tn__put(o, "\n/* %s: %d sum%s per column, %d loads */\n", st->label ? st->label : "", st->nstages,
         st->nstages == 1 ? "" : "s", nl);
     tn__put(o, "void tn_k%d(int64_t o_lo, int64_t o_hi, void *ctx)\n{\n", k);
@@ -645,24 +676,10 @@ static bool emit_colsum(struct tn__out *o, struct tn__cprog *P, int k, struct tn
         tn__put(o, "    %s *restrict b%d = (%s *)(void *)B[%d];\n", store_type(P->bufs[b].dt), b,
             store_type(P->bufs[b].dt), b);
     }
-    for (int i = 0; i < nl; i++) {
-        int b = P->xs[loads[i]].buf;
-        bool dup = false;
-        for (int j = 0; j < i && !dup; j++)
-            dup = P->xs[loads[j]].buf == b;
-        if (!dup)
-            tn__put(o, "    const %s *restrict b%d = (const %s *)(const void *)B[%d];\n",
-                store_type(P->bufs[b].dt), b, store_type(P->bufs[b].dt), b);
-    }
+    declare_reads(o, P, st, loads, nl);
     /* a strip: from o0, up to COLS outputs, not past the last dim's end */
     tn__put(o, "    for (int64_t o0 = o_lo; o0 < o_hi;) {\n        int64_t q = o0;\n");
-    for (int j = c; j >= 0; j--) {
-        if (j)
-            tn__put(o, "        const int64_t i%d = q %% %" PRId64 ";\n        q /= %" PRId64 ";\n", j,
-                sp.sizes[j], sp.sizes[j]);
-        else
-            tn__put(o, "        const int64_t i0 = q;\n");
-    }
+    decode_outer(o, &sp, nouter);
     tn__put(o, "        int64_t n = %" PRId64 " - i%d;\n", sp.sizes[c], c);
     tn__put(o, "        n = n < o_hi - o0 ? n : o_hi - o0;\n        n = n < %d ? n : %d;\n", COLS, COLS);
     for (int i = st->stage0; i < s1; i++)
@@ -670,21 +687,8 @@ static bool emit_colsum(struct tn__out *o, struct tn__cprog *P, int k, struct tn
                    "            acc%d[j] = 0;\n", calc_type(P->stages[i].acc), i, COLS, i);
     char buf[160];
     for (int i = 0; i < nl; i++) {
-        const struct tn__x *x = &P->xs[loads[i]];
-        tn__put(o, "        const int64_t a%d = %" PRId64, loads[i], x->off);
-        for (int j = 0; j <= c; j++) {
-            int64_t cc = new_coef(x, &shape, &sp, j);
-            if (cc)
-                tn__put(o, " + i%d * %" PRId64, j, cc);
-        }
-        tn__put(o, ";\n");
-        size_t len = (size_t)snprintf(buf, sizeof buf, new_coef(x, &shape, &sp, c) ? "a%d + j" : "a%d",
-                                      loads[i]);
-        for (int j = nouter; j < sp.nd && len < sizeof buf; j++) {
-            int64_t cc = new_coef(x, &shape, &sp, j);
-            if (cc)
-                len += (size_t)snprintf(buf + len, sizeof buf - len, " + r%d * %" PRId64, j, cc);
-        }
+        load_addr(o, P, loads[i], &shape, &sp, nouter,
+                  new_coef(&P->xs[loads[i]], &shape, &sp, c) ? " + j" : "", buf, sizeof buf);
         addr[loads[i]] = strdup(buf);
         o->oom |= !addr[loads[i]];
     }
@@ -703,11 +707,7 @@ static bool emit_colsum(struct tn__out *o, struct tn__cprog *P, int k, struct tn
     }
     tn__put(o, "        }\n        o0 += n;\n    }\n}\n");
 out:
-    for (int i = 0; addr && i <= P->nx; i++)
-        free(addr[i]);
-    free(addr);
-    free(seen);
-    free(done);
+    free_scratch(P, addr, seen, done);
     return ok && moves;
 }
 

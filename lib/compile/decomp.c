@@ -290,18 +290,30 @@ static int lower_where(struct tn__lctx *L, const struct tn_graph_node *n)
     return tn__set_out(L, 0, tn__x_where(L->P, c, a, b), dt);
 }
 
+/* A floating op's tensor arguments an and bn as operands (tn__operand) in
+ * its compute dtype *dt: 0, or 1 (left to the dispatcher) when the op is
+ * not floating or one is missing. */
+static int float_operands(struct tn__lctx *L, const struct tn_graph_node *n, const char *an,
+                          const char *bn, enum tn_dtype *dt, int *a, int *b)
+{
+    *dt = out_compute(L);
+    if (!tn_dtype_is_floating(*dt))
+        return extern_because(L, "a dtype it does not take");
+    *a = tn__operand(L, n, an, 0, *dt);
+    *b = tn__operand(L, n, bn, 0, *dt);
+    return *a < 0 || *b < 0 ? extern_because(L, "an argument it does not take") : 0;
+}
+
 /* relu's backward: 0 where self <= threshold (compared in the compute
  * dtype, as the CPU kernel compares in the element type), else the
  * gradient; a NaN self keeps the gradient. Fused, it joins batch norm's
  * backward reductions instead of a pass of its own through libtensor. */
 static int lower_threshold_backward(struct tn__lctx *L, const struct tn_graph_node *n)
 {
-    enum tn_dtype dt = out_compute(L);
-    if (!tn_dtype_is_floating(dt))
-        return extern_because(L, "a dtype it does not take");
-    int g = tn__operand(L, n, "grad_output", 0, dt), x = tn__operand(L, n, "self", 0, dt);
-    if (g < 0 || x < 0)
-        return extern_because(L, "an argument it does not take");
+    enum tn_dtype dt;
+    int g, x;
+    if (float_operands(L, n, "grad_output", "self", &dt, &g, &x))
+        return 1;
     int c = tn__x_bin(L->P, TN_X_LE, TN_BOOL, x, k_(L, dt, tn__arg_float(n, "threshold", 0)));
     return tn__set_out(L, 0, tn__x_where(L->P, c, k_(L, dt, 0), g), dt);
 }
@@ -826,12 +838,10 @@ static int lower_layer_norm_backward(struct tn__lctx *L, const struct tn_graph_n
  * the other dims keeps it in float) */
 static int lower_softmax_backward(struct tn__lctx *L, const struct tn_graph_node *n)
 {
-    enum tn_dtype dt = out_compute(L);
-    if (!tn_dtype_is_floating(dt))
-        return extern_because(L, "an integral softmax");
-    int g = tn__operand(L, n, "grad_output", 0, dt), y = tn__operand(L, n, "output", 0, dt);
-    if (g < 0 || y < 0)
-        return extern_because(L, "an argument it does not take");
+    enum tn_dtype dt;
+    int g, y;
+    if (float_operands(L, n, "grad_output", "output", &dt, &g, &y))
+        return 1;
     const struct tn_tensor *o = OUT(0);
     struct tn__lv gy = {.x = tn__x_bin(L->P, TN_X_MUL, dt, g, y), .nd = o->ndim, .dt = dt}, s;
     memcpy(gy.sizes, o->sizes, sizeof gy.sizes);
