@@ -343,11 +343,28 @@ struct tn__lctx {
     const char *ext;              /* the extern node whose arguments are realized */
     int *xnode;                   /* per expression before xmapped: the node made it, -1 */
     int xmapped;
+    bool *rt;                     /* per graph value: a number known only at run time */
 };
 
 /* A lowering: 0 lowered, 1 left to the dispatcher (why in L->why), or a
  * negative tn_status. */
 typedef int (*tn__lower_fn)(struct tn__lctx *L, const struct tn_graph_node *n);
+
+/* lib/compile/numbers.c: the numbers known only at run time. Whether
+ * node n reads a tensor's data into a number (item, _local_scalar_dense). */
+bool tn__reads_tensor_data(const struct tn_graph_node *n);
+/* Marks in rt (per graph value) the numbers read from tensors' data and
+ * those computed from them; an error naming the node when one reaches an
+ * op whose result's sizes follow it. */
+int tn__runtime_numbers(const struct tn_graph *g, bool *rt);
+/* Why node n stays an extern step for its numbers (written into buf), or
+ * NULL: it reads a tensor's data, takes a run-time number, or a SymFloat
+ * (which only the run's value slots hold). */
+const char *tn__runtime_reason(const struct tn_graph *g, const struct tn_graph_node *n,
+                               const bool *rt, char *buf, size_t len);
+/* Whether the Meta pass skips node n: it reads a tensor's data, or takes
+ * a run-time number and gives only numbers. */
+bool tn__runtime_only(const struct tn_graph *g, const struct tn_graph_node *n, const bool *rt);
 
 /* lib/compile/decomp.c: the lowering of "aten::NAME.OVERLOAD", or NULL. */
 tn__lower_fn tn__decomp_find(const char *qualname);

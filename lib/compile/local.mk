@@ -6,6 +6,7 @@ noinst_HEADERS += lib/compile/internal.h lib/compile/prelude.h
 libtensor_la_SOURCES += \
 	lib/compile/ir.c \
 	lib/compile/lower.c \
+	lib/compile/numbers.c \
 	lib/compile/decomp.c \
 	lib/compile/sched.c \
 	lib/compile/codegen.c \

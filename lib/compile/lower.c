@@ -609,6 +609,8 @@ static int meta_pass(struct tn__lctx *L, struct tn_tensor *const *inputs)
     tn__graph_meta_devices = true;
     for (int ni = 0; ni < g->nnodes && rc == TN_OK; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
+        if (tn__runtime_only(g, n, L->rt)) /* its numbers come from the data of each run */
+            continue;
         if (tn__graph_call(g, n, slots, &s) == TN_OK)
             continue;
         if (tn_last_status() != TN_EDEVICE) {
@@ -687,19 +689,6 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         if (mutates(&g->nodes[i]))
             return tn_set_error(TN_EINVAL, "%s: node '%s' (%s) writes its argument in place "
                                 "(not compiled yet)", g->label, g->nodes[i].name, op->qualname);
-        /* a program's numbers are fixed when it is compiled (the Meta
-         * pass's); item()'s come from the data of each run */
-        if (!strcmp(op->qualname, "aten::item") || !strcmp(op->qualname, "aten::_local_scalar_dense"))
-            return tn_set_error(TN_EINVAL, "%s: node '%s' (%s) makes a number of a tensor's "
-                                "values (not compiled yet)", g->label, g->nodes[i].name,
-                                op->qualname);
-        for (int k = 0; k < g->nodes[i].nin; k++) {
-            const struct tn_graph_arg *a = &g->nodes[i].in[k].arg;
-            if (a->kind == TN_GARG_FLOAT && a->items[0].value >= 0) /* P->ints has no floats */
-                return tn_set_error(TN_EINVAL, "%s: node '%s' (%s) takes the SymFloat '%s' "
-                                    "(not compiled yet)", g->label, g->nodes[i].name,
-                                    op->qualname, g->values[a->items[0].value].name);
-        }
     }
     for (int i = 0; i < g->ninputs; i++) {
         const struct tn_tensor *t = inputs[i];
@@ -719,12 +708,17 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
     for (int ni = 0; ni < g->nnodes; ni++) {
         const struct tn_graph_node *n = &g->nodes[ni];
         tn__lower_fn fn = tn__decomp_find(n->op->qualname);
-        const char *why = blocked(L, n);
+        char num[200];
+        const char *why = tn__runtime_reason(g, n, L->rt, num, sizeof num);
+        if (!why)
+            why = blocked(L, n);
         L->n = n;
         L->ext = NULL;
         L->why[0] = '\0';
         rc = 1;
-        if (!fn)
+        if (why == num) /* a number of this run: whatever the lowering */
+            snprintf(L->why, sizeof L->why, "%s", why);
+        else if (!fn)
             snprintf(L->why, sizeof L->why, "no lowering for %s", n->op->qualname);
         else if (*why)
             snprintf(L->why, sizeof L->why, "%s", why);
@@ -870,8 +864,9 @@ struct tn__cprog *tn__lower(const struct tn_graph *g, struct tn_tensor *const *i
         L.v = calloc((size_t)g->nvalues + 1, sizeof *L.v);
         L.meta = calloc((size_t)g->nvalues + 1, sizeof *L.meta);
         L.uses = calloc((size_t)g->nvalues + 1, sizeof *L.uses);
+        L.rt = calloc((size_t)g->nvalues + 1, sizeof *L.rt);
     }
-    if (!P || !P->ints || !P->outs || !L.v || !L.meta || !L.uses) {
+    if (!P || !P->ints || !P->outs || !L.v || !L.meta || !L.uses || !L.rt) {
         tn_set_error(TN_ENOMEM, "%s: out of memory", g->label);
         goto fail;
     }
@@ -886,7 +881,7 @@ struct tn__cprog *tn__lower(const struct tn_graph *g, struct tn_tensor *const *i
             }
     for (int i = 0; i < g->noutputs; i++)
         L.uses[g->outputs[i].value]++;
-    if (lower_graph(&L, inputs) < 0)
+    if (tn__runtime_numbers(g, L.rt) < 0 || lower_graph(&L, inputs) < 0)
         goto fail;
     last_uses(P);
     tn__schedule(P);
@@ -908,6 +903,7 @@ done:
     free(L.meta);
     free(L.v);
     free(L.uses);
+    free(L.rt);
     free(L.xnode);
     return P;
 }

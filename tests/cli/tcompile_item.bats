@@ -3,8 +3,8 @@
 # aten.item / _local_scalar_dense giving a SymFloat, SymInt or SymBool by
 # the tensor's dtype, and Python's arithmetic on those numbers as torch.export
 # writes it (_operator.*, torch.sym_*, math.trunc): tests/fixtures/graph_item.py's
-# graphs as PyTorch 2.x exports them. The interpreter runs them; the compiler,
-# whose numbers are fixed when it compiles, leaves them to it.
+# graphs as PyTorch 2.x exports them. The interpreter runs them, and so does
+# the compiler: the numbers, and the ops taking them, are steps of each run.
 
 load helper
 
@@ -47,16 +47,31 @@ setup() {
     assert_failure
 }
 
-@test "run: the compiler leaves a graph with item() to the interpreter" {
-    P="$D/item_int"
-    run tcompile run --strict "$P.json" -w "$P.pt" -i "${P}_inputs.pt" -o "$BATS_TEST_TMPDIR/o.pt"
-    assert_failure 2
-    assert_output --partial "node 'item' (aten::item) makes a number of a tensor's values"
-    run tcompile run "$P.json" -w "$P.pt" -i "${P}_inputs.pt" -o "$BATS_TEST_TMPDIR/o.pt"
-    assert_success
-    assert_output --partial "running in the interpreter"
-    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/o.pt" "${P}_expected.pt"
-    assert_success
+@test "run --strict: graphs with item() compile, their numbers read at each run" {
+    for g in item_float item_int item_dtypes item_core item_roll; do
+        P="$D/$g"
+        run tcompile run --strict "$P.json" -w "$P.pt" -i "${P}_inputs.pt" \
+            -o "$BATS_TEST_TMPDIR/o.pt"
+        assert_success
+        refute_output --partial "interpreter"
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/o.pt" "${P}_expected.pt"
+        assert_success
+    done
+    # the same library on other data: other numbers (roll's shift, a factor)
+    for g in item_float item_roll; do
+        P="$D/$g"
+        run tcompile run --strict --explain "$P.json" -w "$P.pt" -i "${P}_inputs2.pt" \
+            -o "$BATS_TEST_TMPDIR/o.pt"
+        assert_success
+        assert_output --partial "(from the cache)"
+        assert_output --partial "item: reads a tensor's values into a number at run time"
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/o.pt" "${P}_expected2.pt"
+        assert_success
+    done
+    run tcompile run --explain "$D/item_roll.json" -w "$D/item_roll.pt" \
+        -i "$D/item_roll_inputs.pt" -o "$BATS_TEST_TMPDIR/o.pt"
+    assert_line "  extern aten::roll: roll: takes 'item', a number computed at run time"
+    assert_line "  extern aten::add.Scalar: add: takes 'truediv', a number computed at run time"
 }
 
 @test "show: the numbers' types; --json keeps SymFloat and SymBool" {
