@@ -823,6 +823,9 @@ static int parse_graph(struct reader *r, json_t *root)
                 return rc;
             g->values[rc].is_sym = true;
             g->values[rc].sym_type = (enum tn_graph_sym_type)t;
+            free(g->values[rc].sym_json); /* a name twice: the last entry */
+            if (!(g->values[rc].sym_json = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+                return TN_ENOMEM;
         }
     }
     at(r, "graph inputs", NULL, -1);
@@ -929,6 +932,7 @@ void tn_graph_free(struct tn_graph *g)
         return;
     for (int i = 0; i < g->nvalues; i++) {
         free(g->values[i].name);
+        free(g->values[i].sym_json);
         for (int d = 0; d < TN_MAX_DIMS; d++)
             free(g->values[i].exprs[d]);
     }

@@ -5,6 +5,7 @@
  */
 #include "graph/internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -111,15 +112,55 @@ static json_t *arg_json(const struct tn_graph *g, const struct tn_graph_arg *a)
     return one(arm, l);
 }
 
+/* {"expr_str": ..., "hint": ...} of a size: a bare symbol in sympy's srepr,
+ * as torch.export's serializer writes it (its shape environment makes an
+ * input's size s0 positive and integer, a size read from data, u0,
+ * integer), so its deserializer finds the same symbol; hint -1: null. */
+static json_t *expr_json(const char *expr, int64_t hint)
+{
+    json_t *e = json_object();
+    size_t n = strspn(expr, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (!expr[n] && n > 1 && (expr[0] == 's' || expr[0] == 'u') && isdigit((unsigned char)expr[1])) {
+        json_object_set_new(e, "expr_str",
+                            json_pack("s++", "Symbol('", expr,
+                                      expr[0] == 's' ? "', positive=True, integer=True)"
+                                                     : "', integer=True)"));
+    } else {
+        json_object_set_new(e, "expr_str", json_string(expr));
+    }
+    json_object_set_new(e, "hint", hint >= 0 ? one("as_int", json_integer(hint)) : json_null());
+    return e;
+}
+
 static json_t *size_json(const struct tn_graph_value *v, int d)
 {
     if (!v->exprs[d])
         return one("as_int", json_integer(v->sizes[d]));
-    json_t *e = json_object();
-    json_object_set_new(e, "expr_str", json_string(v->exprs[d]));
-    json_object_set_new(e, "hint", v->sizes[d] >= 0 ? one("as_int", json_integer(v->sizes[d]))
-                                                    : json_null());
-    return one("as_expr", e);
+    return one("as_expr", expr_json(v->exprs[d], v->sizes[d]));
+}
+
+/* A sym_*_values entry as torch.export's serializer writes it: the one
+ * read; for a sym_size.int made here (functionalisation), its tensor's
+ * size expression; else a symbol of its own name (an unbacked value's). */
+static json_t *sym_value(const struct tn_graph *g, const struct tn_graph_value *v)
+{
+    json_t *j = v->sym_json ? json_loads(v->sym_json, 0, NULL) : NULL;
+    if (j)
+        return j;
+    const struct tn_graph_node *n = v->def >= 0 ? &g->nodes[v->def] : NULL;
+    const struct tn_graph_arg *t = NULL, *d = NULL;
+    for (int i = 0; n && !strcmp(n->target, "torch.ops.aten.sym_size.int") && i < n->nin; i++)
+        if (!strcmp(n->in[i].name, "self"))
+            t = &n->in[i].arg;
+        else if (!strcmp(n->in[i].name, "dim"))
+            d = &n->in[i].arg;
+    if (t && d && t->kind == TN_GARG_TENSOR && d->kind == TN_GARG_INT && d->items[0].value < 0) {
+        const struct tn_graph_value *tv = &g->values[t->items[0].value];
+        int64_t k = d->items[0].i < 0 ? d->items[0].i + tv->ndim : d->items[0].i;
+        if (k >= 0 && k < tv->ndim && tv->exprs[k])
+            return one("as_expr", expr_json(tv->exprs[k], tv->sizes[k]));
+    }
+    return one("as_expr", expr_json(v->name, -1));
 }
 
 static json_t *meta_json(const struct tn_graph_value *v)
@@ -199,7 +240,7 @@ static json_t *graph_json(const struct tn_graph *g)
     for (int i = 0; i < g->nvalues; i++) {
         const struct tn_graph_value *v = &g->values[i];
         if (v->is_sym)
-            json_object_set_new(syms[v->sym_type], v->name, one("as_name", json_string(v->name)));
+            json_object_set_new(syms[v->sym_type], v->name, sym_value(g, v));
         else if (v->has_meta || v->dtype != TN_DTYPE_UNSET)
             json_object_set_new(tv, v->name, meta_json(v));
     }

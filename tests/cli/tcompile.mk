@@ -36,4 +36,6 @@ check_PROGRAMS += tests/cli/tcompile/model_main
 tests_cli_tcompile_model_main_SOURCES = tests/cli/tcompile/model_main.c
 tests_cli_tcompile_model_main_LDADD = $(TN_LIB)
 CLI_TESTS += tests/cli/tcompile_item.bats
+# reads `tcompile show --json` with PyTorch 2.x's deserializer (tcompile_item.bats)
+EXTRA_DIST += tests/cli/tcompile/torch_load.py
 CLI_TESTS += tests/cli/tcompile_complex.bats

@@ -90,3 +90,19 @@ setup() {
     for f in .pt _inputs.pt _expected.pt; do cp "$D/item_int$f" "$BATS_TEST_TMPDIR/g$f"; done
     outputs_match "$BATS_TEST_TMPDIR/g" 3 --interpret
 }
+
+@test "show --json: PyTorch 2.x's deserializer reads it back and runs it as PyTorch" {
+    require_torch2
+    # the numbers' sym_*_values, symbolic sizes (inplace_dynamic's batch,
+    # opinfo_dynamic's sizes read from data) and functionalisation's own
+    # sym_size values, as torch.export's serializer writes them
+    for g in item_int item_float item_core item_dtypes item_roll inplace_dynamic opinfo_dynamic; do
+        P="$D/$g"
+        tcompile show --json "$P.json" >"$BATS_TEST_TMPDIR/g.json"
+        run "$TORCH2" -W ignore "$TN_SRCDIR/tests/cli/tcompile/torch_load.py" \
+            "$BATS_TEST_TMPDIR/g.json" "$P.pt" "${P}_inputs.pt" "$BATS_TEST_TMPDIR/o.pt"
+        assert_success
+        run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/o.pt" "${P}_expected.pt"
+        assert_success
+    done
+}

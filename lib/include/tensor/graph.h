@@ -86,6 +86,9 @@ struct tn_graph_value {
     char *name;
     bool is_sym;                  /* a Python number (sym_*_values), not a tensor */
     enum tn_graph_sym_type sym_type; /* which number, when is_sym */
+    char *sym_json;               /* its sym_*_values entry as read (compact JSON:
+                                   * as_expr's expr_str and hint, or a constant),
+                                   * written back as is; NULL when made here */
     bool has_meta;                /* tensor_values describes it */
     enum tn_dtype dtype;
     int ndim;
