@@ -28,3 +28,12 @@ EXTRA_DIST += bench/compile/train.py
 bench-train: bin/tcompile/tcompile$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/compile/train.sh
 .PHONY: bench-train
+# A compiled program's few-row products (lib/compile/skinny.c) against
+# libtensor's OpenBLAS sgemm, weights out of cache.
+TN_BENCH_BIN += bench/compile/bench_skinny
+TN_BENCH_RUN += bench/compile/bench_skinny
+bench_compile_bench_skinny_SOURCES = bench/compile/bench_skinny.c bench/bench.h
+bench_compile_bench_skinny_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/lib
+bench_compile_bench_skinny_LDADD = $(TN_LIB)
+# tn__skinny_mm is internal: libtensor linked statically
+bench_compile_bench_skinny_LDFLAGS = -static

@@ -103,7 +103,9 @@ static int run_matmul(const struct tn__cprog *P, const struct tn__step *st, stru
                       char **B)
 {
     struct tn_tensor *a = view(T, &st->args[0]), *b = a ? view(T, &st->args[1]) : NULL;
-    struct tn_tensor *r = a && b ? tn_mm(a, b) : NULL;
+    struct tn_tensor *r = a && b ? tn__skinny_mm(a, b) : NULL;
+    if (a && b && !r)
+        r = tn_mm(a, b);
     tn_release(a);
     tn_release(b);
     if (!r)

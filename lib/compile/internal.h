@@ -317,6 +317,13 @@ int tn__exec_bind(struct tn__cprog *P, void *lib, void ***fns);
 /* lib/compile/explain.c: the program in words (a new string). */
 char *tn__explain(const struct tn__cprog *P, const struct tn__cc_info *info);
 
+/* lib/compile/skinny.c: a @ b for a float32 [M, K] (rows contiguous) of
+ * 2 to 8 rows, K from 2048, and b [K, N] a linear layer's weight
+ * transposed (columns contiguous), on AVX-512: a new [M, N] tensor, or NULL
+ * when the shapes or the CPU are not its case (or memory ran out: the
+ * caller's tn_mm then says so). */
+struct tn_tensor *tn__skinny_mm(const struct tn_tensor *a, const struct tn_tensor *b);
+
 /* lib/compile/exec.c: runs the program; o's step_done (o may be NULL)
  * times each step. */
 int tn__exec(const struct tn__cprog *P, void *const *fns, struct tn_tensor *const *inputs,

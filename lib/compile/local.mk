@@ -11,6 +11,7 @@ libtensor_la_SOURCES += \
 	lib/compile/sched.c \
 	lib/compile/codegen.c \
 	lib/compile/exec.c \
+	lib/compile/skinny.c \
 	lib/compile/convbw.c \
 	lib/compile/explain.c \
 	lib/compile/joint.c \

@@ -377,6 +377,50 @@ static void test_decomp_table(void **state)
         assert_true(strcmp(tn__decomp_name(i - 1), tn__decomp_name(i)) < 0);
 }
 
+/* The few-row product of a compiled program's matmul step against
+ * tn_mm, tails of k and columns included; NULL outside its case. */
+static void test_skinny_mm(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{2, 2048, 64}, {3, 2061, 67}, {5, 3072, 130},
+                                        {8, 2050, 65}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t M = shapes[i][0], K = shapes[i][1], N = shapes[i][2];
+        struct tn_tensor *a = tn_randn((int64_t[]){M, K}, 2, TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn((int64_t[]){N, K}, 2, TN_FLOAT32, NULL);
+        struct tn_tensor *wt = tn_transpose(w, 0, 1);
+        struct tn_tensor *r = tn__skinny_mm(a, wt), *e = tn_mm(a, wt);
+        assert_non_null(e);
+        if (r) { /* NULL without AVX-512 */
+            const float *x = tn_data(r), *y = tn_data(e);
+            assert_true(tn_is_contiguous(r) && tn_is_contiguous(e));
+            for (int64_t k = 0; k < M * N; k++)
+                assert_true(fabsf(x[k] - y[k]) <= 1e-4f * (float)K / 64 + 1e-4f * fabsf(y[k]));
+            tn_release(r);
+        }
+        tn_release(e);
+        tn_release(wt);
+        tn_release(w);
+        tn_release(a);
+    }
+    /* one row (sgemv's), nine, a short k, a row-major b: not its case */
+    static const int64_t others[][3] = {{1, 2048, 64}, {9, 2048, 64}, {4, 768, 64}};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        struct tn_tensor *a = tn_zeros((int64_t[]){others[i][0], others[i][1]}, 2, TN_FLOAT32);
+        struct tn_tensor *w = tn_zeros((int64_t[]){others[i][2], others[i][1]}, 2, TN_FLOAT32);
+        struct tn_tensor *wt = tn_transpose(w, 0, 1);
+        assert_null(tn__skinny_mm(a, wt));
+        tn_release(wt);
+        tn_release(w);
+        tn_release(a);
+    }
+    struct tn_tensor *a = tn_zeros((int64_t[]){4, 2048}, 2, TN_FLOAT32);
+    struct tn_tensor *b = tn_zeros((int64_t[]){2048, 64}, 2, TN_FLOAT32);
+    assert_null(tn__skinny_mm(a, b));
+    tn_release(a);
+    tn_release(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_recompile_limit),
         cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_decomp_table),
+        cmocka_unit_test(test_skinny_mm),
     };
     if (setup(NULL) < 0)
         return 1;
