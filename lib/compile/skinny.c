@@ -11,8 +11,6 @@
  */
 #include "compile/internal.h"
 
-#include <tensor/tensor.h>
-
 /* Where it wins (bench/compile/skinny.sh; 1 thread, weights out of cache,
  * against libtensor's OpenBLAS sgemm, best of 6 on a loaded machine): K
  * 3072 N 768 at 0.55-0.62 of sgemm's time for M 5, 0.37 for M 3, 0.77 for
