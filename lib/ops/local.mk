@@ -25,6 +25,7 @@ libtensor_la_SOURCES += \
 	lib/ops/attention.c \
 	lib/ops/fft.c \
 	lib/ops/fft_plan.c \
+	lib/ops/complex_view.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/blas.c \

@@ -182,3 +182,9 @@ tests_unit_test_ops_grid3d_SOURCES = tests/unit/test_ops_grid3d.c tests/unit/ops
 tests_unit_test_ops_grid3d_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_grid3d_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_grid3d_LDFLAGS = $(TN_UNIT_LINK)
+
+UNIT_TESTS += tests/unit/test_ops_complex_view
+tests_unit_test_ops_complex_view_SOURCES = tests/unit/test_ops_complex_view.c tests/unit/ops_cases.h
+tests_unit_test_ops_complex_view_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_complex_view_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_complex_view_LDFLAGS = $(TN_UNIT_LINK)
