@@ -1,6 +1,7 @@
 /*
- * view_as_real and view_as_complex: a complex tensor's storage read as
- * (real, imaginary) pairs of its part dtype, and back. Both share self's
+ * view_as_real and view_as_complex (real and imag over them): a complex
+ * tensor's storage read as (real, imaginary) pairs of its part dtype, and
+ * back. Both share self's
  * storage; sizes, strides and offset follow PyTorch's (the pair is a last
  * dimension of size 2 and stride 1, the other strides and the offset
  * doubled or halved).
@@ -71,4 +72,30 @@ struct tn_tensor *tn__cpu_view_as_complex(tn_keyset ks, const struct tn_tensor *
                NULL;
     return retyped_view(self, tn__dtype_complex(self->dtype), self->offset / 2, self->sizes,
                         strides, n - 1);
+}
+
+/* real and imag: view_as_real(self).select(-1, part), as PyTorch's
+ * composites (their gradients are select's and view_as_real's) */
+static struct tn_tensor *part(const struct tn_tensor *self, int64_t which)
+{
+    struct tn_tensor *pairs = tn_view_as_real(self);
+    struct tn_tensor *r = pairs ? tn_select(pairs, -1, which) : NULL;
+    tn_release(pairs);
+    return r;
+}
+
+struct tn_tensor *tn__composite_real(tn_keyset ks, const struct tn_tensor *self)
+{
+    (void)ks;
+    return tn_dtype_is_complex(self->dtype) ? part(self, 0) : tn_retain((struct tn_tensor *)self);
+}
+
+struct tn_tensor *tn__composite_imag(tn_keyset ks, const struct tn_tensor *self)
+{
+    (void)ks;
+    if (!tn_dtype_is_complex(self->dtype))
+        return tn_set_error(TN_ERUNTIME,
+                            "imag is not implemented for tensors with non-complex dtypes."),
+               NULL;
+    return part(self, 1);
 }

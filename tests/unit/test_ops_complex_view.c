@@ -1,5 +1,6 @@
 /*
- * Unit tests of view_as_real and view_as_complex (lib/ops/complex_view.c):
+ * Unit tests of view_as_real, view_as_complex, real and imag
+ * (lib/ops/complex_view.c):
  * every case of tests/fixtures/ops/complex_view.json (PyTorch 2.x: values,
  * strides, errors), then what fixtures cannot show: the results share
  * self's storage, the Meta kernels, and the gradients through both.
@@ -102,6 +103,33 @@ static void test_gradients(void **state)
     tn_release(s), tn_release(p), tn_release(r), tn_release(w), tn_release(z);
 }
 
+/* real(z) and imag(z) are views of z; sum(real(z) * a + imag(z) * b) has
+ * gradient a + 1j * b (PyTorch's, through select and view_as_real); real of
+ * a real tensor is that tensor */
+static void test_parts(void **state)
+{
+    (void)state;
+    struct tn_tensor *z = tn_randn(TN_SHAPE(4), TN_COMPLEX64, NULL);
+    struct tn_tensor *a = tn_randn(TN_SHAPE(4), TN_FLOAT32, NULL);
+    struct tn_tensor *b = tn_randn(TN_SHAPE(4), TN_FLOAT32, NULL);
+    assert_int_equal(tn_requires_grad_(z, true), 0);
+    struct tn_tensor *re = tn_real(z), *im = tn_imag(z);
+    assert_ptr_equal(re->storage, z->storage);
+    assert_int_equal(im->offset, 1);
+    struct tn_tensor *p = tn_mul(re, a), *q = tn_mul(im, b), *s = tn_add(p, q, tn_int(1)),
+                     *t = tn_sum(s, TN_DTYPE_UNSET);
+    if (tn_backward(&t, 1, NULL, false, false) < 0)
+        fail_msg("%s", tn_last_error());
+    assert_int_equal(z->grad->dtype, TN_COMPLEX64);
+    const float *g = tn_data(z->grad), *ad = tn_data(a), *bd = tn_data(b);
+    for (int i = 0; i < 4; i++)
+        assert_true(g[2 * i] == ad[i] && g[2 * i + 1] == bd[i]);
+    struct tn_tensor *ra = tn_real(a);
+    assert_ptr_equal(ra, a);
+    tn_release(ra), tn_release(t), tn_release(s), tn_release(q), tn_release(p);
+    tn_release(im), tn_release(re), tn_release(b), tn_release(a), tn_release(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -109,6 +137,7 @@ int main(void)
         cmocka_unit_test(test_shared_storage),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_gradients),
+        cmocka_unit_test(test_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
