@@ -373,6 +373,8 @@ struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_
 struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim);
 /* the FFTs' backward helpers (_fft_r2c_bw, ...) live with them */
 #include "ops/fft_internal.h"
+/* and _linalg_svd's with the SVD ops */
+#include "ops/svd_internal.h"
 struct tn_tensor *tn__polygamma_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   int64_t n);
 struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,

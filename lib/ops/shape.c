@@ -203,6 +203,41 @@ fail:
     return NULL;
 }
 
+/* s^(1/p) (s a sum of |x|^p), whose gradient is 0 where s is 0 when s
+ * requires grad: PyTorch's norm_backward masks a zero norm (a subgradient
+ * at 0, where the chain rule gives 0 * inf). The unused branch of the
+ * where sees 1 there, so no NaN reaches it. */
+static struct tn_tensor *root(const struct tn_tensor *s, double p)
+{
+    if (p == 2)
+        return tn_sqrt(s);
+    struct tn_tensor *e = tn_scalar_tensor(tn_float(1.0 / p), TN_FLOAT64);
+    if (!e)
+        return NULL;
+    e->flags |= TN_TENSOR_WRAPPED_NUMBER;
+    struct tn_tensor *r = tn_pow(s, e);
+    tn_release(e);
+    return r;
+}
+
+static struct tn_tensor *norm_root(const struct tn_tensor *s, double p)
+{
+    if (!s->requires_grad)
+        return root(s, p);
+    struct tn_keep k = {0};
+    struct tn_tensor *z, *one, *s1, *r, *zero;
+    TN_KEEP(&k, z, tn_eq_scalar(s, tn_int(0)));
+    TN_KEEP(&k, one, tn_ones_like(s, TN_DTYPE_UNSET));
+    TN_KEEP(&k, s1, tn_where_self(z, one, s));
+    TN_KEEP(&k, r, root(s1, p));
+    TN_KEEP(&k, zero, tn_zeros_like(s, TN_DTYPE_UNSET));
+    TN_KEEP(&k, r, tn_where_self(z, zero, r));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
 /* sum(|x|^ord)^(1/ord) over dim; inf: max |x|, -inf: min |x|, 0: the count
  * of non-zeros. Integer inputs are refused, as in PyTorch. */
 struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn_tensor *self,
@@ -283,16 +318,26 @@ struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn
         struct tn_tensor *sq, *s;
         TN_KEEP(&k, sq, tn_mul(a, a));
         TN_KEEP(&k, s, tn_sum_dim_intlist(sq, dim, dim_len, keepdim, TN_DTYPE_UNSET));
-        TN_KEEP(&k, r, tn_sqrt(s));
+        TN_KEEP(&k, r, norm_root(s, 2));
     } else {
-        struct tn_tensor *e, *pw, *s, *inv;
+        struct tn_tensor *e, *pw, *s;
         TN_KEEP(&k, e, tn_scalar_tensor(tn_float(p), TN_FLOAT64));
         e->flags |= TN_TENSOR_WRAPPED_NUMBER;
         TN_KEEP(&k, pw, tn_pow(a, e));
+        if (p < 1 && a->requires_grad) {
+            /* PyTorch's norm_backward for ord < 1 gives a zero element 0
+             * (where p |x|^(p-1) is infinite): the power of a zero taken
+             * off the autograd graph, that of 1 in the branch not taken */
+            struct tn_tensor *z, *one, *a1, *p1, *pv;
+            TN_KEEP(&k, z, tn_eq_scalar(a, tn_int(0)));
+            TN_KEEP(&k, one, tn_ones_like(a, TN_DTYPE_UNSET));
+            TN_KEEP(&k, a1, tn_where_self(z, one, a));
+            TN_KEEP(&k, p1, tn_pow(a1, e));
+            TN_KEEP(&k, pv, tn_detach(pw));
+            TN_KEEP(&k, pw, tn_where_self(z, pv, p1));
+        }
         TN_KEEP(&k, s, tn_sum_dim_intlist(pw, dim, dim_len, keepdim, TN_DTYPE_UNSET));
-        TN_KEEP(&k, inv, tn_scalar_tensor(tn_float(1.0 / p), TN_FLOAT64));
-        inv->flags |= TN_TENSOR_WRAPPED_NUMBER;
-        TN_KEEP(&k, r, tn_pow(s, inv));
+        TN_KEEP(&k, r, norm_root(s, p));
     }
     return tn__keep_out(&k, r);
 fail:
@@ -641,6 +686,25 @@ struct tn_tensor *tn__composite_einsum(tn_keyset ks, const char *equation,
 {
     (void)path; /* the contraction order: one product here, so no order to choose */
     (void)path_len;
+    if (tensors_len >= 1 && tensors_len <= 2 &&
+        (tensors[0]->dtype == TN_BFLOAT16 || tensors[0]->dtype == TN_FLOAT16) &&
+        tensors[tensors_len - 1]->dtype == tensors[0]->dtype) {
+        /* PyTorch contracts one or two operands in one sum or bmm, which
+         * accumulate in float and round once (ours would round each
+         * product): in float32, rounded at the end */
+        struct tn_tensor *up[2] = {NULL, NULL}, *r = NULL;
+        for (int i = 0; i < tensors_len; i++)
+            if (!(up[i] = tn_to_dtype(tensors[i], TN_FLOAT32)))
+                goto low_fail;
+        struct tn_tensor *f = tn__composite_einsum(ks, equation, (const struct tn_tensor *const *)up,
+                                                   tensors_len, path, path_len);
+        r = f ? tn_to_dtype(f, tensors[0]->dtype) : NULL;
+        tn_release(f);
+    low_fail:
+        tn_release(up[0]);
+        tn_release(up[1]);
+        return r;
+    }
     if (!strchr(equation, '.'))
         return einsum_letters(equation, tensors, tensors_len, "");
     char buf[512], ell[TN_MAX_DIMS + 1];

@@ -249,6 +249,21 @@ struct tn_tensor *tn__composite_clamp_min(tn_keyset ks, const struct tn_tensor *
     return tn_clamp(self, &min, NULL);
 }
 
+/* clamp_min.Tensor and clamp_max.Tensor (how torch.export writes
+ * torch.clamp_min/clamp_max with a tensor bound): clamp.Tensor with one
+ * bound. */
+struct tn_tensor *tn__composite_clamp_min_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                                 const struct tn_tensor *min)
+{
+    return tn__composite_clamp_tensor(ks, self, min, NULL);
+}
+
+struct tn_tensor *tn__composite_clamp_max_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                                 const struct tn_tensor *max)
+{
+    return tn__composite_clamp_tensor(ks, self, NULL, max);
+}
+
 /* where.ScalarOther: the scalar promotes as a wrapped number does
  * (int64 tensor, 3.5: float32), then joins as a 0-dim tensor of that dtype
  * (which where.self's promotion keeps). */

@@ -95,6 +95,12 @@ SEEDED = 42
 # so a tie ordered otherwise is not a wrong value
 UNSTABLE = {"argsort": 0, "sort": 1}
 
+# OpInfos whose outputs are defined only up to the signs of singular
+# vectors (LAPACK's choice differs from build to build): their outputs go
+# through the sample's output_process_fn_grad (|U|, |Vh|, U @ Vh and S), as
+# PyTorch's own tests compare them, in the module that is exported
+SIGN_FREE = {"svd", "linalg.svd"}
+
 
 def tie_order(op, sample, at, got, want):
     """None when output `at` of an unstable sort's sample differs from
@@ -139,9 +145,9 @@ class Call(torch.nn.Module):
     """Calls op on the sample with its tensors replaced by forward's
     arguments (or, for gradients, by the module's parameters)."""
 
-    def __init__(self, op, spec, leaves, params=(), mask=None):
+    def __init__(self, op, spec, leaves, params=(), mask=None, post=None):
         super().__init__()
-        self.op, self.spec, self.leaves, self.mask = op, spec, leaves, mask
+        self.op, self.spec, self.leaves, self.mask, self.post = op, spec, leaves, mask, post
         self.tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         self.params = torch.nn.ParameterList(params)
 
@@ -158,7 +164,8 @@ class Call(torch.nn.Module):
             # parameters where the mask says, forward's arguments elsewhere
             it_p, it_r = iter(self.params), iter(tensors)
             tensors = [next(it_p) if p else next(it_r) for p in self.mask]
-        return tensor_outputs(self.call(tensors))
+        out = self.call(tensors)
+        return tensor_outputs(self.post(out) if self.post else out)
 
 
 def tensor_outputs(out):
@@ -330,13 +337,14 @@ class Sweep:
         if not tensors:
             return "skip", "no tensor in the sample"
         tensors = [t.detach().clone() if t.is_contiguous() else t.detach() for t in tensors]
-        m = Call(op, spec, leaves)
+        post = sample.output_process_fn_grad if op.name in SIGN_FREE else None
+        m = Call(op, spec, leaves, post=post)
         if grad:
             mask = [t.is_floating_point() for t in tensors]
             if not any(mask):
                 return "skip", "no floating input"
             params = [torch.nn.Parameter(t.clone()) for t, p in zip(tensors, mask) if p]
-            m = Call(op, spec, leaves, params, mask)
+            m = Call(op, spec, leaves, params, mask, post)
             inputs = [t for t, p in zip(tensors, mask) if not p]
         else:
             inputs = tensors

@@ -172,6 +172,11 @@ tests_unit_test_ops_strides_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_strides_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_strides_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_svd
+tests_unit_test_ops_svd_SOURCES = tests/unit/test_ops_svd.c
+tests_unit_test_ops_svd_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_svd_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_svd_LDFLAGS = $(TN_UNIT_LINK)
 UNIT_TESTS += tests/unit/test_ops_fft
 tests_unit_test_ops_fft_SOURCES = tests/unit/test_ops_fft.c tests/unit/ops_cases.h
 tests_unit_test_ops_fft_CPPFLAGS = $(TN_UNIT_CPP)
