@@ -1,12 +1,11 @@
 /*
  * view_as_real and view_as_complex (real and imag over them): a complex
  * tensor's storage read as (real, imaginary) pairs of its part dtype, and
- * back. Both share self's
- * storage; sizes, strides and offset follow PyTorch's (the pair is a last
- * dimension of size 2 and stride 1, the other strides and the offset
- * doubled or halved).
+ * back. Both share self's storage; sizes, strides and offset follow
+ * PyTorch's (the pair is a last dimension of size 2 and stride 1, the other
+ * strides and the offset doubled or halved).
  */
-#include "internal.h"
+#include "ops/internal.h"
 
 /* a view of self's storage in dtype, its root self's (as tn__view_make) */
 static struct tn_tensor *retyped_view(const struct tn_tensor *self, enum tn_dtype dtype,
