@@ -565,14 +565,16 @@ void tn_scalar_store(void *dst, enum tn_dtype dtype, struct tn_scalar s)
         break;
     case TN_SCALAR_COMPLEX: {
         /* real targets take the real part of the double value directly so
-         * no precision is lost on the way; CMPLX keeps an infinite part's
-         * partner (re + im * I would make it NaN) */
+         * no precision is lost on the way; a complex number is stored as
+         * its two parts (C11 6.2.5: the layout of an array of two), which
+         * keeps an infinite part's partner (re + im * I would make it NaN)
+         * and needs no CMPLX, which glibc gives gcc only */
         if (dtype == TN_COMPLEX64) {
-            tn_complex64 c = CMPLXF((float)s.v.c.re, (float)s.v.c.im);
-            memcpy(dst, &c, sizeof c);
+            float parts[2] = {(float)s.v.c.re, (float)s.v.c.im};
+            memcpy(dst, parts, sizeof parts);
         } else if (dtype == TN_COMPLEX128) {
-            tn_complex128 c = CMPLX(s.v.c.re, s.v.c.im);
-            memcpy(dst, &c, sizeof c);
+            double parts[2] = {s.v.c.re, s.v.c.im};
+            memcpy(dst, parts, sizeof parts);
         } else if (dtype == TN_BOOL) {
             *(bool *)dst = s.v.c.re != 0 || s.v.c.im != 0;
         } else {
