@@ -11,7 +11,7 @@
  */
 #include "compile/internal.h"
 
-/* Where it wins (bench/compile/skinny.sh; 1 thread, weights out of cache,
+/* Where it wins (bench/compile/bench_skinny; 1 thread, weights out of cache,
  * against libtensor's OpenBLAS sgemm, best of 6 on a loaded machine): K
  * 3072 N 768 at 0.55-0.62 of sgemm's time for M 5, 0.37 for M 3, 0.77 for
  * M 8; K 2048 N 512, 0.56; K 3072 N 3072, 0.54; but K 768 or 1536 about
