@@ -305,6 +305,19 @@ static void d_linear(struct jb *b, const struct tn_graph_node *n, const char *gy
     }
 }
 
+/* A matmul operand's gradient g (the output's batch sizes, the
+ * operand's matrix sizes) summed back to operand `in`'s shape over the
+ * batch dimensions broadcasting widened ([2, 1, S, D] @ [H, D, E]). */
+static const char *matmul_sum_back(struct jb *b, const char *g, int out, int in)
+{
+    const struct tn_graph_value *o = &b->g->values[out], *i = &b->g->values[in];
+    int64_t s[TN_MAX_DIMS];
+    memcpy(s, o->sizes, (size_t)o->ndim * sizeof *s);
+    s[o->ndim - 2] = i->sizes[i->ndim - 2];
+    s[o->ndim - 1] = i->sizes[i->ndim - 1];
+    return sum_sizes(b, g, s, o->ndim, in);
+}
+
 /* matmul of two tensors of at least 2 dimensions: ga = g @ b^T,
  * gb = a^T @ g (^T the last two dimensions swapped), summed back over
  * batch dimensions that broadcasting widened. */
@@ -329,13 +342,13 @@ static int d_matmul(struct jb *b, const struct tn_graph_node *n, const char *gy)
         const char *g = emit1(b, "torch.ops.aten.matmul.default",
                               args(2, named("self", tensor_arg(gy), 1),
                                    named("other", tensor_arg(mt[0]), 1)));
-        accumulate(b, x, sum_back(b, g, n->outs[0], x));
+        accumulate(b, x, matmul_sum_back(b, g, n->outs[0], x));
     }
     if (mt[1]) {
         const char *g = emit1(b, "torch.ops.aten.matmul.default",
                               args(2, named("self", tensor_arg(mt[1]), 1),
                                    named("other", tensor_arg(gy), 1)));
-        accumulate(b, y, sum_back(b, g, n->outs[0], y));
+        accumulate(b, y, matmul_sum_back(b, g, n->outs[0], y));
     }
     return 0;
 }
@@ -1631,9 +1644,12 @@ static int derive_yaml(struct jb *b, const struct tn_graph_node *n)
                 break;
             }
             declare_like(b, t, vals[k]);
-            /* a pointwise op's inputs broadcast to its result */
-            accumulate(b, vals[k], pointwise(e->op) ? sum_back(b, t, n->outs[0], vals[k])
-                                                    : sum_declared(b, t, vals[k]));
+            /* a pointwise op's inputs broadcast to its result; so does
+             * a formula giving the output's gradient back (addmm's self:
+             * _scale(grad, 1), whose shape is not declared yet) */
+            bool like_out = pointwise(e->op) || (e->grads[0] && !strcmp(t, e->grads[0]));
+            accumulate(b, vals[k], like_out ? sum_back(b, t, n->outs[0], vals[k])
+                                            : sum_declared(b, t, vals[k]));
         }
     }
     free(e);
