@@ -457,6 +457,8 @@ static int lower_reshape(struct tn__lctx *L, const struct tn_graph_node *n)
     if (v < 0)
         v = tn__arg_tensor(n, "input");
     const struct tn_tensor *o = OUT(0);
+    if (tn__bmm_reads_through(L, n))
+        return TN_OK;
     struct tn__lv lv = L->v[v];
     int rc = tn__reshape(L, &lv, o->ndim, o->sizes);
     if (rc == TN_OK)
@@ -1010,6 +1012,18 @@ static int lower_mm(struct tn__lctx *L, const struct tn_graph_node *n)
     return product(L, tn__arg_tensor(n, "self"), tn__arg_tensor(n, "mat2"), false, -1, 0, 1);
 }
 
+/* matmul: of matrices, or of a stack of them by one matrix (a linear
+ * layer's), one product; of batches, bmm.c's batched one. */
+static int lower_matmul(struct tn__lctx *L, const struct tn_graph_node *n)
+{
+    int a = tn__arg_tensor(n, "self"), b = tn__arg_tensor(n, "other");
+    if (a < 0 || b < 0 || L->v[a].x < 0 || L->v[b].x < 0)
+        return extern_because(L, "operands it does not take");
+    if (L->v[a].nd >= 2 && L->v[b].nd == 2)
+        return product(L, a, b, false, -1, 0, 1);
+    return tn__lower_batched_matmul(L, n);
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const struct {
@@ -1030,6 +1044,7 @@ static const struct {
     {"aten::amax", lower_amax},
     {"aten::amin", lower_amin},
     {"aten::batch_norm", lower_batch_norm},
+    {"aten::bmm", tn__lower_bmm},
     {"aten::broadcast_to", lower_expand},
     {"aten::ceil", lower_ceil},
     {"aten::clamp", lower_clamp},
@@ -1068,6 +1083,7 @@ static const struct {
     {"aten::logical_not", lower_logical_not},
     {"aten::lt.Scalar", lower_lt},
     {"aten::lt.Tensor", lower_lt},
+    {"aten::matmul", lower_matmul},
     {"aten::maximum", lower_maximum},
     {"aten::mean", lower_mean},
     {"aten::mean.dim", lower_mean},

@@ -102,6 +102,13 @@ static int run_node(const struct tn__cprog *P, const struct tn__step *st, struct
 static int run_matmul(const struct tn__cprog *P, const struct tn__step *st, struct tn_tensor **T,
                       char **B)
 {
+    if (st->args[0].nd > 2) {
+        const struct tn__view *a = &st->args[0], *b = &st->args[1];
+        struct tn_tensor *r = tn__bmm_run(a, B[a->buf], b, B[b->buf], P->bufs[st->outbuf[0]].dt);
+        if (!r)
+            return tn_error_prefix("%s: %s: bmm", P->g->label, st->label);
+        return set_buf(P, T, B, st->outbuf[0], r, st->label);
+    }
     struct tn_tensor *a = view(T, &st->args[0]), *b = a ? view(T, &st->args[1]) : NULL;
     struct tn_tensor *r = a && b ? tn__skinny_mm(a, b) : NULL;
     if (a && b && !r)

@@ -44,10 +44,12 @@ char *tn__explain(const struct tn__cprog *P, const struct tn__cc_info *info)
                         d >= sg->nd - sg->nred ? "r" : "");
             fprintf(f, "] %s: %s\n", tn_dtype_name(P->bufs[sg->buf].dt), st->label);
         } else if (st->kind == TN_STEP_MATMUL) {
-            fprintf(f, "  extern mm [%" PRId64 ", %" PRId64 "] x [%" PRId64 ", %" PRId64
-                    "]: %s (epilogue fused into the next kernel)\n",
-                    st->args[0].sizes[0], st->args[0].sizes[1], st->args[1].sizes[0],
-                    st->args[1].sizes[1], st->label);
+            fprintf(f, "  extern %s ", st->args[0].nd > 2 ? "bmm" : "mm");
+            for (int k = 0; k < 2; k++)
+                for (int d = 0; d < st->args[k].nd; d++)
+                    fprintf(f, "%s%" PRId64 "%s", d ? ", " : k ? " x [" : "[",
+                            st->args[k].sizes[d], d == st->args[k].nd - 1 ? "]" : "");
+            fprintf(f, ": %s (epilogue fused into the next kernel)\n", st->label);
         } else {
             fprintf(f, "  extern %s: %s: %s\n", P->g->nodes[st->node].op->qualname, st->label,
                     st->why);

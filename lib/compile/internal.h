@@ -417,8 +417,11 @@ int tn__reduce(struct tn__lctx *L, const struct tn__lv *in, unsigned mask, int r
 enum tn_dtype tn__compute_dtype(enum tn_dtype dt);
 int tn__lv_remap(struct tn__lctx *L, const struct tn__lv *in, const struct tn__vmap *m,
                  int nd, const int64_t *sizes, struct tn__lv *out);
-/* A matrix product step: a [M,K] x b [K,N] views of two loads. Returns
- * the output buffer's value as an lv [M,N], or a negative status. */
+/* A matrix product step: a [..., M,K] x b [..., K,N] views of two loads
+ * of the same rank, with the same batch sizes (broadcast ones of stride
+ * 0). Returns the output buffer's value as an lv [..., M,N]
+ * (contiguous), or a negative status. A batched operand whose matrices
+ * have neither dimension contiguous is copied first. */
 int tn__matmul(struct tn__lctx *L, const struct tn__lv *a, const struct tn__lv *b,
                struct tn__lv *out);
 /* Reshapes an lv to sizes (realizing it when no view can); lv in place. */
@@ -431,6 +434,25 @@ int tn__reshape(struct tn__lctx *L, struct tn__lv *lv, int nd, const int64_t *si
 int tn__joint_unexpressed(void (*fn)(const char *op, const char *inputs, const char *helper,
                                      void *ctx),
                           void *ctx);
+
+/* bmm.c: whether a matrix view (its last two dimensions) is one BLAS
+ * reads in place: rows contiguous (trans false) or columns (trans true),
+ * *ld its leading dimension. */
+bool tn__gemm_layout(const struct tn__view *w, bool *trans, int64_t *ld);
+/* The batched product of views a and b (rank 3 or more, laid out as
+ * tn__gemm_layout takes; pa, pb their buffers' data) of dtype dt
+ * (float32, float64): a new contiguous tensor, NULL with an error. */
+struct tn_tensor *tn__bmm_run(const struct tn__view *a, const char *pa, const struct tn__view *b,
+                              const char *pb, enum tn_dtype dt);
+/* Lowerings (bmm.c): aten::bmm, and aten::matmul of two tensors of 2 or
+ * more dimensions whose output has batch dimensions (broadcast). A bmm
+ * operand that a view flattened from more batch dimensions (matmul's
+ * decomposition: expand, view, bmm) is read through the view. */
+int tn__lower_bmm(struct tn__lctx *L, const struct tn_graph_node *n);
+/* Whether view node n's result is read only by a bmm that reads through
+ * it (and lowers): the view is then left unlowered, not copied. */
+bool tn__bmm_reads_through(const struct tn__lctx *L, const struct tn_graph_node *n);
+int tn__lower_batched_matmul(struct tn__lctx *L, const struct tn_graph_node *n);
 
 /* convbw.c: runs node n of a compiled program when it is a float32 2-D
  * convolution's weight gradient (groups 1: products over chunks of the

@@ -12,6 +12,7 @@ libtensor_la_SOURCES += \
 	lib/compile/codegen.c \
 	lib/compile/exec.c \
 	lib/compile/skinny.c \
+	lib/compile/bmm.c \
 	lib/compile/convbw.c \
 	lib/compile/explain.c \
 	lib/compile/joint.c \

@@ -458,6 +458,16 @@ int tn__matmul(struct tn__lctx *L, const struct tn__lv *a, const struct tn__lv *
     int rc;
     if ((rc = realize_lv(L, &aa, false)) < 0 || (rc = realize_lv(L, &bb, false)) < 0)
         return rc;
+    int nd = a->nd;
+    for (int i = 0; i < 2 && nd > 2; i++) { /* bmm.c reads strided matrices in place */
+        struct tn__lv *v = i ? &bb : &aa;
+        struct tn__view w;
+        bool t;
+        int64_t ld;
+        view_of(L->P, v, &w);
+        if (!tn__gemm_layout(&w, &t, &ld) && (rc = realize_lv(L, v, true)) < 0)
+            return rc;
+    }
     struct tn__step *st = tn__step_new(L->P, TN_STEP_MATMUL);
     if (!st)
         return tn_set_error(TN_ENOMEM, "out of memory");
@@ -466,16 +476,19 @@ int tn__matmul(struct tn__lctx *L, const struct tn__lv *a, const struct tn__lv *
     st->args = calloc(2, sizeof *st->args);
     st->outbuf = calloc(1, sizeof *st->outbuf);
     st->label = strdup(L->n->name);
-    int64_t sz[2] = {a->sizes[0], b->sizes[1]};
+    int64_t sz[TN_MAX_DIMS];
+    memcpy(sz, a->sizes, (size_t)nd * sizeof *sz);
+    sz[nd - 1] = b->sizes[nd - 1];
     enum tn_dtype dt = tn_promote_types(a->dt, b->dt);
-    int ob = tn__buf_new(L->P, TN_BUF_EXTERN, dt, sz[0] * sz[1]);
+    int ob = tn__buf_new(L->P, TN_BUF_EXTERN, dt, numel_of(nd, sz));
     if (!st->args || !st->outbuf || !st->label || ob < 0)
         return tn_set_error(TN_ENOMEM, "out of memory");
     view_of(L->P, &aa, &st->args[0]);
     view_of(L->P, &bb, &st->args[1]);
     st->outbuf[0] = ob;
-    struct tn__lv r = {.nd = 2, .dt = dt, .sizes = {sz[0], sz[1]}};
-    if ((r.x = load_all(L, ob, 2, sz)) < 0)
+    struct tn__lv r = {.nd = nd, .dt = dt};
+    memcpy(r.sizes, sz, (size_t)nd * sizeof *sz);
+    if ((r.x = load_all(L, ob, nd, sz)) < 0)
         return tn_set_error(TN_ENOMEM, "out of memory");
     *out = r;
     return TN_OK;

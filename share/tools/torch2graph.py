@@ -65,18 +65,24 @@ def flat_outputs(out):
 
 # ------------------------------------------------------------ PyTorch 2.x
 
-def export2(module, inputs, dynamic_batch):
+def graph_doc(ep):
+    """The graph JSON of ExportedProgram ep: its serialized program, with
+    no stack traces (they name the user's files; the .pt2 keeps torch's
+    own)."""
     from torch._export.serde.serialize import serialize
+    doc = json.loads(serialize(ep).exported_program)
+    for node in doc["graph_module"]["graph"]["nodes"]:
+        node.get("metadata", {}).pop("stack_trace", None)
+    return doc
+
+
+def export2(module, inputs, dynamic_batch):
     dyn = None
     if dynamic_batch:
         batch = torch.export.Dim("batch")
         dyn = tuple({0: batch} for _ in inputs)
     ep = torch.export.export(module, inputs, dynamic_shapes=dyn)
-    doc = json.loads(serialize(ep).exported_program)
-    # stack traces name the user's files: left out of the JSON (the .pt2
-    # keeps torch's own)
-    for node in doc["graph_module"]["graph"]["nodes"]:
-        node.get("metadata", {}).pop("stack_trace", None)
+    doc = graph_doc(ep)
     sig = ep.graph_signature
     weights = dict(ep.state_dict)
     for k, v in ep.constants.items():

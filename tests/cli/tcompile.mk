@@ -5,6 +5,7 @@ CLI_TESTS += tests/cli/tcompile_misc.bats
 CLI_TESTS += tests/cli/tcompile_layout.bats
 CLI_TESTS += tests/cli/tcompile_fft.bats
 CLI_TESTS += tests/cli/tcompile_attn.bats
+CLI_TESTS += tests/cli/tcompile_bmm.bats
 CLI_TESTS += tests/cli/tcompile_factory.bats
 CLI_TESTS += tests/cli/tcompile_bntrain.bats
 CLI_TESTS += tests/cli/tcompile_user.bats
