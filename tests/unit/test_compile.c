@@ -421,6 +421,70 @@ static void test_skinny_mm(void **state)
     tn_release(b);
 }
 
+/* A view of base's data for tn__bmm_run and the same as a tensor. */
+static struct tn_tensor *bmm_view(const struct tn_tensor *base, int nd, const int64_t *sizes,
+                                  const int64_t *strides, struct tn__view *w)
+{
+    *w = (struct tn__view){.nd = nd};
+    memcpy(w->sizes, sizes, (size_t)nd * sizeof *sizes);
+    memcpy(w->strides, strides, (size_t)nd * sizeof *strides);
+    return tn_as_strided(base, sizes, nd, strides, 0);
+}
+
+/* bmm.c's batched product (one gemm per matrix, operands read in place)
+ * against tn_matmul: contiguous, transposed matrices, a broadcast batch
+ * (stride 0), attention's permuted heads, an empty k; float32 and 64. */
+static void test_bmm_run(void **state)
+{
+    (void)state;
+    /* per case: a's base sizes and view strides, b's; batch [2, 3], m 5, k 4, n 6 */
+    static const struct {
+        int64_t an, as[4], bn, bs[4];
+        int64_t k;
+    } cases[] = {
+        {120, {60, 20, 4, 1}, 144, {72, 24, 6, 1}, 4},   /* contiguous */
+        {120, {60, 20, 1, 5}, 144, {72, 24, 1, 4}, 4},   /* both transposed (k^T) */
+        {120, {60, 20, 4, 1}, 72, {0, 24, 6, 1}, 4},     /* b's batch broadcast */
+        {120, {60, 4, 12, 1}, 144, {72, 6, 18, 1}, 4},   /* [B, S, H, D] permuted */
+        {0, {0, 0, 0, 1}, 0, {0, 0, 6, 1}, 0},           /* k = 0: zeros */
+    };
+    for (int f = 0; f < 2; f++) {
+        enum tn_dtype dt = f ? TN_FLOAT64 : TN_FLOAT32;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            int64_t k = cases[i].k, asz[4] = {2, 3, 5, k}, bsz[4] = {2, 3, k, 6};
+            struct tn_tensor *ab = tn_randn((int64_t[]){cases[i].an + 1}, 1, dt, NULL);
+            struct tn_tensor *bb = tn_randn((int64_t[]){cases[i].bn + 1}, 1, dt, NULL);
+            struct tn__view va, vb;
+            struct tn_tensor *a = bmm_view(ab, 4, asz, cases[i].as, &va);
+            struct tn_tensor *b = bmm_view(bb, 4, bsz, cases[i].bs, &vb);
+            struct tn_tensor *r = tn__bmm_run(&va, tn_data(ab), &vb, tn_data(bb), dt);
+            struct tn_tensor *e = tn_matmul(a, b), *ec = e ? tn_contiguous(e) : NULL;
+            assert_non_null(r);
+            assert_non_null(ec);
+            assert_true(tn_is_contiguous(r) && tn_numel(r) == 180 && tn_numel(ec) == 180);
+            for (int64_t j = 0; j < 180; j++) {
+                double x = f ? ((double *)tn_data(r))[j] : ((float *)tn_data(r))[j];
+                double y = f ? ((double *)tn_data(ec))[j] : ((float *)tn_data(ec))[j];
+                assert_true(fabs(x - y) <= 1e-5 + 1e-5 * fabs(y));
+            }
+            tn_release(r);
+            tn_release(ec);
+            tn_release(e);
+            tn_release(a);
+            tn_release(b);
+            tn_release(ab);
+            tn_release(bb);
+        }
+    }
+    /* neither dimension contiguous: not a layout BLAS reads */
+    struct tn__view w = {.nd = 3, .sizes = {2, 3, 4}, .strides = {24, 8, 2}};
+    bool t;
+    int64_t ld;
+    assert_false(tn__gemm_layout(&w, &t, &ld));
+    w.strides[2] = 1;
+    assert_true(tn__gemm_layout(&w, &t, &ld) && !t && ld == 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_decomp_table),
         cmocka_unit_test(test_skinny_mm),
+        cmocka_unit_test(test_bmm_run),
     };
     if (setup(NULL) < 0)
         return 1;
