@@ -84,7 +84,8 @@ const char *tn__dtype_meta_name(enum tn_dtype dt);
 void tn__blas_parallel_for(int64_t n, int64_t grain, tn_range_fn fn, void *ctx);
 
 /* TN_STREAM_BYTES: the output size from which add, sub, mul and div of
- * float32/float64 and exp of float32 write with non-temporal stores (the
+ * float32/float64, and exp and last-dim softmax/log_softmax of float32,
+ * write with non-temporal stores (the
  * first call reads it; lib/ops/cpu/binary.c); its rereading, for the
  * tests. */
 void tn__stream_configure(void);

@@ -1,10 +1,13 @@
 /*
  * Unit tests of softmax and log_softmax through the dispatcher: every case
- * of tests/fixtures/ops/softmax.json (real PyTorch).
+ * of tests/fixtures/ops/softmax.json (real PyTorch), and the bits of the
+ * float32 kernels (last dim, streamed or not, and a middle dim).
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "ops_cases.h"
+#include "ops/internal.h"
 
 static void test_fixture_cases(void **state)
 {
@@ -27,10 +30,10 @@ static float lanes_sum(const float *e, int64_t n)
     return (s0 + s2) + (s1 + s3);
 }
 
-static void test_lastdim_f32_bits(void **state)
+static void lastdim_f32_bits(void)
 {
-    static const int64_t longer[] = {100, 1000, 1031};
-    for (int li = 1; li <= 70 + 3; li++) {
+    static const int64_t longer[] = {100, 1000, 1031, 5000};
+    for (int li = 1; li <= 70 + 4; li++) {
         int64_t D = li <= 70 ? li : longer[li - 71], R = 5;
         struct tn_tensor *x = tn_empty(TN_SHAPE(R, D), TN_FLOAT32);
         float *a = tn_data(x);
@@ -88,11 +91,99 @@ static void test_lastdim_f32_bits(void **state)
     }
 }
 
+static void test_lastdim_f32_bits(void **state)
+{
+    lastdim_f32_bits();
+}
+
+/* the same with the outputs streamed (non-temporal stores from 64 bytes
+ * on; rows of 4096 elements and fewer through the stack buffer, the row
+ * of 5000 through the output) */
+static void test_lastdim_f32_bits_streamed(void **state)
+{
+    setenv("TN_STREAM_BYTES", "64", 1);
+    tn__stream_configure();
+    lastdim_f32_bits();
+    unsetenv("TN_STREAM_BYTES");
+    tn__stream_configure();
+}
+
+/* softmax over the middle dim of O x D x I float32: per (o, i) as the
+ * last-dim rows, but the sum of the exps taken in order (one lane each).
+ * Sizes around the chunks of eight lanes and of the 64-1024 positions a
+ * task takes, with infinite and NaN entries in some positions. */
+static void test_middim_f32_bits(void **state)
+{
+    static const int64_t Ds[] = {1, 3, 50, 700}, Is[] = {2, 7, 8, 9, 70, 1030};
+    for (int di = 0; di < 4; di++)
+        for (int ii = 0; ii < 6; ii++) {
+            int64_t O = 2, D = Ds[di], I = Is[ii];
+            struct tn_tensor *x = tn_empty(TN_SHAPE(O, D, I), TN_FLOAT32);
+            float *a = tn_data(x);
+            for (int64_t k = 0; k < O * D * I; k++) {
+                int64_t i = k % I;
+                float v = (float)((k * 29 + D) % 61) * 0.37f - 9.0f;
+                if (i % 11 == 3 && k % 7 == 0)
+                    v = -INFINITY;
+                if (i % 13 == 5 && k % 17 == 0)
+                    v = INFINITY;
+                if (i % 17 == 6 && k % 19 == 0)
+                    v = NAN;
+                a[k] = v;
+            }
+            struct tn_tensor *sm = tn_underscore_softmax(x, 1, false);
+            struct tn_tensor *lsm = tn_underscore_log_softmax(x, 1, false);
+            assert_non_null(sm);
+            assert_non_null(lsm);
+            struct tn_tensor *sh = tn_empty(TN_SHAPE(D), TN_FLOAT32), *e = tn_empty(TN_SHAPE(D), TN_FLOAT32);
+            float *shv = tn_data(sh);
+            const float *ev = tn_data(e), *g = tn_data(sm), *lg = tn_data(lsm);
+            for (int64_t o = 0; o < O; o++)
+                for (int64_t i = 0; i < I; i++) {
+                    const float *xr = a + o * D * I + i;
+                    float mx = -INFINITY;
+                    bool nan = false;
+                    for (int64_t d = 0; d < D; d++) {
+                        mx = xr[d * I] > mx ? xr[d * I] : mx;
+                        nan |= isnan(xr[d * I]);
+                    }
+                    if (nan)
+                        mx = NAN;
+                    for (int64_t d = 0; d < D; d++)
+                        shv[d] = xr[d * I] - mx;
+                    assert_int_equal(tn_exp_out(sh, e), TN_OK);
+                    float s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += ev[d];
+                    float inv = 1.0f / s, ls = logf(s);
+                    for (int64_t d = 0; d < D; d++) {
+                        int64_t k = o * D * I + d * I + i;
+                        float w = ev[d] * inv, lw = shv[d] - ls;
+                        if (isnan(w))
+                            assert_true(isnan(g[k]));
+                        else
+                            assert_memory_equal(&g[k], &w, 4);
+                        if (isnan(lw))
+                            assert_true(isnan(lg[k]));
+                        else
+                            assert_memory_equal(&lg[k], &lw, 4);
+                    }
+                }
+            tn_release(e);
+            tn_release(sh);
+            tn_release(lsm);
+            tn_release(sm);
+            tn_release(x);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_lastdim_f32_bits),
+        cmocka_unit_test(test_lastdim_f32_bits_streamed),
+        cmocka_unit_test(test_middim_f32_bits),
     };
     return TN_RUN_TESTS(tests);
 }
