@@ -68,10 +68,12 @@ int tn__conv_wino_f32(const struct conv *g, const float *x, const float *w, cons
 void tn__gemm_smallk_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const float *b, int64_t ldb, float *c, int64_t ldc, const float *bias);
 
-/* Whether a convolution is a 1x1 at stride 1 without padding with at most
- * TN_GEMM_SMALLK_MAX input channels a group, and its kernel: per sample
- * and group one tn__gemm_smallk_f32 of the weight and the input, on the
- * thread pool, float32 forward as tn__conv_depthwise_f32. */
+/* Whether a convolution is a 1x1 without padding with at most
+ * TN_GEMM_SMALLK_MAX input channels a group (when strided, with a weight
+ * of at most 64 Ki values a group), and its kernel: per sample and group
+ * one tn__gemm_smallk_f32 of the weight and the input (strided: its
+ * positions gathered 64 at a time), on the thread pool, float32 forward
+ * as tn__conv_depthwise_f32. */
 bool tn__conv_pw_fits(const struct conv *g);
 int tn__conv_pw_f32(const struct conv *g, const float *x, const float *w, const float *b,
                     float *out);

@@ -1,8 +1,9 @@
 /*
  * ops/cpu/nn_conv_pw.c: a GEMM for short inner dimensions (float32),
  * C (m x n) = A (m x k) B (k x n) (+ a bias per row of C), row-major, and
- * the 1x1 convolutions (stride 1, no padding) that run as one such product
- * a sample and group, W (ocg x cg) @ X (cg x hw), with no im2col.
+ * the 1x1 convolutions (no padding) that run as one such product a sample
+ * and group, W (ocg x cg) @ X (cg x hw), with no im2col (strided ones
+ * through a gathered panel of 64 positions a task).
  *
  * OpenBLAS's sgemm packs both operands at every call; with k of 16 to 128
  * (mobilenet_v3_small's 16-channel expansion, efficientnet_b0's 96 -> 24
@@ -166,10 +167,17 @@ void tn__gemm_smallk_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_
         pw_cols(m, k, a, lda, b, ldb, c, ldc, bias, 0, n);
 }
 
+/* Strided 1x1 convolutions (resnet's downsamples) gather each task's 64
+ * input positions into a panel (pw_gather) instead of an im2col of the
+ * sample plus OpenBLAS: at batch 8, 1 thread, thread CPU time, best of 8
+ * interleaved runs on a loaded machine, 64 -> 128 channels 56 -> 28 at
+ * stride 2 1.95 -> 1.45 ms, 128 -> 256 1.60 -> 1.49; 256 -> 512 was
+ * slower (1.60 -> 1.71: every 16-column panel streams the 512 KiB weight
+ * from beyond L2), so weights over 256 KiB stay with im2col. */
 bool tn__conv_pw_fits(const struct conv *g)
 {
-    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
-           g->cg <= TN_GEMM_SMALLK_MAX;
+    return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->cg <= TN_GEMM_SMALLK_MAX &&
+           ((g->sh == 1 && g->sw == 1) || g->ocg * g->cg <= 65536);
 }
 
 /* Tasks are (sample, group, run of 64 output columns). */
@@ -182,18 +190,44 @@ struct pw_job {
 
 #define PW_RUN 64
 
+/* The input values of output columns [j0, j1) of a strided 1x1
+ * convolution, channel by channel, into panel (cg rows of PW_RUN): input
+ * (y sh, x sw) for output (y, x) of the cg channels at x (h w apart). */
+static void pw_gather(const struct conv *g, const float *x, int64_t j0, int64_t j1, float *panel)
+{
+    int64_t off[PW_RUN], n = j1 - j0, y = j0 / g->ow, xo = j0 % g->ow;
+    for (int64_t i = 0; i < n; i++) {
+        off[i] = y * g->sh * g->w + xo * g->sw;
+        if (++xo == g->ow)
+            xo = 0, y++;
+    }
+    for (int64_t c = 0; c < g->cg; c++) {
+        const float *xc = x + c * g->h * g->w;
+        for (int64_t i = 0; i < n; i++)
+            panel[c * PW_RUN + i] = xc[off[i]];
+    }
+}
+
 static void pw_range(int64_t begin, int64_t end, void *ctx)
 {
     const struct pw_job *j = ctx;
     const struct conv *g = j->g;
     int64_t hw = g->oh * g->ow;
+    bool strided = g->sh != 1 || g->sw != 1;
+    float panel[TN_GEMM_SMALLK_MAX * PW_RUN];
     for (int64_t t = begin; t < end; t++) {
         int64_t run = t % j->runs, sg = t / j->runs, s = sg / g->groups, gr = sg % g->groups;
         int64_t j0 = run * PW_RUN, j1 = j0 + PW_RUN < hw ? j0 + PW_RUN : hw;
-        const float *x = j->x + (s * g->c + gr * g->cg) * hw;
+        const float *x = j->x + (s * g->c + gr * g->cg) * g->h * g->w, *wg = j->w + gr * g->ocg * g->cg;
+        const float *bg = j->b ? j->b + gr * g->ocg : NULL;
         float *o = j->out + (s * g->oc + gr * g->ocg) * hw;
-        pw_cols(g->ocg, g->cg, j->w + gr * g->ocg * g->cg, g->cg, x, hw, o, hw,
-                j->b ? j->b + gr * g->ocg : NULL, j0, j1);
+        if (strided) {
+            /* the run's strided input gathered into a panel: no im2col */
+            pw_gather(g, x, j0, j1, panel);
+            pw_cols(g->ocg, g->cg, wg, g->cg, panel, PW_RUN, o + j0, hw, bg, 0, j1 - j0);
+        } else {
+            pw_cols(g->ocg, g->cg, wg, g->cg, x, hw, o, hw, bg, j0, j1);
+        }
     }
 }
 
@@ -312,7 +346,8 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
  * interleaved best-of runs, batch 1: 7x7 stem 2.48 -> 1.66 ms, 3x3 64 ->
  * 128 0.82 -> 0.74, 128 -> 256 0.76 -> 0.71, 256 -> 512 0.96 -> 0.79;
  * batch 8 alike); its 1x1 stride-2 downsamples were slower here (a plain
- * subsampling copy is all their im2col does) and stay with it. */
+ * subsampling copy is all their im2col does) and go to the small-k GEMM
+ * over a gathered panel (tn__conv_pw_fits) or im2col. */
 bool tn__conv_flat_fits(const struct conv *g)
 {
     int64_t s = g->sh, taps = g->kh * g->kw, qw = (g->w + 2 * g->pw + s - 1) / s;
