@@ -15,6 +15,8 @@
 
 #include <tensor/autograd.h>
 
+#include "ops/internal.h"
+
 /* Tolerances, once for every op test: |got - want| <= atol + rtol * |want|.
  * Integer and bool results must match exactly. Floats differ from PyTorch
  * only where it fuses a multiply-add differently (alpha != 1) or its
@@ -326,6 +328,18 @@ static inline void gradcheck2(tn_gradcheck_fn fn, struct tn_tensor *a, struct tn
     assert_int_equal(r, 1);
     tn_release(a);
     tn_release(b);
+}
+
+/* fn with every output from 64 bytes on written with non-temporal stores
+ * (TN_STREAM_BYTES=64; the default starts in the hundreds of MiB), then
+ * the default again */
+static inline void run_streamed(void (*fn)(void))
+{
+    setenv("TN_STREAM_BYTES", "64", 1);
+    tn__stream_configure();
+    fn();
+    unsetenv("TN_STREAM_BYTES");
+    tn__stream_configure();
 }
 
 #endif

@@ -296,11 +296,7 @@ static void test_vector_runs(void **state)
  * of MiB): an unaligned start, the aligned body, the tail. */
 static void test_vector_runs_streamed(void **state)
 {
-    setenv("TN_STREAM_BYTES", "64", 1);
-    tn__stream_configure();
-    vector_runs();
-    unsetenv("TN_STREAM_BYTES");
-    tn__stream_configure();
+    run_streamed(vector_runs);
 }
 
 int main(void)

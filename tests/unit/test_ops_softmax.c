@@ -4,10 +4,8 @@
  * float32 kernels (last dim, streamed or not, and a middle dim).
  */
 #include <math.h>
-#include <stdlib.h>
 
 #include "ops_cases.h"
-#include "ops/internal.h"
 
 static void test_fixture_cases(void **state)
 {
@@ -101,11 +99,7 @@ static void test_lastdim_f32_bits(void **state)
  * of 5000 through the output) */
 static void test_lastdim_f32_bits_streamed(void **state)
 {
-    setenv("TN_STREAM_BYTES", "64", 1);
-    tn__stream_configure();
-    lastdim_f32_bits();
-    unsetenv("TN_STREAM_BYTES");
-    tn__stream_configure();
+    run_streamed(lastdim_f32_bits);
 }
 
 /* softmax over the middle dim of O x D x I float32: per (o, i) as the
