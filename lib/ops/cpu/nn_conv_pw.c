@@ -392,11 +392,16 @@ static void flat_range(int64_t begin, int64_t end, void *ctx)
  * apart): at stride 1 one plane of rows qw; at stride 2 the four phase
  * planes of rows qw (padded row Y, column X at phase (Y % 2, X % 2), row
  * Y / 2, column X / 2), eh / 2 rows each, so that a stride-2 tap is a
- * contiguous run of its phase plane as a stride-1 tap is of the plane. */
+ * contiguous run of its phase plane as a stride-1 tap is of the plane.
+ * Every sample writes the same places, so a scratch that held one
+ * already keeps its zeros (zero false): the flat kernel zeroed its
+ * scratch for each sample of a batch (0.7 of 14.7 ms at batch 8, 64 ->
+ * 128 channels 56 -> 28 at stride 2). */
 static void flat_fill(const struct conv *g, const float *x, float *q, size_t nq, int64_t qw,
-                      int64_t eh, int64_t plane)
+                      int64_t eh, int64_t plane, bool zero)
 {
-    memset(q, 0, sizeof(float) * nq);
+    if (zero)
+        memset(q, 0, sizeof(float) * nq);
     for (int64_t ci = 0; ci < g->c; ci++)
         for (int64_t y = 0; y < g->h; y++) {
             const float *xr = x + (ci * g->h + y) * g->w;
@@ -432,7 +437,7 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
                     ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
     struct flat_job j = {g, w, b, q, c, boff, plane, n2, cc};
     for (int64_t s = 0; s < g->n; s++) {
-        flat_fill(g, x + s * g->c * g->h * g->w, q, nq, qw, eh, plane);
+        flat_fill(g, x + s * g->c * g->h * g->w, q, nq, qw, eh, plane, s == 0);
         tn_parallel_for((g->oc + FLAT_ROWS - 1) / FLAT_ROWS, 1, flat_range, &j);
         for (int64_t o = 0; o < g->oc; o++)
             for (int64_t y = 0; y < g->oh; y++)
@@ -575,7 +580,7 @@ int tn__conv_tflat_f32(const struct conv *g, const float *x, const float *w, con
                 aoff[(ci * g->kh + ky) * g->kw + kx] =
                     ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
     for (int64_t s = 0; s < g->n; s++)
-        flat_fill(g, x + s * g->c * g->h * g->w, q + s * nq, (size_t)nq, qw, eh, plane);
+        flat_fill(g, x + s * g->c * g->h * g->w, q + s * nq, (size_t)nq, qw, eh, plane, true);
     struct tflat_job j = {g, q, wt, bias, aoff, c, nq, qw, ocp, (m + rows - 1) / rows, rows};
     int64_t runs = (j.blocks + TFLAT_RUN - 1) / TFLAT_RUN;
     tn_parallel_for(ocp / 32 * runs, 1, tflat_range, &j);
