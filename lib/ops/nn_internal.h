@@ -73,6 +73,19 @@ struct tn_tensor *tn__cpu_max_pool2d_values(const struct tn_tensor *self,
                                             const int64_t *dilation, int dilation_len,
                                             bool ceil_mode, bool *handled);
 
+/* The checks of a transposed convolution (channels, groups, stride,
+ * padding, dilation, output padding, output size, as PyTorch words them)
+ * and its output sizes osz (N, C_out, spatial...); *extra: whether the
+ * regular convolution over osz gives more than the input's positions (an
+ * output padding that reaches its stride), ext[i] those positions per dim
+ * (3 at most). For every transposed convolution, cpu/conv3d.c's and
+ * cpu/nn_conv.c's. */
+int tn__conv_transposed_shape(const struct tn_tensor *input, const struct tn_tensor *weight,
+                              const int64_t *stride, int stride_len, const int64_t *padding,
+                              int padding_len, const int64_t *dilation, int dilation_len,
+                              const int64_t *output_padding, int output_padding_len,
+                              int64_t groups, int64_t *osz, int64_t *ext, bool *extra);
+
 /* convolution and convolution_backward with transposed=True, for the
  * kernels of lib/ops/cpu/nn_conv.c (at its end). */
 struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,

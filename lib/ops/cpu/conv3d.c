@@ -278,15 +278,12 @@ fail:
 
 /* ------------------------------------------------ transposed convolution */
 
-/* The checks of a transposed convolution and its output sizes osz
- * (N, C_out, spatial...); *extra: whether the regular convolution over
- * osz gives more than the input's positions (an output padding that
- * reaches its stride), ext[i] those positions per dim. */
-static int transposed_shape(const struct tn_tensor *input, const struct tn_tensor *weight,
-                            const int64_t *stride, int stride_len, const int64_t *padding,
-                            int padding_len, const int64_t *dilation, int dilation_len,
-                            const int64_t *output_padding, int output_padding_len,
-                            int64_t groups, int64_t *osz, int64_t *ext, bool *extra)
+/* (nn_internal.h) */
+int tn__conv_transposed_shape(const struct tn_tensor *input, const struct tn_tensor *weight,
+                              const int64_t *stride, int stride_len, const int64_t *padding,
+                              int padding_len, const int64_t *dilation, int dilation_len,
+                              const int64_t *output_padding, int output_padding_len,
+                              int64_t groups, int64_t *osz, int64_t *ext, bool *extra)
 {
     char a[128], b[128];
     int sd = weight->ndim - 2;
@@ -662,9 +659,9 @@ struct tn_tensor *tn__cpu_convolution_nd(tn_keyset ks, const struct tn_tensor *i
                                       output_padding_len, true)) {
         int64_t osz[TN_MAX_DIMS], ext[3];
         bool extra;
-        if (transposed_shape(input, weight, stride, stride_len, padding, padding_len, dilation,
-                             dilation_len, output_padding, output_padding_len, groups, osz, ext,
-                             &extra) < 0)
+        if (tn__conv_transposed_shape(input, weight, stride, stride_len, padding, padding_len,
+                                      dilation, dilation_len, output_padding, output_padding_len,
+                                      groups, osz, ext, &extra) < 0)
             return NULL;
         if (tn_numel(input) == 0) /* (3-D: no values, nothing to compute) */
             return tn_zeros(osz, input->ndim, input->dtype);
@@ -699,9 +696,9 @@ int tn__cpu_convolution_backward_nd(tn_keyset ks, const struct tn_tensor *grad_o
                                       output_padding_len, false)) {
         int64_t osz[TN_MAX_DIMS], ext[3];
         bool extra;
-        int rc = transposed_shape(input, weight, stride, stride_len, padding, padding_len,
-                                  dilation, dilation_len, output_padding, output_padding_len,
-                                  groups, osz, ext, &extra);
+        int rc = tn__conv_transposed_shape(input, weight, stride, stride_len, padding,
+                                           padding_len, dilation, dilation_len, output_padding,
+                                           output_padding_len, groups, osz, ext, &extra);
         if (rc < 0 || (rc = tn__nn_check_float(weight->ndim == 5 ? "slow_conv_transpose3d_cpu"
                                                                   : "slow_conv_transpose2d_cpu",
                                                input)) < 0)

@@ -698,17 +698,16 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
                                          const int64_t *output_padding, int output_padding_len,
                                          int64_t groups)
 {
-    char a[128], b[128];
+    char a[128];
+    int64_t osz[TN_MAX_DIMS], ext[3];
+    bool extra;
     if (weight->ndim != 3 && weight->ndim != 4)
         return tn_set_error(TN_ESHAPE, "convolution: expected a 3-D or 4-D weight, got %s",
                             tn_shape_format(weight->sizes, weight->ndim, a, sizeof a)), NULL;
-    if (input->ndim != weight->ndim || groups <= 0 || input->sizes[1] != weight->sizes[0])
-        return tn_set_error(TN_ESHAPE, "Given transposed=1, weight of size %s, expected input%s "
-                            "to have %lld channels, but got %lld channels instead",
-                            tn_shape_format(weight->sizes, weight->ndim, a, sizeof a),
-                            tn_shape_format(input->sizes, input->ndim, b, sizeof b),
-                            (long long)weight->sizes[0],
-                            (long long)(input->ndim > 1 ? input->sizes[1] : 0)), NULL;
+    if (tn__conv_transposed_shape(input, weight, stride, stride_len, padding, padding_len,
+                                  dilation, dilation_len, output_padding, output_padding_len,
+                                  groups, osz, ext, &extra) < 0)
+        return NULL;
     /* mkldnn takes a transposed convolution as a forward one (one whose
      * output padding reaches its stride is conv3d.c's, never here) */
     bool strided = false, dilated = false;
@@ -718,12 +717,6 @@ struct tn_tensor *tn__nn_conv_transposed(const struct tn_tensor *input,
         dilated |= tn__nn_param(dilation, dilation_len, i, 1) != 1;
         chw *= input->sizes[2 + i];
     }
-    int64_t osz[4] = {input->sizes[0], weight->sizes[1] * groups};
-    for (int i = 0; i < input->ndim - 2; i++)
-        osz[2 + i] = (input->sizes[2 + i] - 1) * tn__nn_param(stride, stride_len, i, 1) -
-                     2 * tn__nn_param(padding, padding_len, i, 0) +
-                     tn__nn_param(dilation, dilation_len, i, 1) * (weight->sizes[2 + i] - 1) +
-                     tn__nn_param(output_padding, output_padding_len, i, 0) + 1;
     if (tn_numel(input) == 0)
         return conv_empty(input, weight, bias, osz, input->ndim);
     if (conv_types(input, weight, bias,
