@@ -3,7 +3,7 @@
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
 	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h \
 	lib/ops/cpu/nn_conv.h lib/ops/fft_internal.h lib/ops/fft_exec.h lib/ops/fft_lines.h \
-	lib/ops/svd_internal.h
+	lib/ops/svd_internal.h lib/ops/lu_internal.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -28,6 +28,9 @@ libtensor_la_SOURCES += \
 	lib/ops/fft_plan.c \
 	lib/ops/complex_view.c \
 	lib/ops/svd.c \
+	lib/ops/lu.c \
+	lib/ops/solve.c \
+	lib/ops/pinv.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/blas.c \
@@ -54,7 +57,8 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_upsample.c \
 	lib/ops/cpu/attention.c \
 	lib/ops/cpu/pad.c \
-	lib/ops/cpu/svd.c
+	lib/ops/cpu/svd.c \
+	lib/ops/cpu/lu.c
 
 # The operator API that tgen generates from schemas/native_functions.yaml
 # into the build tree (never committed, not distributed: every build makes
