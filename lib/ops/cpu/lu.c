@@ -280,11 +280,12 @@ int tn__cpu_linalg_lu_factor_ex(tn_keyset ks, const struct tn_tensor *A, bool pi
         if (!a || !w)
             rc = a ? tn_set_error(TN_ENOMEM, "linalg.lu_factor: out of memory") : -1;
         for (int64_t b = 0; rc == TN_OK && b < nbat; b++) {
-            int *piv = (int *)tn_data(pv) + b * k, *inf = (int *)tn_data(in) + b;
-            transpose_copy(f64, w, (const char *)tn_data(a) + es * b * mn, (int)m, (int)n);
+            int *inf = (int *)tn_data(in) + b;
             *inf = 0;
-            if (mn)
-                getrf(f64, (int)m, (int)n, w, piv, inf);
+            if (mn == 0) /* (an empty tensor's data may be NULL: no pointer into it) */
+                continue;
+            transpose_copy(f64, w, (const char *)tn_data(a) + es * b * mn, (int)m, (int)n);
+            getrf(f64, (int)m, (int)n, w, (int *)tn_data(pv) + b * k, inf);
             if (*inf < 0)
                 rc = tn_set_error(TN_EINVAL, "linalg.lu_factor: LAPACK's ?getrf rejected "
                                   "argument %d", -*inf);
