@@ -687,7 +687,9 @@ static const char *write_structured(FILE *f, struct rows *r, const struct tg_fun
 static void write_entry(FILE *f, const struct tg_func *fn, int k, const char *sd, bool sig_sd)
 {
     char sdb[200];
-    snprintf(sdb, sizeof sdb, !sig_sd ? "" : sd ? "&sd_%s, " : "NULL, ", sd);
+    sdb[0] = '\0';
+    if (sig_sd)
+        snprintf(sdb, sizeof sdb, sd ? "&sd_%s, " : "NULL, ", sd);
     if (!fn->no_redispatch) {
         entry_decl(f, fn, fn->rdname, true);
         fprintf(f, "\n{ return rd_%d(&op_%s, %sks", k, fn->ident, sdb);

@@ -336,6 +336,27 @@ fail:
     return NULL;
 }
 
+/* angle (PyTorch's angle_backward): grad * i z / |z|^2 for a complex z, 0
+ * where z is 0; zeros for a real self */
+struct tn_tensor *tn__angle_bw(const struct tn_tensor *grad, const struct tn_tensor *self)
+{
+    if (!tn_dtype_is_complex(self->dtype))
+        return tn_zeros_like(self, self->dtype);
+    struct tn_tensor *a = NULL, *r = NULL, *z = NULL;
+    STEP(r, tn_abs(self));
+    STEP(r, tn_mul(r, r));
+    STEP(a, tn_mul(grad, self));
+    STEP(a, tn_mul_scalar(a, tn_complex(0, 1)));
+    STEP(a, tn_div(a, r));
+    STEP(z, tn_eq_scalar(self, tn_int(0)));
+    struct tn_tensor *out = tn_masked_fill_scalar(a, z, tn_int(0));
+    drop(3, a, r, z);
+    return out;
+fail:
+    drop(3, a, r, z);
+    return NULL;
+}
+
 /* mish: tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
 struct tn_tensor *tn__mish_bw(const struct tn_tensor *grad, const struct tn_tensor *self)
 {

@@ -352,6 +352,7 @@ struct tn_tensor *tn__scale(const struct tn_tensor *t, struct tn_scalar s);
 struct tn_tensor *tn__gelu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                               const char *approximate);
 struct tn_tensor *tn__silu_bw(const struct tn_tensor *grad, const struct tn_tensor *self);
+struct tn_tensor *tn__angle_bw(const struct tn_tensor *grad, const struct tn_tensor *self);
 struct tn_tensor *tn__mish_bw(const struct tn_tensor *grad, const struct tn_tensor *self);
 struct tn_tensor *tn__leaky_relu_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                     struct tn_scalar slope);

@@ -277,8 +277,9 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
     return t;
 }
 
-/* linspace's complex steps: each part as the real dtype R's, from both ends. */
-#define TN_LINSPACE_CPX(T, R, FMA)                                                             \
+/* linspace's complex steps: each part as the real dtype R's, from both ends;
+ * CPX makes an element from its parts. */
+#define TN_LINSPACE_CPX(T, R, FMA, CPX)                                                        \
     do {                                                                                       \
         R ar = (R)tn_scalar_to_double(start), br = (R)tn_scalar_to_double(end);                \
         R ai = start.kind == TN_SCALAR_COMPLEX ? (R)start.v.c.im : 0;                          \
@@ -289,7 +290,7 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
             R m = (R)(i < half ? i : steps - i - 1);                                           \
             R re = i < half ? FMA(sr, m, ar) : FMA(-sr, m, br);                                \
             R im = i < half ? FMA(si, m, ai) : FMA(-si, m, bi);                                \
-            o[i] = re + im * _Complex_I;                                                       \
+            o[i] = CPX(re, im);                                                                \
         }                                                                                      \
     } while (0)
 
@@ -347,9 +348,9 @@ struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int6
             tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT32, 1);
         }
     } else if (dtype == TN_COMPLEX64) {
-        TN_LINSPACE_CPX(tn_complex64, float, fmaf);
+        TN_LINSPACE_CPX(tn_complex64, float, fmaf, tn__complex64);
     } else if (dtype == TN_COMPLEX128) {
-        TN_LINSPACE_CPX(tn_complex128, double, fma);
+        TN_LINSPACE_CPX(tn_complex128, double, fma, tn__complex128);
     } else {
         /* integers: the truncated ends, a double step, truncated results */
         char ta[8], tb[8];

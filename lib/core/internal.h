@@ -23,6 +23,29 @@ static inline enum tn_dtype tn__dtype_complex(enum tn_dtype dt)
     return dt == TN_FLOAT64 || dt == TN_COMPLEX128 ? TN_COMPLEX128 : TN_COMPLEX64;
 }
 
+/* A complex number from its two parts, infinite and NaN parts kept as they
+ * are (re + im * I would make an infinite part's partner NaN): C11 lays a
+ * complex out as an array of its two parts (6.2.5), read here through a
+ * union. What CMPLX and CMPLXF do, which glibc's complex.h gives gcc only. */
+#define TN__COMPLEX_FROM_PARTS(NAME, T, R)                                                     \
+    static inline T NAME(R re, R im)                                                           \
+    {                                                                                          \
+        union {                                                                                \
+            R part[2];                                                                         \
+            T z;                                                                               \
+        } u = {.part = {re, im}};                                                              \
+        return u.z;                                                                            \
+    }
+TN__COMPLEX_FROM_PARTS(tn__complex128, tn_complex128, double)
+TN__COMPLEX_FROM_PARTS(tn__complex64, tn_complex64, float)
+
+/* A scalar as a complex number: its two parts, or a real value and 0. */
+static inline tn_complex128 tn__scalar_complex128(struct tn_scalar s)
+{
+    return s.kind == TN_SCALAR_COMPLEX ? tn__complex128(s.v.c.re, s.v.c.im)
+                                       : tn__complex128(tn_scalar_to_double(s), 0);
+}
+
 #define TN_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
 #define TN_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
 

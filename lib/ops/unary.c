@@ -87,6 +87,18 @@ int tn__meta_sign_out(const struct tn_tensor *self, struct tn_meta *m)
     return same_meta(self, m);
 }
 
+/* sgn: sign's dtypes, and z / |z| for complex */
+int tn__meta_sgn_out(const struct tn_tensor *self, struct tn_meta *m)
+{
+    return same_meta(self, m);
+}
+
+/* angle: real of complex, the default float dtype of integers and bool */
+int tn__meta_angle_out(const struct tn_tensor *self, struct tn_meta *m)
+{
+    return unary_meta(self, tn__dtype_real(float_dtype(self->dtype)), m);
+}
+
 #define TN_NOCOMPLEX_META(op)                                                                  \
     int tn__meta_##op##_out(const struct tn_tensor *self, struct tn_meta *m)                   \
     {                                                                                          \

@@ -193,6 +193,12 @@ tests_unit_test_ops_grid3d_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_grid3d_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_grid3d_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_complex
+tests_unit_test_ops_complex_SOURCES = tests/unit/test_ops_complex.c tests/unit/ops_cases.h
+tests_unit_test_ops_complex_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_complex_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_complex_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_complex_view
 tests_unit_test_ops_complex_view_SOURCES = tests/unit/test_ops_complex_view.c tests/unit/ops_cases.h
 tests_unit_test_ops_complex_view_CPPFLAGS = $(TN_UNIT_CPP)

@@ -57,31 +57,6 @@ struct bctx {
         r_;                                                                                    \
     })
 
-/* numpy's and c10's complex division (Smith's method), in the real type R. */
-#define TN_CDIV(NAME, R, FABS)                                                                 \
-    static inline R _Complex NAME(R _Complex x, R _Complex y)                                  \
-    {                                                                                          \
-        R a = __real__ x, b = __imag__ x, c = __real__ y, d = __imag__ y;                      \
-        R ac = FABS(c), ad = FABS(d), re, im;                                                  \
-        if (ac >= ad) {                                                                        \
-            if (ac == 0 && ad == 0) {                                                          \
-                re = a / ac;                                                                   \
-                im = b / ad;                                                                   \
-            } else {                                                                           \
-                R rat = d / c, scl = (R)1 / (c + d * rat);                                     \
-                re = (a + b * rat) * scl;                                                      \
-                im = (b - a * rat) * scl;                                                      \
-            }                                                                                  \
-        } else {                                                                               \
-            R rat = c / d, scl = (R)1 / (d + c * rat);                                         \
-            re = (a * rat + b) * scl;                                                          \
-            im = (b * rat - a) * scl;                                                          \
-        }                                                                                      \
-        return re + im * _Complex_I;                                                           \
-    }
-TN_CDIV(cdiv_c64, float, fabsf)
-TN_CDIV(cdiv_c128, double, fabs)
-
 /* One inner loop: out (OT) = EXPR(x, y) with x, y loaded from IT as CT. */
 #define TN_LOOP(NAME, IT, OT, CT, LD, ST, EXPR)                                                \
     TN_KERNEL_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *vctx)                        \
@@ -278,10 +253,12 @@ TN_FLOAT_LOOPS(TN_LOOP, bf16, tn_bfloat16, float, LD_BF, ST_BF, fmaf, fmodf, flo
 /* integer division: zero divisors are flagged (PyTorch raises), and
  * MIN / -1 wraps as two's complement */
 #define TN_IDIV_TRUNC(T, x, y)                                                                 \
-    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0) : (y) == -1 ? (T)(0 - (uint64_t)(x)) : (T)((x) / (y)))
+    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0)                  \
+     : (y) == (T)-1 && (T)-1 < 0 ? (T)(0 - (uint64_t)(x))                                      \
+     : (T)((x) / (y)))
 #define TN_IDIV_FLOOR(T, x, y)                                                                 \
-    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0)                                                      \
-     : (y) == -1 ? (T)(0 - (uint64_t)(x))                                                      \
+    ((y) == 0 ? (__atomic_store_n(&ctx->zero_div, 1, __ATOMIC_RELAXED), (T)0)                  \
+     : (y) == (T)-1 && (T)-1 < 0 ? (T)(0 - (uint64_t)(x))                                      \
      : (T)((x) / (y) - (((x) % (y) != 0) && (((x) < 0) != ((y) < 0)))))
 
 #define TN_INT_LOOPS(SFX, T)                                                                   \
@@ -438,7 +415,7 @@ static void alpha_ctx(struct bctx *ctx, struct tn_scalar alpha)
         ctx->ai = (uint64_t)tn_scalar_to_int64(alpha);
     }
     ctx->ab = ctx->af != 0;
-    ctx->ac = alpha.kind == TN_SCALAR_COMPLEX ? CMPLX(alpha.v.c.re, alpha.v.c.im) : ctx->af;
+    ctx->ac = tn__scalar_complex128(alpha);
 }
 
 /* Runs fn in one inner run when out, a and b (in the compute dtype, of

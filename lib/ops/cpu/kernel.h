@@ -25,7 +25,40 @@
 #ifndef TN_OPS_CPU_KERNEL_H
 #define TN_OPS_CPU_KERNEL_H
 
+#include <math.h>
+
 #include "ops/internal.h"
+
+/* A complex number of loop suffix c64 or c128 from its two parts. */
+#define CPX_c64 tn__complex64
+#define CPX_c128 tn__complex128
+
+/* numpy's and c10's complex division (Smith's method), in the real type R:
+ * binary.c's div and unary.c's reciprocal. By 0 it gives a / |0| and
+ * b / |0| as parts, as PyTorch does: 1 / 0 is inf + nanj (CPX keeps them). */
+#define TN_CDIV(NAME, R, FABS, CPX)                                                            \
+    static inline R _Complex NAME(R _Complex x, R _Complex y)                                  \
+    {                                                                                          \
+        R a = __real__ x, b = __imag__ x, c = __real__ y, d = __imag__ y;                      \
+        R ac = FABS(c), ad = FABS(d), re, im;                                                  \
+        if (ac >= ad) {                                                                        \
+            if (ac == 0 && ad == 0) {                                                          \
+                re = a / ac;                                                                   \
+                im = b / ad;                                                                   \
+            } else {                                                                           \
+                R rat = d / c, scl = (R)1 / (c + d * rat);                                     \
+                re = (a + b * rat) * scl;                                                      \
+                im = (b - a * rat) * scl;                                                      \
+            }                                                                                  \
+        } else {                                                                               \
+            R rat = c / d, scl = (R)1 / (d + c * rat);                                         \
+            re = (a * rat + b) * scl;                                                          \
+            im = (b * rat - a) * scl;                                                          \
+        }                                                                                      \
+        return CPX(re, im);                                                                    \
+    }
+TN_CDIV(cdiv_c64, float, fabsf, CPX_c64)
+TN_CDIV(cdiv_c128, double, fabs, CPX_c128)
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")

@@ -271,12 +271,8 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
                         (const double *)ma.p, (int)ma.ld, (const double *)mb.p, (int)mb.ld, be,
                         (double *)c, (int)ldc);
         } else {
-            double _Complex za = alpha.kind == TN_SCALAR_COMPLEX
-                                     ? CMPLX(alpha.v.c.re, alpha.v.c.im) : al;
-            double _Complex zb = !use_c ? 0
-                                 : beta.kind == TN_SCALAR_COMPLEX
-                                     ? CMPLX(beta.v.c.re, beta.v.c.im)
-                                     : be;
+            double _Complex za = tn__scalar_complex128(alpha);
+            double _Complex zb = use_c ? tn__scalar_complex128(beta) : 0;
             if (dt == TN_COMPLEX128) {
                 cblas_zgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, &za, ma.p,
                             (int)ma.ld, mb.p, (int)mb.ld, &zb, c, (int)ldc);
@@ -481,12 +477,21 @@ int tn__cpu_mm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_t
                     ST(po[bi * out->strides[0] + i * out->strides[1] + j * out->strides[2]], acc); \
                 }                                                                              \
     }
+/* no fused multiply-adds here (gcc's optimize option; clang has C's pragma) */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#else
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
+#endif
 TN_SMALL_BMM(f32, float, float, LD_ID, ST_ID)
 TN_SMALL_BMM(f64, double, double, LD_ID, ST_ID)
 TN_SMALL_BMM(bf16, tn_bfloat16, float, LD_BF, ST_BF)
+#ifdef __clang__
+#pragma STDC FP_CONTRACT DEFAULT
+#else
 #pragma GCC pop_options
+#endif
 
 int tn__cpu_bmm_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *mat2,
                     struct tn_tensor *out)

@@ -40,7 +40,7 @@ enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RE
        U_SIGN, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_FRAC, U_ERFINV, U_BITWISE_NOT, U_LOGICAL_NOT,
        U_SILU, U_MISH, U_GELU, U_GELU_TANH, U_LEAKY_RELU, U_HARDTANH, U_ELU, U_SOFTPLUS, U_ISNAN,
        U_ISINF, U_LOGIT, U_LOGIT_EPS, U_NAN_TO_NUM, U_CLAMP, U_ACOSH, U_ASINH, U_ATANH,
-       U_LGAMMA, U_DIGAMMA, U_POLYGAMMA,
+       U_LGAMMA, U_DIGAMMA, U_POLYGAMMA, U_SGN, U_ANGLE,
        U_NUM };
 
 #define TN_FLOAT_ULOOPS(SFX, IT, CT, LD, ST, F)                                                \
@@ -128,7 +128,7 @@ TN_INT_ULOOPS(u8, uint8_t)
 static inline double _Complex expm1_z(double _Complex z)
 {
     double x = creal(z), y = cimag(z), s = sin(y / 2);
-    return CMPLX(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+    return tn__complex128(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
 static inline double _Complex log1p_z(double _Complex z)
@@ -136,8 +136,19 @@ static inline double _Complex log1p_z(double _Complex z)
     double x = creal(z), y = cimag(z);
     if (fabs(x) >= 0.5 || fabs(y) >= 0.5)
         return clog(1 + z);
-    return CMPLX(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
+    return tn__complex128(0.5 * log1p(x * (2 + x) + y * y), atan2(y, 1 + x));
 }
+/* sgn: z / |z| (each part divided by |z|, as PyTorch's vectorised sgn), 0
+ * at 0 */
+#define TN_SGN(SFX, T, R, ABS)                                                                 \
+    static inline T sgn_z_##SFX(T z)                                                           \
+    {                                                                                          \
+        R r = ABS(z);                                                                          \
+        return r == 0 ? (T)0 : CPX_##SFX(__real__ z / r, __imag__ z / r);                      \
+    }
+TN_SGN(c64, tn_complex64, float, cabsf)
+TN_SGN(c128, tn_complex128, double, cabs)
+
 /* op_SFX(x) = C's c<op> of the part type (F(cexp): cexpf or cexp) */
 #define TN_CPX_FN(op, SFX, T, F) TN_ULOOP(op##_##SFX, T, T, T, LD_ID, ST_ID, F(c##op)(x))
 #define TN_CPX_ULOOPS(SFX, T, R, F)                                                            \
@@ -148,8 +159,10 @@ static inline double _Complex log1p_z(double _Complex z)
     TN_CPX_FN(asinh, SFX, T, F) TN_CPX_FN(acosh, SFX, T, F) TN_CPX_FN(atanh, SFX, T, F)        \
     TN_ULOOP(neg_##SFX, T, T, T, LD_ID, ST_ID, -x)                                             \
     TN_ULOOP(abs_##SFX, T, R, T, LD_ID, ST_ID, F(cabs)(x))                                     \
+    TN_ULOOP(sgn_##SFX, T, T, T, LD_ID, ST_ID, sgn_z_##SFX(x))                                 \
+    TN_ULOOP(angle_##SFX, T, R, T, LD_ID, ST_ID, F(carg)(x))                                   \
     TN_ULOOP(sigmoid_##SFX, T, T, T, LD_ID, ST_ID, (R)1 / ((R)1 + F(cexp)(-x)))                \
-    TN_ULOOP(reciprocal_##SFX, T, T, T, LD_ID, ST_ID, (R)1 / x)                                \
+    TN_ULOOP(reciprocal_##SFX, T, T, T, LD_ID, ST_ID, cdiv_##SFX(1, x))                        \
     TN_ULOOP(exp2_##SFX, T, T, T, LD_ID, ST_ID, (T)cexp((double _Complex)x * M_LN2))           \
     TN_ULOOP(expm1_##SFX, T, T, T, LD_ID, ST_ID, (T)expm1_z(x))                                \
     TN_ULOOP(log2_##SFX, T, T, T, LD_ID, ST_ID, (T)(clog((double _Complex)x) / M_LN2))         \
@@ -160,7 +173,7 @@ static inline double _Complex log1p_z(double _Complex z)
     TN_ULOOP(isnan_##SFX, T, bool, T, LD_ID, ST_ID, isnan(__real__ x) || isnan(__imag__ x))    \
     TN_ULOOP(isinf_##SFX, T, bool, T, LD_ID, ST_ID, isinf(__real__ x) || isinf(__imag__ x))    \
     TN_ULOOP(nan_to_num_##SFX, T, T, T, LD_ID, ST_ID,                                          \
-             (R)nan_to_num_d(__real__ x, P) + (R)nan_to_num_d(__imag__ x, P) * _Complex_I)      \
+             CPX_##SFX((R)nan_to_num_d(__real__ x, P), (R)nan_to_num_d(__imag__ x, P)))         \
     TN_ULOOP(logical_not_##SFX, T, bool, T, LD_ID, ST_ID, x == 0)
 
 /* erfinv has no C library function: a polynomial first guess (after Giles,
@@ -393,6 +406,7 @@ TN_LOGIT_CLAMP(f16, float)
     TN_ULOOP(nan_to_num_##SFX, IT, IT, CT, LD, ST,                                             \
              isnan(x) ? (CT)P[0] : (isinf(x) ? (x > 0 ? (CT)P[1] : (CT)P[2]) : x))            \
     TN_ULOOP(clamp_##SFX, IT, IT, CT, LD, ST, clamp_d((double)x, P))                           \
+    TN_ULOOP(angle_##SFX, IT, IT, CT, LD, ST, isnan(x) ? x : x < 0 ? (CT)M_PI : (CT)0)         \
     TN_ULOOP(isnan_##SFX, IT, bool, CT, LD, ST_ID, isnan(x))                                   \
     TN_ULOOP(isinf_##SFX, IT, bool, CT, LD, ST_ID, isinf(x))                                   \
     TN_ULOOP(logical_not_##SFX, IT, bool, CT, LD, ST_ID, x == 0)
@@ -567,6 +581,8 @@ static const tn_iter_fn uloops[U_NUM][TN_NUM_DTYPES] = {
     [U_ERF] = {ROW_R(erf)},
     [U_RECIPROCAL] = {ROW_F(reciprocal)},
     [U_SIGN] = {ROW_R(sign), ROW_I(sign), [TN_BOOL] = sign_b},
+    [U_SGN] = {ROW_R(sign), ROW_I(sign), [TN_BOOL] = sign_b, ROW_C(sgn)},
+    [U_ANGLE] = {ROW_F(angle)},
     [U_FLOOR] = {ROW_R(floor), ROW_I(ident)},
     [U_CEIL] = {ROW_R(ceil), ROW_I(ident)},
     [U_ROUND] = {ROW_R(round), ROW_I(ident)},
@@ -603,10 +619,10 @@ static const char *const unames[U_NUM] = {"neg_cpu", "abs_cpu", "exp_vml_cpu", "
                                           "exp2_cpu", "expm1_cpu", "log2_cpu", "log10_cpu", "log1p_cpu", "rsqrt_cpu", "tan_cpu", "asin_cpu", "acos_cpu", "atan_cpu", "sinh_cpu", "cosh_cpu", "erf_vml_cpu", "reciprocal_cpu",
                                           "sign_cpu", "floor_vml_cpu", "ceil_vml_cpu", "round_vml_cpu", "trunc_vml_cpu", "frac_cpu", "erfinv_vml_cpu", "bitwise_not_cpu", "logical_not_cpu", "silu_cpu", "mish_cpu", "GeluKernelImpl", "GeluKernelImpl", "leaky_relu_cpu", "clamp_scalar_cpu", "elu_cpu", "softplus_cpu", "isnan", "isinf", "logit_cpu", "logit_cpu", "nan_to_num", "clamp_scalar_cpu",
                                           "acosh_cpu", "asinh_cpu", "atanh_cpu", "lgamma_vml_cpu",
-                                          "digamma", "polygamma"};
+                                          "digamma", "polygamma", "sgn_cpu", "angle_cpu"};
 
 /* out = op(self); self converted to the loop's input dtype first (out's,
- * except for abs of complex). */
+ * except for abs and angle of complex). */
 static int unary_p(int op, const struct tn_tensor *self, struct tn_tensor *out, const double *P);
 
 static int unary(int op, const struct tn_tensor *self, struct tn_tensor *out)
@@ -644,7 +660,8 @@ static int unary_pred(int op, const struct tn_tensor *self, struct tn_tensor *ou
 
 static int unary_p(int op, const struct tn_tensor *self, struct tn_tensor *out, const double *P)
 {
-    enum tn_dtype in = op == U_ABS && tn_dtype_is_complex(self->dtype) ? self->dtype : out->dtype;
+    enum tn_dtype in = (op == U_ABS || op == U_ANGLE) && tn_dtype_is_complex(self->dtype)
+                           ? self->dtype : out->dtype;
     tn_iter_fn fn = uloops[op][in];
     if (!fn)
         return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", unames[op],
@@ -730,6 +747,8 @@ int tn__cpu_relu_(tn_keyset ks, struct tn_tensor *self)
 }
 
 TN_UNARY_KERNEL(sign, U_SIGN)
+TN_UNARY_KERNEL(sgn, U_SGN)
+TN_UNARY_KERNEL(angle, U_ANGLE)
 TN_UNARY_KERNEL(floor, U_FLOOR)
 TN_UNARY_KERNEL(ceil, U_CEIL)
 TN_UNARY_KERNEL(round, U_ROUND)
