@@ -13,7 +13,8 @@
  *   base's current value, and a mutation through a view writes the new
  *   view back into its base (cat around a slice or select, the inverse
  *   permutation, a reshape to the base's sizes, the cat of the pieces of a
- *   split, chunk or unbind);
+ *   split, chunk or unbind, view_as_complex for view_as_real and back, a
+ *   select_scatter into the pairs for real and imag);
  * - a mutated graph input (buffer, user input, parameter) becomes an
  *   output named INPUT_mutated, with a BUFFER_MUTATION,
  *   USER_INPUT_MUTATION or PARAMETER_MUTATION spec, before the user
@@ -666,6 +667,41 @@ static int cat_pieces(struct fz *z, int ni, int base, int base_orig, int k, int 
     return rc;
 }
 
+/* base (value p before the mutation) with its complex view y, made by
+ * view_as_real, view_as_complex, real or imag (nm), written back, as
+ * PyTorch's functionalization does: view_as_complex(y) for view_as_real,
+ * view_as_real(y) for view_as_complex, and for real (imag) the pairs of
+ * view_as_real(base) with y scattered into part 0 (1), made complex. */
+static int complex_back(struct fz *z, int p, int base, int y, const char *nm)
+{
+    char pname[256];
+    snprintf(pname, sizeof pname, "%s", z->g->values[p].name);
+    bool part = !strcmp(nm, "real") || !strcmp(nm, "imag");
+    int u, r = -1, s = y;
+    struct tn_graph_node *n;
+    if (part) { /* pairs of base, y scattered into its part */
+        if ((r = new_value(z, pname, false)) < 0)
+            return r;
+        if (!(n = make_node(z, PREFIX "aten.view_as_real.default", 1, r)) ||
+            add_tensor(n, "self", base) < 0)
+            return TN_ENOMEM;
+        if ((s = new_value(z, pname, false)) < 0)
+            return s;
+        if (!(n = make_node(z, PREFIX "aten.select_scatter.default", 4, s)) ||
+            add_tensor(n, "self", r) < 0 || add_tensor(n, "src", y) < 0 ||
+            add_int(n, "dim", -1) < 0 || add_int(n, "index", !strcmp(nm, "imag")) < 0)
+            return TN_ENOMEM;
+    }
+    if ((u = new_value(z, pname, false)) < 0)
+        return u;
+    bool to_real = !strcmp(nm, "view_as_complex");
+    if (!(n = make_node(z, to_real ? PREFIX "aten.view_as_real.default"
+                                   : PREFIX "aten.view_as_complex.default", 1, u)) ||
+        add_tensor(n, "self", s) < 0 || copy_meta(z, u, p) < 0)
+        return TN_ENOMEM;
+    return u;
+}
+
 /* The new value of v's parent when view v (made by node vn) now holds y.
  * Returns it, 1 where the view cannot be written back, or an error. */
 static int write_back(struct fz *z, int v, int y)
@@ -724,6 +760,9 @@ static int write_back(struct fz *z, int v, int y)
             return TN_ENOMEM;
         return u;
     }
+    if (!strcmp(nm, "view_as_real") || !strcmp(nm, "view_as_complex") ||
+        !strcmp(nm, "real") || !strcmp(nm, "imag"))
+        return complex_back(z, p, base, y, nm);
     static const char *const reshapes[] = {"view", "_unsafe_view", "reshape", "flatten",
                                            "unflatten", "squeeze", "unsqueeze", "view_as",
                                            "reshape_as", "_reshape_alias"};

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # tcompile on graphs as torch.export (PyTorch 2.x) writes them by default:
 # the training IR, with in-place ops (relu_, add_, mul_, silu_, fill_,
-# zero_, sub_, copy_ with a broadcast), writes through views (slice, select, t, view), a buffer
+# zero_, sub_, copy_ with a broadcast), writes through views (slice, select, t, view,
+# view_as_real, view_as_complex, real, imag), a buffer
 # counter, BatchNorm1d in training mode, a mutated user input and Python's
 # h[...] = ... syntax
 # (tests/fixtures/graph_inplace.py). check rewrites them to their
@@ -123,6 +124,25 @@ matches() {
     assert_output --partial "2 tensors match"
     run tckpt ls "$BATS_TEST_TMPDIR/out.pt"
     assert_output --partial "o_mutated"
+}
+
+@test "run: writes through view_as_real, real, imag and view_as_complex are written back (issue 25)" {
+    run tcompile check "$D/inplace_complex.json"
+    assert_success
+    assert_output --partial "2 inputs, 4 outputs"
+    matches inplace_complex --interpret
+    assert_output --partial "4 tensors match"
+    # compiled: .npz, as the compiled outputs share one storage that torch.save's
+    # format cannot hold in two dtypes (complex64 and float32)
+    local f=$D/inplace_complex
+    run tcompile run "$f.json" -w "$f.pt" -i "${f}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.npz"
+    assert_success
+    run tckpt diff --atol 1e-5 --rtol 1e-4 "$BATS_TEST_TMPDIR/out.npz" "${f}_expected.pt"
+    assert_success
+    assert_output --partial "4 tensors match"
+    run tckpt ls "$BATS_TEST_TMPDIR/out.npz"
+    assert_output --partial "x_mutated"
+    assert_output --partial "z_mutated"
 }
 
 @test "check: an in-place op without a functional form is named" {
