@@ -333,9 +333,9 @@ TN_LOOP(lxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
 TN_LOOP(band_b, bool, bool, bool, LD_ID, ST_ID, x && y)
 TN_LOOP(bor_b, bool, bool, bool, LD_ID, ST_ID, x || y)
 TN_LOOP(bxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
-/* complex: alpha is ctx->ac in T; pow in double, as c10's complex pow
- * (exp(y * log(x))) */
-#define TN_CPX_LOOPS(SFX, T)                                                                   \
+/* complex: alpha is ctx->ac in T; pow is C's cpowf or cpow (CPOW), the
+ * exp(y * log(x)) of the part type that std::pow of c10's complex calls */
+#define TN_CPX_LOOPS(SFX, T, CPOW)                                                             \
     TN_LOOP(land_##SFX, T, bool, T, LD_ID, ST_ID, x != 0 && y != 0)                            \
     TN_LOOP(lor_##SFX, T, bool, T, LD_ID, ST_ID, x != 0 || y != 0)                             \
     TN_LOOP(lxor_##SFX, T, bool, T, LD_ID, ST_ID, (x != 0) != (y != 0))                        \
@@ -345,9 +345,9 @@ TN_LOOP(bxor_b, bool, bool, bool, LD_ID, ST_ID, x != y)
     TN_LOOP(div_##SFX, T, T, T, LD_ID, ST_ID, cdiv_##SFX(x, y))                                \
     TN_LOOP(eq_##SFX, T, bool, T, LD_ID, ST_ID, x == y)                                        \
     TN_LOOP(ne_##SFX, T, bool, T, LD_ID, ST_ID, x != y)                                        \
-    TN_LOOP(pow_##SFX, T, T, T, LD_ID, ST_ID, (T)cpow((double _Complex)x, (double _Complex)y))
-TN_CPX_LOOPS(c64, tn_complex64)
-TN_CPX_LOOPS(c128, tn_complex128)
+    TN_LOOP(pow_##SFX, T, T, T, LD_ID, ST_ID, CPOW(x, y))
+TN_CPX_LOOPS(c64, tn_complex64, cpowf)
+TN_CPX_LOOPS(c128, tn_complex128, cpow)
 
 /* [op][dtype]; NULL: PyTorch has no such kernel either */
 #define ROW_F(op) [TN_FLOAT32] = op##_f32, [TN_FLOAT64] = op##_f64, [TN_FLOAT16] = op##_f16,  \
