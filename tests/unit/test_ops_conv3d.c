@@ -14,6 +14,18 @@ static void test_fixture_cases(void **state)
     run_op_cases("../ops/conv3d", true, false);
 }
 
+/* bfloat16 transposed convolution in PyTorch's slow kernel's roundings
+ * (tests/fixtures/ops_conv_bf16_slow.py, made on a CPU without AVX-512):
+ * only where PyTorch takes it, a CPU whose mkldnn does not run bfloat16. */
+static void test_bf16_slow_cases(void **state)
+{
+    (void)state;
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        skip(); /* PyTorch takes mkldnn here */
+    run_op_cases("../ops/conv_bf16_slow", true, false);
+}
+
 /* On the Meta device (tcompile check's shape pass) convolution and
  * convolution_backward give the CPU kernels' sizes and dtype, 1-D to 3-D,
  * regular and transposed; a wrong channel count fails in PyTorch's words. */
@@ -83,6 +95,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_bf16_slow_cases),
         cmocka_unit_test(test_meta),
     };
     return TN_RUN_TESTS(tests);

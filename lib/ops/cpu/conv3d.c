@@ -13,6 +13,9 @@
  *    dilation): the regular convolution's input gradient as nn_conv.c
  *    computes it, its grad_output (our input) padded with zeros to the
  *    regular convolution's output size.
+ *  - bfloat16 transposed convolution on a CPU whose mkldnn does not run
+ *    bfloat16 (no AVX-512 BW/VL/DQ), where PyTorch 2.x takes its slow
+ *    kernel: transposed_half, in that kernel's roundings.
  *  - int64 transposed convolution (PyTorch 2.x computes it, wrapping on
  *    overflow): a direct loop, as nn_conv.c's int64 forward.
  * Everything else goes to tn__cpu_convolution(_backward) unchanged.
@@ -35,6 +38,16 @@ static enum tn_dtype compute_dtype(enum tn_dtype dt)
 static bool half(enum tn_dtype dt)
 {
     return dt == TN_BFLOAT16 || dt == TN_FLOAT16;
+}
+
+/* Whether PyTorch 2.x runs bfloat16 convolution on mkldnn on this CPU
+ * (mkldnn_bf16_device_check: AVX-512 BW, VL and DQ; its AVX-NE-CONVERT
+ * alternative is not looked for). Where not, its transposed one takes the
+ * slow kernel (transposed_half), as 2.15 does on a CPU without AVX-512. */
+static bool bf16_mkldnn_cpu(void)
+{
+    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
 }
 
 /* A 3-D convolution's geometry, with PyTorch's checks and words. */
@@ -532,7 +545,7 @@ static struct tn_tensor *transposed_forward(const struct tn_tensor *input,
     bool extra = false;
     for (int i = 0; i < input->ndim - 2; i++)
         extra |= ext[i] > 0;
-    if (extra && half(input->dtype))
+    if (half(input->dtype) && (extra || (input->dtype == TN_BFLOAT16 && !bf16_mkldnn_cpu())))
         return transposed_half(input, weight, bias, stride, stride_len, padding, padding_len,
                                dilation, dilation_len, osz, groups);
     if (input->dtype == TN_INT64)
@@ -620,7 +633,8 @@ fail:
 }
 
 /* Whether this file takes a transposed convolution (see the top): 3-D,
- * int64 with values, or an output padding that reaches its stride. */
+ * int64 with values, bfloat16 with values off mkldnn (bf16_mkldnn_cpu),
+ * or an output padding that reaches its stride. */
 static bool transposed_here(const struct tn_tensor *input, const struct tn_tensor *weight,
                             const struct tn_tensor *bias, const int64_t *stride, int stride_len,
                             const int64_t *output_padding, int output_padding_len, bool forward)
@@ -628,6 +642,8 @@ static bool transposed_here(const struct tn_tensor *input, const struct tn_tenso
     if (weight->ndim < 3 || weight->ndim > 5 || input->ndim != weight->ndim)
         return false;
     if (weight->ndim == 5 || (forward && input->dtype == TN_INT64 && tn_numel(input) > 0))
+        return true;
+    if (forward && input->dtype == TN_BFLOAT16 && tn_numel(input) > 0 && !bf16_mkldnn_cpu())
         return true;
     /* a half-precision one with a bias: mkldnn adds it before its one
      * rounding (nn_conv.c adds it to the rounded result) */
