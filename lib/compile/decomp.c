@@ -66,6 +66,29 @@ static int k_(struct tn__lctx *L, enum tn_dtype dt, double k)
     return tn__x_const(L->P, dt, k);
 }
 
+/* ------------------------------------------------------------ factories */
+
+/* The constant factories (zeros, ones, full and their _like and new_
+ * forms, fill): the value as a constant of the output's sizes (from the
+ * Meta pass) and dtype, folded into the kernels that read it. The value
+ * is the node's fill argument (a scalar, or fill.Tensor's 0-d tensor
+ * broadcast), or 0 / 1 by name. */
+static int lower_constant(struct tn__lctx *L, const struct tn_graph_node *n)
+{
+    enum tn_dtype dt = out_compute(L);
+    const char *q = strstr(n->op->qualname, "::") + 2;
+    int x;
+    if (tn__arg(n, "fill_value"))
+        x = tn__operand(L, n, "fill_value", 0, dt);
+    else if (tn__arg(n, "value"))
+        x = tn__operand(L, n, "value", 0, dt);
+    else
+        x = k_(L, dt, strstr(q, "ones") ? 1 : 0);
+    if (x < 0)
+        return extern_because(L, "a fill value it does not take");
+    return tn__set_out(L, 0, x, dt);
+}
+
 static int lower_relu(struct tn__lctx *L, const struct tn_graph_node *n)
 {
     enum tn_dtype dt = out_compute(L);
@@ -1061,8 +1084,12 @@ static const struct {
     {"aten::exp", lower_exp},
     {"aten::expand", lower_expand},
     {"aten::expm1", lower_expm1},
+    {"aten::fill.Scalar", lower_constant},
+    {"aten::fill.Tensor", lower_constant},
     {"aten::flatten.using_ints", lower_reshape},
     {"aten::floor", lower_floor},
+    {"aten::full", lower_constant},
+    {"aten::full_like", lower_constant},
     {"aten::ge.Scalar", lower_ge},
     {"aten::ge.Tensor", lower_ge},
     {"aten::gelu", lower_gelu},
@@ -1098,6 +1125,11 @@ static const struct {
     {"aten::ne.Scalar", lower_ne},
     {"aten::ne.Tensor", lower_ne},
     {"aten::neg", lower_neg},
+    {"aten::new_full", lower_constant},
+    {"aten::new_ones", lower_constant},
+    {"aten::new_zeros", lower_constant},
+    {"aten::ones", lower_constant},
+    {"aten::ones_like", lower_constant},
     {"aten::permute", lower_permute},
     {"aten::pow.Tensor_Scalar", lower_pow_scalar},
     {"aten::pow.Tensor_Tensor", lower_pow},
@@ -1134,6 +1166,8 @@ static const struct {
     {"aten::var.correction", lower_var},
     {"aten::view", lower_reshape},
     {"aten::where.self", lower_where},
+    {"aten::zeros", lower_constant},
+    {"aten::zeros_like", lower_constant},
 };
 
 tn__lower_fn tn__decomp_find(const char *qualname)

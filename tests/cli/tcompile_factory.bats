@@ -31,6 +31,15 @@ setup() {
     graph_matches "$F" 1 2 --strict
 }
 
+@test "run --explain: the constant factories are lowered into the kernels, none through libtensor" {
+    run tcompile run --explain --strict "$F.json" -w "$F.pt" -i "${F}_inputs.pt" -o "$BATS_TEST_TMPDIR/out.pt"
+    assert_success
+    assert_output --regexp "61 nodes: [0-9]+ fused"
+    refute_output --regexp "extern aten::(zeros|ones|full|new_zeros|new_ones|new_full|zeros_like|ones_like|full_like)[.: ]"
+    # the sums of the factories reach the last kernel's label
+    assert_output --regexp "kernel tn_k[0-9]+: pointwise over \[2, 4, 6\] float32: .*add_8"
+}
+
 # tests/fixtures/graph_empty.py: empty.memory_format (channels_last, then
 # permute and view), empty_strided with padded strides, and diagonal
 @test "empty, empty_strided, diagonal: check (Meta strides) and run, as PyTorch 2.x" {
