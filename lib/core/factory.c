@@ -141,10 +141,12 @@ struct tn_tensor *tn_scalar_tensor(struct tn_scalar value, enum tn_dtype dtype)
     return tn_full(NULL, 0, value, dtype);
 }
 
+/* A Meta tensor has sizes and no values (its storage has no bytes): the
+ * *_like factories give it the shape alone, as PyTorch's meta kernels do. */
 struct tn_tensor *tn_zeros_like(const struct tn_tensor *t, enum tn_dtype dtype)
 {
     struct tn_tensor *r = tn_empty_like(t, dtype);
-    if (r)
+    if (r && r->device.type != TN_DEVICE_META)
         memset(r->storage->data, 0, r->storage->nbytes);
     return r;
 }
@@ -153,7 +155,7 @@ struct tn_tensor *tn_full_like(const struct tn_tensor *t, struct tn_scalar value
                                enum tn_dtype dtype)
 {
     struct tn_tensor *r = tn_empty_like(t, dtype);
-    if (r && tn_fill_(r, value) != TN_OK) {
+    if (r && r->device.type != TN_DEVICE_META && tn_fill_(r, value) != TN_OK) {
         tn_release(r);
         return NULL;
     }

@@ -118,12 +118,11 @@ int tn__composite_linalg_inv_ex(tn_keyset ks, const struct tn_tensor *A, bool ch
     if (tn__linalg_check_matrix(A, "linalg.inv", "A", true) < 0 ||
         tn__linalg_check_floating(A, "linalg.inv") < 0)
         return -1;
-    /* the identity (no values on Meta, where tn_zeros_like writes them) */
-    bool values = A->device.type != TN_DEVICE_META;
-    struct tn_tensor *eye = tn_empty_on(A->sizes, A->ndim, A->dtype, A->device);
+    /* the identity (a Meta one has no values to set) */
+    struct tn_tensor *eye = tn_zeros_like(A, TN_DTYPE_UNSET);
     struct tn_tensor *d = eye ? tn_diagonal(eye, 0, -2, -1) : NULL;
-    int rc = d && (!values || (tn_fill_(eye, tn_int(0)) == TN_OK &&
-                               tn_fill_(d, tn_int(1)) == TN_OK)) ? TN_OK : -1;
+    int rc = d && (A->device.type == TN_DEVICE_META || tn_fill_(d, tn_int(1)) == TN_OK)
+                 ? TN_OK : -1;
     tn_release(d);
     if (rc == TN_OK)
         rc = tn_linalg_solve_ex(A, eye, true, false, inverse, info);

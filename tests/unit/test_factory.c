@@ -122,11 +122,45 @@ static void test_factory_fixture_torch2(void **state)
     tn_run_fixture("factory_torch2");
 }
 
+/* The *_like constructors on a Meta tensor (a transposed view, so the kept
+ * strides are not the contiguous ones) give a Meta tensor of empty_like's
+ * sizes and strides and write nothing: zeros_like wrote into the storage
+ * a Meta tensor does not have and crashed; full_like refused with fill_'s
+ * error. PyTorch's meta kernels return the shape alone. */
+static void test_factory_like_meta(void **state)
+{
+    (void)state;
+    const struct tn_device meta = {TN_DEVICE_META, -1};
+    struct tn_tensor *base = tn_empty_on(TN_SHAPE(3, 4, 5), TN_FLOAT32, meta);
+    assert_non_null(base);
+    struct tn_tensor *in = tn_transpose(base, 0, 2);
+    assert_non_null(in);
+    struct tn_tensor *want = tn_empty_like(in, TN_FLOAT64);
+    assert_non_null(want);
+    struct tn_tensor *got[3] = {tn_zeros_like(in, TN_FLOAT64), tn_ones_like(in, TN_FLOAT64),
+                                tn_full_like(in, tn_float(2.5), TN_FLOAT64)};
+    for (int i = 0; i < 3; i++) {
+        assert_non_null(got[i]);
+        assert_int_equal(got[i]->device.type, TN_DEVICE_META);
+        assert_int_equal(got[i]->dtype, TN_FLOAT64);
+        assert_int_equal(got[i]->ndim, want->ndim);
+        for (int d = 0; d < want->ndim; d++) {
+            assert_int_equal(got[i]->sizes[d], want->sizes[d]);
+            assert_int_equal(got[i]->strides[d], want->strides[d]);
+        }
+        tn_release(got[i]);
+    }
+    tn_release(want);
+    tn_release(in);
+    tn_release(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factory_fixture),
         cmocka_unit_test(test_factory_fixture_torch2),
+        cmocka_unit_test(test_factory_like_meta),
     };
     return TN_RUN_TESTS(tests);
 }
