@@ -105,8 +105,8 @@ static int write_archive(struct tn_zip_writer *w, const char *label, const char 
     for (size_t i = 0; i < st.n; i++) {
         char name[32];
         snprintf(name, sizeof name, "data/%zu", order[i]);
-        struct tn_storage *s = st.s[order[i]];
-        if ((rc = add_record(w, prefix, name, s->data, s->nbytes)) < 0)
+        const char *data = st.s[order[i]]->data;
+        if ((rc = add_record(w, prefix, name, data + st.off[order[i]], st.len[order[i]])) < 0)
             goto out;
         for (const char *p = name; *p; p++)
             names_hash = (names_hash ^ (unsigned char)*p) * 1099511628211ull;
@@ -130,6 +130,8 @@ out:
     free(pkl.data);
     free(st.s);
     free(st.dtype);
+    free(st.off);
+    free(st.len);
     free(order);
     return rc;
 }

@@ -201,17 +201,22 @@ int tn__pickle_decode(const unsigned char *buf, size_t len, size_t *pos, struct 
 /* --------------------------------------------------------- pickle writer */
 
 /* The storages a pickle refers to, in the order the writer met them: the
- * i-th is written as record data/<i>. */
+ * i-th is written as record data/<i>, the bytes [off[i], off[i] + len[i])
+ * of s[i] (the whole storage, or, for a tensor whose storage an earlier
+ * tensor of another dtype saved, that tensor's own bytes: it gets a storage
+ * of its own, as distinct tensors have in PyTorch). */
 struct tn_pickle_storages {
     struct tn_storage **s;
     enum tn_dtype *dtype;
+    size_t *off, *len;
     size_t n, cap;
 };
 
 /* Pickles `v` as torch.save does (protocol 2, the memo as CPython's pickler
  * keeps it, storages as persistent ids deduplicated by pointer, tensors as
  * _rebuild_tensor_v2 and Parameters as _rebuild_parameter).  Appends to
- * `out` and fills `st` (which the caller frees with free() on s and dtype;
+ * `out` and fills `st` (which the caller frees with free() on s, dtype, off
+ * and len;
  * the storages are borrowed from the tensors).  Returns 0 or an error. */
 int tn__pickle_dump(const struct tn_value *v, struct tn__bytes *out, struct tn_pickle_storages *st);
 

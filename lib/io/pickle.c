@@ -408,13 +408,15 @@ static void save_int(struct writer *w, int64_t x)
 static int save_str_key(struct writer *w, const void *key, const char *s, size_t n)
 {
     const void *k = key;
-    if (try_get(w, k))
+    if (k && try_get(w, k))
         return 0;
     if (n > UINT32_MAX)
         return tn_set_error(TN_EINVAL, "a string of %zu bytes is too long to pickle", n);
     tn__bytes_byte(w->out, TN_OP_BINUNICODE);
     tn__bytes_u32(w->out, (uint32_t)n);
     tn__bytes_put(w->out, s, n);
+    if (!k) /* a fresh object nothing refers to again */
+        return put_fresh(w), 0;
     return put_memo(w, k);
 }
 
@@ -466,36 +468,71 @@ static int save_int_tuple(struct writer *w, const int64_t *x, int n)
     return 0;
 }
 
-/* The persistent id ('storage', <class>, key, 'cpu', numel) + BINPERSID. */
-static int save_storage(struct writer *w, const struct tn_tensor *t)
+/* Grows the storage table by one entry: s's bytes [off, off + len) as
+ * dtype.  Its key, or -1 on error. */
+static int64_t add_storage(struct tn_pickle_storages *st, struct tn_storage *s, enum tn_dtype dtype,
+                           size_t off, size_t len)
+{
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 16;
+        struct tn_storage **ns = realloc(st->s, cap * sizeof *ns);
+        if (ns)
+            st->s = ns;
+        enum tn_dtype *nd = ns ? realloc(st->dtype, cap * sizeof *nd) : NULL;
+        if (nd)
+            st->dtype = nd;
+        size_t *no = nd ? realloc(st->off, cap * sizeof *no) : NULL;
+        if (no)
+            st->off = no;
+        size_t *nl = no ? realloc(st->len, cap * sizeof *nl) : NULL;
+        if (!nl)
+            return tn_set_error(TN_ENOMEM, "out of memory"), -1;
+        st->len = nl;
+        st->cap = cap;
+    }
+    st->s[st->n] = s;
+    st->dtype[st->n] = dtype;
+    st->off[st->n] = off;
+    st->len[st->n] = len;
+    return (int64_t)st->n++;
+}
+
+/* The persistent id ('storage', <class>, key, 'cpu', numel) + BINPERSID.
+ * Sets *offset to the tensor's storage offset in the storage written. */
+static int save_storage(struct writer *w, const struct tn_tensor *t, int64_t *offset)
 {
     struct tn_storage *s = t->storage;
     struct tn_pickle_storages *st = w->st;
+    size_t esize_t = tn_dtype_size(t->dtype);
     size_t key = st->n;
+    bool shared = false;
+    *offset = t->offset;
     for (size_t i = 0; i < st->n; i++) {
-        if (st->s[i] == s) {
-            if (st->dtype[i] != t->dtype)
-                return tn_set_error(TN_EINVAL, "Cannot save multiple tensors or storages that view "
-                                    "the same data as different types");
+        if (st->s[i] != s) /* the first entry of a storage is all of it */
+            continue;
+        if (st->dtype[i] == t->dtype)
             key = i;
-            break;
-        }
+        else
+            shared = true;
+        break;
     }
     if (key == st->n) {
-        if (st->n == st->cap) {
-            size_t cap = st->cap ? st->cap * 2 : 16;
-            struct tn_storage **ns = realloc(st->s, cap * sizeof *ns);
-            if (ns)
-                st->s = ns;
-            enum tn_dtype *nd = ns ? realloc(st->dtype, cap * sizeof *nd) : NULL;
-            if (!nd)
-                return tn_set_error(TN_ENOMEM, "out of memory");
-            st->dtype = nd;
-            st->cap = cap;
+        size_t off = 0, len = s->nbytes;
+        if (shared) {
+            /* Its storage was saved as another dtype: PyTorch cannot load
+             * one storage as two types, so this tensor's own bytes get a
+             * storage of their own. */
+            int64_t extent = 1;
+            for (int d = 0; d < t->ndim && extent; d++)
+                extent = t->sizes[d] ? extent + (t->sizes[d] - 1) * t->strides[d] : 0;
+            off = (size_t)t->offset * esize_t;
+            len = (size_t)extent * esize_t;
+            *offset = 0;
         }
-        st->s[st->n] = s;
-        st->dtype[st->n] = t->dtype;
-        st->n++;
+        int64_t k = add_storage(st, s, t->dtype, off, len);
+        if (k < 0)
+            return tn_last_status();
+        key = (size_t)k;
     }
     const struct tn_dtype_info *di = tn_dtype_info(t->dtype);
     /* dtypes without a storage class go as an untyped storage of bytes */
@@ -509,10 +546,12 @@ static int save_storage(struct writer *w, const struct tn_tensor *t)
     char kbuf[24];
     int kn = snprintf(kbuf, sizeof kbuf, "%zu", key);
     /* The key string lives in torch's id_map: one object per storage. */
-    if (save_str_key(w, (const char *)s + 1, kbuf, (size_t)kn) < 0 ||
+    /* (a storage of its own is a fresh key string: nothing memoizes it) */
+    if ((shared ? save_str_key(w, NULL, kbuf, (size_t)kn)
+                : save_str_key(w, (const char *)s + 1, kbuf, (size_t)kn)) < 0 ||
         save_str_key(w, &k_cpu_str, "cpu", 3) < 0)
         return tn_last_status();
-    save_int(w, (int64_t)(s->nbytes / esize));
+    save_int(w, (int64_t)(st->len[key] / esize));
     tn__bytes_byte(w->out, TN_OP_TUPLE);
     put_fresh(w);
     tn__bytes_byte(w->out, TN_OP_BINPERSID);
@@ -531,9 +570,10 @@ static int save_plain_tensor(struct writer *w, const struct tn_tensor *t, bool r
                     v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2") < 0)
         return tn_last_status();
     tn__bytes_byte(w->out, TN_OP_MARK);
-    if (save_storage(w, t) < 0)
+    int64_t offset;
+    if (save_storage(w, t, &offset) < 0)
         return tn_last_status();
-    save_int(w, t->offset);
+    save_int(w, offset);
     save_int_tuple(w, t->sizes, t->ndim);
     save_int_tuple(w, t->strides, t->ndim);
     tn__bytes_byte(w->out, requires_grad ? TN_OP_NEWTRUE : TN_OP_NEWFALSE);

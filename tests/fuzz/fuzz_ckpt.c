@@ -43,6 +43,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             free(out.data);
             free(st.s);
             free(st.dtype);
+            free(st.off);
+            free(st.len);
         }
         tn_value_release(v);
     }

@@ -551,6 +551,45 @@ static void test_no_fsync_same_bytes(void **state)
  * says 0xFFFF): 70,000 one-element tensors, each its own storage, load in
  * PyTorch 2.x (1.13 where 2.x is missing), in Python's zipfile and in ours,
  * and lie as in torch.save's file of the same content. */
+/* A complex64 tensor and a float32 view of part of its storage: the view,
+ * which PyTorch could not load as a second type of that storage, is saved
+ * with a storage of its own holding just its bytes. */
+static void test_shared_storage_two_dtypes(void **state)
+{
+    (void)state;
+    struct tn_tensor *ar = tn_arange(tn_int(0), tn_int(8), tn_int(1), TN_FLOAT32);
+    struct tn_tensor *pairs = tn_view(ar, TN_SHAPE(4, 2));
+    struct tn_tensor *c = tn_view_as_complex(pairs);
+    struct tn_tensor *row = tn_select(pairs, 0, 1);
+    struct tn_value *d = tn_value_odict();
+    tn_value_set(d, tn_value_str("c"), tn_value_tensor(c));
+    tn_value_set(d, tn_value_str("row"), tn_value_tensor(row));
+    tn_value_set(d, tn_value_str("again"), tn_value_tensor(row));
+    char dir[] = "/tmp/test_ckpt.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char out[256];
+    snprintf(out, sizeof out, "%s/two.pt", dir);
+    assert_int_equal(tn_save(out, d, NULL), 0);
+    struct tn_value *back = tn_load(out, NULL);
+    assert_non_null(back);
+    struct tn_tensor *bc = tn_value_get(back, "c")->v.tensor;
+    struct tn_tensor *br = tn_value_get(back, "row")->v.tensor;
+    assert_int_equal(bc->dtype, TN_COMPLEX64);
+    assert_int_equal(br->dtype, TN_FLOAT32);
+    assert_int_equal(br->storage->nbytes, 2 * sizeof(float));
+    assert_true(br->storage != bc->storage);
+    assert_true(((float *)tn_data(br))[0] == 2.0f && ((float *)tn_data(br))[1] == 3.0f);
+    assert_true(((float *)tn_data(bc))[5] == 5.0f);
+    tn_value_release(back);
+    tn_value_release(d);
+    tn_release(row);
+    tn_release(c);
+    tn_release(pairs);
+    tn_release(ar);
+    remove(out);
+    rmdir(dir);
+}
+
 static void test_many_entries(void **state)
 {
     (void)state;
@@ -702,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_torch1_allowlist), cmocka_unit_test(test_identical_torch1),
         cmocka_unit_test(test_identical_torch2), cmocka_unit_test(test_torch1_loads_ours),
         cmocka_unit_test(test_torch2_loads_ours), cmocka_unit_test(test_many_entries),
+        cmocka_unit_test(test_shared_storage_two_dtypes),
         cmocka_unit_test(test_no_fsync_same_bytes), cmocka_unit_test(test_zip64_real),
     };
     return TN_RUN_TESTS(tests);
