@@ -263,6 +263,34 @@ struct tn_tensor *tn__composite_floor_divide_scalar(tn_keyset ks, const struct t
     return tn__composite_div_scalar_mode(ks, self, other, "floor");
 }
 
+/* divide: PyTorch's alias of div in its four overloads (what torch.divide
+ * exports as), each the div overload of the same arguments */
+struct tn_tensor *tn__composite_divide(tn_keyset ks, const struct tn_tensor *self,
+                                       const struct tn_tensor *other)
+{
+    return tn_div(self, other);
+}
+
+struct tn_tensor *tn__composite_divide_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                              struct tn_scalar other)
+{
+    return tn_div_scalar(self, other);
+}
+
+struct tn_tensor *tn__composite_divide_mode(tn_keyset ks, const struct tn_tensor *self,
+                                            const struct tn_tensor *other,
+                                            const char *rounding_mode)
+{
+    return tn_div_mode(self, other, rounding_mode);
+}
+
+struct tn_tensor *tn__composite_divide_scalar_mode(tn_keyset ks, const struct tn_tensor *self,
+                                                   struct tn_scalar other,
+                                                   const char *rounding_mode)
+{
+    return tn_div_scalar_mode(self, other, rounding_mode);
+}
+
 #define TN_CMP_SCALAR(op)                                                                      \
     struct tn_tensor *tn__composite_##op##_scalar(tn_keyset ks, const struct tn_tensor *self,  \
                                                   struct tn_scalar other)                      \

@@ -31,6 +31,8 @@ libtensor_la_SOURCES += \
 	lib/ops/lu.c \
 	lib/ops/solve.c \
 	lib/ops/pinv.c \
+	lib/ops/distance.c \
+	lib/ops/diff.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/blas.c \
@@ -58,7 +60,8 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/attention.c \
 	lib/ops/cpu/pad.c \
 	lib/ops/cpu/svd.c \
-	lib/ops/cpu/lu.c
+	lib/ops/cpu/lu.c \
+	lib/ops/cpu/histc.c
 
 # The operator API that tgen generates from schemas/native_functions.yaml
 # into the build tree (never committed, not distributed: every build makes

@@ -132,6 +132,12 @@ tests_unit_test_ops_index_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_index_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_index_LDFLAGS = $(TN_UNIT_LINK)
 
+UNIT_TESTS += tests/unit/test_ops_opdb
+tests_unit_test_ops_opdb_SOURCES = tests/unit/test_ops_opdb.c tests/unit/ops_cases.h
+tests_unit_test_ops_opdb_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_opdb_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_opdb_LDFLAGS = $(TN_UNIT_LINK)
+
 UNIT_TESTS += tests/unit/test_ops_zoo
 tests_unit_test_ops_zoo_SOURCES = tests/unit/test_ops_zoo.c tests/unit/ops_cases.h
 tests_unit_test_ops_zoo_CPPFLAGS = $(TN_UNIT_CPP)
