@@ -296,6 +296,26 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
         }                                                                                      \
     } while (0)
 
+/* linspace's and logspace's result: [steps] of dtype (the default where
+ * unset), or NULL with PyTorch's words for negative steps and for a dtype
+ * its kernel `op` lacks (bool, unless bool_ok). */
+static struct tn_tensor *space_result(const char *op, int64_t steps, enum tn_dtype *dtype,
+                                      bool bool_ok)
+{
+    char name[32];
+    if (steps < 0) {
+        tn_set_error(TN_EINVAL, "number of steps must be non-negative");
+        return NULL;
+    }
+    *dtype = tn_or_default(*dtype);
+    if ((*dtype == TN_BOOL && !bool_ok) || tn_dtype_is_storage_only(*dtype)) {
+        tn_scalar_type_name(*dtype, name, sizeof name);
+        tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", op, name);
+        return NULL;
+    }
+    return tn_empty(TN_SHAPE(steps), *dtype);
+}
+
 /*
  * torch.linspace as PyTorch 2.x computes it (1.13 vectorised it, with other
  * roundings): the first half counts up from start, the second half down from
@@ -308,18 +328,7 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
 struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int64_t steps,
                               enum tn_dtype dtype)
 {
-    char name[32];
-    if (steps < 0) {
-        tn_set_error(TN_EINVAL, "number of steps must be non-negative");
-        return NULL;
-    }
-    dtype = tn_or_default(dtype);
-    if (dtype == TN_BOOL || tn_dtype_is_storage_only(dtype)) {
-        tn_scalar_type_name(dtype, name, sizeof name);
-        tn_set_error(TN_EDTYPE, "\"linspace_cpu\" not implemented for '%s'", name);
-        return NULL;
-    }
-    struct tn_tensor *t = tn_empty(TN_SHAPE(steps), dtype);
+    struct tn_tensor *t = space_result("linspace_cpu", steps, &dtype, false);
     if (!t || steps == 0)
         return t;
     if (tn__scalar_check(start, dtype) != TN_OK || tn__scalar_check(end, dtype) != TN_OK) {
@@ -365,6 +374,84 @@ struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int6
             double v = i < half ? a + st * (double)i : b - st * (double)(steps - i - 1);
             tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT64, 1);
         }
+    }
+    return t;
+}
+
+/* logspace's complex values: base^(start + step i) from both ends, in
+ * complex T (PyTorch's std::pow of c10::complex) */
+#define TN_LOGSPACE_CPX(T, R, POW)                                                             \
+    do {                                                                                       \
+        T a = (R)tn_scalar_to_double(start) +                                                  \
+              (start.kind == TN_SCALAR_COMPLEX ? (R)start.v.c.im : 0) * _Complex_I;            \
+        T b = (R)tn_scalar_to_double(end) +                                                    \
+              (end.kind == TN_SCALAR_COMPLEX ? (R)end.v.c.im : 0) * _Complex_I;                \
+        R scl = (R)1 / (R)(steps - 1); /* c10::complex divides by a real through 1/c */        \
+        T d = b - a, st = (R)creal(d) * scl + (R)cimag(d) * scl * _Complex_I;                  \
+        T bs = (T)(R)base, *o = (T *)p;                                                        \
+        for (int64_t i = 0; i < steps; i++)                                                    \
+            o[i] = i < half ? POW(bs, a + st * (T)(R)i) : POW(bs, b - st * (T)(R)(steps - i - 1)); \
+    } while (0)
+
+/*
+ * torch.logspace as PyTorch 2.x's CPU kernel computes it: base^v for the v
+ * of a progression from start to end, the first half counted up from start,
+ * the second down from end; for real dtypes start and end are first
+ * converted to the dtype (truncated for integers, rounded for half
+ * precision), their difference taken there, the step and the powers in
+ * double and the results converted back. Bool is refused as PyTorch does.
+ */
+struct tn_tensor *tn_logspace(struct tn_scalar start, struct tn_scalar end, int64_t steps,
+                              double base, enum tn_dtype dtype)
+{
+    struct tn_tensor *t = space_result("logspace_cpu", steps, &dtype, steps <= 1);
+    if (!t || steps == 0)
+        return t;
+    char *p = tn_data(t);
+    size_t es = tn_dtype_size(dtype);
+    int64_t half = steps / 2;
+    if (steps == 1) {
+        /* std::pow(double, complex<double>): polar(base^re, im log(base)) for a
+         * positive base */
+        double re = tn_scalar_to_double(start), im = start.kind == TN_SCALAR_COMPLEX ? start.v.c.im : 0;
+        double complex v = base > 0 ? pow(base, re) * cos(im * log(base)) +
+                                          pow(base, re) * sin(im * log(base)) * I
+                                    : cpow(base, re + im * I);
+        struct tn_scalar s = tn_dtype_is_complex(dtype) ? tn_complex(creal(v), cimag(v))
+                                                        : tn_float(pow(base, re));
+        if (tn_fill_(t, s) < 0) {
+            tn_release(t);
+            return NULL;
+        }
+        return t;
+    }
+    if (dtype == TN_COMPLEX64) {
+        TN_LOGSPACE_CPX(float complex, float, cpowf);
+        return t;
+    }
+    if (dtype == TN_COMPLEX128) {
+        TN_LOGSPACE_CPX(double complex, double, cpow);
+        return t;
+    }
+    if (tn__scalar_check(start, dtype) != TN_OK || tn__scalar_check(end, dtype) != TN_OK) {
+        tn_release(t);
+        return NULL;
+    }
+    /* start and end as scalar_t holds them, their difference taken there */
+    char ta[8], tb[8];
+    tn_scalar_store(ta, dtype, start);
+    tn_scalar_store(tb, dtype, end);
+    double a = tn_scalar_to_double(tn_scalar_load(ta, dtype));
+    double b = tn_scalar_to_double(tn_scalar_load(tb, dtype));
+    double d = dtype == TN_FLOAT64   ? b - a
+               : dtype == TN_FLOAT32 ? (double)((float)b - (float)a)
+               : dtype == TN_FLOAT16 || dtype == TN_BFLOAT16 ? (double)TN_R16((float)b - (float)a)
+                                                             : b - a;
+    double st = d / (double)(steps - 1);
+    for (int64_t i = 0; i < steps; i++) {
+        double v = i < half ? pow(base, a + st * (double)i)
+                            : pow(base, b - st * (double)(steps - i - 1));
+        tn_convert(p + i * (int64_t)es, dtype, &v, TN_FLOAT64, 1);
     }
     return t;
 }

@@ -1,7 +1,8 @@
 /*
  * graph/factory.c: the factory ops an exported graph names (arange, zeros,
- * ones, full, scalar_tensor, their _like and new_ forms, rand, randn and
- * randperm) and two aliases
+ * ones, full, scalar_tensor, their _like and new_ forms, linspace and
+ * logspace in their four overloads each, rand, randn and randperm) and two
+ * aliases
  * (__and__.Tensor, expand_as) and pow.Scalar, over lib/core's constructors, which stay
  * plain functions outside the dispatcher as the views do (builtin.c).
  * Layout and pin_memory are taken and ignored (strided, CPU); the _like
@@ -50,6 +51,17 @@ static const struct tn_arg_schema a_two[] = {T("self"), T("other")};
 static const struct tn_arg_schema a_pow_scalar[] = {S("self"), T("exponent")};
 static const struct tn_arg_schema a_randperm[] = {
     {"n", "SymInt", TN_IV_INT, false, false, false, NULL}, OPTS};
+
+#define STEPS {"steps", "int", TN_IV_INT, false, false, false, NULL}
+#define BASE {"base", "float", TN_IV_DOUBLE, false, false, false, "10.0"}
+static const struct tn_arg_schema a_lin_ss[] = {S("start"), S("end"), STEPS, OPTS};
+static const struct tn_arg_schema a_lin_tt[] = {T("start"), T("end"), STEPS, OPTS};
+static const struct tn_arg_schema a_lin_ts[] = {T("start"), S("end"), STEPS, OPTS};
+static const struct tn_arg_schema a_lin_st[] = {S("start"), T("end"), STEPS, OPTS};
+static const struct tn_arg_schema a_log_ss[] = {S("start"), S("end"), STEPS, BASE, OPTS};
+static const struct tn_arg_schema a_log_tt[] = {T("start"), T("end"), STEPS, BASE, OPTS};
+static const struct tn_arg_schema a_log_ts[] = {T("start"), S("end"), STEPS, BASE, OPTS};
+static const struct tn_arg_schema a_log_st[] = {S("start"), T("end"), STEPS, BASE, OPTS};
 
 /* The tensor t, or a Meta tensor of its sizes and dtype when `meta`. */
 static int place(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t, bool meta)
@@ -247,6 +259,60 @@ static int f_pow_scalar(const struct tn_op *op, struct tn_ivalue *st, int n)
     return place(op, st, t, false);
 }
 
+/* linspace and logspace (.default, .Tensor_Tensor, .Tensor_Scalar,
+ * .Scalar_Tensor, as torch.export writes them): a tensor start or end must
+ * be 0-dim (PyTorch's words) and gives its item, as PyTorch's overloads
+ * do; the dtype defaults to the default dtype. */
+static int f_space(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    bool lg = op->name[1] == 'o';
+    int rc, nt = 0, dims[2] = {0, 0};
+    struct tn_scalar s[2];
+    int64_t steps;
+    double base = 10;
+    enum tn_dtype dt;
+    bool meta = tn__graph_meta_factories;
+    for (int i = 0; i < 2; i++) {
+        if (op->args[i].tag != TN_IV_TENSOR) {
+            if ((rc = tn_ivalue_scalar(op, st, n, i, &s[i])) < 0)
+                return rc;
+            continue;
+        }
+        struct tn_tensor *t;
+        if ((rc = tn_ivalue_tensor(op, st, n, i, &t)) < 0)
+            return rc;
+        nt += t->ndim != 0;
+        dims[i] = t->ndim;
+        meta = meta || on_meta(t);
+        if (t->ndim == 0 && !on_meta(t))
+            s[i] = tn_item(t);
+    }
+    if (nt) {
+        bool both = op->args[0].tag == TN_IV_TENSOR && op->args[1].tag == TN_IV_TENSOR;
+        const char *sp = lg ? "logspace" : "linspace";
+        if (both)
+            return tn_set_error(TN_ESHAPE, "%s only supports 0-dimensional start and end "
+                                "tensors, but got start with %d dimension(s) and end with %d "
+                                "dimension(s).", sp, dims[0], dims[1]);
+        bool start = op->args[0].tag == TN_IV_TENSOR;
+        return tn_set_error(TN_ESHAPE, "%s only supports 0-dimensional start and end tensors, "
+                            "but got %s with %d dimension(s).", sp, start ? "start" : "end",
+                            dims[start ? 0 : 1]);
+    }
+    if ((rc = tn_ivalue_int(op, st, n, 2, &steps)) < 0 ||
+        (lg && (rc = tn_ivalue_double(op, st, n, 3, &base)) < 0) ||
+        (rc = tn_ivalue_dtype(op, st, n, lg ? 4 : 3, &dt)) < 0)
+        return rc;
+    if (meta) {
+        if (steps < 0)
+            return tn_set_error(TN_EINVAL, "number of steps must be non-negative");
+        const struct tn_device m = {TN_DEVICE_META, -1};
+        return place(op, st, tn_empty_on(&steps, 1, dt == TN_DTYPE_UNSET ? tn_get_default_dtype() : dt, m), false);
+    }
+    return place(op, st, lg ? tn_logspace(s[0], s[1], steps, base, dt)
+                            : tn_linspace(s[0], s[1], steps, dt), false);
+}
+
 /* rand, randn and randperm (core ATen, what a forward's torch.rand makes
  * in a graph): drawn from the default generator as PyTorch's CPU generator
  * draws them, so a run after tn_manual_seed(S) (tcompile run --seed=S)
@@ -306,6 +372,14 @@ static const struct tn_op factories[] = {
     OP("__and__", ".Tensor", a_two, f_alias),
     OP("expand_as", "", a_two, f_alias),
     OP("pow", ".Scalar", a_pow_scalar, f_pow_scalar),
+    OP("linspace", "", a_lin_ss, f_space),
+    OP("linspace", ".Tensor_Tensor", a_lin_tt, f_space),
+    OP("linspace", ".Tensor_Scalar", a_lin_ts, f_space),
+    OP("linspace", ".Scalar_Tensor", a_lin_st, f_space),
+    OP("logspace", "", a_log_ss, f_space),
+    OP("logspace", ".Tensor_Tensor", a_log_tt, f_space),
+    OP("logspace", ".Tensor_Scalar", a_log_ts, f_space),
+    OP("logspace", ".Scalar_Tensor", a_log_st, f_space),
     OP("rand", "", a_sized, f_random),
     OP("randn", "", a_sized, f_random),
     OP("randperm", "", a_randperm, f_random),
@@ -323,5 +397,6 @@ const struct tn_op *tn__graph_factory(const char *qualname)
  * (new_zeros of a tensor that does is a constant, as in PyTorch). */
 bool tn__graph_is_factory(const struct tn_op *op)
 {
-    return op->boxed == f_plain || op->boxed == f_self || op->boxed == f_random;
+    return op->boxed == f_plain || op->boxed == f_self || op->boxed == f_random ||
+           op->boxed == f_space;
 }

@@ -54,6 +54,20 @@ setup() {
     graph_matches "$E" 1 2 --strict
 }
 
+# tests/fixtures/graph_space.py: linspace and logspace in their four
+# overloads each (a 0-dim tensor start or end a graph input), dtypes, a base
+@test "linspace, logspace (default, Tensor_Tensor, Tensor_Scalar, Scalar_Tensor): as PyTorch 2.x" {
+    P="$TN_SRCDIR/tests/fixtures/graph/torch2/space"
+    run tcompile check "$P.json"
+    assert_success
+    assert_output --regexp "ok \(18 nodes, 3 inputs, 1 output\)"
+    run tcompile check --missing "$P.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+    graph_matches "$P" 1 1 --interpret
+    graph_matches "$P" 1 1 --strict
+}
+
 # tests/fixtures/graph_symint.py: sym_numel.default of a dynamic batch
 @test "sym_numel: check and run, as PyTorch 2.x" {
     S="$TN_SRCDIR/tests/fixtures/graph/torch2/symint"

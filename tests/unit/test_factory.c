@@ -1,7 +1,7 @@
 /*
  * test_factory: the constructors against PyTorch (the "factory" cases of
  * fixture core/factory.json, written by tests/fixtures/core_factory.py):
- * zeros, ones, full, tensor, arange, linspace, eye, empty, empty_strided and
+ * zeros, ones, full, tensor, arange, linspace, logspace, eye, empty, empty_strided and
  * the *_like constructors on views, compared with PyTorch's values, strides
  * and storage offset, or PyTorch's error message.
  */
@@ -35,6 +35,11 @@ static struct tn_tensor *tn_construct(const char *fn, json_t *args)
         return tn_linspace(tn_fx_scalar(json_object_get(args, "start")),
                            tn_fx_scalar(json_object_get(args, "end")),
                            json_integer_value(json_object_get(args, "steps")), dt);
+    if (!strcmp(fn, "logspace"))
+        return tn_logspace(tn_fx_scalar(json_object_get(args, "start")),
+                           tn_fx_scalar(json_object_get(args, "end")),
+                           json_integer_value(json_object_get(args, "steps")),
+                           json_number_value(json_object_get(args, "base")), dt);
     if (!strcmp(fn, "eye")) {
         json_t *m = json_object_get(args, "m");
         return tn_eye(json_integer_value(json_object_get(args, "n")),

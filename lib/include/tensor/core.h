@@ -401,6 +401,11 @@ struct tn_tensor *tn_arange(struct tn_scalar start, struct tn_scalar end, struct
                             enum tn_dtype dtype);
 struct tn_tensor *tn_linspace(struct tn_scalar start, struct tn_scalar end, int64_t steps,
                               enum tn_dtype dtype);
+/* torch.logspace(start, end, steps, base): base^v over linspace's
+ * progression, as PyTorch's CPU kernel computes it (real dtypes through
+ * double from start and end converted to the dtype). */
+struct tn_tensor *tn_logspace(struct tn_scalar start, struct tn_scalar end, int64_t steps,
+                              double base, enum tn_dtype dtype);
 /* torch.eye(n, m); m == -1 means m = n (other negative m fail as in PyTorch). */
 struct tn_tensor *tn_eye(int64_t n, int64_t m, enum tn_dtype dtype);
 /* A new contiguous tensor holding a copy of `data` (numel elements of dtype). */
