@@ -55,6 +55,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_embedding_bag.c \
 	lib/ops/cpu/nn_grid_sample.c \
 	lib/ops/cpu/nn_grid_sample3d.c \
+	lib/ops/cpu/nn_grid_sample16.c \
 	lib/ops/cpu/nn_dropout.c \
 	lib/ops/cpu/nn_upsample.c \
 	lib/ops/cpu/attention.c \

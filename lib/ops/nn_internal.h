@@ -191,5 +191,10 @@ int64_t tn__gs_tap1(int64_t x, int64_t size, int padding, bool align);
  * NULL. */
 int tn__gs_results(struct tn_tensor *gin, struct tn_tensor *ggr, bool want_in, bool want_grid,
                    enum tn_dtype dt, struct tn_tensor **result0, struct tn_tensor **result1);
+/* The float16 / bfloat16 forward (ops/cpu/nn_grid_sample16.c) of checked
+ * 4-D (any mode) or 5-D (bilinear, nearest) CPU input and grid: each step
+ * rounded into the dtype as PyTorch's kernels do; NULL with an error. */
+struct tn_tensor *tn__gs_forward16(const struct tn_tensor *input, const struct tn_tensor *grid,
+                                   int mode, int pad, bool align);
 
 #endif

@@ -198,6 +198,11 @@ tests_unit_test_ops_grid3d_SOURCES = tests/unit/test_ops_grid3d.c tests/unit/ops
 tests_unit_test_ops_grid3d_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_grid3d_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_grid3d_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_grid16
+tests_unit_test_ops_grid16_SOURCES = tests/unit/test_ops_grid16.c tests/unit/ops_cases.h
+tests_unit_test_ops_grid16_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_grid16_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_grid16_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_complex
 tests_unit_test_ops_complex_SOURCES = tests/unit/test_ops_complex.c tests/unit/ops_cases.h

@@ -4,7 +4,8 @@
  * GridSampler.h: interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0
  * zeros, 1 border, 2 reflection; align_corners both ways. The input's and
  * grid's values are read as float64 and each result is rounded once into
- * their dtype (float16, bfloat16, float32, float64). The backward gives the
+ * their dtype (float32, float64; the float16 and bfloat16 forward rounds
+ * every step as PyTorch's does: nn_grid_sample16.c). The backward gives the
  * input's gradient (each output's gradient spread with its weights) and the
  * grid's (the weights' derivatives times the input values, through the
  * unnormalisation, clipping and reflection: PyTorch's *_set_grad helpers);
@@ -192,6 +193,9 @@ struct tn_tensor *tn__cpu_grid_sampler_2d(tn_keyset ks, const struct tn_tensor *
     int64_t oh = grid->sizes[1], ow = grid->sizes[2];
     if (input->device.type == TN_DEVICE_META)
         return tn_empty_on(TN_SHAPE(n, c, oh, ow), input->dtype, input->device);
+    if (input->dtype == TN_FLOAT16 || input->dtype == TN_BFLOAT16)
+        return tn__gs_forward16(input, grid, (int)interpolation_mode, (int)padding_mode,
+                                align_corners);
     struct tn_tensor *x = tn__nn_f64(input), *gr = x ? tn__nn_f64(grid) : NULL;
     struct tn_tensor *out = gr ? tn__nn_zeros64(TN_SHAPE(n, c, oh, ow)) : NULL;
     if (!out) {

@@ -7,7 +7,9 @@
  * 2 reflection;
  * align_corners both ways. The grid's last dim holds (x, y, z): x indexes
  * W, y H, z D. As nn_grid_sample.c: values read as float64, each result
- * rounded once into the dtype; the backward spreads each output's gradient
+ * rounded once into the dtype (but the float16 and bfloat16 forward of
+ * bilinear and nearest rounds every step as PyTorch's scalar kernel does:
+ * nn_grid_sample16.c; its bicubic matches PyTorch's rounded once); the backward spreads each output's gradient
  * over the corners with their weights, and gives the grid the weights'
  * derivatives times the input values through the unnormalisation and the
  * padding (nearest gives the grid zeros).
@@ -95,6 +97,10 @@ struct tn_tensor *tn__cpu_grid_sampler_3d(tn_keyset ks, const struct tn_tensor *
     int64_t od = grid->sizes[1], oh = grid->sizes[2], ow = grid->sizes[3], np = od * oh * ow;
     if (input->device.type == TN_DEVICE_META)
         return tn_empty_on(TN_SHAPE(n, c, od, oh, ow), input->dtype, input->device);
+    if ((input->dtype == TN_FLOAT16 || input->dtype == TN_BFLOAT16) &&
+        interpolation_mode != GS_BICUBIC)
+        return tn__gs_forward16(input, grid, (int)interpolation_mode, (int)padding_mode,
+                                align_corners);
     struct tn_tensor *x = tn__nn_f64(input), *gr = x ? tn__nn_f64(grid) : NULL;
     struct tn_tensor *out = gr ? tn__nn_zeros64(TN_SHAPE(n, c, od, oh, ow)) : NULL;
     if (!out) {
