@@ -21,7 +21,7 @@
  * Integer and bool results must match exactly. Floats differ from PyTorch
  * only where it fuses a multiply-add differently (alpha != 1) or its
  * complex division vectorises differently. */
-/* Set (test_ops_grid16): floats compare exactly too, for kernels that
+/* Set (test_ops_grid16, test_ops_binary): floats compare exactly too, for kernels that
  * round every step as PyTorch's do. */
 static bool values_exact;
 

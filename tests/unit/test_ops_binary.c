@@ -14,6 +14,16 @@ static void test_fixture_cases(void **state)
     run_op_cases("../ops/binary", false, false);
 }
 
+/* mul and div of float16/bfloat16 by one number, whose reference is 2.x
+ * alone (ops_binary_v2.py): the number read in float32, the result rounded
+ * once, compared exactly */
+static void test_scalar16_cases(void **state)
+{
+    values_exact = true;
+    run_op_cases("../ops/binary_v2", false, false);
+    values_exact = false;
+}
+
 /* in-place and out= variants, checked against the functional result */
 static void test_inplace_and_out(void **state)
 {
@@ -303,6 +313,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
+        cmocka_unit_test(test_scalar16_cases),
         cmocka_unit_test(test_inplace_and_out),
         cmocka_unit_test(test_meta_and_keys),
         cmocka_unit_test(test_parallel),

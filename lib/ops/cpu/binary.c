@@ -502,15 +502,46 @@ int tn__cpu_sub_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_
     return tn__cpu_binary(TN_BINOP_SUB, self, other, alpha, out->dtype, out);
 }
 
+/* mul and div (every rounding mode) of a float16 or bfloat16 result by a
+ * one-element other (a wrapped Python number, a 0-dim tensor): PyTorch
+ * reads that number in float32 from its own dtype (BinaryOpsKernel.cpp's
+ * original_scalar_value<opmath_t>(2)), where add and sub round it into the
+ * result's dtype first: bf16 * 0.3 multiplies by 0.3f, not by 0.30078125.
+ * Computed in float32 and rounded once into out, as PyTorch's is. */
+static bool by_scalar16(const struct tn_tensor *other, const struct tn_tensor *out)
+{
+    return (out->dtype == TN_FLOAT16 || out->dtype == TN_BFLOAT16) && tn__numel(other) == 1;
+}
+
+static int binary_by_scalar16(enum tn_binop op, const struct tn_tensor *self,
+                              const struct tn_tensor *other, struct tn_tensor *out)
+{
+    float v = (float)tn_scalar_to_double(tn_item(other));
+    struct tn_tensor *a = tn_to_dtype(self, TN_FLOAT32);
+    struct tn_tensor *b = a ? tn_scalar_tensor(tn_float(v), TN_FLOAT32) : NULL;
+    struct tn_tensor *r = b ? tn_empty(out->sizes, out->ndim, TN_FLOAT32) : NULL;
+    int rc = r ? tn__cpu_binary(op, a, b, tn_int(1), TN_FLOAT32, r) : tn_last_status();
+    if (rc == TN_OK)
+        rc = tn_copy_(out, r);
+    tn_release(a);
+    tn_release(b);
+    tn_release(r);
+    return rc;
+}
+
 int tn__cpu_mul_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
                     struct tn_tensor *out)
 {
+    if (by_scalar16(other, out))
+        return binary_by_scalar16(TN_BINOP_MUL, self, other, out);
     return tn__cpu_binary(TN_BINOP_MUL, self, other, tn_int(1), out->dtype, out);
 }
 
 int tn__cpu_div_out(tn_keyset ks, const struct tn_tensor *self, const struct tn_tensor *other,
                     struct tn_tensor *out)
 {
+    if (by_scalar16(other, out))
+        return binary_by_scalar16(TN_BINOP_DIV, self, other, out);
     return tn__cpu_binary(TN_BINOP_DIV, self, other, tn_int(1), out->dtype, out);
 }
 
@@ -519,6 +550,8 @@ int tn__cpu_div_mode_out(tn_keyset ks, const struct tn_tensor *self, const struc
 {
     enum tn_binop op = !rounding_mode ? TN_BINOP_DIV
                        : rounding_mode[0] == 't' ? TN_BINOP_DIV_TRUNC : TN_BINOP_DIV_FLOOR;
+    if (by_scalar16(other, out))
+        return binary_by_scalar16(op, self, other, out);
     return tn__cpu_binary(op, self, other, tn_int(1), out->dtype, out);
 }
 
