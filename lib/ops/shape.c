@@ -255,45 +255,20 @@ struct tn_tensor *tn__composite_linalg_vector_norm(tn_keyset ks, const struct tn
     if (dtype != TN_DTYPE_UNSET)
         TN_KEEP(&k, x, tn_to_dtype(self, dtype));
     TN_KEEP(&k, a, tn_abs(x));
-    bool nan_in = false;
     if (isinf(p) && x->requires_grad && a->device.type != TN_DEVICE_META) {
-        /* amax's own rule is PyTorch's but for NaNs (below), and the rule
-         * below loses the gradient of an infinite element: each where it
-         * serves */
-        struct tn_tensor *isn, *any;
-        TN_KEEP(&k, isn, tn_isnan(a));
-        TN_KEEP(&k, any, tn_any(isn));
-        nan_in = tn_item_double(any) != 0;
-    }
-    if (isinf(p) && x->requires_grad && nan_in) {
-        /* PyTorch's linalg_vector_norm_backward for ord inf: sgn(x) times
-         * grad / count over the maxima of |x|, NaNs counted among them (so
-         * a NaN gives 0, where amax's own rule gives NaN everywhere): the
-         * value r, plus sum(w |x|) - its value, through which autograd
-         * finds w sgn(x), where that sum is finite (0 where it is not: an
-         * infinite element beside a NaN elsewhere gets 0, not PyTorch's
-         * w sgn(x)) */
-        struct tn_tensor *ad, *r0, *m, *n, *cnt, *w, *wa, *sv, *s0, *d, *fin, *z;
+        /* PyTorch's linalg_vector_norm_backward for ord inf: grad sgn(x) /
+         * count over the maxima (minima) of |x|, NaNs counted among them,
+         * so in a reduced slice that holds a NaN every element gets 0
+         * (sgn(NaN) is 0) where amax's (amin's) own rule gives NaN; in the
+         * others the two rules agree, an infinite extremum included. So |x|
+         * leaves the autograd graph in the slices that hold a NaN. */
+        struct tn_tensor *ad, *n, *hn;
         TN_KEEP(&k, ad, tn_detach(a));
-        TN_KEEP(&k, r0, p > 0 ? tn_amax(ad, dim, dim_len, true) : tn_amin(ad, dim, dim_len, true));
-        TN_KEEP(&k, m, tn_eq(ad, r0));
         TN_KEEP(&k, n, tn_isnan(ad));
-        TN_KEEP(&k, m, tn_logical_or(m, n));
-        TN_KEEP(&k, m, tn_to_dtype(m, a->dtype));
-        TN_KEEP(&k, cnt, tn_sum_dim_intlist(m, dim, dim_len, true, TN_DTYPE_UNSET));
-        TN_KEEP(&k, w, tn_div(m, cnt));
-        TN_KEEP(&k, wa, tn_mul(w, a));
-        TN_KEEP(&k, sv, tn_sum_dim_intlist(wa, dim, dim_len, keepdim, TN_DTYPE_UNSET));
-        TN_KEEP(&k, s0, tn_detach(sv));
-        TN_KEEP(&k, d, tn_sub(sv, s0, tn_int(1)));
-        TN_KEEP(&k, fin, tn_isinf(s0));
-        TN_KEEP(&k, n, tn_isnan(s0));
-        TN_KEEP(&k, fin, tn_logical_or(fin, n));
-        TN_KEEP(&k, z, tn_zeros_like(d, TN_DTYPE_UNSET));
-        TN_KEEP(&k, d, tn_where_self(fin, z, d));
-        TN_KEEP(&k, r, p > 0 ? tn_amax(ad, dim, dim_len, keepdim) : tn_amin(ad, dim, dim_len, keepdim));
-        TN_KEEP(&k, r, tn_add(r, d, tn_int(1)));
-    } else if (isinf(p)) {
+        TN_KEEP(&k, hn, tn_amax(n, dim, dim_len, true));
+        TN_KEEP(&k, a, tn_where_self(hn, ad, a));
+    }
+    if (isinf(p)) {
         r = p > 0 ? tn_amax(a, dim, dim_len, keepdim) : tn_amin(a, dim, dim_len, keepdim);
         TN_KEEP(&k, r, r);
     } else if (p == 0) {

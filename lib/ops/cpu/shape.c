@@ -476,6 +476,22 @@ struct tn_tensor *tn__cpu_scatter_reduce_two(tn_keyset ks, const struct tn_tenso
 
 /* ------------------------------------------------------------------- cat */
 
+/* An input cat skips (the legacy 1-D empty one, or one empty along dim)
+ * that requires grad still reaches the autograd graph, as PyTorch's
+ * CatBackward0 gives it an empty gradient: copied into an empty view of
+ * out at `at`. */
+static int cat_empty(struct tn_tensor *out, const struct tn_tensor *t, int d, int64_t at)
+{
+    if (!t->requires_grad)
+        return TN_OK;
+    struct tn_tensor *part = tn_narrow(out, d, at, 0);
+    struct tn_tensor *v = part ? tn_reshape(part, t->sizes, t->ndim) : NULL;
+    int rc = v ? tn_copy_(v, t) : tn_last_status();
+    tn_release(v);
+    tn_release(part);
+    return rc;
+}
+
 /* torch.cat: the tensors' common dtype; 1-D empty tensors are skipped as
  * PyTorch's legacy rule says. */
 static struct tn_tensor *cats(tn_keyset ks, const struct tn_tensor *const *tensors,
@@ -498,8 +514,15 @@ static struct tn_tensor *cats(tn_keyset ks, const struct tn_tensor *const *tenso
         if (!ref && !(t->ndim == 1 && t->sizes[0] == 0))
             ref = t;
     }
-    if (!ref) /* all 1-D and empty */
-        return tn_empty_on(TN_SHAPE(0), dt, tensors[0]->device);
+    if (!ref) { /* all 1-D and empty */
+        struct tn_tensor *out = tn_empty_on(TN_SHAPE(0), dt, tensors[0]->device);
+        for (int i = 0; out && i < tensors_len; i++)
+            if (cat_empty(out, tensors[i], 0, 0) < 0) {
+                tn_release(out);
+                return NULL;
+            }
+        return out;
+    }
     if (ref->ndim == 0) {
         int at = 0;
         while (tensors[at] != ref)
@@ -536,8 +559,13 @@ static struct tn_tensor *cats(tn_keyset ks, const struct tn_tensor *const *tenso
     int64_t at = 0;
     for (int i = 0; out && i < tensors_len; i++) {
         const struct tn_tensor *t = tensors[i];
-        if ((t->ndim == 1 && t->sizes[0] == 0) || t->sizes[d] == 0)
+        if ((t->ndim == 1 && t->sizes[0] == 0) || t->sizes[d] == 0) {
+            if (cat_empty(out, t, d, at) < 0) {
+                tn_release(out);
+                return NULL;
+            }
             continue;
+        }
         struct tn_tensor *part = tn_narrow(out, d, at, t->sizes[d]);
         int rc = part ? tn_copy_(part, t) : -1;
         tn_release(part);
