@@ -186,6 +186,10 @@ double tn__gs_unnormalize(double c, int64_t size, bool align, double *g);
 void tn__gs_cubic_coeffs(double c[4], double t);
 void tn__gs_cubic_coeffs_grad(double c[4], double t);
 int64_t tn__gs_tap1(int64_t x, int64_t size, int padding, bool align);
+/* Contiguous float64 copies of input and grid, and a float64 output of
+ * zeros of osz (nd dims): 0, or an error with none of them kept. */
+int tn__gs_f64(const struct tn_tensor *input, const struct tn_tensor *grid, const int64_t *osz,
+               int nd, struct tn_tensor **x, struct tn_tensor **gr, struct tn_tensor **out);
 /* The backward's results: gin and ggr (float64, owned: each released or
  * passed on) into dt where wanted, NULL where not; 0 or an error with both
  * NULL. */

@@ -196,12 +196,9 @@ struct tn_tensor *tn__cpu_grid_sampler_2d(tn_keyset ks, const struct tn_tensor *
     if (input->dtype == TN_FLOAT16 || input->dtype == TN_BFLOAT16)
         return tn__gs_forward16(input, grid, (int)interpolation_mode, (int)padding_mode,
                                 align_corners);
-    struct tn_tensor *x = tn__nn_f64(input), *gr = x ? tn__nn_f64(grid) : NULL;
-    struct tn_tensor *out = gr ? tn__nn_zeros64(TN_SHAPE(n, c, oh, ow)) : NULL;
-    if (!out) {
-        tn__nn_drop(0, x, gr, NULL, NULL);
+    struct tn_tensor *x, *gr, *out;
+    if (tn__gs_f64(input, grid, TN_SHAPE(n, c, oh, ow), &x, &gr, &out) < 0)
         return NULL;
-    }
     const double *xp = tn_data(x), *gp = tn_data(gr);
     double *op = tn_data(out);
     int pad = (int)padding_mode;
@@ -352,6 +349,17 @@ int tn__cpu_grid_sampler_2d_backward(tn_keyset ks, const struct tn_tensor *grad_
         }
     tn__nn_drop(0, go, x, gr, NULL);
     return tn__gs_results(gin, ggr, want_in, want_grid, input->dtype, result0, result1);
+}
+
+int tn__gs_f64(const struct tn_tensor *input, const struct tn_tensor *grid, const int64_t *osz,
+               int nd, struct tn_tensor **x, struct tn_tensor **gr, struct tn_tensor **out)
+{
+    *x = tn__nn_f64(input);
+    *gr = *x ? tn__nn_f64(grid) : NULL;
+    *out = *gr ? tn__nn_zeros64(osz, nd) : NULL;
+    if (*out)
+        return TN_OK;
+    return tn__nn_drop(tn_last_status(), *x, *gr, NULL, NULL);
 }
 
 int tn__gs_results(struct tn_tensor *gin, struct tn_tensor *ggr, bool want_in, bool want_grid,

@@ -232,12 +232,9 @@ struct tn_tensor *tn__gs_forward16(const struct tn_tensor *input, const struct t
         np *= grid->sizes[1 + a];
         osz[2 + a] = grid->sizes[1 + a];
     }
-    struct tn_tensor *x = tn__nn_f64(input), *gr = x ? tn__nn_f64(grid) : NULL;
-    struct tn_tensor *out = gr ? tn__nn_zeros64(osz, nd) : NULL;
-    if (!out) {
-        tn__nn_drop(0, x, gr, NULL, NULL);
+    struct tn_tensor *x, *gr, *out;
+    if (tn__gs_f64(input, grid, osz, nd, &x, &gr, &out) < 0)
         return NULL;
-    }
     const double *xp = tn_data(x), *gp = tn_data(gr);
     double *op = tn_data(out);
     for (int64_t b = 0; b < n; b++)

@@ -9,10 +9,11 @@
  * W, y H, z D. As nn_grid_sample.c: values read as float64, each result
  * rounded once into the dtype (but the float16 and bfloat16 forward of
  * bilinear and nearest rounds every step as PyTorch's scalar kernel does:
- * nn_grid_sample16.c; its bicubic matches PyTorch's rounded once); the backward spreads each output's gradient
- * over the corners with their weights, and gives the grid the weights'
- * derivatives times the input values through the unnormalisation and the
- * padding (nearest gives the grid zeros).
+ * nn_grid_sample16.c; its bicubic matches PyTorch's rounded once); the
+ * backward spreads each output's gradient over the corners with their
+ * weights, and gives the grid the weights' derivatives times the input
+ * values through the unnormalisation and the padding (nearest gives the
+ * grid zeros).
  */
 #include <config.h>
 
@@ -101,12 +102,9 @@ struct tn_tensor *tn__cpu_grid_sampler_3d(tn_keyset ks, const struct tn_tensor *
         interpolation_mode != GS_BICUBIC)
         return tn__gs_forward16(input, grid, (int)interpolation_mode, (int)padding_mode,
                                 align_corners);
-    struct tn_tensor *x = tn__nn_f64(input), *gr = x ? tn__nn_f64(grid) : NULL;
-    struct tn_tensor *out = gr ? tn__nn_zeros64(TN_SHAPE(n, c, od, oh, ow)) : NULL;
-    if (!out) {
-        tn__nn_drop(0, x, gr, NULL, NULL);
+    struct tn_tensor *x, *gr, *out;
+    if (tn__gs_f64(input, grid, TN_SHAPE(n, c, od, oh, ow), &x, &gr, &out) < 0)
         return NULL;
-    }
     const double *xp = tn_data(x), *gp = tn_data(gr);
     double *op = tn_data(out);
     for (int64_t b = 0; b < n; b++)
