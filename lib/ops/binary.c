@@ -223,6 +223,22 @@ struct tn_tensor *tn__composite_sub_scalar(tn_keyset ks, const struct tn_tensor 
     return r;
 }
 
+/* rsub: other - alpha * self, PyTorch's sub with the operands swapped */
+struct tn_tensor *tn__composite_rsub_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                            const struct tn_tensor *other, struct tn_scalar alpha)
+{
+    return tn_sub(other, self, alpha);
+}
+
+struct tn_tensor *tn__composite_rsub_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                            struct tn_scalar other, struct tn_scalar alpha)
+{
+    struct tn_tensor *o = tn__wrapped_scalar(other);
+    struct tn_tensor *r = o ? tn_sub(o, self, alpha) : NULL;
+    tn_release(o);
+    return r;
+}
+
 struct tn_tensor *tn__composite_mul_scalar(tn_keyset ks, const struct tn_tensor *self,
                                            struct tn_scalar other)
 {
