@@ -257,6 +257,19 @@ struct tn_tensor *tn__composite_div_scalar(tn_keyset ks, const struct tn_tensor 
     return r;
 }
 
+/* true_divide: div's alias */
+struct tn_tensor *tn__composite_true_divide_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                                   const struct tn_tensor *other)
+{
+    return tn_div(self, other);
+}
+
+struct tn_tensor *tn__composite_true_divide_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                                   struct tn_scalar other)
+{
+    return tn_div_scalar(self, other);
+}
+
 struct tn_tensor *tn__composite_div_scalar_mode(tn_keyset ks, const struct tn_tensor *self,
                                                 struct tn_scalar other, const char *rounding_mode)
 {
