@@ -126,8 +126,10 @@ struct tn_tensor *tn_zeros(const int64_t *sizes, int ndim, enum tn_dtype dtype)
         }
     }
     struct tn_tensor *t = tn_empty(sizes, ndim, dtype);
-    if (t)
-        memset(t->storage->data, 0, t->storage->nbytes);
+    if (t && tn__storage_zero(t->storage) != TN_OK) {
+        tn_release(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -142,12 +144,16 @@ struct tn_tensor *tn_scalar_tensor(struct tn_scalar value, enum tn_dtype dtype)
 }
 
 /* A Meta tensor has sizes and no values (its storage has no bytes): the
- * *_like factories give it the shape alone, as PyTorch's meta kernels do. */
+ * *_like factories give it the shape alone, as PyTorch's meta kernels do.
+ * zeros_like zeroes the new storage on its device (a CUDA tensor's bytes
+ * are not the host's to memset). */
 struct tn_tensor *tn_zeros_like(const struct tn_tensor *t, enum tn_dtype dtype)
 {
     struct tn_tensor *r = tn_empty_like(t, dtype);
-    if (r && r->device.type != TN_DEVICE_META)
-        memset(r->storage->data, 0, r->storage->nbytes);
+    if (r && tn__storage_zero(r->storage) != TN_OK) {
+        tn_release(r);
+        return NULL;
+    }
     return r;
 }
 

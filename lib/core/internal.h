@@ -96,6 +96,8 @@ struct tn_device_backend {
     /* Copies nbytes between any two devices; 0 or an error. */
     int (*memcpy)(void *dst, struct tn_device ddev, const void *src, struct tn_device sdev,
                   size_t nbytes);
+    /* Sets nbytes of device memory at dst to zero bytes; 0 or an error. */
+    int (*memzero)(void *dst, struct tn_device dev, size_t nbytes);
     int (*device_count)(void);
 };
 
@@ -115,6 +117,11 @@ typedef int (*tn_backend_init_fn)(const struct tn_backend_host *host,
  * TN_EDEVICE ("CUDA support is not available: ...") when it cannot load. The
  * CPU has no backend object: asking for it is a bug. */
 const struct tn_device_backend *tn__device_backend(enum tn_device_type type);
+
+/* Sets every byte of s to zero on its own device: memset on the CPU, the
+ * backend's memzero on CUDA (the host cannot write device memory), nothing
+ * on Meta (no bytes). 0 or an error. */
+int tn__storage_zero(struct tn_storage *s);
 
 /* Allocates the tensor struct around `storage` (a reference is taken) with
  * the given geometry; strides NULL means contiguous. No bounds check: the

@@ -228,6 +228,18 @@ struct tn_storage *tn_storage_retain(struct tn_storage *s)
     return s;
 }
 
+int tn__storage_zero(struct tn_storage *s)
+{
+    if (!s->nbytes || s->device.type == TN_DEVICE_META)
+        return TN_OK;
+    if (s->device.type == TN_DEVICE_CPU) {
+        memset(s->data, 0, s->nbytes);
+        return TN_OK;
+    }
+    const struct tn_device_backend *be = tn__device_backend(s->device.type);
+    return be ? be->memzero(s->data, s->device, s->nbytes) : tn_last_status();
+}
+
 void tn_storage_release(struct tn_storage *s)
 {
     if (!s || !tn__unref(&s->refcount))

@@ -172,6 +172,15 @@ static void test_cuda_round_trip_or_error(void **state)
     assert_int_equal(tn_copy_(g, h), TN_OK);
     assert_int_equal(tn_copy_(back, g), TN_OK);
     assert_memory_equal(tn_data(back), tn_data(h), 4000);
+    /* zeros_like zeroes device memory on the device (the host's memset of
+     * a device pointer faults) */
+    struct tn_tensor *z = tn_zeros_like(g, TN_DTYPE_UNSET);
+    assert_non_null(z);
+    assert_int_equal(tn_copy_(back, z), TN_OK);
+    struct tn_tensor *zero = tn_zeros(TN_SHAPE(1000), TN_FLOAT32);
+    assert_memory_equal(tn_data(back), tn_data(zero), 4000);
+    tn_release(zero);
+    tn_release(z);
     tn_release(g);
     tn_release(h);
     tn_release(back);

@@ -56,6 +56,13 @@ static int tn_cuda_memcpy(void *dst, struct tn_device ddev, const void *src,
     return e == cudaSuccess ? TN_OK : tn_cuda_fail(e, "cudaMemcpy");
 }
 
+static int tn_cuda_memzero(void *dst, struct tn_device dev, size_t nbytes)
+{
+    (void)dev;
+    cudaError_t e = cudaMemset(dst, 0, nbytes);
+    return e == cudaSuccess ? TN_OK : tn_cuda_fail(e, "cudaMemset");
+}
+
 static int tn_cuda_device_count(void)
 {
     int n = 0;
@@ -77,6 +84,7 @@ int tn_cuda_backend_init(const struct tn_backend_host *host, struct tn_device_ba
     struct tn_allocator a = {tn_cuda_alloc, tn_cuda_free, NULL};
     host->register_allocator(TN_DEVICE_CUDA, &a);
     out->memcpy = tn_cuda_memcpy;
+    out->memzero = tn_cuda_memzero;
     out->device_count = tn_cuda_device_count;
     return TN_OK;
 }
