@@ -6,7 +6,7 @@ load helper
 
 @test "op gradients agree with PyTorch 2.x" {
     require_torch2
-    [ -x "$TN_BUILDDIR/tests/unit/test_autograd" ] || skip "the unit tests are not built (cmocka)"
+    need_built tests/unit/test_autograd
     mkdir -p "$BATS_TEST_TMPDIR/autograd" "$BATS_TEST_TMPDIR/x"
     run "$TORCH2" -W ignore "$TN_SRCDIR/tests/fixtures/autograd_ops.py" "$BATS_TEST_TMPDIR/autograd"
     assert_success

@@ -6,6 +6,7 @@ load helper
 
 run_dtype_test_with() {
     local py=$1 out=$BATS_TEST_TMPDIR/fx
+    need_built tests/unit/test_dtype
     (cd "$TN_SRCDIR/tests/fixtures" && "$py" core_dtype.py "$out") 2>/dev/null
     TN_FIXTURES=$out run "$TN_BUILDDIR/tests/unit/test_dtype"
     assert_success

@@ -10,9 +10,7 @@ load helper
 
 run_core_tests_with() {
     local py=$1 out=$BATS_TEST_TMPDIR/fx t
-    for t in test_views test_factory test_copy; do
-        [ -x "$TN_BUILDDIR/tests/unit/$t" ] || skip "$t is not built (no cmocka)"
-    done
+    need_built tests/unit/test_views tests/unit/test_factory tests/unit/test_copy
     # the tests read both versions' files: the one not regenerated is the
     # committed copy
     mkdir -p "$out"

@@ -8,7 +8,7 @@ load helper
 
 run_print_test_with() {
     local py=$1 out=$BATS_TEST_TMPDIR/fx
-    [ -x "$TN_BUILDDIR/tests/unit/test_print" ] || skip "test_print is not built (no cmocka)"
+    need_built tests/unit/test_print
     "$py" -c 'import numpy' 2>/dev/null || skip "$py has no numpy"
     mkdir -p "$out"
     cp "$TN_SRCDIR"/tests/fixtures/core/print.json "$TN_SRCDIR"/tests/fixtures/core/print_torch1.json "$out"/

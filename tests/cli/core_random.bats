@@ -18,6 +18,7 @@ run_random_test_with() {
     run "$py" -W ignore core_random.py "$out"
     assert_success
     [ -s "$out/$2.json" ]
+    need_built tests/unit/test_random
     TN_FIXTURES=$out run "$TN_BUILDDIR/tests/unit/test_random"
     assert_success
     refute_output --partial "not ok"

@@ -21,6 +21,21 @@ if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
     export ATEN_CPU_CAPABILITY=avx2
 fi
 
+# need_built PROGRAM...: makes the check programs (paths in the build
+# folder) a test runs: a plain `make` builds none of them, `make check` does
+# (and then this is one make that finds them up to date). Skips the test
+# where the build has no rule for one (configured without cmocka).
+need_built() {
+    local out
+    out=$(cd "$TN_BUILDDIR" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s "$@" 2>&1) && return 0
+    case $out in
+    *"No rule to make target"*) skip "$* cannot be built here (no cmocka: the unit tests are not configured)" ;;
+    esac
+    echo "$out"
+    echo "make $* failed in $TN_BUILDDIR"
+    return 1
+}
+
 # Skips the test unless Debian's PyTorch 1.13 is importable.
 require_torch1() {
     /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "Debian's python3-torch is not installed"

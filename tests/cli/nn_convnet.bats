@@ -9,7 +9,7 @@
 load helper
 
 setup() {
-    [ -x "$TN_BUILDDIR/tests/cli/nn/convnet_losses" ] || skip "tests/cli/nn/convnet_losses is not built"
+    need_built tests/cli/nn/convnet_losses
 }
 
 # same_losses PYTHON

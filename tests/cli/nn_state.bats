@@ -11,7 +11,7 @@ load helper
 
 check_with() {
     local py=$1 tag=$2 out=$BATS_TEST_TMPDIR/out
-    [ -x "$TN_BUILDDIR/tests/unit/test_nn" ] || skip "test_nn is not built (no cmocka)"
+    need_built tests/unit/test_nn
     mkdir -p "$out"
     TN_NN_OUT=$out run "$TN_BUILDDIR/tests/unit/test_nn"
     assert_success

@@ -7,7 +7,6 @@ load helper
 
 setup() {
     require_torch2
-    [ -x "$TN_BUILDDIR/tests/unit/test_ops_binary" ] || skip "the unit tests are not built (cmocka)"
     mkdir -p "$BATS_TEST_TMPDIR/ops" "$BATS_TEST_TMPDIR/x"
 }
 
@@ -15,6 +14,7 @@ setup() {
 # FAMILY_v2.json where it has one (ops_FAMILY_v2.py's cases, whose reference
 # is 2.x alone already), copied beside the fresh file
 check_family() {
+    need_built "tests/unit/test_ops_$1"
     run "$TORCH2" "$TN_SRCDIR/tests/fixtures/ops_$1.py" "$BATS_TEST_TMPDIR/ops"
     assert_success
     if [ -f "$TN_SRCDIR/tests/fixtures/ops/$1_v2.json" ]; then

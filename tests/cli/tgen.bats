@@ -109,6 +109,7 @@ assert ops["aten::add_.Tensor"]["kind"] == "inplace"
 
 @test "a plugin built from a user's YAML dispatches like a built-in op" {
     command -v cc >/dev/null || skip "no C compiler"
+    need_built tests/unit/ops_plugin_host
     cat > myops.yaml <<'YAML'
 - func: myops::scale(Tensor self, float factor=2.5) -> Tensor
   dispatch:
