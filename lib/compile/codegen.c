@@ -295,6 +295,24 @@ static void store(struct tn__out *o, int buf, enum tn_dtype bt, const char *at, 
         tn__put(o, "b%d[%s] = (%s)%s;\n", buf, at, store_type(bt), v);
 }
 
+/* Load x, the same at every point of the inner loops (its address addr,
+ * "aX", has no term of them), read once before them: "const T hX" at
+ * the outer index, and the address becomes that value ("=hX"). Left in
+ * the loop, such a load keeps GCC from if-converting a loop with a store
+ * (tn_expf's selects stay branches): the loop ran one element at a time. */
+static char *hoist_load(struct tn__out *o, const struct tn__cprog *P, int x, const char *addr)
+{
+    const struct tn__x *e = &P->xs[x];
+    enum tn_dtype dt = (enum tn_dtype)e->dt;
+    if (dt == TN_BFLOAT16)
+        tn__put(o, "        const float h%d = tn_bf2f(b%d[%s]);\n", x, e->buf, addr);
+    else
+        tn__put(o, "        const %s h%d = (%s)b%d[%s];\n", calc_type(dt), x, calc_type(dt), e->buf, addr);
+    char buf[32];
+    snprintf(buf, sizeof buf, "=h%d", x);
+    return strdup(buf);
+}
+
 /* Frees an emitter's scratch: the address strings and marks per
  * expression. */
 static void free_scratch(const struct tn__cprog *P, char **addr, unsigned char *seen,
@@ -406,7 +424,7 @@ static void emit_stage(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
             int64_t c = sp.nd ? new_coef(x, s, &sp, sp.nd - 1) : 0;
             snprintf(buf, sizeof buf, c == 0 ? "a%d" : c == 1 ? "a%d + r" : "a%d + r * %" PRId64,
                      loads[i], c);
-            addr[loads[i]] = strdup(buf);
+            addr[loads[i]] = c == 0 ? hoist_load(o, P, loads[i], buf) : strdup(buf);
         }
         tn__put(o, "        #pragma omp simd\n");
         tn__put(o, "        for (int64_t r = lo; r < hi; r++) {\n");
@@ -567,7 +585,11 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
             continue;
         }
         load_addr(o, P, loads[i], &shape, &sp, nouter, "", buf, sizeof buf);
-        addr[loads[i]] = strdup(buf);
+        /* a buffer an earlier stage writes is read in its turn */
+        bool moves = p >= 0;
+        for (int j = nouter; j < sp.nd; j++)
+            moves |= new_coef(x, &shape, &sp, j) != 0;
+        addr[loads[i]] = moves ? strdup(buf) : hoist_load(o, P, loads[i], buf);
     }
     for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
         const struct tn__stage *s = &P->stages[i];
@@ -578,10 +600,16 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         tn__put(o, "        {\n");
         if (red)
             tn__put(o, "        %s acc = %s;\n", calc_type(s->acc), red_init(s->red, s->acc));
+        /* max and min: a NaN is noted apart (the result is NaN when
+         * any element is), so the loop is a plain max, in vectors */
+        if (red && s->red != TN_RED_SUM && fl)
+            tn__put(o, "        int nan = 0;\n");
         for (int j = nouter; j < sp.nd; j++) {
             if (j == sp.nd - 1)
-                tn__put(o, red && s->red == TN_RED_SUM ? "        #pragma omp simd reduction(+:acc)\n"
-                       : red ? "" : "        #pragma omp simd\n");
+                tn__put(o, "        #pragma omp simd%s%s\n",
+                    !red ? "" : s->red == TN_RED_SUM ? " reduction(+:acc)"
+                    : s->red == TN_RED_MAX ? " reduction(max:acc)" : " reduction(min:acc)",
+                    red && s->red != TN_RED_SUM && fl ? " reduction(|:nan)" : "");
             tn__put(o, "        for (int64_t r%d = 0; r%d < %" PRId64 "; r%d++) {\n", j, j,
                 sp.sizes[j], j);
         }
@@ -608,14 +636,16 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         } else if (s->red == TN_RED_SUM) {
             tn__put(o, "            acc += t%d;\n", s->x);
         } else if (fl) {
-            tn__put(o, "            acc = (t%1$d %2$s acc || t%1$d != t%1$d) ? t%1$d : acc;\n", s->x,
-                s->red == TN_RED_MAX ? ">" : "<");
+            tn__put(o, "            acc = t%1$d %2$s acc ? t%1$d : acc;\n            nan |= t%1$d != t%1$d;\n",
+                s->x, s->red == TN_RED_MAX ? ">" : "<");
         } else {
             tn__put(o, "            acc = t%1$d %2$s acc ? t%1$d : acc;\n", s->x,
                 s->red == TN_RED_MAX ? ">" : "<");
         }
         for (int j = nouter; j < sp.nd; j++)
             tn__put(o, "        }\n");
+        if (red && s->red != TN_RED_SUM && fl)
+            tn__put(o, "        acc = nan ? NAN : acc;\n");
         if (red && b->private_) {
             tn__put(o, "        v%d = acc;\n", s->buf);
         } else if (red) {

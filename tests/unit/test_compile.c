@@ -227,6 +227,68 @@ static void test_block_fusion(void **state)
     free_model(&m);
 }
 
+/* amax and amin of rows (of 40: vectors and a remainder) with a NaN in
+ * the middle, at the end and nowhere: the compiled reductions, vector
+ * loops that note a NaN apart, give NaN where a row has one, as PyTorch
+ * and the interpreter do, and the same values elsewhere. */
+static void test_max_nan(void **state)
+{
+    (void)state;
+#define RED(op, out)                                                                          \
+    " {\"name\": \"" out "\", \"target\": \"torch.ops.aten." op ".default\", \"inputs\": ["  \
+    "{\"name\": \"self\", \"arg\": {\"as_tensor\": {\"name\": \"x\"}}, \"kind\": 1},"         \
+    "{\"name\": \"dim\", \"arg\": {\"as_ints\": [1]}, \"kind\": 1}],"                          \
+    " \"outputs\": [{\"as_tensor\": {\"name\": \"" out "\"}}], \"metadata\": {}}"
+#define ROWS "{\"dtype\": 7, \"sizes\": [{\"as_int\": 3}]}"
+    static const char text[] =
+        "{\"graph_module\": {\"graph\": {"
+        "\"inputs\": [{\"as_tensor\": {\"name\": \"x\"}}],"
+        "\"outputs\": [{\"as_tensor\": {\"name\": \"hi\"}}, {\"as_tensor\": {\"name\": \"lo\"}}],"
+        "\"nodes\": [" RED("amax", "hi") "," RED("amin", "lo") "],"
+        "\"tensor_values\": {"
+        " \"x\": {\"dtype\": 7, \"sizes\": [{\"as_int\": 3}, {\"as_int\": 40}]},"
+        " \"hi\": " ROWS ", \"lo\": " ROWS "}},"
+        "\"signature\": {\"input_specs\": [{\"user_input\": {\"arg\": {\"as_tensor\": "
+        "{\"name\": \"x\"}}}}], \"output_specs\": ["
+        "{\"user_output\": {\"arg\": {\"as_tensor\": {\"name\": \"hi\"}}}},"
+        "{\"user_output\": {\"arg\": {\"as_tensor\": {\"name\": \"lo\"}}}}]}}}";
+#undef RED
+#undef ROWS
+    struct tn_graph *g = tn_graph_parse(text, strlen(text), "max_nan.json", NULL);
+    assert_non_null(g);
+    assert_int_equal(tn_graph_check(g, NULL, NULL), 0);
+    struct tn_tensor *x = tn_empty((int64_t[]){3, 40}, 2, TN_FLOAT32);
+    float *p = tn_data(x);
+    for (int i = 0; i < 120; i++)
+        p[i] = (float)((i * 37) % 101) - 50.f;
+    p[17] = NAN;      /* row 0: in the vector part */
+    p[40 + 39] = NAN; /* row 1: the last element */
+    struct tn_value *in = tn_value_dict();
+    assert_int_equal(tn_value_set(in, tn_value_str("x"), tn_value_tensor(x)), 0);
+    tn_release(x);
+    struct warnings w = {0};
+    struct tn_compile_options o = opts(&w);
+    o.strict = true;
+    struct tn_compiled *c = tn_compile_new(g, &o);
+    struct tn_value *out = NULL, *ref = NULL;
+    assert_int_equal(tn_compile_run(c, NULL, in, &out), 0);
+    assert_int_equal(tn_graph_run(g, NULL, in, &ref, NULL), 0);
+    same_tensors(out, ref, 0);
+    for (int k = 0; k < 2; k++) {
+        const float *r = tn_data(tn_value_get(out, k ? "lo" : "hi")->v.tensor);
+        assert_true(isnan(r[0]) && isnan(r[1]) && !isnan(r[2]));
+    }
+    char *ex = tn_compile_explain(c);
+    assert_non_null(ex);
+    assert_null(strstr(ex, "aten::amax")); /* compiled, not left to libtensor */
+    free(ex);
+    tn_value_release(out);
+    tn_value_release(ref);
+    tn_value_release(in);
+    tn_compile_free(c);
+    tn_graph_free(g);
+}
+
 /* A new batch size of the symbolic batch reuses the entry (no kernel
  * depends on it); new strides compile again; a repeat of the first is
  * found. */
@@ -491,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_models_torch2),
         cmocka_unit_test(test_models_torch1),
         cmocka_unit_test(test_block_fusion),
+        cmocka_unit_test(test_max_nan),
         cmocka_unit_test(test_guards),
         cmocka_unit_test(test_recompile_limit),
         cmocka_unit_test(test_no_compiler),
