@@ -14,6 +14,11 @@
 # measured by bench_ops). `make bench-sweep` runs it alone.
 set -e
 . "$(dirname "$0")/../quick.sh"
+# without the binary every time would be empty and every figure inf GB/s
+if [ ! -x bench/ops/bench_ops ]; then
+    echo "sweep.sh: bench/ops/bench_ops is not built (make bench/ops/bench_ops; run from the build folder)" >&2
+    exit 2
+fi
 cores=$(nproc)
 th=${TN_NUM_THREADS:-1}
 export TN_NUM_THREADS=$th OMP_NUM_THREADS=$th
@@ -31,7 +36,8 @@ while [ "$r" -lt "$rounds" ]; do
     r=$((r + 1))
     for n in $sizes; do
         for op in $ops; do
-            echo "$op $n $(bench/ops/bench_ops --sweep "$op" "$n")" >>"$tmp/ours"
+            v=$(bench/ops/bench_ops --sweep "$op" "$n") # (set -e: a failure stops here)
+            echo "$op $n $v" >>"$tmp/ours"
         done
     done
     if [ -n "$quick" ]; then
