@@ -378,6 +378,8 @@ struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim);
 #include "ops/svd_internal.h"
 /* and the triangular solves' and the LU family's with them */
 #include "ops/lu_internal.h"
+/* and the Cholesky family's */
+#include "ops/cholesky_internal.h"
 struct tn_tensor *tn__polygamma_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   int64_t n);
 struct tn_tensor *tn__pow_self_bw(const struct tn_tensor *grad, const struct tn_tensor *self,

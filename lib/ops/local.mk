@@ -3,7 +3,7 @@
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
 	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h \
 	lib/ops/cpu/nn_conv.h lib/ops/fft_internal.h lib/ops/fft_exec.h lib/ops/fft_lines.h \
-	lib/ops/svd_internal.h lib/ops/lu_internal.h
+	lib/ops/svd_internal.h lib/ops/lu_internal.h lib/ops/cholesky_internal.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
 	lib/ops/linalg.c \
@@ -31,6 +31,7 @@ libtensor_la_SOURCES += \
 	lib/ops/lu.c \
 	lib/ops/solve.c \
 	lib/ops/pinv.c \
+	lib/ops/cholesky.c \
 	lib/ops/distance.c \
 	lib/ops/diff.c \
 	lib/ops/cpu/binary.c \
@@ -62,6 +63,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/pad.c \
 	lib/ops/cpu/svd.c \
 	lib/ops/cpu/lu.c \
+	lib/ops/cpu/cholesky.c \
 	lib/ops/cpu/histc.c
 
 # The operator API that tgen generates from schemas/native_functions.yaml

@@ -20,6 +20,27 @@ static struct tn_tensor *mT(const struct tn_tensor *t)
 
 /* ------------------------------------------------------------ composites */
 
+/* Contract in ops/lu_internal.h. */
+int tn__linalg_check_linear_solve(const struct tn_tensor *b, const struct tn_tensor *A,
+                                  const char *f)
+{
+    if (b->dtype != A->dtype)
+        return tn_set_error(TN_EDTYPE, "Expected b and A to have the same dtype, but found b of "
+                            "type %s and A of type %s instead.",
+                            tn_dtype_info(b->dtype)->c10_name,
+                            tn_dtype_info(A->dtype)->c10_name);
+    int64_t n = A->sizes[A->ndim - 1];
+    if (n != A->sizes[A->ndim - 2])
+        return tn_set_error(TN_ESHAPE, "A must be batches of square matrices, but they are %lld "
+                            "by %lld matrices", (long long)A->sizes[A->ndim - 2], (long long)n);
+    if (n != b->sizes[b->ndim - 2])
+        return tn_set_error(TN_ESHAPE, "Incompatible matrix sizes for %s: each A "
+                            "matrix is %lld by %lld but each b matrix is %lld by %lld",
+                            f, (long long)n, (long long)n, (long long)b->sizes[b->ndim - 2],
+                            (long long)b->sizes[b->ndim - 1]);
+    return TN_OK;
+}
+
 /* PyTorch's triangular_solve: X with A X = b (A^T X = b with transpose),
  * and A broadcast to the batch shape, copied (cloned_coefficient). */
 int tn__composite_triangular_solve(tn_keyset ks, const struct tn_tensor *self,
@@ -34,20 +55,9 @@ int tn__composite_triangular_solve(tn_keyset ks, const struct tn_tensor *self,
     if (A->ndim < 2)
         return tn_set_error(TN_ESHAPE, "torch.triangular_solve: Expected A to have at least 2 "
                             "dimensions, but it has %d dimensions instead", A->ndim);
-    if (self->dtype != A->dtype)
-        return tn_set_error(TN_EDTYPE, "Expected b and A to have the same dtype, but found b of "
-                            "type %s and A of type %s instead.",
-                            tn_dtype_info(self->dtype)->c10_name,
-                            tn_dtype_info(A->dtype)->c10_name);
+    if (tn__linalg_check_linear_solve(self, A, "triangular_solve") < 0)
+        return -1;
     int64_t n = A->sizes[A->ndim - 1];
-    if (n != A->sizes[A->ndim - 2])
-        return tn_set_error(TN_ESHAPE, "A must be batches of square matrices, but they are %lld "
-                            "by %lld matrices", (long long)A->sizes[A->ndim - 2], (long long)n);
-    if (n != self->sizes[self->ndim - 2])
-        return tn_set_error(TN_ESHAPE, "Incompatible matrix sizes for triangular_solve: each A "
-                            "matrix is %lld by %lld but each b matrix is %lld by %lld",
-                            (long long)n, (long long)n, (long long)self->sizes[self->ndim - 2],
-                            (long long)self->sizes[self->ndim - 1]);
     struct tn_keep k = {0};
     struct tn_tensor *a = (struct tn_tensor *)A, *x, *c;
     int64_t bs[TN_MAX_DIMS];

@@ -22,6 +22,16 @@ int tn__linalg_check_matrix(const struct tn_tensor *A, const char *f, const char
 int tn__linalg_check_solver(const struct tn_tensor *A, const struct tn_tensor *B, bool left,
                             const char *f);
 
+/* PyTorch's linearSolveCheckInputs for b and A (at least 2 dims each,
+ * checked by the caller): the same dtype, A square, b's rows A's; 0, or
+ * -1 with its error naming f. */
+int tn__linalg_check_linear_solve(const struct tn_tensor *b, const struct tn_tensor *A,
+                                  const char *f);
+
+/* "kernel" not implemented for 'Long', as PyTorch's dispatch macros say it
+ * for a dtype of t other than float32 and float64: 0, or -1 with it. */
+int tn__linalg_check_float(const struct tn_tensor *t, const char *kernel);
+
 /* PyTorch's checkFloatingOrComplex: 0, or -1 with its error naming f. */
 int tn__linalg_check_floating(const struct tn_tensor *t, const char *f);
 
@@ -37,7 +47,8 @@ int tn__linalg_out3(int rc, struct tn_tensor *a, struct tn_tensor *b, struct tn_
 
 /* PyTorch's _linalg_check_errors for the LAPACK info codes in info
  * (int32, one a matrix): 0 when all are 0, else -1 with the error of api
- * (its wording picked by "lu_factor", "inv" or a solver in the name),
+ * (its wording picked by "lu_factor", "inv", "cholesky", "eig" or a solver
+ * in the name),
  * naming the batch element unless is_matrix. */
 int tn__linalg_check_errors(const struct tn_tensor *info, const char *api, bool is_matrix);
 

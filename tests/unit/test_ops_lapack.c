@@ -114,6 +114,35 @@ static struct tn_tensor *grad_fn(struct tn_tensor *const *in, void *ctx)
         tn_release(x);
         tn_release(y);
         return r;
+    case 20: case 21: /* the factor of the SPD a a^T + 4 I (PyTorch's hermitian wrapper) */
+        x = tn_transpose(a, -2, -1);
+        y = x ? tn_matmul(a, x) : NULL;
+        z = y ? tn_add_scalar(y, tn_int(0), tn_int(1)) : NULL;
+        tn_release(x);
+        tn_release(y);
+        if (z) {
+            struct tn_tensor *d = tn_diagonal(z, 0, -2, -1);
+            struct tn_tensor *e = d ? tn_add_scalar(d, tn_int(4), tn_int(1)) : NULL;
+            if (!e || tn_copy_(d, e) < 0) {
+                tn_release(z);
+                z = NULL;
+            }
+            tn_release(d);
+            tn_release(e);
+        }
+        r = z ? tn_linalg_cholesky(z, c->which == 21) : NULL;
+        tn_release(z);
+        return r;
+    case 22: case 23: /* through the triangle the solve reads (PyTorch's triangular wrapper) */
+        x = c->which == 23 ? tn_triu(b, 0) : tn_tril(b, 0);
+        r = x ? tn_cholesky_solve(a, x, c->which == 23) : NULL;
+        tn_release(x);
+        return r;
+    case 24: case 25:
+        x = c->which == 25 ? tn_triu(a, 0) : tn_tril(a, 0);
+        r = x ? tn_cholesky_inverse(x, c->which == 25) : NULL;
+        tn_release(x);
+        return r;
     default: return r;
     }
 }
@@ -190,6 +219,13 @@ static void test_gradients(void **state)
     check(16, tn_randn(TN_SHAPE(4, 3), TN_FLOAT64, NULL), NULL);
     check(17, tn_randn(TN_SHAPE(3, 4), TN_FLOAT64, NULL), tn_randn(TN_SHAPE(4), TN_FLOAT64, NULL));
     check(18, tn_randn(TN_SHAPE(2, 4), TN_FLOAT64, NULL), tn_randn(TN_SHAPE(4), TN_FLOAT64, NULL));
+    check(20, tn_randn(TN_SHAPE(2, 3, 3), TN_FLOAT64, NULL), NULL);
+    check(21, tn_randn(TN_SHAPE(4, 4), TN_FLOAT64, NULL), NULL);
+    /* a well-conditioned factor of either triangle */
+    check(22, tn_randn(TN_SHAPE(2, 3, 2), TN_FLOAT64, NULL), well(TN_SHAPE(3, 3)));
+    check(23, tn_randn(TN_SHAPE(3, 2), TN_FLOAT64, NULL), well(TN_SHAPE(2, 3, 3)));
+    check(24, well(TN_SHAPE(3, 3)), NULL);
+    check(25, well(TN_SHAPE(2, 3, 3)), NULL);
     check(19, tn_randn(TN_SHAPE(5, 2), TN_FLOAT64, NULL), tn_randn(TN_SHAPE(3, 2), TN_FLOAT64, NULL));
 }
 

@@ -113,15 +113,22 @@ int tn__linalg_check_errors(const struct tn_tensor *info, const char *api, bool 
             return tn_set_error(TN_EINVAL, "%s%s: The diagonal element %d is zero, the "
                                 "inversion could not be completed because the input matrix "
                                 "is singular.", api, batch, d[b]);
+        if (strstr(api, "cholesky"))
+            return tn_set_error(TN_EINVAL, "%s%s: The factorization could not be completed "
+                                "because the input is not positive-definite (the leading minor "
+                                "of order %d is not positive-definite).", api, batch, d[b]);
+        if (strstr(api, "eig"))
+            return tn_set_error(TN_EINVAL, "%s%s: The algorithm failed to converge because the "
+                                "input matrix is ill-conditioned or has too many repeated "
+                                "eigenvalues (error code: %d).", api, batch, d[b]);
         return tn_set_error(TN_EINVAL, "%s%s: The solver failed because the input matrix is "
                             "singular.", api, batch);
     }
     return TN_OK;
 }
 
-/* "NAME" not implemented for 'Long', as PyTorch's dispatch macros say it
- * for a dtype that is not float32 or float64. */
-static int check_float(const struct tn_tensor *t, const char *kernel)
+/* Contract in ops/lu_internal.h. */
+int tn__linalg_check_float(const struct tn_tensor *t, const char *kernel)
 {
     if (t->dtype == TN_FLOAT32 || t->dtype == TN_FLOAT64)
         return TN_OK;
@@ -254,7 +261,7 @@ int tn__cpu_linalg_lu_factor_ex(tn_keyset ks, const struct tn_tensor *A, bool pi
                             "dimensions. Got size: %s instead",
                             tn_shape_format(A->sizes, A->ndim, s, sizeof s));
     }
-    if (check_float(A, "lu_cpu") < 0)
+    if (tn__linalg_check_float(A, "lu_cpu") < 0)
         return -1;
     if (!pivot)
         return tn_set_error(TN_EINVAL, "linalg.lu_factor: LU without pivoting is not "
@@ -464,7 +471,7 @@ static int lu_solve_checks(const struct tn_tensor *LU, const struct tn_tensor *p
                             "pivots.shape to be the same, but got pivots with shape %s instead",
                             tn_shape_format(pivots->sizes, pivots->ndim, s, sizeof s));
     }
-    return check_float(LU, "linalg_lu_solve_cpu");
+    return tn__linalg_check_float(LU, "linalg_lu_solve_cpu");
 }
 
 /* Solves A X = B (adjoint: A^T X = B) in place on x (batch x n x c) with
