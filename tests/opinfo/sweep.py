@@ -45,6 +45,18 @@ the list holds now passes (the list must be shortened: it only shrinks),
 0 when the two agree, 2 on a usage error. --update rewrites the list from
 this run (only for the OpInfos swept). Exit 77 (Automake's skip) when
 op_db cannot be imported.
+
+Each OpInfo is classed by the targets of the graphs its samples export
+(issue 25's done-when): "core" when every target is an overload of PyTorch's
+core ATen op set (torch.Tag.core), the plumbing aside (Python's operators
+on sizes, sym_size and the like, the _assert_scalar checks export writes),
+else "other" (lift_fresh_copy, how a torch.tensor() constant exports, is
+not core). The summary gives, per class, the OpInfos swept, those passing
+every sample, those whose failures are all listed and those with a failure
+the list does not hold, and the samples by status. --json writes
+{"results": {KEY: [STATUS, MESSAGE]}, "targets": {OPINFO: [TARGET, ...]},
+"classes": {OPINFO: CLASS}}; --results also reads the older form (the
+results alone; its OpInfos are then "unclassified").
 """
 import argparse
 import json
@@ -125,6 +137,39 @@ def tie_order(op, sample, at, got, want):
 # PyTorch's own run (and backward), torch.export, writing the graph and
 # tensors, tcompile, comparing its results
 PHASES = ("samples", "reference", "export", "write", "tcompile", "compare")
+
+
+# graph plumbing, not an operator of the OpInfo: Python's operators on
+# symbolic sizes (_operator.ge, ...), the size queries and the runtime
+# assertions export writes around data-dependent sizes
+PLUMBING = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "_assert_scalar",
+            "_assert_async", "_assert_tensor_metadata", "sym_constrain_range",
+            "sym_constrain_range_for_size", "_functional_sym_constrain_range",
+            "_functional_sym_constrain_range_for_size"}
+
+
+def core_target(target):
+    """True when a graph node's target is an overload of the core ATen op
+    set (torch.Tag.core), None when it is plumbing, else False."""
+    if not target.startswith("torch.ops."):
+        return None  # _operator.getitem, _operator.le, math.*, torch.sym_*
+    f = target.split(".")
+    if len(f) != 5 or f[2] != "aten":
+        return False
+    if f[3] in PLUMBING:
+        return None
+    try:
+        return torch.Tag.core in getattr(getattr(torch.ops.aten, f[3]), f[4]).tags
+    except AttributeError:
+        return False
+
+
+def op_class(targets):
+    """An OpInfo's class from the targets of its exported graphs: "core"
+    when every one (plumbing aside) is a core ATen overload, else "other"
+    (also when no sample exported)."""
+    ops = [t for t in targets if core_target(t) is not None]
+    return "core" if ops and all(core_target(t) for t in ops) else "other"
 
 
 def seeded(op):
@@ -227,6 +272,7 @@ class Sweep:
     def __init__(self, a):
         self.a = a
         self.results = {}  # key -> (status, message)
+        self.targets = {}  # OpInfo key -> the targets of its exported graphs
         self.strides = [0, []]  # forward results whose strides were compared; those differing
         self.timing = time.time()
         self.processes = 0  # tcompile processes started
@@ -373,6 +419,8 @@ class Sweep:
             self.lap("export")
             return "skip", "torch.export refuses it: %s" % first_line(str(e))
         self.lap("export")
+        self.targets.setdefault(opinfo_key(op), set()).update(
+            n["target"] for n in doc["graph_module"]["graph"]["nodes"])
         names = [s.arg.name for s in ep.graph_signature.input_specs
                  if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
         outs = list(ep.graph_signature.user_outputs)
@@ -495,7 +543,8 @@ def worker_sweep(a, key):
     sw = Sweep(a)
     with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
         sw.sweep_op(WORKER_OPS[key], d)
-    return sw.results, sw.processes, sw.fallbacks, sw.run_time, sw.times, sw.strides
+    return (sw.results, sw.processes, sw.fallbacks, sw.run_time, sw.times, sw.strides,
+            sw.targets)
 
 
 def sweep_all(sw, ops, jobs):
@@ -517,12 +566,15 @@ def sweep_all(sw, ops, jobs):
         for n, f in enumerate(cf.as_completed(todo)):
             key = todo[f]
             try:
-                results, processes, fallbacks, run_time, times, strides = f.result()
+                (results, processes, fallbacks, run_time, times, strides,
+                 targets) = f.result()
             except Exception as e:  # the worker died: never quiet
                 sw.results[key + "|*|*|*"] = ("crash", "harness: worker: %s: %s" % (
                     type(e).__name__, first_line(str(e))))
                 continue
             sw.results.update(results)
+            for k, v in targets.items():
+                sw.targets.setdefault(k, set()).update(v)
             sw.processes += processes
             sw.fallbacks += fallbacks
             sw.run_time += run_time
@@ -546,7 +598,8 @@ def read_xfail(path):
     return xf
 
 
-def summary(results):
+def counts(results, prefix=""):
+    """The summary's lines for results: OpInfos, and samples per mode."""
     c = {}
     for key, (st, _) in results.items():
         mode = key.split("|")[2]
@@ -557,17 +610,59 @@ def summary(results):
     ops_pass = {o for o in ops_ran
                 if all(st in ("pass", "skip") for k, (st, _) in results.items()
                        if k.split("|")[0] == o)}
-    lines = ["%d OpInfos swept, %d with samples that export, %d pass every sample" %
-             (len(ops_all), len(ops_ran), len(ops_pass))]
+    lines = ["%s%d OpInfos swept, %d with samples that export, %d pass every sample" %
+             (prefix, len(ops_all), len(ops_ran), len(ops_pass))]
     for mode in ("fwd", "grad"):
         m = c.get(mode, {})
         n = sum(v for k, v in m.items() if k != "skip")
-        lines.append("%s: %d samples: %d pass, %d wrong, %d refused, %d crash (%d skipped: "
+        lines.append("%s%s: %d samples: %d pass, %d wrong, %d refused, %d crash (%d skipped: "
                      "PyTorch cannot export or run them)" %
-                     ("forward" if mode == "fwd" else "gradients", n, m.get("pass", 0),
+                     (prefix, "forward" if mode == "fwd" else "gradients", n, m.get("pass", 0),
                       m.get("wrong", 0), m.get("refused", 0), m.get("crash", 0),
                       m.get("skip", 0)))
     return lines
+
+
+def summary(results, classes=None, xf=None):
+    """The whole sweep's lines, then, when the OpInfos' classes are known
+    ({OpInfo key: "core" or "other"}), each class's: OpInfos whose every
+    sample passes, OpInfos whose failures are all in the list xf, OpInfos
+    with a failure the list does not hold, and its samples."""
+    lines = counts(results)
+    if classes is None:
+        return lines
+    by = {}
+    for key, v in results.items():
+        by.setdefault(classes.get(key.split("|")[0], "unclassified"), {})[key] = v
+    for cls in ("core", "other", "unclassified"):
+        res = by.get(cls)
+        if not res:
+            continue
+        fails = {}
+        for key, (st, _) in res.items():
+            if st in ("wrong", "refused", "crash"):
+                fails.setdefault(key.split("|")[0], []).append(key)
+        ran = {k.split("|")[0] for k, (st, _) in res.items() if st != "skip"}
+        listed = {o for o, keys in fails.items() if all(k in xf for k in keys)}
+        lines.append("%s OpInfos (%s): %d swept, %d pass every sample, %d with listed failures "
+                     "only, %d with unlisted failures" % (
+                         cls, "every target a core ATen overload" if cls == "core" else
+                         "a target outside core ATen" if cls == "other" else
+                         "no targets recorded", len(ran), len(ran) - len(fails), len(listed),
+                         len(fails) - len(listed)))
+        lines += counts(res, "  %s " % cls)[1:]
+    return lines
+
+
+def read_results(path):
+    """An earlier run's --json: {"results": {KEY: [STATUS, MESSAGE]},
+    "targets": {OPINFO: [TARGET, ...]}}, or the older form (the results
+    alone, no targets)."""
+    with open(path) as f:
+        doc = json.load(f)
+    if isinstance(doc.get("results"), dict):
+        return doc["results"], doc.get("targets", {})
+    return doc, {}
 
 
 def main():
@@ -624,13 +719,15 @@ def main():
     sw = Sweep(a)
     if a.results:
         for path in a.results:
-            with open(path) as f:
-                sw.results.update({k: tuple(v) for k, v in json.load(f).items()})
+            results, targets = read_results(path)
+            sw.results.update({k: tuple(v) for k, v in results.items()})
+            sw.targets.update((k, set(v)) for k, v in targets.items())
         if not a.ops:
             ops = []
         for op in ops:  # swept again: their old results go
             for key in [k for k in sw.results if k.split("|")[0] == opinfo_key(op)]:
                 del sw.results[key]
+            sw.targets.pop(opinfo_key(op), None)
     torch.set_num_threads(1)
     # (the quick subset in one process: a worker's import of op_db costs
     # more than its few samples)
@@ -640,7 +737,11 @@ def main():
     if a.results:
         seen = {k.split("|")[0] for k in res}
         ops = [o for o in op_db if opinfo_key(o) in seen]
-    for line in summary(res):
+    swept = {opinfo_key(o) for o in ops}
+    xf = read_xfail(a.xfail)
+    classes = {o: op_class(sw.targets.get(o, ())) for o in {k.split("|")[0] for k in res}
+               if o in sw.targets or not a.results}
+    for line in summary(res, classes, xf):
         print(line)
     print("sweep.py: %d tcompile processes (%d samples run again alone), %.1f s in all, "
           "%.1f s running tcompile" % (sw.processes, sw.fallbacks, time.time() - sw.timing,
@@ -661,9 +762,9 @@ def main():
             print("  " + line)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({k: list(v) for k, v in sorted(res.items())}, f, indent=0)
-    swept = {opinfo_key(o) for o in ops}
-    xf = read_xfail(a.xfail)
+            json.dump({"results": {k: list(v) for k, v in sorted(res.items())},
+                       "targets": {k: sorted(v) for k, v in sorted(sw.targets.items())},
+                       "classes": dict(sorted(classes.items()))}, f, indent=0)
     mine = {k: v for k, v in xf.items() if k.split("|")[0] in swept}
     failing = {k: v for k, v in res.items() if v[0] in ("wrong", "refused", "crash")}
     if a.update:
