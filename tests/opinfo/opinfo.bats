@@ -119,6 +119,24 @@ require_op_db() {
     assert_output --partial "NEW FAILURE abs|float32|fwd|0: refused: tcompile: refused"
 }
 
+@test "the summary and --json class each OpInfo by its graph's targets (core ATen or other); --results reads the older results-only JSON" {
+    require_op_db
+    printf 'abs|float64|%s|0\trefused\tlisted\n' fwd grad >"$BATS_TEST_TMPDIR/xf.txt"
+    # a tcompile that refuses everything: abs (core) fails as listed, nn.functional.linear (aten.linear, not core) not
+    printf '#!/bin/sh\necho "tcompile: refused" >&2\nexit 2\n' >"$BATS_TEST_TMPDIR/tc"
+    chmod +x "$BATS_TEST_TMPDIR/tc"
+    run "$TORCH2" "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops abs,nn.functional.linear --max-samples 1 --jobs 1 \
+        --dtypes float64 --xfail "$BATS_TEST_TMPDIR/xf.txt" --json "$BATS_TEST_TMPDIR/r.json"
+    assert_failure 1
+    assert_output --partial "core OpInfos (every target a core ATen overload): 1 swept, 0 pass every sample, 1 with listed failures only, 0 with unlisted failures"
+    assert_output --partial "other OpInfos (a target outside core ATen): 1 swept, 0 pass every sample, 0 with listed failures only, 1 with unlisted failures"
+    run "$TORCH2" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["classes"], d["targets"]["abs"]); json.dump(d["results"], open(sys.argv[2], "w"))' \
+        "$BATS_TEST_TMPDIR/r.json" "$BATS_TEST_TMPDIR/old.json"
+    assert_output --partial "{'abs': 'core', 'nn.functional.linear': 'other'} ['torch.ops.aten.abs.default']"
+    run "$TORCH2" "$SWEEP" --tcompile "$TC" --results "$BATS_TEST_TMPDIR/old.json" --xfail "$BATS_TEST_TMPDIR/xf.txt"
+    assert_output --partial "unclassified OpInfos (no targets recorded): 2 swept"
+}
+
 @test "tcompile run --batch: one run per line, each result on its own line, a failure ends only its run" {
     B="$BATS_TEST_TMPDIR/runs.txt"
     T="$BATS_TEST_TMPDIR"

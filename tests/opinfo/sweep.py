@@ -773,9 +773,10 @@ def main():
         with open(a.xfail, "w") as f:
             f.write("# tests/opinfo/sweep.py's expected failures: OPINFO|DTYPE|MODE|SAMPLE"
                     "\tSTATUS\tREASON (tensorkit's message, or the values that differ).\n"
-                    "# Only shrinks: a listed sample that passes fails the sweep. It holds the\n"
-                    "# OpInfos swept with --update so far (make check-opinfo OPINFO_FLAGS=\n"
-                    "# '--ops NAME,... --update'); the others are not listed yet.\n")
+                    "# Only shrinks: a listed sample that passes fails the sweep. Written for the\n"
+                    "# whole of op_db from a full sweep's shards (make check-opinfo OPINFO_FLAGS=\n"
+                    "# '--results S0.json S1.json ... --update'); '--ops NAME,... --update'\n"
+                    "# rewrites the lines of the OpInfos named.\n")
             for key in sorted(keep):
                 st, msg = keep[key]
                 f.write("%s\t%s\t%s\n" % (key, st, msg.replace("\t", " ").replace("\n", " ")))
