@@ -281,6 +281,15 @@ class Sweep:
         # seconds of each step, for the split of a sample's time
         self.times = dict.fromkeys(PHASES, 0.0)
         self.mark = time.perf_counter()
+        self.saved = time.time()  # when --json was last written
+
+    def save(self, last):
+        """--json rewritten when the last write (time.time() then) is 30 s
+        old; when it was written."""
+        if not self.a.json or self.a.results or time.time() - last < 30:
+            return last
+        write_json(self.a.json, self)
+        return time.time()
 
     def lap(self, phase):
         """The time since the last lap (or since one() began) goes to phase."""
@@ -547,8 +556,24 @@ def worker_sweep(a, key):
             sw.targets)
 
 
+def write_json(path, sw, classes=None):
+    """The results so far as --json writes them (classes: every OpInfo
+    swept's by its targets, unless given), replacing the file at once: a
+    long sweep rewrites it after an OpInfo (at most every 30 s), so a sweep
+    cut short leaves the OpInfos it finished."""
+    if classes is None:
+        classes = {o: op_class(sw.targets.get(o, ())) for o in {k.split("|")[0]
+                                                                 for k in sw.results}}
+    with open(path + ".tmp", "w") as f:
+        json.dump({"results": {k: list(v) for k, v in sorted(sw.results.items())},
+                   "targets": {k: sorted(v) for k, v in sorted(sw.targets.items())},
+                   "classes": dict(sorted(classes.items()))}, f, indent=0)
+    os.replace(path + ".tmp", path)
+
+
 def sweep_all(sw, ops, jobs):
-    """ops swept into sw: in this process, or by `jobs` worker processes."""
+    """ops swept into sw: in this process, or by `jobs` worker processes
+    (--json rewritten as they end)."""
     say = sw.a.verbose or len(ops) > 50  # a long sweep says where it is
     if jobs <= 1 or len(ops) <= 1:
         with tempfile.TemporaryDirectory(prefix="tn-opinfo-") as d:
@@ -557,6 +582,7 @@ def sweep_all(sw, ops, jobs):
                     print("sweep.py: [%d/%d] %s" % (i + 1, len(ops), opinfo_key(op)),
                           file=sys.stderr, flush=True)
                 sw.sweep_op(op, d)
+                sw.saved = sw.save(sw.saved)
         return
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -582,6 +608,7 @@ def sweep_all(sw, ops, jobs):
                 sw.times[k] += v
             sw.strides[0] += strides[0]
             sw.strides[1] += strides[1]
+            sw.saved = sw.save(sw.saved)
             if say:
                 print("sweep.py: [%d/%d] %s" % (n + 1, len(ops), key), file=sys.stderr, flush=True)
 
@@ -673,7 +700,7 @@ def main():
     p.add_argument("--max-samples", type=int, help="the first N samples of each dtype")
     p.add_argument("--xfail", default=os.path.join(HERE, "expected-failures.txt"))
     p.add_argument("--update", action="store_true", help="rewrite the expected-failure list")
-    p.add_argument("--json", help="write every sample's result here")
+    p.add_argument("--json", help="write every sample's result here (as OpInfos end)")
     p.add_argument("--timeout", type=int, default=60, help="seconds a sample may run")
     p.add_argument("--batch", type=int, default=64, metavar="N",
                    help="run up to N samples in one `tcompile run --batch` process "
@@ -761,10 +788,7 @@ def main():
         for line in sw.strides[1][:20]:
             print("  " + line)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"results": {k: list(v) for k, v in sorted(res.items())},
-                       "targets": {k: sorted(v) for k, v in sorted(sw.targets.items())},
-                       "classes": dict(sorted(classes.items()))}, f, indent=0)
+        write_json(a.json, sw, classes)
     mine = {k: v for k, v in xf.items() if k.split("|")[0] in swept}
     failing = {k: v for k, v in res.items() if v[0] in ("wrong", "refused", "crash")}
     if a.update:
