@@ -792,8 +792,11 @@ def main():
     mine = {k: v for k, v in xf.items() if k.split("|")[0] in swept}
     failing = {k: v for k, v in res.items() if v[0] in ("wrong", "refused", "crash")}
     if a.update:
-        keep = {k: v for k, v in xf.items() if k not in res}
-        keep.update(failing)
+        # the OpInfos not swept keep their lines; a listed sample that still
+        # fails as listed keeps its reason (often PyTorch's, written by hand)
+        keep = {k: v for k, v in xf.items() if k.split("|")[0] not in swept}
+        keep.update((k, xf[k] if xf.get(k, ("",))[0] == v[0] else v)
+                    for k, v in failing.items())
         with open(a.xfail, "w") as f:
             f.write("# tests/opinfo/sweep.py's expected failures: OPINFO|DTYPE|MODE|SAMPLE"
                     "\tSTATUS\tREASON (tensorkit's message, or the values that differ).\n"
