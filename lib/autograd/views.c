@@ -173,6 +173,29 @@ static struct tn_tensor *view_back(const struct tn_tensor *grad, const struct ge
     return tn_reshape(grad, g->in_sizes, g->in_ndim);
 }
 
+/* A view whose elements overlap (unfold, as_strided with strides smaller
+ * than its sizes): each element of src is added at the storage position
+ * its element of dst sits at, so a position the view repeats gets the sum,
+ * as PyTorch's as_strided_backward gives (index_put_ with accumulate over
+ * the positions, an arange seen through dst's geometry). */
+static int scatter_add(const struct tn_tensor *dst, const struct tn_tensor *src)
+{
+    int64_t lo, hi;
+    extent(dst->ndim, dst->sizes, dst->strides, dst->offset, &lo, &hi);
+    struct tn_tensor *flat = tn_tensor_from_storage(dst->storage, 0, TN_SHAPE(hi + 1),
+                                                    (const int64_t[]){1}, dst->dtype);
+    struct tn_tensor *pos = tn_arange(tn_int(0), tn_int(hi + 1), tn_int(1), TN_INT64);
+    struct tn_tensor *idx = pos ? tn_as_strided(pos, dst->sizes, dst->ndim, dst->strides,
+                                                dst->offset)
+                                : NULL;
+    int rc = flat && idx ? tn_index_put_(flat, (const struct tn_tensor *const *)&idx, 1, src, true)
+                         : tn_last_status();
+    tn_release(flat);
+    tn_release(pos);
+    tn_release(idx);
+    return rc;
+}
+
 static struct tn_tensor *scatter(const struct tn_tensor *grad, const struct geom *g)
 {
     if (numel_of(g->in_ndim, g->in_sizes) == 0 || numel_of(g->v_ndim, g->v_sizes) == 0)
@@ -204,11 +227,9 @@ static struct tn_tensor *scatter(const struct tn_tensor *grad, const struct geom
                    : tn_retain(view);
         rc = dst ? TN_OK : tn_last_status();
     }
-    if (rc == TN_OK && !non_overlapping(dst->ndim, dst->sizes, dst->strides))
-        rc = tn_set_error(TN_ERUNTIME, "backward of a view whose elements overlap (unfold) is "
-                          "not supported");
     if (rc == TN_OK)
-        rc = tn_copy_(dst, src);
+        rc = non_overlapping(dst->ndim, dst->sizes, dst->strides) ? tn_copy_(dst, src)
+                                                                  : scatter_add(dst, src);
     tn_set_grad_enabled(prev);
     tn_release(src);
     tn_release(dst);
