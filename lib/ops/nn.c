@@ -376,6 +376,39 @@ struct tn_tensor *tn__composite_adaptive_avg_pool1d(tn_keyset ks, const struct t
     return s;
 }
 
+/* avg_pool1d: (N, C, L) or (C, L) as (.., 1, L) through avg_pool2d with a
+ * (1, kernel) window, as PyTorch's (stride defaults to the kernel). */
+struct tn_tensor *tn__composite_avg_pool1d(tn_keyset ks, const struct tn_tensor *self,
+                                           const int64_t *kernel_size, int kernel_size_len,
+                                           const int64_t *stride, int stride_len,
+                                           const int64_t *padding, int padding_len,
+                                           bool ceil_mode, bool count_include_pad)
+{
+    if (kernel_size_len != 1 || (stride_len != 0 && stride_len != 1) || padding_len != 1) {
+        bool k = kernel_size_len != 1, p = !k && padding_len != 1;
+        tn_set_error(TN_EINVAL, "avg_pool1d() argument '%s' should contain one int (got %d)",
+                     k ? "kernel_size" : p ? "padding" : "stride",
+                     k ? kernel_size_len : p ? padding_len : stride_len);
+        return NULL;
+    }
+    if (self->ndim != 2 && self->ndim != 3) {
+        tn_set_error(TN_ESHAPE, "Expected 2 to 3 dimensions, but got %d-dimensional tensor for "
+                     "argument #1 'self' (while checking arguments for avg_pool1d)", self->ndim);
+        return NULL;
+    }
+    const int64_t k2[2] = {1, kernel_size[0]};
+    const int64_t s2[2] = {1, stride_len ? stride[0] : kernel_size[0]};
+    const int64_t p2[2] = {0, padding[0]};
+    struct tn_tensor *x = tn_unsqueeze(self, -2);
+    struct tn_tensor *r = x ? tn__redispatch_avg_pool2d(ks, x, k2, 2, s2, 2, p2, 2, ceil_mode,
+                                                        count_include_pad, NULL)
+                            : NULL;
+    struct tn_tensor *out = r ? tn_squeeze_dims(r, TN_SHAPE(-2)) : NULL;
+    tn_release(x);
+    tn_release(r);
+    return out;
+}
+
 /* PyTorch's dropout on the CPU: input * (bernoulli_(1 - p) / (1 - p)) with
  * a noise tensor of the input's dtype (native_dropout's mask is bool). */
 struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *input, double p,
