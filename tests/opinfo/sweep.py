@@ -15,7 +15,7 @@ the op on the sample's tensors is exported with torch.export.export (as a
 user would: no run_decompositions) and run with `tcompile run --interpret`;
 its outputs are compared as PyTorch's own tests compare them
 (torch.testing.assert_close's tolerances for the dtype, NaN equal to NaN,
-exact for integers and bool; for sort and argsort without stable=True,
+exact for integers and bool; for sort and argsort without stable=True, and topk,
 indices that order equal elements otherwise pass when they select the
 same values, as PyTorch's own tests allow). For float32 and float64 samples of ops with
 autograd, the sample's floating tensors also become parameters and
@@ -85,7 +85,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 QUICK = ["div", "addcmul", "addcdiv", "lerp", "logit", "masked_fill", "gather", "mT", "mH",
          "log_softmax", "where", "sum", "diagonal", "argsort", "nn.functional.conv3d",
          "nn.functional.conv_transpose3d", "nn.functional.embedding_bag",
-         "nn.functional.linear_cross_entropy"]
+         "nn.functional.linear_cross_entropy", "nn.functional.avg_pool1d", "topk"]
 QUICK_SAMPLES = 3
 
 # OpInfos whose outputs are uninitialized memory (PyTorch's own tests
@@ -101,11 +101,13 @@ UNINITIALIZED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty
 SEEDED = 42
 
 
-# OpInfos that sort, and which of their outputs holds the indices: with
-# stable=False the order of equal elements is unspecified, and PyTorch's
-# own tests (test_sort_and_select) compare the values those indices select,
-# so a tie ordered otherwise is not a wrong value
-UNSTABLE = {"argsort": 0, "sort": 1}
+# OpInfos that sort or select, and which of their outputs holds the
+# indices: with stable=False the order of equal elements is unspecified
+# (topk has no stable order at all: which of equal elements it picks and in
+# what order is not specified), and PyTorch's own tests
+# (test_sort_and_select) compare the values those indices select, so a tie
+# ordered otherwise is not a wrong value
+UNSTABLE = {"argsort": 0, "sort": 1, "topk": 1}
 
 # OpInfos whose outputs are defined only up to the signs of singular
 # vectors (LAPACK's choice differs from build to build): their outputs go
@@ -121,13 +123,19 @@ def tie_order(op, sample, at, got, want):
     if UNSTABLE.get(op.name) != at or not isinstance(sample.input, torch.Tensor):
         return False
     args, kw = sample.args, sample.kwargs
-    dim = kw.get("dim", args[0] if len(args) > 0 else -1)
-    if kw.get("stable", args[2] if len(args) > 2 else False):
+    topk = op.name == "topk"
+    dim = kw.get("dim", args[1 if topk else 0] if len(args) > (1 if topk else 0) else -1)
+    if not topk and kw.get("stable", args[2] if len(args) > 2 else False):
         return False
     x = sample.input
     if x.dim() == 0 or got.shape != want.shape or got.dtype != want.dtype:
         return False
-    if not torch.equal(torch.sort(got, dim).values, torch.sort(want, dim).values):
+    if topk:  # k distinct indices along dim
+        s = torch.sort(got, dim).values
+        if s.size(dim) > 1 and bool((s.narrow(dim, 1, s.size(dim) - 1) ==
+                                     s.narrow(dim, 0, s.size(dim) - 1)).any()):
+            return "an index chosen twice along dim %d" % dim
+    elif not torch.equal(torch.sort(got, dim).values, torch.sort(want, dim).values):
         return "indices that are not a permutation along dim %d" % dim
     why = close(x.gather(dim, got), x.gather(dim, want))
     return why and "the values the indices select differ: " + why
