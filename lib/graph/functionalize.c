@@ -1241,6 +1241,24 @@ static int copy_rewrite(struct fz *z, struct tn_graph_node *o)
     return rc;
 }
 
+/* resize_ (resize_as_) becomes resize (resize_as: a new tensor of the new
+ * shape holding the old elements in order) like any in-place op; that is
+ * only the same when no view shares the tensor's elements: it is not a
+ * view, and no value is a view of it. */
+static bool resize_aliased(const struct fz *z, const struct tn_graph_node *o)
+{
+    int v = o->nin ? o->in[0].arg.items[0].value : -1;
+    if (v < 0)
+        return false;
+    v = z->canon[v];
+    if (z->parent[v] >= 0)
+        return true;
+    for (int w = 0; w < z->g->nvalues; w++)
+        if (w != v && z->parent[w] >= 0 && z->root[w] == z->root[v])
+            return true;
+    return false;
+}
+
 static int one_node(struct fz *z, int i)
 {
     struct tn_graph_node *o = &z->old[i];
@@ -1278,9 +1296,14 @@ static int one_node(struct fz *z, int i)
         return TN_OK;
     }
     static const char *const meta_ops[] = {"squeeze_", "unsqueeze_", "t_", "transpose_",
-                                           "resize_", "resize_as_", "as_strided_", "set_",
+                                           "as_strided_", "set_",
                                            "swapaxes_", "swapdims_"};
     op_name(o->target, nm, sizeof nm);
+    if ((!strcmp(nm, "resize_") || !strcmp(nm, "resize_as_")) && resize_aliased(z, o)) {
+        problem(z, o->name, "%s of a view, or of a tensor a view was taken of, changes "
+                "what the views see (not supported)", nm);
+        return TN_OK;
+    }
     for (size_t k = 0; k < sizeof meta_ops / sizeof *meta_ops; k++)
         if (!strcmp(nm, meta_ops[k])) {
             problem(z, o->name, "%s changes its argument's shape in place (not supported)", nm);

@@ -227,3 +227,42 @@ struct tn_tensor *tn__composite_to_dtype_layout(tn_keyset ks, const struct tn_te
 {
     return to_impl(self, dtype, layout, device, pin_memory, non_blocking, copy, memory_format);
 }
+
+/* resize's functional form: a new contiguous tensor of `size` holding
+ * self's elements in row-major order, the first numel(size) of them; where
+ * size holds more, the rest are zero (resize_ leaves them uninitialised). */
+struct tn_tensor *tn__composite_resize(tn_keyset ks, const struct tn_tensor *self,
+                                       const int64_t *size, int size_len,
+                                       const int64_t *memory_format)
+{
+    (void)ks;
+    if (memory_format && *memory_format != MF_CONTIGUOUS && *memory_format != MF_PRESERVE)
+        return tn_set_error(TN_EINVAL, "resize: only the contiguous memory format is "
+                            "supported"), NULL;
+    int64_t n = 1;
+    for (int d = 0; d < size_len; d++) {
+        if (size[d] < 0)
+            return tn_set_error(TN_EINVAL, "Trying to create tensor with negative dimension "
+                                "%lld: [resize]", (long long)size[d]), NULL;
+        n *= size[d];
+    }
+    int64_t have = tn_numel(self);
+    struct tn_tensor *flat = tn_reshape(self, TN_SHAPE(-1));
+    struct tn_tensor *part = flat ? tn_narrow(flat, 0, 0, n < have ? n : have) : NULL;
+    struct tn_tensor *r = !part ? NULL
+                          : n <= have ? tn_clone(part)
+                                      : tn_constant_pad_nd(part, TN_SHAPE(0, n - have), tn_int(0));
+    struct tn_tensor *out = r ? tn_reshape(r, size, size_len) : NULL;
+    tn_release(flat);
+    tn_release(part);
+    tn_release(r);
+    return out;
+}
+
+struct tn_tensor *tn__composite_resize_as(tn_keyset ks, const struct tn_tensor *self,
+                                          const struct tn_tensor *the_template,
+                                          const int64_t *memory_format)
+{
+    return tn__composite_resize(ks, self, the_template->sizes, the_template->ndim,
+                                memory_format);
+}

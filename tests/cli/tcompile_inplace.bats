@@ -173,3 +173,34 @@ print(len(b), "tensors as PyTorch", sorted({str(t.dtype) for t in a.values()}))'
     run grep -c 'buffer_mutation' "$D/inplace_buffer.json"
     assert_output 0
 }
+
+# resize_ as torch.export writes it (2.x, exported here): of a tensor no view
+# shares, it runs as PyTorch's; where a view was taken first, what the view
+# sees would change, and check names the node
+@test "run: resize_ of a fresh tensor equals PyTorch 2.x's; check refuses resize_ of a tensor with a view" {
+    require_torch2
+    run "$TORCH2" -W ignore -c 'import sys, torch
+class Fresh(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).resize_(3, 4) + 1
+class Viewed(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        v = y[0]
+        y.resize_(3, 4)
+        return v + 1
+x = torch.randn(2, 6)
+d = sys.argv[1]
+for name, m in (("fresh", Fresh()), ("viewed", Viewed())):
+    torch.export.save(torch.export.export(m, (x,)), d + "/" + name + ".pt2")
+torch.save({"x": x}, d + "/in.pt")
+torch.save({"add": Fresh()(x)}, d + "/want.pt")' "$BATS_TEST_TMPDIR"
+    assert_success
+    run tcompile run "$BATS_TEST_TMPDIR/fresh.pt2" -i "$BATS_TEST_TMPDIR/in.pt" -o "$BATS_TEST_TMPDIR/out.pt"
+    assert_success
+    run tckpt diff "$BATS_TEST_TMPDIR/out.pt" "$BATS_TEST_TMPDIR/want.pt"
+    assert_success
+    run tcompile check "$BATS_TEST_TMPDIR/viewed.pt2"
+    assert_failure 1
+    assert_output --partial "resize_ of a view, or of a tensor a view was taken of"
+}
