@@ -99,13 +99,13 @@ require_op_db() {
     assert_output --partial " 0 disagree"
 }
 
-@test "fixed defects: every sample of as_strided (overlapping views' gradients summed where they repeat an element), avg_pool1d and topk (ties in any order)" {
+@test "fixed defects: every sample of as_strided (overlapping views' gradients summed where they repeat an element), avg_pool1d, topk (ties in any order), resize_ and resize_as_" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops as_strided,nn.functional.avg_pool1d,topk
+    run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops as_strided,nn.functional.avg_pool1d,topk,resize_,resize_as_
     echo "$output" | grep -v Warning
     assert_success
     assert_output --partial " 0 disagree"
-    assert_output --regexp "core OpInfos .*: 4 swept, 4 pass every sample"
+    assert_output --regexp "core OpInfos .*: 5 swept, 5 pass every sample"
 }
 
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
