@@ -264,6 +264,54 @@ struct tn_tensor *tn__composite_std_dim(tn_keyset ks, const struct tn_tensor *se
     return tn_std_correction(self, dim, dim_len, &c, keepdim);
 }
 
+/* var_mean and std_mean: (var or std, mean) over dim, each through the
+ * dispatcher so that autograd records var.correction's (std's) and
+ * mean.dim's nodes. */
+static int moments(const struct tn_tensor *self, const int64_t *dim, int dim_len,
+                   const struct tn_scalar *correction, bool keepdim, bool is_std,
+                   struct tn_tensor **spread, struct tn_tensor **mean)
+{
+    *spread = is_std ? tn_std_correction(self, dim, dim_len, correction, keepdim)
+                     : tn_var_correction(self, dim, dim_len, correction, keepdim);
+    *mean = *spread ? tn_mean_dim(self, dim, dim_len, keepdim, TN_DTYPE_UNSET) : NULL;
+    if (*mean)
+        return TN_OK;
+    tn_release(*spread);
+    *spread = NULL;
+    return tn_last_status();
+}
+
+#define TN__MOMENTS(op, is_std)                                                               \
+    int tn__composite_##op##_mean_correction(tn_keyset ks, const struct tn_tensor *self,      \
+                                             const int64_t *dim, int dim_len,                 \
+                                             const struct tn_scalar *correction, bool keepdim, \
+                                             struct tn_tensor **result0,                       \
+                                             struct tn_tensor **result1)                       \
+    {                                                                                         \
+        (void)ks;                                                                             \
+        return moments(self, dim, dim_len, correction, keepdim, is_std, result0, result1);    \
+    }                                                                                         \
+    int tn__composite_##op##_mean_unbiased(tn_keyset ks, const struct tn_tensor *self,        \
+                                           bool unbiased, struct tn_tensor **result0,         \
+                                           struct tn_tensor **result1)                        \
+    {                                                                                         \
+        (void)ks;                                                                             \
+        struct tn_scalar c = tn_int(unbiased);                                                \
+        return moments(self, NULL, 0, &c, false, is_std, result0, result1);                   \
+    }                                                                                         \
+    int tn__composite_##op##_mean_dim(tn_keyset ks, const struct tn_tensor *self,             \
+                                      const int64_t *dim, int dim_len, bool unbiased,         \
+                                      bool keepdim, struct tn_tensor **result0,               \
+                                      struct tn_tensor **result1)                             \
+    {                                                                                         \
+        (void)ks;                                                                             \
+        struct tn_scalar c = tn_int(unbiased);                                                \
+        return moments(self, dim, dim_len, &c, keepdim, is_std, result0, result1);            \
+    }
+
+TN__MOMENTS(var, false)
+TN__MOMENTS(std, true)
+
 /* max() and min() of every element: amax/amin over all dims (NaN wins, the
  * gradient spread evenly over ties, as PyTorch's max() does), with
  * PyTorch's own words for what they refuse. */

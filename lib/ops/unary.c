@@ -5,6 +5,7 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "ops/internal.h"
@@ -316,5 +317,32 @@ struct tn_tensor *tn__composite_clamp_tensor(tn_keyset ks, const struct tn_tenso
         return lo;
     struct tn_tensor *r = tn_minimum(lo, max);
     tn_release(lo);
+    return r;
+}
+
+/* round.decimals as PyTorch's round_decimals kernel: nearbyint(x * 10^d) /
+ * 10^d, or for d < 0 nearbyint(x / 10^-d) * 10^-d, with 10^d and every step
+ * in the dtype's opmath type (float for float16 and bfloat16: one rounding
+ * to the dtype at the end). */
+struct tn_tensor *tn__composite_round_decimals(tn_keyset ks, const struct tn_tensor *self,
+                                               int64_t decimals)
+{
+    (void)ks;
+    if (!tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"round_decimals\" not implemented for '%s'",
+                            tn_dtype_info(self->dtype)->c10_name), NULL;
+    bool half = self->dtype == TN_FLOAT16 || self->dtype == TN_BFLOAT16;
+    bool neg = decimals < 0;
+    double p = pow(10.0, (double)(neg ? -decimals : decimals));
+    struct tn_scalar ten = tn_float(self->dtype == TN_FLOAT64 ? p : (double)(float)p);
+    struct tn_tensor *x = half ? tn_to_dtype(self, TN_FLOAT32) : tn_retain((struct tn_tensor *)self);
+    struct tn_tensor *a = x ? (neg ? tn_div_scalar(x, ten) : tn_mul_scalar(x, ten)) : NULL;
+    struct tn_tensor *b = a ? tn_round(a) : NULL;
+    struct tn_tensor *c = b ? (neg ? tn_mul_scalar(b, ten) : tn_div_scalar(b, ten)) : NULL;
+    struct tn_tensor *r = !c ? NULL : half ? tn_to_dtype(c, self->dtype) : tn_retain(c);
+    tn_release(x);
+    tn_release(a);
+    tn_release(b);
+    tn_release(c);
     return r;
 }

@@ -108,6 +108,16 @@ require_op_db() {
     assert_output --regexp "core OpInfos .*: 5 swept, 5 pass every sample"
 }
 
+@test "fixed defects: every sample of var_mean, std_mean and round with decimals (added ops)" {
+    require_op_db
+    run "$TORCH2" "$SWEEP" --tcompile "$TC" \
+        --ops var_mean,std_mean,var_mean.unbiased,std_mean.unbiased,round.decimals_0,round.decimals_3,round.decimals_neg_3
+    echo "$output" | grep -v Warning
+    assert_success
+    assert_output --partial " 0 disagree"
+    assert_output --partial "7 OpInfos swept, 7 with samples that export, 7 pass every sample"
+}
+
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
     require_op_db
     printf 'abs|float32|fwd|0\twrong\tmade up\n' >"$BATS_TEST_TMPDIR/xf.txt"
