@@ -10,6 +10,9 @@ bench_io_bench_dcp_SOURCES = bench/io/bench_dcp.c bench/bench.h
 bench_io_bench_dcp_LDADD = $(TN_LIB)
 TN_BENCH_SH += bench/io/dcp.sh
 EXTRA_DIST += bench/io/dcp.py
+# tckpt scan against picklescan, modelscan and fickling (run by hand: it
+# needs them on PATH).
+EXTRA_DIST += bench/io/scan_compare.sh
 bench-dcp: bench/io/bench_dcp$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/io/dcp.sh
 .PHONY: bench-dcp

@@ -7,7 +7,7 @@ include tests/cli/print.mk
 include tests/cli/random.mk
 include tests/cli/core.mk
 CLI_TESTS += tests/cli/manpages.bats tests/cli/setup.bats tests/cli/abi.bats tests/cli/bench.bats tests/cli/threads.bats tests/cli/layers.bats \
-	tests/cli/clang.bats
+	tests/cli/clang.bats tests/cli/package.bats
 include tests/cli/ttest.mk
 include tests/cli/tckpt.mk
 include tests/cli/dist.mk

@@ -20,7 +20,7 @@ tests_unit_test_tensors_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir
 tests_unit_test_tensors_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_tensors_LDFLAGS = $(TN_UNIT_LINK)
 # The libFuzzer target is built by its own script (clang), not by make.
-EXTRA_DIST += tests/fuzz/fuzz_ckpt.c tests/fuzz/run.sh
+EXTRA_DIST += tests/fuzz/fuzz_ckpt.c tests/fuzz/fuzz_dcp.c tests/fuzz/run.sh
 UNIT_TESTS += tests/unit/test_scan
 tests_unit_test_scan_SOURCES = tests/unit/test_scan.c
 tests_unit_test_scan_CPPFLAGS = $(TN_UNIT_CPP) -DTN_SRCDIR='"$(abs_top_srcdir)"'
