@@ -10,7 +10,7 @@ load helper
 
 setup() {
     W="$TN_BUILDDIR/tests/cli/tckpt/dcp_worker"
-    [ -x "$W" ] || skip "dcp_worker is not built (make check builds it)"
+    need_built tests/cli/tckpt/dcp_worker
     T="$BATS_TEST_TMPDIR"
 }
 

@@ -11,6 +11,7 @@ setup() {
     FX="$TN_SRCDIR/tests/fixtures/graph/torch2"
     TMP=$BATS_TEST_TMPDIR
     MAIN="$TN_BUILDDIR/tests/cli/tcompile/model_main"
+    need_built tests/cli/tcompile/model_main
 }
 
 # build NAME [OPTIONS]: $TMP/NAME.so from fixture NAME

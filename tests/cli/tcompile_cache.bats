@@ -8,6 +8,7 @@ load helper
 setup() {
     C=$BATS_TEST_TMPDIR/cache
     FILL=$TN_BUILDDIR/tests/cli/tcompile/cache_fill
+    need_built tests/cli/tcompile/cache_fill
     command -v cc >/dev/null || skip "no C compiler (cc) on PATH"
 }
 

@@ -214,7 +214,7 @@ EOF
 
 @test "tensorkit workers under trun: tn_dist_init(env://) and allreduce of every dtype, 2 and 4 ranks" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     run timeout 120 trun --no-python --nproc-per-node 2 --master-port 0 "$w"
     assert_success
     assert_line "[0]:rank 0 of 2 ok"
@@ -228,7 +228,7 @@ EOF
 # NPROC ranks; each rank R must print LINE with R for "%R".
 every_rank_prints() {
     local w="$TN_BUILDDIR/tests/cli/trun/$1"
-    [ -x "$w" ] || skip "$1 is not built (make check builds it)"
+    need_built "tests/cli/trun/$1"
     run timeout 120 trun --no-python --nproc-per-node "$2" --master-port 0 "$w"
     assert_success
     local r
@@ -254,7 +254,7 @@ every_rank_prints() {
 
 @test "a hung collective: every rank that joined fails with the same message naming the missing rank" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     run timeout 60 trun --no-python --nproc-per-node 3 --master-port 0 "$w" hang
     assert_failure 1
     assert_line --partial "[0]:rank 0: allreduce #1 failed: rank 2 never arrived (rank "
@@ -290,7 +290,7 @@ elastic_pair() {
 
 @test "--nnodes 1:2: two truns on one host meet in the rendezvous and run one world of 2" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     run elastic_pair "$w"
     assert_line "[0]:rank 0 of 2 ok"
     assert_line "[1]:rank 1 of 2 ok"
@@ -441,7 +441,7 @@ c10d_pair() {
 
 @test "--rdzv-backend c10d --nnodes 2: C workers on both nodes form the world and reduce over 4 ranks" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     run c10d_pair "$w"
     local r
     for r in 0 1 2 3; do assert_line "[$r]:rank $r of 4 ok"; done

@@ -18,7 +18,7 @@ teardown() {
 
 @test "c10d across two hosts, no --node-rank: one world of 2 nodes x 2 workers whose collectives complete" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     # no port: torchrun's c10d default, 29400
     local args=(--nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 10.77.0.1
         --rdzv-id hosts --rdzv-conf join_timeout=30

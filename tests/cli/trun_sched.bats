@@ -124,7 +124,7 @@ require_mpirun() {
 @test "a real mpirun -npernode 1 across two hosts: 2 nodes x 2 tensorkit workers form one world with no trun flag" {
     require_mpirun
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     netns_setup
     # mpirun reaches the other host through its rsh agent: this script
     cat >"$TMP/agent" <<EOF
@@ -157,7 +157,7 @@ slurm_node() {
 
 @test "srun's variables across two hosts: static and c10d worlds of 2 x 2 tensorkit workers with no trun flag" {
     local w="$TN_BUILDDIR/tests/cli/trun/pg_worker"
-    [ -x "$w" ] || skip "pg_worker is not built (make check builds it)"
+    need_built tests/cli/trun/pg_worker
     netns_setup
     local args=(--nproc-per-node 2 sh -c 'echo "node $GROUP_RANK on $(hostname) store $MASTER_ADDR"; exec "$0"' "$w")
     slurm_node "$NS_B" nsb 1 "${args[@]}" &
