@@ -270,6 +270,20 @@ struct tn_tensor *tn__composite_true_divide_scalar(tn_keyset ks, const struct tn
     return tn_div_scalar(self, other);
 }
 
+/* subtract: sub's alias */
+struct tn_tensor *tn__composite_subtract_tensor(tn_keyset ks, const struct tn_tensor *self,
+                                                const struct tn_tensor *other,
+                                                struct tn_scalar alpha)
+{
+    return tn_sub(self, other, alpha);
+}
+
+struct tn_tensor *tn__composite_subtract_scalar(tn_keyset ks, const struct tn_tensor *self,
+                                                struct tn_scalar other, struct tn_scalar alpha)
+{
+    return tn_sub_scalar(self, other, alpha);
+}
+
 struct tn_tensor *tn__composite_div_scalar_mode(tn_keyset ks, const struct tn_tensor *self,
                                                 struct tn_scalar other, const char *rounding_mode)
 {

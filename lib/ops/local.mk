@@ -12,8 +12,10 @@ libtensor_la_SOURCES += \
 	lib/ops/softmax.c \
 	lib/ops/sort.c \
 	lib/ops/nn.c \
+	lib/ops/nn_act.c \
 	lib/ops/nn_loss.c \
 	lib/ops/shape.c \
+	lib/ops/diag.c \
 	lib/ops/compare.c \
 	lib/ops/movement.c \
 	lib/ops/split.c \

@@ -3,7 +3,7 @@
  * every loss applies, and the CompositeImplicitAutograd decompositions
  * PyTorch has (nll_loss over any number of dims, cross_entropy with class
  * probabilities and label smoothing, binary_cross_entropy_with_logits,
- * l1_loss), and nll_loss's total weight recomputed for its backward.
+ * l1_loss, margin_ranking_loss), and nll_loss's total weight recomputed for its backward.
  */
 #include <config.h>
 
@@ -31,6 +31,28 @@ struct tn_tensor *tn__composite_l1_loss(tn_keyset ks, const struct tn_tensor *se
     struct tn_tensor *r = a ? tn__nn_reduce_loss(a, reduction) : NULL;
     tn__nn_drop(0, d, a, NULL, NULL);
     return r;
+}
+
+/* margin_ranking_loss as PyTorch's: max(0, -target (input1 - input2) +
+ * margin), reduced */
+struct tn_tensor *tn__composite_margin_ranking_loss(tn_keyset ks, const struct tn_tensor *input1,
+                                                    const struct tn_tensor *input2,
+                                                    const struct tn_tensor *target, double margin,
+                                                    int64_t reduction)
+{
+    (void)ks;
+    struct tn_keep k = {0};
+    struct tn_tensor *d, *t, *r;
+    TN_KEEP(&k, d, tn_sub(input1, input2, tn_int(1)));
+    TN_KEEP(&k, t, tn_neg(target));
+    TN_KEEP(&k, r, tn_mul(t, d));
+    TN_KEEP(&k, r, tn_add_scalar(r, tn_float(margin), tn_int(1)));
+    TN_KEEP(&k, r, tn_clamp_min(r, tn_int(0)));
+    TN_KEEP(&k, r, tn__nn_reduce_loss(r, reduction));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
 }
 
 /* kl_div as PyTorch's: exp(target) (target - self) for a log target, else

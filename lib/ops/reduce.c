@@ -436,3 +436,85 @@ struct tn_tensor *tn__composite_any_dims(tn_keyset ks, const struct tn_tensor *s
     tn_release(r);
     return v;
 }
+
+/* nanmean as PyTorch's: nansum over the count of values that are not NaN */
+struct tn_tensor *tn__composite_nanmean(tn_keyset ks, const struct tn_tensor *self,
+                                        const int64_t *dim, int dim_len, bool keepdim,
+                                        enum tn_dtype dtype)
+{
+    (void)ks;
+    if (!tn_dtype_is_floating(self->dtype) && !tn_dtype_is_complex(self->dtype)) {
+        tn_set_error(TN_EDTYPE, "nanmean(): expected input to have floating point or complex "
+                     "dtype but got %s", tn_dtype_info(self->dtype)->c10_name);
+        return NULL;
+    }
+    struct tn_tensor *nan = tn_isnan(self), *ok = nan ? tn_logical_not(nan) : NULL;
+    struct tn_tensor *n = ok ? tn_sum_dim_intlist(ok, dim, dim_len, keepdim, TN_DTYPE_UNSET) : NULL;
+    struct tn_tensor *s = n ? tn_nansum(self, dim, dim_len, keepdim, dtype) : NULL;
+    struct tn_tensor *r = s ? tn_div(s, n) : NULL;
+    tn_release(nan);
+    tn_release(ok);
+    tn_release(n);
+    tn_release(s);
+    return r;
+}
+
+/* count_nonzero: the int64 count of self != 0 over dim (every dim when
+ * none is given) */
+struct tn_tensor *tn__composite_count_nonzero_dim_intlist(tn_keyset ks,
+                                                          const struct tn_tensor *self,
+                                                          const int64_t *dim, int dim_len)
+{
+    (void)ks;
+    struct tn_tensor *nz = tn_ne_scalar(self, tn_int(0));
+    struct tn_tensor *r = nz ? tn_sum_dim_intlist(nz, dim_len ? dim : NULL, dim_len, false,
+                                                  TN_INT64)
+                             : NULL;
+    tn_release(nz);
+    return r;
+}
+
+struct tn_tensor *tn__composite_count_nonzero(tn_keyset ks, const struct tn_tensor *self,
+                                              const int64_t *dim)
+{
+    return tn__composite_count_nonzero_dim_intlist(ks, self, dim, dim ? 1 : 0);
+}
+
+/* sum_to_size: self summed down to size, which self must expand from: the
+ * leading dims self has beyond size, and those size holds as 1; self
+ * itself (a view) where nothing is summed */
+struct tn_tensor *tn__composite_sum_to_size(tn_keyset ks, const struct tn_tensor *self,
+                                            const int64_t *size, int size_len)
+{
+    (void)ks;
+    if (size_len == 0) /* PyTorch's sum_to: a sum of all, int64 for integers and bool */
+        return tn_sum(self, TN_DTYPE_UNSET);
+    int lead = self->ndim - size_len;
+    bool ok = lead >= 0;
+    int64_t dims[TN_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; ok && i < self->ndim; i++) {
+        if (i < lead) {
+            dims[nd++] = i;
+            continue;
+        }
+        int64_t s = size[i - lead], t = self->sizes[i];
+        if (s == 1 && t != 1)
+            dims[nd++] = i;
+        else if (s != t)
+            ok = false;
+    }
+    if (!ok) {
+        char want[256], have[256];
+        tn_set_error(TN_ESHAPE, "size {%s} is not expandable to size {%s}.",
+                     tn_shape_format(size, size_len, want, sizeof want),
+                     tn_shape_format(self->sizes, self->ndim, have, sizeof have));
+        return NULL;
+    }
+    if (!nd)
+        return tn_view(self, self->sizes, self->ndim);
+    struct tn_tensor *s = tn_sum_dim_intlist(self, dims, nd, true, TN_DTYPE_UNSET);
+    struct tn_tensor *r = s && lead ? tn_view(s, size, size_len) : tn_retain(s);
+    tn_release(s);
+    return r;
+}

@@ -149,7 +149,7 @@ static struct tn_tensor *tn_case_tensor(json_t *c)
 }
 
 /* Prints s as TAP comment lines. */
-static void tn_diag(const char *label, const char *s)
+static void print_diag(const char *label, const char *s)
 {
     print_message("# %s:\n", label);
     while (*s) {
@@ -177,8 +177,8 @@ static int tn_check_case(json_t *c, const char *want, struct tn_printoptions def
     int rc = strcmp(got, want) == 0 ? 0 : -1;
     if (rc) {
         print_message("# %s differs from PyTorch %s\n", name, version);
-        tn_diag("ours", got);
-        tn_diag("PyTorch's", want);
+        print_diag("ours", got);
+        print_diag("PyTorch's", want);
     }
     free(got);
     return rc;
