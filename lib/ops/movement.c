@@ -2,7 +2,8 @@
  * ops/movement.c: meta functions of the data-movement ops whose CPU
  * kernels live in ops/cpu/movement.c: tril and triu (structured: the
  * result has self's shape and dtype), with PyTorch's checks and words; and
- * the decompositions tile (over repeat) and argsort (over sort).
+ * the decompositions tile (over repeat), argsort (over sort), and
+ * nonzero_static (over nonzero).
  */
 #include <config.h>
 
@@ -101,4 +102,37 @@ struct tn_tensor *tn__composite_argwhere(tn_keyset ks, const struct tn_tensor *s
 {
     (void)ks;
     return tn_nonzero(self);
+}
+
+/* nonzero_static: nonzero's first size rows, or all of them followed by
+ * rows of fill_value up to size: a shape known before the values are */
+struct tn_tensor *tn__composite_nonzero_static(tn_keyset ks, const struct tn_tensor *self,
+                                               int64_t size, int64_t fill_value)
+{
+    (void)ks;
+    if (size < 0) {
+        tn_set_error(TN_EINVAL, "nonzero_static: 'size' must be an non-negative integer, but got "
+                     "size: %lld", (long long)size);
+        return NULL;
+    }
+    struct tn_tensor *nz = tn_nonzero(self), *r = NULL;
+    if (!nz)
+        return NULL;
+    int64_t n = nz->sizes[0];
+    if (n >= size) {
+        struct tn_tensor *head = tn_narrow(nz, 0, 0, size);
+        r = head ? tn_contiguous(head) : NULL; /* nonzero's own: no alias of self */
+        tn_release(head);
+    } else {
+        struct tn_tensor *pad = tn_full(TN_SHAPE(size - n, nz->sizes[1]), tn_int(fill_value),
+                                        TN_INT64);
+        const struct tn_tensor *both[2] = {nz, pad};
+        r = pad ? tn_cat(both, 2, 0) : NULL;
+        tn_release(pad);
+    }
+    tn_release(nz);
+    /* row-major, as PyTorch's kernel writes it (nonzero's is column-major) */
+    struct tn_tensor *c = r ? tn_contiguous(r) : NULL;
+    tn_release(r);
+    return c;
 }

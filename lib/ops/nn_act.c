@@ -2,7 +2,8 @@
  * ops/nn_act.c: activations PyTorch has as their own kernels that are
  * here CompositeImplicitAutograd decompositions with the same values: glu
  * (first half times the sigmoid of the second) and prelu (a learned slope
- * per channel where the input is not positive).
+ * per channel where the input is not positive); and bilinear, PyTorch's
+ * decomposition through _trilinear here two einsums.
  */
 #include <config.h>
 
@@ -88,4 +89,55 @@ struct tn_tensor *tn__composite_prelu(tn_keyset ks, const struct tn_tensor *self
 fail:
     tn__keep_free(&k);
     return NULL;
+}
+
+/* bilinear: y[..., o] = sum_ij x1[..., i] w[o, i, j] x2[..., j] + bias[o],
+ * with PyTorch's checks */
+struct tn_tensor *tn__composite_bilinear(tn_keyset ks, const struct tn_tensor *input1,
+                                         const struct tn_tensor *input2,
+                                         const struct tn_tensor *weight,
+                                         const struct tn_tensor *bias)
+{
+    (void)ks;
+    int n = input1->ndim;
+    if (n != input2->ndim) {
+        tn_set_error(TN_ESHAPE, "bilinear(): input dimensions do not match: got %d and %d", n,
+                     input2->ndim);
+        return NULL;
+    }
+    for (int i = 0; i + 1 < n; i++)
+        if (input1->sizes[i] != input2->sizes[i]) {
+            tn_set_error(TN_ESHAPE, "bilinear(): input batch dimensions do not match: got %"
+                         PRId64 " and %" PRId64, input1->sizes[i], input2->sizes[i]);
+            return NULL;
+        }
+    if (n < 1 || weight->ndim != 3) {
+        tn_set_error(TN_ESHAPE, "bilinear(): expected inputs of at least one dimension and a "
+                     "3-D weight, got %d and %d", n, weight->ndim);
+        return NULL;
+    }
+    if (input1->sizes[n - 1] != weight->sizes[1] || input2->sizes[n - 1] != weight->sizes[2]) {
+        bool one = input1->sizes[n - 1] != weight->sizes[1];
+        tn_set_error(TN_ESHAPE, "bilinear(): input%d size does not match weight size: got %"
+                     PRId64 " but expected %" PRId64, one ? 1 : 2,
+                     (one ? input1 : input2)->sizes[n - 1], weight->sizes[one ? 1 : 2]);
+        return NULL;
+    }
+    if (bias && (bias->ndim < 1 || bias->sizes[0] != weight->sizes[0])) {
+        tn_set_error(TN_ESHAPE, "bilinear(): bias size does not match weight size: got %" PRId64
+                     " but expected %" PRId64, bias->ndim ? bias->sizes[0] : 0, weight->sizes[0]);
+        return NULL;
+    }
+    /* two contractions, input1's first, each rounded to the dtype once, as
+     * PyTorch's _trilinear (and its einsum) round them */
+    const struct tn_tensor *first[2] = {input1, weight};
+    struct tn_tensor *t = tn_einsum("...i,oij->...oj", first, 2, NULL, 0);
+    const struct tn_tensor *second[2] = {t, input2};
+    struct tn_tensor *y = t ? tn_einsum("...oj,...j->...o", second, 2, NULL, 0) : NULL;
+    tn_release(t);
+    if (!y || !bias)
+        return y;
+    struct tn_tensor *r = tn_add(y, bias, tn_int(1));
+    tn_release(y);
+    return r;
 }

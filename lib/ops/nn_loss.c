@@ -3,7 +3,8 @@
  * every loss applies, and the CompositeImplicitAutograd decompositions
  * PyTorch has (nll_loss over any number of dims, cross_entropy with class
  * probabilities and label smoothing, binary_cross_entropy_with_logits,
- * l1_loss, margin_ranking_loss), and nll_loss's total weight recomputed for its backward.
+ * l1_loss, margin_ranking_loss, poisson_nll_loss), and nll_loss's total
+ * weight recomputed for its backward.
  */
 #include <config.h>
 
@@ -48,6 +49,47 @@ struct tn_tensor *tn__composite_margin_ranking_loss(tn_keyset ks, const struct t
     TN_KEEP(&k, r, tn_mul(t, d));
     TN_KEEP(&k, r, tn_add_scalar(r, tn_float(margin), tn_int(1)));
     TN_KEEP(&k, r, tn_clamp_min(r, tn_int(0)));
+    TN_KEEP(&k, r, tn__nn_reduce_loss(r, reduction));
+    return tn__keep_out(&k, r);
+fail:
+    tn__keep_free(&k);
+    return NULL;
+}
+
+/* poisson_nll_loss as PyTorch's: exp(input) - target input for a log
+ * input, else input - target log(input + eps); with full, Stirling's term
+ * target log(target) - target + log(2 pi target) / 2 added where target > 1;
+ * reduced */
+struct tn_tensor *tn__composite_poisson_nll_loss(tn_keyset ks, const struct tn_tensor *input,
+                                                 const struct tn_tensor *target, bool log_input,
+                                                 bool full, double eps, int64_t reduction)
+{
+    (void)ks;
+    struct tn_keep k = {0};
+    struct tn_tensor *a, *b, *r;
+    if (log_input) {
+        TN_KEEP(&k, a, tn_exp(input));
+        TN_KEEP(&k, b, tn_mul(target, input));
+    } else {
+        TN_KEEP(&k, a, tn_retain((struct tn_tensor *)input));
+        TN_KEEP(&k, b, tn_add_scalar(input, tn_float(eps), tn_int(1)));
+        TN_KEEP(&k, b, tn_log(b));
+        TN_KEEP(&k, b, tn_mul(target, b));
+    }
+    TN_KEEP(&k, r, tn_sub(a, b, tn_int(1)));
+    if (full) {
+        struct tn_tensor *t, *l, *small;
+        TN_KEEP(&k, l, tn_log(target));
+        TN_KEEP(&k, t, tn_mul(target, l));
+        TN_KEEP(&k, t, tn_sub(t, target, tn_int(1)));
+        TN_KEEP(&k, l, tn_mul_scalar(target, tn_float(2 * 3.14159265358979323846)));
+        TN_KEEP(&k, l, tn_log(l));
+        TN_KEEP(&k, l, tn_mul_scalar(l, tn_float(0.5)));
+        TN_KEEP(&k, t, tn_add(t, l, tn_int(1)));
+        TN_KEEP(&k, small, tn_le_scalar(target, tn_int(1)));
+        TN_KEEP(&k, t, tn_masked_fill_scalar(t, small, tn_int(0)));
+        TN_KEEP(&k, r, tn_add(r, t, tn_int(1)));
+    }
     TN_KEEP(&k, r, tn__nn_reduce_loss(r, reduction));
     return tn__keep_out(&k, r);
 fail:

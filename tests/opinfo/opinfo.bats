@@ -118,14 +118,14 @@ require_op_db() {
     assert_output --partial "7 OpInfos swept, 7 with samples that export, 7 pass every sample"
 }
 
-@test "added composites: subtract (masked.var/std), glu, prelu, margin_ranking_loss, rot90, diag, diag_embed, diagonal_copy, nanmean, count_nonzero, sum_to_size (a sample a dtype)" {
+@test "added composites: subtract (masked.var/std), glu, prelu, margin_ranking_loss, rot90, diag, diag_embed, diagonal_copy, nanmean, count_nonzero, sum_to_size, poisson_nll_loss, bilinear, nonzero_static (a sample a dtype)" {
     require_op_db
     run "$TORCH2" "$SWEEP" --tcompile "$TC" --max-samples 1 \
-        --ops masked.var,masked.std,nn.functional.glu,nn.functional.prelu,nn.functional.margin_ranking_loss,rot90,diag,diag_embed,diagonal_copy,nanmean,count_nonzero,sum_to_size
+        --ops masked.var,masked.std,nn.functional.glu,nn.functional.prelu,nn.functional.margin_ranking_loss,rot90,diag,diag_embed,diagonal_copy,nanmean,count_nonzero,sum_to_size,nn.functional.poisson_nll_loss,nn.functional.bilinear,nonzero_static
     echo "$output" | grep -v Warning
     assert_success
     assert_output --partial " 0 disagree"
-    assert_output --partial "12 OpInfos swept, 12 with samples that export, 12 pass every sample"
+    assert_output --partial "15 OpInfos swept, 15 with samples that export, 15 pass every sample"
 }
 
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
