@@ -1,6 +1,7 @@
 /*
  * ops/attention.c: scaled_dot_product_attention as PyTorch 2.x defines it
- * (masks, is_causal, scale, dropout, enable_gqa), the CPU flash-attention
+ * (masks, is_causal, scale, enable_gqa; dropout by attention_math.c), the
+ * CPU flash-attention
  * pair a decomposed graph names, and the argument checks and Meta
  * functions of _tn_attention, the blocked kernel all of them run
  * (lib/ops/cpu/attention.c).
@@ -175,32 +176,29 @@ bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
 
 /* ------------------------------------------------------------ decompositions */
 
-/* A seed for the dropout mask, drawn from the default generator (none is
- * drawn without dropout, so p=0 leaves the generator as it was). */
-static int draw_seed(double dropout_p, int64_t *seed)
+int tn__attn_no_dropout(double dropout_p)
 {
-    *seed = 0;
-    if (dropout_p <= 0)
-        return TN_OK;
-    struct tn_tensor *r = tn_randint(0, INT64_MAX, TN_SHAPE(1), TN_INT64, NULL);
-    if (!r)
-        return tn_last_status();
-    *seed = *(const int64_t *)tn_data(r);
-    tn_release(r);
+    if (dropout_p != 0)
+        return tn_set_error(TN_EINVAL, "_tn_attention: dropout_p must be 0 (got %g): "
+                            "scaled_dot_product_attention runs dropout by PyTorch's math path",
+                            dropout_p);
     return TN_OK;
 }
 
+/* Without dropout the blocked kernel (PyTorch's CPU flash attention, which
+ * its dispatcher picks then); with dropout PyTorch's math path, whose
+ * dropout draws from the default generator as PyTorch's does. */
 struct tn_tensor *tn__composite_scaled_dot_product_attention(
     tn_keyset ks, const struct tn_tensor *query, const struct tn_tensor *key,
     const struct tn_tensor *value, const struct tn_tensor *attn_mask, double dropout_p,
     bool is_causal, const double *scale, bool enable_gqa)
 {
     struct tn_tensor *out, *lse;
-    int64_t seed;
-    if (draw_seed(dropout_p, &seed) < 0 ||
-        tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
-                                               is_causal, scale, enable_gqa, seed, &out,
-                                               &lse) < 0)
+    if (dropout_p > 0)
+        return tn__attn_math(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                             enable_gqa);
+    if (tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
+                                               is_causal, scale, enable_gqa, 0, &out, &lse) < 0)
         return NULL;
     tn_release(lse);
     return out;
@@ -335,6 +333,8 @@ int tn__meta__tn_attention(tn_keyset ks, const struct tn_tensor *query,
     *output = *logsumexp = NULL;
     int rc = tn__attn_shape(query, key, value, attn_mask, dropout_p, is_causal, scale,
                             enable_gqa, &sh);
+    if (rc == TN_OK)
+        rc = tn__attn_no_dropout(dropout_p);
     if (rc < 0)
         return rc;
     *output = tn__attn_query_layout(query, key, value, &sh, dropout_p)
@@ -359,6 +359,8 @@ int tn__meta__tn_attention_backward(
     int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
                                      dropout_p, is_causal, scale, enable_gqa, output_mask,
                                      output_mask_len, &sh);
+    if (rc == TN_OK)
+        rc = tn__attn_no_dropout(dropout_p);
     if (rc < 0)
         return rc;
     enum tn_dtype dt = query->dtype;

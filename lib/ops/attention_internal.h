@@ -37,6 +37,18 @@ int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_te
                             const double *scale, bool enable_gqa, const bool *output_mask,
                             int output_mask_len, struct tn__attn_shape *sh);
 
+/* scaled_dot_product_attention by PyTorch's math path (lib/ops/
+ * attention_math.c): what it runs with dropout_p > 0, the dropout drawn
+ * from the default generator as PyTorch's; NULL with an error. */
+struct tn_tensor *tn__attn_math(const struct tn_tensor *query, const struct tn_tensor *key,
+                                const struct tn_tensor *value, const struct tn_tensor *attn_mask,
+                                double dropout_p, bool is_causal, const double *scale,
+                                bool enable_gqa);
+
+/* TN_EINVAL unless dropout_p is 0: _tn_attention has no dropout (sdpa
+ * runs dropout by its math path). */
+int tn__attn_no_dropout(double dropout_p);
+
 /* sz = [batch (nb dims)..., a, b]; returns nb + 2 */
 static inline int tn__attn_sizes(const int64_t *batch, int nb, int64_t a, int64_t b, int64_t *sz)
 {

@@ -26,6 +26,7 @@ libtensor_la_SOURCES += \
 	lib/ops/fill.c \
 	lib/ops/layout.c \
 	lib/ops/attention.c \
+	lib/ops/attention_math.c \
 	lib/ops/fft.c \
 	lib/ops/fft_plan.c \
 	lib/ops/complex_view.c \

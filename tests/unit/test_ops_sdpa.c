@@ -4,7 +4,8 @@
  * 2.x: values, the flash pair, errors), gradients against PyTorch's
  * autograd, gradcheck in float64 (masks, causal, GQA, dropout with a fixed
  * seed, lengths that cross the kernel's blocks), the result's strides,
- * dropout's statistics,
+ * dropout against PyTorch's for a seed (its math path: values, a second
+ * call's mask, gradients), dropout's statistics,
  * determinism across thread counts and the Meta shapes.
  */
 #include "ops_cases.h"
@@ -179,10 +180,18 @@ struct gc {
     int64_t seed;
 };
 
+/* dropout: sdpa (its math path) after tn_manual_seed(seed), a fixed
+ * function; else the kernel, _tn_attention */
 static struct tn_tensor *attn_fn(struct tn_tensor *const *in, void *ctx)
 {
     const struct gc *g = ctx;
     struct tn_tensor *out, *lse;
+    const struct tn_tensor *m = g->mask_in ? in[3] : g->mask;
+    if (g->p > 0) {
+        tn_manual_seed((uint64_t)g->seed);
+        return tn_scaled_dot_product_attention(in[0], in[1], in[2], m, g->p, g->causal,
+                                               g->has_scale ? &g->scale : NULL, g->gqa);
+    }
     if (tn_underscore_tn_attention(in[0], in[1], in[2], g->mask_in ? in[3] : g->mask, g->p,
                                    g->causal,
                                    g->has_scale ? &g->scale : NULL, g->gqa, g->seed, &out,
@@ -240,6 +249,63 @@ static void test_gradcheck(void **state)
     tn_release(bm);
     tn_release(bmb);
     tn_release(row);
+}
+
+/* Dropout as PyTorch's math path: for the fixture's seed the same output,
+ * a second call the same other mask, and the gradients of the first. */
+static void test_dropout_against_pytorch(void **state)
+{
+    json_t *fx = tn_test_fixture("../ops/sdpa");
+    json_t *cases = json_object_get(fx, "dropout"), *c;
+    size_t ci;
+    int failed = 0;
+    assert_true(json_array_size(cases) >= 12);
+    json_array_foreach(cases, ci, c) {
+        struct tn_tensor *in[3] = {tn_test_tensor(json_object_get(c, "q")),
+                                   tn_test_tensor(json_object_get(c, "k")),
+                                   tn_test_tensor(json_object_get(c, "v"))};
+        struct tn_tensor *mask = opt_tensor(json_object_get(c, "mask"));
+        struct tn_tensor *go = tn_test_tensor(json_object_get(c, "grad_out"));
+        json_t *js = json_object_get(c, "scale");
+        double scale = json_is_null(js) ? 0 : json_number_value(js);
+        double p = json_number_value(json_object_get(c, "dropout_p"));
+        bool causal = json_is_true(json_object_get(c, "is_causal"));
+        bool gqa = json_is_true(json_object_get(c, "enable_gqa"));
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(tn_requires_grad_(in[i], true), 0);
+        tn_manual_seed((uint64_t)json_integer_value(json_object_get(c, "seed")));
+        struct tn_tensor *o[2];
+        for (int r = 0; r < 2; r++) {
+            o[r] = tn_scaled_dot_product_attention(in[0], in[1], in[2], mask, p, causal,
+                                                   json_is_null(js) ? NULL : &scale, gqa);
+            assert_non_null(o[r]);
+            char what[64];
+            snprintf(what, sizeof what, "dropout case %zu, call %d", ci, r + 1);
+            failed += compare(o[r], json_object_get(c, r ? "out2" : "out"), what, true) != 0;
+        }
+        assert_int_equal(tn_backward(&o[0], 1, &go, false, false), 0);
+        for (int i = 0; i < 3; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "dropout case %zu, grad of %c", ci, "qkv"[i]);
+            assert_non_null(in[i]->grad);
+            failed += compare(in[i]->grad, json_array_get(json_object_get(c, "grads"), (size_t)i),
+                              what, true) != 0;
+        }
+        drop4(in[0], in[1], in[2], mask);
+        drop4(o[0], o[1], go, NULL);
+    }
+    json_decref(fx);
+    assert_int_equal(failed, 0);
+}
+
+/* _tn_attention (the kernel) has no dropout: it says so. */
+static void test_kernel_refuses_dropout(void **state)
+{
+    struct tn_tensor *q = tn_randn(TN_SHAPE(1, 4, 8), TN_FLOAT32, NULL), *out = NULL, *lse = NULL;
+    assert_true(tn_underscore_tn_attention(q, q, q, NULL, 0.1, false, NULL, false, 0, &out,
+                                           &lse) < 0);
+    assert_non_null(strstr(tn_last_error(), "dropout_p must be 0"));
+    tn_release(q);
 }
 
 /* Dropout with q = 0 (uniform attention over S keys) and value the
@@ -359,6 +425,8 @@ int main(void)
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_flash_layouts),
         cmocka_unit_test(test_gradcheck),
+        cmocka_unit_test(test_dropout_against_pytorch),
+        cmocka_unit_test(test_kernel_refuses_dropout),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_meta),

@@ -9,9 +9,8 @@
  * then one over key blocks (dK, dV), each task owning what it writes; with
  * key/value heads enough for the pool (two a thread), one pass a head
  * instead. Both sum in the same order, so results do not depend on the
- * thread count. Dropout keeps element
- * (b, i, j) when a hash of (seed, b, i, j) says so, the same in both
- * directions. float16 and bfloat16 compute in float32.
+ * thread count. No dropout here: sdpa runs it by PyTorch's math path
+ * (lib/ops/attention_math.c). float16 and bfloat16 compute in float32.
  */
 #include <config.h>
 
@@ -36,22 +35,9 @@ struct attn_job {
     void *o, *lse, *D, *dq, *dk, *dv, *dm; /* dm: the mask's gradient, [B, L, S] */
     const int64_t *moff; /* byte offset of each batch's mask */
     int64_t msl, mss;    /* the mask's byte strides over L and S */
-    bool mbool, causal, dropout, avx2;
-    uint64_t seed, thresh; /* keep when hash >= thresh */
-    double dscale;
+    bool mbool, causal, avx2;
     atomic_bool failed; /* a task could not allocate its scratch */
 };
-
-/* splitmix64's finaliser of seed + n: a counter-based stream, so any block
- * order draws the same mask */
-static inline bool attn_keep(const struct attn_job *j, uint64_t n)
-{
-    uint64_t z = j->seed + n * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return z >= j->thresh;
-}
 
 /* s[c] = e^(s[c] - m) for c < n; returns their sum. Eight lanes at a time
  * on AVX2 (float32), as softmax does. */
@@ -167,17 +153,12 @@ static int mask_setup(struct attn_job *j, const struct tn_tensor *mask, enum tn_
     return TN_OK;
 }
 
-static void job_init(struct attn_job *j, double dropout_p, bool is_causal, int64_t seed)
+static void job_init(struct attn_job *j, bool is_causal)
 {
     j->causal = is_causal;
 #if TN_HAVE_AVX2
     j->avx2 = tn__have_avx2();
 #endif
-    j->dropout = dropout_p > 0;
-    j->seed = (uint64_t)seed;
-    /* keep with probability 1 - p: hash >= p * 2^64 */
-    j->thresh = dropout_p >= 1 ? UINT64_MAX : (uint64_t)ldexp(dropout_p, 64);
-    j->dscale = dropout_p >= 1 ? 0 : 1 / (1 - dropout_p);
 }
 
 static struct tn_tensor *batched(const int64_t *batch, int nb, int64_t a, int64_t b, int tail,
@@ -206,11 +187,13 @@ int tn__cpu__tn_attention(tn_keyset ks, const struct tn_tensor *query,
     *output = *logsumexp = NULL;
     int rc = tn__attn_shape(query, key, value, attn_mask, dropout_p, is_causal, scale,
                             enable_gqa, &j.sh);
+    if (rc == TN_OK)
+        rc = tn__attn_no_dropout(dropout_p);
     if (rc < 0)
         return rc;
     const struct tn__attn_shape *sh = &j.sh;
     enum tn_dtype ct = tn__attn_compute(query->dtype);
-    job_init(&j, dropout_p, is_causal, seed);
+    job_init(&j, is_causal);
     struct tn_tensor *q = operand(query, sh->bsz, sh->nb, sh->L, sh->E, ct);
     struct tn_tensor *k = q ? operand(key, sh->kvsz, sh->nb, sh->S, sh->E, ct) : NULL;
     struct tn_tensor *v = k ? operand(value, sh->kvsz, sh->nb, sh->S, sh->Ev, ct) : NULL;
@@ -260,12 +243,14 @@ int tn__cpu__tn_attention_backward(
     int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
                                      dropout_p, is_causal, scale, enable_gqa, output_mask,
                                      output_mask_len, &j.sh);
+    if (rc == TN_OK)
+        rc = tn__attn_no_dropout(dropout_p);
     if (rc < 0)
         return rc;
     const struct tn__attn_shape *sh = &j.sh;
     enum tn_dtype ct = tn__attn_compute(query->dtype);
     bool kvgrad = output_mask[1] || output_mask[2];
-    job_init(&j, dropout_p, is_causal, seed);
+    job_init(&j, is_causal);
     struct tn_keep kp = {0};
     struct tn_tensor *m = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dm = NULL, *q, *k, *v, *go,
                      *o, *lse, *D;

@@ -66,14 +66,6 @@ static R F(rowmax)(const struct attn_job *j, const R *s, int64_t n)
     return m;
 }
 
-/* p[c] *= the dropout mask of row i, columns j0.. (kept: 1/(1-p)) */
-static void F(drop)(const struct attn_job *j, int64_t b, int64_t i, int64_t j0, int64_t nk, R *p)
-{
-    uint64_t base = ((uint64_t)b * (uint64_t)j->sh.L + (uint64_t)i) * (uint64_t)j->sh.S + (uint64_t)j0;
-    for (int64_t c = 0; c < nk; c++)
-        p[c] = attn_keep(j, base + (uint64_t)c) ? p[c] * (R)j->dscale : 0;
-}
-
 /* the keys row i may see: all, or 0..i under is_causal */
 static int64_t F(kend)(const struct attn_job *j, int64_t last_row)
 {
@@ -113,8 +105,6 @@ static void F(fwd)(int64_t begin, int64_t end, void *ctx)
                 if (alpha != 1)
                     for (int64_t c = 0; c < Ev; c++)
                         acc[r * Ev + c] *= alpha;
-                if (j->dropout)
-                    F(drop)(j, b, i0 + r, j0, nk, s);
             }
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1, sc,
                  (int)nk, v + j0 * Ev, (int)Ev, 1, acc, (int)Ev);
@@ -144,15 +134,13 @@ static void F(probs)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq
         F(expsum)(j, sc + r * nk, nk, lse[r]);
 }
 
-/* dp (dO V^T of the block) becomes dS = P * (dropout(dp) - D) */
+/* dp (dO V^T of the block) becomes dS = P * (dp - D) */
 static void F(dscores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
                        int64_t nk, const R *p, R *dp)
 {
     const R *D = (const R *)j->D + b * j->sh.L + i0;
     for (int64_t r = 0; r < nq; r++) {
         R *d = dp + r * nk;
-        if (j->dropout)
-            F(drop)(j, b, i0 + r, j0, nk, d);
         for (int64_t c = 0; c < nk; c++)
             d[c] = p[r * nk + c] * (d[c] - D[r]);
     }
@@ -175,9 +163,9 @@ static void F(rowdots)(const struct attn_job *j, int64_t b, int64_t i0, int64_t 
 /* One block of the backward: rows i0.. of batch b against keys j0..
  * (probabilities recomputed) add to dq (rows i0..), dk and dv (rows j0..),
  * each NULL where not wanted, and write the mask's gradient (dm: the
- * job's, or NULL). sc, dp and pd hold BQ x BK each. */
+ * job's, or NULL). sc and dp hold BQ x BK each. */
 static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
-                         int64_t nk, R *dq, R *dk, R *dv, R *dm, R *sc, R *dp, R *pd)
+                         int64_t nk, R *dq, R *dk, R *dv, R *dm, R *sc, R *dp)
 {
     const int64_t E = j->sh.E, Ev = j->sh.Ev, kv = tn__attn_kv(&j->sh, b);
     const R *q = (const R *)j->q + (b * j->sh.L + i0) * E;
@@ -186,17 +174,9 @@ static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_
     const R *v = (const R *)j->v + (kv * j->sh.S + j0) * Ev;
     F(scores)(j, b, i0, nq, j0, nk, sc);
     F(probs)(j, b, i0, nq, nk, sc);
-    if (dv) {
-        const R *pv = sc;
-        if (j->dropout) {
-            memcpy(pd, sc, sizeof(R) * (size_t)(nq * nk));
-            for (int64_t r = 0; r < nq; r++)
-                F(drop)(j, b, i0 + r, j0, nk, pd + r * nk);
-            pv = pd;
-        }
-        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, (int)nk,
+    if (dv)
+        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, sc, (int)nk,
              go, (int)Ev, 1, dv, (int)Ev);
-    }
     if (!dq && !dk && !dm)
         return;
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go, (int)Ev, v,
@@ -216,7 +196,7 @@ static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_
  * first), dk and dv (rows of key/value head kv) added to, NULL where not
  * wanted */
 static void F(rows_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, R *dq,
-                        R *dk, R *dv, R *dm, R *sc, R *dp, R *pd)
+                        R *dk, R *dv, R *dm, R *sc, R *dp)
 {
     const int64_t E = j->sh.E, Ev = j->sh.Ev, kend = F(kend)(j, i0 + nq - 1);
     F(rowdots)(j, b, i0, nq);
@@ -227,14 +207,14 @@ static void F(rows_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_t
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         int64_t nk = kend - j0 < BK ? kend - j0 : BK;
         F(block_bwd)(j, b, i0, nq, j0, nk, dq, dk ? dk + j0 * E : NULL, dv ? dv + j0 * Ev : NULL,
-                     dm, sc, dp, pd);
+                     dm, sc, dp);
     }
 }
 
-/* three BQ x BK scratch blocks a task */
+/* two BQ x BK scratch blocks a task */
 static R *F(scratch)(struct attn_job *j)
 {
-    R *s = malloc(sizeof(R) * 3 * BQ * BK);
+    R *s = malloc(sizeof(R) * 2 * BQ * BK);
     if (!s)
         atomic_store(&j->failed, true);
     return s;
@@ -250,7 +230,7 @@ static void F(bwd_q)(int64_t begin, int64_t end, void *ctx)
     for (int64_t t = begin; sc && t < end; t++) {
         int64_t b = t / nqb, i0 = t % nqb * BQ, nq = L - i0 < BQ ? L - i0 : BQ;
         R *dq = j->dq ? (R *)j->dq + (b * L + i0) * j->sh.E : NULL;
-        F(rows_bwd)(j, b, i0, nq, dq, NULL, NULL, j->dm, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+        F(rows_bwd)(j, b, i0, nq, dq, NULL, NULL, j->dm, sc, sc + BQ * BK);
     }
     free(sc);
 }
@@ -281,7 +261,7 @@ static void F(bwd_kv)(int64_t begin, int64_t end, void *ctx)
                 int64_t nq = L - i0 < BQ ? L - i0 : BQ, kn = F(kend)(j, i0 + nq - 1) - j0;
                 if (kn > 0)
                     F(block_bwd)(j, F(group_b)(j, kv, h), i0, nq, j0, kn < nk ? kn : nk, NULL,
-                                 dk, dv, NULL, sc, sc + BQ * BK, sc + 2 * BQ * BK);
+                                 dk, dv, NULL, sc, sc + BQ * BK);
             }
     }
     free(sc);
@@ -307,7 +287,7 @@ static void F(bwd_fused)(int64_t begin, int64_t end, void *ctx)
             for (int64_t i0 = 0; i0 < L; i0 += BQ)
                 F(rows_bwd)(j, b, i0, L - i0 < BQ ? L - i0 : BQ,
                             j->dq ? (R *)j->dq + (b * L + i0) * E : NULL, dk, dv, j->dm, sc,
-                            sc + BQ * BK, sc + 2 * BQ * BK);
+                            sc + BQ * BK);
         }
     }
     free(sc);
