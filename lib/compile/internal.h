@@ -435,6 +435,12 @@ int tn__joint_unexpressed(void (*fn)(const char *op, const char *inputs, const c
                                      void *ctx),
                           void *ctx);
 
+/* joint_sdpa.c: g with each scaled_dot_product_attention node whose
+ * dropout_p > 0 replaced by PyTorch's math path as ops (their dropout a
+ * dropout node), for tn_compile_joint: 1 and a new checked graph in *out
+ * (tn_graph_free), 0 when g has none, < 0 an error. */
+int tn__joint_sdpa_dropout(const struct tn_graph *g, struct tn_graph **out);
+
 /* bmm.c: whether a matrix view (its last two dimensions) is one BLAS
  * reads in place: rows contiguous (trans false) or columns (trans true),
  * *ld its leading dimension. */

@@ -885,7 +885,8 @@ static int node_arg(struct jb *b, struct env *e, const char *name, struct jv *ou
         if (k < 0)
             return 0;
         const char *d = op->args[k].def;
-        if (!d && !strcmp(name, "seed")) /* _tn_attention's for sdpa: no dropout drawn */
+        if (!d && !strcmp(name, "seed")) /* _tn_attention's for sdpa: dropout_p 0 (an sdpa
+                                          * with dropout is its math path: joint_sdpa.c) */
             d = "0";
         *out = parse_default(d);
         if (out->k == J_STR) { /* 'none' -> none, kept in the env's buffer */
@@ -2207,6 +2208,14 @@ static char *finish(const char *text, const char *label)
 int tn_compile_joint(const struct tn_graph *g, char **fwd, char **bwd)
 {
     *fwd = *bwd = NULL;
+    struct tn_graph *math;
+    int mrc = tn__joint_sdpa_dropout(g, &math);
+    if (mrc != 0) {
+        if (mrc > 0)
+            mrc = tn_compile_joint(math, fwd, bwd);
+        tn_graph_free(math);
+        return mrc;
+    }
     struct jb b = {.g = g, .nodes = json_array()};
     b.grad = calloc((size_t)g->nvalues, sizeof *b.grad);
     b.needs_grad = calloc((size_t)g->nvalues, sizeof *b.needs_grad);

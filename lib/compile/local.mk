@@ -16,6 +16,7 @@ libtensor_la_SOURCES += \
 	lib/compile/convbw.c \
 	lib/compile/explain.c \
 	lib/compile/joint.c \
+	lib/compile/joint_sdpa.c \
 	lib/compile/compile.c \
 	lib/compile/sha256.c \
 	lib/compile/spawn.c \

@@ -135,6 +135,21 @@ print(torch.equal(torch.load('$W/seeded.pt')['rng_state'], torch.Generator().man
     assert_output "True"
 }
 
+@test "train: sdpa with dropout draws a new mask each step, PyTorch's: 50 AdamW steps of mlp_sdpa_drop give PyTorch's losses" {
+    # the joint graph used to run sdpa's dropout as _tn_attention with seed
+    # 0: one mask, another than PyTorch's, on every step
+    require_torch2
+    run tcompile train "$F/mlp_sdpa_drop.json" -w "$F/mlp_sdpa_drop.pt" --data "$F/data.npz" \
+        --optimizer adamw --lr 0.01 --seed 3 --steps 50 --log-loss
+    assert_success
+    echo "$output" > "$W/ours"
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_sdpa_drop "$F" adamw \
+        0.01 50 3
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" 50
+}
+
 @test "train: F.mse_loss against a broadcast target and h ** 2: 200 AdamW steps give PyTorch's losses" {
     # torch.export writes aten.broadcast_tensors then mse_loss, and h ** 2
     # as pow.Tensor_Scalar: main refused both (no op, no graph derivative)

@@ -231,6 +231,54 @@ print(abs(float(a) - float(b)) <= 1e-6 * abs(float(a)), float(a), float(b))"
     assert_output --partial "True"
 }
 
+@test "grad: sdpa with dropout becomes PyTorch's math path, its dropout drawn per run: each seed's gradients PyTorch's" {
+    # tests/fixtures/graph_joint.py's sdpadrop_joint: a causal sdpa and one
+    # with a bool mask (a row that sees no key), both with dropout; the
+    # fixture holds PyTorch's output and gradients after torch.manual_seed
+    # 1 and 2 (two masks, as two training steps draw them)
+    local p="$TN_SRCDIR/tests/fixtures/train/sdpadrop_joint" mode s
+    run tcompile grad "$p.json" -o "$O"
+    assert_success
+    run tcompile show "$O/forward.json"
+    assert_output --partial "%scaled_dot_product_attention_math_9_mask: bool[2, 2, 5, 5] = aten::native_dropout("
+    assert_output --partial "aten::softmax.int("
+    refute_output --partial "_tn_attention"
+    for mode in --strict --interpret; do
+        for s in 1 2; do
+            run tcompile run $mode --seed $s "$O/forward.json" -w "$p.pt" -i "${p}_inputs.pt" \
+                -o "$O/fw.npz"
+            assert_success
+            run tcompile run $mode --seed $s "$O/backward.json" -w "$p.pt" -i "${p}_inputs.pt" \
+                -i "$O/fw.npz" -o "$O/grads$s.pt"
+            assert_success
+            run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/grads$s.pt" "${p}_grads_seed$s.pt"
+            assert_success
+            assert_output --regexp "4 tensors match"
+        done
+        # two seeds, two masks
+        run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/grads1.pt" "$O/grads2.pt"
+        assert_failure
+    done
+}
+
+@test "run: sdpa with dropout and --seed gives PyTorch's output, and its eager gradients PyTorch's" {
+    local p="$TN_SRCDIR/tests/fixtures/train/sdpadrop_joint" mode s
+    mkdir -p "$O"
+    for mode in --strict --interpret; do
+        for s in 1 2; do
+            run tcompile run $mode --seed $s "$p.json" -w "$p.pt" -i "${p}_inputs.pt" \
+                -o "$O/out.pt" --grads "$O/eager.pt"
+            assert_success
+            run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/out.pt" "${p}_out_seed$s.pt"
+            assert_success
+            assert_output --partial "1 tensor matches"
+            run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/eager.pt" "${p}_grads_seed$s.pt"
+            assert_success
+            assert_output --partial "4 tensors match"
+        done
+    done
+}
+
 @test "grad: prod over all and over a dim, with zeros, through exclusive cumprods" {
     # _prod_bw and _prod_dim_bw over ops (no division, so rows with one or
     # two zeros need no branch); they were refused as helpers without one
