@@ -1985,6 +1985,20 @@ static int d_dropout(struct jb *b, const struct tn_graph_node *n, const char *gy
     return 0;
 }
 
+/* _to_copy: derivatives.yaml's `self: grad`, which the eager engine casts
+ * to the input's dtype (as PyTorch's validate_outputs does): cast here, so
+ * that a float32 computation between two casts (sdpa's math path on
+ * bfloat16, joint_sdpa.c) hands its input a gradient of its dtype. */
+static int d_to_copy(struct jb *b, const struct tn_graph_node *n, const char *gy)
+{
+    int x = tensor_of(n, "self");
+    if (!wants(b, x))
+        return 0;
+    enum tn_dtype dt = b->g->values[x].dtype;
+    accumulate(b, x, dt == b->g->values[n->outs[0]].dtype ? gy : to_dtype(b, gy, dt));
+    return 0;
+}
+
 /* Emits node n's derivative: a view's or a composite's (above), else the
  * formulas of derivatives.yaml. Returns 0, or TN_EINVAL naming it. */
 static int derive(struct jb *b, const struct tn_graph_node *n)
@@ -2010,6 +2024,8 @@ static int derive(struct jb *b, const struct tn_graph_node *n)
         return d_dropout(b, n, gy);
     if (gy && !strcmp(t, "torch.ops.aten.max_pool2d.default") && n->nout == 1)
         return d_max_pool(b, n, gy);
+    if (gy && !strcmp(t, "torch.ops.aten._to_copy.default"))
+        return d_to_copy(b, n, gy);
     int rc = gy ? derive_structural(b, n, gy) : 1;
     if (rc == 1)
         rc = derive_yaml(b, n);

@@ -231,25 +231,25 @@ print(abs(float(a) - float(b)) <= 1e-6 * abs(float(a)), float(a), float(b))"
     assert_output --partial "True"
 }
 
-@test "grad: sdpa with dropout becomes PyTorch's math path, its dropout drawn per run: each seed's gradients PyTorch's" {
-    # tests/fixtures/graph_joint.py's sdpadrop_joint: a causal sdpa and one
-    # with a bool mask (a row that sees no key), both with dropout; the
-    # fixture holds PyTorch's output and gradients after torch.manual_seed
-    # 1 and 2 (two masks, as two training steps draw them)
-    local p="$TN_SRCDIR/tests/fixtures/train/sdpadrop_joint" mode s
+# sdpa_drop_grads NAME: tcompile grad of tests/fixtures/train/NAME, whose
+# forward and backward give PyTorch's gradients for --seed 1 and 2 (two
+# masks), strict and interpreted
+sdpa_drop_grads() {
+    local p="$TN_SRCDIR/tests/fixtures/train/$1" mode s
     run tcompile grad "$p.json" -o "$O"
     assert_success
     run tcompile show "$O/forward.json"
-    assert_output --partial "%scaled_dot_product_attention_math_9_mask: bool[2, 2, 5, 5] = aten::native_dropout("
+    # both sdpa nodes: their dropout as native_dropout, its mask saved
+    [ "$(echo "$output" | grep -Ec '_math_[0-9]+_mask: bool\[2, 2, 5, 5\] = aten::native_dropout\(')" = 2 ]
     assert_output --partial "aten::softmax.int("
     refute_output --partial "_tn_attention"
     for mode in --strict --interpret; do
         for s in 1 2; do
             run tcompile run $mode --seed $s "$O/forward.json" -w "$p.pt" -i "${p}_inputs.pt" \
-                -o "$O/fw.npz"
+                -o "$O/fw.pt"
             assert_success
             run tcompile run $mode --seed $s "$O/backward.json" -w "$p.pt" -i "${p}_inputs.pt" \
-                -i "$O/fw.npz" -o "$O/grads$s.pt"
+                -i "$O/fw.pt" -o "$O/grads$s.pt"
             assert_success
             run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/grads$s.pt" "${p}_grads_seed$s.pt"
             assert_success
@@ -261,20 +261,35 @@ print(abs(float(a) - float(b)) <= 1e-6 * abs(float(a)), float(a), float(b))"
     done
 }
 
+@test "grad: sdpa with dropout becomes PyTorch's math path, its dropout drawn per run: each seed's gradients PyTorch's" {
+    # tests/fixtures/graph_joint.py's sdpadrop_joint: a causal sdpa and one
+    # with a bool mask (a row that sees no key), both with dropout; the
+    # fixture holds PyTorch's output and gradients after torch.manual_seed
+    # 1 and 2 (two masks, as two training steps draw them)
+    sdpa_drop_grads sdpadrop_joint
+}
+
+@test "grad: sdpa with dropout in bfloat16: float32 between _to_copy nodes, bfloat16 gradients PyTorch's" {
+    sdpa_drop_grads sdpadrop16_joint
+}
+
 @test "run: sdpa with dropout and --seed gives PyTorch's output, and its eager gradients PyTorch's" {
-    local p="$TN_SRCDIR/tests/fixtures/train/sdpadrop_joint" mode s
+    local p mode s
     mkdir -p "$O"
-    for mode in --strict --interpret; do
-        for s in 1 2; do
-            run tcompile run $mode --seed $s "$p.json" -w "$p.pt" -i "${p}_inputs.pt" \
-                -o "$O/out.pt" --grads "$O/eager.pt"
-            assert_success
-            run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/out.pt" "${p}_out_seed$s.pt"
-            assert_success
-            assert_output --partial "1 tensor matches"
-            run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/eager.pt" "${p}_grads_seed$s.pt"
-            assert_success
-            assert_output --partial "4 tensors match"
+    for p in sdpadrop_joint sdpadrop16_joint; do
+        p="$TN_SRCDIR/tests/fixtures/train/$p"
+        for mode in --strict --interpret; do
+            for s in 1 2; do
+                run tcompile run $mode --seed $s "$p.json" -w "$p.pt" -i "${p}_inputs.pt" \
+                    -o "$O/out.pt" --grads "$O/eager.pt"
+                assert_success
+                run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/out.pt" "${p}_out_seed$s.pt"
+                assert_success
+                assert_output --partial "1 tensor matches"
+                run tckpt diff --atol 1e-6 --rtol 1e-5 "$O/eager.pt" "${p}_grads_seed$s.pt"
+                assert_success
+                assert_output --partial "4 tensors match"
+            done
         done
     done
 }
