@@ -34,6 +34,21 @@ same_curve() {
     same_losses_as "$W/ours" "$W/theirs" 200
 }
 
+# seeded_curve MODEL STEPS: STEPS AdamW steps of tests/fixtures/train/MODEL
+# with --seed 3 (its dropout masks from the default generator), ours and
+# PyTorch's (train_torch.py --model MODEL)
+seeded_curve() {
+    require_torch2
+    run tcompile train "$F/$1.json" -w "$F/$1.pt" --data "$F/data.npz" \
+        --optimizer adamw --lr 0.01 --seed 3 --steps "$2" --log-loss
+    assert_success
+    echo "$output" > "$W/ours"
+    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model "$1" "$F" adamw 0.01 "$2" 3
+    assert_success
+    echo "$output" > "$W/theirs"
+    same_losses_as "$W/ours" "$W/theirs" "$2"
+}
+
 @test "train: 200 SGD steps give PyTorch's losses" {
     same_curve sgd 0.1
 }
@@ -116,15 +131,7 @@ option_curve() {
     # --seed seeded the shuffle alone: the masks came from the initial
     # seed, where a PyTorch script calling torch.manual_seed(3) draws them
     # after seed 3 (main's first loss already 1.369, PyTorch's 1.325)
-    require_torch2
-    run tcompile train "$F/mlp_drop.json" -w "$F/mlp_drop.pt" --data "$F/data.npz" \
-        --optimizer adamw --lr 0.01 --seed 3 --steps 200 --log-loss
-    assert_success
-    echo "$output" > "$W/ours"
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_drop "$F" adamw 0.01 200 3
-    assert_success
-    echo "$output" > "$W/theirs"
-    same_losses_as "$W/ours" "$W/theirs" 200
+    seeded_curve mlp_drop 200
     # and the generator saved is torch.manual_seed(5)'s where nothing drew
     run train --optimizer sgd --lr 0.1 --seed 5 --steps 2 --save "$W/seeded.pt"
     assert_success
@@ -138,16 +145,7 @@ print(torch.equal(torch.load('$W/seeded.pt')['rng_state'], torch.Generator().man
 @test "train: sdpa with dropout draws a new mask each step, PyTorch's: 50 AdamW steps of mlp_sdpa_drop give PyTorch's losses" {
     # the joint graph used to run sdpa's dropout as _tn_attention with seed
     # 0: one mask, another than PyTorch's, on every step
-    require_torch2
-    run tcompile train "$F/mlp_sdpa_drop.json" -w "$F/mlp_sdpa_drop.pt" --data "$F/data.npz" \
-        --optimizer adamw --lr 0.01 --seed 3 --steps 50 --log-loss
-    assert_success
-    echo "$output" > "$W/ours"
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_sdpa_drop "$F" adamw \
-        0.01 50 3
-    assert_success
-    echo "$output" > "$W/theirs"
-    same_losses_as "$W/ours" "$W/theirs" 50
+    seeded_curve mlp_sdpa_drop 50
 }
 
 @test "train: F.mse_loss against a broadcast target and h ** 2: 200 AdamW steps give PyTorch's losses" {

@@ -29,6 +29,50 @@ static struct tn_tensor *opt_tensor(json_t *j)
     return j && !json_is_null(j) ? tn_test_tensor(j) : NULL;
 }
 
+/* A gradient case of the fixture: q, k and v requiring grad, the mask,
+ * grad_out. */
+struct gcase {
+    struct tn_tensor *in[3], *mask, *go;
+};
+
+static void gcase_load(json_t *c, struct gcase *g)
+{
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = tn_test_tensor(json_object_get(c, names[i]));
+        assert_int_equal(tn_requires_grad_(g->in[i], true), 0);
+    }
+    g->mask = opt_tensor(json_object_get(c, "mask"));
+    g->go = tn_test_tensor(json_object_get(c, "grad_out"));
+}
+
+/* How many of q, k and v (released) have gradients other than the case's
+ * (what: "gradient case" or "dropout case") */
+static int gcase_grads(json_t *c, struct gcase *g, const char *what, size_t ci)
+{
+    int failed = 0;
+    for (int i = 0; i < 3; i++) {
+        char w[64];
+        snprintf(w, sizeof w, "%s %zu, grad of %c", what, ci, "qkv"[i]);
+        assert_non_null(g->in[i]->grad);
+        failed += compare(g->in[i]->grad, json_array_get(json_object_get(c, "grads"), (size_t)i),
+                          w, true) != 0;
+        tn_release(g->in[i]);
+    }
+    return failed;
+}
+
+/* sdpa of the case (dropout_p p) as PyTorch called it */
+static struct tn_tensor *gcase_sdpa(json_t *c, const struct gcase *g, double p)
+{
+    json_t *js = json_object_get(c, "scale");
+    double scale = json_is_null(js) ? 0 : json_number_value(js);
+    return tn_scaled_dot_product_attention(g->in[0], g->in[1], g->in[2], g->mask, p,
+                                           json_is_true(json_object_get(c, "is_causal")),
+                                           json_is_null(js) ? NULL : &scale,
+                                           json_is_true(json_object_get(c, "enable_gqa")));
+}
+
 /* The gradients of query, key and value through tn_backward equal those
  * of PyTorch's autograd. */
 static void test_grads_against_pytorch(void **state)
@@ -39,33 +83,19 @@ static void test_grads_against_pytorch(void **state)
     int failed = 0;
     assert_true(json_array_size(cases) >= 8);
     json_array_foreach(cases, ci, c) {
-        struct tn_tensor *in[3] = {tn_test_tensor(json_object_get(c, "q")),
-                                   tn_test_tensor(json_object_get(c, "k")),
-                                   tn_test_tensor(json_object_get(c, "v"))};
-        struct tn_tensor *mask = opt_tensor(json_object_get(c, "mask"));
-        struct tn_tensor *go = tn_test_tensor(json_object_get(c, "grad_out"));
-        json_t *js = json_object_get(c, "scale");
-        double scale = json_is_null(js) ? 0 : json_number_value(js);
+        struct gcase g;
+        gcase_load(c, &g);
+        struct tn_tensor *mask = g.mask, *go = g.go;
         json_t *gm = json_array_get(json_object_get(c, "grads"), 3);
-        for (int i = 0; i < 3; i++)
-            assert_int_equal(tn_requires_grad_(in[i], true), 0);
         if (!json_is_null(gm))
             assert_int_equal(tn_requires_grad_(mask, true), 0);
-        struct tn_tensor *out = tn_scaled_dot_product_attention(
-            in[0], in[1], in[2], mask, 0, json_is_true(json_object_get(c, "is_causal")),
-            json_is_null(js) ? NULL : &scale, json_is_true(json_object_get(c, "enable_gqa")));
+        struct tn_tensor *out = gcase_sdpa(c, &g, 0);
         assert_non_null(out);
         char what[64];
         snprintf(what, sizeof what, "gradient case %zu output", ci);
         failed += compare(out, json_object_get(c, "out"), what, true) != 0;
         assert_int_equal(tn_backward(&out, 1, &go, false, false), 0);
-        for (int i = 0; i < 3; i++) {
-            snprintf(what, sizeof what, "gradient case %zu, grad of %c", ci, "qkv"[i]);
-            assert_non_null(in[i]->grad);
-            failed += compare(in[i]->grad, json_array_get(json_object_get(c, "grads"), (size_t)i),
-                              what, true) != 0;
-            tn_release(in[i]);
-        }
+        failed += gcase_grads(c, &g, "gradient case", ci);
         if (!json_is_null(gm)) {
             snprintf(what, sizeof what, "gradient case %zu, grad of the mask", ci);
             assert_non_null(mask->grad);
@@ -261,38 +291,22 @@ static void test_dropout_against_pytorch(void **state)
     int failed = 0;
     assert_true(json_array_size(cases) >= 12);
     json_array_foreach(cases, ci, c) {
-        struct tn_tensor *in[3] = {tn_test_tensor(json_object_get(c, "q")),
-                                   tn_test_tensor(json_object_get(c, "k")),
-                                   tn_test_tensor(json_object_get(c, "v"))};
-        struct tn_tensor *mask = opt_tensor(json_object_get(c, "mask"));
-        struct tn_tensor *go = tn_test_tensor(json_object_get(c, "grad_out"));
-        json_t *js = json_object_get(c, "scale");
-        double scale = json_is_null(js) ? 0 : json_number_value(js);
+        struct gcase g;
+        gcase_load(c, &g);
+        struct tn_tensor *mask = g.mask, *go = g.go;
         double p = json_number_value(json_object_get(c, "dropout_p"));
-        bool causal = json_is_true(json_object_get(c, "is_causal"));
-        bool gqa = json_is_true(json_object_get(c, "enable_gqa"));
-        for (int i = 0; i < 3; i++)
-            assert_int_equal(tn_requires_grad_(in[i], true), 0);
         tn_manual_seed((uint64_t)json_integer_value(json_object_get(c, "seed")));
         struct tn_tensor *o[2];
         for (int r = 0; r < 2; r++) {
-            o[r] = tn_scaled_dot_product_attention(in[0], in[1], in[2], mask, p, causal,
-                                                   json_is_null(js) ? NULL : &scale, gqa);
+            o[r] = gcase_sdpa(c, &g, p);
             assert_non_null(o[r]);
             char what[64];
             snprintf(what, sizeof what, "dropout case %zu, call %d", ci, r + 1);
             failed += compare(o[r], json_object_get(c, r ? "out2" : "out"), what, true) != 0;
         }
         assert_int_equal(tn_backward(&o[0], 1, &go, false, false), 0);
-        for (int i = 0; i < 3; i++) {
-            char what[64];
-            snprintf(what, sizeof what, "dropout case %zu, grad of %c", ci, "qkv"[i]);
-            assert_non_null(in[i]->grad);
-            failed += compare(in[i]->grad, json_array_get(json_object_get(c, "grads"), (size_t)i),
-                              what, true) != 0;
-        }
-        drop4(in[0], in[1], in[2], mask);
-        drop4(o[0], o[1], go, NULL);
+        failed += gcase_grads(c, &g, "dropout case", ci);
+        drop4(o[0], o[1], go, mask);
     }
     json_decref(fx);
     assert_int_equal(failed, 0);

@@ -135,7 +135,7 @@ static void F(probs)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq
 }
 
 /* dp (dO V^T of the block) becomes dS = P * (dp - D) */
-static void F(dscores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0,
+static void F(dscores)(const struct attn_job *j, int64_t b, int64_t i0, int64_t nq,
                        int64_t nk, const R *p, R *dp)
 {
     const R *D = (const R *)j->D + b * j->sh.L + i0;
@@ -181,7 +181,7 @@ static void F(block_bwd)(const struct attn_job *j, int64_t b, int64_t i0, int64_
         return;
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, go, (int)Ev, v,
          (int)Ev, 0, dp, (int)nk);
-    F(dscores)(j, b, i0, nq, j0, nk, sc, dp);
+    F(dscores)(j, b, i0, nq, nk, sc, dp);
     for (int64_t r = 0; dm && r < nq; r++) /* d score / d mask = 1 */
         memcpy(dm + ((b * j->sh.L + i0 + r) * j->sh.S + j0), dp + r * nk, sizeof(R) * (size_t)nk);
     if (dq)
