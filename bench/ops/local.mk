@@ -20,6 +20,7 @@ bench-sdpa: bench/ops/bench_sdpa$(EXEEXT)
 # 10^3 .. 10^8 against PyTorch, with memcpy's bandwidth); `make bench-sweep`
 # runs it alone.
 TN_BENCH_SH += bench/ops/sweep.sh
+EXTRA_DIST += bench/ops/expfit.py
 bench-sweep: bench/ops/bench_ops$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/sweep.sh
 .PHONY: bench-sweep
