@@ -147,7 +147,7 @@ TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
 {
     const struct sjob *j = ctx;
     int64_t D = j->D, full = D & ~(int64_t)7, rest = D - full;
-    bool buffered = j->nt && !j->log && D <= TN_SM_BUF;
+    const bool buffered = j->nt && !j->log && D <= TN_SM_BUF, store = !j->log;
     float buf[TN_SM_BUF];
     for (int64_t row = begin; row < end; row++) {
         const float *x = (const float *)(const void *)j->in + row * D;
@@ -155,26 +155,31 @@ TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
         float *e_out = buffered ? buf : y;
         /* the next row, prefetched during this one's exps (none after the last) */
         const char *next = (const char *)(x + D), *nend = row + 1 < end ? (const char *)(x + 2 * D) : next;
-        __m256 m = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
-        for (int64_t d = 0; d < D; d += 8) {
-            __m256 v = d < full ? _mm256_loadu_ps(x + d) : tail8(x + d, rest, -INFINITY);
-            m = _mm256_max_ps(m, v);
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        /* the max of the non-NaN elements (max_ps(v, m) keeps m where v is
+         * NaN) in two chains: a NaN then makes its exp, the sum and so
+         * every output of the row NaN, as PyTorch's NaN max does */
+        __m256 m = _mm256_set1_ps(-INFINITY), m1 = m;
+        int64_t d = 0;
+        for (; d + 16 <= full; d += 16) {
+            m = _mm256_max_ps(_mm256_loadu_ps(x + d), m);
+            m1 = _mm256_max_ps(_mm256_loadu_ps(x + d + 8), m1);
         }
+        for (; d < D; d += 8)
+            m = _mm256_max_ps(d < full ? _mm256_loadu_ps(x + d) : tail8(x + d, rest, -INFINITY), m);
+        m = _mm256_max_ps(m, m1);
         __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));
         float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-        if (_mm256_movemask_ps(nan))
-            mx = NAN;
         __m256 vm = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
-        for (int64_t d = 0; d < full; d += 8) {
-            if (next < nend && d % 16 == 0) {
+        /* exps and their sum, the next row prefetched a line per 16 floats */
+        for (d = 0; d < full; d += 8) {
+            if (d % 16 == 0 && next < nend) {
                 _mm_prefetch(next, _MM_HINT_T0);
                 next += 64;
             }
             __m256 e = tn__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm));
             sum = _mm256_add_ps(sum, e);
-            if (!j->log)
+            if (store)
                 _mm256_storeu_ps(e_out + d, e);
         }
         for (; next < nend; next += 64)
@@ -186,7 +191,7 @@ TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
              * which the whole row is then anyway) */
             sum = _mm256_add_ps(sum, e);
             _mm256_storeu_ps(b, e);
-            if (!j->log)
+            if (store)
                 memcpy(e_out + full, b, sizeof(float) * (size_t)rest);
         }
         float s = hsum8(sum);

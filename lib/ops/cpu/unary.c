@@ -427,20 +427,35 @@ TN_AVX2 static inline __m256 silu8(__m256 x)
     return _mm256_div_ps(x, _mm256_add_ps(one, tn__exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 
-/* NAME##_f32_run: FN8 over a contiguous run, eight at a time, the tail
- * through a zero-padded block */
+/* NAME##_f32_run: FN8 over a contiguous run, eight at a time, the n % 8
+ * left through a zero-padded block (NAME##_f32_part); outputs of
+ * tn__stream_bytes() and more with non-temporal stores from the first
+ * 32-byte boundary on (the head through the block: the same bits), not
+ * read in before being written, as binary.c's and exp_f32_run16's */
 #define TN_VEC8_RUN(NAME, FN8)                                                                 \
+    TN_AVX2 static void NAME##_f32_part(float *o, const float *a, int64_t n)                   \
+    {                                                                                          \
+        float b[8] = {0};                                                                      \
+        memcpy(b, a, sizeof(float) * (size_t)n);                                               \
+        _mm256_storeu_ps(b, FN8(_mm256_loadu_ps(b)));                                          \
+        memcpy(o, b, sizeof(float) * (size_t)n);                                               \
+    }                                                                                          \
     TN_AVX2 static void NAME##_f32_run(float *o, const float *a, int64_t n)                    \
     {                                                                                          \
         int64_t i = 0;                                                                         \
+        if (n * (int64_t)sizeof(float) >= tn__stream_bytes() && (uintptr_t)o % 4 == 0 &&      \
+            n >= 8) {                                                                          \
+            i = (int64_t)((32 - ((uintptr_t)o & 31)) & 31) / 4;                                \
+            if (i)                                                                             \
+                NAME##_f32_part(o, a, i);                                                      \
+            for (; i + 8 <= n; i += 8)                                                         \
+                _mm256_stream_ps(o + i, FN8(_mm256_loadu_ps(a + i)));                          \
+            _mm_sfence();                                                                      \
+        }                                                                                      \
         for (; i + 8 <= n; i += 8)                                                             \
             _mm256_storeu_ps(o + i, FN8(_mm256_loadu_ps(a + i)));                              \
-        if (i < n) {                                                                           \
-            float b[8] = {0};                                                                  \
-            memcpy(b, a + i, sizeof(float) * (size_t)(n - i));                                 \
-            _mm256_storeu_ps(b, FN8(_mm256_loadu_ps(b)));                                      \
-            memcpy(o + i, b, sizeof(float) * (size_t)(n - i));                                 \
-        }                                                                                      \
+        if (i < n)                                                                             \
+            NAME##_f32_part(o + i, a + i, n - i);                                              \
     }
 TN_VEC8_RUN(gelu, tn__gelu8)
 TN_VEC8_RUN(exp, tn__exp8)
