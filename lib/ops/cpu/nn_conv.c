@@ -582,8 +582,6 @@ struct tn_tensor *tn__cpu_convolution(tn_keyset ks, const struct tn_tensor *inpu
                                   tn_data(out));
     else if (f32 && tn__conv_wino_fits(&g))
         rc = tn__conv_wino_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL, tn_data(out));
-    else if (f32 && tn__conv_tflat_fits(&g))
-        rc = tn__conv_tflat_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL, tn_data(out));
     else if (f32 && tn__conv_flat_fits(&g))
         rc = tn__conv_flat_f32(&g, tn_data(x), tn_data(w), b ? tn_data(b) : NULL, tn_data(out));
     else

@@ -96,12 +96,4 @@ bool tn__conv_flat_fits(const struct conv *g);
 int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, const float *b,
                       float *out);
 
-/* Whether a convolution the flat kernel takes would drop over a fifth of
- * its computed columns (small output planes), at batch 4 or more, and the
- * kernel that puts output channels in the vector lanes instead
- * (nn_conv_pw.c), float32 forward as tn__conv_depthwise_f32. */
-bool tn__conv_tflat_fits(const struct conv *g);
-int tn__conv_tflat_f32(const struct conv *g, const float *x, const float *w, const float *b,
-                       float *out);
-
 #endif

@@ -49,6 +49,24 @@
         }                                                                                      \
     } while (0)
 
+/* The sums of a register block, rows i0 + r (those under m) of c (ldc),
+ * into at most `cols` (under 2L: through a buffer) columns. */
+#define PW_STORE(L, R, m, i0, c, ldc, cols)                                                    \
+    do {                                                                                       \
+        for (int r_ = 0; r_ < (R) && (i0) + r_ < (m); r_++) {                                  \
+            float *cr_ = (c) + ((i0) + r_) * (ldc);                                            \
+            if ((cols) >= 2 * (L)) {                                                           \
+                memcpy(cr_, &acc0[r_], sizeof acc0[r_]);                                       \
+                memcpy(cr_ + (L), &acc1[r_], sizeof acc1[r_]);                                 \
+            } else {                                                                           \
+                float t_[2 * (L)];                                                             \
+                memcpy(t_, &acc0[r_], sizeof acc0[r_]);                                        \
+                memcpy(t_ + (L), &acc1[r_], sizeof acc1[r_]);                                  \
+                memcpy(cr_, t_, sizeof(float) * (size_t)(cols));                               \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
 /* The kernel for one vector type VT of L floats: blocks of R rows x 2L
  * columns of C held in 2R registers. pw_block_SFX computes rows [i0, i0 +
  * R) (those past m repeat row m - 1 and are not stored) by the 2L columns
@@ -61,7 +79,7 @@
     static inline __attribute__((always_inline)) void                                          \
     pw_block_##SFX(int64_t m, int64_t k, const float *a, int64_t lda, const float *b,          \
                    int64_t ldb, const int64_t *boff, float *c, int64_t ldc, const float *bias,  \
-                   int64_t i0, int64_t cols, bool add)                                          \
+                   int64_t i0, int64_t cols)                                                    \
     {                                                                                          \
         const float *ar[R];                                                                    \
         VT acc0[R], acc1[R];                                                                   \
@@ -71,25 +89,10 @@
             ar[r] = a + i * lda;                                                               \
             float v = bias ? bias[i] : 0.0f;                                                   \
             acc0[r] = acc1[r] = v - (VT){0};                                                   \
-            if (add) {                                                                         \
-                memcpy(&acc0[r], c + i * ldc, sizeof acc0[r]);                                 \
-                memcpy(&acc1[r], c + i * ldc + L, sizeof acc1[r]);                             \
-            }                                                                                  \
         }                                                                                      \
         for (int64_t p = 0; p < k; p++)                                                        \
             PW_STEP(VT, L, R, b + (boff ? boff[p] : p * ldb), p);                              \
-        for (int r = 0; r < R && i0 + r < m; r++) {                                            \
-            float *cr = c + (i0 + r) * ldc;                                                    \
-            if (cols >= 2 * L) {                                                               \
-                memcpy(cr, &acc0[r], sizeof acc0[r]);                                          \
-                memcpy(cr + L, &acc1[r], sizeof acc1[r]);                                      \
-            } else {                                                                           \
-                float t[2 * L];                                                                \
-                memcpy(t, &acc0[r], sizeof acc0[r]);                                           \
-                memcpy(t + L, &acc1[r], sizeof acc1[r]);                                       \
-                memcpy(cr, t, sizeof(float) * (size_t)cols);                                   \
-            }                                                                                  \
-        }                                                                                      \
+        PW_STORE(L, R, m, i0, c, ldc, cols);                                                   \
     }                                                                                          \
     static ATTR void pw_implicit_##SFX(const struct conv *g, const float *q, int64_t qw,       \
                                        const int64_t *boff, const float *w, const float *bias, \
@@ -101,16 +104,8 @@
                 int64_t cols = g->ow - x < 2 * L ? g->ow - x : 2 * L;                          \
                 for (int64_t i = 0; i < g->ocg; i += R)                                        \
                     pw_block_##SFX(g->ocg, g->k, w, g->k, q + y * qw + x, 0, boff,             \
-                                   o + y * g->ow + x, hw, bias, i, cols, false);               \
+                                   o + y * g->ow + x, hw, bias, i, cols);               \
             }                                                                                  \
-    }                                                                                          \
-    static ATTR void pw_flat_##SFX(int64_t m, int64_t k, const float *a, int64_t lda,          \
-                                   const float *q, const int64_t *boff, float *c, int64_t ldc, \
-                                   int64_t n, const float *bias, bool add)                     \
-    {                                                                                          \
-        for (int64_t f = 0; f < n; f += 2 * L)                                                 \
-            for (int64_t i = 0; i < m; i += R)                                                 \
-                pw_block_##SFX(m, k, a, lda, q + f, 0, boff, c + f, ldc, bias, i, 2 * L, add); \
     }                                                                                          \
     static ATTR void pw_cols_##SFX(int64_t m, int64_t k, const float *a, int64_t lda,          \
                                    const float *b, int64_t ldb, float *c, int64_t ldc,         \
@@ -130,7 +125,7 @@
                 ld = 2 * L;                                                                    \
             }                                                                                  \
             for (int64_t i = 0; i < m; i += R)                                                 \
-                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols, false); \
+                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols);        \
         }                                                                                      \
     }
 
@@ -324,16 +319,25 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
  * A convolution of groups 1 at stride 1 (no dilation) that the Winograd
  * kernel does not take (under 100 output tiles, under 16 channels, not
  * 3x3): the input copied once into a zero-padded scratch of rows qw = w +
- * 2 pw, and the output computed on that padded width, oh x qw values an
- * output channel laid flat (the qw - ow values at each row's end are
- * computed and dropped), so that the tap (c, ky, kx) of flat output f is
- * the scratch at f + c plane + ky qw + kx: 2L contiguous values whatever
- * the row length (the grouped kernel's row blocks would waste half their
- * lanes on 14-wide rows). The patch, c kh kw values, is cut into chunks
- * of up to TN_GEMM_SMALLK_MAX that add into the output blocks in turn;
- * tasks are runs of 64 output channels. im2col with OpenBLAS: resnet18's
- * 512-channel 7x7 and 256-channel 14x14 3x3s took 0.85-0.95x PyTorch's
- * time. Outputs over 1 Mi values on the padded width (3 -> 64 channels
+ * 2 pw, in which the tap (c, ky, kx) of output (oy, ox) is the scratch
+ * at f + c plane + ky qw + kx, f = oy qw + ox its flat offset on the
+ * padded width. Each task packs the patch rows of its tiles of 2L output
+ * positions (runs of contiguous scratch values, one a row a tile crosses)
+ * into a k x 2L panel, then each block of R output channels keeps its
+ * sums in registers over all the taps of a pass and writes them straight
+ * into the output: one pass unless a task's panels would pass 256 KiB
+ * (over 1024 taps with 8-float vectors). Before, the flat kernel computed
+ * each sample on the padded width into a scratch, its taps cut into chunks
+ * of 252 at 3x3 that each reloaded and stored the scratch, then copied its
+ * rows into the output; and at batch 4 or more on small planes a second
+ * kernel with output channels in the vector lanes. Here (bench/ops/
+ * resnet18_conv.sh, 1 thread, thread CPU time, alternating runs on a
+ * loaded machine, batch 8): 64 -> 128 channels 56 -> 28 at stride 2
+ * 14.2-14.6 -> 11.6-12.2 ms, 128 -> 256 13.6-13.9 -> 12.1-12.3, 256 -> 512
+ * 18.5-19.0 (the second kernel) -> 14.4-14.9, 512 at 7x7 32.5-35.3 ->
+ * 30.1-32.3; batch 1 alike or within the noise. im2col with OpenBLAS:
+ * resnet18's 512-channel 7x7 and 256-channel 14x14 3x3s took 0.85-0.95x
+ * PyTorch's time. Outputs over 1 Mi values on the padded width (3 -> 64 channels
  * at 224x224: 3.2 Mi) stay with im2col, which was faster there: the flat
  * output, written once a chunk, no longer stays in cache.
  * At stride 2 the input is split into its four phase planes (padded row
@@ -355,37 +359,124 @@ bool tn__conv_flat_fits(const struct conv *g)
            taps > 1 && taps <= TN_GEMM_SMALLK_MAX && g->oc * g->oh * qw <= ((int64_t)1 << 20);
 }
 
-#define FLAT_ROWS 64
+#define FLAT_TILES 4 /* tiles of 2L output positions a task */
+#define FLAT_BMAX (64 * 1024) /* floats of a task's packed tiles a pass */
+
+/* The flat kernel for one vector type. pw_fpack_SFX packs the k patch
+ * rows of one tile of 2L output positions into bp (k rows of 2L, and 2L
+ * floats of slack): tap p of position f of the padded width is q[boff[p]
+ * + f], and the tile's positions are runs of the padded rows, nseg
+ * segments, segment s from lane sst[s] at flat offset fo + ssh[s] + lane
+ * (each segment's whole-vector copy writes past its end into lanes that
+ * the next segment, or row p + 1, overwrites). pw_ftask_SFX computes a
+ * task's nt packed tiles (the last one `last` positions wide) for every
+ * output channel: each block of R channels of the packed weight ap (rows
+ * of R values a tap, lda R floats a block row) stays in L1 while the nt
+ * tiles pass, its sums in registers over the whole k, added to the bias
+ * (or, when add, to what out holds: an earlier pass's taps) and written
+ * straight into out (channel planes hw apart). */
+#define PW_FKERNEL(SFX, VT, L, R, ATTR)                                                        \
+    static ATTR void pw_fpack_##SFX(const float *q, const int64_t *boff, int64_t k,           \
+                                    int64_t fo, const int64_t *sst, const int64_t *ssh,       \
+                                    int nseg, float *bp)                                      \
+    {                                                                                          \
+        for (int64_t p = 0; p < k; p++) {                                                      \
+            const float *src = q + boff[p] + fo;                                               \
+            float *d = bp + p * 2 * L;                                                         \
+            for (int s = 0; s < nseg; s++) {                                                   \
+                VT v0, v1;                                                                     \
+                memcpy(&v0, src + ssh[s] + sst[s], sizeof v0);                                 \
+                memcpy(&v1, src + ssh[s] + sst[s] + L, sizeof v1);                             \
+                memcpy(d + sst[s], &v0, sizeof v0);                                            \
+                memcpy(d + sst[s] + L, &v1, sizeof v1);                                        \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static ATTR void pw_ftask_##SFX(const float *a, int64_t m,  int64_t lda, int64_t k,       \
+                                    const float *bp, int64_t nt, int64_t last,                \
+                                    const float *bias, float *out, int64_t hw, bool add)      \
+    {                                                                                          \
+        for (int64_t i0 = 0; i0 < m; i0 += R)                                                  \
+            for (int64_t t = 0; t < nt; t++) {                                                 \
+                const float *ar[R], *b = bp + t * (k + 1) * 2 * L;                             \
+                float *o = out + t * 2 * L;                                                    \
+                int64_t cols = t == nt - 1 ? last : 2 * L;                                     \
+                VT acc0[R], acc1[R];                                                           \
+                _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                           \
+                {                                                                              \
+                    ar[r] = a + (i0 + r < m ? i0 + r : m - 1) * lda;                           \
+                    float v = bias && i0 + r < m ? bias[i0 + r] : 0.0f;                        \
+                    acc0[r] = acc1[r] = v - (VT){0};                                           \
+                    if (add && i0 + r < m) {                                                   \
+                        float u[2 * L] = {0};                                                  \
+                        memcpy(u, o + (i0 + r) * hw, sizeof(float) * (size_t)cols);            \
+                        memcpy(&acc0[r], u, sizeof acc0[r]);                                   \
+                        memcpy(&acc1[r], u + L, sizeof acc1[r]);                               \
+                    }                                                                          \
+                }                                                                              \
+                for (int64_t p = 0; p < k; p++)                                                \
+                    PW_STEP(VT, L, R, b + p * 2 * L, p);                                       \
+                PW_STORE(L, R, m, i0, o, hw, cols);                                            \
+            }                                                                                  \
+    }
+
+PW_FKERNEL(v8, v8f, 8, 6, TN_KERNEL_CLONES)
+#ifdef PW_HAVE_V16
+PW_FKERNEL(v16, v16f, 16, 8, __attribute__((target("arch=x86-64-v4"))))
+#endif
 
 struct flat_job {
     const struct conv *g;
     const float *w, *b, *q;
-    float *c;
+    float *out;
     const int64_t *boff;
-    int64_t plane, n2, cc;
+    int64_t qw, lanes; /* 2L of the kernel run */
+    int64_t p0, kc;    /* the taps [p0, p0 + kc) of this pass */
+    int rc;
 };
 
+/* tasks: runs of FLAT_TILES tiles of 2L output positions of one sample */
 static void flat_range(int64_t begin, int64_t end, void *ctx)
 {
-    const struct flat_job *j = ctx;
+    struct flat_job *j = ctx;
     const struct conv *g = j->g;
-    int64_t taps = g->kh * g->kw;
+    int64_t hw = g->oh * g->ow, l2 = j->lanes, sst[33], ssh[33], tile = (j->kc + 1) * l2;
+    const float *a = j->w + j->p0, *bias = j->p0 > 0 ? NULL : j->b;
+    float *bp = malloc(sizeof(float) * (size_t)(FLAT_TILES * tile));
+    if (!bp) {
+        j->rc = -1;
+        return;
+    }
     for (int64_t t = begin; t < end; t++) {
-        int64_t o0 = t * FLAT_ROWS, m = g->oc - o0 < FLAT_ROWS ? g->oc - o0 : FLAT_ROWS;
-        for (int64_t c0 = 0; c0 < g->c; c0 += j->cc) {
-            int64_t cn = g->c - c0 < j->cc ? g->c - c0 : j->cc;
-            const float *a = j->w + o0 * g->k + c0 * taps, *q = j->q + c0 * j->plane;
-            const float *b = c0 == 0 && j->b ? j->b + o0 : NULL;
-            float *c = j->c + o0 * j->n2;
+        int64_t jt = t * FLAT_TILES * l2, nt = 0, last = 0;
+        for (int64_t j0 = jt; j0 < jt + FLAT_TILES * l2 && j0 < hw; j0 += l2, nt++) {
+            int64_t cols = hw - j0 < l2 ? hw - j0 : l2, y = j0 / g->ow, x = j0 % g->ow;
+            int nseg = 0;
+            /* the tile's runs of one output row each: lane i of segment s
+             * at padded flat offset fo + i + s (qw - ow) */
+            for (int64_t i = 0; i < cols; i += g->ow - (i ? 0 : x), nseg++) {
+                sst[nseg] = i;
+                ssh[nseg] = nseg * (j->qw - g->ow);
+            }
+            last = cols;
 #ifdef PW_HAVE_V16
-            if (__builtin_cpu_supports("x86-64-v4")) {
-                pw_flat_v16(m, cn * taps, a, g->k, q, j->boff, c, j->n2, j->n2, b, c0 > 0);
+            if (l2 == 32) {
+                pw_fpack_v16(j->q, j->boff + j->p0, j->kc, y * j->qw + x, sst, ssh, nseg,
+                             bp + nt * tile);
                 continue;
             }
 #endif
-            pw_flat_v8(m, cn * taps, a, g->k, q, j->boff, c, j->n2, j->n2, b, c0 > 0);
+            pw_fpack_v8(j->q, j->boff + j->p0, j->kc, y * j->qw + x, sst, ssh, nseg, bp + nt * tile);
         }
+#ifdef PW_HAVE_V16
+        if (l2 == 32) {
+            pw_ftask_v16(a, g->oc, g->k, j->kc, bp, nt, last, bias, j->out + jt, hw, j->p0 > 0);
+            continue;
+        }
+#endif
+        pw_ftask_v8(a, g->oc, g->k, j->kc, bp, nt, last, bias, j->out + jt, hw, j->p0 > 0);
     }
+    free(bp);
 }
 
 /* Sample s's channels into the zero-padded scratch q (planes `plane`
@@ -420,179 +511,42 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
 {
     /* rows of qw values, eh of them a plane (a phase plane at stride 2) */
     int64_t st = g->sh, qw = (g->w + 2 * g->pw + st - 1) / st, eh = (g->h + 2 * g->ph + st - 1) / st;
-    int64_t plane = st * st * eh * qw, taps = g->kh * g->kw;
-    int64_t n = g->oh * qw, n2 = (n + 31) / 32 * 32;
-    int64_t cc = TN_GEMM_SMALLK_MAX / taps, boff[TN_GEMM_SMALLK_MAX];
+    int64_t plane = st * st * eh * qw, hw = g->oh * g->ow;
+    int64_t n2 = (g->oh * qw + 31) / 32 * 32, lanes = 16;
+#ifdef PW_HAVE_V16
+    if (__builtin_cpu_supports("x86-64-v4"))
+        lanes = 32;
+#endif
     size_t nq = (size_t)(g->c * plane + n2 + g->kh * qw + g->kw + 64);
-    float *q = malloc(sizeof(float) * nq), *c = malloc(sizeof(float) * (size_t)(g->oc * n2));
-    if (!q || !c) {
+    float *q = malloc(sizeof(float) * nq);
+    int64_t *boff = malloc(sizeof(int64_t) * (size_t)g->k);
+    if (!q || !boff) {
         free(q);
-        free(c);
+        free(boff);
         return tn_set_error(TN_ENOMEM, "convolution: out of memory for its scratch");
     }
-    for (int64_t ci = 0; ci < cc; ci++)
+    for (int64_t ci = 0; ci < g->c; ci++)
         for (int64_t ky = 0; ky < g->kh; ky++)
             for (int64_t kx = 0; kx < g->kw; kx++)
                 boff[(ci * g->kh + ky) * g->kw + kx] =
                     ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
-    struct flat_job j = {g, w, b, q, c, boff, plane, n2, cc};
-    for (int64_t s = 0; s < g->n; s++) {
+    /* passes of kc taps: a task's packed tiles (FLAT_TILES kc 2L floats)
+     * stay in L2 while each block of output channels passes over them */
+    int64_t tasks = (hw + FLAT_TILES * lanes - 1) / (FLAT_TILES * lanes);
+    int64_t passes = (g->k * FLAT_TILES * lanes + FLAT_BMAX - 1) / FLAT_BMAX;
+    int64_t kc = (g->k + passes - 1) / passes;
+    struct flat_job j = {g, w, b, q, NULL, boff, qw, lanes, 0, kc, 0};
+    for (int64_t s = 0; s < g->n && j.rc == 0; s++) {
         flat_fill(g, x + s * g->c * g->h * g->w, q, nq, qw, eh, plane, s == 0);
-        tn_parallel_for((g->oc + FLAT_ROWS - 1) / FLAT_ROWS, 1, flat_range, &j);
-        for (int64_t o = 0; o < g->oc; o++)
-            for (int64_t y = 0; y < g->oh; y++)
-                memcpy(out + ((s * g->oc + o) * g->oh + y) * g->ow, c + o * n2 + y * qw,
-                       sizeof(float) * (size_t)g->ow);
-    }
-    free(q);
-    free(c);
-    return TN_OK;
-}
-
-/* ------------------------- groups 1, output channels in the vector lanes
- * The flat kernel puts output positions in the vector lanes and computes
- * each sample's rows on the padded width in blocks of 2L: on small planes
- * much of that is dropped (512 channels at 7x7: 49 of 64 columns kept,
- * 256 at 14x14 196 of 224, a stride-2 3x3 to 7x7 49 of 64), and at batch 8
- * resnet18's 7x7 and 14x14 layers took 1.1-1.4x PyTorch's time. Here the
- * lanes hold 2L output channels and a block's R rows are R output
- * positions, taken in turn over the whole batch (rows of one block may lie
- * in two samples), so that only the batch's last block has spare rows:
- * the block reads the weight transposed (K x oc, zero-padded to 32
- * channels) as its panel and broadcasts the input, each sample copied
- * into the flat kernel's padded (phase-split at stride 2) scratch, where
- * tap p of the position whose window starts at offset f is f + aoff[p].
- * The result, positions x channels, is transposed into the output. Costs
- * a transposed copy of the weight (panels of 32 channels, K x 32 each) a
- * call, and its blocks are slower than the flat kernel's (the panel
- * streams from L2 where the flat kernel's taps stay in L1), so it runs
- * where the flat kernel would drop over a fifth of its columns, from
- * batch 4: bench/ops/resnet18_conv.sh at batch 8, 1 thread, thread CPU
- * time, 512 channels at 7x7 22.2-22.5 -> 20.2-20.5 ms, 256 -> 512 3x3
- * stride 2 11.4-11.5 -> 10.4-11.0 (256 at 14x14, 196 of 224 kept, was
- * slower here: 19.7 -> 21.4). */
-#define PW_TKERNEL(SFX, VT, L, R, ATTR)                                                        \
-    static ATTR void pw_trows_##SFX(const float *const *ar, int64_t k, const int64_t *aoff,    \
-                                    const float *b, const float *bias, float *c,               \
-                                    int64_t ldc, int64_t rows)                                 \
-    {                                                                                          \
-        VT acc0[R], acc1[R], b0, b1;                                                           \
-        memcpy(&b0, bias, sizeof b0);                                                          \
-        memcpy(&b1, bias + L, sizeof b1);                                                      \
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                   \
-        {                                                                                      \
-            acc0[r] = b0;                                                                      \
-            acc1[r] = b1;                                                                      \
-        }                                                                                      \
-        for (int64_t p = 0; p < k; p++)                                                        \
-            PW_STEP(VT, L, R, b + p * 32, aoff[p]);                                            \
-        for (int r = 0; r < R && r < rows; r++) {                                              \
-            memcpy(c + r * ldc, &acc0[r], sizeof acc0[r]);                                     \
-            memcpy(c + r * ldc + L, &acc1[r], sizeof acc1[r]);                                 \
-        }                                                                                      \
-    }
-
-PW_TKERNEL(v8, v8f, 8, 6, TN_KERNEL_CLONES)
-#ifdef PW_HAVE_V16
-PW_TKERNEL(v16, v16f, 16, 8, __attribute__((target("arch=x86-64-v4"))))
-#endif
-
-bool tn__conv_tflat_fits(const struct conv *g)
-{
-    int64_t s = g->sh, qw = (g->w + 2 * g->pw + s - 1) / s, hw = g->oh * g->ow;
-    return tn__conv_flat_fits(g) && g->n >= 4 &&
-           (double)hw / (double)((g->oh * qw + 31) / 32 * 32) < 0.8;
-}
-
-struct tflat_job {
-    const struct conv *g;
-    const float *q, *wt, *bias;
-    const int64_t *aoff;
-    float *c;
-    int64_t nq, qw, ocp, blocks;
-    int rows; /* R of the kernel run */
-};
-
-/* tasks: (32 output channels, run of TFLAT_RUN blocks of rows) */
-#define TFLAT_RUN 16
-
-static void tflat_range(int64_t begin, int64_t end, void *ctx)
-{
-    const struct tflat_job *j = ctx;
-    const struct conv *g = j->g;
-    int64_t hw = g->oh * g->ow, m = g->n * hw, runs = (j->blocks + TFLAT_RUN - 1) / TFLAT_RUN;
-    const float *ar[16];
-    for (int64_t t = begin; t < end; t++) {
-        int64_t o0 = t / runs * 32, b0 = t % runs * TFLAT_RUN;
-        int64_t b1 = b0 + TFLAT_RUN < j->blocks ? b0 + TFLAT_RUN : j->blocks;
-        for (int64_t blk = b0; blk < b1; blk++) {
-            int64_t i0 = blk * j->rows;
-            for (int r = 0; r < j->rows; r++) {
-                int64_t i = i0 + r < m ? i0 + r : m - 1, s = i / hw, oy = i % hw / g->ow;
-                ar[r] = j->q + s * j->nq + oy * j->qw + i % hw % g->ow;
-            }
-            const float *wt = j->wt + o0 * g->k, *bias = j->bias + o0;
-            float *c = j->c + i0 * j->ocp + o0;
-#ifdef PW_HAVE_V16
-            if (j->rows == 8) {
-                pw_trows_v16(ar, g->k, j->aoff, wt, bias, c, j->ocp, m - i0);
-                continue;
-            }
-#endif
-            for (int h = 0; h < 32; h += 16) /* (8-float vectors: 16 channels a block) */
-                pw_trows_v8(ar, g->k, j->aoff, wt + h, bias + h, c + h, j->ocp, m - i0);
+        j.out = out + s * g->oc * hw;
+        for (j.p0 = 0; j.p0 < g->k; j.p0 += kc) {
+            j.kc = g->k - j.p0 < kc ? g->k - j.p0 : kc;
+            tn_parallel_for(tasks, 1, flat_range, &j);
         }
     }
-}
-
-int tn__conv_tflat_f32(const struct conv *g, const float *x, const float *w, const float *b,
-                       float *out)
-{
-    int64_t st = g->sh, qw = (g->w + 2 * g->pw + st - 1) / st, eh = (g->h + 2 * g->ph + st - 1) / st;
-    int64_t plane = st * st * eh * qw, hw = g->oh * g->ow, m = g->n * hw;
-    int64_t ocp = (g->oc + 31) / 32 * 32, nq = g->c * plane + g->kh * qw + g->kw + 64;
-    int rows = 6;
-#ifdef PW_HAVE_V16
-    if (__builtin_cpu_supports("x86-64-v4"))
-        rows = 8;
-#endif
-    float *q = malloc(sizeof(float) * (size_t)(g->n * nq));
-    float *wt = malloc(sizeof(float) * (size_t)(g->k * ocp + ocp));
-    float *c = malloc(sizeof(float) * (size_t)((m + rows) * ocp));
-    int64_t *aoff = malloc(sizeof(int64_t) * (size_t)g->k);
-    if (!q || !wt || !c || !aoff) {
-        free(q);
-        free(wt);
-        free(c);
-        free(aoff);
-        return tn_set_error(TN_ENOMEM, "convolution: out of memory for its scratch");
-    }
-    float *bias = wt + g->k * ocp;
-    memset(wt, 0, sizeof(float) * (size_t)(g->k * ocp + ocp));
-    for (int64_t o = 0; o < g->oc; o++)
-        bias[o] = b ? b[o] : 0.0f;
-    for (int64_t o = 0; o < g->oc; o++) /* (a panel's K x 32 values stay in L2) */
-        for (int64_t p = 0; p < g->k; p++)
-            wt[(o / 32 * g->k + p) * 32 + o % 32] = w[o * g->k + p];
-    for (int64_t ci = 0; ci < g->c; ci++)
-        for (int64_t ky = 0; ky < g->kh; ky++)
-            for (int64_t kx = 0; kx < g->kw; kx++)
-                aoff[(ci * g->kh + ky) * g->kw + kx] =
-                    ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
-    for (int64_t s = 0; s < g->n; s++)
-        flat_fill(g, x + s * g->c * g->h * g->w, q + s * nq, (size_t)nq, qw, eh, plane, true);
-    struct tflat_job j = {g, q, wt, bias, aoff, c, nq, qw, ocp, (m + rows - 1) / rows, rows};
-    int64_t runs = (j.blocks + TFLAT_RUN - 1) / TFLAT_RUN;
-    tn_parallel_for(ocp / 32 * runs, 1, tflat_range, &j);
-    for (int64_t s = 0; s < g->n; s++)
-        for (int64_t o0 = 0; o0 < g->oc; o0 += 32)
-            for (int64_t i0 = 0; i0 < hw; i0 += 32)
-                for (int64_t o = o0; o < o0 + 32 && o < g->oc; o++)
-                    for (int64_t i = i0; i < i0 + 32 && i < hw; i++)
-                        out[(s * g->oc + o) * hw + i] = c[(s * hw + i) * ocp + o];
     free(q);
-    free(wt);
-    free(c);
-    free(aoff);
+    free(boff);
+    if (j.rc < 0)
+        return tn_set_error(TN_ENOMEM, "convolution: out of memory for its scratch");
     return TN_OK;
 }
