@@ -98,7 +98,8 @@ static const char *fv(struct jb *b, int v)
  * tanh). Ops that draw random numbers are never the same. */
 static bool emitted(struct jb *b, const char *target, json_t *ins, int nout, const char **out)
 {
-    if (strstr(target, "rand") || strstr(target, "dropout") || strstr(target, "bernoulli"))
+    if (strstr(target, "rand") || strstr(target, "dropout") || strstr(target, "bernoulli") ||
+        strstr(target, "normal") || strstr(target, "uniform"))
         return false;
     size_t i;
     json_t *n;

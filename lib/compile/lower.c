@@ -731,6 +731,8 @@ static int lower_graph(struct tn__lctx *L, struct tn_tensor *const *inputs)
         rc = 1;
         if (why == num) /* a number of this run: whatever the lowering */
             snprintf(L->why, sizeof L->why, "%s", why);
+        else if (tn__graph_is_random(n->op)) /* impure: each run, in graph order, never merged */
+            snprintf(L->why, sizeof L->why, "it draws random numbers");
         else if (!fn)
             snprintf(L->why, sizeof L->why, "no lowering for %s", n->op->qualname);
         else if (*why)

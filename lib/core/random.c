@@ -854,6 +854,50 @@ int tn_bernoulli_(struct tn_tensor *t, double p, struct tn_generator *g)
     return 0;
 }
 
+/* bernoulli_.Tensor: PyTorch's bernoulli_tensor_cpu kernel, one draw per
+ * element of t in memory order (t contiguous here, so in the order of p
+ * expanded to t's shape), double draws for a float64 p and float ones for
+ * the others. */
+int tn_bernoulli_tensor_(struct tn_tensor *t, const struct tn_tensor *p, struct tn_generator *g)
+{
+    int meta = tn_check_cpu(t);
+    if (meta)
+        return meta < 0 ? tn_last_status() : 0;
+    if (!tn_dtype_is_floating(p->dtype))
+        return tn_set_error(TN_EDTYPE, "expected probabilities tensor to have floating type, "
+                            "got %s", tn_dtype_info(p->dtype)->c10_name);
+    if (tn_dtype_is_complex(t->dtype))
+        return tn_not_implemented("bernoulli_tensor_cpu_self_", t->dtype);
+    if (!tn_is_contiguous(t))
+        return tn_set_error(TN_EINVAL, "bernoulli_ with a tensor of probabilities writes a "
+                            "contiguous tensor only");
+    struct tn_tensor *e = tn_expand(p, t->sizes, t->ndim);
+    struct tn_tensor *c = e ? tn_contiguous(e) : NULL;
+    tn_release(e);
+    int64_t n = tn_numel(t);
+    double *pv = c ? malloc((size_t)(n ? n : 1) * sizeof *pv) : NULL;
+    if (!pv) {
+        tn_release(c);
+        return c ? tn_set_error(TN_ENOMEM, "out of memory") : tn_last_status();
+    }
+    tn_convert(pv, TN_FLOAT64, tn_data(c), c->dtype, (size_t)n);
+    bool dbl = p->dtype == TN_FLOAT64;
+    tn_release(c);
+    g = tn_gen(g);
+    char *d = tn_data(t);
+    size_t es = tn_dtype_size(t->dtype);
+    pthread_mutex_lock(&g->mu);
+    for (int64_t i = 0; i < n; i++) {
+        /* a float p compares with a float draw: exact in float as in double */
+        bool one = dbl ? tn_unit_double(g) < pv[i] : (double)tn_unit_float(g) < pv[i];
+        tn_store_double(d + (size_t)i * es, t->dtype, one ? 1.0 : 0.0);
+    }
+    pthread_mutex_unlock(&g->mu);
+    free(pv);
+    t->storage->version++;
+    return 0;
+}
+
 /* --------------------------------------------------------------- random */
 
 /* update_from/update_to: moves a bound that the floating dtype cannot hold

@@ -415,7 +415,8 @@ const struct tn_op *tn__graph_builtin(const char *qualname)
     for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
         if (!strcmp(builtins[i].qualname, qualname))
             return &builtins[i];
-    return tn__graph_factory(qualname);
+    const struct tn_op *f = tn__graph_factory(qualname);
+    return f ? f : tn__graph_random(qualname);
 }
 
 /* "torch.ops.aten.addmm.default" -> "aten::addmm", ".int" kept. */

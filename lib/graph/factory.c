@@ -1,8 +1,8 @@
 /*
  * graph/factory.c: the factory ops an exported graph names (arange, zeros,
  * ones, full, scalar_tensor, their _like and new_ forms, linspace and
- * logspace in their four overloads each, rand, randn and randperm) and two
- * aliases
+ * logspace in their four overloads each; the random ones are random.c's)
+ * and two aliases
  * (__and__.Tensor, expand_as) and pow.Scalar, over lib/core's constructors, which stay
  * plain functions outside the dispatcher as the views do (builtin.c).
  * Layout and pin_memory are taken and ignored (strided, CPU); the _like
@@ -49,8 +49,6 @@ static const struct tn_arg_schema a_empty[] = {IL("size"), OPTS, MF};
 static const struct tn_arg_schema a_empty_strided[] = {IL("size"), IL("stride"), OPTS};
 static const struct tn_arg_schema a_two[] = {T("self"), T("other")};
 static const struct tn_arg_schema a_pow_scalar[] = {S("self"), T("exponent")};
-static const struct tn_arg_schema a_randperm[] = {
-    {"n", "SymInt", TN_IV_INT, false, false, false, NULL}, OPTS};
 
 #define STEPS {"steps", "int", TN_IV_INT, false, false, false, NULL}
 #define BASE {"base", "float", TN_IV_DOUBLE, false, false, false, "10.0"}
@@ -313,41 +311,6 @@ static int f_space(const struct tn_op *op, struct tn_ivalue *st, int n)
                             : tn_linspace(s[0], s[1], steps, dt), false);
 }
 
-/* rand, randn and randperm (core ATen, what a forward's torch.rand makes
- * in a graph): drawn from the default generator as PyTorch's CPU generator
- * draws them, so a run after tn_manual_seed(S) (tcompile run --seed=S)
- * gives the values torch.manual_seed(S) gives; rand and randn default to
- * float32, randperm to int64. The Meta passes (tn_graph_check's, and the
- * compiler's lowering) draw nothing, so they do not move the stream. */
-static int f_random(const struct tn_op *op, struct tn_ivalue *st, int n)
-{
-    int rc;
-    bool perm = !strcmp(op->name, "randperm");
-    int64_t buf[TN_MAX_DIMS], count = 0;
-    const int64_t *size = &count;
-    int len = 1;
-    enum tn_dtype dt;
-    if ((rc = perm ? tn_ivalue_int(op, st, n, 0, &count)
-                   : tn_ivalue_ints(op, st, n, 0, buf, &size, &len)) < 0 ||
-        (rc = tn_ivalue_dtype(op, st, n, 1, &dt)) < 0)
-        return rc;
-    if (dt == TN_DTYPE_UNSET)
-        dt = perm ? TN_INT64 : TN_FLOAT32;
-    if (perm && count < 0)
-        return tn_set_error(TN_EINVAL, "%s: n must be non-negative, got%lld", op->qualname,
-                            (long long)count);
-    struct tn_tensor *t;
-    if (tn__graph_meta_factories || tn__graph_meta_devices) {
-        const struct tn_device m = {TN_DEVICE_META, -1};
-        t = tn_empty_on(size, len, dt, m);
-    } else {
-        t = perm ? tn_randperm(count, dt, NULL)
-            : !strcmp(op->name, "rand") ? tn_rand(size, len, dt, NULL)
-                                        : tn_randn(size, len, dt, NULL);
-    }
-    return place(op, st, t, false);
-}
-
 #define OP(name, ovl, args, fn)                                                               \
     {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, 1,       \
      NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
@@ -380,9 +343,6 @@ static const struct tn_op factories[] = {
     OP("logspace", ".Tensor_Tensor", a_log_tt, f_space),
     OP("logspace", ".Tensor_Scalar", a_log_ts, f_space),
     OP("logspace", ".Scalar_Tensor", a_log_st, f_space),
-    OP("rand", "", a_sized, f_random),
-    OP("randn", "", a_sized, f_random),
-    OP("randperm", "", a_randperm, f_random),
 };
 
 const struct tn_op *tn__graph_factory(const char *qualname)
@@ -397,6 +357,6 @@ const struct tn_op *tn__graph_factory(const char *qualname)
  * (new_zeros of a tensor that does is a constant, as in PyTorch). */
 bool tn__graph_is_factory(const struct tn_op *op)
 {
-    return op->boxed == f_plain || op->boxed == f_self || op->boxed == f_random ||
-           op->boxed == f_space;
+    return op->boxed == f_plain || op->boxed == f_self || op->boxed == f_space ||
+           tn__graph_is_random(op);
 }

@@ -112,7 +112,11 @@ static enum mkind classify(const char *target, char *func, size_t len)
         return INPLACE;
     }
     if (n > 1 && s.name[n - 1] == '_' && s.name[n - 2] != '_' && s.name[0] != '_') {
-        snprintf(func, len, PREFIX "%s.%.*s.%s", s.ns, (int)n - 1, s.name, s.overload);
+        /* normal_'s functional form is normal_functional (normal is the
+         * overloads that take mean and std as tensors) */
+        bool fn = !strcmp(s.name, "normal_") && !strcmp(s.overload, "default");
+        snprintf(func, len, PREFIX "%s.%.*s%s.%s", s.ns, (int)n - 1, s.name,
+                 fn ? "_functional" : "", s.overload);
         return INPLACE;
     }
     if (n > 2 && s.name[n - 1] == '_' && s.name[n - 2] != '_' && s.name[0] == '_' &&

@@ -87,6 +87,11 @@ extern _Thread_local bool tn__graph_meta_factories;
  * device arguments read as "meta", where every value is Meta. */
 extern _Thread_local bool tn__graph_meta_devices;
 bool tn__graph_is_factory(const struct tn_op *op);
+/* The random ops of random.c (rand, randn_like, bernoulli, normal, ...):
+ * NULL for another name. They draw from the default generator, nothing on
+ * a Meta pass; tn__graph_is_factory counts them too (no gradient). */
+const struct tn_op *tn__graph_random(const char *qualname);
+bool tn__graph_is_random(const struct tn_op *op);
 /* Whether input I is a frozen parameter (requires_grad false, as
  * torch.export records it): it gets no gradient. A graph none of whose
  * parameters says requires_grad (our writer and the 1.13 exporter leave it

@@ -11,6 +11,7 @@ libtensor_la_SOURCES += \
 	lib/graph/builtin.c \
 	lib/graph/symbolic.c \
 	lib/graph/factory.c \
+	lib/graph/random.c \
 	lib/graph/exec.c \
 	lib/graph/run.c \
 	lib/graph/archive.c \

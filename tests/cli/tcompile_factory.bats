@@ -98,3 +98,34 @@ setup() {
     assert_failure 2
     assert_output --partial "--seed"
 }
+
+# tests/fixtures/graph_random_ops.py: every random op torch.export writes
+# (rand twice, randn, randint and .low, randperm, the _like forms, bernoulli
+# and .p, normal's four overloads; float32, float64, bfloat16, int64),
+# after torch.manual_seed(42): tcompile run --seed=42, bit for bit, the
+# interpreter and the compiled graph alike (which runs them as steps of
+# their own, each once per run, in graph order)
+@test "random ops: run --seed gives torch.manual_seed's numbers bit for bit; two calls, two draws" {
+    R="$TN_SRCDIR/tests/fixtures/graph/torch2/random_ops"
+    run tcompile check --missing "$R.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+    for mode in --interpret --strict; do
+        run tcompile run $mode --seed=42 "$R.json" -i "${R}_inputs.pt" -o "$BATS_TEST_TMPDIR/o.pt"
+        assert_success
+        run tckpt diff --atol 0 --rtol 0 "$BATS_TEST_TMPDIR/o.pt" "${R}_expected.pt"
+        assert_success
+        assert_output --partial "23 tensors match"
+    done
+    # the compiler keeps each random node a step of its own, never merged
+    run tcompile run --strict --explain --seed=42 "$R.json" -i "${R}_inputs.pt" \
+        -o "$BATS_TEST_TMPDIR/o.pt"
+    assert_success
+    assert_output --partial "extern aten::rand: rand: it draws random numbers"
+    assert_output --partial "extern aten::rand: rand_1: it draws random numbers"
+    # the two rand calls of one graph drew two different tensors
+    tckpt get "$BATS_TEST_TMPDIR/o.pt" rand -o "$BATS_TEST_TMPDIR/a.npy"
+    tckpt get "$BATS_TEST_TMPDIR/o.pt" rand_1 -o "$BATS_TEST_TMPDIR/b.npy"
+    run cmp -s "$BATS_TEST_TMPDIR/a.npy" "$BATS_TEST_TMPDIR/b.npy"
+    assert_failure
+}

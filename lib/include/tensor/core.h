@@ -556,6 +556,11 @@ struct tn_tensor *tn_randperm(int64_t n, enum tn_dtype dtype, struct tn_generato
 int tn_uniform_(struct tn_tensor *t, double from, double to, struct tn_generator *g);
 int tn_normal_(struct tn_tensor *t, double mean, double std, struct tn_generator *g);
 int tn_bernoulli_(struct tn_tensor *t, double p, struct tn_generator *g);
+/* bernoulli_.Tensor: t (written in memory order) is 1 where a draw in
+ * [0, 1) falls below p broadcast to t's shape, a float64 p drawn at double
+ * precision, any other floating p at float's 24 bits, as PyTorch's CPU
+ * kernel draws them. */
+int tn_bernoulli_tensor_(struct tn_tensor *t, const struct tn_tensor *p, struct tn_generator *g);
 /* tensor.random_(from, to): integers in [from, to). */
 int tn_random_(struct tn_tensor *t, int64_t from, int64_t to, struct tn_generator *g);
 
