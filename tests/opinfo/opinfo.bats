@@ -128,6 +128,16 @@ require_op_db() {
     assert_output --partial "15 OpInfos swept, 15 with samples that export, 15 pass every sample"
 }
 
+@test "fixed refusals: the random ops (rand_like, randn_like, randint_like, bernoulli, normal, uniform) after --seed, as torch.manual_seed draws them" {
+    require_op_db
+    run "$TORCH2" "$SWEEP" --tcompile "$TC" \
+        --ops rand_like,randn_like,randint_like,randn,randint,bernoulli,normal,normal.number_mean,normal.in_place,uniform
+    echo "$output" | grep -v Warning
+    assert_success
+    assert_output --partial " 0 disagree"
+    assert_output --partial "forward: 157 samples: 142 pass"
+}
+
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
     require_op_db
     printf 'abs|float32|fwd|0\twrong\tmade up\n' >"$BATS_TEST_TMPDIR/xf.txt"
