@@ -21,7 +21,7 @@
 #define MF(n) {n, "MemoryFormat?", TN_IV_INT, true, false, true, "None"}
 
 /* Pushes the view `t` as the one result. */
-static int result(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t)
+int tn__graph_result(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t)
 {
     if (!t)
         return tn_error_prefix("%s", op->qualname);
@@ -51,7 +51,7 @@ static int b_view(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(0, self);
     ARG_L(1, size, len);
     bool reshape = !strcmp(op->name, "reshape") || !strcmp(op->name, "_unsafe_view");
-    return result(op, st, reshape ? tn_reshape(self, size, len) : tn_view(self, size, len));
+    return tn__graph_result(op, st, reshape ? tn_reshape(self, size, len) : tn_view(self, size, len));
 }
 
 static int b_permute(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -59,7 +59,7 @@ static int b_permute(const struct tn_op *op, struct tn_ivalue *st, int n)
     int rc;
     ARG_T(0, self);
     ARG_L(1, dims, len);
-    return result(op, st, tn_permute(self, dims, len));
+    return tn__graph_result(op, st, tn_permute(self, dims, len));
 }
 
 static int b_transpose(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -68,7 +68,7 @@ static int b_transpose(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(0, self);
     ARG_I(1, d0);
     ARG_I(2, d1);
-    return result(op, st, tn_transpose(self, d0, d1));
+    return tn__graph_result(op, st, tn_transpose(self, d0, d1));
 }
 
 /* The `_as` ops and swapaxes/swapdims that export keeps as written (they are
@@ -81,17 +81,17 @@ static int b_as(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(0, self);
     ARG_T(1, other);
     if (!strcmp(op->name, "type_as"))
-        return result(op, st, tn_to_dtype(self, other->dtype));
+        return tn__graph_result(op, st, tn_to_dtype(self, other->dtype));
     if (!strcmp(op->name, "view_as"))
-        return result(op, st, tn_view(self, other->sizes, other->ndim));
-    return result(op, st, tn_reshape(self, other->sizes, other->ndim));
+        return tn__graph_result(op, st, tn_view(self, other->sizes, other->ndim));
+    return tn__graph_result(op, st, tn_reshape(self, other->sizes, other->ndim));
 }
 
 static int b_t(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
     ARG_T(0, self);
-    return result(op, st, tn_t(self));
+    return tn__graph_result(op, st, tn_t(self));
 }
 
 /* mT, mH, adjoint, matrix_H: the last two dimensions swapped (the
@@ -105,7 +105,7 @@ static int b_matrix_t(const struct tn_op *op, struct tn_ivalue *st, int n)
         int64_t dims[TN_MAX_DIMS];
         for (int i = 0; i < self->ndim; i++)
             dims[i] = self->ndim - 1 - i;
-        return result(op, st, tn_permute(self, dims, self->ndim));
+        return tn__graph_result(op, st, tn_permute(self, dims, self->ndim));
     }
     bool conj = strcmp(op->name, "mT") != 0;
     if (self->ndim < 2)
@@ -115,7 +115,7 @@ static int b_matrix_t(const struct tn_op *op, struct tn_ivalue *st, int n)
     if (conj && tn_dtype_is_complex(self->dtype))
         return tn_set_error(TN_EDTYPE, "%s: the conjugate view of a complex tensor is not "
                             "supported", op->qualname);
-    return result(op, st, tn_transpose(self, -2, -1));
+    return tn__graph_result(op, st, tn_transpose(self, -2, -1));
 }
 
 static int b_unsqueeze(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -123,7 +123,7 @@ static int b_unsqueeze(const struct tn_op *op, struct tn_ivalue *st, int n)
     int rc;
     ARG_T(0, self);
     ARG_I(1, dim);
-    return result(op, st, tn_unsqueeze(self, dim));
+    return tn__graph_result(op, st, tn_unsqueeze(self, dim));
 }
 
 static int b_squeeze(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -131,9 +131,9 @@ static int b_squeeze(const struct tn_op *op, struct tn_ivalue *st, int n)
     int rc;
     ARG_T(0, self);
     if (op->nargs == 1)
-        return result(op, st, tn_squeeze(self));
+        return tn__graph_result(op, st, tn_squeeze(self));
     ARG_L(1, dims, len);
-    return result(op, st, tn_squeeze_dims(self, dims, len));
+    return tn__graph_result(op, st, tn_squeeze_dims(self, dims, len));
 }
 
 static int b_expand(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -141,7 +141,7 @@ static int b_expand(const struct tn_op *op, struct tn_ivalue *st, int n)
     int rc;
     ARG_T(0, self);
     ARG_L(1, size, len);
-    return result(op, st, tn_expand(self, size, len));
+    return tn__graph_result(op, st, tn_expand(self, size, len));
 }
 
 static int b_flatten(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -150,7 +150,7 @@ static int b_flatten(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(0, self);
     ARG_I(1, start);
     ARG_I(2, end);
-    return result(op, st, tn_flatten(self, start, end));
+    return tn__graph_result(op, st, tn_flatten(self, start, end));
 }
 
 static int b_select(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -159,7 +159,7 @@ static int b_select(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(0, self);
     ARG_I(1, dim);
     ARG_I(2, index);
-    return result(op, st, tn_select(self, dim, index));
+    return tn__graph_result(op, st, tn_select(self, dim, index));
 }
 
 static int b_slice(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -174,7 +174,7 @@ static int b_slice(const struct tn_op *op, struct tn_ivalue *st, int n)
         return rc;
     if ((rc = tn_ivalue_int(op, st, n, 4, &step)) < 0)
         return rc;
-    return result(op, st, tn_slice(self, dim, start, end, step));
+    return tn__graph_result(op, st, tn_slice(self, dim, start, end, step));
 }
 
 /* as_strided(self, size, stride, storage_offset=None): None keeps self's
@@ -191,7 +191,7 @@ static int b_as_strided(const struct tn_op *op, struct tn_ivalue *st, int n)
     if (slen != len)
         return tn_set_error(TN_ESHAPE, "%s: mismatch in length of strides and shape",
                             op->qualname);
-    return result(op, st, tn_as_strided(self, size, len, stride, off));
+    return tn__graph_result(op, st, tn_as_strided(self, size, len, stride, off));
 }
 
 /* diagonal(self, offset=0, dim1=0, dim2=1): a view (core's tn_diagonal,
@@ -203,7 +203,7 @@ static int b_diagonal(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_I(1, offset);
     ARG_I(2, d1);
     ARG_I(3, d2);
-    return result(op, st, tn_diagonal(self, offset, d1, d2));
+    return tn__graph_result(op, st, tn_diagonal(self, offset, d1, d2));
 }
 
 static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -213,15 +213,15 @@ static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
     /* clone(memory_format=contiguous/channels_last(_3d)): a copy in that
      * format (_to_copy's); None or preserve: self's strides kept */
     if (!strcmp(op->name, "clone") && n > 1 && st[1].tag == TN_IV_INT && st[1].v.i != 1)
-        return result(op, st, tn_underscore_to_copy(self, TN_DTYPE_UNSET, NULL, NULL, NULL,
+        return tn__graph_result(op, st, tn_underscore_to_copy(self, TN_DTYPE_UNSET, NULL, NULL, NULL,
                                                     false, &st[1].v.i));
     if (!strcmp(op->name, "clone"))
-        return result(op, st, tn_clone(self));
+        return tn__graph_result(op, st, tn_clone(self));
     if (!strcmp(op->name, "contiguous"))
-        return result(op, st, tn_contiguous(self));
+        return tn__graph_result(op, st, tn_contiguous(self));
     if (!strcmp(op->name, "detach"))
-        return result(op, st, tn_detach(self));
-    return result(op, st, tn_retain(self)); /* alias */
+        return tn__graph_result(op, st, tn_detach(self));
+    return tn__graph_result(op, st, tn_retain(self)); /* alias */
 }
 
 /* dropout(input, p, train): an exported eval graph holds train=False */
@@ -235,7 +235,7 @@ static int b_dropout(const struct tn_op *op, struct tn_ivalue *st, int n)
     if (train)
         return tn_set_error(TN_EINVAL, "%s: dropout in training mode is not supported "
                             "(export the model in eval mode)", op->qualname);
-    return result(op, st, tn_retain(self));
+    return tn__graph_result(op, st, tn_retain(self));
 }
 
 static int b_unflatten(const struct tn_op *op, struct tn_ivalue *st, int n)
@@ -244,7 +244,7 @@ static int b_unflatten(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_T(0, self);
     ARG_I(1, dim);
     ARG_L(2, sizes, len);
-    return result(op, st, tn_unflatten(self, dim, sizes, len));
+    return tn__graph_result(op, st, tn_unflatten(self, dim, sizes, len));
 }
 
 /* What torch.export (2.x) puts after a .to(dtype): the tensor's sizes and
@@ -357,9 +357,7 @@ static const struct tn_arg_schema a_assert_metadata[] = {
     {"device", "Device?", TN_IV_STR, true, false, true, "None"},
     {"layout", "Layout?", TN_IV_INT, true, false, true, "None"}};
 
-#define OP(name, ovl, args, fn, nrets)                                                        \
-    {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, nrets,   \
-     NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
+#define OP TN__GRAPH_OP
 
 static const struct tn_op builtins[] = {
     OP("view", "", a_view, b_view, 1),
@@ -407,16 +405,24 @@ static const struct tn_op builtins[] = {
     OP("_assert_tensor_metadata", "", a_assert_metadata, b_assert_metadata, 0),
 };
 
+const struct tn_op *tn__graph_find(const struct tn_op *ops, size_t n, const char *qualname)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ops[i].qualname, qualname))
+            return &ops[i];
+    return NULL;
+}
+
 const struct tn_op *tn__graph_builtin(const char *qualname)
 {
     const struct tn_op *sym = tn__graph_sym_op(qualname);
     if (sym)
         return sym;
-    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
-        if (!strcmp(builtins[i].qualname, qualname))
-            return &builtins[i];
+    const struct tn_op *b = tn__graph_find(builtins, sizeof builtins / sizeof *builtins, qualname);
+    if (b)
+        return b;
     const struct tn_op *f = tn__graph_factory(qualname);
-    return f ? f : tn__graph_random(qualname);
+    return f ? f : tn__graph_find(tn__graph_randoms, tn__graph_nrandoms, qualname);
 }
 
 /* "torch.ops.aten.addmm.default" -> "aten::addmm", ".int" kept. */

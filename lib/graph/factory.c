@@ -311,9 +311,7 @@ static int f_space(const struct tn_op *op, struct tn_ivalue *st, int n)
                             : tn_linspace(s[0], s[1], steps, dt), false);
 }
 
-#define OP(name, ovl, args, fn)                                                               \
-    {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, 1,       \
-     NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
+#define OP(name, ovl, args, fn) TN__GRAPH_OP(name, ovl, args, fn, 1)
 
 static const struct tn_op factories[] = {
     OP("arange", "", a_arange, f_plain),
@@ -347,10 +345,7 @@ static const struct tn_op factories[] = {
 
 const struct tn_op *tn__graph_factory(const char *qualname)
 {
-    for (size_t i = 0; i < sizeof factories / sizeof *factories; i++)
-        if (!strcmp(factories[i].qualname, qualname))
-            return &factories[i];
-    return NULL;
+    return tn__graph_find(factories, sizeof factories / sizeof *factories, qualname);
 }
 
 /* Whether op is one of the factories: their results never require grad

@@ -82,15 +82,25 @@ const struct tn_op *tn__graph_sym_op(const char *qualname);
  * finds); while tn__graph_meta_factories is set (tn_graph_check's Meta
  * pass), those without a tensor argument make Meta tensors. */
 const struct tn_op *tn__graph_factory(const char *qualname);
+/* An entry of the graph's own op tables (builtin.c, factory.c, random.c):
+ * aten::NAME[OVL], boxed FN, NRETS results. */
+#define TN__GRAPH_OP(name, ovl, args, fn, nrets)                                              \
+    {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, nrets,   \
+     NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
+/* The entry of ops[0..n) named qualname, NULL when none. */
+const struct tn_op *tn__graph_find(const struct tn_op *ops, size_t n, const char *qualname);
+/* Pushes t as a boxed op's one result (1), or fails naming op when NULL. */
+int tn__graph_result(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t);
 extern _Thread_local bool tn__graph_meta_factories;
 /* Set around a Meta pass (tn_graph_check's, the compiler's): the graph's
  * device arguments read as "meta", where every value is Meta. */
 extern _Thread_local bool tn__graph_meta_devices;
 bool tn__graph_is_factory(const struct tn_op *op);
-/* The random ops of random.c (rand, randn_like, bernoulli, normal, ...):
- * NULL for another name. They draw from the default generator, nothing on
+/* The random ops of random.c (rand, randn_like, bernoulli, normal, ...),
+ * which tn__graph_builtin also finds. They draw from the default generator, nothing on
  * a Meta pass; tn__graph_is_factory counts them too (no gradient). */
-const struct tn_op *tn__graph_random(const char *qualname);
+extern const struct tn_op tn__graph_randoms[];
+extern const size_t tn__graph_nrandoms;
 bool tn__graph_is_random(const struct tn_op *op);
 /* Whether input I is a frozen parameter (requires_grad false, as
  * torch.export records it): it gets no gradient. A graph none of whose

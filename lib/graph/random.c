@@ -69,15 +69,6 @@ static bool meta_run(const struct tn_tensor *t)
     return tn__graph_meta_factories || tn__graph_meta_devices || (t && on_meta(t));
 }
 
-static int place(const struct tn_op *op, struct tn_ivalue *st, struct tn_tensor *t)
-{
-    if (!t)
-        return tn_error_prefix("%s", op->qualname);
-    st[0].tag = TN_IV_TENSOR;
-    st[0].v.t = t;
-    return 1;
-}
-
 /* t with `rc` the status of the draw that filled it: t, or NULL. */
 static struct tn_tensor *drawn(struct tn_tensor *t, int rc)
 {
@@ -119,7 +110,7 @@ static int f_sized(const struct tn_op *op, struct tn_ivalue *st, int n)
                             (long long)count);
     if (meta_run(NULL)) {
         const struct tn_device m = {TN_DEVICE_META, -1};
-        return place(op, st, tn_empty_on(size, len, dt, m));
+        return tn__graph_result(op, st, tn_empty_on(size, len, dt, m));
     }
     struct tn_tensor *t;
     if (perm)
@@ -133,7 +124,7 @@ static int f_sized(const struct tn_op *op, struct tn_ivalue *st, int n)
         t = tn_rand(size, len, dt, NULL);
     else
         t = tn_randn(size, len, dt, NULL);
-    return place(op, st, t);
+    return tn__graph_result(op, st, t);
 }
 
 /* rand_like, randn_like, randint_like and .low_dtype: at::empty_like(self,
@@ -175,14 +166,14 @@ static int f_like(const struct tn_op *op, struct tn_ivalue *st, int n)
     else
         t = tn_empty_like(self, dt);
     if (!t || meta_run(self))
-        return place(op, st, t);
+        return tn__graph_result(op, st, t);
     if (randint)
         rc = lead == 1 ? tn_random_(t, 0, ints[0], NULL) : tn_random_(t, ints[0], ints[1], NULL);
     else if (!strcmp(op->name, "uniform") || !strcmp(op->name, "rand_like"))
         rc = tn_uniform_(t, fl[0], fl[1], NULL);
     else
         rc = tn_normal_(t, fl[0], fl[1], NULL);
-    return place(op, st, drawn(t, rc));
+    return tn__graph_result(op, st, drawn(t, rc));
 }
 
 /* bernoulli (self the probabilities) and bernoulli.p: a contiguous tensor
@@ -198,8 +189,8 @@ static int f_bernoulli(const struct tn_op *op, struct tn_ivalue *st, int n)
         return rc;
     struct tn_tensor *t = tn_empty_on(self->sizes, self->ndim, self->dtype, self->device);
     if (!t || meta_run(self))
-        return place(op, st, t);
-    return place(op, st, drawn(t, scalar ? tn_bernoulli_(t, p, NULL)
+        return tn__graph_result(op, st, t);
+    return tn__graph_result(op, st, drawn(t, scalar ? tn_bernoulli_(t, p, NULL)
                                          : tn_bernoulli_tensor_(t, self, NULL)));
 }
 
@@ -247,7 +238,7 @@ static int f_normal(const struct tn_op *op, struct tn_ivalue *st, int n)
         return nd;
     struct tn_tensor *t = tn_empty_on(sizes, nd, like->dtype, like->device);
     if (!t || meta_run(like))
-        return place(op, st, t);
+        return tn__graph_result(op, st, t);
     /* .float_Tensor's mean: full({}, mean) in the output's dtype */
     struct tn_tensor *m = mean ? NULL : tn_full(NULL, 0, tn_float(fmean), t->dtype);
     rc = mean || m ? tn_normal_(t, 0, tf ? fstd : 1, NULL) : tn_last_status();
@@ -259,14 +250,12 @@ static int f_normal(const struct tn_op *op, struct tn_ivalue *st, int n)
         rc = tn_add_(t, mean ? mean : m, tn_int(1));
     tn_dispatch_set_excluded(old);
     tn_release(m);
-    return place(op, st, drawn(t, rc));
+    return tn__graph_result(op, st, drawn(t, rc));
 }
 
-#define OP(name, ovl, args, fn)                                                               \
-    {"aten", name, ovl, "aten::" name "" ovl, NULL, args, sizeof args / sizeof *args, 1,       \
-     NULL, 0, {0}, fn, NULL, NULL, NULL, 0}
+#define OP(name, ovl, args, fn) TN__GRAPH_OP(name, ovl, args, fn, 1)
 
-static const struct tn_op randoms[] = {
+const struct tn_op tn__graph_randoms[] = {
     OP("rand", "", a_sized, f_sized),
     OP("randn", "", a_sized, f_sized),
     OP("randperm", "", a_randperm, f_sized),
@@ -286,16 +275,9 @@ static const struct tn_op randoms[] = {
     OP("normal", ".Tensor_Tensor", a_normal_tt, f_normal),
 };
 
-const struct tn_op *tn__graph_random(const char *qualname)
-{
-    for (size_t i = 0; i < sizeof randoms / sizeof *randoms; i++)
-        if (!strcmp(randoms[i].qualname, qualname))
-            return &randoms[i];
-    return NULL;
-}
+const size_t tn__graph_nrandoms = sizeof tn__graph_randoms / sizeof *tn__graph_randoms;
 
 bool tn__graph_is_random(const struct tn_op *op)
 {
-    return op->boxed == f_sized || op->boxed == f_like || op->boxed == f_bernoulli ||
-           op->boxed == f_normal;
+    return op >= tn__graph_randoms && op < tn__graph_randoms + tn__graph_nrandoms;
 }
