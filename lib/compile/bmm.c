@@ -1,8 +1,10 @@
 /*
  * compile/bmm.c: a compiled program's batched matrix products (matmul of
  * tensors of 3 or more dimensions, bmm): one cblas_?gemm per matrix of
- * the batch, over libtensor's thread pool (OpenBLAS single-threaded
- * inside it). The operands are views of
+ * the batch (float32 through ops/cpu/sgemm_avx2.c's kernel where it takes
+ * the product: attention's 32 x 16 matrices lost most of their time to
+ * OpenBLAS's packing), over libtensor's thread pool (OpenBLAS
+ * single-threaded inside it). The operands are views of
  * their buffers as the lowering left them: each matrix needs one of its
  * two dimensions contiguous (a permute or a transpose of the last two
  * dimensions becomes the gemm's transpose flag and leading dimension,
@@ -64,6 +66,11 @@ static void bmm_range(int64_t begin, int64_t end, void *ctx)
         char *c = q->c + (size_t)(i * q->m * q->n) * es;
         enum CBLAS_TRANSPOSE ta = q->ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE tb = q->tb ? CblasTrans : CblasNoTrans;
+        if (q->dt == TN_FLOAT32 &&
+            tn__sgemm_small(q->m, q->n, q->k, (const float *)a, q->ta ? 1 : q->lda,
+                            q->ta ? q->lda : 1, (const float *)b, q->ldb, q->tb, (float *)c,
+                            q->n, false))
+            continue;
         if (q->dt == TN_FLOAT32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)q->m, (int)q->n, (int)q->k, 1.0f,
                         (const float *)a, (int)q->lda, (const float *)b, (int)q->ldb, 0.0f,

@@ -110,4 +110,19 @@ TN_AVX2 double tn__sum_f32_avx2(const float *x, int64_t n);
 TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c);
 #endif
 
+/* c (M x N, leading dim ldc) = a @ b, or c + a @ b when add, float32, on
+ * AVX2 and FMA (lib/ops/cpu/sgemm_avx2.c): a(i, k) at a[i * ars + k * aks],
+ * b row-major (leading dim ldb) or, when bt, transposed (column j at
+ * b + j * ldb). False, nothing written, where it does not take the product:
+ * no AVX2, a CPU with AVX-512 (linalg.c's own kernel and OpenBLAS's
+ * small-matrix path serve it), an empty product, N above
+ * TN_SGEMM_AVX2_NMAX or more than TN_SGEMM_AVX2_MAX multiply-adds
+ * (OpenBLAS's blocking wins). K is taken TN_SGEMM_AVX2_KMAX at a time
+ * (b packed whole, 128 KiB at most, in L2). */
+#define TN_SGEMM_AVX2_MAX ((int64_t)1 << 25)
+#define TN_SGEMM_AVX2_KMAX 128
+#define TN_SGEMM_AVX2_NMAX 256
+bool tn__sgemm_small(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t aks,
+                     const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add);
+
 #endif

@@ -278,6 +278,35 @@ static void test_small_f32(void **state)
         tn_release(all[i]);
 }
 
+/* float32 products the AVX2 kernel takes where the CPU has AVX2 but not
+ * AVX-512 (lib/ops/cpu/sgemm_avx2.c): a transformer block's (512 rows,
+ * 64..256 features, the weight's gradient with a transposed and K = 512
+ * taken 128 at a time, each part added), rows in blocks of 6 with 5, 3
+ * and 1 left, columns in 16-column panels with 1, 5 and 9 left (masked
+ * stores: the columns past N stay untouched), K of 1 and a part of 44, c
+ * added. */
+static void test_small_f32_avx2(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{512, 64, 192}, {512, 256, 64}, {11, 300, 17},
+                                        {9, 1, 21},     {13, 7, 5},     {32, 16, 32}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        struct tn_tensor *a = tn_randn(TN_SHAPE(M, K), TN_FLOAT32, NULL);
+        struct tn_tensor *at = tn_randn(TN_SHAPE(K, M), TN_FLOAT32, NULL), *ta = tn_t(at);
+        struct tn_tensor *b = tn_randn(TN_SHAPE(K, N), TN_FLOAT32, NULL);
+        struct tn_tensor *wt = tn_randn(TN_SHAPE(N, K), TN_FLOAT32, NULL), *bt = tn_t(wt);
+        struct tn_tensor *c = tn_randn(TN_SHAPE(M, N), TN_FLOAT32, NULL);
+        check_f32_product(a, b, NULL);
+        check_f32_product(a, bt, c);
+        check_f32_product(ta, b, NULL);
+        check_f32_product(ta, bt, c);
+        struct tn_tensor *all[] = {a, at, ta, b, wt, bt, c};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            tn_release(all[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_gemv_strides),
         cmocka_unit_test(test_small_f32),
+        cmocka_unit_test(test_small_f32_avx2),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -1,0 +1,146 @@
+/*
+ * ops/cpu/sgemm_avx2.c: small float32 products on AVX2 and FMA, without
+ * OpenBLAS's packing of a and its pass over c that zeroes it (beta 0):
+ * in a transformer block's training step (512 rows of tokens, 64..256
+ * features; the heads' 32 x 16 @ 16 x 32) that packing and zeroing took a
+ * third of OpenBLAS's time on a CPU without AVX-512 (issue 17). b is
+ * packed whole into 16-column panels (K x 16, zero past N; K taken 128 at
+ * a time, 128 KiB at most, in L2); then blocks of 6 rows x 16 columns of c
+ * in 12 ymm accumulators, each k one row of a panel (two loads) and 6
+ * broadcasts of a, a's 6 rows staying in L1 while the panels pass. a is
+ * read in place, row-major or transposed (a(i, k) at a[i * ars + k * aks]).
+ * Full panels store plainly: with masked stores everywhere (now only the
+ * last panel's) the kernel ran 1.03x OpenBLAS's time on the block's
+ * shapes on this AMD EPYC (512 x 64 x 64: 58 against 45 us). Each element is one
+ * FMA chain over k in order within each 128 of K.
+ */
+#include <config.h>
+
+#include "ops/internal.h"
+
+#include <stdlib.h>
+
+#ifdef TN_HAVE_AVX2
+#include <immintrin.h>
+
+/* R rows of c's columns [0, w) (m0 and m1 the lanes of its two halves)
+ * from b's panel p (row k at p + k * 16, zero past w) */
+#define SG_BLOCK(R)                                                                            \
+    TN_AVX2 static void sg_rows##R(bool full, __m256i m0, __m256i m1, int64_t K,              \
+                                   const float *a,                                             \
+                                   int64_t ars, int64_t aks, const float *p, float *c,         \
+                                   int64_t ldc, bool add)                                      \
+    {                                                                                          \
+        __m256 acc[R][2];                                                                      \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] =            \
+            _mm256_setzero_ps();                                                               \
+        for (int64_t k = 0; k < K; k++) {                                                      \
+            __m256 b0 = _mm256_load_ps(p + k * 16), b1 = _mm256_load_ps(p + k * 16 + 8);       \
+            const float *ak = a + k * aks;                                                     \
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)                                \
+            {                                                                                  \
+                __m256 x = _mm256_broadcast_ss(ak + r * ars);                                  \
+                acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);                                 \
+                acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);                                 \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)                                    \
+        {                                                                                      \
+            float *o = c + r * ldc;                                                            \
+            if (full) { /* (masked stores are slow on AMD's cores before Zen 3) */             \
+                if (add) {                                                                     \
+                    acc[r][0] = _mm256_add_ps(_mm256_loadu_ps(o), acc[r][0]);                  \
+                    acc[r][1] = _mm256_add_ps(_mm256_loadu_ps(o + 8), acc[r][1]);              \
+                }                                                                              \
+                _mm256_storeu_ps(o, acc[r][0]);                                                \
+                _mm256_storeu_ps(o + 8, acc[r][1]);                                            \
+                continue;                                                                      \
+            }                                                                                  \
+            if (add) {                                                                         \
+                acc[r][0] = _mm256_add_ps(_mm256_maskload_ps(o, m0), acc[r][0]);               \
+                acc[r][1] = _mm256_add_ps(_mm256_maskload_ps(o + 8, m1), acc[r][1]);           \
+            }                                                                                  \
+            _mm256_maskstore_ps(o, m0, acc[r][0]);                                             \
+            _mm256_maskstore_ps(o + 8, m1, acc[r][1]);                                         \
+        }                                                                                      \
+    }
+SG_BLOCK(6)
+SG_BLOCK(4)
+SG_BLOCK(2)
+SG_BLOCK(1)
+
+/* the lanes of the first n (clamped to 0..8) of 8 */
+TN_AVX2 static __m256i lanes(int64_t n)
+{
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* b's columns as 16-column panels, K x 16 each (panel j at pk + j * K * 16,
+ * zero past N): rows ldb apart would share a few L1 sets (ldb 256: 4 of
+ * 64), and a transposed b's columns are its rows */
+TN_AVX2 static void pack_b(int64_t N, int64_t K, const float *b, int64_t ldb, bool bt, float *pk)
+{
+    for (int64_t j = 0; j < N; j += 16) {
+        int64_t w = N - j < 16 ? N - j : 16;
+        float *p = pk + j * K;
+        if (bt)
+            for (int64_t jj = 0; jj < 16; jj++) {
+                const float *col = b + (j + jj) * ldb;
+                for (int64_t k = 0; k < K; k++)
+                    p[k * 16 + jj] = jj < w ? col[k] : 0.0f;
+            }
+        else
+            for (int64_t k = 0; k < K; k++) {
+                _mm256_store_ps(p + k * 16, _mm256_maskload_ps(b + k * ldb + j, lanes(w)));
+                _mm256_store_ps(p + k * 16 + 8, _mm256_maskload_ps(b + k * ldb + j + 8, lanes(w - 8)));
+            }
+    }
+}
+
+/* R rows of c from row i, every panel: a's R rows stay in L1 while the
+ * panels pass (all of them in L2: at most 128 x 256 floats) */
+#define SG_ROWS(R)                                                                             \
+    for (; i + R <= M; i += R)                                                                 \
+        for (int64_t j = 0; j < N; j += 16)                                                    \
+            sg_rows##R(N - j >= 16, m0, m1, K, a + i * ars, ars, aks, pk + j * K,               \
+                       c + i * ldc + j, ldc, add);
+
+TN_AVX2 static void sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars,
+                               int64_t aks, const float *b, int64_t ldb, bool bt, float *c,
+                               int64_t ldc, bool add, float *pk)
+{
+    pack_b(N, K, b, ldb, bt, pk);
+    __m256i m0 = lanes(N % 16), m1 = lanes(N % 16 - 8);
+    int64_t i = 0;
+    SG_ROWS(6)
+    SG_ROWS(4)
+    SG_ROWS(2)
+    SG_ROWS(1)
+}
+#endif
+
+bool tn__sgemm_small(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t aks,
+                     const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add)
+{
+#ifdef TN_HAVE_AVX2
+    if (!tn__have_avx2() || __builtin_cpu_supports("avx512f") || M < 1 || N < 1 || K < 1 ||
+        M * N * K > TN_SGEMM_AVX2_MAX)
+        return false;
+    if (N > TN_SGEMM_AVX2_NMAX)
+        return false;
+    float *pk = aligned_alloc(32, TN_SGEMM_AVX2_KMAX * TN_SGEMM_AVX2_NMAX * sizeof(float));
+    if (!pk)
+        return false;
+    /* k in chunks of the panels' rows, each after the first added to c */
+    for (int64_t k = 0; k < K; k += TN_SGEMM_AVX2_KMAX)
+        sgemm_avx2(M, N, K - k < TN_SGEMM_AVX2_KMAX ? K - k : TN_SGEMM_AVX2_KMAX, a + k * aks,
+                   ars, aks, bt ? b + k : b + k * ldb, ldb, bt, c, ldc, add || k > 0, pk);
+    free(pk);
+    return true;
+#else
+    (void)M, (void)N, (void)K, (void)a, (void)ars, (void)aks, (void)b, (void)ldb, (void)bt;
+    (void)c, (void)ldc, (void)add;
+    return false;
+#endif
+}
