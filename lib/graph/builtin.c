@@ -206,6 +206,19 @@ static int b_diagonal(const struct tn_op *op, struct tn_ivalue *st, int n)
     return tn__graph_result(op, st, tn_diagonal(self, offset, d1, d2));
 }
 
+/* unfold(self, dimension, size, step): a view of the windows (core's
+ * tn_unfold, UnfoldBackward0 under autograd: overlapping windows' gradients
+ * summed where they share an element, as unfold_backward sums them). */
+static int b_unfold(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int rc;
+    ARG_T(0, self);
+    ARG_I(1, dim);
+    ARG_I(2, size);
+    ARG_I(3, step);
+    return result(op, st, tn_unfold(self, dim, size, step));
+}
+
 static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
 {
     int rc;
@@ -340,6 +353,8 @@ static const struct tn_arg_schema a_as_strided[] = {T("self"), IL("size", NULL),
                                                     IL("stride", NULL), OI("storage_offset")};
 static const struct tn_arg_schema a_diagonal[] = {T("self"), I("offset", "0"), I("dim1", "0"),
                                                   I("dim2", "1")};
+static const struct tn_arg_schema a_unfold[] = {T("self"), I("dimension", NULL),
+                                                I("size", NULL), I("step", NULL)};
 static const struct tn_arg_schema a_clone[] = {T("self"), MF("memory_format")};
 static const struct tn_arg_schema a_dropout[] = {T("input"), F("p"),
                                                  {"train", "bool", TN_IV_BOOL, false, false,
@@ -387,6 +402,7 @@ static const struct tn_op builtins[] = {
     OP("slice", ".Tensor", a_slice, b_slice, 1),
     OP("as_strided", "", a_as_strided, b_as_strided, 1),
     OP("diagonal", "", a_diagonal, b_diagonal, 1),
+    OP("unfold", "", a_unfold, b_unfold, 1),
     OP("clone", "", a_clone, b_clone, 1),
     OP("contiguous", "", a_clone, b_clone, 1),
     OP("detach", "", a_self, b_clone, 1),

@@ -21,6 +21,7 @@ libtensor_la_SOURCES += \
 	lib/ops/split.c \
 	lib/ops/pad.c \
 	lib/ops/index.c \
+	lib/ops/index_reduce.c \
 	lib/ops/conv.c \
 	lib/ops/linear_cross_entropy.c \
 	lib/ops/fill.c \

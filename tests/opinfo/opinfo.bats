@@ -138,6 +138,16 @@ require_op_db() {
     assert_output --partial "forward: 157 samples: 142 pass"
 }
 
+@test "fixed refusals: every sample of unfold (a view) and index_reduce's four reductions (added ops)" {
+    require_op_db
+    run "$TORCH2" "$SWEEP" --tcompile "$TC" \
+        --ops unfold,index_reduce.prod,index_reduce.mean,index_reduce.amax,index_reduce.amin
+    echo "$output" | grep -v Warning
+    assert_success
+    assert_output --partial " 0 disagree"
+    assert_output --partial "5 OpInfos swept, 5 with samples that export, 5 pass every sample"
+}
+
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
     require_op_db
     printf 'abs|float32|fwd|0\twrong\tmade up\n' >"$BATS_TEST_TMPDIR/xf.txt"
