@@ -65,13 +65,14 @@ struct tn_tensor *tn__adaptive_avg_pool2d_double_bw(const struct tn_tensor *grad
     return tn_underscore_adaptive_avg_pool2d(grad, sizes + ndim - 2, 2);
 }
 
-/* d(max_pool2d_with_indices_backward)/d(grad_output): grad picked at the
- * indices of each plane (PyTorch's max_pool_double_backward, dim 2) */
-struct tn_tensor *tn__max_pool_double_bw(const struct tn_tensor *grad,
-                                         const struct tn_tensor *indices)
+/* d(max_pool2d_with_indices_backward)/d(grad_output) and the gradient of
+ * max_unpool2d/3d: grad picked at the indices of each plane of `dims`
+ * dims (PyTorch's max_pool_double_backward) */
+static struct tn_tensor *max_pool_double_bw(const struct tn_tensor *grad,
+                                            const struct tn_tensor *indices, int dims)
 {
     int64_t shape[TN_MAX_DIMS];
-    int n = indices->ndim - 2;
+    int n = indices->ndim - dims;
     for (int d = 0; d < n; d++)
         shape[d] = indices->sizes[d];
     shape[n] = -1;
@@ -86,6 +87,18 @@ fail:
     tn_release(g);
     tn_release(i);
     return NULL;
+}
+
+struct tn_tensor *tn__max_pool_double_bw(const struct tn_tensor *grad,
+                                         const struct tn_tensor *indices)
+{
+    return max_pool_double_bw(grad, indices, 2);
+}
+
+struct tn_tensor *tn__max_pool_double_bw3(const struct tn_tensor *grad,
+                                          const struct tn_tensor *indices)
+{
+    return max_pool_double_bw(grad, indices, 3);
 }
 
 /* d(embedding's weight gradient)/d(grad): the rows of grad at the indices,

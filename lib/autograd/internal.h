@@ -432,6 +432,8 @@ struct tn_tensor *tn__adaptive_avg_pool2d_double_bw(const struct tn_tensor *grad
                                                     const int64_t *sizes, int ndim);
 struct tn_tensor *tn__max_pool_double_bw(const struct tn_tensor *grad,
                                          const struct tn_tensor *indices);
+struct tn_tensor *tn__max_pool_double_bw3(const struct tn_tensor *grad,
+                                          const struct tn_tensor *indices);
 struct tn_tensor *tn__embedding_double_bw(const struct tn_tensor *grad,
                                           const struct tn_tensor *indices, int64_t padding_idx);
 struct tn_tensor *tn__bce_target_bw(const struct tn_tensor *grad, const struct tn_tensor *self,

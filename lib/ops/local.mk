@@ -58,6 +58,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/nn_conv_wino.c \
 	lib/ops/cpu/conv3d.c \
 	lib/ops/cpu/nn_pool.c \
+	lib/ops/cpu/nn_unpool.c \
 	lib/ops/cpu/nn_embedding_bag.c \
 	lib/ops/cpu/nn_grid_sample.c \
 	lib/ops/cpu/nn_grid_sample3d.c \

@@ -409,6 +409,120 @@ struct tn_tensor *tn__composite_avg_pool1d(tn_keyset ks, const struct tn_tensor 
     return out;
 }
 
+/* max_pool1d_with_indices: (N, C, L) or (C, L) as (.., 1, L) through
+ * max_pool2d_with_indices with a (1, k) window, as PyTorch's
+ * (checkDimRange and check1d first, in its words). */
+int tn__composite_max_pool1d_with_indices(tn_keyset ks, const struct tn_tensor *self,
+                                          const int64_t *kernel_size, int kernel_size_len,
+                                          const int64_t *stride, int stride_len,
+                                          const int64_t *padding, int padding_len,
+                                          const int64_t *dilation, int dilation_len,
+                                          bool ceil_mode, struct tn_tensor **result0,
+                                          struct tn_tensor **result1)
+{
+    *result0 = *result1 = NULL;
+    if (stride_len == 0) {
+        stride = kernel_size;
+        stride_len = kernel_size_len;
+    }
+    if (self->ndim != 2 && self->ndim != 3)
+        return tn_set_error(TN_ESHAPE, "Expected 2 to 3 dimensions, but got %d-dimensional tensor "
+                            "for argument #1 'self' (while checking arguments for max_pool1d)",
+                            self->ndim);
+    static const char *const names[] = {"kernel_size", "stride", "padding", "dilation"};
+    const int lens[] = {kernel_size_len, stride_len, padding_len, dilation_len};
+    for (int i = 0; i < 4; i++)
+        if (lens[i] != 1)
+            return tn_set_error(TN_EINVAL, "max_pool1d() argument '%s' should contain one int "
+                                "(got %d)", names[i], lens[i]);
+    const int64_t k2[2] = {1, kernel_size[0]}, s2[2] = {1, stride[0]}, p2[2] = {0, padding[0]},
+                  d2[2] = {1, dilation[0]};
+    struct tn_tensor *x = tn_unsqueeze(self, -2), *o = NULL, *i = NULL;
+    int rc = x ? tn__redispatch_max_pool2d_with_indices(ks, x, k2, 2, s2, 2, p2, 2, d2, 2,
+                                                        ceil_mode, &o, &i)
+               : tn_last_status();
+    tn_release(x);
+    if (rc >= 0) {
+        *result0 = tn_squeeze_dims(o, TN_SHAPE(-2));
+        *result1 = *result0 ? tn_squeeze_dims(i, TN_SHAPE(-2)) : NULL;
+        if (!*result1) {
+            tn_release(*result0);
+            *result0 = NULL;
+            rc = tn_last_status();
+        }
+    }
+    tn__nn_drop(0, o, i, NULL, NULL);
+    return rc < 0 ? rc : TN_OK;
+}
+
+/* max_pool1d: PyTorch's check_max_pool1d (its words, output size
+ * included), then max_pool2d over (.., 1, L), which computes the values
+ * alone outside autograd and goes through max_pool2d_with_indices under it
+ * (PyTorch's max_pool1d takes max_pool1d_with_indices for a gradient). */
+struct tn_tensor *tn__composite_max_pool1d(tn_keyset ks, const struct tn_tensor *self,
+                                           const int64_t *kernel_size, int kernel_size_len,
+                                           const int64_t *stride, int stride_len,
+                                           const int64_t *padding, int padding_len,
+                                           const int64_t *dilation, int dilation_len,
+                                           bool ceil_mode)
+{
+    char a[128];
+    const char *bad = NULL;
+    if (self->ndim != 2 && self->ndim != 3) {
+        tn_set_error(TN_ESHAPE, "max_pool1d: Expected 2D or 3D (batch mode) tensor with "
+                     "optional 0 dim batch size for input, but got:%s",
+                     tn_shape_format(self->sizes, self->ndim, a, sizeof a));
+        return NULL;
+    }
+    if (kernel_size_len != 1)
+        bad = "kernel_size must be an int, list of ints or tuple of ints";
+    else if (stride_len > 1)
+        bad = "stride must be None, an int, list of ints, or tuple of ints";
+    else if (padding_len != 1)
+        bad = "padding must be an int, list of ints, or tuple of ints";
+    else if (dilation_len != 1)
+        bad = "dilation must be an int, list of ints or tuple of ints";
+    if (bad) {
+        tn_set_error(TN_EINVAL, "max_pool1d() %s of size 1 but got size %d", bad,
+                     kernel_size_len != 1 ? kernel_size_len : stride_len > 1 ? stride_len
+                     : padding_len != 1 ? padding_len : dilation_len);
+        return NULL;
+    }
+    int64_t k = kernel_size[0], s = stride_len ? stride[0] : k, p = padding[0], d = dilation[0];
+    if (k <= 0 || s <= 0 || p < 0 || p > k / 2 || d <= 0) {
+        if (k <= 0 || s <= 0 || d <= 0)
+            tn_set_error(TN_EINVAL, "max_pool1d() %s must be greater than zero, but got %lld",
+                         k <= 0 ? "kernel_size" : s <= 0 ? "stride" : "dilation",
+                         (long long)(k <= 0 ? k : s <= 0 ? s : d));
+        else if (p < 0)
+            tn_set_error(TN_EINVAL, "max_pool1d() padding must be non-negative, but got %lld",
+                         (long long)p);
+        else
+            tn_set_error(TN_EINVAL, "max_pool1d() padding should be at most half of kernel "
+                         "size, but got padding=%lld and kernel_size=%lld", (long long)p,
+                         (long long)k);
+        return NULL;
+    }
+    /* pooling_output_shape */
+    int64_t l = self->sizes[self->ndim - 1];
+    int64_t num = l + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t ow = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+    if (ceil_mode && (ow - 1) * s >= l + p)
+        ow--;
+    if (ow <= 0) {
+        tn_set_error(TN_ESHAPE, "max_pool1d() Invalid computed output size: %lld", (long long)ow);
+        return NULL;
+    }
+    const int64_t k2[2] = {1, k}, s2[2] = {1, s}, p2[2] = {0, p}, d2[2] = {1, d};
+    struct tn_tensor *x = tn_unsqueeze(self, -2);
+    struct tn_tensor *r = x ? tn__composite_max_pool2d(ks, x, k2, 2, s2, 2, p2, 2, d2, 2,
+                                                       ceil_mode)
+                            : NULL;
+    struct tn_tensor *out = r ? tn_squeeze_dims(r, TN_SHAPE(-2)) : NULL;
+    tn__nn_drop(0, x, r, NULL, NULL);
+    return out;
+}
+
 /* PyTorch's dropout on the CPU: input * (bernoulli_(1 - p) / (1 - p)) with
  * a noise tensor of the input's dtype (native_dropout's mask is bool). */
 struct tn_tensor *tn__composite_dropout(tn_keyset ks, const struct tn_tensor *input, double p,

@@ -19,7 +19,8 @@ static void test_fixture_cases(void **state)
 }
 
 /* The cases whose reference is PyTorch 2.x alone (tests/fixtures/ops/pool_v2.json by
- * ops_pool_v2.py): channels_last_3d max_pool3d_with_indices (1.13 gives contiguous results). */
+ * ops_pool_v2.py): channels_last_3d max_pool3d_with_indices (1.13 gives contiguous results),
+ * the pools' argument checks, max_unpool2d/3d and max_pool1d(_with_indices) with theirs. */
 static void test_fixture_cases_v2(void **state)
 {
     run_op_cases("../ops/pool_v2", true, true);
@@ -93,6 +94,56 @@ static void test_max_pool2d_values(void **state)
     }
 }
 
+/* max_unpool2d/3d (their derivatives.yaml rule, grad gathered by the
+ * indices) and max_pool1d (through max_pool2d_with_indices) pass gradcheck
+ * in float64: the full Jacobian, where a sum's gradient of ones would not
+ * tell a wrong index from a right one. */
+struct grad_ctx {
+    int which; /* 2, 3: max_unpool2d/3d; 1: max_pool1d */
+    struct tn_tensor *ix;
+};
+
+static struct tn_tensor *pool_grad_fn(struct tn_tensor *const *in, void *ctx)
+{
+    const struct grad_ctx *c = ctx;
+    static const int64_t two3[3] = {2, 2, 2}, zero3[3] = {0, 0, 0}, size3[3] = {4, 6, 5};
+    static const int64_t size2[2] = {6, 7}, k[1] = {3}, st[1] = {2}, pad[1] = {1}, dl[1] = {1};
+    if (c->which == 2)
+        return tn_max_unpool2d(in[0], c->ix, size2, 2);
+    if (c->which == 3)
+        return tn_max_unpool3d(in[0], c->ix, size3, 3, two3, 3, zero3, 3);
+    return tn_max_pool1d(in[0], k, 1, st, 1, pad, 1, dl, 1, true);
+}
+
+static void test_unpool_pool1d_gradcheck(void **state)
+{
+    static const int64_t two[3] = {2, 2, 2}, zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    struct tn_tensor *x2 = tn_randn(TN_SHAPE(2, 3, 6, 7), TN_FLOAT64, NULL);
+    struct tn_tensor *x3 = tn_randn(TN_SHAPE(1, 2, 4, 6, 5), TN_FLOAT64, NULL);
+    struct tn_tensor *v[3] = {NULL}, *ix[3] = {NULL};
+    assert_int_equal(tn_max_pool2d_with_indices(x2, two, 2, NULL, 0, zero, 2, one, 2, false,
+                                                &v[2], &ix[2]), 0);
+    assert_int_equal(tn_max_pool3d_with_indices(x3, two, 3, NULL, 0, zero, 3, one, 3, false,
+                                                &v[0], &ix[0]), 0);
+    v[1] = tn_randn(TN_SHAPE(2, 3, 9), TN_FLOAT64, NULL);
+    for (int which = 1; which <= 3; which++) {
+        struct grad_ctx c = {which, ix[which % 3]};
+        struct tn_tensor *in = tn_randn(v[which % 3]->sizes, v[which % 3]->ndim, TN_FLOAT64, NULL);
+        assert_int_equal(tn_requires_grad_(in, true), 0);
+        int r = tn_gradcheck(pool_grad_fn, &in, 1, &c, 1e-6, 1e-8, 1e-6);
+        if (r != 1)
+            print_message("# %d: %s\n", which, tn_last_error());
+        assert_int_equal(r, 1);
+        tn_release(in);
+    }
+    for (int i = 0; i < 3; i++) {
+        tn_release(v[i]);
+        tn_release(ix[i]);
+    }
+    tn_release(x2);
+    tn_release(x3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -100,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_adaptive_max_pool2d_channels_last),
         cmocka_unit_test(test_max_pool2d_values),
+        cmocka_unit_test(test_unpool_pool1d_gradcheck),
     };
     return TN_RUN_TESTS(tests);
 }
