@@ -216,7 +216,7 @@ static int b_unfold(const struct tn_op *op, struct tn_ivalue *st, int n)
     ARG_I(1, dim);
     ARG_I(2, size);
     ARG_I(3, step);
-    return result(op, st, tn_unfold(self, dim, size, step));
+    return tn__graph_result(op, st, tn_unfold(self, dim, size, step));
 }
 
 static int b_clone(const struct tn_op *op, struct tn_ivalue *st, int n)
