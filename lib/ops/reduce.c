@@ -400,15 +400,18 @@ int tn__meta_cumprod_out(const struct tn_tensor *self, int64_t dim, enum tn_dtyp
     return scan_meta(self, dim, dtype, m);
 }
 
-/* any.dims: dim NULL (None) reduces every dim, an empty list none (then
- * only the test != 0, in uint8 for uint8 as any's result) */
-struct tn_tensor *tn__composite_any_dims(tn_keyset ks, const struct tn_tensor *self,
-                                         const int64_t *dim, int dim_len, bool keepdim)
+/* any.dims and all.dims: dim NULL (None) reduces every dim, an empty list
+ * none (then only the test != 0, in uint8 for uint8 as any's and all's
+ * result), each listed dim through any.dim or all.dim in turn */
+static struct tn_tensor *bool_reduce_dims(const char *name, const struct tn_tensor *self,
+                                          const int64_t *dim, int dim_len, bool keepdim,
+                                          struct tn_tensor *(*one)(const struct tn_tensor *,
+                                                                   int64_t, bool))
 {
     bool mask[TN_MAX_DIMS];
     if (dim && dim_len == 0) {
         memset(mask, 0, sizeof mask);
-    } else if (tn__reduce_mask("any", self, dim, dim_len, mask) < 0) {
+    } else if (tn__reduce_mask(name, self, dim, dim_len, mask) < 0) {
         return NULL;
     }
     struct tn_tensor *r = tn_ne_scalar(self, tn_int(0));
@@ -426,7 +429,7 @@ struct tn_tensor *tn__composite_any_dims(tn_keyset ks, const struct tn_tensor *s
         }
         if (keepdim)
             sizes[nd++] = 1;
-        struct tn_tensor *a = tn_any_dim(r, i, true);
+        struct tn_tensor *a = one(r, i, true);
         tn_release(r);
         r = a;
     }
@@ -435,6 +438,20 @@ struct tn_tensor *tn__composite_any_dims(tn_keyset ks, const struct tn_tensor *s
     struct tn_tensor *v = tn_reshape(r, sizes, nd);
     tn_release(r);
     return v;
+}
+
+struct tn_tensor *tn__composite_any_dims(tn_keyset ks, const struct tn_tensor *self,
+                                         const int64_t *dim, int dim_len, bool keepdim)
+{
+    (void)ks;
+    return bool_reduce_dims("any", self, dim, dim_len, keepdim, tn_any_dim);
+}
+
+struct tn_tensor *tn__composite_all_dims(tn_keyset ks, const struct tn_tensor *self,
+                                         const int64_t *dim, int dim_len, bool keepdim)
+{
+    (void)ks;
+    return bool_reduce_dims("all", self, dim, dim_len, keepdim, tn_all_dim);
 }
 
 /* nanmean as PyTorch's: nansum over the count of values that are not NaN */
