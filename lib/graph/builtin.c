@@ -353,6 +353,10 @@ static const struct tn_arg_schema a_as_strided[] = {T("self"), IL("size", NULL),
                                                     IL("stride", NULL), OI("storage_offset")};
 static const struct tn_arg_schema a_diagonal[] = {T("self"), I("offset", "0"), I("dim1", "0"),
                                                   I("dim2", "1")};
+/* linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1): diagonal's view with
+ * the last two dims as the default */
+static const struct tn_arg_schema a_linalg_diagonal[] = {T("A"), I("offset", "0"),
+                                                         I("dim1", "-2"), I("dim2", "-1")};
 static const struct tn_arg_schema a_unfold[] = {T("self"), I("dimension", NULL),
                                                 I("size", NULL), I("step", NULL)};
 static const struct tn_arg_schema a_clone[] = {T("self"), MF("memory_format")};
@@ -402,6 +406,7 @@ static const struct tn_op builtins[] = {
     OP("slice", ".Tensor", a_slice, b_slice, 1),
     OP("as_strided", "", a_as_strided, b_as_strided, 1),
     OP("diagonal", "", a_diagonal, b_diagonal, 1),
+    OP("linalg_diagonal", "", a_linalg_diagonal, b_diagonal, 1),
     OP("unfold", "", a_unfold, b_unfold, 1),
     OP("clone", "", a_clone, b_clone, 1),
     OP("contiguous", "", a_clone, b_clone, 1),

@@ -461,7 +461,7 @@ static const char *const view_ops[] = {
     "view", "_unsafe_view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze",
     "permute", "transpose", "t", "alias", "detach", "select", "slice", "expand", "broadcast_to",
     "split",
-    "split_with_sizes", "chunk", "unbind", "narrow", "diagonal", "as_strided", "unfold",
+    "split_with_sizes", "chunk", "unbind", "narrow", "diagonal", "linalg_diagonal", "as_strided", "unfold",
     "view_as", "reshape_as", "expand_as", "movedim", "swapaxes", "swapdims", "view_as_real", "view_as_complex",
     "real", "imag", "tensor_split", "hsplit", "vsplit", "_reshape_alias", "lift_fresh",
     "mT", "mH", "adjoint", "matrix_H", "numpy_T"};

@@ -118,14 +118,14 @@ require_op_db() {
     assert_output --partial "7 OpInfos swept, 7 with samples that export, 7 pass every sample"
 }
 
-@test "added composites: subtract (masked.var/std), glu, prelu, margin_ranking_loss, rot90, diag, diag_embed, diagonal_copy, nanmean, count_nonzero, sum_to_size, poisson_nll_loss, bilinear, nonzero_static (a sample a dtype)" {
+@test "added composites: subtract (masked.var/std), glu, prelu, margin_ranking_loss, rot90, diag, diag_embed, diagonal_copy, nanmean, count_nonzero, sum_to_size, poisson_nll_loss, bilinear, nonzero_static, linalg_diagonal (a sample a dtype)" {
     require_op_db
     run "$TORCH2" "$SWEEP" --tcompile "$TC" --max-samples 1 \
-        --ops masked.var,masked.std,nn.functional.glu,nn.functional.prelu,nn.functional.margin_ranking_loss,rot90,diag,diag_embed,diagonal_copy,nanmean,count_nonzero,sum_to_size,nn.functional.poisson_nll_loss,nn.functional.bilinear,nonzero_static
+        --ops masked.var,masked.std,nn.functional.glu,nn.functional.prelu,nn.functional.margin_ranking_loss,rot90,diag,diag_embed,diagonal_copy,nanmean,count_nonzero,sum_to_size,nn.functional.poisson_nll_loss,nn.functional.bilinear,nonzero_static,linalg.diagonal
     echo "$output" | grep -v Warning
     assert_success
     assert_output --partial " 0 disagree"
-    assert_output --partial "15 OpInfos swept, 15 with samples that export, 15 pass every sample"
+    assert_output --partial "16 OpInfos swept, 16 with samples that export, 16 pass every sample"
 }
 
 @test "fixed refusals: the random ops (rand_like, randn_like, randint_like, bernoulli, normal, uniform) after --seed, as torch.manual_seed draws them" {
