@@ -339,7 +339,7 @@ static inline void gradcheck2(tn_gradcheck_fn fn, struct tn_tensor *a, struct tn
 }
 
 /* fn with every output from 64 bytes on written with non-temporal stores
- * (TN_STREAM_BYTES=64; the default starts in the hundreds of MiB), then
+ * (TN_STREAM_BYTES=64; the default starts at 3/8 of the L3, megabytes), then
  * the default again */
 static inline void run_streamed(void (*fn)(void))
 {

@@ -302,8 +302,8 @@ static void test_vector_runs(void **state)
 }
 
 /* The same runs written with non-temporal stores (TN_STREAM_BYTES=64
- * streams every output from 64 bytes; the default starts in the hundreds
- * of MiB): an unaligned start, the aligned body, the tail. */
+ * streams every output from 64 bytes; the default starts at 3/8 of the
+ * L3, megabytes): an unaligned start, the aligned body, the tail. */
 static void test_vector_runs_streamed(void **state)
 {
     run_streamed(vector_runs);

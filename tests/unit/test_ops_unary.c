@@ -142,8 +142,8 @@ static void test_exp_f32_runs(void **state)
     exp_f32_runs(0);
 }
 
-/* the same with non-temporal stores from 64 bytes (the default starts in
- * the hundreds of MiB), the output aligned and 1 to 15 floats off */
+/* the same with non-temporal stores from 64 bytes (the default starts at
+ * 3/8 of the L3, megabytes), the output aligned and 1 to 15 floats off */
 static void test_exp_f32_runs_streamed(void **state)
 {
     setenv("TN_STREAM_BYTES", "64", 1);

@@ -12,6 +12,8 @@
 
 #include <complex.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -92,19 +94,50 @@ struct bctx {
  * non-temporal stores (32 bytes at a time, as two SSE2 movntdq so that
  * every clone has them): an output that cannot stay in the last-level
  * cache is not read in before it is written, which saves a quarter of the
- * memory traffic of an add. By default 3/8 of the L3 (32 MiB when its
- * size is unknown), where glibc's memcpy turns to them on this 2-core VM
- * (190 of 506 MiB); TN_STREAM_BYTES sets it (0: never). Measured in one
- * process, alternating, on that loaded machine: streaming an add of 10^8
- * float32 was 1.17x (median) to 1.25x (best) faster, and still 1.3x at
- * 10^7, but there an output the next op reads would come back from DRAM
- * instead of the L3, so the threshold stays where memcpy's is. */
+ * memory traffic of an add. By default 3/8 of the L3 that this CPU shares
+ * (32 MiB when its size is unknown); TN_STREAM_BYTES sets it (0: never).
+ * The L3's size is the kernel's (sysfs: one instance, the cache the core
+ * sees), not glibc's sysconf, which on AMD EPYC VMs reports the whole
+ * package's (256 MiB on this 2-core VM, whose L3 is 32 MiB): the threshold
+ * was then 96 MiB, an add of 10^7 float32 (40 MB a tensor) wrote through
+ * the cache and moved 21-25 GB/s against 31-34 streamed (issue 27). Outputs
+ * past 3/8 of the L3 with their inputs fill it anyway, so an output the
+ * next op reads is lost from the cache either way. */
 static int64_t stream_bytes; /* 0: not read yet */
+
+/* bytes of the level-3 cache of CPU 0 as sysfs gives it ("32768K"), 0
+ * when it does not */
+static uint64_t l3_bytes(void)
+{
+    char path[64], buf[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return 0;
+        bool l3 = fgets(buf, sizeof buf, f) && atoi(buf) == 3;
+        fclose(f);
+        if (!l3)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r")))
+            return 0;
+        char *end = buf;
+        uint64_t v = fgets(buf, sizeof buf, f) ? strtoull(buf, &end, 10) : 0;
+        fclose(f);
+        return *end == 'K' ? v << 10 : *end == 'M' ? v << 20 : v;
+    }
+    return 0;
+}
 
 void tn__stream_configure(void)
 {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    uint64_t v = l3 > 0 ? (uint64_t)l3 / 8 * 3 : (uint64_t)32 << 20;
+    uint64_t l3 = l3_bytes();
+    if (!l3) {
+        long c = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        l3 = c > 0 ? (uint64_t)c : 0;
+    }
+    uint64_t v = l3 ? l3 / 8 * 3 : (uint64_t)32 << 20;
     if (tn__env_bytes("TN_STREAM_BYTES", (uint64_t)1 << 62, &v) && v == 0)
         v = INT64_MAX;
     __atomic_store_n(&stream_bytes, v ? (int64_t)v : 1, __ATOMIC_RELAXED);
