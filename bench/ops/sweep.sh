@@ -8,10 +8,21 @@
 # runs to fill a tenth of a second. The two sides alternate SWEEP_ROUNDS
 # times (default 2: ours for every case, then one PyTorch process for every
 # case, again) and each keeps its best, so that a burst of load on this
-# shared machine does not land on one side only. Prints GB/s for both (bytes
-# read plus written: 3N for add and mul, 2N for exp, badd, softmax and lsm,
-# N for sum), ours/PyTorch, and memcpy's GB/s at that size (2N bytes,
-# measured by bench_ops). `make bench-sweep` runs it alone.
+# shared machine does not land on one side only. With TN_BENCH_CLOCK=thread
+# both sides time the calling thread's CPU time (time.thread_time), not the
+# wall clock: at 1 thread on a loaded machine a call of 10^7 elements and
+# more (milliseconds) is otherwise almost always preempted (reading that
+# clock is a system call, about a microsecond: the cells below 10^5 then
+# mean little). Prints GB/s for
+# both, counted the same way on every side: the bytes the op must read plus
+# those it writes, once each (3N floats for add and mul, 2N for exp, badd,
+# softmax and lsm, N for sum; badd's row is read once), ours/PyTorch, and
+# memcpy's GB/s at that size over its 2N (a read and a write of N, by
+# bench_ops, into a touched tensor). Neither counts the read of an output's
+# lines before a plain store writes them: a kernel that streams a large
+# output (non-temporal stores) moves what it is counted for, one that does
+# not moves a third more for add, half more for exp. `make bench-sweep` runs
+# it alone.
 set -e
 . "$(dirname "$0")/../quick.sh"
 # without the binary every time would be empty and every figure inf GB/s
@@ -30,7 +41,7 @@ py=python3
 [ -n "$quick" ] || python3 -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "elementwise float32 sweep, $th thread(s), $rounds round(s), load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"
+echo "elementwise float32 sweep, $th thread(s), $rounds round(s), ${TN_BENCH_CLOCK:-wall} clock, load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"
 r=0
 while [ "$r" -lt "$rounds" ]; do
     r=$((r + 1))
@@ -45,8 +56,9 @@ while [ "$r" -lt "$rounds" ]; do
         quick_done sweep
     fi
     "$py" - "$th" "$sizes" "$ops" >>"$tmp/theirs" <<'PY'
-import sys, time, torch
+import os, sys, time, torch
 th, sizes, ops = int(sys.argv[1]), sys.argv[2].split(), sys.argv[3].split()
+clock = time.thread_time if os.environ.get("TN_BENCH_CLOCK") == "thread" else time.perf_counter
 torch.set_num_threads(th)
 for n in map(int, sizes):
     rows = max(n // 1024, 1)
@@ -62,7 +74,7 @@ for n in map(int, sizes):
         reps = min(max(int(2e7 / n), 5), 2000)
         best = 1e9
         for _ in range(reps):
-            t = time.perf_counter(); f(); best = min(best, time.perf_counter() - t)
+            t = clock(); f(); best = min(best, clock() - t)
         print(op, n, "%.9f" % best)
         del a, b, o
 PY
