@@ -60,12 +60,37 @@ static void test_merged_runs(void **state)
     tn_release(m);
 }
 
+/* A contiguous run long enough for the float32 sum to go over its two
+ * halves at once (2^18 elements and more, lib/ops/cpu/reduce.c), with a
+ * tail that is no multiple of a block or of 32: every element once
+ * (against a float64 sum; a block missed or taken twice is off by tens),
+ * and the same for var's squared distances. */
+static void test_two_half_runs(void **state)
+{
+    const int64_t n = 600037;
+    struct tn_tensor *x = tn_randn(TN_SHAPE(n), TN_FLOAT32, NULL);
+    struct tn_tensor *s = tn_sum(x, TN_DTYPE_UNSET);
+    struct tn_tensor *v = tn_var(x, true);
+    const float *xv = tn_data(x);
+    double w = 0, q = 0;
+    for (int64_t i = 0; i < n; i++)
+        w += xv[i];
+    for (int64_t i = 0; i < n; i++)
+        q += (xv[i] - w / (double)n) * (xv[i] - w / (double)n);
+    assert_true(fabs(*(float *)tn_data(s) - w) < 1e-2);
+    assert_true(fabs(*(float *)tn_data(v) - q / (double)(n - 1)) < 1e-5);
+    tn_release(v);
+    tn_release(s);
+    tn_release(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_cases),
         cmocka_unit_test(test_fixture_cases_v2),
         cmocka_unit_test(test_merged_runs),
+        cmocka_unit_test(test_two_half_runs),
     };
     return TN_RUN_TESTS(tests);
 }
