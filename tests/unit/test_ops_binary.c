@@ -309,6 +309,37 @@ static void test_vector_runs_streamed(void **state)
     run_streamed(vector_runs);
 }
 
+/* A row added to (and multiplied into) every row of a matrix, streamed:
+ * the rows run as tasks of the pool with one store fence each
+ * (stream_rows); every element is the float32 sum or product of its
+ * operands, rows of 1031 (a tail) and 130 floats, more rows than one task
+ * takes. */
+static void broadcast_rows(void)
+{
+    static const int64_t shapes[2][2] = {{37, 1031}, {600, 130}};
+    for (int si = 0; si < 2; si++) {
+        int64_t R = shapes[si][0], C = shapes[si][1];
+        struct tn_tensor *a = tn_randn(TN_SHAPE(R, C), TN_FLOAT32, NULL);
+        struct tn_tensor *b = tn_randn(TN_SHAPE(C), TN_FLOAT32, NULL);
+        struct tn_tensor *s = tn_add(a, b, tn_int(1)), *m = tn_mul(a, b);
+        const float *av = tn_data(a), *bv = tn_data(b), *sv = tn_data(s), *mv = tn_data(m);
+        for (int64_t i = 0; i < R * C; i++) {
+            float x = av[i], y = bv[i % C], sum = x + y, prod = x * y;
+            assert_memory_equal(&sv[i], &sum, 4);
+            assert_memory_equal(&mv[i], &prod, 4);
+        }
+        tn_release(m);
+        tn_release(s);
+        tn_release(b);
+        tn_release(a);
+    }
+}
+
+static void test_broadcast_rows_streamed(void **state)
+{
+    run_streamed(broadcast_rows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_dense_and_strided_agree),
         cmocka_unit_test(test_vector_runs),
         cmocka_unit_test(test_vector_runs_streamed),
+        cmocka_unit_test(test_broadcast_rows_streamed),
     };
     return TN_RUN_TESTS(tests);
 }
