@@ -61,11 +61,11 @@ static void test_merged_runs(void **state)
 }
 
 /* A contiguous run long enough for the float32 sum to go over its two
- * halves at once (2^18 elements and more, lib/ops/cpu/reduce.c), with a
- * tail that is no multiple of a block or of 32: every element once
+ * halves at once (from TN_STREAM_BYTES, lib/ops/cpu/reduce.c; 64 here),
+ * with a tail that is no multiple of a block or of 32: every element once
  * (against a float64 sum; a block missed or taken twice is off by tens),
  * and the same for var's squared distances. */
-static void test_two_half_runs(void **state)
+static void two_half_runs(void)
 {
     const int64_t n = 600037;
     struct tn_tensor *x = tn_randn(TN_SHAPE(n), TN_FLOAT32, NULL);
@@ -82,6 +82,11 @@ static void test_two_half_runs(void **state)
     tn_release(v);
     tn_release(s);
     tn_release(x);
+}
+
+static void test_two_half_runs(void **state)
+{
+    run_streamed(two_half_runs);
 }
 
 int main(void)

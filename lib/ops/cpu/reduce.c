@@ -138,11 +138,11 @@ TN_RED_FLOAT(bf16, tn_bfloat16, LD_BF, ST_BF)
  * lane, so the block's rounding error stays near float32's own, far below
  * what PyTorch's float32 cascade sum allows itself), and the blocks add up
  * in float64 as sum_f32 does. Converting every element to float64 instead
- * costs more than reading it. Runs of TN_SUM_TWO and more go over their two
- * halves at once, a block of each in turn (each half's blocks in their own
- * float64 total): one stream of loads kept a core at 21-23 GB/s from DRAM,
- * two at 29 (10^7 floats, 1 thread, issue 27). */
-#define TN_SUM_TWO ((int64_t)1 << 18)
+ * costs more than reading it. Runs of tn__stream_bytes() and more (3/8 of
+ * the L3: read from DRAM) go over their two halves at once, a block of
+ * each in turn (each half's blocks in their own float64 total): one stream
+ * of loads kept a core at 21-23 GB/s from DRAM, two at 29 (10^7 floats, 1
+ * thread, issue 27). */
 #define TN_LANE(v) (sq ? _mm256_sub_ps((v), vc) : (v))
 #define TN_ACC(l, v) ((l) = sq ? _mm256_fmadd_ps(TN_LANE(v), TN_LANE(v), (l)) : _mm256_add_ps((l), (v)))
 /* the 32 lanes l0..l3 of a block, into the float64 total tot */
@@ -158,7 +158,7 @@ TN_AVX2 static inline __attribute__((always_inline)) double blocked_sum(const fl
     __m256d tot = _mm256_setzero_pd();
     __m256 vc = _mm256_set1_ps(c);
     int64_t i = 0, full = n & ~(int64_t)31;
-    if (full >= TN_SUM_TWO) {
+    if (full * (int64_t)sizeof(float) >= tn__stream_bytes() && full >= 2048) {
         int64_t h = full / 2 & ~(int64_t)1023;
         const float *y = x + h;
         __m256d tot2 = tot;
