@@ -156,6 +156,31 @@ static void test_winograd_direct_small(void **state)
     }
 }
 
+/* The flat implicit GEMM (nn_conv_pw.c) with its positions tiled across
+ * samples in chunks of a bounded scratch (4 MiB: the fixtures' batches fit
+ * in one chunk) gives the float64 path's values: a 3x3 at stride 2 of 64
+ * channels, 31x31 outputs, batch 5 (chunks of 4 and 1), and a 1x1 at
+ * stride (2, 1) over its subsampled input, 111x111 outputs, batch 3
+ * (chunks of 2 and 1). */
+static void test_flat_chunks_match_float64(void **state)
+{
+    const int64_t shapes[][8] = {/* n, c, oc, h, w, k, stride h, stride w */
+                                 {5, 64, 7, 61, 61, 3, 2, 2},
+                                 {3, 32, 6, 222, 111, 1, 2, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *p = shapes[i], k = p[5];
+        struct tn_tensor *x = tn_randn(TN_SHAPE(p[0], p[1], p[3], p[4]), TN_FLOAT32, NULL);
+        struct tn_tensor *w = tn_randn(TN_SHAPE(p[2], p[1], k, k), TN_FLOAT32, NULL);
+        struct tn_tensor *b = tn_randn(TN_SHAPE(p[2]), TN_FLOAT32, NULL);
+        struct tn_tensor *xd = tn_to_dtype(x, TN_FLOAT64), *wd = tn_to_dtype(w, TN_FLOAT64);
+        struct tn_tensor *bd = tn_to_dtype(b, TN_FLOAT64);
+        const int64_t st[2] = {p[6], p[7]}, pad[2] = {k / 2, k / 2}, one[2] = {1, 1};
+        struct tn_tensor *y = tn_conv2d(x, w, b, st, 2, pad, 2, one, 2, 1);
+        struct tn_tensor *yd = tn_conv2d(xd, wd, bd, st, 2, pad, 2, one, 2, 1);
+        check_close_and_release(y, yd, 1e-4, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_depthwise_matches_gemm_path),
         cmocka_unit_test(test_winograd_matches_gemm_path),
         cmocka_unit_test(test_winograd_direct_small),
+        cmocka_unit_test(test_flat_chunks_match_float64),
     };
     return TN_RUN_TESTS(tests);
 }

@@ -70,7 +70,8 @@ void tn__gemm_smallk_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_
 
 /* Whether a convolution is a 1x1 without padding with at most
  * TN_GEMM_SMALLK_MAX input channels a group (when strided, with a weight
- * of at most 64 Ki values a group), and its kernel: per sample and group
+ * of at most 64 Ki values a group, and not one tn__conv_flat_fits takes),
+ * and its kernel: per sample and group
  * one tn__gemm_smallk_f32 of the weight and the input (strided: its
  * positions gathered 64 at a time), on the thread pool, float32 forward
  * as tn__conv_depthwise_f32. */
@@ -88,10 +89,12 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
 
 /* Whether a convolution is of groups 1 at stride 1 or 2 (both ways)
  * without dilation, not 1x1, with an output of at most 1 Mi values a
- * sample on the padded width (halved at stride 2), and its kernel (flat
- * implicit GEMM over a padded copy of the input, split into its four
- * phase planes at stride 2, nn_conv_pw.c), float32 forward as
- * tn__conv_depthwise_f32. */
+ * sample on the padded width (halved at stride 2), or a strided 1x1
+ * without padding at batch 2+ whose output plane is not whole tiles of 16
+ * positions, and its kernel (flat implicit GEMM over a padded copy of the
+ * input, split into its four phase planes at stride 2, subsampled for a
+ * 1x1, its tiles across the samples of a chunk, nn_conv_pw.c), float32
+ * forward as tn__conv_depthwise_f32. */
 bool tn__conv_flat_fits(const struct conv *g);
 int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, const float *b,
                       float *out);

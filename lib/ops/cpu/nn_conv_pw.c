@@ -168,11 +168,14 @@ void tn__gemm_smallk_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_
  * interleaved runs on a loaded machine, 64 -> 128 channels 56 -> 28 at
  * stride 2 1.95 -> 1.45 ms, 128 -> 256 1.60 -> 1.49; 256 -> 512 was
  * slower (1.60 -> 1.71: every 16-column panel streams the 512 KiB weight
- * from beyond L2), so weights over 256 KiB stay with im2col. */
+ * from beyond L2), so weights over 256 KiB stay with im2col. Those of
+ * groups 1 at batch 2+ whose output planes are not whole tiles of 16
+ * (14x14, 7x7) go to the flat kernel instead (tn__conv_flat_fits), its
+ * tiles across samples. */
 bool tn__conv_pw_fits(const struct conv *g)
 {
     return g->kh == 1 && g->kw == 1 && g->ph == 0 && g->pw == 0 && g->cg <= TN_GEMM_SMALLK_MAX &&
-           ((g->sh == 1 && g->sw == 1) || g->ocg * g->cg <= 65536);
+           ((g->sh == 1 && g->sw == 1) || (g->ocg * g->cg <= 65536 && !tn__conv_flat_fits(g)));
 }
 
 /* Tasks are (sample, group, run of 64 output columns). */
@@ -351,16 +354,46 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
  * 128 0.82 -> 0.74, 128 -> 256 0.76 -> 0.71, 256 -> 512 0.96 -> 0.79;
  * batch 8 alike); its 1x1 stride-2 downsamples were slower here (a plain
  * subsampling copy is all their im2col does) and go to the small-k GEMM
- * over a gathered panel (tn__conv_pw_fits) or im2col. */
+ * over a gathered panel (tn__conv_pw_fits) or im2col, except below.
+ * Positions are tiled across the samples of a chunk (as many as a 4 MiB
+ * scratch holds) where a plane is not whole tiles of 2L: a 7x7 output
+ * was 4 tiles of 16 (64 lanes for 49), a 14x14 13 (208 for 196); batch 8
+ * 7x7 is 24.5 tiles, a tile crossing samples storing its sums in a
+ * segment a sample. A strided 1x1 (no padding) of groups 1 runs here too
+ * at batch 2+ on such planes, over its subsampled input (rows of ow, one
+ * plane a channel, read in place by a tile within one sample, packed when
+ * it crosses samples): resnet18's 256 -> 512 downsample, weight too big
+ * for the gathered panel, went to im2col. bench/ops/resnet18_conv.sh,
+ * batch 8, 1 thread, thread CPU time, old and new alternating at load
+ * 8-12 on 2 cores: 512 channels at 7x7 27.4-28.4 -> 21.9-22.7 ms (PyTorch
+ * 24.2-25.0), 256 -> 512 at stride 2 13.8-14.2 -> 11.2-11.5 (PyTorch
+ * 13.7-14.0), the 256 -> 512 downsample 1.50-1.55 -> 1.28-1.34 (PyTorch
+ * 1.51-1.90). */
 bool tn__conv_flat_fits(const struct conv *g)
 {
     int64_t s = g->sh, taps = g->kh * g->kw, qw = (g->w + 2 * g->pw + s - 1) / s;
-    return g->groups == 1 && g->sh == g->sw && s <= 2 && g->dh == 1 && g->dw == 1 &&
-           taps > 1 && taps <= TN_GEMM_SMALLK_MAX && g->oc * g->oh * qw <= ((int64_t)1 << 20);
+    if (g->groups != 1 || g->dh != 1 || g->dw != 1)
+        return false;
+    if (taps == 1) /* strided 1x1 over the subsampled input, its tiles across samples */
+        return g->ph == 0 && g->pw == 0 && (g->sh > 1 || g->sw > 1) && g->n > 1 &&
+               g->oh * g->ow % 16 != 0 && g->oc * g->oh * g->ow <= ((int64_t)1 << 20);
+    return g->sh == g->sw && s <= 2 && taps <= TN_GEMM_SMALLK_MAX &&
+           g->oc * g->oh * qw <= ((int64_t)1 << 20);
 }
 
 #define FLAT_TILES 4 /* tiles of 2L output positions a task */
 #define FLAT_BMAX (64 * 1024) /* floats of a task's packed tiles a pass */
+#define FLAT_QMAX (1024 * 1024) /* floats of a chunk's scratch of several samples */
+
+/* Where a tile's sums go: output segments s in [0, nos), lanes [lane[s],
+ * lane[s + 1]) to out + off[s] (channel planes hw apart), one a sample
+ * the tile crosses; cols = lane[nos] of its 2L lanes hold positions. */
+struct flat_tile {
+    int nos;
+    int64_t cols, lane[34], off[33];
+    const float *b; /* its patch rows, ldb floats apart */
+    int64_t ldb;
+};
 
 /* The flat kernel for one vector type. pw_fpack_SFX packs the k patch
  * rows of one tile of 2L output positions into bp (k rows of 2L, and 2L
@@ -377,30 +410,31 @@ bool tn__conv_flat_fits(const struct conv *g)
  * straight into out (channel planes hw apart). */
 #define PW_FKERNEL(SFX, VT, L, R, ATTR)                                                        \
     static ATTR void pw_fpack_##SFX(const float *q, const int64_t *boff, int64_t k,           \
-                                    int64_t fo, const int64_t *sst, const int64_t *ssh,       \
-                                    int nseg, float *bp)                                      \
+                                    const int64_t *sst, const int64_t *ssh, int nseg,         \
+                                    float *bp)                                                \
     {                                                                                          \
         for (int64_t p = 0; p < k; p++) {                                                      \
-            const float *src = q + boff[p] + fo;                                               \
+            const float *src = q + boff[p];                                                    \
             float *d = bp + p * 2 * L;                                                         \
             for (int s = 0; s < nseg; s++) {                                                   \
                 VT v0, v1;                                                                     \
-                memcpy(&v0, src + ssh[s] + sst[s], sizeof v0);                                 \
-                memcpy(&v1, src + ssh[s] + sst[s] + L, sizeof v1);                             \
+                memcpy(&v0, src + (ssh[s] + sst[s]), sizeof v0);                               \
+                memcpy(&v1, src + (ssh[s] + sst[s] + L), sizeof v1);                           \
                 memcpy(d + sst[s], &v0, sizeof v0);                                            \
                 memcpy(d + sst[s] + L, &v1, sizeof v1);                                        \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
     static ATTR void pw_ftask_##SFX(const float *a, int64_t m,  int64_t lda, int64_t k,       \
-                                    const float *bp, int64_t nt, int64_t last,                \
+                                    int64_t nt, const struct flat_tile *tl,                   \
                                     const float *bias, float *out, int64_t hw, bool add)      \
     {                                                                                          \
         for (int64_t i0 = 0; i0 < m; i0 += R)                                                  \
             for (int64_t t = 0; t < nt; t++) {                                                 \
-                const float *ar[R], *b = bp + t * (k + 1) * 2 * L;                             \
-                float *o = out + t * 2 * L;                                                    \
-                int64_t cols = t == nt - 1 ? last : 2 * L;                                     \
+                const struct flat_tile *ti = tl + t;                                           \
+                const float *ar[R], *b = ti->b;                                                \
+                float *o = out + ti->off[0];                                                   \
+                int64_t cols = ti->cols;                                                       \
                 VT acc0[R], acc1[R];                                                           \
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                           \
                 {                                                                              \
@@ -409,14 +443,27 @@ bool tn__conv_flat_fits(const struct conv *g)
                     acc0[r] = acc1[r] = v - (VT){0};                                           \
                     if (add && i0 + r < m) {                                                   \
                         float u[2 * L] = {0};                                                  \
-                        memcpy(u, o + (i0 + r) * hw, sizeof(float) * (size_t)cols);            \
+                        for (int s = 0; s < ti->nos; s++)                                      \
+                            memcpy(u + ti->lane[s], out + ti->off[s] + (i0 + r) * hw,          \
+                                   sizeof(float) * (size_t)(ti->lane[s + 1] - ti->lane[s]));   \
                         memcpy(&acc0[r], u, sizeof acc0[r]);                                   \
                         memcpy(&acc1[r], u + L, sizeof acc1[r]);                               \
                     }                                                                          \
                 }                                                                              \
                 for (int64_t p = 0; p < k; p++)                                                \
-                    PW_STEP(VT, L, R, b + p * 2 * L, p);                                       \
-                PW_STORE(L, R, m, i0, o, hw, cols);                                            \
+                    PW_STEP(VT, L, R, b + p * ti->ldb, p);                                     \
+                if (ti->nos == 1) {                                                            \
+                    PW_STORE(L, R, m, i0, o, hw, cols);                                        \
+                    continue;                                                                  \
+                }                                                                              \
+                for (int r = 0; r < R && i0 + r < m; r++) {                                    \
+                    float u[2 * L];                                                            \
+                    memcpy(u, &acc0[r], sizeof acc0[r]);                                       \
+                    memcpy(u + L, &acc1[r], sizeof acc1[r]);                                   \
+                    for (int s = 0; s < ti->nos; s++)                                          \
+                        memcpy(out + ti->off[s] + (i0 + r) * hw, u + ti->lane[s],              \
+                               sizeof(float) * (size_t)(ti->lane[s + 1] - ti->lane[s]));       \
+                }                                                                              \
             }                                                                                  \
     }
 
@@ -431,50 +478,71 @@ struct flat_job {
     float *out;
     const int64_t *boff;
     int64_t qw, lanes; /* 2L of the kernel run */
+    int64_t sq, np;    /* scratch floats a sample; output positions of the chunk */
     int64_t p0, kc;    /* the taps [p0, p0 + kc) of this pass */
     int rc;
 };
 
-/* tasks: runs of FLAT_TILES tiles of 2L output positions of one sample */
+/* tasks: runs of FLAT_TILES tiles of 2L output positions of the chunk's
+ * samples (position s hw + r: sample s, output r of its plane) */
 static void flat_range(int64_t begin, int64_t end, void *ctx)
 {
     struct flat_job *j = ctx;
     const struct conv *g = j->g;
     int64_t hw = g->oh * g->ow, l2 = j->lanes, sst[33], ssh[33], tile = (j->kc + 1) * l2;
     const float *a = j->w + j->p0, *bias = j->p0 > 0 ? NULL : j->b;
+    bool sub = g->kh * g->kw == 1;
+    struct flat_tile tl[FLAT_TILES];
     float *bp = malloc(sizeof(float) * (size_t)(FLAT_TILES * tile));
     if (!bp) {
         j->rc = -1;
         return;
     }
     for (int64_t t = begin; t < end; t++) {
-        int64_t jt = t * FLAT_TILES * l2, nt = 0, last = 0;
-        for (int64_t j0 = jt; j0 < jt + FLAT_TILES * l2 && j0 < hw; j0 += l2, nt++) {
-            int64_t cols = hw - j0 < l2 ? hw - j0 : l2, y = j0 / g->ow, x = j0 % g->ow;
+        int64_t jt = t * FLAT_TILES * l2, nt = 0;
+        for (int64_t j0 = jt; j0 < jt + FLAT_TILES * l2 && j0 < j->np; j0 += l2, nt++) {
+            int64_t cols = j->np - j0 < l2 ? j->np - j0 : l2;
+            struct flat_tile *ti = tl + nt;
             int nseg = 0;
-            /* the tile's runs of one output row each: lane i of segment s
-             * at padded flat offset fo + i + s (qw - ow) */
-            for (int64_t i = 0; i < cols; i += g->ow - (i ? 0 : x), nseg++) {
+            ti->nos = 0;
+            /* the tile's runs of one output row each: lane i of segment
+             * nseg at scratch offset ssh + i (sample s at s sq) */
+            for (int64_t i = 0, len; i < cols; i += len, nseg++) {
+                int64_t s = (j0 + i) / hw, r = (j0 + i) % hw, y = r / g->ow, x = r % g->ow;
+                len = g->ow - x < cols - i ? g->ow - x : cols - i;
                 sst[nseg] = i;
-                ssh[nseg] = nseg * (j->qw - g->ow);
+                ssh[nseg] = s * j->sq + y * j->qw + x - i;
+                if (i == 0 || r == 0) {
+                    ti->lane[ti->nos] = i;
+                    ti->off[ti->nos++] = s * g->oc * hw + r;
+                }
             }
-            last = cols;
+            ti->lane[ti->nos] = ti->cols = cols;
+            ti->b = bp + nt * tile;
+            ti->ldb = l2;
+            if (sub && ti->nos == 1 && cols == l2) {
+                /* a strided 1x1's whole tile in one sample: its patch rows
+                 * are runs of the subsampled planes (rows ow = qw), read in
+                 * place */
+                ti->b = j->q + j->boff[j->p0] + ssh[0];
+                ti->ldb = hw;
+                continue;
+            }
 #ifdef PW_HAVE_V16
             if (l2 == 32) {
-                pw_fpack_v16(j->q, j->boff + j->p0, j->kc, y * j->qw + x, sst, ssh, nseg,
-                             bp + nt * tile);
+                pw_fpack_v16(j->q, j->boff + j->p0, j->kc, sst, ssh, nseg, bp + nt * tile);
                 continue;
             }
 #endif
-            pw_fpack_v8(j->q, j->boff + j->p0, j->kc, y * j->qw + x, sst, ssh, nseg, bp + nt * tile);
+            pw_fpack_v8(j->q, j->boff + j->p0, j->kc, sst, ssh, nseg, bp + nt * tile);
         }
 #ifdef PW_HAVE_V16
         if (l2 == 32) {
-            pw_ftask_v16(a, g->oc, g->k, j->kc, bp, nt, last, bias, j->out + jt, hw, j->p0 > 0);
+            pw_ftask_v16(a, g->oc, g->k, j->kc, nt, tl, bias, j->out, hw, j->p0 > 0);
             continue;
         }
 #endif
-        pw_ftask_v8(a, g->oc, g->k, j->kc, bp, nt, last, bias, j->out + jt, hw, j->p0 > 0);
+        pw_ftask_v8(a, g->oc, g->k, j->kc, nt, tl, bias, j->out, hw, j->p0 > 0);
     }
     free(bp);
 }
@@ -483,14 +551,27 @@ static void flat_range(int64_t begin, int64_t end, void *ctx)
  * apart): at stride 1 one plane of rows qw; at stride 2 the four phase
  * planes of rows qw (padded row Y, column X at phase (Y % 2, X % 2), row
  * Y / 2, column X / 2), eh / 2 rows each, so that a stride-2 tap is a
- * contiguous run of its phase plane as a stride-1 tap is of the plane.
- * Every sample writes the same places, so a scratch that held one
- * already keeps its zeros (zero false): the flat kernel zeroed its
- * scratch for each sample of a batch (0.7 of 14.7 ms at batch 8, 64 ->
- * 128 channels 56 -> 28 at stride 2). */
+ * contiguous run of its phase plane as a stride-1 tap is of the plane;
+ * a strided 1x1 (no padding) only the values it reads, the plane of rows
+ * qw = ow of the input subsampled. Every sample of a chunk writes the
+ * same places, so a scratch that held one already keeps its zeros (zero
+ * false): the flat kernel zeroed its scratch for each sample of a batch
+ * (0.7 of 14.7 ms at batch 8, 64 -> 128 channels 56 -> 28 at stride 2). */
 static void flat_fill(const struct conv *g, const float *x, float *q, size_t nq, int64_t qw,
                       int64_t eh, int64_t plane, bool zero)
 {
+    if (g->kh * g->kw == 1) { /* every value of the plane written: only the slack zeroed */
+        if (zero)
+            memset(q + g->c * plane, 0, sizeof(float) * (nq - (size_t)(g->c * plane)));
+        for (int64_t ci = 0; ci < g->c; ci++)
+            for (int64_t y = 0; y < g->oh; y++) {
+                const float *xr = x + (ci * g->h + y * g->sh) * g->w;
+                float *d = q + ci * plane + y * qw;
+                for (int64_t i = 0; i < g->ow; i++)
+                    d[i] = xr[i * g->sw];
+            }
+        return;
+    }
     if (zero)
         memset(q, 0, sizeof(float) * nq);
     for (int64_t ci = 0; ci < g->c; ci++)
@@ -509,15 +590,22 @@ static void flat_fill(const struct conv *g, const float *x, float *q, size_t nq,
 int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, const float *b,
                       float *out)
 {
-    /* rows of qw values, eh of them a plane (a phase plane at stride 2) */
-    int64_t st = g->sh, qw = (g->w + 2 * g->pw + st - 1) / st, eh = (g->h + 2 * g->ph + st - 1) / st;
-    int64_t plane = st * st * eh * qw, hw = g->oh * g->ow;
+    /* rows of qw values, eh of them a plane (a phase plane at stride 2;
+     * a strided 1x1's subsampled plane) */
+    bool sub = g->kh * g->kw == 1;
+    int64_t st = sub ? 1 : g->sh, qw = sub ? g->ow : (g->w + 2 * g->pw + st - 1) / st;
+    int64_t eh = sub ? g->oh : (g->h + 2 * g->ph + st - 1) / st;
+    int64_t plane = st * st * eh * qw, hw = g->oh * g->ow, sq = g->c * plane;
     int64_t n2 = (g->oh * qw + 31) / 32 * 32, lanes = 16;
 #ifdef PW_HAVE_V16
     if (__builtin_cpu_supports("x86-64-v4"))
         lanes = 32;
 #endif
-    size_t nq = (size_t)(g->c * plane + n2 + g->kh * qw + g->kw + 64);
+    /* samples a chunk: positions tiled across samples where a plane is
+     * not whole tiles (7x7, 14x14), with the chunk's scratch bounded */
+    int64_t sc = hw % lanes == 0 ? 1 : FLAT_QMAX / sq;
+    sc = sc < 1 ? 1 : sc > g->n ? g->n : sc;
+    size_t nq = (size_t)(sc * sq + n2 + g->kh * qw + g->kw + 64);
     float *q = malloc(sizeof(float) * nq);
     int64_t *boff = malloc(sizeof(int64_t) * (size_t)g->k);
     if (!q || !boff) {
@@ -532,13 +620,17 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
                     ci * plane + ((ky % st) * st + kx % st) * eh * qw + ky / st * qw + kx / st;
     /* passes of kc taps: a task's packed tiles (FLAT_TILES kc 2L floats)
      * stay in L2 while each block of output channels passes over them */
-    int64_t tasks = (hw + FLAT_TILES * lanes - 1) / (FLAT_TILES * lanes);
     int64_t passes = (g->k * FLAT_TILES * lanes + FLAT_BMAX - 1) / FLAT_BMAX;
     int64_t kc = (g->k + passes - 1) / passes;
-    struct flat_job j = {g, w, b, q, NULL, boff, qw, lanes, 0, kc, 0};
-    for (int64_t s = 0; s < g->n && j.rc == 0; s++) {
-        flat_fill(g, x + s * g->c * g->h * g->w, q, nq, qw, eh, plane, s == 0);
-        j.out = out + s * g->oc * hw;
+    struct flat_job j = {g, w, b, q, NULL, boff, qw, lanes, sq, 0, 0, kc, 0};
+    for (int64_t s0 = 0; s0 < g->n && j.rc == 0; s0 += sc) {
+        int64_t ns = g->n - s0 < sc ? g->n - s0 : sc;
+        for (int64_t s = 0; s < ns; s++)
+            flat_fill(g, x + (s0 + s) * g->c * g->h * g->w, q + s * sq, nq - (size_t)(s * sq),
+                      qw, eh, plane, s0 == 0 && s == 0);
+        j.out = out + s0 * g->oc * hw;
+        j.np = ns * hw;
+        int64_t tasks = (j.np + FLAT_TILES * lanes - 1) / (FLAT_TILES * lanes);
         for (j.p0 = 0; j.p0 < g->k; j.p0 += kc) {
             j.kc = g->k - j.p0 < kc ? g->k - j.p0 : kc;
             tn_parallel_for(tasks, 1, flat_range, &j);
