@@ -7,7 +7,8 @@
 # grouped 3x3, ours (bench_ops --conv) against PyTorch (python3, 2.x when
 # it has it) in the same run at TN_NUM_THREADS threads (default 1),
 # best of 20 each. Prints ms for both and PyTorch's time / ours (above 1:
-# ours is faster). `make bench-conv` runs it alone.
+# ours is faster). `make bench-conv` runs it alone. TN_BENCH_CLOCK=thread
+# times both sides by the thread's CPU time (1 thread on a loaded machine).
 set -e
 . "$(dirname "$0")/../quick.sh"
 cores=$(nproc)
@@ -31,7 +32,7 @@ effb0.dw5x5_672 672 14 672 5 2 672
 densenet.pw1x1_256_128 256 56 128 1 1 1
 grouped3x3_g8 128 28 128 3 1 8'
 [ -z "$quick" ] || shapes='mbv3s.dw3x3_16 16 8 16 3 2 16'
-echo "conv2d float32, batch 1, $th thread(s), load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"
+echo "conv2d float32, batch 1, $th thread(s), ${TN_BENCH_CLOCK:-wall} clock, load $(cut -d' ' -f1 /proc/loadavg) on $cores cores"
 printf '%-22s %10s %10s %8s\n' shape ours_ms torch_ms torch/ours
 echo "$shapes" | while read -r name c h o k s g; do
     ours=$(bench/ops/bench_ops --conv "$c" "$h" "$o" "$k" "$s" "$g")
@@ -40,13 +41,14 @@ echo "$shapes" | while read -r name c h o k s g; do
         continue
     fi
     theirs=$("$py" - "$c" "$h" "$o" "$k" "$s" "$g" "$th" <<'PY'
-import sys, time, torch
+import os, sys, time, torch
+now = time.thread_time if os.environ.get("TN_BENCH_CLOCK") == "thread" else time.perf_counter
 c, h, o, k, s, g, th = map(int, sys.argv[1:])
 torch.set_num_threads(th)
 x, w, b = torch.randn(1, c, h, h), torch.randn(o, c // g, k, k), torch.randn(o)
 best = 1e9
 for _ in range(20):
-    t = time.perf_counter(); torch.conv2d(x, w, b, s, k // 2, 1, g); best = min(best, time.perf_counter() - t)
+    t = now(); torch.conv2d(x, w, b, s, k // 2, 1, g); best = min(best, now() - t)
 print("%.9f" % best)
 PY
 )
