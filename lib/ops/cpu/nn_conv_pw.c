@@ -355,10 +355,11 @@ int tn__conv_grouped_f32(const struct conv *g, const float *x, const float *w, c
  * batch 8 alike); its 1x1 stride-2 downsamples were slower here (a plain
  * subsampling copy is all their im2col does) and go to the small-k GEMM
  * over a gathered panel (tn__conv_pw_fits) or im2col, except below.
- * Positions are tiled across the samples of a chunk (as many as a 4 MiB
- * scratch holds) where a plane is not whole tiles of 2L: a 7x7 output
- * was 4 tiles of 16 (64 lanes for 49), a 14x14 13 (208 for 196); batch 8
- * 7x7 is 24.5 tiles, a tile crossing samples storing its sums in a
+ * Positions are tiled across the samples of a chunk (as few as fill the
+ * batch's lanes to 97%, in at most 4 MiB of scratch) where a plane is
+ * not whole tiles of 2L: a 7x7 output was 4 tiles of 16 (64 lanes for
+ * 49), a 14x14 13 (208 for 196); batch 8 7x7 is 24.5 tiles, a tile
+ * crossing samples storing its sums in a
  * segment a sample. A strided 1x1 (no padding) of groups 1 runs here too
  * at batch 2+ on such planes, over its subsampled input (rows of ow, one
  * plane a channel, read in place by a tile within one sample, packed when
