@@ -119,6 +119,15 @@ TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c);
  * TN_SGEMM_AVX2_NMAX or more than TN_SGEMM_AVX2_MAX multiply-adds
  * (OpenBLAS's blocking wins). K is taken TN_SGEMM_AVX2_KMAX at a time
  * (b packed whole, 128 KiB at most, in L2). */
+/* c (M x N, leading dim ldc) = a @ w^T, or c + a @ w^T when add, float32,
+ * on AVX2 and FMA (lib/ops/cpu/sgemm_skinny.c): a row-major (M x K, leading
+ * dim lda), w a linear layer's weight (N x K, row-major, leading dim ldw),
+ * each weight row read once in place. False, nothing written, without AVX2
+ * or where the shape is not one it wins on (few rows, a long k; the
+ * thresholds are in the file). */
+bool tn__sgemm_skinny(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                      const float *w, int64_t ldw, float *c, int64_t ldc, bool add);
+
 #define TN_SGEMM_AVX2_MAX ((int64_t)1 << 25)
 #define TN_SGEMM_AVX2_KMAX 128
 #define TN_SGEMM_AVX2_NMAX 256

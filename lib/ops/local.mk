@@ -41,6 +41,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/sgemm_avx2.c \
+	lib/ops/cpu/sgemm_skinny.c \
 	lib/ops/cpu/blas.c \
 	lib/ops/cpu/unary.c \
 	lib/ops/cpu/reduce.c \

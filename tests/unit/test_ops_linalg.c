@@ -307,6 +307,34 @@ static void test_small_f32_avx2(void **state)
     }
 }
 
+/* float32 products of a few rows by a linear layer's weight, transposed,
+ * which take the AVX2 kernel that reads the weight in place
+ * (lib/ops/cpu/sgemm_skinny.c): convnext's last stages (4 and 16 rows by
+ * 3072x768 and 1536x384 weights), tiles of 4 rows with 1, 2 and 3 left,
+ * of 3 weight rows with 1 and 2 left, k with a partial vector, a's rows
+ * strided (a column slice), c added. */
+static void test_skinny_f32(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{4, 768, 3072}, {16, 1536, 384}, {2, 128, 32},
+                                        {3, 133, 35},   {5, 301, 67},    {64, 192, 65},
+                                        {7, 1029, 34}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        struct tn_tensor *a = tn_randn(TN_SHAPE(M, K), TN_FLOAT32, NULL);
+        struct tn_tensor *wide = tn_randn(TN_SHAPE(M, K + 3), TN_FLOAT32, NULL);
+        struct tn_tensor *as = tn_slice(wide, 1, 1, K + 1, 1);
+        struct tn_tensor *wt = tn_randn(TN_SHAPE(N, K), TN_FLOAT32, NULL), *bt = tn_t(wt);
+        struct tn_tensor *c = tn_randn(TN_SHAPE(M, N), TN_FLOAT32, NULL);
+        check_f32_product(a, bt, NULL);
+        check_f32_product(a, bt, c);
+        check_f32_product(as, bt, c);
+        struct tn_tensor *all[] = {a, wide, as, wt, bt, c};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            tn_release(all[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_gemv_strides),
         cmocka_unit_test(test_small_f32),
         cmocka_unit_test(test_small_f32_avx2),
+        cmocka_unit_test(test_skinny_f32),
     };
     return TN_RUN_TESTS(tests);
 }

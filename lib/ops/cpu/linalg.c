@@ -263,6 +263,11 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
         }
 #endif
         if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0) &&
+            ma.trans == CblasNoTrans && mb.trans == CblasTrans &&
+            tn__sgemm_skinny(M, N, K, (const float *)ma.p, ma.ld, (const float *)mb.p, mb.ld,
+                             (float *)c, ldc, use_c))
+            return TN_OK;
+        if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0) &&
             tn__sgemm_small(M, N, K, (const float *)ma.p, ma.trans == CblasTrans ? 1 : ma.ld,
                             ma.trans == CblasTrans ? ma.ld : 1, (const float *)mb.p, mb.ld,
                             mb.trans == CblasTrans, (float *)c, ldc, use_c))
