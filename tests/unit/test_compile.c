@@ -495,7 +495,9 @@ static struct tn_tensor *bmm_view(const struct tn_tensor *base, int nd, const in
 
 /* bmm.c's batched product (one gemm per matrix, operands read in place)
  * against tn_matmul: contiguous, transposed matrices, a broadcast batch
- * (stride 0), attention's permuted heads, an empty k; float32 and 64. */
+ * (stride 0), attention's permuted heads, an empty k, one b for the whole
+ * batch (folded into rows where a's matrices follow one another); float32
+ * and 64. */
 static void test_bmm_run(void **state)
 {
     (void)state;
@@ -509,6 +511,9 @@ static void test_bmm_run(void **state)
         {120, {60, 20, 4, 1}, 72, {0, 24, 6, 1}, 4},     /* b's batch broadcast */
         {120, {60, 4, 12, 1}, 144, {72, 6, 18, 1}, 4},   /* [B, S, H, D] permuted */
         {0, {0, 0, 0, 1}, 0, {0, 0, 6, 1}, 0},           /* k = 0: zeros */
+        {120, {60, 20, 4, 1}, 24, {0, 0, 6, 1}, 4},      /* one b: the batch as rows */
+        {120, {60, 20, 4, 1}, 24, {0, 0, 1, 4}, 4},      /* one linear's weight, transposed */
+        {140, {72, 24, 4, 1}, 24, {0, 0, 1, 4}, 4},      /* one b, a's matrices apart */
     };
     for (int f = 0; f < 2; f++) {
         enum tn_dtype dt = f ? TN_FLOAT64 : TN_FLOAT32;

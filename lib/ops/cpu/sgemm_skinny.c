@@ -27,7 +27,7 @@
 #define SKINNY_MMAX 64
 #define SKINNY_KMIN 128
 #define SKINNY_NMIN 32
-#define SKINNY_PF 128 /* 0.67-0.89 of the time without on 3 of the shapes above, M 4 K 768 even */
+#define SKINNY_PF 128 /* 0.67-0.89 of the time without on 3 shapes above, one even */
 
 #ifdef TN_HAVE_AVX2
 #include <immintrin.h>
