@@ -46,10 +46,11 @@ TN_AVX2 static inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-/* out[j][i] = a[i] . w[j] over K for R rows of a (a constant where it is
- * inlined, so the loops unroll into registers) and 3 weight rows */
+/* out[j][i] = a[i] . w[j] over K for R rows of a, lda apart (R a constant
+ * where it is inlined, so the loops unroll into registers), and 3 weight
+ * rows */
 TN_AVX2 __attribute__((always_inline)) static inline void
-tile(int R, const float *const a[4], const float *const w[3], int64_t K, __m256i tail,
+tile(int R, const float *a, int64_t lda, const float *const w[3], int64_t K, __m256i tail,
      float out[3][4])
 {
     __m256 acc[4][3];
@@ -69,7 +70,7 @@ tile(int R, const float *const a[4], const float *const w[3], int64_t K, __m256i
                w2 = _mm256_loadu_ps(w[2] + k);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            __m256 x = _mm256_loadu_ps(a[i] + k);
+            __m256 x = _mm256_loadu_ps(a + i * lda + k);
             acc[i][0] = _mm256_fmadd_ps(x, w0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(x, w1, acc[i][1]);
             acc[i][2] = _mm256_fmadd_ps(x, w2, acc[i][2]);
@@ -80,7 +81,7 @@ tile(int R, const float *const a[4], const float *const w[3], int64_t K, __m256i
                w2 = _mm256_maskload_ps(w[2] + k, tail);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            __m256 x = _mm256_maskload_ps(a[i] + k, tail);
+            __m256 x = _mm256_maskload_ps(a + i * lda + k, tail);
             acc[i][0] = _mm256_fmadd_ps(x, w0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(x, w1, acc[i][1]);
             acc[i][2] = _mm256_fmadd_ps(x, w2, acc[i][2]);
@@ -92,10 +93,10 @@ tile(int R, const float *const a[4], const float *const w[3], int64_t K, __m256i
 }
 
 #define SKINNY_TILE(R)                                                                         \
-    TN_AVX2 static void tile##R(const float *const a[4], const float *const w[3], int64_t K,   \
-                                __m256i tail, float out[3][4])                                 \
+    TN_AVX2 static void tile##R(const float *a, int64_t lda, const float *const w[3],         \
+                                int64_t K, __m256i tail, float out[3][4])                      \
     {                                                                                          \
-        tile(R, a, w, K, tail, out);                                                           \
+        tile(R, a, lda, w, K, tail, out);                                                      \
     }
 SKINNY_TILE(1)
 SKINNY_TILE(2)
@@ -106,7 +107,7 @@ SKINNY_TILE(4)
  * repeat its first one and are not stored */
 TN_AVX2 static void columns(int64_t b0, int64_t b1, void *ctx)
 {
-    static void (*const tiles[5])(const float *const[4], const float *const[3], int64_t,
+    static void (*const tiles[5])(const float *, int64_t, const float *const[3], int64_t,
                                   __m256i, float[3][4]) = {NULL, tile1, tile2, tile3, tile4};
     const struct skinny *s = ctx;
     /* the lanes of k's last, partial vector */
@@ -119,11 +120,8 @@ TN_AVX2 static void columns(int64_t b0, int64_t b1, void *ctx)
             w[j] = s->w + (j < nj ? n + j : n) * s->ldw;
         for (int64_t m = 0; m < s->M; m += 4) {
             int R = s->M - m < 4 ? (int)(s->M - m) : 4;
-            const float *a[4];
             float out[3][4];
-            for (int i = 0; i < R; i++)
-                a[i] = s->a + (m + i) * s->lda;
-            tiles[R](a, w, s->K, tail, out);
+            tiles[R](s->a + m * s->lda, s->lda, w, s->K, tail, out);
             for (int i = 0; i < R; i++) {
                 float *c = s->c + (m + i) * s->ldc + n;
                 for (int j = 0; j < nj; j++)
