@@ -2,8 +2,8 @@
  * compile/bmm.c: a compiled program's batched matrix products (matmul of
  * tensors of 3 or more dimensions, bmm): one cblas_?gemm per matrix of
  * the batch (float32 through ops/cpu/sgemm_avx2.c's kernel where it takes
- * the product: attention's 32 x 16 matrices lost most of their time to
- * OpenBLAS's packing), over libtensor's thread pool (OpenBLAS
+ * the product, its scratch allocated once per thread's range: attention's
+ * 32 x 16 matrices lost most of their time to OpenBLAS's packing), over libtensor's thread pool (OpenBLAS
  * single-threaded inside it). The operands are views of
  * their buffers as the lowering left them: each matrix needs one of its
  * two dimensions contiguous (a permute or a transpose of the last two
@@ -18,6 +18,7 @@
 #include "ops/internal.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <tensor/ops.h>
@@ -57,6 +58,9 @@ static void bmm_range(int64_t begin, int64_t end, void *ctx)
 {
     const struct bmm *q = ctx;
     size_t es = tn_dtype_size(q->dt);
+    /* b's panels for the small-product kernel: one allocation per range */
+    size_t ps = q->dt == TN_FLOAT32 ? tn__sgemm_small_scratch(q->m, q->n, q->k) : 0;
+    float *pk = ps ? aligned_alloc(32, ps) : NULL;
     for (int64_t i = begin; i < end; i++) {
         int64_t oa = 0, ob = 0, rest = i;
         for (int d = q->nb - 1; d >= 0; d--) {
@@ -73,10 +77,9 @@ static void bmm_range(int64_t begin, int64_t end, void *ctx)
             tn__sgemm_skinny(q->m, q->n, q->k, (const float *)a, q->lda, (const float *)b,
                              q->ldb, (float *)c, q->n, false))
             continue;
-        if (q->dt == TN_FLOAT32 &&
-            tn__sgemm_small(q->m, q->n, q->k, (const float *)a, q->ta ? 1 : q->lda,
-                            q->ta ? q->lda : 1, (const float *)b, q->ldb, q->tb, (float *)c,
-                            q->n, false))
+        if (pk && tn__sgemm_small(q->m, q->n, q->k, (const float *)a, q->ta ? 1 : q->lda,
+                                  q->ta ? q->lda : 1, (const float *)b, q->ldb, q->tb,
+                                  (float *)c, q->n, false, pk))
             continue;
         if (q->dt == TN_FLOAT32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)q->m, (int)q->n, (int)q->k, 1.0f,
@@ -87,6 +90,7 @@ static void bmm_range(int64_t begin, int64_t end, void *ctx)
                         (const double *)a, (int)q->lda, (const double *)b, (int)q->ldb, 0.0,
                         (double *)c, (int)q->n);
     }
+    free(pk);
 }
 
 /* Whether b is one matrix for the whole batch (a linear layer's weight

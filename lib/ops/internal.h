@@ -132,6 +132,12 @@ bool tn__sgemm_skinny(int64_t M, int64_t N, int64_t K, const float *a, int64_t l
 #define TN_SGEMM_AVX2_KMAX 128
 #define TN_SGEMM_AVX2_NMAX 256
 bool tn__sgemm_small(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t aks,
-                     const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add);
+                     const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add,
+                     float *scratch);
+/* The bytes of the scratch (b's panels, 32-byte aligned) tn__sgemm_small
+ * takes for an M x N x K product, which a caller of many products (a
+ * batch) allocates once: 0 where it does not take the product; a NULL
+ * scratch it allocates itself. */
+size_t tn__sgemm_small_scratch(int64_t M, int64_t N, int64_t K);
 
 #endif

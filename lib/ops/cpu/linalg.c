@@ -270,7 +270,7 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
         if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0) &&
             tn__sgemm_small(M, N, K, (const float *)ma.p, ma.trans == CblasTrans ? 1 : ma.ld,
                             ma.trans == CblasTrans ? ma.ld : 1, (const float *)mb.p, mb.ld,
-                            mb.trans == CblasTrans, (float *)c, ldc, use_c))
+                            mb.trans == CblasTrans, (float *)c, ldc, use_c, NULL))
             return TN_OK;
         if (dt == TN_FLOAT32) {
             cblas_sgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, (float)al,

@@ -12,7 +12,11 @@
  * Full panels store plainly: with masked stores everywhere (now only the
  * last panel's) the kernel ran 1.03x OpenBLAS's time on the block's
  * shapes on this AMD EPYC (512 x 64 x 64: 58 against 45 us). Each element is one
- * FMA chain over k in order within each 128 of K.
+ * FMA chain over k in order within each 128 of K. The packing moves full
+ * panels with plain loads (a row-major b) or 8 x 8 transposes in registers
+ * (a transposed b), a scalar loop only for the last panel's columns and
+ * K's last rows; a caller of many products (compile/bmm.c's batch) passes
+ * the panels' scratch, allocated once (tn__sgemm_small_scratch).
  */
 #include <config.h>
 
@@ -76,6 +80,29 @@ TN_AVX2 static __m256i lanes(int64_t n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* 8 rows of 8 floats at s (rows ld apart) transposed into p's 8 rows
+ * (16 apart): p[k * 16 + r] = s[r * ld + k] */
+TN_AVX2 static void transpose8(const float *s, int64_t ld, float *p)
+{
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(s + i * ld);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_store_ps(p + i * 16, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_store_ps(p + (i + 4) * 16, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+
 /* b's columns as 16-column panels, K x 16 each (panel j at pk + j * K * 16,
  * zero past N): rows ldb apart would share a few L1 sets (ldb 256: 4 of
  * 64), and a transposed b's columns are its rows */
@@ -84,17 +111,28 @@ TN_AVX2 static void pack_b(int64_t N, int64_t K, const float *b, int64_t ldb, bo
     for (int64_t j = 0; j < N; j += 16) {
         int64_t w = N - j < 16 ? N - j : 16;
         float *p = pk + j * K;
-        if (bt)
+        if (bt) {
+            int64_t k0 = 0;
+            if (w == 16) /* 8 x 8 blocks through registers */
+                for (; k0 + 8 <= K; k0 += 8)
+                    for (int64_t jj = 0; jj < 16; jj += 8)
+                        transpose8(b + (j + jj) * ldb + k0, ldb, p + k0 * 16 + jj);
             for (int64_t jj = 0; jj < 16; jj++) {
                 const float *col = b + (j + jj) * ldb;
-                for (int64_t k = 0; k < K; k++)
+                for (int64_t k = k0; k < K; k++)
                     p[k * 16 + jj] = jj < w ? col[k] : 0.0f;
             }
-        else
+        } else if (w == 16) {
+            for (int64_t k = 0; k < K; k++) {
+                _mm256_store_ps(p + k * 16, _mm256_loadu_ps(b + k * ldb + j));
+                _mm256_store_ps(p + k * 16 + 8, _mm256_loadu_ps(b + k * ldb + j + 8));
+            }
+        } else {
             for (int64_t k = 0; k < K; k++) {
                 _mm256_store_ps(p + k * 16, _mm256_maskload_ps(b + k * ldb + j, lanes(w)));
                 _mm256_store_ps(p + k * 16 + 8, _mm256_maskload_ps(b + k * ldb + j + 8, lanes(w - 8)));
             }
+        }
     }
 }
 
@@ -120,27 +158,47 @@ TN_AVX2 static void sgemm_avx2(int64_t M, int64_t N, int64_t K, const float *a, 
 }
 #endif
 
-bool tn__sgemm_small(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t aks,
-                     const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add)
+/* whether the kernel takes an M x N x K product */
+static bool takes(int64_t M, int64_t N, int64_t K)
 {
 #ifdef TN_HAVE_AVX2
-    if (!tn__have_avx2() || __builtin_cpu_supports("avx512f") || M < 1 || N < 1 || K < 1 ||
-        M * N * K > TN_SGEMM_AVX2_MAX)
+    return tn__have_avx2() && !__builtin_cpu_supports("avx512f") && M >= 1 && N >= 1 &&
+           K >= 1 && M * N * K <= TN_SGEMM_AVX2_MAX && N <= TN_SGEMM_AVX2_NMAX;
+#else
+    (void)M, (void)N, (void)K;
+    return false;
+#endif
+}
+
+size_t tn__sgemm_small_scratch(int64_t M, int64_t N, int64_t K)
+{
+    if (!takes(M, N, K))
+        return 0;
+    int64_t k = K < TN_SGEMM_AVX2_KMAX ? K : TN_SGEMM_AVX2_KMAX;
+    return (size_t)(k * ((N + 15) / 16 * 16)) * sizeof(float);
+}
+
+bool tn__sgemm_small(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t aks,
+                     const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add,
+                     float *scratch)
+{
+#ifdef TN_HAVE_AVX2
+    size_t size = tn__sgemm_small_scratch(M, N, K);
+    if (!size)
         return false;
-    if (N > TN_SGEMM_AVX2_NMAX)
-        return false;
-    float *pk = aligned_alloc(32, TN_SGEMM_AVX2_KMAX * TN_SGEMM_AVX2_NMAX * sizeof(float));
+    float *pk = scratch ? scratch : aligned_alloc(32, size);
     if (!pk)
         return false;
     /* k in chunks of the panels' rows, each after the first added to c */
     for (int64_t k = 0; k < K; k += TN_SGEMM_AVX2_KMAX)
         sgemm_avx2(M, N, K - k < TN_SGEMM_AVX2_KMAX ? K - k : TN_SGEMM_AVX2_KMAX, a + k * aks,
                    ars, aks, bt ? b + k : b + k * ldb, ldb, bt, c, ldc, add || k > 0, pk);
-    free(pk);
+    if (!scratch)
+        free(pk);
     return true;
 #else
     (void)M, (void)N, (void)K, (void)a, (void)ars, (void)aks, (void)b, (void)ldb, (void)bt;
-    (void)c, (void)ldc, (void)add;
+    (void)c, (void)ldc, (void)add, (void)scratch;
     return false;
 #endif
 }
