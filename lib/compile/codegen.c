@@ -258,6 +258,7 @@ static void emit_x(struct tn__out *o, const struct tn__cprog *P, int x, unsigned
     case TN_X_NOT: tn__put(o, "!t%d", a); break;
     case TN_X_ADD: tn__put(o, "t%d + t%d", a, b); break;
     case TN_X_SUB: tn__put(o, "t%d - t%d", a, b); break;
+    case TN_X_ERF1PE: tn__put(o, "tn_erf1pef(t%d, t%d)", a, b); break;
     case TN_X_MUL: tn__put(o, "t%d * t%d", a, b); break;
     case TN_X_DIV: tn__put(o, "t%d / t%d", a, b); break;
     case TN_X_POW: tn__put(o, "%s(t%d, t%d)", fn(dt, "powf", "pow"), a, b); break;

@@ -117,7 +117,7 @@ static int lower_gelu(struct tn__lctx *L, const struct tn_graph_node *n)
                                              tn__x_bin(P, TN_X_MUL, dt, k_(L, dt, 0.044715), x3))));
         inner = tn__x_bin(P, TN_X_ADD, dt, k_(L, dt, 1), inner);
     } else { /* 1 + erf as erfc: one branch, no cancellation near 0 */
-        inner = tn__x_un(P, TN_X_ERF1P, dt, tn__x_bin(P, TN_X_MUL, dt, x, k_(L, dt, M_SQRT1_2)));
+        inner = tn__x_erf1p(P, dt, tn__x_bin(P, TN_X_MUL, dt, x, k_(L, dt, M_SQRT1_2)));
     }
     int y = tn__x_bin(P, TN_X_MUL, dt, tn__x_bin(P, TN_X_MUL, dt, x, k_(L, dt, 0.5)), inner);
     return tn__set_out(L, 0, y, dt);

@@ -181,6 +181,7 @@ enum tn__xop {
     TN_X_NOT,
     /* binary */
     TN_X_ADD, TN_X_SUB, TN_X_MUL, TN_X_DIV, TN_X_MAX, TN_X_MIN, TN_X_POW,
+    TN_X_ERF1PE /* float32 1 + erf(a) given b = exp(-a^2) (tn__x_erf1p) */,
     TN_X_EQ, TN_X_NE, TN_X_LT, TN_X_LE, TN_X_GT, TN_X_GE, TN_X_AND, TN_X_OR,
     /* ternary: a ? b : c */
     TN_X_WHERE,
@@ -278,6 +279,7 @@ int tn__x_add(struct tn__cprog *P, const struct tn__x *x); /* hash-consed; -1 on
 int tn__x_const(struct tn__cprog *P, enum tn_dtype dt, double k);
 int tn__x_un(struct tn__cprog *P, int op, enum tn_dtype dt, int a);
 int tn__x_bin(struct tn__cprog *P, int op, enum tn_dtype dt, int a, int b);
+int tn__x_erf1p(struct tn__cprog *P, enum tn_dtype dt, int z);
 int tn__x_where(struct tn__cprog *P, int c, int a, int b);
 int tn__x_cast(struct tn__cprog *P, enum tn_dtype dt, int a);
 int tn__x_load(struct tn__cprog *P, int buf, int nd, int64_t off, const int64_t *coef);

@@ -146,7 +146,7 @@ int tn__x_bin(struct tn__cprog *P, int op, enum tn_dtype dt, int a, int b)
     /* erf(x) + 1 (gelu's derivative): 1 + erf as one op, as gelu computes it */
     if (op == TN_X_ADD && kb->op == TN_X_CONST && kb->k == 1.0 && P->xs[a].op == TN_X_ERF &&
         P->xs[a].dt == dt && dt == TN_FLOAT32)
-        return tn__x_un(P, TN_X_ERF1P, dt, P->xs[a].a);
+        return tn__x_erf1p(P, dt, P->xs[a].a);
     if (op == TN_X_ADD || op == TN_X_MUL || op == TN_X_MAX || op == TN_X_MIN ||
         op == TN_X_EQ || op == TN_X_NE || op == TN_X_AND || op == TN_X_OR) {
         if (a > b) { /* commutative: one order, so CSE sees a+b and b+a alike */
@@ -159,6 +159,27 @@ int tn__x_bin(struct tn__cprog *P, int op, enum tn_dtype dt, int a, int b)
     x.a = a;
     x.b = b;
     return tn__x_add(P, &x);
+}
+
+/* 1 + erf(z), GELU's: in float32 erfc's polynomial times exp(-z^2), that
+ * exp a node of its own and written exp(x x (-c^2)) where z = x c, as
+ * GELU's derivative writes exp(-x^2/2) beside erf(x/sqrt 2): hash-consing
+ * makes the two one exp per element */
+int tn__x_erf1p(struct tn__cprog *P, enum tn_dtype dt, int z)
+{
+    if (z < 0 || dt != TN_FLOAT32)
+        return tn__x_un(P, TN_X_ERF1P, dt, z);
+    const struct tn__x *e = &P->xs[z];
+    int sq;
+    if (e->op == TN_X_MUL && (P->xs[e->a].op == TN_X_CONST || P->xs[e->b].op == TN_X_CONST)) {
+        int x = P->xs[e->a].op == TN_X_CONST ? e->b : e->a;
+        double c = P->xs[P->xs[e->a].op == TN_X_CONST ? e->a : e->b].k;
+        sq = tn__x_bin(P, TN_X_MUL, dt, tn__x_bin(P, TN_X_MUL, dt, x, x),
+                       tn__x_const(P, dt, -(double)(float)(c * c)));
+    } else {
+        sq = tn__x_un(P, TN_X_NEG, dt, tn__x_bin(P, TN_X_MUL, dt, z, z));
+    }
+    return tn__x_bin(P, TN_X_ERF1PE, dt, z, tn__x_un(P, TN_X_EXP, dt, sq));
 }
 
 int tn__x_where(struct tn__cprog *P, int c, int a, int b)

@@ -2,7 +2,8 @@
  * compile/prelude.h: the start of every generated C file, as a string:
  * the conversions of the half types and branch-free float versions of
  * exp, tanh, erf, 1 + erf (GELU's, as erfc: no cancellation, one
- * branch) and sigmoid that the C compiler vectorises (libm's are
+ * branch; tn_erf1pef takes its exp(-x^2), which GELU's derivative
+ * shares) and sigmoid that the C compiler vectorises (libm's are
  * calls, one element at a time). Accurate to a few units in the last
  * place: tests/unit/test_compile_math.c measures them against libm.
  */
@@ -57,12 +58,13 @@
     "    b = a > 4.f ? 1.f : b;\n"                                                            \
     "    b = x < 0.f ? -b : b;\n"                                                             \
     "    return a < 1.f ? s : (x != x ? x : b); }\n"                                          \
-    "static inline float tn_erf1pf(float x) {\n"                                             \
+    "static inline float tn_erf1pef(float x, float e) {\n"                                  \
     "    float a = fabsf(x), t = 1.f / (1.f + 0.3275911f * a);\n"                             \
     "    float q = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t *\n"        \
     "        (-1.453152027f + t * 1.061405429f))));\n"                                        \
-    "    float c = q * tn_expf(-x * x);\n"                                                    \
+    "    float c = q * e;\n"                                                                  \
     "    return x < 0.f ? c : 2.f - c; }\n"                                                   \
+    "static inline float tn_erf1pf(float x) { return tn_erf1pef(x, tn_expf(-x * x)); }\n"    \
     "static inline double tn_erf1p(double x) { return 1. + erf(x); }\n"                      \
     "static inline float tn_sigmoidf(float x) { return 1.f / (1.f + tn_expf(-x)); }\n"       \
     "static inline double tn_sigmoid(double x) { return 1. / (1. + exp(-x)); }\n"
