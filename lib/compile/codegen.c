@@ -206,6 +206,11 @@ static void emit_x(struct tn__out *o, const struct tn__cprog *P, int x, unsigned
         return;
     done[x] = 1;
     const struct tn__x *e = &P->xs[x];
+    if (addr[x] && addr[x][0] == '=' && e->op != TN_X_LOAD) { /* kept by an earlier stage */
+        tn__put(o, "            const %s t%d = %s;\n", calc_type((enum tn_dtype)e->dt), x,
+                addr[x] + 1);
+        return;
+    }
     emit_x(o, P, e->a, done, addr);
     emit_x(o, P, e->b, done, addr);
     emit_x(o, P, e->c, done, addr);
@@ -327,6 +332,8 @@ static void free_scratch(const struct tn__cprog *P, char **addr, unsigned char *
 }
 
 #define BLOCK 4096
+/* the longest row a kernel keeps a costly value of on the stack (64 KiB) */
+#define KEPT_ROW 16384
 
 /* One stage as the body of kernel k. Fills the step's outer count and
  * grain. */
@@ -532,17 +539,90 @@ static void load_addr(struct tn__out *o, const struct tn__cprog *P, int lx,
     }
 }
 
+/* Marks the expressions of stage i's tree: first[x], the first stage that
+ * computes x, and kept[x] for a costly one (an exp, a tanh, a division)
+ * that a later stage computes again at the same point of the row. */
+static void mark_stage(const struct tn__cprog *P, int x, int i, unsigned char *seen, int *first,
+                       unsigned char *kept)
+{
+    if (x < 0 || seen[x])
+        return;
+    seen[x] = 1;
+    const struct tn__x *e = &P->xs[x];
+    bool costly = tn_dtype_is_floating((enum tn_dtype)e->dt) &&
+                  ((e->op >= TN_X_EXP && e->op <= TN_X_EXPM1 && e->op != TN_X_RECIP) ||
+                   e->op == TN_X_ERF1PE || e->op == TN_X_POW);
+    if (first[x] < 0)
+        first[x] = i;
+    else if (first[x] < i && costly)
+        kept[x] = 1;
+    mark_stage(P, e->a, i, seen, first, kept);
+    mark_stage(P, e->b, i, seen, first, kept);
+    mark_stage(P, e->c, i, seen, first, kept);
+}
+
+/* Whether x varies along the row: it reads a load whose address (addr)
+ * moves with the row, not one read before it ("=h") nor a local ("=v").
+ * memo: 0 not known, 1 no, 2 yes. */
+static bool along_row(const struct tn__cprog *P, int x, const char *const *addr,
+                      unsigned char *memo)
+{
+    if (x < 0)
+        return false;
+    if (!memo[x]) {
+        const struct tn__x *e = &P->xs[x];
+        bool r = e->op == TN_X_LOAD
+                     ? addr[x] && !(addr[x][0] == '=' && (addr[x][1] == 'h' || addr[x][1] == 'v'))
+                     : along_row(P, e->a, addr, memo) || along_row(P, e->b, addr, memo) ||
+                           along_row(P, e->c, addr, memo);
+        memo[x] = r ? 2 : 1;
+    }
+    return memo[x] == 2;
+}
+
+/* The costly values a kernel's later stages compute again along the row
+ * (a softmax's exp in its sum and in its normalisation): kept[x] set for
+ * each, their count returned; -1 out of memory. */
+static int kept_values(const struct tn__cprog *P, const struct tn__step *st,
+                       const char *const *addr, unsigned char *kept)
+{
+    int *first = malloc(((size_t)P->nx + 1) * sizeof *first), n = 0;
+    unsigned char *seen = malloc((size_t)P->nx + 1);
+    if (!first || !seen) {
+        free(first);
+        free(seen);
+        return -1;
+    }
+    for (int x = 0; x <= P->nx; x++)
+        first[x] = -1;
+    for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
+        memset(seen, 0, (size_t)P->nx + 1);
+        mark_stage(P, P->stages[i].x, i, seen, first, kept);
+    }
+    memset(seen, 0, (size_t)P->nx + 1);
+    for (int x = 0; x <= P->nx; x++) {
+        kept[x] = kept[x] && along_row(P, x, addr, seen);
+        n += kept[x];
+    }
+    free(first);
+    free(seen);
+    return n;
+}
+
 /* A kernel of reductions and pointwise stages over one loop space: the
  * outer loop is shared, each stage runs its inner (row) loops in turn; a
  * reduction's result that only the kernel reads is a local, a pointwise
- * result that only the kernel reads is a row on the stack. */
+ * result that only the kernel reads is a row on the stack, and so is a
+ * costly value that a later stage computes again (kept_values): the first
+ * stage that computes it writes it, the later ones read it. */
 static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn__step *st)
 {
     const struct tn__stage *s0 = &P->stages[st->stage0];
     int loads[1024], keep[TN_MAX_DIMS], nl = 0;
     unsigned char *seen = calloc((size_t)P->nx + 1, 1), *done = calloc((size_t)P->nx + 1, 1);
+    unsigned char *kept = calloc((size_t)P->nx + 1, 1);
     char **addr = calloc((size_t)P->nx + 1, sizeof *addr);
-    if (!seen || !done || !addr) {
+    if (!seen || !done || !addr || !kept) {
         o->oom = true;
         goto out;
     }
@@ -592,6 +672,14 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
             moves |= new_coef(x, &shape, &sp, j) != 0;
         addr[loads[i]] = moves ? strdup(buf) : hoist_load(o, P, loads[i], buf);
     }
+    if (st->nstages > 1 && row <= KEPT_ROW && kept_values(P, st, (const char *const *)addr, kept) < 0) {
+        o->oom = true;
+        goto out;
+    }
+    for (int x = 0; x <= P->nx; x++)
+        if (kept[x])
+            tn__put(o, "        %s kept%d[%" PRId64 "];\n", calc_type((enum tn_dtype)P->xs[x].dt),
+                x, row);
     for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
         const struct tn__stage *s = &P->stages[i];
         const struct tn__buf *b = &P->bufs[s->buf];
@@ -624,6 +712,12 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         tn__put(o, ";\n            (void)rl;\n");
         memset(done, 0, (size_t)P->nx + 1);
         emit_x(o, P, s->x, done, (const char *const *)addr);
+        for (int x = 0; x <= P->nx; x++) /* what this stage computes first */
+            if (kept[x] && done[x] && !addr[x]) {
+                tn__put(o, "            kept%d[rl] = t%d;\n", x, x);
+                snprintf(buf, sizeof buf, "=kept%d[rl]", x);
+                addr[x] = strdup(buf);
+            }
         if (!red) {
             snprintf(buf, sizeof buf, "t%d", s->x);
             tn__put(o, "            ");
@@ -657,6 +751,7 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
     }
     tn__put(o, "    }\n}\n");
 out:
+    free(kept);
     free_scratch(P, addr, seen, done);
 }
 

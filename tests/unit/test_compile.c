@@ -197,8 +197,41 @@ static void test_models_torch1(void **state)
     models("torch1");
 }
 
+/* The exps in the generated C of the cache's kernel whose label has
+ * `label` (the first such kernel), -1 when none has. */
+static int exps_in_kernel(const char *label)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "cat '%s'/*/*.c 2>/dev/null", cache);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 20, n = 0;
+    char *src = malloc(cap + 1);
+    while (src && (n += fread(src + n, 1, cap - n, f)) == cap && (src = realloc(src, 2 * cap + 1)))
+        cap *= 2;
+    pclose(f);
+    if (!src)
+        return -1;
+    src[n] = 0;
+    int count = -1;
+    char *k = strstr(src, label);
+    if (k) {
+        char *end = strstr(k, "\n}\n");
+        if (end)
+            *end = 0;
+        count = 0;
+        for (const char *p = k; (p = strstr(p, "tn_expf(")); p++)
+            count++;
+    }
+    free(src);
+    return count;
+}
+
 /* The transformer block's plan: each layer norm and the softmax one kernel
- * with its reductions kept inside, every linear an extern product. */
+ * with its reductions kept inside, every linear an extern product; the
+ * softmax's exp computed once per element (the sum's pass keeps it in a
+ * row for the normalising pass). */
 static void test_block_fusion(void **state)
 {
     (void)state;
@@ -221,6 +254,7 @@ static void test_block_fusion(void **state)
     assert_int_equal(mm, 4);
     assert_null(strstr(ex, "aten::layer_norm"));
     assert_null(strstr(ex, "aten::softmax"));
+    assert_int_equal(exps_in_kernel("softmax: 3 stages"), 1);
     free(ex);
     tn_value_release(out);
     tn_compile_free(c);
