@@ -8,7 +8,8 @@
  * exp-sum, normalise) become one pass over each row, in cache. A value
  * that only its kernel reads then never goes to memory: a reduction's
  * result is a local, a pointwise row is a stack array (up to ROW_MAX
- * elements).
+ * elements). Before that, a pointwise kernel moves up beside an earlier
+ * one over the same space that reads what it reads (hoist).
  */
 #include "compile/internal.h"
 
@@ -79,11 +80,111 @@ static bool has_name(const char *list, const char *q, size_t n)
     return false;
 }
 
+/* Marks in bufs[] the buffers expression x loads. */
+static void loads_into(const struct tn__cprog *P, int x, unsigned char *seen, unsigned char *bufs)
+{
+    if (x < 0 || seen[x])
+        return;
+    seen[x] = 1;
+    const struct tn__x *e = &P->xs[x];
+    if (e->op == TN_X_LOAD)
+        bufs[e->buf] = 1;
+    loads_into(P, e->a, seen, bufs);
+    loads_into(P, e->b, seen, bufs);
+    loads_into(P, e->c, seen, bufs);
+}
+
+/* The buffers step st reads (rd) and writes (wr), each a mark per buffer.
+ * An extern node's arguments count as written too: nothing moves past a
+ * step that might write in place. */
+static void step_bufs(const struct tn__cprog *P, const struct tn__step *st, unsigned char *seen,
+                      unsigned char *rd, unsigned char *wr)
+{
+    memset(rd, 0, (size_t)P->nbufs);
+    memset(wr, 0, (size_t)P->nbufs);
+    if (st->kind == TN_STEP_KERNEL) {
+        memset(seen, 0, (size_t)P->nx + 1);
+        for (int k = st->stage0; k < st->stage0 + st->nstages; k++) {
+            wr[P->stages[k].buf] = 1;
+            loads_into(P, P->stages[k].x, seen, rd);
+        }
+        return;
+    }
+    for (int k = 0; k < st->nargs; k++) {
+        rd[st->args[k].buf] = 1;
+        wr[st->args[k].buf] |= st->kind == TN_STEP_NODE;
+    }
+    for (int k = 0; k < st->nouts; k++)
+        if (st->outbuf && st->outbuf[k] >= 0)
+            wr[st->outbuf[k]] = 1;
+}
+
+#define HOIST_MAX 64 /* steps a pointwise kernel moves up past at most */
+
+/* A pointwise kernel of one stage moves up to just after the nearest
+ * earlier one over the same space that reads a buffer it reads, when no
+ * step between writes what it reads or touches what it writes: the
+ * forward's saved activations (a linear's output, realized for the
+ * backward after the rest of the graph) then fuse with the kernel that
+ * read the same product and bias (the linear's GELU), one pass over them
+ * instead of two. */
+static void hoist(struct tn__cprog *P, unsigned char *seen)
+{
+    unsigned char *m = malloc(4 * (size_t)P->nbufs + 4);
+    if (!m)
+        return; /* no moves: still correct */
+    unsigned char *jr = m, *jw = m + P->nbufs, *kr = m + 2 * P->nbufs, *kw = m + 3 * P->nbufs;
+    for (int j = 1; j < P->nsteps; j++) {
+        const struct tn__step *sj = &P->steps[j];
+        if (sj->kind != TN_STEP_KERNEL || sj->nstages != 1 ||
+            P->stages[sj->stage0].red != TN_RED_NONE || P->stages[sj->stage0].nd < 1)
+            continue;
+        const struct tn__stage *s = &P->stages[sj->stage0];
+        step_bufs(P, sj, seen, jr, jw);
+        int to = -1;
+        for (int k = j - 1; k >= 0 && k >= j - HOIST_MAX; k--) {
+            const struct tn__step *sk = &P->steps[k];
+            step_bufs(P, sk, seen, kr, kw);
+            bool shares = false, clash = false;
+            for (int b = 0; b < P->nbufs; b++) {
+                shares |= jr[b] && kr[b];
+                clash |= (jr[b] && kw[b]) || (jw[b] && (kr[b] || kw[b]));
+            }
+            const struct tn__stage *t = &P->stages[sk->stage0];
+            if (sk->kind == TN_STEP_KERNEL && sk->nstages == 1 && t->red == TN_RED_NONE &&
+                t->nd == s->nd && !memcmp(t->sizes, s->sizes, (size_t)s->nd * sizeof *s->sizes) &&
+                shares && !clash) {
+                to = k;
+                break;
+            }
+            if (clash)
+                break;
+        }
+        /* its stage moves too: a kernel's stages are consecutive, in
+         * the steps' order */
+        int a = to < 0 ? 0 : P->steps[to].stage0 + 1, b = sj->stage0;
+        if (to < 0 || to == j - 1 || b < a)
+            continue;
+        struct tn__stage st = P->stages[b];
+        memmove(&P->stages[a + 1], &P->stages[a], (size_t)(b - a) * sizeof *P->stages);
+        P->stages[a] = st;
+        struct tn__step moved = *sj;
+        moved.stage0 = a;
+        for (int k = to + 1; k < j; k++)
+            if (P->steps[k].kind == TN_STEP_KERNEL)
+                P->steps[k].stage0++;
+        memmove(&P->steps[to + 2], &P->steps[to + 1], (size_t)(j - to - 1) * sizeof *P->steps);
+        P->steps[to + 1] = moved;
+    }
+    free(m);
+}
+
 void tn__schedule(struct tn__cprog *P)
 {
     unsigned char *seen = calloc((size_t)P->nx + 1, 1);
     if (!seen)
         return; /* no fusion: still correct */
+    hoist(P, seen);
     int w = 0;
     for (int i = 0; i < P->nsteps;) {
         struct tn__step st = P->steps[i];
