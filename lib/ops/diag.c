@@ -11,11 +11,6 @@
 
 #include "ops/nn_internal.h"
 
-static int64_t wrap_dim(int64_t d, int ndim)
-{
-    return d < 0 ? d + ndim : d;
-}
-
 /* diag_embed: the last dim of self as the offset diagonal of new dims dim1
  * and dim2 (the others zero): where(eye, self[..., None], 0), padded by
  * |offset| and its two dims moved to dim1 and dim2. A where, not a product
@@ -25,12 +20,10 @@ struct tn_tensor *tn__composite_diag_embed(tn_keyset ks, const struct tn_tensor 
 {
     (void)ks;
     int nd = self->ndim + 1;
-    int64_t d1 = wrap_dim(dim1, nd), d2 = wrap_dim(dim2, nd);
-    if (d1 < 0 || d1 >= nd || d2 < 0 || d2 >= nd) {
-        tn_set_error(TN_EINDEX, "Dimension out of range (expected to be in range of [%d, %d], "
-                     "but got %" PRId64 ")", -nd, nd - 1, (d1 < 0 || d1 >= nd) ? dim1 : dim2);
+    int d1 = tn_wrap_dim(dim1, nd);
+    int d2 = d1 < 0 ? -1 : tn_wrap_dim(dim2, nd);
+    if (d1 < 0 || d2 < 0)
         return NULL;
-    }
     if (d1 == d2) {
         tn_set_error(TN_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64,
                      dim1, dim2);
@@ -105,16 +98,13 @@ struct tn_tensor *tn__composite_rot90(tn_keyset ks, const struct tn_tensor *self
         tn_set_error(TN_ESHAPE, "expected total dims >= 2, but got total dims = %d", self->ndim);
         return NULL;
     }
-    int64_t a = wrap_dim(dims[0], self->ndim), b = wrap_dim(dims[1], self->ndim);
-    if (a < 0 || a >= self->ndim || b < 0 || b >= self->ndim) {
-        tn_set_error(TN_EINDEX, "Dimension out of range (expected to be in range of [%d, %d], "
-                     "but got %" PRId64 ")", -self->ndim, self->ndim - 1,
-                     (a < 0 || a >= self->ndim) ? dims[0] : dims[1]);
+    int a = tn_wrap_dim(dims[0], self->ndim);
+    int b = a < 0 ? -1 : tn_wrap_dim(dims[1], self->ndim);
+    if (a < 0 || b < 0)
         return NULL;
-    }
     if (a == b) {
-        tn_set_error(TN_EINVAL, "expected rotation dims to be different, but got dim0 = %" PRId64
-                     " and dim1 = %" PRId64, a, b);
+        tn_set_error(TN_EINVAL, "expected rotation dims to be different, but got dim0 = %d"
+                     " and dim1 = %d", a, b);
         return NULL;
     }
     k = ((k % 4) + 4) % 4;

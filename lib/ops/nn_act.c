@@ -18,15 +18,12 @@ struct tn_tensor *tn__composite_glu(tn_keyset ks, const struct tn_tensor *self, 
         tn_set_error(TN_ESHAPE, "glu does not support scalars because halving size must be even");
         return NULL;
     }
-    int64_t d = dim < 0 ? dim + self->ndim : dim;
-    if (d < 0 || d >= self->ndim) {
-        tn_set_error(TN_EINDEX, "Dimension out of range (expected to be in range of [%d, %d], "
-                     "but got %" PRId64 ")", -self->ndim, self->ndim - 1, dim);
+    int d = tn_wrap_dim(dim, self->ndim);
+    if (d < 0)
         return NULL;
-    }
     int64_t n = self->sizes[d];
     if (n % 2) {
-        tn_set_error(TN_ESHAPE, "Halving dimension must be even, but dimension %" PRId64
+        tn_set_error(TN_ESHAPE, "Halving dimension must be even, but dimension %d"
                      " is size %" PRId64, d, n);
         return NULL;
     }
