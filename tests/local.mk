@@ -9,7 +9,7 @@ AM_TESTS_ENVIRONMENT = \
 	TN_CUDA_BACKEND='$(abs_top_builddir)/lib/ops/cuda/libtensor-cuda.so'; \
 	export TN_SRCDIR TN_BUILDDIR TN_CUDA_BACKEND;
 
-EXTRA_DIST += tests/torch2-python tests/fixtures
+EXTRA_DIST += tests/torch2-python tests/pyfork.py tests/fixtures
 UNIT_TESTS =
 CLI_TESTS =
 

@@ -36,14 +36,71 @@ need_built() {
     return 1
 }
 
+# once KEY COMMAND...: COMMAND's output and exit status, COMMAND run only
+# by the first test of the file that asks (kept under $BATS_FILE_TMPDIR as
+# KEY): for the checks that import PyTorch, seconds each, which most tests
+# of a file repeat in their setup.
+once() {
+    local f=${BATS_FILE_TMPDIR:?}/once-$1
+    shift
+    if [ ! -f "$f.rc" ]; then
+        "$@" >"$f.out" 2>/dev/null
+        echo $? >"$f.rc.tmp" && mv "$f.rc.tmp" "$f.rc"
+    fi
+    cat "$f.out"
+    return "$(cat "$f.rc")"
+}
+
 # Skips the test unless Debian's PyTorch 1.13 is importable.
 require_torch1() {
-    /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "Debian's python3-torch is not installed"
+    once torch1 /usr/bin/python3 -c 'import torch' || skip "Debian's python3-torch is not installed"
 }
 
 # Sets TORCH2 to a Python with PyTorch 2.x, or skips the test.
 require_torch2() {
-    TORCH2=$("$TN_SRCDIR/tests/torch2-python") || skip "PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)"
+    TORCH2=$(once torch2 "$TN_SRCDIR/tests/torch2-python") ||
+        skip "PyTorch 2.x is not installed (./bootstrap.sh --with-torch2)"
+}
+
+# torch2_serve [MODULE...]: in setup_file, starts the file's fork server
+# (tests/pyfork.py), a PyTorch 2.x Python that has imported torch and the
+# MODULEs once, and that torch2 below runs each test's scripts in. Nothing
+# where there is no PyTorch 2.x (the tests skip), or where it fails (torch2
+# then runs "$TORCH2"). torch2_stop ends it (else it ends with the file:
+# it watches its parent).
+torch2_serve() {
+    local py sock=$BATS_FILE_TMPDIR/torch2.sock i
+    py=$(once torch2 "$TN_SRCDIR/tests/torch2-python") || return 0
+    "$py" "$TN_SRCDIR/tests/pyfork.py" serve "$sock" torch "$@" \
+        </dev/null >"$BATS_FILE_TMPDIR/torch2-serve.log" 2>&1 3>&- &
+    echo $! >"$BATS_FILE_TMPDIR/torch2.pid"
+    for ((i = 0; i < 1200; i++)); do
+        [ -f "$sock.python" ] && return 0
+        kill -0 $! 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "# torch2_serve: no fork server, each run imports PyTorch:" >&3
+    sed 's/^/# /' "$BATS_FILE_TMPDIR/torch2-serve.log" >&3
+}
+
+# torch2_stop: in teardown_file, ends the fork server torch2_serve started
+torch2_stop() {
+    local pid
+    pid=$(cat "$BATS_FILE_TMPDIR/torch2.pid" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
+}
+
+# torch2 ARG...: "$TORCH2" ARG... (ARG: [-u] [-W OPTION]... SCRIPT|-c CODE|-,
+# then its arguments), in a child of the file's fork server where
+# torch2_serve started one: the same output, exit status and environment.
+torch2() {
+    local sock=$BATS_FILE_TMPDIR/torch2.sock
+    if [ -S "$sock" ] && [ -f "$sock.python" ]; then
+        "$(cat "$sock.python")" -I -S "$TN_SRCDIR/tests/pyfork.py" run "$sock" "$@"
+    else
+        "$TORCH2" "$@"
+    fi
 }
 
 # same_losses_as OURS THEIRS N: the files OURS and THEIRS (one loss a line,

@@ -1,9 +1,18 @@
 #!/usr/bin/env bats
 # The op fixtures are committed from PyTorch 1.13; here each generator runs
-# again under PyTorch 2.x (where installed) and the unit tests check the
-# operators against those results, strictly (2.x's values and words).
+# again under PyTorch 2.x (where installed; in the file's fork server, which
+# imports torch once) and the unit tests check the operators against those
+# results, strictly (2.x's values and words).
 
 load helper
+
+setup_file() {
+    torch2_serve
+}
+
+teardown_file() {
+    torch2_stop
+}
 
 setup() {
     require_torch2
@@ -15,7 +24,7 @@ setup() {
 # is 2.x alone already), copied beside the fresh file
 check_family() {
     need_built "tests/unit/test_ops_$1"
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/ops_$1.py" "$BATS_TEST_TMPDIR/ops"
+    run torch2 "$TN_SRCDIR/tests/fixtures/ops_$1.py" "$BATS_TEST_TMPDIR/ops"
     assert_success
     if [ -f "$TN_SRCDIR/tests/fixtures/ops/$1_v2.json" ]; then
         cp "$TN_SRCDIR/tests/fixtures/ops/$1_v2.json" "$BATS_TEST_TMPDIR/ops/"

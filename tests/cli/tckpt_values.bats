@@ -6,6 +6,15 @@
 
 load helper
 
+# PyTorch's side of the checks runs in the file's fork server (torch imported once)
+setup_file() {
+    torch2_serve
+}
+
+teardown_file() {
+    torch2_stop
+}
+
 setup() {
     FX="$TN_SRCDIR/tests/fixtures/io/tckpt"
     T="$BATS_TEST_TMPDIR"
@@ -68,7 +77,7 @@ torch.save(d, sys.argv[2])' "$FX/model.pt" "$T/m.pt"
     run tckpt show "$FX/train_a.pt"
     assert_success
     # PyTorch's own repr of each top-level value that is no container
-    want=$("$TORCH2" -c '
+    want=$(torch2 -c '
 import sys, torch
 d = torch.load(sys.argv[1], weights_only=True)
 for k in ("epoch", "lr", "dtype", "name"): print("  %r: %r" % (k, d[k]))' "$FX/train_a.pt")
@@ -117,7 +126,7 @@ for k in ("epoch", "lr", "dtype", "name"): print("  %r: %r" % (k, d[k]))' "$FX/t
 @test "convert --dtype casts the model's floating tensors, not optimizer state" {
     require_torch2
     tckpt convert --dtype bf16 "$FX/train_a.pt" "$T/b.pt"
-    run "$TORCH2" -c '
+    run torch2 -c '
 import sys, torch
 d = torch.load(sys.argv[1], weights_only=True)
 print(sorted({str(v.dtype) for v in d["model"].values()}))
@@ -131,7 +140,7 @@ print(d["epoch"], d["dtype"])' "$T/b.pt"
 @test "convert --keys writes only the keys that match the glob" {
     require_torch2
     tckpt convert --keys 'model.*' "$FX/train_a.pt" "$T/m.pt"
-    run "$TORCH2" -c '
+    run torch2 -c '
 import sys, torch
 a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)
 print(list(b), list(b["model"]) == list(a["model"]["model"] if False else a["model"]))' "$FX/train_a.pt" "$T/m.pt"
@@ -189,13 +198,13 @@ print(list(b), list(b["model"]) == list(a["model"]["model"] if False else a["mod
     run tckpt show "$O"
     assert_success
     # as PyTorch 2.x's own repr of what torch.load gives
-    want=$("$TORCH2" -c '
+    want=$(torch2 -c '
 import sys, torch
 d = torch.load(sys.argv[1], weights_only=True)
 for k in ("device", "cuda", "set", "bytes", "bytearray", "complex"): print("  %r: %r" % (k, d[k]))' "$O")
     while IFS= read -r l; do assert_line "$l"; done <<<"$want"
     assert_line --regexp "^  'sparse': torch._utils._rebuild_sparse_tensor\(.*\(3, 3\)"
-    want=$("$TORCH2" -c '
+    want=$(torch2 -c '
 import sys, torch
 q = torch.load(sys.argv[1], weights_only=True)["q"]
 print("  %r: tensor(%s %s, quantizer=(%s, %r, %d))" % ("q", str(q.dtype)[6:], list(q.shape), q.qscheme(), q.q_scale(), q.q_zero_point()))' "$O")
@@ -220,7 +229,7 @@ print("  %r: tensor(%s %s, quantizer=(%s, %r, %d))" % ("q", str(q.dtype)[6:], li
         run tckpt ls --json "$L"
         assert_success
         # names, shapes, strides, offsets and shared storages as torch.load sees them
-        run "$TORCH2" -c '
+        run torch2 -c '
 import json, sys, torch
 ours = json.loads(sys.argv[1]); d = torch.load(sys.argv[2], weights_only=True)
 flat = {}
@@ -239,7 +248,7 @@ print("same")' "$output" "$L"
         assert_output "7"
         tckpt get "$L" col -o "$T/col.npy"
         tckpt convert "$L" "$T/z.pt"
-        run "$TORCH2" -c '
+        run torch2 -c '
 import sys, numpy as np, torch
 a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)
 same = all(torch.equal(a[k], b[k]) for k in ("base", "col", "p", "ints"))

@@ -12,6 +12,16 @@
 
 load helper
 
+# PyTorch's curves and checks run in the file's fork server (torch and
+# torch._dynamo, which torch.optim imports, imported once)
+setup_file() {
+    torch2_serve torch._dynamo
+}
+
+teardown_file() {
+    torch2_stop
+}
+
 setup() {
     F="$TN_SRCDIR/tests/fixtures/train"
     G="$TN_SRCDIR/tests/fixtures/graph/torch2"
@@ -28,7 +38,7 @@ same_curve() {
     run train --optimizer "$1" --lr "$2" --steps 200 --log-loss
     assert_success
     echo "$output" > "$W/ours"
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" "$F" "$1" "$2" 200
+    run torch2 "$TN_SRCDIR/tests/fixtures/train_torch.py" "$F" "$1" "$2" 200
     assert_success
     echo "$output" > "$W/theirs"
     same_losses_as "$W/ours" "$W/theirs" 200
@@ -43,7 +53,7 @@ seeded_curve() {
         --optimizer adamw --lr 0.01 --seed 3 --steps "$2" --log-loss
     assert_success
     echo "$output" > "$W/ours"
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model "$1" "$F" adamw 0.01 "$2" 3
+    run torch2 "$TN_SRCDIR/tests/fixtures/train_torch.py" --model "$1" "$F" adamw 0.01 "$2" 3
     assert_success
     echo "$output" > "$W/theirs"
     same_losses_as "$W/ours" "$W/theirs" "$2"
@@ -81,7 +91,7 @@ option_curve() {
         esac
         shift
     done
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" "$F" "$opt" "$lr" 50 "${kw[@]}"
+    run torch2 "$TN_SRCDIR/tests/fixtures/train_torch.py" "$F" "$opt" "$lr" 50 "${kw[@]}"
     assert_success
     echo "$output" > "$W/theirs"
     same_losses_as "$W/ours" "$W/theirs" 50
@@ -135,7 +145,7 @@ option_curve() {
     # and the generator saved is torch.manual_seed(5)'s where nothing drew
     run train --optimizer sgd --lr 0.1 --seed 5 --steps 2 --save "$W/seeded.pt"
     assert_success
-    run "$TORCH2" -c "
+    run torch2 -c "
 import torch
 print(torch.equal(torch.load('$W/seeded.pt')['rng_state'], torch.Generator().manual_seed(5).get_state()))"
     assert_success
@@ -158,7 +168,7 @@ print(torch.equal(torch.load('$W/seeded.pt')['rng_state'], torch.Generator().man
     same_losses_as "$W/ours" "$F/mlp_mse_adamw.txt" 200
     require_torch2
     # (-W ignore: mse_loss warns on stderr that the target's size differs)
-    run "$TORCH2" -W ignore "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_mse "$F" adamw 0.01 200
+    run torch2 -W ignore "$TN_SRCDIR/tests/fixtures/train_torch.py" --model mlp_mse "$F" adamw 0.01 200
     assert_success
     echo "$output" > "$W/theirs"
     same_losses_as "$W/ours" "$W/theirs" 200
@@ -190,7 +200,7 @@ resumes_bit_for_bit() {
     assert_output --partial "17 tensors match"
     # a bad rng_state is refused, naming the checkpoint
     require_torch2
-    "$TORCH2" -c "
+    torch2 -c "
 import torch
 ck = torch.load('$W/half.pt'); ck['rng_state'] = ck['rng_state'][:100]; torch.save(ck, '$W/bad.pt')"
     run drop --steps 200 --resume "$W/bad.pt"
@@ -200,7 +210,7 @@ ck = torch.load('$W/half.pt'); ck['rng_state'] = ck['rng_state'][:100]; torch.sa
     # they are, and a run without dropout saves the initial seed's state
     run train --optimizer sgd --lr 0.1 --steps 2 --save "$W/nodrop.pt"
     assert_success
-    run "$TORCH2" -c "
+    run torch2 -c "
 import torch
 r = torch.load('$W/half.pt')['rng_state']
 torch.set_rng_state(r)
@@ -214,7 +224,7 @@ print(torch.equal(torch.get_rng_state(), r), torch.equal(torch.load('$W/nodrop.p
     require_torch2
     run train --optimizer adam --lr 0.01 --steps 10 --save "$W/ck.pt"
     assert_success
-    run "$TORCH2" -c "
+    run torch2 -c "
 import sys, torch
 sys.path.insert(0, '$TN_SRCDIR/tests/fixtures')
 from graph_train import MLPLoss
@@ -234,7 +244,7 @@ print(ck['step'], int(o.state_dict()['state'][0]['step']))"
     run train --optimizer adamw --lr 0.01 --steps 3 --betas 0.85,0.995 --eps 1e-7 \
         --weight-decay 0.1 --save "$W/adamw.pt"
     assert_success
-    run "$TORCH2" -c "
+    run torch2 -c "
 import sys, torch
 sys.path.insert(0, '$TN_SRCDIR/tests/fixtures')
 from graph_train import MLPLoss
@@ -311,7 +321,7 @@ for f, cls in (('sgd', torch.optim.SGD), ('adamw', torch.optim.AdamW)):
 bn_curve() {
     cnn_bn_curve "$@"
     require_torch2
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn --state "$W/theirs.pt" \
+    run torch2 "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn --state "$W/theirs.pt" \
         "$F" "$2" "$3" 200
     assert_success
     echo "$output" > "$W/theirs"
@@ -355,7 +365,7 @@ eval_matches() {
     local out=$output
     eval_matches "$F/cnn_bn_eval.txt"
     require_torch2
-    run "$TORCH2" "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn \
+    run torch2 "$TN_SRCDIR/tests/fixtures/train_torch.py" --model cnn_bn \
         --eval images_test.npz "$F" sgd 0.1 24
     assert_success
     echo "$output" > "$W/theirs"
