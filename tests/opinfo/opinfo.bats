@@ -9,6 +9,18 @@
 
 load ../cli/helper
 
+# sweep.py runs in the file's fork server, which imports torch and op_db
+# (seconds each) once; the short sweeps run with --jobs 1, as each worker
+# process (spawned) would import them again (the composites' keeps the
+# workers: --jobs as many as the CPUs)
+setup_file() {
+    torch2_serve torch.testing._internal.common_methods_invocations
+}
+
+teardown_file() {
+    torch2_stop
+}
+
 setup() {
     SWEEP="$TN_SRCDIR/tests/opinfo/sweep.py"
     TC="$TN_BUILDDIR/bin/tcompile/tcompile"
@@ -17,7 +29,7 @@ setup() {
 
 require_op_db() {
     require_torch2
-    "$TORCH2" -c 'import torch.testing._internal.common_methods_invocations' 2>/dev/null ||
+    once op_db torch2 -c 'import torch.testing._internal.common_methods_invocations' ||
         skip "PyTorch's op_db cannot be imported (pip install expecttest)"
 }
 
@@ -93,7 +105,7 @@ require_op_db() {
 
 @test "the quick subset agrees with the expected-failure list" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --quick
+    run torch2 "$SWEEP" --tcompile "$TC" --quick
     echo "$output" | grep -v Warning
     assert_success
     assert_output --partial " 0 disagree"
@@ -101,7 +113,7 @@ require_op_db() {
 
 @test "fixed defects: every sample of as_strided (overlapping views' gradients summed where they repeat an element), avg_pool1d, topk (ties in any order), resize_ and resize_as_" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops as_strided,nn.functional.avg_pool1d,topk,resize_,resize_as_
+    run torch2 "$SWEEP" --tcompile "$TC" --jobs 1 --ops as_strided,nn.functional.avg_pool1d,topk,resize_,resize_as_
     echo "$output" | grep -v Warning
     assert_success
     assert_output --partial " 0 disagree"
@@ -110,7 +122,7 @@ require_op_db() {
 
 @test "fixed defects: every sample of var_mean, std_mean and round with decimals (added ops)" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" \
+    run torch2 "$SWEEP" --tcompile "$TC" --jobs 1 \
         --ops var_mean,std_mean,var_mean.unbiased,std_mean.unbiased,round.decimals_0,round.decimals_3,round.decimals_neg_3
     echo "$output" | grep -v Warning
     assert_success
@@ -120,7 +132,7 @@ require_op_db() {
 
 @test "added composites: subtract (masked.var/std), glu, prelu, margin_ranking_loss, rot90, diag, diag_embed, diagonal_copy, nanmean, count_nonzero, sum_to_size, poisson_nll_loss, bilinear, nonzero_static, linalg_diagonal (a sample a dtype)" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --max-samples 1 \
+    run torch2 "$SWEEP" --tcompile "$TC" --max-samples 1 \
         --ops masked.var,masked.std,nn.functional.glu,nn.functional.prelu,nn.functional.margin_ranking_loss,rot90,diag,diag_embed,diagonal_copy,nanmean,count_nonzero,sum_to_size,nn.functional.poisson_nll_loss,nn.functional.bilinear,nonzero_static,linalg.diagonal
     echo "$output" | grep -v Warning
     assert_success
@@ -130,7 +142,7 @@ require_op_db() {
 
 @test "fixed refusals: the random ops (rand_like, randn_like, randint_like, bernoulli, normal, uniform) after --seed, as torch.manual_seed draws them" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" \
+    run torch2 "$SWEEP" --tcompile "$TC" --jobs 1 \
         --ops rand_like,randn_like,randint_like,randn,randint,bernoulli,normal,normal.number_mean,normal.in_place,uniform
     echo "$output" | grep -v Warning
     assert_success
@@ -140,7 +152,7 @@ require_op_db() {
 
 @test "fixed refusals: every sample of unfold (a view) and index_reduce's four reductions (added ops)" {
     require_op_db
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" \
+    run torch2 "$SWEEP" --tcompile "$TC" --jobs 1 \
         --ops unfold,index_reduce.prod,index_reduce.mean,index_reduce.amax,index_reduce.amin
     echo "$output" | grep -v Warning
     assert_success
@@ -152,7 +164,7 @@ require_op_db() {
     require_op_db
     # whole, these give about 2,900 and 2,200 samples (10 minutes each at
     # load 9): make check-opinfo OPINFO_FLAGS='--ops ... --jobs 1' sweeps them all
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --max-samples 3 \
+    run torch2 "$SWEEP" --tcompile "$TC" --max-samples 3 --jobs 1 \
         --ops nn.functional.max_unpool1d,nn.functional.max_unpool2d,nn.functional.max_unpool3d,nn.functional.max_unpool1d.grad,nn.functional.max_unpool2d.grad,nn.functional.max_unpool3d.grad,nn.functional.max_pool1d
     echo "$output" | grep -v Warning
     assert_success
@@ -163,7 +175,7 @@ require_op_db() {
 @test "a listed failure that now passes fails the sweep (the list only shrinks)" {
     require_op_db
     printf 'abs|float32|fwd|0\twrong\tmade up\n' >"$BATS_TEST_TMPDIR/xf.txt"
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops abs --max-samples 2 --xfail "$BATS_TEST_TMPDIR/xf.txt"
+    run torch2 "$SWEEP" --tcompile "$TC" --ops abs --max-samples 2 --xfail "$BATS_TEST_TMPDIR/xf.txt"
     assert_failure 1
     assert_output --partial "NOW PASSES (remove it from xf.txt) abs|float32|fwd|0"
 }
@@ -174,7 +186,7 @@ require_op_db() {
     printf '#!/bin/sh\necho "tcompile: refused" >&2\nexit 2\n' >"$BATS_TEST_TMPDIR/tc"
     chmod +x "$BATS_TEST_TMPDIR/tc"
     : >"$BATS_TEST_TMPDIR/xf.txt"
-    run "$TORCH2" "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops abs --max-samples 1 \
+    run torch2 "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops abs --max-samples 1 \
         --xfail "$BATS_TEST_TMPDIR/xf.txt"
     assert_failure 1
     assert_output --partial "NEW FAILURE abs|float32|fwd|0: refused: tcompile: refused"
@@ -186,15 +198,15 @@ require_op_db() {
     # a tcompile that refuses everything: abs (core) fails as listed, nn.functional.linear (aten.linear, not core) not
     printf '#!/bin/sh\necho "tcompile: refused" >&2\nexit 2\n' >"$BATS_TEST_TMPDIR/tc"
     chmod +x "$BATS_TEST_TMPDIR/tc"
-    run "$TORCH2" "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops abs,nn.functional.linear --max-samples 1 --jobs 1 \
+    run torch2 "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops abs,nn.functional.linear --max-samples 1 --jobs 1 \
         --dtypes float64 --xfail "$BATS_TEST_TMPDIR/xf.txt" --json "$BATS_TEST_TMPDIR/r.json"
     assert_failure 1
     assert_output --partial "core OpInfos (every target a core ATen overload): 1 swept, 0 pass every sample, 1 with listed failures only, 0 with unlisted failures"
     assert_output --partial "other OpInfos (a target outside core ATen): 1 swept, 0 pass every sample, 0 with listed failures only, 1 with unlisted failures"
-    run "$TORCH2" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["classes"], d["targets"]["abs"]); json.dump(d["results"], open(sys.argv[2], "w"))' \
+    run torch2 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["classes"], d["targets"]["abs"]); json.dump(d["results"], open(sys.argv[2], "w"))' \
         "$BATS_TEST_TMPDIR/r.json" "$BATS_TEST_TMPDIR/old.json"
     assert_output --partial "{'abs': 'core', 'nn.functional.linear': 'other'} ['torch.ops.aten.abs.default']"
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --results "$BATS_TEST_TMPDIR/old.json" --xfail "$BATS_TEST_TMPDIR/xf.txt"
+    run torch2 "$SWEEP" --tcompile "$TC" --results "$BATS_TEST_TMPDIR/old.json" --xfail "$BATS_TEST_TMPDIR/xf.txt"
     assert_output --partial "unclassified OpInfos (no targets recorded): 2 swept"
 }
 
@@ -245,14 +257,14 @@ exec "$TC" "\$@"
 EOS
     chmod +x "$BATS_TEST_TMPDIR/tc"
     : >"$BATS_TEST_TMPDIR/xf.txt"
-    run "$TORCH2" "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops addcmul --max-samples 3 \
+    run torch2 "$SWEEP" --tcompile "$BATS_TEST_TMPDIR/tc" --ops addcmul --max-samples 3 \
         --xfail "$BATS_TEST_TMPDIR/xf.txt" -v
     assert_failure 1
     assert_output --partial "addcmul|float32|fwd|0 refused tcompile: refused in the batch"
     assert_output --partial "addcmul|float32|fwd|1 pass"
     assert_output --partial "addcmul|float32|fwd|2 pass"
     refute_output --partial "addcmul|float32|fwd|1 crash"
-    run "$TORCH2" "$SWEEP" --tcompile "$TC" --ops addcmul --max-samples 3 --xfail "$BATS_TEST_TMPDIR/xf.txt" --batch 1
+    run torch2 "$SWEEP" --tcompile "$TC" --ops addcmul --max-samples 3 --xfail "$BATS_TEST_TMPDIR/xf.txt" --batch 1
     assert_success
     assert_output --partial " tcompile processes (0 samples run again alone)"
 }
