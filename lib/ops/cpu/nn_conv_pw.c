@@ -385,6 +385,7 @@ bool tn__conv_flat_fits(const struct conv *g)
 #define FLAT_TILES 4 /* tiles of 2L output positions a task */
 #define FLAT_BMAX (64 * 1024) /* floats of a task's packed tiles a pass */
 #define FLAT_QMAX (1024 * 1024) /* floats of a chunk's scratch of several samples */
+#define FLAT_DIRECT_OC 64      /* most output channels the direct kernel takes */
 
 /* Where a tile's sums go: output segments s in [0, nos), lanes [lane[s],
  * lane[s + 1]) to out + off[s] (channel planes hw apart), one a sample
@@ -400,15 +401,26 @@ struct flat_tile {
  * rows of one tile of 2L output positions into bp (k rows of 2L, and 2L
  * floats of slack): tap p of position f of the padded width is q[boff[p]
  * + f], and the tile's positions are runs of the padded rows, nseg
- * segments, segment s from lane sst[s] at flat offset fo + ssh[s] + lane
+ * segments, segment s from lane sst[s] at flat offset ssh[s] + lane
  * (each segment's whole-vector copy writes past its end into lanes that
- * the next segment, or row p + 1, overwrites). pw_ftask_SFX computes a
+ * the next segment, or row p + 1, overwrites; a segment of L lanes or
+ * fewer copies one vector, not two: rows 14 wide, tiles of 16 in two or
+ * three segments, bench/compile/train.sh's CNN). pw_ftask_SFX computes a
  * task's nt packed tiles (the last one `last` positions wide) for every
  * output channel: each block of R channels of the packed weight ap (rows
  * of R values a tap, lda R floats a block row) stays in L1 while the nt
  * tiles pass, its sums in registers over the whole k, added to the bias
  * (or, when add, to what out holds: an earlier pass's taps) and written
- * straight into out (channel planes hw apart). */
+ * straight into out (channel planes hw apart). pw_fdirect_SFX, at stride
+ * 1 for output rows narrower than a tile, packs nothing: its tiles are
+ * 2L positions of the padded width (oh rows of qw, the qw - ow last of
+ * each row computed and dropped), so that tap p of a tile is the one run
+ * q[boff[p] + f..], read in place, all k taps in one pass; each sum is
+ * stored row piece by row piece. bench/compile/train.sh's CNN (rows of
+ * 14, 16 and 32 channels, tiles of 16 in two or three segments) spent
+ * as long packing as multiplying: its two 14x14 convolutions (forward,
+ * and the input's gradient) fell from about 37% to 27% of its step
+ * (perf, 1 thread, shares against the unchanged weight-gradient GEMM). */
 #define PW_FKERNEL(SFX, VT, L, R, ATTR)                                                        \
     static ATTR void pw_fpack_##SFX(const float *q, const int64_t *boff, int64_t k,           \
                                     const int64_t *sst, const int64_t *ssh, int nseg,         \
@@ -420,8 +432,13 @@ struct flat_tile {
             for (int s = 0; s < nseg; s++) {                                                   \
                 VT v0, v1;                                                                     \
                 memcpy(&v0, src + (ssh[s] + sst[s]), sizeof v0);                               \
-                memcpy(&v1, src + (ssh[s] + sst[s] + L), sizeof v1);                           \
                 memcpy(d + sst[s], &v0, sizeof v0);                                            \
+                if ((s + 1 < nseg ? sst[s + 1] : 2 * L) - sst[s] <= L)                         \
+                    continue;                                                                  \
+                memcpy(&v1, src + (ssh[s] + sst[s] + L), sizeof v1);                           \
+                if ((s + 1 < nseg ? sst[s + 1] : 2 * L) - sst[s] <= L)                         \
+                    continue;                                                                  \
+                memcpy(&v1, src + ssh[s] + sst[s] + L, sizeof v1);                             \
                 memcpy(d + sst[s] + L, &v1, sizeof v1);                                        \
             }                                                                                  \
         }                                                                                      \
@@ -464,6 +481,46 @@ struct flat_tile {
                     for (int s = 0; s < ti->nos; s++)                                          \
                         memcpy(out + ti->off[s] + (i0 + r) * hw, u + ti->lane[s],              \
                                sizeof(float) * (size_t)(ti->lane[s + 1] - ti->lane[s]));       \
+                }                                                                              \
+            }                                                                                  \
+    }                                                                                          \
+    static ATTR void pw_fdirect_##SFX(const struct conv *g, const float *a, const float *q,   \
+                                      const int64_t *boff, int64_t f0, int64_t nt, int64_t qw, \
+                                      const float *bias, float *out)                           \
+    {                                                                                          \
+        int64_t m = g->oc, k = g->k, hw = g->oh * g->ow, fend = g->oh * qw;                    \
+        for (int64_t i0 = 0; i0 < m; i0 += R)                                                  \
+            for (int64_t t = 0; t < nt; t++) {                                                 \
+                const float *ar[R];                                                            \
+                int64_t f = f0 + t * 2 * L;                                                    \
+                VT acc0[R], acc1[R];                                                           \
+                _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                           \
+                {                                                                              \
+                    ar[r] = a + (i0 + r < m ? i0 + r : m - 1) * k;                             \
+                    float v = bias && i0 + r < m ? bias[i0 + r] : 0.0f;                        \
+                    acc0[r] = acc1[r] = v - (VT){0};                                           \
+                }                                                                              \
+                for (int64_t p = 0; p < k; p++)                                                \
+                    PW_STEP(VT, L, R, q + boff[p] + f, p);                                     \
+                for (int r = 0; r < R && i0 + r < m; r++) {                                    \
+                    float t_[2 * L], *o = out + (i0 + r) * hw;                                 \
+                    memcpy(t_, &acc0[r], sizeof acc0[r]);                                      \
+                    memcpy(t_ + L, &acc1[r], sizeof acc1[r]);                                  \
+                    for (int64_t e = 0; e < 2 * L && f + e < fend;) {                          \
+                        int64_t y = (f + e) / qw, x = (f + e) % qw, n = g->ow - x;             \
+                        if (n <= 0) {                                                          \
+                            e += qw - x;                                                       \
+                            continue;                                                          \
+                        }                                                                      \
+                        n = n < 2 * L - e ? n : 2 * L - e;                                     \
+                        float *d_ = o + y * g->ow + x; /* n < 32 (ow < 2L): no memcpy call */ \
+                        _Pragma("GCC unroll 8") for (int c_ = 16; c_; c_ /= 2)                 \
+                            if (n & c_) {                                                      \
+                                memcpy(d_, t_ + e, sizeof(float) * (size_t)c_);                \
+                                d_ += c_;                                                      \
+                                e += c_;                                                       \
+                            }                                                                  \
+                    }                                                                          \
                 }                                                                              \
             }                                                                                  \
     }
@@ -548,6 +605,25 @@ static void flat_range(int64_t begin, int64_t end, void *ctx)
     free(bp);
 }
 
+/* tasks of the direct kernel: runs of FLAT_TILES tiles of 2L positions
+ * of the padded width (oh rows of qw) of one sample */
+static void flat_direct_range(int64_t begin, int64_t end, void *ctx)
+{
+    const struct flat_job *j = ctx;
+    int64_t l2 = j->lanes, fend = j->g->oh * j->qw;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t f0 = t * FLAT_TILES * l2, left = (fend - f0 + l2 - 1) / l2;
+        int64_t nt = left < FLAT_TILES ? left : FLAT_TILES;
+#ifdef PW_HAVE_V16
+        if (l2 == 32) {
+            pw_fdirect_v16(j->g, j->w, j->q, j->boff, f0, nt, j->qw, j->b, j->out);
+            continue;
+        }
+#endif
+        pw_fdirect_v8(j->g, j->w, j->q, j->boff, f0, nt, j->qw, j->b, j->out);
+    }
+}
+
 /* Sample s's channels into the zero-padded scratch q (planes `plane`
  * apart): at stride 1 one plane of rows qw; at stride 2 the four phase
  * planes of rows qw (padded row Y, column X at phase (Y % 2, X % 2), row
@@ -607,7 +683,14 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
      * batch's lanes empty (a smaller scratch stays in L2: 128 -> 256
      * channels at 14x14 stride 2, batch 8, 2 samples a chunk 0.94-0.97x
      * the time of 8), with the chunk's scratch bounded */
-    int64_t sc = 1, cap = FLAT_QMAX / sq;
+    /* rows narrower than a tile at stride 1, few output channels: the
+     * direct kernel, a sample at a time (packing a tile costs as much as
+     * its product when only a few blocks of channels share it, as in
+     * bench/compile/train.sh's CNN, 14x14 to 32 channels; 512 channels at
+     * 7x7 share each packed tile 86 times and waste 2% of their lanes
+     * across samples, against 22% of the padded width) */
+    bool direct = st == 1 && g->ow < lanes && g->oc <= FLAT_DIRECT_OC;
+    int64_t sc = 1, cap = direct ? 1 : FLAT_QMAX / sq;
     for (; sc < g->n && sc < cap; sc++) {
         int64_t tiles = g->n / sc * ((sc * hw + lanes - 1) / lanes) +
                         (g->n % sc * hw + lanes - 1) / lanes;
@@ -632,6 +715,7 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
     int64_t passes = (g->k * FLAT_TILES * lanes + FLAT_BMAX - 1) / FLAT_BMAX;
     int64_t kc = (g->k + passes - 1) / passes;
     struct flat_job j = {g, w, b, q, NULL, boff, qw, lanes, sq, 0, 0, kc, 0};
+    int64_t dtasks = (g->oh * qw + FLAT_TILES * lanes - 1) / (FLAT_TILES * lanes);
     for (int64_t s0 = 0; s0 < g->n && j.rc == 0; s0 += sc) {
         int64_t ns = g->n - s0 < sc ? g->n - s0 : sc;
         for (int64_t s = 0; s < ns; s++)
@@ -639,6 +723,10 @@ int tn__conv_flat_f32(const struct conv *g, const float *x, const float *w, cons
                       qw, eh, plane, s0 == 0 && s == 0);
         j.out = out + s0 * g->oc * hw;
         j.np = ns * hw;
+        if (direct) {
+            tn_parallel_for(dtasks, 1, flat_direct_range, &j);
+            continue;
+        }
         int64_t tasks = (j.np + FLAT_TILES * lanes - 1) / (FLAT_TILES * lanes);
         for (j.p0 = 0; j.p0 < g->k; j.p0 += kc) {
             j.kc = g->k - j.p0 < kc ? g->k - j.p0 : kc;
