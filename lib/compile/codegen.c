@@ -609,8 +609,28 @@ static int kept_values(const struct tn__cprog *P, const struct tn__step *st,
     return n;
 }
 
+/* Whether stage s of the kernel reads a buffer that one of its stages
+ * [from, s) writes (seen: scratch of P->nx + 1). */
+static bool reads_from(const struct tn__cprog *P, const struct tn__step *st, int s, int from,
+                       unsigned char *seen)
+{
+    int loads[1024];
+    memset(seen, 0, (size_t)P->nx + 1);
+    int nl = loads_of(P, P->stages[s].x, loads, 0, 1024, seen);
+    for (int i = 0; i < nl; i++) {
+        int p = producer(P, st, P->xs[loads[i]].buf);
+        if (p >= from && p < s)
+            return true;
+    }
+    return nl >= 1024; /* (a list cut short: as if it did) */
+}
+
 /* A kernel of reductions and pointwise stages over one loop space: the
- * outer loop is shared, each stage runs its inner (row) loops in turn; a
+ * outer loop is shared, each stage runs its inner (row) loops in turn
+ * (consecutive sums none of which reads another's result in one inner
+ * loop, an accumulator each: each sum's terms in the same order, one
+ * pass over the loads they share; batch norm's backward over the CNN's
+ * 32x16x28x28 read its three inputs four times, tn_k14); a
  * reduction's result that only the kernel reads is a local, a pointwise
  * result that only the kernel reads is a row on the stack, and so is a
  * costly value that a later stage computes again (kept_values): the first
@@ -680,25 +700,45 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         if (kept[x])
             tn__put(o, "        %s kept%d[%" PRId64 "];\n", calc_type((enum tn_dtype)P->xs[x].dt),
                 x, row);
-    for (int i = st->stage0; i < st->stage0 + st->nstages; i++) {
+    for (int i = st->stage0, i2; i < st->stage0 + st->nstages; i = i2) {
         const struct tn__stage *s = &P->stages[i];
         const struct tn__buf *b = &P->bufs[s->buf];
         bool red = s->red != TN_RED_NONE, fl = tn_dtype_is_floating(s->acc);
-        if (red && b->private_)
-            tn__put(o, "        %s v%d;\n", calc_type(b->dt), s->buf);
+        /* sums that follow it over the same rows, none reading another's
+         * result, run in its loop: one pass over the loads they share */
+        i2 = i + 1;
+        while (s->red == TN_RED_SUM && i2 < st->stage0 + st->nstages &&
+               P->stages[i2].red == TN_RED_SUM && !reads_from(P, st, i2, i, seen))
+            i2++;
+        char acc[16] = "acc";
+        for (int g = i; g < i2; g++)
+            if (P->bufs[P->stages[g].buf].private_ && red)
+                tn__put(o, "        %s v%d;\n", calc_type(P->bufs[P->stages[g].buf].dt),
+                    P->stages[g].buf);
         tn__put(o, "        {\n");
-        if (red)
-            tn__put(o, "        %s acc = %s;\n", calc_type(s->acc), red_init(s->red, s->acc));
+        for (int g = i; red && g < i2; g++) {
+            if (i2 > i + 1)
+                snprintf(acc, sizeof acc, "acc%d", g - i);
+            tn__put(o, "        %s %s = %s;\n", calc_type(P->stages[g].acc), acc,
+                red_init(s->red, P->stages[g].acc));
+        }
         /* max and min: a NaN is noted apart (the result is NaN when
          * any element is), so the loop is a plain max, in vectors */
         if (red && s->red != TN_RED_SUM && fl)
             tn__put(o, "        int nan = 0;\n");
         for (int j = nouter; j < sp.nd; j++) {
-            if (j == sp.nd - 1)
+            if (j == sp.nd - 1 && s->red == TN_RED_SUM) {
+                tn__put(o, "        #pragma omp simd reduction(+:");
+                for (int g = i; g < i2; g++) {
+                    if (i2 > i + 1)
+                        snprintf(acc, sizeof acc, "acc%d", g - i);
+                    tn__put(o, "%s%s", g > i ? ", " : "", acc);
+                }
+                tn__put(o, ")\n");
+            } else if (j == sp.nd - 1)
                 tn__put(o, "        #pragma omp simd%s%s\n",
-                    !red ? "" : s->red == TN_RED_SUM ? " reduction(+:acc)"
-                    : s->red == TN_RED_MAX ? " reduction(max:acc)" : " reduction(min:acc)",
-                    red && s->red != TN_RED_SUM && fl ? " reduction(|:nan)" : "");
+                    !red ? "" : s->red == TN_RED_MAX ? " reduction(max:acc)" : " reduction(min:acc)",
+                    red && fl ? " reduction(|:nan)" : "");
             tn__put(o, "        for (int64_t r%d = 0; r%d < %" PRId64 "; r%d++) {\n", j, j,
                 sp.sizes[j], j);
         }
@@ -711,7 +751,8 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         }
         tn__put(o, ";\n            (void)rl;\n");
         memset(done, 0, (size_t)P->nx + 1);
-        emit_x(o, P, s->x, done, (const char *const *)addr);
+        for (int g = i; g < i2; g++)
+            emit_x(o, P, P->stages[g].x, done, (const char *const *)addr);
         for (int x = 0; x <= P->nx; x++) /* what this stage computes first */
             if (kept[x] && done[x] && !addr[x]) {
                 tn__put(o, "            kept%d[rl] = t%d;\n", x, x);
@@ -729,7 +770,11 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
                 store(o, s->buf, b->dt, at, buf);
             }
         } else if (s->red == TN_RED_SUM) {
-            tn__put(o, "            acc += t%d;\n", s->x);
+            for (int g = i; g < i2; g++) {
+                if (i2 > i + 1)
+                    snprintf(acc, sizeof acc, "acc%d", g - i);
+                tn__put(o, "            %s += t%d;\n", acc, P->stages[g].x);
+            }
         } else if (fl) {
             tn__put(o, "            acc = t%1$d %2$s acc ? t%1$d : acc;\n            nan |= t%1$d != t%1$d;\n",
                 s->x, s->red == TN_RED_MAX ? ">" : "<");
@@ -741,11 +786,16 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
             tn__put(o, "        }\n");
         if (red && s->red != TN_RED_SUM && fl)
             tn__put(o, "        acc = nan ? NAN : acc;\n");
-        if (red && b->private_) {
-            tn__put(o, "        v%d = acc;\n", s->buf);
-        } else if (red) {
-            tn__put(o, "        ");
-            store(o, s->buf, b->dt, "o", "acc");
+        for (int g = i; red && g < i2; g++) {
+            if (i2 > i + 1)
+                snprintf(acc, sizeof acc, "acc%d", g - i);
+            const struct tn__stage *sg = &P->stages[g];
+            if (P->bufs[sg->buf].private_) {
+                tn__put(o, "        v%d = %s;\n", sg->buf, acc);
+            } else {
+                tn__put(o, "        ");
+                store(o, sg->buf, P->bufs[sg->buf].dt, "o", acc);
+            }
         }
         tn__put(o, "        }\n");
     }
