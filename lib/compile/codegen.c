@@ -609,6 +609,8 @@ static int kept_values(const struct tn__cprog *P, const struct tn__step *st,
     return n;
 }
 
+#define FUSE_ROW 4096 /* the values of a row from which emit_group's sums share a loop */
+
 /* Whether stage s of the kernel reads a buffer that one of its stages
  * [from, s) writes (seen: scratch of P->nx + 1). */
 static bool reads_from(const struct tn__cprog *P, const struct tn__step *st, int s, int from,
@@ -705,9 +707,11 @@ static void emit_group(struct tn__out *o, struct tn__cprog *P, int k, struct tn_
         const struct tn__buf *b = &P->bufs[s->buf];
         bool red = s->red != TN_RED_NONE, fl = tn_dtype_is_floating(s->acc);
         /* sums that follow it over the same rows, none reading another's
-         * result, run in its loop: one pass over the loads they share */
+         * result, run in its loop: one pass over the loads they share.
+         * Rows past L1 only (FUSE_ROW): shorter ones (a layer norm's 64)
+         * are read from L1 either way and keep the loops they had */
         i2 = i + 1;
-        while (s->red == TN_RED_SUM && i2 < st->stage0 + st->nstages &&
+        while (s->red == TN_RED_SUM && row >= FUSE_ROW && i2 < st->stage0 + st->nstages &&
                P->stages[i2].red == TN_RED_SUM && !reads_from(P, st, i2, i, seen))
             i2++;
         char acc[16] = "acc";
