@@ -421,6 +421,15 @@ struct flat_tile {
  * as long packing as multiplying: its two 14x14 convolutions (forward,
  * and the input's gradient) fell from about 37% to 27% of its step
  * (perf, 1 thread, shares against the unchanged weight-gradient GEMM). */
+/* Row r of a block at i0: its weights' row ar[r] (past m: row m - 1) and
+ * its sums acc0[r], acc1[r] started at its bias (0 past m, or without) */
+#define PW_FROW(VT, m, i0, r, a, lda, bias)                                                    \
+    do {                                                                                       \
+        ar[r] = (a) + ((i0) + (r) < (m) ? (i0) + (r) : (m) - 1) * (lda);                       \
+        float v_ = (bias) && (i0) + (r) < (m) ? (bias)[(i0) + (r)] : 0.0f;                     \
+        acc0[r] = acc1[r] = v_ - (VT){0};                                                      \
+    } while (0)
+
 #define PW_FKERNEL(SFX, VT, L, R, ATTR)                                                        \
     static ATTR void pw_fpack_##SFX(const float *q, const int64_t *boff, int64_t k,           \
                                     const int64_t *sst, const int64_t *ssh, int nseg,         \
@@ -456,9 +465,7 @@ struct flat_tile {
                 VT acc0[R], acc1[R];                                                           \
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                           \
                 {                                                                              \
-                    ar[r] = a + (i0 + r < m ? i0 + r : m - 1) * lda;                           \
-                    float v = bias && i0 + r < m ? bias[i0 + r] : 0.0f;                        \
-                    acc0[r] = acc1[r] = v - (VT){0};                                           \
+                    PW_FROW(VT, m, i0, r, a, lda, bias);                                       \
                     if (add && i0 + r < m) {                                                   \
                         float u[2 * L] = {0};                                                  \
                         for (int s = 0; s < ti->nos; s++)                                      \
@@ -495,11 +502,7 @@ struct flat_tile {
                 int64_t f = f0 + t * 2 * L;                                                    \
                 VT acc0[R], acc1[R];                                                           \
                 _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                           \
-                {                                                                              \
-                    ar[r] = a + (i0 + r < m ? i0 + r : m - 1) * k;                             \
-                    float v = bias && i0 + r < m ? bias[i0 + r] : 0.0f;                        \
-                    acc0[r] = acc1[r] = v - (VT){0};                                           \
-                }                                                                              \
+                    PW_FROW(VT, m, i0, r, a, k, bias);                                         \
                 for (int64_t p = 0; p < k; p++)                                                \
                     PW_STEP(VT, L, R, q + boff[p] + f, p);                                     \
                 for (int r = 0; r < R && i0 + r < m; r++) {                                    \
