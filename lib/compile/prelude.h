@@ -5,7 +5,9 @@
  * branch; tn_erf1pef takes its exp(-x^2), which GELU's derivative
  * shares) and sigmoid that the C compiler vectorises (libm's are
  * calls, one element at a time). Accurate to a few units in the last
- * place: tests/unit/test_compile_math.c measures them against libm.
+ * place: the compiled kernels that use them are held to PyTorch's
+ * results within float32 tolerance (test_compile_decomp's op fixtures,
+ * test_compile_random's graphs, the model tests).
  */
 #ifndef TN_COMPILE_PRELUDE_H
 #define TN_COMPILE_PRELUDE_H
