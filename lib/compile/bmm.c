@@ -1,10 +1,11 @@
 /*
  * compile/bmm.c: a compiled program's batched matrix products (matmul of
- * tensors of 3 or more dimensions, bmm): one cblas_?gemm per matrix of
- * the batch (float32 through ops/cpu/sgemm_avx2.c's kernel where it takes
- * the product, its scratch allocated once per thread's range: attention's
- * 32 x 16 matrices lost most of their time to OpenBLAS's packing), over libtensor's thread pool (OpenBLAS
- * single-threaded inside it). The operands are views of
+ * tensors of 3 or more dimensions, bmm): one product per matrix of the
+ * batch, over libtensor's thread pool (OpenBLAS single-threaded inside
+ * it): cblas_dgemm, or float32's tn__sgemm (ops/cpu/linalg.c: the AVX2
+ * kernels where they take the product, the small one's scratch allocated
+ * once per thread's range: attention's 32 x 16 matrices lost most of their
+ * time to OpenBLAS's packing; else cblas_sgemm). The operands are views of
  * their buffers as the lowering left them: each matrix needs one of its
  * two dimensions contiguous (a permute or a transpose of the last two
  * dimensions becomes the gemm's transpose flag and leading dimension,
@@ -12,7 +13,9 @@
  * dimensions take any strides (0 where broadcast). One b for the whole
  * batch (a linear layer over [B, S, K]) makes the batch the rows of one
  * product, a few rows by a transposed weight going to
- * ops/cpu/sgemm_skinny.c's kernel. The result is contiguous.
+ * ops/cpu/sgemm_skinny.c's kernel, which splits over the pool itself (so
+ * only a batch run outside the pool takes it, and there the small kernel
+ * splits its panels too). The result is contiguous.
  */
 #include "compile/internal.h"
 #include "ops/internal.h"
@@ -71,24 +74,16 @@ static void bmm_range(int64_t begin, int64_t end, void *ctx)
         }
         const char *a = q->a + (size_t)oa * es, *b = q->b + (size_t)ob * es;
         char *c = q->c + (size_t)(i * q->m * q->n) * es;
+        if (q->dt == TN_FLOAT32) {
+            tn__sgemm(q->m, q->n, q->k, (const float *)a, q->lda, q->ta, (const float *)b,
+                      q->ldb, q->tb, (float *)c, q->n, false, pk, q->outer);
+            continue;
+        }
         enum CBLAS_TRANSPOSE ta = q->ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE tb = q->tb ? CblasTrans : CblasNoTrans;
-        if (q->dt == TN_FLOAT32 && q->outer && !q->ta && q->tb &&
-            tn__sgemm_skinny(q->m, q->n, q->k, (const float *)a, q->lda, (const float *)b,
-                             q->ldb, (float *)c, q->n, false))
-            continue;
-        if (pk && tn__sgemm_small(q->m, q->n, q->k, (const float *)a, q->ta ? 1 : q->lda,
-                                  q->ta ? q->lda : 1, (const float *)b, q->ldb, q->tb,
-                                  (float *)c, q->n, false, pk))
-            continue;
-        if (q->dt == TN_FLOAT32)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)q->m, (int)q->n, (int)q->k, 1.0f,
-                        (const float *)a, (int)q->lda, (const float *)b, (int)q->ldb, 0.0f,
-                        (float *)c, (int)q->n);
-        else
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)q->m, (int)q->n, (int)q->k, 1.0,
-                        (const double *)a, (int)q->lda, (const double *)b, (int)q->ldb, 0.0,
-                        (double *)c, (int)q->n);
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)q->m, (int)q->n, (int)q->k, 1.0,
+                    (const double *)a, (int)q->lda, (const double *)b, (int)q->ldb, 0.0,
+                    (double *)c, (int)q->n);
     }
     free(pk);
 }

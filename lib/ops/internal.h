@@ -131,13 +131,32 @@ bool tn__sgemm_skinny(int64_t M, int64_t N, int64_t K, const float *a, int64_t l
 #define TN_SGEMM_AVX2_MAX ((int64_t)1 << 25)
 #define TN_SGEMM_AVX2_KMAX 128
 #define TN_SGEMM_AVX2_NMAX 256
+/* With pool, c's 16-column panels split over the thread pool, each task
+ * at least TN_SGEMM_AVX2_TASK multiply-adds, packing its own panels of b
+ * (each element's sum over k as on one thread: bit-identical). */
+#define TN_SGEMM_AVX2_TASK ((int64_t)1 << 18)
 bool tn__sgemm_small(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t aks,
                      const float *b, int64_t ldb, bool bt, float *c, int64_t ldc, bool add,
-                     float *scratch);
+                     float *scratch, bool pool);
 /* The bytes of the scratch (b's panels, 32-byte aligned) tn__sgemm_small
  * takes for an M x N x K product, which a caller of many products (a
  * batch) allocates once: 0 where it does not take the product; a NULL
  * scratch it allocates itself. */
 size_t tn__sgemm_small_scratch(int64_t M, int64_t N, int64_t K);
+
+/* The float32 product of linalg.c's mm family and compile/bmm.c's batch
+ * (lib/ops/cpu/linalg.c): c (M x N, row-major, leading dim ldc) = a @ b,
+ * or c + a @ b when add; a (M x K) row-major with leading dim lda, or
+ * when ta its transpose (a(i, k) at a[k * lda + i]); b (K x N) likewise
+ * (tb: linear's weight, column j at b + j * ldb). Through the few-row
+ * kernel (tn__sgemm_skinny: only with pool, as it splits over the pool
+ * itself), then the small-product kernel (tn__sgemm_small, its panels in
+ * scratch: NULL or tn__sgemm_small_scratch(M, N, K) bytes; split over the
+ * pool with pool), else cblas_sgemm. pool: the call may use the thread
+ * pool (false: a caller's task, e.g. one matrix of a batch split over the
+ * pool). M, N, K, lda, ldb and ldc fit an int. */
+void tn__sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, bool ta,
+               const float *b, int64_t ldb, bool tb, float *c, int64_t ldc, bool add,
+               float *scratch, bool pool);
 
 #endif

@@ -307,6 +307,79 @@ static void test_small_f32_avx2(void **state)
     }
 }
 
+/* a @ b (+ c) in float32 at the current thread count, into a fresh
+ * NaN-filled M x N (a panel skipped stays NaN) */
+static struct tn_tensor *f32_product(const struct tn_tensor *a, const struct tn_tensor *b,
+                                     const struct tn_tensor *c)
+{
+    struct tn_tensor *out = tn_full(TN_SHAPE(a->sizes[0], b->sizes[1]), tn_float(NAN),
+                                    TN_FLOAT32);
+    if (c)
+        assert_int_equal(tn_copy_(out, c), 0);
+    if (c)
+        assert_int_equal(tn_addmm_(out, a, b, tn_int(1), tn_int(1)), 0);
+    else
+        assert_int_equal(tn_mm_out(a, b, out), 0);
+    return out;
+}
+
+/* On 2 threads the AVX2 small-product kernel splits c's 16-column panels
+ * over the pool (from 2^18 multiply-adds a task): 8 panels in 2 tasks,
+ * 13 panels with a ragged last one (6 and 7, or 7 and 6 panels), 3 panels
+ * of which one task takes 2, K over 128 (its parts added, so a part
+ * counted twice shows), a or b transposed, c added. Each result is bit for
+ * bit the one thread's, and a plain triple loop in float64 agrees within
+ * float32's rounding: a panel skipped or done twice fails both. */
+static void test_small_f32_threads(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{128, 128, 128}, {200, 300, 202}, {96, 129, 40},
+                                        {512, 64, 64},   {64, 256, 256}};
+    int prev = tn_get_num_threads();
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        struct tn_tensor *at = tn_randn(TN_SHAPE(K, M), TN_FLOAT32, NULL);
+        struct tn_tensor *wt = tn_randn(TN_SHAPE(N, K), TN_FLOAT32, NULL);
+        struct tn_tensor *ops[3][2] = {{tn_randn(TN_SHAPE(M, K), TN_FLOAT32, NULL),
+                                        tn_randn(TN_SHAPE(K, N), TN_FLOAT32, NULL)},
+                                       {tn_t(at), tn_randn(TN_SHAPE(K, N), TN_FLOAT32, NULL)},
+                                       {tn_randn(TN_SHAPE(M, K), TN_FLOAT32, NULL), tn_t(wt)}};
+        struct tn_tensor *c = tn_randn(TN_SHAPE(M, N), TN_FLOAT32, NULL);
+        for (int o = 0; o < 3; o++)
+            for (int add = 0; add < 2; add++) {
+                const struct tn_tensor *a = ops[o][0], *b = ops[o][1], *cc = add ? c : NULL;
+                tn_set_num_threads(1);
+                struct tn_tensor *one = f32_product(a, b, cc);
+                tn_set_num_threads(2);
+                struct tn_tensor *two = f32_product(a, b, cc);
+                if (memcmp(tn_data(one), tn_data(two), (size_t)(M * N) * sizeof(float)))
+                    fail_msg("%lldx%lldx%lld (operands %d, c %d): 2 threads differ from 1",
+                             (long long)M, (long long)K, (long long)N, o, add);
+                struct tn_tensor *a64 = tn_to_dtype(a, TN_FLOAT64);
+                struct tn_tensor *b64 = tn_to_dtype(b, TN_FLOAT64);
+                double *want = plain_product(a64, b64, NULL, 0, 1);
+                const float *g = tn_data(two), *pc = tn_data(c);
+                for (int64_t i = 0; i < M * N; i++) {
+                    double q = want[i] + (add ? pc[i] : 0.0);
+                    if (!(fabs(g[i] - q) <= 1e-5 * (K + fabs(q))))
+                        fail_msg("%lldx%lldx%lld (operands %d, c %d): element %lld is %.9g, "
+                                 "a loop in float64 gives %.9g",
+                                 (long long)M, (long long)K, (long long)N, o, add,
+                                 (long long)i, g[i], q);
+                }
+                free(want);
+                struct tn_tensor *all[] = {one, two, a64, b64};
+                for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+                    tn_release(all[i]);
+            }
+        struct tn_tensor *all[] = {at, wt, c, ops[0][0], ops[0][1], ops[1][0],
+                                   ops[1][1], ops[2][0], ops[2][1]};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            tn_release(all[i]);
+    }
+    tn_set_num_threads(prev);
+}
+
 /* float32 products of a few rows by a linear layer's weight, transposed,
  * which take the AVX2 kernel that reads the weight in place
  * (lib/ops/cpu/sgemm_skinny.c): convnext's last stages (4 and 16 rows by
@@ -345,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_gemv_strides),
         cmocka_unit_test(test_small_f32),
         cmocka_unit_test(test_small_f32_avx2),
+        cmocka_unit_test(test_small_f32_threads),
         cmocka_unit_test(test_skinny_f32),
     };
     return TN_RUN_TESTS(tests);

@@ -262,17 +262,12 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
             return TN_OK;
         }
 #endif
-        if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0) &&
-            ma.trans == CblasNoTrans && mb.trans == CblasTrans &&
-            tn__sgemm_skinny(M, N, K, (const float *)ma.p, ma.ld, (const float *)mb.p, mb.ld,
-                             (float *)c, ldc, use_c))
-            return TN_OK;
-        if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0) &&
-            tn__sgemm_small(M, N, K, (const float *)ma.p, ma.trans == CblasTrans ? 1 : ma.ld,
-                            ma.trans == CblasTrans ? ma.ld : 1, (const float *)mb.p, mb.ld,
-                            mb.trans == CblasTrans, (float *)c, ldc, use_c, NULL))
-            return TN_OK;
-        if (dt == TN_FLOAT32) {
+        if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0)) {
+            /* pool: inside gemm_batch's tasks a kernel's split runs inline */
+            tn__sgemm(M, N, K, (const float *)ma.p, ma.ld, ma.trans == CblasTrans,
+                      (const float *)mb.p, mb.ld, mb.trans == CblasTrans, (float *)c, ldc,
+                      use_c, NULL, true);
+        } else if (dt == TN_FLOAT32) {
             cblas_sgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, (float)al,
                         (const float *)ma.p, (int)ma.ld, (const float *)mb.p, (int)mb.ld,
                         (float)be, (float *)c, (int)ldc);
@@ -313,6 +308,20 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
     default:
         return no_kernel(dt);
     }
+}
+
+void tn__sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, bool ta,
+               const float *b, int64_t ldb, bool tb, float *c, int64_t ldc, bool add,
+               float *scratch, bool pool)
+{
+    if (pool && !ta && tb && tn__sgemm_skinny(M, N, K, a, lda, b, ldb, c, ldc, add))
+        return;
+    if (tn__sgemm_small(M, N, K, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, tb, c, ldc, add, scratch,
+                        pool))
+        return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, add ? 1.0f : 0.0f, c,
+                (int)ldc);
 }
 
 /* An operand BLAS can read: t itself when its strides fit, else a
@@ -403,6 +412,12 @@ static int gemm_batch(struct gemm_job *j, int64_t batch)
             worth = work / (vec ? TN_GEMV_SPLIT_MIN : TN_GEMM_SPLIT_MIN);
     if (parts > worth)
         parts = worth;
+    /* one float32 product the small kernel takes splits its own panels
+     * over the pool (tn__sgemm), b packed once, not once a block */
+    if (batch == 1 && j->dt == TN_FLOAT32 && tn__sgemm_small_scratch(j->M, j->N, j->K) &&
+        tn_scalar_to_double(j->alpha) == 1.0 &&
+        (!j->use_c || tn_scalar_to_double(j->beta) == 1.0))
+        parts = 1;
     if (batch < nt && parts > 1) {
         if (j->M >= j->N)
             j->rb = ceil_div(ceil_div(j->M, parts), TN_GEMM_BLOCK) * TN_GEMM_BLOCK;
