@@ -33,8 +33,9 @@ bench-conv: bench/ops/bench_ops$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/conv.sh
 .PHONY: bench-conv
 
-# issue 27's matrix products (mm 128 and 256 at 1 and 2 threads, one-row
-# linears) against cblas_sgemm and PyTorch; `make bench-mm` runs it alone.
+# issue 27's matrix products (the squares 128, 256 and 512, 64 x 256 x 256,
+# a linear's x @ W^T, one-row linears; 1 and 2 threads) against cblas_sgemm
+# and PyTorch; `make bench-mm` runs it alone.
 TN_BENCH_SH += bench/ops/mm.sh
 bench-mm: bench/ops/bench_ops$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/ops/mm.sh
