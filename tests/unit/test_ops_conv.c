@@ -162,7 +162,9 @@ static void test_winograd_direct_small(void **state)
  * the float64 path's values: 7x7 outputs at batch 16 (chunks of 8), 1,700
  * channels at 7x7, batch 8 (the scratch's bound: 7 and 1, 15 passes over
  * the taps), a 3x3 at stride 2 with 31x31 outputs and a 1x1 at stride
- * (2, 1) over its subsampled input with 111x111 (a sample a chunk). The
+ * (2, 1) over its subsampled input with 111x111 (a sample a chunk), and
+ * batch-1 3x3s at stride 2 whose last tile is one vector or less (7x7
+ * and 7x5 outputs; the second with 130 channels, two passes). The
  * 1,700-channel case's float32 sums of 15,300 products are within 1.6e-4
  * of float64's (relative to 1 + |y|): its tolerance is 5e-4. */
 static void test_flat_chunks_match_float64(void **state)
@@ -171,7 +173,12 @@ static void test_flat_chunks_match_float64(void **state)
                                  {16, 8, 5, 7, 7, 3, 1, 1},
                                  {8, 1700, 6, 7, 7, 3, 1, 1},
                                  {5, 64, 7, 61, 61, 3, 2, 2},
-                                 {3, 32, 6, 222, 111, 1, 2, 1}};
+                                 {3, 32, 6, 222, 111, 1, 2, 1},
+                                 /* a sample's last tile of at most one vector
+                                  * (one lane of 49; 3 of 35 in two passes of
+                                  * the taps), channels not whole blocks */
+                                 {1, 13, 11, 14, 14, 3, 2, 2},
+                                 {1, 130, 13, 13, 9, 3, 2, 2}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t *p = shapes[i], k = p[5];
         struct tn_tensor *x = tn_randn(TN_SHAPE(p[0], p[1], p[3], p[4]), TN_FLOAT32, NULL);

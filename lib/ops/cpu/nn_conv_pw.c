@@ -49,6 +49,16 @@
         }                                                                                      \
     } while (0)
 
+/* PW_STEP for a block of one vector (L columns): acc0 only. */
+#define PW_STEP1(VT, R, bp, ai)                                                                 \
+    do {                                                                                       \
+        VT b0_;                                                                                \
+        int64_t ai_ = (ai);                                                                    \
+        memcpy(&b0_, (bp), sizeof b0_);                                                        \
+        _Pragma("GCC unroll 16") for (int r = 0; r < (R); r++)                                 \
+            acc0[r] += (ar[r][ai_] - (VT){0}) * b0_;                                           \
+    } while (0)
+
 /* The sums of a register block, rows i0 + r (those under m) of c (ldc),
  * into at most `cols` (under 2L: through a buffer) columns. */
 #define PW_STORE(L, R, m, i0, c, ldc, cols)                                                    \
@@ -475,8 +485,12 @@ struct flat_tile {
                         memcpy(&acc1[r], u + L, sizeof acc1[r]);                               \
                     }                                                                          \
                 }                                                                              \
-                for (int64_t p = 0; p < k; p++)                                                \
-                    PW_STEP(VT, L, R, b + p * ti->ldb, p);                                     \
+                if (cols <= L) /* a tail of one vector: half the multiply-adds */           \
+                    for (int64_t p = 0; p < k; p++)                                            \
+                        PW_STEP1(VT, R, b + p * ti->ldb, p);                                   \
+                else                                                                           \
+                    for (int64_t p = 0; p < k; p++)                                            \
+                        PW_STEP(VT, L, R, b + p * ti->ldb, p);                                 \
                 if (ti->nos == 1) {                                                            \
                     PW_STORE(L, R, m, i0, o, hw, cols);                                        \
                     continue;                                                                  \
