@@ -59,8 +59,9 @@ static void plane_of(const struct conv *g, struct dw_plane *d)
  * as two stride-2 runs (a row of 14 was all a scalar loop with a division by 2
  * and a choice of row per value: on efficientnet_b0's 14x14 5x5 stride-2
  * layer this split took 4x the taps' time). */
-TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw,
-                                      int64_t qw)
+static inline __attribute__((always_inline)) void split2_row(float *r0, float *r1,
+                                                             const float *xr, int64_t w,
+                                                             int64_t pw, int64_t qw)
 {
     int64_t x = 0, end = 2 * qw - pw < w ? 2 * qw - pw : w;
     if (pw % 2) { /* input column 0 is phase 1: one value first, then pairs from x = 1 */
@@ -83,10 +84,22 @@ TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int
         memcpy(d1 + i, &o, sizeof o);                                                              \
         i += N;                                                                                    \
     } while (0)
+    /* the pairs left past whole vectors by one more vector ending at the
+     * last pair, over values already written (the same ones): a row of 14
+     * has 7 pairs, 4 then 3 in scalars took as long as the 5x5 taps of its
+     * 7 outputs */
     while (i + 8 <= pairs)
         SPLIT_PAIRS(v8f, 8, TN_EVEN8, TN_ODD8);
-    if (i + 4 <= pairs) /* a row of 14 has 7 */
+    if (i < pairs && pairs >= 8) {
+        i = pairs - 8;
+        SPLIT_PAIRS(v8f, 8, TN_EVEN8, TN_ODD8);
+    }
+    if (i + 4 <= pairs)
         SPLIT_PAIRS(v4f, 4, TN_EVEN4, TN_ODD4);
+    if (i < pairs && pairs >= 4) {
+        i = pairs - 4;
+        SPLIT_PAIRS(v4f, 4, TN_EVEN4, TN_ODD4);
+    }
 #undef SPLIT_PAIRS
     for (; i < pairs; i++) {
         d0[i] = s[2 * i];
@@ -96,8 +109,16 @@ TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int
         d0[pairs] = s[2 * pairs];
 }
 
-/* Fills q (sw phases of eh x qw) from plane xp (h x w). */
-static void pad_plane(const struct conv *g, const struct dw_plane *d, const float *xp, float *q)
+TN_KERNEL_CLONES void tn__conv_split2(float *r0, float *r1, const float *xr, int64_t w, int64_t pw,
+                                      int64_t qw)
+{
+    split2_row(r0, r1, xr, w, pw, qw);
+}
+
+/* Fills q (sw phases of eh x qw) from plane xp (h x w). Cloned, its row
+ * splits inlined: a call through the clones' resolver a row of 14 cost
+ * as much as the split (efficientnet_b0's 672-channel 5x5 at stride 2). */
+static TN_KERNEL_CLONES void pad_plane(const struct conv *g, const struct dw_plane *d, const float *xp, float *q)
 {
     /* zeros where no input lands: the padding rows, and in the others the
      * columns before ceil((pw - p) / sw) and from (pw + w) / sw - 1 on
@@ -131,7 +152,7 @@ static void pad_plane(const struct conv *g, const struct dw_plane *d, const floa
     if (g->sw == 2) {
         for (int64_t y = 0; y < g->h; y++) {
             float *row = q + (y + g->ph) * d->qw;
-            tn__conv_split2(row, row + d->eh * d->qw, xp + y * g->w, g->w, g->pw, d->qw);
+            split2_row(row, row + d->eh * d->qw, xp + y * g->w, g->w, g->pw, d->qw);
         }
         return;
     }
