@@ -67,7 +67,8 @@ static void seed_as_before(void)
  * path's values (im2col and GEMM per channel), for strides 1 to 3,
  * padding from none to more than half the kernel, dilation, 3x3 to 7x7,
  * widths that are and are not multiples of the kernel's 8-value blocks,
- * with and without a bias, batch 2. */
+ * with and without a bias, batch 2; padded planes zeroed whole (up to 64
+ * KiB) and a row at a time. */
 static void test_depthwise_matches_gemm_path(void **state)
 {
     seed_as_before();
@@ -75,7 +76,9 @@ static void test_depthwise_matches_gemm_path(void **state)
                                  {3, 9, 3, 1, 1, 1},   {4, 11, 3, 2, 1, 1}, {5, 10, 5, 2, 1, 2},
                                  {2, 8, 3, 1, 2, 1},   {6, 7, 5, 1, 1, 2},  {3, 40, 3, 2, 1, 1},
                                  {2, 33, 7, 3, 2, 3},  {3, 31, 3, 1, 1, 0}, {2, 20, 5, 2, 1, 4},
-                                 {2, 64, 3, 1, 1, 1},  {2, 17, 1, 2, 1, 0}}; 
+                                 {2, 64, 3, 1, 1, 1},  {2, 17, 1, 2, 1, 0},
+                                 /* a padded copy over 64 KiB: zeroed a row at a time */
+                                 {2, 130, 3, 1, 1, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t *p = shapes[i], c = p[0], h = p[1], k = p[2];
         struct tn_tensor *x = tn_randn(TN_SHAPE(2, c, h, h + 1), TN_FLOAT32, NULL);

@@ -127,7 +127,7 @@ static TN_KERNEL_CLONES void pad_plane(const struct conv *g, const struct dw_pla
     int64_t head = g->pw / g->sw + 1, tail = (g->pw + g->w) / g->sw - 1;
     head = head < d->qw ? head : d->qw;
     tail = tail < 0 ? 0 : tail;
-    bool whole = d->qfloats <= 4096;
+    bool whole = d->qfloats <= 16384;
     if (whole)
         memset(q, 0, sizeof(float) * d->qfloats);
     for (int64_t p = 0; p < g->sw && !whole; p++)
