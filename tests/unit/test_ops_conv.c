@@ -63,23 +63,12 @@ static void seed_as_before(void)
     tn_release(x);
 }
 
-/* The float32 depthwise kernel (direct loops, issue 27) gives the float64
- * path's values (im2col and GEMM per channel), for strides 1 to 3,
- * padding from none to more than half the kernel, dilation, 3x3 to 7x7,
- * widths that are and are not multiples of the kernel's 8-value blocks,
- * with and without a bias, batch 2; padded planes zeroed whole (up to 64
- * KiB) and a row at a time. */
-static void test_depthwise_matches_gemm_path(void **state)
+/* Each depthwise case (c, h, k, stride, dilation, padding) of an input
+ * 2 x c x h x (h + 1), with a bias every other case, against the float64
+ * path. */
+static void depthwise_cases(const int64_t (*shapes)[6], size_t n)
 {
-    seed_as_before();
-    const int64_t shapes[][6] = {/* c, h, k, stride, dilation, padding */
-                                 {3, 9, 3, 1, 1, 1},   {4, 11, 3, 2, 1, 1}, {5, 10, 5, 2, 1, 2},
-                                 {2, 8, 3, 1, 2, 1},   {6, 7, 5, 1, 1, 2},  {3, 40, 3, 2, 1, 1},
-                                 {2, 33, 7, 3, 2, 3},  {3, 31, 3, 1, 1, 0}, {2, 20, 5, 2, 1, 4},
-                                 {2, 64, 3, 1, 1, 1},  {2, 17, 1, 2, 1, 0},
-                                 /* a padded copy over 64 KiB: zeroed a row at a time */
-                                 {2, 130, 3, 1, 1, 1}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         const int64_t *p = shapes[i], c = p[0], h = p[1], k = p[2];
         struct tn_tensor *x = tn_randn(TN_SHAPE(2, c, h, h + 1), TN_FLOAT32, NULL);
         struct tn_tensor *w = tn_randn(TN_SHAPE(c, 1, k, k), TN_FLOAT32, NULL);
@@ -91,6 +80,22 @@ static void test_depthwise_matches_gemm_path(void **state)
         struct tn_tensor *yd = tn_conv2d(xd, wd, bd, st, 2, pad, 2, dil, 2, c);
         check_close_and_release(y, yd, 1e-4, (struct tn_tensor *[]){x, w, b, xd, wd, bd});
     }
+}
+
+/* The float32 depthwise kernel (direct loops, issue 27) gives the float64
+ * path's values (im2col and GEMM per channel), for strides 1 to 3,
+ * padding from none to more than half the kernel, dilation, 3x3 to 7x7,
+ * widths that are and are not multiples of the kernel's 8-value blocks,
+ * with and without a bias, batch 2. */
+static void test_depthwise_matches_gemm_path(void **state)
+{
+    seed_as_before();
+    const int64_t shapes[][6] = {/* c, h, k, stride, dilation, padding */
+                                 {3, 9, 3, 1, 1, 1},   {4, 11, 3, 2, 1, 1}, {5, 10, 5, 2, 1, 2},
+                                 {2, 8, 3, 1, 2, 1},   {6, 7, 5, 1, 1, 2},  {3, 40, 3, 2, 1, 1},
+                                 {2, 33, 7, 3, 2, 3},  {3, 31, 3, 1, 1, 0}, {2, 20, 5, 2, 1, 4},
+                                 {2, 64, 3, 1, 1, 1},  {2, 17, 1, 2, 1, 0}};
+    depthwise_cases(shapes, sizeof shapes / sizeof shapes[0]);
 }
 
 /* The float32 3x3 Winograd kernel (stride 1, 16+ channels, 100+ output
@@ -197,6 +202,17 @@ static void test_flat_chunks_match_float64(void **state)
     }
 }
 
+/* The same for the depthwise kernel's later paths: a padded copy over 64
+ * KiB (zeroed a row at a time, not whole), 5x5 at stride 1 by eights of
+ * output rows with 3 or 1 rows left. A test of its own,
+ * run last: more draws before the Winograd test move its inputs
+ * (seed_as_before). */
+static void test_depthwise_rows_match_gemm_path(void **state)
+{
+    const int64_t shapes[][6] = {{2, 130, 3, 1, 1, 1}, {3, 19, 5, 1, 1, 2}, {2, 21, 5, 1, 1, 0}};
+    depthwise_cases(shapes, sizeof shapes / sizeof shapes[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_winograd_matches_gemm_path),
         cmocka_unit_test(test_winograd_direct_small),
         cmocka_unit_test(test_flat_chunks_match_float64),
+        cmocka_unit_test(test_depthwise_rows_match_gemm_path),
     };
     return TN_RUN_TESTS(tests);
 }
