@@ -204,12 +204,14 @@ static void test_flat_chunks_match_float64(void **state)
 
 /* The same for the depthwise kernel's later paths: a padded copy over 64
  * KiB (zeroed a row at a time, not whole), 5x5 at stride 1 by eights of
- * output rows with 3 or 1 rows left. A test of its own,
+ * output rows with 3 or 1 rows left, at stride 2 by sevens (15 rows: 1
+ * left; 7 rows of 8 columns). A test of its own,
  * run last: more draws before the Winograd test move its inputs
  * (seed_as_before). */
 static void test_depthwise_rows_match_gemm_path(void **state)
 {
-    const int64_t shapes[][6] = {{2, 130, 3, 1, 1, 1}, {3, 19, 5, 1, 1, 2}, {2, 21, 5, 1, 1, 0}};
+    const int64_t shapes[][6] = {{2, 130, 3, 1, 1, 1}, {3, 19, 5, 1, 1, 2}, {2, 21, 5, 1, 1, 0},
+                                 {3, 29, 5, 2, 1, 2},  {2, 14, 5, 2, 1, 2}};
     depthwise_cases(shapes, sizeof shapes / sizeof shapes[0]);
 }
 

@@ -204,61 +204,85 @@ dw_blocks(const struct conv *g, const struct dw_plane *d, const float *q, const 
     }
 }
 
-/* A K x K kernel (5x5) at stride 1 (no dilation), output rows [y0, y0 + 8) of
- * column block cb: each input vector (padded row y0 + r, column 8 cb +
- * kx) is loaded once and multiplied into the up to K rows it feeds, with
- * the K weights of column kx in registers (8 sums, K weights, one input:
- * 14 of AVX2's 16 registers at K = 5). dw_blocks loads an input vector a
- * multiply-add: efficientnet_b0's 240-channel 5x5 at 28x28, batch 8,
- * took 1.3x PyTorch's time. */
+/* A K x K kernel (5x5) at stride S (1 or 2, no dilation), output rows
+ * [y0, y0 + N) of column block cb: each input vector (padded row S y0 +
+ * r, column phase kx % S at column 8 cb + kx / S) is loaded once and
+ * multiplied into the up to K / S rows it feeds, with the K weights of
+ * column kx in registers (N sums, K weights, one input: at most 14 of
+ * AVX2's 16 registers). dw_blocks loads an input vector a multiply-add:
+ * efficientnet_b0's 240-channel 5x5 at 28x28, batch 8, took 1.3x
+ * PyTorch's time, its 672-channel 5x5 at stride 2 (7 output rows, 8
+ * blocks for 7) 1.2-1.6x. */
 static inline __attribute__((always_inline)) void
-dw_rows8(const struct conv *g, const struct dw_plane *d, const float *q, const float *wp,
-         float bias, int64_t y0, int64_t cb, float *o, const int K)
+dw_rows(const struct conv *g, const struct dw_plane *d, const float *q, const float *wp,
+        float bias, int64_t y0, int64_t cb, float *o, const int K, const int S, const int N)
 {
     v8f acc[8];
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
+    for (int r = 0; r < N; r++)
         acc[r] = (v8f){bias, bias, bias, bias, bias, bias, bias, bias};
-    const float *src = q + y0 * d->qw + cb * 8;
+    const float *src = q + y0 * S * d->qw + cb * 8;
 #pragma GCC unroll 5
     for (int kx = 0; kx < K; kx++) {
         v8f wv[5];
+        const float *col = src + kx % S * d->eh * d->qw + kx / S;
 #pragma GCC unroll 5
         for (int ky = 0; ky < K; ky++) {
             float wk = wp[ky * K + kx];
             wv[ky] = (v8f){wk, wk, wk, wk, wk, wk, wk, wk};
         }
-#pragma GCC unroll 12
-        for (int r = 0; r < 8 + K - 1; r++) {
+#pragma GCC unroll 20
+        for (int r = 0; r < S * (N - 1) + K; r++) {
             v8f in;
-            memcpy(&in, src + r * d->qw + kx, sizeof in);
+            memcpy(&in, col + r * d->qw, sizeof in);
 #pragma GCC unroll 5
             for (int ky = 0; ky < K; ky++)
-                if (r - ky >= 0 && r - ky < 8)
-                    acc[r - ky] += wv[ky] * in;
+                if (r - ky >= 0 && (r - ky) % S == 0 && (r - ky) / S < N)
+                    acc[(r - ky) / S] += wv[ky] * in;
         }
     }
     int64_t left = g->ow - cb * 8, n = left < 8 ? left : 8;
-    for (int r = 0; r < 8; r++)
+    for (int r = 0; r < N; r++)
         memcpy(o + (y0 + r) * g->ow + cb * 8, &acc[r], sizeof(float) * (size_t)n);
 }
 
+/* The rows of a plane by runs of N (dw_rows), all column blocks; returns
+ * the rows done. One function a stride, each its own registers: the two
+ * in one function made stride 1 1.05x slower. */
+static inline __attribute__((always_inline)) int64_t
+dw_rows_plane(const struct conv *g, const struct dw_plane *d, const float *q, const float *wp,
+              float bias, float *o, const int S, const int N)
+{
+    int64_t y0 = 0;
+    for (; y0 + N <= g->oh; y0 += N)
+        for (int64_t cb = 0; cb < d->nb; cb++)
+            dw_rows(g, d, q, wp, bias, y0, cb, o, 5, S, N);
+    return y0;
+}
+
+static TN_KERNEL_CLONES int64_t dw_rows5_s1(const struct conv *g, const struct dw_plane *d,
+                                            const float *q, const float *wp, float bias, float *o)
+{
+    return dw_rows_plane(g, d, q, wp, bias, o, 1, 8);
+}
+
+static TN_KERNEL_CLONES int64_t dw_rows5_s2(const struct conv *g, const struct dw_plane *d,
+                                            const float *q, const float *wp, float bias, float *o)
+{
+    return dw_rows_plane(g, d, q, wp, bias, o, 2, 7);
+}
+
 /* One plane: q is its padded copy, o its output (oh x ow). 5x5 at
- * stride 1 takes its rows by eights (dw_rows8), the rows left as the
- * other kernels. (3x3s by eights took 1.05x the time: 144 channels at
+ * stride 1 takes its rows by eights, at stride 2 by sevens (dw_rows; 7
+ * sums and 17 input rows), the rows left as the other kernels. (3x3s by eights took 1.05x the time: 144 channels at
  * 56x56, 32 at 112x112, batch 1, thread clock, alternating.) */
 static TN_KERNEL_CLONES void dw_plane_run(const struct conv *g, const struct dw_plane *d,
                                           const float *q, const int64_t *toff, const float *wp,
                                           float bias, float *o)
 {
     int64_t b = 0;
-    if (g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->kh == 5 && g->kw == 5) {
-        int64_t y0 = 0;
-        for (; y0 + 8 <= g->oh; y0 += 8)
-            for (int64_t cb = 0; cb < d->nb; cb++)
-                dw_rows8(g, d, q, wp, bias, y0, cb, o, 5);
-        b = y0 * d->nb;
-    }
+    if (g->sh == g->sw && g->sh <= 2 && g->dh == 1 && g->dw == 1 && g->kh == 5 && g->kw == 5)
+        b = (g->sh == 1 ? dw_rows5_s1 : dw_rows5_s2)(g, d, q, wp, bias, o) * d->nb;
     for (; b + DW_SLOTS <= d->blocks; b += DW_SLOTS)
         dw_blocks(g, d, q, toff, wp, bias, b, DW_SLOTS, o);
     if (b < d->blocks)
