@@ -78,7 +78,7 @@ static inline void FN(butterfly)(int rad, R *vr, R *vi, const R *roots)
 
 /* One Stockham pass: x holds rad^-1 n sub-transforms of length ns done;
  * y gets n/(ns rad) of length ns rad. tw holds exp(-2 pi i rk/(ns rad))
- * at [k rad + r]. Inlined per radix (FN(pass) below), so the butterfly's
+ * at [r ns + k]. Inlined per radix (FN(pass) below), so the butterfly's
  * switch and the loops over r resolve at compile time. */
 static inline __attribute__((always_inline)) void FN(pass_rad)(int64_t n, const int rad, int64_t ns,
                                                                const R *tw, const R *roots,
@@ -90,11 +90,10 @@ static inline __attribute__((always_inline)) void FN(pass_rad)(int64_t n, const 
         const R *xb = x + 2 * b * ns;
         R *yb = y + 2 * b * ns * rad;
         for (int64_t k = 0; k < ns; k++) {
-            const R *w = tw + 2 * k * rad;
             vr[0] = xb[2 * k], vi[0] = xb[2 * k + 1];
             for (int r = 1; r < rad; r++) {
                 R ar = xb[2 * (k + r * q)], ai = xb[2 * (k + r * q) + 1];
-                R wr = w[2 * r], wi = w[2 * r + 1];
+                R wr = tw[2 * (r * ns + k)], wi = tw[2 * (r * ns + k) + 1];
                 vr[r] = ar * wr - ai * wi;
                 vi[r] = ar * wi + ai * wr;
             }
@@ -110,6 +109,10 @@ static inline __attribute__((always_inline)) void FN(pass_rad)(int64_t n, const 
 static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *roots, const R *x,
                      R *y)
 {
+#ifdef FFT_SIMD_PASS
+    if (FFT_SIMD_PASS(n, rad, ns, tw, x, y))
+        return;
+#endif
     switch (rad) {
     case 2: FN(pass_rad)(n, 2, ns, tw, roots, x, y); return;
     case 3: FN(pass_rad)(n, 3, ns, tw, roots, x, y); return;

@@ -44,6 +44,11 @@ const double *tn__fft_real_twiddles(const struct tn__fft_plan *p);
  * which callers fold into their gather and scatter. */
 void tn__fft_exec_d(const struct tn__fft_plan *p, double *data, double *work);
 
+/* One Stockham pass of fft_exec.h (radix rad, ns done, twiddles tw) with
+ * AVX2 when the CPU has it and the pass fits its vectors (lib/ops/
+ * fft_avx2.c); 0, having done nothing, otherwise. */
+int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *x, double *y);
+
 struct tn_tensor;
 
 /* The FFTs' backward formulas as PyTorch's (fft_r2c_backward,

@@ -37,6 +37,7 @@ struct tn__fft_plan {
     bool cached;
 };
 
+#define FFT_SIMD_PASS tn__fft_pass_avx2
 #define R double
 #define SUF d
 #define TW twd
@@ -44,6 +45,7 @@ struct tn__fft_plan {
 #undef R
 #undef SUF
 #undef TW
+#undef FFT_SIMD_PASS
 
 static void plan_free(struct tn__fft_plan *p)
 {
@@ -124,7 +126,8 @@ static struct tn__fft_plan *plan_make(int64_t n)
             goto fail;
         return p;
     }
-    /* twiddles per pass: ns rad values, then rad roots */
+    /* twiddles per pass: ns rad values (r-major: [r ns + k], so a vector
+     * of k reads them contiguously), then rad roots */
     int64_t len = 0, ns = 1;
     for (int s = 0; s < p->nf; s++) {
         p->tw_off[s] = len;
@@ -141,7 +144,7 @@ static struct tn__fft_plan *plan_make(int64_t n)
         double *w = p->twd + 2 * p->tw_off[s], *rt = p->twd + 2 * p->root_off[s];
         for (int64_t k = 0; k < ns; k++)
             for (int r = 0; r < rad; r++)
-                root(w + 2 * (k * rad + r), k * r, ns * rad);
+                root(w + 2 * (r * ns + k), k * r, ns * rad);
         for (int r = 0; r < rad; r++)
             root(rt + 2 * r, r, rad);
         ns *= rad;

@@ -30,6 +30,7 @@ libtensor_la_SOURCES += \
 	lib/ops/attention_math.c \
 	lib/ops/fft.c \
 	lib/ops/fft_plan.c \
+	lib/ops/fft_avx2.c \
 	lib/ops/complex_view.c \
 	lib/ops/svd.c \
 	lib/ops/lu.c \
