@@ -36,7 +36,9 @@ struct fft_pass {
 
 #define R float
 #define SUF f
+#define FFTL_FLOAT
 #include "ops/fft_lines.h"
+#undef FFTL_FLOAT
 #undef R
 #undef SUF
 #define R double

@@ -138,6 +138,21 @@ static void FN(stockham)(const struct tn__fft_plan *p, R *data, R *work)
         memcpy(data, x, (size_t)p->n * 2 * sizeof(R));
 }
 
+/* The mixed-radix transform from src to dst through the scratch a and b
+ * (n values each), no copies: src may be dst when there are 2+ passes. */
+void FN(tn__fft_exec_oop)(const struct tn__fft_plan *p, const R *src, R *dst, R *a, R *b)
+{
+    const R *x = src;
+    int64_t ns = 1;
+    for (int s = 0; s < p->nf; s++) {
+        int rad = p->fac[s];
+        R *y = s == p->nf - 1 ? dst : s % 2 ? b : a;
+        FN(pass)(p->n, rad, ns, p->TW + 2 * p->tw_off[s], p->TW + 2 * p->root_off[s], x, y);
+        x = y;
+        ns *= rad;
+    }
+}
+
 void FN(tn__fft_exec)(const struct tn__fft_plan *p, R *data, R *work)
 {
     if (!p->sub) {

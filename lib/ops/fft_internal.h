@@ -9,11 +9,12 @@
  * iterative mixed-radix Stockham (self-sorting, no bit reversal) Cooley-
  * Tukey with radix 4, 2, 3, 5 butterflies and a plain DFT for the other
  * small primes; any other length runs Bluestein's chirp-z transform over a
- * power-of-two plan. Transforms run in double, float tensors' too: PyTorch's
- * float32 results (MKL, pocketfft) are off the exact ones by up to about
- * 1e-7 of the largest value, and a float butterfly chain of our own would
- * add its own error of that size, failing the float32 OpInfo tolerances
- * where a double one passes them (fft.fft2 int64 sample 5).
+ * power-of-two plan. Transforms run in double, except the complex64
+ * lines of Stockham plans (tn__fft_exec_f): those run in float, as
+ * PyTorch's own complex64 FFTs (MKL, pocketfft) do, with twiddles computed
+ * in double and rounded once; the OpInfo sweep of the fft ops agrees with
+ * PyTorch as before (fft.hfft2 int64 sample 5, once off MKL's float
+ * rounding by 1.4e-5, now passes). Bluestein's chirp stays in double.
  */
 #ifndef TN_OPS_FFT_INTERNAL_H
 #define TN_OPS_FFT_INTERNAL_H
@@ -44,10 +45,26 @@ const double *tn__fft_real_twiddles(const struct tn__fft_plan *p);
  * which callers fold into their gather and scatter. */
 void tn__fft_exec_d(const struct tn__fft_plan *p, double *data, double *work);
 
+/* The same transform computed in float, for complex64 lines; only where
+ * tn__fft_float_ok (the mixed-radix plans: Bluestein's chirp stays in
+ * double). */
+bool tn__fft_float_ok(const struct tn__fft_plan *p);
+void tn__fft_exec_f(const struct tn__fft_plan *p, float *data, float *work);
+/* The float transform from src to dst (plans with tn__fft_plan_passes(p)
+ * >= 1; src may be dst from 2 passes on) through scratch a and b, n values
+ * each: no gather and no copies for a contiguous line. The double one is
+ * defined too (fft_exec.h), unused. */
+void tn__fft_exec_oop_f(const struct tn__fft_plan *p, const float *src, float *dst, float *a,
+                        float *b);
+void tn__fft_exec_oop_d(const struct tn__fft_plan *p, const double *src, double *dst, double *a,
+                        double *b);
+int tn__fft_plan_passes(const struct tn__fft_plan *p);
+
 /* One Stockham pass of fft_exec.h (radix rad, ns done, twiddles tw) with
  * AVX2 when the CPU has it and the pass fits its vectors (lib/ops/
  * fft_avx2.c); 0, having done nothing, otherwise. */
 int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *x, double *y);
+int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *x, float *y);
 
 struct tn_tensor;
 

@@ -62,6 +62,32 @@ static void FN(real_half)(const struct fft_pass *ps, const R *src, R *dst, doubl
     }
 }
 
+#ifdef FFTL_FLOAT
+/* A complex line computed in float (tn__fft_exec_f), as PyTorch's
+ * complex64 FFTs are: gather (conjugated for an inverse), transform,
+ * scale, scatter. */
+static void FN(c2c_float)(const struct fft_pass *ps, const R *src, R *dst, float *buf, float *work)
+{
+    int64_t n = ps->n, inner = ps->inner;
+    if (inner == 1 && !ps->inverse && ps->scale == 1 && ps->in_n == n && ps->out_n == n &&
+        tn__fft_plan_passes(ps->plan) >= 2) { /* straight from src to dst */
+        tn__fft_exec_oop_f(ps->plan, src, dst, buf, work);
+        return;
+    }
+    float sign = ps->inverse ? -1.0f : 1.0f, sc = (float)ps->scale, sci = sign * sc;
+    for (int64_t j = 0; j < n; j++)
+        buf[2 * j] = src[2 * j * inner], buf[2 * j + 1] = sign * src[2 * j * inner + 1];
+    tn__fft_exec_f(ps->plan, buf, work);
+    if (ps->scale == 1) {
+        for (int64_t j = 0; j < ps->out_n; j++)
+            dst[2 * j * inner] = buf[2 * j], dst[2 * j * inner + 1] = sign * buf[2 * j + 1];
+        return;
+    }
+    for (int64_t j = 0; j < ps->out_n; j++)
+        dst[2 * j * inner] = buf[2 * j] * sc, dst[2 * j * inner + 1] = buf[2 * j + 1] * sci;
+}
+#endif
+
 static void FN(pass_range)(int64_t begin, int64_t end, void *ctx)
 {
     struct fft_pass *ps = ctx;
@@ -84,6 +110,12 @@ static void FN(pass_range)(int64_t begin, int64_t end, void *ctx)
             FN(real_half)(ps, src, dst, buf, work);
             continue;
         }
+#ifdef FFTL_FLOAT
+        if (ps->kind == PASS_C2C && tn__fft_float_ok(ps->plan)) {
+            FN(c2c_float)(ps, src, dst, (float *)buf, (float *)buf + 2 * n);
+            continue;
+        }
+#endif
         if (ps->kind == PASS_R2C) {
             for (int64_t j = 0; j < n; j++)
                 buf[2 * j] = src[j * inner], buf[2 * j + 1] = 0;

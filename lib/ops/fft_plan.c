@@ -32,6 +32,7 @@ struct tn__fft_plan {
     /* Stockham: each pass's twiddles and roots; Bluestein: chirp (n) then
      * the filter's scaled FFT (sub->n) */
     double *twd;
+    float *twf;                 /* twd rounded to float (Stockham plans only): tn__fft_exec_f */
     double *rtw;                /* exp(-2 pi i k/(2n)), k = 0..n: a real transform of 2n */
     struct tn__fft_plan *sub;   /* Bluestein's power-of-two plan, or NULL */
     bool cached;
@@ -46,6 +47,15 @@ struct tn__fft_plan {
 #undef SUF
 #undef TW
 #undef FFT_SIMD_PASS
+#define FFT_SIMD_PASS tn__fft_pass_avx2_f
+#define R float
+#define SUF f
+#define TW twf
+#include "ops/fft_exec.h"
+#undef R
+#undef SUF
+#undef TW
+#undef FFT_SIMD_PASS
 
 static void plan_free(struct tn__fft_plan *p)
 {
@@ -53,6 +63,7 @@ static void plan_free(struct tn__fft_plan *p)
         return;
     plan_free(p->sub);
     free(p->twd);
+    free(p->twf);
     free(p->rtw);
     free(p);
 }
@@ -149,6 +160,10 @@ static struct tn__fft_plan *plan_make(int64_t n)
             root(rt + 2 * r, r, rad);
         ns *= rad;
     }
+    if (!(p->twf = malloc((size_t)len * 2 * sizeof(float))))
+        goto fail;
+    for (int64_t i = 0; i < 2 * len; i++)
+        p->twf[i] = (float)p->twd[i];
     return p;
 fail:
     plan_free(p);
@@ -201,3 +216,7 @@ void tn__fft_plan_put(struct tn__fft_plan *p)
 int64_t tn__fft_work_len(const struct tn__fft_plan *p) { return p->sub ? 2 * p->sub->n : p->n; }
 
 const double *tn__fft_real_twiddles(const struct tn__fft_plan *p) { return p->rtw; }
+
+bool tn__fft_float_ok(const struct tn__fft_plan *p) { return p->twf != NULL; }
+
+int tn__fft_plan_passes(const struct tn__fft_plan *p) { return p->nf; }
