@@ -9,8 +9,9 @@
  * iterative mixed-radix Stockham (self-sorting, no bit reversal) Cooley-
  * Tukey with radix 4, 2, 3, 5 butterflies and a plain DFT for the other
  * small primes; any other length runs Bluestein's chirp-z transform over a
- * power-of-two plan. Transforms run in double, except the complex64
- * lines of Stockham plans (tn__fft_exec_f): those run in float, as
+ * power-of-two plan. Transforms run in double, except the complex64 c2c
+ * and float32 r2c lines of Stockham plans (tn__fft_exec_f): those run in
+ * float (a float c2r put fft.hfft2 int64 sample 5 off PyTorch's), as
  * PyTorch's own complex64 FFTs (MKL, pocketfft) do, with twiddles computed
  * in double and rounded once; the OpInfo sweep of the fft ops agrees with
  * PyTorch as before (fft.hfft2 int64 sample 5, once off MKL's float
@@ -38,6 +39,8 @@ int64_t tn__fft_work_len(const struct tn__fft_plan *p);
  * what turns its complex transform of n into a real one of 2n (the even
  * and odd samples as real and imaginary parts, then one butterfly). */
 const double *tn__fft_real_twiddles(const struct tn__fft_plan *p);
+/* The same rounded to float (Stockham plans only, as tn__fft_exec_f). */
+const float *tn__fft_real_twiddles_f(const struct tn__fft_plan *p);
 
 /* The forward DFT (exp(-2 pi i jk/n), unnormalized) of the n interleaved
  * complex values at data (re, im, re, im, ...), in place; work holds

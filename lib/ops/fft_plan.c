@@ -33,6 +33,7 @@ struct tn__fft_plan {
      * the filter's scaled FFT (sub->n) */
     double *twd;
     float *twf;                 /* twd rounded to float (Stockham plans only): tn__fft_exec_f */
+    float *rtwf;                /* rtw rounded to float (Stockham plans only) */
     double *rtw;                /* exp(-2 pi i k/(2n)), k = 0..n: a real transform of 2n */
     struct tn__fft_plan *sub;   /* Bluestein's power-of-two plan, or NULL */
     bool cached;
@@ -64,6 +65,7 @@ static void plan_free(struct tn__fft_plan *p)
     plan_free(p->sub);
     free(p->twd);
     free(p->twf);
+    free(p->rtwf);
     free(p->rtw);
     free(p);
 }
@@ -164,6 +166,10 @@ static struct tn__fft_plan *plan_make(int64_t n)
         goto fail;
     for (int64_t i = 0; i < 2 * len; i++)
         p->twf[i] = (float)p->twd[i];
+    if (!(p->rtwf = malloc((size_t)(n + 1) * 2 * sizeof(float))))
+        goto fail;
+    for (int64_t i = 0; i < 2 * (n + 1); i++)
+        p->rtwf[i] = (float)p->rtw[i];
     return p;
 fail:
     plan_free(p);
@@ -220,3 +226,5 @@ const double *tn__fft_real_twiddles(const struct tn__fft_plan *p) { return p->rt
 bool tn__fft_float_ok(const struct tn__fft_plan *p) { return p->twf != NULL; }
 
 int tn__fft_plan_passes(const struct tn__fft_plan *p) { return p->nf; }
+
+const float *tn__fft_real_twiddles_f(const struct tn__fft_plan *p) { return p->rtwf; }

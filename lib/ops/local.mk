@@ -2,7 +2,7 @@
 # lib/ops, CPU kernels in lib/ops/cpu.
 noinst_HEADERS += lib/ops/internal.h lib/ops/nn_internal.h lib/ops/index_internal.h \
 	lib/ops/attention_internal.h lib/ops/cpu/vmath.h lib/ops/cpu/attention_kernel.h lib/ops/cpu/kernel.h \
-	lib/ops/cpu/nn_conv.h lib/ops/fft_internal.h lib/ops/fft_exec.h lib/ops/fft_lines.h \
+	lib/ops/cpu/nn_conv.h lib/ops/fft_internal.h lib/ops/fft_exec.h lib/ops/fft_lines.h lib/ops/fft_half.h \
 	lib/ops/svd_internal.h lib/ops/lu_internal.h lib/ops/cholesky_internal.h
 libtensor_la_SOURCES += \
 	lib/ops/binary.c \
