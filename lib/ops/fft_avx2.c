@@ -5,7 +5,9 @@
  * operations in the same order as fft_exec.h's scalar pass (no FMA: the
  * target is avx2 alone, so nothing contracts), so the results are the
  * scalar ones; the first pass (ns = 1) skips its twiddles, all 1.
- * ns = 1: 1.4-2x the scalar pass over the whole transform, see the commit.
+ * The float passes (complex64) use FMA too, and twiddles laid out with
+ * their parts duplicated (fft_plan.c's twv). The loops over r are written
+ * out: gcc -O2 kept the four vectors on the stack otherwise (1.9x slower).
  */
 #include "ops/fft_internal.h"
 
@@ -39,8 +41,9 @@ AVX2 static void pass4(int64_t n, int64_t ns, const double *tw, const double *x,
     __m256d v[4];
     if (ns == 1) { /* b pairs: y[4b + r] */
         for (int64_t b = 0; b < q; b += 2) {
-            for (int r = 0; r < 4; r++)
-                v[r] = _mm256_loadu_pd(x + 2 * (b + r * q));
+            const double *xk = x + 2 * b;
+            v[0] = _mm256_loadu_pd(xk), v[1] = _mm256_loadu_pd(xk + 2 * q);
+            v[2] = _mm256_loadu_pd(xk + 4 * q), v[3] = _mm256_loadu_pd(xk + 6 * q);
             bfly4(v);
             _mm256_storeu_pd(y + 8 * b, _mm256_permute2f128_pd(v[0], v[1], 0x20));
             _mm256_storeu_pd(y + 8 * b + 4, _mm256_permute2f128_pd(v[2], v[3], 0x20));
@@ -52,13 +55,18 @@ AVX2 static void pass4(int64_t n, int64_t ns, const double *tw, const double *x,
     for (int64_t b = 0; b < nb; b++) {
         const double *xb = x + 2 * b * ns;
         double *yb = y + 2 * b * ns * 4;
-        for (int64_t k = 0; k < ns; k += 2) {
-            v[0] = _mm256_loadu_pd(xb + 2 * k);
-            for (int r = 1; r < 4; r++)
-                v[r] = cmul(_mm256_loadu_pd(xb + 2 * (k + r * q)), _mm256_loadu_pd(tw + 2 * (r * ns + k)));
+        for (int64_t k = 0; k < ns; k += 2) { /* written out, as pass4f */
+            const double *xk = xb + 2 * k, *tk = tw + 2 * k;
+            double *yk = yb + 2 * k;
+            v[0] = _mm256_loadu_pd(xk);
+            v[1] = cmul(_mm256_loadu_pd(xk + 2 * q), _mm256_loadu_pd(tk + 2 * ns));
+            v[2] = cmul(_mm256_loadu_pd(xk + 4 * q), _mm256_loadu_pd(tk + 4 * ns));
+            v[3] = cmul(_mm256_loadu_pd(xk + 6 * q), _mm256_loadu_pd(tk + 6 * ns));
             bfly4(v);
-            for (int r = 0; r < 4; r++)
-                _mm256_storeu_pd(yb + 2 * (k + r * ns), v[r]);
+            _mm256_storeu_pd(yk, v[0]);
+            _mm256_storeu_pd(yk + 2 * ns, v[1]);
+            _mm256_storeu_pd(yk + 4 * ns, v[2]);
+            _mm256_storeu_pd(yk + 6 * ns, v[3]);
         }
     }
 }
@@ -88,7 +96,8 @@ AVX2 static void pass2(int64_t n, int64_t ns, const double *tw, const double *x,
 }
 
 /* Contract in ops/fft_internal.h. */
-int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *x, double *y)
+int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *tv,
+                      const double *x, double *y)
 {
     if (!__builtin_cpu_supports("avx2") || (rad != 4 && rad != 2))
         return 0;
@@ -103,13 +112,17 @@ int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const do
 }
 
 /* The float passes: four complex values a vector. */
-AVX2 static inline __m256 cmulf(__m256 a, __m256 w)
+#define AVX2FMA __attribute__((target("avx2,fma")))
+
+/* a w, w's parts duplicated already (twv's layout, see fft_plan.c): one
+ * shuffle and a fused multiply-add */
+AVX2FMA static inline __m256 cmulf(__m256 a, const float *wv)
 {
-    __m256 wr = _mm256_moveldup_ps(w), wi = _mm256_movehdup_ps(w);
-    return _mm256_addsub_ps(_mm256_mul_ps(a, wr), _mm256_mul_ps(_mm256_permute_ps(a, 0xB1), wi));
+    __m256 wr = _mm256_loadu_ps(wv), wi = _mm256_loadu_ps(wv + 8);
+    return _mm256_fmaddsub_ps(a, wr, _mm256_mul_ps(_mm256_permute_ps(a, 0xB1), wi));
 }
 
-AVX2 static inline void bfly4f(__m256 *v)
+AVX2FMA static inline void bfly4f(__m256 *v)
 {
     __m256 t0 = _mm256_add_ps(v[0], v[2]), t1 = _mm256_sub_ps(v[0], v[2]);
     __m256 t2 = _mm256_add_ps(v[1], v[3]);
@@ -120,7 +133,7 @@ AVX2 static inline void bfly4f(__m256 *v)
 }
 
 /* the 4 x 4 transpose of complex values (64-bit lanes) */
-AVX2 static inline void transpose4(__m256 *v)
+AVX2FMA static inline void transpose4(__m256 *v)
 {
     __m256d a = _mm256_castps_pd(v[0]), b = _mm256_castps_pd(v[1]);
     __m256d c = _mm256_castps_pd(v[2]), d = _mm256_castps_pd(v[3]);
@@ -132,36 +145,43 @@ AVX2 static inline void transpose4(__m256 *v)
     v[3] = _mm256_castpd_ps(_mm256_permute2f128_pd(t1, t3, 0x31));
 }
 
-AVX2 static void pass4f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
+AVX2FMA static void pass4f(int64_t n, int64_t ns, const float *tv, const float *x, float *y)
 {
     int64_t q = n / 4, nb = q / ns;
     __m256 v[4];
     if (ns == 1) { /* four b at a time: y[4b + r] */
         for (int64_t b = 0; b < q; b += 4) {
-            for (int r = 0; r < 4; r++)
-                v[r] = _mm256_loadu_ps(x + 2 * (b + r * q));
+            const float *xk = x + 2 * b;
+            v[0] = _mm256_loadu_ps(xk), v[1] = _mm256_loadu_ps(xk + 2 * q);
+            v[2] = _mm256_loadu_ps(xk + 4 * q), v[3] = _mm256_loadu_ps(xk + 6 * q);
             bfly4f(v);
             transpose4(v);
-            for (int j = 0; j < 4; j++)
-                _mm256_storeu_ps(y + 8 * (b + j), v[j]);
+            _mm256_storeu_ps(y + 8 * b, v[0]), _mm256_storeu_ps(y + 8 * b + 8, v[1]);
+            _mm256_storeu_ps(y + 8 * b + 16, v[2]), _mm256_storeu_ps(y + 8 * b + 24, v[3]);
         }
         return;
     }
+    /* written out, no loops over r: gcc -O2 kept v[] on the stack */
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + 2 * b * ns;
         float *yb = y + 2 * b * ns * 4;
         for (int64_t k = 0; k < ns; k += 4) {
-            v[0] = _mm256_loadu_ps(xb + 2 * k);
-            for (int r = 1; r < 4; r++)
-                v[r] = cmulf(_mm256_loadu_ps(xb + 2 * (k + r * q)), _mm256_loadu_ps(tw + 2 * (r * ns + k)));
+            const float *xk = xb + 2 * k, *tk = tv + 4 * k;
+            float *yk = yb + 2 * k;
+            v[0] = _mm256_loadu_ps(xk);
+            v[1] = cmulf(_mm256_loadu_ps(xk + 2 * q), tk + 4 * ns);
+            v[2] = cmulf(_mm256_loadu_ps(xk + 4 * q), tk + 8 * ns);
+            v[3] = cmulf(_mm256_loadu_ps(xk + 6 * q), tk + 12 * ns);
             bfly4f(v);
-            for (int r = 0; r < 4; r++)
-                _mm256_storeu_ps(yb + 2 * (k + r * ns), v[r]);
+            _mm256_storeu_ps(yk, v[0]);
+            _mm256_storeu_ps(yk + 2 * ns, v[1]);
+            _mm256_storeu_ps(yk + 4 * ns, v[2]);
+            _mm256_storeu_ps(yk + 6 * ns, v[3]);
         }
     }
 }
 
-AVX2 static void pass2f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
+AVX2FMA static void pass2f(int64_t n, int64_t ns, const float *tv, const float *x, float *y)
 {
     int64_t q = n / 2, nb = q / ns;
     for (int64_t b = 0; b < nb; b++) {
@@ -169,7 +189,7 @@ AVX2 static void pass2f(int64_t n, int64_t ns, const float *tw, const float *x, 
         float *yb = y + 2 * b * ns * 2;
         for (int64_t k = 0; k < ns; k += 4) {
             __m256 a = _mm256_loadu_ps(xb + 2 * k);
-            __m256 c = cmulf(_mm256_loadu_ps(xb + 2 * (k + q)), _mm256_loadu_ps(tw + 2 * (ns + k)));
+            __m256 c = cmulf(_mm256_loadu_ps(xb + 2 * (k + q)), tv + 4 * (ns + k));
             _mm256_storeu_ps(yb + 2 * k, _mm256_add_ps(a, c));
             _mm256_storeu_ps(yb + 2 * (k + ns), _mm256_sub_ps(a, c));
         }
@@ -177,26 +197,29 @@ AVX2 static void pass2f(int64_t n, int64_t ns, const float *tw, const float *x, 
 }
 
 /* Contract in ops/fft_internal.h. */
-int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *x, float *y)
+int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
+                        const float *x, float *y)
 {
-    if (!__builtin_cpu_supports("avx2"))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
         return 0;
     if (rad == 4 && (ns == 1 ? (n / 4) % 4 == 0 : ns % 4 == 0))
-        pass4f(n, ns, tw, x, y);
+        pass4f(n, ns, tv, x, y);
     else if (rad == 2 && ns % 4 == 0)
-        pass2f(n, ns, tw, x, y);
+        pass2f(n, ns, tv, x, y);
     else
         return 0;
     return 1;
 }
 
 #else
-int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *x, float *y)
+int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
+                        const float *x, float *y)
 {
     return 0;
 }
 
-int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *x, double *y)
+int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *tv,
+                      const double *x, double *y)
 {
     return 0;
 }

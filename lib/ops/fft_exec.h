@@ -1,7 +1,8 @@
 /*
  * ops/fft_exec.h: the transform of fft_plan.c, included with R (its real
- * type: double), SUF (its suffix: d) and TW (the plan's twiddle field for
- * R) defined, so a float variant is one more inclusion. Complex values are interleaved
+ * type), SUF (its suffix: d or f), TW (the plan's twiddle field for R),
+ * TWV(p, s) (pass s's twiddles laid out for FFT_SIMD_PASS, or NULL) and
+ * FFT_SIMD_PASS (a vector pass that may take the pass over) defined. Complex values are interleaved
  * pairs of R; products are written out (C's complex `*` calls __mulsc3 for
  * its NaN rules, which costs more than the butterflies).
  */
@@ -106,11 +107,11 @@ static inline __attribute__((always_inline)) void FN(pass_rad)(int64_t n, const 
     }
 }
 
-static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *roots, const R *x,
-                     R *y)
+static void FN(pass)(int64_t n, int rad, int64_t ns, const R *tw, const R *tv, const R *roots,
+                     const R *x, R *y)
 {
 #ifdef FFT_SIMD_PASS
-    if (FFT_SIMD_PASS(n, rad, ns, tw, x, y))
+    if (FFT_SIMD_PASS(n, rad, ns, tw, tv, x, y))
         return;
 #endif
     switch (rad) {
@@ -129,7 +130,8 @@ static void FN(stockham)(const struct tn__fft_plan *p, R *data, R *work)
     int64_t ns = 1;
     for (int s = 0; s < p->nf; s++) {
         int rad = p->fac[s];
-        FN(pass)(p->n, rad, ns, p->TW + 2 * p->tw_off[s], p->TW + 2 * p->root_off[s], x, y);
+        FN(pass)(p->n, rad, ns, p->TW + 2 * p->tw_off[s], TWV(p, s), p->TW + 2 * p->root_off[s], x,
+                 y);
         R *t = x;
         x = y, y = t;
         ns *= rad;
@@ -147,7 +149,8 @@ void FN(tn__fft_exec_oop)(const struct tn__fft_plan *p, const R *src, R *dst, R 
     for (int s = 0; s < p->nf; s++) {
         int rad = p->fac[s];
         R *y = s == p->nf - 1 ? dst : s % 2 ? b : a;
-        FN(pass)(p->n, rad, ns, p->TW + 2 * p->tw_off[s], p->TW + 2 * p->root_off[s], x, y);
+        FN(pass)(p->n, rad, ns, p->TW + 2 * p->tw_off[s], TWV(p, s), p->TW + 2 * p->root_off[s], x,
+                 y);
         x = y;
         ns *= rad;
     }

@@ -63,11 +63,14 @@ void tn__fft_exec_oop_d(const struct tn__fft_plan *p, const double *src, double 
                         double *b);
 int tn__fft_plan_passes(const struct tn__fft_plan *p);
 
-/* One Stockham pass of fft_exec.h (radix rad, ns done, twiddles tw) with
+/* One Stockham pass of fft_exec.h (radix rad, ns done, twiddles tw, and
+ * for float tv: the same laid out for the vectors, see fft_plan.c) with
  * AVX2 when the CPU has it and the pass fits its vectors (lib/ops/
  * fft_avx2.c); 0, having done nothing, otherwise. */
-int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *x, double *y);
-int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *x, float *y);
+int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *tv,
+                      const double *x, double *y);
+int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
+                        const float *x, float *y);
 
 struct tn_tensor;
 

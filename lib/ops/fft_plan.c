@@ -34,12 +34,16 @@ struct tn__fft_plan {
     double *twd;
     float *twf;                 /* twd rounded to float (Stockham plans only): tn__fft_exec_f */
     float *rtwf;                /* rtw rounded to float (Stockham plans only) */
+    /* twf for the AVX2 float passes: per pass, per four [r ns + k], the
+     * four wr twice each, then the four wi twice each (fft_avx2.c) */
+    float *twv;
     double *rtw;                /* exp(-2 pi i k/(2n)), k = 0..n: a real transform of 2n */
     struct tn__fft_plan *sub;   /* Bluestein's power-of-two plan, or NULL */
     bool cached;
 };
 
 #define FFT_SIMD_PASS tn__fft_pass_avx2
+#define TWV(p, s) NULL
 #define R double
 #define SUF d
 #define TW twd
@@ -47,8 +51,10 @@ struct tn__fft_plan {
 #undef R
 #undef SUF
 #undef TW
+#undef TWV
 #undef FFT_SIMD_PASS
 #define FFT_SIMD_PASS tn__fft_pass_avx2_f
+#define TWV(p, s) ((p)->twv + 4 * (p)->tw_off[s])
 #define R float
 #define SUF f
 #define TW twf
@@ -56,6 +62,7 @@ struct tn__fft_plan {
 #undef R
 #undef SUF
 #undef TW
+#undef TWV
 #undef FFT_SIMD_PASS
 
 static void plan_free(struct tn__fft_plan *p)
@@ -66,6 +73,7 @@ static void plan_free(struct tn__fft_plan *p)
     free(p->twd);
     free(p->twf);
     free(p->rtwf);
+    free(p->twv);
     free(p->rtw);
     free(p);
 }
@@ -166,6 +174,18 @@ static struct tn__fft_plan *plan_make(int64_t n)
         goto fail;
     for (int64_t i = 0; i < 2 * len; i++)
         p->twf[i] = (float)p->twd[i];
+    if (!(p->twv = malloc((size_t)len * 4 * sizeof(float))))
+        goto fail;
+    ns = 1;
+    for (int s = 0; s < p->nf; s++) {
+        const float *w = p->twf + 2 * p->tw_off[s];
+        float *v = p->twv + 4 * p->tw_off[s];
+        for (int64_t i = 0; i < ns * p->fac[s]; i++) {
+            float *g = v + 16 * (i / 4) + 2 * (i % 4);
+            g[0] = g[1] = w[2 * i], g[8] = g[9] = w[2 * i + 1];
+        }
+        ns *= p->fac[s];
+    }
     if (!(p->rtwf = malloc((size_t)(n + 1) * 2 * sizeof(float))))
         goto fail;
     for (int64_t i = 0; i < 2 * (n + 1); i++)
