@@ -13,6 +13,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <stdint.h>
 
 #define AVX2 __attribute__((target("avx2")))
 
@@ -211,7 +212,42 @@ int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const f
     return 1;
 }
 
+/* Contract in ops/fft_internal.h. */
+AVX2FMA static int64_t r2c_split(const float *z, const float *w, float *dst, int64_t m, float sc)
+{
+    const __m256 half = _mm256_set1_ps(0.5f), scale = _mm256_set1_ps(sc);
+    const __m256 odd = _mm256_castsi256_ps(_mm256_set_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0,
+                                                            INT32_MIN, 0)); /* the imaginary parts' signs */
+    int64_t k = 1;
+    for (; k + 3 < m; k += 4) {
+        __m256 zk = _mm256_loadu_ps(z + 2 * k);
+        /* Z[m-k], Z[m-k-1], Z[m-k-2], Z[m-k-3], conjugated */
+        __m256d zm = _mm256_castps_pd(_mm256_loadu_ps(z + 2 * (m - k - 3)));
+        __m256 c = _mm256_xor_ps(_mm256_castpd_ps(_mm256_permute4x64_pd(zm, 0x1B)), odd);
+        __m256 e = _mm256_mul_ps(_mm256_add_ps(zk, c), half);
+        __m256 d = _mm256_mul_ps(_mm256_sub_ps(zk, c), half);       /* [-oi, or] */
+        __m256 o = _mm256_xor_ps(_mm256_permute_ps(d, 0xB1), odd);  /* [or, oi] */
+        __m256 wv = _mm256_loadu_ps(w + 2 * k);
+        __m256 wo = _mm256_fmaddsub_ps(o, _mm256_moveldup_ps(wv),
+                                       _mm256_mul_ps(_mm256_permute_ps(o, 0xB1), _mm256_movehdup_ps(wv)));
+        _mm256_storeu_ps(dst + 2 * k, _mm256_mul_ps(_mm256_add_ps(e, wo), scale));
+    }
+    return k;
+}
+
+int64_t tn__fft_r2c_split_avx2_f(const float *z, const float *w, float *dst, int64_t m, float sc)
+{
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 1;
+    return r2c_split(z, w, dst, m, sc);
+}
+
 #else
+int64_t tn__fft_r2c_split_avx2_f(const float *z, const float *w, float *dst, int64_t m, float sc)
+{
+    return 1;
+}
+
 int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
                         const float *x, float *y)
 {

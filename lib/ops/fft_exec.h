@@ -64,7 +64,7 @@ static inline void FN(butterfly)(int rad, R *vr, R *vi, const R *roots)
         R yr[FFT_MAX_RADIX], yi[FFT_MAX_RADIX];
         for (int q = 0; q < rad; q++) {
             R sr = 0, si = 0;
-            for (int r = 0, e = 0; r < rad; r++, e = (e + q) % rad) {
+            for (int r = 0, e = 0; r < rad; r++, e = e + q >= rad ? e + q - rad : e + q) {
                 R wr = roots[2 * e], wi = roots[2 * e + 1];
                 sr += vr[r] * wr - vi[r] * wi;
                 si += vr[r] * wi + vi[r] * wr;

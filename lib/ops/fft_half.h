@@ -31,8 +31,13 @@ static void HN(real_half)(const struct fft_pass *ps, const R *src, R *dst, C *bu
                 buf[2 * j] = src[2 * j * inner], buf[2 * j + 1] = src[(2 * j + 1) * inner];
             EXEC(ps->plan, buf, work);
         }
-        for (int64_t k = 0; k <= m; k++) {
-            int64_t a = k % m, b = (m - k) % m;
+        int64_t k1 = 1; /* the k after 0: past those done with vectors */
+#ifdef FH_DIRECT
+        if (inner == 1 && ps->out_n != n)
+            k1 = tn__fft_r2c_split_avx2_f(buf, w, dst, m, sc);
+#endif
+        for (int64_t k = 0; k <= m; k = k ? k + 1 : k1) {
+            int64_t a = k == m ? 0 : k, b = k ? m - k : 0; /* k % m, (m - k) % m */
             C zr = buf[2 * a], zi = buf[2 * a + 1], cr = buf[2 * b], ci = -buf[2 * b + 1];
             C er = (zr + cr) / 2, ei = (zi + ci) / 2;
             C or_ = (zi - ci) / 2, oi = -(zr - cr) / 2;

@@ -69,6 +69,11 @@ int tn__fft_plan_passes(const struct tn__fft_plan *p);
  * fft_avx2.c); 0, having done nothing, otherwise. */
 int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *tv,
                       const double *x, double *y);
+/* The r2c split of fft_lines.h (fft_half.h) for k = 1, 2, ... up to
+ * before m - 3, in float with AVX2 and FMA: X[k] = sc (E + w^k O) from the
+ * m-point spectrum z, into dst (contiguous); returns the k it stopped at
+ * (1 when it did nothing). */
+int64_t tn__fft_r2c_split_avx2_f(const float *z, const float *w, float *dst, int64_t m, float sc);
 int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
                         const float *x, float *y);
 
