@@ -24,17 +24,39 @@ AVX2 static inline __m256d cmul(__m256d a, __m256d w)
     return _mm256_addsub_pd(_mm256_mul_pd(a, wr), _mm256_mul_pd(_mm256_permute_pd(a, 0x5), wi));
 }
 
-/* radix 4 in place on v[0..3]: as fft_exec.h's, (v1 - v3) * -i written as
- * [vi1 - vi3, vr3 - vr1] */
-AVX2 static inline void bfly4(__m256d *v)
-{
-    __m256d t0 = _mm256_add_pd(v[0], v[2]), t1 = _mm256_sub_pd(v[0], v[2]);
-    __m256d t2 = _mm256_add_pd(v[1], v[3]);
-    __m256d s1 = _mm256_permute_pd(v[1], 0x5), s3 = _mm256_permute_pd(v[3], 0x5);
-    __m256d t3 = _mm256_sub_pd(_mm256_blend_pd(s1, s3, 0xA), _mm256_blend_pd(s3, s1, 0xA));
-    v[0] = _mm256_add_pd(t0, t2), v[2] = _mm256_sub_pd(t0, t2);
-    v[1] = _mm256_add_pd(t1, t3), v[3] = _mm256_sub_pd(t1, t3);
-}
+/* radix 4 in place on v[0..3] of vector type V (suffix S: pd or ps; SW
+ * swaps each complex value's parts, HI picks the imaginary lanes): as
+ * fft_exec.h's, (v1 - v3) * -i written as [vi1 - vi3, vr3 - vr1] */
+#define BFLY4(V, S, SW, HI)                                                                    \
+    V t0 = _mm256_add_##S(v[0], v[2]), t1 = _mm256_sub_##S(v[0], v[2]);                       \
+    V t2 = _mm256_add_##S(v[1], v[3]);                                                         \
+    V s1 = _mm256_permute_##S(v[1], SW), s3 = _mm256_permute_##S(v[3], SW);                   \
+    V t3 = _mm256_sub_##S(_mm256_blend_##S(s1, s3, HI), _mm256_blend_##S(s3, s1, HI));        \
+    v[0] = _mm256_add_##S(t0, t2), v[2] = _mm256_sub_##S(t0, t2);                              \
+    v[1] = _mm256_add_##S(t1, t3), v[3] = _mm256_sub_##S(t1, t3)
+
+AVX2 static inline void bfly4(__m256d *v) { BFLY4(__m256d, pd, 0x5, 0xA); }
+
+/* a w from the twiddle table at wp, as cmulf's signature */
+AVX2 static inline __m256d cmul_at(__m256d a, const double *wp) { return cmul(a, _mm256_loadu_pd(wp)); }
+
+/* A radix-4 pass with ns > 1, VW values of k a vector, TS numbers of R in
+ * the twiddle table per twiddle, in pass4 (double) and pass4f (float).
+ * Written out, no loops over r: gcc -O2 kept v[] on the stack. */
+#define PASS4_GENERAL(R, VW, TS, LOAD, STORE, CMUL, BFLY)                                      \
+    for (int64_t b = 0; b < nb; b++) {                                                         \
+        for (int64_t k = 0; k < ns; k += VW) {                                                 \
+            const R *xk = x + 2 * (b * ns + k), *tk = tw + TS * k;                             \
+            R *yk = y + 2 * (b * ns * 4 + k);                                                  \
+            v[0] = LOAD(xk);                                                                   \
+            v[1] = CMUL(LOAD(xk + 2 * q), tk + TS * ns);                                       \
+            v[2] = CMUL(LOAD(xk + 4 * q), tk + 2 * TS * ns);                                   \
+            v[3] = CMUL(LOAD(xk + 6 * q), tk + 3 * TS * ns);                                   \
+            BFLY(v);                                                                           \
+            STORE(yk, v[0]), STORE(yk + 2 * ns, v[1]);                                         \
+            STORE(yk + 4 * ns, v[2]), STORE(yk + 6 * ns, v[3]);                                \
+        }                                                                                      \
+    }
 
 AVX2 static void pass4(int64_t n, int64_t ns, const double *tw, const double *x, double *y)
 {
@@ -53,23 +75,7 @@ AVX2 static void pass4(int64_t n, int64_t ns, const double *tw, const double *x,
         }
         return;
     }
-    for (int64_t b = 0; b < nb; b++) {
-        const double *xb = x + 2 * b * ns;
-        double *yb = y + 2 * b * ns * 4;
-        for (int64_t k = 0; k < ns; k += 2) { /* written out, as pass4f */
-            const double *xk = xb + 2 * k, *tk = tw + 2 * k;
-            double *yk = yb + 2 * k;
-            v[0] = _mm256_loadu_pd(xk);
-            v[1] = cmul(_mm256_loadu_pd(xk + 2 * q), _mm256_loadu_pd(tk + 2 * ns));
-            v[2] = cmul(_mm256_loadu_pd(xk + 4 * q), _mm256_loadu_pd(tk + 4 * ns));
-            v[3] = cmul(_mm256_loadu_pd(xk + 6 * q), _mm256_loadu_pd(tk + 6 * ns));
-            bfly4(v);
-            _mm256_storeu_pd(yk, v[0]);
-            _mm256_storeu_pd(yk + 2 * ns, v[1]);
-            _mm256_storeu_pd(yk + 4 * ns, v[2]);
-            _mm256_storeu_pd(yk + 6 * ns, v[3]);
-        }
-    }
+    PASS4_GENERAL(double, 2, 2, _mm256_loadu_pd, _mm256_storeu_pd, cmul_at, bfly4);
 }
 
 AVX2 static void pass2(int64_t n, int64_t ns, const double *tw, const double *x, double *y)
@@ -123,15 +129,7 @@ AVX2FMA static inline __m256 cmulf(__m256 a, const float *wv)
     return _mm256_fmaddsub_ps(a, wr, _mm256_mul_ps(_mm256_permute_ps(a, 0xB1), wi));
 }
 
-AVX2FMA static inline void bfly4f(__m256 *v)
-{
-    __m256 t0 = _mm256_add_ps(v[0], v[2]), t1 = _mm256_sub_ps(v[0], v[2]);
-    __m256 t2 = _mm256_add_ps(v[1], v[3]);
-    __m256 s1 = _mm256_permute_ps(v[1], 0xB1), s3 = _mm256_permute_ps(v[3], 0xB1);
-    __m256 t3 = _mm256_sub_ps(_mm256_blend_ps(s1, s3, 0xAA), _mm256_blend_ps(s3, s1, 0xAA));
-    v[0] = _mm256_add_ps(t0, t2), v[2] = _mm256_sub_ps(t0, t2);
-    v[1] = _mm256_add_ps(t1, t3), v[3] = _mm256_sub_ps(t1, t3);
-}
+AVX2FMA static inline void bfly4f(__m256 *v) { BFLY4(__m256, ps, 0xB1, 0xAA); }
 
 /* the 4 x 4 transpose of complex values (64-bit lanes) */
 AVX2FMA static inline void transpose4(__m256 *v)
@@ -146,7 +144,7 @@ AVX2FMA static inline void transpose4(__m256 *v)
     v[3] = _mm256_castpd_ps(_mm256_permute2f128_pd(t1, t3, 0x31));
 }
 
-AVX2FMA static void pass4f(int64_t n, int64_t ns, const float *tv, const float *x, float *y)
+AVX2FMA static void pass4f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
 {
     int64_t q = n / 4, nb = q / ns;
     __m256 v[4];
@@ -162,24 +160,7 @@ AVX2FMA static void pass4f(int64_t n, int64_t ns, const float *tv, const float *
         }
         return;
     }
-    /* written out, no loops over r: gcc -O2 kept v[] on the stack */
-    for (int64_t b = 0; b < nb; b++) {
-        const float *xb = x + 2 * b * ns;
-        float *yb = y + 2 * b * ns * 4;
-        for (int64_t k = 0; k < ns; k += 4) {
-            const float *xk = xb + 2 * k, *tk = tv + 4 * k;
-            float *yk = yb + 2 * k;
-            v[0] = _mm256_loadu_ps(xk);
-            v[1] = cmulf(_mm256_loadu_ps(xk + 2 * q), tk + 4 * ns);
-            v[2] = cmulf(_mm256_loadu_ps(xk + 4 * q), tk + 8 * ns);
-            v[3] = cmulf(_mm256_loadu_ps(xk + 6 * q), tk + 12 * ns);
-            bfly4f(v);
-            _mm256_storeu_ps(yk, v[0]);
-            _mm256_storeu_ps(yk + 2 * ns, v[1]);
-            _mm256_storeu_ps(yk + 4 * ns, v[2]);
-            _mm256_storeu_ps(yk + 6 * ns, v[3]);
-        }
-    }
+    PASS4_GENERAL(float, 4, 4, _mm256_loadu_ps, _mm256_storeu_ps, cmulf, bfly4f);
 }
 
 AVX2FMA static void pass2f(int64_t n, int64_t ns, const float *tv, const float *x, float *y)
