@@ -223,7 +223,39 @@ int64_t tn__fft_r2c_split_avx2_f(const float *z, const float *w, float *dst, int
     return r2c_split(z, w, dst, m, sc);
 }
 
+/* Contract in ops/fft_internal.h. */
+AVX2 static int64_t c2r_join(const float *x, const double *w, double *z, int64_t m)
+{
+    const __m256d odd = _mm256_set_pd(-0.0, 0.0, -0.0, 0.0);
+    int64_t k = 1;
+    for (; k + 1 < m; k += 2) {
+        __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * k));
+        __m256d xm = _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * (m - k - 1))); /* X[m-k-1], X[m-k] */
+        __m256d b = _mm256_xor_pd(_mm256_permute2f128_pd(xm, xm, 0x01), odd);
+        __m256d s = _mm256_add_pd(a, b), d = _mm256_sub_pd(a, b);
+        __m256d wv = _mm256_loadu_pd(w + 2 * k);
+        /* t = conj(w) d = [wr dr + wi di, wr di - wi dr] */
+        __m256d p1 = _mm256_mul_pd(d, _mm256_movedup_pd(wv));
+        __m256d p2 = _mm256_mul_pd(_mm256_permute_pd(d, 0x5), _mm256_permute_pd(wv, 0xF));
+        __m256d t = _mm256_addsub_pd(p1, _mm256_xor_pd(p2, _mm256_set1_pd(-0.0)));
+        /* [sr - ti, -(si + tr)] */
+        __m256d r = _mm256_addsub_pd(s, _mm256_permute_pd(t, 0x5));
+        _mm256_storeu_pd(z + 2 * k, _mm256_xor_pd(r, odd));
+    }
+    return k;
+}
+
+int64_t tn__fft_c2r_join_avx2_f(const float *x, const double *w, double *z, int64_t m)
+{
+    return __builtin_cpu_supports("avx2") ? c2r_join(x, w, z, m) : 1;
+}
+
 #else
+int64_t tn__fft_c2r_join_avx2_f(const float *x, const double *w, double *z, int64_t m)
+{
+    return 1;
+}
+
 int64_t tn__fft_r2c_split_avx2_f(const float *z, const float *w, float *dst, int64_t m, float sc)
 {
     return 1;

@@ -4,7 +4,8 @@
  * float for float32 tensors on Stockham plans), HN(name) (the function's
  * name), EXEC (tn__fft_exec_d or _f) and RTW (the plan's real twiddles in
  * C) defined; FH_DIRECT (float in float) also lets a contiguous r2c line
- * transform straight from the tensor, no gather.
+ * transform straight from the tensor, no gather, and FH_JOIN (float in
+ * double) names the vector form of c2r's join.
  */
 /* An even-length real transform (r2c, or c2r of length n) as a complex
  * one of m = n/2 (ps->plan is m's): the even samples as real parts, the
@@ -51,7 +52,12 @@ static void HN(real_half)(const struct fft_pass *ps, const R *src, R *dst, C *bu
     }
     int64_t have = ps->in_n < m + 1 ? ps->in_n : m + 1;
     C x0r = src[0], xmr = m < have ? src[2 * m * inner] : 0;
-    for (int64_t k = 0; k < m; k++) {
+    int64_t k1 = 1; /* the k after 0: past those done with vectors */
+#ifdef FH_JOIN
+    if (inner == 1 && have == m + 1)
+        k1 = FH_JOIN(src, w, buf, m);
+#endif
+    for (int64_t k = 0; k < m; k = k ? k + 1 : k1) {
         C ar = k ? src[2 * k * inner] : x0r, ai = k && k < have ? src[2 * k * inner + 1] : 0;
         if (k >= have)
             ar = 0;

@@ -74,6 +74,11 @@ int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const do
  * m-point spectrum z, into dst (contiguous); returns the k it stopped at
  * (1 when it did nothing). */
 int64_t tn__fft_r2c_split_avx2_f(const float *z, const float *w, float *dst, int64_t m, float sc);
+/* The c2r join of fft_half.h in double from a contiguous complex64 half
+ * spectrum x (m + 1 values), for k = 1, 2, ... up to before m - 1, with
+ * AVX2: the scalar loop's operations, so its results; returns the k it
+ * stopped at (1 when it did nothing). */
+int64_t tn__fft_c2r_join_avx2_f(const float *x, const double *w, double *z, int64_t m);
 int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
                         const float *x, float *y);
 

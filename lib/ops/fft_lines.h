@@ -13,7 +13,11 @@
 #define HN(name) FN(name)
 #define EXEC tn__fft_exec_d
 #define RTW tn__fft_real_twiddles
+#ifdef FFTL_FLOAT
+#define FH_JOIN tn__fft_c2r_join_avx2_f
+#endif
 #include "ops/fft_half.h"
+#undef FH_JOIN
 #undef C
 #undef HN
 #undef EXEC
