@@ -39,6 +39,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cholesky.c \
 	lib/ops/distance.c \
 	lib/ops/diff.c \
+	lib/ops/bucketize.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/sgemm_avx2.c \
@@ -49,6 +50,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/softmax.c \
 	lib/ops/cpu/backward.c \
 	lib/ops/cpu/sort.c \
+	lib/ops/cpu/bucketize.c \
 	lib/ops/cpu/shape.c \
 	lib/ops/cpu/movement.c \
 	lib/ops/cpu/index.c \

@@ -143,6 +143,11 @@ tests_unit_test_ops_zoo_SOURCES = tests/unit/test_ops_zoo.c tests/unit/ops_cases
 tests_unit_test_ops_zoo_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_zoo_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_zoo_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_search
+tests_unit_test_ops_search_SOURCES = tests/unit/test_ops_search.c tests/unit/ops_cases.h
+tests_unit_test_ops_search_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_search_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_search_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_sdpa
 tests_unit_test_ops_sdpa_SOURCES = tests/unit/test_ops_sdpa.c tests/unit/ops_cases.h
