@@ -41,6 +41,7 @@ libtensor_la_SOURCES += \
 	lib/ops/diff.c \
 	lib/ops/bucketize.c \
 	lib/ops/quantile.c \
+	lib/ops/median.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
 	lib/ops/cpu/sgemm_avx2.c \

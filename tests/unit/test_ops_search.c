@@ -3,7 +3,8 @@
  * found refused (session 44) through the dispatcher: every case of
  * tests/fixtures/ops/search.json (real PyTorch 2.x,
  * tests/fixtures/ops_search.py): searchsorted and bucketize (.Tensor and
- * .Scalar), with PyTorch's errors.
+ * .Scalar), quantile and nanquantile, median and nanmedian (whole and
+ * .dim), with PyTorch's errors.
  */
 #include "ops_cases.h"
 
