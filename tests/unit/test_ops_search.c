@@ -4,7 +4,8 @@
  * tests/fixtures/ops/search.json (real PyTorch 2.x,
  * tests/fixtures/ops_search.py): searchsorted and bucketize (.Tensor and
  * .Scalar), quantile and nanquantile, median and nanmedian (whole and
- * .dim) and meshgrid, with PyTorch's errors.
+ * .dim), meshgrid, _unique2, unique_dim and unique_consecutive, with
+ * PyTorch's errors.
  */
 #include "ops_cases.h"
 
