@@ -171,13 +171,36 @@ TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));
         float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
         __m256 vm = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
-        /* exps and their sum, the next row prefetched a line per 16 floats */
-        for (d = 0; d < full; d += 8) {
-            if (d % 16 == 0 && next < nend) {
+        /* exps and their sum, the next row prefetched a line per 16 floats:
+         * sixteen at a time, one range check for both (tn__exp8_edge gives
+         * the in-range lanes tn__exp8_near's bits), the sum in the same
+         * order as eight at a time */
+        for (d = 0; d + 16 <= full; d += 16) {
+            if (next < nend) {
                 _mm_prefetch(next, _MM_HINT_T0);
                 next += 64;
             }
-            __m256 e = tn__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm));
+            __m256 a0 = _mm256_sub_ps(_mm256_loadu_ps(x + d), vm);
+            __m256 a1 = _mm256_sub_ps(_mm256_loadu_ps(x + d + 8), vm);
+            const __m256 lo = _mm256_set1_ps(-86.0f);
+            __m256 far = _mm256_or_ps(_mm256_cmp_ps(a0, lo, _CMP_NGE_UQ),
+                                      _mm256_cmp_ps(a1, lo, _CMP_NGE_UQ));
+            __m256 e0, e1;
+            if (__builtin_expect(_mm256_testz_ps(far, far), 1)) {
+                e0 = tn__exp8_near(a0);
+                e1 = tn__exp8_near(a1);
+            } else {
+                e0 = tn__exp8_edge(a0);
+                e1 = tn__exp8_edge(a1);
+            }
+            sum = _mm256_add_ps(_mm256_add_ps(sum, e0), e1);
+            if (store) {
+                _mm256_storeu_ps(e_out + d, e0);
+                _mm256_storeu_ps(e_out + d + 8, e1);
+            }
+        }
+        for (; d < full; d += 8) {
+            __m256 e = tn__exp8_neg(_mm256_sub_ps(_mm256_loadu_ps(x + d), vm));
             sum = _mm256_add_ps(sum, e);
             if (store)
                 _mm256_storeu_ps(e_out + d, e);
@@ -186,7 +209,7 @@ TN_AVX2 static void rows_f32_avx2(int64_t begin, int64_t end, void *ctx)
             _mm_prefetch(next, _MM_HINT_T0);
         if (rest) {
             float b[8];
-            __m256 e = tn__exp8(_mm256_sub_ps(tail8(x + full, rest, -INFINITY), vm));
+            __m256 e = tn__exp8_neg(_mm256_sub_ps(tail8(x + full, rest, -INFINITY), vm));
             /* (the padding lanes give exp(-inf) = 0, or NaN with mx NaN,
              * which the whole row is then anyway) */
             sum = _mm256_add_ps(sum, e);
@@ -279,7 +302,7 @@ TN_AVX2 static void blocks_f32_avx2(int64_t begin, int64_t end, void *ctx)
                 prefetch_run(x + (d + TN_SM_AHEAD) * inner, n);
             for (int64_t v = 0; v < nv; v++) {
                 int64_t k = d * inner + v * 8;
-                __m256 e = tn__exp8(_mm256_sub_ps(ld8(x + k, n - v * 8, mask), mx[v]));
+                __m256 e = tn__exp8_neg(_mm256_sub_ps(ld8(x + k, n - v * 8, mask), mx[v]));
                 sm[v] = _mm256_add_ps(sm[v], e);
                 if (!j->log)
                     st8(y + k, n - v * 8, mask, e);

@@ -13,19 +13,20 @@
 /* The eight-lane exp's reduction: x = (8m + j) ln2/8 + r, n = 8m + j =
  * round(8 x log2 e): one FMA onto the shifter 1.5 * 2^23, whose ulp is 1,
  * rounds 8 x log2 e to the nearest integer (ties to even) as t, n = t - 1.5
- * * 2^23, and t's low mantissa bits hold n (|n| < 2^22); r = x - n ln2/8 (ln2/8 in two parts, the first exact in n
- * ln2/8), |r| <= ln2/16; then e^r = 1 + q with q = r + r^2 (c2 + c3 r) a
- * minimax fit of the relative error on that range (2.6e-8, 0.22 ulp at 1:
- * bench/ops/expfit.py 3 8), and e^x = 2^m 2^(j/8) (1 + q). */
+ * * 2^23, and t's low mantissa bits hold n (|n| < 2^22); r = x - n ln2/8
+ * (ln2/8 in two parts, the first exact in n ln2/8), |r| <= ln2/16; then
+ * e^r = 1 + q with q = r + r^2 (c2 + c3 r) a minimax fit of the relative
+ * error on that range (2.6e-8, 0.22 ulp at 1: bench/ops/expfit.py 3 8), and
+ * e^x = 2^m 2^(j/8) (1 + q). */
 #define TN_EXP8_REDUCE(x, t, n, r)                                                                 \
-    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(11.5415603271f), _mm256_set1_ps(12582912.0f));  \
-    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(12582912.0f));                                     \
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.086669921875f), x);                           \
+    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(11.5415603271f), _mm256_set1_ps(12582912.0f));    \
+    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(12582912.0f));                                      \
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.086669921875f), x);                            \
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.65243050e-5f), r)
 #define TN_EXP8_C2 5.0006455183e-1f
 #define TN_EXP8_C3 1.6666857898e-1f
 #define TN_EXP8_Q(r, q)                                                                            \
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(TN_EXP8_C3), r, _mm256_set1_ps(TN_EXP8_C2));                      \
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(TN_EXP8_C3), r, _mm256_set1_ps(TN_EXP8_C2));         \
     q = _mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r)
 
 /* 2^(j/8), j = 0 .. 7 (the floats nearest), as float bits (TN_EXP8_TAB(0),
@@ -34,8 +35,8 @@
  * the rest lands in the exponent as m) gives 2^m 2^(j/8); vpermps reads the
  * entry by t's low three bits, j. */
 #define TN_EXP8_TAB(J)                                                                             \
-    _mm256_castsi256_ps(_mm256_setr_epi32(                                                        \
-        1065353216 - 0 * (J), 1065063874 + (1 << 20) - 1 * (J), 1064843248 + (2 << 20) - 2 * (J),      \
+    _mm256_castsi256_ps(_mm256_setr_epi32(                                                         \
+        1065353216 - 0 * (J), 1065063874 + (1 << 20) - 1 * (J), 1064843248 + (2 << 20) - 2 * (J),  \
         1064697559 + (3 << 20) - 3 * (J), 1064633587 + (4 << 20) - 4 * (J),                        \
         1064658730 + (5 << 20) - 5 * (J), 1064781053 + (6 << 20) - 6 * (J),                        \
         1065009351 + (7 << 20) - 7 * (J)))
@@ -69,16 +70,13 @@ TN_AVX2 __attribute__((noinline)) static __m256 tn__exp8_edge(__m256 x)
  * 86, |n| <= 993 and s is normal, the add exact. Vectors with a lane
  * outside (large, subnormal or zero results, infinities, NaN) take
  * tn__exp8_edge, which gives the same bits for the other lanes. NaN stays
- * NaN, -inf gives 0. 11 vector operations besides the range check, against
- * 13 for the degree-6 polynomial on |r| <= ln2/2 before, 7 of them on the FMA pipes against 9: exp of 2048 floats
- * in L1, over and over, 1.23-1.25x as fast (36 GB/s against 29.5, thread
- * clock, loaded machine; issue 27). */
-TN_AVX2 static inline __m256 tn__exp8(__m256 x)
+ * NaN, -inf gives 0 (tn__exp8_near: |x| <= 86 alone, without the check).
+ * 11 vector operations besides the range check, against 13 for the
+ * degree-6 polynomial on |r| <= ln2/2 before, 7 of them on the FMA pipes
+ * against 9: exp of 2048 floats in L1, over and over, 1.23-1.25x as fast
+ * (36 GB/s against 29.5, thread clock, loaded machine; issue 27). */
+TN_AVX2 static inline __m256 tn__exp8_near(__m256 x)
 {
-    __m256 far = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(86.0f),
-                               _CMP_NLE_UQ);
-    if (__builtin_expect(!_mm256_testz_ps(far, far), 0))
-        return tn__exp8_edge(x);
     TN_EXP8_REDUCE(x, t, n, r);
     TN_EXP8_Q(r, q);
     (void)n;
@@ -87,6 +85,25 @@ TN_AVX2 static inline __m256 tn__exp8(__m256 x)
         _mm256_add_epi32(_mm256_castps_si256(_mm256_permutevar8x32_ps(TN_EXP8_TAB(1 << 20), ti)),
                          _mm256_slli_epi32(ti, 20)));
     return _mm256_fmadd_ps(s, q, s);
+}
+
+TN_AVX2 static inline __m256 tn__exp8(__m256 x)
+{
+    __m256 far = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(86.0f),
+                               _CMP_NLE_UQ);
+    if (__builtin_expect(!_mm256_testz_ps(far, far), 0))
+        return tn__exp8_edge(x);
+    return tn__exp8_near(x);
+}
+
+/* tn__exp8 of x <= 0 or NaN (softmax's x - max): only the lower end
+ * checked, one comparison instead of an and and a comparison. */
+TN_AVX2 static inline __m256 tn__exp8_neg(__m256 x)
+{
+    __m256 far = _mm256_cmp_ps(x, _mm256_set1_ps(-86.0f), _CMP_NGE_UQ);
+    if (__builtin_expect(!_mm256_testz_ps(far, far), 0))
+        return tn__exp8_edge(x);
+    return tn__exp8_near(x);
 }
 
 /* tn__exp8 on sixteen lanes for AVX-512 CPUs (TN_AVX512 functions; call
@@ -113,7 +130,8 @@ TN_AVX512 static inline __m512 tn__exp16(__m512 x)
     q = _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r);
     __m512 tab = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(TN_EXP8_TAB(0))));
     __m512 s = _mm512_permutexvar_ps(_mm512_castps_si512(t), tab);
-    __m512 m = _mm512_roundscale_ps(_mm512_mul_ps(n, _mm512_set1_ps(0.125f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 m = _mm512_roundscale_ps(_mm512_mul_ps(n, _mm512_set1_ps(0.125f)),
+                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     return _mm512_scalef_ps(_mm512_fmadd_ps(s, q, s), m);
 }
 
