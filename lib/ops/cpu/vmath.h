@@ -96,6 +96,22 @@ TN_AVX2 static inline __m256 tn__exp8(__m256 x)
     return tn__exp8_near(x);
 }
 
+/* tn__exp8 of two vectors in place, one range check for both (the edge
+ * path gives in-range lanes tn__exp8_near's bits). */
+TN_AVX2 static inline void tn__exp8x2(__m256 *v)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(86.0f);
+    __m256 far = _mm256_or_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v[0]), lim, _CMP_NLE_UQ),
+                              _mm256_cmp_ps(_mm256_andnot_ps(sign, v[1]), lim, _CMP_NLE_UQ));
+    if (__builtin_expect(_mm256_testz_ps(far, far), 1)) {
+        v[0] = tn__exp8_near(v[0]);
+        v[1] = tn__exp8_near(v[1]);
+    } else {
+        v[0] = tn__exp8_edge(v[0]);
+        v[1] = tn__exp8_edge(v[1]);
+    }
+}
+
 /* tn__exp8 of x <= 0 or NaN (softmax's x - max): only the lower end
  * checked, one comparison instead of an and and a comparison. */
 TN_AVX2 static inline __m256 tn__exp8_neg(__m256 x)
