@@ -245,11 +245,11 @@ int tn__exec_conv_bw(const struct tn_graph_node *n, struct tn__graph_slot *slots
     q.qw = wide ? q.w + 2 * q.pw : 0;
     q.fw = wide ? q.oh * q.qw : hw;
     int64_t padn = wide ? q.c * (q.h + 2 * q.ph) * q.qw + q.kw : 0; /* a sample's */
-    int64_t per = ((k + q.oc) * q.fw + padn) * (int64_t)sizeof(float);
-    int64_t nb = WGRAD_BUDGET / per;
+    int64_t per = (k + q.oc) * q.fw + padn; /* a sample's scratch floats */
+    int64_t nb = WGRAD_BUDGET / (per * (int64_t)sizeof(float));
     nb = nb < 1 ? 1 : nb > q.n ? q.n : nb;
     struct tn_tensor *gw = tn_empty(w->sizes, 4, TN_FLOAT32);
-    int64_t scratch_n = ((k + q.oc) * q.fw + padn) * nb;
+    int64_t scratch_n = per * nb;
     struct tn_tensor *scratch = gw ? tn_empty(&scratch_n, 1, TN_FLOAT32) : NULL;
     if (!scratch) {
         tn_release(gw);

@@ -121,35 +121,107 @@ static void step_bufs(const struct tn__cprog *P, const struct tn__step *st, unsi
 
 #define HOIST_MAX 64 /* steps a pointwise kernel moves up past at most */
 
+/* Every step's reads and writes as lists of buffers, made once per hoist
+ * pass: step i's (by its place when the pass began) are pool[off[2i] ..
+ * off[2i+1]) and pool[off[2i+1] .. off[2i+2]); at[p] is the step now at
+ * place p, moved with the steps. */
+struct bufsets {
+    int *pool, *at;
+    size_t *off, n, cap;
+};
+
+static bool bufsets_add(struct bufsets *S, const unsigned char *mark, int nbufs)
+{
+    for (int b = 0; b < nbufs; b++) {
+        if (!mark[b])
+            continue;
+        if (S->n == S->cap) {
+            size_t cap = S->cap ? 2 * S->cap : 1024;
+            int *p = realloc(S->pool, cap * sizeof *p);
+            if (!p)
+                return false;
+            S->pool = p;
+            S->cap = cap;
+        }
+        S->pool[S->n++] = b;
+    }
+    return true;
+}
+
+static bool bufsets_make(struct bufsets *S, const struct tn__cprog *P, unsigned char *seen,
+                         unsigned char *rd, unsigned char *wr)
+{
+    S->at = malloc(((size_t)P->nsteps + 1) * sizeof *S->at);
+    S->off = malloc((2 * (size_t)P->nsteps + 1) * sizeof *S->off);
+    if (!S->at || !S->off)
+        return false;
+    S->off[0] = 0;
+    for (int i = 0; i < P->nsteps; i++) {
+        S->at[i] = i;
+        step_bufs(P, &P->steps[i], seen, rd, wr);
+        if (!bufsets_add(S, rd, P->nbufs))
+            return false;
+        S->off[2 * i + 1] = S->n;
+        if (!bufsets_add(S, wr, P->nbufs))
+            return false;
+        S->off[2 * i + 2] = S->n;
+    }
+    return true;
+}
+
+static void bufsets_free(struct bufsets *S)
+{
+    free(S->pool);
+    free(S->at);
+    free(S->off);
+}
+
+/* Whether the step at place k reads a buffer that jr marks (shares) and
+ * whether it reads what jw marks or writes what either marks (clash). */
+static void bufsets_meet(const struct bufsets *S, int k, const unsigned char *jr,
+                         const unsigned char *jw, bool *shares, bool *clash)
+{
+    const size_t *o = &S->off[2 * (size_t)S->at[k]];
+    *shares = *clash = false;
+    for (size_t q = o[0]; q < o[1]; q++) {
+        *shares |= jr[S->pool[q]];
+        *clash |= jw[S->pool[q]];
+    }
+    for (size_t q = o[1]; q < o[2]; q++)
+        *clash |= jr[S->pool[q]] || jw[S->pool[q]];
+}
+
 /* A pointwise kernel of one stage moves up to just after the nearest
  * earlier one over the same space that reads a buffer it reads, when no
  * step between writes what it reads or touches what it writes: the
  * forward's saved activations (a linear's output, realized for the
  * backward after the rest of the graph) then fuse with the kernel that
  * read the same product and bias (the linear's GELU), one pass over them
- * instead of two. */
+ * instead of two. Each step's buffers are found once, not once per
+ * kernel that looks past it. */
 static void hoist(struct tn__cprog *P, unsigned char *seen)
 {
-    unsigned char *m = malloc(4 * (size_t)P->nbufs + 4);
-    if (!m)
-        return; /* no moves: still correct */
-    unsigned char *jr = m, *jw = m + P->nbufs, *kr = m + 2 * P->nbufs, *kw = m + 3 * P->nbufs;
-    for (int j = 1; j < P->nsteps; j++) {
+    unsigned char *m = calloc(2 * (size_t)P->nbufs + 2, 1);
+    struct bufsets S = {0};
+    bool ok = m && bufsets_make(&S, P, seen, m, m + P->nbufs);
+    unsigned char *jr = m, *jw = m + P->nbufs;
+    for (int j = 1; ok && j < P->nsteps; j++) {
         const struct tn__step *sj = &P->steps[j];
         if (sj->kind != TN_STEP_KERNEL || sj->nstages != 1 ||
             P->stages[sj->stage0].red != TN_RED_NONE || P->stages[sj->stage0].nd < 1)
             continue;
         const struct tn__stage *s = &P->stages[sj->stage0];
-        step_bufs(P, sj, seen, jr, jw);
+        const size_t *o = &S.off[2 * (size_t)S.at[j]];
+        memset(m, 0, 2 * (size_t)P->nbufs);
+        for (size_t q = o[0]; q < o[1]; q++)
+            jr[S.pool[q]] = 1;
+        for (size_t q = o[1]; q < o[2]; q++)
+            jw[S.pool[q]] = 1;
         int to = -1;
         for (int k = j - 1; k >= 0 && k >= j - HOIST_MAX; k--) {
             const struct tn__step *sk = &P->steps[k];
-            step_bufs(P, sk, seen, kr, kw);
-            bool shares = false, clash = false;
-            for (int b = 0; b < P->nbufs; b++) {
-                shares |= jr[b] && kr[b];
-                clash |= (jr[b] && kw[b]) || (jw[b] && (kr[b] || kw[b]));
-            }
+            bool shares, clash;
+            bufsets_meet(&S, k, jr, jw, &shares, &clash);
             const struct tn__stage *t = &P->stages[sk->stage0];
             if (sk->kind == TN_STEP_KERNEL && sk->nstages == 1 && t->red == TN_RED_NONE &&
                 t->nd == s->nd && !memcmp(t->sizes, s->sizes, (size_t)s->nd * sizeof *s->sizes) &&
@@ -169,13 +241,17 @@ static void hoist(struct tn__cprog *P, unsigned char *seen)
         memmove(&P->stages[a + 1], &P->stages[a], (size_t)(b - a) * sizeof *P->stages);
         P->stages[a] = st;
         struct tn__step moved = *sj;
+        int at = S.at[j];
         moved.stage0 = a;
         for (int k = to + 1; k < j; k++)
             if (P->steps[k].kind == TN_STEP_KERNEL)
                 P->steps[k].stage0++;
         memmove(&P->steps[to + 2], &P->steps[to + 1], (size_t)(j - to - 1) * sizeof *P->steps);
+        memmove(&S.at[to + 2], &S.at[to + 1], (size_t)(j - to - 1) * sizeof *S.at);
         P->steps[to + 1] = moved;
+        S.at[to + 1] = at;
     }
+    bufsets_free(&S);
     free(m);
 }
 
