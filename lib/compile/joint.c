@@ -886,9 +886,6 @@ static int node_arg(struct jb *b, struct env *e, const char *name, struct jv *ou
         if (k < 0)
             return 0;
         const char *d = op->args[k].def;
-        if (!d && !strcmp(name, "seed")) /* _tn_attention's for sdpa: dropout_p 0 (an sdpa
-                                          * with dropout is its math path: joint_sdpa.c) */
-            d = "0";
         *out = parse_default(d);
         if (out->k == J_STR) { /* 'none' -> none, kept in the env's buffer */
             snprintf(e->pbuf, sizeof e->pbuf, "%.*s", (int)strlen(d) - 2, d + 1);

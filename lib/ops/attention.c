@@ -139,11 +139,11 @@ static bool has_shape(const struct tn_tensor *t, const struct tn__attn_shape *sh
 int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_tensor *q,
                             const struct tn_tensor *k, const struct tn_tensor *v,
                             const struct tn_tensor *mask, const struct tn_tensor *out,
-                            const struct tn_tensor *lse, double dropout_p, bool is_causal,
-                            const double *scale, bool enable_gqa, const bool *output_mask,
-                            int output_mask_len, struct tn__attn_shape *sh)
+                            const struct tn_tensor *lse, bool is_causal, const double *scale,
+                            bool enable_gqa, const bool *output_mask, int output_mask_len,
+                            struct tn__attn_shape *sh)
 {
-    int rc = tn__attn_shape(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, sh);
+    int rc = tn__attn_shape(q, k, v, mask, 0, is_causal, scale, enable_gqa, sh);
     if (rc < 0)
         return rc;
     if (output_mask_len != 4)
@@ -159,10 +159,9 @@ int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_te
 }
 
 bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
-                           const struct tn_tensor *v, const struct tn__attn_shape *sh,
-                           double dropout_p)
+                           const struct tn_tensor *v, const struct tn__attn_shape *sh)
 {
-    if (dropout_p > 0 || sh->Ev != sh->E || q->ndim != sh->nb + 2 ||
+    if (sh->Ev != sh->E || q->ndim != sh->nb + 2 ||
         memcmp(q->sizes, sh->bsz, sizeof(int64_t) * (size_t)sh->nb) != 0)
         return false;
     const struct tn_tensor *t[3] = {q, k, v};
@@ -176,15 +175,6 @@ bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
 
 /* ------------------------------------------------------------ decompositions */
 
-int tn__attn_no_dropout(double dropout_p)
-{
-    if (dropout_p != 0)
-        return tn_set_error(TN_EINVAL, "_tn_attention: dropout_p must be 0 (got %g): "
-                            "scaled_dot_product_attention runs dropout by PyTorch's math path",
-                            dropout_p);
-    return TN_OK;
-}
-
 /* Without dropout the blocked kernel (PyTorch's CPU flash attention, which
  * its dispatcher picks then); with dropout PyTorch's math path, whose
  * dropout draws from the default generator as PyTorch's does. */
@@ -197,8 +187,8 @@ struct tn_tensor *tn__composite_scaled_dot_product_attention(
     if (dropout_p > 0)
         return tn__attn_math(query, key, value, attn_mask, dropout_p, is_causal, scale,
                              enable_gqa);
-    if (tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
-                                               is_causal, scale, enable_gqa, 0, &out, &lse) < 0)
+    if (tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, is_causal,
+                                               scale, enable_gqa, &out, &lse) < 0)
         return NULL;
     tn_release(lse);
     return out;
@@ -263,8 +253,8 @@ int tn__composite__scaled_dot_product_flash_attention_for_cpu(
     *output = *logsumexp = NULL;
     int rc = flash_check(query, key, value, attn_mask, dropout_p);
     if (rc == TN_OK)
-        rc = tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, dropout_p,
-                                                    is_causal, scale, false, 0, output, logsumexp);
+        rc = tn__redispatch_underscore_tn_attention(ks, query, key, value, attn_mask, is_causal,
+                                                    scale, false, output, logsumexp);
     if (rc < 0)
         return rc;
     /* PyTorch's CPU flash kernel's layouts, which compiled code (an
@@ -303,8 +293,8 @@ int tn__composite__scaled_dot_product_flash_attention_for_cpu_backward(
     static const bool qkv[4] = {true, true, true, false};
     struct tn_tensor *gm;
     return tn__redispatch_underscore_tn_attention_backward(
-        ks, grad_out, query, key, value, attn_mask, out, logsumexp, dropout_p, is_causal, scale,
-        false, 0, qkv, 4, grad_query, grad_key, grad_value, &gm);
+        ks, grad_out, query, key, value, attn_mask, out, logsumexp, is_causal, scale, false, qkv,
+        4, grad_query, grad_key, grad_value, &gm);
 }
 
 /* ------------------------------------------------------------------- Meta */
@@ -325,19 +315,16 @@ static struct tn_tensor *meta_empty(const int64_t *batch, int nb, int64_t a, int
 
 int tn__meta__tn_attention(tn_keyset ks, const struct tn_tensor *query,
                            const struct tn_tensor *key, const struct tn_tensor *value,
-                           const struct tn_tensor *attn_mask, double dropout_p, bool is_causal,
-                           const double *scale, bool enable_gqa, int64_t seed,
-                           struct tn_tensor **output, struct tn_tensor **logsumexp)
+                           const struct tn_tensor *attn_mask, bool is_causal,
+                           const double *scale, bool enable_gqa, struct tn_tensor **output,
+                           struct tn_tensor **logsumexp)
 {
     struct tn__attn_shape sh;
     *output = *logsumexp = NULL;
-    int rc = tn__attn_shape(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                            enable_gqa, &sh);
-    if (rc == TN_OK)
-        rc = tn__attn_no_dropout(dropout_p);
+    int rc = tn__attn_shape(query, key, value, attn_mask, 0, is_causal, scale, enable_gqa, &sh);
     if (rc < 0)
         return rc;
-    *output = tn__attn_query_layout(query, key, value, &sh, dropout_p)
+    *output = tn__attn_query_layout(query, key, value, &sh)
                   ? tn_empty_like(query, query->dtype)
                   : meta_empty(sh.bsz, sh.nb, sh.L, sh.Ev, 2, query->dtype);
     *logsumexp = meta_empty(sh.bsz, sh.nb, sh.L, 0, 1, tn__attn_compute(query->dtype));
@@ -349,18 +336,16 @@ int tn__meta__tn_attention(tn_keyset ks, const struct tn_tensor *query,
 int tn__meta__tn_attention_backward(
     tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *query,
     const struct tn_tensor *key, const struct tn_tensor *value, const struct tn_tensor *attn_mask,
-    const struct tn_tensor *out, const struct tn_tensor *logsumexp, double dropout_p,
-    bool is_causal, const double *scale, bool enable_gqa, int64_t seed, const bool *output_mask,
-    int output_mask_len, struct tn_tensor **grad_query, struct tn_tensor **grad_key,
-    struct tn_tensor **grad_value, struct tn_tensor **grad_attn_mask)
+    const struct tn_tensor *out, const struct tn_tensor *logsumexp, bool is_causal,
+    const double *scale, bool enable_gqa, const bool *output_mask, int output_mask_len,
+    struct tn_tensor **grad_query, struct tn_tensor **grad_key, struct tn_tensor **grad_value,
+    struct tn_tensor **grad_attn_mask)
 {
     struct tn__attn_shape sh;
     *grad_query = *grad_key = *grad_value = *grad_attn_mask = NULL;
     int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
-                                     dropout_p, is_causal, scale, enable_gqa, output_mask,
-                                     output_mask_len, &sh);
-    if (rc == TN_OK)
-        rc = tn__attn_no_dropout(dropout_p);
+                                     is_causal, scale, enable_gqa, output_mask, output_mask_len,
+                                     &sh);
     if (rc < 0)
         return rc;
     enum tn_dtype dt = query->dtype;

@@ -20,8 +20,9 @@ struct tn__attn_shape {
     double scale;
 };
 
-/* Checks query, key, value and attn_mask as PyTorch does and fills sh;
- * 0 or an error naming what does not fit. */
+/* Checks query, key, value, attn_mask and dropout_p (0 for the kernel,
+ * _tn_attention, which has no dropout) as PyTorch does and fills sh; 0 or
+ * an error naming what does not fit. */
 int tn__attn_shape(const struct tn_tensor *q, const struct tn_tensor *k,
                    const struct tn_tensor *v, const struct tn_tensor *mask, double dropout_p,
                    bool is_causal, const double *scale, bool enable_gqa,
@@ -33,9 +34,9 @@ int tn__attn_shape(const struct tn_tensor *q, const struct tn_tensor *k,
 int tn__attn_backward_check(const struct tn_tensor *grad_out, const struct tn_tensor *q,
                             const struct tn_tensor *k, const struct tn_tensor *v,
                             const struct tn_tensor *mask, const struct tn_tensor *out,
-                            const struct tn_tensor *lse, double dropout_p, bool is_causal,
-                            const double *scale, bool enable_gqa, const bool *output_mask,
-                            int output_mask_len, struct tn__attn_shape *sh);
+                            const struct tn_tensor *lse, bool is_causal, const double *scale,
+                            bool enable_gqa, const bool *output_mask, int output_mask_len,
+                            struct tn__attn_shape *sh);
 
 /* scaled_dot_product_attention by PyTorch's math path (lib/ops/
  * attention_math.c): what it runs with dropout_p > 0, the dropout drawn
@@ -44,10 +45,6 @@ struct tn_tensor *tn__attn_math(const struct tn_tensor *query, const struct tn_t
                                 const struct tn_tensor *value, const struct tn_tensor *attn_mask,
                                 double dropout_p, bool is_causal, const double *scale,
                                 bool enable_gqa);
-
-/* TN_EINVAL unless dropout_p is 0: _tn_attention has no dropout (sdpa
- * runs dropout by its math path). */
-int tn__attn_no_dropout(double dropout_p);
 
 /* sz = [batch (nb dims)..., a, b]; returns nb + 2 */
 static inline int tn__attn_sizes(const int64_t *batch, int nb, int64_t a, int64_t b, int64_t *sz)
@@ -66,11 +63,10 @@ struct tn_tensor *tn__attn_empty(const int64_t *batch, int nb, int64_t a, int64_
 /* Whether the result takes the query's layout (strides in the query's
  * order, as empty_like(query)) rather than a contiguous one: PyTorch's CPU
  * flash kernel lays it out so, and PyTorch picks that kernel without
- * dropout, for Ev = E and unit last strides; its math path (otherwise)
- * gives a contiguous result. */
+ * dropout (the only case _tn_attention runs), for Ev = E and unit last
+ * strides; its math path (otherwise) gives a contiguous result. */
 bool tn__attn_query_layout(const struct tn_tensor *q, const struct tn_tensor *k,
-                           const struct tn_tensor *v, const struct tn__attn_shape *sh,
-                           double dropout_p);
+                           const struct tn_tensor *v, const struct tn__attn_shape *sh);
 
 /* The dtype the kernel computes in (float32 for float16 and bfloat16), and
  * that of logsumexp. */

@@ -222,10 +222,8 @@ static struct tn_tensor *attn_fn(struct tn_tensor *const *in, void *ctx)
         return tn_scaled_dot_product_attention(in[0], in[1], in[2], m, g->p, g->causal,
                                                g->has_scale ? &g->scale : NULL, g->gqa);
     }
-    if (tn_underscore_tn_attention(in[0], in[1], in[2], g->mask_in ? in[3] : g->mask, g->p,
-                                   g->causal,
-                                   g->has_scale ? &g->scale : NULL, g->gqa, g->seed, &out,
-                                   &lse) < 0)
+    if (tn_underscore_tn_attention(in[0], in[1], in[2], m, g->causal,
+                                   g->has_scale ? &g->scale : NULL, g->gqa, &out, &lse) < 0)
         return NULL;
     tn_release(lse);
     return out;
@@ -310,16 +308,6 @@ static void test_dropout_against_pytorch(void **state)
     }
     json_decref(fx);
     assert_int_equal(failed, 0);
-}
-
-/* _tn_attention (the kernel) has no dropout: it says so. */
-static void test_kernel_refuses_dropout(void **state)
-{
-    struct tn_tensor *q = tn_randn(TN_SHAPE(1, 4, 8), TN_FLOAT32, NULL), *out = NULL, *lse = NULL;
-    assert_true(tn_underscore_tn_attention(q, q, q, NULL, 0.1, false, NULL, false, 0, &out,
-                                           &lse) < 0);
-    assert_non_null(strstr(tn_last_error(), "dropout_p must be 0"));
-    tn_release(q);
 }
 
 /* Dropout with q = 0 (uniform attention over S keys) and value the
@@ -423,7 +411,7 @@ static void test_meta(void **state)
     assert_int_equal(o->sizes[2], 1000);
     assert_int_equal(o->sizes[3], 32);
     tn_release(o);
-    assert_int_equal(tn_underscore_tn_attention(q, k, v, NULL, 0, false, NULL, true, 0, &o, &lse), 0);
+    assert_int_equal(tn_underscore_tn_attention(q, k, v, NULL, false, NULL, true, &o, &lse), 0);
     assert_int_equal(lse->dtype, TN_FLOAT32);
     assert_int_equal(lse->ndim, 3);
     assert_int_equal(lse->sizes[2], 1000);
@@ -440,7 +428,6 @@ int main(void)
         cmocka_unit_test(test_flash_layouts),
         cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_dropout_against_pytorch),
-        cmocka_unit_test(test_kernel_refuses_dropout),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_meta),

@@ -179,16 +179,13 @@ static int run(struct attn_job *j, int64_t n, tn_range_fn f32, tn_range_fn f64, 
 
 int tn__cpu__tn_attention(tn_keyset ks, const struct tn_tensor *query,
                           const struct tn_tensor *key, const struct tn_tensor *value,
-                          const struct tn_tensor *attn_mask, double dropout_p, bool is_causal,
-                          const double *scale, bool enable_gqa, int64_t seed,
-                          struct tn_tensor **output, struct tn_tensor **logsumexp)
+                          const struct tn_tensor *attn_mask, bool is_causal,
+                          const double *scale, bool enable_gqa, struct tn_tensor **output,
+                          struct tn_tensor **logsumexp)
 {
     struct attn_job j = {0};
     *output = *logsumexp = NULL;
-    int rc = tn__attn_shape(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                            enable_gqa, &j.sh);
-    if (rc == TN_OK)
-        rc = tn__attn_no_dropout(dropout_p);
+    int rc = tn__attn_shape(query, key, value, attn_mask, 0, is_causal, scale, enable_gqa, &j.sh);
     if (rc < 0)
         return rc;
     const struct tn__attn_shape *sh = &j.sh;
@@ -210,7 +207,7 @@ int tn__cpu__tn_attention(tn_keyset ks, const struct tn_tensor *query,
     tn__nn_drop(0, q, k, v, m);
     if (rc < 0)
         return tn__nn_drop(rc, o, lse, NULL, NULL);
-    if (tn__attn_query_layout(query, key, value, sh, dropout_p)) {
+    if (tn__attn_query_layout(query, key, value, sh)) {
         struct tn_tensor *r = tn_empty_like(query, query->dtype);
         if (r && tn_copy_(r, o) < 0) {
             tn_release(r);
@@ -233,18 +230,16 @@ int tn__cpu__tn_attention(tn_keyset ks, const struct tn_tensor *query,
 int tn__cpu__tn_attention_backward(
     tn_keyset ks, const struct tn_tensor *grad_out, const struct tn_tensor *query,
     const struct tn_tensor *key, const struct tn_tensor *value, const struct tn_tensor *attn_mask,
-    const struct tn_tensor *out, const struct tn_tensor *logsumexp, double dropout_p,
-    bool is_causal, const double *scale, bool enable_gqa, int64_t seed, const bool *output_mask,
-    int output_mask_len, struct tn_tensor **grad_query, struct tn_tensor **grad_key,
-    struct tn_tensor **grad_value, struct tn_tensor **grad_attn_mask)
+    const struct tn_tensor *out, const struct tn_tensor *logsumexp, bool is_causal,
+    const double *scale, bool enable_gqa, const bool *output_mask, int output_mask_len,
+    struct tn_tensor **grad_query, struct tn_tensor **grad_key, struct tn_tensor **grad_value,
+    struct tn_tensor **grad_attn_mask)
 {
     struct attn_job j = {0};
     *grad_query = *grad_key = *grad_value = *grad_attn_mask = NULL;
     int rc = tn__attn_backward_check(grad_out, query, key, value, attn_mask, out, logsumexp,
-                                     dropout_p, is_causal, scale, enable_gqa, output_mask,
-                                     output_mask_len, &j.sh);
-    if (rc == TN_OK)
-        rc = tn__attn_no_dropout(dropout_p);
+                                     is_causal, scale, enable_gqa, output_mask, output_mask_len,
+                                     &j.sh);
     if (rc < 0)
         return rc;
     const struct tn__attn_shape *sh = &j.sh;
