@@ -25,6 +25,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
@@ -620,10 +623,95 @@ static void tn_cephes_sincosf(float x, float *s, float *c)
     *c = tn_bits_float(tn_float_bits(vc) ^ sign_cos);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TN_RNG_AVX2 __attribute__((target("avx2,fma")))
+
+/* tn_cephes_logf on 8 lanes, operation for operation (fmaf the FMA
+ * instruction, not a call of libm's): the same bits. */
+TN_RNG_AVX2 static __m256 tn_cephes_logf8(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 invalid = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ);
+    x = _mm256_max_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x00800000))); /* NaN: the bound */
+    __m256i u = _mm256_castps_si256(x);
+    __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(u, 23),
+                                                   _mm256_set1_epi32(0x7f)));
+    e = _mm256_add_ps(e, one);
+    x = _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_andnot_si256(_mm256_set1_epi32(0x7f800000), u),
+        _mm256_castps_si256(_mm256_set1_ps(0.5f))));
+    __m256 below = _mm256_cmp_ps(x, _mm256_set1_ps(0.707106781186547524f), _CMP_LT_OQ);
+    __m256 tmp = _mm256_and_ps(below, x);
+    x = _mm256_sub_ps(x, one);
+    e = _mm256_sub_ps(e, _mm256_and_ps(below, one));
+    x = _mm256_add_ps(x, tmp);
+    __m256 z = _mm256_mul_ps(x, x);
+    static const float c[] = {-1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f,
+                              1.4249322787E-1f,  -1.6668057665E-1f, 2.0000714765E-1f,
+                              -2.4999993993E-1f, 3.3333331174E-1f};
+    __m256 y = _mm256_set1_ps(7.0376836292E-2f);
+    for (int i = 0; i < 8; i++)
+        y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(c[i]));
+    y = _mm256_mul_ps(y, x);
+    y = _mm256_fmadd_ps(y, z, _mm256_mul_ps(e, _mm256_set1_ps(-2.12194440e-4f)));
+    y = _mm256_fnmadd_ps(z, _mm256_set1_ps(0.5f), y); /* fmaf(-z, 0.5f, y) */
+    x = _mm256_add_ps(x, y);
+    x = _mm256_fmadd_ps(e, _mm256_set1_ps(0.693359375f), x);
+    return _mm256_or_ps(x, invalid);
+}
+
+/* tn_cephes_sincosf on 8 lanes, the same way. */
+TN_RNG_AVX2 static void tn_cephes_sincosf8(__m256 x, __m256 *s, __m256 *c)
+{
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    __m256 sign_sin = _mm256_and_ps(x, sign);
+    x = _mm256_andnot_ps(sign, x);
+    __m256i j = _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(1.27323954473516f)));
+    j = _mm256_and_si256(_mm256_add_epi32(j, _mm256_set1_epi32(1)), _mm256_set1_epi32(~1));
+    __m256 y = _mm256_cvtepi32_ps(j);
+    const __m256i four = _mm256_set1_epi32(4);
+    __m256 swap_sin = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(j, four), 29));
+    __m256 poly = _mm256_castsi256_ps(
+        _mm256_cmpeq_epi32(_mm256_and_si256(j, _mm256_set1_epi32(2)), _mm256_setzero_si256()));
+    x = _mm256_fmadd_ps(y, _mm256_set1_ps(-0.78515625f), x);
+    x = _mm256_fmadd_ps(y, _mm256_set1_ps(-2.4187564849853515625e-4f), x);
+    x = _mm256_fmadd_ps(y, _mm256_set1_ps(-3.77489497744594108e-8f), x);
+    __m256 sign_cos = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_andnot_si256(_mm256_sub_epi32(j, _mm256_set1_epi32(2)), four), 29));
+    sign_sin = _mm256_xor_ps(sign_sin, swap_sin);
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 yc = _mm256_set1_ps(2.443315711809948E-005f);
+    yc = _mm256_fmadd_ps(yc, z, _mm256_set1_ps(-1.388731625493765E-003f));
+    yc = _mm256_fmadd_ps(yc, z, _mm256_set1_ps(4.166664568298827E-002f));
+    yc = _mm256_mul_ps(yc, z);
+    yc = _mm256_fmadd_ps(yc, z, _mm256_xor_ps(_mm256_mul_ps(z, _mm256_set1_ps(0.5f)), sign));
+    yc = _mm256_add_ps(yc, _mm256_set1_ps(1.0f));
+    __m256 ys = _mm256_set1_ps(-1.9515295891E-4f);
+    ys = _mm256_fmadd_ps(ys, z, _mm256_set1_ps(8.3321608736E-3f));
+    ys = _mm256_fmadd_ps(ys, z, _mm256_set1_ps(-1.6666654611E-1f));
+    ys = _mm256_mul_ps(ys, z);
+    ys = _mm256_fmadd_ps(ys, x, x);
+    *s = _mm256_xor_ps(_mm256_blendv_ps(yc, ys, poly), sign_sin);
+    *c = _mm256_xor_ps(_mm256_blendv_ps(ys, yc, poly), sign_cos);
+}
+
+/* The AVX2 kernel's Box-Muller below on 8 lanes at once. */
+TN_RNG_AVX2 static void tn_box_muller16_avx2(float *d, float mean, float std)
+{
+    __m256 u1 = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(d));
+    __m256 u2 = _mm256_loadu_ps(d + 8);
+    __m256 radius = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), tn_cephes_logf8(u1)));
+    __m256 theta = _mm256_mul_ps(_mm256_set1_ps((float)(2.0f * TN_PI)), u2);
+    __m256 sn, cs, vstd = _mm256_set1_ps(std), vmean = _mm256_set1_ps(mean);
+    tn_cephes_sincosf8(theta, &sn, &cs);
+    _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_mul_ps(radius, cs), vstd, vmean));
+    _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(_mm256_mul_ps(radius, sn), vstd, vmean));
+}
+#endif
+
 /* Box-Muller on 16 uniforms in place: d[j] and d[j + 8] from (d[j], d[j + 8]). */
 static void tn_normal_fill16_float(const struct tn_generator *g, float *d, float mean, float std)
 {
-    const float two_pi = (float)(2.0f * TN_PI);
     if (g->cpu != TN_RNG_CPU_AVX2) {
         /* the scalar kernel: libm's logf, cosf and sinf; 2.x fuses the last
          * step explicitly (std::fma), 1.13 as its compiler does */
@@ -638,6 +726,14 @@ static void tn_normal_fill16_float(const struct tn_generator *g, float *d, float
         }
         return;
     }
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* the lanes as PyTorch's kernel computes them, where this CPU can */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        tn_box_muller16_avx2(d, mean, std);
+        return;
+    }
+#endif
+    const float two_pi = (float)(2.0f * TN_PI);
     for (int j = 0; j < 8; j++) {
         float u1 = 1.0f - d[j];
         float u2 = d[j + 8];
