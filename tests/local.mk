@@ -22,9 +22,12 @@ include tests/opinfo/local.mk
 
 TESTS += $(UNIT_TESTS) $(CLI_TESTS)
 
-# Only the unit tests (CI runs them again under the sanitizers).
-check-unit:
-	$(MAKE) $(AM_MAKEFLAGS) check TESTS='$(UNIT_TESTS)'
+# Only the unit tests (CI runs them again under the sanitizers): their
+# programs (with the library and what they link) and ttest, not `make
+# check`'s `all` and other check programs (the tools, libtensor-aoti, the
+# Bats tests' helpers, man pages, examples), then ttest over them.
+check-unit: $(UNIT_TESTS) $(TTEST)
+	$(MAKE) $(AM_MAKEFLAGS) check-TESTS TESTS='$(UNIT_TESTS)'
 
 # Rewrites every committed fixture with real PyTorch (1.13 and 2.x).
 fixtures:
