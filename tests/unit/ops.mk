@@ -148,6 +148,11 @@ tests_unit_test_ops_search_SOURCES = tests/unit/test_ops_search.c tests/unit/ops
 tests_unit_test_ops_search_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_search_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_search_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_order
+tests_unit_test_ops_order_SOURCES = tests/unit/test_ops_order.c tests/unit/ops_cases.h
+tests_unit_test_ops_order_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_order_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_order_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_sdpa
 tests_unit_test_ops_sdpa_SOURCES = tests/unit/test_ops_sdpa.c tests/unit/ops_cases.h

@@ -1,0 +1,109 @@
+/*
+ * ops/cpu/cumext.c: the scans beyond cumsum and cumprod, as PyTorch's CPU
+ * kernels (aten/src/ATen/native/ReduceOps.cpp) give them: cummax and
+ * cummin (cummax_cummin_helper: a NaN, or an element >= (<=) the running
+ * one when that is not NaN, takes over, so ties and NaNs move the index to
+ * the latest), each row walked along dim.
+ */
+#include <config.h>
+
+#include <math.h>
+
+#include "ops/internal.h"
+
+/* self's elements as float64 (floating) or int64 (integers, bool), which
+ * hold every value exactly, contiguous: a row of n along dim at
+ * (o * n) * inner + j, o < outer, j < inner. */
+struct rows {
+    struct tn_tensor *t;
+    int64_t outer, n, inner;
+};
+
+static int rows_of(const struct tn_tensor *self, int dim, enum tn_dtype kd, struct rows *r)
+{
+    struct tn_tensor *c = tn_to_dtype(self, kd);
+    r->t = c ? tn_contiguous(c) : NULL;
+    tn_release(c);
+    if (!r->t)
+        return tn_last_status();
+    r->outer = 1, r->inner = 1, r->n = self->sizes[dim];
+    for (int i = 0; i < self->ndim; i++)
+        if (i < dim)
+            r->outer *= self->sizes[i];
+        else if (i > dim)
+            r->inner *= self->sizes[i];
+    return TN_OK;
+}
+
+/* the index of the running max (min) of each row */
+static void cum_index(const struct rows *r, bool max, int64_t *idx)
+{
+    bool fl = r->t->dtype == TN_FLOAT64;
+    const double *d = tn_data(r->t);
+    const int64_t *q = tn_data(r->t);
+    for (int64_t o = 0; o < r->outer; o++)
+        for (int64_t j = 0; j < r->inner; j++) {
+            int64_t base = o * r->n * r->inner + j, best = 0;
+            for (int64_t i = 0; i < r->n; i++) {
+                int64_t at = base + i * r->inner, cur = base + best * r->inner;
+                bool take;
+                if (fl)
+                    take = isnan(d[at]) ||
+                           (!isnan(d[cur]) && (max ? d[at] >= d[cur] : d[at] <= d[cur]));
+                else
+                    take = max ? q[at] >= q[cur] : q[at] <= q[cur];
+                if (take)
+                    best = i;
+                idx[at] = best;
+            }
+        }
+}
+
+static int cummaxmin(bool max, const struct tn_tensor *self, int64_t dim_,
+                     struct tn_tensor **values, struct tn_tensor **indices)
+{
+    const char *name = max ? "cummax_cpu" : "cummin_cpu";
+    struct tn_tensor *v = NULL, *i = NULL;
+    if (self->ndim == 0 || tn_numel(self) == 0) { /* PyTorch fills these unchecked */
+        v = tn_contiguous(self);
+        i = v ? tn_zeros(self->sizes, self->ndim, TN_INT64) : NULL;
+        goto done;
+    }
+    if (tn_dtype_is_complex(self->dtype) || tn_dtype_is_storage_only(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"%s\" not implemented for '%s'", name,
+                            tn_dtype_info(self->dtype)->c10_name);
+    int d = tn_wrap_dim(dim_, self->ndim);
+    if (d < 0)
+        return tn_last_status();
+    struct rows r = {0};
+    if (rows_of(self, d, tn_dtype_is_floating(self->dtype) ? TN_FLOAT64 : TN_INT64, &r))
+        return tn_last_status();
+    i = tn_empty(self->sizes, self->ndim, TN_INT64);
+    if (i) {
+        cum_index(&r, max, tn_data(i));
+        v = tn_gather(self, d, i, false);
+    }
+    tn_release(r.t);
+done:
+    if (!v) {
+        tn_release(i);
+        return tn_last_status();
+    }
+    *values = v;
+    *indices = i;
+    return TN_OK;
+}
+
+int tn__cpu_cummax(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                   struct tn_tensor **values, struct tn_tensor **indices)
+{
+    (void)ks;
+    return cummaxmin(true, self, dim, values, indices);
+}
+
+int tn__cpu_cummin(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
+                   struct tn_tensor **values, struct tn_tensor **indices)
+{
+    (void)ks;
+    return cummaxmin(false, self, dim, values, indices);
+}
