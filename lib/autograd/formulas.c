@@ -5,6 +5,7 @@
  * own under create_graph (second derivatives). Each returns a new tensor or
  * NULL with an error; arguments are borrowed.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -557,6 +558,57 @@ struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim)
     return s;
 fail:
     drop(2, s, c);
+    return NULL;
+}
+
+/* logcumsumexp: PyTorch's logcumsumexp_backward (real dtypes): the positive
+ * and the negative parts of grad in log space, each reverse-logcumsumexp'd
+ * after subtracting result, plus self, exponentiated */
+static struct tn_tensor *rev_lcse(const struct tn_tensor *x, int64_t dim)
+{
+    struct tn_tensor *f = tn_flip(x, &dim, 1), *c = f ? tn_logcumsumexp(f, dim) : NULL;
+    struct tn_tensor *r = c ? tn_flip(c, &dim, 1) : NULL;
+    tn_release(f), tn_release(c);
+    return r;
+}
+
+static struct tn_tensor *lcse_part(const struct tn_tensor *grad, const struct tn_tensor *logabs,
+                                   const struct tn_tensor *self, const struct tn_tensor *result,
+                                   int64_t dim, bool positive)
+{
+    double lowest = grad->dtype == TN_FLOAT64   ? -DBL_MAX
+                    : grad->dtype == TN_FLOAT32 ? -FLT_MAX
+                    : grad->dtype == TN_FLOAT16 ? -65504.0
+                                                : -3.3895313892515355e38;
+    struct tn_tensor *m = NULL, *p = NULL;
+    STEP(m, positive ? tn_gt_scalar(grad, tn_int(0)) : tn_lt_scalar(grad, tn_int(0)));
+    STEP(p, tn_where_scalarother(m, logabs, tn_float(lowest)));
+    STEP(p, tn_sub(p, result, tn_int(1)));
+    STEP(p, rev_lcse(p, dim));
+    STEP(p, tn_add(p, self, tn_int(1)));
+    STEP(p, tn_exp(p));
+    tn_release(m);
+    return p;
+fail:
+    drop(2, m, p);
+    return NULL;
+}
+
+struct tn_tensor *tn__logcumsumexp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                      const struct tn_tensor *result, int64_t dim)
+{
+    if (grad->ndim == 0 || tn_numel(grad) == 0)
+        return tn_retain((struct tn_tensor *)grad);
+    struct tn_tensor *la = NULL, *pos = NULL, *neg = NULL;
+    STEP(la, tn_abs(grad));
+    STEP(la, tn_log(la));
+    STEP(pos, lcse_part(grad, la, self, result, dim, true));
+    STEP(neg, lcse_part(grad, la, self, result, dim, false));
+    STEP(pos, tn_sub(pos, neg, tn_int(1)));
+    drop(2, la, neg);
+    return pos;
+fail:
+    drop(3, la, pos, neg);
     return NULL;
 }
 

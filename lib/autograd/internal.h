@@ -372,6 +372,8 @@ struct tn_tensor *tn__clamp_bw(const struct tn_tensor *grad, const struct tn_ten
 struct tn_tensor *tn__div_mode_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
                                   const struct tn_tensor *other, const char *mode, int which);
 struct tn_tensor *tn__cumsum_bw(const struct tn_tensor *grad, int64_t dim);
+struct tn_tensor *tn__logcumsumexp_bw(const struct tn_tensor *grad, const struct tn_tensor *self,
+                                      const struct tn_tensor *result, int64_t dim);
 /* the FFTs' backward helpers (_fft_r2c_bw, ...) live with them */
 #include "ops/fft_internal.h"
 /* and _linalg_svd's with the SVD ops */

@@ -3,7 +3,9 @@
  * kernels (aten/src/ATen/native/ReduceOps.cpp) give them: cummax and
  * cummin (cummax_cummin_helper: a NaN, or an element >= (<=) the running
  * one when that is not NaN, takes over, so ties and NaNs move the index to
- * the latest), each row walked along dim.
+ * the latest) and logcumsumexp (_log_add_exp_helper, accumulated in
+ * double, or float for float16 and bfloat16, as at::acc_type on the CPU),
+ * each row walked along dim.
  */
 #include <config.h>
 
@@ -106,4 +108,57 @@ int tn__cpu_cummin(tn_keyset ks, const struct tn_tensor *self, int64_t dim,
 {
     (void)ks;
     return cummaxmin(false, self, dim, values, indices);
+}
+
+/* _log_add_exp_helper: log(exp(x) + exp(y)) with std::min/std::max's NaN
+ * order (the first argument when either is NaN), y the running sum */
+#define TN_LAE(SFX, T, LOG1P, EXP)                                                             \
+    static T lae_##SFX(T x, T y)                                                               \
+    {                                                                                          \
+        T mn = isnan(y) ? y : (y < x ? y : x), mx = isnan(y) ? y : (x < y ? y : x);            \
+        if (mn != mx || isfinite(mn))                                                          \
+            return LOG1P(EXP(mn - mx)) + mx;                                                   \
+        return x;                                                                              \
+    }
+TN_LAE(f, float, log1pf, expf)
+TN_LAE(d, double, log1p, exp)
+
+struct tn_tensor *tn__cpu_logcumsumexp(tn_keyset ks, const struct tn_tensor *self, int64_t dim)
+{
+    (void)ks;
+    int d = tn_wrap_dim(dim, self->ndim ? self->ndim : 1);
+    if (d < 0)
+        return NULL;
+    if (!tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"logcumsumexp_out_cpu\" not implemented for '%s'%s",
+                            tn_dtype_info(self->dtype)->c10_name,
+                            tn_dtype_is_complex(self->dtype) ? " (complex: not here yet)" : ""),
+               NULL;
+    if (self->ndim == 0 || tn_numel(self) == 0) /* one element: itself */
+        return tn_contiguous(self);
+    struct rows r = {0};
+    if (rows_of(self, d, TN_FLOAT64, &r))
+        return NULL;
+    struct tn_tensor *out = NULL, *acc = tn_empty(self->sizes, self->ndim, TN_FLOAT64);
+    if (acc) {
+        bool half = self->dtype == TN_FLOAT16 || self->dtype == TN_BFLOAT16;
+        const double *x = tn_data(r.t);
+        double *y = tn_data(acc);
+        for (int64_t o = 0; o < r.outer; o++)
+            for (int64_t j = 0; j < r.inner; j++) {
+                int64_t base = o * r.n * r.inner + j;
+                double cd = -INFINITY;
+                float cf = -INFINITY;
+                for (int64_t i = 0; i < r.n; i++) {
+                    int64_t at = base + i * r.inner;
+                    if (half)
+                        y[at] = cf = lae_f((float)x[at], cf);
+                    else
+                        y[at] = cd = lae_d(x[at], cd);
+                }
+            }
+        out = tn_to_dtype(acc, self->dtype);
+    }
+    tn_release(acc), tn_release(r.t);
+    return out;
 }
