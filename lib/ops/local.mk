@@ -55,7 +55,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cpu/sort.c \
 	lib/ops/cpu/bucketize.c \
 	lib/ops/cpu/unique.c \
-	lib/ops/cpu/cumext.c \
+	lib/ops/cpu/order.c \
 	lib/ops/cpu/shape.c \
 	lib/ops/cpu/movement.c \
 	lib/ops/cpu/index.c \
