@@ -297,3 +297,208 @@ int tn__cpu_kthvalue(tn_keyset ks, const struct tn_tensor *self, int64_t k, int6
     *values = v, *indices = i;
     return TN_OK;
 }
+
+/* mode: PyTorch's mode_kernel_impl std::sorts (value, index) pairs by value
+ * alone, so the index of a tied value is the one libstdc++'s introsort
+ * leaves last in its run: that sort, step for step (median-of-three
+ * unguarded partitions down to 16, a heap sort past 2 log2(n) levels, then
+ * the insertion sorts), over the pairs. */
+#define TN_STDSORT(SFX, T)                                                                     \
+    struct pair_##SFX {                                                                        \
+        T v;                                                                                   \
+        int64_t i;                                                                             \
+    };                                                                                         \
+    typedef struct pair_##SFX P_##SFX;                                                         \
+    static void psw_##SFX(P_##SFX *a, P_##SFX *b)                                              \
+    {                                                                                          \
+        P_##SFX t = *a;                                                                        \
+        *a = *b, *b = t;                                                                       \
+    }                                                                                          \
+    static void adjust_##SFX(P_##SFX *f, int64_t hole, int64_t len, P_##SFX val)               \
+    {                                                                                          \
+        int64_t top = hole, sc = hole;                                                         \
+        while (sc < (len - 1) / 2) {                                                           \
+            sc = 2 * (sc + 1);                                                                 \
+            if (f[sc].v < f[sc - 1].v)                                                         \
+                sc--;                                                                          \
+            f[hole] = f[sc], hole = sc;                                                        \
+        }                                                                                      \
+        if ((len & 1) == 0 && sc == (len - 2) / 2) {                                           \
+            sc = 2 * (sc + 1);                                                                 \
+            f[hole] = f[sc - 1], hole = sc - 1;                                                \
+        }                                                                                      \
+        int64_t parent = (hole - 1) / 2;                                                       \
+        while (hole > top && f[parent].v < val.v) {                                            \
+            f[hole] = f[parent], hole = parent;                                                \
+            parent = (hole - 1) / 2;                                                           \
+        }                                                                                      \
+        f[hole] = val;                                                                         \
+    }                                                                                          \
+    static void heapsort_##SFX(P_##SFX *f, int64_t len)                                        \
+    {                                                                                          \
+        if (len >= 2)                                                                          \
+            for (int64_t parent = (len - 2) / 2;; parent--) {                                  \
+                adjust_##SFX(f, parent, len, f[parent]);                                       \
+                if (parent == 0)                                                               \
+                    break;                                                                     \
+            }                                                                                  \
+        for (int64_t last = len; last - 1 > 0;) {                                              \
+            --last;                                                                            \
+            P_##SFX val = f[last];                                                             \
+            f[last] = f[0];                                                                    \
+            adjust_##SFX(f, 0, last, val);                                                     \
+        }                                                                                      \
+    }                                                                                          \
+    static void median_first_##SFX(P_##SFX *r, P_##SFX *a, P_##SFX *b, P_##SFX *c)             \
+    {                                                                                          \
+        if (a->v < b->v) {                                                                     \
+            if (b->v < c->v)                                                                   \
+                psw_##SFX(r, b);                                                               \
+            else if (a->v < c->v)                                                              \
+                psw_##SFX(r, c);                                                               \
+            else                                                                               \
+                psw_##SFX(r, a);                                                               \
+        } else if (a->v < c->v)                                                                \
+            psw_##SFX(r, a);                                                                   \
+        else if (b->v < c->v)                                                                  \
+            psw_##SFX(r, c);                                                                   \
+        else                                                                                   \
+            psw_##SFX(r, b);                                                                   \
+    }                                                                                          \
+    static void introsort_##SFX(P_##SFX *first, P_##SFX *last, int64_t depth)                  \
+    {                                                                                          \
+        while (last - first > 16) {                                                            \
+            if (depth == 0) {                                                                  \
+                heapsort_##SFX(first, last - first);                                           \
+                return;                                                                        \
+            }                                                                                  \
+            --depth;                                                                           \
+            median_first_##SFX(first, first + 1, first + (last - first) / 2, last - 1);        \
+            P_##SFX *lo = first + 1, *hi = last;                                               \
+            for (;;) {                                                                         \
+                while (lo->v < first->v)                                                       \
+                    ++lo;                                                                      \
+                --hi;                                                                          \
+                while (first->v < hi->v)                                                       \
+                    --hi;                                                                      \
+                if (!(lo < hi))                                                                \
+                    break;                                                                     \
+                psw_##SFX(lo, hi);                                                             \
+                ++lo;                                                                          \
+            }                                                                                  \
+            introsort_##SFX(lo, last, depth);                                                  \
+            last = lo;                                                                         \
+        }                                                                                      \
+    }                                                                                          \
+    static void linear_insert_##SFX(P_##SFX *last)                                             \
+    {                                                                                          \
+        P_##SFX val = *last, *next = last - 1;                                                 \
+        while (val.v < next->v)                                                                \
+            *last = *next, last = next--;                                                      \
+        *last = val;                                                                           \
+    }                                                                                          \
+    static void insertion_##SFX(P_##SFX *first, P_##SFX *last)                                 \
+    {                                                                                          \
+        for (P_##SFX *i = first + 1; i < last; i++)                                            \
+            if (i->v < first->v) {                                                             \
+                P_##SFX val = *i;                                                              \
+                memmove(first + 1, first, sizeof *i * (size_t)(i - first));                    \
+                *first = val;                                                                  \
+            } else                                                                             \
+                linear_insert_##SFX(i);                                                        \
+    }                                                                                          \
+    static void stdsort_##SFX(P_##SFX *f, int64_t n)                                           \
+    {                                                                                          \
+        if (n < 2)                                                                             \
+            return;                                                                            \
+        int lg = 0;                                                                            \
+        while ((n >> (lg + 1)) > 0)                                                            \
+            lg++;                                                                              \
+        introsort_##SFX(f, f + n, 2 * (int64_t)lg);                                            \
+        if (n > 16) {                                                                          \
+            insertion_##SFX(f, f + 16);                                                        \
+            for (P_##SFX *i = f + 16; i < f + n; i++)                                          \
+                linear_insert_##SFX(i);                                                        \
+        } else                                                                                 \
+            insertion_##SFX(f, f + n);                                                         \
+    }                                                                                          \
+    /* the first most frequent run's last index (!= ends a run: NaN alone) */                  \
+    static int64_t mode_##SFX(P_##SFX *e, const char *src, int64_t stride, int64_t n)          \
+    {                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            memcpy(&e[i].v, src + i * stride, sizeof(T));                                      \
+            e[i].i = i;                                                                        \
+        }                                                                                      \
+        stdsort_##SFX(e, n);                                                                   \
+        int64_t modei = 0, freq = 0, best = 0;                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            freq++;                                                                            \
+            if (i == n - 1 || e[i].v != e[i + 1].v) {                                          \
+                if (freq > best)                                                               \
+                    modei = e[i].i, best = freq;                                               \
+                freq = 0;                                                                      \
+            }                                                                                  \
+        }                                                                                      \
+        return modei;                                                                          \
+    }
+TN_STDSORT(d, double)
+TN_STDSORT(i, int64_t)
+
+int tn__cpu_mode(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool keepdim,
+                 struct tn_tensor **values, struct tn_tensor **indices)
+{
+    (void)ks;
+    int d = tn_wrap_dim(dim, self->ndim ? self->ndim : 1);
+    if (d < 0)
+        return tn_last_status();
+    if (self->ndim == 0) {
+        *values = tn_contiguous(self);
+        *indices = *values ? tn_zeros(NULL, 0, TN_INT64) : NULL;
+        return *indices ? TN_OK : (tn_release(*values), tn_last_status());
+    }
+    if (self->sizes[d] == 0)
+        return tn_set_error(TN_EINDEX, "mode(): Expected reduction dim %d to have non-zero size.",
+                            d);
+    if (tn_dtype_is_complex(self->dtype) || tn_dtype_is_storage_only(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"mode_cpu\" not implemented for '%s'",
+                            tn_dtype_info(self->dtype)->c10_name);
+    struct rows r = {0};
+    bool fl = tn_dtype_is_floating(self->dtype);
+    if (rows_of(self, d, fl ? TN_FLOAT64 : TN_INT64, &r))
+        return tn_last_status();
+    int64_t ks_[TN_MAX_DIMS], dd = d;
+    for (int i = 0; i < self->ndim; i++)
+        ks_[i] = i == d ? 1 : self->sizes[i];
+    struct tn_tensor *i = tn_empty(ks_, self->ndim, TN_INT64), *v = NULL;
+    void *e = malloc(sizeof(struct pair_d) * (size_t)r.n);
+    if (i && e) {
+        int64_t *idx = tn_data(i);
+        const char *src = tn_data(r.t);
+        for (int64_t o = 0; o < r.outer; o++)
+            for (int64_t j = 0; j < r.inner; j++) {
+                const char *row = src + 8 * (o * r.n * r.inner + j);
+                idx[o * r.inner + j] = fl ? mode_d(e, row, 8 * r.inner, r.n)
+                                          : mode_i(e, row, 8 * r.inner, r.n);
+            }
+    }
+    if (i && !e)
+        tn_set_error(TN_ENOMEM, "mode: out of memory for a row of %lld", (long long)r.n);
+    else if (i)
+        v = tn_gather(self, d, i, false);
+    free(e);
+    tn_release(r.t);
+    if (v && !keepdim) {
+        *values = tn_squeeze_dims(v, &dd, 1);
+        *indices = *values ? tn_squeeze_dims(i, &dd, 1) : NULL;
+        tn_release(v), tn_release(i);
+        if (!*indices)
+            tn_release(*values);
+        return *indices ? TN_OK : tn_last_status();
+    }
+    if (!v) {
+        tn_release(i);
+        return tn_last_status();
+    }
+    *values = v, *indices = i;
+    return TN_OK;
+}
