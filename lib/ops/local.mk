@@ -42,6 +42,7 @@ libtensor_la_SOURCES += \
 	lib/ops/bucketize.c \
 	lib/ops/quantile.c \
 	lib/ops/median.c \
+	lib/ops/aminmax.c \
 	lib/ops/meshgrid.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \

@@ -2,8 +2,8 @@
  * Unit tests of the scans and order statistics the OpInfo sweep found
  * refused (session 44) through the dispatcher: every case of
  * tests/fixtures/ops/order.json (real PyTorch 2.x,
- * tests/fixtures/ops_order.py): cummax, cummin, logcumsumexp, kthvalue and
- * mode, with PyTorch's errors.
+ * tests/fixtures/ops_order.py): cummax, cummin, logcumsumexp, kthvalue,
+ * mode and aminmax, with PyTorch's errors.
  */
 #include "ops_cases.h"
 
