@@ -168,6 +168,27 @@ struct tn_tensor *tn__cpu_logcumsumexp(tn_keyset ks, const struct tn_tensor *sel
     return out;
 }
 
+/* values v and indices i (keepdim's shape, both taken over; v NULL on a
+ * failure) as the results, dim d squeezed unless keepdim */
+static int reduced_out(struct tn_tensor *v, struct tn_tensor *i, int64_t d, bool keepdim,
+                       struct tn_tensor **values, struct tn_tensor **indices)
+{
+    if (!v) {
+        tn_release(i);
+        return tn_last_status();
+    }
+    if (keepdim) {
+        *values = v, *indices = i;
+        return TN_OK;
+    }
+    *values = tn_squeeze_dims(v, &d, 1);
+    *indices = *values ? tn_squeeze_dims(i, &d, 1) : NULL;
+    tn_release(v), tn_release(i);
+    if (!*indices)
+        tn_release(*values);
+    return *indices ? TN_OK : tn_last_status();
+}
+
 /* quick_select_template: v and ix (n each) partially ordered so that
  * [k] holds the k-th smallest, NaN above all; the same swaps as PyTorch's */
 #define TN_QSEL(SFX, T, NAN_)                                                                   \
@@ -275,27 +296,14 @@ int tn__cpu_kthvalue(tn_keyset ks, const struct tn_tensor *self, int64_t k, int6
     struct rows r = {0};
     if (rows_of(self, d, tn_dtype_is_floating(self->dtype) ? TN_FLOAT64 : TN_INT64, &r))
         return tn_last_status();
-    int64_t ks_[TN_MAX_DIMS], dd = d;
+    int64_t ks_[TN_MAX_DIMS];
     for (int i = 0; i < self->ndim; i++)
         ks_[i] = i == d ? 1 : self->sizes[i];
     struct tn_tensor *i = tn_empty(ks_, self->ndim, TN_INT64), *v = NULL;
     if (i && kth_index(&r, k - 1, tn_data(i)) == 0)
         v = tn_gather(self, d, i, false);
     tn_release(r.t);
-    if (v && !keepdim) {
-        *values = tn_squeeze_dims(v, &dd, 1);
-        *indices = *values ? tn_squeeze_dims(i, &dd, 1) : NULL;
-        tn_release(v), tn_release(i);
-        if (!*indices)
-            tn_release(*values);
-        return *indices ? TN_OK : tn_last_status();
-    }
-    if (!v) {
-        tn_release(i);
-        return tn_last_status();
-    }
-    *values = v, *indices = i;
-    return TN_OK;
+    return reduced_out(v, i, d, keepdim, values, indices);
 }
 
 /* mode: PyTorch's mode_kernel_impl std::sorts (value, index) pairs by value
@@ -466,7 +474,7 @@ int tn__cpu_mode(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool k
     bool fl = tn_dtype_is_floating(self->dtype);
     if (rows_of(self, d, fl ? TN_FLOAT64 : TN_INT64, &r))
         return tn_last_status();
-    int64_t ks_[TN_MAX_DIMS], dd = d;
+    int64_t ks_[TN_MAX_DIMS];
     for (int i = 0; i < self->ndim; i++)
         ks_[i] = i == d ? 1 : self->sizes[i];
     struct tn_tensor *i = tn_empty(ks_, self->ndim, TN_INT64), *v = NULL;
@@ -487,18 +495,5 @@ int tn__cpu_mode(tn_keyset ks, const struct tn_tensor *self, int64_t dim, bool k
         v = tn_gather(self, d, i, false);
     free(e);
     tn_release(r.t);
-    if (v && !keepdim) {
-        *values = tn_squeeze_dims(v, &dd, 1);
-        *indices = *values ? tn_squeeze_dims(i, &dd, 1) : NULL;
-        tn_release(v), tn_release(i);
-        if (!*indices)
-            tn_release(*values);
-        return *indices ? TN_OK : tn_last_status();
-    }
-    if (!v) {
-        tn_release(i);
-        return tn_last_status();
-    }
-    *values = v, *indices = i;
-    return TN_OK;
+    return reduced_out(v, i, d, keepdim, values, indices);
 }
