@@ -203,8 +203,13 @@ static inline bool tn__ad_edge(const struct tn_node *n, int i)
 {
     return n->next[i].fn != NULL;
 }
+/* True when t's dtype can carry a gradient (floating or complex). */
+static inline bool tn__ad_differentiable(const struct tn_tensor *t)
+{
+    return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);
+}
 /* Makes t output `nr` of n: grad_fn, output_nr, requires_grad, and n's
- * metadata for that output. */
+ * metadata for that output; an integer or bool t is left as it is. */
 void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr);
 
 /* Saves t (NULL is fine) in s; an output of `n` is kept as a detached alias

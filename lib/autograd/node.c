@@ -436,11 +436,6 @@ static struct tn_node *noderiv_node(const struct tn_tensor *const *ins, int nnex
     return n ? &n->n : NULL;
 }
 
-static bool noderiv_float(const struct tn_tensor *t)
-{
-    return tn_dtype_is_floating(t->dtype) || tn_dtype_is_complex(t->dtype);
-}
-
 struct tn__ad_noderiv_call tn__ad_noderiv_begin(const struct tn_tensor *const *ins, int nnext,
                                                 const char *node, const char *op)
 {
@@ -454,7 +449,7 @@ struct tn_tensor *tn__ad_noderiv_result(const struct tn__ad_noderiv_call *c, str
     tn__ad_below_end(c->prev);
     /* integer and bool results are never differentiable; a result that
      * requires grad already is an input handed back */
-    if (!r || !c->need || !noderiv_float(r) || r->requires_grad)
+    if (!r || !c->need || !tn__ad_differentiable(r) || r->requires_grad)
         return r;
     struct tn_node *n = noderiv_node(c->ins, c->nnext, 1, c->node, c->op);
     if (!n) {
@@ -478,7 +473,7 @@ int tn__ad_noderiv_tuple(struct tn_tensor **r, int nr, const struct tn_tensor *c
         return tn_last_status();
     }
     for (int k = 0; k < nr; k++)
-        if (noderiv_float(r[k]) && !r[k]->requires_grad)
+        if (tn__ad_differentiable(r[k]) && !r[k]->requires_grad)
             tn__ad_set_history(r[k], n, (uint32_t)k);
     tn__node_release(n);
     return TN_OK;
@@ -520,6 +515,11 @@ static int retain_hook_add(struct tn_tensor *t, struct retain_cell *c);
 
 void tn__ad_set_history(struct tn_tensor *t, struct tn_node *n, uint32_t nr)
 {
+    /* only floating and complex tensors are differentiable: an integer or
+     * bool result gets no grad_fn and does not require grad (PyTorch's
+     * isDifferentiableType), whichever op made it (a conversion, copy_) */
+    if (!tn__ad_differentiable(t))
+        return;
     struct tn_node *old = t->grad_fn;
     t->grad_fn = tn__node_retain(n);
     t->output_nr = nr;

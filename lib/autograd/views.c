@@ -360,8 +360,8 @@ static int fill_apply(struct tn_node *n, struct tn_tensor *const *grads, struct 
 
 int tn__ad_after_inplace(struct tn_tensor *dst, const struct tn_tensor *src)
 {
-    if (!tn_is_grad_enabled())
-        return TN_OK;
+    if (!tn_is_grad_enabled() || !tn__ad_differentiable(dst))
+        return TN_OK; /* an integer or bool dst never records the copy */
     bool src_grad = src && src->requires_grad;
     if (!src_grad && !dst->requires_grad)
         return TN_OK;

@@ -112,14 +112,6 @@ static struct tn_tensor *sorted_rows(struct pool *p, const struct tn_tensor *sel
     return keep(p, tn_reshape(v, shape, nd));
 }
 
-/* t's entries as int64 indices, out of autograd's graph (tn_to_dtype to an
- * integer dtype keeps a ToCopyBackward0, which PyTorch's toType does not) */
-static struct tn_tensor *indices_of(struct pool *p, const struct tn_tensor *t)
-{
-    struct tn_tensor *d = keep(p, tn_detach(t));
-    return d ? keep(p, tn_to_dtype(d, TN_INT64)) : NULL;
-}
-
 /* The ranks of q in each row of sorted, rounded as the mode says. */
 static struct tn_tensor *ranks_of(struct pool *p, const struct tn_tensor *sorted,
                                   const struct tn_tensor *q, bool ignore_nan, int mode)
@@ -169,13 +161,13 @@ static struct tn_tensor *compute(const struct tn_tensor *self, const struct tn_t
         sorted = NULL;
     }
     struct tn_tensor *ranks = sorted ? ranks_of(&p, sorted, q, ignore_nan, mode) : NULL;
-    struct tn_tensor *below = ranks ? indices_of(&p, ranks) : NULL;
+    struct tn_tensor *below = ranks ? keep(&p, tn_to_dtype(ranks, TN_INT64)) : NULL;
     struct tn_tensor *vb = below ? keep(&p, tn_gather(sorted, -1, below, false)) : NULL;
     if (vb && (mode == LINEAR || mode == MIDPOINT)) {
         struct tn_tensor *w = mode == MIDPOINT ? keep(&p, tn_scalar_tensor(tn_float(0.5), ranks->dtype))
                                                : keep(&p, tn_sub(ranks, below, tn_int(1)));
         struct tn_tensor *up = w ? keep(&p, tn_ceil(ranks)) : NULL;
-        struct tn_tensor *above = up ? indices_of(&p, up) : NULL;
+        struct tn_tensor *above = up ? keep(&p, tn_to_dtype(up, TN_INT64)) : NULL;
         struct tn_tensor *va = above ? keep(&p, tn_gather(sorted, -1, above, false)) : NULL;
         vb = va ? keep(&p, tn_lerp(vb, va, w)) : NULL;
     }

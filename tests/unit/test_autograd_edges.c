@@ -1,10 +1,12 @@
 /*
  * Unit tests of gradients at the edges the OpInfo sweep found (issue 25):
  * linalg_vector_norm's for ord inf over NaNs and infinities (lib/ops/shape.c)
- * and cat's for empty inputs (lib/ops/cpu/shape.c), against
+ * and cat's for empty inputs (lib/ops/cpu/shape.c), and which dtypes a
+ * conversion or copy_ records a node for (lib/autograd/node.c), against
  * tests/fixtures/autograd/edges.json (real PyTorch; autograd_edges.py).
  */
 #include <math.h>
+#include <string.h>
 
 #include "tn_test.h"
 
@@ -107,11 +109,61 @@ static int cat_empty_case(json_t *c, const char *what)
 
 static void test_cat_empty_grad(void **state) { edge_cases("cat_empty", cat_empty_case); }
 
+/* Whether t requires grad and its grad_fn's name match the fixture's
+ * [requires_grad, name or null]. */
+static int history_differs(const struct tn_tensor *t, json_t *want, const char *what)
+{
+    const char *name = json_string_value(json_array_get(want, 1));
+    const char *got = tn_grad_fn_name(t);
+    if (t->requires_grad == json_is_true(json_array_get(want, 0)) &&
+        (name ? got && !strcmp(got, name) : !got))
+        return 0;
+    printf("# %s: requires_grad %d grad_fn %s, PyTorch's %s\n", what, t->requires_grad,
+           got ? got : "none", name ? name : "none");
+    return 1;
+}
+
+/* A float64 tensor that requires grad converted with tn_to_dtype, and
+ * copied whole and into a slice of a tensor of that dtype (to_dtype): only
+ * floating and complex results get a node (an integer or bool one used to
+ * keep ToCopyBackward0, CopyBackwards or CopySlices and let gradients
+ * flow through it). */
+static int to_dtype_case(json_t *c, const char *what)
+{
+    json_t *jo = json_object_get(c, "out");
+    enum tn_dtype dt = tn_test_dtype(json_string_value(json_object_get(jo, "dtype")));
+    struct tn_tensor *x = tn_test_tensor(json_object_get(c, "x"));
+    assert_int_equal(tn_requires_grad_(x, true), 0);
+    struct tn_tensor *y = tn_to_dtype(x, dt);
+    int64_t whole[2] = {2, 3}, big[2] = {3, 3};
+    struct tn_tensor *d = tn_zeros(whole, 2, dt), *s = tn_zeros(big, 2, dt);
+    assert_non_null(y);
+    assert_non_null(d);
+    assert_non_null(s);
+    struct tn_tensor *v = tn_narrow(s, 0, 1, 2);
+    assert_non_null(v);
+    assert_int_equal(tn_copy_(d, x), 0);
+    assert_int_equal(tn_copy_(v, x), 0);
+    int bad = tn_test_compare(y, jo, what, 0) != 0;
+    bad += history_differs(y, json_object_get(c, "to"), what);
+    bad += history_differs(d, json_object_get(c, "copy"), what);
+    bad += history_differs(s, json_object_get(c, "slice"), what);
+    tn_release(v);
+    tn_release(s);
+    tn_release(d);
+    tn_release(y);
+    tn_release(x);
+    return bad;
+}
+
+static void test_to_dtype_history(void **state) { edge_cases("to_dtype", to_dtype_case); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_norm_inf_grad),
         cmocka_unit_test(test_cat_empty_grad),
+        cmocka_unit_test(test_to_dtype_history),
     };
     return TN_RUN_TESTS(tests);
 }
