@@ -153,6 +153,11 @@ tests_unit_test_ops_order_SOURCES = tests/unit/test_ops_order.c tests/unit/ops_c
 tests_unit_test_ops_order_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_order_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_order_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_misc2
+tests_unit_test_ops_misc2_SOURCES = tests/unit/test_ops_misc2.c tests/unit/ops_cases.h
+tests_unit_test_ops_misc2_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_misc2_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_misc2_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_sdpa
 tests_unit_test_ops_sdpa_SOURCES = tests/unit/test_ops_sdpa.c tests/unit/ops_cases.h
