@@ -684,14 +684,16 @@ static bool has_tensor_token(const char *overload)
 /* Cross-entry checks: unique names, delegates that exist and fit. First,
  * an overload whose C name without its "Tensor" token is another op's
  * keeps the token (clamp.Tensor: tn_clamp_tensor beside clamp's tn_clamp),
- * whichever is declared first. */
+ * whichever is declared first; of two with the token whose names meet, the
+ * later keeps it (isin.Scalar_Tensor: tn_isin_scalar_tensor beside
+ * isin.Tensor_Scalar's tn_isin_scalar). */
 static int check_schema(struct tg_schema *s)
 {
     for (int i = 0; i < s->nfuncs; i++) {
         struct tg_func *f = &s->funcs[i];
         for (int j = 0; j < s->nfuncs && has_tensor_token(f->overload); j++)
             if (j != i && !strcmp(s->funcs[j].cname, f->cname) &&
-                !has_tensor_token(s->funcs[j].overload)) {
+                (j < i || !has_tensor_token(s->funcs[j].overload))) {
                 make_names(f, true);
                 break;
             }
