@@ -46,6 +46,7 @@ libtensor_la_SOURCES += \
 	lib/ops/meshgrid.c \
 	lib/ops/take_along_dim.c \
 	lib/ops/isin.c \
+	lib/ops/kron.c \
 	lib/ops/cpu/bincount.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \
