@@ -324,17 +324,19 @@ static struct tn_tensor *f32_product(const struct tn_tensor *a, const struct tn_
 }
 
 /* On 2 threads the AVX2 small-product kernel splits c's 16-column panels
- * over the pool (from 2^18 multiply-adds a task): 8 panels in 2 tasks,
- * 13 panels with a ragged last one (6 and 7, or 7 and 6 panels), 3 panels
- * of which one task takes 2, K over 128 (its parts added, so a part
- * counted twice shows), a or b transposed, c added. Each result is bit for
+ * over the pool (from 2^18 multiply-adds a task) where gemm_batch leaves
+ * the product whole (under 2^22 multiply-adds): 8 panels in 2 tasks, 13
+ * panels with a ragged last one (64 x 100 x 202: tasks of 3 panels), 3
+ * panels of which one task takes 2, K over 128 (its parts added, so a part
+ * counted twice shows), a or b transposed, c added; the larger products
+ * (200 x 300 x 202, 64 x 256 x 256) in gemm_batch's blocks instead. Each result is bit for
  * bit the one thread's, and a plain triple loop in float64 agrees within
  * float32's rounding: a panel skipped or done twice fails both. */
 static void test_small_f32_threads(void **state)
 {
     (void)state;
     static const int64_t shapes[][3] = {{128, 128, 128}, {200, 300, 202}, {96, 129, 40},
-                                        {512, 64, 64},   {64, 256, 256}};
+                                        {512, 64, 64},   {64, 256, 256},  {64, 100, 202}};
     int prev = tn_get_num_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
