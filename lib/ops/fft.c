@@ -30,9 +30,20 @@ struct fft_pass {
     void *out;
     bool in_complex, out_complex, inverse;
     bool half; /* an even real transform of n through plan (n/2's): real_half */
+    bool flt;  /* complex64/float32 lines computed in float (pass_float) */
     double scale;
     atomic_bool failed;
 };
+
+/* Whether a pass over complex64/float32 lines computes in float, as
+ * PyTorch's own (MKL, pocketfft) do: the mixed-radix plans' c2c lines and
+ * even r2c ones (real_half); the rest runs in double (Bluestein's chirp
+ * needs it; a float c2r put fft.hfft2 int64 sample 5 1.9e-5 off
+ * PyTorch's, 1e-5 allowed). The one place that picks. */
+static bool pass_float(enum pass_kind kind, bool half, const struct tn__fft_plan *plan)
+{
+    return tn__fft_float_ok(plan) && (kind == PASS_C2C || (kind == PASS_R2C && half));
+}
 
 #define R float
 #define SUF f
@@ -66,7 +77,8 @@ static int run_pass(enum pass_kind kind, bool dbl, const int64_t *sizes, int ndi
     if (!plan)
         return tn_last_status();
     struct fft_pass ps = {kind, plan, n, in_n, out_n, inner, in, out,
-                          kind != PASS_R2C, kind != PASS_C2R, inverse, half, scale, false};
+                          kind != PASS_R2C, kind != PASS_C2R, inverse, half,
+                          !dbl && pass_float(kind, half, plan), scale, false};
     int64_t grain = 16384 / n + 1;
     tn_parallel_for(lines, grain, dbl ? pass_range_d : pass_range_f, &ps);
     tn__fft_plan_put(plan);

@@ -2,7 +2,8 @@
  * ops/fft_exec.h: the transform of fft_plan.c, included with R (its real
  * type), SUF (its suffix: d or f), TW (the plan's twiddle field for R),
  * TWV(p, s) (pass s's twiddles laid out for FFT_SIMD_PASS, or NULL) and
- * FFT_SIMD_PASS (a vector pass that may take the pass over) defined. Complex values are interleaved
+ * FFT_SIMD_PASS (a vector pass that may take the pass over) defined, and
+ * FFT_OOP where the out-of-place form is wanted (float only). Complex values are interleaved
  * pairs of R; products are written out (C's complex `*` calls __mulsc3 for
  * its NaN rules, which costs more than the butterflies).
  */
@@ -140,6 +141,7 @@ static void FN(stockham)(const struct tn__fft_plan *p, R *data, R *work)
         memcpy(data, x, (size_t)p->n * 2 * sizeof(R));
 }
 
+#ifdef FFT_OOP
 /* The mixed-radix transform from src to dst through the scratch a and b
  * (n values each), no copies: src may be dst when there are 2+ passes. */
 void FN(tn__fft_exec_oop)(const struct tn__fft_plan *p, const R *src, R *dst, R *a, R *b)
@@ -155,6 +157,7 @@ void FN(tn__fft_exec_oop)(const struct tn__fft_plan *p, const R *src, R *dst, R 
         ns *= rad;
     }
 }
+#endif
 
 void FN(tn__fft_exec)(const struct tn__fft_plan *p, R *data, R *work)
 {

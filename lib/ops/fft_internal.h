@@ -55,12 +55,9 @@ bool tn__fft_float_ok(const struct tn__fft_plan *p);
 void tn__fft_exec_f(const struct tn__fft_plan *p, float *data, float *work);
 /* The float transform from src to dst (plans with tn__fft_plan_passes(p)
  * >= 1; src may be dst from 2 passes on) through scratch a and b, n values
- * each: no gather and no copies for a contiguous line. The double one is
- * defined too (fft_exec.h), unused. */
+ * each: no gather and no copies for a contiguous line. */
 void tn__fft_exec_oop_f(const struct tn__fft_plan *p, const float *src, float *dst, float *a,
                         float *b);
-void tn__fft_exec_oop_d(const struct tn__fft_plan *p, const double *src, double *dst, double *a,
-                        double *b);
 int tn__fft_plan_passes(const struct tn__fft_plan *p);
 
 /* One Stockham pass of fft_exec.h (radix rad, ns done, twiddles tw, and

@@ -82,9 +82,7 @@ static void FN(pass_range)(int64_t begin, int64_t end, void *ctx)
         double sign = ps->inverse ? -1 : 1;
         if (ps->half) {
 #ifdef FFTL_FLOAT
-            /* r2c only: a float c2r put fft.hfft2's int64 sample 5 1.9e-5 off
-             * PyTorch's (1e-5 allowed); in double it agrees */
-            if (ps->kind == PASS_R2C && tn__fft_float_ok(ps->plan)) {
+            if (ps->flt) {
                 real_half_ff(ps, src, dst, (float *)buf, (float *)buf + 2 * n);
                 continue;
             }
@@ -93,7 +91,7 @@ static void FN(pass_range)(int64_t begin, int64_t end, void *ctx)
             continue;
         }
 #ifdef FFTL_FLOAT
-        if (ps->kind == PASS_C2C && tn__fft_float_ok(ps->plan)) {
+        if (ps->flt) { /* c2c (fft.c's pass_float) */
             FN(c2c_float)(ps, src, dst, (float *)buf, (float *)buf + 2 * n);
             continue;
         }

@@ -58,7 +58,9 @@ struct tn__fft_plan {
 #define R float
 #define SUF f
 #define TW twf
+#define FFT_OOP
 #include "ops/fft_exec.h"
+#undef FFT_OOP
 #undef R
 #undef SUF
 #undef TW
