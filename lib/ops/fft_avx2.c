@@ -1,10 +1,11 @@
 /*
- * ops/fft_avx2.c: the double Stockham passes of radix 4 and 2 (the powers
- * of two, and Bluestein's sub-plans) with AVX2, two complex values a
+ * ops/fft_avx2.c: the double Stockham passes of radix 4, 2, 3 and 5 (the
+ * powers of two, Bluestein's sub-plans and mixed lengths) with AVX2, two complex values a
  * vector, for the CPUs that have it (checked once at run time). The same
  * operations in the same order as fft_exec.h's scalar pass (no FMA: the
  * target is avx2 alone, so nothing contracts), so the results are the
- * scalar ones; the first pass (ns = 1) skips its twiddles, all 1.
+ * scalar ones; the first pass (ns = 1) skips its twiddles, all 1 (radix 3
+ * and 5 come first only in odd lengths: left to the scalar pass).
  * The float passes (complex64) use FMA too, and twiddles laid out with
  * their parts duplicated (fft_plan.c's twv). The loops over r are written
  * out: gcc -O2 kept the four vectors on the stack otherwise (1.9x slower).
@@ -102,19 +103,132 @@ AVX2 static void pass2(int64_t n, int64_t ns, const double *tw, const double *x,
     }
 }
 
+/* radix 3 and 5 on v[] of vector type V (suffix S, SW as BFLY4; NI: -0
+ * in the imaginary lanes), fft_exec.h's butterflies: the same operations
+ * in the same order, the products by -i h written as a swap of the parts,
+ * a product by the constants and a sign flip (both exact). */
+#define BFLY3(V, S, SW, NI)                                                                    \
+    const V h = _mm256_xor_##S(_mm256_set1_##S(0.86602540378443864676), NI);                  \
+    V t = _mm256_add_##S(v[1], v[2]);                                                          \
+    V m = _mm256_sub_##S(v[0], _mm256_mul_##S(_mm256_set1_##S(0.5), t));                      \
+    V d = _mm256_mul_##S(_mm256_permute_##S(_mm256_sub_##S(v[1], v[2]), SW), h);              \
+    v[0] = _mm256_add_##S(v[0], t);                                                            \
+    v[1] = _mm256_add_##S(m, d), v[2] = _mm256_sub_##S(m, d)
+
+#define BFLY5(V, S, SW, NI)                                                                    \
+    const V c1 = _mm256_set1_##S(0.30901699437494742410);                                     \
+    const V c2 = _mm256_set1_##S(-0.80901699437494742410);                                    \
+    const V s1 = _mm256_set1_##S(0.95105651629515357212);                                     \
+    const V s2 = _mm256_set1_##S(0.58778525229247312917);                                     \
+    V b1 = _mm256_add_##S(v[1], v[4]), b2 = _mm256_add_##S(v[2], v[3]);                       \
+    V d1 = _mm256_sub_##S(v[1], v[4]), d2 = _mm256_sub_##S(v[2], v[3]);                       \
+    V t1 = _mm256_add_##S(_mm256_add_##S(v[0], _mm256_mul_##S(c1, b1)), _mm256_mul_##S(c2, b2)); \
+    V t2 = _mm256_add_##S(_mm256_add_##S(v[0], _mm256_mul_##S(c2, b1)), _mm256_mul_##S(c1, b2)); \
+    V p1 = _mm256_add_##S(_mm256_mul_##S(s1, d1), _mm256_mul_##S(s2, d2));                    \
+    V p2 = _mm256_sub_##S(_mm256_mul_##S(s2, d1), _mm256_mul_##S(s1, d2));                    \
+    V u1 = _mm256_xor_##S(_mm256_permute_##S(p1, SW), NI);                                    \
+    V u2 = _mm256_xor_##S(_mm256_permute_##S(p2, SW), NI);                                    \
+    v[0] = _mm256_add_##S(v[0], _mm256_add_##S(b1, b2));                                       \
+    v[1] = _mm256_add_##S(t1, u1), v[4] = _mm256_sub_##S(t1, u1);                              \
+    v[2] = _mm256_add_##S(t2, u2), v[3] = _mm256_sub_##S(t2, u2)
+
+#define NI_PD _mm256_set_pd(-0.0, 0.0, -0.0, 0.0)
+
+AVX2 static inline void bfly3(__m256d *v) { BFLY3(__m256d, pd, 0x5, NI_PD); }
+AVX2 static inline void bfly5(__m256d *v) { BFLY5(__m256d, pd, 0x5, NI_PD); }
+
+/* A radix-3 or radix-5 pass with ns > 1 (VW values of k a vector, TS
+ * numbers of R in the twiddle table per twiddle), the loads and stores
+ * written out as PASS4_GENERAL's. */
+#define PASS_LD(r, LOAD, CMUL, TS) v[r] = CMUL(LOAD(xk + 2 * (r) * q), tk + (r) * TS * ns)
+#define PASS_ST(r, STORE) STORE(yk + 2 * (r) * ns, v[r])
+#define PASS_ODD(R, VW, TS, LOAD, STORE, CMUL, RAD, BFLY)                                      \
+    for (int64_t b = 0; b < nb; b++) {                                                         \
+        for (int64_t k = 0; k < ns; k += VW) {                                                 \
+            const R *xk = x + 2 * (b * ns + k), *tk = tw + TS * k;                             \
+            R *yk = y + 2 * (b * ns * RAD + k);                                                \
+            v[0] = LOAD(xk);                                                                   \
+            PASS_LD(1, LOAD, CMUL, TS), PASS_LD(2, LOAD, CMUL, TS);                            \
+            if (RAD == 5)                                                                      \
+                PASS_LD(3, LOAD, CMUL, TS), PASS_LD(4, LOAD, CMUL, TS);                        \
+            BFLY(v);                                                                           \
+            PASS_ST(0, STORE), PASS_ST(1, STORE), PASS_ST(2, STORE);                           \
+            if (RAD == 5)                                                                      \
+                PASS_ST(3, STORE), PASS_ST(4, STORE);                                          \
+        }                                                                                      \
+    }
+
+AVX2 static void pass3(int64_t n, int64_t ns, const double *tw, const double *x, double *y)
+{
+    int64_t q = n / 3, nb = q / ns;
+    __m256d v[5]; /* 5: PASS_ODD names v[3] and v[4] in its dead branch */
+    PASS_ODD(double, 2, 2, _mm256_loadu_pd, _mm256_storeu_pd, cmul_at, 3, bfly3);
+}
+
+AVX2 static void pass5(int64_t n, int64_t ns, const double *tw, const double *x, double *y)
+{
+    int64_t q = n / 5, nb = q / ns;
+    __m256d v[5];
+    PASS_ODD(double, 2, 2, _mm256_loadu_pd, _mm256_storeu_pd, cmul_at, 5, bfly5);
+}
+
+/* The plain DFT of a radix above 5 (7 ... 31) with ns > 1, as fft_exec.h's
+ * default butterfly: each output the sum over r from 0 of v[r] times the
+ * root (rad of them after the pass's twiddles), in that order. VW values
+ * of k a vector; TWIDDLE(r) the twiddled input r >= 1; ROOT(e) the root e
+ * as a vector; CMUL(a, w) a w. */
+#define PASS_DFT(R, V, VW, SETZERO, LOAD, STORE, ADD, CMUL, TWIDDLE, ROOT)                    \
+    int64_t q = n / rad, nb = q / ns;                                                          \
+    const R *roots = tw + 2 * ns * rad;                                                        \
+    V v[32];                                                                                   \
+    for (int64_t b = 0; b < nb; b++) {                                                         \
+        for (int64_t k = 0; k < ns; k += VW) {                                                 \
+            const R *xk = x + 2 * (b * ns + k);                                                \
+            R *yk = y + 2 * (b * ns * rad + k);                                                \
+            v[0] = LOAD(xk);                                                                   \
+            for (int r = 1; r < rad; r++)                                                      \
+                v[r] = TWIDDLE(r);                                                             \
+            for (int o = 0; o < rad; o++) {                                                    \
+                V sum = SETZERO();                                                             \
+                for (int r = 0, e = 0; r < rad; r++, e = e + o >= rad ? e + o - rad : e + o)   \
+                    sum = ADD(sum, CMUL(v[r], ROOT(e)));                                       \
+                STORE(yk + 2 * o * ns, sum);                                                   \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+AVX2 static void passdft(int64_t n, int rad, int64_t ns, const double *tw, const double *x,
+                         double *y)
+{
+#define TWIDDLE_D(r) cmul(_mm256_loadu_pd(xk + 2 * (r) * q), _mm256_loadu_pd(tw + 2 * ((r) * ns + k)))
+#define ROOT_D(e) _mm256_broadcast_pd((const __m128d *)(roots + 2 * (e)))
+    PASS_DFT(double, __m256d, 2, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+             _mm256_add_pd, cmul, TWIDDLE_D, ROOT_D);
+#undef TWIDDLE_D
+#undef ROOT_D
+}
+
 /* Contract in ops/fft_internal.h. */
 int tn__fft_pass_avx2(int64_t n, int rad, int64_t ns, const double *tw, const double *tv,
                       const double *x, double *y)
 {
-    if (!__builtin_cpu_supports("avx2") || (rad != 4 && rad != 2))
+    if (!__builtin_cpu_supports("avx2"))
         return 0;
     /* vectors of two k (ns even) or, in the first pass, two b (n/rad even) */
     if (ns == 1 ? (n / rad) % 2 : ns % 2)
         return 0;
     if (rad == 4)
         pass4(n, ns, tw, x, y);
-    else
+    else if (rad == 2)
         pass2(n, ns, tw, x, y);
+    else if (rad == 3 && ns > 1)
+        pass3(n, ns, tw, x, y);
+    else if (rad == 5 && ns > 1)
+        pass5(n, ns, tw, x, y);
+    else if (rad > 5 && ns > 1)
+        passdft(n, rad, ns, tw, x, y);
+    else
+        return 0;
     return 1;
 }
 
@@ -131,12 +245,17 @@ AVX2FMA static inline __m256 cmulf(__m256 a, const float *wv)
     return _mm256_fmaddsub_ps(a, wr, _mm256_mul_ps(_mm256_permute_ps(a, 0xB1), wi));
 }
 
-/* the same from twf's packed pairs (two shuffles more, half the bytes) */
-AVX2FMA static inline __m256 cmulf_packed(__m256 a, const float *wp)
+/* a w for w's packed pairs [wr, wi, ...] (two shuffles more than cmulf) */
+AVX2FMA static inline __m256 cmulf_pair(__m256 a, __m256 w)
 {
-    __m256 w = _mm256_loadu_ps(wp);
     return _mm256_fmaddsub_ps(a, _mm256_moveldup_ps(w),
                               _mm256_mul_ps(_mm256_permute_ps(a, 0xB1), _mm256_movehdup_ps(w)));
+}
+
+/* the same from twf's packed pairs (half cmulf's bytes) */
+AVX2FMA static inline __m256 cmulf_packed(__m256 a, const float *wp)
+{
+    return cmulf_pair(a, _mm256_loadu_ps(wp));
 }
 
 AVX2FMA static inline void bfly4f(__m256 *v) { BFLY4(__m256, ps, 0xB1, 0xAA); }
@@ -197,6 +316,43 @@ AVX2FMA static void pass2f(int64_t n, int64_t ns, const float *tv, const float *
     }
 }
 
+#define NI_PS _mm256_castsi256_ps(_mm256_set_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0))
+
+AVX2FMA static inline void bfly3f(__m256 *v) { BFLY3(__m256, ps, 0xB1, NI_PS); }
+AVX2FMA static inline void bfly5f(__m256 *v) { BFLY5(__m256, ps, 0xB1, NI_PS); }
+
+AVX2FMA static void pass3f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
+{
+    int64_t q = n / 3, nb = q / ns;
+    __m256 v[5];
+    PASS_ODD(float, 4, 4, _mm256_loadu_ps, _mm256_storeu_ps, cmulf, 3, bfly3f);
+}
+
+AVX2FMA static void pass5f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
+{
+    int64_t q = n / 5, nb = q / ns;
+    __m256 v[5];
+    PASS_ODD(float, 4, 4, _mm256_loadu_ps, _mm256_storeu_ps, cmulf, 5, bfly5f);
+}
+
+/* the complex value at p as a vector of four copies (__m64: may alias) */
+AVX2FMA static inline __m256 bcast_pairf(const float *p)
+{
+    __m128 w = _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)p);
+    return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(w)));
+}
+
+AVX2FMA static void passdftf(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
+                             const float *x, float *y)
+{
+#define TWIDDLE_F(r) cmulf(_mm256_loadu_ps(xk + 2 * (r) * q), tv + 4 * ((r) * ns + k))
+#define ROOT_F(e) bcast_pairf(roots + 2 * (e))
+    PASS_DFT(float, __m256, 4, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+             _mm256_add_ps, cmulf_pair, TWIDDLE_F, ROOT_F);
+#undef TWIDDLE_F
+#undef ROOT_F
+}
+
 /* Contract in ops/fft_internal.h. */
 int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const float *tv,
                         const float *x, float *y)
@@ -209,6 +365,12 @@ int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const f
         pass4f(n, ns, tv, x, y);
     else if (rad == 2 && ns % 4 == 0)
         pass2f(n, ns, tv, x, y);
+    else if (rad == 3 && ns % 4 == 0)
+        pass3f(n, ns, tv, x, y);
+    else if (rad == 5 && ns % 4 == 0)
+        pass5f(n, ns, tv, x, y);
+    else if (rad > 5 && ns % 4 == 0)
+        passdftf(n, rad, ns, tw, tv, x, y);
     else
         return 0;
     return 1;
