@@ -1,14 +1,16 @@
 /*
- * ops/fft_avx2.c: the double Stockham passes of radix 4, 2, 3 and 5 (the
- * powers of two, Bluestein's sub-plans and mixed lengths) with AVX2, two complex values a
- * vector, for the CPUs that have it (checked once at run time). The same
- * operations in the same order as fft_exec.h's scalar pass (no FMA: the
- * target is avx2 alone, so nothing contracts), so the results are the
- * scalar ones; the first pass (ns = 1) skips its twiddles, all 1 (radix 3
- * and 5 come first only in odd lengths: left to the scalar pass).
- * The float passes (complex64) use FMA too, and twiddles laid out with
- * their parts duplicated (fft_plan.c's twv). The loops over r are written
- * out: gcc -O2 kept the four vectors on the stack otherwise (1.9x slower).
+ * ops/fft_avx2.c: the double Stockham passes of radix 4, 2, 3, 5 and the
+ * plain DFT of 7 ... 31 (the powers of two, Bluestein's sub-plans and
+ * mixed lengths) with AVX2, two complex values a vector, for the CPUs that
+ * have it (checked once at run time). The same operations in the same
+ * order as fft_exec.h's scalar pass (no FMA: the target is avx2 alone, so
+ * nothing contracts), so the results are the scalar ones; the first pass
+ * (ns = 1) skips its twiddles, all 1. Radix 3 and up come first, and every
+ * ns is odd, only in odd lengths: those stay with the scalar passes.
+ * The float passes (complex64) use FMA too, four values a vector with
+ * twiddles laid out with their parts duplicated (fft_plan.c's twv), or two
+ * (ns = 2 mod 4) from the packed ones. The loops over r are written out:
+ * gcc -O2 kept the four vectors on the stack otherwise (1.9x slower).
  */
 #include "ops/fft_internal.h"
 
@@ -106,36 +108,37 @@ AVX2 static void pass2(int64_t n, int64_t ns, const double *tw, const double *x,
 /* radix 3 and 5 on v[] of vector type V (suffix S, SW as BFLY4; NI: -0
  * in the imaginary lanes), fft_exec.h's butterflies: the same operations
  * in the same order, the products by -i h written as a swap of the parts,
- * a product by the constants and a sign flip (both exact). */
-#define BFLY3(V, S, SW, NI)                                                                    \
-    const V h = _mm256_xor_##S(_mm256_set1_##S(0.86602540378443864676), NI);                  \
-    V t = _mm256_add_##S(v[1], v[2]);                                                          \
-    V m = _mm256_sub_##S(v[0], _mm256_mul_##S(_mm256_set1_##S(0.5), t));                      \
-    V d = _mm256_mul_##S(_mm256_permute_##S(_mm256_sub_##S(v[1], v[2]), SW), h);              \
-    v[0] = _mm256_add_##S(v[0], t);                                                            \
-    v[1] = _mm256_add_##S(m, d), v[2] = _mm256_sub_##S(m, d)
+ * a product by the constants and a sign flip (both exact); P: _mm256,
+ * or _mm for the float passes of two values a vector. */
+#define BFLY3(P, V, S, SW, NI)                                                                 \
+    const V h = P##_xor_##S(P##_set1_##S(0.86602540378443864676), NI);                         \
+    V t = P##_add_##S(v[1], v[2]);                                                             \
+    V m = P##_sub_##S(v[0], P##_mul_##S(P##_set1_##S(0.5), t));                                \
+    V d = P##_mul_##S(P##_permute_##S(P##_sub_##S(v[1], v[2]), SW), h);                        \
+    v[0] = P##_add_##S(v[0], t);                                                               \
+    v[1] = P##_add_##S(m, d), v[2] = P##_sub_##S(m, d)
 
-#define BFLY5(V, S, SW, NI)                                                                    \
-    const V c1 = _mm256_set1_##S(0.30901699437494742410);                                     \
-    const V c2 = _mm256_set1_##S(-0.80901699437494742410);                                    \
-    const V s1 = _mm256_set1_##S(0.95105651629515357212);                                     \
-    const V s2 = _mm256_set1_##S(0.58778525229247312917);                                     \
-    V b1 = _mm256_add_##S(v[1], v[4]), b2 = _mm256_add_##S(v[2], v[3]);                       \
-    V d1 = _mm256_sub_##S(v[1], v[4]), d2 = _mm256_sub_##S(v[2], v[3]);                       \
-    V t1 = _mm256_add_##S(_mm256_add_##S(v[0], _mm256_mul_##S(c1, b1)), _mm256_mul_##S(c2, b2)); \
-    V t2 = _mm256_add_##S(_mm256_add_##S(v[0], _mm256_mul_##S(c2, b1)), _mm256_mul_##S(c1, b2)); \
-    V p1 = _mm256_add_##S(_mm256_mul_##S(s1, d1), _mm256_mul_##S(s2, d2));                    \
-    V p2 = _mm256_sub_##S(_mm256_mul_##S(s2, d1), _mm256_mul_##S(s1, d2));                    \
-    V u1 = _mm256_xor_##S(_mm256_permute_##S(p1, SW), NI);                                    \
-    V u2 = _mm256_xor_##S(_mm256_permute_##S(p2, SW), NI);                                    \
-    v[0] = _mm256_add_##S(v[0], _mm256_add_##S(b1, b2));                                       \
-    v[1] = _mm256_add_##S(t1, u1), v[4] = _mm256_sub_##S(t1, u1);                              \
-    v[2] = _mm256_add_##S(t2, u2), v[3] = _mm256_sub_##S(t2, u2)
+#define BFLY5(P, V, S, SW, NI)                                                                 \
+    const V c1 = P##_set1_##S(0.30901699437494742410);                                         \
+    const V c2 = P##_set1_##S(-0.80901699437494742410);                                        \
+    const V s1 = P##_set1_##S(0.95105651629515357212);                                         \
+    const V s2 = P##_set1_##S(0.58778525229247312917);                                         \
+    V b1 = P##_add_##S(v[1], v[4]), b2 = P##_add_##S(v[2], v[3]);                              \
+    V d1 = P##_sub_##S(v[1], v[4]), d2 = P##_sub_##S(v[2], v[3]);                              \
+    V t1 = P##_add_##S(P##_add_##S(v[0], P##_mul_##S(c1, b1)), P##_mul_##S(c2, b2));           \
+    V t2 = P##_add_##S(P##_add_##S(v[0], P##_mul_##S(c2, b1)), P##_mul_##S(c1, b2));           \
+    V p1 = P##_add_##S(P##_mul_##S(s1, d1), P##_mul_##S(s2, d2));                              \
+    V p2 = P##_sub_##S(P##_mul_##S(s2, d1), P##_mul_##S(s1, d2));                              \
+    V u1 = P##_xor_##S(P##_permute_##S(p1, SW), NI);                                           \
+    V u2 = P##_xor_##S(P##_permute_##S(p2, SW), NI);                                           \
+    v[0] = P##_add_##S(v[0], P##_add_##S(b1, b2));                                             \
+    v[1] = P##_add_##S(t1, u1), v[4] = P##_sub_##S(t1, u1);                                    \
+    v[2] = P##_add_##S(t2, u2), v[3] = P##_sub_##S(t2, u2)
 
 #define NI_PD _mm256_set_pd(-0.0, 0.0, -0.0, 0.0)
 
-AVX2 static inline void bfly3(__m256d *v) { BFLY3(__m256d, pd, 0x5, NI_PD); }
-AVX2 static inline void bfly5(__m256d *v) { BFLY5(__m256d, pd, 0x5, NI_PD); }
+AVX2 static inline void bfly3(__m256d *v) { BFLY3(_mm256, __m256d, pd, 0x5, NI_PD); }
+AVX2 static inline void bfly5(__m256d *v) { BFLY5(_mm256, __m256d, pd, 0x5, NI_PD); }
 
 /* A radix-3 or radix-5 pass with ns > 1 (VW values of k a vector, TS
  * numbers of R in the twiddle table per twiddle), the loads and stores
@@ -158,19 +161,23 @@ AVX2 static inline void bfly5(__m256d *v) { BFLY5(__m256d, pd, 0x5, NI_PD); }
         }                                                                                      \
     }
 
-AVX2 static void pass3(int64_t n, int64_t ns, const double *tw, const double *x, double *y)
-{
-    int64_t q = n / 3, nb = q / ns;
-    __m256d v[5]; /* 5: PASS_ODD names v[3] and v[4] in its dead branch */
-    PASS_ODD(double, 2, 2, _mm256_loadu_pd, _mm256_storeu_pd, cmul_at, 3, bfly3);
-}
+/* pass3 and pass5 (N3, N5) over vectors V of R: PASS_ODD's loops. */
+#define ODD_PASSES(ATTR, R, V, VW, TS, LOAD, STORE, CMUL, B3, B5, N3, N5)                      \
+    ATTR static void N3(int64_t n, int64_t ns, const R *tw, const R *x, R *y)                  \
+    {                                                                                          \
+        int64_t q = n / 3, nb = q / ns;                                                        \
+        V v[5]; /* 5: PASS_ODD names v[3] and v[4] in its dead branch */                       \
+        PASS_ODD(R, VW, TS, LOAD, STORE, CMUL, 3, B3);                                         \
+    }                                                                                          \
+    ATTR static void N5(int64_t n, int64_t ns, const R *tw, const R *x, R *y)                  \
+    {                                                                                          \
+        int64_t q = n / 5, nb = q / ns;                                                        \
+        V v[5];                                                                                \
+        PASS_ODD(R, VW, TS, LOAD, STORE, CMUL, 5, B5);                                         \
+    }
 
-AVX2 static void pass5(int64_t n, int64_t ns, const double *tw, const double *x, double *y)
-{
-    int64_t q = n / 5, nb = q / ns;
-    __m256d v[5];
-    PASS_ODD(double, 2, 2, _mm256_loadu_pd, _mm256_storeu_pd, cmul_at, 5, bfly5);
-}
+ODD_PASSES(AVX2, double, __m256d, 2, 2, _mm256_loadu_pd, _mm256_storeu_pd, cmul_at, bfly3, bfly5,
+           pass3, pass5)
 
 /* The plain DFT of a radix above 5 (7 ... 31) with ns > 1, as fft_exec.h's
  * default butterfly: each output the sum over r from 0 of v[r] times the
@@ -318,22 +325,11 @@ AVX2FMA static void pass2f(int64_t n, int64_t ns, const float *tv, const float *
 
 #define NI_PS _mm256_castsi256_ps(_mm256_set_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0))
 
-AVX2FMA static inline void bfly3f(__m256 *v) { BFLY3(__m256, ps, 0xB1, NI_PS); }
-AVX2FMA static inline void bfly5f(__m256 *v) { BFLY5(__m256, ps, 0xB1, NI_PS); }
+AVX2FMA static inline void bfly3f(__m256 *v) { BFLY3(_mm256, __m256, ps, 0xB1, NI_PS); }
+AVX2FMA static inline void bfly5f(__m256 *v) { BFLY5(_mm256, __m256, ps, 0xB1, NI_PS); }
 
-AVX2FMA static void pass3f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
-{
-    int64_t q = n / 3, nb = q / ns;
-    __m256 v[5];
-    PASS_ODD(float, 4, 4, _mm256_loadu_ps, _mm256_storeu_ps, cmulf, 3, bfly3f);
-}
-
-AVX2FMA static void pass5f(int64_t n, int64_t ns, const float *tw, const float *x, float *y)
-{
-    int64_t q = n / 5, nb = q / ns;
-    __m256 v[5];
-    PASS_ODD(float, 4, 4, _mm256_loadu_ps, _mm256_storeu_ps, cmulf, 5, bfly5f);
-}
+ODD_PASSES(AVX2FMA, float, __m256, 4, 4, _mm256_loadu_ps, _mm256_storeu_ps, cmulf, bfly3f, bfly5f,
+           pass3f, pass5f)
 
 /* the complex value at p as a vector of four copies (__m64: may alias) */
 AVX2FMA static inline __m256 bcast_pairf(const float *p)
@@ -351,6 +347,43 @@ AVX2FMA static void passdftf(int64_t n, int rad, int64_t ns, const float *tw, co
              _mm256_add_ps, cmulf_pair, TWIDDLE_F, ROOT_F);
 #undef TWIDDLE_F
 #undef ROOT_F
+}
+
+/* The same passes two values a vector (__m128), for ns = 2 mod 4 (lengths
+ * 2 mod 4, or r2c's halves of them): twf's packed twiddles. */
+#define NI_PS2 _mm_castsi128_ps(_mm_set_epi32(INT32_MIN, 0, INT32_MIN, 0))
+
+AVX2FMA static inline __m128 cmulf2_pair(__m128 a, __m128 w)
+{
+    return _mm_fmaddsub_ps(a, _mm_moveldup_ps(w), _mm_mul_ps(_mm_permute_ps(a, 0xB1), _mm_movehdup_ps(w)));
+}
+
+AVX2FMA static inline __m128 cmulf2_packed(__m128 a, const float *wp)
+{
+    return cmulf2_pair(a, _mm_loadu_ps(wp));
+}
+
+AVX2FMA static inline __m128 bcast_pairf2(const float *p)
+{
+    __m128 w = _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)p);
+    return _mm_movelh_ps(w, w);
+}
+
+AVX2FMA static inline void bfly3f2(__m128 *v) { BFLY3(_mm, __m128, ps, 0xB1, NI_PS2); }
+AVX2FMA static inline void bfly5f2(__m128 *v) { BFLY5(_mm, __m128, ps, 0xB1, NI_PS2); }
+
+ODD_PASSES(AVX2FMA, float, __m128, 2, 2, _mm_loadu_ps, _mm_storeu_ps, cmulf2_packed, bfly3f2,
+           bfly5f2, pass3f2, pass5f2)
+
+AVX2FMA static void passdftf2(int64_t n, int rad, int64_t ns, const float *tw, const float *x,
+                              float *y)
+{
+#define TWIDDLE_F2(r) cmulf2_packed(_mm_loadu_ps(xk + 2 * (r) * q), tw + 2 * ((r) * ns + k))
+#define ROOT_F2(e) bcast_pairf2(roots + 2 * (e))
+    PASS_DFT(float, __m128, 2, _mm_setzero_ps, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
+             cmulf2_pair, TWIDDLE_F2, ROOT_F2);
+#undef TWIDDLE_F2
+#undef ROOT_F2
 }
 
 /* Contract in ops/fft_internal.h. */
@@ -371,6 +404,12 @@ int tn__fft_pass_avx2_f(int64_t n, int rad, int64_t ns, const float *tw, const f
         pass5f(n, ns, tv, x, y);
     else if (rad > 5 && ns % 4 == 0)
         passdftf(n, rad, ns, tw, tv, x, y);
+    else if (rad == 3 && ns % 4 == 2)
+        pass3f2(n, ns, tw, x, y);
+    else if (rad == 5 && ns % 4 == 2)
+        pass5f2(n, ns, tw, x, y);
+    else if (rad > 5 && ns % 4 == 2)
+        passdftf2(n, rad, ns, tw, x, y);
     else
         return 0;
     return 1;

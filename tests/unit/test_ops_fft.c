@@ -68,13 +68,16 @@ static void test_lengths_against_dft(void **state)
 }
 
 /* complex64 lines run in float, with the vector passes of radix 4, 2, 3,
- * 5 and the plain DFT (fft_avx2.c) on mixed lengths: their error against
+ * 5 and the plain DFT (fft_avx2.c) on mixed lengths, four or two values
+ * a vector: their error against
  * the DFT stays float's (PyTorch's own float FFT: 1.3e-7 to 1.6e-7 of the
  * largest value at these lengths, ours alike, 1e-6 allowed). */
 static void test_float_lengths(void **state)
 {
     (void)state;
-    const int64_t ns[] = {3360, 6000, 4 * 7 * 11 * 13, 29 * 64, 31 * 80, 4 * 3125, 12, 60};
+    /* then 2 mod 4: the passes of two values a vector */
+    const int64_t ns[] = {3360, 6000, 4 * 7 * 11 * 13, 29 * 64, 31 * 80, 4 * 3125, 12, 60,
+                          2 * 243 * 5, 2 * 7 * 11 * 13, 2 * 31 * 5, 30};
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
         int64_t n = ns[i];
         struct tn_tensor *x = tn_randn(TN_SHAPE(n), TN_COMPLEX64, NULL);
