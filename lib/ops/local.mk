@@ -47,6 +47,10 @@ libtensor_la_SOURCES += \
 	lib/ops/take_along_dim.c \
 	lib/ops/isin.c \
 	lib/ops/kron.c \
+	lib/ops/compose.c \
+	lib/ops/trapezoid.c \
+	lib/ops/cov.c \
+	lib/ops/vander.c \
 	lib/ops/cpu/bincount.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \

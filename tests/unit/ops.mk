@@ -158,6 +158,11 @@ tests_unit_test_ops_misc2_SOURCES = tests/unit/test_ops_misc2.c tests/unit/ops_c
 tests_unit_test_ops_misc2_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_misc2_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_misc2_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_compose
+tests_unit_test_ops_compose_SOURCES = tests/unit/test_ops_compose.c tests/unit/ops_cases.h
+tests_unit_test_ops_compose_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_compose_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_compose_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_sdpa
 tests_unit_test_ops_sdpa_SOURCES = tests/unit/test_ops_sdpa.c tests/unit/ops_cases.h
