@@ -10,6 +10,7 @@ libtensor_la_SOURCES += \
 	lib/core/storage.c \
 	lib/core/tensor.c \
 	lib/core/factory.c \
+	lib/core/triangle.c \
 	lib/core/view.c \
 	lib/core/iter.c \
 	lib/core/copy.c \

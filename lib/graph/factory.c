@@ -1,7 +1,8 @@
 /*
  * graph/factory.c: the factory ops an exported graph names (arange, zeros,
  * ones, full, scalar_tensor, their _like and new_ forms, linspace and
- * logspace in their four overloads each; the random ones are random.c's)
+ * logspace in their four overloads each, tril_indices and triu_indices;
+ * the random ones are random.c's)
  * and two aliases
  * (__and__.Tensor, expand_as) and pow.Scalar, over lib/core's constructors, which stay
  * plain functions outside the dispatcher as the views do (builtin.c).
@@ -50,6 +51,9 @@ static const struct tn_arg_schema a_empty_strided[] = {IL("size"), IL("stride"),
 static const struct tn_arg_schema a_two[] = {T("self"), T("other")};
 static const struct tn_arg_schema a_pow_scalar[] = {S("self"), T("exponent")};
 
+#define INT(n, d) {n, "int", TN_IV_INT, false, false, false, d}
+static const struct tn_arg_schema a_tri[] = {INT("row", NULL), INT("col", NULL), INT("offset", "0"),
+                                             OPTS};
 #define STEPS {"steps", "int", TN_IV_INT, false, false, false, NULL}
 #define BASE {"base", "float", TN_IV_DOUBLE, false, false, false, "10.0"}
 static const struct tn_arg_schema a_lin_ss[] = {S("start"), S("end"), STEPS, OPTS};
@@ -311,6 +315,22 @@ static int f_space(const struct tn_op *op, struct tn_ivalue *st, int n)
                             : tn_linspace(s[0], s[1], steps, dt), false);
 }
 
+/* tril_indices, triu_indices: a triangle's coordinates (lib/core/triangle.c) */
+static int f_tri(const struct tn_op *op, struct tn_ivalue *st, int n)
+{
+    int64_t v[3];
+    enum tn_dtype dt;
+    int rc;
+    for (int i = 0; i < 3; i++)
+        if ((rc = tn_ivalue_int(op, st, n, i, &v[i])) < 0)
+            return rc;
+    if ((rc = tn_ivalue_dtype(op, st, n, 3, &dt)) < 0)
+        return rc;
+    struct tn_tensor *t = !strcmp(op->name, "tril_indices") ? tn_tril_indices(v[0], v[1], v[2], dt)
+                                                            : tn_triu_indices(v[0], v[1], v[2], dt);
+    return place(op, st, t, tn__graph_meta_factories);
+}
+
 #define OP(name, ovl, args, fn) TN__GRAPH_OP(name, ovl, args, fn, 1)
 
 static const struct tn_op factories[] = {
@@ -341,6 +361,8 @@ static const struct tn_op factories[] = {
     OP("logspace", ".Tensor_Tensor", a_log_tt, f_space),
     OP("logspace", ".Tensor_Scalar", a_log_ts, f_space),
     OP("logspace", ".Scalar_Tensor", a_log_st, f_space),
+    OP("tril_indices", "", a_tri, f_tri),
+    OP("triu_indices", "", a_tri, f_tri),
 };
 
 const struct tn_op *tn__graph_factory(const char *qualname)
@@ -353,5 +375,5 @@ const struct tn_op *tn__graph_factory(const char *qualname)
 bool tn__graph_is_factory(const struct tn_op *op)
 {
     return op->boxed == f_plain || op->boxed == f_self || op->boxed == f_space ||
-           tn__graph_is_random(op);
+           op->boxed == f_tri || tn__graph_is_random(op);
 }

@@ -68,6 +68,21 @@ setup() {
     graph_matches "$P" 1 1 --strict
 }
 
+# tests/fixtures/graph_triangle.py: tril_indices and triu_indices (session 45;
+# the OpInfo sweep skips their samples, which hold no tensor), indexing a
+# parameter so that its gradient goes through them
+@test "tril_indices, triu_indices: check and run, as PyTorch 2.x" {
+    P="$TN_SRCDIR/tests/fixtures/graph/torch2/triangle"
+    run tcompile check "$P.json"
+    assert_success
+    assert_output --regexp "ok \(21 nodes, 2 inputs, 6 outputs\)"
+    run tcompile check --missing "$P.json"
+    assert_success
+    assert_output "nothing missing (1 graph)"
+    graph_matches "$P" 6 1 --interpret
+    graph_matches "$P" 6 1 --strict
+}
+
 # tests/fixtures/graph_symint.py: sym_numel.default of a dynamic batch
 @test "sym_numel: check and run, as PyTorch 2.x" {
     S="$TN_SRCDIR/tests/fixtures/graph/torch2/symint"

@@ -408,6 +408,11 @@ struct tn_tensor *tn_logspace(struct tn_scalar start, struct tn_scalar end, int6
                               double base, enum tn_dtype dtype);
 /* torch.eye(n, m); m == -1 means m = n (other negative m fail as in PyTorch). */
 struct tn_tensor *tn_eye(int64_t n, int64_t m, enum tn_dtype dtype);
+/* torch.tril_indices / triu_indices(row, col, offset): the [2, N] coordinates
+ * of the lower (c <= r + offset) or upper (c >= r + offset) triangle, row
+ * by row; dtype int64 (UNSET) or int32, others fail as in PyTorch. */
+struct tn_tensor *tn_tril_indices(int64_t row, int64_t col, int64_t offset, enum tn_dtype dtype);
+struct tn_tensor *tn_triu_indices(int64_t row, int64_t col, int64_t offset, enum tn_dtype dtype);
 /* A new contiguous tensor holding a copy of `data` (numel elements of dtype). */
 struct tn_tensor *tn_from_data(const void *data, const int64_t *sizes, int ndim,
                                enum tn_dtype dtype);
