@@ -63,17 +63,21 @@
  * into at most `cols` (under 2L: through a buffer) columns. */
 #define PW_STORE(L, R, m, i0, c, ldc, cols)                                                    \
     do {                                                                                       \
-        for (int r_ = 0; r_ < (R) && (i0) + r_ < (m); r_++) {                                  \
-            float *cr_ = (c) + ((i0) + r_) * (ldc);                                            \
-            if ((cols) >= 2 * (L)) {                                                           \
+        if ((i0) + (R) <= (m) && (cols) >= 2 * (L)) {                                          \
+            _Pragma("GCC unroll 16") for (int r_ = 0; r_ < (R); r_++)                          \
+            {                                                                                  \
+                float *cr_ = (c) + ((i0) + r_) * (ldc);                                        \
                 memcpy(cr_, &acc0[r_], sizeof acc0[r_]);                                       \
                 memcpy(cr_ + (L), &acc1[r_], sizeof acc1[r_]);                                 \
-            } else {                                                                           \
-                float t_[2 * (L)];                                                             \
-                memcpy(t_, &acc0[r_], sizeof acc0[r_]);                                        \
-                memcpy(t_ + (L), &acc1[r_], sizeof acc1[r_]);                                  \
-                memcpy(cr_, t_, sizeof(float) * (size_t)(cols));                               \
             }                                                                                  \
+            break;                                                                             \
+        }                                                                                      \
+        for (int r_ = 0; r_ < (R) && (i0) + r_ < (m); r_++) {                                  \
+            float t_[2 * (L)];                                                                 \
+            memcpy(t_, &acc0[r_], sizeof acc0[r_]);                                            \
+            memcpy(t_ + (L), &acc1[r_], sizeof acc1[r_]);                                      \
+            memcpy((c) + ((i0) + r_) * (ldc), t_,                                              \
+                   sizeof(float) * (size_t)((cols) < 2 * (L) ? (cols) : 2 * (L)));             \
         }                                                                                      \
     } while (0)
 
@@ -89,7 +93,7 @@
     static inline __attribute__((always_inline)) void                                          \
     pw_block_##SFX(int64_t m, int64_t k, const float *a, int64_t lda, const float *b,          \
                    int64_t ldb, const int64_t *boff, float *c, int64_t ldc, const float *bias,  \
-                   int64_t i0, int64_t cols)                                                    \
+                   int64_t i0, int64_t cols, const float *pf)                                   \
     {                                                                                          \
         const float *ar[R];                                                                    \
         VT acc0[R], acc1[R];                                                                   \
@@ -100,8 +104,11 @@
             float v = bias ? bias[i] : 0.0f;                                                   \
             acc0[r] = acc1[r] = v - (VT){0};                                                   \
         }                                                                                      \
-        for (int64_t p = 0; p < k; p++)                                                        \
+        for (int64_t p = 0; p < k; p++) {                                                      \
+            if (pf)                                                                            \
+                __builtin_prefetch(pf + p * ldb);                                              \
             PW_STEP(VT, L, R, b + (boff ? boff[p] : p * ldb), p);                              \
+        }                                                                                      \
         PW_STORE(L, R, m, i0, c, ldc, cols);                                                   \
     }                                                                                          \
     static ATTR void pw_implicit_##SFX(const struct conv *g, const float *q, int64_t qw,       \
@@ -114,7 +121,7 @@
                 int64_t cols = g->ow - x < 2 * L ? g->ow - x : 2 * L;                          \
                 for (int64_t i = 0; i < g->ocg; i += R)                                        \
                     pw_block_##SFX(g->ocg, g->k, w, g->k, q + y * qw + x, 0, boff,             \
-                                   o + y * g->ow + x, hw, bias, i, cols);               \
+                                   o + y * g->ow + x, hw, bias, i, cols, NULL);         \
             }                                                                                  \
     }                                                                                          \
     static ATTR void pw_cols_##SFX(int64_t m, int64_t k, const float *a, int64_t lda,          \
@@ -134,8 +141,10 @@
                 panel = pad;                                                                   \
                 ld = 2 * L;                                                                    \
             }                                                                                  \
+            const float *pf = j + 4 * L < j1 ? b + j + 2 * L : NULL;                           \
             for (int64_t i = 0; i < m; i += R)                                                 \
-                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols);        \
+                pw_block_##SFX(m, k, a, lda, panel, ld, NULL, c + j, ldc, bias, i, cols,         \
+                               i ? NULL : pf);                                                 \
         }                                                                                      \
     }
 
