@@ -20,13 +20,21 @@
 
 #define WINO_TILES 192
 
+/* The most input channels whose 16 products go to the small-k GEMM of
+ * nn_conv_pw.c (read in place, no packing, no pass zeroing M) instead of
+ * OpenBLAS: bench_ops --conv, 1 thread, thread clock, best of 5
+ * interleaved, load 7-8 on 2 cores: 64 -> 64 at 56x56 batch 1 2.32 ->
+ * 2.19 ms, batch 8 20.0 -> 18.6; 128 -> 128 at 28x28 2.15 -> 2.24 (slower:
+ * stays with OpenBLAS). */
+#define WINO_SMALLK 64
+
 struct wino {
     const struct conv *g;
     int64_t th, tw, t;  /* tiles: rows, columns, a block (rb rows) */
     int64_t ty0, ty1;   /* the block of tile rows being transformed */
     const float *x, *w, *b;
     float *u, *v, *m, *out, *rows, *orows;
-    int64_t rowlen, tw8;
+    int64_t rowlen, tw8, bt; /* bt: the block's tiles */
     int64_t vstride, mstride; /* V[e] and M[e] apart (see tn__conv_wino_f32) */
 };
 
@@ -67,11 +75,15 @@ static void wino_weights(int64_t begin, int64_t end, void *ctx)
 /* 8 values at p (any alignment) as a vector; the first n (1 to 8) of
  * vector v to p (macros: a function passing vectors warns of its ABI in
  * the baseline build) */
-#define LD8(v, p) memcpy(&(v), (p), sizeof(v8f))
+typedef float v8fu __attribute__((vector_size(32), aligned(4), may_alias));
+#define LD8(v, p) ((v) = *(const v8fu *)(p))
 #define ST8(p, v, n)                                                                               \
     do {                                                                                           \
         v8f st8_ = (v);                                                                            \
-        memcpy((p), &st8_, sizeof(float) * (size_t)((n) < 8 ? (n) : 8));                          \
+        if ((n) >= 8) /* a constant length: one store, not a copy loop */                          \
+            memcpy((p), &st8_, sizeof st8_);                                                       \
+        else                                                                                       \
+            memcpy((p), &st8_, sizeof(float) * (size_t)(n));                                       \
     } while (0)
 
 /* Each padded input row of channels [begin, end) of the sample at j->x
@@ -177,6 +189,17 @@ static TN_KERNEL_CLONES void wino_output(int64_t begin, int64_t end, void *ctx)
     }
 }
 
+/* M[e] = U[e] V[e] of the block's tiles for e in [begin, end), by the
+ * small-k GEMM (c <= WINO_SMALLK) */
+static void wino_products(int64_t begin, int64_t end, void *ctx)
+{
+    const struct wino *j = ctx;
+    int64_t oc = j->g->oc, c = j->g->c;
+    for (int64_t e = begin; e < end; e++)
+        tn__gemm_smallk_f32(oc, j->bt, c, j->u + e * oc * c, c, j->v + e * j->vstride, j->t,
+                            j->m + e * j->mstride, j->t, NULL);
+}
+
 bool tn__conv_wino_fits(const struct conv *g)
 {
     return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
@@ -227,6 +250,7 @@ static int wino_group(const struct conv *g, const float *x, const float *w, cons
     j.rows = j.m + nm;
     j.orows = j.rows + nr;
     int64_t nt = tn_get_num_threads();
+    bool smallk = g->c <= WINO_SMALLK;
     tn_parallel_for(g->oc * g->c, 4096, wino_weights, &j);
     openblas_set_num_threads((int)nt);
     for (int64_t s0 = 0; s0 < g->n; s0++) {
@@ -237,10 +261,15 @@ static int wino_group(const struct conv *g, const float *x, const float *w, cons
             j.ty1 = j.ty0 + rb < j.th ? j.ty0 + rb : j.th;
             int64_t bt = (j.ty1 - j.ty0) * j.tw;
             tn_parallel_for(g->c, 1 + 16384 / (16 * bt + 1), wino_input, &j);
-            for (int e = 0; e < 16; e++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->oc, (int)bt,
-                            (int)g->c, 1.0f, j.u + e * g->oc * g->c, (int)g->c,
-                            j.v + e * j.vstride, (int)j.t, 0.0f, j.m + e * j.mstride, (int)j.t);
+            j.bt = bt;
+            if (smallk)
+                tn_parallel_for(16, 1, wino_products, &j);
+            else
+                for (int e = 0; e < 16; e++)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->oc, (int)bt,
+                                (int)g->c, 1.0f, j.u + e * g->oc * g->c, (int)g->c,
+                                j.v + e * j.vstride, (int)j.t, 0.0f, j.m + e * j.mstride,
+                                (int)j.t);
             tn_parallel_for(g->oc, 1 + 16384 / (4 * bt + 1), wino_output, &j);
         }
     }
