@@ -163,6 +163,11 @@ tests_unit_test_ops_compose_SOURCES = tests/unit/test_ops_compose.c tests/unit/o
 tests_unit_test_ops_compose_CPPFLAGS = $(TN_UNIT_CPP)
 tests_unit_test_ops_compose_LDADD = $(TN_UNIT_LIBS)
 tests_unit_test_ops_compose_LDFLAGS = $(TN_UNIT_LINK)
+UNIT_TESTS += tests/unit/test_ops_pairs
+tests_unit_test_ops_pairs_SOURCES = tests/unit/test_ops_pairs.c tests/unit/ops_cases.h
+tests_unit_test_ops_pairs_CPPFLAGS = $(TN_UNIT_CPP)
+tests_unit_test_ops_pairs_LDADD = $(TN_UNIT_LIBS)
+tests_unit_test_ops_pairs_LDFLAGS = $(TN_UNIT_LINK)
 
 UNIT_TESTS += tests/unit/test_ops_sdpa
 tests_unit_test_ops_sdpa_SOURCES = tests/unit/test_ops_sdpa.c tests/unit/ops_cases.h
