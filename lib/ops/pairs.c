@@ -7,13 +7,39 @@
  * plainly for complex64; float16 and bfloat16 round each product and the
  * difference (c10's Half and BFloat16 operators); integers wrap. Checked bit
  * for bit against PyTorch 2.x on 20000 random rows of each (AVX2 build).
+ * Also polar, frexp and ldexp as PyTorch 2.x's CPU kernels: libm's
+ * cos/sin/frexp/pow on each element in float (float32, float16, bfloat16)
+ * or double, the results laid out as its TensorIterator lays them.
  */
 #include <config.h>
 
 #include <complex.h>
 #include <math.h>
+#include <string.h>
 
 #include "ops/internal.h"
+
+/* A new tensor of sizes and dtype laid out as PyTorch's TensorIterator
+ * lays out the result of an elementwise op over in[0..n). */
+static struct tn_tensor *iter_empty(const struct tn_tensor *const *in, int n,
+                                    const int64_t *sizes, int ndim, enum tn_dtype dt)
+{
+    int64_t st[TN_MAX_DIMS];
+    if (tn__iter_strides(in, n, sizes, ndim, st) > 0)
+        return tn_empty_strided(sizes, ndim, st, dt);
+    return tn_empty(sizes, ndim, dt);
+}
+
+/* t expanded to (sizes, ndim), converted to dt, contiguous. */
+static struct tn_tensor *dense(const struct tn_tensor *t, const int64_t *sizes, int ndim,
+                               enum tn_dtype dt)
+{
+    struct tn_tensor *e = tn_expand(t, sizes, ndim);
+    struct tn_tensor *c = e ? tn_to_dtype(e, dt) : NULL, *r = c ? tn_contiguous(c) : NULL;
+    tn_release(c);
+    tn_release(e);
+    return r;
+}
 
 /* linalg_cross's meta function: same number of dims, size 3 along dim (the
  * dim as given, as PyTorch prints it), the other dims broadcast; self's
@@ -155,25 +181,19 @@ int tn__cpu_linalg_cross_out(tn_keyset ks, const struct tn_tensor *self,
     enum tn_dtype cdt = dt == TN_FLOAT16 || dt == TN_BFLOAT16 ? TN_FLOAT32
                         : tn_dtype_is_floating(dt) || tn_dtype_is_complex(dt) ? dt
                                                                                : TN_INT64;
-    struct tn_tensor *ae = tn_expand(self, out->sizes, out->ndim);
-    struct tn_tensor *be = ae ? tn_expand(other, out->sizes, out->ndim) : NULL;
-    struct tn_tensor *ac = be ? tn_to_dtype(ae, cdt) : NULL, *acc = ac ? tn_contiguous(ac) : NULL;
-    struct tn_tensor *bc = acc ? tn_to_dtype(be, cdt) : NULL, *bcc = bc ? tn_contiguous(bc) : NULL;
-    struct tn_tensor *rc = bcc ? tn_empty(out->sizes, out->ndim, cdt) : NULL;
-    int rc_ = TN_OK;
+    struct tn_tensor *ac = dense(self, out->sizes, out->ndim, cdt);
+    struct tn_tensor *bc = ac ? dense(other, out->sizes, out->ndim, cdt) : NULL;
+    struct tn_tensor *rc = bc ? tn_empty(out->sizes, out->ndim, cdt) : NULL;
+    int st = TN_OK;
     if (rc) {
-        cross_rows(acc, bcc, rc, d, dt);
-        rc_ = tn_copy_(out, rc);
+        cross_rows(ac, bc, rc, d, dt);
+        st = tn_copy_(out, rc);
     } else
-        rc_ = tn_last_status();
+        st = tn_last_status();
     tn_release(rc);
-    tn_release(bcc);
     tn_release(bc);
-    tn_release(acc);
     tn_release(ac);
-    tn_release(be);
-    tn_release(ae);
-    return rc_;
+    return st;
 }
 
 /* cross: linalg_cross along dim, or where dim is None along the first dim
@@ -194,4 +214,219 @@ struct tn_tensor *tn__composite_cross(tn_keyset ks, const struct tn_tensor *self
             return tn_set_error(TN_EINVAL, "no dimension of size 3 in input"), NULL;
     }
     return tn_linalg_cross(self, other, d);
+}
+
+/* polar: abs * cos(angle) + i abs * sin(angle) (PyTorch's polar_kernel,
+ * libm's cos and sin of the element's type), both inputs float32 or both
+ * float64, broadcast; complex32 (from float16) is not a dtype here. */
+struct tn_tensor *tn__cpu_polar(tn_keyset ks, const struct tn_tensor *abs,
+                                const struct tn_tensor *angle)
+{
+    (void)ks;
+    enum tn_dtype a = abs->dtype, b = angle->dtype;
+    bool fa = a == TN_FLOAT32 || a == TN_FLOAT64 || a == TN_FLOAT16;
+    bool fb = b == TN_FLOAT32 || b == TN_FLOAT64 || b == TN_FLOAT16;
+    if (!fa || !fb)
+        return tn_set_error(TN_EDTYPE, "Expected both inputs to be Half, Float or Double tensors "
+                            "but got %s and %s", tn_dtype_info(a)->c10_name,
+                            tn_dtype_info(b)->c10_name), NULL;
+    if (a != b)
+        return tn_set_error(TN_EDTYPE, "Expected object of scalar type %s but got scalar type %s "
+                            "for second argument", tn_dtype_info(a)->c10_name,
+                            tn_dtype_info(b)->c10_name), NULL;
+    if (a == TN_FLOAT16)
+        return tn_set_error(TN_EDTYPE, "polar: float16 inputs give complex32 (ComplexHalf), "
+                            "which tensorkit does not have"), NULL;
+    int64_t sizes[TN_MAX_DIMS];
+    int nd = abs->ndim > angle->ndim ? abs->ndim : angle->ndim;
+    if (tn_broadcast_shapes(abs->sizes, abs->ndim, angle->sizes, angle->ndim, sizes) < 0)
+        return NULL;
+    const struct tn_tensor *in[2] = {abs, angle};
+    enum tn_dtype cdt = a == TN_FLOAT32 ? TN_COMPLEX64 : TN_COMPLEX128;
+    struct tn_tensor *r = iter_empty(in, 2, sizes, nd, cdt);
+    struct tn_tensor *x = r ? dense(abs, sizes, nd, a) : NULL;
+    struct tn_tensor *y = x ? dense(angle, sizes, nd, a) : NULL;
+    struct tn_tensor *z = y ? tn_empty(sizes, nd, cdt) : NULL;
+    if (z) {
+        int64_t n = tn_numel(z);
+        if (a == TN_FLOAT32) {
+            const float *m = tn_data(x), *t = tn_data(y);
+            float *o = tn_data(z);
+            for (int64_t i = 0; i < n; i++)
+                o[2 * i] = m[i] * cosf(t[i]), o[2 * i + 1] = m[i] * sinf(t[i]);
+        } else {
+            const double *m = tn_data(x), *t = tn_data(y);
+            double *o = tn_data(z);
+            for (int64_t i = 0; i < n; i++)
+                o[2 * i] = m[i] * cos(t[i]), o[2 * i + 1] = m[i] * sin(t[i]);
+        }
+    }
+    if (!z || tn_copy_(r, z) < 0) {
+        tn_release(r);
+        r = NULL;
+    }
+    tn_release(z);
+    tn_release(y);
+    tn_release(x);
+    return r;
+}
+
+/* mantissa and exponent of every element of x (float32 or float64; float16
+ * and bfloat16 in float32: std::frexp through float) into the contiguous m
+ * (self's dtype) and e. */
+static void frexp_rows(const struct tn_tensor *x, struct tn_tensor *m, struct tn_tensor *e)
+{
+    int64_t n = tn_numel(x);
+    int32_t *ex = tn_data(e);
+    if (x->dtype == TN_FLOAT64) {
+        const double *v = tn_data(x);
+        double *mv = tn_data(m);
+        for (int64_t i = 0; i < n; i++) {
+            int k = 0;
+            mv[i] = frexp(v[i], &k);
+            ex[i] = k;
+        }
+    } else {
+        const float *v = tn_data(x);
+        char *mv = tn_data(m);
+        for (int64_t i = 0; i < n; i++) {
+            int k = 0;
+            float f = frexpf(v[i], &k);
+            ex[i] = k;
+            /* c10's scalar conversion, as PyTorch's frexp: a NaN 0x7fc0
+             * (copy_'s vector one, as PyTorch's .to(), gives 0xffff) */
+            if (m->dtype == TN_FLOAT32)
+                ((float *)mv)[i] = f;
+            else if (m->dtype == TN_BFLOAT16)
+                ((tn_bfloat16 *)mv)[i] = tn_bfloat16_from_float(f);
+            else
+                ((tn_half *)mv)[i] = tn_half_from_float(f);
+        }
+    }
+}
+
+/* frexp into mantissa (self's dtype) and exponent (int32), both of self's
+ * shape; PyTorch's floating-point check. */
+static int frexp_into(const struct tn_tensor *self, struct tn_tensor *mantissa,
+                      struct tn_tensor *exponent)
+{
+    enum tn_dtype cdt = self->dtype == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
+    struct tn_tensor *x = dense(self, self->sizes, self->ndim, cdt);
+    struct tn_tensor *m = x ? tn_empty(self->sizes, self->ndim, self->dtype) : NULL;
+    struct tn_tensor *e = m ? tn_empty(self->sizes, self->ndim, TN_INT32) : NULL;
+    int st = e ? TN_OK : tn_last_status();
+    if (e) {
+        frexp_rows(x, m, e);
+        st = tn_copy_(mantissa, m);
+        if (st >= 0)
+            st = tn_copy_(exponent, e);
+    }
+    tn_release(e);
+    tn_release(m);
+    tn_release(x);
+    return st;
+}
+
+static int frexp_check(const struct tn_tensor *self)
+{
+    if (!tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "torch.frexp() only supports floating-point dtypes");
+    return TN_OK;
+}
+
+int tn__cpu_frexp(tn_keyset ks, const struct tn_tensor *self, struct tn_tensor **mantissa,
+                  struct tn_tensor **exponent)
+{
+    (void)ks;
+    if (frexp_check(self) < 0)
+        return tn_last_status();
+    const struct tn_tensor *in[1] = {self};
+    *mantissa = iter_empty(in, 1, self->sizes, self->ndim, self->dtype);
+    *exponent = *mantissa ? iter_empty(in, 1, self->sizes, self->ndim, TN_INT32) : NULL;
+    int st = *exponent ? frexp_into(self, *mantissa, *exponent) : tn_last_status();
+    if (st >= 0)
+        return TN_OK;
+    tn_release(*mantissa);
+    tn_release(*exponent);
+    *mantissa = *exponent = NULL;
+    return st;
+}
+
+/* frexp.Tensor_out: PyTorch's dtype checks (mantissa of self's dtype,
+ * exponent int32, in its C++ type names), then both resized to self's
+ * shape. */
+int tn__cpu_frexp_out(tn_keyset ks, const struct tn_tensor *self, struct tn_tensor *mantissa,
+                      struct tn_tensor *exponent)
+{
+    (void)ks;
+    if (frexp_check(self) < 0)
+        return tn_last_status();
+    if (mantissa->dtype != self->dtype)
+        return tn_set_error(TN_EDTYPE, "torch.frexp() expects mantissa to have dtype %s but got %s",
+                            tn__dtype_meta_name(self->dtype),
+                            tn__dtype_meta_name(mantissa->dtype));
+    if (exponent->dtype != TN_INT32)
+        return tn_set_error(TN_EDTYPE, "torch.frexp() expects exponent to have int dtype but got %s",
+                            tn__dtype_meta_name(exponent->dtype));
+    struct tn_meta m = {.ndim = self->ndim, .dtype = self->dtype};
+    memcpy(m.sizes, self->sizes, sizeof m.sizes[0] * (size_t)self->ndim);
+    struct tn_meta ms[2] = {m, m};
+    ms[1].dtype = TN_INT32;
+    struct tn_tensor *outs[2] = {mantissa, exponent}, *target[2];
+    int k = 0;
+    int st = tn_dispatch_prepare_outs(TN_OK, ms, 2, outs, false, target, &k);
+    if (st >= 0)
+        st = frexp_into(self, target[0], target[1]);
+    return tn_dispatch_finish_outs(st, outs, target, k);
+}
+
+/* ldexp: self * 2^other in result_type(self, other) (the default float32
+ * for integers and bool), computed in float (double for float64) as
+ * PyTorch's ldexp kernel: pow(2, other) times self, rounded once to the
+ * result's dtype; a bool exponent of a floating self is refused as its. */
+struct tn_tensor *tn__cpu_ldexp(tn_keyset ks, const struct tn_tensor *self,
+                                const struct tn_tensor *other)
+{
+    (void)ks;
+    const struct tn_tensor *in[2] = {self, other};
+    enum tn_dtype dt = tn_result_type(in, 2, NULL, 0);
+    if (dt == TN_DTYPE_UNSET)
+        return NULL;
+    if (!tn_dtype_is_floating(dt) && !tn_dtype_is_complex(dt))
+        dt = TN_FLOAT32;
+    if (tn_dtype_is_complex(dt))
+        return tn_set_error(TN_EDTYPE, "ldexp: complex inputs are not supported"), NULL;
+    if (other->dtype == TN_BOOL && tn_dtype_is_floating(self->dtype))
+        return tn_set_error(TN_EDTYPE, "\"ldexp_cpu_exp\" not implemented for 'Bool'"), NULL;
+    int64_t sizes[TN_MAX_DIMS];
+    int nd = self->ndim > other->ndim ? self->ndim : other->ndim;
+    if (tn_broadcast_shapes(self->sizes, self->ndim, other->sizes, other->ndim, sizes) < 0)
+        return NULL;
+    enum tn_dtype cdt = dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
+    struct tn_tensor *r = iter_empty(in, 2, sizes, nd, dt);
+    struct tn_tensor *x = r ? dense(self, sizes, nd, cdt) : NULL;
+    struct tn_tensor *y = x ? dense(other, sizes, nd, cdt) : NULL;
+    struct tn_tensor *z = y ? tn_empty(sizes, nd, cdt) : NULL;
+    if (z) {
+        int64_t n = tn_numel(z);
+        if (cdt == TN_FLOAT32) {
+            const float *m = tn_data(x), *t = tn_data(y);
+            float *o = tn_data(z);
+            for (int64_t i = 0; i < n; i++)
+                o[i] = m[i] * powf(2.0f, t[i]);
+        } else {
+            const double *m = tn_data(x), *t = tn_data(y);
+            double *o = tn_data(z);
+            for (int64_t i = 0; i < n; i++)
+                o[i] = m[i] * pow(2.0, t[i]);
+        }
+    }
+    if (!z || tn_copy_(r, z) < 0) {
+        tn_release(r);
+        r = NULL;
+    }
+    tn_release(z);
+    tn_release(y);
+    tn_release(x);
+    return r;
 }
