@@ -52,6 +52,7 @@ libtensor_la_SOURCES += \
 	lib/ops/cov.c \
 	lib/ops/vander.c \
 	lib/ops/pairs.c \
+	lib/ops/histogram.c \
 	lib/ops/cpu/bincount.c \
 	lib/ops/cpu/binary.c \
 	lib/ops/cpu/linalg.c \

@@ -50,10 +50,10 @@ int tn__meta_linalg_cross_out(const struct tn_tensor *self, const struct tn_tens
     if (self->ndim != other->ndim)
         return tn_set_error(TN_EINVAL,
                             "linalg.cross: inputs must have the same number of dimensions.");
-    if (self->ndim == 0)
-        return tn_set_error(TN_EINDEX, "Dimension specified as %lld but tensor has no dimensions",
-                            (long long)dim);
-    int d = tn_wrap_dim(dim, self->ndim);
+    /* self.size(dim): a 0-dim self has no dim -1 here */
+    int d = self->ndim ? tn_wrap_dim(dim, self->ndim)
+                       : tn_set_error(TN_EINDEX, "Dimension specified as %lld but tensor has no "
+                                      "dimensions", (long long)dim);
     if (d < 0)
         return tn_last_status();
     if (self->sizes[d] != 3 || other->sizes[d] != 3)
@@ -216,6 +216,69 @@ struct tn_tensor *tn__composite_cross(tn_keyset ks, const struct tn_tensor *self
     return tn_linalg_cross(self, other, d);
 }
 
+/* o[i] = f(x[i], y[i]) over n contiguous elements; dbl: float64 inputs. */
+typedef void (*pair_fn)(const void *x, const void *y, void *o, int64_t n, bool dbl);
+
+/* fn over a and b broadcast and converted to in_dt (contiguous), into a
+ * temporary of tmp_dt copied to a result of out_dt laid out as PyTorch's
+ * TensorIterator lays it out. */
+static struct tn_tensor *pair_map(const struct tn_tensor *a, const struct tn_tensor *b,
+                                  enum tn_dtype in_dt, enum tn_dtype tmp_dt, enum tn_dtype out_dt,
+                                  pair_fn fn)
+{
+    int64_t sizes[TN_MAX_DIMS];
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    if (tn_broadcast_shapes(a->sizes, a->ndim, b->sizes, b->ndim, sizes) < 0)
+        return NULL;
+    const struct tn_tensor *in[2] = {a, b};
+    struct tn_tensor *r = iter_empty(in, 2, sizes, nd, out_dt);
+    struct tn_tensor *x = r ? dense(a, sizes, nd, in_dt) : NULL;
+    struct tn_tensor *y = x ? dense(b, sizes, nd, in_dt) : NULL;
+    struct tn_tensor *z = y ? tn_empty(sizes, nd, tmp_dt) : NULL;
+    if (z)
+        fn(tn_data(x), tn_data(y), tn_data(z), tn_numel(z), in_dt == TN_FLOAT64);
+    if (!z || tn_copy_(r, z) < 0) {
+        tn_release(r);
+        r = NULL;
+    }
+    tn_release(z);
+    tn_release(y);
+    tn_release(x);
+    return r;
+}
+
+/* abs * cos(angle), abs * sin(angle): interleaved complex parts */
+static void polar_loop(const void *x, const void *y, void *o, int64_t n, bool dbl)
+{
+    if (dbl) {
+        const double *m = x, *t = y;
+        double *c = o;
+        for (int64_t i = 0; i < n; i++)
+            c[2 * i] = m[i] * cos(t[i]), c[2 * i + 1] = m[i] * sin(t[i]);
+    } else {
+        const float *m = x, *t = y;
+        float *c = o;
+        for (int64_t i = 0; i < n; i++)
+            c[2 * i] = m[i] * cosf(t[i]), c[2 * i + 1] = m[i] * sinf(t[i]);
+    }
+}
+
+/* x * pow(2, y) */
+static void ldexp_loop(const void *x, const void *y, void *o, int64_t n, bool dbl)
+{
+    if (dbl) {
+        const double *m = x, *t = y;
+        double *r = o;
+        for (int64_t i = 0; i < n; i++)
+            r[i] = m[i] * pow(2.0, t[i]);
+    } else {
+        const float *m = x, *t = y;
+        float *r = o;
+        for (int64_t i = 0; i < n; i++)
+            r[i] = m[i] * powf(2.0f, t[i]);
+    }
+}
+
 /* polar: abs * cos(angle) + i abs * sin(angle) (PyTorch's polar_kernel,
  * libm's cos and sin of the element's type), both inputs float32 or both
  * float64, broadcast; complex32 (from float16) is not a dtype here. */
@@ -237,38 +300,8 @@ struct tn_tensor *tn__cpu_polar(tn_keyset ks, const struct tn_tensor *abs,
     if (a == TN_FLOAT16)
         return tn_set_error(TN_EDTYPE, "polar: float16 inputs give complex32 (ComplexHalf), "
                             "which tensorkit does not have"), NULL;
-    int64_t sizes[TN_MAX_DIMS];
-    int nd = abs->ndim > angle->ndim ? abs->ndim : angle->ndim;
-    if (tn_broadcast_shapes(abs->sizes, abs->ndim, angle->sizes, angle->ndim, sizes) < 0)
-        return NULL;
-    const struct tn_tensor *in[2] = {abs, angle};
     enum tn_dtype cdt = a == TN_FLOAT32 ? TN_COMPLEX64 : TN_COMPLEX128;
-    struct tn_tensor *r = iter_empty(in, 2, sizes, nd, cdt);
-    struct tn_tensor *x = r ? dense(abs, sizes, nd, a) : NULL;
-    struct tn_tensor *y = x ? dense(angle, sizes, nd, a) : NULL;
-    struct tn_tensor *z = y ? tn_empty(sizes, nd, cdt) : NULL;
-    if (z) {
-        int64_t n = tn_numel(z);
-        if (a == TN_FLOAT32) {
-            const float *m = tn_data(x), *t = tn_data(y);
-            float *o = tn_data(z);
-            for (int64_t i = 0; i < n; i++)
-                o[2 * i] = m[i] * cosf(t[i]), o[2 * i + 1] = m[i] * sinf(t[i]);
-        } else {
-            const double *m = tn_data(x), *t = tn_data(y);
-            double *o = tn_data(z);
-            for (int64_t i = 0; i < n; i++)
-                o[2 * i] = m[i] * cos(t[i]), o[2 * i + 1] = m[i] * sin(t[i]);
-        }
-    }
-    if (!z || tn_copy_(r, z) < 0) {
-        tn_release(r);
-        r = NULL;
-    }
-    tn_release(z);
-    tn_release(y);
-    tn_release(x);
-    return r;
+    return pair_map(abs, angle, a, cdt, cdt, polar_loop);
 }
 
 /* mantissa and exponent of every element of x (float32 or float64; float16
@@ -398,35 +431,6 @@ struct tn_tensor *tn__cpu_ldexp(tn_keyset ks, const struct tn_tensor *self,
         return tn_set_error(TN_EDTYPE, "ldexp: complex inputs are not supported"), NULL;
     if (other->dtype == TN_BOOL && tn_dtype_is_floating(self->dtype))
         return tn_set_error(TN_EDTYPE, "\"ldexp_cpu_exp\" not implemented for 'Bool'"), NULL;
-    int64_t sizes[TN_MAX_DIMS];
-    int nd = self->ndim > other->ndim ? self->ndim : other->ndim;
-    if (tn_broadcast_shapes(self->sizes, self->ndim, other->sizes, other->ndim, sizes) < 0)
-        return NULL;
     enum tn_dtype cdt = dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
-    struct tn_tensor *r = iter_empty(in, 2, sizes, nd, dt);
-    struct tn_tensor *x = r ? dense(self, sizes, nd, cdt) : NULL;
-    struct tn_tensor *y = x ? dense(other, sizes, nd, cdt) : NULL;
-    struct tn_tensor *z = y ? tn_empty(sizes, nd, cdt) : NULL;
-    if (z) {
-        int64_t n = tn_numel(z);
-        if (cdt == TN_FLOAT32) {
-            const float *m = tn_data(x), *t = tn_data(y);
-            float *o = tn_data(z);
-            for (int64_t i = 0; i < n; i++)
-                o[i] = m[i] * powf(2.0f, t[i]);
-        } else {
-            const double *m = tn_data(x), *t = tn_data(y);
-            double *o = tn_data(z);
-            for (int64_t i = 0; i < n; i++)
-                o[i] = m[i] * pow(2.0, t[i]);
-        }
-    }
-    if (!z || tn_copy_(r, z) < 0) {
-        tn_release(r);
-        r = NULL;
-    }
-    tn_release(z);
-    tn_release(y);
-    tn_release(x);
-    return r;
+    return pair_map(self, other, cdt, cdt, dt, ldexp_loop);
 }
