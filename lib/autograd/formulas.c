@@ -147,6 +147,18 @@ fail:
     return NULL;
 }
 
+struct tn_tensor *tn__aminmax_bw(const struct tn_tensor *grad_min, const struct tn_tensor *grad_max,
+                                 const struct tn_tensor *self, const struct tn_tensor *min,
+                                 const struct tn_tensor *max, const int64_t *dim, bool keepdim)
+{
+    int n = dim && self->ndim ? 1 : 0;
+    struct tn_tensor *a = tn__amax_backward(grad_min, self, min, dim, n, keepdim);
+    struct tn_tensor *b = a ? tn__amax_backward(grad_max, self, max, dim, n, keepdim) : NULL;
+    struct tn_tensor *r = b ? tn_add(a, b, tn_int(1)) : NULL;
+    drop(2, a, b);
+    return r;
+}
+
 /* max() and min(): amax's rule over every element (PyTorch's
  * evenly_distribute_backward) */
 struct tn_tensor *tn__evenly_distribute_bw(const struct tn_tensor *grad,

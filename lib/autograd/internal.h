@@ -335,6 +335,11 @@ struct tn_tensor *tn__mean_all_bw(const struct tn_tensor *grad, const int64_t *s
 struct tn_tensor *tn__amax_backward(const struct tn_tensor *grad, const struct tn_tensor *self,
                                     const struct tn_tensor *result, const int64_t *dim,
                                     int dim_len, bool keepdim);
+/* aminmax: _amax_backward of the min's gradient plus that of the max's,
+ * over dim (NULL: every dim) */
+struct tn_tensor *tn__aminmax_bw(const struct tn_tensor *grad_min, const struct tn_tensor *grad_max,
+                                 const struct tn_tensor *self, const struct tn_tensor *min,
+                                 const struct tn_tensor *max, const int64_t *dim, bool keepdim);
 struct tn_tensor *tn__evenly_distribute_bw(const struct tn_tensor *grad,
                                            const struct tn_tensor *self,
                                            const struct tn_tensor *result);
