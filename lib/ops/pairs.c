@@ -216,7 +216,8 @@ struct tn_tensor *tn__composite_cross(tn_keyset ks, const struct tn_tensor *self
     return tn_linalg_cross(self, other, d);
 }
 
-/* o[i] = f(x[i], y[i]) over n contiguous elements; dbl: float64 inputs. */
+/* o[i] = f(x[i], y[i]) over n contiguous elements; dbl: float64 or
+ * complex128 inputs. */
 typedef void (*pair_fn)(const void *x, const void *y, void *o, int64_t n, bool dbl);
 
 /* fn over a and b broadcast and converted to in_dt (contiguous), into a
@@ -236,7 +237,8 @@ static struct tn_tensor *pair_map(const struct tn_tensor *a, const struct tn_ten
     struct tn_tensor *y = x ? dense(b, sizes, nd, in_dt) : NULL;
     struct tn_tensor *z = y ? tn_empty(sizes, nd, tmp_dt) : NULL;
     if (z)
-        fn(tn_data(x), tn_data(y), tn_data(z), tn_numel(z), in_dt == TN_FLOAT64);
+        fn(tn_data(x), tn_data(y), tn_data(z), tn_numel(z),
+           in_dt == TN_FLOAT64 || in_dt == TN_COMPLEX128);
     if (!z || tn_copy_(r, z) < 0) {
         tn_release(r);
         r = NULL;
@@ -276,6 +278,22 @@ static void ldexp_loop(const void *x, const void *y, void *o, int64_t n, bool db
         float *r = o;
         for (int64_t i = 0; i < n; i++)
             r[i] = m[i] * powf(2.0f, t[i]);
+    }
+}
+
+/* x * cpow(2, y) over complex elements (dbl: complex128) */
+static void ldexp_complex_loop(const void *x, const void *y, void *o, int64_t n, bool dbl)
+{
+    if (dbl) {
+        const double complex *m = x, *t = y;
+        double complex *r = o;
+        for (int64_t i = 0; i < n; i++)
+            r[i] = m[i] * cpow(2.0, t[i]);
+    } else {
+        const float complex *m = x, *t = y;
+        float complex *r = o;
+        for (int64_t i = 0; i < n; i++)
+            r[i] = m[i] * cpowf(2.0f, t[i]);
     }
 }
 
@@ -416,7 +434,9 @@ int tn__cpu_frexp_out(tn_keyset ks, const struct tn_tensor *self, struct tn_tens
 /* ldexp: self * 2^other in result_type(self, other) (the default float32
  * for integers and bool), computed in float (double for float64) as
  * PyTorch's ldexp kernel: pow(2, other) times self, rounded once to the
- * result's dtype; a bool exponent of a floating self is refused as its. */
+ * result's dtype; a bool exponent of a floating self is refused as its;
+ * complex: self * cpow(2, other) in the complex dtype (close to PyTorch's,
+ * not checked bit for bit). */
 struct tn_tensor *tn__cpu_ldexp(tn_keyset ks, const struct tn_tensor *self,
                                 const struct tn_tensor *other)
 {
@@ -427,10 +447,10 @@ struct tn_tensor *tn__cpu_ldexp(tn_keyset ks, const struct tn_tensor *self,
         return NULL;
     if (!tn_dtype_is_floating(dt) && !tn_dtype_is_complex(dt))
         dt = TN_FLOAT32;
-    if (tn_dtype_is_complex(dt))
-        return tn_set_error(TN_EDTYPE, "ldexp: complex inputs are not supported"), NULL;
     if (other->dtype == TN_BOOL && tn_dtype_is_floating(self->dtype))
         return tn_set_error(TN_EDTYPE, "\"ldexp_cpu_exp\" not implemented for 'Bool'"), NULL;
+    if (tn_dtype_is_complex(dt)) /* self * cpow(2, other) in the complex dtype */
+        return pair_map(self, other, dt, dt, dt, ldexp_complex_loop);
     enum tn_dtype cdt = dt == TN_FLOAT64 ? TN_FLOAT64 : TN_FLOAT32;
     return pair_map(self, other, cdt, cdt, dt, ldexp_loop);
 }
