@@ -3,6 +3,7 @@ CLI_TESTS += tests/cli/tcompile.bats
 CLI_TESTS += tests/cli/tcompile_index.bats
 CLI_TESTS += tests/cli/tcompile_misc.bats
 CLI_TESTS += tests/cli/tcompile_nanmax.bats
+CLI_TESTS += tests/cli/tcompile_se.bats
 CLI_TESTS += tests/cli/tcompile_layout.bats
 CLI_TESTS += tests/cli/tcompile_fft.bats
 CLI_TESTS += tests/cli/tcompile_attn.bats
