@@ -319,44 +319,42 @@ static char *hoist_load(struct tn__out *o, const struct tn__cprog *P, int x, con
     return strdup(buf);
 }
 
-/* Whether x is the same at every point of the inner loop: constants and
- * the loads hoist_load read before it, through pure operations (not an
- * integer division, which would run where the loop does not). memo: 0
- * not known, 1 yes, 2 no. */
-static bool invariant(const struct tn__cprog *P, int x, const char *const *addr,
-                      unsigned char *memo)
+/* Whether x varies along the row: it reads a load whose address (addr)
+ * moves with the row, not one read before it ("=h") nor a local ("=v");
+ * with idiv, also where it holds an integer division (kept in the loop:
+ * taken out, it would run where the loop does not). memo: 0 not known, 1
+ * no, 2 yes. */
+static bool along_row(const struct tn__cprog *P, int x, const char *const *addr,
+                      unsigned char *memo, bool idiv)
 {
     if (x < 0)
-        return true;
+        return false;
     if (!memo[x]) {
         const struct tn__x *e = &P->xs[x];
-        bool inv;
-        if (e->op == TN_X_LOAD)
-            inv = addr[x] && addr[x][0] == '=';
-        else if (e->op == TN_X_CONST)
-            inv = true;
-        else
-            inv = !(e->op == TN_X_DIV && !tn_dtype_is_floating((enum tn_dtype)e->dt)) &&
-                  invariant(P, e->a, addr, memo) && invariant(P, e->b, addr, memo) &&
-                  invariant(P, e->c, addr, memo);
-        memo[x] = inv ? 1 : 2;
+        bool r = e->op == TN_X_LOAD
+                     ? addr[x] && !(addr[x][0] == '=' && (addr[x][1] == 'h' || addr[x][1] == 'v'))
+                     : (idiv && e->op == TN_X_DIV && !tn_dtype_is_floating((enum tn_dtype)e->dt)) ||
+                           along_row(P, e->a, addr, memo, idiv) ||
+                           along_row(P, e->b, addr, memo, idiv) ||
+                           along_row(P, e->c, addr, memo, idiv);
+        memo[x] = r ? 2 : 1;
     }
-    return memo[x] == 1;
+    return memo[x] == 2;
 }
 
 /* Emits before the inner loop the values of x that are the same at every
  * point of it (a squeeze-excite gate's sigmoid, a batch norm's 1 /
- * sqrt(var + eps)): once per row instead of once per element. Left in the
- * loop, tn_sigmoidf of a hoisted load kept its selects as branches, GCC
- * did not vectorize, and efficientnet_b0's gate products ran one element
- * at a time (three times the interpreter's mul). */
+ * sqrt(var + eps)): once per row instead of once per element. Left in
+ * the loop, tn_sigmoidf of a hoisted load kept its selects as branches,
+ * GCC did not vectorize, and efficientnet_b0's gate products ran one
+ * element at a time (three times the interpreter's mul). */
 static void hoist_invariants(struct tn__out *o, const struct tn__cprog *P, int x,
                              unsigned char *done, const char *const *addr, unsigned char *memo)
 {
     if (x < 0 || done[x])
         return;
     const struct tn__x *e = &P->xs[x];
-    if (invariant(P, x, addr, memo)) {
+    if (!along_row(P, x, addr, memo, true)) {
         if (e->op != TN_X_LOAD && e->op != TN_X_CONST)
             emit_x(o, P, x, done, addr);
         return;
@@ -611,25 +609,6 @@ static void mark_stage(const struct tn__cprog *P, int x, int i, unsigned char *s
     mark_stage(P, e->c, i, seen, first, kept);
 }
 
-/* Whether x varies along the row: it reads a load whose address (addr)
- * moves with the row, not one read before it ("=h") nor a local ("=v").
- * memo: 0 not known, 1 no, 2 yes. */
-static bool along_row(const struct tn__cprog *P, int x, const char *const *addr,
-                      unsigned char *memo)
-{
-    if (x < 0)
-        return false;
-    if (!memo[x]) {
-        const struct tn__x *e = &P->xs[x];
-        bool r = e->op == TN_X_LOAD
-                     ? addr[x] && !(addr[x][0] == '=' && (addr[x][1] == 'h' || addr[x][1] == 'v'))
-                     : along_row(P, e->a, addr, memo) || along_row(P, e->b, addr, memo) ||
-                           along_row(P, e->c, addr, memo);
-        memo[x] = r ? 2 : 1;
-    }
-    return memo[x] == 2;
-}
-
 /* The costly values a kernel's later stages compute again along the row
  * (a softmax's exp in its sum and in its normalisation): kept[x] set for
  * each, their count returned; -1 out of memory. */
@@ -651,7 +630,7 @@ static int kept_values(const struct tn__cprog *P, const struct tn__step *st,
     }
     memset(seen, 0, (size_t)P->nx + 1);
     for (int x = 0; x <= P->nx; x++) {
-        kept[x] = kept[x] && along_row(P, x, addr, seen);
+        kept[x] = kept[x] && along_row(P, x, addr, seen, false);
         n += kept[x];
     }
     free(first);
