@@ -959,6 +959,18 @@ static int lower_batch_norm(struct tn__lctx *L, const struct tn_graph_node *n)
     if (rc != TN_OK)
         return rc;
     double eps = tn__arg_float(n, "eps", 1e-5);
+    if (!training) {
+        /* as PyTorch's CPU kernel: alpha = weight / sqrt(var + eps), beta =
+         * bias - mean alpha, per channel (computed before the row's loop),
+         * then x alpha + beta: a multiply and an add an element, not four */
+        int a = tn__x_un(P, TN_X_RSQRT, acc, tn__x_bin(P, TN_X_ADD, acc, ch[1], k_(L, acc, eps)));
+        if (ch[2] >= 0)
+            a = tn__x_bin(P, TN_X_MUL, acc, a, ch[2]);
+        int b = tn__x_bin(P, TN_X_MUL, acc, ch[0], a);
+        b = ch[3] >= 0 ? tn__x_bin(P, TN_X_SUB, acc, ch[3], b) : tn__x_un(P, TN_X_NEG, acc, b);
+        int y = tn__x_bin(P, TN_X_MUL, acc, tn__x_cast(P, acc, x->x), a);
+        return tn__set_out(L, 0, tn__x_bin(P, TN_X_ADD, acc, y, b), acc);
+    }
     int y = tn__x_bin(P, TN_X_SUB, acc, tn__x_cast(P, acc, x->x), ch[0]);
     y = tn__x_bin(P, TN_X_MUL, acc, y,
                   tn__x_un(P, TN_X_RSQRT, acc,
