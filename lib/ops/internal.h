@@ -124,9 +124,10 @@ TN_AVX2 double tn__sqdev_f32_avx2(const float *x, int64_t n, float c);
  * dim lda), w a linear layer's weight (N x K, row-major, leading dim ldw),
  * each weight row read once in place. False, nothing written, without AVX2
  * or where the shape is not one it wins on (few rows, a long k; the
- * thresholds are in the file). */
+ * thresholds are in the file). With pool its columns split over the thread
+ * pool, else it runs whole on this thread (a caller's task). */
 bool tn__sgemm_skinny(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
-                      const float *w, int64_t ldw, float *c, int64_t ldc, bool add);
+                      const float *w, int64_t ldw, float *c, int64_t ldc, bool add, bool pool);
 
 #define TN_SGEMM_AVX2_MAX ((int64_t)1 << 25)
 #define TN_SGEMM_AVX2_KMAX 128
@@ -149,8 +150,9 @@ size_t tn__sgemm_small_scratch(int64_t M, int64_t N, int64_t K);
  * or c + a @ b when add; a (M x K) row-major with leading dim lda, or
  * when ta its transpose (a(i, k) at a[k * lda + i]); b (K x N) likewise
  * (tb: linear's weight, column j at b + j * ldb). Through the few-row
- * kernel (tn__sgemm_skinny: only with pool, as it splits over the pool
- * itself), then the small-product kernel (tn__sgemm_small, its panels in
+ * kernel (tn__sgemm_skinny, split over the pool with pool; with or without,
+ * so a product's kernel does not hang on the thread count), then the
+ * small-product kernel (tn__sgemm_small, its panels in
  * scratch: NULL or tn__sgemm_small_scratch(M, N, K) bytes; split over the
  * pool with pool), else cblas_sgemm. pool: the call may use the thread
  * pool (false: a caller's task, e.g. one matrix of a batch split over the

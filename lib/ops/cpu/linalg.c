@@ -231,10 +231,11 @@ static void small_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t
 /* One product: c (M x N, row-major, leading dim ldc) = beta*c + alpha*a@b,
  * with a (M x K) and b (K x N) given by data pointer and element strides.
  * beta is ignored (c's old values are not read) when use_c is false, as
- * PyTorch ignores self when beta is 0. */
-static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a, int64_t as0,
-                int64_t as1, const char *b, int64_t bs0, int64_t bs1, char *c, int64_t ldc,
-                struct tn_scalar alpha, struct tn_scalar beta, bool use_c)
+ * PyTorch ignores self when beta is 0. pool: the product may split over
+ * the thread pool (false in a worker's task: tn__sgemm). */
+static int gemm(bool pool, enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a,
+                int64_t as0, int64_t as1, const char *b, int64_t bs0, int64_t bs1, char *c,
+                int64_t ldc, struct tn_scalar alpha, struct tn_scalar beta, bool use_c)
 {
     if (M == 0 || N == 0)
         return TN_OK;
@@ -263,10 +264,9 @@ static int gemm(enum tn_dtype dt, int64_t M, int64_t N, int64_t K, const char *a
         }
 #endif
         if (dt == TN_FLOAT32 && al == 1.0 && (!use_c || be == 1.0)) {
-            /* pool: inside gemm_batch's tasks a kernel's split runs inline */
             tn__sgemm(M, N, K, (const float *)ma.p, ma.ld, ma.trans == CblasTrans,
                       (const float *)mb.p, mb.ld, mb.trans == CblasTrans, (float *)c, ldc,
-                      use_c, NULL, true);
+                      use_c, NULL, pool);
         } else if (dt == TN_FLOAT32) {
             cblas_sgemm(CblasRowMajor, ma.trans, mb.trans, (int)M, (int)N, (int)K, (float)al,
                         (const float *)ma.p, (int)ma.ld, (const float *)mb.p, (int)mb.ld,
@@ -314,7 +314,7 @@ void tn__sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda, boo
                const float *b, int64_t ldb, bool tb, float *c, int64_t ldc, bool add,
                float *scratch, bool pool)
 {
-    if (pool && !ta && tb && tn__sgemm_skinny(M, N, K, a, lda, b, ldb, c, ldc, add))
+    if (!ta && tb && tn__sgemm_skinny(M, N, K, a, lda, b, ldb, c, ldc, add, pool))
         return;
     if (tn__sgemm_small(M, N, K, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, tb, c, ldc, add, scratch,
                         pool))
@@ -370,6 +370,7 @@ static bool out_rowmajor(const struct tn_tensor *out)
 struct gemm_job {
     enum tn_dtype dt;
     int64_t M, N, K, rb, cb, nr, nc; /* row/column block sizes and counts */
+    int64_t tasks;                   /* batch * nr * nc */
     const char *a, *b;
     char *c;
     int64_t as0, as1, bs0, bs1, ldc, sa, sb, sc; /* element strides; batch strides in bytes */
@@ -383,12 +384,16 @@ static void gemm_tasks(int64_t begin, int64_t end, void *ctx)
 {
     struct gemm_job *j = ctx;
     int64_t es = (int64_t)j->es;
+    /* the whole range at once runs here, outside the pool (tn_parallel_for
+     * inline): a product may split over the pool; a chunk of it is a
+     * worker's task, which runs its products whole */
+    bool pool = begin == 0 && end == j->tasks;
     for (int64_t t = begin; t < end; t++) {
         int64_t bi = t / (j->nr * j->nc), blk = t % (j->nr * j->nc);
         int64_t r0 = blk / j->nc * j->rb, c0 = blk % j->nc * j->cb;
         int64_t m = j->M - r0 < j->rb ? j->M - r0 : j->rb, n = j->N - c0 < j->cb ? j->N - c0 : j->cb;
-        int rc = gemm(j->dt, m, n, j->K, j->a + bi * j->sa + r0 * j->as0 * es, j->as0, j->as1,
-                      j->b + bi * j->sb + c0 * j->bs1 * es, j->bs0, j->bs1,
+        int rc = gemm(pool, j->dt, m, n, j->K, j->a + bi * j->sa + r0 * j->as0 * es, j->as0,
+                      j->as1, j->b + bi * j->sb + c0 * j->bs1 * es, j->bs0, j->bs1,
                       j->c + bi * j->sc + (r0 * j->ldc + c0) * es, j->ldc, j->alpha, j->beta,
                       j->use_c);
         if (rc < 0)
@@ -431,9 +436,10 @@ static int gemm_batch(struct gemm_job *j, int64_t batch)
     default:
         return no_kernel(j->dt);
     }
-    int64_t tasks = batch * j->nr * j->nc, per = work / (j->nr * j->nc);
+    int64_t per = work / (j->nr * j->nc);
+    j->tasks = batch * j->nr * j->nc;
     int64_t grain = per >= TN_GEMM_TASK_MIN ? 1 : ceil_div(TN_GEMM_TASK_MIN, per > 0 ? per : 1);
-    tn__blas_parallel_for(tasks, grain, gemm_tasks, j);
+    tn__blas_parallel_for(j->tasks, grain, gemm_tasks, j);
     return j->rc;
 }
 

@@ -133,7 +133,7 @@ TN_AVX2 static void columns(int64_t b0, int64_t b1, void *ctx)
 #endif
 
 bool tn__sgemm_skinny(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
-                      const float *w, int64_t ldw, float *c, int64_t ldc, bool add)
+                      const float *w, int64_t ldw, float *c, int64_t ldc, bool add, bool pool)
 {
 #ifdef TN_HAVE_AVX2
     if (!tn__have_avx2() || M < 2 || M > SKINNY_MMAX || K < SKINNY_KMIN ||
@@ -142,11 +142,14 @@ bool tn__sgemm_skinny(int64_t M, int64_t N, int64_t K, const float *a, int64_t l
     struct skinny s = {.a = a, .w = w, .c = c, .M = M, .K = K, .N = N, .lda = lda, .ldw = ldw,
                        .ldc = ldc, .add = add};
     /* 48 weight rows a task at least (36 KiB at K 192) */
-    tn__blas_parallel_for((N + 2) / 3, 16, columns, &s);
+    if (pool)
+        tn__blas_parallel_for((N + 2) / 3, 16, columns, &s);
+    else
+        columns(0, (N + 2) / 3, &s);
     return true;
 #else
     (void)M, (void)N, (void)K, (void)a, (void)lda, (void)w, (void)ldw, (void)c, (void)ldc;
-    (void)add;
+    (void)add, (void)pool;
     return false;
 #endif
 }
