@@ -222,6 +222,17 @@ void tn__convert_strided(char *d, enum tn_dtype ddt, int64_t dstep, const char *
 /* Rounds a float to float16 or bfloat16 (dtype) and back. */
 float tn__round16(float x, enum tn_dtype dtype);
 
+/* v rounded to dt as a c10 operator's result of that floating type would
+ * be: float64 as it is, float32 to float, float16/bfloat16 through float. */
+static inline double tn__round_to(double v, enum tn_dtype dt)
+{
+    if (dt == TN_FLOAT64)
+        return v;
+    if (dt == TN_FLOAT32)
+        return (float)v;
+    return tn__round16((float)v, dt);
+}
+
 /* How long (ns) a pool thread polls before it sleeps: the bound
  * OMP_WAIT_POLICY (PASSIVE 0, ACTIVE a second) and then TN_SPIN_US
  * (microseconds, which wins) ask for, -1 when neither does (values they

@@ -22,22 +22,12 @@
 /* HISTOGRAM_GRAIN_SIZE: the elements at::parallel_for gives a thread at least. */
 #define HIST_GRAIN 200
 
-/* v rounded to dt as a c10 operator's result of that type would be. */
-static double to_dt(double v, enum tn_dtype dt)
-{
-    if (dt == TN_FLOAT64)
-        return v;
-    if (dt == TN_FLOAT32)
-        return (float)v;
-    return tn__round16((float)v, dt);
-}
-
 /* (x - left) * nbins / (right - left) as input_t computes it (each
  * operation rounded to dt; nbins converted to dt first), truncated. */
 static int64_t linear_pos(double x, double left, double right, int64_t nbins, enum tn_dtype dt)
 {
-    double d = to_dt(x - left, dt), w = to_dt(right - left, dt);
-    return (int64_t)to_dt(to_dt(d * to_dt((double)nbins, dt), dt) / w, dt);
+    double d = tn__round_to(x - left, dt), w = tn__round_to(right - left, dt);
+    return (int64_t)tn__round_to(tn__round_to(d * tn__round_to((double)nbins, dt), dt) / w, dt);
 }
 
 /* std::upper_bound over e[lo, hi) (libstdc++'s halving loop, so an
@@ -76,7 +66,7 @@ static void fill_chunk(const double *x, const double *w, int64_t lo, int64_t hi,
             pos = upper_bound(e, 0, nb + 1, v) - 1;
         if (pos == nb)
             pos -= 1;
-        hist[pos] = to_dt(hist[pos] + (w ? w[i] : 1.0), dt);
+        hist[pos] = tn__round_to(hist[pos] + (w ? w[i] : 1.0), dt);
     }
 }
 
@@ -110,7 +100,7 @@ static struct tn_tensor *fill(const struct tn_tensor *self, const struct tn_tens
             fill_chunk(tn_data(xc), wc ? tn_data(wc) : NULL, lo, hi, tn_data(ec), nb, linear, dt,
                        part + p * nb);
             for (int64_t b = 0; b < nb; b++)
-                sum[b] = p ? to_dt(sum[b] + part[p * nb + b], dt) : part[b];
+                sum[b] = p ? tn__round_to(sum[b] + part[p * nb + b], dt) : part[b];
         }
         h = tn_from_data(sum, &nb, 1, TN_FLOAT64);
         r = h ? tn_to_dtype(h, dt) : NULL;

@@ -57,17 +57,6 @@ static struct tn_tensor *nll_targets(const struct tn_tensor *target, int64_t c, 
     return t;
 }
 
-/* v rounded to dtype as PyTorch's scalar_t arithmetic rounds each step
- * (float16 and bfloat16 through float, as c10's operators compute) */
-static double nll_round(double v, enum tn_dtype dt)
-{
-    if (dt == TN_FLOAT64)
-        return v;
-    if (dt == TN_FLOAT32)
-        return (float)v;
-    return tn__round16((float)v, dt);
-}
-
 #define NLL_LEVELS 8 /* PyTorch's cascade_sum_num_levels */
 
 int tn__cpu_nll_loss_forward(tn_keyset ks, const struct tn_tensor *self,
@@ -96,7 +85,7 @@ int tn__cpu_nll_loss_forward(tn_keyset ks, const struct tn_tensor *self,
         for (int64_t i = 0; i < n; i++) {
             if (tp[i] == ignore_index)
                 continue;
-            double wi = wp ? wp[tp[i]] : 1.0, l = nll_round(-(wi * xp[i * c + tp[i]]), dt);
+            double wi = wp ? wp[tp[i]] : 1.0, l = tn__round_to(-(wi * xp[i * c + tp[i]]), dt);
             if (none)
                 op[i] = l;
             sum += l;
@@ -120,22 +109,22 @@ int tn__cpu_nll_loss_forward(tn_keyset ks, const struct tn_tensor *self,
             }
             double xi = xp[i * c + tp[i]];
             if (wp) {
-                lsum[0] = nll_round(lsum[0] - nll_round(xi * wp[tp[i]], dt), dt);
-                psum[0] = nll_round(psum[0] + wp[tp[i]], dt);
+                lsum[0] = tn__round_to(lsum[0] - tn__round_to(xi * wp[tp[i]], dt), dt);
+                psum[0] = tn__round_to(psum[0] + wp[tp[i]], dt);
             } else {
-                lsum[0] = nll_round(lsum[0] - xi, dt);
+                lsum[0] = tn__round_to(lsum[0] - xi, dt);
             }
             for (int j = 0; j + 1 < NLL_LEVELS && (i & (mask << (j * power))) == 0; j++) {
-                lsum[j + 1] = nll_round(lsum[j + 1] + lsum[j], dt);
-                psum[j + 1] = nll_round(psum[j + 1] + psum[j], dt);
+                lsum[j + 1] = tn__round_to(lsum[j + 1] + lsum[j], dt);
+                psum[j + 1] = tn__round_to(psum[j + 1] + psum[j], dt);
                 lsum[j] = psum[j] = 0;
             }
         }
-        wsum = wp ? 0 : nll_round((double)(n - ignored), dt);
+        wsum = wp ? 0 : tn__round_to((double)(n - ignored), dt);
         for (int j = 0; j < NLL_LEVELS; j++) {
-            sum = nll_round(sum + lsum[j], dt);
+            sum = tn__round_to(sum + lsum[j], dt);
             if (wp)
-                wsum = nll_round(wsum + psum[j], dt);
+                wsum = tn__round_to(wsum + psum[j], dt);
         }
     }
     if (!none)
